@@ -1,0 +1,1 @@
+"""kms command line: thin Typer adapters over the headless core in ``server``."""

@@ -1,0 +1,3 @@
+from kmscli.main import app
+
+app(prog_name="kms")

@@ -1,0 +1,278 @@
+"""Compose the MCP config a ``kms claude`` session gets, from settings. Pure functions.
+
+Each built-in server is one small function ``(settings, session) -> (name, entry) | None``
+so adding a server is adding a function; ``compose`` merges the enabled ones with the
+person's custom servers into ``{"mcpServers": {...}}`` (the format ``claude --mcp-config``
+reads). Only ``write_session_config``/``remove_session_config`` touch the disk: the file
+can carry tokens (custom server env/headers), so it goes to a private directory (0700)
+as a 0600 file, never into the cwd where it could be committed or read by others.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server.settings import BUILTIN_SERVERS, CustomServer, Settings, env_text
+
+Entry = dict[str, Any]
+Built = tuple[str, Entry] | None
+Builder = Callable[[Settings, "Session"], Built]
+
+PLAYWRIGHT_PACKAGE = "@playwright/mcp@latest"
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
+HOSTS = ("claude-code", "claude-desktop", "cursor", "vscode")
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a composed config depends on besides settings."""
+
+    id: str
+    db_path: Path
+    cwd: Path
+    vault_roots: tuple[Path, ...] = ()
+    vault: str | None = None
+    python: str = field(default_factory=lambda: sys.executable)
+
+
+def _source_root() -> Path | None:
+    """The folder holding ``kmscli`` when running from a source tree (not installed).
+
+    Then the kms server child needs it on PYTHONPATH to import ``kmscli``; an installed
+    package (site-packages) needs nothing.
+    """
+    pkg = Path(__file__).resolve().parent
+    if "site-packages" in pkg.parts or "dist-packages" in pkg.parts:
+        return None
+    return pkg.parent
+
+
+def kms_command(python: str | None = None) -> tuple[str, list[str], dict[str, str]]:
+    """How to start ``kms mcp``: the running interpreter (absolute), so the venv is right."""
+    env: dict[str, str] = {}
+    root = _source_root()
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    return python or sys.executable, ["-m", "kmscli", "mcp"], env
+
+
+# ----------------------------------------------------------------------------- built-in servers
+
+
+def kms_server(settings: Settings, session: Session) -> Built:
+    """kms itself, told everything through env so it needs no other state for the session.
+
+    Flags are the *effective* switches (a child is off when its parent is off), so the
+    server never has to re-derive the hierarchy.
+    """
+    if not settings.get("kms.enabled"):
+        return None
+    command, args, env = kms_command(session.python)
+    env.update(
+        {
+            "KMS_DB_PATH": str(session.db_path),
+            "KMS_CONFIG": str(settings.path),
+            "KMS_SESSION_ID": session.id,
+            "KMS_ENABLED": env_text(settings.active("kms.enabled")),
+            "KMS_AGENT_TOOLS_ENABLED": env_text(settings.active("agent.read")),
+            "KMS_AGENT_WRITE_TOOLS_ENABLED": env_text(settings.active("agent.write")),
+            "KMS_WRITE_ALLOWLIST": env_text(settings.get("write.allowlist")),
+            "KMS_WRITE_PER_MINUTE": env_text(settings.get("write.per_minute")),
+            "KMS_WRITE_PER_SESSION": env_text(settings.get("write.per_session")),
+            "KMS_EMBED_ENABLED": env_text(settings.get("embed.enabled")),
+        }
+    )
+    if settings.get("embed.model_dir"):
+        env["KMS_EMBED_MODEL_DIR"] = str(Path(settings.get("embed.model_dir")).expanduser())
+    if session.vault:
+        env["KMS_VAULT"] = session.vault
+    return "kms", {"command": command, "args": args, "env": env}
+
+
+def playwright_server(settings: Settings, session: Session) -> Built:
+    """Microsoft's Playwright MCP (browser automation); off by default."""
+    if not settings.get("servers.playwright.enabled"):
+        return None
+    return "playwright", {"command": "npx", "args": ["-y", PLAYWRIGHT_PACKAGE]}
+
+
+def filesystem_server(settings: Settings, session: Session) -> Built:
+    """The reference filesystem server, scoped to the session's vault roots (or the cwd)."""
+    if not settings.get("servers.filesystem.enabled"):
+        return None
+    roots = [str(r) for r in session.vault_roots] or [str(session.cwd)]
+    return "filesystem", {"command": "npx", "args": ["-y", FILESYSTEM_PACKAGE, *roots]}
+
+
+BUILTIN_BUILDERS: dict[str, Builder] = {
+    "kms": kms_server,
+    "playwright": playwright_server,
+    "filesystem": filesystem_server,
+}
+assert set(BUILTIN_BUILDERS) == {"kms", *BUILTIN_SERVERS}, "settings.BUILTIN_SERVERS and builders disagree"
+
+
+def custom_entry(server: CustomServer) -> Entry:
+    """A custom server as an ``mcpServers`` entry (stdio or http)."""
+    if server.url:
+        entry: Entry = {"type": "http", "url": server.url}
+        if server.headers:
+            entry["headers"] = dict(server.headers)
+        return entry
+    entry = {"command": server.command, "args": list(server.args)}
+    if server.env:
+        entry["env"] = dict(server.env)
+    return entry
+
+
+def compose(settings: Settings, session: Session, *, isolated: bool = False) -> dict[str, Any]:
+    """``{"mcpServers": {...}}`` for every enabled server; ``isolated`` always leaves kms out."""
+    servers: dict[str, Entry] = {}
+    for name, build in BUILTIN_BUILDERS.items():
+        if isolated and name == "kms":
+            continue
+        built = build(settings, session)
+        if built is not None:
+            servers[built[0]] = built[1]
+    for name, server in sorted(settings.custom_servers.items()):
+        if server.enabled and name not in servers:
+            servers[name] = custom_entry(server)
+    return {"mcpServers": servers}
+
+
+# ----------------------------------------------------------------------------- private files
+
+
+def _private_base() -> Path | None:
+    """A per-user base for session dirs: the runtime dir when the platform has one, else the temp dir."""
+    import warnings
+
+    from platformdirs import user_runtime_dir
+
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset, then guesses
+        warnings.simplefilter("ignore")
+        base = Path(user_runtime_dir("kms", appauthor=False))
+    try:
+        if base.parent.is_dir() and os.access(base.parent, os.W_OK | os.X_OK):
+            base.mkdir(mode=0o700, exist_ok=True)
+            if hasattr(os, "getuid") and base.stat().st_uid != os.getuid():
+                return None  # someone else's directory: never put our files there
+            os.chmod(base, 0o700)
+            return base
+    except OSError:
+        pass
+    return None  # tempfile.mkdtemp's default (TMPDIR or /tmp); mkdtemp makes the dir 0700 anyway
+
+
+def write_session_config(doc: dict[str, Any], session_id: str) -> Path | None:
+    """Write the config privately (dir 0700, file 0600); None, writing nothing, when it has no servers."""
+    if not doc.get("mcpServers") and not doc.get("servers"):
+        return None
+    safe_id = re.sub(r"[^A-Za-z0-9_-]", "", session_id)[:32] or "session"
+    folder = Path(tempfile.mkdtemp(prefix=f"kms-{safe_id}-", dir=_private_base()))
+    os.chmod(folder, 0o700)
+    path = folder / "mcp-config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    return path
+
+
+def remove_session_config(path: Path | None) -> None:
+    """Remove the file and its private directory (tolerates either being gone already)."""
+    if path is None:
+        return
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.rmdir()
+    except (FileNotFoundError, OSError):
+        pass
+
+
+# ----------------------------------------------------------------------------- redaction
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(WORD|WD)?|AUTH|CREDENTIAL|COOKIE|BEARER|PRIVATE", re.I)
+_SECRET_VALUE = re.compile(
+    r"^(bearer|basic|token)\s+\S|^(sk|pk|rk)-[A-Za-z0-9_-]{8,}|^(ghp|gho|ghs|github_pat|xox[abpr])_", re.I
+)
+_SECRET_ARG = re.compile(r"^(--?[\w-]*(key|token|secret|password|auth)[\w-]*=)(.+)$", re.I)
+REDACTED = "***"
+
+
+def _redact_map(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: REDACTED if (_SECRET_NAME.search(k) or _SECRET_VALUE.search(str(v))) and v else v
+        for k, v in values.items()
+    }
+
+
+def _redact_url(url: str) -> str:
+    return re.sub(
+        r"([?&][^=&]*(key|token|secret|password|auth)[^=&]*=)[^&]+", rf"\1{REDACTED}", url, flags=re.I
+    )
+
+
+def redact(doc: dict[str, Any]) -> dict[str, Any]:
+    """A copy with secret-looking env/header values, ``--token=...`` args and URL params masked."""
+    out = copy.deepcopy(doc)
+    for servers in (out.get("mcpServers"), out.get("servers")):
+        for entry in (servers or {}).values():
+            for field_name in ("env", "headers"):
+                if isinstance(entry.get(field_name), dict):
+                    entry[field_name] = _redact_map(entry[field_name])
+            if isinstance(entry.get("args"), list):
+                entry["args"] = [_SECRET_ARG.sub(rf"\1{REDACTED}", str(a)) for a in entry["args"]]
+            if isinstance(entry.get("url"), str):
+                entry["url"] = _redact_url(entry["url"])
+    return out
+
+
+# ----------------------------------------------------------------------------- other hosts
+
+
+def standalone_kms_entry(db_path: Path, python: str | None = None) -> Entry:
+    """kms for a host other than ``kms claude``: it pins the DB and reads the config file itself."""
+    command, args, env = kms_command(python)
+    env["KMS_DB_PATH"] = str(db_path)
+    return {"command": command, "args": args, "env": env}
+
+
+def mcp_config_snippet(host: str, db_path: Path, python: str | None = None) -> str:
+    """What to paste into another MCP host to give it kms (``claude-code|claude-desktop|cursor|vscode``)."""
+    if host not in HOSTS:
+        raise ValueError(f"unknown host {host!r}; choose one of: {', '.join(HOSTS)}")
+    entry = standalone_kms_entry(db_path, python)
+    doc = json.dumps({"mcpServers": {"kms": entry}}, indent=2)
+    if host == "claude-code":
+        envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry["env"].items())
+        cmd = shlex.join([entry["command"], *entry["args"]])
+        return (
+            "# Register kms with Claude Code for all your projects (or use `kms claude`):\n"
+            f"claude mcp add --scope user kms{envs} -- {cmd}\n\n"
+            "# Or commit this as .mcp.json in a project:\n"
+            f"{doc}\n"
+        )
+    if host == "claude-desktop":
+        where = {
+            "darwin": "~/Library/Application Support/Claude/claude_desktop_config.json",
+            "win32": "%APPDATA%\\Claude\\claude_desktop_config.json",
+        }.get(sys.platform, "~/.config/Claude/claude_desktop_config.json")
+        return f"// Merge into {where}, then restart Claude Desktop:\n{doc}\n"
+    if host == "cursor":
+        return f"// Merge into ~/.cursor/mcp.json (all projects) or .cursor/mcp.json (one project):\n{doc}\n"
+    vscode = {"servers": {"kms": {"type": "stdio", **entry}}}
+    return f"// Merge into .vscode/mcp.json (or your user mcp.json):\n{json.dumps(vscode, indent=2)}\n"

@@ -1,0 +1,188 @@
+"""``kms config``: get/set/unset/list/path/edit over the schema in ``server.settings``.
+
+All rules (types, validation, warnings, precedence) live in the core so the TUI's
+settings screen behaves the same; this module only parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from server import settings as st
+
+config_app = typer.Typer(
+    help="Read and change kms settings (one TOML file; environment variables override keys).",
+    no_args_is_help=True,
+)
+
+
+def complete_keys(incomplete: str) -> list[str]:
+    """Shell completion for setting keys."""
+    return [k for k in st.SETTINGS if k.startswith(incomplete)]
+
+
+def _fail(error: Exception, code: int = 2) -> NoReturn:
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False).print(f"[red]error:[/] {error}", markup=True)
+    raise typer.Exit(code)
+
+
+def print_warnings(lines: list[str]) -> None:
+    if not lines:
+        return
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for line in lines:
+        err.print(f"[yellow]warning:[/] {line}", markup=True, highlight=False)
+
+
+def _plain(value: Any) -> str:
+    """Values as a script would want them: lists one per line, switches true/false."""
+    if isinstance(value, list):
+        return "\n".join(value)
+    return st.format_value(value) if value is not None else ""
+
+
+@config_app.command("get")
+def get_cmd(
+    key: Annotated[str, typer.Argument(help="Setting key, e.g. agent.write.", autocompletion=complete_keys)],
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print value, source and env var as JSON.")
+    ] = False,
+) -> None:
+    """Print one setting's effective value."""
+    try:
+        entry = st.get_value(key)
+    except st.SettingsError as e:
+        _fail(e)
+    if json_output:
+        print(json.dumps(entry.to_json(), indent=2))
+    else:
+        text = _plain(entry.value)
+        if text:
+            print(text)
+
+
+@config_app.command("set", context_settings={"ignore_unknown_options": True})
+def set_cmd(
+    key: Annotated[str, typer.Argument(help="Setting key.", autocompletion=complete_keys)],
+    values: Annotated[list[str], typer.Argument(help="Value (several for list keys; quote globs).")],
+) -> None:
+    """Set a setting in the config file (lists take several values: 'drafts/*' inbox)."""
+    try:
+        warnings = st.set_value(key, values)
+    except st.SettingsError as e:
+        _fail(e)
+    entry = st.get_value(key)
+    print(f"{key} = {st.format_value(entry.value)}")
+    print_warnings(warnings)
+
+
+@config_app.command("unset")
+def unset_cmd(
+    key: Annotated[str, typer.Argument(help="Setting key.", autocompletion=complete_keys)],
+) -> None:
+    """Remove a setting from the config file (back to its default)."""
+    try:
+        removed = st.unset_value(key)
+        entry = st.get_value(key)
+    except st.SettingsError as e:
+        _fail(e)
+    note = "" if removed else " (was not set in the file)"
+    print(f"{key} = {st.format_value(entry.value)} ({entry.source}){note}")
+    if entry.source == "env":
+        print_warnings([f"${entry.setting.env} is set in the environment and still overrides {key}."])
+
+
+@config_app.command("list")
+def list_cmd(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Every setting with its value and where it comes from (default, file, env)."""
+    try:
+        loaded = st.load_settings()
+    except st.SettingsError as e:
+        _fail(e)
+    entries = loaded.all_entries()
+    if json_output:
+        doc = {
+            "path": str(loaded.path),
+            "settings": [e.to_json() for e in entries],
+            "custom_servers": {n: s.to_toml() for n, s in loaded.custom_servers.items()},
+            "problems": loaded.problems,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=str(loaded.path), title_justify="left", show_lines=False)
+    for col in ("key", "value", "source", "env"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        value = st.format_value(e.value) + (" (auto)" if e.auto else "")
+        source = e.source if e.source != "env" else "[cyan]env[/]"
+        table.add_row(e.key, value, source, e.setting.env)
+    Console().print(table)
+    if loaded.custom_servers:
+        print(f"custom servers: {', '.join(loaded.custom_servers)} (kms servers list)")
+    print_warnings(loaded.problems)
+
+
+@config_app.command("path")
+def path_cmd() -> None:
+    """Print the config file's path ($KMS_CONFIG overrides it)."""
+    print(st.default_config_path())
+
+
+def _editor() -> list[str]:
+    for var in ("VISUAL", "EDITOR"):
+        if os.environ.get(var):
+            return shlex.split(os.environ[var])
+    for name in ("sensible-editor", "nano", "vi"):
+        import shutil
+
+        if shutil.which(name):
+            return [name]
+    _fail(RuntimeError("no editor found: set $EDITOR"), 1)
+
+
+def _template() -> str:
+    lines = ["# kms settings — `kms config list` shows effective values, docs/settings.md explains keys.", ""]
+    for s in st.SETTINGS.values():
+        default = "auto" if s.auto else s.default
+        lines.append(f"# {s.key}: {s.description}")
+        shown = json.dumps(default) if default is not None and default != "auto" else '"auto"'
+        if s.default is None:
+            shown = '""'
+        lines.append(f"# {s.key} = {shown}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+@config_app.command("edit")
+def edit_cmd() -> None:
+    """Open the config file in $EDITOR, then check it."""
+    path: Path = st.default_config_path()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(_template())
+    rc = subprocess.call([*_editor(), str(path)])
+    if rc != 0:
+        raise typer.Exit(rc)
+    problems = st.load_settings().problems
+    if problems:
+        print_warnings(problems)
+        raise typer.Exit(1)
+    print(f"{path}: OK")

@@ -1,0 +1,330 @@
+"""The ``kms`` command: every command is a thin adapter over ``server``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kmscli.output import cli_errors, console, open_db, print_json, when
+from server import listing
+from server.db import default_db_path
+from server.errors import KmsError
+
+app = typer.Typer(
+    name="kms",
+    help="Safe, fast, observable access to your Markdown notes for AI coding agents.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
+app.add_typer(vault_app, name="vault")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+VaultOpt = Annotated[str | None, typer.Option("--vault", help="Only this vault (name).")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=500, help="How many to show.")]
+
+
+def _vault_id(conn, name: str | None) -> int | None:
+    if name is None:
+        return None
+    from server.vaults import get_vault
+
+    return get_vault(conn, name).id
+
+
+@vault_app.command("add")
+def vault_add(
+    path: Annotated[Path, typer.Argument(help="Folder of Markdown notes.")],
+    name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
+) -> None:
+    """Register a vault (and index it)."""
+    from server.vaults import add_vault
+
+    with cli_errors():
+        conn = open_db()
+        vault = add_vault(conn, path, name)
+        console.print(f"Added vault [bold]{vault.name}[/] at {vault.root}")
+        if not no_index:
+            _run_index(conn, full=False, vault=vault.name, embed=False)
+
+
+@vault_app.command("list")
+def vault_list(json_out: JsonOpt = False) -> None:
+    """List registered vaults."""
+    with cli_errors():
+        data = listing.status(open_db())["vaults"]
+    if json_out:
+        print_json(data)
+        return
+    table = Table("name", "root", "notes", "hidden", "last indexed")
+    for v in data:
+        table.add_row(v["name"], v["root"], str(v["notes"]), str(v["hidden"]), when(v["lastIndexedAt"]))
+    console.print(table if data else "No vaults yet: [bold]kms vault add PATH[/]")
+
+
+@vault_app.command("remove")
+def vault_remove(name: str) -> None:
+    """Forget a vault: its index rows go, its files are never touched."""
+    from server.vaults import remove_vault
+
+    with cli_errors():
+        vault = remove_vault(open_db(), name)
+    console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
+
+
+def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
+    from server.indexer import index_all
+
+    if vault is not None:
+        _vault_id(conn, vault)
+    with Progress(TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("index", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        reports = index_all(conn, full=full, vault=vault, progress=progress)
+    for r in reports:
+        console.print(
+            f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
+            f"{r.renamed} renamed, -{r.deleted} removed, {r.unchanged} unchanged"
+            + (f", [yellow]{r.flagged} flagged[/]" if r.flagged else "")
+            + f" in {r.seconds:.2f}s"
+        )
+        for e in r.errors[:20]:
+            console.print(f"  [yellow]warning[/]: {e}", highlight=False)
+    if embed:
+        _run_embed(conn)
+    return reports
+
+
+def _run_embed(conn) -> None:
+    try:
+        from server.embed.pipeline import embed_pending  # type: ignore[import-not-found]
+    except ImportError:
+        console.print("[yellow]embedding is not available in this build[/]")
+        return
+    embed_pending(conn)
+
+
+@app.command("index")
+def index_cmd(
+    full: Annotated[bool, typer.Option("--full", help="Re-parse every file (ids and hidden stamps kept).")] = False,
+    vault: VaultOpt = None,
+    embed: Annotated[bool, typer.Option("--embed", help="Also compute embeddings for semantic search.")] = False,
+) -> None:
+    """Bring the index up to date with the files (incremental unless --full)."""
+    with cli_errors():
+        conn = open_db()
+        if not listing.status(conn)["vaults"]:
+            raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
+        _run_index(conn, full=full, vault=vault, embed=embed)
+
+
+@app.command("status")
+def status_cmd(json_out: JsonOpt = False) -> None:
+    """Database, vaults and index health at a glance."""
+    with cli_errors():
+        data = listing.status(open_db(), str(default_db_path()))
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
+    for v in data["vaults"]:
+        console.print(f"[bold]vault[/] {v['name']}: {v['root']} — {v['notes']} notes"
+                      f" ({v['hidden']} hidden), indexed {when(v['lastIndexedAt'])}")
+    if not data["vaults"]:
+        console.print("No vaults yet: [bold]kms vault add PATH[/]")
+    console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
+                  f" ({data['unresolvedLinks']} unresolved) · flagged {data['flaggedCount']}")
+    for f in data["flagged"]:
+        console.print(f"  [yellow]flagged[/] {f['path']}: {f['reason']}", highlight=False)
+
+
+@app.command("search")
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="Words, or FTS5 syntax (\"phrase\", prefix*, AND/OR/NOT).")],
+    limit: LimitOpt = 10,
+    vault: VaultOpt = None,
+    semantic: Annotated[bool, typer.Option("--semantic", help="Hybrid keyword + embedding search.")] = False,
+    provenance: Annotated[bool, typer.Option("--provenance", help="Only agent write records.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Search notes (BM25 ranked, highlighted) and agent write records."""
+    from server.search import search
+
+    with cli_errors():
+        conn = open_db()
+        vid = _vault_id(conn, vault)
+        result: dict = {"hits": [], "provenance": []}
+        if not provenance:
+            if semantic:
+                result = _semantic(conn, query, limit, vid)
+            else:
+                result = search(conn, query, limit, vid)
+        result["provenance"] = _provenance_hits(conn, query, limit)
+    if json_out:
+        print_json(result)
+        return
+    for h in result.get("hits", []):
+        tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
+        console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
+                      f"{h['score']:.3f}[/]{tag}", highlight=False)
+        excerpt = h["excerpt"].replace("[", "\\[").replace("**", "")
+        console.print("  " + " ".join(excerpt.split())[:300], highlight=False)
+    for p in result.get("provenance", []):
+        console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
+                      f"session {p['session_id']} · {when(p['at'])}[/]", highlight=False)
+    if result.get("relaxed"):
+        console.print(f"[dim]{result.get('note')}[/]")
+    if result.get("mode") == "keyword-only":
+        console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
+    if not result.get("hits") and not result.get("provenance"):
+        console.print("No matches.")
+
+
+def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
+    from server.semantic import cli_semantic_search  # type: ignore[import-not-found]
+
+    return cli_semantic_search(conn, query, limit, vault_id)
+
+
+def _provenance_hits(conn, query: str, limit: int) -> list[dict]:
+    try:
+        from server.provenance import search_invocations
+    except ImportError:
+        return []
+    try:
+        return search_invocations(conn, query, limit)
+    except KmsError:
+        return []
+
+
+@app.command("show")
+def show_cmd(note: str, json_out: JsonOpt = False) -> None:
+    """Show one note (id, title or path)."""
+    from server.notes import resolve_note
+
+    with cli_errors():
+        n = resolve_note(open_db(), note, include_hidden=True)
+    n.pop("rid", None)
+    if json_out:
+        print_json(n)
+        return
+    console.print(f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}"
+                  f"{' · HIDDEN' if n['hidden_at'] else ''}[/]", highlight=False)
+    if n["tags"]:
+        console.print("tags: " + ", ".join("#" + t for t in n["tags"]))
+    if n["fm_error"]:
+        console.print(f"[yellow]frontmatter flagged: {n['fm_error']}[/]")
+    if n["summary_state"] != "none":
+        console.print(f"[dim]summary ({n['summary_state']}): {n['summary_text']}[/]")
+    console.print(n["body"], markup=False, highlight=False)
+
+
+@app.command("tags")
+def tags_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Tags with their note counts."""
+    with cli_errors():
+        conn = open_db()
+        data = listing.list_tags(conn, _vault_id(conn, vault))
+    if json_out:
+        print_json(data)
+        return
+    table = Table("tag", "notes")
+    for t in data:
+        table.add_row("#" + t["tag"], str(t["count"]))
+    console.print(table)
+
+
+@app.command("recent")
+def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Most recently changed notes."""
+    with cli_errors():
+        conn = open_db()
+        data = listing.list_recent(conn, limit, _vault_id(conn, vault))
+    if json_out:
+        print_json(data)
+        return
+    table = Table("updated", "title", "path", "id")
+    for n in data:
+        table.add_row(when(n["updatedAt"]), n["title"], f"{n['vault']}:{n['path']}", n["noteId"])
+    console.print(table)
+
+
+@app.command("backlinks")
+def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
+    """Notes that link to NOTE."""
+    from server.notes import resolve_note
+
+    with cli_errors():
+        conn = open_db()
+        target = resolve_note(conn, note)
+        data = listing.backlinks(conn, target["id"], limit)
+    if json_out:
+        print_json(data)
+        return
+    for b in data:
+        console.print(f"[bold cyan]{b['title']}[/] [dim]{b['path']}[/]", highlight=False)
+        console.print("  " + b["snippet"], markup=False, highlight=False)
+    if not data:
+        console.print(f"Nothing links to {target['title']}.")
+
+
+@app.command("hide")
+def hide_cmd(note: str) -> None:
+    """Hide a note from every agent-facing listing and search."""
+    from server.notes import set_hidden
+
+    with cli_errors():
+        n = set_hidden(open_db(), note, True)
+    console.print(f"Hidden: {n['title']} ({n['path']})")
+
+
+@app.command("unhide")
+def unhide_cmd(note: str) -> None:
+    """Make a hidden note visible to agents again."""
+    from server.notes import set_hidden
+
+    with cli_errors():
+        n = set_hidden(open_db(), note, False)
+    console.print(f"Visible again: {n['title']} ({n['path']})")
+
+
+@app.command("watch")
+def watch_cmd(vault: VaultOpt = None) -> None:
+    """Keep the index in sync while files change (Ctrl-C to stop)."""
+    from server.watcher import watch_vaults
+
+    with cli_errors():
+        conn = open_db()
+        _run_index(conn, full=False, vault=vault, embed=False)
+        console.print("[dim]watching for changes (Ctrl-C to stop)[/]")
+
+        def report(changed: int, seconds: float) -> None:
+            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] re-indexed {changed} file(s) in {seconds:.2f}s")
+
+        try:
+            watch_vaults(default_db_path(), vault=vault, on_change=report)
+        except KeyboardInterrupt:
+            pass
+
+
+@app.command("mcp")
+def mcp_cmd() -> None:
+    """Serve the vault to an agent over MCP (stdio). Configured by KMS_* environment variables."""
+    from server.mcp_server import main as serve
+
+    sys.exit(serve())
+
+
+def main() -> None:
+    app(prog_name="kms")

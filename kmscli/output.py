@@ -1,0 +1,46 @@
+"""Shared CLI plumbing: the DB connection, JSON output and turning core errors into exits."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import apsw
+import typer
+from rich.console import Console
+
+from server.db import connect, default_db_path
+from server.errors import KmsError
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_FOR_KIND = {"invalid-input": 2, "not-found": 3}
+
+
+def open_db() -> apsw.Connection:
+    return connect(default_db_path())
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return "never"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Core errors become a clear message and a non-zero exit, never a traceback."""
+    try:
+        yield
+    except KmsError as exc:
+        err_console.print(f"[bold red]error[/] ({exc.kind}): {exc.message}", highlight=False)
+        raise typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1)) from None

@@ -1,0 +1,213 @@
+"""Crash-safe file writes that keep a note's encoding and line endings.
+
+A note is either its old bytes or its new bytes, never a torn mix: the new text
+goes to a temp file in the same folder, is fsynced, then ``os.replace``d over the
+note, and the folder is fsynced so the rename itself survives a power cut.
+New notes are published with ``os.link`` (fails if the name exists) so a create
+can never overwrite a note that appeared meanwhile.
+
+Notes are edited as *decoded text without the BOM*; ``TextFormat`` remembers the
+BOM and the dominant newline so inserted content can be converted to match and
+untouched bytes stay untouched (a mixed-ending file is not normalised).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.errors import KmsError
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """How a note's text is stored on disk."""
+
+    bom: bool = False
+    newline: str = "\n"
+    encoding: str = "utf-8"
+
+
+def sha256_hex(data: bytes) -> str:
+    """The version token: sha256 of the file bytes (== ``notes.content_hash``)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def detect_newline(text: str) -> str:
+    """``\\r\\n`` if most line breaks are CRLF, else ``\\n`` (also for text without breaks)."""
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    return "\r\n" if crlf > lf else "\n"
+
+
+def convert_newlines(content: str, newline: str) -> str:
+    """Normalise any line break in ``content`` to ``newline``."""
+    s = content.replace("\r\n", "\n").replace("\r", "\n")
+    return s if newline == "\n" else s.replace("\n", newline)
+
+
+def decode(raw: bytes) -> tuple[str, TextFormat]:
+    """Decode note bytes; refuse anything that is not UTF-8 rather than guess and corrupt it."""
+    bom = raw.startswith(codecs.BOM_UTF8)
+    body = raw[len(codecs.BOM_UTF8) :] if bom else raw
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KmsError("invalid-input", f"the note is not valid UTF-8 (byte {e.start}); kms will not rewrite it") from e
+    return text, TextFormat(bom=bom, newline=detect_newline(text))
+
+
+def encode(text: str, fmt: TextFormat = TextFormat()) -> bytes:
+    """Inverse of ``decode``: put the BOM back if the note had one."""
+    data = text.encode(fmt.encoding)
+    return codecs.BOM_UTF8 + data if fmt.bom else data
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable; not possible (nor needed) on Windows."""
+    if os.name != "posix":  # pragma: no cover
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(folder: Path, data: bytes, mode: int | None) -> Path:
+    """A fully written, fsynced temp file next to the target (same file system for the rename).
+
+    The name is short and hidden (``.kms-<random>.tmp``) so it never exceeds the
+    name limit, and Obsidian and the indexer ignore a leftover after a crash.
+    """
+    while True:
+        tmp = folder / f".kms-{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 64 random bits
+            continue
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(
+    path: str | os.PathLike[str],
+    text: str | bytes,
+    *,
+    encoding: str = "utf-8",
+    newline_style: str | None = None,
+    bom: bool = False,
+    create_only: bool = False,
+) -> int:
+    """Write ``text`` to ``path`` atomically and durably; return the bytes written.
+
+    ``newline_style`` (``"\\n"``/``"\\r\\n"``) converts every line break first; leave
+    it ``None`` when the caller already composed the exact text. ``bom`` prefixes a
+    UTF-8 BOM. ``create_only`` never replaces an existing file: ``already-exists``.
+    An existing file keeps its permission bits.
+    """
+    target = Path(path)
+    if isinstance(text, str):
+        if newline_style is not None:
+            text = convert_newlines(text, newline_style)
+        data = encode(text, TextFormat(bom=bom, encoding=encoding))
+    else:
+        data = text
+    folder = target.parent
+    mode = None
+    if not create_only:
+        with contextlib.suppress(FileNotFoundError):
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+    tmp = _write_temp(folder, data, mode)
+    try:
+        if create_only:
+            _publish_new(tmp, target, data)
+        else:
+            os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(folder)
+    return len(data)
+
+
+def _publish_new(tmp: Path, target: Path, data: bytes) -> None:
+    """Give the finished temp file its real name only if that name is free."""
+    try:
+        os.link(tmp, target)
+        return
+    except FileExistsError as e:
+        raise KmsError("already-exists", f"{target.name} already exists", path=target.name) from e
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+    # File systems without hard links (some FUSE, exFAT): O_EXCL still never overwrites.
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except FileExistsError as e:
+        raise KmsError("already-exists", f"{target.name} already exists", path=target.name) from e
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def default_lock_dir() -> Path:
+    """Fallback lock folder when the database has no file (``:memory:`` tests)."""
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"kms-locks-{uid}"
+
+
+@contextlib.contextmanager
+def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Exclusive lock for one note, shared by every kms thread and process.
+
+    The lock file lives in a kms-private folder (next to the database), not on the
+    note: ``os.replace`` swaps the note's inode, so a lock on the note itself would
+    not be seen by the next writer. ``flock`` is per open file description, so it
+    also excludes threads of one process.
+    """
+    folder = Path(lock_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(os.fsencode(os.path.normcase(os.fspath(target)))).hexdigest()[:40]
+    fd = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:  # pragma: no cover - Windows
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

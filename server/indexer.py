@@ -1,0 +1,421 @@
+"""Keep the index in step with the files: scan, compare with the manifest, parse what changed.
+
+The files are the truth and indexing only reads them. The manifest is the notes row itself
+(mtime, size, content hash), so an unchanged vault costs one ``stat`` per file. A note is
+removed only when its file is positively gone: a folder or file that cannot be read keeps
+its notes. Rows are updated in place, so note ids and DB-only state (hidden stamps, and
+everything keyed by note id) survive a full reindex; a new path whose content hash equals a
+vanished note's is a rename and keeps that note's id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from server.db import write_tx
+from server.parser import ParsedNote, parse_note
+from server.vaults import Vault, list_vaults
+
+Progress = Callable[[int, int], None]
+PARALLEL_THRESHOLD = 400  # below this many files to parse, worker start-up costs more than it saves
+BATCH = 100
+
+
+@dataclass
+class IndexReport:
+    vault: str
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    renamed: int = 0
+    flagged: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.deleted + self.renamed
+
+
+@dataclass
+class FileRecord:
+    """What a worker learns from one file (picklable, no DB access)."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    content_hash: str
+    parsed: ParsedNote | None
+    error: str | None = None
+
+
+def new_note_id() -> str:
+    return "n" + secrets.token_hex(6)
+
+
+def title_of(relpath: str) -> str:
+    name = relpath.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
+    """Walk a vault: ({relpath: (mtime_ns, size)}, unreadable folder prefixes, errors).
+
+    Skips dot-folders and dot-files, non-Markdown files, symlinked folders, and symlinked
+    files whose target leaves the vault.
+    """
+    root_real = os.path.realpath(root)
+    files: dict[str, tuple[int, int]] = {}
+    unreadable: list[str] = []
+    errors: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                entries = list(it)
+        except OSError as exc:
+            unreadable.append(rel_dir)
+            errors.append(f"{rel_dir or '.'}: cannot read folder ({exc.strerror})")
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_symlink():
+                    if entry.is_dir() or not entry.name.lower().endswith(".md"):
+                        continue
+                    target = os.path.realpath(entry.path)
+                    if os.path.commonpath([root_real, target]) != root_real:
+                        continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(rel)
+                elif entry.name.lower().endswith(".md") and entry.is_file():
+                    st = entry.stat()
+                    files[rel] = (st.st_mtime_ns, st.st_size)
+            except OSError as exc:
+                unreadable.append(rel)
+                errors.append(f"{rel}: cannot stat ({exc.strerror})")
+    return files, unreadable, errors
+
+
+def read_record(root: str, relpath: str, mtime_ns: int, size: int) -> FileRecord:
+    """Read, hash and parse one file; never raises."""
+    full = os.path.join(root, relpath)
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return FileRecord(relpath, mtime_ns, size, "", None, f"{relpath}: cannot read ({exc.strerror})")
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8")
+        bad_encoding = None
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace")
+        bad_encoding = "not valid UTF-8; undecodable bytes replaced in the index"
+    parsed = parse_note(text, title_of(relpath))
+    if bad_encoding:
+        parsed.fm_error = f"{parsed.fm_error}; {bad_encoding}" if parsed.fm_error else bad_encoding
+    return FileRecord(relpath, mtime_ns, len(data), digest, parsed)
+
+
+def _read_batch(root: str, items: list[tuple[str, int, int]]) -> list[FileRecord]:
+    return [read_record(root, p, m, s) for p, m, s in items]
+
+
+def _read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None) -> Iterable[FileRecord]:
+    total = len(items)
+    done = 0
+    workers = min((os.cpu_count() or 1) - 1, 3)  # leave one core to the writer (this process)
+    if total < PARALLEL_THRESHOLD or workers < 1:
+        for p, m, s in items:
+            yield read_record(str(root), p, m, s)
+            done += 1
+            if progress and done % 100 == 0:
+                progress(done, total)
+    else:
+        import multiprocessing
+
+        batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]
+        # fork is cheap but unsafe in a process with other threads (locks held by them)
+        ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for batch in pool.map(_read_batch, [str(root)] * len(batches), batches):
+                yield from batch
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+    if progress:
+        progress(total, total)
+
+
+def _note_keys(vault_id: int, rid: int, relpath: str, parsed: ParsedNote) -> list[tuple]:
+    path_key = relpath[:-3].lower() if relpath.lower().endswith(".md") else relpath.lower()
+    keys = {(path_key, 1), (parsed.title.lower(), 2)}
+    keys.update((a.lower(), 3) for a in parsed.aliases)
+    return [(k, vault_id, rid, kind) for k, kind in keys]
+
+
+def _write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord, fresh: bool) -> None:
+    p = rec.parsed
+    assert p is not None
+    if not fresh:
+        for table in ("note_tags", "note_keys", "headings"):
+            conn.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
+        conn.execute("DELETE FROM links WHERE src_rid = ?", (rid,))
+    if p.tags:
+        conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)", [(rid, t) for t in p.tags])
+    conn.executemany("INSERT OR IGNORE INTO note_keys VALUES (?, ?, ?, ?)", _note_keys(vault_id, rid, rec.path, p))
+    if p.links:
+        conn.executemany(
+            "INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            [
+                (rid, i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line)
+                for i, ln in enumerate(p.links)
+            ],
+        )
+    if p.headings:
+        conn.executemany(
+            "INSERT INTO headings VALUES (?, ?, ?, ?, ?)",
+            [(rid, i, h.level, h.text, h.line) for i, h in enumerate(p.headings)],
+        )
+
+
+def _note_values(rec: FileRecord, now: float) -> dict:
+    p = rec.parsed
+    assert p is not None
+    folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
+    s = p.summary
+    return {
+        "path": rec.path,
+        "folder": folder,
+        "title": p.title,
+        "body": p.body,
+        "tags": " ".join(p.tags),
+        "aliases": json.dumps(p.aliases) if p.aliases else None,
+        "frontmatter": json.dumps(p.frontmatter, ensure_ascii=False, default=str) if p.frontmatter is not None else None,
+        "fm_error": p.fm_error,
+        "summary_state": s.state if s else "none",
+        "summary_hash": s.hash if s else None,
+        "summary_text": s.text if s else None,
+        "content_hash": rec.content_hash,
+        "size_bytes": rec.size,
+        "token_estimate": max(1, rec.size // 4) if rec.size else 0,
+        "mtime_ns": rec.mtime_ns,
+        "updated_at": rec.mtime_ns / 1e9,
+        "indexed_at": now,
+    }
+
+
+_UPDATE_COLS = (
+    "path, folder, title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
+    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at"
+).split(", ")
+_UPDATE_SQL = "UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in _UPDATE_COLS) + " WHERE rid = :rid"
+_INSERT_SQL = (
+    "INSERT INTO notes(id, vault_id, created_at, "
+    + ", ".join(_UPDATE_COLS)
+    + ") VALUES (:id, :vault_id, :created_at, "
+    + ", ".join(f":{c}" for c in _UPDATE_COLS)
+    + ") RETURNING rid"
+)
+
+
+_FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
+_FTS_DELETE = (
+    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
+    "SELECT 'delete', rid, title, body, tags FROM notes WHERE rid = ?"
+)
+
+
+def _update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
+    conn.execute(_FTS_DELETE, (rid,))
+    conn.execute(_UPDATE_SQL, {**values, "rid": rid})
+    conn.execute(_FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+
+
+def _insert_note(conn: apsw.Connection, values: dict) -> int:
+    rid = next(conn.execute(_INSERT_SQL, values))[0]
+    conn.execute(_FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+    return rid
+
+
+def delete_note_row(conn: apsw.Connection, rid: int) -> None:
+    conn.execute(_FTS_DELETE, (rid,))
+    conn.execute("DELETE FROM notes WHERE rid = ?", (rid,))
+
+
+def _affected_keys(conn: apsw.Connection, rid: int) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT key FROM note_keys WHERE rid = ?", (rid,))]
+
+
+def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[int] | None) -> None:
+    """(Re)resolve links: all of them, or those unresolved, aimed at ``keys`` or from ``src_rids``.
+
+    A link prefers a note in its own vault, then a path match, then a title, then an alias.
+    """
+    target = """
+        UPDATE links SET dst_rid = (
+            SELECT k.rid FROM note_keys k WHERE k.key = links.target_key
+            ORDER BY (k.vault_id = (SELECT vault_id FROM notes n WHERE n.rid = links.src_rid)) DESC, k.kind, k.rid
+            LIMIT 1)
+    """
+    if keys is None and src_rids is None:
+        conn.execute(target)
+        return
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_keys (key TEXT PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_src (rid INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM _affected_keys")
+    conn.execute("DELETE FROM _affected_src")
+    conn.executemany("INSERT OR IGNORE INTO _affected_keys VALUES (?)", [(k,) for k in keys or ()])
+    conn.executemany("INSERT OR IGNORE INTO _affected_src VALUES (?)", [(r,) for r in src_rids or ()])
+    conn.execute(
+        target
+        + """ WHERE dst_rid IS NULL OR target_key IN (SELECT key FROM temp._affected_keys)
+              OR src_rid IN (SELECT rid FROM temp._affected_src)"""
+    )
+
+
+def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+    """Bring one vault's index up to date with its files (``full`` re-parses every file)."""
+    started = time.perf_counter()
+    report = IndexReport(vault=vault.name)
+    if not vault.root.is_dir():
+        report.errors.append(f"vault folder {vault.root} is missing or unreadable; index left as it was")
+        return report
+    files, unreadable, errors = scan(vault.root)
+    report.errors.extend(errors)
+    report.scanned = len(files)
+    manifest = {
+        path: (rid, mtime_ns, size, chash)
+        for rid, path, mtime_ns, size, chash in conn.execute(
+            "SELECT rid, path, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ?", (vault.id,)
+        )
+    }
+    todo: list[tuple[str, int, int]] = []
+    for path, (mtime_ns, size) in files.items():
+        known = manifest.get(path)
+        if known and not full and known[1] == mtime_ns and known[2] == size:
+            report.unchanged += 1
+        else:
+            todo.append((path, mtime_ns, size))
+
+    gone: dict[str, tuple[int, str]] = {}  # path -> (rid, hash) of notes whose file is positively gone
+    for path, (rid, _m, _s, chash) in manifest.items():
+        if path in files:
+            continue
+        if any(u == "" or path == u or path.startswith(u + "/") for u in unreadable):
+            continue
+        if os.path.lexists(os.path.join(vault.root, path)):
+            continue  # still there but not indexable now (e.g. permissions): keep it
+        gone[path] = (rid, chash)
+    if not todo and not gone:
+        if not full:
+            with write_tx(conn):
+                conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    by_hash: dict[str, list[str]] = {}
+    for path, (_rid, chash) in gone.items():
+        by_hash.setdefault(chash, []).append(path)
+    keys: set[str] = set()
+    srcs: set[int] = set()
+    now = time.time()
+    cold = not manifest
+    with write_tx(conn):
+        for rec in _read_all(vault.root, todo, progress):
+            if rec.error or rec.parsed is None:
+                report.errors.append(rec.error or f"{rec.path}: unreadable")
+                continue
+            known = manifest.get(rec.path)
+            if known and known[3] == rec.content_hash and not full:
+                conn.execute("UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
+                             (rec.mtime_ns, rec.mtime_ns / 1e9, known[0]))
+                report.unchanged += 1
+                continue
+            values = _note_values(rec, now)
+            if rec.parsed.fm_error:
+                report.flagged += 1
+            if known:
+                rid = known[0]
+                keys.update(_affected_keys(conn, rid))
+                _update_note(conn, rid, values)
+                report.updated += 1
+            elif by_hash.get(rec.content_hash):
+                old_path = by_hash[rec.content_hash].pop(0)
+                rid = gone.pop(old_path)[0]
+                keys.update(_affected_keys(conn, rid))
+                _update_note(conn, rid, values)
+                report.renamed += 1
+            else:
+                values.update(id=new_note_id(), vault_id=vault.id, created_at=now)
+                rid = _insert_note(conn, values)
+                report.added += 1
+            _write_children(conn, rid, vault.id, rec, fresh=cold and not known)
+            keys.update(k for k, *_ in _note_keys(vault.id, rid, rec.path, rec.parsed))
+            srcs.add(rid)
+        for _path, (rid, _h) in gone.items():
+            keys.update(_affected_keys(conn, rid))
+            delete_note_row(conn, rid)
+            report.deleted += 1
+        if full:
+            conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
+        resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
+        conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def index_all(conn: apsw.Connection, *, full: bool = False, vault: str | None = None,
+              progress: Progress | None = None) -> list[IndexReport]:
+    vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
+    return [index_vault(conn, v, full=full, progress=progress) for v in vaults]
+
+
+def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | None:
+    """Index one file now (after a write, or a watcher event); return its note id, None if gone."""
+    full = vault.root / relpath
+    row = next(iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath))), None)
+    try:
+        st = full.stat()
+    except FileNotFoundError:
+        st = None
+    with write_tx(conn):
+        if st is None:
+            if row:
+                keys = set(_affected_keys(conn, row[0]))
+                delete_note_row(conn, row[0])
+                resolve_links(conn, keys, set())
+            return None
+        rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size)
+        if rec.error or rec.parsed is None:
+            return None
+        values = _note_values(rec, time.time())
+        keys: set[str] = set()
+        if row:
+            rid = row[0]
+            keys.update(_affected_keys(conn, rid))
+            _update_note(conn, rid, values)
+        else:
+            values.update(id=new_note_id(), vault_id=vault.id, created_at=time.time())
+            rid = _insert_note(conn, values)
+        _write_children(conn, rid, vault.id, rec, fresh=False)
+        keys.update(k for k, *_ in _note_keys(vault.id, rid, rec.path, rec.parsed))
+        resolve_links(conn, keys, {rid})
+        return next(conn.execute("SELECT id FROM notes WHERE rid = ?", (rid,)))[0]

@@ -1,0 +1,317 @@
+"""Parse one Markdown note the way Obsidian users write it.
+
+A real Markdown parser (pyromark, CommonMark via pulldown-cmark) finds code, headings,
+links and HTML, so ``#tags`` and ``[[links]]`` inside code are not tags or links; YAML
+frontmatter goes through PyYAML's safe loader. Parsing never fails: bad frontmatter is
+reported in ``fm_error`` and the body is still indexed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyromark
+import yaml
+
+from server import summary as summary_codec
+
+try:
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _Loader = yaml.SafeLoader
+
+_FM = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
+_FM_EMPTY = re.compile(r"\A---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)")
+# Patterns start with a literal so the regex engine can skip ahead (a leading
+# optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
+_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_TAG_BLOCKERS = frozenset("/#&:.[=\"'`\\-")
+_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
+_DIGITS = re.compile(r"^[0-9/_-]+$")
+_CODE_STARTS = ("CodeBlock", "HtmlBlock", "MetadataBlock")
+_OPTIONS = pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_STRIKETHROUGH | pyromark.Options.ENABLE_TASKLISTS
+
+
+@dataclass
+class Link:
+    target: str
+    target_key: str
+    heading: str | None
+    block: str | None
+    alias: str | None
+    embed: bool
+    in_frontmatter: bool
+    line: int
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+    line: int
+
+
+@dataclass
+class ParsedNote:
+    title: str
+    frontmatter: dict[str, Any] | None
+    fm_error: str | None
+    body: str  # frontmatter and summary block removed
+    tags: list[str]
+    aliases: list[str]
+    links: list[Link]
+    headings: list[Heading]
+    summary: summary_codec.Summary | None
+    body_offset: int = 0  # where the body starts in the file text (for line numbers)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def normalize_tag(tag: str) -> str:
+    return tag.strip().lstrip("#").strip().lower()
+
+
+def link_key(target: str) -> str:
+    """The lookup key a wiki-link target resolves by: lower-case, no leading '/', no '.md'."""
+    key = target.strip().replace("\\", "/").lstrip("/").lower()
+    return key[:-3] if key.endswith(".md") else key
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str, int]:
+    """Return (raw YAML or None, body, body offset)."""
+    if not text.startswith("---"):
+        return None, text, 0
+    m = _FM_EMPTY.match(text) or _FM.match(text)
+    if not m:
+        return None, text, 0
+    raw = m.group(1) if m.re is _FM else ""
+    return raw, text[m.end() :], m.end()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, _dt.date | _dt.datetime | _dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def parse_frontmatter(raw: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    if raw is None:
+        return None, None
+    if not raw.strip():
+        return {}, None
+    try:
+        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - safe loader
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (frontmatter line {mark.line + 1})" if mark is not None else ""
+        return None, f"invalid YAML: {problem}{where}"
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict):
+        return None, f"frontmatter is a {type(data).__name__}, not a mapping"
+    return _jsonable(data), None
+
+
+def _string_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p for p in re.split(r"[,\s]+", value) if p]
+    if isinstance(value, list):
+        out: list[str] = []
+        for v in value:
+            out.extend(_string_list(v) if isinstance(v, str) else ([str(v)] if v is not None else []))
+        return out
+    return [str(value)]
+
+
+def _alias_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+    return [str(value)]
+
+
+def _walk_strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _walk_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk_strings(v)
+
+
+def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str) -> Link | None:
+    inner = match.group(1).replace("\\|", "|")
+    target_part, _, alias = inner.partition("|")
+    heading = block = None
+    if "#" in target_part:
+        target_part, _, frag = target_part.partition("#")
+        if frag.startswith("^"):
+            block = frag[1:] or None
+        else:
+            heading = frag or None
+    if "^" in target_part:
+        target_part, _, block = target_part.partition("^")
+    target = target_part.strip() or own_title
+    if not target:
+        return None
+    return Link(
+        target=target,
+        target_key=link_key(target),
+        heading=heading.strip() if heading else None,
+        block=block.strip() if block else None,
+        alias=alias.strip() or None,
+        embed=match.start() > 0 and match.string[match.start() - 1] == "!",
+        in_frontmatter=in_frontmatter,
+        line=line,
+    )
+
+
+def _to_char_offsets(body: str, events: list) -> list:
+    """pyromark reports UTF-8 byte offsets; map them to str indexes in one pass."""
+    raw = body.encode("utf-8")
+    offsets = sorted({r["start"] for _, r in events} | {r["end"] for _, r in events})
+    mapping: dict[int, int] = {}
+    prev_b = prev_c = 0
+    for off in offsets:
+        prev_c += len(raw[prev_b:off].decode("utf-8", "replace"))
+        prev_b = off
+        mapping[off] = prev_c
+    return [(e, {"start": mapping[r["start"]], "end": mapping[r["end"]]}) for e, r in events]
+
+
+def _structure(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """Ranges of code (no tags/links), of headings and links (no tags), and heading starts."""
+    code: list[tuple[int, int]] = []
+    notags: list[tuple[int, int]] = []
+    heads: list[tuple[int, int, int]] = []
+    events = list(pyromark.events_with_range(body, options=_OPTIONS))
+    if not body.isascii():
+        events = _to_char_offsets(body, events)
+    for event, rng in events:
+        if "Code" in event or "InlineHtml" in event or "Html" in event or "InlineMath" in event:
+            code.append((rng["start"], rng["end"]))
+            continue
+        start = event.get("Start") if isinstance(event, dict) else None
+        if start is None:
+            continue
+        if isinstance(start, dict):
+            kind = next(iter(start))
+            if kind in _CODE_STARTS:
+                code.append((rng["start"], rng["end"]))
+            elif kind == "Heading":
+                level = int(start["Heading"]["level"][1:])
+                notags.append((rng["start"], rng["end"]))
+                heads.append((rng["start"], rng["end"], level))
+            elif kind in ("Link", "Image"):
+                notags.append((rng["start"], rng["end"]))
+        elif start in _CODE_STARTS:
+            code.append((rng["start"], rng["end"]))
+    return code, notags, heads
+
+
+def _inside(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
+    i = bisect.bisect_right(starts, pos) - 1
+    while i >= 0:
+        s, e = ranges[i]
+        if s <= pos < e:
+            return True
+        if e <= pos and i > 0 and ranges[i - 1][1] <= s:
+            return False
+        i -= 1
+    return False
+
+
+def _heading_text(raw: str) -> str:
+    lines = [ln.strip() for ln in raw.strip().splitlines()]
+    if not lines:
+        return ""
+    if lines[0].startswith("#"):
+        return re.sub(r"\s+#+\s*$", "", lines[0].lstrip("#").strip()).strip()
+    return " ".join(ln for ln in lines[:-1] if ln)  # setext: the underline is the last line
+
+
+def parse_note(text: str, title: str) -> ParsedNote:
+    """Parse a note's full text (BOM and CRLF tolerated)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    raw_fm, body, offset = split_frontmatter(text)
+    frontmatter, fm_error = parse_frontmatter(raw_fm)
+    fm_lines = text.count("\n", 0, offset)
+    summary, body = summary_codec.decode(body)
+    body_start_line = fm_lines + 1 + (text[offset:].count("\n") - body.count("\n") if summary else 0)
+
+    tags: list[str] = []
+    aliases: list[str] = []
+    links: list[Link] = []
+    if frontmatter:
+        for key in ("tags", "tag"):
+            tags.extend(normalize_tag(t) for t in _string_list(frontmatter.get(key)))
+        for key in ("aliases", "alias"):
+            aliases.extend(_alias_list(frontmatter.get(key)))
+        for s in _walk_strings(frontmatter):
+            for m in _WIKILINK.finditer(s):
+                link = _make_link(m, 1, True, title)
+                if link:
+                    links.append(link)
+
+    def line_of(pos: int) -> int:
+        return body_start_line + body.count("\n", 0, pos)
+
+    headings: list[Heading] = []
+    if "[[" in body or "#" in body or "=" in body or "-" in body:
+        code, notags, heads = _structure(body)
+        code.sort()
+        notags.sort()
+        code_starts = [s for s, _ in code]
+        notag_starts = [s for s, _ in notags]
+        for start, end, level in heads:
+            headings.append(Heading(level=level, text=_heading_text(body[start:end]), line=line_of(start)))
+        if "[[" in body:
+            for m in _WIKILINK.finditer(body):
+                if code and _inside(code, code_starts, m.start()):
+                    continue
+                link = _make_link(m, line_of(m.start()), False, title)
+                if link:
+                    links.append(link)
+        if "#" in body:
+            for m in _TAG.finditer(body):
+                pos = m.start()
+                if pos and (body[pos - 1].isalnum() or body[pos - 1] in _TAG_BLOCKERS or body[pos - 1] == "_"):
+                    continue
+                if (code and _inside(code, code_starts, pos)) or (notags and _inside(notags, notag_starts, pos)):
+                    continue
+                tag = m.group(1).rstrip("/")
+                if tag and not _DIGITS.match(tag):
+                    tags.append(normalize_tag(tag))
+
+    seen: set[str] = set()
+    unique_tags = [t for t in tags if t and not (t in seen or seen.add(t))]
+    return ParsedNote(
+        title=title,
+        frontmatter=frontmatter,
+        fm_error=fm_error,
+        body=body,
+        tags=unique_tags,
+        aliases=aliases,
+        links=links,
+        headings=headings,
+        summary=summary,
+        body_offset=offset,
+    )

@@ -1,0 +1,230 @@
+"""Path safety for the write tools: no write may ever land outside the vault.
+
+Agents choose titles and folders, so every name they send is hostile until
+proven otherwise. Two different jobs live here:
+
+* ``sanitize_title`` *repairs* a title into a usable file-name stem (people type
+  "Meeting: 10/2" and expect a note, not an error).
+* ``resolve_folder`` / ``resolve_note_file`` *refuse* anything that is not plainly
+  a path inside the vault: repairing a path could silently put a note somewhere
+  the agent did not mean.
+
+Both look at the NFKC form of each name as well as the raw one, because some
+layer (a sync tool, Windows, a future normaliser) may fold fullwidth ``．．`` into
+``..`` or ``／`` into ``/``. Containment is finally checked on real paths
+(``os.path.realpath``) so a symlink inside the vault cannot lead out of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+
+from server.errors import KmsError
+
+MAX_TITLE_CHARS = 200
+# A file name is at most 255 bytes on common file systems; leave room for ".md".
+MAX_NAME_BYTES = 250
+NOTE_SUFFIX = ".md"
+
+# Characters Windows forbids in names plus those that break Obsidian [[links]].
+_TITLE_FORBIDDEN = set('<>:"/\\|?*#^[]')
+# Look-alikes of the path separators that NFKC does not fold (U+2215 DIVISION SLASH, ...).
+_SLASH_LIKE = set("\u2215\u2044\u29f8\u29f9\u2571\u2572\u29f5\u244a\u2cdc")
+_SEGMENT_FORBIDDEN = set('<>:"/\\|?*\x00') | _SLASH_LIKE
+# Invisible format characters that spoof names (bidi overrides, zero-width space, BOM, soft hyphen).
+# ZWJ/ZWNJ (U+200C/U+200D) stay: emoji and several scripts need them.
+_KEEP_FORMAT = {"\u200c", "\u200d"}
+_RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {f"LPT{i}" for i in range(1, 10)}
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _nfkc(s: str) -> str:
+    return unicodedata.normalize("NFKC", s)
+
+
+def _is_invisible(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    return cat in ("Cc", "Cs") or (cat == "Cf" and ch not in _KEEP_FORMAT)
+
+
+def _is_dotlike(ch: str) -> bool:
+    return ch == "." or _nfkc(ch).startswith(".")
+
+
+def _is_reserved(stem: str) -> bool:
+    """Windows reserves CON, COM1, ... whatever follows the first dot (and folds superscript digits)."""
+    base = stem.split(".", 1)[0].rstrip(" ")
+    return _nfkc(base).upper() in _RESERVED
+
+
+def _strip_edges(s: str) -> str:
+    """No leading dots (hidden files, '..'), no trailing dots or spaces (Windows drops them)."""
+    while s and (_is_dotlike(s[0]) or s[0].isspace()):
+        s = s[1:]
+    while s and (_is_dotlike(s[-1]) or s[-1].isspace()):
+        s = s[:-1]
+    return s
+
+
+def sanitize_title(title: str) -> str:
+    """Turn a note title into a safe file-name stem (without ``.md``).
+
+    Colons, slashes and other characters Windows or Obsidian links cannot hold
+    become ``-`` (also when they only appear after NFKC folding); control and
+    invisible characters go; leading dots and trailing dots/spaces go; Windows
+    device names get a ``_``; at most 200 characters and 250 UTF-8 bytes.
+    Raises ``invalid-input`` when nothing usable is left.
+    """
+    if not isinstance(title, str):
+        raise KmsError("invalid-input", "title must be a string")
+    s = unicodedata.normalize("NFC", title)
+    if s.lower().endswith(NOTE_SUFFIX):
+        s = s[: -len(NOTE_SUFFIX)]
+    out: list[str] = []
+    for ch in s:
+        if ch in "\t\n\r\v\f" or unicodedata.category(ch) in ("Zl", "Zp"):
+            out.append(" ")
+        elif _is_invisible(ch):
+            continue
+        elif ch in _TITLE_FORBIDDEN or ch in _SLASH_LIKE or any(c in _TITLE_FORBIDDEN for c in _nfkc(ch)):
+            out.append("-")
+        else:
+            out.append(ch)
+    s = re.sub(" {2,}", " ", "".join(out))
+    s = _strip_edges(s)
+    if _is_reserved(s):
+        base = s.split(".", 1)[0]
+        s = base + "_" + s[len(base) :]
+    s = s[:MAX_TITLE_CHARS]
+    while len(s.encode("utf-8")) > MAX_NAME_BYTES:
+        s = s[:-1]
+    s = _strip_edges(s)
+    if not s:
+        raise KmsError("invalid-input", f"title {title!r} has no usable characters for a file name")
+    check_segment(s + NOTE_SUFFIX)  # belt and braces: the repaired name must pass the strict check
+    return s
+
+
+def check_segment(seg: str, *, what: str = "name") -> str:
+    """Refuse one path segment that is not plainly a visible, portable name; return it (NFC)."""
+    if not isinstance(seg, str) or not seg:
+        raise KmsError("invalid-input", f"empty {what} segment (no '//' and no leading or trailing '/')")
+    nfc = unicodedata.normalize("NFC", seg)
+    folded = _nfkc(nfc)
+    if any(_is_invisible(ch) for ch in nfc):
+        raise KmsError("invalid-input", f"{what} {seg!r} contains control or invisible characters")
+    if any(ch in _SEGMENT_FORBIDDEN for ch in nfc) or any(ch in _SEGMENT_FORBIDDEN for ch in folded):
+        raise KmsError("invalid-input", f"{what} {seg!r} contains a separator or a reserved character")
+    if _is_dotlike(nfc[0]) or folded.startswith("."):
+        raise KmsError("invalid-input", f"{what} {seg!r} may not start with a dot ('..', hidden folders)")
+    if nfc[-1].isspace() or nfc[0].isspace() or _is_dotlike(nfc[-1]) or folded[-1:] in (".", " "):
+        raise KmsError("invalid-input", f"{what} {seg!r} may not start or end with spaces or dots")
+    if _is_reserved(nfc):
+        raise KmsError("invalid-input", f"{what} {seg!r} is a reserved device name on Windows")
+    if len(nfc.encode("utf-8")) > 255:
+        raise KmsError("invalid-input", f"{what} {seg[:40]!r}... is longer than 255 bytes")
+    return nfc
+
+
+def split_folder(folder: str | None) -> list[str]:
+    """Validate a vault-relative folder ('' = vault root) and return its NFC segments."""
+    if folder is None or folder == "":
+        return []
+    if not isinstance(folder, str):
+        raise KmsError("invalid-input", "folder must be a string")
+    if "\x00" in folder or "\\" in folder:
+        raise KmsError("invalid-input", f"folder {folder!r} contains NUL or a backslash; use '/' between folders")
+    if folder.startswith("/") or _DRIVE.match(folder) or _nfkc(folder).startswith(("/", "\\")):
+        raise KmsError("invalid-input", f"folder {folder!r} is absolute; give a path inside the vault ('' = root)")
+    if folder.endswith("/"):
+        folder = folder[:-1]
+    return [check_segment(seg, what="folder") for seg in folder.split("/")]
+
+
+def folder_key(folder: str | None) -> str:
+    """The canonical '/'-joined form of a validated folder (what the allowlist and the index see)."""
+    return "/".join(split_folder(folder))
+
+
+def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """True if ``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    try:
+        return os.path.commonpath([real, real_root]) == real_root
+    except ValueError:  # different drives on Windows
+        return False
+
+
+def _existing_name(parent: Path, seg: str) -> str:
+    """Reuse an existing entry that differs only in Unicode normalisation (macOS stores NFD)."""
+    if (parent / seg).exists():
+        return seg
+    try:
+        for entry in os.listdir(parent):
+            if unicodedata.normalize("NFC", entry) == seg:
+                return entry
+    except OSError:
+        pass
+    return seg
+
+
+def resolve_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Path:
+    """Validated absolute path of a vault folder (it need not exist yet).
+
+    Raises ``invalid-input`` for anything but a plain relative path and also when
+    the folder (through a symlink) resolves outside the vault.
+    """
+    root = Path(os.path.realpath(vault_root))
+    target = root
+    for seg in split_folder(folder):
+        target = target / _existing_name(target, seg)
+    if not is_within(target, root):
+        raise KmsError("invalid-input", f"folder {folder!r} leads outside the vault (symlink)")
+    return target
+
+
+def ensure_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Path:
+    """``resolve_folder`` and create what is missing, re-checking containment after each step."""
+    root = Path(os.path.realpath(vault_root))
+    target = root
+    for seg in split_folder(folder):
+        target = target / _existing_name(target, seg)
+        if not target.exists():
+            try:
+                target.mkdir()
+            except FileExistsError:
+                pass
+        if not is_within(target, root) or not target.is_dir():
+            raise KmsError("invalid-input", f"folder {folder!r} leads outside the vault or is not a folder")
+    return target
+
+
+def resolve_note_file(vault_root: str | os.PathLike[str], relpath: str) -> Path:
+    """Real path of an existing note, refused if it resolves outside the vault.
+
+    ``relpath`` comes from the index, not from the agent, so names Obsidian allows
+    but kms would not create (a colon on Linux, say) are fine; only escapes are refused.
+    Returning the real path means a symlinked note is written through, not replaced.
+    """
+    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
+        raise KmsError("invalid-input", f"note path {relpath!r} is not vault-relative")
+    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
+        raise KmsError("invalid-input", f"note path {relpath!r} is not a plain vault path")
+    root = os.path.realpath(vault_root)
+    real = os.path.realpath(os.path.join(root, *relpath.split("/")))
+    if not is_within(real, root) or real == root:
+        raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
+    return Path(real)
+
+
+def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
+    """Vault-relative, '/'-separated path of ``path`` (which must be inside the vault)."""
+    root = os.path.realpath(vault_root)
+    real = os.path.realpath(path)
+    if not is_within(real, root):
+        raise KmsError("invalid-input", f"{path} is outside the vault")
+    return Path(os.path.relpath(real, root)).as_posix()

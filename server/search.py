@@ -1,0 +1,106 @@
+"""Full-text search over every vault (FTS5, BM25), forgiving to natural-language queries.
+
+Plain words (``C++``, ``what's``, ``e-mail``) are quoted token by token so punctuation never
+breaks a query; a query that uses FTS5 syntax (quotes, ``*``, ``:``, parentheses, AND/OR/NOT/NEAR)
+is passed through and, if malformed, refused with ``invalid-input`` saying what is valid.
+When requiring every word finds too little, the search relaxes to any word (still BM25 ranked)
+and says so in the result.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import apsw
+
+from server.errors import KmsError
+
+SYNTAX_HELP = (
+    'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
+    "column filters title:word, body:word, tags:word"
+)
+_SYNTAX = re.compile(r'["*:()^]|\b(AND|OR|NOT|NEAR)\b')
+WEIGHTS = "10.0, 1.0, 5.0"  # title, body, tags
+RELAX_BELOW = 3
+MAX_LIMIT = 50
+
+
+def uses_syntax(query: str) -> bool:
+    return bool(_SYNTAX.search(query))
+
+
+def plain_terms(query: str) -> list[str]:
+    """Whitespace-separated pieces that contain at least one letter or digit."""
+    return [p for p in query.split() if re.search(r"\w", p)]
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def build_match(query: str) -> tuple[str, str | None]:
+    """(strict FTS5 expression, relaxed any-word expression or None)."""
+    if uses_syntax(query):
+        return query, None
+    terms = plain_terms(query)
+    if not terms:
+        return "", None
+    strict = " ".join(_quote(t) for t in terms)
+    relaxed = " OR ".join(_quote(t) for t in terms) if len(terms) > 1 else None
+    return strict, relaxed
+
+
+_SQL = f"""
+SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
+       -bm25(notes_fts, {WEIGHTS}) AS score,
+       snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
+WHERE notes_fts MATCH ? AND n.hidden_at IS NULL {{vault}}
+ORDER BY bm25(notes_fts, {WEIGHTS}), n.id
+LIMIT ?
+"""
+
+
+def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) -> list[dict[str, Any]]:
+    sql = _SQL.replace("{vault}", "AND n.vault_id = ?" if vault_id is not None else "")
+    params: tuple = (match, vault_id, limit) if vault_id is not None else (match, limit)
+    cur = conn.execute(sql, params)
+    names = None
+    out = []
+    for row in cur:
+        if names is None:
+            names = [d[0] for d in cur.get_description()]
+        hit = dict(zip(names, row, strict=True))
+        hit["tags"] = hit["tags"].split() if hit["tags"] else []
+        hit["score"] = round(hit["score"], 4)
+        if not hit["excerpt"].strip():
+            hit["excerpt"] = hit["title"]
+        out.append(hit)
+    return out
+
+
+def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None) -> dict[str, Any]:
+    """BM25-ranked hits (positive score, higher is better); hidden notes never appear."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    if not query or not query.strip():
+        return {"query": query, "hits": [], "relaxed": False}
+    strict, relaxed = build_match(query)
+    if not strict:
+        return {"query": query, "hits": [], "relaxed": False}
+    try:
+        hits = _run(conn, strict, limit, vault_id)
+    except apsw.SQLError as exc:
+        detail = str(exc).removeprefix("SQLError: ")
+        raise KmsError(
+            "invalid-input", f"cannot parse the search query ({detail}); valid: {SYNTAX_HELP}", query=query
+        ) from None
+    result: dict[str, Any] = {"query": query, "hits": hits, "relaxed": False}
+    if relaxed and len(hits) < min(RELAX_BELOW, limit):
+        seen = {h["noteId"] for h in hits}
+        extra = [h for h in _run(conn, relaxed, limit, vault_id) if h["noteId"] not in seen]
+        if extra:
+            result["hits"] = hits + extra[: limit - len(hits)]
+            result["relaxed"] = True
+            result["note"] = "few notes contain every word; also showing notes with any of the words, ranked"
+    return result
