@@ -1,3 +1,3 @@
-from kmscli.main import app
+from kmscli.entry import entry
 
-app(prog_name="kms")
+entry()

@@ -11,7 +11,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kmscli.config_cmd import config_app
+from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, doctor_command, mcp_config_command
 from kmscli.output import cli_errors, console, open_db, print_json, when
+from kmscli.servers_cmd import servers_app
 from server import listing
 from server.db import default_db_path
 from server.errors import KmsError
@@ -326,5 +329,13 @@ def mcp_cmd() -> None:
     sys.exit(serve())
 
 
+app.add_typer(config_app, name="config")
+app.add_typer(servers_app, name="servers")
+app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
+app.command("doctor")(doctor_command)
+app.command("mcp-config")(mcp_config_command)
+
+
 def main() -> None:
     app(prog_name="kms")
+

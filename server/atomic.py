@@ -77,7 +77,7 @@ def encode(text: str, fmt: TextFormat = TextFormat()) -> bytes:
     return codecs.BOM_UTF8 + data if fmt.bom else data
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Make a rename durable; not possible (nor needed) on Windows."""
     if os.name != "posix":  # pragma: no cover
         return
@@ -152,7 +152,7 @@ def atomic_write(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    _fsync_dir(folder)
+    fsync_dir(folder)
     return len(data)
 
 

@@ -364,9 +364,7 @@ def _key_ranges(data: CommentedMap, lines: list[str]) -> dict[str, tuple[int, in
     return ranges
 
 
-def apply_props(
-    text: str, set_: dict[str, Any], remove: list[str], *, newline: str = "\n", validated: bool = True
-) -> PropsEdit:
+def apply_props(text: str, set_: dict[str, Any], remove: list[str], *, newline: str = "\n") -> PropsEdit:
     """Return the note text with properties set/removed (no change -> same text, ``changed`` False).
 
     ``set_`` values are plain request values (already checked by ``check_properties``)
@@ -396,7 +394,10 @@ def apply_props(
     lf = yaml_text.replace("\r\n", "\n")
     seq = _seq_style(lf)
     lines = _lines(yaml_text)
-    ranges = _key_ranges(data, lines) if span else {}
+    try:
+        ranges = _key_ranges(data, lines) if span else {}
+    except Exception:  # noqa: BLE001 - merge keys and other exotica: fall back to a full re-dump
+        ranges = None
     if ranges is not None:
         new_yaml = _splice(lines, ranges, data, set_, after, seq, newline)
     else:

@@ -21,7 +21,6 @@ SYNTAX_HELP = (
     "column filters title:word, body:word, tags:word"
 )
 _SYNTAX = re.compile(r'["*:()^]|\b(AND|OR|NOT|NEAR)\b')
-WEIGHTS = "10.0, 1.0, 5.0"  # title, body, tags
 RELAX_BELOW = 3
 MAX_LIMIT = 50
 
@@ -51,13 +50,15 @@ def build_match(query: str) -> tuple[str, str | None]:
     return strict, relaxed
 
 
-_SQL = f"""
+# Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by
+# the rank column lets FTS5 stream hits in rank order, and the join filters hidden notes.
+_SQL = """
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -bm25(notes_fts, {WEIGHTS}) AS score,
+       -notes_fts.rank AS score,
        snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE notes_fts MATCH ? AND n.hidden_at IS NULL {{vault}}
-ORDER BY bm25(notes_fts, {WEIGHTS}), n.id
+WHERE notes_fts MATCH ? AND n.hidden_at IS NULL {vault}
+ORDER BY notes_fts.rank
 LIMIT ?
 """
 

@@ -131,9 +131,9 @@ def _check_globs(value: Any) -> str | None:
 
 # The built-in MCP servers besides kms itself (their builders live in kmscli/compose.py).
 BUILTIN_SERVERS: dict[str, str] = {
-    "playwright": "Playwright MCP (browser automation): npx -y @playwright/mcp@latest",
-    "filesystem": "Reference filesystem server scoped to the vault roots (or the cwd): "
-    "npx -y @modelcontextprotocol/server-filesystem",
+    "playwright": "the Playwright MCP server for browser automation (`npx -y @playwright/mcp@latest`)",
+    "filesystem": "the reference filesystem server, scoped to the vault roots or the cwd "
+    "(`npx -y @modelcontextprotocol/server-filesystem`)",
 }
 
 _SCHEMA: list[Setting] = [
@@ -168,7 +168,7 @@ _SCHEMA: list[Setting] = [
         "Folders agents may write notes into. Each pattern is a vault-relative folder; `*`, `?` and "
         "`[...]` match within ONE folder name, so `drafts/*` allows `drafts/x` but not `drafts/x/y` "
         "(and not `drafts` itself: list it too). `/` is the vault root. Empty: no folder is writable. "
-        "Quote globs in the shell: kms config set write.allowlist 'drafts/*' inbox",
+        "Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
         "KMS_WRITE_ALLOWLIST",
         validator=_check_globs,
     ),
@@ -210,7 +210,7 @@ _SCHEMA: list[Setting] = [
             f"servers.{name}.enabled",
             "bool",
             False,
-            f"Add the {desc} to `kms claude` sessions.",
+            f"Add {desc} to `kms claude` sessions.",
             f"KMS_SERVERS_{name.upper()}_ENABLED",
         )
         for name, desc in BUILTIN_SERVERS.items()
@@ -435,15 +435,15 @@ class CustomServer:
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"enabled": self.enabled}
-        if self.url:
-            out["url"] = self.url
-            if self.headers:
-                out["headers"] = dict(self.headers)
-        else:
+        if self.command is not None:
             out["command"] = self.command
             out["args"] = list(self.args)
-            if self.env:
-                out["env"] = dict(self.env)
+        if self.env:
+            out["env"] = dict(self.env)
+        if self.url is not None:
+            out["url"] = self.url
+        if self.headers:
+            out["headers"] = dict(self.headers)
         return out
 
 
@@ -478,6 +478,8 @@ def custom_server_from_toml(name: str, table: Any) -> CustomServer:
     enabled = table.get("enabled", True)
     if not isinstance(enabled, bool):
         raise SettingValueError(key, enabled, "enabled must be true or false", "true/false")
+    if (url and table.get("env")) or (command and table.get("headers")):
+        raise SettingValueError(key, table, "env is for stdio servers, headers for http ones", "one kind")
     if url:
         if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
             raise SettingValueError(key, url, f"{url!r} is not an http(s) URL", "http://... or https://...")

@@ -1,0 +1,19 @@
+"""Console-script entry point, kept free of heavy imports.
+
+``kms mcp`` is started by agent hosts that wait only a couple of seconds for a server's
+tool list, so it skips Typer and Rich entirely.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def entry() -> None:
+    if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
+        from server.mcp_server import main as serve
+
+        sys.exit(serve(sys.argv[2:]))
+    from kmscli.main import main
+
+    main()

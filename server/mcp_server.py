@@ -1,0 +1,132 @@
+"""The MCP adapter: serve the tool registry over stdio with the low-level SDK server.
+
+Configuration is read once from the environment at start (``ServerConfig.from_env``).
+Tool handlers run on worker threads, each with its own APSW connection. While serving,
+a watcher thread keeps the index in step with edits made beside the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from server.tools.base import ServerConfig, ToolSpec, Truncated, find_unexpanded
+from server.tools.dispatch import ToolRunner
+
+log = logging.getLogger("kms.mcp")
+
+INSTRUCTIONS = (
+    "kms gives read access (and, when the person allows it, append-only write access) to the person's "
+    "Markdown notes. Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
+    "are never shown. Writes are rate-limited, limited to allowed folders and recorded for review."
+)
+
+
+def output_schema(spec: ToolSpec) -> dict[str, Any]:
+    result = spec.output_model.model_json_schema()
+    defs = result.pop("$defs", {})
+    truncated = Truncated.model_json_schema()
+    return {"type": "object", "anyOf": [result, truncated], **({"$defs": defs} if defs else {})}
+
+
+def to_mcp_tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.annotations.title,
+        description=spec.description,
+        input_schema=spec.input_model.model_json_schema(),
+        output_schema=output_schema(spec),
+        annotations=spec.annotations,
+    )
+
+
+def build_server(runner: ToolRunner) -> Server:
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[to_mcp_tool(s) for s in runner.listed()])
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=json.loads(text),
+            is_error=is_error,
+        )
+
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        kms_version = version("kms")
+    except PackageNotFoundError:  # running from a source tree
+        kms_version = "0"
+    return Server("kms", version=kms_version, instructions=INSTRUCTIONS,
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def start_background(runner: ToolRunner, stop: threading.Event) -> list[threading.Thread]:
+    """Watcher (index freshness) and other per-process services; all daemon threads."""
+    threads: list[threading.Thread] = []
+    if runner.config.watch:
+        from server.watcher import watch_vaults
+
+        def watch() -> None:
+            try:
+                watch_vaults(runner.config.db_path, stop=stop)
+            except Exception:  # the server keeps serving a slightly stale index rather than dying
+                log.exception("watcher stopped")
+
+        threads.append(threading.Thread(target=watch, name="kms-watcher", daemon=True))
+    for service in runner.ctx.services.values():
+        start = getattr(service, "start", None)
+        if callable(start):
+            start()
+    for t in threads:
+        t.start()
+    return threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    bad = find_unexpanded(argv, os.environ)
+    if bad:
+        sys.stderr.write(
+            "kms mcp: refusing to start: these still hold an unexpanded ${VAR} (the MCP host did not expand "
+            "them): " + "; ".join(bad) + "\nFix the host's config (write the real value) and restart.\n"
+        )
+        return 2
+    logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+    config = ServerConfig.from_env()
+    runner = ToolRunner(config)
+    server = build_server(runner)
+    stop = threading.Event()
+    from server.mcp_session import register_services
+
+    register_services(runner)
+    start_background(runner, stop)
+
+    async def serve() -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        runner.close()
+        for service in runner.ctx.services.values():
+            close = getattr(service, "close", None)
+            if callable(close):
+                close()
+    return 0

@@ -1,0 +1,69 @@
+"""Shared set-up for the write-tool tests: a real vault folder, a real APSW database."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from server.db import connect
+from server.indexer import index_vault, reindex_file
+from server.vaults import Vault, add_vault
+
+
+@dataclass
+class Env:
+    tmp: Path
+    root: Path  # the vault folder
+    db_path: Path
+    conn: apsw.Connection
+    vault: Vault
+
+    def note(self, relpath: str, text: str | bytes) -> str:
+        """Write a note file and index it; return its note id."""
+        full = self.root / relpath
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+        note_id = reindex_file(self.conn, self.vault, relpath)
+        assert note_id, relpath
+        return note_id
+
+    def read(self, relpath: str) -> str:
+        return (self.root / relpath).read_bytes().decode("utf-8")
+
+    def reindex(self) -> None:
+        index_vault(self.conn, self.vault)
+
+
+def make_env(tmp: Path, name: str = "v") -> Env:
+    root = tmp / "vault"
+    root.mkdir(parents=True, exist_ok=True)
+    db_path = tmp / "db" / "kms.db"
+    conn = connect(db_path)
+    vault = add_vault(conn, root, name)
+    return Env(tmp, vault.root, db_path, conn, vault)
+
+
+def snapshot(top: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
+    """Every file and symlink under ``top`` (not following links) -> content hash or link target."""
+    out: dict[str, str] = {}
+    skip_s = tuple(str(s) for s in skip)
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        if dirpath.startswith(skip_s):
+            dirnames[:] = []
+            continue
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            if p.startswith(skip_s):
+                continue
+            if os.path.islink(p):
+                out[p] = "link:" + os.readlink(p)
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    out[p] = hashlib.sha256(f.read()).hexdigest()
+            else:
+                out[p] = "dir"
+    return out
