@@ -174,6 +174,9 @@ def _private_base() -> Path | None:
     return None  # tempfile.mkdtemp's default (TMPDIR or /tmp); mkdtemp makes the dir 0700 anyway
 
 
+CONFIG_NAME = "mcp-config.json"
+
+
 def write_session_config(doc: dict[str, Any], session_id: str) -> Path | None:
     """Write the config privately (dir 0700, file 0600); None, writing nothing, when it has no servers."""
     if not doc.get("mcpServers") and not doc.get("servers"):
@@ -181,7 +184,7 @@ def write_session_config(doc: dict[str, Any], session_id: str) -> Path | None:
     safe_id = re.sub(r"[^A-Za-z0-9_-]", "", session_id)[:32] or "session"
     folder = Path(tempfile.mkdtemp(prefix=f"kms-{safe_id}-", dir=_private_base()))
     os.chmod(folder, 0o700)
-    path = folder / "mcp-config.json"
+    path = folder / CONFIG_NAME
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=2)
@@ -201,6 +204,30 @@ def remove_session_config(path: Path | None) -> None:
         path.parent.rmdir()
     except (FileNotFoundError, OSError):
         pass
+
+
+def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
+    """Remove session configs whose launcher died without cleaning up (SIGKILL, power loss).
+
+    They may hold tokens, so each ``kms claude`` start sweeps our own leftovers.
+    ``is_stale(session_id, mtime)`` decides (the launcher asks the sessions table).
+    """
+    bases = {b for b in (_private_base(), Path(tempfile.gettempdir())) if b is not None}
+    removed = 0
+    for base in bases:
+        for folder in base.glob("kms-*-*"):
+            path = folder / CONFIG_NAME
+            try:
+                info = folder.stat()
+                if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or not path.is_file():
+                    continue
+            except OSError:
+                continue
+            session_id = folder.name[len("kms-") :].rsplit("-", 1)[0]
+            if is_stale(session_id, info.st_mtime):
+                remove_session_config(path)
+                removed += 1
+    return removed
 
 
 # ----------------------------------------------------------------------------- redaction

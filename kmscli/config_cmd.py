@@ -157,15 +157,14 @@ def _editor() -> list[str]:
 
 
 def _template() -> str:
-    lines = ["# kms settings — `kms config list` shows effective values, docs/settings.md explains keys.", ""]
+    """A first config file: every key commented out at its default (uncommenting one is valid TOML)."""
+    import textwrap
+
+    lines = ["# kms settings. `kms config list` shows effective values; docs/settings.md explains keys.", ""]
     for s in st.SETTINGS.values():
-        default = "auto" if s.auto else s.default
-        lines.append(f"# {s.key}: {s.description}")
-        shown = json.dumps(default) if default is not None and default != "auto" else '"auto"'
-        if s.default is None:
-            shown = '""'
-        lines.append(f"# {s.key} = {shown}")
-        lines.append("")
+        shown = '"auto"' if s.auto else '""' if s.default is None else json.dumps(s.default)
+        lines += textwrap.wrap(s.description, 100, initial_indent="# ", subsequent_indent="# ")
+        lines += [f"# {s.key} = {shown}", ""]
     return "\n".join(lines)
 
 

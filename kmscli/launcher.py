@@ -39,6 +39,7 @@ from kmscli.compose import (
     mcp_config_snippet,
     redact,
     remove_session_config,
+    sweep_session_configs,
     write_session_config,
 )
 from server import db
@@ -209,6 +210,7 @@ def run_claude(
         if claude is None:
             _err(missing_claude_message(env), "red")
             return EXIT_NOT_FOUND
+        _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
         returncode: int | None = None
         try:
@@ -235,6 +237,24 @@ def run_claude(
                 _err(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+def _sweep_stale_configs(conn: Any) -> None:
+    """Delete configs of sessions that ended or whose launcher is gone (best effort)."""
+    import time
+
+    from server.sessions import get_session, pid_alive
+
+    def stale(session_id: str, mtime: float) -> bool:
+        row = get_session(conn, session_id)
+        if row is None:  # not recorded (yet): only if clearly abandoned
+            return time.time() - mtime > 3600
+        return row.ended_at is not None or (row.pid != os.getpid() and not pid_alive(row.pid))
+
+    try:
+        sweep_session_configs(stale)
+    except Exception as e:  # cleanup must never stop claude from starting
+        _err(f"could not sweep old session configs: {e}")
 
 
 def claude_command(
@@ -313,21 +333,22 @@ def _index_report(conn: Any) -> list[dict[str, Any]]:
 
 
 def _model_report(settings: Settings) -> dict[str, Any]:
+    """``server.embed.model_status`` (files present, where from); guarded so doctor works without it."""
+    if not settings.get("embed.enabled"):
+        return {"ok": None, "state": "off (embed.enabled = false): search is keyword-only"}
     try:
-        from server.embed import status as embed_status  # type: ignore[attr-defined]
+        from server.embed import model_status
     except ImportError:
         return {"ok": None, "state": "embedding support not installed in this build"}
     try:
-        status = embed_status()
+        status = model_status(settings.get("embed.model_dir"))
     except Exception as e:  # a broken model must not break doctor
-        return {"ok": False, "state": f"error: {e}"}
-    if hasattr(status, "__dataclass_fields__"):
-        import dataclasses
-
-        status = dataclasses.asdict(status)
-    if isinstance(status, dict):
-        return {"ok": status.get("ok"), **{k: _jsonable(v) for k, v in status.items()}}
-    return {"ok": None, "state": str(status)}
+        return {"ok": False, "error": True, "state": f"error: {e}"}
+    if status.get("ready"):
+        state = f"{status.get('model')} ready in {status.get('dir')} ({status.get('source')})"
+    else:
+        state = status.get("reason") or "not ready"
+    return {"ok": bool(status.get("ready")), "state": state, **{k: _jsonable(v) for k, v in status.items()}}
 
 
 def _jsonable(value: Any) -> Any:
@@ -412,7 +433,7 @@ def doctor_command(
             f"{v['frontmatter_errors']} frontmatter errors, indexed {_ago(v['last_indexed_at'])}"
         )
     m = report["model"]
-    mark = ok if m.get("ok") else (meh if m.get("ok") is None else bad)
+    mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
     state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")
     out.print(f"{mark} embedding model: {state}")
     s = report["settings"]

@@ -339,3 +339,72 @@ app.command("mcp-config")(mcp_config_command)
 def main() -> None:
     app(prog_name="kms")
 
+
+
+@app.command("log")
+def log_cmd(
+    session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
+    limit: LimitOpt = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """Agent write calls (provenance), newest first."""
+    from server.provenance import list_invocations
+
+    with cli_errors():
+        data = list_invocations(open_db(), session=session, limit=limit)
+    if json_out:
+        print_json(data)
+        return
+    table = Table("id", "time", "session", "tool", "status", "note", "+lines")
+    for r in data:
+        ok = r["status"] == "success"
+        table.add_row(str(r["id"]), when(r["at"]), r["session_id"], r["tool"],
+                      ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", r.get("path") or "",
+                      str(r["lines_added"]))
+    console.print(table if data else "No agent writes recorded yet.")
+
+
+@app.command("demo")
+def demo_cmd(
+    headless: Annotated[bool, typer.Option("--headless", help="Print the story as text instead of the dashboard.")]
+    = False,
+) -> None:
+    """Zero-setup demo: a scripted agent works on a copy of the sample vault while you watch."""
+    import anyio
+
+    from server.demo import prepare, run_story
+
+    ws = prepare()
+    console.print(f"[dim]demo workspace: {ws.root} (sample vault copy, private database)[/]")
+    styles = {"step": "bold", "ok": "green", "denied": "yellow", "info": "cyan"}
+
+    if headless:
+        def emit(kind: str, text: str) -> None:
+            console.print(f"[{styles[kind]}]{'▶ ' if kind == 'step' else ''}{text}[/]", highlight=False)
+
+        summary = anyio.run(run_story, ws, emit)
+        ok = summary["writes"] >= 3 and summary["denied"] >= 1 and summary["rate_limited"] >= 1
+        raise typer.Exit(0 if ok else 1)
+
+    import threading
+
+    from tui.app import create_app
+
+    dashboard = create_app(ws.db_path, settings_path=ws.config_path)
+    lines: list[str] = []
+
+    def run_agent() -> None:
+        anyio.run(run_story, ws, lambda kind, text: lines.append(text), 1.0)
+
+    threading.Thread(target=run_agent, name="kms-demo-agent", daemon=True).start()
+    dashboard.run()
+    for line in lines:
+        console.print(line, highlight=False)
+
+
+@app.command("tui")
+def tui_cmd() -> None:
+    """Live dashboard: agent sessions, writes (with review and revert), reads and settings."""
+    from tui.app import create_app
+
+    create_app(default_db_path()).run()

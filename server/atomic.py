@@ -115,6 +115,43 @@ def _write_temp(folder: Path, data: bytes, mode: int | None) -> Path:
     return tmp
 
 
+class PendingWrite:
+    """A fully written, fsynced temp file waiting to replace ``target``.
+
+    Splitting preparation from ``commit`` lets a caller do the slow part (write +
+    fsync) first and then check that the target is still the version it read
+    right before the rename, leaving a window of microseconds, not milliseconds.
+    """
+
+    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True) -> None:
+        self.target = Path(target)
+        mode = None
+        if keep_mode:
+            with contextlib.suppress(FileNotFoundError):
+                mode = stat.S_IMODE(os.stat(self.target).st_mode)
+        self.tmp: Path | None = _write_temp(self.target.parent, data, mode)
+        self.size = len(data)
+
+    def commit(self) -> None:
+        """Atomically replace the target and make the rename durable."""
+        assert self.tmp is not None
+        os.replace(self.tmp, self.target)
+        self.tmp = None
+        fsync_dir(self.target.parent)
+
+    def discard(self) -> None:
+        if self.tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+    def __enter__(self) -> PendingWrite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+
 def atomic_write(
     path: str | os.PathLike[str],
     text: str | bytes,
@@ -138,21 +175,13 @@ def atomic_write(
         data = encode(text, TextFormat(bom=bom, encoding=encoding))
     else:
         data = text
-    folder = target.parent
-    mode = None
-    if not create_only:
-        with contextlib.suppress(FileNotFoundError):
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-    tmp = _write_temp(folder, data, mode)
-    try:
+    with PendingWrite(target, data, keep_mode=not create_only) as pending:
         if create_only:
-            _publish_new(tmp, target, data)
+            assert pending.tmp is not None
+            _publish_new(pending.tmp, target, data)
+            fsync_dir(target.parent)
         else:
-            os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    fsync_dir(folder)
+            pending.commit()
     return len(data)
 
 
@@ -184,13 +213,14 @@ def default_lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[None]:
-    """Exclusive lock for one note, shared by every kms thread and process.
+def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[int]:
+    """Exclusive lock for one note, shared by every kms thread and process; yields the lock fd.
 
     The lock file lives in a kms-private folder (next to the database), not on the
     note: ``os.replace`` swaps the note's inode, so a lock on the note itself would
     not be seen by the next writer. ``flock`` is per open file description, so it
-    also excludes threads of one process.
+    also excludes threads of one process. The lock file's content is free for the
+    holder (``write_stamp`` / ``read_stamp``).
     """
     folder = Path(lock_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -208,6 +238,24 @@ def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) 
                     break
                 except OSError:
                     continue
-        yield
+        yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def file_stamp(path: str | os.PathLike[str]) -> str:
+    """Identity of a file's current version on disk: inode, mtime and size."""
+    st = os.stat(path)
+    return f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
+
+
+def write_stamp(lock_fd: int, stamp: str) -> None:
+    """Remember (in the held lock file) the version kms itself just wrote."""
+    os.ftruncate(lock_fd, 0)
+    os.lseek(lock_fd, 0, os.SEEK_SET)
+    os.write(lock_fd, stamp.encode())
+
+
+def read_stamp(lock_fd: int) -> str:
+    os.lseek(lock_fd, 0, os.SEEK_SET)
+    return os.read(lock_fd, 200).decode(errors="replace")

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -232,7 +233,7 @@ _INSERT_SQL = (
     + ", ".join(_UPDATE_COLS)
     + ") VALUES (:id, :vault_id, :created_at, "
     + ", ".join(f":{c}" for c in _UPDATE_COLS)
-    + ") RETURNING rid"
+    + ")"
 )
 
 
@@ -250,7 +251,8 @@ def _update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
 
 
 def _insert_note(conn: apsw.Connection, values: dict) -> int:
-    rid = next(conn.execute(_INSERT_SQL, values))[0]
+    conn.execute(_INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
+    rid = conn.last_insert_rowid()
     conn.execute(_FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
     return rid
 
@@ -291,6 +293,15 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     )
 
 
+def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int, int, str]]:
+    return {
+        path: (rid, mtime_ns, size, chash)
+        for rid, path, mtime_ns, size, chash in conn.execute(
+            "SELECT rid, path, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ?", (vault_id,)
+        )
+    }
+
+
 def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
     """Bring one vault's index up to date with its files (``full`` re-parses every file)."""
     started = time.perf_counter()
@@ -301,12 +312,7 @@ def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, prog
     files, unreadable, errors = scan(vault.root)
     report.errors.extend(errors)
     report.scanned = len(files)
-    manifest = {
-        path: (rid, mtime_ns, size, chash)
-        for rid, path, mtime_ns, size, chash in conn.execute(
-            "SELECT rid, path, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ?", (vault.id,)
-        )
-    }
+    manifest = _manifest(conn, vault.id)
     todo: list[tuple[str, int, int]] = []
     for path, (mtime_ns, size) in files.items():
         known = manifest.get(path)
@@ -331,14 +337,20 @@ def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, prog
         report.seconds = time.perf_counter() - started
         return report
 
-    by_hash: dict[str, list[str]] = {}
-    for path, (_rid, chash) in gone.items():
-        by_hash.setdefault(chash, []).append(path)
     keys: set[str] = set()
     srcs: set[int] = set()
     now = time.time()
     cold = not manifest
     with write_tx(conn):
+        # re-read under the write lock: another process's watcher may have added, changed or
+        # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
+        current = _manifest(conn, vault.id)
+        if current != manifest:
+            gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
+            manifest = current
+        by_hash: dict[str, list[str]] = {}
+        for path, (_rid, chash) in gone.items():
+            by_hash.setdefault(chash, []).append(path)
         for rec in _read_all(vault.root, todo, progress):
             if rec.error or rec.parsed is None:
                 report.errors.append(rec.error or f"{rec.path}: unreadable")
@@ -391,12 +403,17 @@ def index_all(conn: apsw.Connection, *, full: bool = False, vault: str | None = 
 def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | None:
     """Index one file now (after a write, or a watcher event); return its note id, None if gone."""
     full = vault.root / relpath
-    row = next(iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath))), None)
     try:
         st = full.stat()
     except FileNotFoundError:
         st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return None  # a FIFO or device named *.md: opening it could block forever
     with write_tx(conn):
+        # looked up under the write lock: another process (a second server's watcher) may have
+        # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
+        row = next(iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?",
+                                     (vault.id, relpath))), None)
         if st is None:
             if row:
                 keys = set(_affected_keys(conn, row[0]))

@@ -180,7 +180,55 @@ def m002_agent_activity(conn: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_agent_activity]
+def m003_embeddings(conn: apsw.Connection) -> None:
+    """Chunks of notes, their vectors keyed by content hash, and which notes are embedded.
+
+    Vectors are keyed by the hash of the exact text embedded, not by note, so an unchanged chunk
+    is never embedded again (an edit, a rename or a full reindex reuses them). ``chunks.id`` is
+    AUTOINCREMENT (never reused) and triggers bump ``embed_generation`` on every chunk insert
+    or delete, so the in-memory vector matrix checks one row to know whether to refresh and then
+    loads only ids above the last one it saw. ``note_embed_state`` records the note version
+    whose chunks are stored, which makes ``kms embed`` resumable after an interruption.
+    """
+    conn.execute(
+        """
+        CREATE TABLE embeddings (
+            hash TEXT PRIMARY KEY,                -- sha256 of model name + the embedded text
+            vector BLOB NOT NULL,                 -- float32 little-endian, L2-normalised
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            heading TEXT,                         -- "Parent > Section", NULL before the first heading
+            hash TEXT NOT NULL,                   -- -> embeddings.hash
+            text TEXT NOT NULL,                   -- the section text, without the title prefix
+            tokens INTEGER NOT NULL,
+            UNIQUE (rid, ord)
+        );
+        CREATE INDEX chunks_hash ON chunks(hash);
+        CREATE TABLE note_embed_state (
+            rid INTEGER PRIMARY KEY REFERENCES notes(rid) ON DELETE CASCADE,
+            content_hash TEXT NOT NULL,           -- notes.content_hash the chunks were made from
+            title TEXT NOT NULL,                  -- the title is in every chunk's prefix
+            model TEXT NOT NULL,
+            chunks INTEGER NOT NULL,
+            embedded_at REAL NOT NULL
+        );
+        CREATE TABLE embed_generation (id INTEGER PRIMARY KEY CHECK (id = 1), gen INTEGER NOT NULL);
+        INSERT INTO embed_generation VALUES (1, 0);
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            UPDATE embed_generation SET gen = gen + 1 WHERE id = 1;
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            UPDATE embed_generation SET gen = gen + 1 WHERE id = 1;
+        END;
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_agent_activity, m003_embeddings]
 
 
 def applied(conn: apsw.Connection) -> list[str]:

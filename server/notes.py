@@ -25,12 +25,15 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]
     path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
     for sql, params in (
         (f"SELECT n.rid, n.id FROM notes n WHERE n.id = ? {hidden}", (ref.strip(),)),
-        (f"SELECT n.rid, n.id FROM notes n WHERE lower(n.path) = ? {hidden}", (path_lc + ".md",)),
-        (f"SELECT n.rid, n.id FROM notes n WHERE n.title = ? COLLATE NOCASE {hidden} ORDER BY n.path", (ref.strip(),)),
-        (
-            f"SELECT DISTINCT n.rid, n.id FROM note_keys k JOIN notes n ON n.rid = k.rid "
-            f"WHERE k.key = ? AND k.kind = 3 {hidden}",
-            (path_lc,),
+        # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
+        # fold ASCII only, so 'Éclair' would not find 'éclair'
+        *(
+            (
+                f"SELECT DISTINCT n.rid, n.id FROM note_keys k JOIN notes n ON n.rid = k.rid "
+                f"WHERE k.key = ? AND k.kind = {kind} {hidden} ORDER BY n.path",
+                (key,),
+            )
+            for kind, key in ((1, path_lc), (2, ref_lc), (3, path_lc))
         ),
     ):
         found = rows(conn, sql, params)

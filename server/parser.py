@@ -226,16 +226,22 @@ def _structure(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
     return code, notags, heads
 
 
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint ranges covering the same positions (headings contain links, blocks contain lines)."""
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(ranges):
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
 def _inside(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
+    """``ranges`` disjoint and sorted (see ``_merge``), ``starts`` their start offsets."""
     i = bisect.bisect_right(starts, pos) - 1
-    while i >= 0:
-        s, e = ranges[i]
-        if s <= pos < e:
-            return True
-        if e <= pos and i > 0 and ranges[i - 1][1] <= s:
-            return False
-        i -= 1
-    return False
+    return i >= 0 and ranges[i][0] <= pos < ranges[i][1]
 
 
 def _heading_text(raw: str) -> str:
@@ -277,8 +283,8 @@ def parse_note(text: str, title: str) -> ParsedNote:
     headings: list[Heading] = []
     if "[[" in body or "#" in body or "=" in body or "-" in body:
         code, notags, heads = _structure(body)
-        code.sort()
-        notags.sort()
+        code = _merge(code)
+        notags = _merge(notags)
         code_starts = [s for s, _ in code]
         notag_starts = [s for s, _ in notags]
         for start, end, level in heads:
@@ -302,7 +308,7 @@ def parse_note(text: str, title: str) -> ParsedNote:
                     tags.append(normalize_tag(tag))
 
     seen: set[str] = set()
-    unique_tags = [t for t in tags if t and not (t in seen or seen.add(t))]
+    unique_tags = [t for t in tags if t and not _DIGITS.match(t) and not (t in seen or seen.add(t))]
     return ParsedNote(
         title=title,
         frontmatter=frontmatter,

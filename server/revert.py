@@ -67,11 +67,13 @@ def _target(conn: apsw.Connection, inv: dict) -> tuple[Vault, NoteRef]:
         raise KmsError("invalid-input", f"invocation #{inv['id']} names no vault")
     vault = get_vault(conn, inv["vault"])
     found = rows(
-        conn, "SELECT id, path, title, folder FROM notes WHERE id = ? AND vault_id = ?", (inv["note_id"], vault.id)
+        conn,
+        "SELECT id, path, title, folder, size_bytes FROM notes WHERE id = ? AND vault_id = ?",
+        (inv["note_id"], vault.id),
     )
     if found:
         r = found[0]
-        return vault, NoteRef(r["id"], vault.id, r["path"], r["title"], r["folder"])
+        return vault, NoteRef(r["id"], vault.id, r["path"], r["title"], r["folder"], r["size_bytes"])
     path = inv["path"]
     if not path:
         raise KmsError("not-found", f"the note of invocation #{inv['id']} is no longer indexed")
@@ -106,10 +108,19 @@ def _plan_text(inv: dict, text: str) -> Plan:
     off: int | None = inv["insert_offset"]
     if not ins or off is None:
         return Plan("remove-text", False, "the invocation recorded no inserted text")
-    if text[off : off + len(ins)] == ins:
+    def whole(pos: int) -> bool:
+        """Does the occurrence still sit on the line boundaries it was written at? Otherwise a person
+        extended the inserted text ("agent line" -> "agent line, edited") and removing it would splice
+        their words onto another line. Appends end at a line end; insert_at text starts a line."""
+        end = pos + len(ins)
+        right = ins.endswith("\n") or end == len(text) or text[end] in "\r\n"
+        left = inv["tool"] == "kms_append" or ins.startswith(("\n", "\r\n")) or pos == 0 or text[pos - 1] == "\n"
+        return right and left
+
+    if text[off : off + len(ins)] == ins and whole(off):
         pos = off
     else:
-        hits = _occurrences(text, ins)
+        hits = [h for h in _occurrences(text, ins) if whole(h)]
         if not hits:
             return Plan("remove-text", False, "the inserted text is no longer in the note (it was edited since)")
         if len(hits) > 1:

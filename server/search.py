@@ -74,7 +74,8 @@ def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) ->
             names = [d[0] for d in cur.get_description()]
         hit = dict(zip(names, row, strict=True))
         hit["tags"] = hit["tags"].split() if hit["tags"] else []
-        hit["score"] = round(hit["score"], 4)
+        # significant digits, not decimals: a word in most notes scores ~1e-6 and must stay positive
+        hit["score"] = float(f"{hit['score']:.6g}")
         if not hit["excerpt"].strip():
             hit["excerpt"] = hit["title"]
         out.append(hit)

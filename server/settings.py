@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fnmatch
-import json
 import os
 import re
 import tempfile
@@ -110,7 +108,7 @@ class Setting:
             "bool": "true/false (also on/off, yes/no, 1/0)" + (", auto" if self.auto else ""),
             "int": "a whole number",
             "path": "a directory path ('' = platform default)",
-            "globs": "folder globs such as 'inbox' 'drafts/*' ('/' = vault root)",
+            "globs": "folder globs such as 'inbox' 'drafts/*' ('/' = vault root; none = every folder)",
         }[self.type]
 
 
@@ -165,10 +163,10 @@ _SCHEMA: list[Setting] = [
         "write.allowlist",
         "globs",
         [],
-        "Folders agents may write notes into. Each pattern is a vault-relative folder; `*`, `?` and "
-        "`[...]` match within ONE folder name, so `drafts/*` allows `drafts/x` but not `drafts/x/y` "
-        "(and not `drafts` itself: list it too). `/` is the vault root. Empty: no folder is writable. "
-        "Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
+        "Folders agents may add notes and text to (enforced by server/allowlist.py). Each pattern is a "
+        "vault-relative folder; `*`, `?` and `[...]` match within ONE folder name, so `drafts/*` allows "
+        "`drafts/x` but neither `drafts` (list it too) nor `drafts/x/y`. `/` or `.` is the vault root. "
+        "Empty: every folder. Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
         "KMS_WRITE_ALLOWLIST",
         validator=_check_globs,
     ),
@@ -246,7 +244,7 @@ def folder_glob_problem(pattern: str) -> str | None:
     """Why ``pattern`` is not a valid folder glob, or None."""
     if not isinstance(pattern, str) or not pattern.strip():
         return "empty folder pattern"
-    if pattern == "/":
+    if pattern.strip() in ("/", "."):
         return None
     if "\\" in pattern:
         return f"{pattern!r}: use '/' between folders"
@@ -263,28 +261,7 @@ def folder_glob_problem(pattern: str) -> str | None:
 def normalize_folder_glob(pattern: str) -> str:
     """Trim whitespace and trailing slashes (``drafts/`` -> ``drafts``)."""
     pattern = pattern.strip()
-    return pattern if pattern == "/" else pattern.rstrip("/")
-
-
-def folder_allowed(folder: str, patterns: Sequence[str]) -> bool:
-    """Whether a note in vault-relative ``folder`` ('' = root) may be written.
-
-    Matching is per folder name (``*`` never crosses ``/``) and exact in depth, so
-    ``drafts/*`` matches ``drafts/x`` but neither ``drafts`` nor ``drafts/x/y``.
-    """
-    folder = folder.strip("/")
-    parts = folder.split("/") if folder else []
-    for pattern in patterns:
-        if pattern == "/":
-            if not parts:
-                return True
-            continue
-        pparts = pattern.strip("/").split("/")
-        if len(pparts) == len(parts) and all(
-            fnmatch.fnmatchcase(p, pp) for p, pp in zip(parts, pparts, strict=True)
-        ):
-            return True
-    return False
+    return pattern if pattern in ("/", ".") else pattern.rstrip("/")
 
 
 def shell_expansion_warning(key: str, values: Sequence[str], cwd: Path | None = None) -> str | None:
@@ -329,18 +306,8 @@ def parse_value(key: str, values: Sequence[str] | str) -> Any:
     """Turn CLI/env text into a typed, validated value (``AUTO`` for 'auto' on auto keys)."""
     s = setting(key)
     items = [values] if isinstance(values, str) else list(values)
-    if s.type == "globs":
-        flat: list[str] = []
-        for item in items:
-            text = item.strip()
-            if text.startswith("["):
-                try:
-                    loaded = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise SettingValueError(key, item, f"bad JSON list ({e})", s.valid_values()) from None
-                flat.extend(str(x) for x in loaded)
-            else:
-                flat.extend(p for p in text.split(",") if p.strip())
+    if s.type == "globs":  # several values and/or comma/newline separated, as server/allowlist.py reads env
+        flat = [p for item in items for line in item.splitlines() for p in line.split(",") if p.strip()]
         value: Any = list(dict.fromkeys(normalize_folder_glob(p) for p in flat))
     else:
         if len(items) != 1:
@@ -806,12 +773,12 @@ def set_value(
         )
     if (
         key in ("agent.write", "write.allowlist")
-        and now.get("agent.write")
+        and now.active("agent.write")
         and not now.get("write.allowlist")
     ):
         warnings.append(
-            "agent.write is on but write.allowlist is empty, so agents cannot write anywhere. "
-            "Allow folders with e.g.: kms config set write.allowlist inbox 'drafts/*'"
+            "agent.write is on and write.allowlist is empty, so agents may write in every folder. "
+            "Restrict them with e.g.: kms config set write.allowlist inbox 'drafts/*'"
         )
     return warnings
 

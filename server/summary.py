@@ -36,8 +36,8 @@ class Summary:
 
 
 def body_hash(body: str) -> str:
-    """Whitespace-insensitive at the ends, so a trailing newline does not make a summary stale."""
-    return hashlib.sha256(body.strip().encode("utf-8")).hexdigest()[:12]
+    """Insensitive to whitespace at the ends and to CRLF vs LF, so neither makes a summary stale."""
+    return hashlib.sha256(body.replace("\r\n", "\n").strip().encode("utf-8")).hexdigest()[:12]
 
 
 def decode(body: str) -> tuple[Summary | None, str]:

@@ -2,38 +2,60 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from server.db import connect
-from server.indexer import reindex_file
+from server.indexer import index_vault, reindex_file
 from server.vaults import Vault, list_vaults
 
 DEBOUNCE_MS = 150
+log = logging.getLogger("kms.watcher")
 
 
-def _relevant(vault: Vault, path: str) -> str | None:
-    """Vault-relative path of a Markdown file outside dot-folders, else None."""
+def _in_vault(vault: Vault, path: str) -> str | None:
+    """Vault-relative path of anything outside dot-folders, else None."""
     try:
         rel = Path(path).resolve().relative_to(vault.root.resolve()).as_posix()
     except ValueError:
         return None
-    if not rel.lower().endswith(".md") or any(part.startswith(".") for part in rel.split("/")):
+    if rel == "." or any(part.startswith(".") for part in rel.split("/")):
         return None
     return rel
 
 
+def _relevant(vault: Vault, path: str) -> str | None:
+    """Vault-relative path of a Markdown file outside dot-folders, else None."""
+    rel = _in_vault(vault, path)
+    return rel if rel is not None and rel.lower().endswith(".md") else None
+
+
 def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
+    """Re-index what changed; return how many changed paths were relevant.
+
+    A path that is gone or is a folder means a delete, a rename or a moved folder: the vault gets an
+    incremental ``index_vault``, which recognises a rename by content hash and so keeps the note's
+    id and hidden stamp (re-indexing the two paths one by one would forget the old note and make a
+    new, visible one). Otherwise each changed note is re-indexed on its own.
+    """
     n = 0
-    for path in paths:
-        for vault in vaults:
-            rel = _relevant(vault, path)
-            if rel is not None:
+    for vault in vaults:
+        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p)) is not None]
+        if not mine:
+            continue
+        notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
+        structural = any(not os.path.lexists(p) or os.path.isdir(p) for p, _rel in mine)
+        if structural:
+            index_vault(conn, vault)
+            n += max(1, len(notes))
+        else:
+            for rel in notes:
                 reindex_file(conn, vault, rel)
                 n += 1
-                break
     return n
 
 
@@ -50,6 +72,10 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
         return
     for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=False):
         started = time.perf_counter()
-        n = apply_changes(conn, vaults, {p for _change, p in changes})
+        try:
+            n = apply_changes(conn, vaults, {p for _change, p in changes})
+        except Exception:  # e.g. the DB busy beyond the timeout: keep watching, the next change retries
+            log.exception("re-indexing %d changed path(s) failed", len(changes))
+            continue
         if n and on_change:
             on_change(n, time.perf_counter() - started)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -33,6 +34,7 @@ import apsw
 from server import fmedit
 from server.allowlist import Allowlist
 from server.atomic import (
+    PendingWrite,
     TextFormat,
     atomic_write,
     convert_newlines,
@@ -40,7 +42,10 @@ from server.atomic import (
     default_lock_dir,
     encode,
     file_lock,
+    file_stamp,
+    read_stamp,
     sha256_hex,
+    write_stamp,
 )
 from server.errors import KmsError
 from server.safepath import (
@@ -114,7 +119,7 @@ class NoteRef:
     path: str
     title: str
     folder: str
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    size_bytes: int = 0  # as last indexed: an empty file where this is > 0 is probably mid-save
 
 
 # ----- lookups ----------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ def load_note(conn: apsw.Connection, ref: str) -> tuple[NoteRef, Vault]:
     if not isinstance(ref, str) or not ref.strip():
         raise KmsError("invalid-input", "noteId is required")
     row = resolve_note(conn, ref)
-    note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"])
+    note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
     return note, get_vault(conn, row["vault_id"])
 
 
@@ -342,6 +347,35 @@ def _insert_before_line(text: str, lines: list[str], k: int, content: str, nl: s
 # ----- the shared write path --------------------------------------------------------------------
 
 
+QUIET_S = 0.05
+MAX_SETTLE_S = 1.0
+
+
+def _settle(real: Path, note: NoteRef, lock_fd: int) -> None:
+    """Wait until nobody seems to be in the middle of saving the note.
+
+    Editors that save by truncate-then-write expose an empty or half-written file for
+    a moment; if kms read that state and the editor stalled until kms's re-check, kms
+    would "append" to the fragment and the editor's bytes would go to the replaced
+    inode: the note's content lost. So a write starts only when the file's mtime is
+    ``QUIET_S`` old (bounded by ``MAX_SETTLE_S``), and an empty file that the index
+    knows as non-empty gets the whole patience. A version kms wrote itself (stamped
+    in the lock file) needs no wait, so agents appending in turn are not slowed.
+    """
+    deadline = time.monotonic() + MAX_SETTLE_S
+    while time.monotonic() < deadline:
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            return
+        if read_stamp(lock_fd) == f"{st.st_ino} {st.st_mtime_ns} {st.st_size}":
+            return
+        age = time.time() - st.st_mtime_ns / 1e9
+        if age >= QUIET_S and not (st.st_size == 0 and note.size_bytes > 0):
+            return
+        time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))
+
+
 def _read(real: Path, note: NoteRef) -> bytes:
     try:
         with open(real, "rb") as f:
@@ -365,8 +399,9 @@ def write_note(
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     real = resolve_note_file(vault.root, note.path)
-    with file_lock(real, lock_dir or lock_dir_for(conn)):
+    with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd:
         for _attempt in range(2):
+            _settle(real, note, lock_fd)
             raw = _read(real, note)
             before = sha256_hex(raw)
             if version is not None and before != version:
@@ -378,13 +413,19 @@ def write_note(
                     expectedVersion=version,
                 )
             text, fmt = decode(raw)
+            if os.environ.get("KMS_DEBUG_WRITES") and b"body" not in raw:
+                with open(os.environ["KMS_DEBUG_WRITES"], "a") as dbg:
+                    st = os.stat(real)
+                    dbg.write(f"{os.getpid()} read without body: {raw[:40]!r} stat={st.st_ino} {st.st_mtime_ns} {st.st_size} stamp={read_stamp(lock_fd)!r} now={time.time_ns()}\n")
             edit = compute(text, fmt)
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
             if new_raw == raw:
                 break
-            if sha256_hex(_read(real, note)) != before:
-                continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
-            atomic_write(real, new_raw)
+            with PendingWrite(real, new_raw) as pending:  # write + fsync before the last check
+                if sha256_hex(_read(real, note)) != before:
+                    continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
+                pending.commit()
+            write_stamp(lock_fd, file_stamp(real))
             break
         else:
             raise KmsError(

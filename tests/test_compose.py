@@ -41,7 +41,11 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
     env = entry["env"]
     assert env["KMS_DB_PATH"] == str(tmp_path / "kms.db")
     assert env["KMS_SESSION_ID"] == "s0123456789ab"
-    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == ("1", "1", "1")
+    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
+        "1",
+        "1",
+        "1",
+    )
     assert env["KMS_WRITE_ALLOWLIST"] == "drafts/*,inbox"
     assert env["KMS_WRITE_PER_MINUTE"] == "7" and env["KMS_WRITE_PER_SESSION"] == "200"
     assert env["KMS_EMBED_MODEL_DIR"] == str(tmp_path / "models")
@@ -58,7 +62,11 @@ def test_kms_builder_flags_follow_the_parent_chain(cfg: Path, tmp_path: Path) ->
     st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
     st.set_value("agent.read", "false", path=cfg, env={}, has_vault=True)
     env = c.kms_server(settings_for(cfg), session(tmp_path))[1]["env"]
-    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == ("1", "0", "0")
+    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
+        "1",
+        "0",
+        "0",
+    )
     assert "KMS_EMBED_MODEL_DIR" not in env and "KMS_VAULT" not in env
 
 
@@ -111,8 +119,12 @@ def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path
     isolated = c.compose(s, session(tmp_path), isolated=True)
     assert "kms" not in isolated["mcpServers"] and "playwright" in isolated["mcpServers"]
     # nothing enabled -> empty
-    assert c.compose(settings_for(tmp_path / "none.toml", has_vault=False), session(tmp_path)) == {"mcpServers": {}}
-    assert c.compose(settings_for(tmp_path / "none.toml"), session(tmp_path), isolated=True) == {"mcpServers": {}}
+    assert c.compose(settings_for(tmp_path / "none.toml", has_vault=False), session(tmp_path)) == {
+        "mcpServers": {}
+    }
+    assert c.compose(settings_for(tmp_path / "none.toml"), session(tmp_path), isolated=True) == {
+        "mcpServers": {}
+    }
 
 
 def test_every_builtin_has_a_settings_switch() -> None:

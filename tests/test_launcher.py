@@ -47,19 +47,21 @@ FAKE_CLAUDE = textwrap.dedent(
             json.dump(out, f)
         os.replace(record + ".tmp", record)
     if os.environ.get("FAKE_CLAUDE_WAIT"):
-        state = {{"stop": None}}
-        def on_signal(num, frame):
-            out["signals"].append(signal.Signals(num).name)
-            save()
-            if num in (signal.SIGTERM, signal.SIGINT) and state["stop"] is None:
-                state["stop"] = time.time() + 1.0  # linger: a doubled signal would show up
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGWINCH, signal.SIGHUP):
-            signal.signal(s, on_signal)
+        # Take signals one delivery at a time (sigtimedwait), so a doubled one is seen, with its sender.
+        watch = {{signal.SIGTERM, signal.SIGINT, signal.SIGWINCH, signal.SIGHUP}}
+        signal.pthread_sigmask(signal.SIG_BLOCK, watch)
         out["ready"] = True
         save()
-        deadline = time.time() + 30
-        while time.time() < deadline and (state["stop"] is None or time.time() < state["stop"]):
-            time.sleep(0.02)
+        stop, deadline = None, time.time() + 30
+        while time.time() < deadline and (stop is None or time.time() < stop):
+            info = signal.sigtimedwait(watch, 0.02)
+            if info is None:
+                continue
+            out["signals"].append(signal.Signals(info.si_signo).name)
+            out.setdefault("senders", []).append("kernel" if info.si_code > 0 else info.si_pid)
+            save()
+            if info.si_signo in (signal.SIGTERM, signal.SIGINT) and stop is None:
+                stop = time.time() + 1.0  # linger: a doubled signal would show up
         save()
         sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
     save()
@@ -124,7 +126,9 @@ def sessions(env: dict[str, str]) -> list:
         conn.close()
 
 
-def test_claude_passes_args_and_exit_code_and_records_the_session(env: dict[str, str], tmp_path: Path) -> None:
+def test_claude_passes_args_and_exit_code_and_records_the_session(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     env["FAKE_CLAUDE_EXIT"] = "3"
     run = kms(env, "claude", "--", "-p", "hello world", "--model", "x", "--print-config")
     assert run.returncode == 3, run.stderr
@@ -189,17 +193,25 @@ def test_vault_option_scopes_the_session(env: dict[str, str], tmp_path: Path) ->
 
 
 def test_print_config_redacts_and_does_not_launch(env: dict[str, str]) -> None:
-    run = kms(env, "servers", "add", "gh", "--env", "GITHUB_TOKEN=ghp_supersecret", "--", "npx", "-y", "gh-mcp")
+    run = kms(
+        env, "servers", "add", "gh", "--env", "GITHUB_TOKEN=ghp_supersecret", "--", "npx", "-y", "gh-mcp"
+    )
     assert run.returncode == 0, run.stderr
     assert "ghp_supersecret" not in run.stdout
-    run = kms(env, "servers", "add", "docs", "--url", "https://d.test/mcp", "--header", "Authorization: Bearer abc")
+    run = kms(
+        env, "servers", "add", "docs", "--url", "https://d.test/mcp", "--header", "Authorization: Bearer abc"
+    )
     assert run.returncode == 0, run.stderr
     run = kms(env, "claude", "--print-config")
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     assert set(doc["mcpServers"]) == {"kms", "gh", "docs"}
     assert doc["mcpServers"]["gh"]["env"]["GITHUB_TOKEN"] == "***"
-    assert doc["mcpServers"]["docs"] == {"type": "http", "url": "https://d.test/mcp", "headers": {"Authorization": "***"}}
+    assert doc["mcpServers"]["docs"] == {
+        "type": "http",
+        "url": "https://d.test/mcp",
+        "headers": {"Authorization": "***"},
+    }
     assert "supersecret" not in run.stdout and "Bearer abc" not in run.stdout
     assert not Path(env["FAKE_CLAUDE_RECORD"]).exists(), "claude was not started"
     assert sessions(env) == []
@@ -272,6 +284,7 @@ def test_signals_sent_to_the_launcher_are_forwarded(env: dict[str, str]) -> None
     rec = record(env)
     assert sorted(rec["signals"][:2]) == ["SIGHUP", "SIGWINCH"] and rec["signals"][2] == "SIGTERM"
     assert rec["signals"].count("SIGTERM") == 1
+    assert set(rec["senders"]) == {proc.pid}, "forwarded by the launcher"
     assert not Path(rec["config_path"]).exists()
     assert sessions(env)[0].exit_code == 42
 
@@ -310,7 +323,8 @@ def test_terminal_ctrl_c_reaches_claude_once(env: dict[str, str]) -> None:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-    assert record(env)["signals"] == ["SIGINT"]
+    rec = record(env)
+    assert rec["signals"] == ["SIGINT"] and rec["senders"] == ["kernel"]
 
 
 def test_session_rows_api(tmp_path: Path) -> None:
@@ -419,11 +433,40 @@ def test_completion_protocol_matches_the_cli(env: dict[str, str]) -> None:
     assert "_KMS_COMPLETE=complete_bash" in (ROOT / "completions" / "kms.bash").read_text()
 
     def complete(words: str) -> list[str]:
-        e = {**env, "_KMS_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+        e = {
+            **env,
+            "_KMS_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
         if words.endswith(" "):
             e["COMP_CWORD"] = str(len(words.split()))
-        return kms(e, ).stdout.split()
+        return kms(
+            e,
+        ).stdout.split()
 
     assert "config" in complete("kms con")
     assert "write.allowlist" in complete("kms config set write.")
     assert "playwright" in complete("kms servers enable pl")
+
+
+def test_stale_session_configs_are_swept(env: dict[str, str], monkeypatch) -> None:
+    """A launcher killed with SIGKILL leaves its (maybe secret-bearing) config; the next start removes it."""
+    from kmscli.compose import write_session_config
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    conn = connect(env["KMS_DB_PATH"])
+    ended = start_session(conn, pid=os.getpid())
+    end_session(conn, ended, 0)
+    crashed = start_session(conn, pid=dead.pid)
+    alive = start_session(conn, pid=os.getpid())
+    conn.close()
+    doc = {"mcpServers": {"x": {"command": "y", "env": {"TOKEN": "t"}}}}
+    paths = {sid: write_session_config(doc, sid) for sid in (ended, crashed, alive, "sunrecorded")}
+    assert kms(env, "claude").returncode == 0
+    assert not paths[ended].exists() and not paths[ended].parent.exists()
+    assert not paths[crashed].exists()
+    assert paths[alive].exists(), "a running session's config is left alone"
+    assert paths["sunrecorded"].exists(), "a fresh unrecorded one may belong to a launcher starting up"

@@ -107,22 +107,12 @@ def test_unknown_key_suggests_closest(cfg: Path) -> None:
 
 
 def test_globs_parse_normalize_and_dedupe(cfg: Path) -> None:
-    st.set_value("write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True)
+    st.set_value(
+        "write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True
+    )
     assert load(cfg).get("write.allowlist") == ["drafts/*", "inbox", "a", "b", "/"]
-    assert st.parse_value("write.allowlist", '["x/*", "y"]') == ["x/*", "y"]
-
-
-def test_folder_allowed_is_one_segment_per_star() -> None:
-    pats = ["drafts/*", "inbox", "/"]
-    assert st.folder_allowed("drafts/x", pats)
-    assert not st.folder_allowed("drafts/x/y", pats)
-    assert not st.folder_allowed("drafts", pats)
-    assert st.folder_allowed("inbox", pats)
-    assert not st.folder_allowed("inbox/sub", pats)
-    assert st.folder_allowed("", pats)
-    assert not st.folder_allowed("", ["*"])
-    assert st.folder_allowed("Projects", ["[A-Z]*"])
-    assert not st.folder_allowed("anything", [])
+    assert st.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
+    assert st.parse_value("write.allowlist", ".") == ["."]
 
 
 def test_shell_expanded_glob_warns_with_quoted_form(cfg: Path, tmp_path: Path) -> None:
@@ -138,7 +128,9 @@ def test_shell_expanded_glob_warns_with_quoted_form(cfg: Path, tmp_path: Path) -
     warnings = st.set_value("write.allowlist", ["notes.md"], path=cfg, env={}, has_vault=True, cwd=tmp_path)
     assert any("unquoted glob" in w for w in warnings)
     # a quoted glob that names no files is fine
-    warnings = st.set_value("write.allowlist", ["drafts/*", "inbox"], path=cfg, env={}, has_vault=True, cwd=tmp_path)
+    warnings = st.set_value(
+        "write.allowlist", ["drafts/*", "inbox"], path=cfg, env={}, has_vault=True, cwd=tmp_path
+    )
     assert not any("unquoted" in w for w in warnings)
 
 
@@ -157,9 +149,11 @@ def test_child_on_under_parent_off_warns(cfg: Path) -> None:
     assert load(cfg, has_vault=False).active("agent.write") is False
 
 
-def test_write_on_with_empty_allowlist_warns(cfg: Path) -> None:
+def test_write_on_with_empty_allowlist_warns_that_it_means_everywhere(cfg: Path) -> None:
     warnings = st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
-    assert any("write.allowlist is empty" in w for w in warnings)
+    assert any("write.allowlist is empty, so agents may write in every folder" in w for w in warnings)
+    st.set_value("write.allowlist", "inbox", path=cfg, env={}, has_vault=True)
+    assert st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True) == []
 
 
 def test_env_overrides_file_and_is_reported(cfg: Path) -> None:
@@ -185,7 +179,9 @@ def test_env_overrides_file_and_is_reported(cfg: Path) -> None:
 
 def test_list_reports_sources(cfg: Path) -> None:
     st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
-    entries = {e.key: e for e in st.list_settings(path=cfg, env={"KMS_WRITE_PER_SESSION": "7"}, has_vault=True)}
+    entries = {
+        e.key: e for e in st.list_settings(path=cfg, env={"KMS_WRITE_PER_SESSION": "7"}, has_vault=True)
+    }
     assert list(entries) == list(st.SETTINGS)
     assert entries["agent.write"].source == "file"
     assert entries["write.per_session"].source == "env" and entries["write.per_session"].value == 7
@@ -200,7 +196,9 @@ def test_bad_file_never_breaks_loading(cfg: Path) -> None:
     assert s.get("agent.write") is False  # default used
     assert s.get("write.per_minute") == 20  # the good key still applies
     text = "\n".join(s.problems)
-    assert "agent.write" in text and "unknown key 'agent.wirte'" in text and "did you mean agent.write" in text
+    assert (
+        "agent.write" in text and "unknown key 'agent.wirte'" in text and "did you mean agent.write" in text
+    )
     assert "$KMS_WRITE_PER_SESSION" in text
     # unknown keys survive a write
     st.set_value("write.per_session", "9", path=cfg, env={}, has_vault=True)
@@ -228,7 +226,9 @@ def test_custom_servers_add_enable_remove(cfg: Path) -> None:
         st.CustomServer("gh", command="npx", args=["-y", "srv"], env={"GITHUB_TOKEN": "t"}), path=cfg, env={}
     )
     st.add_custom_server(
-        st.CustomServer("docs", url="https://x.test/mcp", headers={"Authorization": "Bearer z"}), path=cfg, env={}
+        st.CustomServer("docs", url="https://x.test/mcp", headers={"Authorization": "Bearer z"}),
+        path=cfg,
+        env={},
     )
     with pytest.raises(st.SettingValueError, match="exists"):
         st.add_custom_server(st.CustomServer("gh", command="other"), path=cfg, env={})
@@ -277,8 +277,16 @@ def test_schema_is_well_formed() -> None:
             assert s.parent in st.SETTINGS
         if not s.auto:
             assert st.validate_value(s.key, s.default) == s.default
-    required = {"kms.enabled", "agent.read", "agent.write", "write.allowlist", "write.per_minute",
-                "write.per_session", "embed.model_dir", "embed.enabled"}
+    required = {
+        "kms.enabled",
+        "agent.read",
+        "agent.write",
+        "write.allowlist",
+        "write.per_minute",
+        "write.per_session",
+        "embed.model_dir",
+        "embed.enabled",
+    }
     assert required <= set(st.SETTINGS)
     assert {f"servers.{n}.enabled" for n in st.BUILTIN_SERVERS} <= set(st.SETTINGS)
     assert st.SETTINGS["agent.read"].env == "KMS_AGENT_TOOLS_ENABLED"

@@ -89,11 +89,42 @@ def _page(body: str, start: int, budget: int) -> str:
     return body[start:end]
 
 
+HEADINGS_BUDGET = 20_000  # bytes of the headings outline; a note with thousands of headings gets the first ones
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def is_restart_cursor(cursor: str | None, tool: str) -> bool:
+    """The cursor the payload cap hands back when a first page overflowed: it means "from the start"."""
+    if not cursor:
+        return False
+    try:
+        return listing.decode_cursor(cursor) == {"t": tool, "o": 0}
+    except KmsError:
+        return False
+
+
+def _outline(note: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    headings = [{"level": h["level"], "text": h["text"]} for h in note["headings"]]
+    if _json_size(headings) <= HEADINGS_BUDGET:
+        return headings, False
+    kept: list[dict[str, Any]] = []
+    used = 2
+    for h in headings:
+        used += _json_size(h) + 1
+        if used > HEADINGS_BUDGET:
+            break
+        kept.append(h)
+    return kept, True
+
+
 def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
     ctx.require_index()
     note = get_note(ctx.conn, args.noteId)
     offset = 0
-    if args.cursor:
+    if args.cursor and not is_restart_cursor(args.cursor, "kms_read"):
         data = listing.decode_cursor(args.cursor)
         if data.get("n") != note["id"] or not isinstance(data.get("o"), int) or not 0 <= data["o"] <= len(note["body"]):
             raise KmsError("invalid-input", "cursor does not belong to this note; omit it to read from the start")
@@ -102,7 +133,10 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
                            version=note["content_hash"])
         offset = data["o"]
     body = note["body"]
-    meta_size = len(json.dumps({"fm": note["frontmatter"], "s": note["summary_text"]}, ensure_ascii=False).encode())
+    headings, headings_cut = _outline(note)
+    # everything but the body counts against the page budget (the headings of a long log can be 100s of KB)
+    meta_size = _json_size([note["frontmatter"], note["summary_text"], headings, note["tags"], note["fm_error"],
+                            note["title"], note["path"]])
     page = _page(body, offset, max(4_000, PAGE_BUDGET - meta_size))
     end = offset + len(page)
     summary = None
@@ -118,7 +152,8 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
         "frontmatter": note["frontmatter"],
         "frontmatterError": note["fm_error"],
         "summary": summary,
-        "headings": [{"level": h["level"], "text": h["text"]} for h in note["headings"]],
+        "headings": headings,
+        **({"headingsTruncated": True} if headings_cut else {}),
         "updatedAt": note["updated_at"],
         "version": note["content_hash"],
         "bodyChars": len(body),
@@ -208,7 +243,8 @@ class InventoryOutput(ToolOutput):
 
 def kms_inventory(ctx: ToolContext, args: InventoryInput) -> dict[str, Any]:
     ctx.require_index()
-    return listing.inventory(ctx.conn, args.cursor, args.limit, ctx.vault_id(args.vault))
+    cursor = None if is_restart_cursor(args.cursor, "kms_inventory") else args.cursor
+    return listing.inventory(ctx.conn, cursor, args.limit, ctx.vault_id(args.vault))
 
 
 READ_TOOLS: list[ToolSpec] = [

@@ -1,0 +1,263 @@
+"""Hybrid search: BM25 keyword hits fused with embedding similarity by Reciprocal Rank Fusion.
+
+Keywords find exact terms (names, error codes) that embeddings blur; embeddings find notes
+that say the same thing in other words. RRF (score = sum of 1 / (60 + rank) over the two
+lists) needs no score calibration between BM25 and cosine, and a note found by both rises.
+
+The chunk vectors live in one in-memory float32 matrix (``SemanticIndex``): a query is one
+matrix-vector product, ~2 ms for 50k chunks. The matrix is refreshed from the DB when
+``embed_generation`` changed, loading only chunks with ids above the last one seen.
+
+When the model is not ready (loading, missing, failed, turned off) or nothing is embedded
+yet, ``semantic_search`` returns the keyword hits with ``mode: keyword-only`` and a reason:
+never an error and never a wait for the model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import apsw
+import numpy as np
+
+from server.embed.model import DIM, Embedder, ModelNotReady
+from server.errors import KmsError
+
+RRF_K = 60
+MAX_LIMIT = 50
+DEPTH = 50  # how many notes each list contributes to the fusion
+MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
+# When no note has every query word, server.search relaxes to any word: much weaker evidence
+# (a paraphrase query matches notes on "the"-like words), so that list counts half in the fusion.
+RELAXED_WEIGHT = 0.5
+EXCERPT_CHARS = 320
+_FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
+_CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
+
+
+class SemanticIndex:
+    """Chunk vectors of one database in memory, plus the embedder that makes query vectors.
+
+    Thread-safe: refreshes are serialised and swap in new arrays, so a concurrent query
+    always sees a consistent (ids, rids, vaults, matrix) tuple. Each thread passes its own
+    connection.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._db: str | None = None
+        self._gen = -1
+        self._data = self._empty()
+
+    def __len__(self) -> int:
+        return len(self._data[0])
+
+    def refresh(self, conn: apsw.Connection) -> None:
+        """Bring the matrix up to date with the chunks table (a no-op costs one row read)."""
+        gen = next(conn.execute("SELECT gen FROM embed_generation WHERE id = 1"))[0]
+        db = conn.filename
+        if gen == self._gen and db == self._db:
+            return
+        with self._lock:
+            if gen == self._gen and db == self._db:
+                return
+            ids, rids, vaults, mat = self._data if db == self._db else self._empty()
+            # Chunks are only ever inserted (with AUTOINCREMENT ids) or deleted, never updated.
+            live = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks")), dtype=np.int64)
+            keep = np.isin(ids, live)
+            new_ids, new_rids, new_vaults, blobs = [], [], [], []
+            last = int(ids.max()) if len(ids) else 0
+            for cid, rid, vid, blob in conn.execute(
+                "SELECT c.id, c.rid, n.vault_id, e.vector FROM chunks c JOIN notes n ON n.rid = c.rid "
+                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? ORDER BY c.id", (last,)
+            ):
+                new_ids.append(cid)
+                new_rids.append(rid)
+                new_vaults.append(vid)
+                blobs.append(blob)
+            add = (np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, DIM) if blobs
+                   else np.zeros((0, DIM), np.float32))
+            self._data = (
+                np.concatenate([ids[keep], np.asarray(new_ids, np.int64)]),
+                np.concatenate([rids[keep], np.asarray(new_rids, np.int64)]),
+                np.concatenate([vaults[keep], np.asarray(new_vaults, np.int64)]),
+                np.ascontiguousarray(np.concatenate([mat[keep], add]), dtype=np.float32),
+            )
+            self._gen, self._db = gen, db
+
+    @staticmethod
+    def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        none = np.zeros(0, np.int64)
+        return none, none, none, np.zeros((0, DIM), np.float32)
+
+    def best_notes(self, query_vec: np.ndarray, *, vault_id: int | None = None, depth: int = DEPTH,
+                   min_similarity: float = MIN_SIMILARITY) -> list[tuple[int, int, float]]:
+        """``(rid, chunk id, cosine)`` of the ``depth`` most similar notes, by each note's best chunk."""
+        ids, rids, vaults, mat = self._data
+        if not len(ids):
+            return []
+        scores = mat @ query_vec.astype(np.float32)
+        if vault_id is not None:
+            scores = np.where(vaults == vault_id, scores, -2.0)
+        # Notes have a handful of chunks each, so the top depth*8 chunks nearly always hold the
+        # top depth notes; only when they do not is the whole list sorted.
+        take = min(len(scores), depth * 8)
+        top = np.argpartition(-scores, take - 1)[:take]
+        ranked = top[np.argsort(-scores[top], kind="stable")]
+        out = self._walk(scores, rids, ids, ranked, depth, min_similarity)
+        if len(out) < depth and take < len(scores) and float(scores[top].min()) >= min_similarity:
+            out = self._walk(scores, rids, ids, np.argsort(-scores, kind="stable"), depth, min_similarity)
+        return out
+
+    @staticmethod
+    def _walk(scores: np.ndarray, rids: np.ndarray, ids: np.ndarray, order: np.ndarray, depth: int,
+              min_similarity: float) -> list[tuple[int, int, float]]:
+        out: list[tuple[int, int, float]] = []
+        seen: set[int] = set()
+        for i in order:
+            s = float(scores[i])
+            if s < min_similarity:
+                break
+            rid = int(rids[i])
+            if rid not in seen:
+                seen.add(rid)
+                out.append((rid, int(ids[i]), s))
+                if len(out) == depth:
+                    break
+        return out
+
+
+def _vault_id(conn: apsw.Connection, vault: str | int | None) -> int | None:
+    if vault is None or vault == "":
+        return None
+    from server.vaults import get_vault
+
+    return get_vault(conn, vault).id
+
+
+def keyword_hits(conn: apsw.Connection, query: str, limit: int,
+                 vault_id: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """The BM25 list (``server.search``) and whether it was relaxed to any-word matching.
+
+    A natural-language query that trips FTS5 syntax (``error: timeout``, ``what's "x"``) is
+    retried as plain words instead of refused.
+    """
+    from server.search import search
+
+    try:
+        found = search(conn, query, limit, vault_id)
+    except KmsError as exc:
+        if exc.kind != "invalid-input":
+            raise
+        plain = _FTS_SYNTAX.sub(" ", query)
+        if not plain.strip():
+            return [], False
+        found = search(conn, plain, limit, vault_id)
+    return found["hits"], bool(found.get("relaxed"))
+
+
+def _excerpt(heading: str | None, text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > EXCERPT_CHARS:
+        cut = text.rfind(" ", 0, EXCERPT_CHARS)
+        text = text[: cut if cut > EXCERPT_CHARS // 2 else EXCERPT_CHARS] + "…"
+    return f"{heading}: {text}" if heading else text
+
+
+def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
+    if not rids:
+        return {}
+    marks = ",".join("?" * len(rids))
+    cur = conn.execute(f"SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id "
+                       f"WHERE n.rid IN ({marks}) AND n.hidden_at IS NULL", rids)
+    out = {}
+    for row in cur:
+        rid, note_id, title, path, vault, tags, updated = row
+        out[rid] = {"noteId": note_id, "title": title, "path": path, "vault": vault,
+                    "tags": tags.split() if tags else [], "updatedAt": updated}
+    return out
+
+
+def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None,
+                  reason: str) -> dict[str, Any]:
+    """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
+    kw, relaxed = keyword_hits(conn, query, limit, vault_id)
+    hits = [{"noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
+             "excerpt": h["excerpt"], "heading": None, "score": h["score"], "matchType": "keyword",
+             "similarity": None, "tags": h["tags"], "updatedAt": h["updatedAt"]} for h in kw[:limit]]
+    return {"query": query, "mode": "keyword-only", "reason": reason, "relaxed": relaxed, "hits": hits}
+
+
+def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
+                    vault: str | int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
+    """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
+
+    Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
+    snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
+    both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
+    """
+    if mode not in ("hybrid", "semantic"):
+        raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
+    if not query or not query.strip():
+        raise KmsError("invalid-input", "the query is empty")
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    vault_id = _vault_id(conn, vault)
+
+    embedder = index.embedder
+    if not embedder.ready:
+        reason = embedder.reason or f"the embedding model is {embedder.state}"
+        return _keyword_only(conn, query, limit, vault_id, reason)
+    try:
+        qvec = embedder.embed_query(query)
+    except ModelNotReady as exc:
+        return _keyword_only(conn, query, limit, vault_id, exc.reason)
+    index.refresh(conn)
+    if not len(index):
+        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
+    sem = index.best_notes(qvec, vault_id=vault_id)
+    kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
+
+    cards = _cards(conn, [rid for rid, _c, _s in sem])
+    sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
+    fused: dict[str, dict[str, Any]] = {}
+    weight = RELAXED_WEIGHT if relaxed else 1.0
+    for rank, hit in enumerate(kw, 1):
+        fused[hit["noteId"]] = {**hit, "score": weight / (RRF_K + rank), "matchType": "keyword"}
+    chunk_for: dict[str, int] = {}
+    for rank, (rid, chunk_id, sim) in enumerate(sem, 1):
+        card = cards[rid]
+        entry = fused.get(card["noteId"])
+        if entry is None:
+            entry = fused[card["noteId"]] = {**card, "score": 0.0, "matchType": "semantic"}
+        else:
+            entry["matchType"] = "both"
+        entry["score"] += 1.0 / (RRF_K + rank)
+        entry["similarity"] = round(sim, 4)
+        chunk_for[card["noteId"]] = chunk_id
+    # Ties (one list's rank r vs the other's rank r) go to notes both lists found.
+    order = {"both": 0, "keyword": 1, "semantic": 2}
+    ranked = sorted(fused.values(), key=lambda h: (-h["score"], order[h["matchType"]]))[:limit]
+
+    wanted = [chunk_for[h["noteId"]] for h in ranked if h["noteId"] in chunk_for]
+    chunks: dict[int, tuple[str | None, str]] = {}
+    if wanted:
+        marks = ",".join("?" * len(wanted))
+        chunks = {cid: (heading, text) for cid, heading, text in
+                  conn.execute(f"SELECT id, heading, text FROM chunks WHERE id IN ({marks})", wanted)}
+    hits = []
+    for h in ranked:
+        cid = chunk_for.get(h["noteId"])
+        heading = None
+        if cid is not None and cid in chunks:
+            heading, text = chunks[cid]
+            h["excerpt"] = _excerpt(heading, text) or h.get("excerpt") or h["title"]
+        hits.append({
+            "noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
+            "excerpt": h.get("excerpt") or h["title"], "heading": heading, "score": round(h["score"], 5),
+            "matchType": h["matchType"], "similarity": h.get("similarity"), "tags": h["tags"],
+            "updatedAt": h["updatedAt"],
+        })
+    return {"query": query, "mode": mode, "relaxed": relaxed, "hits": hits}

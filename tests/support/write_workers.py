@@ -1,0 +1,115 @@
+"""Worker processes for the multi-process write tests (run as a script; prints one JSON line).
+
+    python write_workers.py acquire DB SESSION N PER_MINUTE PER_SESSION START_FILE
+    python write_workers.py append DB SESSION NOTE_ID COUNT TAG START_FILE
+    python write_workers.py person NOTE_PATH SECONDS START_FILE MODE LOCK_DIR
+    python write_workers.py loop DB SESSION NOTE_IDS_JSON
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from server.db import connect  # noqa: E402
+from server.errors import KmsError  # noqa: E402
+from server.ratelimit import RateLimiter  # noqa: E402
+from server.writeservice import WriteService  # noqa: E402
+
+
+def _wait(start_file: str) -> None:
+    deadline = time.time() + 60
+    while not os.path.exists(start_file) and time.time() < deadline:
+        time.sleep(0.002)
+
+
+def acquire(db: str, session: str, n: str, per_minute: str, per_session: str, start: str) -> dict:
+    conn = connect(db)
+    limiter = RateLimiter(int(per_minute), int(per_session))
+    _wait(start)
+    ok = limited = 0
+    for _ in range(int(n)):
+        try:
+            limiter.acquire(conn, session)
+            ok += 1
+        except KmsError as e:
+            assert e.kind == "rate-limited"
+            limited += 1
+    return {"ok": ok, "limited": limited}
+
+
+def append(db: str, session: str, note_id: str, count: str, tag: str, start: str) -> dict:
+    ws = WriteService(db, session, RateLimiter(None, None))
+    _wait(start)
+    results = []
+    for i in range(int(count)):
+        marker = f"<<{tag}-{i}>>"
+        try:
+            ws.append(note_id, marker, separator="\n")
+            results.append([marker, "success"])
+        except KmsError as e:
+            results.append([marker, e.kind])
+    return {"results": results}
+
+
+def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dict:
+    """Rewrite the whole file as an editor does, keeping what it read except the first line.
+
+    ``locked``: under kms's note lock (so the person's own read-modify-write can't lose an
+    agent's append and every append is checkable); ``replace``: a lock-free editor that
+    saves with write-temp + rename; ``truncate``: a lock-free editor that truncates and writes.
+    """
+    from server.atomic import file_lock
+
+    _wait(start)
+    end = time.time() + float(seconds)
+    n = 0
+    real = os.path.realpath(path)
+    while time.time() < end:
+        ctx = file_lock(real, lock_dir) if mode == "locked" else contextlib.nullcontext()
+        with ctx:
+            with open(real, encoding="utf-8", newline="") as f:
+                lines = f.read().split("\n")
+            lines[0] = f"person edit {n}"
+            data = "\n".join(lines)
+            if mode == "replace":
+                tmp = real + f".person{os.getpid()}"
+                with open(tmp, "w", encoding="utf-8", newline="") as f:
+                    f.write(data)
+                os.replace(tmp, real)
+            else:
+                with open(real, "w", encoding="utf-8", newline="") as f:
+                    f.write(data)
+        n += 1
+        time.sleep(0.005)
+    return {"edits": n}
+
+
+def loop(db: str, session: str, note_ids: str) -> dict:
+    """Write forever (until killed): appends, inserts and property updates round-robin."""
+    ws = WriteService(db, session, RateLimiter(None, None))
+    ids = json.loads(note_ids)
+    i = 0
+    while True:
+        nid = ids[i % len(ids)]
+        kind = i % 3
+        if kind == 0:
+            ws.append(nid, f"append {i} " + "x" * (i % 500))
+        elif kind == 1:
+            ws.insert_at(nid, f"insert {i}", {"afterHeading": "Log"})
+        else:
+            ws.update_properties(nid, {"counter": i, "tags": ["t", f"n{i % 7}"]})
+        i += 1
+        print(i, flush=True)
+
+
+if __name__ == "__main__":
+    cmd, *args = sys.argv[1:]
+    out = {"acquire": acquire, "append": append, "person": person, "loop": loop}[cmd](*args)
+    print(json.dumps(out), flush=True)

@@ -1,0 +1,119 @@
+"""Text for the dashboard: status symbols, times, gauges (pure functions, easy to test).
+
+Status is always shown as a symbol AND a word AND a colour, so nothing depends on
+colour alone. The symbols are single-cell characters so columns stay aligned in
+every terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+
+from server.activity import Gauge
+
+# status -> (symbol, word, style)
+STATUS_STYLE: dict[str, tuple[str, str, str]] = {
+    "success": ("✓", "ok", "bold green"),
+    "error": ("✗", "error", "bold red"),
+    "conflict": ("≠", "conflict", "bold yellow"),
+    "rate-limited": ("⧗", "limited", "bold magenta"),
+    "folder-denied": ("⊘", "denied", "bold red"),
+}
+REVERTED_STYLE = ("↶", "reverted", "dim italic")
+STATE_STYLE: dict[str, tuple[str, str]] = {
+    "live": ("●", "bold green"),
+    "idle": ("◐", "yellow"),
+    "gone": ("✗", "red"),
+    "ended": ("○", "dim"),
+}
+
+
+def status_text(status: str, reverted: bool = False) -> Text:
+    """``✓ ok`` in green, ``✗ error`` in red, ...; a reverted success shows ``↶ reverted``."""
+    symbol, word, style = REVERTED_STYLE if reverted and status == "success" else STATUS_STYLE.get(
+        status, ("?", status, "bold")
+    )
+    return Text(f"{symbol} {word}", style=style)
+
+
+def short_tool(tool: str) -> str:
+    """``kms_update_properties`` -> ``update_props``: the prefix is the same on every row."""
+    name = tool.removeprefix("kms_")
+    return "update_props" if name == "update_properties" else name
+
+
+def clock_time(ts: float | None, now: float) -> str:
+    """``HH:MM:SS`` today, ``MM-DD HH:MM`` on other days (local time)."""
+    if ts is None:
+        return "-"
+    t, n = time.localtime(ts), time.localtime(now)
+    if (t.tm_year, t.tm_yday) == (n.tm_year, n.tm_yday):
+        return time.strftime("%H:%M:%S", t)
+    return time.strftime("%m-%d %H:%M", t)
+
+
+def duration(seconds: float) -> str:
+    """Compact: ``42s``, ``5m``, ``3h``, ``2d``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def ago(ts: float | None, now: float) -> str:
+    return "-" if ts is None else f"{duration(now - ts)} ago"
+
+
+def bar(count: int, limit: int | None, width: int = 5) -> str:
+    """``███░░`` filled by count/limit (empty when unlimited)."""
+    if not limit:
+        return "·" * width
+    filled = min(width, round(width * count / limit)) if count else 0
+    if count and not filled:
+        filled = 1
+    return "█" * filled + "░" * (width - filled)
+
+
+def _gauge_style(count: int, limit: int | None) -> str:
+    if not limit:
+        return "dim"
+    if count >= limit:
+        return "bold red"
+    return "yellow" if count >= 0.7 * limit else "green"
+
+
+def minute_gauge(g: Gauge) -> Text:
+    """Writes in the current minute against the per-minute limit: ``███░░ 3/5``."""
+    limit = str(g.per_minute) if g.per_minute else "∞"
+    return Text(f"{bar(g.window_count, g.per_minute)} {g.window_count}/{limit}",
+                style=_gauge_style(g.window_count, g.per_minute))
+
+
+def total_gauge(g: Gauge) -> Text:
+    limit = str(g.per_session) if g.per_session else "∞"
+    return Text(f"{g.total}/{limit}", style=_gauge_style(g.total, g.per_session))
+
+
+def next_write(g: Gauge, now: float) -> Text:
+    """When a limited session may write again: ``now``, ``in 23s`` or ``never`` (session total)."""
+    if g.exhausted:
+        return Text("⊘ never", style="bold red")
+    if g.next_write_at is not None and g.next_write_at > now:
+        return Text(f"⧗ in {duration(g.next_write_at - now + 0.999)}", style="bold magenta")
+    return Text("✓ now", style="green")
+
+
+def note_label(row: dict[str, Any]) -> str:
+    return row.get("title") or row.get("path") or row.get("note_id") or "-"
+
+
+def flag(name: str, on: bool) -> Text:
+    """A settings switch as ``write ✓`` / ``write ✗`` (symbol and colour)."""
+    return Text(f"{name} {'✓' if on else '✗'}", style="bold green" if on else "bold red")

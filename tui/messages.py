@@ -1,0 +1,54 @@
+"""Messages the poller thread posts to the dashboard: the UI never queries on its own
+schedule, it reacts to these (posting is thread-safe in Textual)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from server.activity import SessionInfo
+from server.settings import Settings
+
+
+class InvocationsArrived(Message):
+    """New provenance rows, oldest first; ``initial`` marks the first window (newest first)."""
+
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        initial: bool = False,
+        more: bool = False,
+        reverted: dict[int, int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.rows = rows
+        self.initial = initial
+        self.more = more
+        self.reverted = reverted or {}
+
+
+class SessionsChanged(Message):
+    """The session list, their states or their write gauges changed."""
+
+    def __init__(self, sessions: list[SessionInfo], now: float) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.now = now
+
+
+class OverviewChanged(Message):
+    """Vaults, note count or last index time changed (header)."""
+
+    def __init__(self, overview: dict[str, Any]) -> None:
+        super().__init__()
+        self.overview = overview
+
+
+class SettingsChanged(Message):
+    """The settings file changed (header flags and allowlist)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings

@@ -1,0 +1,120 @@
+"""The live tail: one thread, one connection, cheap checks several times a second.
+
+``PRAGMA data_version`` changes only when another connection commits, so an idle
+dashboard costs one pragma per poll. When it moves, only rows above the last id
+seen are fetched. Sessions are re-read on a change and once a second anyway
+(their gauges decay and "live" turns "idle" with time, without any commit), and
+the settings file is re-read when its mtime changes. Messages are produced only
+when something differs from what was last sent, so widgets re-render rarely.
+
+The class knows nothing about Textual workers: ``tui.app`` drives it from a thread
+worker and posts what it returns, which also makes it testable on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+from textual.message import Message
+
+from server import activity
+from server.db import connect
+from server.settings import load_settings
+from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
+
+TICK_S = 1.0
+
+
+class Poller:
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        clock: Callable[[], float],
+        settings_path: Path,
+        window: int = activity.FEED_WINDOW,
+    ) -> None:
+        self.db_path = db_path
+        self.clock = clock
+        self.settings_path = settings_path
+        self.window = window
+        self.conn: apsw.Connection | None = None
+        self.version = -1
+        self.last_id = 0
+        self._last_tick = 0.0
+        self._sessions: list[activity.SessionInfo] | None = None
+        self._overview: dict | None = None
+        self._settings_mtime: float | None = -1.0
+
+    def first(self) -> list[Message]:
+        """Open the connection (in the calling thread) and return the initial picture."""
+        conn = self.conn = connect(self.db_path)
+        self.version = activity.data_version(conn)
+        page = activity.feed_page(conn, limit=self.window)
+        self.last_id = page.high_water
+        msgs: list[Message] = [
+            InvocationsArrived(page.rows, initial=True, more=page.more, reverted=activity.reverted_ids(conn))
+        ]
+        return msgs + self._refresh(changed=True, tick=True)
+
+    def poll(self) -> list[Message]:
+        """One cheap check; messages for whatever changed."""
+        assert self.conn is not None, "call first() before poll()"
+        msgs: list[Message] = []
+        version = activity.data_version(self.conn)
+        changed = version != self.version
+        if changed:
+            self.version = version
+            while True:
+                new = activity.feed_since(self.conn, self.last_id, self.window)
+                if new:
+                    self.last_id = new[-1]["id"]
+                    msgs.append(InvocationsArrived(new))
+                if len(new) < self.window:
+                    break
+        tick = time.monotonic() - self._last_tick >= TICK_S
+        return msgs + self._refresh(changed, tick)
+
+    def _refresh(self, changed: bool, tick: bool) -> list[Message]:
+        assert self.conn is not None
+        msgs: list[Message] = []
+        if tick:
+            self._last_tick = time.monotonic()
+        if changed:
+            overview = activity.index_overview(self.conn)
+            if overview != self._overview:
+                self._overview = overview
+                msgs.append(OverviewChanged(overview))
+        if changed or tick:
+            now = self.clock()
+            sessions = activity.session_overview(self.conn, now)
+            if sessions != self._sessions or any(s.gauge.limited for s in sessions):
+                self._sessions = sessions  # a limited gauge counts down: resend it every tick
+                msgs.append(SessionsChanged(sessions, now))
+        if tick:
+            msgs.extend(self._settings())
+        return msgs
+
+    def _settings(self) -> list[Message]:
+        try:
+            mtime: float | None = os.stat(self.settings_path).st_mtime
+        except OSError:
+            mtime = None
+        if mtime == self._settings_mtime:
+            return []
+        self._settings_mtime = mtime
+        has_vault = bool(self._overview and self._overview["vaults"])
+        return [SettingsChanged(load_settings(self.settings_path, has_vault=has_vault))]
+
+    def settings_changed(self) -> None:
+        """Force a settings re-read on the next tick (the settings screen just saved)."""
+        self._settings_mtime = -1.0
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

@@ -1,0 +1,1 @@
+"""Screens: the dashboard, one invocation in full, review (revert), note, reads, settings, help."""

@@ -1,0 +1,43 @@
+"""What the dashboard knows right now, shared by its widgets (UI thread only)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.activity import SessionInfo
+from server.settings import Settings
+
+MAX_ARRIVALS = 10_000
+
+
+@dataclass
+class DashboardState:
+    """Filled from the poller's messages; widgets render from it and never query the DB."""
+
+    clock: Callable[[], float]
+    last_seen_id: int = 0
+    sessions: list[SessionInfo] = field(default_factory=list)
+    sessions_at: float = 0.0  # the clock when the sessions were read
+    overview: dict[str, Any] = field(default_factory=dict)
+    settings: Settings | None = None
+    reverted: dict[int, int] = field(default_factory=dict)  # invocation id -> the revert's id
+    arrivals: dict[int, float] = field(default_factory=dict)  # invocation id -> wall time it reached the UI
+    tools_seen: set[str] = field(default_factory=set)
+    loaded: bool = False  # the first window has been shown
+
+    def note_rows(self, rows: list[dict[str, Any]], *, live: bool = True) -> None:
+        """Record arrivals and what they imply (a successful revert marks its target)."""
+        wall = time.time()
+        for r in rows:
+            if live:
+                self.arrivals.setdefault(r["id"], wall)
+            self.last_seen_id = max(self.last_seen_id, r["id"])
+            self.tools_seen.add(r["tool"])
+            if r.get("reverts_id") is not None and r["status"] == "success":
+                self.reverted.setdefault(r["reverts_id"], r["id"])
+        if len(self.arrivals) > MAX_ARRIVALS:  # only recent arrivals matter (latency checks)
+            for key in sorted(self.arrivals)[: MAX_ARRIVALS // 2]:
+                del self.arrivals[key]

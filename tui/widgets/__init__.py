@@ -1,0 +1,1 @@
+"""Dashboard widgets; each renders from ``DashboardState`` and never touches the DB."""

@@ -1,0 +1,131 @@
+"""The selected invocation in full: what the agent asked, what happened, and the exact
+inserted text with a few lines of context in the note as it is NOW."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from server.activity import ContextLine, Detail
+from tui import format as fmt
+
+MAX_INSERTED_LINES = 30
+NOTE_STATE_STYLE = {
+    "present": ("✓", "green"),
+    "moved": ("↕", "yellow"),
+    "edited": ("✎", "yellow"),
+    "ambiguous": ("?", "yellow"),
+    "missing": ("✗", "red"),
+    "unreadable": ("✗", "red"),
+    "none": ("·", "dim"),
+}
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, dict) and v.get("__absent__"):
+        return "(absent)"
+    return json.dumps(v, ensure_ascii=False)
+
+
+def render_detail(d: Detail, now: float, reverted_by: int | None) -> RenderableType:
+    """A Rich renderable (no Textual): header facts, then the note context or the props diff."""
+    inv, note = d.invocation, d.note
+    head = Text()
+    head.append(f"#{inv['id']} ", style="bold")
+    head.append(inv["tool"], style="bold cyan")
+    head.append("  ")
+    head.append_text(fmt.status_text(inv["status"], reverted_by is not None))
+    head.append(f"  {fmt.clock_time(inv['at'], now)}  session {inv['session_id']} ({inv['actor']})", style="dim")
+
+    facts = Table.grid(padding=(0, 1))
+    facts.add_column(style="bold", no_wrap=True)
+    facts.add_column(overflow="fold")
+    where = "/".join(x for x in (inv.get("vault"), inv.get("path")) if x) or "-"
+    facts.add_row("Note", Text(where))
+    if inv.get("bytes_before") is not None or inv.get("bytes_after") is not None:
+        b0, b1 = inv.get("bytes_before") or 0, inv.get("bytes_after") or 0
+        facts.add_row("Bytes", f"{b0} → {b1} ({b1 - b0:+d}), {inv.get('lines_added') or 0:+d} lines")
+    facts.add_row("Input", Text(inv.get("input_summary") or "-"))
+    if inv["status"] != "success" or inv.get("message"):
+        facts.add_row("Result", Text(f"{inv.get('error') or ''} {inv.get('message') or ''}".strip(), style="red"
+                                     if inv["status"] != "success" else ""))
+    if inv.get("reverts_id"):
+        facts.add_row("Reverts", f"#{inv['reverts_id']}")
+    if reverted_by is not None:
+        facts.add_row("Reverted", f"by #{reverted_by}")
+    parts: list[RenderableType] = [head, facts]
+
+    if inv.get("props_after"):
+        props = Table("Property", "Before", "After", box=None, padding=(0, 1), header_style="bold")
+        before = inv.get("props_before") or {}
+        for key, after in inv["props_after"].items():
+            props.add_row(key, _value(before.get(key, {"__absent__": True})), _value(after))
+        parts += [Text(""), props]
+
+    symbol, style = NOTE_STATE_STYLE.get(note.state, ("?", ""))
+    if note.state != "none" or inv.get("inserted_text"):
+        line = Text("\nIn the note now: ", style="bold")
+        line.append(f"{symbol} {note.explanation}", style=style)
+        if note.bytes_now is not None:
+            line.append(f"  ({note.bytes_now} bytes now)", style="dim")
+        parts.append(line)
+    if note.lines:
+        width = len(str(note.lines[-1].number))
+        for cl in _elide(list(note.lines)):
+            if cl is None:
+                parts.append(Text(f"{'⋮':>{width}}  │ …", style="dim"))
+                continue
+            row = Text(f"{cl.number:>{width}}", style="dim")
+            row.append("+│ " if cl.inserted else " │ ", style="bold green" if cl.inserted else "dim")
+            for text, inserted in cl.pieces:
+                row.append(text, style="black on green" if inserted else "")
+            parts.append(row)
+    elif inv.get("inserted_text") and note.state != "present":
+        parts.append(Text("Inserted text:", style="bold"))
+        parts.append(Text(inv["inserted_text"].strip("\n"), style="green"))
+    return Group(*parts)
+
+
+def _elide(lines: list[ContextLine], keep: int = MAX_INSERTED_LINES) -> list[ContextLine | None]:
+    """Long insertions (a whole created note) keep their first and last lines; None marks the cut."""
+    inserted = [i for i, cl in enumerate(lines) if cl.inserted]
+    if len(inserted) <= keep:
+        return list(lines)
+    cut_from, cut_to = inserted[keep * 2 // 3], inserted[-(keep // 3)]
+    return [*lines[:cut_from], None, *lines[cut_to:]]
+
+
+class DetailView(VerticalScroll):
+    """Scrollable detail of one invocation (empty until something is selected)."""
+
+    DEFAULT_CSS = """
+    DetailView > Static { width: 1fr; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.border_title = "Detail"
+        self.detail: Detail | None = None
+        self.can_focus = True
+
+    def compose(self):  # noqa: ANN201 - Textual's ComposeResult
+        yield Static("Select a row to see what the agent did.", id="detail-body")
+
+    def show(self, detail: Detail | None, now: float, reverted_by: int | None) -> None:
+        self.detail = detail
+        body = self.query_one("#detail-body", Static)
+        if detail is None:
+            body.update(Text("No such invocation.", style="dim"))
+        else:
+            body.update(render_detail(detail, now, reverted_by))
+        self.scroll_home(animate=False)
+
+    def show_message(self, text: str) -> None:
+        self.detail = None
+        self.query_one("#detail-body", Static).update(Text(text, style="dim"))

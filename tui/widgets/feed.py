@@ -1,0 +1,173 @@
+"""The provenance feed: a DataTable holding a bounded window of rows, newest first.
+
+DataTable has no "insert at top", so live rows are appended and the table re-sorted
+by id (a few thousand rows sort in a millisecond or two); the cursor stays on the row
+the person was looking at. Older rows are paged in at the bottom when the cursor or
+the scroll position nears the end, and the window is capped so a dashboard left
+open for days stays small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from tui import format as fmt
+from tui.state import DashboardState
+
+MAX_ROWS = 3000
+NOTE_MIN, NOTE_MAX = 12, 48
+# widths of every column but the note, plus two cells of padding per column and a scrollbar
+_FIXED = 6 + 8 + 13 + 6 + 10 + 4 + 2 * 7 + 2
+
+
+class FeedTable(DataTable[Any]):
+    """Rows keyed by invocation id (as a string)."""
+
+    class NeedOlder(Message):
+        """The person reached the end of the window and older rows exist."""
+
+    def __init__(self, state: DashboardState, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.state = state
+        self.rows_by_id: dict[int, dict[str, Any]] = {}
+        self.more = False
+        self.note_width = 18
+        self.border_title = "Agent writes"
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        self.add_column("#", key="id")
+        self.add_column("Time", key="time")
+        self.add_column("Session", key="session")
+        self.add_column("Tool", key="tool")
+        self.add_column("Note", key="note", width=self.note_width)
+        self.add_column("Status", key="status")
+        self.add_column("+Ln", key="lines")
+
+    def on_resize(self) -> None:
+        width = max(NOTE_MIN, min(NOTE_MAX, self.size.width - _FIXED))
+        if width != self.note_width:
+            self.note_width = width
+            rows = self.newest_first()
+            selected = self.selected_id
+            self.clear(columns=True)
+            self._add_columns()
+            self._append(rows)
+            self.select(selected)
+
+    # ----- contents -----------------------------------------------------------------------------
+
+    def _cells(self, r: dict[str, Any]) -> tuple[Any, ...]:
+        reverted = r["id"] in self.state.reverted
+        lines = r.get("lines_added") or 0
+        note = Text(fmt.note_label(r), no_wrap=True, overflow="ellipsis")
+        return (
+            r["id"],
+            fmt.clock_time(r["at"], self.state.clock()),
+            r["session_id"],
+            Text(fmt.short_tool(r["tool"]), style="italic" if r.get("actor") == "person" else ""),
+            note,
+            fmt.status_text(r["status"], reverted),
+            Text(f"{lines:+d}" if lines else "", justify="right"),
+        )
+
+    def _append(self, rows: list[dict[str, Any]]) -> None:
+        fresh = [r for r in rows if r["id"] not in self.rows_by_id]
+        for r in fresh:
+            self.rows_by_id[r["id"]] = r
+        self.add_rows_keyed(fresh)
+
+    def add_rows_keyed(self, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            self.add_row(*self._cells(r), key=str(r["id"]))
+
+    def newest_first(self) -> list[dict[str, Any]]:
+        return [self.rows_by_id[i] for i in sorted(self.rows_by_id, reverse=True)]
+
+    def reset(self, rows: list[dict[str, Any]], more: bool) -> None:
+        """Replace the window (rows newest first)."""
+        self.clear()
+        self.rows_by_id = {}
+        self.more = more
+        self._append(rows)
+        if rows:
+            self.move_cursor(row=0, animate=False)
+
+    def add_new(self, rows: list[dict[str, Any]]) -> int:
+        """Put live rows on top; the cursor stays on the same invocation. Returns rows added."""
+        fresh = [r for r in rows if r["id"] not in self.rows_by_id]
+        if not fresh:
+            return 0
+        selected = self.selected_id
+        self._append(fresh)
+        self.sort("id", reverse=True)
+        self._cap()
+        if selected is not None:
+            self.select(selected, scroll=False)
+        return len(fresh)
+
+    def add_older(self, rows: list[dict[str, Any]], more: bool) -> None:
+        """Older rows (newest first) go at the bottom."""
+        self.more = more
+        self._append(rows)
+
+    def _cap(self) -> None:
+        if len(self.rows_by_id) <= MAX_ROWS:
+            return
+        for old in sorted(self.rows_by_id)[: len(self.rows_by_id) - MAX_ROWS]:
+            del self.rows_by_id[old]
+            self.remove_row(str(old))
+        self.more = True
+
+    def refresh_statuses(self, ids: list[int]) -> None:
+        """Re-render the status cell of rows whose reverted state changed."""
+        for i in ids:
+            r = self.rows_by_id.get(i)
+            if r is not None:
+                self.update_cell(str(i), "status", fmt.status_text(r["status"], i in self.state.reverted))
+
+    # ----- selection ----------------------------------------------------------------------------
+
+    @property
+    def selected_id(self) -> int | None:
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:  # noqa: BLE001 - an empty or shrinking table has no cursor row
+            return None
+        return int(key.value) if key.value is not None else None
+
+    @property
+    def selected_row(self) -> dict[str, Any] | None:
+        sid = self.selected_id
+        return None if sid is None else self.rows_by_id.get(sid)
+
+    def select(self, invocation_id: int | None, *, scroll: bool = True) -> None:
+        if invocation_id is None:
+            return
+        try:
+            index = self.get_row_index(str(invocation_id))
+        except RowDoesNotExist:
+            return
+        self.move_cursor(row=index, animate=False, scroll=scroll)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= self.row_count - 3:
+            self._maybe_need_older()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new >= self.max_scroll_y - 2:
+            self._maybe_need_older()
+
+    def _maybe_need_older(self) -> None:
+        if self.more and self.row_count:
+            self.post_message(self.NeedOlder())

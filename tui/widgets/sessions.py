@@ -1,0 +1,70 @@
+"""Sessions with their write gauges: this minute vs the per-minute limit, the total vs
+the per-session limit, and when a limited session may write again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from server.activity import SessionInfo
+from tui import format as fmt
+from tui.state import DashboardState
+
+
+class SessionsTable(DataTable[Any]):
+    """One row per session, keyed by session id; updated in place so the cursor stays put."""
+
+    def __init__(self, state: DashboardState, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self.state = state
+        self.border_title = "Sessions"
+
+    def on_mount(self) -> None:
+        for label, key in (("Session", "id"), ("Kind", "kind"), ("State", "state"), ("This minute", "minute"),
+                           ("Total", "total"), ("Next write", "next"), ("Started", "started")):
+            self.add_column(label, key=key)
+
+    def _cells(self, s: SessionInfo, now: float) -> tuple[Any, ...]:
+        symbol, style = fmt.STATE_STYLE.get(s.state, ("?", ""))
+        state = f"{s.state} ({s.exit_code})" if s.state == "ended" and s.exit_code not in (None, 0) else s.state
+        g = s.gauge
+        return (
+            s.id,
+            s.kind,
+            Text(f"{symbol} {state}", style=style),
+            fmt.minute_gauge(g),
+            fmt.total_gauge(g),
+            fmt.next_write(g, now) if g.total or g.per_minute else Text("-", style="dim"),
+            fmt.clock_time(s.started_at, now),
+        )
+
+    def show(self, sessions: list[SessionInfo], now: float) -> None:
+        """Update rows in place (add new, drop vanished) and keep the highlighted session."""
+        selected = self.selected_id
+        wanted = {s.id: s for s in sessions}
+        for key in list(self.rows):
+            if key.value not in wanted:
+                self.remove_row(key)
+        keys = [c.key for c in self.ordered_columns]
+        for s in sessions:
+            cells = self._cells(s, now)
+            if s.id in self.rows:
+                for col, value in zip(keys, cells, strict=True):
+                    self.update_cell(s.id, col, value)
+            else:
+                self.add_row(*cells, key=s.id)
+        order = {s.id: i for i, s in enumerate(sessions)}
+        self.sort("id", key=lambda sid: order.get(sid, len(order)))
+        if selected in wanted:
+            self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
+
+    @property
+    def selected_id(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001 - no cursor row
+            return None
