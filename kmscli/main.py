@@ -181,8 +181,7 @@ def search_cmd(
         tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
         console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
                       f"{h['score']:.3f}[/]{tag}", highlight=False)
-        excerpt = h["excerpt"].replace("[", "\\[").replace("**", "")
-        console.print("  " + " ".join(excerpt.split())[:300], highlight=False)
+        console.print("  " + _highlight(h["excerpt"]), highlight=False)
     for p in result.get("provenance", []):
         console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
                       f"session {p['session_id']} · {when(p['at'])}[/]", highlight=False)
@@ -192,6 +191,14 @@ def search_cmd(
         console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
     if not result.get("hits") and not result.get("provenance"):
         console.print("No matches.")
+
+
+def _highlight(excerpt: str, width: int = 300) -> str:
+    """Rich markup for an excerpt: the matched words (between ``**`` markers) in bold yellow."""
+    from rich.markup import escape
+
+    parts = " ".join(excerpt.split())[:width].split("**")
+    return "".join(escape(p) if i % 2 == 0 else f"[bold yellow]{escape(p)}[/]" for i, p in enumerate(parts) if p)
 
 
 def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -118,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)  # hosts stop servers with SIGTERM: still flush reads and end the session
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         anyio.run(serve)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
     finally:
         stop.set()

@@ -351,28 +351,34 @@ QUIET_S = 0.05
 MAX_SETTLE_S = 1.0
 
 
-def _settle(real: Path, note: NoteRef, lock_fd: int) -> None:
-    """Wait until nobody seems to be in the middle of saving the note.
+def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
+    """Read the note once nobody seems to be in the middle of saving it.
 
     Editors that save by truncate-then-write expose an empty or half-written file for
     a moment; if kms read that state and the editor stalled until kms's re-check, kms
     would "append" to the fragment and the editor's bytes would go to the replaced
-    inode: the note's content lost. So a write starts only when the file's mtime is
-    ``QUIET_S`` old (bounded by ``MAX_SETTLE_S``), and an empty file that the index
-    knows as non-empty gets the whole patience. A version kms wrote itself (stamped
-    in the lock file) needs no wait, so agents appending in turn are not slowed.
+    inode: the note's content lost. So the file is read only when its mtime is
+    ``QUIET_S`` old and unchanged across the read (bounded by ``MAX_SETTLE_S``); an
+    empty file the index knows as non-empty gets the whole patience. A version kms
+    wrote itself (stamped in the lock file) needs no wait, so agents appending in
+    turn are not slowed down.
     """
     deadline = time.monotonic() + MAX_SETTLE_S
-    while time.monotonic() < deadline:
+    while True:
         try:
             st = os.stat(real)
         except FileNotFoundError:
-            return
-        if read_stamp(lock_fd) == f"{st.st_ino} {st.st_mtime_ns} {st.st_size}":
-            return
+            return _read(real, note)
+        stamp = f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
         age = time.time() - st.st_mtime_ns / 1e9
-        if age >= QUIET_S and not (st.st_size == 0 and note.size_bytes > 0):
-            return
+        settled = age >= QUIET_S or age < -2.0  # far in the future: clock skew, not a save in progress
+        quiet = read_stamp(lock_fd) == stamp or (settled and not (st.st_size == 0 and note.size_bytes > 0))
+        late = time.monotonic() >= deadline
+        if quiet or late:
+            raw = _read(real, note)
+            if late or (file_stamp(real) == stamp and len(raw) == st.st_size):
+                return raw
+            continue
         time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))
 
 
@@ -401,8 +407,7 @@ def write_note(
     real = resolve_note_file(vault.root, note.path)
     with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd:
         for _attempt in range(2):
-            _settle(real, note, lock_fd)
-            raw = _read(real, note)
+            raw = _stable_read(real, note, lock_fd)
             before = sha256_hex(raw)
             if version is not None and before != version:
                 raise KmsError(
@@ -413,10 +418,6 @@ def write_note(
                     expectedVersion=version,
                 )
             text, fmt = decode(raw)
-            if os.environ.get("KMS_DEBUG_WRITES") and b"body" not in raw:
-                with open(os.environ["KMS_DEBUG_WRITES"], "a") as dbg:
-                    st = os.stat(real)
-                    dbg.write(f"{os.getpid()} read without body: {raw[:40]!r} stat={st.st_ino} {st.st_mtime_ns} {st.st_size} stamp={read_stamp(lock_fd)!r} now={time.time_ns()}\n")
             edit = compute(text, fmt)
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
             if new_raw == raw:

@@ -89,7 +89,7 @@ def test_lock_free_person_never_duplicates_or_tears(tmp_path: Path, mode: str) -
     refused = {m.strip("<>") for m, status in results if status != "success"}
     assert not (refused & set(found))
     assert final.count("<<") == final.count(">>") == len(found)
-    assert final.startswith("person edit ")
+    assert re.match(r"person edit \d+\n# Shared\n\nbody\n", final), "the note's content was lost"
     env.reindex()
     _index_matches_files(env)
 

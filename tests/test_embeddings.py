@@ -54,7 +54,8 @@ def section(name: str, sentence: str, n: int = 3) -> str:
 @pytest.fixture
 def small_vault(tmp_path: Path) -> Path:
     root = tmp_path / "vault"
-    write(root / "Garden.md", "# Garden\n\n" + section("Roses", "Prune roses in late winter above an outward bud")
+    write(root / "Garden.md", "# Garden\n\n"
+          + section("Roses", "Prune roses in late winter above an outward bud")
           + section("Compost", "Turn the compost heap every fortnight to keep it aerobic")
           + section("Lawn", "Mow high in summer so the grass shades its own roots"))
     write(root / "Cycling.md", section("Chain", "Clean and lube the chain every few hundred kilometres")
@@ -72,8 +73,8 @@ def vault_conn(conn: apsw.Connection, small_vault: Path):
 
 def chunk_rows(conn: apsw.Connection, title: str) -> list[tuple]:
     return list(conn.execute(
-        "SELECT c.ord, c.heading, c.hash FROM chunks c JOIN notes n ON n.rid = c.rid WHERE n.title = ? ORDER BY c.ord",
-        (title,)))
+        "SELECT c.ord, c.heading, c.hash FROM chunks c JOIN notes n ON n.rid = c.rid "
+        "WHERE n.title = ? ORDER BY c.ord", (title,)))
 
 
 # --- fetching, locating, installing ------------------------------------------------------------
@@ -276,7 +277,7 @@ def test_embed_stores_vectors_and_reuses_them(vault_conn, embedder: Embedder, sm
     assert embed_stats(conn)["vectors"] == 6
 
 
-def test_a_rename_reembeds_the_note_because_the_title_is_in_every_chunk(vault_conn, embedder, small_vault) -> None:
+def test_a_rename_reembeds_the_note_as_the_title_is_in_every_chunk(vault_conn, embedder, small_vault) -> None:
     conn, vault = vault_conn
     embed_pending(conn, embedder)
     (small_vault / "Cycling.md").rename(small_vault / "Bike care.md")
@@ -292,7 +293,8 @@ def test_embedding_is_resumable_and_skips_hidden_notes(vault_conn, embedder: Emb
     conn, _vault = vault_conn
     set_hidden(conn, "Empty", True)
     calls = []
-    part = embed_pending(conn, embedder, batch_notes=1, should_stop=lambda: bool(calls.append(1)) or len(calls) > 1)
+    part = embed_pending(conn, embedder, batch_notes=1,
+                         should_stop=lambda: bool(calls.append(1)) or len(calls) > 1)
     assert part.stopped and part.notes == 1 and part.pending == 1
     rest = embed_pending(conn, embedder, batch_notes=1)
     assert rest.notes == 1 and rest.pending == 0
@@ -319,7 +321,7 @@ def test_embed_pending_fails_fast_without_a_model(vault_conn, tmp_path: Path) ->
     assert pending_count(conn) == 3
 
 
-def test_background_embedder_uses_its_own_connection(db_path: Path, vault_conn, embedder, small_vault) -> None:
+def test_background_embedder_has_its_own_connection(db_path: Path, vault_conn, embedder, small_vault) -> None:
     conn, vault = vault_conn
     bg = BackgroundEmbedder(db_path, embedder, interval=0.2, batch_notes=2).start()
     try:

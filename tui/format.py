@@ -19,7 +19,7 @@ STATUS_STYLE: dict[str, tuple[str, str, str]] = {
     "success": ("✓", "ok", "bold green"),
     "error": ("✗", "error", "bold red"),
     "conflict": ("≠", "conflict", "bold yellow"),
-    "rate-limited": ("⧗", "limited", "bold magenta"),
+    "rate-limited": ("◷", "limited", "bold magenta"),
     "folder-denied": ("⊘", "denied", "bold red"),
 }
 REVERTED_STYLE = ("↶", "reverted", "dim italic")
@@ -106,7 +106,7 @@ def next_write(g: Gauge, now: float) -> Text:
     if g.exhausted:
         return Text("⊘ never", style="bold red")
     if g.next_write_at is not None and g.next_write_at > now:
-        return Text(f"⧗ in {duration(g.next_write_at - now + 0.999)}", style="bold magenta")
+        return Text(f"◷ in {duration(g.next_write_at - now + 0.999)}", style="bold magenta")
     return Text("✓ now", style="green")
 
 

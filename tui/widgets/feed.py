@@ -58,6 +58,7 @@ class FeedTable(DataTable[Any]):
             rows = self.newest_first()
             selected = self.selected_id
             self.clear(columns=True)
+            self.rows_by_id = {}
             self._add_columns()
             self._append(rows)
             self.select(selected)

@@ -77,6 +77,13 @@ class FilterBar(Horizontal):
             self.set_sessions([*self._sessions, session_id])
         select.value = session_id
 
+    def set_status(self, status: str | None) -> None:
+        select = self.query_one("#f-status", Select)
+        if status is None:
+            select.clear()
+        else:
+            select.value = status
+
     def clear_all(self) -> None:
         self.query_one("#search", Input).value = ""
         for select in self.query(Select):

@@ -22,23 +22,25 @@ class TopBar(Static):
 
     def render_text(self) -> Text:
         ov, st = self.state.overview, self.state.settings
+        now = self.state.clock()
         t = Text()
         t.append(" kms ", style="bold reverse")
-        vaults = ov.get("vaults") or []
-        names = ", ".join(v["name"] for v in vaults) or "no vault"
+        names = ", ".join(v["name"] for v in ov.get("vaults") or []) or "no vault"
         t.append(f" {names}", style="bold")
-        t.append(f" · {ov.get('notes', 0)} notes · indexed {fmt.ago(ov.get('lastIndexedAt'), self.state.clock())}")
-        if st is not None:
-            t.append("  │ ", style="dim")
-            t.append_text(fmt.flag("kms", st.get("kms.enabled")))
+        t.append(f" · {ov.get('notes', 0)} notes · indexed {fmt.clock_time(ov.get('lastIndexedAt'), now)}")
+        if st is None:
+            return t
+        t.append(" │ ", style="dim")
+        if not st.get("kms.enabled"):
+            t.append_text(fmt.flag("kms", False))
             t.append(" ")
-            t.append_text(fmt.flag("read", st.active("agent.read")))
-            t.append(" ")
-            t.append_text(fmt.flag("write", st.active("agent.write")))
-            allow = st.get("write.allowlist")
-            t.append("  │ allow: ", style="dim")
-            t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
-            t.append(f"  │ {st.get('write.per_minute')}/min {st.get('write.per_session')}/session", style="dim")
-            if st.problems:
-                t.append("  ⚠ settings problem", style="bold yellow")
+        t.append_text(fmt.flag("read", st.active("agent.read")))
+        t.append(" ")
+        t.append_text(fmt.flag("write", st.active("agent.write")))
+        allow = st.get("write.allowlist")
+        t.append(" │ allow ", style="dim")
+        t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
+        t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}/session", style="dim")
+        if st.problems:
+            t.append(" │ ⚠ settings file problem", style="bold yellow")
         return t

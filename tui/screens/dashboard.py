@@ -1,0 +1,262 @@
+"""The main screen: header, sessions with gauges, filters + search, the feed, the detail pane.
+
+It reacts to the poller's messages and to the person; anything that needs the
+database runs in a worker (``app.db``), so the screen never waits on SQLite.
+At 80 columns the detail pane sits under the feed; from 120 columns beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Select
+
+from server import activity
+from server.activity import FeedFilter
+from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
+from tui.state import DashboardState
+from tui.widgets.detail import DetailView
+from tui.widgets.feed import FeedTable
+from tui.widgets.filters import FilterBar
+from tui.widgets.header import TopBar
+from tui.widgets.sessions import SessionsTable
+
+if TYPE_CHECKING:
+    from tui.app import KmsDashboard
+
+TAIL_MEMORY = 2000  # live rows kept to merge into a feed reloaded while they arrived
+
+
+class DashboardScreen(Screen[None]):
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    AUTO_FOCUS = "#feed"
+    BINDINGS = [
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+        Binding("slash", "focus_search", "Search", key_display="/"),
+        Binding("u", "revert", "Revert"),
+        Binding("o", "open_note", "Open"),
+        Binding("e", "edit_note", "Edit", show=False),
+        Binding("r", "reads", "Reads"),
+        Binding("x", "clear_filters", "Clear"),
+        Binding("s", "app.settings", "Settings"),
+        Binding("l", "load_older", "Older rows", show=False),
+        Binding("1", "focus('#sessions')", "Sessions", show=False),
+        Binding("2", "focus('#feed')", "Feed", show=False),
+        Binding("3", "focus('#detail')", "Detail", show=False),
+        Binding("escape", "leave_search", "Back", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, state: DashboardState) -> None:
+        super().__init__()
+        self.state = state
+        self.applied: tuple[FeedFilter, str] = (FeedFilter(), "")
+        self.tail: deque[dict[str, Any]] = deque(maxlen=TAIL_MEMORY)
+        self.paused_new = 0  # live rows not shown while search results are
+        self.loading_older = False
+        self.detail_id: int | None = None
+
+    @property
+    def kms(self) -> KmsDashboard:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(self.state, id="topbar")
+        yield SessionsTable(self.state, id="sessions")
+        with Horizontal(id="main"):
+            with Vertical(id="feedcol"):
+                yield FilterBar(id="filters")
+                yield FeedTable(self.state, id="feed")
+            yield DetailView(id="detail")
+        yield Footer()
+
+    @property
+    def feed(self) -> FeedTable:
+        return self.query_one(FeedTable)
+
+    @property
+    def filters(self) -> FilterBar:
+        return self.query_one(FilterBar)
+
+    # ----- poller messages ----------------------------------------------------------------------
+
+    def on_invocations_arrived(self, msg: InvocationsArrived) -> None:
+        self.state.note_rows(msg.rows, live=not msg.initial)
+        self.filters.set_tools(self.state.tools_seen)
+        if msg.initial:
+            self.state.reverted.update(msg.reverted)
+            self.feed.reset(msg.rows, msg.more)
+            self.state.loaded = True
+            self._subtitle()
+            return
+        self.tail.extend(msg.rows)
+        targets = [r["reverts_id"] for r in msg.rows if r.get("reverts_id") and r["status"] == "success"]
+        flt, query = self.applied
+        if query:
+            self.paused_new += sum(1 for r in msg.rows if flt.matches(r))
+        else:
+            self.feed.add_new([r for r in msg.rows if flt.matches(r)])
+        self.feed.refresh_statuses(targets)
+        if self.detail_id in targets:
+            self.load_detail(self.detail_id)
+        self._subtitle()
+
+    def on_sessions_changed(self, msg: SessionsChanged) -> None:
+        self.state.sessions, self.state.sessions_at = msg.sessions, msg.now
+        self.query_one(SessionsTable).show(msg.sessions, msg.now)
+        self.filters.set_sessions([s.id for s in msg.sessions])
+
+    def on_overview_changed(self, msg: OverviewChanged) -> None:
+        self.state.overview = msg.overview
+        self.query_one(TopBar).show()
+
+    def on_settings_changed(self, msg: SettingsChanged) -> None:
+        self.state.settings = msg.settings
+        self.query_one(TopBar).show()
+
+    def _subtitle(self) -> None:
+        flt, query = self.applied
+        parts = [f"{self.feed.row_count} rows" + ("+" if self.feed.more else "")]
+        if query:
+            parts.append(f"search {query!r}")
+            parts.append(f"live tail paused ({self.paused_new} new)" if self.paused_new else "live tail paused")
+        else:
+            parts.append("live")
+        parts += [f"{k}={v}" for k, v in (("session", flt.session), ("tool", flt.tool), ("status", flt.status)) if v]
+        self.feed.border_subtitle = " · ".join(parts)
+
+    # ----- filters and search -------------------------------------------------------------------
+
+    @on(Select.Changed)
+    def _filter_changed(self) -> None:
+        self.reload_feed()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self) -> None:
+        self.reload_feed()
+        self.feed.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_typed(self) -> None:
+        self.reload_feed(debounce=0.3)
+
+    def reload_feed(self, debounce: float = 0.0) -> None:
+        wanted = (self.filters.filter, self.filters.search_text)
+        if wanted == self.applied:
+            self.workers.cancel_group(self, "feed")  # back to what is shown: drop a pending reload
+        elif self.state.loaded:
+            self._reload(wanted, debounce)
+
+    @work(exclusive=True, group="feed")
+    async def _reload(self, wanted: tuple[FeedFilter, str], debounce: float) -> None:
+        """Newest window for the filters (or search results); tail rows that arrived meanwhile merged."""
+        if debounce:
+            await asyncio.sleep(debounce)
+        flt, query = wanted
+        if query:
+            rows = await self.kms.db(activity.search_feed, query, flt)
+            page = activity.FeedPage(rows, 0, False)
+        else:
+            page = await self.kms.db(activity.feed_page, flt)
+        self.applied = wanted
+        self.paused_new = 0
+        self.feed.reset(page.rows, page.more)
+        if not query:
+            self.feed.add_new([r for r in self.tail if r["id"] > page.high_water and flt.matches(r)])
+        self._subtitle()
+        if not page.rows:
+            self.query_one(DetailView).show_message("No matching rows.")
+
+    def on_feed_table_need_older(self) -> None:
+        self.action_load_older()
+
+    def action_load_older(self) -> None:
+        if self.feed.more and not self.loading_older and not self.applied[1]:
+            self.loading_older = True
+            self._load_older()
+
+    @work(group="older")
+    async def _load_older(self) -> None:
+        try:
+            oldest = min(self.feed.rows_by_id, default=None)
+            page = await self.kms.db(activity.feed_page, self.applied[0], before_id=oldest)
+            self.feed.add_older(page.rows, page.more)
+            self._subtitle()
+        finally:
+            self.loading_older = False
+
+    def action_focus_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_leave_search(self) -> None:
+        if self.focused is self.query_one("#search", Input):
+            self.feed.focus()
+
+    def action_clear_filters(self) -> None:
+        self.filters.clear_all()
+        self.reload_feed()
+
+    # ----- selection and detail -----------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#feed")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            invocation_id = int(event.row_key.value)
+            if invocation_id != self.detail_id:
+                self.load_detail(invocation_id)
+
+    @on(DataTable.RowSelected, "#feed")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.kms.show_invocation(int(event.row_key.value))
+
+    @on(DataTable.RowSelected, "#sessions")
+    def _session_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a session narrows the feed to it (Enter again: all sessions)."""
+        sid = event.row_key.value
+        self.filters.set_session(None if self.applied[0].session == sid else sid)
+
+    @work(exclusive=True, group="detail")
+    async def load_detail(self, invocation_id: int) -> None:
+        self.detail_id = invocation_id
+        detail = await self.kms.db(activity.invocation_detail, invocation_id)
+        self.query_one(DetailView).show(detail, self.state.clock(), self.state.reverted.get(invocation_id))
+
+    # ----- actions on the selection -------------------------------------------------------------
+
+    def _selected(self) -> int | None:
+        sid = self.feed.selected_id
+        if sid is None:
+            self.notify("Select a row in the feed first.", severity="warning")
+        return sid
+
+    def action_revert(self) -> None:
+        if (sid := self._selected()) is not None:
+            self.kms.review_revert(sid)
+
+    def action_open_note(self) -> None:
+        if (sid := self._selected()) is not None:
+            self.kms.open_note(sid)
+
+    def action_edit_note(self) -> None:
+        if (sid := self._selected()) is not None:
+            self.kms.edit_note(sid)
+
+    def action_reads(self) -> None:
+        """Reads of the highlighted session (sessions focused) or of the selected row's session."""
+        sessions = self.query_one(SessionsTable)
+        sid = sessions.selected_id if self.focused is sessions else None
+        if sid is None and (row := self.feed.selected_row) is not None:
+            sid = row["session_id"]
+        sid = sid or sessions.selected_id
+        if sid is None:
+            self.notify("No session selected.", severity="warning")
+            return
+        self.kms.show_reads(sid)
