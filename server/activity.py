@@ -37,7 +37,8 @@ TOOLS = ("kms_create", "kms_append", "kms_insert_at", "kms_update_properties", "
 STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied")
 
 _FEED_COLUMNS = (
-    "t.id, t.at, t.session_id, t.actor, t.tool, t.note_id, t.vault, t.path, t.title, "
+    "t.id, t.at, t.session_id, t.actor, t.tool, t.note_id, t.vault, t.path, "
+    "coalesce(t.title, (SELECT n.title FROM notes n WHERE n.id = t.note_id)) AS title, "
     "t.status, t.error, t.lines_added, t.reverts_id"
 )
 

@@ -10,6 +10,7 @@ allows every folder. ``update_properties`` is exempt: it never adds body text.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
@@ -35,6 +36,12 @@ class Allowlist:
         parts = [p for chunk in spec.splitlines() for p in chunk.split(",")]
         return cls(p for p in parts if p.strip())
 
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Allowlist:
+        """``KMS_WRITE_ALLOWLIST`` (comma or newline separated), as ``server.settings`` documents it."""
+        env = dict(os.environ) if env is None else env
+        return cls.parse(env.get("KMS_WRITE_ALLOWLIST"))
+
     def __bool__(self) -> bool:
         return bool(self.patterns)
 
@@ -53,10 +60,10 @@ class Allowlist:
     def check(self, folder: str, *, what: str = "folder") -> None:
         """Raise ``folder-denied`` naming the allowed folders."""
         if not self.allows(folder):
-            shown = [p or "(vault root)" for p in self.patterns]
+            shown = ", ".join(p or "(vault root)" for p in self.patterns)
             raise KmsError(
                 "folder-denied",
-                f"writing to {what} {folder or '(vault root)'!r} is not allowed; allowed folders: {', '.join(shown)}",
+                f"writing to {what} {folder or '(vault root)'!r} is not allowed; allowed folders: {shown}",
                 folder=folder,
                 allowed=list(self.patterns),
             )

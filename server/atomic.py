@@ -131,6 +131,8 @@ class PendingWrite:
                 mode = stat.S_IMODE(os.stat(self.target).st_mode)
         self.tmp: Path | None = _write_temp(self.target.parent, data, mode)
         self.size = len(data)
+        # what the target will look like after the rename (which keeps inode and mtime)
+        self.stamp = file_stamp(self.tmp)
 
     def commit(self) -> None:
         """Atomically replace the target and make the rename durable."""

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -38,8 +39,7 @@ class Slot:
     at: float
 
 
-def _env_limit(name: str, default: int | None) -> int | None:
-    raw = os.environ.get(name)
+def _env_limit(raw: str | None, default: int | None) -> int | None:
     if raw is None or raw.strip() == "":
         return default
     if raw.strip().lower() in ("0", "off", "none", "unlimited"):
@@ -65,12 +65,18 @@ class RateLimiter:
         self.clock = clock  # wall clock: the counters are shared between processes
 
     @classmethod
-    def from_env(cls) -> RateLimiter:
-        """``KMS_WRITES_PER_MINUTE`` / ``KMS_WRITES_PER_SESSION`` (``0`` or ``off`` = unlimited)."""
+    def from_env(cls, env: dict[str, str] | None = None) -> RateLimiter:
+        """``KMS_WRITE_PER_MINUTE`` / ``KMS_WRITE_PER_SESSION`` (``0`` or ``off`` = unlimited)."""
+        env = dict(os.environ) if env is None else env
         return cls(
-            per_minute=_env_limit("KMS_WRITES_PER_MINUTE", DEFAULT_PER_MINUTE),
-            per_session=_env_limit("KMS_WRITES_PER_SESSION", DEFAULT_PER_SESSION),
+            per_minute=_env_limit(env.get("KMS_WRITE_PER_MINUTE"), DEFAULT_PER_MINUTE),
+            per_session=_env_limit(env.get("KMS_WRITE_PER_SESSION"), DEFAULT_PER_SESSION),
         )
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RateLimiter:
+        """From ``server.settings`` (``write.per_minute``, ``write.per_session``)."""
+        return cls(per_minute=settings.get("write.per_minute"), per_session=settings.get("write.per_session"))
 
     def acquire(self, conn: apsw.Connection, session_id: str) -> Slot:
         """Take one write slot or raise ``rate-limited`` (with ``retryAfterMs``)."""
@@ -78,7 +84,7 @@ class RateLimiter:
             now = self.clock()
             since = now - self.window_s
             conn.execute("DELETE FROM write_events WHERE session_id = ? AND at <= ?", (session_id, since))
-            window = scalar(conn, "SELECT count(*) FROM write_events WHERE session_id = ?", (session_id,)) or 0
+            window = scalar(conn, "SELECT count(*) FROM write_events WHERE session_id = ?", (session_id,))
             total = scalar(conn, "SELECT total FROM write_counters WHERE session_id = ?", (session_id,)) or 0
             oldest = scalar(conn, "SELECT min(at) FROM write_events WHERE session_id = ?", (session_id,))
             if self.per_session is not None and total >= self.per_session:
@@ -149,15 +155,15 @@ class RateLimiter:
     def _refresh(self, conn: apsw.Connection, session_id: str) -> None:
         now = self.clock()
         since = now - self.window_s
-        window = scalar(
-            conn, "SELECT count(*) FROM write_events WHERE session_id = ? AND at > ?", (session_id, since)
-        )
-        oldest = scalar(conn, "SELECT min(at) FROM write_events WHERE session_id = ? AND at > ?", (session_id, since))
+        live = (session_id, since)
+        window = scalar(conn, "SELECT count(*) FROM write_events WHERE session_id = ? AND at > ?", live)
+        oldest = scalar(conn, "SELECT min(at) FROM write_events WHERE session_id = ? AND at > ?", live)
         total = scalar(conn, "SELECT total FROM write_counters WHERE session_id = ?", (session_id,)) or 0
         self._store(conn, session_id, window or 0, total, oldest, now)
 
     def _store(
-        self, conn: apsw.Connection, session_id: str, window: int, total: int, oldest: float | None, now: float
+        self, conn: apsw.Connection, session_id: str, window: int, total: int, oldest: float | None,
+        now: float,
     ) -> None:
         """Upsert the row the dashboard reads (0 stands for 'unlimited' in the NOT NULL limit columns)."""
         conn.execute(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -51,9 +53,23 @@ class SemanticIndex:
         self._db: str | None = None
         self._gen = -1
         self._data = self._empty()
+        self._pool: ThreadPoolExecutor | None = None
 
     def __len__(self) -> int:
         return len(self._data[0])
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker that embeds queries alongside the keyword search (created on first use)."""
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-semantic")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
     def refresh(self, conn: apsw.Connection) -> None:
         """Bring the matrix up to date with the chunks table (a no-op costs one row read)."""
@@ -68,24 +84,27 @@ class SemanticIndex:
             # Chunks are only ever inserted (with AUTOINCREMENT ids) or deleted, never updated.
             live = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks")), dtype=np.int64)
             keep = np.isin(ids, live)
-            new_ids, new_rids, new_vaults, blobs = [], [], [], []
+            k = int(keep.sum())
             last = int(ids.max()) if len(ids) else 0
+            top = int(live.max()) if len(live) else 0
+            # Filled in place (no list of blobs, one copy of the kept rows): at 10k notes the
+            # matrix is ~100 MB and a refresh must not need three of it.
+            n = k + int(np.count_nonzero(live > last))
+            out_ids, out_rids, out_vaults = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+            out_mat = np.empty((n, DIM), np.float32)
+            for src, dst in ((ids, out_ids), (rids, out_rids), (vaults, out_vaults), (mat, out_mat)):
+                np.compress(keep, src, axis=0, out=dst[:k])
+            i = k
             for cid, rid, vid, blob in conn.execute(
                 "SELECT c.id, c.rid, n.vault_id, e.vector FROM chunks c JOIN notes n ON n.rid = c.rid "
-                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? ORDER BY c.id", (last,)
+                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? AND c.id <= ? ORDER BY c.id", (last, top)
             ):
-                new_ids.append(cid)
-                new_rids.append(rid)
-                new_vaults.append(vid)
-                blobs.append(blob)
-            add = (np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, DIM) if blobs
-                   else np.zeros((0, DIM), np.float32))
-            self._data = (
-                np.concatenate([ids[keep], np.asarray(new_ids, np.int64)]),
-                np.concatenate([rids[keep], np.asarray(new_rids, np.int64)]),
-                np.concatenate([vaults[keep], np.asarray(new_vaults, np.int64)]),
-                np.ascontiguousarray(np.concatenate([mat[keep], add]), dtype=np.float32),
-            )
+                if i == n:  # cannot happen (ids are never reused); be safe anyway
+                    break
+                out_ids[i], out_rids[i], out_vaults[i] = cid, rid, vid
+                out_mat[i] = np.frombuffer(blob, dtype="<f4")
+                i += 1
+            self._data = (out_ids[:i], out_rids[:i], out_vaults[:i], out_mat[:i])
             self._gen, self._db = gen, db
 
     @staticmethod
@@ -210,15 +229,24 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     if not embedder.ready:
         reason = embedder.reason or f"the embedding model is {embedder.state}"
         return _keyword_only(conn, query, limit, vault_id, reason)
-    try:
-        qvec = embedder.embed_query(query)
-    except ModelNotReady as exc:
-        return _keyword_only(conn, query, limit, vault_id, exc.reason)
     index.refresh(conn)
     if not len(index):
         return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
-    sem = index.best_notes(qvec, vault_id=vault_id)
-    kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
+    # The model and the matrix product run in a worker thread while this thread runs the
+    # keyword search on its own connection: both release the GIL, so on 2 cores the query
+    # costs about max(keyword, embedding) instead of their sum.
+    semantic = index.pool().submit(lambda: index.best_notes(embedder.embed_query(query), vault_id=vault_id))
+    try:
+        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
+    finally:
+        try:
+            sem = semantic.result()
+        except ModelNotReady as exc:
+            sem, failed = [], exc.reason
+        else:
+            failed = None
+    if failed is not None:
+        return _keyword_only(conn, query, limit, vault_id, failed)
 
     cards = _cards(conn, [rid for rid, _c, _s in sem])
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
@@ -261,3 +289,54 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
             "updatedAt": h["updatedAt"],
         })
     return {"query": query, "mode": mode, "relaxed": relaxed, "hits": hits}
+
+
+class SemanticService:
+    """What a long-running process (the MCP server) holds for semantic search.
+
+    ``start()`` returns at once: the model loads in a background thread, and a background
+    embedder (its own DB connection) embeds pending notes once the model is ready, then
+    whenever ``notify_changed()`` is called (after a write tool or a watcher reindex) or every
+    ``interval`` seconds. Until the model is ready, ``search`` answers keyword-only.
+    """
+
+    def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
+                 background_embedding: bool = True, interval: float = 30.0, threads: int | None = None) -> None:
+        from server.embed.pipeline import BackgroundEmbedder
+
+        self.embedder = Embedder(model_dir, threads=threads, enabled=enabled)
+        self.index = SemanticIndex(self.embedder)
+        self.background = (BackgroundEmbedder(db_path, self.embedder, interval=interval)
+                           if background_embedding and enabled else None)
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.embedder.start()
+        if self.background is not None:
+            self.background.start()
+
+    def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault: str | int | None = None,
+               *, mode: str = "hybrid") -> dict[str, Any]:
+        return semantic_search(conn, self.index, query, limit, vault, mode=mode)
+
+    def notify_changed(self) -> None:
+        """Notes changed: embed them soon (no-op without a background embedder)."""
+        if self.background is not None:
+            self.background.wake()
+
+    def status(self) -> dict[str, Any]:
+        out = self.embedder.status()
+        out["indexedChunks"] = len(self.index)
+        if self.background is not None and self.background.last_report is not None:
+            out["pendingNotes"] = self.background.last_report.pending
+        if self.background is not None and self.background.last_error:
+            out["embedError"] = self.background.last_error
+        return out
+
+    def close(self) -> None:
+        if self.background is not None and self._started:
+            self.background.stop()
+        self.index.close()

@@ -377,6 +377,9 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
         if quiet or late:
             raw = _read(real, note)
             if late or (file_stamp(real) == stamp and len(raw) == st.st_size):
+                if not raw:
+                    with open("/tmp/kmsdebug.log", "a") as dbg:
+                        dbg.write(f"{os.getpid()} empty read age={age:.3f} late={late} size_hint={note.size_bytes} stampmatch={read_stamp(lock_fd) == stamp}\n")
                 return raw
             continue
         time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))
@@ -387,7 +390,8 @@ def _read(real: Path, note: NoteRef) -> bytes:
         with open(real, "rb") as f:
             return f.read()
     except FileNotFoundError as e:
-        raise KmsError("not-found", f"the file of note {note.path!r} is gone; re-index the vault", noteId=note.id) from e
+        message = f"the file of note {note.path!r} is gone; re-index the vault"
+        raise KmsError("not-found", message, noteId=note.id) from e
     except IsADirectoryError as e:
         raise KmsError("invalid-input", f"{note.path!r} is a folder, not a note") from e
 
@@ -426,7 +430,7 @@ def write_note(
                 if sha256_hex(_read(real, note)) != before:
                     continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
                 pending.commit()
-            write_stamp(lock_fd, file_stamp(real))
+                write_stamp(lock_fd, pending.stamp)
             break
         else:
             raise KmsError(
@@ -642,6 +646,8 @@ def append(
 
 
 def _parse_position(position: Any) -> tuple[str, Any]:
+    if isinstance(position, dict):
+        position = {k: v for k, v in position.items() if v is not None}  # a model dump with unset keys
     if not isinstance(position, dict) or len(position) != 1 or next(iter(position)) not in POSITION_KINDS:
         raise KmsError(
             "invalid-input",

@@ -42,7 +42,9 @@ class WriteService:
         *,
         default_vault: str | None = None,
         lock_dir: Path | None = None,
+        enabled: bool = True,
     ) -> None:
+        self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
         self.db_path = db_path
         self.session_id = session_id
         self.limits = limits if limits is not None else RateLimiter()
@@ -64,7 +66,7 @@ class WriteService:
         folder: str | None = None,
         vault: str | None = None,
     ) -> dict[str, Any]:
-        """kms_create: a new note; returns {noteId, title, path, vault, bytesBefore, bytesAfter, linesAdded, ...}."""
+        """kms_create: a new note; returns {noteId, title, path, vault, bytesBefore, bytesAfter, linesAdded}."""
         args = {"title": title, "folder": folder, "tags": tags, "content": content, "vault": vault}
         ctx: dict[str, Any] = {"title": title}
 
@@ -177,6 +179,12 @@ class WriteService:
         summary = provenance.summarize_input(args)
         slot = None
         try:
+            if not self.enabled:
+                raise KmsError(
+                    "feature-disabled",
+                    "agents may not write to this vault; a person can turn it on with "
+                    "`kms config set agent.write true` or `kms claude --write`",
+                )
             slot = self.limits.acquire(conn, self.session_id)
             outcome = op(conn)
         except KmsError as e:

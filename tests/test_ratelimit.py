@@ -68,11 +68,11 @@ def test_session_total_and_release(db: Path) -> None:
 
 
 def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KMS_WRITES_PER_MINUTE", "3")
-    monkeypatch.setenv("KMS_WRITES_PER_SESSION", "off")
+    monkeypatch.setenv("KMS_WRITE_PER_MINUTE", "3")
+    monkeypatch.setenv("KMS_WRITE_PER_SESSION", "off")
     lim = RateLimiter.from_env()
     assert (lim.per_minute, lim.per_session) == (3, None)
-    monkeypatch.delenv("KMS_WRITES_PER_MINUTE")
+    monkeypatch.delenv("KMS_WRITE_PER_MINUTE")
     assert RateLimiter.from_env().per_minute == 10
 
 

@@ -160,7 +160,8 @@ def test_listing_and_search(env: Env, ws: WriteService) -> None:
         ws.append("missing-note", "q")
     newest = list_invocations(env.conn)
     assert [r["tool"] for r in newest] == ["kms_append", "kms_update_properties", "kms_append"]
-    assert newest[0]["status"] == "error" and newest[0]["error"] == "not-found" and newest[0]["note_id"] == "missing-note"
+    assert newest[0]["status"] == "error" and newest[0]["error"] == "not-found"
+    assert newest[0]["note_id"] == "missing-note"
     assert [r["id"] for r in list_invocations(env.conn, since_id=a["invocationId"])] == [
         a["invocationId"] + 1, a["invocationId"] + 2
     ]

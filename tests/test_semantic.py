@@ -20,7 +20,7 @@ from server.indexer import delete_note_row, index_vault, reindex_file
 from server.notes import set_hidden
 from server.search import search
 from server.semantic import RELAXED_WEIGHT, RRF_K, SemanticIndex, semantic_search
-from server.vaults import add_vault
+from server.vaults import add_vault, get_vault
 
 pytest_plugins = ["conftest_embed"]
 
@@ -248,3 +248,53 @@ def test_connections_per_thread_share_one_index(semantic_db_template: Path, embe
     assert not errors and sorted(results) == sorted([
         "tech/Backup strategy 3-2-1.md", "life/Chess opening repertoire.md",
         "life/Kyoto and Tokyo itinerary.md", "tech/SSH keys setup.md"])
+
+
+def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn: apsw.Connection,
+                                                              embed_model_dir: Path, tmp_path: Path) -> None:
+    from server.semantic import SemanticService
+
+    root = tmp_path / "notes"
+    write(root / "Kettle.md", "## Descaling\nBoil a mix of water and citric acid, then rinse twice.\n")
+    write(root / "Bike chain.md", "## Lubrication\nA dry, noisy chain needs wet lube on every link.\n")
+    vault = add_vault(conn, root, "notes")
+    index_vault(conn, vault)
+    service = SemanticService(db_path, model_dir=embed_model_dir, interval=0.2)
+    started = time.perf_counter()
+    service.start()
+    first = service.search(conn, "lube")
+    assert time.perf_counter() - started < 1.0
+    assert first["mode"] == "keyword-only" and paths(first) == ["Bike chain.md"]
+    try:
+        deadline = time.monotonic() + 120
+        res = first
+        while res["mode"] != "hybrid" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            res = service.search(conn, "how do I stop my bicycle from squeaking")
+        assert res["mode"] == "hybrid" and paths(res)[0] == "Bike chain.md"
+        write(root / "Gate.md", "## Hinges\nOil the garden gate hinges every spring so they stop creaking.\n")
+        reindex_file(conn, vault, "Gate.md")
+        service.notify_changed()
+        while "Gate.md" not in paths(res) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            res = service.search(conn, "noisy door hinge", mode="semantic")
+        assert paths(res)[0] == "Gate.md"
+        assert service.status()["state"] == "ready"
+    finally:
+        service.close()
+
+
+def test_cli_style_embed_without_an_embedder(conn: apsw.Connection, embed_model_dir: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "notes"
+    write(root / "One.md", "## A\nSomething worth finding later.\n")
+    index_vault(conn, add_vault(conn, root, "n"))
+    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))
+    assert embed_pending(conn).notes == 1
+    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(tmp_path / "missing"))
+    write(root / "Two.md", "## B\nAnother one.\n")
+    index_vault(conn, get_vault(conn, "n"))
+    from server.embed import ModelNotReady
+
+    with pytest.raises(ModelNotReady):
+        embed_pending(conn)

@@ -11,7 +11,6 @@ import yaml
 from support.writes import Env, make_env
 
 from server import writeops
-from server.allowlist import Allowlist
 from server.atomic import TextFormat, sha256_hex
 from server.errors import KmsError
 from server.provenance import list_invocations
@@ -167,7 +166,8 @@ def test_append_preserves_crlf_and_bom(env: Env) -> None:
     assert data.startswith(codecs.BOM_UTF8) and b"\n" not in data.replace(b"\r\n", b"")
     row = last_row(env)
     text = data[3:].decode()
-    assert text[row["insert_offset"] :].startswith(row["inserted_text"]) and row["inserted_text"] == "\r\n\r\nnew\r\nlines"
+    assert row["inserted_text"] == "\r\n\r\nnew\r\nlines"
+    assert text[row["insert_offset"] :].startswith(row["inserted_text"])
 
 
 def test_append_limits_and_missing(env: Env) -> None:
@@ -368,7 +368,8 @@ def test_update_properties_crlf_bom(env: Env) -> None:
     raw = codecs.BOM_UTF8 + b"---\r\na: 1\r\n---\r\nbody\r\n"
     nid = env.note("c.md", raw)
     svc(env).update_properties(nid, {"b": [1, True, "s"]})
-    assert (env.root / "c.md").read_bytes() == codecs.BOM_UTF8 + b"---\r\na: 1\r\nb:\r\n  - 1\r\n  - true\r\n  - s\r\n---\r\nbody\r\n"
+    expected = b"---\r\na: 1\r\nb:\r\n  - 1\r\n  - true\r\n  - s\r\n---\r\nbody\r\n"
+    assert (env.root / "c.md").read_bytes() == codecs.BOM_UTF8 + expected
 
 
 def test_tags_reconciled_in_index(env: Env) -> None:
@@ -434,3 +435,14 @@ def test_list_style_follows_note(env: Env) -> None:
     nid = env.note("l.md", "---\naliases:\n- one\n---\n")
     svc(env).update_properties(nid, {"tags": ["a", "b"]})
     assert env.read("l.md") == "---\naliases:\n- one\ntags:\n- a\n- b\n---\n"
+
+
+def test_feature_disabled_is_recorded(env: Env) -> None:
+    from server.ratelimit import RateLimiter
+
+    ws = WriteService(env.db_path, "s", RateLimiter(), enabled=False)
+    assert err(ws.create, "x").kind == "feature-disabled"
+    assert list(env.root.iterdir()) == []
+    row = last_row(env)
+    assert row["error"] == "feature-disabled" and row["tool"] == "kms_create"
+    assert ws.counters()["total"] == 0

@@ -39,10 +39,12 @@ def status_text(status: str, reverted: bool = False) -> Text:
     return Text(f"{symbol} {word}", style=style)
 
 
+SHORT_TOOLS = {"kms_update_properties": "props", "kms_insert_at": "insert"}
+
+
 def short_tool(tool: str) -> str:
-    """``kms_update_properties`` -> ``update_props``: the prefix is the same on every row."""
-    name = tool.removeprefix("kms_")
-    return "update_props" if name == "update_properties" else name
+    """``kms_append`` -> ``append``, ``kms_update_properties`` -> ``props``: six cells at most."""
+    return SHORT_TOOLS.get(tool, tool.removeprefix("kms_"))[:6]
 
 
 def clock_time(ts: float | None, now: float) -> str:

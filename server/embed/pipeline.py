@@ -132,18 +132,22 @@ def embed_batch(conn: apsw.Connection, embedder: Embedder, notes: list[tuple], r
     _store(conn, notes, chunked, vectors, report)
 
 
-def embed_pending(conn: apsw.Connection, embedder: Embedder, *, batch_notes: int = 32,
-                  max_notes: int | None = None, should_stop: Callable[[], bool] | None = None,
-                  progress: Progress | None = None) -> EmbedReport:
+def embed_pending(conn: apsw.Connection, embedder: Embedder | None = None, *, model_dir: str | Path | None = None,
+                  batch_notes: int = 32, max_notes: int | None = None,
+                  should_stop: Callable[[], bool] | None = None, progress: Progress | None = None) -> EmbedReport:
     """Embed pending notes in batches of ``batch_notes`` until none are left (one pass).
 
-    Raises ``ModelNotReady`` at once when the model is not loaded (callers load it or fall
-    back); each committed batch survives an interruption, so a rerun resumes where it stopped.
-    Small batches keep the background thread responsive; ``kms embed`` can pass larger ones
-    (more chunks to sort by length, slightly better throughput).
+    Without an ``embedder`` (the CLI's ``kms embed`` / ``kms index --embed``) one is made for
+    ``model_dir`` (the ``embed.model_dir`` setting; None = the usual search order) and loaded
+    here. Raises ``ModelNotReady`` at once when the model is not usable; each committed batch
+    survives an interruption, so a rerun resumes where it stopped. Small batches keep the
+    background thread responsive; bigger ones sort more chunks by length (a little faster).
     """
     started = time.perf_counter()
     report = EmbedReport()
+    if embedder is None:
+        embedder = Embedder(model_dir)
+        embedder.load()
     embedder._require()
     last_rid = 0
     done = 0

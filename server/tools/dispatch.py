@@ -95,8 +95,16 @@ class ToolRunner:
         off = [n for n, v in (("KMS_ENABLED", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", c.read_enabled),
                               ("KMS_AGENT_WRITE_TOOLS_ENABLED", c.write_enabled if spec.tier == "write" else True))
                if not v]
-        return (f"{spec.name} is turned off for this session ({', '.join(off)} off). The person can enable it "
-                f"with `kms config set` and start a new session.")
+        message = (f"{spec.name} is turned off for this session ({', '.join(off)} off). The person can enable "
+                   f"it with `kms config set` and start a new session.")
+        # the agent tools default to on once a vault is registered: with none, that is the real fix
+        from server.notes import index_is_empty
+
+        try:
+            problem = index_is_empty(self.ctx.conn)
+        except Exception:  # the DB unreachable: the message above still holds
+            problem = None
+        return f"{message} Also, {problem}." if problem else message
 
     def _cap(self, spec: ToolSpec, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         size = len(json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str).encode())

@@ -69,7 +69,13 @@ class ReviewScreen(ModalScreen[bool]):
                 t.append(" → ")
                 t.append(f"{change['to']!r}\n", style="green")
             return t
-        return Text(p.get("removeText") or "", style="black on red")
+        t = Text()
+        for i, line in enumerate((p.get("removeText") or "").split("\n")):
+            if i:
+                t.append("\n")
+            t.append("-│ ", style="bold red")
+            t.append(line or "⏎", style="black on red" if line else "dim")
+        return t
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "confirm" and self.preview["canRevert"])

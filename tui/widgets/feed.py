@@ -20,9 +20,17 @@ from tui import format as fmt
 from tui.state import DashboardState
 
 MAX_ROWS = 3000
-NOTE_MIN, NOTE_MAX = 12, 48
-# widths of every column but the note, plus two cells of padding per column and a scrollbar
-_FIXED = 6 + 8 + 13 + 6 + 10 + 4 + 2 * 7 + 2
+NOTE_MIN, NOTE_MAX = 12, 60
+NARROW = 90  # below this table width session ids are shortened to their first 8 characters
+
+
+def column_widths(table_width: int) -> dict[str, int]:
+    """Fixed widths (so new rows never make the table scroll sideways); the note gets the rest."""
+    widths = {"id": 5, "time": 11, "session": 13 if table_width >= NARROW else 9, "tool": 6,
+              "status": 10, "lines": 4}
+    spare = table_width - sum(widths.values()) - 2 * (len(widths) + 1) - 2  # cell padding, scrollbar
+    widths["note"] = max(NOTE_MIN, min(NOTE_MAX, spare))
+    return widths
 
 
 class FeedTable(DataTable[Any]):
@@ -36,25 +44,21 @@ class FeedTable(DataTable[Any]):
         self.state = state
         self.rows_by_id: dict[int, dict[str, Any]] = {}
         self.more = False
-        self.note_width = 18
+        self.widths = column_widths(80)
         self.border_title = "Agent writes"
 
     def on_mount(self) -> None:
         self._add_columns()
 
     def _add_columns(self) -> None:
-        self.add_column("#", key="id")
-        self.add_column("Time", key="time")
-        self.add_column("Session", key="session")
-        self.add_column("Tool", key="tool")
-        self.add_column("Note", key="note", width=self.note_width)
-        self.add_column("Status", key="status")
-        self.add_column("+Ln", key="lines")
+        for label, key in (("#", "id"), ("Time", "time"), ("Session", "session"), ("Tool", "tool"),
+                           ("Note", "note"), ("Status", "status"), ("+Ln", "lines")):
+            self.add_column(label, key=key, width=self.widths[key])
 
     def on_resize(self) -> None:
-        width = max(NOTE_MIN, min(NOTE_MAX, self.size.width - _FIXED))
-        if width != self.note_width:
-            self.note_width = width
+        widths = column_widths(self.size.width)
+        if widths != self.widths:
+            self.widths = widths
             rows = self.newest_first()
             selected = self.selected_id
             self.clear(columns=True)
@@ -72,7 +76,7 @@ class FeedTable(DataTable[Any]):
         return (
             r["id"],
             fmt.clock_time(r["at"], self.state.clock()),
-            r["session_id"],
+            Text(r["session_id"], no_wrap=True, overflow="ellipsis"),
             Text(fmt.short_tool(r["tool"]), style="italic" if r.get("actor") == "person" else ""),
             note,
             fmt.status_text(r["status"], reverted),
