@@ -15,6 +15,7 @@ worker threads, each with its own connection.
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -162,6 +163,25 @@ def reverted_ids(conn: apsw.Connection) -> dict[int, int]:
            GROUP BY t.reverts_id"""
     )
     return {int(target): int(by) for target, by in found}
+
+
+def get_invocation(conn: apsw.Connection, invocation_id: int) -> dict[str, Any] | None:
+    """One full row, like ``provenance.get_invocation`` but with ``reverted_by`` found through
+    the FTS index (the general version scans the whole table for it: ~40 ms at 100k rows)."""
+    found = rows(conn, "SELECT t.* FROM tool_invocations t WHERE t.id = ?", (invocation_id,))
+    if not found:
+        return None
+    row = found[0]
+    for key in ("props_before", "props_after"):
+        if row.get(key) is not None:
+            row[key] = json.loads(row[key])
+    row["reverted_by"] = scalar(
+        conn,
+        """SELECT min(t.id) FROM tool_invocations_fts f JOIN tool_invocations t ON t.id = f.rowid
+           WHERE tool_invocations_fts MATCH 'tool : revert' AND t.status = 'success' AND t.reverts_id = ?""",
+        (invocation_id,),
+    )
+    return row
 
 
 # ----------------------------------------------------------------------------- sessions and gauges
@@ -381,7 +401,7 @@ def locate_inserted(inv: dict[str, Any], text: str) -> tuple[str, int | None, st
 
 def invocation_detail(conn: apsw.Connection, invocation_id: int, around: int = 3) -> Detail | None:
     """One invocation in full plus its inserted text in context in the note as it is NOW."""
-    inv = provenance.get_invocation(conn, invocation_id)
+    inv = get_invocation(conn, invocation_id)
     if inv is None:
         return None
     if not inv.get("vault") or not (inv.get("path") or inv.get("note_id")):
@@ -419,7 +439,7 @@ def _read_text(path: Path, rel: str) -> str:
 
 def read_note(conn: apsw.Connection, invocation_id: int) -> NoteText:
     """The note an invocation wrote, as it is now, with its inserted text located."""
-    inv = provenance.get_invocation(conn, invocation_id)
+    inv = get_invocation(conn, invocation_id)
     if inv is None:
         raise KmsError("not-found", f"no tool invocation #{invocation_id}")
     if not inv.get("vault") or not (inv.get("path") or inv.get("note_id")):

@@ -349,21 +349,24 @@ def _insert_before_line(text: str, lines: list[str], k: int, content: str, nl: s
 
 QUIET_S = 0.05
 MAX_SETTLE_S = 1.0
+GIVE_UP_S = 5.0
 
 
 def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
     """Read the note once nobody seems to be in the middle of saving it.
 
-    Editors that save by truncate-then-write expose an empty or half-written file for
-    a moment; if kms read that state and the editor stalled until kms's re-check, kms
-    would "append" to the fragment and the editor's bytes would go to the replaced
-    inode: the note's content lost. So the file is read only when its mtime is
-    ``QUIET_S`` old and unchanged across the read (bounded by ``MAX_SETTLE_S``); an
-    empty file the index knows as non-empty gets the whole patience. A version kms
-    wrote itself (stamped in the lock file) needs no wait, so agents appending in
-    turn are not slowed down.
+    Editors that save by truncate-then-write expose an empty (or, for big files, a
+    half-written) file for a moment; if kms read that state and the editor stalled
+    until kms's re-check, kms would "append" to the fragment and the editor's bytes
+    would go to the replaced inode: the note's content lost. So a read counts only if
+    the file did not change across it and its mtime is ``QUIET_S`` old; a version kms
+    wrote itself (stamped in the lock file) needs no wait, so agents appending in turn
+    are not slowed down. A file that never settles (someone saving continuously) is
+    read after ``MAX_SETTLE_S`` if the read is consistent; an empty file the index
+    knows as non-empty only once it has been empty that long. After ``GIVE_UP_S``
+    the write is refused as a conflict.
     """
-    deadline = time.monotonic() + MAX_SETTLE_S
+    started = time.monotonic()
     while True:
         try:
             st = os.stat(real)
@@ -371,17 +374,23 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
             return _read(real, note)
         stamp = f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
         age = time.time() - st.st_mtime_ns / 1e9
+        waited = time.monotonic() - started
         settled = age >= QUIET_S or age < -2.0  # far in the future: clock skew, not a save in progress
-        quiet = read_stamp(lock_fd) == stamp or (settled and not (st.st_size == 0 and note.size_bytes > 0))
-        late = time.monotonic() >= deadline
-        if quiet or late:
+        if st.st_size == 0 and note.size_bytes > 0:  # emptied: on purpose long ago, or a save in progress?
+            ready = age >= MAX_SETTLE_S
+        else:
+            ready = settled or waited >= MAX_SETTLE_S
+        if ready or read_stamp(lock_fd) == stamp:
             raw = _read(real, note)
-            if late or (file_stamp(real) == stamp and len(raw) == st.st_size):
-                if not raw:
-                    with open("/tmp/kmsdebug.log", "a") as dbg:
-                        dbg.write(f"{os.getpid()} empty read age={age:.3f} late={late} size_hint={note.size_bytes} stampmatch={read_stamp(lock_fd) == stamp}\n")
+            if file_stamp(real) == stamp and len(raw) == st.st_size:
                 return raw
             continue
+        if waited >= GIVE_UP_S:
+            raise KmsError(
+                "conflict",
+                "the note is being saved continuously by someone else; try again in a moment",
+                noteId=note.id,
+            )
         time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))
 
 

@@ -146,17 +146,15 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     conn = connect(tmp_path / "kms.db")
     nid = conn.execute("SELECT id FROM notes WHERE title = 'Widget manual'").fetchall()[0][0]
     conn.close()
-    (plain, as_json, bad, nothing, colored, by_title, by_id, by_path, text, unknown, tags, recent, backlinks,
-     backlinks_text) = run_many(
-        tmp_path, ["search", "sprocket calibration"], ["search", "sprocket", "--json", "-n", "5"],
-        ["search", '"unbalanced'], ["search", "xylophonezzz"], (["search", "sprocket"], {"FORCE_COLOR": "1", "TERM": "xterm-256color"}),
+    (as_json, bad, nothing, colored, by_title, by_id, by_path, text, unknown, tags, recent, backlinks) = run_many(
+        tmp_path, ["search", "sprocket", "--json", "-n", "5"],
+        ["search", '"unbalanced'], ["search", "xylophonezzz"],
+        (["search", "sprocket"], {"FORCE_COLOR": "1", "TERM": "xterm-256color"}),
         ["show", "widget manual", "--json"], ["show", nid, "--json"], ["show", "cli/Widget manual.md", "--json"],
         ["show", nid], ["show", "Widget manul"],
-        ["tags", "--json"], ["recent", "--json", "-n", "3"], ["backlinks", "Widget manual", "--json"],
-        ["backlinks", "Widget FAQ"])
+        ["tags", "--json"], ["recent", "--json", "-n", "3"], ["backlinks", "Widget manual", "--json"])
 
     # search: ranked hits with highlighted excerpts; bad FTS syntax is a clear error, not a traceback
-    assert "Widget manual" in ok(plain).stdout
     hits = json.loads(ok(as_json).stdout)["hits"]
     assert {h["title"] for h in hits} == {"Widget manual", "Widget FAQ"}
     assert all("**sprocket**" in h["excerpt"].lower() and h["score"] > 0 for h in hits)
@@ -165,7 +163,7 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     assert "No matches." in ok(nothing).stdout
     # the matched word is styled (bold yellow), not shown with raw ** markers
     assert re.search(r"\x1b\[[0-9;]*m[Ss]procket\x1b\[0?m", colored.stdout), colored.stdout
-    assert "**" not in ANSI.sub("", colored.stdout)
+    assert "**" not in ANSI.sub("", colored.stdout) and "Widget manual" in ANSI.sub("", colored.stdout)
 
     # show: by id, title (any case) or path; an unknown name suggests close matches
     note = json.loads(ok(by_title).stdout)
@@ -190,7 +188,6 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     links = json.loads(ok(backlinks).stdout)
     assert [b["title"] for b in links] == ["Widget FAQ"]
     assert "[[Widget manual]]" in links[0]["snippet"]
-    assert "Widget manual" in ok(backlinks_text).stdout
 
 
 def test_hide_and_unhide(tmp_path: Path, cli_vault: Path) -> None:

@@ -509,7 +509,8 @@ def test_parallel_parse_matches_serial(conn: apsw.Connection, tmp_path: Path, mo
     for name in ("serial", "parallel"):
         root = tmp_path / name
         for i in range(30):
-            write(root / f"d{i % 3}" / f"note {i}.md", f"---\ntags: [t{i % 4}]\n---\n# N{i}\nbody {i} [[note {i + 1}]]\n")
+            text = f"---\ntags: [t{i % 4}]\n---\n# N{i}\nbody {i} [[note {i + 1}]]\n"
+            write(root / f"d{i % 3}" / f"note {i}.md", text)
         roots.append(add_vault(conn, root, name))
     index_vault(conn, roots[0])
     monkeypatch.setattr(indexer, "PARALLEL_THRESHOLD", 10)

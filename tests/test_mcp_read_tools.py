@@ -241,7 +241,7 @@ async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Pat
     reindex(indexed)
     nid = note_id(indexed, "big")
     pages: list[str] = []
-    cursor = None
+    cursor = first_cursor = None
     async with mcp_client(db_path) as client:
         while True:
             args = {"noteId": nid, **({"cursor": cursor} if cursor else {})}
@@ -254,7 +254,7 @@ async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Pat
             cursor = data["nextCursor"]
             if cursor is None:
                 break
-            first_cursor = first_cursor if len(pages) > 1 else cursor  # noqa: F821 - set on the first page
+            first_cursor = first_cursor or cursor
         assert len(pages) >= 3
         assert "".join(pages) == body
         # a cursor of another note is refused; a changed note is a conflict
@@ -341,13 +341,18 @@ async def test_backlinks_contract(indexed: apsw.Connection, db_path: Path, vault
     assert mine["backlinks"] == []  # a self-link is not a backlink
 
 
-async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_path: Path) -> None:
+async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_path: Path,
+                                                   vault_dir: Path) -> None:
+    same = 1_700_000_000_123_456_789  # several notes with one mtime: page boundaries fall inside the tie
+    for i in range(9):
+        os.utime(write(vault_dir / "ties" / f"tie {i}.md", f"tie {i}"), ns=(same, same))
+    reindex(indexed)
     seen: list[dict] = []
     cursor = None
     async with mcp_client(db_path) as client:
         while True:
-            page = await ok(client, "kms_inventory", {"limit": 7, **({"cursor": cursor} if cursor else {})})
-            assert len(page["notes"]) <= 7
+            page = await ok(client, "kms_inventory", {"limit": 4, **({"cursor": cursor} if cursor else {})})
+            assert len(page["notes"]) <= 4
             seen += page["notes"]
             cursor = page["nextCursor"]
             if cursor is None:
@@ -355,6 +360,7 @@ async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_p
         whole = (await ok(client, "kms_inventory", {"limit": 500}))["notes"]
     assert seen == whole
     assert len({n["noteId"] for n in seen}) == len(seen) == visible_count(indexed)
+    assert sum(1 for n in seen if n["title"].startswith("tie ")) == 9
     keys = [(-n["updatedAt"], n["noteId"]) for n in seen]
     assert keys == sorted(keys)
     for n in seen:

@@ -74,7 +74,8 @@ def test_bom_does_not_hide_frontmatter() -> None:
 
 
 def test_unicode_and_emoji_titles_and_tags() -> None:
-    p = parse_note("# Café ☕ notes\n\n#café #日本語 #emoji🎉 #Ünïcödé/Sub [[Crème brûlée|dessert]] 👍", "Café ☕ notes")
+    text = "# Café ☕ notes\n\n#café #日本語 #emoji🎉 #Ünïcödé/Sub [[Crème brûlée|dessert]] 👍"
+    p = parse_note(text, "Café ☕ notes")
     assert p.title == "Café ☕ notes"
     assert p.tags == ["café", "日本語", "emoji🎉", "ünïcödé/sub"]
     assert [(h.level, h.text) for h in p.headings] == [(1, "Café ☕ notes")]
@@ -146,7 +147,8 @@ def test_aliases_list_string_and_alias_key() -> None:
 
 
 def test_invalid_yaml_template_placeholders_flagged_body_still_parsed() -> None:
-    text = "---\ntitle: {{title}}\ndate: {{date:YYYY-MM-DD}}\ntags: template\n---\n# {{title}}\n\nbody #stillatag [[StillLinked]]\n"
+    text = ("---\ntitle: {{title}}\ndate: {{date:YYYY-MM-DD}}\ntags: template\n---\n"
+            "# {{title}}\n\nbody #stillatag [[StillLinked]]\n")
     p = parse_note(text, "Daily template")
     assert p.frontmatter is None
     assert p.fm_error and p.fm_error.startswith("invalid YAML")

@@ -28,6 +28,7 @@ from tui.poller import Poller
 from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
 from tui.screens.settings import SettingsScreen
+from tui.widgets.detail import DetailView
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = "Quick capture"
@@ -161,6 +162,7 @@ def test_poller_reports_only_changes(indexed: apsw.Connection, tmp_path: Path) -
 async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",)) as client:
         session = client.runner.config.session_id  # type: ignore[attr-defined]
+        client.runner.ctx.services["session"].start()  # type: ignore[attr-defined] - reports in, as `kms mcp` does
         made = await client.call_tool("kms_create", {"title": "Agent note", "content": "hello", "folder": "drafts"})
         nid = made.structured_content["noteId"]
         await client.call_tool("kms_append", {"noteId": nid, "content": "more"})
@@ -278,9 +280,8 @@ async def test_detail_shows_inserted_text_in_context(indexed: apsw.Connection, d
         inserted = [cl for cl in d.note.lines if cl.inserted]
         assert ["".join(t for t, _ in cl.pieces) for cl in inserted] == ["INSERTED LINE"]
         assert any(not cl.inserted for cl in d.note.lines)  # context around it
-        rendered = app.dashboard.query_one("#detail-body").render()
-        text = str(getattr(rendered, "plain", "")) or str(app.dashboard.query_one("#detail-body").content)  # type: ignore[attr-defined]
-        assert "INSERTED LINE" in text and "bytes now" in text.replace("\n", " ")
+        text = app.dashboard.query_one(DetailView).text()
+        assert "INSERTED LINE" in text and "still there, unchanged" in text and "Bytes" in text
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, InvocationScreen), what="detail screen")
         await wait_for(pilot, lambda: app.screen.query_one("#detail-full").detail is not None)  # type: ignore[attr-defined]
@@ -366,7 +367,7 @@ async def test_open_note_and_session_reads(indexed: apsw.Connection, db_path: Pa
         await client.call_tool("kms_read", {"noteId": qid})
         r = await client.call_tool("kms_append", {"noteId": qid, "content": "- opened in the viewer"})
         inv = r.structured_content["invocationId"]
-        client.runner.reads.flush()  # type: ignore[attr-defined]
+        client.runner.reads.flush()  # type: ignore[attr-defined] - the tracker writes in batches
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_settled(app, pilot)
@@ -449,7 +450,8 @@ async def test_older_rows_load_on_demand(indexed: apsw.Connection, db_path: Path
     async with app.run_test(size=(80, 24)) as pilot:
         await open_settled(app, pilot)
         feed = app.dashboard.feed
-        assert feed.row_count == 500 and feed.more
+        await wait_for(pilot, lambda: feed.row_count == 500 and not feed.loading, what="the first window")
+        assert feed.more
         feed.focus()
         await pilot.press("end")
         await wait_for(pilot, lambda: feed.row_count == 1000, what="second page")

@@ -153,7 +153,8 @@ def settled(app: Any) -> bool:
     screen = app.dashboard
     detail = screen.query_one("#detail").detail
     return bool(
-        app.state.loaded and app.state.sessions and app.state.settings is not None and app.state.overview
+        app.state.loaded and app.state.sessions_at and app.state.settings is not None and app.state.overview
+        and not screen.feed.loading
         and (screen.feed.row_count == 0 or (detail is not None and detail.invocation["id"] == screen.detail_id))
     )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -446,3 +448,13 @@ def test_feature_disabled_is_recorded(env: Env) -> None:
     row = last_row(env)
     assert row["error"] == "feature-disabled" and row["tool"] == "kms_create"
     assert ws.counters()["total"] == 0
+
+
+def test_note_emptied_by_a_person_can_be_appended(env: Env) -> None:
+    """An empty file the index still knows as non-empty is a save in progress only while it is fresh."""
+    nid = env.note("n.md", "old content\n")
+    path = env.root / "n.md"
+    path.write_text("")
+    os.utime(path, (time.time() - 5, time.time() - 5))
+    svc(env).append(nid, "new")
+    assert env.read("n.md") == "new\n"

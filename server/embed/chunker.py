@@ -89,12 +89,14 @@ def sections(body: str, title: str = "") -> list[tuple[str | None, str]]:
     return out
 
 
-def _split_oversized(piece: str, budget: int, count: Callable[[str], int]) -> list[str]:
+def _split_oversized(piece: str, budget: int, count: _CachedCounter) -> list[str]:
     """Sentences, then word windows, for one paragraph longer than the budget."""
     sentences = [s for s in _SENTENCE_END.split(piece) if s.strip()]
     if len(sentences) > 1:
+        count.prime(sentences)
         return _pack(sentences, budget, count, " ")
     words = piece.split()
+    count.prime(words)
     out, cur, used = [], [], 0
     for word in words:
         n = max(1, count(word))
@@ -108,7 +110,7 @@ def _split_oversized(piece: str, budget: int, count: Callable[[str], int]) -> li
     return out
 
 
-def _pack(pieces: list[str], budget: int, count: Callable[[str], int], sep: str) -> list[str]:
+def _pack(pieces: list[str], budget: int, count: _CachedCounter, sep: str) -> list[str]:
     """Greedy: join consecutive pieces while they fit; split a piece that alone does not."""
     out: list[str] = []
     cur: list[str] = []
@@ -149,7 +151,8 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter = approx_tokens
             pieces.append((heading, text))
             continue
         paragraphs = [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]
-        count = _CachedCounter(count_tokens, dict(zip(paragraphs, count_tokens(paragraphs), strict=True)))
+        count = _CachedCounter(count_tokens)
+        count.prime(paragraphs)
         pieces.extend((heading, part) for part in _pack(paragraphs, budget, count, "\n\n"))
     texts = [prefix(title, h) + c for h, c in pieces]
     final = count_tokens(texts)
@@ -158,11 +161,17 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter = approx_tokens
 
 
 class _CachedCounter:
-    """Counts one string at a time (sentences, words of an oversized paragraph), remembering."""
+    """Token counts of pieces, asked for one at a time but computed a batch at a time
+    (``prime``): one tokenizer call per paragraph list instead of one per sentence or word."""
 
-    def __init__(self, count_tokens: TokenCounter, known: dict[str, int]) -> None:
+    def __init__(self, count_tokens: TokenCounter) -> None:
         self.count_tokens = count_tokens
-        self.known = known
+        self.known: dict[str, int] = {}
+
+    def prime(self, pieces: list[str]) -> None:
+        todo = list(dict.fromkeys(p for p in pieces if p not in self.known))
+        if todo:
+            self.known.update(zip(todo, self.count_tokens(todo), strict=True))
 
     def __call__(self, s: str) -> int:
         if s not in self.known:

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from server import provenance
 from server.db import thread_connection
@@ -107,7 +107,7 @@ class InsertAtInput(StrictInput):
 
 
 class WriteOutput(ToolOutput):
-    noteId: str
+    noteId: str | None  # None only if the file was written but re-indexing failed (see indexWarning)
     path: str
     bytesBefore: int
     bytesAfter: int

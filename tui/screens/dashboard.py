@@ -227,7 +227,7 @@ class DashboardScreen(Screen[None]):
     async def load_detail(self, invocation_id: int) -> None:
         self.detail_id = invocation_id
         detail = await self.kms.db(activity.invocation_detail, invocation_id)
-        self.query_one(DetailView).show(detail, self.state.clock(), self.state.reverted.get(invocation_id))
+        self.query_one(DetailView).show(detail, self.state.clock())
 
     # ----- actions on the selection -------------------------------------------------------------
 

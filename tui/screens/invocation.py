@@ -49,7 +49,7 @@ class InvocationScreen(Screen[None]):
 
     async def reload(self) -> None:
         detail = await self.kms.db(activity.invocation_detail, self.invocation_id)
-        self.query_one(DetailView).show(detail, self.state.clock(), self.state.reverted.get(self.invocation_id))
+        self.query_one(DetailView).show(detail, self.state.clock())
 
     def action_revert(self) -> None:
         self.kms.review_revert(self.invocation_id)

@@ -109,6 +109,7 @@ class NoteScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         area = self.query_one(TextArea)
+        area.cursor_blink = False  # a viewer: a steady cursor (and stable screenshots)
         if self.note.offset is not None and self.note.length:
             start = _location(self.note.text, self.note.offset)
             end = _location(self.note.text, self.note.offset + self.note.length)
@@ -141,16 +142,21 @@ class ReadsScreen(ModalScreen[None]):
             box.border_subtitle = f"{len(self.reads)} notes"
             if not self.reads:
                 yield Static(Text("This session's agent has not read any note.", style="dim"))
-            yield DataTable(cursor_type="row", id="reads")
+            else:
+                yield DataTable(cursor_type="row", id="reads")
         yield Footer()
 
     def on_mount(self) -> None:
+        if not self.reads:
+            return
         table = self.query_one(DataTable)
-        table.add_columns("Note", "Path", "Reads", "Last read")
+        for label, width in (("Note", 18), ("Path", 24), ("Reads", 5), ("Last read", 11)):
+            table.add_column(label, width=width)
         for r in self.reads:
             table.add_row(
                 Text(r.get("title") or r["note_id"], no_wrap=True, overflow="ellipsis"),
-                Text(f"{r['vault']}/{r['path']}" if r.get("path") else "(no longer indexed)", style="dim"),
+                Text(f"{r['vault']}/{r['path']}" if r.get("path") else "(no longer indexed)", style="dim",
+                     no_wrap=True, overflow="ellipsis"),
                 r["count"],
                 fmt.clock_time(r["last_at"], self.now),
                 key=r["note_id"],
@@ -161,7 +167,7 @@ class ReadsScreen(ModalScreen[None]):
         self.action_open()
 
     def action_open(self) -> None:
-        table = self.query_one(DataTable)
-        if table.row_count:
+        table = self.query_one(DataTable) if self.reads else None
+        if table is not None and table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            self.app.run_action(f"open_read_note('{key}')")
+            self.app.action_open_read_note(str(key))  # type: ignore[attr-defined]

@@ -3,10 +3,11 @@ inserted text with a few lines of context in the note as it is NOW."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
@@ -33,9 +34,10 @@ def _value(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-def render_detail(d: Detail, now: float, reverted_by: int | None) -> RenderableType:
+def render_detail(d: Detail, now: float) -> RenderableType:
     """A Rich renderable (no Textual): header facts, then the note context or the props diff."""
     inv, note = d.invocation, d.note
+    reverted_by = inv.get("reverted_by")
     head = Text()
     head.append(f"#{inv['id']} ", style="bold")
     head.append(inv["tool"], style="bold cyan")
@@ -101,6 +103,13 @@ def _elide(lines: list[ContextLine], keep: int = MAX_INSERTED_LINES) -> list[Con
     return [*lines[:cut_from], None, *lines[cut_to:]]
 
 
+def plain_text(renderable: RenderableType, width: int = 100) -> str:
+    """What a renderable shows, as plain text (for tests and for copying)."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
 class DetailView(VerticalScroll):
     """Scrollable detail of one invocation (empty until something is selected)."""
 
@@ -112,20 +121,25 @@ class DetailView(VerticalScroll):
         super().__init__(**kwargs)
         self.border_title = "Detail"
         self.detail: Detail | None = None
+        self.renderable: RenderableType = ""
         self.can_focus = True
 
     def compose(self):  # noqa: ANN201 - Textual's ComposeResult
         yield Static("Select a row to see what the agent did.", id="detail-body")
 
-    def show(self, detail: Detail | None, now: float, reverted_by: int | None) -> None:
+    def show(self, detail: Detail | None, now: float) -> None:
         self.detail = detail
         body = self.query_one("#detail-body", Static)
-        if detail is None:
-            body.update(Text("No such invocation.", style="dim"))
-        else:
-            body.update(render_detail(detail, now, reverted_by))
+        self.renderable = (
+            Text("No such invocation.", style="dim") if detail is None else render_detail(detail, now)
+        )
+        body.update(self.renderable)
         self.scroll_home(animate=False)
 
     def show_message(self, text: str) -> None:
         self.detail = None
-        self.query_one("#detail-body", Static).update(Text(text, style="dim"))
+        self.renderable = Text(text, style="dim")
+        self.query_one("#detail-body", Static).update(self.renderable)
+
+    def text(self) -> str:
+        return plain_text(self.renderable)

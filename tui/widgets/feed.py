@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
@@ -20,6 +21,8 @@ from tui import format as fmt
 from tui.state import DashboardState
 
 MAX_ROWS = 3000
+FIRST_PAINT = 60  # rows added at once: more than any screen shows
+CHUNK = 150  # then this many per refresh
 NOTE_MIN, NOTE_MAX = 12, 60
 NARROW = 90  # below this table width session ids are shortened to their first 8 characters
 
@@ -36,13 +39,19 @@ def column_widths(table_width: int) -> dict[str, int]:
 class FeedTable(DataTable[Any]):
     """Rows keyed by invocation id (as a string)."""
 
+    BINDINGS = [  # the table never scrolls sideways, so Home/End mean newest/oldest
+        Binding("home", "scroll_top", "Newest", show=False),
+        Binding("end", "scroll_bottom", "Oldest", show=False),
+    ]
+
     class NeedOlder(Message):
         """The person reached the end of the window and older rows exist."""
 
     def __init__(self, state: DashboardState, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.state = state
-        self.rows_by_id: dict[int, dict[str, Any]] = {}
+        self.rows_by_id: dict[int, dict[str, Any]] = {}  # the rows in the table
+        self._pending: list[dict[str, Any]] = []  # rows still to be added (see _append)
         self.more = False
         self.widths = column_widths(80)
         self.border_title = "Agent writes"
@@ -63,6 +72,7 @@ class FeedTable(DataTable[Any]):
             selected = self.selected_id
             self.clear(columns=True)
             self.rows_by_id = {}
+            self._pending = []
             self._add_columns()
             self._append(rows)
             self.select(selected)
@@ -70,36 +80,55 @@ class FeedTable(DataTable[Any]):
     # ----- contents -----------------------------------------------------------------------------
 
     def _cells(self, r: dict[str, Any]) -> tuple[Any, ...]:
+        """Every cell a Text: a str would be parsed as markup, which costs more and may misread a title."""
         reverted = r["id"] in self.state.reverted
         lines = r.get("lines_added") or 0
-        note = Text(fmt.note_label(r), no_wrap=True, overflow="ellipsis")
         return (
-            r["id"],
-            fmt.clock_time(r["at"], self.state.clock()),
+            Text(str(r["id"]), justify="right"),
+            Text(fmt.clock_time(r["at"], self.state.clock())),
             Text(r["session_id"], no_wrap=True, overflow="ellipsis"),
             Text(fmt.short_tool(r["tool"]), style="italic" if r.get("actor") == "person" else ""),
-            note,
+            Text(fmt.note_label(r), no_wrap=True, overflow="ellipsis"),
             fmt.status_text(r["status"], reverted),
             Text(f"{lines:+d}" if lines else "", justify="right"),
         )
 
     def _append(self, rows: list[dict[str, Any]]) -> None:
+        """Add rows at the bottom: a screenful now, the rest in chunks after the next refreshes,
+        so the first rows show without waiting for the whole window to be laid out."""
         fresh = [r for r in rows if r["id"] not in self.rows_by_id]
-        for r in fresh:
-            self.rows_by_id[r["id"]] = r
-        self.add_rows_keyed(fresh)
+        if self._pending:
+            self._pending.extend(fresh)
+            return
+        room = max(0, FIRST_PAINT - self.row_count) if self.row_count < FIRST_PAINT else CHUNK
+        self._add(fresh[:room])
+        if fresh[room:]:
+            self._pending = fresh[room:]
+            self.call_after_refresh(self._drain)
 
-    def add_rows_keyed(self, rows: list[dict[str, Any]]) -> None:
+    def _drain(self) -> None:
+        chunk, self._pending = self._pending[:CHUNK], self._pending[CHUNK:]
+        self._add(chunk)
+        if self._pending:
+            self.call_after_refresh(self._drain)
+        elif self.cursor_row >= self.row_count - 3:
+            self._maybe_need_older()
+
+    def _add(self, rows: list[dict[str, Any]]) -> None:
         for r in rows:
-            self.add_row(*self._cells(r), key=str(r["id"]))
+            if r["id"] not in self.rows_by_id:
+                self.rows_by_id[r["id"]] = r
+                self.add_row(*self._cells(r), key=str(r["id"]))
 
     def newest_first(self) -> list[dict[str, Any]]:
-        return [self.rows_by_id[i] for i in sorted(self.rows_by_id, reverse=True)]
+        everything = {**self.rows_by_id, **{r["id"]: r for r in self._pending}}
+        return [everything[i] for i in sorted(everything, reverse=True)]
 
     def reset(self, rows: list[dict[str, Any]], more: bool) -> None:
         """Replace the window (rows newest first)."""
         self.clear()
         self.rows_by_id = {}
+        self._pending = []
         self.more = more
         self._append(rows)
         if rows:
@@ -111,8 +140,8 @@ class FeedTable(DataTable[Any]):
         if not fresh:
             return 0
         selected = self.selected_id
-        self._append(fresh)
-        self.sort("id", reverse=True)
+        self._add(fresh)
+        self.sort("id", key=lambda cell: int(cell.plain), reverse=True)
         self._cap()
         if selected is not None:
             self.select(selected, scroll=False)
@@ -173,6 +202,11 @@ class FeedTable(DataTable[Any]):
         if new >= self.max_scroll_y - 2:
             self._maybe_need_older()
 
+    @property
+    def loading(self) -> bool:
+        """Rows of the window are still being added."""
+        return bool(self._pending)
+
     def _maybe_need_older(self) -> None:
-        if self.more and self.row_count:
+        if self.more and self.row_count and not self._pending:
             self.post_message(self.NeedOlder())

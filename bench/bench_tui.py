@@ -1,0 +1,188 @@
+"""Dashboard benchmark: open time, RSS, scrolling and tail latency with 100,000 provenance rows.
+
+The baseline is the same dashboard opened on an empty database in the same run (what
+Textual itself costs), so the table shows what the provenance volume adds. Each
+measurement runs in a fresh child process (headless, 80×24) so imports and caches of
+one run don't help the next and RSS is the process's own.
+
+Measured in the child:
+- open: from ``create_app`` to the first feed window rendered (state loaded + a refresh);
+- rss: resident set size right after that (psutil);
+- stall: while paging down through the feed, the longest the UI loop could not run
+  (a ticker task measures its own lateness): what "smooth" means to a person;
+- older page: loading the next 500 older rows at the end of the window;
+- tail: a row committed by this process reaching the app's state (poll interval 0.25 s).
+
+Usage: python bench/bench_tui.py [--rows 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import table  # type: ignore[import-not-found]  # noqa: E402
+
+TOOLS = ["kms_create", "kms_append", "kms_insert_at", "kms_update_properties"]
+STATUSES = ["success"] * 8 + ["error", "conflict", "rate-limited", "folder-denied"]
+OPEN_TARGET_S = 1.0
+
+
+def seed(db_path: Path, rows: int) -> float:
+    """``rows`` provenance rows over 100 sessions (FTS trigger included); returns seconds."""
+    from server.db import connect, write_tx
+    from server.sessions import start_session
+
+    rng = random.Random(7)
+    conn = connect(db_path)
+    start = time.perf_counter()
+    now = time.time()
+    for s in range(100):
+        start_session(conn, kind="server", session_id=f"s{s:012x}", pid=1, cwd="/", now=now - 86400 + s * 600)
+    batch = []
+    for i in range(rows):
+        tool = rng.choice(TOOLS)
+        status = rng.choice(STATUSES)
+        text = f"\n\n- bench line {i} about {rng.choice(['auth', 'outage', 'release', 'budget'])}"
+        batch.append((now - rows + i, f"s{i % 100:012x}", tool, f"n{i % 5000:012x}", "bench",
+                      f"drafts/note {i % 5000}.md", f"note {i % 5000}", f'noteId="n{i % 5000:012x}" content="..."',
+                      status, None if status == "success" else status, 2 if status == "success" else 0,
+                      text if status == "success" else None, 100 if status == "success" else None))
+    with write_tx(conn):
+        conn.executemany(
+            "INSERT INTO tool_invocations(at, session_id, tool, note_id, vault, path, title, input_summary, status,"
+            " error, lines_added, inserted_text, insert_offset) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", batch)
+    conn.close()
+    return time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- the child
+
+
+async def measure(db_path: str, settings: str) -> dict[str, float]:
+    import psutil
+
+    from server import provenance
+    from server.db import connect
+    from tui.app import create_app
+
+    start = time.perf_counter()
+    app = create_app(db_path, settings_path=settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        while not app.state.loaded:
+            await pilot.pause(0.005)
+        await pilot.pause()  # one refresh: the rows are on screen
+        opened = time.perf_counter() - start
+        feed = app.dashboard.feed
+        while feed.loading:
+            await pilot.pause(0.005)
+        window = time.perf_counter() - start
+        rss = psutil.Process().memory_info().rss / 2**20
+        feed.focus()
+        out = {"open_s": opened, "window_s": window, "rss_mb": rss, "rows": feed.row_count}
+        if feed.row_count:
+            stalls: list[float] = []
+            paging = True
+
+            async def watch_loop() -> None:  # how long the UI loop could not run while paging
+                while paging:
+                    t0 = time.perf_counter()
+                    await asyncio.sleep(0.002)
+                    stalls.append(time.perf_counter() - t0 - 0.002)
+
+            watcher = asyncio.create_task(watch_loop())
+            for _ in range(20):
+                await pilot.press("pagedown")
+            paging = False
+            await watcher
+            out["stall_max_ms"] = max(stalls) * 1000
+            out["stall_p95_ms"] = sorted(stalls)[int(0.95 * (len(stalls) - 1))] * 1000
+            t = time.perf_counter()
+            before = feed.row_count
+            await pilot.press("end")
+            while feed.more and feed.row_count == before:
+                await pilot.pause(0.005)
+            out["older_ms"] = (time.perf_counter() - t) * 1000
+        conn = connect(db_path)
+        new = provenance.record(conn, tool="kms_append", session_id="sbench", status="success")
+        committed = time.time()
+        while new not in app.state.arrivals:
+            await pilot.pause(0.005)
+        out["tail_ms"] = (app.state.arrivals[new] - committed) * 1000
+        conn.close()
+    return out
+
+
+def child(db_path: str, settings: str) -> None:
+    print(json.dumps(asyncio.run(measure(db_path, settings))))
+
+
+def run_child(db_path: Path, settings: Path) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", str(db_path), str(settings)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--child", nargs=2, metavar=("DB", "SETTINGS"))
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="kms-bench-tui-"))
+    try:
+        from server.db import connect
+
+        empty, big = tmp / "empty.db", tmp / "big.db"
+        connect(empty).close()
+        seconds = seed(big, args.rows)
+        print(f"seeded {args.rows:,} provenance rows in {seconds:.1f}s ({big.stat().st_size / 2**20:.0f} MB)")
+        settings = tmp / "config.toml"
+        base = [run_child(empty, settings) for _ in range(args.runs)]
+        ours = [run_child(big, settings) for _ in range(args.runs)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(runs: list[dict[str, float]], key: str) -> float:
+        values = sorted(r[key] for r in runs if key in r)
+        return values[len(values) // 2] if values else float("nan")
+
+    rows = []
+    for key, label, unit, target in (
+        ("open_s", "open to first rows", "s", f"< {OPEN_TARGET_S:.0f} s"),
+        ("window_s", "whole 500-row window in", "s", ""),
+        ("rss_mb", "RSS after open", "MB", ""),
+        ("tail_ms", "tail: commit -> in app", "ms", "< 500 ms"),
+    ):
+        ours_v, base_v = med(ours, key), med(base, key)
+        ok = ""
+        if key == "open_s":
+            ok = " ✓" if ours_v < OPEN_TARGET_S else " ✗"
+        if key == "tail_ms":
+            ok = " ✓" if ours_v < 500 else " ✗"
+        rows.append((label, f"{ours_v:.2f} {unit}", f"{base_v:.2f} {unit}", f"{ours_v / base_v:.2f}x", target + ok))
+    rows.append(("UI loop stall while paging p95", f"{med(ours, 'stall_p95_ms'):.1f} ms", "-", "-", "smooth: < 50 ms"))
+    rows.append(("UI loop stall while paging max", f"{med(ours, 'stall_max_ms'):.1f} ms", "-", "-", ""))
+    rows.append(("load 500 older rows", f"{med(ours, 'older_ms'):.0f} ms", "-", "-", ""))
+    rows.append(("rows in the window", f"{med(ours, 'rows'):.0f}", f"{med(base, 'rows'):.0f}", "-", "500 of all"))
+    table(f"kms tui with {args.rows:,} provenance rows vs an empty DB (median of {args.runs} runs, headless 80x24)",
+          rows)
+
+
+if __name__ == "__main__":
+    main()
