@@ -162,7 +162,7 @@ def probe(db: str, mdir: str, queries: list[str]) -> dict:
         t2 = time.perf_counter()
         index.best_notes(vec)
         t3 = time.perf_counter()
-        keyword_hits(conn, q, 50, None)
+        keyword_hits(conn, q, 50, None, strict=True)
         t4 = time.perf_counter()
         for name, ms in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             parts[name].append(ms * 1000)
@@ -272,7 +272,7 @@ def main() -> None:
         ("hybrid query p95 ms", f"{pr['p95']:.1f}", "", "", f"<= 40 {'ok' if pr['p95'] <= 40 else 'MISSED'}"),
         *[(f"  alone: {name} p50 / p95 ms", f"{pr['parts'][name][0]:.1f} / {pr['parts'][name][1]:.1f}", "", "",
            note) for name, note in (("embed", "query vector"), ("matrix", "cosine vs all chunks, best per note"),
-                                    ("keyword", "server.search BM25, runs alongside"))],
+                                    ("keyword", "BM25, all words; runs alongside"))],
         ("model load s (incl. import)", f"{pr['load_s']:.2f}", "", "", "background thread"),
         ("RSS MB, model loaded", f"{pr['rss_model']:.0f}", f"{pr['python_rss']:.0f} (bare python)", "",
          f"<= 250 {'ok' if pr['rss_model'] <= 250 else 'MISSED'}"),

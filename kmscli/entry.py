@@ -11,6 +11,14 @@ import sys
 
 def entry() -> None:
     if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
+        import os
+
+        from server.unexpanded import find_unexpanded, refusal
+
+        bad = find_unexpanded(sys.argv[2:], os.environ)
+        if bad:
+            sys.stderr.write(refusal(bad))
+            sys.exit(2)
         from server.mcp_server import main as serve
 
         sys.exit(serve(sys.argv[2:]))

@@ -19,7 +19,8 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from server.tools.base import ServerConfig, ToolSpec, Truncated, find_unexpanded
+from server.tools.base import ServerConfig, ToolSpec, Truncated
+from server.unexpanded import find_unexpanded, refusal
 from server.tools.dispatch import ToolRunner
 
 log = logging.getLogger("kms.mcp")
@@ -98,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bad = find_unexpanded(argv, os.environ)
     if bad:
-        sys.stderr.write(
-            "kms mcp: refusing to start: these still hold an unexpanded ${VAR} (the MCP host did not expand "
-            "them): " + "; ".join(bad) + "\nFix the host's config (write the real value) and restart.\n"
-        )
+        sys.stderr.write(refusal(bad))
         return 2
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "WARNING"), stream=sys.stderr)
     config = ServerConfig.from_env()

@@ -18,8 +18,8 @@ from server.embed import Embedder, embed_pending
 from server.errors import KmsError
 from server.indexer import delete_note_row, index_vault, reindex_file
 from server.notes import set_hidden
-from server.search import search
-from server.semantic import RELAXED_WEIGHT, RRF_K, SemanticIndex, semantic_search
+from server.search import build_match, search
+from server.semantic import RRF_K, SemanticIndex, semantic_search
 from server.vaults import add_vault, get_vault
 
 pytest_plugins = ["conftest_embed"]
@@ -52,8 +52,8 @@ def test_hits_have_the_documented_shape(semantic_conn: apsw.Connection, embedder
 @pytest.mark.parametrize("query", ["glass", "week", "running out of memory", "restic", "I can't doze off"])
 def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder, query: str) -> None:
     index = SemanticIndex(embedder)
-    kw = search(semantic_conn, query, 50)
-    weight = RELAXED_WEIGHT if kw["relaxed"] else 1.0
+    kw = search(semantic_conn, build_match(query)[0], 50)  # every word: never relaxed
+    assert not kw["relaxed"]
     kw_rank = {h["noteId"]: r for r, h in enumerate(kw["hits"], 1)}
     sem = semantic_search(semantic_conn, index, query, 50, mode="semantic")
     assert all(h["matchType"] == "semantic" for h in sem["hits"])
@@ -64,7 +64,7 @@ def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder
         in_kw, in_sem = h["noteId"] in kw_rank, h["noteId"] in sem_rank
         assert h["matchType"] == {(True, True): "both", (True, False): "keyword", (False, True): "semantic"}[
             (in_kw, in_sem)]
-        expected = (weight / (RRF_K + kw_rank[h["noteId"]]) if in_kw else 0.0) + (
+        expected = (1 / (RRF_K + kw_rank[h["noteId"]]) if in_kw else 0.0) + (
             1 / (RRF_K + sem_rank[h["noteId"]]) if in_sem else 0.0)
         assert h["score"] == pytest.approx(expected, abs=1e-5)
         assert (h["similarity"] is None) == (not in_sem)

@@ -206,8 +206,9 @@ class BackgroundEmbedder:
     """
 
     def __init__(self, db_path: str | Path, embedder: Embedder, *, interval: float = 30.0,
-                 batch_notes: int = 8) -> None:
+                 batch_notes: int = 8, after_pass: Callable[[apsw.Connection], None] | None = None) -> None:
         self.db_path = str(db_path)
+        self.after_pass = after_pass  # e.g. SemanticIndex.refresh: load new vectors off the query path
         self.embedder = embedder
         self.interval = interval
         self.batch_notes = batch_notes
@@ -238,22 +239,24 @@ class BackgroundEmbedder:
         conn = connect(self.db_path)
         try:
             while not self._stop.is_set():
+                self._wake.clear()  # a wake() during the pass below triggers one more pass
                 if self.embedder.ready:
                     try:
                         self.last_report = embed_pending(conn, self.embedder, batch_notes=self.batch_notes,
                                                          should_stop=self._stop.is_set)
                         self.last_error = None
+                        if self.after_pass is not None:
+                            self.after_pass(conn)
                         if self.last_report.pending == 0:
                             self.idle.set()
                     except ModelNotReady as exc:
                         self.last_error = str(exc)
-                    except apsw.Error as exc:  # busy beyond the timeout, disk full: try next wake
+                    except Exception as exc:  # busy beyond the timeout, disk full, a bug: keep serving
                         self.last_error = f"{type(exc).__name__}: {exc}"
                         log.warning("background embedding failed: %s", self.last_error)
                 elif self.embedder.state in ("not-loaded", "loading"):
-                    self.embedder.wait(self.interval)
+                    self.embedder.wait(1.0)  # short, so stop() is prompt
                     continue
                 self._wake.wait(self.interval)
-                self._wake.clear()
         finally:
             conn.close()

@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict
 
 from server.db import default_db_path, thread_connection
 from server.errors import KmsError
+from server.unexpanded import find_unexpanded  # noqa: F401 - re-exported
 
 Tier = Literal["read", "write"]
 PAYLOAD_CAP_BYTES = 100_000
-_UNEXPANDED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 class StrictInput(BaseModel):
@@ -65,13 +65,6 @@ def _flag(value: str | None, default: bool) -> bool:
     if v in ("0", "false", "no", "off"):
         return False
     raise KmsError("invalid-input", f"flag value {value!r} is not one of 1/0/true/false")
-
-
-def find_unexpanded(argv: list[str], env: Mapping[str, str]) -> list[str]:
-    """Arguments or KMS_* variables still holding ``${VAR}`` (a host that did not expand them)."""
-    bad = [f"argument {a!r}" for a in argv if _UNEXPANDED.search(a)]
-    bad += [f"{k}={v!r}" for k, v in env.items() if k.startswith("KMS_") and _UNEXPANDED.search(v)]
-    return bad
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,8 @@ class ToolRunner:
             "truncated": True,
             "cursor": cursor or encode_cursor({"t": spec.name, "o": 0}),
             "message": f"the result is {size // 1000} KB, over the {PAYLOAD_CAP_BYTES // 1000} KB cap; "
-                       "narrow the query or lower limit and call again with this cursor",
+                       + ("narrow the query or lower limit and call again with this cursor" if spec.cursor_field
+                          else "narrow the query (or scope it to one vault) or lower limit"),
         }
 
     def close(self) -> None:
