@@ -228,7 +228,12 @@ def m003_embeddings(conn: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_agent_activity, m003_embeddings]
+def m004_hidden_index(conn: apsw.Connection) -> None:
+    """Hidden notes are few: a partial index makes "how many are hidden" free for search paging."""
+    conn.execute("CREATE INDEX notes_hidden ON notes(hidden_at) WHERE hidden_at IS NOT NULL")
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_agent_activity, m003_embeddings, m004_hidden_index]
 
 
 def applied(conn: apsw.Connection) -> list[str]:

@@ -50,23 +50,39 @@ def build_match(query: str) -> tuple[str, str | None]:
     return strict, relaxed
 
 
-# Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by
-# the rank column lets FTS5 stream hits in rank order, and the join filters hidden notes.
+# Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by the
+# rank column lets FTS5 stream hits in rank order. Snippets are built in the inner query, after
+# its LIMIT, so only shown hits pay for one; the inner limit is widened by the number of hidden
+# notes so filtering them out afterwards can never leave a page short.
 _SQL = """
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -notes_fts.rank AS score,
-       snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+       -f.rank AS score, f.excerpt
+FROM (SELECT rowid, rank, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+      FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rank LIMIT ?) f
+JOIN notes n ON n.rid = f.rowid JOIN vaults v ON v.id = n.vault_id
+WHERE n.hidden_at IS NULL
+ORDER BY f.rank
+LIMIT ?
+"""
+_HIDDEN = "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"
+# Scoped to one vault, the inner limit would have to cover every other vault's notes: filter in one
+# pass instead (snippets are then built for each candidate, which costs more but stays correct).
+_SQL_VAULT = """
+SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
+       -notes_fts.rank AS score, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE notes_fts MATCH ? AND n.hidden_at IS NULL {vault}
+WHERE notes_fts MATCH ? AND n.hidden_at IS NULL AND n.vault_id = ?
 ORDER BY notes_fts.rank
 LIMIT ?
 """
 
 
 def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) -> list[dict[str, Any]]:
-    sql = _SQL.replace("{vault}", "AND n.vault_id = ?" if vault_id is not None else "")
-    params: tuple = (match, vault_id, limit) if vault_id is not None else (match, limit)
-    cur = conn.execute(sql, params)
+    if vault_id is None:
+        inner = limit + next(conn.execute(_HIDDEN))[0]
+        cur = conn.execute(_SQL, (match, inner, limit))
+    else:
+        cur = conn.execute(_SQL_VAULT, (match, vault_id, limit))
     names = None
     out = []
     for row in cur:

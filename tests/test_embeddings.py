@@ -99,6 +99,12 @@ def test_locate_prefers_setting_then_env_then_installed(tmp_path: Path, embed_mo
     status = model_status()
     assert status["ready"] is False and "kms model install" in status["reason"]
 
+    snapshot = tmp_path / "fe" / "models--Qdrant--all-MiniLM-L6-v2-onnx" / "snapshots" / "0123abc"
+    shutil.copytree(embed_model_dir, snapshot)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "fe"))
+    assert locate_model() == {"dir": snapshot, "source": "fastembed-cache", "missing": [],
+                              "searched": [str(tmp_path / "models" / "all-MiniLM-L6-v2"), "fastembed cache"]}
+
     installed = install_model(embed_model_dir)
     assert installed == (tmp_path / "models" / "all-MiniLM-L6-v2").resolve()  # next to KMS_DB_PATH
     assert locate_model()["source"] == "installed"
