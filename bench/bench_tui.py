@@ -86,7 +86,7 @@ async def measure(db_path: str, settings: str) -> dict[str, float]:
         await pilot.pause()  # one refresh: the rows are on screen
         opened = time.perf_counter() - start
         feed = app.dashboard.feed
-        while feed.loading:
+        while feed.filling:
             await pilot.pause(0.005)
         window = time.perf_counter() - start
         rss = psutil.Process().memory_info().rss / 2**20

@@ -110,12 +110,32 @@ def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
 
 
 def _run_embed(conn) -> None:
-    try:
-        from server.embed.pipeline import embed_pending  # type: ignore[import-not-found]
-    except ImportError:
-        console.print("[yellow]embedding is not available in this build[/]")
-        return
-    embed_pending(conn)
+    """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
+    from server.embed import ModelNotReady, embed_pending, prune_embeddings
+    from server.settings import load_settings
+
+    from server.embed import pending_count
+
+    model_dir = load_settings().get("embed.model_dir") or None
+    total = pending_count(conn)
+    with Progress(TextColumn("[bold]embedding notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("embed", total=total)
+
+        def progress(report) -> None:
+            bar.update(task, completed=report.notes + report.skipped)
+
+        try:
+            report = embed_pending(conn, model_dir=model_dir, progress=progress)
+        except ModelNotReady as exc:
+            raise KmsError("no-index", f"the embedding model is not ready ({exc}); see `kms model status`") from None
+        except KeyboardInterrupt:
+            console.print("[yellow]stopped; run `kms embed` again to resume[/]")
+            return
+    if not report.stopped and not report.pending:
+        prune_embeddings(conn)
+    console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
+                  f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
 
 
 @app.command("index")
@@ -202,9 +222,14 @@ def _highlight(excerpt: str, width: int = 300) -> str:
 
 
 def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
-    from server.semantic import cli_semantic_search  # type: ignore[import-not-found]
+    from server.embed import Embedder
+    from server.semantic import SemanticIndex, semantic_search
+    from server.settings import load_settings
 
-    return cli_semantic_search(conn, query, limit, vault_id)
+    settings = load_settings()
+    embedder = Embedder(settings.get("embed.model_dir") or None, enabled=settings.get("embed.enabled"))
+    embedder.load()
+    return semantic_search(conn, SemanticIndex(embedder), query, limit, vault_id)
 
 
 def _provenance_hits(conn, query: str, limit: int) -> list[dict]:
@@ -415,3 +440,65 @@ def tui_cmd() -> None:
     from tui.app import create_app
 
     create_app(default_db_path()).run()
+
+
+@app.command("embed")
+def embed_cmd() -> None:
+    """Compute embeddings for semantic search (incremental; interrupt and resume freely)."""
+    with cli_errors():
+        _run_embed(open_db())
+
+
+model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("status")
+def model_status_cmd(
+    verify: Annotated[bool, typer.Option("--verify", help="Hash the model file.")] = False,
+    load: Annotated[bool, typer.Option("--load", help="Load it to prove it works.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Which model is used, where it is, and whether it is ready."""
+    from server.embed import embed_stats, model_status
+    from server.settings import load_settings
+
+    with cli_errors():
+        data = model_status(load_settings().get("embed.model_dir") or None, verify=verify, load=load)
+        data["index"] = embed_stats(open_db())
+    if json_out:
+        print_json(data)
+        return
+    ok = "[green]ready[/]" if data.get("ready") else f"[yellow]not ready[/]: {data.get('reason')}"
+    console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
+    console.print(f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})", highlight=False)
+    idx = data["index"]
+    console.print(f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
+                  f"{idx['vectors']} vectors" + (f", {idx['pendingNotes']} pending (run `kms embed`)"
+                                                 if idx["pendingNotes"] else ""))
+
+
+@model_app.command("install")
+def model_install_cmd(
+    source: Annotated[Path, typer.Option("--from", help="A directory with model.onnx, tokenizer.json, ...")],
+) -> None:
+    """Copy a model directory into kms's data dir (checked first)."""
+    from server.embed import install_model
+
+    with cli_errors():
+        dest = install_model(source)
+    console.print(f"installed the model into {dest}")
+
+
+@model_app.command("download")
+def model_download_cmd() -> None:
+    """Fetch the model from the model hub into fastembed's cache (needs the internet)."""
+    from server.embed.model import download_model
+
+    console.print("downloading sentence-transformers/all-MiniLM-L6-v2 (about 90 MB)...")
+    try:
+        path = download_model()
+    except Exception as exc:  # offline, hub down: say so plainly
+        console.print(f"[red]download failed[/]: {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"model ready in {path}")

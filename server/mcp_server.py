@@ -20,8 +20,8 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from server.tools.base import ServerConfig, ToolSpec, Truncated
-from server.unexpanded import find_unexpanded, refusal
 from server.tools.dispatch import ToolRunner
+from server.unexpanded import find_unexpanded, refusal
 
 log = logging.getLogger("kms.mcp")
 
@@ -79,9 +79,14 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
     if runner.config.watch:
         from server.watcher import watch_vaults
 
+        def changed(_count: int, _seconds: float) -> None:
+            semantic = runner.ctx.services.get("semantic")
+            if semantic is not None:
+                semantic.notify_changed()  # re-embed edited notes in the background
+
         def watch() -> None:
             try:
-                watch_vaults(runner.config.db_path, stop=stop)
+                watch_vaults(runner.config.db_path, stop=stop, on_change=changed)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
 

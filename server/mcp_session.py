@@ -63,8 +63,6 @@ def register_services(runner: ToolRunner) -> None:
     runner.on_write_refused = lambda spec, args, exc: record_refusal(runner.config, spec, args, exc)
     if runner.config.tier_enabled("write"):
         runner.ctx.services["writes"] = make_write_service(runner.config)
-    try:
-        from server.tools.semantic_tool import make_semantic_service
-    except ImportError:
-        return
+    from server.tools.semantic_tool import make_semantic_service
+
     runner.ctx.services["semantic"] = make_semantic_service(runner.config)

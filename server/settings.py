@@ -200,7 +200,7 @@ _SCHEMA: list[Setting] = [
         "embed.model_dir",
         "path",
         None,
-        "Directory holding the embedding model files. Unset: the platform cache directory.",
+        "Directory holding the embedding model files. Unset: the copy `kms model install` made (next to the database), then fastembed's cache (downloaded there on first use when online).",
         "KMS_EMBED_MODEL_DIR",
     ),
     *[

@@ -25,6 +25,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "kms.db"
     monkeypatch.setenv("KMS_DB_PATH", str(db))
     monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("KMS_EMBED_DOWNLOAD", "0")  # never reach for a model hub
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for var in ("KMS_ENABLED", "KMS_AGENT_TOOLS_ENABLED", "KMS_AGENT_WRITE_TOOLS_ENABLED", "KMS_SESSION_ID",
                 "KMS_WRITE_ALLOWLIST", "KMS_WRITE_PER_MINUTE", "KMS_WRITE_PER_SESSION"):
         monkeypatch.delenv(var, raising=False)

@@ -450,7 +450,7 @@ async def test_older_rows_load_on_demand(indexed: apsw.Connection, db_path: Path
     async with app.run_test(size=(80, 24)) as pilot:
         await open_settled(app, pilot)
         feed = app.dashboard.feed
-        await wait_for(pilot, lambda: feed.row_count == 500 and not feed.loading, what="the first window")
+        await wait_for(pilot, lambda: feed.row_count == 500 and not feed.filling, what="the first window")
         assert feed.more
         feed.focus()
         await pilot.press("end")

@@ -154,7 +154,7 @@ def settled(app: Any) -> bool:
     detail = screen.query_one("#detail").detail
     return bool(
         app.state.loaded and app.state.sessions_at and app.state.settings is not None and app.state.overview
-        and not screen.feed.loading
+        and not screen.feed.filling
         and (screen.feed.row_count == 0 or (detail is not None and detail.invocation["id"] == screen.detail_id))
     )
 

@@ -110,6 +110,23 @@ def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
     return {"dir": None, "source": None, "missing": list(REQUIRED_FILES), "searched": searched}
 
 
+def download_allowed() -> bool:
+    """A user's machine fetches the model on first use; tests, CI and offline setups say no
+    (``KMS_EMBED_DOWNLOAD=0`` or ``HF_HUB_OFFLINE=1``)."""
+    return os.environ.get("KMS_EMBED_DOWNLOAD", "1") != "0" and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+
+
+def download_model() -> Path:
+    """Let fastembed fetch the model into its own cache (progress on stderr); return the dir."""
+    from fastembed import TextEmbedding
+
+    TextEmbedding(MODEL_NAME)
+    cached = fastembed_cache_dirs()
+    if not cached:
+        raise RuntimeError("fastembed finished but no complete model is in its cache")
+    return cached[-1]
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -302,6 +319,14 @@ class Embedder:
         started = time.perf_counter()
         try:
             loc = locate_model(self.configured_dir)
+            if loc["dir"] is None and download_allowed():  # first use on a user's machine
+                self.reason = "downloading the model into fastembed's cache"
+                try:
+                    loc = {**loc, "dir": download_model(), "source": "fastembed-cache", "missing": []}
+                except Exception as exc:  # offline or hub down: remembered like any failure
+                    self._fail(MISSING, f"model not found locally and the download failed ({type(exc).__name__}: "
+                                        f"{exc}); {_missing_reason(loc)}")
+                    return
             self.model_dir, self.source = loc["dir"], loc["source"]
             if loc["dir"] is None or loc["missing"]:
                 self._fail(MISSING, _missing_reason(loc))

@@ -80,6 +80,7 @@ class ServerConfig:
     per_session: int = 200
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
+    embed_enabled: bool = True
     watch: bool = True
 
     @classmethod
@@ -99,6 +100,7 @@ class ServerConfig:
             per_session=int(env.get("KMS_WRITE_PER_SESSION") or defaults.get("write.per_session", 200)),
             allowlist=tuple(a.strip() for a in allowlist),
             embed_model_dir=env.get("KMS_EMBED_MODEL_DIR") or defaults.get("embed.model_dir") or None,
+            embed_enabled=_flag(env.get("KMS_EMBED_ENABLED"), defaults.get("embed.enabled", True)),
         )
         return cls(**{**cfg.__dict__, **overrides})
 
@@ -117,7 +119,7 @@ def _settings_defaults(env: Mapping[str, str]) -> dict[str, Any]:
     try:
         settings = load_settings(env=env)
         return {k: settings.get(k) for k in ("kms.enabled", "agent.read", "agent.write", "write.allowlist",
-                                             "write.per_minute", "write.per_session", "embed.model_dir")}
+                                             "write.per_minute", "write.per_session", "embed.model_dir", "embed.enabled")}
     except Exception:  # a broken settings file must not stop the server: env and defaults still apply
         return {}
 

@@ -125,32 +125,36 @@ def _service(ctx: ToolContext) -> Any:
     return service
 
 
-def _call(fn: Any, **kwargs: Any) -> dict[str, Any]:
+def _call(ctx: ToolContext, fn: Any, **kwargs: Any) -> dict[str, Any]:
     try:
-        return fn(**kwargs)
+        result = fn(**kwargs)
     except KmsError as exc:
         exc.extra["_recorded"] = True  # the service already wrote the provenance row
         raise
+    semantic = ctx.services.get("semantic")
+    if semantic is not None:
+        semantic.notify_changed()  # embed the new text in the background
+    return result
 
 
 def kms_create(ctx: ToolContext, args: CreateInput) -> dict[str, Any]:
-    return _call(_service(ctx).create, title=args.title, content=args.content, tags=args.tags or None,
+    return _call(ctx, _service(ctx).create, title=args.title, content=args.content, tags=args.tags or None,
                  folder=args.folder, vault=args.vault)
 
 
 def kms_append(ctx: ToolContext, args: AppendInput) -> dict[str, Any]:
-    return _call(_service(ctx).append, note_id=args.noteId, content=args.content, heading=args.heading,
+    return _call(ctx, _service(ctx).append, note_id=args.noteId, content=args.content, heading=args.heading,
                  separator=args.separator, version=args.version)
 
 
 def kms_update_properties(ctx: ToolContext, args: UpdatePropertiesInput) -> dict[str, Any]:
-    return _call(_service(ctx).update_properties, note_id=args.noteId, set=args.set, remove=args.remove or None,
+    return _call(ctx, _service(ctx).update_properties, note_id=args.noteId, set=args.set, remove=args.remove or None,
                  version=args.version)
 
 
 def kms_insert_at(ctx: ToolContext, args: InsertAtInput) -> dict[str, Any]:
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
-    return _call(_service(ctx).insert_at, note_id=args.noteId, content=args.content, position=position,
+    return _call(ctx, _service(ctx).insert_at, note_id=args.noteId, content=args.content, position=position,
                  version=args.version)
 
 

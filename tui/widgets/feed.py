@@ -203,7 +203,7 @@ class FeedTable(DataTable[Any]):
             self._maybe_need_older()
 
     @property
-    def loading(self) -> bool:
+    def filling(self) -> bool:
         """Rows of the window are still being added."""
         return bool(self._pending)
 

@@ -1,0 +1,62 @@
+"""``kms_semantic_search``: hybrid keyword + embedding search, backed by ``SemanticService``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from server.tools.base import ServerConfig, StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.tools.read_tools import READ_ONLY, SearchHit
+
+
+class SemanticSearchInput(StrictInput):
+    query: str = Field(max_length=1000, description="A question or topic in your own words.")
+    limit: int = Field(default=10, ge=1, le=50)
+    vault: str | None = Field(default=None, min_length=1, max_length=64, description="Only this vault.")
+    mode: Literal["hybrid", "semantic"] = Field(default="hybrid",
+                                                description="hybrid (default) fuses keyword and meaning.")
+
+
+class SemanticHit(SearchHit):
+    matchType: Literal["keyword", "semantic", "both"]
+    heading: str | None = None
+
+
+class SemanticSearchOutput(ToolOutput):
+    query: str
+    mode: Literal["hybrid", "semantic", "keyword-only"]
+    reason: str | None = None
+    hits: list[SemanticHit]
+
+
+def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str, Any]:
+    if not args.query.strip():
+        return {"query": args.query, "mode": args.mode, "hits": []}
+    ctx.require_index()
+    service = ctx.services["semantic"]
+    return service.search(ctx.conn, args.query, args.limit, args.vault, mode=args.mode)
+
+
+def make_semantic_service(config: ServerConfig) -> Any:
+    from server.semantic import SemanticService
+
+    return SemanticService(config.db_path, model_dir=config.embed_model_dir, enabled=config.embed_enabled)
+
+
+SEMANTIC_TOOL = ToolSpec(
+    name="kms_semantic_search",
+    tier="read",
+    description=(
+        "Search the person's notes by meaning: use it when the notes may say it in other words than your "
+        "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
+        "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
+        "shows the best-matching section. If the model is not ready it answers keyword-only results and "
+        "says why (mode, reason)."
+    ),
+    input_model=SemanticSearchInput,
+    output_model=SemanticSearchOutput,
+    handler=kms_semantic_search,
+    annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
+    records_reads=True,
+)
