@@ -10,7 +10,7 @@ Measured in the child:
 - rss: resident set size right after that (psutil);
 - stall: while paging down through the feed, the longest the UI loop could not run
   (a ticker task measures its own lateness): what "smooth" means to a person;
-- older page: loading the next 500 older rows at the end of the window;
+- older page: from the cursor reaching the end of the window to the next older rows shown;
 - tail: a row committed by this process reaching the app's state (poll interval 0.25 s).
 
 Usage: python bench/bench_tui.py [--rows 100000]
@@ -109,11 +109,11 @@ async def measure(db_path: str, settings: str) -> dict[str, float]:
             await watcher
             out["stall_max_ms"] = max(stalls) * 1000
             out["stall_p95_ms"] = sorted(stalls)[int(0.95 * (len(stalls) - 1))] * 1000
-            t = time.perf_counter()
             before = feed.row_count
-            await pilot.press("end")
-            while feed.more and feed.row_count == before:
-                await pilot.pause(0.005)
+            t = time.perf_counter()
+            feed.action_scroll_bottom()  # what End does, without Pilot's wait-for-idle in the timing
+            while feed.row_count == before:
+                await asyncio.sleep(0.002)
             out["older_ms"] = (time.perf_counter() - t) * 1000
         conn = connect(db_path)
         new = provenance.record(conn, tool="kms_append", session_id="sbench", status="success")
@@ -178,7 +178,7 @@ def main() -> None:
         rows.append((label, f"{ours_v:.2f} {unit}", f"{base_v:.2f} {unit}", f"{ours_v / base_v:.2f}x", target + ok))
     rows.append(("UI loop stall while paging p95", f"{med(ours, 'stall_p95_ms'):.1f} ms", "-", "-", "smooth: < 50 ms"))
     rows.append(("UI loop stall while paging max", f"{med(ours, 'stall_max_ms'):.1f} ms", "-", "-", ""))
-    rows.append(("load 500 older rows", f"{med(ours, 'older_ms'):.0f} ms", "-", "-", ""))
+    rows.append(("end of window -> older rows shown", f"{med(ours, 'older_ms'):.0f} ms", "-", "-", ""))
     rows.append(("rows in the window", f"{med(ours, 'rows'):.0f}", f"{med(base, 'rows'):.0f}", "-", "500 of all"))
     table(f"kms tui with {args.rows:,} provenance rows vs an empty DB (median of {args.runs} runs, headless 80x24)",
           rows)
