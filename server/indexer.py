@@ -329,11 +329,10 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     conn.execute("DELETE FROM _affected_src")
     conn.executemany("INSERT OR IGNORE INTO _affected_keys VALUES (?)", [(k,) for k in keys or ()])
     conn.executemany("INSERT OR IGNORE INTO _affected_src VALUES (?)", [(r,) for r in src_rids or ()])
-    conn.execute(
-        target
-        + """ WHERE dst_rid IS NULL OR target_key IN (SELECT key FROM temp._affected_keys)
-              OR src_rid IN (SELECT rid FROM temp._affected_src)"""
-    )
+    # Two indexed passes, not one OR: a link can only change target if its source changed or a note
+    # that gained or lost one of the keys it names changed (this also resolves forward links).
+    conn.execute(target + " WHERE src_rid IN (SELECT rid FROM temp._affected_src)")
+    conn.execute(target + " WHERE target_key IN (SELECT key FROM temp._affected_keys)")
 
 
 def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int, int, str]]:

@@ -32,11 +32,27 @@ INSTRUCTIONS = (
 )
 
 
+def _shallow(prop: dict[str, Any]) -> dict[str, Any]:
+    """A property's JSON type(s) only: clients validate every result against the output schema,
+    and a deep schema (refs into every hit) costs them milliseconds per call."""
+    if "type" in prop:
+        out = {"type": prop["type"]}
+    elif "anyOf" in prop:
+        types_ = sorted({p.get("type", "object") for p in prop["anyOf"]})
+        out = {"type": types_ if len(types_) > 1 else types_[0]}
+    else:
+        out = {"type": "object"}  # a $ref to a model
+    if "description" in prop:
+        out["description"] = prop["description"]
+    return out
+
+
 def output_schema(spec: ToolSpec) -> dict[str, Any]:
-    result = spec.output_model.model_json_schema()
-    defs = result.pop("$defs", {})
-    truncated = Truncated.model_json_schema()
-    return {"type": "object", "anyOf": [result, truncated], **({"$defs": defs} if defs else {})}
+    """The result's fields and their types; a result may instead be the truncation marker."""
+    props = {name: _shallow(p) for name, p in spec.output_model.model_json_schema()["properties"].items()}
+    for name, p in Truncated.model_json_schema()["properties"].items():
+        props.setdefault(name, _shallow(p))
+    return {"type": "object", "properties": props}
 
 
 def to_mcp_tool(spec: ToolSpec) -> types.Tool:
