@@ -71,6 +71,15 @@ def seed(db_path: Path, rows: int) -> float:
 # ----------------------------------------------------------------------------- the child
 
 
+async def until(cond: object, what: str, timeout: float = 20.0) -> None:
+    """Poll ``cond()`` with tiny sleeps (no Pilot idle heuristics); fail loudly rather than hang."""
+    start = time.perf_counter()
+    while not cond():  # type: ignore[operator]
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
 async def measure(db_path: str, settings: str) -> dict[str, float]:
     import psutil
 
@@ -81,13 +90,11 @@ async def measure(db_path: str, settings: str) -> dict[str, float]:
     start = time.perf_counter()
     app = create_app(db_path, settings_path=settings)
     async with app.run_test(size=(80, 24)) as pilot:
-        while not app.state.loaded:
-            await pilot.pause(0.005)
+        await until(lambda: app.state.loaded, "the first window")
         await pilot.pause()  # one refresh: the rows are on screen
         opened = time.perf_counter() - start
         feed = app.dashboard.feed
-        while feed.filling:
-            await pilot.pause(0.005)
+        await until(lambda: not feed.filling, "the whole window")
         window = time.perf_counter() - start
         rss = psutil.Process().memory_info().rss / 2**20
         feed.focus()
@@ -109,17 +116,16 @@ async def measure(db_path: str, settings: str) -> dict[str, float]:
             await watcher
             out["stall_max_ms"] = max(stalls) * 1000
             out["stall_p95_ms"] = sorted(stalls)[int(0.95 * (len(stalls) - 1))] * 1000
-            before = feed.row_count
-            t = time.perf_counter()
-            feed.action_scroll_bottom()  # what End does, without Pilot's wait-for-idle in the timing
-            while feed.row_count == before:
-                await asyncio.sleep(0.002)
-            out["older_ms"] = (time.perf_counter() - t) * 1000
+            if feed.more:
+                before = feed.row_count
+                t = time.perf_counter()
+                feed.action_scroll_bottom()  # what End does, without Pilot's wait-for-idle in the timing
+                await until(lambda: feed.row_count > before, "older rows")
+                out["older_ms"] = (time.perf_counter() - t) * 1000
         conn = connect(db_path)
         new = provenance.record(conn, tool="kms_append", session_id="sbench", status="success")
         committed = time.time()
-        while new not in app.state.arrivals:
-            await pilot.pause(0.005)
+        await until(lambda: new in app.state.arrivals, "the tail row")
         out["tail_ms"] = (app.state.arrivals[new] - committed) * 1000
         conn.close()
     return out
@@ -131,7 +137,7 @@ def child(db_path: str, settings: str) -> None:
 
 def run_child(db_path: Path, settings: Path) -> dict[str, float]:
     out = subprocess.run([sys.executable, __file__, "--child", str(db_path), str(settings)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -111,10 +111,8 @@ def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
 
 def _run_embed(conn) -> None:
     """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
-    from server.embed import ModelNotReady, embed_pending, prune_embeddings
+    from server.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
     from server.settings import load_settings
-
-    from server.embed import pending_count
 
     model_dir = load_settings().get("embed.model_dir") or None
     total = pending_count(conn)

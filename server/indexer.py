@@ -145,8 +145,10 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int) -> FileRecord
     rec.values = _note_values(rec, parsed)
     rec.tags = parsed.tags
     rec.keys = _note_keys(relpath, parsed)
-    rec.links = [(i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line)
-                 for i, ln in enumerate(parsed.links)]
+    rec.links = [
+        (i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line)
+        for i, ln in enumerate(parsed.links)
+    ]
     rec.headings = [(i, h.level, h.text, h.line) for i, h in enumerate(parsed.headings)]
     return rec
 
@@ -189,8 +191,12 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
 
 
 def _children(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list]:
-    return ([(rid, t) for t in rec.tags], [(k, vault_id, rid, kind) for k, kind in rec.keys],
-            [(rid, *ln) for ln in rec.links], [(rid, *h) for h in rec.headings])
+    return (
+        [(rid, t) for t in rec.tags],
+        [(k, vault_id, rid, kind) for k, kind in rec.keys],
+        [(rid, *ln) for ln in rec.links],
+        [(rid, *h) for h in rec.headings],
+    )
 
 
 def _insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
@@ -217,7 +223,9 @@ def _note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "body": p.body,
         "tags": " ".join(p.tags),
         "aliases": json.dumps(p.aliases) if p.aliases else None,
-        "frontmatter": json.dumps(p.frontmatter, ensure_ascii=False, default=str) if p.frontmatter is not None else None,
+        "frontmatter": json.dumps(p.frontmatter, ensure_ascii=False, default=str)
+        if p.frontmatter is not None
+        else None,
         "fm_error": p.fm_error,
         "summary_state": s.state if s else "none",
         "summary_hash": s.hash if s else None,
@@ -289,8 +297,10 @@ class NewNotes:
         first = (next(conn.execute("SELECT max(rid) FROM notes"))[0] or 0) + 1
         batch = [(first + i, rec, values) for i, (rec, values) in enumerate(self.pending)]
         self.pending = []
-        conn.executemany(self._SQL, [(rid, new_note_id(), vid, v["indexed_at"], *(v[c] for c in _UPDATE_COLS))
-                                     for rid, _rec, v in batch])
+        conn.executemany(
+            self._SQL,
+            [(rid, new_note_id(), vid, v["indexed_at"], *(v[c] for c in _UPDATE_COLS)) for rid, _rec, v in batch],
+        )
         conn.executemany(_FTS_INSERT, [(rid, v["title"], v["body"], v["tags"]) for rid, _rec, v in batch])
         rows: tuple[list, list, list, list] = ([], [], [], [])
         for rid, rec, _v in batch:
@@ -344,7 +354,9 @@ def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int,
     }
 
 
-def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+def index_vault(
+    conn: apsw.Connection, vault: Vault, *, full: bool = False, progress: Progress | None = None
+) -> IndexReport:
     """Bring one vault's index up to date with its files (``full`` re-parses every file)."""
     started = time.perf_counter()
     report = IndexReport(vault=vault.name)
@@ -406,8 +418,10 @@ def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, prog
                 continue
             known = manifest.get(rec.path)
             if known and known[3] == rec.content_hash and not full:
-                conn.execute("UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
-                             (rec.mtime_ns, rec.mtime_ns / 1e9, known[0]))
+                conn.execute(
+                    "UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
+                    (rec.mtime_ns, rec.mtime_ns / 1e9, known[0]),
+                )
                 report.unchanged += 1
                 continue
             values = {**rec.values, "indexed_at": now}
@@ -444,8 +458,9 @@ def index_vault(conn: apsw.Connection, vault: Vault, *, full: bool = False, prog
     return report
 
 
-def index_all(conn: apsw.Connection, *, full: bool = False, vault: str | None = None,
-              progress: Progress | None = None) -> list[IndexReport]:
+def index_all(
+    conn: apsw.Connection, *, full: bool = False, vault: str | None = None, progress: Progress | None = None
+) -> list[IndexReport]:
     vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
     return [index_vault(conn, v, full=full, progress=progress) for v in vaults]
 
@@ -462,8 +477,9 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
     with write_tx(conn):
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
-        row = next(iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?",
-                                     (vault.id, relpath))), None)
+        row = next(
+            iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath))), None
+        )
         if st is None:
             if row:
                 keys = set(_affected_keys(conn, row[0]))

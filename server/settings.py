@@ -200,7 +200,8 @@ _SCHEMA: list[Setting] = [
         "embed.model_dir",
         "path",
         None,
-        "Directory holding the embedding model files. Unset: the copy `kms model install` made (next to the database), then fastembed's cache (downloaded there on first use when online).",
+        "Directory holding the embedding model files. Unset: the copy `kms model install` made (next to "
+        "the database), then fastembed's cache (downloaded there on first use when online).",
         "KMS_EMBED_MODEL_DIR",
     ),
     *[
@@ -327,9 +328,7 @@ def parse_value(key: str, values: Sequence[str] | str) -> Any:
             try:
                 value = int(text.replace("_", ""))
             except ValueError:
-                raise SettingValueError(
-                    key, text, f"{text!r} is not a whole number", s.valid_values()
-                ) from None
+                raise SettingValueError(key, text, f"{text!r} is not a whole number", s.valid_values()) from None
         else:  # path
             value = text or None
     return validate_value(key, value)
@@ -421,9 +420,7 @@ def check_server_name(name: str) -> None:
             f"{CUSTOM_PREFIX}.{name}", name, "bad server name", "letters, digits, '-' and '_' (max 64)"
         )
     if name in BUILTIN_SERVERS or name in ("kms", "custom"):
-        raise SettingValueError(
-            f"{CUSTOM_PREFIX}.{name}", name, f"'{name}' is a built-in server name", "another name"
-        )
+        raise SettingValueError(f"{CUSTOM_PREFIX}.{name}", name, f"'{name}' is a built-in server name", "another name")
 
 
 def custom_server_from_toml(name: str, table: Any) -> CustomServer:
@@ -452,11 +449,7 @@ def custom_server_from_toml(name: str, table: Any) -> CustomServer:
             raise SettingValueError(key, url, f"{url!r} is not an http(s) URL", "http://... or https://...")
         return CustomServer(name, url=url, headers=str_map("headers"), enabled=enabled)
     args = table.get("args", [])
-    if (
-        not isinstance(command, str)
-        or not isinstance(args, list)
-        or not all(isinstance(a, str) for a in args)
-    ):
+    if not isinstance(command, str) or not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise SettingValueError(key, table, "command must be a string and args a list of strings", "strings")
     return CustomServer(name, command=command, args=list(args), env=str_map("env"), enabled=enabled)
 
@@ -771,11 +764,7 @@ def set_value(
             f"{key} is on, but {names} {'is' if len(off) == 1 else 'are'} off{why}, so it has no "
             f"effect. Turn {'it' if len(off) == 1 else 'them'} on with: {fix}"
         )
-    if (
-        key in ("agent.write", "write.allowlist")
-        and now.active("agent.write")
-        and not now.get("write.allowlist")
-    ):
+    if key in ("agent.write", "write.allowlist") and now.active("agent.write") and not now.get("write.allowlist"):
         warnings.append(
             "agent.write is on and write.allowlist is empty, so agents may write in every folder. "
             "Restrict them with e.g.: kms config set write.allowlist inbox 'drafts/*'"
@@ -842,9 +831,7 @@ def add_custom_server(
     _modify(_config_path(path, env), change)
 
 
-def remove_custom_server(
-    name: str, *, path: str | Path | None = None, env: Mapping[str, str] | None = None
-) -> bool:
+def remove_custom_server(name: str, *, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> bool:
     """Delete ``[servers.custom.NAME]``; True if it existed."""
     removed: list[bool] = []
     _modify(_config_path(path, env), lambda doc: removed.append(_del_in(doc, f"{CUSTOM_PREFIX}.{name}")))

@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 _BLOCK = re.compile(
-    r"\A(?P<lead>\s*)<!--\s*kms:summary(?P<attrs>[^>]*?)-->[ \t]*\r?\n(?P<text>.*?)\r?\n?<!--\s*/kms:summary\s*-->[ \t]*(?:\r?\n)?",
+    r"\A(?P<lead>\s*)<!--\s*kms:summary(?P<attrs>[^>]*?)-->[ \t]*\r?\n"
+    r"(?P<text>.*?)\r?\n?<!--\s*/kms:summary\s*-->[ \t]*(?:\r?\n)?",
     re.DOTALL,
 )
 _ATTR = re.compile(r"(\w+)=([^\s]+)")

@@ -88,8 +88,11 @@ class ServerConfig:
         env = os.environ if env is None else env
         defaults = _settings_defaults(env)
         allow = env.get("KMS_WRITE_ALLOWLIST")
-        allowlist = tuple(p for p in re.split(r"[,\n]", allow) if p.strip()) if allow is not None else \
-            tuple(defaults.get("write.allowlist", ()))
+        allowlist = (
+            tuple(p for p in re.split(r"[,\n]", allow) if p.strip())
+            if allow is not None
+            else tuple(defaults.get("write.allowlist", ()))
+        )
         cfg = cls(
             db_path=Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else default_db_path(),
             enabled=_flag(env.get("KMS_ENABLED"), defaults.get("kms.enabled", True)),
@@ -118,8 +121,19 @@ def _settings_defaults(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
     try:
         settings = load_settings(env=env)
-        return {k: settings.get(k) for k in ("kms.enabled", "agent.read", "agent.write", "write.allowlist",
-                                             "write.per_minute", "write.per_session", "embed.model_dir", "embed.enabled")}
+        return {
+            k: settings.get(k)
+            for k in (
+                "kms.enabled",
+                "agent.read",
+                "agent.write",
+                "write.allowlist",
+                "write.per_minute",
+                "write.per_session",
+                "embed.model_dir",
+                "embed.enabled",
+            )
+        }
     except Exception:  # a broken settings file must not stop the server: env and defaults still apply
         return {}
 
