@@ -136,7 +136,12 @@ def child(db_path: str, settings: str) -> None:
 
 
 def run_child(db_path: Path, settings: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--child", str(db_path), str(settings)],
+    """One measurement on a fresh copy (the tail check writes a row; the next run must not see it)."""
+    run = db_path.with_name("run-" + db_path.name)
+    for suffix in ("-wal", "-shm"):
+        Path(str(run) + suffix).unlink(missing_ok=True)
+    shutil.copyfile(db_path, run)
+    out = subprocess.run([sys.executable, __file__, "--child", str(run), str(settings)],
                          capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

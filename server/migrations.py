@@ -233,7 +233,19 @@ def m004_hidden_index(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX notes_hidden ON notes(hidden_at) WHERE hidden_at IS NOT NULL")
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_agent_activity, m003_embeddings, m004_hidden_index]
+def m005_reverts_index(conn: apsw.Connection) -> None:
+    """"Was this write reverted?" is asked for every listed invocation; without an index each
+    question scanned the whole provenance table."""
+    conn.execute("CREATE INDEX tool_invocations_reverts ON tool_invocations(reverts_id) WHERE reverts_id IS NOT NULL")
+
+
+MIGRATIONS: list[Migration] = [
+    m001_initial,
+    m002_agent_activity,
+    m003_embeddings,
+    m004_hidden_index,
+    m005_reverts_index,
+]
 
 
 def applied(conn: apsw.Connection) -> list[str]:

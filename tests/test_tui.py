@@ -356,8 +356,6 @@ async def test_revert_is_refused_when_edited_between_preview_and_confirm(
         assert path.read_bytes() == edited
         refusal = activity.feed_page(indexed, FeedFilter(tool="revert")).rows[0]
         assert (refusal["status"], refusal["reverts_id"]) == ("conflict", inv)  # recorded by the revert module
-    already = await asyncio.to_thread(lambda: None)  # keep the loop tidy
-    assert already is None
 
 
 async def test_open_note_and_session_reads(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
@@ -418,7 +416,8 @@ async def test_settings_screen_validates_and_saves(indexed: apsw.Connection, db_
         status = str(screen.query_one("#settings-status").content)  # type: ignore[attr-defined]
         assert "next agent session" in status
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.state.settings is not None and app.state.settings.get("write.per_minute") == 5,
+        settings = lambda: app.state.settings  # noqa: E731
+        await wait_for(pilot, lambda: settings() is not None and settings().get("write.per_minute") == 5,
                        what="header settings")
         top = str(app.dashboard.query_one("#topbar").render_text())  # type: ignore[attr-defined]
         assert "write ✓" in top and "drafts inbox/*" in top
@@ -443,7 +442,8 @@ async def test_help_and_command_palette(indexed: apsw.Connection, db_path: Path,
 async def test_older_rows_load_on_demand(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     with indexed:
         indexed.executemany(
-            "INSERT INTO tool_invocations(at, session_id, tool, input_summary, status) VALUES (?, 's1', 'kms_append', '', 'success')",
+            "INSERT INTO tool_invocations(at, session_id, tool, input_summary, status)"
+            " VALUES (?, 's1', 'kms_append', '', 'success')",
             [(1e9 + i,) for i in range(1200)],
         )
     app = make_app(db_path, tmp_path)
@@ -479,3 +479,14 @@ async def test_gauge_shows_the_limit_and_when_it_lifts(indexed: apsw.Connection,
         await wait_for(pilot, lambda: str(table.get_cell("slimited00001", "next")) == "✓ now",  # type: ignore[attr-defined]
                        timeout=3, what="the limit to lift")
         assert str(table.get_cell("slimited00001", "minute")).endswith("0/2")  # type: ignore[attr-defined]
+
+
+async def test_a_database_problem_is_shown_not_fatal(tmp_path: Path) -> None:
+    broken = tmp_path / "not-a-db"
+    broken.mkdir()  # a directory where the database should be: every open fails
+    app = create_app(broken, settings_path=tmp_path / "config.toml", poll_interval=0.05)
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: len(list(app._notifications)) > 0, what="the notice")  # noqa: SLF001
+        assert "database" in next(iter(app._notifications)).message  # noqa: SLF001
+        await pilot.pause(1.2)  # retried, still running, reported once
+        assert app.is_running and len(list(app._notifications)) == 1  # noqa: SLF001

@@ -10,6 +10,7 @@ No connection ever crosses a thread, and the UI thread never waits on SQLite.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import subprocess
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 from textual import work
 from textual.app import App, SystemCommand
 from textual.screen import Screen
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from server import activity, revert
 from server.db import thread_connection
@@ -35,6 +36,7 @@ from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
 from tui.screens.settings import SettingsScreen
 from tui.state import DashboardState
+from tui.styles import CSS
 
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ T = TypeVar("T")
 class KmsDashboard(App[None]):
     """Live view of agent sessions, their writes and reads; review and settings."""
 
-    CSS_PATH = "app.tcss"
+    CSS = CSS
     TITLE = "kms"
     SUB_TITLE = "what agents do"
 
@@ -76,15 +78,38 @@ class KmsDashboard(App[None]):
 
     @work(thread=True, exclusive=True, group="poller", name="poller")
     def _poll(self) -> None:
-        """Thread worker: first picture, then cheap polls until the app closes."""
+        """Thread worker: first picture, then cheap polls until the app closes.
+
+        A database problem (locked past the busy timeout, file gone) is shown once and
+        retried every second: the dashboard outlives the hiccup instead of crashing.
+        """
         worker = get_current_worker()
         poller = self.poller = Poller(self.db_path, clock=self.clock, settings_path=self.settings_path)
+        started, problem = False, ""
         try:
-            self._post(poller.first())
-            while not worker.is_cancelled and not self._stop.wait(self.poll_interval):
-                self._post(poller.poll())
+            while not worker.is_cancelled:
+                try:
+                    self._post(poller.poll() if started else poller.first())
+                    started, problem = True, ""
+                except Exception as e:  # noqa: BLE001 - any failure: report, reconnect, retry
+                    if str(e) != problem:
+                        problem = str(e)
+                        with contextlib.suppress(RuntimeError):  # the app may be closing
+                            self.call_from_thread(self.notify, f"Reading the database failed: {e}", severity="error")
+                    poller.close()
+                    started = False
+                    if self._stop.wait(1.0):
+                        break
+                    continue
+                if self._stop.wait(self.poll_interval):
+                    break
         finally:
             poller.close()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A failed on-demand read is shown, not fatal (those workers don't exit the app)."""
+        if event.state == WorkerState.ERROR:
+            self.notify(f"{event.worker.name or 'worker'} failed: {event.worker.error}", severity="error")
 
     def _post(self, messages: Iterable[Any]) -> None:
         for msg in messages:
@@ -118,12 +143,12 @@ class KmsDashboard(App[None]):
     def show_invocation(self, invocation_id: int) -> None:
         self.push_screen(InvocationScreen(self.state, invocation_id))
 
-    @work(group="reads")
+    @work(group="reads", exit_on_error=False)
     async def show_reads(self, session_id: str) -> None:
         reads = await self.db(activity.session_reads, session_id)
         await self.push_screen(ReadsScreen(session_id, reads, self.clock()))
 
-    @work(group="note")
+    @work(group="note", exit_on_error=False)
     async def open_note(self, invocation_id: int) -> None:
         try:
             note = await self.db(activity.read_note, invocation_id)
@@ -132,7 +157,7 @@ class KmsDashboard(App[None]):
             return
         await self.push_screen(NoteScreen(note))
 
-    @work(group="note")
+    @work(group="note", exit_on_error=False)
     async def action_open_read_note(self, note_id: str) -> None:
         try:
             note = await self.db(activity.read_note_by_id, note_id)
@@ -141,7 +166,7 @@ class KmsDashboard(App[None]):
             return
         await self.push_screen(NoteScreen(note))
 
-    @work(group="note")
+    @work(group="note", exit_on_error=False)
     async def edit_note(self, invocation_id: int) -> None:
         try:
             note = await self.db(activity.read_note, invocation_id)
@@ -169,7 +194,7 @@ class KmsDashboard(App[None]):
 
     # ----- review -------------------------------------------------------------------------------
 
-    @work(group="revert", exclusive=True)
+    @work(group="revert", exclusive=True, exit_on_error=False)
     async def review_revert(self, invocation_id: int) -> None:
         """Preview, confirm, revert. Every refusal comes from ``server.revert`` with its reason."""
         try:

@@ -57,6 +57,14 @@ def clock_time(ts: float | None, now: float) -> str:
     return time.strftime("%m-%d %H:%M", t)
 
 
+def short_time(ts: float | None, now: float) -> str:
+    """``HH:MM`` today, ``MM-DD`` on other days (five cells)."""
+    if ts is None:
+        return "-"
+    t, n = time.localtime(ts), time.localtime(now)
+    return time.strftime("%H:%M" if (t.tm_year, t.tm_yday) == (n.tm_year, n.tm_yday) else "%m-%d", t)
+
+
 def duration(seconds: float) -> str:
     """Compact: ``42s``, ``5m``, ``3h``, ``2d``."""
     s = max(0, int(seconds))

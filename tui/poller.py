@@ -47,6 +47,7 @@ class Poller:
         self.last_id = 0
         self._last_tick = 0.0
         self._sessions: list[activity.SessionInfo] | None = None
+        self._sessions_at = 0.0
         self._overview: dict | None = None
         self._settings_mtime: float | None = -1.0
 
@@ -92,8 +93,9 @@ class Poller:
         if changed or tick:
             now = self.clock()
             sessions = activity.session_overview(self.conn, now)
-            if sessions != self._sessions or any(s.gauge.limited for s in sessions):
-                self._sessions = sessions  # a limited gauge counts down: resend it every tick
+            counting = any(s.gauge.limited for s in sessions) and int(now) != int(self._sessions_at)
+            if sessions != self._sessions or counting:  # a limited gauge counts down each second
+                self._sessions, self._sessions_at = sessions, now
                 msgs.append(SessionsChanged(sessions, now))
         if tick:
             msgs.extend(self._settings())

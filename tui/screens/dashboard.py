@@ -154,7 +154,7 @@ class DashboardScreen(Screen[None]):
         elif self.state.loaded:
             self._reload(wanted, debounce)
 
-    @work(exclusive=True, group="feed")
+    @work(exclusive=True, group="feed", exit_on_error=False)
     async def _reload(self, wanted: tuple[FeedFilter, str], debounce: float) -> None:
         """Newest window for the filters (or search results); tail rows that arrived meanwhile merged."""
         if debounce:
@@ -182,7 +182,7 @@ class DashboardScreen(Screen[None]):
             self.loading_older = True
             self._load_older()
 
-    @work(group="older")
+    @work(group="older", exit_on_error=False)
     async def _load_older(self) -> None:
         try:
             oldest = min(self.feed.rows_by_id, default=None)
@@ -223,7 +223,7 @@ class DashboardScreen(Screen[None]):
         sid = event.row_key.value
         self.filters.set_session(None if self.applied[0].session == sid else sid)
 
-    @work(exclusive=True, group="detail")
+    @work(exclusive=True, group="detail", exit_on_error=False)
     async def load_detail(self, invocation_id: int) -> None:
         self.detail_id = invocation_id
         detail = await self.kms.db(activity.invocation_detail, invocation_id)

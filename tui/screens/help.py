@@ -52,7 +52,7 @@ def help_text() -> Table:
         }[state])
     grid.add_row("This minute", "writes in the last 60 s / the per-minute limit")
     grid.add_row("Total", "writes in the session / the per-session limit")
-    grid.add_row("Next write", "when a limited session may write again")
+    grid.add_row("Can write", "now, or when a limited session may write again (never: session total used up)")
     return grid
 
 

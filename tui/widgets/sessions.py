@@ -12,6 +12,11 @@ from server.activity import SessionInfo
 from tui import format as fmt
 from tui.state import DashboardState
 
+# fixed widths: a gauge growing from 9/10 to 10/10 must not re-flow the table
+# (at 80 columns the table fits with its scrollbar)
+COLUMNS = (("Session", "id", 13), ("Kind", "kind", 8), ("State", "state", 9), ("This minute", "minute", 11),
+           ("Total", "total", 8), ("Can write", "next", 9), ("Start", "started", 5))
+
 
 class SessionsTable(DataTable[Any]):
     """One row per session, keyed by session id; updated in place so the cursor stays put."""
@@ -22,23 +27,26 @@ class SessionsTable(DataTable[Any]):
         self.border_title = "Sessions"
 
     def on_mount(self) -> None:
-        for label, key in (("Session", "id"), ("Kind", "kind"), ("State", "state"), ("This minute", "minute"),
-                           ("Total", "total"), ("Next write", "next"), ("Started", "started")):
-            self.add_column(label, key=key)
+        for label, key, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
 
     def _cells(self, s: SessionInfo, now: float) -> tuple[Any, ...]:
         symbol, style = fmt.STATE_STYLE.get(s.state, ("?", ""))
-        state = f"{s.state} ({s.exit_code})" if s.state == "ended" and s.exit_code not in (None, 0) else s.state
+        failed = s.state == "ended" and s.exit_code not in (None, 0)
+        state = f"{s.state} {s.exit_code}" if failed else s.state
         g = s.gauge
-        return (
-            s.id,
-            s.kind,
+        cells = (
+            Text(s.id),
+            Text(s.kind),
             Text(f"{symbol} {state}", style=style),
             fmt.minute_gauge(g),
             fmt.total_gauge(g),
             fmt.next_write(g, now) if g.total or g.per_minute else Text("-", style="dim"),
-            fmt.clock_time(s.started_at, now),
+            Text(fmt.short_time(s.started_at, now)),
         )
+        for cell in cells:
+            cell.no_wrap, cell.overflow = True, "ellipsis"
+        return cells
 
     def show(self, sessions: list[SessionInfo], now: float) -> None:
         """Update rows in place (add new, drop vanished) and keep the highlighted session."""
@@ -52,11 +60,12 @@ class SessionsTable(DataTable[Any]):
             cells = self._cells(s, now)
             if s.id in self.rows:
                 for col, value in zip(keys, cells, strict=True):
-                    self.update_cell(s.id, col, value)
+                    if self.get_cell(s.id, col) != value:
+                        self.update_cell(s.id, col, value)
             else:
                 self.add_row(*cells, key=s.id)
         order = {s.id: i for i, s in enumerate(sessions)}
-        self.sort("id", key=lambda sid: order.get(sid, len(order)))
+        self.sort("id", key=lambda cell: order.get(cell.plain, len(order)))
         if selected in wanted:
             self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
 

@@ -1,5 +1,11 @@
-/* kms dashboard. Narrow (< 120 columns): detail under the feed. Wide: detail beside it. */
+"""The dashboard's Textual CSS.
 
+Kept as a Python string rather than an ``app.tcss`` file so it ships with the package
+without package-data configuration. Narrow (< 120 columns): the detail pane sits under
+the feed; wide: beside it (``DashboardScreen.HORIZONTAL_BREAKPOINTS``).
+"""
+
+CSS = """
 #topbar {
     height: auto;
     max-height: 2;
@@ -156,3 +162,4 @@ ModalScreen {
 #note-text {
     border: none;
 }
+"""
