@@ -52,6 +52,7 @@ class DemoWorkspace:
             KMS_WRITE_ALLOWLIST=ALLOWLIST,
             KMS_WRITE_PER_MINUTE=str(PER_MINUTE),
             KMS_WRITE_PER_SESSION="200",
+            KMS_EMBED_ENABLED="0",  # the story does not need the model; never fetch it for a demo
         )
         return env
 
@@ -62,6 +63,12 @@ def prepare(root: Path | None = None) -> DemoWorkspace:
     vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     ws = DemoWorkspace(root=root, vault=vault, db_path=root / "kms.db", config_path=root / "config.toml")
+    # the demo's private settings say what its server runs with, so the dashboard header agrees
+    from server.settings import set_value
+
+    for key, value in (("agent.write", "on"), ("write.allowlist", ALLOWLIST.split(",")),
+                       ("write.per_minute", str(PER_MINUTE))):
+        set_value(key, value, path=ws.config_path, env={}, has_vault=True)
     conn = connect(ws.db_path)
     try:
         index_vault(conn, add_vault(conn, vault, "sample"))
