@@ -19,9 +19,9 @@ def entry() -> None:
         if bad:
             sys.stderr.write(refusal(bad))
             sys.exit(2)
-        from server.fastpath import run  # answers the handshake from a cache while the SDK imports
+        from server.mcp_server import main as serve
 
-        sys.exit(run(sys.argv[2:]))
+        sys.exit(serve(sys.argv[2:]))
     from kmscli.main import main
 
     main()

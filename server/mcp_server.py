@@ -116,9 +116,7 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
     return threads
 
 
-def main(argv: list[str] | None = None, handoff: Any = None) -> int:
-    """Serve over stdio. ``handoff`` (a ``server.fastpath.Handoff``) carries a connection whose handshake the
-    fast path already answered from the cache: the SDK then reads and writes through its streams."""
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bad = find_unexpanded(argv, os.environ)
     if bad:
@@ -133,15 +131,11 @@ def main(argv: list[str] | None = None, handoff: Any = None) -> int:
 
     register_services(runner)
     start_background(runner, stop)
-    from server.fastpath import CacheRefresh
-
-    # the handshake cache for the next start; when this start used it, only re-check it once idle
-    refresh = CacheRefresh(server, config.tier_enabled("write"), delay=3.0 if handoff is not None else 0.0)
 
     async def serve() -> None:
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server(**(handoff.streams() if handoff is not None else {})) as (read_stream, write_stream):
+        async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     def terminate(signum: int, frame: object) -> None:
@@ -154,7 +148,6 @@ def main(argv: list[str] | None = None, handoff: Any = None) -> int:
         pass
     finally:
         stop.set()
-        refresh.finish(timeout=3.0)
         runner.close()
         for service in runner.ctx.services.values():
             close = getattr(service, "close", None)
