@@ -113,27 +113,17 @@ class ServerConfig:
         return self.enabled and self.read_enabled and self.write_enabled
 
 
+SERVER_SETTING_KEYS = ("kms.enabled", "agent.read", "agent.write", "write.allowlist", "write.per_minute",
+                       "write.per_session", "embed.model_dir", "embed.enabled")
+
+
 def _settings_defaults(env: Mapping[str, str]) -> dict[str, Any]:
     """Values from the settings file, for keys the environment does not set (best effort)."""
-    try:
-        from server.settings import load_settings
-    except ImportError:
-        return {}
+    from server.settings import load_settings  # lazy: only the server start reads settings
+
     try:
         settings = load_settings(env=env)
-        return {
-            k: settings.get(k)
-            for k in (
-                "kms.enabled",
-                "agent.read",
-                "agent.write",
-                "write.allowlist",
-                "write.per_minute",
-                "write.per_session",
-                "embed.model_dir",
-                "embed.enabled",
-            )
-        }
+        return {k: settings.get(k) for k in SERVER_SETTING_KEYS}
     except Exception:  # a broken settings file must not stop the server: env and defaults still apply
         return {}
 
