@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from server.db import connect, write_tx
+from server.db import thread_connection, write_tx
 
 _UPSERT = """
 INSERT INTO note_reads(note_id, session_id, count, first_at, last_at) VALUES (?, ?, 1, ?, ?)
@@ -48,12 +48,9 @@ class ReadTracker:
         if not batch:
             return 0
         with self._lock:
-            conn = connect(self.db_path)
-            try:
-                with write_tx(conn):
-                    conn.executemany(_UPSERT, [(nid, self.session_id, at, at) for nid, at in batch])
-            finally:
-                conn.close()
+            conn = thread_connection(self.db_path)  # the tracker thread's own, opened once
+            with write_tx(conn):
+                conn.executemany(_UPSERT, [(nid, self.session_id, at, at) for nid, at in batch])
         return len(batch)
 
     def _run(self) -> None:
