@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Literal
 
 from pydantic import Field
@@ -38,10 +39,51 @@ def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str
     return service.search(ctx.conn, args.query, args.limit, args.vault, mode=args.mode)
 
 
-def make_semantic_service(config: ServerConfig) -> Any:
-    from server.semantic import SemanticService
+class LazySemanticService:
+    """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
+    importing it (numpy, the embedding pipeline) costs ~0.15 s that ``tools/list`` must not wait for."""
 
-    return SemanticService(config.db_path, model_dir=config.embed_model_dir, enabled=config.embed_enabled)
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._service: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._service is None:
+                from server.semantic import SemanticService
+
+                c = self.config
+                self._service = SemanticService(c.db_path, model_dir=c.embed_model_dir, enabled=c.embed_enabled)
+            return self._service
+
+    def start(self) -> None:
+        def build_and_start() -> None:
+            service = self.get()
+            if not self._closed:
+                service.start()
+
+        threading.Thread(target=build_and_start, name="kms-semantic-start", daemon=True).start()
+
+    def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.get().search(*args, **kwargs)
+
+    def notify_changed(self) -> None:
+        if self._service is not None:  # nothing to re-embed for before the service exists
+            self._service.notify_changed()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._service is not None:
+            self._service.close()
+
+    def __getattr__(self, name: str) -> Any:  # status(), embedder, index: the real service's
+        return getattr(self.get(), name)
+
+
+def make_semantic_service(config: ServerConfig) -> LazySemanticService:
+    return LazySemanticService(config)
 
 
 SEMANTIC_TOOL = ToolSpec(
