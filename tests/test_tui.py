@@ -490,3 +490,22 @@ async def test_a_database_problem_is_shown_not_fatal(tmp_path: Path) -> None:
         assert "database" in next(iter(app._notifications)).message  # noqa: SLF001
         await pilot.pause(1.2)  # retried, still running, reported once
         assert app.is_running and len(list(app._notifications)) == 1  # noqa: SLF001
+
+
+async def test_header_is_one_line_and_keeps_what_matters_when_narrow(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text('[write]\nper_minute = "many"\n')  # a mistyped value
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_settled(app, pilot)
+        await wait_for(pilot, lambda: app.state.settings is not None, what="settings")
+        await pilot.pause()
+        bar = app.dashboard.query_one("#topbar")
+        shown = str(bar.render())
+        assert bar.size.height == 1 and len(shown) <= 80
+        assert "⚠ settings file problem" in shown  # never cut off by a narrow terminal
+        assert "/session" not in shown  # the rate limits go first (the Sessions table has them)
+        await pilot.resize_terminal(200, 24)
+        await pilot.pause()
+        assert "10/min 200/session" in str(bar.render()) and bar.size.height == 1

@@ -7,8 +7,7 @@ the feed; wide: beside it (``DashboardScreen.HORIZONTAL_BREAKPOINTS``).
 
 CSS = """
 #topbar {
-    height: auto;
-    max-height: 2;
+    height: 1;
     background: $panel;
 }
 

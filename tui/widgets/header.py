@@ -1,35 +1,55 @@
 """The top line: vaults, note count, last indexed, agent switches and the allowlist as they
-stand in the settings file (what the NEXT session will get)."""
+stand in the settings file (what the NEXT session will get).
+
+Always exactly one line: a wrapping header made the layout depend on when the settings
+arrived. When the terminal is too narrow for everything, the least useful parts go first
+(the rate limits, which the Sessions table shows per session, then the word "indexed"),
+and what still does not fit ends in an ellipsis.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from tui import format as fmt
 from tui.state import DashboardState
 
 
-class TopBar(Static):
+class TopBar(Widget):
+    DEFAULT_CSS = "TopBar { height: 1; }"
+
     def __init__(self, state: DashboardState, **kwargs: Any) -> None:
-        super().__init__("kms", **kwargs)
+        super().__init__(**kwargs)
         self.state = state
 
     def show(self) -> None:
-        self.update(self.render_text())
+        self.refresh()
 
-    def render_text(self) -> Text:
+    def render(self) -> Text:
+        width = self.content_size.width or 10_000
+        for limits, indexed_word in ((True, True), (False, True), (False, False)):
+            text = self.render_text(limits=limits, indexed_word=indexed_word)
+            if text.cell_len <= width:
+                return text
+        text.truncate(width, overflow="ellipsis")
+        return text
+
+    def render_text(self, *, limits: bool = True, indexed_word: bool = True) -> Text:
         ov, st = self.state.overview, self.state.settings
         now = self.state.clock()
-        t = Text()
+        t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" kms ", style="bold reverse")
         names = ", ".join(v["name"] for v in ov.get("vaults") or []) or "no vault"
         t.append(f" {names}", style="bold")
-        t.append(f" · {ov.get('notes', 0)} notes · indexed {fmt.clock_time(ov.get('lastIndexedAt'), now)}")
+        indexed = "indexed " if indexed_word else ""
+        t.append(f" · {ov.get('notes', 0)} notes · {indexed}{fmt.clock_time(ov.get('lastIndexedAt'), now)}")
         if st is None:
             return t
+        if st.problems:  # early, so a narrow terminal never cuts it off
+            t.append(" │ ⚠ settings file problem", style="bold yellow")
         t.append(" │ ", style="dim")
         if not st.get("kms.enabled"):
             t.append_text(fmt.flag("kms", False))
@@ -40,7 +60,6 @@ class TopBar(Static):
         allow = st.get("write.allowlist")
         t.append(" │ allow ", style="dim")
         t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
-        t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}/session", style="dim")
-        if st.problems:
-            t.append(" │ ⚠ settings file problem", style="bold yellow")
+        if limits:
+            t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}/session", style="dim")
         return t
