@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
     conn = apsw.Connection(target, flags=flags)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA temp_store=MEMORY")
@@ -50,6 +51,23 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
     if migrate_schema and not readonly:
         migrate(conn)
     return conn
+
+
+def _enable_wal(conn: apsw.Connection) -> None:
+    """Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once instead of waiting for it (the busy handler does not apply): several processes
+    opening a fresh database together would fail, so retry until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 def thread_connection(path: str | Path | None = None) -> apsw.Connection:
@@ -65,15 +83,55 @@ def thread_connection(path: str | Path | None = None) -> apsw.Connection:
 
 @contextlib.contextmanager
 def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """A write transaction that takes the lock first (BEGIN IMMEDIATE)."""
+    """A write transaction that takes the lock first (BEGIN IMMEDIATE).
+
+    Inside ``shared_commit`` it stays atomic on its own (a savepoint once the group's
+    transaction is open) but leaves the COMMIT to the group.
+    """
+    if conn.in_transaction and id(conn) in _groups():
+        conn.execute("SAVEPOINT kms_write")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK TO kms_write")
+            conn.execute("RELEASE kms_write")
+            raise
+        conn.execute("RELEASE kms_write")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    else:
+    if id(conn) not in _groups():
         conn.execute("COMMIT")
+
+
+def _groups() -> set[int]:
+    groups: set[int] | None = getattr(_local, "groups", None)
+    if groups is None:
+        groups = _local.groups = set()
+    return groups
+
+
+@contextlib.contextmanager
+def shared_commit(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """Let the ``write_tx`` blocks inside share one COMMIT (a commit costs a WAL append and a lock
+    round; a write tool does three). The transaction opens at the first ``write_tx``, so file work
+    before it never holds the database lock. What completed is committed even if the code after it
+    raises: each block was already atomic on its own, the group only batches the commit."""
+    groups = _groups()
+    if id(conn) in groups:  # already grouped by a caller
+        yield conn
+        return
+    groups.add(id(conn))
+    try:
+        yield conn
+    finally:
+        groups.discard(id(conn))
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 @contextlib.contextmanager

@@ -151,8 +151,11 @@ def folder_key(folder: str | None) -> str:
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
     """True if ``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
+    return _real_within(os.path.realpath(path), os.path.realpath(root))
+
+
+def _real_within(real: str, real_root: str) -> bool:
+    """``is_within`` for paths already resolved (each ``realpath`` costs an lstat per component)."""
     try:
         return os.path.commonpath([real, real_root]) == real_root
     except ValueError:  # different drives on Windows
@@ -216,7 +219,7 @@ def resolve_note_file(vault_root: str | os.PathLike[str], relpath: str) -> Path:
         raise KmsError("invalid-input", f"note path {relpath!r} is not a plain vault path")
     root = os.path.realpath(vault_root)
     real = os.path.realpath(os.path.join(root, *relpath.split("/")))
-    if not is_within(real, root) or real == root:
+    if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
     return Path(real)
 
@@ -225,6 +228,6 @@ def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike
     """Vault-relative, '/'-separated path of ``path`` (which must be inside the vault)."""
     root = os.path.realpath(vault_root)
     real = os.path.realpath(path)
-    if not is_within(real, root):
+    if not _real_within(real, root):
         raise KmsError("invalid-input", f"{path} is outside the vault")
     return Path(os.path.relpath(real, root)).as_posix()

@@ -11,6 +11,7 @@ connection (``thread_connection``); nothing else is mutable.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import apsw
 
 from server import provenance, writeops
 from server.allowlist import Allowlist
-from server.db import thread_connection
+from server.db import shared_commit, thread_connection
 from server.errors import KmsError
 from server.ratelimit import RateLimiter
 from server.vaults import Vault, get_vault, list_vaults
@@ -178,44 +179,48 @@ class WriteService:
         conn = self.conn()
         summary = provenance.summarize_input(args)
         slot = None
-        try:
-            if not self.enabled:
-                raise KmsError(
-                    "feature-disabled",
-                    "agents may not write to this vault; a person can turn it on with "
-                    "`kms config set agent.write true` or `kms claude --write`",
+        with contextlib.ExitStack() as group:
+            try:
+                if not self.enabled:
+                    raise KmsError(
+                        "feature-disabled",
+                        "agents may not write to this vault; a person can turn it on with "
+                        "`kms config set agent.write true` or `kms claude --write`",
+                    )
+                slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
+                # the index update and the provenance record then share one commit; the file lock is
+                # released before the first of them takes the database lock (never the other order)
+                group.enter_context(shared_commit(conn))
+                outcome = op(conn)
+            except KmsError as e:
+                if slot is not None:
+                    self.limits.release(conn, slot)
+                provenance.record(
+                    conn, tool=tool, session_id=self.session_id, status=provenance.status_for(e.kind),
+                    input_summary=summary, note_id=ctx.get("note_id"), vault=ctx.get("vault"),
+                    path=ctx.get("path") or e.extra.get("path"), title=ctx.get("title"),
+                    error=e.kind, message=e.message,
                 )
-            slot = self.limits.acquire(conn, self.session_id)
-            outcome = op(conn)
-        except KmsError as e:
-            if slot is not None:
-                self.limits.release(conn, slot)
-            provenance.record(
-                conn, tool=tool, session_id=self.session_id, status=provenance.status_for(e.kind),
-                input_summary=summary, note_id=ctx.get("note_id"), vault=ctx.get("vault"),
-                path=ctx.get("path") or e.extra.get("path"), title=ctx.get("title"),
-                error=e.kind, message=e.message,
+                raise
+            except Exception as e:
+                if slot is not None:
+                    self.limits.release(conn, slot)
+                provenance.record(
+                    conn, tool=tool, session_id=self.session_id, status="error", input_summary=summary,
+                    note_id=ctx.get("note_id"), vault=ctx.get("vault"), path=ctx.get("path"),
+                    title=ctx.get("title"), error="internal", message=f"{type(e).__name__}: {e}"[:1000],
+                )
+                raise
+            result = outcome.result
+            if not result.get("changed", True) and slot is not None:
+                self.limits.release(conn, slot)  # an idempotent no-op is not a write
+            invocation_id = provenance.record(
+                conn, tool=tool, session_id=self.session_id, status="success", input_summary=summary,
+                note_id=result.get("noteId") or ctx.get("note_id"), vault=result.get("vault"),
+                path=result.get("path"), title=result.get("title"), message=result.get("indexWarning"),
+                lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
+                bytes_after=result.get("bytesAfter"), inserted_text=outcome.inserted_text,
+                insert_offset=outcome.insert_offset, props_before=outcome.props_before,
+                props_after=outcome.props_after, hash_before=outcome.hash_before, hash_after=outcome.hash_after,
             )
-            raise
-        except Exception as e:
-            if slot is not None:
-                self.limits.release(conn, slot)
-            provenance.record(
-                conn, tool=tool, session_id=self.session_id, status="error", input_summary=summary,
-                note_id=ctx.get("note_id"), vault=ctx.get("vault"), path=ctx.get("path"),
-                title=ctx.get("title"), error="internal", message=f"{type(e).__name__}: {e}"[:1000],
-            )
-            raise
-        result = outcome.result
-        if not result.get("changed", True) and slot is not None:
-            self.limits.release(conn, slot)  # an idempotent no-op is not a write
-        invocation_id = provenance.record(
-            conn, tool=tool, session_id=self.session_id, status="success", input_summary=summary,
-            note_id=result.get("noteId") or ctx.get("note_id"), vault=result.get("vault"),
-            path=result.get("path"), title=result.get("title"), message=result.get("indexWarning"),
-            lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
-            bytes_after=result.get("bytesAfter"), inserted_text=outcome.inserted_text,
-            insert_offset=outcome.insert_offset, props_before=outcome.props_before,
-            props_after=outcome.props_after, hash_before=outcome.hash_before, hash_after=outcome.hash_after,
-        )
-        return {**result, "invocationId": invocation_id}
+            return {**result, "invocationId": invocation_id}
