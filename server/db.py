@@ -21,6 +21,7 @@ import apsw
 from server.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
+PAGE_SIZE = 16_384
 _local = threading.local()
 
 
@@ -43,6 +44,10 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
     conn = apsw.Connection(target, flags=flags)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
+        # only a new, empty database takes it. 16 KiB pages hold a typical note body without overflow
+        # pages: a cold index is ~15 % faster (bench/bench_core.py); the price is more bytes per small
+        # write (a kms_append commits ~23 pages, ~370 KB of WAL, instead of ~31 pages, ~125 KB: ~0.7 ms)
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         _enable_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")

@@ -206,11 +206,34 @@ def _insert_children(conn: apsw.Connection, tags: list, keys: list, links: list,
     conn.executemany("INSERT INTO headings VALUES (?, ?, ?, ?, ?)", heads)
 
 
-def _write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord) -> None:
-    for table in ("note_tags", "note_keys", "headings"):
-        conn.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
-    conn.execute("DELETE FROM links WHERE src_rid = ?", (rid,))
-    _insert_children(conn, *_children(rec, rid, vault_id))
+# Each child table: its note column and the columns ``_children`` fills, in order.
+_CHILD_TABLES = (
+    ("note_tags", "rid", "rid, tag"),
+    ("note_keys", "rid", "key, vault_id, rid, kind"),
+    ("links", "src_rid", "src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line"),
+    ("headings", "rid", "rid, ord, level, text, line"),
+)
+
+
+def _write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord) -> tuple[set[str], bool]:
+    """Bring the note's tags, keys, links and headings in line with ``rec``, rewriting only the tables
+    whose rows changed (an edit to a note's text usually changes none: far fewer pages to commit).
+
+    Returns the keys the note gained or lost (links naming them must be re-resolved) and whether its
+    own links changed (they must be resolved again: rewritten rows start unresolved)."""
+    new_rows = _children(rec, rid, vault_id)
+    changed: list[bool] = []
+    old_keys: set[tuple] = set()
+    for (table, col, cols), rows in zip(_CHILD_TABLES, new_rows, strict=True):
+        old = [tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
+        if table == "note_keys":
+            old_keys = set(old)
+        same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
+        if not same:
+            conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (rid,))
+        changed.append(not same)
+    _insert_children(conn, *(rows if c else [] for rows, c in zip(new_rows, changed, strict=True)))
+    return {k[0] for k in old_keys ^ set(new_rows[1])}, changed[2]
 
 
 def _note_values(rec: FileRecord, p: ParsedNote) -> dict:
@@ -333,6 +356,8 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     if keys is None and src_rids is None:
         conn.execute(target)
         return
+    if not keys and not src_rids:
+        return  # nothing a link could resolve to has changed
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_keys (key TEXT PRIMARY KEY)")
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_src (rid INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM _affected_keys")
@@ -429,22 +454,21 @@ def index_vault(
                 report.flagged += 1
             if known:
                 rid = known[0]
-                keys.update(_affected_keys(conn, rid))
                 _update_note(conn, rid, values)
                 report.updated += 1
             elif by_hash.get(rec.content_hash):
                 old_path = by_hash[rec.content_hash].pop(0)
                 rid = gone.pop(old_path)[0]
-                keys.update(_affected_keys(conn, rid))
                 _update_note(conn, rid, values)
                 report.renamed += 1
             else:
                 report.added += 1
                 inserted(new_notes.add(rec, values))
                 continue
-            _write_children(conn, rid, vault.id, rec)
-            keys.update(k for k, _kind in rec.keys)
-            srcs.add(rid)
+            changed_keys, links_changed = _write_children(conn, rid, vault.id, rec)
+            keys.update(changed_keys)
+            if links_changed:
+                srcs.add(rid)
         inserted(new_notes.flush())
         for _path, (rid, _h) in gone.items():
             keys.update(_affected_keys(conn, rid))
@@ -490,15 +514,12 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
         if rec.error or rec.values is None:
             return None
         values = {**rec.values, "indexed_at": time.time()}
-        keys: set[str] = set()
         if row:
             rid = row[0]
-            keys.update(_affected_keys(conn, rid))
             _update_note(conn, rid, values)
         else:
             values.update(id=new_note_id(), vault_id=vault.id, created_at=time.time())
             rid = _insert_note(conn, values)
-        _write_children(conn, rid, vault.id, rec)
-        keys.update(k for k, _kind in rec.keys)
-        resolve_links(conn, keys, {rid})
+        keys, links_changed = _write_children(conn, rid, vault.id, rec)
+        resolve_links(conn, keys, {rid} if links_changed else set())
         return next(conn.execute("SELECT id FROM notes WHERE rid = ?", (rid,)))[0]

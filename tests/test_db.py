@@ -76,3 +76,17 @@ def test_nested_groups_commit_once_at_the_outer_end(tmp_path: Path) -> None:
             a.execute("INSERT INTO t VALUES (1)")
         assert _xs(b) == []
     assert _xs(b) == [1]
+
+
+def test_new_databases_use_large_pages_and_old_ones_keep_theirs(tmp_path: Path) -> None:
+    new = connect(tmp_path / "new.db")
+    assert next(new.execute("PRAGMA page_size"))[0] == 16384
+    assert next(new.execute("PRAGMA journal_mode"))[0] == "wal"
+    raw = apsw.Connection(str(tmp_path / "old.db"))  # a database made before kms chose its page size
+    raw.execute("PRAGMA page_size=4096")
+    raw.execute("CREATE TABLE keep (x)")
+    raw.execute("INSERT INTO keep VALUES (42)")
+    raw.close()
+    old = connect(tmp_path / "old.db")
+    assert next(old.execute("PRAGMA page_size"))[0] == 4096
+    assert next(old.execute("SELECT x FROM keep"))[0] == 42

@@ -529,3 +529,49 @@ def test_parallel_parse_matches_serial(conn: apsw.Connection, tmp_path: Path, mo
 
     assert state("serial") == state("parallel")
     assert sum(r["resolved"] for r in state("parallel")) == 29
+
+
+def _children_by_path(conn: apsw.Connection) -> dict[str, dict[str, list]]:
+    """Everything the index derives from each note, keyed by path (rids differ between databases)."""
+    out: dict[str, dict[str, list]] = {}
+    for rid, path in conn.execute("SELECT rid, path FROM notes ORDER BY path"):
+        out[path] = {
+            "tags": sorted(r[0] for r in conn.execute("SELECT tag FROM note_tags WHERE rid = ?", (rid,))),
+            "keys": sorted(tuple(r) for r in conn.execute("SELECT key, kind FROM note_keys WHERE rid = ?", (rid,))),
+            "links": [tuple(r) for r in conn.execute(
+                """SELECT l.ord, l.target, l.heading, l.line, d.path FROM links l
+                   LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord""", (rid,))],
+            "headings": [tuple(r) for r in conn.execute(
+                "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord", (rid,))],
+        }
+    return out
+
+
+def test_incremental_updates_match_a_fresh_index(conn: apsw.Connection, vault, tmp_path: Path) -> None:
+    """Edits rewrite only the child tables that changed; the result must equal indexing from scratch."""
+    root = vault.root
+    write(root / "hub.md", "# Hub\n\nSee [[Spoke]] and [[Nick]] #project\n")
+    write(root / "spoke.md", "---\naliases: [Spoke]\n---\n# Spoke\n\nback to [[Hub]]\n")
+    write(root / "person.md", "---\naliases: [Nick]\n---\nhello #people\n")
+    index_vault(conn, vault)
+    steps = [
+        ("hub.md", "# Hub\n\nSee [[Spoke]] and [[Nick]] #project\n\nmore words, same links\n"),  # body only
+        ("spoke.md", "---\naliases: [Spoke]\n---\n# Spoke\n\n## New part\n\nback to [[Hub]]\n"),  # a heading
+        ("hub.md", "# Hub\n\ninserted line\nSee [[Spoke]] and [[Nick]] #project\n\nmore words, same links\n"),
+        ("person.md", "---\naliases: [Other]\n---\nhello #people #more\n"),  # keys and tags change
+        ("new.md", "[[Other]] [[Later]]\n"),
+        ("later.md", "now [[new]] exists\n"),
+    ]
+    for i, (path, text) in enumerate(steps):
+        write(root / path, text)
+        if i % 2:
+            index_vault(conn, vault)  # the whole-vault path
+        else:
+            reindex_file(conn, vault, path)  # the single-file path (writes, watcher)
+    os.replace(root / "person.md", root / "people.md")  # a rename keeps the note, changes its path key
+    index_vault(conn, vault)
+    fresh = connect(tmp_path / "fresh.db")
+    index_vault(fresh, add_vault(fresh, root, "v"))
+    assert _children_by_path(conn) == _children_by_path(fresh)
+    assert _children_by_path(conn)["new.md"]["links"] == [(0, "Other", None, 1, "people.md"),
+                                                         (1, "Later", None, 1, "later.md")]
