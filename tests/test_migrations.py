@@ -78,7 +78,7 @@ def test_reopen_is_idempotent(tmp_path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("round_", range(25))  # the WAL switch race showed up about one time in six
+@pytest.mark.parametrize("round_", range(25))  # the WAL switch race showed up about one run in five
 def test_concurrent_first_opens_migrate_once(tmp_path: Path, round_: int) -> None:
     path = tmp_path / "race.db"
     errors: list[BaseException] = []
