@@ -51,7 +51,7 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
         _enable_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA temp_store=MEMORY")
+    # temp_store stays the default: MEMORY made every FTS5 "ORDER BY rank" ~10 % slower (its sorter)
     conn.execute("PRAGMA cache_size=-32000")
     if migrate_schema and not readonly:
         migrate(conn)

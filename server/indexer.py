@@ -10,6 +10,7 @@ vanished note's is a rename and keeps that note's id.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -17,8 +18,9 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,8 +155,23 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int) -> FileRecord
     return rec
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Bulk indexing makes millions of small objects and no reference cycles; the cycle collector
+    would walk the growing heap again and again (unpickling the workers' records ran 4x slower
+    with it on). Process-wide, so only the outermost caller turns it back on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _read_batch(root: str, items: list[tuple[str, int, int]]) -> list[FileRecord]:
-    return [read_record(root, p, m, s) for p, m, s in items]
+    with gc_paused():
+        return [read_record(root, p, m, s) for p, m, s in items]
 
 
 def _read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None) -> Iterable[FileRecord]:
@@ -420,7 +437,7 @@ def index_vault(
     srcs: set[int] = set()
     now = time.time()
     cold = not manifest
-    with write_tx(conn):
+    with write_tx(conn), gc_paused():
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
         current = _manifest(conn, vault.id)

@@ -90,3 +90,20 @@ def test_new_databases_use_large_pages_and_old_ones_keep_theirs(tmp_path: Path) 
     old = connect(tmp_path / "old.db")
     assert next(old.execute("PRAGMA page_size"))[0] == 4096
     assert next(old.execute("SELECT x FROM keep"))[0] == 42
+
+
+def _fts_config(conn: apsw.Connection) -> dict:
+    return dict(conn.execute("SELECT k, v FROM notes_fts_config"))
+
+
+def test_fts_leaves_fill_a_page_and_bulk_loads_buffer_16_mib(tmp_path: Path) -> None:
+    new = connect(tmp_path / "new.db")
+    assert _fts_config(new)["pgsz"] == 16384 - 64
+    assert _fts_config(new)["hashsize"] == 16 * 1024 * 1024
+    raw = apsw.Connection(str(tmp_path / "old.db"))
+    raw.execute("PRAGMA page_size=4096")
+    raw.execute("CREATE TABLE keep (x)")  # the page size is fixed by the first write
+    raw.close()
+    old = connect(tmp_path / "old.db")
+    assert "pgsz" not in _fts_config(old)  # FTS5's default already fits a 4 KiB page
+    assert _fts_config(old)["hashsize"] == 16 * 1024 * 1024

@@ -575,3 +575,15 @@ def test_incremental_updates_match_a_fresh_index(conn: apsw.Connection, vault, t
     assert _children_by_path(conn) == _children_by_path(fresh)
     assert _children_by_path(conn)["new.md"]["links"] == [(0, "Other", None, 1, "people.md"),
                                                          (1, "Later", None, 1, "later.md")]
+
+
+def test_gc_pause_is_undone_by_the_outermost_caller_even_on_error() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), indexer.gc_paused():
+        with indexer.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause must not switch it back on early
+        raise RuntimeError("boom")
+    assert gc.isenabled()
