@@ -68,6 +68,7 @@ class FileRecord:
     keys: list[tuple[str, int]] = field(default_factory=list)  # (key, kind)
     links: list[tuple] = field(default_factory=list)  # links columns after (src_rid)
     headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
+    unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
 
     @property
     def flagged(self) -> bool:
@@ -125,8 +126,9 @@ def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
     return files, unreadable, errors
 
 
-def read_record(root: str, relpath: str, mtime_ns: int, size: int) -> FileRecord:
-    """Read, hash and parse one file; never raises."""
+def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None) -> FileRecord:
+    """Read, hash and parse one file; never raises. A file whose hash is ``known_hash`` is not
+    parsed again: the record comes back with ``unchanged`` set and no rows."""
     full = os.path.join(root, relpath)
     try:
         with open(full, "rb") as fh:
@@ -134,6 +136,8 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int) -> FileRecord
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
     digest = hashlib.sha256(data).hexdigest()
+    if digest == known_hash:
+        return FileRecord(relpath, mtime_ns, len(data), digest, unchanged=True)
     try:
         text = data.decode("utf-8")
         bad_encoding = None
@@ -519,7 +523,10 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
         row = next(
-            iter(conn.execute("SELECT rid FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath))), None
+            iter(conn.execute(
+                "SELECT rid, content_hash, mtime_ns, id FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath)
+            )),
+            None,
         )
         if st is None:
             if row:
@@ -527,7 +534,16 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
                 delete_note_row(conn, row[0])
                 resolve_links(conn, keys, set())
             return None
-        rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size)
+        # the watcher also reports kms's own writes, already indexed: those cost a hash, not a parse
+        known = row[1] if row else None
+        rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known)
+        if rec.unchanged and row:
+            if row[2] != rec.mtime_ns:
+                conn.execute(
+                    "UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
+                    (rec.mtime_ns, rec.mtime_ns / 1e9, row[0]),
+                )
+            return row[3]
         if rec.error or rec.values is None:
             return None
         values = {**rec.values, "indexed_at": time.time()}

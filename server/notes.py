@@ -17,6 +17,7 @@ from server.db import rows, write_tx
 from server.errors import KmsError
 
 VISIBLE = "n.hidden_at IS NULL"
+_REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
 
 
 def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]:
@@ -24,12 +25,12 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]
     ref_lc = ref.strip().lower()
     path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
     for sql, params in (
-        (f"SELECT n.rid, n.id FROM notes n WHERE n.id = ? {hidden}", (ref.strip(),)),
+        (f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {hidden}", (ref.strip(),)),
         # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
         # fold ASCII only, so 'Éclair' would not find 'éclair'
         *(
             (
-                f"SELECT DISTINCT n.rid, n.id FROM note_keys k JOIN notes n ON n.rid = k.rid "
+                f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
                 f"WHERE k.key = ? AND k.kind = {kind} {hidden} ORDER BY n.path",
                 (key,),
             )
@@ -48,20 +49,24 @@ def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, l
     return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]
 
 
-def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
-    """The note ``ref`` names (id, title, path or alias), or a not-found error with close matches."""
+def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+    """Who ``ref`` names (id, title, path or alias): rid, id, vault_id, path, title, folder and
+    size_bytes only, which is all a write needs; a not-found error with close matches otherwise."""
     found = _lookup(conn, ref, include_hidden)
     if not found:
         close = suggestions(conn, ref, include_hidden)
         hint = f"; did you mean: {', '.join(close)}?" if close else ""
         raise KmsError("not-found", f"no note matches {ref!r}{hint}", suggestions=close)
     if len(found) > 1:
-        ids = [r["id"] for r in found]
-        paths = [r[0] for r in conn.execute(
-            f"SELECT path FROM notes WHERE id IN ({','.join('?' * len(ids))})", ids)]
+        paths = [r["path"] for r in found]
         raise KmsError("invalid-input", f"{ref!r} names several notes; use an id or a path: {', '.join(paths)}",
                        candidates=paths)
-    return get_note(conn, found[0]["id"], include_hidden=include_hidden)
+    return found[0]
+
+
+def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+    """The whole note ``ref`` names (see ``find_note``)."""
+    return get_note(conn, find_note(conn, ref, include_hidden=include_hidden)["id"], include_hidden=include_hidden)
 
 
 def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = False) -> dict[str, Any]:

@@ -207,7 +207,13 @@ def ensure_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Pat
 
 
 def resolve_note_file(vault_root: str | os.PathLike[str], relpath: str) -> Path:
-    """Real path of an existing note, refused if it resolves outside the vault.
+    """Real path of an existing note, refused if it resolves outside the vault (see ``locate_note``)."""
+    return locate_note(vault_root, relpath)[0]
+
+
+def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path, str]:
+    """Real path of an existing note, refused if it resolves outside the vault, and where that is
+    relative to the vault (another path than ``relpath`` for a symlinked note).
 
     ``relpath`` comes from the index, not from the agent, so names Obsidian allows
     but kms would not create (a colon on Linux, say) are fine; only escapes are refused.
@@ -221,7 +227,7 @@ def resolve_note_file(vault_root: str | os.PathLike[str], relpath: str) -> Path:
     real = os.path.realpath(os.path.join(root, *relpath.split("/")))
     if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
-    return Path(real)
+    return Path(real), Path(os.path.relpath(real, root)).as_posix()
 
 
 def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:

@@ -17,10 +17,11 @@ DEBOUNCE_MS = 150
 log = logging.getLogger("kms.watcher")
 
 
-def _in_vault(vault: Vault, path: str) -> str | None:
-    """Vault-relative path of anything outside dot-folders, else None."""
+def _in_vault(vault: Vault, path: str, real_root: Path | None = None) -> str | None:
+    """Vault-relative path of anything outside dot-folders, else None (``real_root``: the vault
+    root already resolved, for callers that check many paths)."""
     try:
-        rel = Path(path).resolve().relative_to(vault.root.resolve()).as_posix()
+        rel = Path(path).resolve().relative_to(real_root or vault.root.resolve()).as_posix()
     except ValueError:
         return None
     if rel == "." or any(part.startswith(".") for part in rel.split("/")):
@@ -44,7 +45,8 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
     """
     n = 0
     for vault in vaults:
-        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p)) is not None]
+        real_root = vault.root.resolve()
+        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p, real_root)) is not None]
         if not mine:
             continue
         notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]

@@ -20,7 +20,6 @@ Safety rules every operation follows:
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import time
@@ -52,9 +51,9 @@ from server.safepath import (
     NOTE_SUFFIX,
     ensure_folder,
     folder_key,
+    locate_note,
     relpath_in_vault,
     resolve_folder,
-    resolve_note_file,
     sanitize_title,
 )
 from server.vaults import Vault
@@ -133,12 +132,12 @@ def lock_dir_for(conn: apsw.Connection) -> Path:
 
 def load_note(conn: apsw.Connection, ref: str) -> tuple[NoteRef, Vault]:
     """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise."""
-    from server.notes import resolve_note
+    from server.notes import find_note
     from server.vaults import get_vault
 
     if not isinstance(ref, str) or not ref.strip():
         raise KmsError("invalid-input", "noteId is required")
-    row = resolve_note(conn, ref)
+    row = find_note(conn, ref)
     note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
     return note, get_vault(conn, row["vault_id"])
 
@@ -173,7 +172,8 @@ def _bare(line: str) -> str:
 
 
 def line_count(text: str) -> int:
-    return len(split_lines(text))
+    """``len(split_lines(text))`` without building the list."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def _starts(lines: list[str]) -> list[int]:
@@ -209,7 +209,8 @@ def writable_start(text: str) -> int:
     summary, rest = summary_codec.decode(text[offset:])
     if summary is not None:
         offset = len(text) - len(rest)
-    return bisect.bisect_left(_starts(split_lines(text)), offset)
+    # the index of the first line starting at or after ``offset`` (no list of lines needed)
+    return text.count("\n", 0, offset) + (0 if offset == 0 or text[offset - 1] == "\n" else 1)
 
 
 @dataclass(frozen=True)
@@ -417,7 +418,7 @@ def write_note(
     """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency."""
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
-    real = resolve_note_file(vault.root, note.path)
+    real, real_rel = locate_note(vault.root, note.path)
     with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd:
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
@@ -462,7 +463,6 @@ def write_note(
     note_id = note.id
     if new_raw != raw:
         note_id = _reindex(conn, vault, note.path, result) or note.id
-        real_rel = relpath_in_vault(vault.root, real)
         if real_rel != note.path and real_rel.lower().endswith(NOTE_SUFFIX):
             _reindex(conn, vault, real_rel, result)  # the symlink's target is a note of its own
     result["noteId"] = note_id
@@ -482,9 +482,8 @@ def _check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None)
     if not allowlist:
         return
     allowlist.check(note.folder)
-    real = resolve_note_file(vault.root, note.path)
-    real_folder = relpath_in_vault(vault.root, real.parent)
-    allowlist.check("" if real_folder == "." else real_folder)
+    real_rel = locate_note(vault.root, note.path)[1]
+    allowlist.check(real_rel.rpartition("/")[0])
 
 
 # ----- operations -------------------------------------------------------------------------------

@@ -263,6 +263,21 @@ def test_reindex_file_adds_updates_and_removes(conn: apsw.Connection, vault) -> 
     assert scalar(conn, "SELECT count(*) FROM notes WHERE path = 'new.md'") == 1
 
 
+def test_reindex_file_of_unchanged_bytes_only_follows_the_mtime(conn: apsw.Connection, vault) -> None:
+    """The watcher reports kms's own writes too: those must not be parsed and rewritten again."""
+    write(vault.root / "n.md", "# N\n\nsome words #tag")
+    nid = reindex_file(conn, vault, "n.md")
+    before = note_row(conn, "n.md")
+    os.utime(vault.root / "n.md", ns=(before["mtime_ns"] + 5_000_000_000,) * 2)  # touched, same bytes
+    assert reindex_file(conn, vault, "n.md") == nid
+    after = note_row(conn, "n.md")
+    assert after["indexed_at"] == before["indexed_at"]  # not re-parsed
+    assert after["mtime_ns"] == before["mtime_ns"] + 5_000_000_000
+    write(vault.root / "n.md", "# N\n\nother words #tag")
+    reindex_file(conn, vault, "n.md")
+    assert note_row(conn, "n.md")["body"].endswith("other words #tag")
+
+
 def test_forward_links_resolve_when_target_appears_and_unresolve_when_it_goes(conn: apsw.Connection, vault) -> None:
     write(vault.root / "src.md", "[[Future note]] [[fut alias]] [[plans/Future note#Part]]")
     index_vault(conn, vault)

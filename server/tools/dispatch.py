@@ -6,12 +6,13 @@ Everything an MCP client can get back is a dict: the handler's typed result, or
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from server.errors import KmsError
 from server.listing import encode_cursor
@@ -21,17 +22,22 @@ from server.tools.reads import ReadTracker
 log = logging.getLogger("kms.tools")
 
 
+@functools.cache
+def _valid_fields(model: type[BaseModel]) -> str:
+    """'noteId (required), heading (optional), ...' as the tool's input schema names them (building
+    a JSON schema takes ~1 ms, so once per model, not once per refused call)."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    names = schema.get("properties", {})
+    return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
+
+
 def describe_validation(exc: ValidationError, spec: ToolSpec) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "input"
         parts.append(f"{loc}: {err['msg']}")
-    fields = spec.input_model.model_json_schema().get("properties", {})
-    valid = ", ".join(
-        f"{name} ({'required' if name in spec.input_model.model_json_schema().get('required', []) else 'optional'})"
-        for name in fields
-    )
-    return "; ".join(parts) + f". Valid fields: {valid}"
+    return "; ".join(parts) + f". Valid fields: {_valid_fields(spec.input_model)}"
 
 
 def note_ids_in(result: dict[str, Any]) -> list[str]:
