@@ -159,6 +159,13 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
     return rec
 
 
+def _file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Bulk indexing makes millions of small objects and no reference cycles; the cycle collector
@@ -519,6 +526,15 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
         return None  # a FIFO or device named *.md: opening it could block forever
+    if st is not None:
+        # the watcher echoing kms's own write: indexed already, so not even the write lock is taken
+        # (taking it would make the next tool call wait for it)
+        indexed = conn.execute(
+            "SELECT id, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ? AND path = ?",
+            (vault.id, relpath),
+        ).fetchall()
+        if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size) and _file_hash(full) == indexed[0][3]:
+            return indexed[0][0]
     with write_tx(conn):
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
