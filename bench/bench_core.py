@@ -38,7 +38,7 @@ def baseline_index(root: str, db: str) -> apsw.Connection:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     root = vault(args.notes)
 
@@ -65,14 +65,17 @@ def main() -> None:
     v = get_vault(conn, "bench")
     noop = sorted(timed(lambda: index_vault(conn, get_vault(conn, "bench"))) for _ in range(5))[2]
 
-    bconn = apsw.Connection(str(fresh_db("baseline.db").parent / "baseline.db"))
     bconn = baseline_index(str(root), str(fresh_db("baseline.db")))
     base_sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
     ours_s, base_s = [], []
-    for _ in range(5):
+    for r in range(10):  # each query back to back on both, who goes first alternating
         for q in QUERIES:
-            ours_s.append(timed(lambda q=q: search(conn, q, 10)))
-            base_s.append(timed(lambda q=q: bconn.execute(base_sql, (build_match(q)[0],)).fetchall()))
+            pair = [
+                (ours_s, lambda q=q: search(conn, q, 10)),
+                (base_s, lambda q=q: bconn.execute(base_sql, (build_match(q)[0],)).fetchall()),
+            ]
+            for samples, fn in pair if r % 2 == 0 else reversed(pair):
+                samples.append(timed(fn))
     o50, o95 = percentiles(ours_s)
     b50, b95 = percentiles(base_s)
     n = sum(1 for _ in root.rglob("*.md"))
