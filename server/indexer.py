@@ -550,7 +550,7 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
                 delete_note_row(conn, row[0])
                 resolve_links(conn, keys, set())
             return None
-        # the watcher also reports kms's own writes, already indexed: those cost a hash, not a parse
+        # a touched file with the same bytes costs a hash, not a parse: only its mtime is followed
         known = row[1] if row else None
         rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known)
         if rec.unchanged and row:

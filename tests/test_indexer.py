@@ -278,6 +278,22 @@ def test_reindex_file_of_unchanged_bytes_only_follows_the_mtime(conn: apsw.Conne
     assert note_row(conn, "n.md")["body"].endswith("other words #tag")
 
 
+def test_reindex_file_of_an_indexed_file_does_not_wait_for_the_write_lock(conn: apsw.Connection, vault) -> None:
+    """Another process holding the lock (an agent's write) must not stall the watcher's no-op echo."""
+    write(vault.root / "n.md", "words")
+    nid = reindex_file(conn, vault, "n.md")
+    other = connect(conn.filename)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        conn.set_busy_timeout(50)
+        assert reindex_file(conn, vault, "n.md") == nid
+        write(vault.root / "n.md", "changed words")
+        with pytest.raises(apsw.BusyError):  # a real change does need the lock
+            reindex_file(conn, vault, "n.md")
+    finally:
+        other.execute("ROLLBACK")
+
+
 def test_forward_links_resolve_when_target_appears_and_unresolve_when_it_goes(conn: apsw.Connection, vault) -> None:
     write(vault.root / "src.md", "[[Future note]] [[fut alias]] [[plans/Future note#Part]]")
     index_vault(conn, vault)
