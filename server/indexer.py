@@ -159,13 +159,6 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
     return rec
 
 
-def _file_hash(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Bulk indexing makes millions of small objects and no reference cycles; the cycle collector
@@ -533,8 +526,10 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
             "SELECT id, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ? AND path = ?",
             (vault.id, relpath),
         ).fetchall()
-        if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size) and _file_hash(full) == indexed[0][3]:
-            return indexed[0][0]
+        if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size):
+            same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=indexed[0][3])
+            if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
+                return indexed[0][0]
     with write_tx(conn):
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
