@@ -135,6 +135,11 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
             data = fh.read()
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
+    return record_of_bytes(relpath, mtime_ns, data, known_hash)
+
+
+def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None) -> FileRecord:
+    """The index record of a file's bytes (see ``read_record``); also for bytes kms is writing."""
     digest = hashlib.sha256(data).hexdigest()
     if digest == known_hash:
         return FileRecord(relpath, mtime_ns, len(data), digest, unchanged=True)
@@ -510,26 +515,32 @@ def index_all(
     return [index_vault(conn, v, full=full, progress=progress) for v in vaults]
 
 
-def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | None:
-    """Index one file now (after a write, or a watcher event); return its note id, None if gone."""
-    full = vault.root / relpath
-    try:
-        st = full.stat()
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        return None  # a FIFO or device named *.md: opening it could block forever
-    if st is not None:
-        # the watcher echoing kms's own write: indexed already, so not even the write lock is taken
-        # (taking it would make the next tool call wait for it)
-        indexed = conn.execute(
-            "SELECT id, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ? AND path = ?",
-            (vault.id, relpath),
-        ).fetchall()
-        if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size):
-            same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=indexed[0][3])
-            if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
-                return indexed[0][0]
+def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None) -> str | None:
+    """Index one file now (after a write, or a watcher event); return its note id, None if gone.
+
+    ``written``: the record of the bytes kms itself just renamed into place (``record_of_bytes``,
+    built while they were being fsynced), so the file is not read and parsed a second time.
+    """
+    st = None
+    if written is None:
+        full = vault.root / relpath
+        try:
+            st = full.stat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            return None  # a FIFO or device named *.md: opening it could block forever
+        if st is not None:
+            # the watcher echoing kms's own write: indexed already, so not even the write lock is taken
+            # (taking it would make the next tool call wait for it)
+            indexed = conn.execute(
+                "SELECT id, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ? AND path = ?",
+                (vault.id, relpath),
+            ).fetchall()
+            if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size):
+                same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=indexed[0][3])
+                if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
+                    return indexed[0][0]
     with write_tx(conn):
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
@@ -539,7 +550,7 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
             )),
             None,
         )
-        if st is None:
+        if written is None and st is None:
             if row:
                 keys = set(_affected_keys(conn, row[0]))
                 delete_note_row(conn, row[0])
@@ -547,7 +558,13 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str) -> str | Non
             return None
         # a touched file with the same bytes costs a hash, not a parse: only its mtime is followed
         known = row[1] if row else None
-        rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known)
+        if written is None:
+            assert st is not None
+            rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known)
+        elif written.content_hash == known:
+            rec = FileRecord(relpath, written.mtime_ns, written.size, written.content_hash, unchanged=True)
+        else:
+            rec = written
         if rec.unchanged and row:
             if row[2] != rec.mtime_ns:
                 conn.execute(

@@ -47,6 +47,7 @@ from server.atomic import (
     write_stamp,
 )
 from server.errors import KmsError
+from server.indexer import FileRecord, record_of_bytes, reindex_file
 from server.safepath import (
     NOTE_SUFFIX,
     ensure_folder,
@@ -142,14 +143,14 @@ def load_note(conn: apsw.Connection, ref: str) -> tuple[NoteRef, Vault]:
     return note, get_vault(conn, row["vault_id"])
 
 
-def _reindex(conn: apsw.Connection, vault: Vault, relpath: str, result: WriteResult) -> str | None:
+def _reindex(
+    conn: apsw.Connection, vault: Vault, relpath: str, result: WriteResult, written: FileRecord | None = None
+) -> str | None:
     """Update the index for the file just written. The write already happened, so an index
     failure is reported as a warning (the watcher or the next ``kms index`` heals it) rather
     than as an error an agent would retry (and so write twice)."""
-    from server.indexer import reindex_file
-
     try:
-        return reindex_file(conn, vault, relpath)
+        return reindex_file(conn, vault, relpath, written)
     except Exception as e:  # noqa: BLE001 - see docstring
         result["indexWarning"] = f"written, but the index update failed: {e}"
         return None
@@ -436,7 +437,8 @@ def write_note(
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
             if new_raw == raw:
                 break
-            with PendingWrite(real, new_raw) as pending:  # write + fsync before the last check
+            with PendingWrite(real, new_raw) as pending:  # written; fsynced in the background...
+                written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
                 if sha256_hex(_read(real, note)) != before:
                     continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
                 pending.commit()
@@ -462,9 +464,10 @@ def write_note(
     )
     note_id = note.id
     if new_raw != raw:
-        note_id = _reindex(conn, vault, note.path, result) or note.id
+        note_id = _reindex(conn, vault, note.path, result, written) or note.id
         if real_rel != note.path and real_rel.lower().endswith(NOTE_SUFFIX):
             _reindex(conn, vault, real_rel, result)  # the symlink's target is a note of its own
+        pending.wait_durable()  # the folder's fsync ran while the index was updated
     result["noteId"] = note_id
     return WriteOutcome(
         result=result,

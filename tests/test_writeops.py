@@ -126,6 +126,33 @@ def test_append_at_end_keeps_trailing_newline(env: Env) -> None:
     assert row["inserted_text"] == "\n\ntail line" and row["insert_offset"] == len(NOTE) - 1
 
 
+def test_index_after_a_write_is_what_reading_the_file_gives(env: Env) -> None:
+    """The write path indexes the bytes it wrote (parsed while they were fsynced) instead of reading
+    the file back: the row must be exactly what a fresh read of the file yields, so the watcher's
+    echo of the write finds nothing to do."""
+    from server.indexer import read_record, reindex_file
+
+    nid = env.note("log.md", "---\ntags: [log]\n---\n# Log\n\n- first #day1 see [[Other]]\n")
+    svc(env).append(nid, "## Later\n\n- second #day2 and [[Third|3]]\n\n```\n#not-a-tag [[not-a-link]]\n```")
+    st = (env.root / "log.md").stat()
+    fresh = read_record(str(env.root), "log.md", st.st_mtime_ns, st.st_size)
+    assert fresh.values is not None
+    cols = [c for c in fresh.values if c != "updated_at"]
+    row = env.conn.execute(f"SELECT {', '.join(cols)}, rid, indexed_at FROM notes WHERE id = ?", (nid,)).fetchall()[0]
+    assert dict(zip(cols, row[:-2], strict=True)) == {c: fresh.values[c] for c in cols}
+    assert (fresh.values["mtime_ns"], fresh.values["size_bytes"]) == (st.st_mtime_ns, st.st_size)
+    rid, indexed_at = row[-2:]
+    assert tags_of(env, nid) == sorted(fresh.tags) == ["day1", "day2", "log"]
+    links = env.conn.execute("SELECT ord, target, target_key, heading, block, alias, embed, in_frontmatter, line "
+                             "FROM links WHERE src_rid = ? ORDER BY ord", (rid,)).fetchall()
+    assert [tuple(r) for r in links] == [tuple(x) for x in fresh.links]
+    heads = env.conn.execute("SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord",
+                             (rid,)).fetchall()
+    assert [tuple(r) for r in heads] == [tuple(x) for x in fresh.headings]
+    assert reindex_file(env.conn, env.vault, "log.md") == nid  # the watcher's echo: a no-op
+    assert env.conn.execute("SELECT indexed_at FROM notes WHERE id = ?", (nid,)).fetchall()[0][0] == indexed_at
+
+
 def test_append_without_trailing_newline(env: Env) -> None:
     nid = env.note("n.md", "one\ntwo")
     svc(env).append(nid, "three", separator="\n")
@@ -458,3 +485,39 @@ def test_note_emptied_by_a_person_can_be_appended(env: Env) -> None:
     os.utime(path, (time.time() - 5, time.time() - 5))
     svc(env).append(nid, "new")
     assert env.read("n.md") == "new\n"
+
+
+# ----- the atomic write primitives --------------------------------------------------------------
+
+
+def test_pending_write_replaces_only_on_commit_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    from server.atomic import PendingWrite
+
+    target = tmp_path / "n.md"
+    target.write_bytes(b"old\n")
+    os.chmod(target, 0o640)
+    with PendingWrite(target, b"discarded\n"):
+        assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.md"]  # the temp file is gone
+    with PendingWrite(target, b"new\n" * 50_000) as pending:  # bigger than one write() may take
+        pending.commit()
+        pending.wait_durable()
+    assert target.read_bytes() == b"new\n" * 50_000
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)  # the note keeps its permissions
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.md"]
+    assert pending.stamp == f"{target.stat().st_ino} {target.stat().st_mtime_ns} {target.stat().st_size}"
+
+
+def test_lock_stamp_is_rewritten_in_place(tmp_path: Path) -> None:
+    """The stamp is a fixed-width record: a shorter stamp after a longer one reads back exactly,
+    and so does a stamp an older kms wrote by truncating the file."""
+    from server.atomic import file_lock, read_stamp, write_stamp
+
+    with file_lock(tmp_path / "n.md", tmp_path / "locks") as fd:
+        assert read_stamp(fd) == ""
+        write_stamp(fd, "123456789012 1732931234123456789 123456789")
+        write_stamp(fd, "1 2 3")
+        assert read_stamp(fd) == "1 2 3"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"7 8 9", 0)  # the old format: just the stamp
+        assert read_stamp(fd) == "7 8 9"
