@@ -1,8 +1,13 @@
 """The MCP adapter: serve the tool registry over stdio with the low-level SDK server.
 
 Configuration is read once from the environment at start (``ServerConfig.from_env``).
-Tool handlers run on worker threads, each with its own APSW connection. While serving,
-a watcher thread keeps the index in step with edits made beside the agent.
+Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
+search, an inventory walk) never holds up the others. Write tools run on the event loop itself:
+they take a few milliseconds and the database's write lock one at a time anyway, and the two
+thread hand-offs they skip cost ~1 ms of a ``kms_append`` round trip (``bench/bench_mcp.py``). The
+price: while a write waits (another writer holds the note or the database, an editor is saving
+the note: bounded waits), the session's other calls wait with it. While serving, a watcher
+thread keeps the index in step with edits made beside the agent.
 """
 
 from __future__ import annotations
@@ -71,7 +76,10 @@ def build_server(runner: ToolRunner) -> Server:
         return types.ListToolsResult(tools=[to_mcp_tool(s) for s in runner.listed()])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
+        if runner.runs_inline(params.name):
+            result, is_error = runner.call(params.name, params.arguments)
+        else:
+            result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
         text = json.dumps(result, ensure_ascii=False, default=str)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
@@ -133,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     start_background(runner, stop)
 
     async def serve() -> None:
-        from mcp.server.stdio import stdio_server
+        from server.stdio_transport import kms_stdio_server
 
-        async with stdio_server() as (read_stream, write_stream):
+        async with kms_stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     def terminate(signum: int, frame: object) -> None:

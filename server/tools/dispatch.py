@@ -68,6 +68,12 @@ class ToolRunner:
         """Read tools always (a disabled tier answers feature-disabled); write tools only when enabled."""
         return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled("write")]
 
+    def runs_inline(self, name: str) -> bool:
+        """Whether the adapter may run this tool on its event loop rather than a worker thread:
+        the write tools, which are short and serialised by the database's write lock anyway."""
+        spec = self.by_name.get(name)
+        return spec is not None and spec.tier == "write"
+
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         spec = self.by_name.get(name)
         if spec is None:

@@ -1,0 +1,209 @@
+"""MCP's stdio transport for ``kms mcp``: the SDK frames and parses the messages, this module
+supplies the two byte streams it accepts (``stdio_server(stdin=..., stdout=...)``).
+
+Why not the SDK's own streams:
+- They read each line and write and flush each reply on worker threads: three thread hand-offs
+  per call, ~0.5 ms on a 2-core machine (``bench/bench_mcp.py``). When stdin and stdout are pipes
+  or sockets (an agent host), the event loop reads and writes them itself: non-blocking, with
+  flow control when the client reads slowly.
+- At end of input the SDK cancels the requests still running: it takes the client for gone. A
+  client may just be done sending (``printf ... | kms mcp``), so the end of input is passed on
+  only once what was asked has been answered (at most ``DRAIN_AT_EOF_S``).
+
+A terminal or a file is read and written on a worker thread, as the SDK does: making a terminal
+non-blocking would leak into the shell that owns it. As in the SDK, fd 0 and fd 1 point elsewhere
+while serving (the null device, stderr), so a stray ``print`` or a child process can never write
+into the protocol. On Windows the SDK's transport serves unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, BinaryIO
+
+import anyio
+
+DRAIN_AT_EOF_S = 10.0
+_RESPONSE_PREFIX = '{"jsonrpc":"2.0","id":'  # how the SDK writes a response (then "result" or "error")
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _key(request_id: object) -> tuple[str, object]:
+    return (type(request_id).__name__, request_id)  # JSON-RPC ids 1 and "1" are different requests
+
+
+class _Unanswered:
+    """Ids of the requests read and not yet answered (nor cancelled by the client)."""
+
+    def __init__(self) -> None:
+        self.ids: set[tuple[str, object]] = set()
+        self.answered = asyncio.Event()
+
+    def read(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return  # the SDK answers a parse error itself, without an id
+        if not isinstance(msg, dict):
+            return
+        if "id" in msg and "method" in msg:
+            self.ids.add(_key(msg["id"]))
+        elif msg.get("method") == "notifications/cancelled" and isinstance(msg.get("params"), dict):
+            self._done(msg["params"].get("requestId"))  # never answered
+
+    def wrote(self, text: str) -> None:
+        if self.ids and text.startswith(_RESPONSE_PREFIX):
+            end = text.find(',"', len(_RESPONSE_PREFIX))
+            with contextlib.suppress(ValueError):
+                self._done(json.loads(text[len(_RESPONSE_PREFIX) : end]))
+
+    def _done(self, request_id: object) -> None:
+        self.ids.discard(_key(request_id))
+        if not self.ids:
+            self.answered.set()
+
+    async def wait(self, timeout: float) -> None:
+        if self.ids:
+            self.answered.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.answered.wait(), timeout)
+
+
+class _Lines:
+    """``async for line in stdin``; the end of input waits for the answers still owed."""
+
+    def __init__(self, readline: Callable[[], Awaitable[bytes]], unanswered: _Unanswered) -> None:
+        self._readline = readline
+        self._unanswered = unanswered
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._readline()
+        if not line:
+            await self._unanswered.wait(DRAIN_AT_EOF_S)
+            raise StopAsyncIteration
+        self._unanswered.read(line)
+        return line.decode("utf-8", "replace")
+
+
+class _FlowControl(asyncio.Protocol):
+    """Lets a writer wait while the client has not yet read what was sent."""
+
+    def __init__(self) -> None:
+        self._resumed: asyncio.Future[None] | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def pause_writing(self) -> None:
+        self._resumed = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.resume_writing()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    async def drained(self) -> None:
+        if self._resumed is not None:
+            await self._resumed
+
+
+class _Out:
+    """``await stdout.write(text)`` / ``flush()``."""
+
+    def __init__(self, write: Callable[[bytes], Awaitable[None]], unanswered: _Unanswered) -> None:
+        self._write = write
+        self._unanswered = unanswered
+
+    async def write(self, text: str) -> None:
+        await self._write(text.encode("utf-8"))
+        self._unanswered.wrote(text)
+
+    async def flush(self) -> None:
+        pass  # every write is already handed to the pipe
+
+
+def _threaded_write(f: BinaryIO) -> Callable[[bytes], Awaitable[None]]:
+    def write_all(data: bytes) -> None:
+        f.write(data)
+        f.flush()
+
+    async def write(data: bytes) -> None:
+        await anyio.to_thread.run_sync(write_all, data)
+
+    return write
+
+
+@contextlib.asynccontextmanager
+async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """Like ``mcp.server.stdio.stdio_server()``; see the module docstring for the differences."""
+    from mcp.server.stdio import stdio_server
+
+    if sys.platform == "win32":  # pragma: no cover
+        async with stdio_server() as streams:
+            yield streams
+        return
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    transports: list[asyncio.BaseTransport] = []
+    flow: _FlowControl | None = None
+    try:
+        os.dup2(devnull, 0)
+        os.dup2(2, 1)
+        unanswered = _Unanswered()
+        if _is_pipe(wire_in):
+            reader = asyncio.StreamReader(limit=64 * 1024 * 1024)  # one message per line, however big
+            read_transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
+            )
+            transports.append(read_transport)
+            readline = reader.readline
+        else:
+            stdin_file = os.fdopen(wire_in, "rb")
+
+            async def readline() -> bytes:
+                return await anyio.to_thread.run_sync(stdin_file.readline)
+
+        if _is_pipe(wire_out):
+            flow = _FlowControl()
+            write_transport, _ = await loop.connect_write_pipe(lambda: flow, os.fdopen(wire_out, "wb", 0))
+            transports.append(write_transport)
+
+            async def write(data: bytes) -> None:
+                write_transport.write(data)  # sent at once when the pipe has room
+                await flow.drained()
+        else:
+            write = _threaded_write(os.fdopen(wire_out, "wb"))
+        stdin, stdout = _Lines(readline, unanswered), _Out(write, unanswered)
+        async with stdio_server(stdin=stdin, stdout=stdout) as streams:  # type: ignore[arg-type]
+            yield streams
+    finally:
+        for transport in transports:
+            transport.close()  # a write transport sends what is still buffered, then closes
+        if flow is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(flow.closed), 2.0)
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        for fd in (saved_in, saved_out, devnull):
+            os.close(fd)
