@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import operator
 import os
 import secrets
 import stat
@@ -291,6 +292,7 @@ _UPDATE_COLS = (
     "path, folder, title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
     "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at"
 ).split(", ")
+_update_values = operator.itemgetter(*_UPDATE_COLS)  # a values dict -> its _UPDATE_COLS, in order
 _UPDATE_SQL = "UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in _UPDATE_COLS) + " WHERE rid = :rid"
 _INSERT_SQL = (
     "INSERT INTO notes(id, vault_id, created_at, "
@@ -344,19 +346,26 @@ class NewNotes:
             return []
         conn, vid = self.conn, self.vault_id
         first = (next(conn.execute("SELECT max(rid) FROM notes"))[0] or 0) + 1
-        batch = [(first + i, rec, values) for i, (rec, values) in enumerate(self.pending)]
-        self.pending = []
+        pending, self.pending = self.pending, []
         conn.executemany(
             self._SQL,
-            [(rid, new_note_id(), vid, v["indexed_at"], *(v[c] for c in _UPDATE_COLS)) for rid, _rec, v in batch],
+            [(first + i, new_note_id(), vid, v["indexed_at"], *_update_values(v))
+             for i, (_rec, v) in enumerate(pending)],
         )
-        conn.executemany(_FTS_INSERT, [(rid, v["title"], v["body"], v["tags"]) for rid, _rec, v in batch])
-        rows: tuple[list, list, list, list] = ([], [], [], [])
-        for rid, rec, _v in batch:
-            for acc, part in zip(rows, _children(rec, rid, vid), strict=True):
-                acc.extend(part)
-        _insert_children(conn, *rows)
-        return [(rid, rec) for rid, rec, _v in batch]
+        conn.executemany(_FTS_INSERT, [(first + i, v["title"], v["body"], v["tags"])
+                                       for i, (_rec, v) in enumerate(pending)])
+        tags: list = []
+        keys: list = []
+        links: list = []
+        heads: list = []
+        for i, (rec, _v) in enumerate(pending):
+            rid = first + i
+            tags += [(rid, t) for t in rec.tags]
+            keys += [(k, vid, rid, kind) for k, kind in rec.keys]
+            links += [(rid, *ln) for ln in rec.links]
+            heads += [(rid, *h) for h in rec.headings]
+        _insert_children(conn, tags, keys, links, heads)
+        return [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
 
 
 def delete_note_row(conn: apsw.Connection, rid: int) -> None:
@@ -459,6 +468,8 @@ def index_vault(
         new_notes = NewNotes(conn, vault.id)
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
+            if cold:
+                return  # every link is resolved at the end anyway
             for rid, rec in done:
                 keys.update(k for k, _kind in rec.keys)
                 srcs.add(rid)
@@ -475,7 +486,8 @@ def index_vault(
                 )
                 report.unchanged += 1
                 continue
-            values = {**rec.values, "indexed_at": now}
+            values = rec.values  # the record's own: filled in place
+            values["indexed_at"] = now
             if rec.flagged:
                 report.flagged += 1
             if known:
