@@ -9,9 +9,10 @@ unusual to splice (flow mapping, complex keys) the whole mapping is re-dumped
 with ruamel's round-trip dumper, which still keeps order, comments and quoting.
 
 Either way the result is verified before anyone writes it: the new frontmatter
-must parse with ruamel *and* PyYAML (the indexer's parser), untouched keys must
-hold the same values, changed keys exactly the requested ones. Anything that
-does not parse safely in the first place is refused with ``invalid-input``.
+must parse with ruamel *and* PyYAML (so YAML 1.1 tools read it right too) *and* the
+indexer's YAML 1.2 parser, untouched keys must hold the same values, changed keys
+exactly the requested ones. Anything that does not parse safely in the first place
+is refused with ``invalid-input``.
 """
 
 from __future__ import annotations
@@ -465,6 +466,30 @@ def _redump(
     return "" if not data else convert_newlines(_dump_doc(data, seq), newline)
 
 
+def _indexer_problems(yaml_text: str, set_: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The keys the index would read otherwise than requested (``server.parser``, YAML 1.2)."""
+    from server.parser import parse_frontmatter
+
+    indexed, error = parse_frontmatter(yaml_text.replace("\r\n", "\n"))
+    if indexed is None:
+        return [f"the index's YAML reader: {error}"]
+    problems = []
+    for key, value in after.items():
+        if value == ABSENT:
+            if key in indexed:
+                problems.append(key)
+        elif _is_json(set_[key]) and indexed.get(key) != set_[key]:
+            problems.append(key)
+    return problems
+
+
+def _is_json(value: Any) -> bool:
+    """A value the index holds as itself (dates and other YAML-only types it holds as text)."""
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    return value is None or isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value))
+
+
 def _verify(
     old_text: str,
     new_text: str,
@@ -490,6 +515,7 @@ def _verify(
                 problems.append(key)
         elif canon(new_rt.get(key)) != canon(set_[key]) or canon(new_py.get(key)) != canon(set_[key]):
             problems.append(key)
+    problems += _indexer_problems(new_text[new_span.open_end : new_span.close_start], set_, after)
     if problems:
         raise KmsError(
             "invalid-input",

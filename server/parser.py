@@ -1,9 +1,16 @@
 """Parse one Markdown note the way Obsidian users write it.
 
 A real Markdown parser (pyromark, CommonMark via pulldown-cmark) finds code, headings,
-links and HTML, so ``#tags`` and ``[[links]]`` inside code are not tags or links; YAML
-frontmatter goes through PyYAML's safe loader. Parsing never fails: bad frontmatter is
-reported in ``fm_error`` and the body is still indexed.
+links and HTML, so ``#tags`` and ``[[links]]`` inside code are not tags or links. Parsing
+never fails: bad frontmatter is reported in ``fm_error`` and the body is still indexed.
+
+Frontmatter is read as YAML 1.2 (yaml-rs, a Rust parser that passes the YAML test suite), as
+current tools (js-yaml 4, ruamel.yaml) read it: ``status: yes`` is the text "yes", ``time: 10:30``
+the text "10:30", ``on:`` the key "on" (PyYAML's YAML 1.1 made them ``True``, the number 630 and
+the key ``True``). It is ~10x faster than PyYAML (whose constructor was a sixth of a cold index's
+parsing) and bounds alias expansion, so a "billion laughs" note cannot exhaust memory. A repeated
+key keeps its last value, as before. On the 10k bench vault and the two sample vaults both read
+every frontmatter the same.
 """
 
 from __future__ import annotations
@@ -15,14 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyromark
-import yaml
+import yaml_rs
 
 from server import summary as summary_codec
-
-try:
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML without libyaml
-    _Loader = yaml.SafeLoader
 
 _FM = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 _FM_EMPTY = re.compile(r"\A---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)")
@@ -110,17 +112,43 @@ def parse_frontmatter(raw: str | None) -> tuple[dict[str, Any] | None, str | Non
     if not raw.strip():
         return {}, None
     try:
-        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - safe loader
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (frontmatter line {mark.line + 1})" if mark is not None else ""
-        return None, f"invalid YAML: {problem}{where}"
+        data = yaml_rs.loads(raw, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins)
+    except yaml_rs.YAMLDecodeError as exc:
+        return None, f"invalid YAML: {_yaml_problem(str(exc))}"
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a panic in the Rust parser is a BaseException
+        return None, f"invalid YAML: the parser failed ({type(exc).__name__})"
     if data is None:
         return {}, None
     if not isinstance(data, dict):
         return None, f"frontmatter is a {type(data).__name__}, not a mapping"
+    if _has_complex_key(data):
+        where = f" (frontmatter line {raw.count(chr(10), 0, raw.index('{{')) + 1})" if "{{" in raw else ""
+        return None, "invalid YAML: a mapping used as a key (an unfilled template placeholder like {{date}}?)" + where
     return _jsonable(data), None
+
+
+_YAML_AT = re.compile(r"^YAML parse error at line (\d+), column \d+$")
+
+
+def _yaml_problem(message: str) -> str:
+    """yaml-rs says 'YAML parse error at line N, column C', a source excerpt, then the problem:
+    keep the problem and the line, as one line."""
+    lines = message.splitlines()
+    at = _YAML_AT.match(lines[0]) if lines else None
+    if at is None:
+        return lines[0] if lines else "unreadable"
+    return f"{lines[-1].strip()} (frontmatter line {at.group(1)})"
+
+
+def _has_complex_key(value: Any) -> bool:
+    """``date: {{date}}`` is valid YAML 1.2 (a mapping keyed by a mapping), but no note means it."""
+    if isinstance(value, dict):
+        return any(isinstance(k, frozenset | tuple) or _has_complex_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_complex_key(v) for v in value)
+    return False
 
 
 def _string_list(value: Any) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from server import summary
@@ -159,6 +161,25 @@ def test_invalid_yaml_template_placeholders_flagged_body_still_parsed() -> None:
     assert "tags: template" not in p.body
     [link] = p.links
     assert link.line == 8
+
+
+def test_frontmatter_is_yaml_1_2() -> None:
+    """As js-yaml and Obsidian's properties read it, not as PyYAML's YAML 1.1 did."""
+    p = parse_note("---\nstatus: yes\ntime: 10:30\non: stage\ncode: 012\nok: true\nn: 1e3\n---\n", "T")
+    assert p.fm_error is None
+    assert p.frontmatter == {"status": "yes", "time": "10:30", "on": "stage", "code": 12, "ok": True, "n": 1000.0}
+    assert parse_note("---\ntags: [a]\ntags: [b]\n---\n", "T").tags == ["b"]  # a repeated key: the last wins
+
+
+def test_alias_bomb_is_flagged_not_expanded() -> None:
+    rows = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        rows.append(f"{name}: &{name} [{', '.join(['*' + prev] * 10)}]")
+    started = time.monotonic()
+    p = parse_note("---\n" + "\n".join(rows) + "\n---\nbody #kept\n", "Bomb")
+    assert time.monotonic() - started < 5  # 10^9 strings if expanded
+    assert p.frontmatter is None and p.fm_error and p.fm_error.startswith("invalid YAML")
+    assert p.tags == ["kept"]
 
 
 def test_non_mapping_frontmatter_is_flagged() -> None:

@@ -449,15 +449,18 @@ def test_update_properties_input_refusals(env: Env, set_: dict, remove: list | N
     assert env.read("p.md") == FM
 
 
-def test_quoting_survives_yaml11_readers(env: Env) -> None:
+def test_quoting_survives_yaml11_and_yaml12_readers(env: Env) -> None:
     nid = env.note("q.md", "x\n")
-    values = {"a": "yes", "b": "1:20", "c": "0777", "d": "2024-01-01", "e": "null", "f": "multi\nline", "g": ""}
+    values = {"a": "yes", "b": "1:20", "c": "0777", "d": "2024-01-01", "e": "null", "f": "multi\nline", "g": "",
+              "h": "1e3", "i": "0o17", "j": "on"}
     svc(env).update_properties(nid, values)
     text = env.read("q.md")
     assert yaml.safe_load(text.split("---\n")[1]) == values
     from ruamel.yaml import YAML
 
     assert dict(YAML(typ="safe").load(text.split("---\n")[1])) == values
+    indexed = env.conn.execute("SELECT frontmatter FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    assert json.loads(indexed) == values  # and the index (YAML 1.2) reads them as the same text
 
 
 def test_list_style_follows_note(env: Env) -> None:
