@@ -124,6 +124,15 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
     return threads
 
 
+async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
+    """Hosts stop servers with SIGTERM: end the session as if the input had ended (the streams close
+    in order, reads are flushed, the session is marked ended) instead of dying mid-write."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bad = find_unexpanded(argv, os.environ)
@@ -143,13 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     async def serve() -> None:
         from server.stdio_transport import kms_stdio_server
 
-        async with kms_stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with anyio.create_task_group() as tg:
+            if sys.platform != "win32":
+                tg.start_soon(_cancel_on_sigterm, tg.cancel_scope)
+            async with kms_stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
 
-    def terminate(signum: int, frame: object) -> None:
-        raise SystemExit(0)  # hosts stop servers with SIGTERM: still flush reads and end the session
+    if sys.platform == "win32":  # pragma: no cover - no signal receiver on Windows' event loop
 
-    signal.signal(signal.SIGTERM, terminate)
+        def terminate(signum: int, frame: object) -> None:
+            raise SystemExit(0)
+
+        signal.signal(signal.SIGTERM, terminate)
     try:
         anyio.run(serve)
     except (KeyboardInterrupt, SystemExit):

@@ -10,7 +10,7 @@ Why not the SDK's own streams:
   client may just be done sending (``printf ... | kms mcp``), so the end of input is passed on
   only once what was asked has been answered (at most ``DRAIN_AT_EOF_S``).
 
-A terminal or a file is read and written on a worker thread, as the SDK does: making a terminal
+A terminal or a file is read on a daemon thread and written on a worker thread: making a terminal
 non-blocking would leak into the shell that owns it. As in the SDK, fd 0 and fd 1 point elsewhere
 while serving (the null device, stderr), so a stray ``print`` or a child process can never write
 into the protocol. On Windows the SDK's transport serves unchanged.
@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, BinaryIO
 
@@ -141,6 +142,25 @@ class _Out:
         pass  # every write is already handed to the pipe
 
 
+def _reader_thread(f: BinaryIO, loop: asyncio.AbstractEventLoop) -> Callable[[], Awaitable[bytes]]:
+    """Lines read by a daemon thread: a read blocked on a terminal must not keep the process alive
+    after SIGTERM or Ctrl-C (the SDK's worker-thread read did)."""
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def pump() -> None:
+        while True:
+            line = f.readline()
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            except RuntimeError:  # the loop is closed: the session is over
+                return
+            if not line:
+                return
+
+    threading.Thread(target=pump, name="kms-stdin", daemon=True).start()
+    return lines.get
+
+
 def _threaded_write(f: BinaryIO) -> Callable[[bytes], Awaitable[None]]:
     def write_all(data: bytes) -> None:
         f.write(data)
@@ -179,10 +199,7 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
             transports.append(read_transport)
             readline = reader.readline
         else:
-            stdin_file = os.fdopen(wire_in, "rb")
-
-            async def readline() -> bytes:
-                return await anyio.to_thread.run_sync(stdin_file.readline)
+            readline = _reader_thread(os.fdopen(wire_in, "rb"), loop)
 
         if _is_pipe(wire_out):
             flow = _FlowControl()

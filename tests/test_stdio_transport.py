@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import subprocess
 import sys
 import time
+import tty
 from pathlib import Path
 
 import apsw
@@ -104,3 +108,40 @@ async def test_a_result_bigger_than_the_pipe_buffer_arrives_whole(
             result = await client.call_tool("kms_read", {"noteId": nid})
             assert not result.is_error, result.structured_content
             assert result.structured_content["body"] == body
+
+
+def _initialize_over(fd_in: int, fd_out: int, timeout: float = 30) -> dict:
+    os.write(fd_in, lines(INIT))
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in buf and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd_out], [], [], 0.5)
+        if ready:
+            buf += os.read(fd_out, 65536)
+    return json.loads(buf.split(b"\n")[0])
+
+
+@pytest.mark.parametrize("wire", ["pipes", "terminal"])
+def test_sigterm_ends_the_session_cleanly(indexed: apsw.Connection, db_path: Path, tmp_path: Path, wire: str) -> None:
+    """Hosts stop servers with SIGTERM while the input is still open: the server ends the session
+    (marked ended, no traceback) and exits at once, also when it reads a terminal."""
+    env = server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0", KMS_SESSION_ID="term")
+    cmd = [sys.executable, "-m", "kmscli", "mcp"]
+    if wire == "pipes":
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        reply = _initialize_over(proc.stdin.fileno(), proc.stdout.fileno())
+    else:
+        main, child = pty.openpty()
+        tty.setraw(child)
+        proc = subprocess.Popen(cmd, stdin=child, stdout=child, stderr=subprocess.PIPE, env=env)
+        os.close(child)
+        reply = _initialize_over(main, main)
+    assert reply["id"] == 1 and "result" in reply
+    started = time.monotonic()
+    proc.terminate()
+    assert proc.wait(timeout=15) == 0
+    assert time.monotonic() - started < 10
+    assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
+    ended = indexed.execute("SELECT ended_at FROM sessions WHERE id = 'term'").fetchall()
+    assert ended and ended[0][0] is not None
