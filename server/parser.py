@@ -94,9 +94,21 @@ def split_frontmatter(text: str) -> tuple[str | None, str, int]:
     return raw, text[m.end() :], m.end()
 
 
+class _ComplexKey(ValueError):
+    """``date: {{date}}`` is valid YAML 1.2 (a mapping keyed by a mapping), but no note means it."""
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, frozenset | tuple):  # how yaml-rs gives a mapping or list used as a key
+        raise _ComplexKey
+    return str(k)
+
+
 def _jsonable(value: Any) -> Any:
+    if value.__class__ is str:  # by far the most common: leave at once
+        return value
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {_key(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [_jsonable(v) for v in value]
     if isinstance(value, _dt.date | _dt.datetime | _dt.time):
@@ -123,10 +135,11 @@ def parse_frontmatter(raw: str | None) -> tuple[dict[str, Any] | None, str | Non
         return {}, None
     if not isinstance(data, dict):
         return None, f"frontmatter is a {type(data).__name__}, not a mapping"
-    if _has_complex_key(data):
+    try:
+        return _jsonable(data), None
+    except _ComplexKey:
         where = f" (frontmatter line {raw.count(chr(10), 0, raw.index('{{')) + 1})" if "{{" in raw else ""
         return None, "invalid YAML: a mapping used as a key (an unfilled template placeholder like {{date}}?)" + where
-    return _jsonable(data), None
 
 
 _YAML_AT = re.compile(r"^YAML parse error at line (\d+), column \d+$")
@@ -140,15 +153,6 @@ def _yaml_problem(message: str) -> str:
     if at is None:
         return lines[0] if lines else "unreadable"
     return f"{lines[-1].strip()} (frontmatter line {at.group(1)})"
-
-
-def _has_complex_key(value: Any) -> bool:
-    """``date: {{date}}`` is valid YAML 1.2 (a mapping keyed by a mapping), but no note means it."""
-    if isinstance(value, dict):
-        return any(isinstance(k, frozenset | tuple) or _has_complex_key(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_complex_key(v) for v in value)
-    return False
 
 
 def _string_list(value: Any) -> list[str]:
@@ -230,7 +234,9 @@ def _structure(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
     code: list[tuple[int, int]] = []
     notags: list[tuple[int, int]] = []
     heads: list[tuple[int, int, int]] = []
-    events = pyromark.events_with_range(body, options=_OPTIONS)
+    # adjacent texts merged: ~30 % fewer events to convert to Python, and texts are skipped anyway
+    # (the ranges of every other event are the same; checked on 10k notes and 20k random documents)
+    events = pyromark.events_with_range(body, options=_OPTIONS, merge_text=True)
     if not body.isascii():
         events = _to_char_offsets(body, list(events))
     # one event per text run, list item, emphasis...: a note of 200 list items has ~1000, so the
@@ -303,11 +309,12 @@ def parse_note(text: str, title: str) -> ParsedNote:
             tags.extend(normalize_tag(t) for t in _string_list(frontmatter.get(key)))
         for key in ("aliases", "alias"):
             aliases.extend(_alias_list(frontmatter.get(key)))
-        for s in _walk_strings(frontmatter):
-            for m in _WIKILINK.finditer(s):
-                link = _make_link(m, 1, True, title)
-                if link:
-                    links.append(link)
+        if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
+            for s in _walk_strings(frontmatter):
+                for m in _WIKILINK.finditer(s):
+                    link = _make_link(m, 1, True, title)
+                    if link:
+                        links.append(link)
 
     def line_of(pos: int) -> int:
         return body_start_line + body.count("\n", 0, pos)
