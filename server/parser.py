@@ -282,13 +282,18 @@ def _inside(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
     return i >= 0 and ranges[i][0] <= pos < ranges[i][1]
 
 
+_ATX_CLOSING = re.compile(r"\s+#+\s*$")
+
+
 def _heading_text(raw: str) -> str:
-    lines = [ln.strip() for ln in raw.strip().splitlines()]
+    lines = raw.strip().splitlines()
     if not lines:
         return ""
-    if lines[0].startswith("#"):
-        return re.sub(r"\s+#+\s*$", "", lines[0].lstrip("#").strip()).strip()
-    return " ".join(ln for ln in lines[:-1] if ln)  # setext: the underline is the last line
+    first = lines[0].strip()
+    if first.startswith("#"):
+        text = first.lstrip("#").strip()
+        return _ATX_CLOSING.sub("", text).strip() if text.endswith("#") else text
+    return " ".join(s for ln in lines[:-1] if (s := ln.strip()))  # setext: the underline is the last line
 
 
 def parse_note(text: str, title: str) -> ParsedNote:
