@@ -192,7 +192,7 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         os.dup2(2, 1)
         unanswered = _Unanswered()
         if _is_pipe(wire_in):
-            reader = asyncio.StreamReader(limit=64 * 1024 * 1024)  # one message per line, however big
+            reader = asyncio.StreamReader(limit=64 * 1024 * 1024)  # one message per line, up to 64 MiB
             read_transport, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
             )
@@ -217,10 +217,12 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
     finally:
         for transport in transports:
             transport.close()  # a write transport sends what is still buffered, then closes
-        if flow is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(flow.closed), 2.0)
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        for fd in (saved_in, saved_out, devnull):
-            os.close(fd)
+        try:
+            if flow is not None:  # also when cancelled (SIGTERM): what was answered still goes out
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                    await flow.closed
+        finally:
+            os.dup2(saved_in, 0)
+            os.dup2(saved_out, 1)
+            for fd in (saved_in, saved_out, devnull):
+                os.close(fd)
