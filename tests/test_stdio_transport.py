@@ -145,3 +145,20 @@ def test_sigterm_ends_the_session_cleanly(indexed: apsw.Connection, db_path: Pat
     assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
     ended = indexed.execute("SELECT ended_at FROM sessions WHERE id = 'term'").fetchall()
     assert ended and ended[0][0] is not None
+
+
+def test_a_cancelled_request_does_not_hold_up_the_end(indexed: apsw.Connection, db_path: Path,
+                                                     tmp_path: Path) -> None:
+    """The SDK never answers a request the client cancelled: the end of input must not wait for it."""
+    requests = lines(
+        INIT, INITIALIZED,
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+         "params": {"name": "kms_inventory", "arguments": {"limit": 500}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}},
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "kmscli", "mcp"], input=requests, capture_output=True,
+                          env=server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0"), timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert time.monotonic() - started < 8  # the end of input waits up to 10 s only for owed answers
+    assert 1 in replies(done.stdout)
