@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import apsw
 
@@ -47,7 +47,6 @@ from server.atomic import (
     write_stamp,
 )
 from server.errors import KmsError
-from server.indexer import FileRecord, record_of_bytes, reindex_file
 from server.safepath import (
     NOTE_SUFFIX,
     ensure_folder,
@@ -58,6 +57,9 @@ from server.safepath import (
     sanitize_title,
 )
 from server.vaults import Vault
+
+if TYPE_CHECKING:
+    from server.indexer import FileRecord
 
 MAX_CREATE_BYTES = 100 * 1024
 MAX_INSERT_BYTES = 50 * 1024
@@ -149,6 +151,8 @@ def _reindex(
     """Update the index for the file just written. The write already happened, so an index
     failure is reported as a warning (the watcher or the next ``kms index`` heals it) rather
     than as an error an agent would retry (and so write twice)."""
+    from server.indexer import reindex_file  # not at import: the dashboard imports this module
+
     try:
         return reindex_file(conn, vault, relpath, written)
     except Exception as e:  # noqa: BLE001 - see docstring
@@ -417,6 +421,8 @@ def write_note(
     lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency."""
+    from server.indexer import record_of_bytes  # not at import: the dashboard imports this module
+
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     real, real_rel = locate_note(vault.root, note.path)
