@@ -42,10 +42,10 @@ def main() -> None:
     args = ap.parse_args()
     root = vault(args.notes)
 
-    from server.db import connect
-    from server.indexer import index_vault
-    from server.search import build_match, search
-    from server.vaults import add_vault, get_vault
+    from server.index.indexer import index_vault
+    from server.index.search import build_match, search
+    from server.store.db import connect
+    from server.vault.registry import add_vault, get_vault
 
     base_times, ours_times = [], []
     for _ in range(args.rounds):  # alternate so both see the same machine state

@@ -42,7 +42,7 @@ DATA = REPO / "tests" / "data"
 
 def model_dir(arg: str | None) -> Path:
     d = Path(arg or os.environ.get("KMS_EMBED_MODEL_DIR") or DEFAULT_MODEL)
-    from server.embed.model import missing_files
+    from server.index.embed.model import missing_files
 
     if missing_files(d):
         sys.exit(f"no model at {d}: run .venv/bin/python scripts/fetch_model.py")
@@ -64,7 +64,7 @@ def queries_for(conn, count: int, seed: int = 7) -> list[str]:
 
 
 def chunk_texts(conn, rids: list[int]) -> list[str]:
-    from server.embed.chunker import prefix
+    from server.index.embed.chunker import prefix
 
     marks = ",".join("?" * len(rids))
     return [prefix(title, heading) + text for title, heading, text in conn.execute(
@@ -74,7 +74,7 @@ def chunk_texts(conn, rids: list[int]) -> list[str]:
 
 def throughput(conn, embedder, notes: int, group: int) -> dict:
     """Ours vs raw fastembed on the same chunk texts, alternating per group of notes."""
-    from server.embed import embed_pending
+    from server.index.embed import embed_pending
 
     ours = raw = 0.0
     done = chunks = 0
@@ -103,9 +103,9 @@ def synthetic_fill(conn) -> int:
     """
     import numpy as np
 
-    from server.db import write_tx
-    from server.embed.chunker import approx_tokens, chunk_note
-    from server.embed.model import DIM, MODEL_NAME
+    from server.index.embed.chunker import approx_tokens, chunk_note
+    from server.index.embed.model import DIM, MODEL_NAME
+    from server.store.db import write_tx
 
     real = np.stack([np.frombuffer(b, dtype="<f4") for (b,) in conn.execute("SELECT vector FROM embeddings")])
     rng = np.random.default_rng(3)
@@ -132,10 +132,10 @@ def synthetic_fill(conn) -> int:
 
 def probe(db: str, mdir: str, queries: list[str]) -> dict:
     """Run in a fresh process: load time, RSS with the model, index load, query latency."""
-    from server.db import connect
-    from server.embed import Embedder
-    from server.embed.model import _release_free_memory
-    from server.semantic import SemanticIndex, keyword_hits, semantic_search
+    from server.index.embed import Embedder
+    from server.index.embed.model import _release_free_memory
+    from server.index.semantic import SemanticIndex, keyword_hits, semantic_search
+    from server.store.db import connect
 
     base = rss_mb()
     started = time.perf_counter()
@@ -185,12 +185,12 @@ def cpu_reference() -> float:
 
 def quality(embedder) -> dict:
     """recall@5 and MRR on the labelled semantic vault."""
-    from server.db import connect
-    from server.embed import embed_pending
-    from server.indexer import index_vault
-    from server.search import search
-    from server.semantic import SemanticIndex, semantic_search
-    from server.vaults import add_vault
+    from server.index.embed import embed_pending
+    from server.index.indexer import index_vault
+    from server.index.search import search
+    from server.index.semantic import SemanticIndex, semantic_search
+    from server.store.db import connect
+    from server.vault.registry import add_vault
 
     tmp = Path(tempfile.mkdtemp(prefix="kms-quality-"))
     try:
@@ -230,10 +230,10 @@ def main() -> None:
         print(json.dumps(probe(args.probe[0], str(mdir), json.loads(Path(args.probe[1]).read_text()))))
         return
 
-    from server.db import connect
-    from server.embed import Embedder
-    from server.indexer import index_vault
-    from server.vaults import add_vault
+    from server.index.embed import Embedder
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
 
     scale = max(args.scale, args.notes)
     print(f"vault: {scale} generated notes (bench/genvault.py)", flush=True)

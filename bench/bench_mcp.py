@@ -118,10 +118,10 @@ async def inventory_walk(client) -> tuple[float, int]:
 def run(args) -> None:
     root = vault(args.notes)
     db = fresh_db("mcp.db")
-    from server.db import connect
-    from server.indexer import index_vault
-    from server.search import build_match
-    from server.vaults import add_vault
+    from server.index.indexer import index_vault
+    from server.index.search import build_match
+    from server.store.db import connect
+    from server.vault.registry import add_vault
 
     conn = connect(db)
     index_vault(conn, add_vault(conn, root, "bench"))

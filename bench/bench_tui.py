@@ -42,8 +42,8 @@ OPEN_TARGET_S = 1.0
 
 def seed(db_path: Path, rows: int) -> float:
     """``rows`` provenance rows over 100 sessions (FTS trigger included); returns seconds."""
-    from server.db import connect, write_tx
-    from server.sessions import start_session
+    from server.activity.sessions import start_session
+    from server.store.db import connect, write_tx
 
     rng = random.Random(7)
     conn = connect(db_path)
@@ -83,8 +83,8 @@ async def until(cond: object, what: str, timeout: float = 20.0) -> None:
 async def measure(db_path: str, settings: str) -> dict[str, float]:
     import psutil
 
-    from server import provenance
-    from server.db import connect
+    from server.activity import provenance
+    from server.store.db import connect
     from tui.app import create_app
 
     start = time.perf_counter()
@@ -157,7 +157,7 @@ def main() -> None:
         return
     tmp = Path(tempfile.mkdtemp(prefix="kms-bench-tui-"))
     try:
-        from server.db import connect
+        from server.store.db import connect
 
         empty, big = tmp / "empty.db", tmp / "big.db"
         connect(empty).close()

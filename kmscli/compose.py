@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.settings import BUILTIN_SERVERS, CustomServer, Settings, env_text
+from server.config.settings import BUILTIN_SERVERS, CustomServer, Settings, env_text
 
 Entry = dict[str, Any]
 Built = tuple[str, Entry] | None

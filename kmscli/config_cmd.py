@@ -1,4 +1,4 @@
-"""``kms config``: get/set/unset/list/path/edit over the schema in ``server.settings``.
+"""``kms config``: get/set/unset/list/path/edit over the schema in ``server.config.settings``.
 
 All rules (types, validation, warnings, precedence) live in the core so the TUI's
 settings screen behaves the same; this module only parses arguments and prints.
@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from server import settings as st
+from server.config import settings as st
 
 config_app = typer.Typer(
     help="Read and change kms settings (one TOML file; environment variables override keys).",

@@ -13,13 +13,13 @@ def entry() -> None:
     if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
         import os
 
-        from server.unexpanded import find_unexpanded, refusal
+        from server.config.unexpanded import find_unexpanded, refusal
 
         bad = find_unexpanded(sys.argv[2:], os.environ)
         if bad:
             sys.stderr.write(refusal(bad))
             sys.exit(2)
-        from server.mcp_server import main as serve
+        from server.mcp.serve import main as serve
 
         sys.exit(serve(sys.argv[2:]))
     from kmscli.main import main

@@ -42,8 +42,8 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
-from server import db
-from server.settings import Settings, load_settings
+from server.config.settings import Settings, load_settings
+from server.store import db
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 EXIT_NOT_FOUND = 127
@@ -163,7 +163,7 @@ def session_settings(
     conn: Any, *, vault: str | None, write: bool | None, env: Mapping[str, str]
 ) -> tuple[Settings, list[Path], str | None, list[str]]:
     """Effective settings for a session, the roots it covers, the vault name, and warnings."""
-    from server.vaults import get_vault, list_vaults
+    from server.vault.registry import get_vault, list_vaults
 
     vaults = list_vaults(conn)
     selected = [get_vault(conn, vault)] if vault else vaults
@@ -187,8 +187,8 @@ def run_claude(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
+    from server.activity.sessions import end_session, new_session_id, start_session
     from server.errors import KmsError
-    from server.sessions import end_session, new_session_id, start_session
 
     env = dict(os.environ if env is None else env)
     db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()
@@ -243,7 +243,7 @@ def _sweep_stale_configs(conn: Any) -> None:
     """Delete configs of sessions that ended or whose launcher is gone (best effort)."""
     import time
 
-    from server.sessions import get_session, pid_alive
+    from server.activity.sessions import get_session, pid_alive
 
     def stale(session_id: str, mtime: float) -> bool:
         row = get_session(conn, session_id)
@@ -310,7 +310,7 @@ def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _index_report(conn: Any) -> list[dict[str, Any]]:
-    from server.vaults import list_vaults
+    from server.vault.registry import list_vaults
 
     out = []
     for v in list_vaults(conn):
@@ -333,11 +333,11 @@ def _index_report(conn: Any) -> list[dict[str, Any]]:
 
 
 def _model_report(settings: Settings) -> dict[str, Any]:
-    """``server.embed.model_status`` (files present, where from); guarded so doctor works without it."""
+    """``server.index.embed.model_status`` (files present, where from); guarded so doctor works without it."""
     if not settings.get("embed.enabled"):
         return {"ok": None, "state": "off (embed.enabled = false): search is keyword-only"}
     try:
-        from server.embed import model_status
+        from server.index.embed import model_status
     except ImportError:
         return {"ok": None, "state": "embedding support not installed in this build"}
     try:
@@ -357,7 +357,7 @@ def _jsonable(value: Any) -> Any:
 
 def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
-    from server.sessions import list_sessions, pid_alive
+    from server.activity.sessions import list_sessions, pid_alive
 
     env = dict(os.environ if env is None else env)
     db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()

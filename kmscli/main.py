@@ -15,9 +15,9 @@ from kmscli.config_cmd import config_app
 from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, doctor_command, mcp_config_command
 from kmscli.output import cli_errors, console, open_db, print_json, when
 from kmscli.servers_cmd import servers_app
-from server import listing
-from server.db import default_db_path
 from server.errors import KmsError
+from server.index import listing
+from server.store.db import default_db_path
 
 app = typer.Typer(
     name="kms",
@@ -36,7 +36,7 @@ LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=500, help="Ho
 def _vault_id(conn, name: str | None) -> int | None:
     if name is None:
         return None
-    from server.vaults import get_vault
+    from server.vault.registry import get_vault
 
     return get_vault(conn, name).id
 
@@ -48,7 +48,7 @@ def vault_add(
     no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
 ) -> None:
     """Register a vault (and index it)."""
-    from server.vaults import add_vault
+    from server.vault.registry import add_vault
 
     with cli_errors():
         conn = open_db()
@@ -75,7 +75,7 @@ def vault_list(json_out: JsonOpt = False) -> None:
 @vault_app.command("remove")
 def vault_remove(name: str) -> None:
     """Forget a vault: its index rows go, its files are never touched."""
-    from server.vaults import remove_vault
+    from server.vault.registry import remove_vault
 
     with cli_errors():
         vault = remove_vault(open_db(), name)
@@ -83,7 +83,7 @@ def vault_remove(name: str) -> None:
 
 
 def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
-    from server.indexer import index_all
+    from server.index.indexer import index_all
 
     if vault is not None:
         _vault_id(conn, vault)
@@ -111,8 +111,8 @@ def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
 
 def _run_embed(conn) -> None:
     """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
-    from server.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
-    from server.settings import load_settings
+    from server.config.settings import load_settings
+    from server.index.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
 
     model_dir = load_settings().get("embed.model_dir") or None
     total = pending_count(conn)
@@ -180,7 +180,7 @@ def search_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Search notes (BM25 ranked, highlighted) and agent write records."""
-    from server.search import search
+    from server.index.search import search
 
     with cli_errors():
         conn = open_db()
@@ -220,9 +220,9 @@ def _highlight(excerpt: str, width: int = 300) -> str:
 
 
 def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
-    from server.embed import Embedder
-    from server.semantic import SemanticIndex, semantic_search
-    from server.settings import load_settings
+    from server.config.settings import load_settings
+    from server.index.embed import Embedder
+    from server.index.semantic import SemanticIndex, semantic_search
 
     settings = load_settings()
     embedder = Embedder(settings.get("embed.model_dir") or None, enabled=settings.get("embed.enabled"))
@@ -232,7 +232,7 @@ def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
 
 def _provenance_hits(conn, query: str, limit: int) -> list[dict]:
     try:
-        from server.provenance import search_invocations
+        from server.activity.provenance import search_invocations
     except ImportError:
         return []
     try:
@@ -244,7 +244,7 @@ def _provenance_hits(conn, query: str, limit: int) -> list[dict]:
 @app.command("show")
 def show_cmd(note: str, json_out: JsonOpt = False) -> None:
     """Show one note (id, title or path)."""
-    from server.notes import resolve_note
+    from server.index.notes import resolve_note
 
     with cli_errors():
         n = resolve_note(open_db(), note, include_hidden=True)
@@ -296,7 +296,7 @@ def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt =
 @app.command("backlinks")
 def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
     """Notes that link to NOTE."""
-    from server.notes import resolve_note
+    from server.index.notes import resolve_note
 
     with cli_errors():
         conn = open_db()
@@ -315,7 +315,7 @@ def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) ->
 @app.command("hide")
 def hide_cmd(note: str) -> None:
     """Hide a note from every agent-facing listing and search."""
-    from server.notes import set_hidden
+    from server.index.notes import set_hidden
 
     with cli_errors():
         n = set_hidden(open_db(), note, True)
@@ -325,7 +325,7 @@ def hide_cmd(note: str) -> None:
 @app.command("unhide")
 def unhide_cmd(note: str) -> None:
     """Make a hidden note visible to agents again."""
-    from server.notes import set_hidden
+    from server.index.notes import set_hidden
 
     with cli_errors():
         n = set_hidden(open_db(), note, False)
@@ -335,7 +335,7 @@ def unhide_cmd(note: str) -> None:
 @app.command("watch")
 def watch_cmd(vault: VaultOpt = None) -> None:
     """Keep the index in sync while files change (Ctrl-C to stop)."""
-    from server.watcher import watch_vaults
+    from server.index.watcher import watch_vaults
 
     with cli_errors():
         conn = open_db()
@@ -354,7 +354,7 @@ def watch_cmd(vault: VaultOpt = None) -> None:
 @app.command("mcp")
 def mcp_cmd() -> None:
     """Serve the vault to an agent over MCP (stdio). Configured by KMS_* environment variables."""
-    from server.mcp_server import main as serve
+    from server.mcp.serve import main as serve
 
     sys.exit(serve())
 
@@ -378,7 +378,7 @@ def log_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Agent write calls (provenance), newest first."""
-    from server.provenance import list_invocations
+    from server.activity.provenance import list_invocations
 
     with cli_errors():
         data = list_invocations(open_db(), session=session, limit=limit)
@@ -402,7 +402,7 @@ def demo_cmd(
     """Zero-setup demo: a scripted agent works on a copy of the sample vault while you watch."""
     import anyio
 
-    from server.demo import prepare, run_story
+    from kmscli.demo import prepare, run_story
 
     ws = prepare()
     console.print(f"[dim]demo workspace: {ws.root} (sample vault copy, private database)[/]")
@@ -458,8 +458,8 @@ def model_status_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Which model is used, where it is, and whether it is ready."""
-    from server.embed import embed_stats, model_status
-    from server.settings import load_settings
+    from server.config.settings import load_settings
+    from server.index.embed import embed_stats, model_status
 
     with cli_errors():
         data = model_status(load_settings().get("embed.model_dir") or None, verify=verify, load=load)
@@ -481,7 +481,7 @@ def model_install_cmd(
     source: Annotated[Path, typer.Option("--from", help="A directory with model.onnx, tokenizer.json, ...")],
 ) -> None:
     """Copy a model directory into kms's data dir (checked first)."""
-    from server.embed import install_model
+    from server.index.embed import install_model
 
     with cli_errors():
         dest = install_model(source)
@@ -491,7 +491,7 @@ def model_install_cmd(
 @model_app.command("download")
 def model_download_cmd() -> None:
     """Fetch the model from the model hub into fastembed's cache (needs the internet)."""
-    from server.embed.model import download_model
+    from server.index.embed.model import download_model
 
     console.print("downloading sentence-transformers/all-MiniLM-L6-v2 (about 90 MB)...")
     try:

@@ -13,8 +13,8 @@ import apsw
 import typer
 from rich.console import Console
 
-from server.db import connect, default_db_path
 from server.errors import KmsError
+from server.store.db import connect, default_db_path
 
 console = Console()
 err_console = Console(stderr=True)

@@ -14,8 +14,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry, redact
-from server import db
-from server import settings as st
+from server.config import settings as st
+from server.store import db
 
 servers_app = typer.Typer(
     help="MCP servers for `kms claude` sessions (built-in and your own).", no_args_is_help=True

@@ -25,10 +25,11 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from server import activity, revert
-from server.db import thread_connection
+from server.activity import feed
+from server.config.settings import default_config_path
 from server.errors import KmsError
-from server.settings import default_config_path
+from server.store.db import thread_connection
+from server.writes import revert
 from tui.poller import Poller
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
@@ -145,13 +146,13 @@ class KmsDashboard(App[None]):
 
     @work(group="reads", exit_on_error=False)
     async def show_reads(self, session_id: str) -> None:
-        reads = await self.db(activity.session_reads, session_id)
+        reads = await self.db(feed.session_reads, session_id)
         await self.push_screen(ReadsScreen(session_id, reads, self.clock()))
 
     @work(group="note", exit_on_error=False)
     async def open_note(self, invocation_id: int) -> None:
         try:
-            note = await self.db(activity.read_note, invocation_id)
+            note = await self.db(feed.read_note, invocation_id)
         except KmsError as e:
             self.notify(e.message, title="Can't open the note", severity="error")
             return
@@ -160,7 +161,7 @@ class KmsDashboard(App[None]):
     @work(group="note", exit_on_error=False)
     async def action_open_read_note(self, note_id: str) -> None:
         try:
-            note = await self.db(activity.read_note_by_id, note_id)
+            note = await self.db(feed.read_note_by_id, note_id)
         except KmsError as e:
             self.notify(e.message, title="Can't open the note", severity="error")
             return
@@ -169,7 +170,7 @@ class KmsDashboard(App[None]):
     @work(group="note", exit_on_error=False)
     async def edit_note(self, invocation_id: int) -> None:
         try:
-            note = await self.db(activity.read_note, invocation_id)
+            note = await self.db(feed.read_note, invocation_id)
         except KmsError as e:
             self.notify(e.message, title="Can't open the note", severity="error")
             return
@@ -196,7 +197,7 @@ class KmsDashboard(App[None]):
 
     @work(group="revert", exclusive=True, exit_on_error=False)
     async def review_revert(self, invocation_id: int) -> None:
-        """Preview, confirm, revert. Every refusal comes from ``server.revert`` with its reason."""
+        """Preview, confirm, revert. Every refusal comes from ``server.writes.revert`` with its reason."""
         try:
             preview = await self.db(revert.preview_revert, invocation_id)
         except KmsError as e:
@@ -228,7 +229,7 @@ class KmsDashboard(App[None]):
             yield SystemCommand("Reads of session", "Notes the agent read", screen.action_reads)
             yield SystemCommand("Clear filters", "Search, session, tool, status", screen.action_clear_filters)
             yield SystemCommand("Load older rows", "Page back through the provenance", screen.action_load_older)
-            for status in activity.STATUSES:
+            for status in feed.STATUSES:
                 yield SystemCommand(
                     f"Show only status: {status}", f"Filter the feed to {status} rows",
                     lambda s=status: screen.filters.set_status(s),  # type: ignore[misc]

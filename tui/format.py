@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from server.activity import Gauge
+from server.activity.feed import Gauge
 
 # status -> (symbol, word, style)
 STATUS_STYLE: dict[str, tuple[str, str, str]] = {

@@ -7,8 +7,8 @@ from typing import Any
 
 from textual.message import Message
 
-from server.activity import SessionInfo
-from server.settings import Settings
+from server.activity.feed import SessionInfo
+from server.config.settings import Settings
 
 
 class InvocationsArrived(Message):

@@ -21,9 +21,9 @@ from pathlib import Path
 import apsw
 from textual.message import Message
 
-from server import activity
-from server.db import connect
-from server.settings import load_settings
+from server.activity import feed
+from server.config.settings import load_settings
+from server.store.db import connect
 from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
 
 TICK_S = 1.0
@@ -36,7 +36,7 @@ class Poller:
         *,
         clock: Callable[[], float],
         settings_path: Path,
-        window: int = activity.FEED_WINDOW,
+        window: int = feed.FEED_WINDOW,
     ) -> None:
         self.db_path = db_path
         self.clock = clock
@@ -46,7 +46,7 @@ class Poller:
         self.version = -1
         self.last_id = 0
         self._last_tick = 0.0
-        self._sessions: list[activity.SessionInfo] | None = None
+        self._sessions: list[feed.SessionInfo] | None = None
         self._sessions_at = 0.0
         self._overview: dict | None = None
         self._settings_mtime: float | None = -1.0
@@ -54,11 +54,11 @@ class Poller:
     def first(self) -> list[Message]:
         """Open the connection (in the calling thread) and return the initial picture."""
         conn = self.conn = connect(self.db_path)
-        self.version = activity.data_version(conn)
-        page = activity.feed_page(conn, limit=self.window)
+        self.version = feed.data_version(conn)
+        page = feed.feed_page(conn, limit=self.window)
         self.last_id = page.high_water
         msgs: list[Message] = [
-            InvocationsArrived(page.rows, initial=True, more=page.more, reverted=activity.reverted_ids(conn))
+            InvocationsArrived(page.rows, initial=True, more=page.more, reverted=feed.reverted_ids(conn))
         ]
         return msgs + self._refresh(changed=True, tick=True)
 
@@ -66,12 +66,12 @@ class Poller:
         """One cheap check; messages for whatever changed."""
         assert self.conn is not None, "call first() before poll()"
         msgs: list[Message] = []
-        version = activity.data_version(self.conn)
+        version = feed.data_version(self.conn)
         changed = version != self.version
         if changed:
             self.version = version
             while True:
-                new = activity.feed_since(self.conn, self.last_id, self.window)
+                new = feed.feed_since(self.conn, self.last_id, self.window)
                 if new:
                     self.last_id = new[-1]["id"]
                     msgs.append(InvocationsArrived(new))
@@ -86,13 +86,13 @@ class Poller:
         if tick:
             self._last_tick = time.monotonic()
         if changed:
-            overview = activity.index_overview(self.conn)
+            overview = feed.index_overview(self.conn)
             if overview != self._overview:
                 self._overview = overview
                 msgs.append(OverviewChanged(overview))
         if changed or tick:
             now = self.clock()
-            sessions = activity.session_overview(self.conn, now)
+            sessions = feed.session_overview(self.conn, now)
             counting = any(s.gauge.limited for s in sessions) and int(now) != int(self._sessions_at)
             if sessions != self._sessions or counting:  # a limited gauge counts down each second
                 self._sessions, self._sessions_at = sessions, now

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.activity import SessionInfo
-from server.settings import Settings
+from server.activity.feed import SessionInfo
+from server.config.settings import Settings
 
 MAX_ARRIVALS = 10_000
 

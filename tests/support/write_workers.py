@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from server.db import connect  # noqa: E402
+from server.activity.ratelimit import RateLimiter  # noqa: E402
 from server.errors import KmsError  # noqa: E402
-from server.ratelimit import RateLimiter  # noqa: E402
-from server.writeservice import WriteService  # noqa: E402
+from server.store.db import connect  # noqa: E402
+from server.writes.guard import WriteService  # noqa: E402
 
 
 def _wait(start_file: str) -> None:
@@ -65,7 +65,7 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
     agent's append and every append is checkable); ``replace``: a lock-free editor that
     saves with write-temp + rename; ``truncate``: a lock-free editor that truncates and writes.
     """
-    from server.atomic import file_lock
+    from server.vault.files import file_lock
 
     _wait(start)
     end = time.time() + float(seconds)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import apsw
 
-from server.db import connect
-from server.indexer import index_vault, reindex_file
-from server.vaults import Vault, add_vault
+from server.index.indexer import index_vault, reindex_file
+from server.store.db import connect
+from server.vault.registry import Vault, add_vault
 
 
 @dataclass

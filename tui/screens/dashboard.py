@@ -18,8 +18,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Select
 
-from server import activity
-from server.activity import FeedFilter
+from server.activity import feed
+from server.activity.feed import FeedFilter
 from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
 from tui.state import DashboardState
 from tui.widgets.detail import DetailView
@@ -161,10 +161,10 @@ class DashboardScreen(Screen[None]):
             await asyncio.sleep(debounce)
         flt, query = wanted
         if query:
-            rows = await self.kms.db(activity.search_feed, query, flt)
-            page = activity.FeedPage(rows, 0, False)
+            rows = await self.kms.db(feed.search_feed, query, flt)
+            page = feed.FeedPage(rows, 0, False)
         else:
-            page = await self.kms.db(activity.feed_page, flt)
+            page = await self.kms.db(feed.feed_page, flt)
         self.applied = wanted
         self.paused_new = 0
         self.feed.reset(page.rows, page.more)
@@ -186,7 +186,7 @@ class DashboardScreen(Screen[None]):
     async def _load_older(self) -> None:
         try:
             oldest = min(self.feed.rows_by_id, default=None)
-            page = await self.kms.db(activity.feed_page, self.applied[0], before_id=oldest)
+            page = await self.kms.db(feed.feed_page, self.applied[0], before_id=oldest)
             self.feed.add_older(page.rows, page.more)
             self._subtitle()
         finally:
@@ -226,7 +226,7 @@ class DashboardScreen(Screen[None]):
     @work(exclusive=True, group="detail", exit_on_error=False)
     async def load_detail(self, invocation_id: int) -> None:
         self.detail_id = invocation_id
-        detail = await self.kms.db(activity.invocation_detail, invocation_id)
+        detail = await self.kms.db(feed.invocation_detail, invocation_id)
         self.query_one(DetailView).show(detail, self.state.clock())
 
     # ----- actions on the selection -------------------------------------------------------------

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from server import activity
+from server.activity import feed
 from tui.state import DashboardState
 from tui.widgets.detail import DetailView
 from tui.widgets.header import TopBar
@@ -48,7 +48,7 @@ class InvocationScreen(Screen[None]):
         await self.reload()
 
     async def reload(self) -> None:
-        detail = await self.kms.db(activity.invocation_detail, self.invocation_id)
+        detail = await self.kms.db(feed.invocation_detail, self.invocation_id)
         self.query_one(DetailView).show(detail, self.state.clock())
 
     def action_revert(self) -> None:

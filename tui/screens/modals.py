@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Label, Static, TextArea
 from textual.widgets.text_area import Selection
 
-from server.activity import NoteText
+from server.activity.feed import NoteText
 from tui import format as fmt
 
 

@@ -1,6 +1,6 @@
 """The settings screen: the agent switches, the write allowlist and the write limits.
 
-Same schema and same file as ``kms config`` (``server.settings``): values are checked
+Same schema and same file as ``kms config`` (``server.config.settings``): values are checked
 with ``parse_value`` as the person types, and only changed keys are saved, through
 ``set_value``, so defaults are not pinned into the file. A running agent session keeps
 the settings it started with; the screen says so.
@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
-from server.settings import AUTO, SettingsError, format_value, load_settings, parse_value, set_value, setting
+from server.config.settings import AUTO, SettingsError, format_value, load_settings, parse_value, set_value, setting
 
 KEYS = ("kms.enabled", "agent.read", "agent.write", "write.allowlist", "write.per_minute", "write.per_session")
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."

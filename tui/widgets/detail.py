@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from server.activity import ContextLine, Detail
+from server.activity.feed import ContextLine, Detail
 from tui import format as fmt
 
 MAX_INSERTED_LINES = 30

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Input, Select
 
-from server.activity import STATUSES, TOOLS, FeedFilter
+from server.activity.feed import STATUSES, TOOLS, FeedFilter
 from tui import format as fmt
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from server.activity import SessionInfo
+from server.activity.feed import SessionInfo
 from tui import format as fmt
 from tui.state import DashboardState
 

@@ -1,0 +1,1 @@
+"""Settings schema and file, custom servers, folder globs and the session contract."""

@@ -1,0 +1,1 @@
+"""The index over the files: indexer, watcher, search, semantic search, embeddings, listings."""

@@ -1,0 +1,173 @@
+"""Listings over the index: tags, recent notes, backlinks, the inventory and status.
+
+All of them leave hidden notes out (a tag carried only by hidden notes does not exist
+for an agent) and order deterministically, so paging with a cursor never skips a note.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import apsw
+
+from server.errors import KmsError
+from server.store.db import rows, scalar
+
+
+def list_tags(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
+    where = "AND n.vault_id = ?" if vault_id is not None else ""
+    return rows(
+        conn,
+        f"""SELECT t.tag, count(*) AS count FROM note_tags t JOIN notes n ON n.rid = t.rid
+            WHERE n.hidden_at IS NULL {where} GROUP BY t.tag ORDER BY count DESC, t.tag ASC""",
+        (vault_id,) if vault_id is not None else (),
+    )
+
+
+_CARD = """n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"""
+
+
+def _cards(found: list[dict]) -> list[dict]:
+    for r in found:
+        r["tags"] = r["tags"].split() if r["tags"] else []
+    return found
+
+
+def list_recent(conn: apsw.Connection, limit: int = 10, vault_id: int | None = None) -> list[dict[str, Any]]:
+    where = "AND n.vault_id = ?" if vault_id is not None else ""
+    params: tuple = (vault_id, limit) if vault_id is not None else (limit,)
+    return _cards(rows(
+        conn,
+        f"""SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id
+            WHERE n.hidden_at IS NULL {where} ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+        params,
+    ))
+
+
+def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160) -> str:
+    lines = body.splitlines()
+    idx = max(0, min(len(lines) - 1, line - first_body_line)) if lines else 0
+    text = lines[idx].strip() if lines else ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25) -> list[dict[str, Any]]:
+    """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded."""
+    target = rows(conn, "SELECT rid FROM notes WHERE id = ? AND hidden_at IS NULL", (note_id,))
+    if not target:
+        raise KmsError("not-found", f"no note with id {note_id!r}")
+    rid = target[0]["rid"]
+    found = rows(
+        conn,
+        f"""SELECT {_CARD}, min(l.line) AS line, max(l.in_frontmatter) AS inFrontmatter, n.body AS body,
+                   (SELECT count(*) FROM links l2 WHERE l2.src_rid = n.rid AND l2.dst_rid = ?) AS linkCount
+            FROM links l JOIN notes n ON n.rid = l.src_rid JOIN vaults v ON v.id = n.vault_id
+            WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL
+            GROUP BY n.rid ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+        (rid, rid, rid, limit),
+    )
+    for r in found:
+        body = r.pop("body")
+        r["snippet"] = _link_snippet(body, conn, r["noteId"], rid)
+        r["inFrontmatter"] = bool(r["inFrontmatter"])
+        r.pop("line")
+    return _cards(found)
+
+
+def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, width: int = 200) -> str:
+    """A short window of the source body around its first link to the target."""
+    targets = [r[0] for r in conn.execute(
+        "SELECT DISTINCT l.target FROM links l JOIN notes n ON n.rid = l.src_rid WHERE n.id = ? AND l.dst_rid = ?",
+        (src_id, dst_rid))]
+    lowered = body.lower()
+    for t in targets:
+        pos = lowered.find("[[" + t.lower())
+        if pos >= 0:
+            start = max(0, pos - width // 2)
+            end = min(len(body), pos + width // 2)
+            text = " ".join(body[start:end].split())
+            return ("…" if start else "") + text + ("…" if end < len(body) else "")
+    return "(linked from frontmatter)"
+
+
+def encode_cursor(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> dict[str, Any]:
+    try:
+        pad = "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(cursor + pad))
+        if not isinstance(data, dict):
+            raise ValueError
+        return data
+    except (ValueError, json.JSONDecodeError):
+        raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over") from None
+
+
+def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100,
+              vault_id: int | None = None) -> dict[str, Any]:
+    """Every visible note, newest first, without bodies; keyset paging on (updatedAt, noteId)."""
+    params: list[Any] = []
+    where = ["n.hidden_at IS NULL"]
+    if vault_id is not None:
+        where.append("n.vault_id = ?")
+        params.append(vault_id)
+    if cursor:
+        c = decode_cursor(cursor)
+        if not isinstance(c.get("u"), int | float) or not isinstance(c.get("i"), str):
+            raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over")
+        where.append("(n.updated_at < ? OR (n.updated_at = ? AND n.id > ?))")
+        params += [c["u"], c["u"], c["i"]]
+    params.append(limit + 1)
+    found = rows(
+        conn,
+        f"""SELECT {_CARD}, n.summary_state, n.summary_text, n.token_estimate AS tokenEstimate,
+                   n.size_bytes AS sizeBytes
+            FROM notes n JOIN vaults v ON v.id = n.vault_id
+            WHERE {' AND '.join(where)} ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+        tuple(params),
+    )
+    more = len(found) > limit
+    found = found[:limit]
+    for r in found:
+        r["summary"] = {"state": r.pop("summary_state"), "text": r.pop("summary_text")}
+    out: dict[str, Any] = {"notes": _cards(found), "nextCursor": None}
+    if more and found:
+        out["nextCursor"] = encode_cursor({"u": found[-1]["updatedAt"], "i": found[-1]["noteId"]})
+    return out
+
+
+def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
+    """What a person wants to know about the index at a glance."""
+    size = 0
+    if db_path and db_path != ":memory:":
+        for suffix in ("", "-wal"):
+            try:
+                size += os.path.getsize(db_path + suffix)
+            except OSError:
+                pass
+    vaults = rows(
+        conn,
+        """SELECT v.name, v.root, v.last_indexed_at AS lastIndexedAt,
+                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
+                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden
+           FROM vaults v ORDER BY v.name""",
+    )
+    return {
+        "dbPath": db_path,
+        "dbBytes": size,
+        "vaults": vaults,
+        "notes": scalar(conn, "SELECT count(*) FROM notes"),
+        "hidden": scalar(conn, "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"),
+        "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM note_tags"),
+        "links": scalar(conn, "SELECT count(*) FROM links"),
+        "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL"),
+        "flagged": rows(conn, "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
+                              " ORDER BY path LIMIT 50"),
+        "flaggedCount": scalar(conn, "SELECT count(*) FROM notes WHERE fm_error IS NOT NULL"),
+        "lastIndexedAt": scalar(conn, "SELECT max(last_indexed_at) FROM vaults"),
+    }

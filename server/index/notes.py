@@ -1,0 +1,104 @@
+"""Look notes up by what a person or agent types: an id, a title or a path.
+
+Every query here leaves hidden notes out unless the caller asks for them (only the
+person's own CLI does, to unhide).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import apsw
+from rapidfuzz import process
+
+from server.errors import KmsError
+from server.store.db import rows, write_tx
+
+VISIBLE = "n.hidden_at IS NULL"
+_REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
+
+
+def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]:
+    hidden = "" if include_hidden else f"AND {VISIBLE}"
+    ref_lc = ref.strip().lower()
+    path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
+    for sql, params in (
+        (f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {hidden}", (ref.strip(),)),
+        # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
+        # fold ASCII only, so 'Éclair' would not find 'éclair'
+        *(
+            (
+                f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
+                f"WHERE k.key = ? AND k.kind = {kind} {hidden} ORDER BY n.path",
+                (key,),
+            )
+            for kind, key in ((1, path_lc), (2, ref_lc), (3, path_lc))
+        ),
+    ):
+        found = rows(conn, sql, params)
+        if found:
+            return found
+    return []
+
+
+def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5) -> list[str]:
+    hidden = "" if include_hidden else f"WHERE {VISIBLE}"
+    titles = [r[0] for r in conn.execute(f"SELECT n.title FROM notes n {hidden}")]
+    return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]
+
+
+def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+    """Who ``ref`` names (id, title, path or alias): rid, id, vault_id, path, title, folder and
+    size_bytes only, which is all a write needs; a not-found error with close matches otherwise."""
+    found = _lookup(conn, ref, include_hidden)
+    if not found:
+        close = suggestions(conn, ref, include_hidden)
+        hint = f"; did you mean: {', '.join(close)}?" if close else ""
+        raise KmsError("not-found", f"no note matches {ref!r}{hint}", suggestions=close)
+    if len(found) > 1:
+        paths = [r["path"] for r in found]
+        raise KmsError("invalid-input", f"{ref!r} names several notes; use an id or a path: {', '.join(paths)}",
+                       candidates=paths)
+    return found[0]
+
+
+def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+    """The whole note ``ref`` names (see ``find_note``)."""
+    return get_note(conn, find_note(conn, ref, include_hidden=include_hidden)["id"], include_hidden=include_hidden)
+
+
+def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = False) -> dict[str, Any]:
+    hidden = "" if include_hidden else f"AND {VISIBLE}"
+    found = rows(
+        conn,
+        f"""SELECT n.*, v.name AS vault, v.root AS vault_root FROM notes n JOIN vaults v ON v.id = n.vault_id
+            WHERE n.id = ? {hidden}""",
+        (note_id,),
+    )
+    if not found:
+        raise KmsError("not-found", f"no note with id {note_id!r}")
+    note = found[0]
+    note["frontmatter"] = json.loads(note["frontmatter"]) if note["frontmatter"] else None
+    note["aliases"] = json.loads(note["aliases"]) if note["aliases"] else []
+    note["tags"] = note["tags"].split() if note["tags"] else []
+    note["headings"] = rows(conn, "SELECT level, text, line FROM headings WHERE rid = ? ORDER BY ord", (note["rid"],))
+    return note
+
+
+def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:
+    """Stamp or clear ``hidden_at``: hidden notes never reach an agent."""
+    note = resolve_note(conn, ref, include_hidden=True)
+    with write_tx(conn):
+        conn.execute("UPDATE notes SET hidden_at = ? WHERE rid = ?", (time.time() if hidden else None, note["rid"]))
+    return get_note(conn, note["id"], include_hidden=True)
+
+
+def index_is_empty(conn: apsw.Connection) -> str | None:
+    """None when there is something to serve, else what the person should run."""
+    if not conn.execute("SELECT 1 FROM vaults LIMIT 1").fetchall():
+        return "no vault is registered: run `kms vault add PATH`, then `kms index`"
+    if not conn.execute("SELECT 1 FROM notes LIMIT 1").fetchall():
+        return "the index is empty: run `kms index` (and check `kms vault list`)"
+    return None

@@ -1,0 +1,354 @@
+"""Hybrid search: BM25 keyword hits fused with embedding similarity by Reciprocal Rank Fusion.
+
+Keywords find exact terms (names, error codes) that embeddings blur; embeddings find notes
+that say the same thing in other words. RRF (score = sum of 1 / (60 + rank) over the two
+lists) needs no score calibration between BM25 and cosine, and a note found by both rises.
+The keyword list is strict (every query word, see ``keyword_hits``); the fallback without a
+model uses ``server.index.search`` as is, any-word relaxation included.
+
+The chunk vectors live in one in-memory float32 matrix (``SemanticIndex``): a query is one
+matrix-vector product (~10 ms for the 80k chunks of 10k long notes on 2 cores, exact, no
+approximate index to tune or rebuild). The matrix is refreshed from the DB when
+``embed_generation`` changed, loading only chunks with ids above the last one seen; the
+background embedder refreshes it after each pass so queries rarely pay for that.
+
+When the model is not ready (loading, missing, failed, turned off) or nothing is embedded
+yet, ``semantic_search`` returns the keyword hits with ``mode: keyword-only`` and a reason:
+never an error and never a wait for the model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+
+from server.errors import KmsError
+from server.index.embed.model import DIM, Embedder, ModelNotReady
+
+RRF_K = 60
+MAX_LIMIT = 50
+DEPTH = 50  # how many notes each list contributes to the fusion
+MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
+EXCERPT_CHARS = 320
+_FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
+_CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
+
+
+class SemanticIndex:
+    """Chunk vectors of one database in memory, plus the embedder that makes query vectors.
+
+    Thread-safe: refreshes are serialised and swap in new arrays, so a concurrent query
+    always sees a consistent (ids, rids, vaults, matrix) tuple. Each thread passes its own
+    connection.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._db: str | None = None
+        self._gen = -1
+        self._data = self._empty()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __len__(self) -> int:
+        return len(self._data[0])
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker that embeds queries alongside the keyword search (created on first use)."""
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-semantic")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def refresh(self, conn: apsw.Connection) -> None:
+        """Bring the matrix up to date with the chunks table (a no-op costs one row read)."""
+        gen = next(conn.execute("SELECT gen FROM embed_generation WHERE id = 1"))[0]
+        db = conn.filename
+        if gen == self._gen and db == self._db:
+            return
+        with self._lock:
+            if gen == self._gen and db == self._db:
+                return
+            ids, rids, vaults, mat = self._data if db == self._db else self._empty()
+            # Chunks are only ever inserted (with AUTOINCREMENT ids) or deleted, never updated.
+            live = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks")), dtype=np.int64)
+            keep = np.isin(ids, live)
+            k = int(keep.sum())
+            last = int(ids.max()) if len(ids) else 0
+            top = int(live.max()) if len(live) else 0
+            # Filled in place (no list of blobs, one copy of the kept rows): at 10k notes the
+            # matrix is ~100 MB and a refresh must not need three of it.
+            n = k + int(np.count_nonzero(live > last))
+            out_ids, out_rids, out_vaults = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+            out_mat = np.empty((n, DIM), np.float32)
+            for src, dst in ((ids, out_ids), (rids, out_rids), (vaults, out_vaults), (mat, out_mat)):
+                np.compress(keep, src, axis=0, out=dst[:k])
+            i = k
+            for cid, rid, vid, blob in conn.execute(
+                "SELECT c.id, c.rid, n.vault_id, e.vector FROM chunks c JOIN notes n ON n.rid = c.rid "
+                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? AND c.id <= ? ORDER BY c.id", (last, top)
+            ):
+                if i == n:  # cannot happen (ids are never reused); be safe anyway
+                    break
+                out_ids[i], out_rids[i], out_vaults[i] = cid, rid, vid
+                out_mat[i] = np.frombuffer(blob, dtype="<f4")
+                i += 1
+            self._data = (out_ids[:i], out_rids[:i], out_vaults[:i], out_mat[:i])
+            self._gen, self._db = gen, db
+
+    @staticmethod
+    def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        none = np.zeros(0, np.int64)
+        return none, none, none, np.zeros((0, DIM), np.float32)
+
+    def best_notes(self, query_vec: np.ndarray, *, vault_id: int | None = None, depth: int = DEPTH,
+                   min_similarity: float = MIN_SIMILARITY) -> list[tuple[int, int, float]]:
+        """``(rid, chunk id, cosine)`` of the ``depth`` most similar notes, by each note's best chunk."""
+        ids, rids, vaults, mat = self._data
+        if not len(ids):
+            return []
+        scores = mat @ query_vec.astype(np.float32)
+        if vault_id is not None:
+            scores = np.where(vaults == vault_id, scores, -2.0)
+        # Notes have a handful of chunks each, so the top depth*8 chunks nearly always hold the
+        # top depth notes; only when they do not is the whole list sorted.
+        take = min(len(scores), depth * 8)
+        top = np.argpartition(-scores, take - 1)[:take]
+        ranked = top[np.argsort(-scores[top], kind="stable")]
+        out = self._walk(scores, rids, ids, ranked, depth, min_similarity)
+        if len(out) < depth and take < len(scores) and float(scores[top].min()) >= min_similarity:
+            out = self._walk(scores, rids, ids, np.argsort(-scores, kind="stable"), depth, min_similarity)
+        return out
+
+    @staticmethod
+    def _walk(scores: np.ndarray, rids: np.ndarray, ids: np.ndarray, order: np.ndarray, depth: int,
+              min_similarity: float) -> list[tuple[int, int, float]]:
+        out: list[tuple[int, int, float]] = []
+        seen: set[int] = set()
+        for i in order:
+            s = float(scores[i])
+            if s < min_similarity:
+                break
+            rid = int(rids[i])
+            if rid not in seen:
+                seen.add(rid)
+                out.append((rid, int(ids[i]), s))
+                if len(out) == depth:
+                    break
+        return out
+
+
+def _vault_id(conn: apsw.Connection, vault: str | int | None) -> int | None:
+    if vault is None or vault == "":
+        return None
+    from server.vault.registry import get_vault
+
+    return get_vault(conn, vault).id
+
+
+def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *,
+                 strict: bool = False) -> tuple[list[dict[str, Any]], bool]:
+    """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
+
+    ``strict`` keeps to notes with every query word. The hybrid search wants that: when no
+    note has every word, ``server.index.search`` relaxes to any word, which for a natural-language
+    question means ranking thousands of notes on words like "how" (10x slower at 10k notes)
+    for hits that only push the semantic matches down; the embeddings already are the
+    forgiving half. A query that trips FTS5 syntax (``error: timeout``, ``what's "x"``) is
+    retried as plain words instead of refused.
+    """
+    from server.index.search import build_match, search
+
+    def run(q: str) -> dict[str, Any]:
+        if strict:
+            q = build_match(q)[0]  # quoted terms (or the query's own syntax): never relaxed
+            if not q:
+                return {"hits": []}
+        return search(conn, q, limit, vault_id)
+
+    try:
+        found = run(query)
+    except KmsError as exc:
+        if exc.kind != "invalid-input":
+            raise
+        plain = _FTS_SYNTAX.sub(" ", query)
+        if not plain.strip():
+            return [], False
+        found = run(plain)
+    return found["hits"], bool(found.get("relaxed"))
+
+
+def _excerpt(heading: str | None, text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > EXCERPT_CHARS:
+        cut = text.rfind(" ", 0, EXCERPT_CHARS)
+        text = text[: cut if cut > EXCERPT_CHARS // 2 else EXCERPT_CHARS] + "…"
+    return f"{heading}: {text}" if heading else text
+
+
+def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
+    if not rids:
+        return {}
+    marks = ",".join("?" * len(rids))
+    cur = conn.execute(f"SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id "
+                       f"WHERE n.rid IN ({marks}) AND n.hidden_at IS NULL", rids)
+    out = {}
+    for row in cur:
+        rid, note_id, title, path, vault, tags, updated = row
+        out[rid] = {"noteId": note_id, "title": title, "path": path, "vault": vault,
+                    "tags": tags.split() if tags else [], "updatedAt": updated}
+    return out
+
+
+def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None,
+                  reason: str) -> dict[str, Any]:
+    """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
+    kw, relaxed = keyword_hits(conn, query, limit, vault_id)
+    hits = [{"noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
+             "excerpt": h["excerpt"], "heading": None, "score": h["score"], "matchType": "keyword",
+             "similarity": None, "tags": h["tags"], "updatedAt": h["updatedAt"]} for h in kw[:limit]]
+    return {"query": query, "mode": "keyword-only", "reason": reason, "relaxed": relaxed, "hits": hits}
+
+
+def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
+                    vault: str | int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
+    """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
+
+    Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
+    snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
+    both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
+    """
+    if mode not in ("hybrid", "semantic"):
+        raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
+    if not query or not query.strip():
+        raise KmsError("invalid-input", "the query is empty")
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    vault_id = _vault_id(conn, vault)
+
+    embedder = index.embedder
+    if not embedder.ready:
+        reason = embedder.reason or f"the embedding model is {embedder.state}"
+        return _keyword_only(conn, query, limit, vault_id, reason)
+    index.refresh(conn)
+    if not len(index):
+        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
+    # The model and the matrix product run in a worker thread while this thread runs the
+    # keyword search on its own connection: both release the GIL, so on 2 cores the query
+    # costs about max(keyword, embedding) instead of their sum.
+    semantic = index.pool().submit(lambda: index.best_notes(embedder.embed_query(query), vault_id=vault_id))
+    try:
+        kw, _ = keyword_hits(conn, query, DEPTH, vault_id, strict=True) if mode == "hybrid" else ([], False)
+    finally:
+        try:
+            sem = semantic.result()
+        except ModelNotReady as exc:
+            sem, failed = [], exc.reason
+        else:
+            failed = None
+    if failed is not None:
+        return _keyword_only(conn, query, limit, vault_id, failed)
+
+    cards = _cards(conn, [rid for rid, _c, _s in sem])
+    sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
+    fused: dict[str, dict[str, Any]] = {}
+    for rank, hit in enumerate(kw, 1):
+        fused[hit["noteId"]] = {**hit, "score": 1.0 / (RRF_K + rank), "matchType": "keyword"}
+    chunk_for: dict[str, int] = {}
+    for rank, (rid, chunk_id, sim) in enumerate(sem, 1):
+        card = cards[rid]
+        entry = fused.get(card["noteId"])
+        if entry is None:
+            entry = fused[card["noteId"]] = {**card, "score": 0.0, "matchType": "semantic"}
+        else:
+            entry["matchType"] = "both"
+        entry["score"] += 1.0 / (RRF_K + rank)
+        entry["similarity"] = round(sim, 4)
+        chunk_for[card["noteId"]] = chunk_id
+    # Ties (one list's rank r vs the other's rank r) go to notes both lists found.
+    order = {"both": 0, "keyword": 1, "semantic": 2}
+    ranked = sorted(fused.values(), key=lambda h: (-h["score"], order[h["matchType"]]))[:limit]
+
+    wanted = [chunk_for[h["noteId"]] for h in ranked if h["noteId"] in chunk_for]
+    chunks: dict[int, tuple[str | None, str]] = {}
+    if wanted:
+        marks = ",".join("?" * len(wanted))
+        chunks = {cid: (heading, text) for cid, heading, text in
+                  conn.execute(f"SELECT id, heading, text FROM chunks WHERE id IN ({marks})", wanted)}
+    hits = []
+    for h in ranked:
+        cid = chunk_for.get(h["noteId"])
+        heading = None
+        if cid is not None and cid in chunks:
+            heading, text = chunks[cid]
+            h["excerpt"] = _excerpt(heading, text) or h.get("excerpt") or h["title"]
+        hits.append({
+            "noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
+            "excerpt": h.get("excerpt") or h["title"], "heading": heading, "score": round(h["score"], 5),
+            "matchType": h["matchType"], "similarity": h.get("similarity"), "tags": h["tags"],
+            "updatedAt": h["updatedAt"],
+        })
+    return {"query": query, "mode": mode, "hits": hits}
+
+
+class SemanticService:
+    """What a long-running process (the MCP server) holds for semantic search.
+
+    ``start()`` returns at once: the model loads in a background thread, and a background
+    embedder (its own DB connection) embeds pending notes once the model is ready, then
+    whenever ``notify_changed()`` is called (after a write tool or a watcher reindex) or every
+    ``interval`` seconds. Until the model is ready, ``search`` answers keyword-only.
+    """
+
+    def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
+                 background_embedding: bool = True, interval: float = 30.0, threads: int | None = None) -> None:
+        from server.index.embed.pipeline import BackgroundEmbedder
+
+        self.embedder = Embedder(model_dir, threads=threads, enabled=enabled)
+        self.index = SemanticIndex(self.embedder)
+        self.background = (BackgroundEmbedder(db_path, self.embedder, interval=interval,
+                                              after_pass=self.index.refresh)
+                           if background_embedding and enabled else None)
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.embedder.start()
+        if self.background is not None:
+            self.background.start()
+
+    def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault: str | int | None = None,
+               *, mode: str = "hybrid") -> dict[str, Any]:
+        return semantic_search(conn, self.index, query, limit, vault, mode=mode)
+
+    def notify_changed(self) -> None:
+        """Notes changed: embed them soon (no-op without a background embedder)."""
+        if self.background is not None:
+            self.background.wake()
+
+    def status(self) -> dict[str, Any]:
+        out = self.embedder.status()
+        out["indexedChunks"] = len(self.index)
+        if self.background is not None and self.background.last_report is not None:
+            out["pendingNotes"] = self.background.last_report.pending
+        if self.background is not None and self.background.last_error:
+            out["embedError"] = self.background.last_error
+        return out
+
+    def close(self) -> None:
+        if self.background is not None and self._started:
+            self.background.stop()
+        self.index.close()

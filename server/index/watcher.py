@@ -1,0 +1,83 @@
+"""Keep the index in sync with file changes (debounced), for editors and humans beside agents."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from server.index.indexer import index_vault, reindex_file
+from server.store.db import connect
+from server.vault.registry import Vault, list_vaults
+
+DEBOUNCE_MS = 150
+log = logging.getLogger("kms.watcher")
+
+
+def _in_vault(vault: Vault, path: str, real_root: Path | None = None) -> str | None:
+    """Vault-relative path of anything outside dot-folders, else None (``real_root``: the vault
+    root already resolved, for callers that check many paths)."""
+    try:
+        rel = Path(path).resolve().relative_to(real_root or vault.root.resolve()).as_posix()
+    except ValueError:
+        return None
+    if rel == "." or any(part.startswith(".") for part in rel.split("/")):
+        return None
+    return rel
+
+
+def _relevant(vault: Vault, path: str) -> str | None:
+    """Vault-relative path of a Markdown file outside dot-folders, else None."""
+    rel = _in_vault(vault, path)
+    return rel if rel is not None and rel.lower().endswith(".md") else None
+
+
+def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
+    """Re-index what changed; return how many changed paths were relevant.
+
+    A path that is gone or is a folder means a delete, a rename or a moved folder: the vault gets an
+    incremental ``index_vault``, which recognises a rename by content hash and so keeps the note's
+    id and hidden stamp (re-indexing the two paths one by one would forget the old note and make a
+    new, visible one). Otherwise each changed note is re-indexed on its own.
+    """
+    n = 0
+    for vault in vaults:
+        real_root = vault.root.resolve()
+        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p, real_root)) is not None]
+        if not mine:
+            continue
+        notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
+        structural = any(not os.path.lexists(p) or os.path.isdir(p) for p, _rel in mine)
+        if structural:
+            index_vault(conn, vault)
+            n += max(1, len(notes))
+        else:
+            for rel in notes:
+                reindex_file(conn, vault, rel)
+                n += 1
+    return n
+
+
+def watch_vaults(db_path: str | Path, *, vault: str | None = None,
+                 on_change: Callable[[int, float], None] | None = None,
+                 stop: threading.Event | None = None) -> None:
+    """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C)."""
+    from watchfiles import watch
+
+    conn = connect(db_path)
+    vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
+    roots = [str(v.root) for v in vaults if v.root.is_dir()]
+    if not roots:
+        return
+    for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=False):
+        started = time.perf_counter()
+        try:
+            n = apply_changes(conn, vaults, {p for _change, p in changes})
+        except Exception:  # e.g. the DB busy beyond the timeout: keep watching, the next change retries
+            log.exception("re-indexing %d changed path(s) failed", len(changes))
+            continue
+        if n and on_change:
+            on_change(n, time.perf_counter() - started)

@@ -1,0 +1,1 @@
+"""The MCP adapter: the only package that imports the SDK."""

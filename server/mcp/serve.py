@@ -1,0 +1,179 @@
+"""The MCP adapter: serve the tool registry over stdio with the low-level SDK server.
+
+Configuration is read once from the environment at start (``ServerConfig.from_env``).
+Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
+search, an inventory walk) never holds up the others. Write tools run on the event loop itself:
+they take a few milliseconds and the database's write lock one at a time anyway, and the two
+thread hand-offs they skip cost ~1 ms of a ``kms_append`` round trip (``bench/bench_mcp.py``). The
+price: while a write waits (another writer holds the note or the database, an editor is saving
+the note: bounded waits), the session's other calls wait with it. While serving, a watcher
+thread keeps the index in step with edits made beside the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from server.config.unexpanded import find_unexpanded, refusal
+from server.mcp.tools.base import ServerConfig, ToolSpec, Truncated
+from server.mcp.tools.dispatch import ToolRunner
+
+log = logging.getLogger("kms.mcp")
+
+INSTRUCTIONS = (
+    "kms gives read access (and, when the person allows it, append-only write access) to the person's "
+    "Markdown notes. Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
+    "are never shown. Writes are rate-limited, limited to allowed folders and recorded for review."
+)
+
+
+def _shallow(prop: dict[str, Any]) -> dict[str, Any]:
+    """A property's JSON type(s) only: clients validate every result against the output schema,
+    and a deep schema (refs into every hit) costs them milliseconds per call."""
+    if "type" in prop:
+        out = {"type": prop["type"]}
+    elif "anyOf" in prop:
+        types_ = sorted({p.get("type", "object") for p in prop["anyOf"]})
+        out = {"type": types_ if len(types_) > 1 else types_[0]}
+    else:
+        out = {"type": "object"}  # a $ref to a model
+    if "description" in prop:
+        out["description"] = prop["description"]
+    return out
+
+
+def output_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The result's fields and their types; a result may instead be the truncation marker."""
+    props = {name: _shallow(p) for name, p in spec.output_model.model_json_schema()["properties"].items()}
+    for name, p in Truncated.model_json_schema()["properties"].items():
+        props.setdefault(name, _shallow(p))
+    return {"type": "object", "properties": props}
+
+
+def to_mcp_tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.annotations.title,
+        description=spec.description,
+        input_schema=spec.input_model.model_json_schema(),
+        output_schema=output_schema(spec),
+        annotations=spec.annotations,
+    )
+
+
+def build_server(runner: ToolRunner) -> Server:
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[to_mcp_tool(s) for s in runner.listed()])
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if runner.runs_inline(params.name):
+            result, is_error = runner.call(params.name, params.arguments)
+        else:
+            result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=json.loads(text),
+            is_error=is_error,
+        )
+
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        kms_version = version("kms")
+    except PackageNotFoundError:  # running from a source tree
+        kms_version = "0"
+    return Server("kms", version=kms_version, instructions=INSTRUCTIONS,
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def start_background(runner: ToolRunner, stop: threading.Event) -> list[threading.Thread]:
+    """Watcher (index freshness) and other per-process services; all daemon threads."""
+    threads: list[threading.Thread] = []
+    if runner.config.watch:
+        from server.index.watcher import watch_vaults
+
+        def changed(_count: int, _seconds: float) -> None:
+            semantic = runner.ctx.services.get("semantic")
+            if semantic is not None:
+                semantic.notify_changed()  # re-embed edited notes in the background
+
+        def watch() -> None:
+            try:
+                watch_vaults(runner.config.db_path, stop=stop, on_change=changed)
+            except Exception:  # the server keeps serving a slightly stale index rather than dying
+                log.exception("watcher stopped")
+
+        threads.append(threading.Thread(target=watch, name="kms-watcher", daemon=True))
+    for service in runner.ctx.services.values():
+        start = getattr(service, "start", None)
+        if callable(start):
+            start()
+    for t in threads:
+        t.start()
+    return threads
+
+
+async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
+    """Hosts stop servers with SIGTERM: end the session as if the input had ended (the streams close
+    in order, reads are flushed, the session is marked ended) instead of dying mid-write."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    bad = find_unexpanded(argv, os.environ)
+    if bad:
+        sys.stderr.write(refusal(bad))
+        return 2
+    logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+    config = ServerConfig.from_env()
+    runner = ToolRunner(config)
+    server = build_server(runner)
+    stop = threading.Event()
+    from server.mcp.services import register_services
+
+    register_services(runner)
+    start_background(runner, stop)
+
+    async def serve() -> None:
+        from server.mcp.stdio import kms_stdio_server
+
+        async with anyio.create_task_group() as tg:
+            if sys.platform != "win32":
+                tg.start_soon(_cancel_on_sigterm, tg.cancel_scope)
+            async with kms_stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+    if sys.platform == "win32":  # pragma: no cover - no signal receiver on Windows' event loop
+
+        def terminate(signum: int, frame: object) -> None:
+            raise SystemExit(0)
+
+        signal.signal(signal.SIGTERM, terminate)
+    try:
+        anyio.run(serve)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        stop.set()
+        runner.close()
+        for service in runner.ctx.services.values():
+            close = getattr(service, "close", None)
+            if callable(close):
+                close()
+    return 0

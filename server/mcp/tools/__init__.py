@@ -1,0 +1,10 @@
+"""The one tool registry: every MCP tool is one ``ToolSpec`` here, listed in this order."""
+
+from __future__ import annotations
+
+from server.mcp.tools.base import ToolSpec
+from server.mcp.tools.read_tools import READ_TOOLS
+from server.mcp.tools.semantic_tool import SEMANTIC_TOOL
+from server.mcp.tools.write_tools import WRITE_TOOLS
+
+REGISTRY: list[ToolSpec] = [*READ_TOOLS[:5], SEMANTIC_TOOL, *READ_TOOLS[5:], *WRITE_TOOLS]

@@ -1,0 +1,135 @@
+"""Run one tool call: gate, validate, handle, cap the payload, track reads.
+
+Everything an MCP client can get back is a dict: the handler's typed result, or
+``{"error": kind, "message": ...}``. Errors never escape as exceptions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from server.activity.reads import ReadTracker
+from server.errors import KmsError
+from server.index.listing import encode_cursor
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ServerConfig, ToolContext, ToolSpec
+
+log = logging.getLogger("kms.tools")
+
+
+@functools.cache
+def _valid_fields(model: type[BaseModel]) -> str:
+    """'noteId (required), heading (optional), ...' as the tool's input schema names them (building
+    a JSON schema takes ~1 ms, so once per model, not once per refused call)."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    names = schema.get("properties", {})
+    return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
+
+
+def describe_validation(exc: ValidationError, spec: ToolSpec) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "input"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts) + f". Valid fields: {_valid_fields(spec.input_model)}"
+
+
+def note_ids_in(result: dict[str, Any]) -> list[str]:
+    """Notes whose content a result carries (for read tracking)."""
+    if "body" in result and "noteId" in result:
+        return [result["noteId"]]
+    ids: list[str] = []
+    for key in ("hits", "backlinks"):
+        ids += [h["noteId"] for h in result.get(key, []) if isinstance(h, dict) and "noteId" in h]
+    return ids
+
+
+class ToolRunner:
+    """Holds the frozen config and per-process services; ``call`` is safe from any thread."""
+
+    def __init__(self, config: ServerConfig, registry: list[ToolSpec] | None = None,
+                 on_write_refused: Callable[[ToolSpec, dict, KmsError], None] | None = None) -> None:
+        from server.mcp.tools import REGISTRY
+
+        self.config = config
+        self.registry = registry if registry is not None else REGISTRY
+        self.by_name = {s.name: s for s in self.registry}
+        self.ctx = ToolContext(config)
+        self.reads = ReadTracker(config.db_path, config.session_id)
+        self.on_write_refused = on_write_refused
+
+    def listed(self) -> list[ToolSpec]:
+        """Read tools always (a disabled tier answers feature-disabled); write tools only when enabled."""
+        return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled("write")]
+
+    def runs_inline(self, name: str) -> bool:
+        """Whether the adapter may run this tool on its event loop rather than a worker thread:
+        the write tools, which are short and serialised by the database's write lock anyway."""
+        spec = self.by_name.get(name)
+        return spec is not None and spec.tier == "write"
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+        spec = self.by_name.get(name)
+        if spec is None:
+            return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
+        arguments = arguments or {}
+        try:
+            if not self.config.tier_enabled(spec.tier):
+                raise KmsError("feature-disabled", self._disabled_message(spec))
+            try:
+                args = spec.input_model.model_validate(arguments)
+            except ValidationError as exc:
+                raise KmsError("invalid-input", describe_validation(exc, spec)) from None
+            result = spec.handler(self.ctx, args)
+        except KmsError as exc:
+            if spec.tier == "write" and self.on_write_refused and not exc.extra.get("_recorded"):
+                self.on_write_refused(spec, arguments, exc)
+            exc.extra.pop("_recorded", None)
+            return exc.to_dict(), True
+        except Exception as exc:  # a bug must answer, not kill the session
+            log.exception("tool %s failed", name)
+            return {"error": "internal", "message": f"{type(exc).__name__}: {exc}"}, True
+        result = self._cap(spec, arguments, result)
+        if spec.records_reads and not result.get("truncated"):
+            ids = note_ids_in(result)
+            if ids:
+                self.reads.record(ids)
+        return result, False
+
+    def _disabled_message(self, spec: ToolSpec) -> str:
+        c = self.config
+        off = [n for n, v in (("KMS_ENABLED", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", c.read_enabled),
+                              ("KMS_AGENT_WRITE_TOOLS_ENABLED", c.write_enabled if spec.tier == "write" else True))
+               if not v]
+        message = (f"{spec.name} is turned off for this session ({', '.join(off)} off). The person can enable "
+                   f"it with `kms config set` and start a new session.")
+        # the agent tools default to on once a vault is registered: with none, that is the real fix
+        from server.index.notes import index_is_empty
+
+        try:
+            problem = index_is_empty(self.ctx.conn)
+        except Exception:  # the DB unreachable: the message above still holds
+            problem = None
+        return f"{message} Also, {problem}." if problem else message
+
+    def _cap(self, spec: ToolSpec, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        if size <= PAYLOAD_CAP_BYTES:
+            return result
+        cursor = arguments.get(spec.cursor_field) if spec.cursor_field else None
+        return {
+            "truncated": True,
+            "cursor": cursor or encode_cursor({"t": spec.name, "o": 0}),
+            "message": f"the result is {size // 1000} KB, over the {PAYLOAD_CAP_BYTES // 1000} KB cap; "
+                       + ("narrow the query or lower limit and call again with this cursor" if spec.cursor_field
+                          else "narrow the query (or scope it to one vault) or lower limit"),
+        }
+
+    def close(self) -> None:
+        self.reads.close()

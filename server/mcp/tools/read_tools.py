@@ -1,0 +1,323 @@
+"""The read tools: contracts, input models and handlers (pure functions over the store)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from server.errors import KmsError
+from server.index import listing
+from server.index.notes import get_note
+from server.index.search import search
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, StrictInput, ToolContext, ToolOutput, ToolSpec
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+VaultField = Field(default=None, min_length=1, max_length=64, description="Only this vault (name); default all.")
+NoteIdField = Field(min_length=1, max_length=64, description="A noteId from another kms tool.")
+
+
+class Card(BaseModel):
+    noteId: str
+    title: str
+    path: str
+    vault: str
+    tags: list[str]
+    updatedAt: float
+
+
+# kms_search ---------------------------------------------------------------------------------------
+
+class SearchInput(StrictInput):
+    query: str = Field(max_length=1000, description="Words to find; FTS5 syntax allowed.")
+    limit: int = Field(default=10, ge=1, le=50)
+    vault: str | None = VaultField
+
+
+class SearchHit(Card):
+    excerpt: str
+    score: float
+
+
+class SearchOutput(ToolOutput):
+    query: str
+    hits: list[SearchHit]
+    relaxed: bool = False
+    note: str | None = None
+
+
+def kms_search(ctx: ToolContext, args: SearchInput) -> dict[str, Any]:
+    if not args.query.strip():
+        return {"query": args.query, "hits": [], "relaxed": False}
+    ctx.require_index()
+    return search(ctx.conn, args.query, args.limit, ctx.vault_id(args.vault))
+
+
+# kms_read -----------------------------------------------------------------------------------------
+
+class ReadInput(StrictInput):
+    noteId: str = NoteIdField
+    cursor: str | None = Field(default=None, max_length=200, description="nextCursor from a previous page.")
+
+
+class ReadOutput(ToolOutput):
+    noteId: str
+    title: str
+    path: str
+    vault: str
+    body: str
+    tags: list[str]
+    frontmatter: dict[str, Any] | None
+    summary: dict[str, Any] | None
+    updatedAt: float
+    version: str
+    bodyChars: int
+    offset: int
+    nextCursor: str | None
+
+
+PAGE_BUDGET = PAYLOAD_CAP_BYTES - 8_000  # room for everything but the body
+
+
+def _page(body: str, start: int, budget: int) -> str:
+    """The longest slice from ``start`` whose JSON encoding fits ``budget`` bytes."""
+    end = min(len(body), start + budget)
+    while end > start and len(json.dumps(body[start:end], ensure_ascii=False).encode()) > budget:
+        end = start + (end - start) * 3 // 4
+    return body[start:end]
+
+
+HEADINGS_BUDGET = 20_000  # bytes of the headings outline; a note with thousands of headings gets the first ones
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def is_restart_cursor(cursor: str | None, tool: str) -> bool:
+    """The cursor the payload cap hands back when a first page overflowed: it means "from the start"."""
+    if not cursor:
+        return False
+    try:
+        return listing.decode_cursor(cursor) == {"t": tool, "o": 0}
+    except KmsError:
+        return False
+
+
+def _outline(note: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    headings = [{"level": h["level"], "text": h["text"]} for h in note["headings"]]
+    if _json_size(headings) <= HEADINGS_BUDGET:
+        return headings, False
+    kept: list[dict[str, Any]] = []
+    used = 2
+    for h in headings:
+        used += _json_size(h) + 1
+        if used > HEADINGS_BUDGET:
+            break
+        kept.append(h)
+    return kept, True
+
+
+def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
+    ctx.require_index()
+    note = get_note(ctx.conn, args.noteId)
+    offset = 0
+    if args.cursor and not is_restart_cursor(args.cursor, "kms_read"):
+        data = listing.decode_cursor(args.cursor)
+        if data.get("n") != note["id"] or not isinstance(data.get("o"), int) or not 0 <= data["o"] <= len(note["body"]):
+            raise KmsError("invalid-input", "cursor does not belong to this note; omit it to read from the start")
+        if data.get("v") != note["content_hash"]:
+            raise KmsError("conflict", "the note changed since the first page; read it again from the start",
+                           version=note["content_hash"])
+        offset = data["o"]
+    body = note["body"]
+    headings, headings_cut = _outline(note)
+    # everything but the body counts against the page budget (the headings of a long log can be 100s of KB)
+    meta_size = _json_size([note["frontmatter"], note["summary_text"], headings, note["tags"], note["fm_error"],
+                            note["title"], note["path"]])
+    page = _page(body, offset, max(4_000, PAGE_BUDGET - meta_size))
+    end = offset + len(page)
+    summary = None
+    if note["summary_state"] != "none":
+        summary = {"state": note["summary_state"], "hash": note["summary_hash"], "text": note["summary_text"]}
+    return {
+        "noteId": note["id"],
+        "title": note["title"],
+        "path": note["path"],
+        "vault": note["vault"],
+        "body": page,
+        "tags": note["tags"],
+        "frontmatter": note["frontmatter"],
+        "frontmatterError": note["fm_error"],
+        "summary": summary,
+        "headings": headings,
+        **({"headingsTruncated": True} if headings_cut else {}),
+        "updatedAt": note["updated_at"],
+        "version": note["content_hash"],
+        "bodyChars": len(body),
+        "offset": offset,
+        "nextCursor": listing.encode_cursor({"n": note["id"], "o": end, "v": note["content_hash"]})
+        if end < len(body) else None,
+    }
+
+
+# kms_list_tags ------------------------------------------------------------------------------------
+
+class ListTagsInput(StrictInput):
+    vault: str | None = VaultField
+
+
+class TagCount(BaseModel):
+    tag: str
+    count: int
+
+
+class ListTagsOutput(ToolOutput):
+    tags: list[TagCount]
+
+
+def kms_list_tags(ctx: ToolContext, args: ListTagsInput) -> dict[str, Any]:
+    ctx.require_index()
+    return {"tags": listing.list_tags(ctx.conn, ctx.vault_id(args.vault))}
+
+
+# kms_list_recent ----------------------------------------------------------------------------------
+
+class ListRecentInput(StrictInput):
+    limit: int = Field(default=10, ge=1, le=50)
+    vault: str | None = VaultField
+
+
+class NotesOutput(ToolOutput):
+    notes: list[Card]
+
+
+def kms_list_recent(ctx: ToolContext, args: ListRecentInput) -> dict[str, Any]:
+    ctx.require_index()
+    return {"notes": listing.list_recent(ctx.conn, args.limit, ctx.vault_id(args.vault))}
+
+
+# kms_get_backlinks --------------------------------------------------------------------------------
+
+class BacklinksInput(StrictInput):
+    noteId: str = NoteIdField
+    limit: int = Field(default=25, ge=1, le=50)
+
+
+class Backlink(Card):
+    snippet: str
+    linkCount: int
+    inFrontmatter: bool
+
+
+class BacklinksOutput(ToolOutput):
+    noteId: str
+    backlinks: list[Backlink]
+
+
+def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
+    ctx.require_index()
+    return {"noteId": args.noteId, "backlinks": listing.backlinks(ctx.conn, args.noteId, args.limit)}
+
+
+# kms_inventory ------------------------------------------------------------------------------------
+
+class InventoryInput(StrictInput):
+    cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
+    limit: int = Field(default=100, ge=1, le=500)
+    vault: str | None = VaultField
+
+
+class InventoryItem(Card):
+    summary: dict[str, Any]
+    tokenEstimate: int
+    sizeBytes: int
+
+
+class InventoryOutput(ToolOutput):
+    notes: list[InventoryItem]
+    nextCursor: str | None
+
+
+def kms_inventory(ctx: ToolContext, args: InventoryInput) -> dict[str, Any]:
+    ctx.require_index()
+    cursor = None if is_restart_cursor(args.cursor, "kms_inventory") else args.cursor
+    return listing.inventory(ctx.conn, cursor, args.limit, ctx.vault_id(args.vault))
+
+
+READ_TOOLS: list[ToolSpec] = [
+    ToolSpec(
+        name="kms_search",
+        tier="read",
+        description=(
+            "Full-text search (BM25) across the person's Markdown notes. Use it first to find notes about a "
+            "topic by the words they contain; returns ranked hits with a highlighted excerpt and a noteId for "
+            "kms_read. Plain words work; FTS5 syntax (\"phrase\", prefix*, AND/OR/NOT) is accepted. If few "
+            "notes contain every word it also returns notes with any word and sets relaxed=true."
+        ),
+        input_model=SearchInput,
+        output_model=SearchOutput,
+        handler=kms_search,
+        annotations=READ_ONLY.model_copy(update={"title": "Search notes"}),
+        records_reads=True,
+    ),
+    ToolSpec(
+        name="kms_read",
+        tier="read",
+        description=(
+            "Read one note by noteId: body (Markdown), tags, frontmatter, AI summary if any, and a version "
+            "token for the write tools. Long bodies come in pages: pass nextCursor back to read on."
+        ),
+        input_model=ReadInput,
+        output_model=ReadOutput,
+        handler=kms_read,
+        annotations=READ_ONLY.model_copy(update={"title": "Read a note"}),
+        records_reads=True,
+        cursor_field="cursor",
+    ),
+    ToolSpec(
+        name="kms_list_tags",
+        tier="read",
+        description="List every tag in the notes with how many notes carry it, most used first. Use it to "
+                    "learn how the person organises their notes before searching by tag.",
+        input_model=ListTagsInput,
+        output_model=ListTagsOutput,
+        handler=kms_list_tags,
+        annotations=READ_ONLY.model_copy(update={"title": "List tags"}),
+    ),
+    ToolSpec(
+        name="kms_list_recent",
+        tier="read",
+        description="List the most recently changed notes (newest first). Use it to see what the person is "
+                    "working on now.",
+        input_model=ListRecentInput,
+        output_model=NotesOutput,
+        handler=kms_list_recent,
+        annotations=READ_ONLY.model_copy(update={"title": "Recent notes"}),
+    ),
+    ToolSpec(
+        name="kms_get_backlinks",
+        tier="read",
+        description="List the notes that link to a note (wiki-links by title, alias or path), each with a "
+                    "snippet around the link. Use it to follow how ideas connect.",
+        input_model=BacklinksInput,
+        output_model=BacklinksOutput,
+        handler=kms_get_backlinks,
+        annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
+        records_reads=True,
+    ),
+    ToolSpec(
+        name="kms_inventory",
+        tier="read",
+        description="Page through every note (newest first) with title, tags, size, token estimate and AI "
+                    "summary, without bodies. Use it to survey the whole vault cheaply; pass nextCursor to "
+                    "continue.",
+        input_model=InventoryInput,
+        output_model=InventoryOutput,
+        handler=kms_inventory,
+        annotations=READ_ONLY.model_copy(update={"title": "Note inventory"}),
+        cursor_field="cursor",
+    ),
+]

@@ -1,0 +1,104 @@
+"""``kms_semantic_search``: hybrid keyword + embedding search, backed by ``SemanticService``."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+from pydantic import Field
+
+from server.mcp.tools.base import ServerConfig, StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.mcp.tools.read_tools import READ_ONLY, SearchHit
+
+
+class SemanticSearchInput(StrictInput):
+    query: str = Field(max_length=1000, description="A question or topic in your own words.")
+    limit: int = Field(default=10, ge=1, le=50)
+    vault: str | None = Field(default=None, min_length=1, max_length=64, description="Only this vault.")
+    mode: Literal["hybrid", "semantic"] = Field(default="hybrid",
+                                                description="hybrid (default) fuses keyword and meaning.")
+
+
+class SemanticHit(SearchHit):
+    matchType: Literal["keyword", "semantic", "both"]
+    heading: str | None = None
+
+
+class SemanticSearchOutput(ToolOutput):
+    query: str
+    mode: Literal["hybrid", "semantic", "keyword-only"]
+    reason: str | None = None
+    hits: list[SemanticHit]
+
+
+def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str, Any]:
+    if not args.query.strip():
+        return {"query": args.query, "mode": args.mode, "hits": []}
+    ctx.require_index()
+    service = ctx.services["semantic"]
+    return service.search(ctx.conn, args.query, args.limit, args.vault, mode=args.mode)
+
+
+class LazySemanticService:
+    """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
+    importing it (numpy, the embedding pipeline) costs ~0.15 s that ``tools/list`` must not wait for."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._service: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._service is None:
+                from server.index.semantic import SemanticService
+
+                c = self.config
+                self._service = SemanticService(c.db_path, model_dir=c.embed_model_dir, enabled=c.embed_enabled)
+            return self._service
+
+    def start(self) -> None:
+        def build_and_start() -> None:
+            service = self.get()
+            if not self._closed:
+                service.start()
+
+        threading.Thread(target=build_and_start, name="kms-semantic-start", daemon=True).start()
+
+    def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.get().search(*args, **kwargs)
+
+    def notify_changed(self) -> None:
+        if self._service is not None:  # nothing to re-embed for before the service exists
+            self._service.notify_changed()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._service is not None:
+            self._service.close()
+
+    def __getattr__(self, name: str) -> Any:  # status(), embedder, index: the real service's
+        return getattr(self.get(), name)
+
+
+def make_semantic_service(config: ServerConfig) -> LazySemanticService:
+    return LazySemanticService(config)
+
+
+SEMANTIC_TOOL = ToolSpec(
+    name="kms_semantic_search",
+    tier="read",
+    description=(
+        "Search the person's notes by meaning: use it when the notes may say it in other words than your "
+        "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
+        "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
+        "shows the best-matching section. If the model is not ready it answers keyword-only results and "
+        "says why (mode, reason)."
+    ),
+    input_model=SemanticSearchInput,
+    output_model=SemanticSearchOutput,
+    handler=kms_semantic_search,
+    annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
+    records_reads=True,
+)

@@ -1,0 +1,1 @@
+"""Connections and named migrations: the bottom layer."""

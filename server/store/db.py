@@ -1,0 +1,168 @@
+"""The one way to open the kms SQLite database.
+
+Several processes (agent sessions, a watcher, the dashboard) open the same file,
+so every connection uses WAL, a generous busy timeout, and write transactions
+that take the write lock up front (``BEGIN IMMEDIATE``): a reader never upgrades
+to a writer mid-transaction, which is what produces "database is locked".
+APSW connections must not be shared across threads: use ``thread_connection``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from server.store.migrations import migrate
+
+BUSY_TIMEOUT_MS = 30_000
+PAGE_SIZE = 16_384
+_local = threading.local()
+
+
+def default_db_path() -> Path:
+    """``$KMS_DB_PATH`` or ``<platform data dir>/kms.db``."""
+    env = os.environ.get("KMS_DB_PATH")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("kms", appauthor=False)) / "kms.db"
+
+
+def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_schema: bool = True) -> apsw.Connection:
+    """Open (and migrate) the database; ``:memory:`` works for tests."""
+    target = str(path if path is not None else default_db_path())
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(target, flags=flags)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    if not readonly:
+        # only a new, empty database takes it. 16 KiB pages hold a typical note body without overflow
+        # pages: a cold index is ~15 % faster (bench/bench_core.py); the price is more bytes per small
+        # write (a kms_append commits ~23 pages, ~370 KB of WAL, instead of ~31 pages, ~125 KB: ~0.7 ms)
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        _enable_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    # temp_store stays the default: MEMORY made every FTS5 "ORDER BY rank" ~10 % slower (its sorter)
+    conn.execute("PRAGMA cache_size=-32000")
+    if migrate_schema and not readonly:
+        migrate(conn)
+    return conn
+
+
+def _enable_wal(conn: apsw.Connection) -> None:
+    """Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once instead of waiting for it (the busy handler does not apply): several processes
+    opening a fresh database together would fail, so retry until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def thread_connection(path: str | Path | None = None) -> apsw.Connection:
+    """A connection owned by the calling thread (cached per thread and path)."""
+    key = str(path if path is not None else default_db_path())
+    cache: dict[str, apsw.Connection] = getattr(_local, "conns", None) or {}
+    _local.conns = cache
+    conn = cache.get(key)
+    if conn is None:
+        conn = cache[key] = connect(key)
+    return conn
+
+
+@contextlib.contextmanager
+def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A write transaction that takes the lock first (BEGIN IMMEDIATE).
+
+    Inside ``shared_commit`` it stays atomic on its own (a savepoint once the group's
+    transaction is open) but leaves the COMMIT to the group.
+    """
+    if conn.in_transaction and id(conn) in _groups():
+        conn.execute("SAVEPOINT kms_write")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK TO kms_write")
+            conn.execute("RELEASE kms_write")
+            raise
+        conn.execute("RELEASE kms_write")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if id(conn) not in _groups():
+        conn.execute("COMMIT")
+
+
+def _groups() -> set[int]:
+    groups: set[int] | None = getattr(_local, "groups", None)
+    if groups is None:
+        groups = _local.groups = set()
+    return groups
+
+
+@contextlib.contextmanager
+def shared_commit(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """Let the ``write_tx`` blocks inside share one COMMIT (a commit costs a WAL append and a lock
+    round; a write tool does three). The transaction opens at the first ``write_tx``, so file work
+    before it never holds the database lock. What completed is committed even if the code after it
+    raises: each block was already atomic on its own, the group only batches the commit."""
+    groups = _groups()
+    if id(conn) in groups:  # already grouped by a caller
+        yield conn
+        return
+    groups.add(id(conn))
+    try:
+        yield conn
+    finally:
+        groups.discard(id(conn))
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def read_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A consistent snapshot for several reads."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def rows(conn: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
+    """Run a query and return dict rows (column name -> value)."""
+    cur = conn.execute(sql, params)
+    out = []
+    desc = None
+    for row in cur:
+        if desc is None:
+            desc = [d[0] for d in cur.get_description()]
+        out.append(dict(zip(desc, row, strict=True)))
+    return out
+
+
+def scalar(conn: apsw.Connection, sql: str, params: tuple | dict = ()):
+    """First column of the first row, or None."""
+    for row in conn.execute(sql, params):
+        return row[0]
+    return None

@@ -1,0 +1,287 @@
+"""Named, recorded schema migrations (in the spirit of sqlite-utils ``Migrations``).
+
+Each migration is a function ``mNNN_name(conn)`` appended to ``MIGRATIONS``.
+Never edit one that has shipped: add a new one. Applied names are recorded in
+``_migrations`` so every process upgrades an older database on open.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import apsw
+
+Migration = Callable[[apsw.Connection], None]
+
+
+def m001_initial(conn: apsw.Connection) -> None:
+    """Vaults, notes (the manifest lives on the row), FTS5, tags, links, headings."""
+    conn.execute(
+        """
+        CREATE TABLE vaults (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            root TEXT NOT NULL,
+            added_at REAL NOT NULL,
+            last_indexed_at REAL
+        );
+        CREATE TABLE notes (                     -- small columns first: body last keeps scans cheap
+            rid INTEGER PRIMARY KEY,              -- internal, joins and FTS rowid
+            id TEXT NOT NULL UNIQUE,              -- public, stable note id
+            vault_id INTEGER NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,                   -- vault-relative, '/'-separated
+            folder TEXT NOT NULL,                 -- '' for the vault root
+            title TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '',        -- space-separated, for FTS
+            aliases TEXT,                         -- JSON list
+            fm_error TEXT,                        -- why frontmatter was not parsed (flagged)
+            summary_state TEXT NOT NULL DEFAULT 'none',
+            summary_hash TEXT,
+            summary_text TEXT,
+            content_hash TEXT NOT NULL,           -- sha256 of the file bytes: the version
+            size_bytes INTEGER NOT NULL,
+            token_estimate INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,             -- file mtime, seconds
+            indexed_at REAL NOT NULL,
+            hidden_at REAL,                       -- DB-only state: survives reindex
+            frontmatter TEXT,                     -- JSON object, NULL if none
+            body TEXT NOT NULL,                   -- without frontmatter and summary block
+            UNIQUE (vault_id, path)
+        );
+        CREATE INDEX notes_recent ON notes(updated_at DESC, id);
+        -- kept in step by server/index/indexer.py (direct inserts: triggers halve insert speed)
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            title, body, tags, content='notes', content_rowid='rid',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        -- ranking lives in the table config so 'ORDER BY rank' streams hits (10x faster than bm25() in SQL)
+        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0)');
+        CREATE TABLE note_tags (
+            rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            tag TEXT NOT NULL,
+            PRIMARY KEY (rid, tag)
+        ) WITHOUT ROWID;
+        CREATE INDEX note_tags_tag ON note_tags(tag);
+        CREATE TABLE note_keys (                 -- what a wiki-link may name
+            key TEXT NOT NULL,                    -- lower-cased title, path or alias
+            vault_id INTEGER NOT NULL,
+            rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            kind INTEGER NOT NULL,                -- 1 path, 2 title, 3 alias
+            PRIMARY KEY (key, vault_id, kind, rid)
+        ) WITHOUT ROWID;
+        CREATE INDEX note_keys_rid ON note_keys(rid);
+        CREATE TABLE links (
+            src_rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            target TEXT NOT NULL,                 -- as written, before '#', '^' or '|'
+            target_key TEXT NOT NULL,             -- lower-cased, no '.md'
+            heading TEXT,
+            block TEXT,
+            alias TEXT,
+            embed INTEGER NOT NULL DEFAULT 0,
+            in_frontmatter INTEGER NOT NULL DEFAULT 0,
+            line INTEGER NOT NULL,
+            dst_rid INTEGER,                      -- NULL while unresolved (forward link)
+            PRIMARY KEY (src_rid, ord)
+        ) WITHOUT ROWID;
+        CREATE INDEX links_target ON links(target_key);
+        CREATE INDEX links_dst ON links(dst_rid);
+        CREATE TABLE headings (
+            rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            level INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            PRIMARY KEY (rid, ord)
+        ) WITHOUT ROWID;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+        """
+    )
+
+
+def m002_agent_activity(conn: apsw.Connection) -> None:
+    """Sessions, read tracking, provenance of tool calls and live write counters."""
+    conn.execute(
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,                   -- 'launcher', 'server', 'demo', 'person'
+            started_at REAL NOT NULL,
+            last_seen_at REAL NOT NULL,
+            ended_at REAL,
+            pid INTEGER,
+            cwd TEXT,
+            argv TEXT,                            -- JSON list
+            exit_code INTEGER,
+            vault TEXT
+        );
+        CREATE TABLE note_reads (
+            note_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            first_at REAL NOT NULL,
+            last_at REAL NOT NULL,
+            PRIMARY KEY (note_id, session_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX note_reads_session ON note_reads(session_id, last_at DESC);
+        CREATE TABLE tool_invocations (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            session_id TEXT NOT NULL,
+            actor TEXT NOT NULL DEFAULT 'agent',  -- 'agent' or 'person'
+            tool TEXT NOT NULL,
+            note_id TEXT,
+            vault TEXT,
+            path TEXT,
+            title TEXT,
+            input_summary TEXT NOT NULL,
+            status TEXT NOT NULL,                 -- success, error, conflict, rate-limited, ...
+            error TEXT,                           -- error kind when not success
+            message TEXT,
+            lines_added INTEGER NOT NULL DEFAULT 0,
+            bytes_before INTEGER,
+            bytes_after INTEGER,
+            inserted_text TEXT,                   -- exactly what was inserted ...
+            insert_offset INTEGER,                -- ... at this character offset of the new file text
+            props_before TEXT,                    -- JSON: frontmatter values replaced or removed
+            props_after TEXT,                     -- JSON: frontmatter values set
+            hash_before TEXT,
+            hash_after TEXT,
+            reverts_id INTEGER                    -- for a revert: the invocation it took back
+        );
+        CREATE INDEX tool_invocations_session ON tool_invocations(session_id, id);
+        CREATE INDEX tool_invocations_note ON tool_invocations(note_id, id);
+        CREATE VIRTUAL TABLE tool_invocations_fts USING fts5(
+            tool, title, input_summary, inserted_text, message,
+            content='tool_invocations', content_rowid='id'
+        );
+        CREATE TRIGGER tool_invocations_ai AFTER INSERT ON tool_invocations BEGIN
+            INSERT INTO tool_invocations_fts(rowid, tool, title, input_summary, inserted_text, message)
+            VALUES (new.id, new.tool, new.title, new.input_summary, new.inserted_text, new.message);
+        END;
+        CREATE TABLE write_counters (
+            session_id TEXT PRIMARY KEY,
+            window_count INTEGER NOT NULL,        -- writes in the last 60 s
+            total INTEGER NOT NULL,
+            per_minute INTEGER NOT NULL,
+            per_session INTEGER NOT NULL,
+            window_frees_at REAL,                 -- when the oldest write in the window expires
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE write_events (
+            session_id TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX write_events_session ON write_events(session_id, at);
+        """
+    )
+
+
+def m003_embeddings(conn: apsw.Connection) -> None:
+    """Chunks of notes, their vectors keyed by content hash, and which notes are embedded.
+
+    Vectors are keyed by the hash of the exact text embedded, not by note, so an unchanged chunk
+    is never embedded again (an edit, a rename or a full reindex reuses them). ``chunks.id`` is
+    AUTOINCREMENT (never reused) and triggers bump ``embed_generation`` on every chunk insert
+    or delete, so the in-memory vector matrix checks one row to know whether to refresh and then
+    loads only ids above the last one it saw. ``note_embed_state`` records the note version
+    whose chunks are stored, which makes ``kms embed`` resumable after an interruption.
+    """
+    conn.execute(
+        """
+        CREATE TABLE embeddings (
+            hash TEXT PRIMARY KEY,                -- sha256 of model name + the embedded text
+            vector BLOB NOT NULL,                 -- float32 little-endian, L2-normalised
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            heading TEXT,                         -- "Parent > Section", NULL before the first heading
+            hash TEXT NOT NULL,                   -- -> embeddings.hash
+            text TEXT NOT NULL,                   -- the section text, without the title prefix
+            tokens INTEGER NOT NULL,
+            UNIQUE (rid, ord)
+        );
+        CREATE INDEX chunks_hash ON chunks(hash);
+        CREATE TABLE note_embed_state (
+            rid INTEGER PRIMARY KEY REFERENCES notes(rid) ON DELETE CASCADE,
+            content_hash TEXT NOT NULL,           -- notes.content_hash the chunks were made from
+            title TEXT NOT NULL,                  -- the title is in every chunk's prefix
+            model TEXT NOT NULL,
+            chunks INTEGER NOT NULL,
+            embedded_at REAL NOT NULL
+        );
+        CREATE TABLE embed_generation (id INTEGER PRIMARY KEY CHECK (id = 1), gen INTEGER NOT NULL);
+        INSERT INTO embed_generation VALUES (1, 0);
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            UPDATE embed_generation SET gen = gen + 1 WHERE id = 1;
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            UPDATE embed_generation SET gen = gen + 1 WHERE id = 1;
+        END;
+        """
+    )
+
+
+def m004_hidden_index(conn: apsw.Connection) -> None:
+    """Hidden notes are few: a partial index makes "how many are hidden" free for search paging."""
+    conn.execute("CREATE INDEX notes_hidden ON notes(hidden_at) WHERE hidden_at IS NOT NULL")
+
+
+def m005_reverts_index(conn: apsw.Connection) -> None:
+    """"Was this write reverted?" is asked for every listed invocation; without an index each
+    question scanned the whole provenance table."""
+    conn.execute("CREATE INDEX tool_invocations_reverts ON tool_invocations(reverts_id) WHERE reverts_id IS NOT NULL")
+
+
+def m006_fts_tuning(conn: apsw.Connection) -> None:
+    """Bigger FTS5 leaves (one per database page) and a 16 MiB in-memory term buffer: a cold index
+    writes ~3 segments instead of ~10 and loads ~15 % faster. The buffer only fills within one
+    write transaction, so small writes are unaffected."""
+    page = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    if page > 4096:
+        conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('pgsz', ?)", (page - 64,))
+    conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (16 * 1024 * 1024,))
+
+
+MIGRATIONS: list[Migration] = [
+    m001_initial,
+    m002_agent_activity,
+    m003_embeddings,
+    m004_hidden_index,
+    m005_reverts_index,
+    m006_fts_tuning,
+]
+
+
+def applied(conn: apsw.Connection) -> list[str]:
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+
+
+def migrate(conn: apsw.Connection, upto: str | None = None) -> list[str]:
+    """Apply every pending migration (or up to and including ``upto``); return the names applied."""
+    done = set(applied(conn))
+    if all(m.__name__ in done for m in MIGRATIONS):
+        return []
+    ran: list[str] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        done = {r[0] for r in conn.execute("SELECT name FROM _migrations")}  # re-read under the lock
+        for m in MIGRATIONS:
+            if m.__name__ not in done:
+                m(conn)
+                conn.execute("INSERT INTO _migrations VALUES (?, ?)", (m.__name__, time.time()))
+                ran.append(m.__name__)
+            if upto and m.__name__ == upto:
+                break
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return ran

@@ -1,0 +1,1 @@
+"""A vault's files: registry, parser, frontmatter, Markdown lines, path safety, atomic files."""

@@ -1,0 +1,67 @@
+"""Registered vaults: a name and a root folder. Removing one forgets it; files are never touched."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from server.errors import KmsError
+from server.store.db import rows, write_tx
+
+
+@dataclass(frozen=True)
+class Vault:
+    id: int
+    name: str
+    root: Path
+    added_at: float
+    last_indexed_at: float | None
+
+
+def _vault(row: dict) -> Vault:
+    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"])
+
+
+def list_vaults(conn: apsw.Connection) -> list[Vault]:
+    return [_vault(r) for r in rows(conn, "SELECT * FROM vaults ORDER BY name")]
+
+
+def get_vault(conn: apsw.Connection, name_or_id: str | int) -> Vault:
+    found = rows(conn, "SELECT * FROM vaults WHERE name = ? OR CAST(id AS TEXT) = ?", (str(name_or_id),) * 2)
+    if not found:
+        names = [v.name for v in list_vaults(conn)]
+        raise KmsError("not-found", f"no vault named {name_or_id!r}; vaults: {', '.join(names) or 'none'}")
+    return _vault(found[0])
+
+
+def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None) -> Vault:
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise KmsError("invalid-input", f"{root} is not a folder")
+    name = name or re.sub(r"[^\w.-]+", "-", root.name).strip("-") or "vault"
+    if not re.fullmatch(r"[\w][\w.-]{0,63}", name):
+        raise KmsError("invalid-input", "a vault name is 1-64 letters, digits, '.', '_' or '-'")
+    with write_tx(conn):
+        for v in list_vaults(conn):
+            if v.root == root:
+                raise KmsError("already-exists", f"{root} is already registered as vault {v.name!r}")
+            if v.name == name:
+                raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
+        conn.execute("INSERT INTO vaults(name, root, added_at) VALUES (?, ?, ?)", (name, str(root), time.time()))
+    return get_vault(conn, name)
+
+
+def remove_vault(conn: apsw.Connection, name: str) -> Vault:
+    """Forget a vault and its index rows. DB-only state of its notes (hidden stamps) goes with it."""
+    from server.index.indexer import delete_note_row  # the indexer imports this module
+
+    vault = get_vault(conn, name)
+    with write_tx(conn):
+        for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
+            delete_note_row(conn, rid)
+        conn.execute("DELETE FROM vaults WHERE id = ?", (vault.id,))
+    return vault

@@ -1,0 +1,1 @@
+"""The write path: limits, compare-and-swap, operations, the one guard and revert."""

@@ -1,0 +1,472 @@
+"""``kms claude`` / ``kms doctor`` / ``kms config`` / ``kms servers`` through the real CLI.
+
+A fake ``claude`` (a small Python script written into tmp_path) records its argv, env,
+the MCP config file's content and modes while it runs, and its signal handling, into a
+JSON file; the launcher is run as ``python -m kmscli claude ...`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from server.activity.sessions import end_session, get_session, list_sessions, start_session, touch_session
+from server.store.db import connect
+from server.vault.registry import add_vault
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE_CLAUDE = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, signal, stat, sys, time
+    record = os.environ["FAKE_CLAUDE_RECORD"]
+    argv = sys.argv[1:]
+    out = {{"argv": argv, "env": {{k: v for k, v in os.environ.items() if k.startswith(("KMS_", "FAKE_"))}},
+            "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            "signals": [], "pid": os.getpid()}}
+    if "--mcp-config" in argv:
+        path = argv[argv.index("--mcp-config") + 1]
+        out["config_path"] = path
+        out["config"] = json.load(open(path))
+        out["mode"] = stat.S_IMODE(os.stat(path).st_mode)
+        out["dir_mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
+    def save():
+        with open(record + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(record + ".tmp", record)
+    if os.environ.get("FAKE_CLAUDE_WAIT"):
+        # Take signals one delivery at a time (sigtimedwait), so a doubled one is seen, with its sender.
+        watch = {{signal.SIGTERM, signal.SIGINT, signal.SIGWINCH, signal.SIGHUP}}
+        signal.pthread_sigmask(signal.SIG_BLOCK, watch)
+        out["ready"] = True
+        save()
+        stop, deadline = None, time.time() + 30
+        while time.time() < deadline and (stop is None or time.time() < stop):
+            info = signal.sigtimedwait(watch, 0.02)
+            if info is None:
+                continue
+            out["signals"].append(signal.Signals(info.si_signo).name)
+            out.setdefault("senders", []).append("kernel" if info.si_code > 0 else info.si_pid)
+            save()
+            if info.si_signo in (signal.SIGTERM, signal.SIGINT) and stop is None:
+                stop = time.time() + 1.0  # linger: a doubled signal would show up
+        save()
+        sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
+    save()
+    if os.environ.get("FAKE_CLAUDE_KILL_SELF"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
+    """
+)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A private environment: own config, DB, runtime dir and a fake claude; one vault registered."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"
+    fake.write_text(FAKE_CLAUDE.format(python=sys.executable))
+    fake.chmod(0o755)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KMS_", "FAKE_", "XDG_"))}
+    e = {
+        **base,
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path / "home"),
+        "KMS_CONFIG": str(tmp_path / "config" / "config.toml"),
+        "KMS_DB_PATH": str(tmp_path / "kms.db"),
+        "KMS_CLAUDE_BIN": str(fake),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "FAKE_CLAUDE_RECORD": str(tmp_path / "record.json"),
+    }
+    conn = connect(e["KMS_DB_PATH"])
+    add_vault(conn, vault, "notes")
+    conn.close()
+    return e
+
+
+def kms(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kmscli", *args],
+        env=env,
+        cwd=kw.pop("cwd", env["HOME"] if Path(env["HOME"]).is_dir() else None),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
+    )
+
+
+def record(env: dict[str, str]) -> dict:
+    return json.loads(Path(env["FAKE_CLAUDE_RECORD"]).read_text())
+
+
+def sessions(env: dict[str, str]) -> list:
+    conn = connect(env["KMS_DB_PATH"])
+    try:
+        return list_sessions(conn)
+    finally:
+        conn.close()
+
+
+def test_claude_passes_args_and_exit_code_and_records_the_session(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    env["FAKE_CLAUDE_EXIT"] = "3"
+    run = kms(env, "claude", "--", "-p", "hello world", "--model", "x", "--print-config")
+    assert run.returncode == 3, run.stderr
+    assert run.stdout == "" and run.stderr == "", "the happy path prints nothing of its own"
+    rec = record(env)
+    path = rec["config_path"]
+    assert rec["argv"] == ["--mcp-config", path, "-p", "hello world", "--model", "x", "--print-config"]
+    assert rec["mode"] == 0o600 and rec["dir_mode"] == 0o700
+    assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
+    assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
+    kms_entry = rec["config"]["mcpServers"]["kms"]
+    assert kms_entry["command"] == sys.executable and kms_entry["args"] == ["-m", "kmscli", "mcp"]
+    assert kms_entry["env"]["KMS_DB_PATH"] == str(Path(env["KMS_DB_PATH"]).resolve())
+    assert kms_entry["env"]["KMS_AGENT_TOOLS_ENABLED"] == "1"
+    assert kms_entry["env"]["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "0"
+    assert rec["blocked"] == [], "claude must not inherit the launcher's blocked signals"
+    [row] = sessions(env)
+    assert row.id == kms_entry["env"]["KMS_SESSION_ID"]
+    assert row.kind == "launcher" and row.exit_code == 3 and row.ended_at is not None
+    assert row.argv == ["claude", "-p", "hello world", "--model", "x", "--print-config"]
+    assert row.cwd == env["HOME"] or row.cwd is not None
+
+
+def test_unknown_options_pass_through_without_dashdash(env: dict[str, str]) -> None:
+    run = kms(env, "claude", "-c", "--resume", "abc")
+    assert run.returncode == 0, run.stderr
+    assert record(env)["argv"][2:] == ["-c", "--resume", "abc"]
+
+
+def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
+    assert kms(env, "config", "set", "write.allowlist", "inbox").returncode == 0
+    assert kms(env, "claude", "--write").returncode == 0
+    assert record(env)["config"]["mcpServers"]["kms"]["env"]["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "1"
+    assert kms(env, "config", "set", "agent.write", "true").returncode == 0
+    assert kms(env, "claude", "--no-write").returncode == 0
+    assert record(env)["config"]["mcpServers"]["kms"]["env"]["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "0"
+    assert kms(env, "config", "get", "agent.write").stdout.strip() == "true", "--no-write is not saved"
+    # --write under a parent that is off: claude still starts, with a warning
+    assert kms(env, "config", "set", "agent.read", "off").returncode == 0
+    run = kms(env, "claude", "--write")
+    assert run.returncode == 0 and "agent.read is off" in run.stderr
+
+
+def test_isolated_leaves_kms_out(env: dict[str, str]) -> None:
+    run = kms(env, "claude", "--isolated", "--", "x")
+    assert run.returncode == 0, run.stderr
+    assert record(env)["argv"] == ["x"], "no servers: no --mcp-config at all"
+    kms(env, "servers", "enable", "playwright")
+    assert kms(env, "claude", "--isolated").returncode == 0
+    assert list(record(env)["config"]["mcpServers"]) == ["playwright"]
+
+
+def test_vault_option_scopes_the_session(env: dict[str, str], tmp_path: Path) -> None:
+    env["KMS_SERVERS_FILESYSTEM_ENABLED"] = "1"
+    assert kms(env, "claude", "--vault", "notes").returncode == 0
+    servers = record(env)["config"]["mcpServers"]
+    assert servers["kms"]["env"]["KMS_VAULT"] == "notes"
+    assert servers["filesystem"]["args"][-1] == str((tmp_path / "vault").resolve())
+    assert sessions(env)[0].vault == "notes"
+    run = kms(env, "claude", "--vault", "nope")
+    assert run.returncode == 2 and "nope" in run.stderr
+
+
+def test_print_config_redacts_and_does_not_launch(env: dict[str, str]) -> None:
+    run = kms(
+        env, "servers", "add", "gh", "--env", "GITHUB_TOKEN=ghp_supersecret", "--", "npx", "-y", "gh-mcp"
+    )
+    assert run.returncode == 0, run.stderr
+    assert "ghp_supersecret" not in run.stdout
+    run = kms(
+        env, "servers", "add", "docs", "--url", "https://d.test/mcp", "--header", "Authorization: Bearer abc"
+    )
+    assert run.returncode == 0, run.stderr
+    run = kms(env, "claude", "--print-config")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert set(doc["mcpServers"]) == {"kms", "gh", "docs"}
+    assert doc["mcpServers"]["gh"]["env"]["GITHUB_TOKEN"] == "***"
+    assert doc["mcpServers"]["docs"] == {
+        "type": "http",
+        "url": "https://d.test/mcp",
+        "headers": {"Authorization": "***"},
+    }
+    assert "supersecret" not in run.stdout and "Bearer abc" not in run.stdout
+    assert not Path(env["FAKE_CLAUDE_RECORD"]).exists(), "claude was not started"
+    assert sessions(env) == []
+    # the real session file does carry the secret (claude needs it), privately
+    assert kms(env, "claude").returncode == 0
+    assert record(env)["config"]["mcpServers"]["gh"]["env"]["GITHUB_TOKEN"] == "ghp_supersecret"
+
+
+def test_missing_claude_is_127_with_install_hint(env: dict[str, str], tmp_path: Path) -> None:
+    del env["KMS_CLAUDE_BIN"]
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    env["PATH"] = str(empty)
+    run = kms(env, "claude")
+    assert run.returncode == 127
+    assert "npm install -g @anthropic-ai/claude-code" in run.stderr
+    assert sessions(env) == [], "no session without claude"
+    env["KMS_CLAUDE_BIN"] = str(tmp_path / "nope")
+    run = kms(env, "claude")
+    assert run.returncode == 127 and "KMS_CLAUDE_BIN" in run.stderr
+
+
+def test_claude_found_on_path(env: dict[str, str], tmp_path: Path) -> None:
+    del env["KMS_CLAUDE_BIN"]
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    assert kms(env, "claude", "--", "hi").returncode == 0
+    assert record(env)["argv"][-1] == "hi"
+
+
+def test_claude_killed_by_signal_is_mirrored(env: dict[str, str]) -> None:
+    env["FAKE_CLAUDE_KILL_SELF"] = "1"
+    run = kms(env, "claude")
+    assert run.returncode == -signal.SIGTERM, "the launcher dies of the same signal"
+    [row] = sessions(env)
+    assert row.exit_code == 128 + signal.SIGTERM and row.ended_at is not None
+    assert not Path(record(env)["config_path"]).exists()
+
+
+def _wait_ready(env: dict[str, str], proc: subprocess.Popen | None = None, timeout: float = 30) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            rec = record(env)
+            if rec.get("ready"):
+                return rec
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"launcher exited early: {proc.returncode}")
+        time.sleep(0.05)
+    raise AssertionError("fake claude never became ready")
+
+
+def test_signals_sent_to_the_launcher_are_forwarded(env: dict[str, str]) -> None:
+    env.update(FAKE_CLAUDE_WAIT="1", FAKE_CLAUDE_EXIT="42")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "claude"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        rec = _wait_ready(env, proc)
+        assert Path(rec["config_path"]).exists()
+        proc.send_signal(signal.SIGWINCH)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 42
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    rec = record(env)
+    assert sorted(rec["signals"][:2]) == ["SIGHUP", "SIGWINCH"] and rec["signals"][2] == "SIGTERM"
+    assert rec["signals"].count("SIGTERM") == 1
+    assert set(rec["senders"]) == {proc.pid}, "forwarded by the launcher"
+    assert not Path(rec["config_path"]).exists()
+    assert sessions(env)[0].exit_code == 42
+
+
+def test_terminal_ctrl_c_reaches_claude_once(env: dict[str, str]) -> None:
+    """Ctrl-C on the terminal already signals claude; the launcher must not send a second one."""
+    env.update(FAKE_CLAUDE_WAIT="1", FAKE_CLAUDE_EXIT="130")
+    pid, master = pty.fork()
+    if pid == 0:  # child: becomes the session leader of the new terminal
+        try:
+            os.execve(sys.executable, [sys.executable, "-m", "kmscli", "claude"], env)
+        finally:
+            os._exit(99)
+    try:
+        _wait_ready(env)
+        time.sleep(0.2)
+        os.write(master, b"\x03")  # the terminal's INTR character
+        deadline = time.time() + 30
+        status = None
+        while time.time() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    os.read(master, 4096)
+                except OSError:
+                    pass
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        assert status is not None and os.WIFEXITED(status), status
+        assert os.WEXITSTATUS(status) == 130
+    finally:
+        os.close(master)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    rec = record(env)
+    assert rec["signals"] == ["SIGINT"] and rec["senders"] == ["kernel"]
+
+
+def test_session_rows_api(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "kms.db")
+    sid = start_session(conn, kind="launcher", argv=["claude", "-c"], vault="v", now=100.0)
+    touch_session(conn, sid, now=150.0)  # the kms server reporting in keeps the launcher's row
+    row = get_session(conn, sid)
+    assert row is not None and row.kind == "launcher" and row.last_seen_at == 150.0 and row.active
+    touch_session(conn, "sother", vault="w", now=160.0)  # a server started by another host
+    assert get_session(conn, "sother").kind == "server"
+    assert [s.id for s in list_sessions(conn, active=True)] == ["sother", sid]
+    assert end_session(conn, sid, 5, now=200.0) is True
+    assert end_session(conn, "missing", 0) is False
+    row = get_session(conn, sid)
+    assert (row.ended_at, row.exit_code, row.argv) == (200.0, 5, ["claude", "-c"])
+    assert [s.id for s in list_sessions(conn, active=False)] == [sid]
+    assert [s.id for s in list_sessions(conn, kind="server")] == ["sother"]
+    with pytest.raises(ValueError):
+        start_session(conn, kind="robot")
+    conn.close()
+
+
+def test_doctor_reports(env: dict[str, str]) -> None:
+    run = kms(env, "doctor", "--json")
+    report = json.loads(run.stdout)
+    assert report["claude"]["path"] == env["KMS_CLAUDE_BIN"]
+    assert [v["name"] for v in report["database"]["vaults"]] == ["notes"]
+    assert report["settings"]["path"] == env["KMS_CONFIG"]
+    assert "kms" in report["session_servers"]
+    assert "model" in report
+    text = kms(env, "doctor")
+    assert "vault notes" in text.stdout and "sessions get: kms" in text.stdout
+
+
+def test_config_cli(env: dict[str, str], tmp_path: Path) -> None:
+    run = kms(env, "config", "set", "write.alowlist", "x")
+    assert run.returncode == 2 and "write.allowlist" in run.stderr
+    run = kms(env, "config", "set", "write.per_minute", "-5")
+    assert run.returncode == 2 and "1 to 10000" in run.stderr
+    cwd = tmp_path / "home"
+    (cwd / "drafts").mkdir(parents=True)
+    (cwd / "drafts" / "a.md").write_text("x")
+    (cwd / "drafts" / "b.md").write_text("x")
+    run = kms(env, "config", "set", "write.allowlist", "drafts/a.md", "drafts/b.md", cwd=cwd)
+    assert run.returncode == 0 and "kms config set write.allowlist 'drafts/*'" in run.stderr
+    assert kms(env, "config", "get", "write.allowlist").stdout.split() == ["drafts/a.md", "drafts/b.md"]
+    assert kms(env, "config", "path").stdout.strip() == env["KMS_CONFIG"]
+    listing = json.loads(kms(env, "config", "list", "--json").stdout)
+    by_key = {s["key"]: s for s in listing["settings"]}
+    assert by_key["write.allowlist"]["source"] == "file" and by_key["agent.read"]["auto"] is True
+    env["KMS_WRITE_PER_MINUTE"] = "3"
+    got = json.loads(kms(env, "config", "get", "write.per_minute", "--json").stdout)
+    assert (got["value"], got["source"]) == (3, "env")
+    assert kms(env, "config", "unset", "write.allowlist").returncode == 0
+    assert kms(env, "config", "get", "write.allowlist").stdout == ""
+    # edit: a non-interactive "editor" appends a line
+    editor = tmp_path / "ed.sh"
+    editor.write_text('#!/bin/sh\nprintf "\\n[write]\\nper_session = 5\\n" >> "$1"\n')
+    editor.chmod(0o755)
+    env["EDITOR"] = str(editor)
+    assert kms(env, "config", "edit").returncode == 0
+    assert kms(env, "config", "get", "write.per_session").stdout.strip() == "5"
+    assert stat.S_IMODE(Path(env["KMS_CONFIG"]).stat().st_mode) == 0o600
+
+
+def test_servers_cli(env: dict[str, str]) -> None:
+    assert kms(env, "servers", "add", "x").returncode == 2
+    assert kms(env, "servers", "add", "kms", "--", "a").returncode == 2
+    assert kms(env, "servers", "add", "w", "--url", "https://w.test", "--env", "A=1").returncode == 2
+    assert kms(env, "servers", "add", "s", "--env", "T=1", "--", "run", "--flag").returncode == 0
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert set(rows) == {"kms", "playwright", "filesystem", "s"}
+    assert rows["s"] == {**rows["s"], "enabled": True, "builtin": False, "command": "run", "args": ["--flag"]}
+    assert rows["playwright"]["enabled"] is False
+    assert kms(env, "servers", "disable", "s").returncode == 0
+    assert kms(env, "servers", "enable", "playwright").returncode == 0
+    run = kms(env, "servers", "enable", "playwrite")
+    assert run.returncode == 2 and "playwright" in run.stderr
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert rows["s"]["enabled"] is False and rows["playwright"]["enabled"] is True
+    assert kms(env, "servers", "remove", "playwright").returncode == 2
+    assert kms(env, "servers", "remove", "s").returncode == 0
+    assert kms(env, "servers", "remove", "s").returncode == 2
+
+
+def test_mcp_config_command(env: dict[str, str]) -> None:
+    run = kms(env, "mcp-config", "vscode")
+    assert run.returncode == 0
+    doc = json.loads(run.stdout[run.stdout.index("{") :])
+    assert doc["servers"]["kms"]["type"] == "stdio"
+    assert "claude mcp add" in kms(env, "mcp-config", "claude-code").stdout
+
+
+def test_completions_current() -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_completions.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+def test_completion_protocol_matches_the_cli(env: dict[str, str]) -> None:
+    """The generated scripts call ``kms`` with _KMS_COMPLETE; the CLI must answer with real candidates."""
+    assert "_KMS_COMPLETE=complete_bash" in (ROOT / "completions" / "kms.bash").read_text()
+
+    def complete(words: str) -> list[str]:
+        e = {
+            **env,
+            "_KMS_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
+        if words.endswith(" "):
+            e["COMP_CWORD"] = str(len(words.split()))
+        return kms(
+            e,
+        ).stdout.split()
+
+    assert "config" in complete("kms con")
+    assert "write.allowlist" in complete("kms config set write.")
+    assert "playwright" in complete("kms servers enable pl")
+
+
+def test_stale_session_configs_are_swept(env: dict[str, str], monkeypatch) -> None:
+    """A launcher killed with SIGKILL leaves its (maybe secret-bearing) config; the next start removes it."""
+    from kmscli.compose import write_session_config
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    conn = connect(env["KMS_DB_PATH"])
+    ended = start_session(conn, pid=os.getpid())
+    end_session(conn, ended, 0)
+    crashed = start_session(conn, pid=dead.pid)
+    alive = start_session(conn, pid=os.getpid())
+    conn.close()
+    doc = {"mcpServers": {"x": {"command": "y", "env": {"TOKEN": "t"}}}}
+    paths = {sid: write_session_config(doc, sid) for sid in (ended, crashed, alive, "sunrecorded")}
+    assert kms(env, "claude").returncode == 0
+    assert not paths[ended].exists() and not paths[ended].parent.exists()
+    assert not paths[crashed].exists()
+    assert paths[alive].exists(), "a running session's config is left alone"
+    assert paths["sunrecorded"].exists(), "a fresh unrecorded one may belong to a launcher starting up"

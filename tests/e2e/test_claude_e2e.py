@@ -1,0 +1,54 @@
+"""End to end with the REAL Claude Code CLI: settings -> composition -> private config file ->
+spawn -> ``kms mcp`` -> vault, driven by a local stand-in for the Anthropic Messages API.
+
+Claude exits 0 even when a tool is denied or a server fails, so the test asserts on effects:
+the tool result the stand-in received and the read-tracking row in the database.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
+from support.fake_anthropic import FakeAnthropic
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.timeout(240)
+def test_kms_claude_runs_real_claude_that_searches_the_vault(indexed: apsw.Connection, db_path: Path,
+                                                              tmp_path: Path) -> None:
+    claude = claude_bin()  # installed by scripts/test.sh (scripts/fetch_claude.sh); missing = failure
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeAnthropic(query="auth error handling") as api:
+        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
+                         KMS_CONFIG=str(tmp_path / "config.toml"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("Find my notes on auth errors")],
+            env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200,
+        )
+    debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
+    assert proc.returncode == 0, debug
+    events = stream_events(proc.stdout)
+    init = next(e for e in events if e.get("type") == "system")
+    assert {"name": "kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
+    assert api.tool_results, "no tool_result reached the API\n" + debug
+    result = api.tool_results[-1]
+    assert not result.is_error, result.text
+    assert "Auth service error handling" in result.text
+
+    session = indexed.execute(
+        "SELECT id, exit_code, ended_at FROM sessions WHERE kind = 'launcher'").fetchall()
+    assert len(session) == 1 and session[0][1] == 0 and session[0][2] is not None
+    reads = indexed.execute(
+        "SELECT n.title FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?",
+        (session[0][0],)).fetchall()
+    assert ("Auth service error handling",) in reads
+    assert not list(work.iterdir()), "nothing may be written to the working directory"

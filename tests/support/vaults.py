@@ -1,0 +1,22 @@
+"""Test vaults and notes: the packaged sample vault, real files, ids looked up in a real index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_VAULT = REPO / "kmscli" / "sample_vault"
+
+
+def note_id(conn: apsw.Connection, title: str) -> str:
+    row = conn.execute("SELECT id FROM notes WHERE title = ?", (title,)).fetchall()
+    assert row, f"no note titled {title!r}"
+    return row[0][0]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8", newline="")
+    return path

@@ -1,0 +1,228 @@
+"""MCP-config composition (kmscli/compose.py): builders, composer, private files, redaction, snippets."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kmscli import compose as c
+from server.config import settings as st
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Path:
+    return tmp_path / "config.toml"
+
+
+def settings_for(cfg: Path, env: dict[str, str] | None = None, has_vault: bool = True) -> st.Settings:
+    return st.load_settings(cfg, env or {}, has_vault=has_vault)
+
+
+def session(tmp_path: Path, **kw) -> c.Session:
+    base = {"id": "s0123456789ab", "db_path": tmp_path / "kms.db", "cwd": tmp_path / "work"}
+    return c.Session(**{**base, **kw})
+
+
+def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Path) -> None:
+    st.set_value("write.allowlist", ["drafts/*", "inbox"], path=cfg, env={}, has_vault=True)
+    st.set_value("write.per_minute", "7", path=cfg, env={}, has_vault=True)
+    st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
+    st.set_value("embed.model_dir", str(tmp_path / "models"), path=cfg, env={}, has_vault=True)
+    name, entry = c.kms_server(settings_for(cfg), session(tmp_path, vault="notes"))
+    assert name == "kms"
+    assert entry["command"] == sys.executable and Path(entry["command"]).is_absolute()
+    assert entry["args"] == ["-m", "kmscli", "mcp"]
+    env = entry["env"]
+    assert env["KMS_DB_PATH"] == str(tmp_path / "kms.db")
+    assert env["KMS_SESSION_ID"] == "s0123456789ab"
+    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
+        "1",
+        "1",
+        "1",
+    )
+    assert env["KMS_WRITE_ALLOWLIST"] == "drafts/*,inbox"
+    assert env["KMS_WRITE_PER_MINUTE"] == "7" and env["KMS_WRITE_PER_SESSION"] == "200"
+    assert env["KMS_EMBED_MODEL_DIR"] == str(tmp_path / "models")
+    assert env["KMS_VAULT"] == "notes"
+    assert env["KMS_CONFIG"] == str(cfg)
+    # running from the source tree: the child must be able to import kmscli
+    assert env.get("PYTHONPATH") == str(Path(c.__file__).resolve().parent.parent)
+    # and the server reads these env values back to the same settings
+    back = st.load_settings(tmp_path / "absent.toml", env, has_vault=False)
+    assert back.get("write.allowlist") == ["drafts/*", "inbox"] and back.active("agent.write")
+
+
+def test_kms_builder_flags_follow_the_parent_chain(cfg: Path, tmp_path: Path) -> None:
+    st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
+    st.set_value("agent.read", "false", path=cfg, env={}, has_vault=True)
+    env = c.kms_server(settings_for(cfg), session(tmp_path))[1]["env"]
+    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
+        "1",
+        "0",
+        "0",
+    )
+    assert "KMS_EMBED_MODEL_DIR" not in env and "KMS_VAULT" not in env
+
+
+def test_kms_builder_off_when_disabled_or_no_vault(cfg: Path, tmp_path: Path) -> None:
+    assert c.kms_server(settings_for(cfg, has_vault=False), session(tmp_path)) is None
+    assert c.kms_server(settings_for(cfg, {"KMS_ENABLED": "0"}), session(tmp_path)) is None
+
+
+def test_playwright_builder(cfg: Path, tmp_path: Path) -> None:
+    assert c.playwright_server(settings_for(cfg), session(tmp_path)) is None
+    st.set_value("servers.playwright.enabled", "on", path=cfg, env={}, has_vault=True)
+    assert c.playwright_server(settings_for(cfg), session(tmp_path)) == (
+        "playwright",
+        {"command": "npx", "args": ["-y", "@playwright/mcp@latest"]},
+    )
+
+
+def test_filesystem_builder_scopes_to_vaults_or_cwd(cfg: Path, tmp_path: Path) -> None:
+    assert c.filesystem_server(settings_for(cfg), session(tmp_path)) is None
+    s = settings_for(cfg, {"KMS_SERVERS_FILESYSTEM_ENABLED": "1"})
+    name, entry = c.filesystem_server(s, session(tmp_path))
+    assert name == "filesystem"
+    assert entry["args"] == ["-y", "@modelcontextprotocol/server-filesystem", str(tmp_path / "work")]
+    roots = (tmp_path / "a", tmp_path / "b")
+    entry = c.filesystem_server(s, session(tmp_path, vault_roots=roots))[1]
+    assert entry["args"][2:] == [str(r) for r in roots]
+
+
+def test_custom_entries(tmp_path: Path) -> None:
+    stdio = st.CustomServer("gh", command="npx", args=["-y", "x"], env={"GITHUB_TOKEN": "t"})
+    assert c.custom_entry(stdio) == {"command": "npx", "args": ["-y", "x"], "env": {"GITHUB_TOKEN": "t"}}
+    assert c.custom_entry(st.CustomServer("p", command="run")) == {"command": "run", "args": []}
+    http = st.CustomServer("d", url="https://x.test/mcp", headers={"Authorization": "Bearer z"})
+    assert c.custom_entry(http) == {
+        "type": "http",
+        "url": "https://x.test/mcp",
+        "headers": {"Authorization": "Bearer z"},
+    }
+
+
+def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path) -> None:
+    st.set_value("servers.playwright.enabled", "true", path=cfg, env={}, has_vault=True)
+    st.add_custom_server(st.CustomServer("gh", command="npx", args=["gh"]), path=cfg, env={})
+    st.add_custom_server(st.CustomServer("off", command="x", enabled=False), path=cfg, env={})
+    st.add_custom_server(st.CustomServer("docs", url="https://d.test/mcp"), path=cfg, env={})
+    s = settings_for(cfg)
+    doc = c.compose(s, session(tmp_path))
+    assert list(doc) == ["mcpServers"]
+    assert list(doc["mcpServers"]) == ["kms", "playwright", "docs", "gh"]
+    isolated = c.compose(s, session(tmp_path), isolated=True)
+    assert "kms" not in isolated["mcpServers"] and "playwright" in isolated["mcpServers"]
+    # nothing enabled -> empty
+    assert c.compose(settings_for(tmp_path / "none.toml", has_vault=False), session(tmp_path)) == {
+        "mcpServers": {}
+    }
+    assert c.compose(settings_for(tmp_path / "none.toml"), session(tmp_path), isolated=True) == {
+        "mcpServers": {}
+    }
+
+
+def test_every_builtin_has_a_settings_switch() -> None:
+    assert set(c.BUILTIN_BUILDERS) == {"kms", *st.BUILTIN_SERVERS}
+
+
+def test_session_config_is_private_and_cleaned_up(cfg: Path, tmp_path: Path, monkeypatch) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.chdir(tmp_path)
+    doc = c.compose(settings_for(cfg), session(tmp_path))
+    path = c.write_session_config(doc, "s0123456789ab")
+    assert path is not None and path.is_file()
+    assert json.loads(path.read_text()) == doc
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert runtime in path.parents and tmp_path not in (path.parent, path.parent.parent.parent)
+    assert not list(tmp_path.glob("*.json")), "never written to the cwd"
+    c.remove_session_config(path)
+    assert not path.exists() and not path.parent.exists()
+    c.remove_session_config(path)  # idempotent
+    c.remove_session_config(None)
+
+
+def test_session_config_falls_back_to_a_private_temp_dir(cfg: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing" / "dir"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the stdlib caches $TMPDIR
+    path = c.write_session_config({"mcpServers": {"x": {"command": "y"}}}, "../../evil id")
+    assert path is not None and path.parent.parent == tmp_path
+    assert ".." not in path.parent.name and " " not in path.parent.name
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    c.remove_session_config(path)
+    assert not path.parent.exists()
+
+
+def test_no_servers_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert c.write_session_config({"mcpServers": {}}, "s1") is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_redact_masks_secret_looking_values() -> None:
+    doc = {
+        "mcpServers": {
+            "a": {
+                "command": "x",
+                "args": ["--api-key=abc123", "--verbose", "plain"],
+                "env": {
+                    "GITHUB_TOKEN": "ghp_x",
+                    "OPENAI_API_KEY": "sk-123",
+                    "DB_PASSWORD": "p",
+                    "SOME_SECRET": "s",
+                    "HEADER_VALUE": "Bearer abc",
+                    "OTHER": "sk-abcdefghijkl",
+                    "KMS_SESSION_ID": "s0123",
+                    "KMS_WRITE_PER_SESSION": "200",
+                    "EMPTY_TOKEN": "",
+                },
+            },
+            "b": {
+                "type": "http",
+                "url": "https://h.test/mcp?token=zzz&x=1",
+                "headers": {"Authorization": "Basic dXNlcg==", "X-Trace": "on", "x-api-key": "k"},
+            },
+        }
+    }
+    out = c.redact(doc)
+    env = out["mcpServers"]["a"]["env"]
+    for k in ("GITHUB_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD", "SOME_SECRET", "HEADER_VALUE", "OTHER"):
+        assert env[k] == c.REDACTED, k
+    assert env["KMS_SESSION_ID"] == "s0123" and env["KMS_WRITE_PER_SESSION"] == "200"
+    assert env["EMPTY_TOKEN"] == ""
+    assert out["mcpServers"]["a"]["args"] == ["--api-key=***", "--verbose", "plain"]
+    b = out["mcpServers"]["b"]
+    assert b["url"] == "https://h.test/mcp?token=***&x=1"
+    assert b["headers"] == {"Authorization": "***", "X-Trace": "on", "x-api-key": "***"}
+    assert doc["mcpServers"]["a"]["env"]["GITHUB_TOKEN"] == "ghp_x", "the input is not modified"
+
+
+@pytest.mark.parametrize("host", c.HOSTS)
+def test_snippets_for_each_host(host: str, tmp_path: Path) -> None:
+    text = c.mcp_config_snippet(host, tmp_path / "kms.db", python="/opt/py/bin/python")
+    body = text[text.index("{") :]
+    doc = json.loads(body)
+    if host == "vscode":
+        entry = doc["servers"]["kms"]
+        assert entry["type"] == "stdio"
+    else:
+        entry = doc["mcpServers"]["kms"]
+    assert entry["command"] == "/opt/py/bin/python" and entry["args"] == ["-m", "kmscli", "mcp"]
+    assert entry["env"]["KMS_DB_PATH"] == str(tmp_path / "kms.db")
+    if host == "claude-code":
+        line = next(ln for ln in text.splitlines() if ln.startswith("claude mcp add"))
+        words = shlex.split(line)
+        assert words[:5] == ["claude", "mcp", "add", "--scope", "user"] and words[5] == "kms"
+        assert words[words.index("--") + 1 :] == ["/opt/py/bin/python", "-m", "kmscli", "mcp"]
+        assert f"KMS_DB_PATH={tmp_path / 'kms.db'}" in words
+    with pytest.raises(ValueError):
+        c.mcp_config_snippet("emacs", tmp_path / "kms.db")

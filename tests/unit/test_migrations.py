@@ -1,0 +1,114 @@
+"""Named, recorded migrations: a fresh DB gets them all, an old one is upgraded on open (issue 2)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+
+from server.store.db import connect, rows, scalar
+from server.store.migrations import MIGRATIONS, applied, migrate
+
+NAMES = [m.__name__ for m in MIGRATIONS]
+
+
+def tables(conn: apsw.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def test_migration_names_are_ordered_and_unique() -> None:
+    assert NAMES[0] == "m001_initial" and NAMES[1] == "m002_agent_activity"
+    assert len(set(NAMES)) == len(NAMES)
+    assert NAMES == sorted(NAMES)
+    assert all(n[0] == "m" and n[1:4].isdigit() and n[4] == "_" for n in NAMES)
+
+
+def test_fresh_db_records_every_migration(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "fresh.db")
+    assert applied(conn) == NAMES
+    recorded = rows(conn, "SELECT name, applied_at FROM _migrations ORDER BY name")
+    assert [r["name"] for r in recorded] == NAMES and all(r["applied_at"] > 0 for r in recorded)
+    assert {"vaults", "notes", "notes_fts", "note_tags", "note_keys", "links", "headings", "meta",
+            "sessions", "note_reads", "tool_invocations", "write_counters"} <= tables(conn)
+    assert scalar(conn, "PRAGMA journal_mode") == "wal"
+    assert scalar(conn, "PRAGMA foreign_keys") == 1
+    conn.close()
+
+
+def test_upgrade_from_m001_keeps_data(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = apsw.Connection(str(path))
+    assert migrate(old, upto="m001_initial") == ["m001_initial"]
+    assert applied(old) == ["m001_initial"]
+    assert "note_reads" not in tables(old)
+    old.execute("INSERT INTO vaults(id, name, root, added_at) VALUES (1, 'old', '/tmp/old', 1.0)")
+    old.execute(
+        """INSERT INTO notes(rid, id, vault_id, path, folder, title, tags, content_hash, size_bytes,
+                             token_estimate, mtime_ns, created_at, updated_at, indexed_at, hidden_at, body)
+           VALUES (7, 'nabcdefabcdef', 1, 'a/Old note.md', 'a', 'Old note', 'legacy', 'h', 10, 3, 1, 1.0, 2.0,
+                   3.0, 4.0, 'the body of an old note')""")
+    old.execute("INSERT INTO notes_fts(rowid, title, body, tags) VALUES (7, 'Old note', 'the body of an old note', "
+                "'legacy')")
+    old.execute("INSERT INTO note_tags VALUES (7, 'legacy')")
+    old.close()
+
+    conn = connect(path)  # the way every process opens the DB: pending migrations run
+    assert applied(conn) == NAMES
+    assert {"note_reads", "tool_invocations", "sessions"} <= tables(conn)
+    note = rows(conn, "SELECT id, path, title, hidden_at, body FROM notes")
+    assert note == [{"id": "nabcdefabcdef", "path": "a/Old note.md", "title": "Old note", "hidden_at": 4.0,
+                     "body": "the body of an old note"}]
+    assert scalar(conn, "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'body'") == 7
+    assert scalar(conn, "SELECT tag FROM note_tags") == "legacy"
+    # the new tables work against the old data
+    conn.execute("INSERT INTO note_reads VALUES ('nabcdefabcdef', 's1', 1, 1.0, 1.0)")
+    assert scalar(conn, "SELECT count(*) FROM note_reads") == 1
+    conn.close()
+
+
+def test_reopen_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "again.db"
+    connect(path).close()
+    first = rows(apsw.Connection(str(path)), "SELECT name, applied_at FROM _migrations ORDER BY name")
+    conn = connect(path)
+    assert migrate(conn) == []
+    assert rows(conn, "SELECT name, applied_at FROM _migrations ORDER BY name") == first
+    conn.close()
+
+
+@pytest.mark.parametrize("round_", range(25))  # the WAL switch race showed up about one run in five
+def test_concurrent_first_opens_migrate_once(tmp_path: Path, round_: int) -> None:
+    path = tmp_path / "race.db"
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def opener() -> None:
+        try:
+            barrier.wait()
+            c = connect(path)
+            c.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []  # never "database is locked", even while the fresh file switches to WAL
+    conn = connect(path)
+    assert [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")] == NAMES
+    assert next(conn.execute("PRAGMA journal_mode"))[0] == "wal"
+    conn.close()
+
+
+def test_readonly_open_does_not_migrate(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    raw = apsw.Connection(str(path))
+    migrate(raw, upto="m001_initial")
+    raw.close()
+    ro = connect(path, readonly=True)
+    assert [r[0] for r in ro.execute("SELECT name FROM _migrations")] == ["m001_initial"]
+    ro.close()

@@ -1,0 +1,172 @@
+"""Reverting agent writes: exactly what was inserted comes out, nothing else changes."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+from support.writes import Env, make_env
+
+from server.activity.provenance import get_invocation, list_invocations, search_invocations
+from server.activity.ratelimit import RateLimiter
+from server.errors import KmsError
+from server.writes.guard import WriteService
+from server.writes.revert import preview_revert, revert
+
+NOTE = "---\ntitle: T  # keep me\nstatus: draft\n---\n# T\n\npara one\n\n## Log\n- first\n"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    return make_env(tmp_path)
+
+
+@pytest.fixture
+def ws(env: Env) -> WriteService:
+    return WriteService(env.db_path, "agent", RateLimiter(None, None))
+
+
+def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
+    with pytest.raises(KmsError) as e:
+        revert(env.conn, inv)
+    assert e.value.kind == kind
+    return e.value
+
+
+def test_revert_append_restores_exact_bytes(env: Env, ws: WriteService) -> None:
+    nid = env.note("n.md", NOTE)
+    out = ws.append(nid, "- second", heading="Log", separator="\n")
+    preview = preview_revert(env.conn, out["invocationId"])
+    assert preview["canRevert"] and preview["removeText"] == "\n- second" and preview["action"] == "remove-text"
+    assert env.read("n.md") != NOTE  # preview wrote nothing
+    res = revert(env.conn, out["invocationId"])
+    assert env.read("n.md") == NOTE and res["reverted"] == out["invocationId"]
+    row = get_invocation(env.conn, res["invocationId"])
+    assert row["actor"] == "person" and row["reverts_id"] == out["invocationId"] and row["status"] == "success"
+    assert row["session_id"] == "person" and row["lines_added"] == -1
+    assert get_invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
+    assert env.conn.execute("SELECT content_hash FROM notes WHERE id = ?", (nid,)).fetchone()[0] == row["hash_after"]
+    e = refused(env, out["invocationId"], "invalid-input")
+    assert "already reverted" in e.message
+    refused(env, res["invocationId"], "invalid-input")  # a revert is not revertable
+
+
+def test_revert_after_surrounding_edits(env: Env, ws: WriteService) -> None:
+    nid = env.note("n.md", NOTE)
+    out = ws.append(nid, "agent line")
+    edited = "person added a line on top\n" + env.read("n.md") + "person tail\n"
+    (env.root / "n.md").write_text(edited)
+    revert(env.conn, out["invocationId"])
+    assert env.read("n.md") == "person added a line on top\n" + NOTE + "person tail\n"
+
+
+def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: WriteService) -> None:
+    nid = env.note("n.md", NOTE)
+    out = ws.append(nid, "agent line")
+    path = env.root / "n.md"
+    path.write_text(env.read("n.md").replace("agent line", "agent line, edited by person"))
+    before = path.read_bytes()
+    e = refused(env, out["invocationId"])
+    assert "edited since" in e.message and path.read_bytes() == before
+    assert list_invocations(env.conn, limit=1)[0]["status"] == "conflict"
+    path.write_text("x\n\nagent line\n" + NOTE + "\n\nagent line\n")
+    before = path.read_bytes()
+    e = refused(env, out["invocationId"])
+    assert "2 times" in e.message and path.read_bytes() == before
+    assert not preview_revert(env.conn, out["invocationId"])["canRevert"]
+
+
+def test_revert_insert_at_crlf_bom(env: Env, ws: WriteService) -> None:
+    raw = codecs.BOM_UTF8 + NOTE.replace("\n", "\r\n").encode()
+    nid = env.note("c.md", raw)
+    out = ws.insert_at(nid, "inserted\nblock", {"afterBlockContaining": "para one"})
+    assert b"para one\r\n\r\ninserted\r\nblock\r\n\r\n## Log" in (env.root / "c.md").read_bytes()
+    revert(env.conn, out["invocationId"])
+    assert (env.root / "c.md").read_bytes() == raw
+
+
+def test_revert_properties(env: Env, ws: WriteService) -> None:
+    nid = env.note("p.md", NOTE)
+    out = ws.update_properties(nid, {"status": "done", "tags": ["a"]}, ["title"])
+    preview = preview_revert(env.conn, out["invocationId"])
+    assert preview["restore"]["status"] == {"from": "done", "to": "draft"}
+    assert preview["restore"]["tags"] == {"from": ["a"], "to": {"__absent__": True}}
+    # the person edits an unrelated key meanwhile: revert still works and keeps it
+    (env.root / "p.md").write_text(env.read("p.md").replace("---\n#", "extra: 1\n---\n#"))
+    res = revert(env.conn, out["invocationId"])
+    text = env.read("p.md")
+    assert text.startswith("---\nstatus: draft\nextra: 1\ntitle: T\n---\n") and text.endswith(NOTE.split("---\n", 2)[2])
+    row = get_invocation(env.conn, res["invocationId"])
+    assert row["props_after"] == {"status": "draft", "tags": {"__absent__": True}, "title": "T"}
+
+
+def test_revert_properties_refused_when_changed_since(env: Env, ws: WriteService) -> None:
+    nid = env.note("p.md", NOTE)
+    out = ws.update_properties(nid, {"status": "done"})
+    ws.update_properties(nid, {"status": "published"})
+    before = env.read("p.md")
+    e = refused(env, out["invocationId"])
+    assert "status" in e.message and env.read("p.md") == before
+
+
+def test_revert_created_frontmatter_removes_block(env: Env, ws: WriteService) -> None:
+    body = "# Plain\n\ntext\n"
+    nid = env.note("b.md", body)
+    out = ws.update_properties(nid, {"tags": ["x"]})
+    revert(env.conn, out["invocationId"])
+    assert env.read("b.md") == body
+
+
+def test_revert_create(env: Env, ws: WriteService) -> None:
+    out = ws.create("New note", "hello", tags=["x"])
+    path = env.root / out["path"]
+    revert(env.conn, out["invocationId"])
+    assert not path.exists()
+    assert env.conn.execute("SELECT count(*) FROM notes WHERE id = ?", (out["noteId"],)).fetchone()[0] == 0
+    out2 = ws.create("Other", "hello")
+    (env.root / out2["path"]).write_text("hello\nperson wrote more\n")
+    refused(env, out2["invocationId"])
+    assert (env.root / out2["path"]).exists()
+
+
+def test_revert_follows_a_moved_note(env: Env, ws: WriteService) -> None:
+    nid = env.note("old.md", NOTE)
+    out = ws.append(nid, "agent line")
+    (env.root / "archive").mkdir()
+    (env.root / "old.md").rename(env.root / "archive" / "new.md")
+    env.reindex()
+    assert env.conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchone()[0] == "archive/new.md"
+    revert(env.conn, out["invocationId"])
+    assert env.read("archive/new.md") == NOTE
+
+
+def test_revert_refusals(env: Env, ws: WriteService) -> None:
+    nid = env.note("n.md", NOTE)
+    refused(env, 999, "not-found")
+    with pytest.raises(KmsError):
+        ws.append(nid, "x", heading="missing")
+    failed = list_invocations(env.conn, limit=1, status="error")[0]
+    refused(env, failed["id"], "invalid-input")
+    same = ws.update_properties(nid, {"status": "draft"})  # no-op
+    refused(env, same["invocationId"], "invalid-input")
+
+
+def test_listing_and_search(env: Env, ws: WriteService) -> None:
+    nid = env.note("n.md", NOTE)
+    a = ws.append(nid, "zebra crossing")
+    ws.update_properties(nid, {"x": 1})
+    with pytest.raises(KmsError):
+        ws.append("missing-note", "q")
+    newest = list_invocations(env.conn)
+    assert [r["tool"] for r in newest] == ["kms_append", "kms_update_properties", "kms_append"]
+    assert newest[0]["status"] == "error" and newest[0]["error"] == "not-found"
+    assert newest[0]["note_id"] == "missing-note"
+    assert [r["id"] for r in list_invocations(env.conn, since_id=a["invocationId"])] == [
+        a["invocationId"] + 1, a["invocationId"] + 2
+    ]
+    assert len(list_invocations(env.conn, tool="kms_update_properties", session="agent")) == 1
+    hits = search_invocations(env.conn, "zebra", 5)
+    assert [h["id"] for h in hits] == [a["invocationId"]]
+    assert search_invocations(env.conn, 'AND OR "(', 5) == []  # FTS syntax can't break it
+    assert "zebra crossing" in newest[2]["input_summary"]
