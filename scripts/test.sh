@@ -16,4 +16,7 @@ fi
 bash scripts/fetch_claude.sh >/dev/null
 
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/lint-imports --no-cache          # the layer contracts in pyproject.toml
+.venv/bin/mypy                              # types, clean on server/ ([tool.mypy] in pyproject.toml)
+# The whole suite on every core (pytest-xdist); the fast subset while working: pytest -m "not e2e" -n auto
+exec .venv/bin/python -m pytest -n auto "$@"

@@ -197,7 +197,7 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
                 lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
             )
             transports.append(read_transport)
-            readline = reader.readline
+            readline: Callable[[], Awaitable[bytes]] = reader.readline
         else:
             readline = _reader_thread(os.fdopen(wire_in, "rb"), loop)
 
@@ -206,9 +206,11 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
             write_transport, _ = await loop.connect_write_pipe(lambda: flow, os.fdopen(wire_out, "wb", 0))
             transports.append(write_transport)
 
-            async def write(data: bytes) -> None:
+            async def write_piped(data: bytes) -> None:
                 write_transport.write(data)  # sent at once when the pipe has room
                 await flow.drained()
+
+            write: Callable[[bytes], Awaitable[None]] = write_piped
         else:
             write = _threaded_write(os.fdopen(wire_out, "wb"))
         stdin, stdout = _Lines(readline, unanswered), _Out(write, unanswered)

@@ -1,4 +1,6 @@
-"""Layering: the headless core never pulls in the CLI/TUI toolkits, and the TUI never imports the CLI.
+"""Layering at run time: the headless core never pulls in a front end (kmscli, tui) or its toolkits
+(typer, rich, textual); only ``server.mcp`` loads the MCP SDK; the TUI never imports the CLI.
+The import-linter contracts in pyproject.toml check the same statically, and the layers inside ``server/``.
 
 Every module is imported in a fresh process. To keep this fast, one clean driver interpreter
 pre-imports a few heavy third-party libraries (checked to be free of the forbidden modules) and
@@ -16,20 +18,22 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CORE_FORBIDDEN = ("typer", "textual", "rich.console")
+CORE_FORBIDDEN = ("typer", "textual", "rich", "kmscli", "tui")
+SDK = ("mcp", "mcp_types")
 TUI_FORBIDDEN = ("kmscli",)
 
 DRIVER = r"""
 import importlib, json, os, sys
 job = json.loads(sys.argv[1])
 mods = job["modules"]
-watch = ("typer", "textual", "rich.console", "kmscli")
+watch = ("typer", "textual", "rich", "kmscli", "tui", "mcp", "mcp_types")
 for lib in job["preload"]:
     try:
         importlib.import_module(lib)
     except ImportError:
         pass
 preloaded = [w for w in watch if w not in job["allowed"] and any(m == w or m.startswith(w + ".") for m in sys.modules)]
+preloaded_ok = set(job["allowed"])
 results = {"__preloaded__": preloaded}
 for mod in mods:
     r, w = os.pipe()
@@ -38,7 +42,7 @@ for mod in mods:
         os.close(r)
         try:
             importlib.import_module(mod)
-            out = {"loaded": [x for x in watch if x in sys.modules]}
+            out = {"loaded": [x for x in watch if x in sys.modules and x not in preloaded_ok]}
         except BaseException as exc:
             out = {"error": f"{type(exc).__name__}: {exc}"}
         os.write(w, json.dumps(out).encode())
@@ -72,19 +76,23 @@ def modules_of(package: str) -> list[str]:
 
 
 SERVER_MODULES = modules_of("server")
+SDK_MODULES = [m for m in SERVER_MODULES if m == "server.mcp" or m.startswith("server.mcp.")]
+CORE_MODULES = [m for m in SERVER_MODULES if m not in SDK_MODULES]
 TUI_MODULES = modules_of("tui")
 
 
-# heavy third-party libraries the children may share (never a watched module, checked by the driver)
-SHARED = ["apsw", "yaml", "pyromark", "pydantic", "anyio", "mcp_types", "mcp.server.lowlevel", "mcp.server.stdio",
-          "rapidfuzz.process", "platformdirs", "watchfiles", "numpy", "ruamel.yaml", "tomli_w", "tomllib"]
-TUI_SHARED = SHARED + ["rich.console", "rich.text", "textual.app", "textual.widgets", "textual.containers"]
+# heavy third-party libraries the children may share (never a watched module unless allowed, checked by the driver)
+SHARED = ["apsw", "yaml", "pyromark", "pydantic", "anyio", "rapidfuzz.process", "platformdirs", "watchfiles", "numpy",
+          "ruamel.yaml", "tomli_w", "tomllib"]
+SDK_SHARED = SHARED + ["mcp_types", "mcp.server.lowlevel", "mcp.server.stdio"]
+TUI_SHARED = SDK_SHARED + ["rich.console", "rich.text", "textual.app", "textual.widgets", "textual.containers"]
 
 
 @pytest.fixture(scope="module")
 def imported() -> dict[str, dict]:
-    jobs = [({"modules": SERVER_MODULES, "preload": SHARED, "allowed": []}),
-            ({"modules": TUI_MODULES, "preload": TUI_SHARED, "allowed": ["textual", "rich.console"]})]
+    jobs = [{"modules": CORE_MODULES, "preload": SHARED, "allowed": []},
+            {"modules": SDK_MODULES, "preload": SDK_SHARED, "allowed": list(SDK)},
+            {"modules": TUI_MODULES, "preload": TUI_SHARED, "allowed": ["textual", "rich", *SDK]}]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     procs = [subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(job)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=REPO, env=env) for job in jobs if job["modules"]]
@@ -111,7 +119,11 @@ def test_core_module_imports_no_front_end_toolkit(imported: dict[str, dict], mod
     assert "error" not in result, f"{module} failed to import: {result.get('error')}"
     bad = [m for m in result["loaded"] if m in CORE_FORBIDDEN]
     assert bad == [], f"importing {module} loads {bad}"
-    assert "kmscli" not in result["loaded"], f"the core module {module} imports the CLI"
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_only_the_mcp_package_loads_the_sdk(imported: dict[str, dict], module: str) -> None:
+    assert [m for m in imported[module]["loaded"] if m in SDK] == [], f"{module} loads the MCP SDK"
 
 
 @pytest.mark.parametrize("module", TUI_MODULES or ["<no tui package yet>"])
