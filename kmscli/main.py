@@ -13,9 +13,10 @@ from rich.table import Table
 
 from kmscli.config_cmd import config_app
 from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, doctor_command, mcp_config_command
-from kmscli.output import cli_errors, console, open_db, print_json, when
+from kmscli.output import cli_errors, console, open_db, print_json
 from kmscli.servers_cmd import servers_app
 from server.errors import KmsError
+from server.humanize import stamp
 from server.index import listing
 from server.store.db import default_db_path
 
@@ -68,7 +69,7 @@ def vault_list(json_out: JsonOpt = False) -> None:
         return
     table = Table("name", "root", "notes", "hidden", "last indexed")
     for v in data:
-        table.add_row(v["name"], v["root"], str(v["notes"]), str(v["hidden"]), when(v["lastIndexedAt"]))
+        table.add_row(v["name"], v["root"], str(v["notes"]), str(v["hidden"]), stamp(v["lastIndexedAt"]))
     console.print(table if data else "No vaults yet: [bold]kms vault add PATH[/]")
 
 
@@ -161,7 +162,7 @@ def status_cmd(json_out: JsonOpt = False) -> None:
     console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
     for v in data["vaults"]:
         console.print(f"[bold]vault[/] {v['name']}: {v['root']} — {v['notes']} notes"
-                      f" ({v['hidden']} hidden), indexed {when(v['lastIndexedAt'])}")
+                      f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}")
     if not data["vaults"]:
         console.print("No vaults yet: [bold]kms vault add PATH[/]")
     console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
@@ -202,7 +203,7 @@ def search_cmd(
         console.print("  " + _highlight(h["excerpt"]), highlight=False)
     for p in result.get("provenance", []):
         console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
-                      f"session {p['session_id']} · {when(p['at'])}[/]", highlight=False)
+                      f"session {p['session_id']} · {stamp(p['at'])}[/]", highlight=False)
     if result.get("relaxed"):
         console.print(f"[dim]{result.get('note')}[/]")
     if result.get("mode") == "keyword-only":
@@ -289,7 +290,7 @@ def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt =
         return
     table = Table("updated", "title", "path", "id")
     for n in data:
-        table.add_row(when(n["updatedAt"]), n["title"], f"{n['vault']}:{n['path']}", n["noteId"])
+        table.add_row(stamp(n["updatedAt"]), n["title"], f"{n['vault']}:{n['path']}", n["noteId"])
     console.print(table)
 
 
@@ -388,7 +389,7 @@ def log_cmd(
     table = Table("id", "time", "session", "tool", "status", "note", "+lines")
     for r in data:
         ok = r["status"] == "success"
-        table.add_row(str(r["id"]), when(r["at"]), r["session_id"], r["tool"],
+        table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
                       ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", r.get("path") or "",
                       str(r["lines_added"]))
     console.print(table if data else "No agent writes recorded yet.")

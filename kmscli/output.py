@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import sys
 from collections.abc import Iterator
@@ -28,12 +27,6 @@ def open_db() -> apsw.Connection:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def when(ts: float | None) -> str:
-    if not ts:
-        return "never"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 
+from server import humanize
 from tui import format as fmt
 from tui.state import DashboardState
 
@@ -45,7 +46,7 @@ class TopBar(Widget):
         names = ", ".join(v["name"] for v in ov.get("vaults") or []) or "no vault"
         t.append(f" {names}", style="bold")
         indexed = "indexed " if indexed_word else ""
-        t.append(f" · {ov.get('notes', 0)} notes · {indexed}{fmt.clock_time(ov.get('lastIndexedAt'), now)}")
+        t.append(f" · {ov.get('notes', 0)} notes · {indexed}{humanize.clock_time(ov.get('lastIndexedAt'), now)}")
         if st is None:
             return t
         if st.problems:  # early, so a narrow terminal never cuts it off

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from server import humanize
 from server.activity.feed import SessionInfo
 from tui import format as fmt
 from tui.state import DashboardState
@@ -42,7 +43,7 @@ class SessionsTable(DataTable[Any]):
             fmt.minute_gauge(g),
             fmt.total_gauge(g),
             fmt.next_write(g, now) if g.total or g.per_minute else Text("-", style="dim"),
-            Text(fmt.short_time(s.started_at, now)),
+            Text(humanize.short_time(s.started_at, now)),
         )
         for cell in cells:
             cell.no_wrap, cell.overflow = True, "ellipsis"
