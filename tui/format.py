@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from server.activity.feed import Gauge
+from server.activity.ratelimit import Gauge
 from server.humanize import duration
 
 # status -> (symbol, word, style)
@@ -68,14 +68,12 @@ def _gauge_style(count: int, limit: int | None) -> str:
 
 def minute_gauge(g: Gauge) -> Text:
     """Writes in the current minute against the per-minute limit: ``███░░ 3/5``."""
-    limit = str(g.per_minute) if g.per_minute else "∞"
-    return Text(f"{bar(g.window_count, g.per_minute)} {g.window_count}/{limit}",
+    return Text(f"{bar(g.window_count, g.per_minute)} {g.minute_text}",
                 style=_gauge_style(g.window_count, g.per_minute))
 
 
 def total_gauge(g: Gauge) -> Text:
-    limit = str(g.per_session) if g.per_session else "∞"
-    return Text(f"{g.total}/{limit}", style=_gauge_style(g.total, g.per_session))
+    return Text(g.total_text, style=_gauge_style(g.total, g.per_session))
 
 
 def next_write(g: Gauge, now: float) -> Text:
