@@ -312,26 +312,13 @@ def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _index_report(conn: Any) -> list[dict[str, Any]]:
-    from server.vault.registry import list_vaults
+    from server.index.overview import overview
 
-    out = []
-    for v in list_vaults(conn):
-        counts = db.rows(
-            conn,
-            "SELECT count(*) AS notes, count(hidden_at) AS hidden, count(fm_error) AS frontmatter_errors"
-            " FROM notes WHERE vault_id = ?",
-            (v.id,),
-        )[0]
-        out.append(
-            {
-                "name": v.name,
-                "root": str(v.root),
-                "root_exists": v.root.is_dir(),
-                "last_indexed_at": v.last_indexed_at,
-                **counts,
-            }
-        )
-    return out
+    return [
+        {"name": v.name, "root": v.root, "root_exists": v.root_exists, "last_indexed_at": v.last_indexed_at,
+         "notes": v.notes, "hidden": v.hidden, "frontmatter_errors": v.flagged}
+        for v in overview(conn, flagged=True).vaults
+    ]
 
 
 def _model_report(settings: Settings) -> dict[str, Any]:

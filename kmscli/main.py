@@ -62,15 +62,17 @@ def vault_add(
 @vault_app.command("list")
 def vault_list(json_out: JsonOpt = False) -> None:
     """List registered vaults."""
+    from server.index.overview import overview
+
     with cli_errors():
-        data = listing.status(open_db())["vaults"]
+        vaults = overview(open_db()).vaults
     if json_out:
-        print_json(data)
+        print_json([v.to_json() for v in vaults])
         return
     table = Table("name", "root", "notes", "hidden", "last indexed")
-    for v in data:
-        table.add_row(v["name"], v["root"], str(v["notes"]), str(v["hidden"]), stamp(v["lastIndexedAt"]))
-    console.print(table if data else "No vaults yet: [bold]kms vault add PATH[/]")
+    for v in vaults:
+        table.add_row(v.name, v.root, str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
+    console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
 
 
 @vault_app.command("remove")
@@ -144,9 +146,11 @@ def index_cmd(
     embed: Annotated[bool, typer.Option("--embed", help="Also compute embeddings for semantic search.")] = False,
 ) -> None:
     """Bring the index up to date with the files (incremental unless --full)."""
+    from server.vault.registry import list_vaults
+
     with cli_errors():
         conn = open_db()
-        if not listing.status(conn)["vaults"]:
+        if not list_vaults(conn):
             raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
         _run_index(conn, full=full, vault=vault, embed=embed)
 

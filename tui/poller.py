@@ -23,6 +23,7 @@ from textual.message import Message
 
 from server.activity import feed
 from server.config.settings import load_settings
+from server.index.overview import Overview, overview
 from server.store.db import connect
 from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
 
@@ -48,7 +49,7 @@ class Poller:
         self._last_tick = 0.0
         self._sessions: list[feed.SessionInfo] | None = None
         self._sessions_at = 0.0
-        self._overview: dict | None = None
+        self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
 
     def first(self) -> list[Message]:
@@ -86,10 +87,10 @@ class Poller:
         if tick:
             self._last_tick = time.monotonic()
         if changed:
-            overview = feed.index_overview(self.conn)
-            if overview != self._overview:
-                self._overview = overview
-                msgs.append(OverviewChanged(overview))
+            ov = overview(self.conn)
+            if ov != self._overview:
+                self._overview = ov
+                msgs.append(OverviewChanged(ov))
         if changed or tick:
             now = self.clock()
             sessions = feed.session_overview(self.conn, now)
@@ -109,7 +110,7 @@ class Poller:
         if mtime == self._settings_mtime:
             return []
         self._settings_mtime = mtime
-        has_vault = bool(self._overview and self._overview["vaults"])
+        has_vault = bool(self._overview and self._overview.vaults)
         return [SettingsChanged(load_settings(self.settings_path, has_vault=has_vault))]
 
     def settings_changed(self) -> None:

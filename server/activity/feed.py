@@ -240,24 +240,6 @@ def session_reads(conn: apsw.Connection, session_id: str, limit: int = 500) -> l
     )
 
 
-# ----------------------------------------------------------------------------- header
-
-
-def index_overview(conn: apsw.Connection) -> dict[str, Any]:
-    """Vaults with note counts and the last index time (cheaper than ``listing.status``)."""
-    vaults = rows(
-        conn,
-        """SELECT v.name, v.last_indexed_at AS lastIndexedAt,
-                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes
-           FROM vaults v ORDER BY v.name""",
-    )
-    return {
-        "vaults": vaults,
-        "notes": sum(v["notes"] for v in vaults),
-        "lastIndexedAt": max((v["lastIndexedAt"] for v in vaults if v["lastIndexedAt"]), default=None),
-    }
-
-
 # ----------------------------------------------------------------------------- detail
 
 
