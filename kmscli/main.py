@@ -78,7 +78,7 @@ def vault_list(json_out: JsonOpt = False) -> None:
 @vault_app.command("remove")
 def vault_remove(name: str) -> None:
     """Forget a vault: its index rows go, its files are never touched."""
-    from server.vault.registry import remove_vault
+    from server.index.indexer import remove_vault
 
     with cli_errors():
         vault = remove_vault(open_db(), name)

@@ -40,15 +40,15 @@ class Seeded:
 @contextlib.contextmanager
 def fixed_note_ids() -> Iterator[None]:
     """Notes created while seeding get predictable ids instead of random ones."""
-    import server.index.indexer as indexer
+    import server.index.writer as writer
 
     counter = itertools.count(1)
-    original = indexer.new_note_id
-    indexer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"  # type: ignore[assignment]
+    original = writer.new_note_id
+    writer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"  # type: ignore[assignment]
     try:
         yield
     finally:
-        indexer.new_note_id = original  # type: ignore[assignment]
+        writer.new_note_id = original  # type: ignore[assignment]
 
 
 def _stable_ids(conn: Any) -> None:

@@ -15,10 +15,11 @@ import pytest
 
 from server.errors import KmsError
 from server.index.embed import Embedder, embed_pending
-from server.index.indexer import delete_note_row, index_vault, reindex_file
+from server.index.indexer import index_vault, reindex_file
 from server.index.notes import set_hidden
 from server.index.search import build_match, search
 from server.index.semantic import RRF_K, SemanticIndex, semantic_search
+from server.index.writer import delete_note_row
 from server.store.db import connect
 from server.vault.registry import add_vault, get_vault
 
