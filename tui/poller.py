@@ -38,9 +38,11 @@ class Poller:
         clock: Callable[[], float],
         settings_path: Path,
         window: int = feed.FEED_WINDOW,
+        ticker: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db_path = db_path
-        self.clock = clock
+        self.clock = clock  # wall time for what is shown (frozen in snapshots)
+        self.ticker = ticker  # paces the once-a-second refresh (tests advance it instead of sleeping)
         self.settings_path = settings_path
         self.window = window
         self.conn: apsw.Connection | None = None
@@ -78,14 +80,14 @@ class Poller:
                     msgs.append(InvocationsArrived(new))
                 if len(new) < self.window:
                     break
-        tick = time.monotonic() - self._last_tick >= TICK_S
+        tick = self.ticker() - self._last_tick >= TICK_S
         return msgs + self._refresh(changed, tick)
 
     def _refresh(self, changed: bool, tick: bool) -> list[Message]:
         assert self.conn is not None
         msgs: list[Message] = []
         if tick:
-            self._last_tick = time.monotonic()
+            self._last_tick = self.ticker()
         if changed:
             ov = overview(self.conn)
             if ov != self._overview:

@@ -13,9 +13,9 @@ from typing import Any
 
 import apsw
 import pytest
+from support.dashboard import settled, wait_for
 from support.mcp_session import mcp_client
 from support.vaults import note_id
-from test_tui_helpers import settled, wait_for
 from textual.widgets import Input, Select, TextArea
 
 from server.activity import feed, provenance
@@ -143,11 +143,13 @@ def test_gauges_and_session_states(indexed: apsw.Connection) -> None:
 def test_poller_reports_only_changes(indexed: apsw.Connection, tmp_path: Path) -> None:
     db = Path(indexed.filename)
     provenance.record(indexed, tool="kms_append", session_id="s1", status="success")
-    poller = Poller(db, clock=time.time, settings_path=tmp_path / "config.toml")
+    ticks = [1000.0]
+    poller = Poller(db, clock=time.time, settings_path=tmp_path / "config.toml", ticker=lambda: ticks[0])
     try:
         first = poller.first()
         assert isinstance(first[0], InvocationsArrived) and first[0].initial and len(first[0].rows) == 1
-        time.sleep(1.05)
+        assert poller.poll() == []  # nothing changed and no second has passed
+        ticks[0] += 1.05  # the once-a-second refresh is due: it re-reads, and nothing differs
         assert not [m for m in poller.poll() if not isinstance(m, SessionsChanged)]
         new = provenance.record(indexed, tool="kms_create", session_id="s2", status="error")
         arrived = [m for m in poller.poll() if isinstance(m, InvocationsArrived)]
