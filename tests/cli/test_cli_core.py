@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import kms, ok, refused
+from support.cli import kms, ok, refused, said
 from support.vaults import SAMPLE_VAULT, write
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -59,24 +59,24 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
     root = tmp_path / "mine"
     shutil.copytree(SAMPLE_VAULT, root)
     before = tree_hashes(root)
-    assert "kms vault add" in refused(kms("index")).stderr
+    assert "kms vault add" in said(refused(kms("index")).stderr)
     added = ok(kms("vault", "add", str(root), "--name", "mine"))
-    assert "Added vault mine" in added.stdout
-    assert f"+{md_count(root)} new" in added.stdout
+    assert "Added vault mine" in said(added.stdout)
+    assert f"+{md_count(root)} new" in said(added.stdout)
 
     data = json.loads(ok(kms("vault", "list", "--json")).stdout)
     assert [(v["name"], v["root"], v["notes"], v["hidden"]) for v in data] == [
         ("mine", str(root.resolve()), md_count(root), 0)]
-    assert "already registered" in refused(kms("vault", "add", str(root))).stderr
-    assert "is not a folder" in refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr
-    table = ok(kms("vault", "list")).stdout
+    assert "already registered" in said(refused(kms("vault", "add", str(root))).stderr)
+    assert "is not a folder" in said(refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr)
+    table = said(ok(kms("vault", "list")).stdout)
     assert "mine" in table and str(md_count(root)) in table
 
     removed = ok(kms("vault", "remove", "mine"))
-    assert "untouched" in removed.stdout
+    assert "untouched" in said(removed.stdout)
     assert json.loads(ok(kms("vault", "list", "--json")).stdout) == []
-    assert "No vaults yet" in ok(kms("vault", "list")).stdout
-    assert "no vault named 'mine'" in refused(kms("vault", "remove", "mine"), 3).stderr
+    assert "No vaults yet" in said(ok(kms("vault", "list")).stdout)
+    assert "no vault named 'mine'" in said(refused(kms("vault", "remove", "mine"), 3).stderr)
     assert tree_hashes(root) == before
 
 
@@ -92,12 +92,12 @@ def test_index_full_and_status_json(tmp_path: Path) -> None:
     add_vault(conn, root, "v")
     conn.close()
     first = ok(kms("index"))
-    assert "v: 3 files, +3 new" in first.stdout and "1 flagged" in first.stdout
+    assert "v: 3 files, +3 new" in said(first.stdout) and "1 flagged" in said(first.stdout)
     write(root / "c.md", "gamma")
     again = ok(kms("index"))
-    assert "+1 new" in again.stdout and "3 unchanged" in again.stdout
+    assert "+1 new" in said(again.stdout) and "3 unchanged" in said(again.stdout)
     full = ok(kms("index", "--full"))
-    assert "~4 changed" in full.stdout
+    assert "~4 changed" in said(full.stdout)
     status = json.loads(ok(kms("status", "--json")).stdout)
     assert status["notes"] == 4 and status["hidden"] == 0
     assert status["tags"] == 2 and status["links"] == 2 and status["unresolvedLinks"] == 1
@@ -119,9 +119,9 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     assert {h["title"] for h in hits} == {"Widget manual", "Widget FAQ"}
     assert all("**sprocket**" in h["excerpt"].lower() and h["score"] > 0 for h in hits)
     bad = refused(kms("search", '"unbalanced'), 2)
-    assert "invalid-input" in bad.stderr and "cannot parse the search query" in bad.stderr
-    assert "No matches." in ok(kms("search", "xylophonezzz")).stdout
-    plain = ok(kms("search", "sprocket")).stdout
+    assert "invalid-input" in said(bad.stderr) and "cannot parse the search query" in said(bad.stderr)
+    assert "No matches." in said(ok(kms("search", "xylophonezzz")).stdout)
+    plain = said(ok(kms("search", "sprocket")).stdout)
     assert "Widget manual" in plain and "cli/Widget manual.md" in plain and "**" not in plain
     # the matched word is styled (bold yellow), not shown with raw ** markers
     colored = colored_search(tmp_path, "sprocket")
@@ -133,10 +133,10 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     assert note["id"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
     assert json.loads(ok(kms("show", nid, "--json")).stdout)["path"] == "cli/Widget manual.md"
     assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["id"] == nid
-    out = ok(kms("show", nid)).stdout
+    out = said(ok(kms("show", nid)).stdout)
     assert "Widget manual" in out and nid in out and "sprocket calibration routine" in out
-    unknown = refused(kms("show", "Widget manul"), 3)
-    assert "not-found" in unknown.stderr and "did you mean" in unknown.stderr and "Widget manual" in unknown.stderr
+    unknown = said(refused(kms("show", "Widget manul"), 3).stderr)
+    assert "not-found" in unknown and "did you mean" in unknown and "Widget manual" in unknown
 
     # listings
     tag_rows = json.loads(ok(kms("tags", "--json")).stdout)
@@ -148,23 +148,23 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     keys = [(-n["updatedAt"], n["noteId"]) for n in notes]
     assert keys == sorted(keys)
     assert {"Widget manual", "Widget FAQ"} <= {n["title"] for n in notes}  # written last
-    assert "#manual" in ok(kms("tags")).stdout
-    assert "Widget FAQ" in ok(kms("recent", "-n", "3")).stdout
+    assert "#manual" in said(ok(kms("tags")).stdout)
+    assert "Widget FAQ" in said(ok(kms("recent", "-n", "3")).stdout)
     links = json.loads(ok(kms("backlinks", "Widget manual", "--json")).stdout)
     assert [b["title"] for b in links] == ["Widget FAQ"]
     assert "[[Widget manual]]" in links[0]["snippet"]
-    assert "Widget FAQ" in ok(kms("backlinks", "Widget manual")).stdout
+    assert "Widget FAQ" in said(ok(kms("backlinks", "Widget manual")).stdout)
 
 
 def test_hide_and_unhide(tmp_path: Path, cli_vault: Path) -> None:
     hidden = ok(kms("hide", "Widget FAQ"))
-    assert "Hidden: Widget FAQ" in hidden.stdout
+    assert "Hidden: Widget FAQ" in said(hidden.stdout)
     hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]
     assert [h["title"] for h in hits] == ["Widget manual"]
-    assert "HIDDEN" in ok(kms("show", "Widget FAQ")).stdout  # the person still sees their own note
+    assert "HIDDEN" in said(ok(kms("show", "Widget FAQ")).stdout)  # the person still sees their own note
     assert json.loads(ok(kms("status", "--json")).stdout)["hidden"] == 1
     assert json.loads(ok(kms("backlinks", "Widget manual", "--json")).stdout) == []
-    assert "Visible again: Widget FAQ" in ok(kms("unhide", "Widget FAQ")).stdout
+    assert "Visible again: Widget FAQ" in said(ok(kms("unhide", "Widget FAQ")).stdout)
     hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]
     assert {h["title"] for h in hits} == {"Widget manual", "Widget FAQ"}
 
@@ -180,7 +180,7 @@ def test_status_shows_connected_sessions_with_their_write_limits(tmp_path: Path,
     start_session(conn, session_id="sended0000001")
     end_session(conn, "sended0000001", 0)
     conn.close()
-    out = ok(kms("status")).stdout
+    out = said(ok(kms("status")).stdout)
     assert re.search(r"session sfresh0000001 \(launcher, live, started \d+s ago\): "
                      r"writes 0/10 this minute, 0/200 in all", out), out
     assert "sended0000001" not in out  # only sessions that are still there

@@ -29,3 +29,9 @@ def refused(result: Result, code: int | None = None) -> Result:
     if code is not None:
         assert result.exit_code == code, (result.exit_code, result.stderr)
     return result
+
+
+def said(text: str) -> str:
+    """Output with rich's line wrapping undone: the console's width is fixed when it is created,
+    and a pytest-xdist worker runs with ``COLUMNS=80``."""
+    return " ".join(text.split())
