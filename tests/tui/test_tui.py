@@ -209,6 +209,7 @@ async def test_a_server_session_shows_its_limits_before_it_writes(db_path: Path,
             table = app.dashboard.query_one("#sessions")
             assert str(table.get_cell(session, "minute")).endswith(" 0/10")  # type: ignore[attr-defined]
             assert str(table.get_cell(session, "total")) == "0/200"  # type: ignore[attr-defined]
+            assert str(table.get_cell(session, "next")) == "✓ now"  # type: ignore[attr-defined]
 
 
 async def test_row_from_another_process_arrives_within_half_a_second(

@@ -42,7 +42,7 @@ class SessionsTable(DataTable[Any]):
             Text(f"{symbol} {state}", style=style),
             fmt.minute_gauge(g),
             fmt.total_gauge(g),
-            fmt.next_write(g, now) if g.total or g.per_minute else Text("-", style="dim"),
+            fmt.next_write(g, now) if g.known else Text("-", style="dim"),  # no limits on record: no writes
             Text(humanize.short_time(s.started_at, now)),
         )
         for cell in cells:
