@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
+import apsw
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
 from server.errors import KmsError
-from server.humanize import ago, stamp
+from server.humanize import ago, clock_time, stamp
 from server.index import listing
 from server.store.db import default_db_path
+
+if TYPE_CHECKING:  # both are imported only by the commands that run them (start-up time)
+    from server.index.embed.pipeline import EmbedReport
+    from server.index.indexer import IndexReport
 
 vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
 model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
@@ -63,7 +68,7 @@ def vault_remove(name: str) -> None:
     console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
 
 
-def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
+def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool) -> list[IndexReport]:
     from server.index.indexer import index_all
 
     if vault is not None:
@@ -90,7 +95,7 @@ def _run_index(conn, *, full: bool, vault: str | None, embed: bool) -> list:
     return reports
 
 
-def _run_embed(conn) -> None:
+def _run_embed(conn: apsw.Connection) -> None:
     """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
     from server.config.settings import load_settings
     from server.index.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
@@ -101,7 +106,7 @@ def _run_embed(conn) -> None:
                   console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("embed", total=total)
 
-        def progress(report) -> None:
+        def progress(report: EmbedReport) -> None:
             bar.update(task, completed=report.notes + report.skipped)
 
         try:
@@ -175,7 +180,8 @@ def watch_cmd(vault: VaultOpt = None) -> None:
         console.print("[dim]watching for changes (Ctrl-C to stop)[/]")
 
         def report(changed: int, seconds: float) -> None:
-            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] re-indexed {changed} file(s) in {seconds:.2f}s")
+            now = time.time()
+            console.print(f"[dim]{clock_time(now, now)}[/] re-indexed {changed} file(s) in {seconds:.2f}s")
 
         try:
             watch_vaults(default_db_path(), vault=vault, on_change=report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import apsw
 import typer
 from rich.table import Table
 
@@ -62,7 +63,7 @@ def _highlight(excerpt: str, width: int = 300) -> str:
     return "".join(escape(p) if i % 2 == 0 else f"[bold yellow]{escape(p)}[/]" for i, p in enumerate(parts) if p)
 
 
-def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
+def _semantic(conn: apsw.Connection, query: str, limit: int, vault_id: int | None) -> dict:
     from server.config.settings import load_settings
     from server.index.embed import Embedder
     from server.index.semantic import SemanticIndex, semantic_search
@@ -73,7 +74,7 @@ def _semantic(conn, query: str, limit: int, vault_id: int | None) -> dict:
     return semantic_search(conn, SemanticIndex(embedder), query, limit, vault_id)
 
 
-def _provenance_hits(conn, query: str, limit: int) -> list[dict]:
+def _provenance_hits(conn: apsw.Connection, query: str, limit: int) -> list[dict]:
     try:
         from server.activity.provenance import search_invocations
     except ImportError:
