@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,7 @@ from kmscli.compose import (
     write_session_config,
 )
 from server.config.settings import Settings, load_settings
+from server.humanize import NEVER, ago
 from server.store import db
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
@@ -310,26 +312,13 @@ def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _index_report(conn: Any) -> list[dict[str, Any]]:
-    from server.vault.registry import list_vaults
+    from server.index.overview import overview
 
-    out = []
-    for v in list_vaults(conn):
-        counts = db.rows(
-            conn,
-            "SELECT count(*) AS notes, count(hidden_at) AS hidden, count(fm_error) AS frontmatter_errors"
-            " FROM notes WHERE vault_id = ?",
-            (v.id,),
-        )[0]
-        out.append(
-            {
-                "name": v.name,
-                "root": str(v.root),
-                "root_exists": v.root.is_dir(),
-                "last_indexed_at": v.last_indexed_at,
-                **counts,
-            }
-        )
-    return out
+    return [
+        {"name": v.name, "root": v.root, "root_exists": v.root_exists, "last_indexed_at": v.last_indexed_at,
+         "notes": v.notes, "hidden": v.hidden, "frontmatter_errors": v.flagged}
+        for v in overview(conn, flagged=True).vaults
+    ]
 
 
 def _model_report(settings: Settings) -> dict[str, Any]:
@@ -392,23 +381,11 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return report
 
 
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "never"
-    import time
-
-    secs = max(0, int(time.time() - ts))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{secs // size}{unit} ago"
-    return f"{secs}s ago"
-
-
 def doctor_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check claude, the index, the embedding model, settings, and what a session would get."""
-    report = doctor_report()
+    report, now = doctor_report(), time.time()
     if json_output:
         print(json.dumps(report, indent=2, default=str))
         raise typer.Exit(0 if report["ok"] else 1)
@@ -430,7 +407,7 @@ def doctor_command(
         extra = "" if v["root_exists"] else " [red](folder missing)[/]"
         out.print(
             f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
-            f"{v['frontmatter_errors']} frontmatter errors, indexed {_ago(v['last_indexed_at'])}"
+            f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
         )
     m = report["model"]
     mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
@@ -455,7 +432,7 @@ def doctor_command(
     for a in report["active_sessions"]:
         state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"
         out.print(
-            f"  session {a['id']} ({a['kind']}, pid {a['pid']}) {state}, started {_ago(a['started_at'])}"
+            f"  session {a['id']} ({a['kind']}, pid {a['pid']}) {state}, started {ago(a['started_at'], now, NEVER)}"
         )
     raise typer.Exit(0 if report["ok"] else 1)
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import apsw
 import typer
@@ -21,19 +20,26 @@ err_console = Console(stderr=True)
 
 EXIT_FOR_KIND = {"invalid-input": 2, "not-found": 3}
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+VaultOpt = Annotated[str | None, typer.Option("--vault", help="Only this vault (name).")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=500, help="How many to show.")]
+
 
 def open_db() -> apsw.Connection:
     return connect(default_db_path())
 
 
+def vault_id(conn: apsw.Connection, name: str | None) -> int | None:
+    """The id of the vault a ``--vault`` option names (``not-found`` naming the vaults there are)."""
+    if name is None:
+        return None
+    from server.vault.registry import get_vault
+
+    return get_vault(conn, name).id
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def when(ts: float | None) -> str:
-    if not ts:
-        return "never"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """Save SVG screenshots of the dashboard to docs/screenshots/ (for the README and docs).
 
-Uses the same deterministic world as the snapshot tests (``tests/test_tui_helpers.seed_fixed``:
+Uses the same deterministic world as the snapshot tests (``tests/support/dashboard.seed_fixed``:
 real writes through ``WriteService``, a revert, fixed ids and times) and a frozen clock, so
 re-running the script only changes the files when the UI changed.
 Usage: python scripts/screenshots.py [--out docs/screenshots]
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_tui_helpers import Seeded, seed_fixed, settled, wait_for  # type: ignore[import-not-found]  # noqa: E402
+from support.dashboard import Seeded, seed_fixed, settled, wait_for  # type: ignore[import-not-found]  # noqa: E402
 
 from tui.app import create_app  # noqa: E402
 from tui.screens.invocation import InvocationScreen  # noqa: E402

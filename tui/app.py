@@ -133,7 +133,7 @@ class KmsDashboard(App[None]):
     def action_settings(self) -> None:
         if isinstance(self.screen, SettingsScreen):
             return
-        has_vault = bool(self.state.overview.get("vaults"))
+        has_vault = bool(self.state.overview and self.state.overview.vaults)
 
         def saved(changed: bool | None) -> None:
             if changed and self.poller is not None:

@@ -1,4 +1,5 @@
-"""Text for the dashboard: status symbols, times, gauges (pure functions, easy to test).
+"""Text for the dashboard: status symbols, gauges (pure functions, easy to test; times are
+``server.humanize``, shared with the CLI).
 
 Status is always shown as a symbol AND a word AND a colour, so nothing depends on
 colour alone. The symbols are single-cell characters so columns stay aligned in
@@ -7,12 +8,12 @@ every terminal.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.text import Text
 
-from server.activity.feed import Gauge
+from server.activity.ratelimit import Gauge
+from server.humanize import duration
 
 # status -> (symbol, word, style)
 STATUS_STYLE: dict[str, tuple[str, str, str]] = {
@@ -47,40 +48,6 @@ def short_tool(tool: str) -> str:
     return SHORT_TOOLS.get(tool, tool.removeprefix("kms_"))[:6]
 
 
-def clock_time(ts: float | None, now: float) -> str:
-    """``HH:MM:SS`` today, ``MM-DD HH:MM`` on other days (local time)."""
-    if ts is None:
-        return "-"
-    t, n = time.localtime(ts), time.localtime(now)
-    if (t.tm_year, t.tm_yday) == (n.tm_year, n.tm_yday):
-        return time.strftime("%H:%M:%S", t)
-    return time.strftime("%m-%d %H:%M", t)
-
-
-def short_time(ts: float | None, now: float) -> str:
-    """``HH:MM`` today, ``MM-DD`` on other days (five cells)."""
-    if ts is None:
-        return "-"
-    t, n = time.localtime(ts), time.localtime(now)
-    return time.strftime("%H:%M" if (t.tm_year, t.tm_yday) == (n.tm_year, n.tm_yday) else "%m-%d", t)
-
-
-def duration(seconds: float) -> str:
-    """Compact: ``42s``, ``5m``, ``3h``, ``2d``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
-def ago(ts: float | None, now: float) -> str:
-    return "-" if ts is None else f"{duration(now - ts)} ago"
-
-
 def bar(count: int, limit: int | None, width: int = 5) -> str:
     """``███░░`` filled by count/limit (empty when unlimited)."""
     if not limit:
@@ -101,14 +68,12 @@ def _gauge_style(count: int, limit: int | None) -> str:
 
 def minute_gauge(g: Gauge) -> Text:
     """Writes in the current minute against the per-minute limit: ``███░░ 3/5``."""
-    limit = str(g.per_minute) if g.per_minute else "∞"
-    return Text(f"{bar(g.window_count, g.per_minute)} {g.window_count}/{limit}",
+    return Text(f"{bar(g.window_count, g.per_minute)} {g.minute_text}",
                 style=_gauge_style(g.window_count, g.per_minute))
 
 
 def total_gauge(g: Gauge) -> Text:
-    limit = str(g.per_session) if g.per_session else "∞"
-    return Text(f"{g.total}/{limit}", style=_gauge_style(g.total, g.per_session))
+    return Text(g.total_text, style=_gauge_style(g.total, g.per_session))
 
 
 def next_write(g: Gauge, now: float) -> Text:

@@ -9,6 +9,7 @@ from textual.message import Message
 
 from server.activity.feed import SessionInfo
 from server.config.settings import Settings
+from server.index.overview import Overview
 
 
 class InvocationsArrived(Message):
@@ -41,7 +42,7 @@ class SessionsChanged(Message):
 class OverviewChanged(Message):
     """Vaults, note count or last index time changed (header)."""
 
-    def __init__(self, overview: dict[str, Any]) -> None:
+    def __init__(self, overview: Overview) -> None:
         super().__init__()
         self.overview = overview
 

@@ -23,6 +23,7 @@ from textual.message import Message
 
 from server.activity import feed
 from server.config.settings import load_settings
+from server.index.overview import Overview, overview
 from server.store.db import connect
 from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
 
@@ -37,9 +38,11 @@ class Poller:
         clock: Callable[[], float],
         settings_path: Path,
         window: int = feed.FEED_WINDOW,
+        ticker: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db_path = db_path
-        self.clock = clock
+        self.clock = clock  # wall time for what is shown (frozen in snapshots)
+        self.ticker = ticker  # paces the once-a-second refresh (tests advance it instead of sleeping)
         self.settings_path = settings_path
         self.window = window
         self.conn: apsw.Connection | None = None
@@ -48,7 +51,7 @@ class Poller:
         self._last_tick = 0.0
         self._sessions: list[feed.SessionInfo] | None = None
         self._sessions_at = 0.0
-        self._overview: dict | None = None
+        self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
 
     def first(self) -> list[Message]:
@@ -77,19 +80,19 @@ class Poller:
                     msgs.append(InvocationsArrived(new))
                 if len(new) < self.window:
                     break
-        tick = time.monotonic() - self._last_tick >= TICK_S
+        tick = self.ticker() - self._last_tick >= TICK_S
         return msgs + self._refresh(changed, tick)
 
     def _refresh(self, changed: bool, tick: bool) -> list[Message]:
         assert self.conn is not None
         msgs: list[Message] = []
         if tick:
-            self._last_tick = time.monotonic()
+            self._last_tick = self.ticker()
         if changed:
-            overview = feed.index_overview(self.conn)
-            if overview != self._overview:
-                self._overview = overview
-                msgs.append(OverviewChanged(overview))
+            ov = overview(self.conn)
+            if ov != self._overview:
+                self._overview = ov
+                msgs.append(OverviewChanged(ov))
         if changed or tick:
             now = self.clock()
             sessions = feed.session_overview(self.conn, now)
@@ -109,7 +112,7 @@ class Poller:
         if mtime == self._settings_mtime:
             return []
         self._settings_mtime = mtime
-        has_vault = bool(self._overview and self._overview["vaults"])
+        has_vault = bool(self._overview and self._overview.vaults)
         return [SettingsChanged(load_settings(self.settings_path, has_vault=has_vault))]
 
     def settings_changed(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from server.activity.feed import SessionInfo
 from server.config.settings import Settings
+from server.index.overview import Overview
 
 MAX_ARRIVALS = 10_000
 
@@ -21,7 +22,7 @@ class DashboardState:
     last_seen_id: int = 0
     sessions: list[SessionInfo] = field(default_factory=list)
     sessions_at: float = 0.0  # the clock when the sessions were read
-    overview: dict[str, Any] = field(default_factory=dict)
+    overview: Overview | None = None  # None until the first read
     settings: Settings | None = None
     reverted: dict[int, int] = field(default_factory=dict)  # invocation id -> the revert's id
     arrivals: dict[int, float] = field(default_factory=dict)  # invocation id -> wall time it reached the UI

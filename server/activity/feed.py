@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from server.activity import provenance
-from server.activity.ratelimit import WINDOW_S
+from server.activity.ratelimit import Gauge, session_gauges
 from server.activity.sessions import SessionRow, list_sessions, pid_alive
 from server.errors import KmsError
 from server.store.db import rows, scalar
@@ -188,26 +188,6 @@ def get_invocation(conn: apsw.Connection, invocation_id: int) -> dict[str, Any] 
 
 
 @dataclass(frozen=True)
-class Gauge:
-    """One session's write budget as the rate limiter sees it now.
-
-    Limits are None when unlimited or not yet known (the limiter stores them with the
-    first write); ``next_write_at`` is set only while the session may not write.
-    """
-
-    window_count: int = 0
-    per_minute: int | None = None
-    total: int = 0
-    per_session: int | None = None
-    next_write_at: float | None = None
-    exhausted: bool = False  # the per-session total is used up: no more writes this session
-
-    @property
-    def limited(self) -> bool:
-        return self.exhausted or self.next_write_at is not None
-
-
-@dataclass(frozen=True)
 class SessionInfo:
     """A session row (or a writer known only from its counters) with its state and gauge."""
 
@@ -220,32 +200,6 @@ class SessionInfo:
     exit_code: int | None
     vault: str | None
     gauge: Gauge = field(default_factory=Gauge)
-
-
-def write_gauges(conn: apsw.Connection, now: float) -> dict[str, Gauge]:
-    """Every session's gauge, the window recomputed at ``now`` from ``write_events``.
-
-    The stored ``window_count`` is only as fresh as the session's last write, so the
-    window is counted again (``write_events`` holds at most a minute of events per session).
-    """
-    since = now - WINDOW_S
-    events: dict[str, list[float]] = {}
-    for sid, at in conn.execute(
-        "SELECT session_id, at FROM write_events WHERE at > ? ORDER BY session_id, at", (since,)
-    ):
-        events.setdefault(sid, []).append(at)
-    out: dict[str, Gauge] = {}
-    for c in rows(conn, "SELECT session_id, total, per_minute, per_session FROM write_counters"):
-        sid = c["session_id"]
-        window = events.get(sid, [])
-        per_minute = c["per_minute"] or None
-        per_session = c["per_session"] or None
-        exhausted = per_session is not None and c["total"] >= per_session
-        next_at = None
-        if not exhausted and per_minute is not None and len(window) >= per_minute:
-            next_at = window[len(window) - per_minute] + WINDOW_S  # as RateLimiter.acquire computes it
-        out[sid] = Gauge(len(window), per_minute, c["total"], per_session, next_at, exhausted)
-    return out
 
 
 def _state(s: SessionRow, now: float) -> str:
@@ -262,7 +216,7 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
     Writers that have counters but no session row (a test harness, an old server) are
     listed too, so every write the feed shows has a gauge somewhere.
     """
-    gauges = write_gauges(conn, now)
+    gauges = session_gauges(conn, now)
     out = [
         SessionInfo(s.id, s.kind, _state(s, now), s.started_at, s.last_seen_at, s.ended_at, s.exit_code,
                     s.vault, gauges.pop(s.id, Gauge()))
@@ -284,24 +238,6 @@ def session_reads(conn: apsw.Connection, session_id: str, limit: int = 500) -> l
            WHERE r.session_id = ? ORDER BY r.last_at DESC, r.note_id LIMIT ?""",
         (session_id, limit),
     )
-
-
-# ----------------------------------------------------------------------------- header
-
-
-def index_overview(conn: apsw.Connection) -> dict[str, Any]:
-    """Vaults with note counts and the last index time (cheaper than ``listing.status``)."""
-    vaults = rows(
-        conn,
-        """SELECT v.name, v.last_indexed_at AS lastIndexedAt,
-                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes
-           FROM vaults v ORDER BY v.name""",
-    )
-    return {
-        "vaults": vaults,
-        "notes": sum(v["notes"] for v in vaults),
-        "lastIndexedAt": max((v["lastIndexedAt"] for v in vaults if v["lastIndexedAt"]), default=None),
-    }
 
 
 # ----------------------------------------------------------------------------- detail

@@ -188,6 +188,80 @@ class RateLimiter:
         )
 
 
-def session_counters(conn: apsw.Connection) -> list[dict]:
-    """Every session's stored counters (for a dashboard that has no limiter of its own)."""
-    return rows(conn, "SELECT * FROM write_counters ORDER BY updated_at DESC")
+# ----------------------------------------------------------------------------- gauges
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One session's write budget as the limiter sees it now: the one formula every view shows.
+
+    ``known`` says whether the session's limits are on record (its server records them at
+    start, before any write); then a None limit means unlimited. Without a record (a
+    read-only session, a server not started yet) nothing is known and nothing reads as ∞.
+    ``next_write_at`` is set only while the session may not write.
+    """
+
+    window_count: int = 0
+    per_minute: int | None = None
+    total: int = 0
+    per_session: int | None = None
+    next_write_at: float | None = None
+    exhausted: bool = False  # the per-session total is used up: no more writes this session
+    known: bool = False
+
+    @property
+    def limited(self) -> bool:
+        return self.exhausted or self.next_write_at is not None
+
+    def _of(self, count: int, limit: int | None) -> str:
+        return f"{count}/{limit if limit else '∞' if self.known else '-'}"
+
+    @property
+    def minute_text(self) -> str:
+        """``3/10``: writes in the current minute against the per-minute limit."""
+        return self._of(self.window_count, self.per_minute)
+
+    @property
+    def total_text(self) -> str:
+        """``42/200``: the session's writes against its total."""
+        return self._of(self.total, self.per_session)
+
+
+def record_limits(conn: apsw.Connection, session_id: str, limiter: RateLimiter) -> None:
+    """Put a session's limits on record before its first write, so its gauge shows them at once.
+
+    Counts already recorded (a session served by an earlier process) are kept.
+    """
+    with write_tx(conn):
+        conn.execute(
+            """INSERT INTO write_counters(session_id, window_count, total, per_minute, per_session, updated_at)
+               VALUES (?, 0, 0, ?, ?, ?)
+               ON CONFLICT(session_id) DO UPDATE SET
+                   per_minute = excluded.per_minute, per_session = excluded.per_session""",
+            (session_id, limiter.per_minute or 0, limiter.per_session or 0, limiter.clock()),
+        )
+
+
+def session_gauges(conn: apsw.Connection, now: float) -> dict[str, Gauge]:
+    """Every session on record with its gauge, the window recomputed at ``now``.
+
+    The stored ``window_count`` is only as fresh as the session's last write, so the window
+    is counted again from ``write_events`` (at most a minute of events per session), and the
+    next free slot is found the way ``RateLimiter.acquire`` finds it.
+    """
+    events: dict[str, list[float]] = {}
+    for sid, at in conn.execute(
+        "SELECT session_id, at FROM write_events WHERE at > ? ORDER BY session_id, at", (now - WINDOW_S,)
+    ):
+        events.setdefault(sid, []).append(at)
+    out: dict[str, Gauge] = {}
+    for c in rows(conn, "SELECT session_id, total, per_minute, per_session FROM write_counters"):
+        window = events.get(c["session_id"], [])
+        per_minute = c["per_minute"] or None  # 0 stands for unlimited in the NOT NULL columns
+        per_session = c["per_session"] or None
+        exhausted = per_session is not None and c["total"] >= per_session
+        next_at = None
+        if not exhausted and per_minute is not None and len(window) >= per_minute:
+            next_at = window[len(window) - per_minute] + WINDOW_S
+        out[c["session_id"]] = Gauge(len(window), per_minute, c["total"], per_session, next_at, exhausted, True)
+    return out

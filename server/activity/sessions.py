@@ -160,7 +160,8 @@ def list_sessions(
     limit: int = 50,
 ) -> list[SessionRow]:
     """Newest first; ``active=True`` only unended sessions, ``False`` only ended ones."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[object] = []
     if active is not None:
         where.append("ended_at IS NULL" if active else "ended_at IS NOT NULL")
     if kind is not None:

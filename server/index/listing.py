@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.overview import overview
 from server.store.db import rows, scalar
 
 
@@ -142,7 +143,8 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
 
 
 def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
-    """What a person wants to know about the index at a glance."""
+    """What a person wants to know about the index at a glance (``kms status``): the overview
+    plus the database's size, tags, links and the flagged notes."""
     size = 0
     if db_path and db_path != ":memory:":
         for suffix in ("", "-wal"):
@@ -150,24 +152,18 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
                 size += os.path.getsize(db_path + suffix)
             except OSError:
                 pass
-    vaults = rows(
-        conn,
-        """SELECT v.name, v.root, v.last_indexed_at AS lastIndexedAt,
-                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
-                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden
-           FROM vaults v ORDER BY v.name""",
-    )
+    ov = overview(conn, flagged=True)
     return {
         "dbPath": db_path,
         "dbBytes": size,
-        "vaults": vaults,
-        "notes": scalar(conn, "SELECT count(*) FROM notes"),
-        "hidden": scalar(conn, "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"),
+        "vaults": [v.to_json() for v in ov.vaults],
+        "notes": ov.notes,
+        "hidden": ov.hidden,
         "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM note_tags"),
         "links": scalar(conn, "SELECT count(*) FROM links"),
         "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL"),
         "flagged": rows(conn, "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
                               " ORDER BY path LIMIT 50"),
-        "flaggedCount": scalar(conn, "SELECT count(*) FROM notes WHERE fm_error IS NOT NULL"),
-        "lastIndexedAt": scalar(conn, "SELECT max(last_indexed_at) FROM vaults"),
+        "flaggedCount": ov.flagged or 0,
+        "lastIndexedAt": ov.last_indexed_at,
     }

@@ -21,6 +21,7 @@ class SessionHeartbeat:
 
     def __init__(self, runner: ToolRunner) -> None:
         self.config = runner.config
+        self._services = runner.ctx.services
         self._stop = threading.Event()
         self._created = False
 
@@ -31,6 +32,11 @@ class SessionHeartbeat:
         try:
             self._created = get_session(conn, self.config.session_id) is None
             touch_session(conn, self.config.session_id, kind="server")
+            writes = self._services.get("writes")
+            if writes is not None:  # the dashboard shows this session's limits before its first write
+                from server.activity.ratelimit import record_limits
+
+                record_limits(conn, self.config.session_id, writes.limits)
         finally:
             conn.close()
         threading.Thread(target=self._beat, name="kms-heartbeat", daemon=True).start()

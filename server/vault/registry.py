@@ -1,4 +1,5 @@
-"""Registered vaults: a name and a root folder. Removing one forgets it; files are never touched."""
+"""Registered vaults: a name and a root folder (``server.index.indexer.remove_vault`` forgets one
+with its index rows; files are never touched)."""
 
 from __future__ import annotations
 
@@ -53,15 +54,3 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None) 
                 raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
         conn.execute("INSERT INTO vaults(name, root, added_at) VALUES (?, ?, ?)", (name, str(root), time.time()))
     return get_vault(conn, name)
-
-
-def remove_vault(conn: apsw.Connection, name: str) -> Vault:
-    """Forget a vault and its index rows. DB-only state of its notes (hidden stamps) goes with it."""
-    from server.index.indexer import delete_note_row  # the indexer imports this module
-
-    vault = get_vault(conn, name)
-    with write_tx(conn):
-        for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
-            delete_note_row(conn, rid)
-        conn.execute("DELETE FROM vaults WHERE id = ?", (vault.id,))
-    return vault

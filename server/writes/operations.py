@@ -59,7 +59,7 @@ from server.vault.paths import (
 from server.vault.registry import Vault
 
 if TYPE_CHECKING:
-    from server.index.indexer import FileRecord
+    from server.index.records import FileRecord
 
 MAX_CREATE_BYTES = 100 * 1024
 MAX_INSERT_BYTES = 50 * 1024
@@ -421,7 +421,7 @@ def write_note(
     lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency."""
-    from server.index.indexer import record_of_bytes  # not at import: the dashboard imports this module
+    from server.index.records import record_of_bytes  # not at import: the dashboard imports this module
 
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")

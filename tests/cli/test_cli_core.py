@@ -1,7 +1,5 @@
-"""The real ``kms`` CLI in subprocesses, against a DB and settings file in tmp_path (issues 2 and 3).
-
-CLI start-up dominates the cost, so independent commands of one test run concurrently.
-"""
+"""The real ``kms`` CLI (Typer's ``CliRunner``, in process) against a DB and settings file in tmp_path
+(issues 2 and 3). Only the colour check runs a subprocess (see ``colored_search``)."""
 
 from __future__ import annotations
 
@@ -15,49 +13,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import kms, ok, refused, said
 from support.vaults import SAMPLE_VAULT, write
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
-    env.update(KMS_DB_PATH=str(tmp_path / "kms.db"), KMS_CONFIG=str(tmp_path / "config.toml"),
-               COLUMNS="200", NO_COLOR="1", PYTHONIOENCODING="utf-8")
-    env.pop("FORCE_COLOR", None)
-    env.update(extra)
-    if "FORCE_COLOR" in extra:
-        env.pop("NO_COLOR", None)
-    return env
-
-
-Command = list[str] | tuple[list[str], dict[str, str]]
-
-
-def run_many(tmp_path: Path, *commands: Command, **env: str) -> list[subprocess.CompletedProcess]:
-    """Run ``kms <args>`` for each command at once (a command may carry its own extra env); results in order."""
-    procs = []
-    for cmd in commands:
-        args, extra = cmd if isinstance(cmd, tuple) else (cmd, {})
-        e = env_for(tmp_path, **env, **extra)
-        procs.append((args, subprocess.Popen([sys.executable, "-m", "kmscli", *args], stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, text=True, encoding="utf-8", env=e,
-                                             cwd=tmp_path)))
-    out = []
-    for args, p in procs:
-        stdout, stderr = p.communicate(timeout=90)
-        out.append(subprocess.CompletedProcess(args, p.returncode, stdout, stderr))
-    return out
-
-
-def kms(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return run_many(tmp_path, list(args), **env)[0]
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, f"kms {' '.join(result.args)} -> {result.returncode}\n{result.stderr}"
-    assert "Traceback" not in result.stderr
-    return result
+def colored_search(tmp_path: Path, query: str) -> subprocess.CompletedProcess:
+    """``kms search`` in a subprocess: rich decides about colour from the environment when its
+    console is created at start-up (``FORCE_COLOR``), which an in-process runner cannot redo."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(FORCE_COLOR="1", TERM="xterm-256color", COLUMNS="200", PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, "-m", "kmscli", "search", query], capture_output=True, text=True,
+                          encoding="utf-8", env=env, cwd=tmp_path, timeout=90, check=True)
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
@@ -91,25 +59,24 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
     root = tmp_path / "mine"
     shutil.copytree(SAMPLE_VAULT, root)
     before = tree_hashes(root)
-    no_vault = kms(tmp_path, "index")
-    assert no_vault.returncode != 0 and "kms vault add" in no_vault.stderr and "Traceback" not in no_vault.stderr
-    added = ok(kms(tmp_path, "vault", "add", str(root), "--name", "mine"))
-    assert "Added vault mine" in added.stdout
-    assert f"+{md_count(root)} new" in added.stdout
+    assert "kms vault add" in said(refused(kms("index")).stderr)
+    added = ok(kms("vault", "add", str(root), "--name", "mine"))
+    assert "Added vault mine" in said(added.stdout)
+    assert f"+{md_count(root)} new" in said(added.stdout)
 
-    listed, dup, bad = run_many(tmp_path, ["vault", "list", "--json"], ["vault", "add", str(root)],
-                                ["vault", "add", str(tmp_path / "nope")])
-    data = json.loads(ok(listed).stdout)
+    data = json.loads(ok(kms("vault", "list", "--json")).stdout)
     assert [(v["name"], v["root"], v["notes"], v["hidden"]) for v in data] == [
         ("mine", str(root.resolve()), md_count(root), 0)]
-    assert dup.returncode != 0 and "already registered" in dup.stderr and "Traceback" not in dup.stderr
-    assert bad.returncode == 2 and "is not a folder" in bad.stderr and "Traceback" not in bad.stderr
+    assert "already registered" in said(refused(kms("vault", "add", str(root))).stderr)
+    assert "is not a folder" in said(refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr)
+    table = said(ok(kms("vault", "list")).stdout)
+    assert "mine" in table and str(md_count(root)) in table
 
-    removed = ok(kms(tmp_path, "vault", "remove", "mine"))
-    assert "untouched" in removed.stdout
-    after_list, gone = run_many(tmp_path, ["vault", "list", "--json"], ["vault", "remove", "mine"])
-    assert json.loads(ok(after_list).stdout) == []
-    assert gone.returncode == 3 and "no vault named 'mine'" in gone.stderr
+    removed = ok(kms("vault", "remove", "mine"))
+    assert "untouched" in said(removed.stdout)
+    assert json.loads(ok(kms("vault", "list", "--json")).stdout) == []
+    assert "No vaults yet" in said(ok(kms("vault", "list")).stdout)
+    assert "no vault named 'mine'" in said(refused(kms("vault", "remove", "mine"), 3).stderr)
     assert tree_hashes(root) == before
 
 
@@ -124,14 +91,14 @@ def test_index_full_and_status_json(tmp_path: Path) -> None:
     conn = connect(tmp_path / "kms.db")
     add_vault(conn, root, "v")
     conn.close()
-    first = ok(kms(tmp_path, "index"))
-    assert "v: 3 files, +3 new" in first.stdout and "1 flagged" in first.stdout
+    first = ok(kms("index"))
+    assert "v: 3 files, +3 new" in said(first.stdout) and "1 flagged" in said(first.stdout)
     write(root / "c.md", "gamma")
-    again = ok(kms(tmp_path, "index"))
-    assert "+1 new" in again.stdout and "3 unchanged" in again.stdout
-    full = ok(kms(tmp_path, "index", "--full"))
-    assert "~4 changed" in full.stdout
-    status = json.loads(ok(kms(tmp_path, "status", "--json")).stdout)
+    again = ok(kms("index"))
+    assert "+1 new" in said(again.stdout) and "3 unchanged" in said(again.stdout)
+    full = ok(kms("index", "--full"))
+    assert "~4 changed" in said(full.stdout)
+    status = json.loads(ok(kms("status", "--json")).stdout)
     assert status["notes"] == 4 and status["hidden"] == 0
     assert status["tags"] == 2 and status["links"] == 2 and status["unresolvedLinks"] == 1
     assert status["flaggedCount"] == 1 and status["flagged"][0]["path"] == "broken.md"
@@ -146,59 +113,77 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     conn = connect(tmp_path / "kms.db")
     nid = conn.execute("SELECT id FROM notes WHERE title = 'Widget manual'").fetchall()[0][0]
     conn.close()
-    (as_json, bad, nothing, colored, by_title, by_id, by_path, text, unknown, tags, recent, backlinks) = run_many(
-        tmp_path, ["search", "sprocket", "--json", "-n", "5"],
-        ["search", '"unbalanced'], ["search", "xylophonezzz"],
-        (["search", "sprocket"], {"FORCE_COLOR": "1", "TERM": "xterm-256color"}),
-        ["show", "widget manual", "--json"], ["show", nid, "--json"], ["show", "cli/Widget manual.md", "--json"],
-        ["show", nid], ["show", "Widget manul"],
-        ["tags", "--json"], ["recent", "--json", "-n", "3"], ["backlinks", "Widget manual", "--json"])
 
     # search: ranked hits with highlighted excerpts; bad FTS syntax is a clear error, not a traceback
-    hits = json.loads(ok(as_json).stdout)["hits"]
+    hits = json.loads(ok(kms("search", "sprocket", "--json", "-n", "5")).stdout)["hits"]
     assert {h["title"] for h in hits} == {"Widget manual", "Widget FAQ"}
     assert all("**sprocket**" in h["excerpt"].lower() and h["score"] > 0 for h in hits)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "invalid-input" in bad.stderr and "cannot parse the search query" in bad.stderr
-    assert "No matches." in ok(nothing).stdout
+    bad = refused(kms("search", '"unbalanced'), 2)
+    assert "invalid-input" in said(bad.stderr) and "cannot parse the search query" in said(bad.stderr)
+    assert "No matches." in said(ok(kms("search", "xylophonezzz")).stdout)
+    plain = said(ok(kms("search", "sprocket")).stdout)
+    assert "Widget manual" in plain and "cli/Widget manual.md" in plain and "**" not in plain
     # the matched word is styled (bold yellow), not shown with raw ** markers
+    colored = colored_search(tmp_path, "sprocket")
     assert re.search(r"\x1b\[[0-9;]*m[Ss]procket\x1b\[0?m", colored.stdout), colored.stdout
     assert "**" not in ANSI.sub("", colored.stdout) and "Widget manual" in ANSI.sub("", colored.stdout)
 
     # show: by id, title (any case) or path; an unknown name suggests close matches
-    note = json.loads(ok(by_title).stdout)
+    note = json.loads(ok(kms("show", "widget manual", "--json")).stdout)
     assert note["id"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
-    assert json.loads(ok(by_id).stdout)["path"] == "cli/Widget manual.md"
-    assert json.loads(ok(by_path).stdout)["id"] == nid
-    out = ok(text).stdout
+    assert json.loads(ok(kms("show", nid, "--json")).stdout)["path"] == "cli/Widget manual.md"
+    assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["id"] == nid
+    out = said(ok(kms("show", nid)).stdout)
     assert "Widget manual" in out and nid in out and "sprocket calibration routine" in out
-    assert unknown.returncode == 3 and "Traceback" not in unknown.stderr
-    assert "not-found" in unknown.stderr and "did you mean" in unknown.stderr and "Widget manual" in unknown.stderr
+    unknown = said(refused(kms("show", "Widget manul"), 3).stderr)
+    assert "not-found" in unknown and "did you mean" in unknown and "Widget manual" in unknown
 
     # listings
-    tag_rows = json.loads(ok(tags).stdout)
+    tag_rows = json.loads(ok(kms("tags", "--json")).stdout)
     assert {"tag": "manual", "count": 1} in tag_rows
     counts = [(-t["count"], t["tag"]) for t in tag_rows]
     assert counts == sorted(counts)
-    notes = json.loads(ok(recent).stdout)
+    notes = json.loads(ok(kms("recent", "--json", "-n", "3")).stdout)
     assert len(notes) == 3
     keys = [(-n["updatedAt"], n["noteId"]) for n in notes]
     assert keys == sorted(keys)
     assert {"Widget manual", "Widget FAQ"} <= {n["title"] for n in notes}  # written last
-    links = json.loads(ok(backlinks).stdout)
+    assert "#manual" in said(ok(kms("tags")).stdout)
+    assert "Widget FAQ" in said(ok(kms("recent", "-n", "3")).stdout)
+    links = json.loads(ok(kms("backlinks", "Widget manual", "--json")).stdout)
     assert [b["title"] for b in links] == ["Widget FAQ"]
     assert "[[Widget manual]]" in links[0]["snippet"]
+    assert "Widget FAQ" in said(ok(kms("backlinks", "Widget manual")).stdout)
 
 
 def test_hide_and_unhide(tmp_path: Path, cli_vault: Path) -> None:
-    hidden = ok(kms(tmp_path, "hide", "Widget FAQ"))
-    assert "Hidden: Widget FAQ" in hidden.stdout
-    search, show, status, links = run_many(tmp_path, ["search", "sprocket", "--json"], ["show", "Widget FAQ"],
-                                           ["status", "--json"], ["backlinks", "Widget manual", "--json"])
-    assert [h["title"] for h in json.loads(ok(search).stdout)["hits"]] == ["Widget manual"]
-    assert "HIDDEN" in ok(show).stdout  # the person still sees their own note
-    assert json.loads(ok(status).stdout)["hidden"] == 1
-    assert json.loads(ok(links).stdout) == []
-    assert "Visible again: Widget FAQ" in ok(kms(tmp_path, "unhide", "Widget FAQ")).stdout
-    hits = json.loads(ok(kms(tmp_path, "search", "sprocket", "--json")).stdout)["hits"]
+    hidden = ok(kms("hide", "Widget FAQ"))
+    assert "Hidden: Widget FAQ" in said(hidden.stdout)
+    hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]
+    assert [h["title"] for h in hits] == ["Widget manual"]
+    assert "HIDDEN" in said(ok(kms("show", "Widget FAQ")).stdout)  # the person still sees their own note
+    assert json.loads(ok(kms("status", "--json")).stdout)["hidden"] == 1
+    assert json.loads(ok(kms("backlinks", "Widget manual", "--json")).stdout) == []
+    assert "Visible again: Widget FAQ" in said(ok(kms("unhide", "Widget FAQ")).stdout)
+    hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]
     assert {h["title"] for h in hits} == {"Widget manual", "Widget FAQ"}
+
+
+def test_status_shows_connected_sessions_with_their_write_limits(tmp_path: Path, cli_vault: Path) -> None:
+    from server.activity.ratelimit import RateLimiter, record_limits
+    from server.activity.sessions import end_session, start_session
+    from server.store.db import connect
+
+    conn = connect(tmp_path / "kms.db")
+    start_session(conn, session_id="sfresh0000001", kind="launcher")
+    record_limits(conn, "sfresh0000001", RateLimiter(10, 200))
+    start_session(conn, session_id="sended0000001")
+    end_session(conn, "sended0000001", 0)
+    conn.close()
+    out = said(ok(kms("status")).stdout)
+    assert re.search(r"session sfresh0000001 \(launcher, live, started \d+s ago\): "
+                     r"writes 0/10 this minute, 0/200 in all", out), out
+    assert "sended0000001" not in out  # only sessions that are still there
+    [s] = json.loads(ok(kms("status", "--json")).stdout)["sessions"]
+    assert (s["id"], s["writesThisMinute"], s["writesTotal"], s["exhausted"]) == ("sfresh0000001", "0/10", "0/200",
+                                                                                  False)

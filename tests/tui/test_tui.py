@@ -13,14 +13,14 @@ from typing import Any
 
 import apsw
 import pytest
+from support.dashboard import settled, wait_for
 from support.mcp_session import mcp_client
 from support.vaults import note_id
-from test_tui_helpers import settled, wait_for
 from textual.widgets import Input, Select, TextArea
 
 from server.activity import feed, provenance
 from server.activity.feed import FeedFilter
-from server.activity.ratelimit import RateLimiter
+from server.activity.ratelimit import RateLimiter, session_gauges
 from server.activity.sessions import end_session, start_session
 from server.writes.guard import WriteService
 from tui.app import KmsDashboard, create_app
@@ -129,13 +129,13 @@ def test_gauges_and_session_states(indexed: apsw.Connection) -> None:
     w.append(qid, "one")
     now[0] += 1
     w.append(qid, "two")
-    g = feed.write_gauges(indexed, now[0])["slive"]
+    g = session_gauges(indexed, now[0])["slive"]
     assert (g.window_count, g.per_minute, g.total, g.per_session) == (2, 2, 2, 3)
     assert g.next_write_at == pytest.approx(now[0] - 1 + 60) and not g.exhausted
-    assert feed.write_gauges(indexed, now[0] + 61)["slive"].next_write_at is None
+    assert session_gauges(indexed, now[0] + 61)["slive"].next_write_at is None
     now[0] += 61
     w.append(qid, "three")
-    assert feed.write_gauges(indexed, now[0])["slive"].exhausted
+    assert session_gauges(indexed, now[0])["slive"].exhausted
     states = {s.id: s.state for s in feed.session_overview(indexed, now[0] - 61)}
     assert states == {"slive": "live", "sended": "ended", "sgone": "gone"}
 
@@ -143,11 +143,13 @@ def test_gauges_and_session_states(indexed: apsw.Connection) -> None:
 def test_poller_reports_only_changes(indexed: apsw.Connection, tmp_path: Path) -> None:
     db = Path(indexed.filename)
     provenance.record(indexed, tool="kms_append", session_id="s1", status="success")
-    poller = Poller(db, clock=time.time, settings_path=tmp_path / "config.toml")
+    ticks = [1000.0]
+    poller = Poller(db, clock=time.time, settings_path=tmp_path / "config.toml", ticker=lambda: ticks[0])
     try:
         first = poller.first()
         assert isinstance(first[0], InvocationsArrived) and first[0].initial and len(first[0].rows) == 1
-        time.sleep(1.05)
+        assert poller.poll() == []  # nothing changed and no second has passed
+        ticks[0] += 1.05  # the once-a-second refresh is due: it re-reads, and nothing differs
         assert not [m for m in poller.poll() if not isinstance(m, SessionsChanged)]
         new = provenance.record(indexed, tool="kms_create", session_id="s2", status="error")
         arrived = [m for m in poller.poll() if isinstance(m, InvocationsArrived)]
@@ -187,13 +189,27 @@ async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path
 WRITER = """
 import json, sys, time
 from server.writes.guard import WriteService
-from server.activity.ratelimit import RateLimiter
+from server.activity.ratelimit import RateLimiter, session_gauges
 ws = WriteService(sys.argv[1], "sother0000001", RateLimiter(100, 1000), ["inbox"])
 print("ready", flush=True)
 sys.stdin.readline()
 result = ws.append(sys.argv[2], "- written by another process")
 print(json.dumps({"id": result["invocationId"], "at": time.time()}), flush=True)
 """
+
+
+async def test_a_server_session_shows_its_limits_before_it_writes(db_path: Path, tmp_path: Path,
+                                                                   indexed: apsw.Connection) -> None:
+    async with mcp_client(db_path, write_enabled=True, per_minute=10, per_session=200) as client:
+        session = client.runner.config.session_id  # type: ignore[attr-defined]
+        client.runner.ctx.services["session"].start()  # type: ignore[attr-defined] - as `kms mcp` starts
+        app = make_app(db_path, tmp_path)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await open_settled(app, pilot)
+            table = app.dashboard.query_one("#sessions")
+            assert str(table.get_cell(session, "minute")).endswith(" 0/10")  # type: ignore[attr-defined]
+            assert str(table.get_cell(session, "total")) == "0/200"  # type: ignore[attr-defined]
+            assert str(table.get_cell(session, "next")) == "✓ now"  # type: ignore[attr-defined]
 
 
 async def test_row_from_another_process_arrives_within_half_a_second(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tui_helpers import Seeded, seed_fixed, settled, wait_for
+from support.dashboard import Seeded, seed_fixed, settled, wait_for
 
 from tui.app import KmsDashboard, create_app
 from tui.screens.invocation import InvocationScreen

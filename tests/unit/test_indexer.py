@@ -17,13 +17,13 @@ import pytest
 from support.vaults import note_id, write
 
 from server.errors import KmsError
-from server.index import indexer
-from server.index.indexer import index_all, index_vault, reindex_file
+from server.index import records
+from server.index.indexer import index_all, index_vault, reindex_file, remove_vault
 from server.index.notes import resolve_note, set_hidden
 from server.index.search import search
 from server.index.watcher import apply_changes
 from server.store.db import connect, rows, scalar
-from server.vault.registry import add_vault, get_vault, list_vaults, remove_vault
+from server.vault.registry import add_vault, get_vault, list_vaults
 
 
 def md_files(root: Path) -> list[str]:
@@ -544,8 +544,8 @@ def test_parallel_parse_matches_serial(conn: apsw.Connection, tmp_path: Path, mo
             write(root / f"d{i % 3}" / f"note {i}.md", text)
         roots.append(add_vault(conn, root, name))
     index_vault(conn, roots[0])
-    monkeypatch.setattr(indexer, "PARALLEL_THRESHOLD", 10)
-    monkeypatch.setattr(indexer, "BATCH", 7)
+    monkeypatch.setattr(records, "PARALLEL_THRESHOLD", 10)
+    monkeypatch.setattr(records, "BATCH", 7)
     seen: list[tuple[int, int]] = []
     report = index_vault(conn, roots[1], progress=lambda done, total: seen.append((done, total)))
     assert report.added == 30 and not report.errors
@@ -612,8 +612,8 @@ def test_gc_pause_is_undone_by_the_outermost_caller_even_on_error() -> None:
     import gc
 
     assert gc.isenabled()
-    with pytest.raises(RuntimeError), indexer.gc_paused():
-        with indexer.gc_paused():
+    with pytest.raises(RuntimeError), records.gc_paused():
+        with records.gc_paused():
             assert not gc.isenabled()
         assert not gc.isenabled()  # the inner pause must not switch it back on early
         raise RuntimeError("boom")

@@ -15,10 +15,11 @@ import pytest
 
 from server.errors import KmsError
 from server.index.embed import Embedder, embed_pending
-from server.index.indexer import delete_note_row, index_vault, reindex_file
+from server.index.indexer import index_vault, reindex_file
 from server.index.notes import set_hidden
 from server.index.search import build_match, search
 from server.index.semantic import RRF_K, SemanticIndex, semantic_search
+from server.index.writer import delete_note_row
 from server.store.db import connect
 from server.vault.registry import add_vault, get_vault
 
@@ -257,25 +258,22 @@ def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn
     write(root / "Bike chain.md", "## Lubrication\nA dry, noisy chain needs wet lube on every link.\n")
     vault = add_vault(conn, root, "notes")
     index_vault(conn, vault)
-    service = SemanticService(db_path, model_dir=embed_model_dir, interval=0.2)
+    service = SemanticService(db_path, model_dir=embed_model_dir)  # woken by notify_changed, not by a timer
     started = time.perf_counter()
     service.start()
     first = service.search(conn, "lube")
     assert time.perf_counter() - started < 1.0
     assert first["mode"] == "keyword-only" and paths(first) == ["Bike chain.md"]
     try:
-        deadline = time.monotonic() + 120
-        res = first
-        while res["mode"] != "hybrid" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            res = service.search(conn, "how do I stop my bicycle from squeaking")
+        assert service.background is not None
+        assert service.background.idle.wait(120), service.status()  # loaded, embedded, vectors in the index
+        res = service.search(conn, "how do I stop my bicycle from squeaking")
         assert res["mode"] == "hybrid" and paths(res)[0] == "Bike chain.md"
         write(root / "Gate.md", "## Hinges\nOil the garden gate hinges every spring so they stop creaking.\n")
         reindex_file(conn, vault, "Gate.md")
         service.notify_changed()
-        while "Gate.md" not in paths(res) and time.monotonic() < deadline:
-            time.sleep(0.2)
-            res = service.search(conn, "noisy door hinge", mode="semantic")
+        assert service.background.idle.wait(120), service.status()
+        res = service.search(conn, "noisy door hinge", mode="semantic")
         assert paths(res)[0] == "Gate.md"
         assert service.status()["state"] == "ready"
     finally:

@@ -12,8 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Label, Static, TextArea
 from textual.widgets.text_area import Selection
 
+from server import humanize
 from server.activity.feed import NoteText
-from tui import format as fmt
 
 
 class ReviewScreen(ModalScreen[bool]):
@@ -158,7 +158,7 @@ class ReadsScreen(ModalScreen[None]):
                 Text(f"{r['vault']}/{r['path']}" if r.get("path") else "(no longer indexed)", style="dim",
                      no_wrap=True, overflow="ellipsis"),
                 r["count"],
-                fmt.clock_time(r["last_at"], self.now),
+                humanize.clock_time(r["last_at"], self.now),
                 key=r["note_id"],
             )
         table.focus()

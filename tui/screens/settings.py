@@ -119,6 +119,7 @@ class SettingsScreen(Screen[bool]):
 
     def validate(self, key: str) -> str | None:
         """The schema's complaint about the current text, shown under the field."""
+        problem: str | None
         try:
             parse_value(key, _items(key, self.value_text(key)))
         except SettingsError as e:

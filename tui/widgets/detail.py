@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from server import humanize
 from server.activity.feed import ContextLine, Detail
 from tui import format as fmt
 
@@ -43,7 +44,7 @@ def render_detail(d: Detail, now: float) -> RenderableType:
     head.append(inv["tool"], style="bold cyan")
     head.append("  ")
     head.append_text(fmt.status_text(inv["status"], reverted_by is not None))
-    head.append(f"  {fmt.clock_time(inv['at'], now)}  session {inv['session_id']} ({inv['actor']})", style="dim")
+    head.append(f"  {humanize.clock_time(inv['at'], now)}  session {inv['session_id']} ({inv['actor']})", style="dim")
 
     facts = Table.grid(padding=(0, 1))
     facts.add_column(style="bold", no_wrap=True)

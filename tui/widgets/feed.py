@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from server import humanize
 from tui import format as fmt
 from tui.state import DashboardState
 
@@ -85,7 +86,7 @@ class FeedTable(DataTable[Any]):
         lines = r.get("lines_added") or 0
         return (
             Text(str(r["id"]), justify="right"),
-            Text(fmt.clock_time(r["at"], self.state.clock())),
+            Text(humanize.clock_time(r["at"], self.state.clock())),
             Text(r["session_id"], no_wrap=True, overflow="ellipsis"),
             Text(fmt.short_tool(r["tool"]), style="italic" if r.get("actor") == "person" else ""),
             Text(fmt.note_label(r), no_wrap=True, overflow="ellipsis"),

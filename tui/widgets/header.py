@@ -14,6 +14,8 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 
+from server import humanize
+from server.index.overview import Overview
 from tui import format as fmt
 from tui.state import DashboardState
 
@@ -38,14 +40,14 @@ class TopBar(Widget):
         return text
 
     def render_text(self, *, limits: bool = True, indexed_word: bool = True) -> Text:
-        ov, st = self.state.overview, self.state.settings
+        ov, st = self.state.overview or Overview(), self.state.settings
         now = self.state.clock()
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" kms ", style="bold reverse")
-        names = ", ".join(v["name"] for v in ov.get("vaults") or []) or "no vault"
+        names = ", ".join(v.name for v in ov.vaults) or "no vault"
         t.append(f" {names}", style="bold")
         indexed = "indexed " if indexed_word else ""
-        t.append(f" · {ov.get('notes', 0)} notes · {indexed}{fmt.clock_time(ov.get('lastIndexedAt'), now)}")
+        t.append(f" · {ov.notes} notes · {indexed}{humanize.clock_time(ov.last_indexed_at, now)}")
         if st is None:
             return t
         if st.problems:  # early, so a narrow terminal never cuts it off

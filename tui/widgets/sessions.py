@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from server import humanize
 from server.activity.feed import SessionInfo
 from tui import format as fmt
 from tui.state import DashboardState
@@ -41,8 +42,8 @@ class SessionsTable(DataTable[Any]):
             Text(f"{symbol} {state}", style=style),
             fmt.minute_gauge(g),
             fmt.total_gauge(g),
-            fmt.next_write(g, now) if g.total or g.per_minute else Text("-", style="dim"),
-            Text(fmt.short_time(s.started_at, now)),
+            fmt.next_write(g, now) if g.known else Text("-", style="dim"),  # no limits on record: no writes
+            Text(humanize.short_time(s.started_at, now)),
         )
         for cell in cells:
             cell.no_wrap, cell.overflow = True, "ellipsis"

@@ -1,4 +1,4 @@
-"""Shared set-up for the dashboard tests, snapshots and ``scripts/screenshots.py`` (no tests here).
+"""The dashboard's test world, shared by the dashboard tests, snapshots and ``scripts/screenshots.py``.
 
 ``seed_fixed`` builds a small, fully deterministic world through the real write path
 (``WriteService``, ``server.writes.revert``): fixed session ids, note ids derived from paths,
@@ -8,7 +8,6 @@ pixel-for-pixel across runs and machines.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import itertools
@@ -40,15 +39,15 @@ class Seeded:
 @contextlib.contextmanager
 def fixed_note_ids() -> Iterator[None]:
     """Notes created while seeding get predictable ids instead of random ones."""
-    import server.index.indexer as indexer
+    import server.index.writer as writer
 
     counter = itertools.count(1)
-    original = indexer.new_note_id
-    indexer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"  # type: ignore[assignment]
+    original = writer.new_note_id
+    writer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"  # type: ignore[assignment]
     try:
         yield
     finally:
-        indexer.new_note_id = original  # type: ignore[assignment]
+        writer.new_note_id = original  # type: ignore[assignment]
 
 
 def _stable_ids(conn: Any) -> None:
@@ -164,6 +163,6 @@ def sync_wait(app: Any, cond: Callable[[], bool]) -> Callable[[Any], Any]:
 
     async def run_before(pilot: Any) -> None:
         await wait_for(pilot, lambda: cond(app), what="the dashboard to settle")
-        await asyncio.sleep(0.05)
+        await pilot.pause()  # the messages that settled it are rendered too
 
     return run_before

@@ -1,0 +1,246 @@
+"""Vaults and the index: ``kms vault``, ``index``, ``status``, ``watch``, ``embed`` and ``kms model``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import apsw
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
+from server.errors import KmsError
+from server.humanize import ago, clock_time, stamp
+from server.index import listing
+from server.store.db import default_db_path
+
+if TYPE_CHECKING:  # both are imported only by the commands that run them (start-up time)
+    from server.index.embed.pipeline import EmbedReport
+    from server.index.indexer import IndexReport
+
+vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
+model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
+
+
+@vault_app.command("add")
+def vault_add(
+    path: Annotated[Path, typer.Argument(help="Folder of Markdown notes.")],
+    name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
+) -> None:
+    """Register a vault (and index it)."""
+    from server.vault.registry import add_vault
+
+    with cli_errors():
+        conn = open_db()
+        vault = add_vault(conn, path, name)
+        console.print(f"Added vault [bold]{vault.name}[/] at {vault.root}")
+        if not no_index:
+            _run_index(conn, full=False, vault=vault.name, embed=False)
+
+
+@vault_app.command("list")
+def vault_list(json_out: JsonOpt = False) -> None:
+    """List registered vaults."""
+    from server.index.overview import overview
+
+    with cli_errors():
+        vaults = overview(open_db()).vaults
+    if json_out:
+        print_json([v.to_json() for v in vaults])
+        return
+    table = Table("name", "root", "notes", "hidden", "last indexed")
+    for v in vaults:
+        table.add_row(v.name, v.root, str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
+    console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
+
+
+@vault_app.command("remove")
+def vault_remove(name: str) -> None:
+    """Forget a vault: its index rows go, its files are never touched."""
+    from server.index.indexer import remove_vault
+
+    with cli_errors():
+        vault = remove_vault(open_db(), name)
+    console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
+
+
+def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool) -> list[IndexReport]:
+    from server.index.indexer import index_all
+
+    if vault is not None:
+        vault_id(conn, vault)
+    with Progress(TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("index", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        reports = index_all(conn, full=full, vault=vault, progress=progress)
+    for r in reports:
+        console.print(
+            f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
+            f"{r.renamed} renamed, -{r.deleted} removed, {r.unchanged} unchanged"
+            + (f", [yellow]{r.flagged} flagged[/]" if r.flagged else "")
+            + f" in {r.seconds:.2f}s"
+        )
+        for e in r.errors[:20]:
+            console.print(f"  [yellow]warning[/]: {e}", highlight=False)
+    if embed:
+        _run_embed(conn)
+    return reports
+
+
+def _run_embed(conn: apsw.Connection) -> None:
+    """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
+    from server.config.settings import load_settings
+    from server.index.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
+
+    model_dir = load_settings().get("embed.model_dir") or None
+    total = pending_count(conn)
+    with Progress(TextColumn("[bold]embedding notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("embed", total=total)
+
+        def progress(report: EmbedReport) -> None:
+            bar.update(task, completed=report.notes + report.skipped)
+
+        try:
+            report = embed_pending(conn, model_dir=model_dir, progress=progress)
+        except ModelNotReady as exc:
+            raise KmsError("no-index", f"the embedding model is not ready ({exc}); see `kms model status`") from None
+        except KeyboardInterrupt:
+            console.print("[yellow]stopped; run `kms embed` again to resume[/]")
+            return
+    if not report.stopped and not report.pending:
+        prune_embeddings(conn)
+    console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
+                  f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
+
+
+def index_cmd(
+    full: Annotated[bool, typer.Option("--full", help="Re-parse every file (ids and hidden stamps kept).")] = False,
+    vault: VaultOpt = None,
+    embed: Annotated[bool, typer.Option("--embed", help="Also compute embeddings for semantic search.")] = False,
+) -> None:
+    """Bring the index up to date with the files (incremental unless --full)."""
+    from server.vault.registry import list_vaults
+
+    with cli_errors():
+        conn = open_db()
+        if not list_vaults(conn):
+            raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
+        _run_index(conn, full=full, vault=vault, embed=embed)
+
+
+def status_cmd(json_out: JsonOpt = False) -> None:
+    """Database, vaults and index health at a glance, and the sessions connected now."""
+    from server.activity.feed import session_overview
+
+    with cli_errors():
+        conn = open_db()
+        data = listing.status(conn, str(default_db_path()))
+        now = time.time()
+        sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
+    data["sessions"] = [
+        {"id": s.id, "kind": s.kind, "state": s.state, "startedAt": s.started_at,
+         "writesThisMinute": s.gauge.minute_text, "writesTotal": s.gauge.total_text,
+         "nextWriteAt": s.gauge.next_write_at, "exhausted": s.gauge.exhausted}
+        for s in sessions
+    ]
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
+    for v in data["vaults"]:
+        console.print(f"[bold]vault[/] {v['name']}: {v['root']} — {v['notes']} notes"
+                      f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}")
+    if not data["vaults"]:
+        console.print("No vaults yet: [bold]kms vault add PATH[/]")
+    console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
+                  f" ({data['unresolvedLinks']} unresolved) · flagged {data['flaggedCount']}")
+    for f in data["flagged"]:
+        console.print(f"  [yellow]flagged[/] {f['path']}: {f['reason']}", highlight=False)
+    for s in data["sessions"]:
+        console.print(f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
+                      f" writes {s['writesThisMinute']} this minute, {s['writesTotal']} in all", highlight=False)
+
+
+def watch_cmd(vault: VaultOpt = None) -> None:
+    """Keep the index in sync while files change (Ctrl-C to stop)."""
+    from server.index.watcher import watch_vaults
+
+    with cli_errors():
+        conn = open_db()
+        _run_index(conn, full=False, vault=vault, embed=False)
+        console.print("[dim]watching for changes (Ctrl-C to stop)[/]")
+
+        def report(changed: int, seconds: float) -> None:
+            now = time.time()
+            console.print(f"[dim]{clock_time(now, now)}[/] re-indexed {changed} file(s) in {seconds:.2f}s")
+
+        try:
+            watch_vaults(default_db_path(), vault=vault, on_change=report)
+        except KeyboardInterrupt:
+            pass
+
+
+def embed_cmd() -> None:
+    """Compute embeddings for semantic search (incremental; interrupt and resume freely)."""
+    with cli_errors():
+        _run_embed(open_db())
+
+
+@model_app.command("status")
+def model_status_cmd(
+    verify: Annotated[bool, typer.Option("--verify", help="Hash the model file.")] = False,
+    load: Annotated[bool, typer.Option("--load", help="Load it to prove it works.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Which model is used, where it is, and whether it is ready."""
+    from server.config.settings import load_settings
+    from server.index.embed import embed_stats, model_status
+
+    with cli_errors():
+        data = model_status(load_settings().get("embed.model_dir") or None, verify=verify, load=load)
+        data["index"] = embed_stats(open_db())
+    if json_out:
+        print_json(data)
+        return
+    ok = "[green]ready[/]" if data.get("ready") else f"[yellow]not ready[/]: {data.get('reason')}"
+    console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
+    console.print(f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})", highlight=False)
+    idx = data["index"]
+    console.print(f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
+                  f"{idx['vectors']} vectors" + (f", {idx['pendingNotes']} pending (run `kms embed`)"
+                                                 if idx["pendingNotes"] else ""))
+
+
+@model_app.command("install")
+def model_install_cmd(
+    source: Annotated[Path, typer.Option("--from", help="A directory with model.onnx, tokenizer.json, ...")],
+) -> None:
+    """Copy a model directory into kms's data dir (checked first)."""
+    from server.index.embed import install_model
+
+    with cli_errors():
+        dest = install_model(source)
+    console.print(f"installed the model into {dest}")
+
+
+@model_app.command("download")
+def model_download_cmd() -> None:
+    """Fetch the model from the model hub into fastembed's cache (needs the internet)."""
+    from server.index.embed.model import download_model
+
+    console.print("downloading sentence-transformers/all-MiniLM-L6-v2 (about 90 MB)...")
+    try:
+        path = download_model()
+    except Exception as exc:  # offline, hub down: say so plainly
+        console.print(f"[red]download failed[/]: {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"model ready in {path}")

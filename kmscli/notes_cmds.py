@@ -1,0 +1,192 @@
+"""Reading the index from the shell: ``kms search``, ``show``, ``tags``, ``recent``, ``backlinks``,
+``hide``/``unhide`` and ``kms log`` (agent write calls)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import apsw
+import typer
+from rich.table import Table
+
+from kmscli.output import JsonOpt, LimitOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
+from server.errors import KmsError
+from server.humanize import stamp
+from server.index import listing
+
+
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="Words, or FTS5 syntax (\"phrase\", prefix*, AND/OR/NOT).")],
+    limit: LimitOpt = 10,
+    vault: VaultOpt = None,
+    semantic: Annotated[bool, typer.Option("--semantic", help="Hybrid keyword + embedding search.")] = False,
+    provenance: Annotated[bool, typer.Option("--provenance", help="Only agent write records.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Search notes (BM25 ranked, highlighted) and agent write records."""
+    from server.index.search import search
+
+    with cli_errors():
+        conn = open_db()
+        vid = vault_id(conn, vault)
+        result: dict = {"hits": [], "provenance": []}
+        if not provenance:
+            if semantic:
+                result = _semantic(conn, query, limit, vid)
+            else:
+                result = search(conn, query, limit, vid)
+        result["provenance"] = _provenance_hits(conn, query, limit)
+    if json_out:
+        print_json(result)
+        return
+    for h in result.get("hits", []):
+        tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
+        console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
+                      f"{h['score']:.3f}[/]{tag}", highlight=False)
+        console.print("  " + _highlight(h["excerpt"]), highlight=False)
+    for p in result.get("provenance", []):
+        console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
+                      f"session {p['session_id']} · {stamp(p['at'])}[/]", highlight=False)
+    if result.get("relaxed"):
+        console.print(f"[dim]{result.get('note')}[/]")
+    if result.get("mode") == "keyword-only":
+        console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
+    if not result.get("hits") and not result.get("provenance"):
+        console.print("No matches.")
+
+
+def _highlight(excerpt: str, width: int = 300) -> str:
+    """Rich markup for an excerpt: the matched words (between ``**`` markers) in bold yellow."""
+    from rich.markup import escape
+
+    parts = " ".join(excerpt.split())[:width].split("**")
+    return "".join(escape(p) if i % 2 == 0 else f"[bold yellow]{escape(p)}[/]" for i, p in enumerate(parts) if p)
+
+
+def _semantic(conn: apsw.Connection, query: str, limit: int, vault_id: int | None) -> dict:
+    from server.config.settings import load_settings
+    from server.index.embed import Embedder
+    from server.index.semantic import SemanticIndex, semantic_search
+
+    settings = load_settings()
+    embedder = Embedder(settings.get("embed.model_dir") or None, enabled=settings.get("embed.enabled"))
+    embedder.load()
+    return semantic_search(conn, SemanticIndex(embedder), query, limit, vault_id)
+
+
+def _provenance_hits(conn: apsw.Connection, query: str, limit: int) -> list[dict]:
+    try:
+        from server.activity.provenance import search_invocations
+    except ImportError:
+        return []
+    try:
+        return search_invocations(conn, query, limit)
+    except KmsError:
+        return []
+
+
+def show_cmd(note: str, json_out: JsonOpt = False) -> None:
+    """Show one note (id, title or path)."""
+    from server.index.notes import resolve_note
+
+    with cli_errors():
+        n = resolve_note(open_db(), note, include_hidden=True)
+    n.pop("rid", None)
+    if json_out:
+        print_json(n)
+        return
+    console.print(f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}"
+                  f"{' · HIDDEN' if n['hidden_at'] else ''}[/]", highlight=False)
+    if n["tags"]:
+        console.print("tags: " + ", ".join("#" + t for t in n["tags"]))
+    if n["fm_error"]:
+        console.print(f"[yellow]frontmatter flagged: {n['fm_error']}[/]")
+    if n["summary_state"] != "none":
+        console.print(f"[dim]summary ({n['summary_state']}): {n['summary_text']}[/]")
+    console.print(n["body"], markup=False, highlight=False)
+
+
+def tags_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Tags with their note counts."""
+    with cli_errors():
+        conn = open_db()
+        data = listing.list_tags(conn, vault_id(conn, vault))
+    if json_out:
+        print_json(data)
+        return
+    table = Table("tag", "notes")
+    for t in data:
+        table.add_row("#" + t["tag"], str(t["count"]))
+    console.print(table)
+
+
+def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Most recently changed notes."""
+    with cli_errors():
+        conn = open_db()
+        data = listing.list_recent(conn, limit, vault_id(conn, vault))
+    if json_out:
+        print_json(data)
+        return
+    table = Table("updated", "title", "path", "id")
+    for n in data:
+        table.add_row(stamp(n["updatedAt"]), n["title"], f"{n['vault']}:{n['path']}", n["noteId"])
+    console.print(table)
+
+
+def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
+    """Notes that link to NOTE."""
+    from server.index.notes import resolve_note
+
+    with cli_errors():
+        conn = open_db()
+        target = resolve_note(conn, note)
+        data = listing.backlinks(conn, target["id"], limit)
+    if json_out:
+        print_json(data)
+        return
+    for b in data:
+        console.print(f"[bold cyan]{b['title']}[/] [dim]{b['path']}[/]", highlight=False)
+        console.print("  " + b["snippet"], markup=False, highlight=False)
+    if not data:
+        console.print(f"Nothing links to {target['title']}.")
+
+
+def hide_cmd(note: str) -> None:
+    """Hide a note from every agent-facing listing and search."""
+    from server.index.notes import set_hidden
+
+    with cli_errors():
+        n = set_hidden(open_db(), note, True)
+    console.print(f"Hidden: {n['title']} ({n['path']})")
+
+
+def unhide_cmd(note: str) -> None:
+    """Make a hidden note visible to agents again."""
+    from server.index.notes import set_hidden
+
+    with cli_errors():
+        n = set_hidden(open_db(), note, False)
+    console.print(f"Visible again: {n['title']} ({n['path']})")
+
+
+def log_cmd(
+    session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
+    limit: LimitOpt = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """Agent write calls (provenance), newest first."""
+    from server.activity.provenance import list_invocations
+
+    with cli_errors():
+        data = list_invocations(open_db(), session=session, limit=limit)
+    if json_out:
+        print_json(data)
+        return
+    table = Table("id", "time", "session", "tool", "status", "note", "+lines")
+    for r in data:
+        ok = r["status"] == "success"
+        table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
+                      ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", r.get("path") or "",
+                      str(r["lines_added"]))
+    console.print(table if data else "No agent writes recorded yet.")

@@ -1,0 +1,209 @@
+"""Reading files into index records: scan a vault, read, hash and parse each file.
+
+Nothing here touches the database: a ``FileRecord`` carries ready-to-insert rows, so the
+parsing runs in worker processes on a cold index (``read_all``) and the writing process
+(``server.index.writer``) only runs SQL.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.vault.parser import ParsedNote, parse_note
+
+Progress = Callable[[int, int], None]
+PARALLEL_THRESHOLD = 400  # below this many files to parse, worker start-up costs more than it saves
+BATCH = 100
+
+
+@dataclass
+class FileRecord:
+    """What a worker learns from one file (picklable, no DB access)."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    content_hash: str
+    error: str | None = None
+    # ready-to-insert rows, prepared in the worker so the writing process only runs SQL
+    values: dict | None = None  # notes columns (see writer.UPDATE_COLS) except indexed_at
+    tags: list[str] = field(default_factory=list)
+    keys: list[tuple[str, int]] = field(default_factory=list)  # (key, kind)
+    links: list[tuple] = field(default_factory=list)  # links columns after (src_rid)
+    headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
+    unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.values and self.values["fm_error"])
+
+
+def title_of(relpath: str) -> str:
+    name = relpath.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
+    """Walk a vault: ({relpath: (mtime_ns, size)}, unreadable folder prefixes, errors).
+
+    Skips dot-folders and dot-files, non-Markdown files, symlinked folders, and symlinked
+    files whose target leaves the vault.
+    """
+    root_real = os.path.realpath(root)
+    files: dict[str, tuple[int, int]] = {}
+    unreadable: list[str] = []
+    errors: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                entries = list(it)
+        except OSError as exc:
+            unreadable.append(rel_dir)
+            errors.append(f"{rel_dir or '.'}: cannot read folder ({exc.strerror})")
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_symlink():
+                    if entry.is_dir() or not entry.name.lower().endswith(".md"):
+                        continue
+                    target = os.path.realpath(entry.path)
+                    if os.path.commonpath([root_real, target]) != root_real:
+                        continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(rel)
+                elif entry.name.lower().endswith(".md") and entry.is_file():
+                    st = entry.stat()
+                    files[rel] = (st.st_mtime_ns, st.st_size)
+            except OSError as exc:
+                unreadable.append(rel)
+                errors.append(f"{rel}: cannot stat ({exc.strerror})")
+    return files, unreadable, errors
+
+
+def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None) -> FileRecord:
+    """Read, hash and parse one file; never raises. A file whose hash is ``known_hash`` is not
+    parsed again: the record comes back with ``unchanged`` set and no rows."""
+    full = os.path.join(root, relpath)
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
+    return record_of_bytes(relpath, mtime_ns, data, known_hash)
+
+
+def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None) -> FileRecord:
+    """The index record of a file's bytes (see ``read_record``); also for bytes kms is writing."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest == known_hash:
+        return FileRecord(relpath, mtime_ns, len(data), digest, unchanged=True)
+    try:
+        text = data.decode("utf-8")
+        bad_encoding = None
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace")
+        bad_encoding = "not valid UTF-8; undecodable bytes replaced in the index"
+    parsed = parse_note(text, title_of(relpath))
+    if bad_encoding:
+        parsed.fm_error = f"{parsed.fm_error}; {bad_encoding}" if parsed.fm_error else bad_encoding
+    rec = FileRecord(relpath, mtime_ns, len(data), digest)
+    rec.values = note_values(rec, parsed)
+    rec.tags = parsed.tags
+    rec.keys = _note_keys(relpath, parsed)
+    rec.links = [
+        (i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line)
+        for i, ln in enumerate(parsed.links)
+    ]
+    rec.headings = [(i, h.level, h.text, h.line) for i, h in enumerate(parsed.headings)]
+    return rec
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Bulk indexing makes millions of small objects and no reference cycles; the cycle collector
+    would walk the growing heap again and again (unpickling the workers' records ran 4x slower
+    with it on). Process-wide, so only the outermost caller turns it back on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_batch(root: str, items: list[tuple[str, int, int]]) -> list[FileRecord]:
+    with gc_paused():
+        return [read_record(root, p, m, s) for p, m, s in items]
+
+
+def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None) -> Iterable[FileRecord]:
+    total = len(items)
+    done = 0
+    workers = min(os.cpu_count() or 1, 4)  # the writer (this process) mostly waits on SQLite, not the GIL
+    if total < PARALLEL_THRESHOLD or workers < 1:
+        for p, m, s in items:
+            yield read_record(str(root), p, m, s)
+            done += 1
+            if progress and done % 100 == 0:
+                progress(done, total)
+    else:
+        import multiprocessing
+
+        batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]
+        # fork is cheap but unsafe in a process with other threads (locks held by them)
+        ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for batch in pool.map(_read_batch, [str(root)] * len(batches), batches):
+                yield from batch
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+    if progress:
+        progress(total, total)
+
+
+def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
+    path_key = relpath[:-3].lower() if relpath.lower().endswith(".md") else relpath.lower()
+    keys = {(path_key, 1), (parsed.title.lower(), 2)}
+    keys.update((a.lower(), 3) for a in parsed.aliases)
+    return sorted(keys)
+
+
+def note_values(rec: FileRecord, p: ParsedNote) -> dict:
+    folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
+    s = p.summary
+    return {
+        "path": rec.path,
+        "folder": folder,
+        "title": p.title,
+        "body": p.body,
+        "tags": " ".join(p.tags),
+        "aliases": json.dumps(p.aliases) if p.aliases else None,
+        "frontmatter": json.dumps(p.frontmatter, ensure_ascii=False, default=str)
+        if p.frontmatter is not None
+        else None,
+        "fm_error": p.fm_error,
+        "summary_state": s.state if s else "none",
+        "summary_hash": s.hash if s else None,
+        "summary_text": s.text if s else None,
+        "content_hash": rec.content_hash,
+        "size_bytes": rec.size,
+        "token_estimate": max(1, rec.size // 4) if rec.size else 0,
+        "mtime_ns": rec.mtime_ns,
+        "updated_at": rec.mtime_ns / 1e9,
+    }

@@ -1,0 +1,184 @@
+"""Writing a note's rows: the notes row and its FTS entry, tags, keys, links and headings.
+
+The FTS table is kept in step here by direct statements (triggers halve insert speed), and
+new notes go in by batches (``NewNotes``). ``server.index.indexer`` decides what to write.
+"""
+
+from __future__ import annotations
+
+import operator
+import secrets
+
+import apsw
+
+from server.index.records import FileRecord
+
+
+def new_note_id() -> str:
+    return "n" + secrets.token_hex(6)
+
+
+def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list]:
+    return (
+        [(rid, t) for t in rec.tags],
+        [(k, vault_id, rid, kind) for k, kind in rec.keys],
+        [(rid, *ln) for ln in rec.links],
+        [(rid, *h) for h in rec.headings],
+    )
+
+
+def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
+    conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)", tags)
+    conn.executemany("INSERT OR IGNORE INTO note_keys VALUES (?, ?, ?, ?)", keys)
+    conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)", links)
+    conn.executemany("INSERT INTO headings VALUES (?, ?, ?, ?, ?)", heads)
+
+
+# Each child table: its note column and the columns ``children_rows`` fills, in order.
+_CHILD_TABLES = (
+    ("note_tags", "rid", "rid, tag"),
+    ("note_keys", "rid", "key, vault_id, rid, kind"),
+    ("links", "src_rid", "src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line"),
+    ("headings", "rid", "rid, ord, level, text, line"),
+)
+
+
+def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord) -> tuple[set[str], bool]:
+    """Bring the note's tags, keys, links and headings in line with ``rec``, rewriting only the tables
+    whose rows changed (an edit to a note's text usually changes none: far fewer pages to commit).
+
+    Returns the keys the note gained or lost (links naming them must be re-resolved) and whether its
+    own links changed (they must be resolved again: rewritten rows start unresolved)."""
+    new_rows = children_rows(rec, rid, vault_id)
+    changed: list[bool] = []
+    old_keys: set[tuple] = set()
+    for (table, col, cols), rows in zip(_CHILD_TABLES, new_rows, strict=True):
+        old = [tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
+        if table == "note_keys":
+            old_keys = set(old)
+        same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
+        if not same:
+            conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (rid,))
+        changed.append(not same)
+    insert_children(conn, *(rows if c else [] for rows, c in zip(new_rows, changed, strict=True)))
+    return {k[0] for k in old_keys ^ set(new_rows[1])}, changed[2]
+
+
+UPDATE_COLS = (
+    "path, folder, title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
+    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at"
+).split(", ")
+update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
+UPDATE_SQL = "UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS) + " WHERE rid = :rid"
+INSERT_SQL = (
+    "INSERT INTO notes(id, vault_id, created_at, "
+    + ", ".join(UPDATE_COLS)
+    + ") VALUES (:id, :vault_id, :created_at, "
+    + ", ".join(f":{c}" for c in UPDATE_COLS)
+    + ")"
+)
+
+
+FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
+FTS_DELETE = (
+    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
+    "SELECT 'delete', rid, title, body, tags FROM notes WHERE rid = ?"
+)
+
+
+def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
+    conn.execute(FTS_DELETE, (rid,))
+    conn.execute(UPDATE_SQL, {**values, "rid": rid})
+    conn.execute(FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+
+
+def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) -> int:
+    """One new note (a new id, created ``now``); returns its rid."""
+    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": now}
+    conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
+    rid = conn.last_insert_rowid()
+    conn.execute(FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+    return rid
+
+
+class NewNotes:
+    """New notes are inserted in batches: one ``executemany`` per table instead of a handful of
+    statements per note is what keeps a cold index close to a bare FTS5 load."""
+
+    SIZE = 256
+    _COLS = ("rid", "id", "vault_id", "created_at", *UPDATE_COLS)
+    _SQL = f"INSERT INTO notes({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})"
+
+    def __init__(self, conn: apsw.Connection, vault_id: int) -> None:
+        self.conn = conn
+        self.vault_id = vault_id
+        self.pending: list[tuple[FileRecord, dict]] = []
+
+    def add(self, rec: FileRecord, values: dict) -> list[tuple[int, FileRecord]]:
+        self.pending.append((rec, values))
+        return self.flush() if len(self.pending) >= self.SIZE else []
+
+    def flush(self) -> list[tuple[int, FileRecord]]:
+        """Insert what is pending (we hold the write lock, so max(rid) is ours to extend)."""
+        if not self.pending:
+            return []
+        conn, vid = self.conn, self.vault_id
+        first = (next(conn.execute("SELECT max(rid) FROM notes"))[0] or 0) + 1
+        pending, self.pending = self.pending, []
+        conn.executemany(
+            self._SQL,
+            [(first + i, new_note_id(), vid, v["indexed_at"], *update_values(v))
+             for i, (_rec, v) in enumerate(pending)],
+        )
+        conn.executemany(FTS_INSERT, [(first + i, v["title"], v["body"], v["tags"])
+                                       for i, (_rec, v) in enumerate(pending)])
+        tags: list = []
+        keys: list = []
+        links: list = []
+        heads: list = []
+        for i, (rec, _v) in enumerate(pending):
+            rid = first + i
+            tags += [(rid, t) for t in rec.tags]
+            keys += [(k, vid, rid, kind) for k, kind in rec.keys]
+            links += [(rid, *ln) for ln in rec.links]
+            heads += [(rid, *h) for h in rec.headings]
+        insert_children(conn, tags, keys, links, heads)
+        return [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
+
+
+def delete_note_row(conn: apsw.Connection, rid: int) -> None:
+    """The note's row and its FTS entry (its tags, keys, links and headings go by cascade)."""
+    conn.execute(FTS_DELETE, (rid,))
+    conn.execute("DELETE FROM notes WHERE rid = ?", (rid,))
+
+
+def affected_keys(conn: apsw.Connection, rid: int) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT key FROM note_keys WHERE rid = ?", (rid,))]
+
+
+def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[int] | None) -> None:
+    """(Re)resolve links: all of them, or those unresolved, aimed at ``keys`` or from ``src_rids``.
+
+    A link prefers a note in its own vault, then a path match, then a title, then an alias.
+    """
+    target = """
+        UPDATE links SET dst_rid = (
+            SELECT k.rid FROM note_keys k WHERE k.key = links.target_key
+            ORDER BY (k.vault_id = (SELECT vault_id FROM notes n WHERE n.rid = links.src_rid)) DESC, k.kind, k.rid
+            LIMIT 1)
+    """
+    if keys is None and src_rids is None:
+        conn.execute(target)
+        return
+    if not keys and not src_rids:
+        return  # nothing a link could resolve to has changed
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_keys (key TEXT PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _affected_src (rid INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM _affected_keys")
+    conn.execute("DELETE FROM _affected_src")
+    conn.executemany("INSERT OR IGNORE INTO _affected_keys VALUES (?)", [(k,) for k in keys or ()])
+    conn.executemany("INSERT OR IGNORE INTO _affected_src VALUES (?)", [(r,) for r in src_rids or ()])
+    # Two indexed passes, not one OR: a link can only change target if its source changed or a note
+    # that gained or lost one of the keys it names changed (this also resolves forward links).
+    conn.execute(target + " WHERE src_rid IN (SELECT rid FROM temp._affected_src)")
+    conn.execute(target + " WHERE target_key IN (SELECT key FROM temp._affected_keys)")
