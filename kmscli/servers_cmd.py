@@ -14,6 +14,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry, redact
+from server.config import schema
+from server.config import servers as cs
 from server.config import settings as st
 from server.store import db
 
@@ -79,12 +81,12 @@ def add_cmd(
     if command and header:
         _fail("--header is for HTTP servers; use --env for stdio servers")
     if url:
-        server = st.CustomServer(
+        server = cs.CustomServer(
             name, url=url, headers=_pairs(header or [], ":", "header"), enabled=not disabled
         )
     else:
         assert command
-        server = st.CustomServer(
+        server = cs.CustomServer(
             name,
             command=command[0],
             args=command[1:],
@@ -93,7 +95,7 @@ def add_cmd(
         )
     try:
         st.add_custom_server(server, replace=replace)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(str(e))
     shown = redact({"mcpServers": {name: custom_entry(server)}})["mcpServers"][name]
     print(f"added {name} ({server.kind}{', disabled' if disabled else ''}): {json.dumps(shown)}")
@@ -165,7 +167,7 @@ def remove_cmd(
 def _switch(name: str, on: bool) -> None:
     try:
         warnings = st.set_server_enabled(name, on)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(str(e))
     print(f"{name}: {'enabled' if on else 'disabled'}")
     if warnings:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from kmscli import compose as c
+from server.config import schema
+from server.config import servers as cs
 from server.config import settings as st
 
 
@@ -96,10 +98,10 @@ def test_filesystem_builder_scopes_to_vaults_or_cwd(cfg: Path, tmp_path: Path) -
 
 
 def test_custom_entries(tmp_path: Path) -> None:
-    stdio = st.CustomServer("gh", command="npx", args=["-y", "x"], env={"GITHUB_TOKEN": "t"})
+    stdio = cs.CustomServer("gh", command="npx", args=["-y", "x"], env={"GITHUB_TOKEN": "t"})
     assert c.custom_entry(stdio) == {"command": "npx", "args": ["-y", "x"], "env": {"GITHUB_TOKEN": "t"}}
-    assert c.custom_entry(st.CustomServer("p", command="run")) == {"command": "run", "args": []}
-    http = st.CustomServer("d", url="https://x.test/mcp", headers={"Authorization": "Bearer z"})
+    assert c.custom_entry(cs.CustomServer("p", command="run")) == {"command": "run", "args": []}
+    http = cs.CustomServer("d", url="https://x.test/mcp", headers={"Authorization": "Bearer z"})
     assert c.custom_entry(http) == {
         "type": "http",
         "url": "https://x.test/mcp",
@@ -109,9 +111,9 @@ def test_custom_entries(tmp_path: Path) -> None:
 
 def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path) -> None:
     st.set_value("servers.playwright.enabled", "true", path=cfg, env={}, has_vault=True)
-    st.add_custom_server(st.CustomServer("gh", command="npx", args=["gh"]), path=cfg, env={})
-    st.add_custom_server(st.CustomServer("off", command="x", enabled=False), path=cfg, env={})
-    st.add_custom_server(st.CustomServer("docs", url="https://d.test/mcp"), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("gh", command="npx", args=["gh"]), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("off", command="x", enabled=False), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("docs", url="https://d.test/mcp"), path=cfg, env={})
     s = settings_for(cfg)
     doc = c.compose(s, session(tmp_path))
     assert list(doc) == ["mcpServers"]
@@ -128,7 +130,7 @@ def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path
 
 
 def test_every_builtin_has_a_settings_switch() -> None:
-    assert set(c.BUILTIN_BUILDERS) == {"kms", *st.BUILTIN_SERVERS}
+    assert set(c.BUILTIN_BUILDERS) == {"kms", *schema.BUILTIN_SERVERS}
 
 
 def test_session_config_is_private_and_cleaned_up(cfg: Path, tmp_path: Path, monkeypatch) -> None:
