@@ -478,4 +478,4 @@ def mcp_config_command(
 ) -> None:
     """Print the config snippet that gives another MCP host (Cursor, VS Code, ...) the kms server."""
     db_path = db.default_db_path().resolve()
-    print(mcp_config_snippet(host.value, db_path), end="")
+    print(mcp_config_snippet(host.value, load_settings(), db_path), end="")

@@ -25,7 +25,7 @@ def folder_glob_problem(pattern: str) -> str | None:
         return None
     if "\\" in pattern:
         return f"{pattern!r}: use '/' between folders"
-    if "," in pattern or pattern.splitlines() != [pattern]:  # the separators of a list in one variable ($KMS_WRITE_ALLOWLIST)
+    if "," in pattern or pattern.splitlines() != [pattern]:  # they separate patterns in $KMS_WRITE_ALLOWLIST
         return f"{pattern!r}: one folder per pattern (',' and line breaks separate patterns)"
     if pattern.startswith("/") or re.match(r"^[A-Za-z]:", pattern) or pattern.startswith("~"):
         return f"{pattern!r}: use a vault-relative folder, not an absolute path"

@@ -308,12 +308,12 @@ def env_text(value: Any) -> str:
 
 # Variables kms reads besides the settings' own (name -> what it is, valid values or None = any text).
 OTHER_ENV: dict[str, tuple[str, str | None]] = {
-    "KMS_DB_PATH": ("The index database (default: the platform data dir).", None),
-    "KMS_CONFIG": ("The settings file (default: the platform config dir).", None),
+    "KMS_DB_PATH": ("The index database (default: the platform data dir).", "a file path"),
+    "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
     "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
-    "KMS_VAULT": ("Scope a session to one vault (a registered vault's name; `kms claude --vault`).", None),
+    "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
-    "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts (a path or a name on PATH).", None),
+    "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
     "KMS_EMBED_DOWNLOAD": ("May kms download the embedding model on first use (default: on).", "1/0, true/false"),
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
