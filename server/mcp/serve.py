@@ -135,20 +135,25 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
             return
 
 
-def check_scope(config: SessionConfig) -> None:
-    """A session scoped to a vault needs that vault registered (else every call would refuse)."""
-    if config.vault is None:
-        return
+def check_session(config: SessionConfig) -> None:
+    """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
+    import apsw
+
     from server.errors import KmsError
     from server.store.db import connect
     from server.vault.registry import get_vault, list_vaults
 
-    conn = connect(config.db_path)
     try:
-        get_vault(conn, config.vault)
+        conn = connect(config.db_path)
+    except (apsw.Error, OSError) as e:
+        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), f"cannot open the database ({e})",
+                                 "a database file kms can create or open") from None
+    try:
+        if config.vault is not None:
+            get_vault(conn, config.vault)
     except KmsError:
         names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
-        raise SessionConfigError("KMS_VAULT", config.vault, "no vault has this name", names) from None
+        raise SessionConfigError("KMS_VAULT", config.vault or "", "no vault has this name", names) from None
     finally:
         conn.close()
 
@@ -161,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         config = SessionConfig.from_env()
-        check_scope(config)
+        check_session(config)
     except SessionConfigError as e:
         sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
         return 2
