@@ -320,10 +320,17 @@ def _del_in(doc: dict[str, Any], dotted: str) -> bool:
     return False
 
 
-def _modify(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    """Read-modify-write the file under the lock shared by every kms process."""
+@contextlib.contextmanager
+def settings_lock(path: Path) -> Iterator[None]:
+    """Hold the settings file's lock (``<file>.lock`` beside it), shared by every kms process."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with lock_file(path.with_name(path.name + ".lock")):
+        yield
+
+
+def _modify(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Read-modify-write the file under the settings lock, so the CLI and the TUI never lose a change."""
+    with settings_lock(path):
         doc = read_file(path)
         change(doc)
         write_file(path, doc)

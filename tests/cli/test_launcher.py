@@ -140,7 +140,7 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
     assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
     assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
     kms_entry = rec["config"]["mcpServers"]["kms"]
-    assert kms_entry["command"] == sys.executable and kms_entry["args"] == ["-m", "kmscli", "mcp"]
+    assert kms_entry["command"] == sys.executable and kms_entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
     assert kms_entry["env"]["KMS_DB_PATH"] == str(Path(env["KMS_DB_PATH"]).resolve())
     assert kms_entry["env"]["KMS_AGENT_TOOLS_ENABLED"] == "1"
     assert kms_entry["env"]["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "0"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -327,3 +329,18 @@ def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:
     os.waitpid(pid, 0)
     s = load(cfg)
     assert (s.get("write.per_minute"), s.get("write.per_session"), s.get("embed.enabled")) == (11, 22, False)
+
+
+def test_settings_lock_excludes_a_second_process(cfg: Path) -> None:
+    st.set_value("write.per_minute", "11", path=cfg, env={}, has_vault=True)
+    child = ("import sys\nfrom server.config import settings as st\nprint('ready', flush=True)\n"
+             "st.set_value('write.per_session', '22', path=sys.argv[1], env={}, has_vault=True)\n")
+    with st.settings_lock(cfg):
+        proc = subprocess.Popen([sys.executable, "-c", child, str(cfg)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)  # blocked on the lock this process holds
+        assert load(cfg).get("write.per_session") == 200, "nothing written while the lock is held"
+    assert proc.wait(timeout=60) == 0
+    s = load(cfg)
+    assert (s.get("write.per_minute"), s.get("write.per_session")) == (11, 22)
