@@ -160,8 +160,7 @@ _SCHEMA: list[Setting] = [
         "write.per_minute",
         "int",
         10,
-        "Most write-tool calls one agent session may make in any 60 seconds. There is no "
-        "'unlimited': 0 is refused (here, in the file and in $KMS_WRITE_PER_MINUTE alike).",
+        "Most write-tool calls one agent session may make in any 60 seconds; 0 is refused (no unlimited).",
         "KMS_WRITE_PER_MINUTE",
         validator=_int_range(1, 10_000),
         valid="a whole number from 1 to 10000",
@@ -170,8 +169,7 @@ _SCHEMA: list[Setting] = [
         "write.per_session",
         "int",
         200,
-        "Most write-tool calls one agent session may make in total (0 is refused, as for "
-        "write.per_minute).",
+        "Most write-tool calls one agent session may make in total; 0 is refused (no unlimited).",
         "KMS_WRITE_PER_SESSION",
         validator=_int_range(1, 1_000_000),
         valid="a whole number from 1 to 1000000",
