@@ -235,7 +235,8 @@ def load_settings(
 
     entries: dict[str, Effective] = {}
     for key, s in SETTINGS.items():
-        value, source = s.default, "default"
+        value: Any = s.default
+        source: Source = "default"
         file_value = file_values.get(key)
         if key in file_values and file_values[key] is not AUTO:
             value, source = file_values[key], "file"
@@ -328,7 +329,7 @@ def settings_lock(path: Path) -> Iterator[None]:
         yield
 
 
-def _modify(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+def _modify(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     """Read-modify-write the file under the settings lock, so the CLI and the TUI never lose a change."""
     with settings_lock(path):
         doc = read_file(path)

@@ -244,12 +244,11 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     try:
         kw, _ = keyword_hits(conn, query, DEPTH, vault_id, strict=True) if mode == "hybrid" else ([], False)
     finally:
+        failed: str | None = None
         try:
             sem = semantic.result()
         except ModelNotReady as exc:
             sem, failed = [], exc.reason
-        else:
-            failed = None
     if failed is not None:
         return _keyword_only(conn, query, limit, vault_id, failed)
 

@@ -17,6 +17,7 @@ from support.vaults import write
 from server.index.indexer import index_vault
 from server.vault.registry import add_vault
 
+
 @pytest.fixture
 def two_vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
     a, b = tmp_path / "vault-a", tmp_path / "vault-b"
