@@ -450,7 +450,7 @@ def doctor_command(
             out.print(f"    {name}: {line}")
     else:
         out.print(
-            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled is off and nothing else is on)"
+            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
         )
     for a in report["active_sessions"]:
         state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"

@@ -172,6 +172,15 @@ def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
     assert run.returncode == 0 and "agent.read is off" in run.stderr
 
 
+def test_kms_left_out_when_agents_may_not_read(env: dict[str, str]) -> None:
+    assert kms(env, "config", "set", "agent.read", "off").returncode == 0
+    assert kms(env, "claude", "--", "x").returncode == 0
+    assert record(env)["argv"] == ["x"], "no kms block (and no other server): no --mcp-config at all"
+    kms(env, "servers", "enable", "playwright")
+    assert kms(env, "claude").returncode == 0
+    assert list(record(env)["config"]["mcpServers"]) == ["playwright"]
+
+
 def test_isolated_leaves_kms_out(env: dict[str, str]) -> None:
     run = kms(env, "claude", "--isolated", "--", "x")
     assert run.returncode == 0, run.stderr
