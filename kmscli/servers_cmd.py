@@ -108,13 +108,15 @@ def _rows() -> list[dict[str, Any]]:
     for name, build in BUILTIN_BUILDERS.items():
         key = "kms.enabled" if name == "kms" else f"servers.{name}.enabled"
         forced = loaded.with_override(key, True)  # show what it would run even when off
+        if name == "kms":  # sessions get kms only when agents may read
+            forced = forced.with_override("agent.read", True)
         built = build(forced, preview)
         entry = redact({"mcpServers": {name: built[1]}})["mcpServers"][name] if built else {}
         out.append(
             {
                 "name": name,
                 "builtin": True,
-                "enabled": bool(loaded.get(key)),
+                "enabled": loaded.active("agent.read") if name == "kms" else bool(loaded.get(key)),
                 "kind": "stdio",
                 "key": key,
                 **entry,

@@ -173,7 +173,11 @@ def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
 
 
 def test_kms_left_out_when_agents_may_not_read(env: dict[str, str]) -> None:
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert rows["kms"]["enabled"] is True and rows["kms"]["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
     assert kms(env, "config", "set", "agent.read", "off").returncode == 0
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert rows["kms"]["enabled"] is False and rows["kms"]["args"][-1] == "mcp", "off, and what it would run"
     assert kms(env, "claude", "--", "x").returncode == 0
     assert record(env)["argv"] == ["x"], "no kms block (and no other server): no --mcp-config at all"
     kms(env, "servers", "enable", "playwright")
