@@ -191,7 +191,7 @@ def run_claude(
     from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)
-    db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()
+    db_path = db.default_db_path(env)
     conn = db.connect(db_path)
     try:
         try:
@@ -360,7 +360,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     from server.activity.sessions import list_sessions, pid_alive
 
     env = dict(os.environ if env is None else env)
-    db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()
+    db_path = db.default_db_path(env)
     report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
     vaults: list[dict[str, Any]] = []
     active: list[dict[str, Any]] = []

@@ -33,6 +33,7 @@ from server.config.schema import (
     suggest_env,
 )
 from server.config.settings import Settings, load_settings
+from server.store.db import default_db_path
 
 Tier = Literal["read", "write"]
 
@@ -117,16 +118,9 @@ class SessionConfig:
         """
         env = os.environ if env is None else env
         check_env(env)
-        db_raw = env.get("KMS_DB_PATH")
-        if db_raw:
-            db_path = Path(db_raw).expanduser()
-        else:
-            from server.store.db import default_db_path
-
-            db_path = default_db_path()
         cfg = cls.from_settings(
             load_settings(env=env),
-            db_path=db_path,
+            db_path=default_db_path(env),
             session_id=env.get("KMS_SESSION_ID") or "s" + secrets.token_hex(6),
             vault=env.get("KMS_VAULT") or None,
         )
