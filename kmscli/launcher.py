@@ -42,6 +42,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from server.config.session import SessionConfigError, check_env
 from server.config.settings import Settings, load_settings
 from server.store import db
 
@@ -191,6 +192,11 @@ def run_claude(
     from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)
+    try:  # claude hands its environment on to the kms server, which would refuse to start
+        check_env(env)
+    except SessionConfigError as e:
+        _err(str(e), "red")
+        return 2
     db_path = db.default_db_path(env)
     conn = db.connect(db_path)
     try:

@@ -185,6 +185,13 @@ def test_kms_left_out_when_agents_may_not_read(env: dict[str, str]) -> None:
     assert list(record(env)["config"]["mcpServers"]) == ["playwright"]
 
 
+def test_a_bad_kms_variable_stops_the_launcher_before_claude(env: dict[str, str]) -> None:
+    for var, value in (("KMS_WRITE_PER_MINUTE", "0"), ("KMS_AGENT_WRITE", "1")):
+        run = kms({**env, var: value}, "claude", "--", "x")
+        assert run.returncode == 2 and var in run.stderr and "Traceback" not in run.stderr
+        assert not Path(env["FAKE_CLAUDE_RECORD"]).exists(), "claude was not started"
+
+
 def test_isolated_leaves_kms_out(env: dict[str, str]) -> None:
     run = kms(env, "claude", "--isolated", "--", "x")
     assert run.returncode == 0, run.stderr
