@@ -40,14 +40,16 @@ def hostile_project(root: Path) -> Path:
     return marker
 
 
-async def tools_and_refusal(entry: dict[str, Any], cwd: Path, extra_env: dict[str, str]) -> tuple[set[str], dict]:
+async def tools_and_refusals(entry: dict[str, Any], cwd: Path, env: dict[str, str]) -> tuple[set[str], dict, dict]:
+    """The tools listed, a write outside the allowlist, and a listing of another vault, over stdio."""
     params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                   env={**entry["env"], **extra_env}, cwd=str(cwd))
+                                   env={**entry["env"], **env}, cwd=str(cwd))
     async with Client(params, read_timeout_seconds=30) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        result = await client.call_tool("kms_create", {"title": "Nope", "folder": "elsewhere"})
-        assert result.is_error
-        return names, result.structured_content
+        write = await client.call_tool("kms_create", {"title": "Nope", "folder": "elsewhere"})
+        other = await client.call_tool("kms_list_recent", {"vault": "elsewhere"})
+        assert write.is_error and other.is_error
+        return names, write.structured_content, other.structured_content
 
 
 async def test_composed_server_runs_isolated_and_as_the_launcher_meant(indexed: apsw.Connection, db_path: Path,
@@ -61,10 +63,12 @@ async def test_composed_server_runs_isolated_and_as_the_launcher_meant(indexed: 
     session = Session("s-spawned", db_path, tmp_path / "project", vault="sample")
     name, entry = kms_server(settings, session)
     cfg.unlink()  # the session runs on what was composed, not on the file as it is later
-    names, refusal = await tools_and_refusal(entry, tmp_path / "project", {"PYTHONPATH": str(tmp_path / "project")})
+    names, refusal, other = await tools_and_refusals(entry, tmp_path / "project",
+                                                     {"PYTHONPATH": str(tmp_path / "project")})
     assert not marker.exists(), marker.read_text()
     assert names == ALL_TOOLS  # writes on, as composed (the file that said so is gone)
     assert refusal["error"] == "folder-denied" and refusal["allowed"] == ["drafts"]
+    assert other["error"] == "invalid-input" and "scoped to vault 'sample'" in other["message"]
     assert rows(indexed, "SELECT session_id, tool, error FROM tool_invocations") == [
         {"session_id": "s-spawned", "tool": "kms_create", "error": "folder-denied"}]
 
@@ -77,9 +81,11 @@ async def test_standalone_snippet_runs_isolated_and_reads_the_settings_file(inde
     st.set_value("write.allowlist", "inbox", path=cfg, env={}, has_vault=True)
     entry = standalone_kms_entry(st.load_settings(cfg, {}, has_vault=True), db_path)
     assert set(entry["env"]) == {"KMS_DB_PATH", "KMS_CONFIG"}
-    names, refusal = await tools_and_refusal(entry, tmp_path / "project", {"PYTHONPATH": str(tmp_path / "project")})
+    names, refusal, other = await tools_and_refusals(entry, tmp_path / "project",
+                                                     {"PYTHONPATH": str(tmp_path / "project")})
     assert not marker.exists(), marker.read_text()
     assert names == ALL_TOOLS and refusal["allowed"] == ["inbox"]
+    assert other["error"] == "not-found", "no scope: a vault of that name simply does not exist"
 
 
 def test_without_isolation_the_project_would_run_inside_kms(tmp_path: Path) -> None:
