@@ -129,10 +129,15 @@ def run(args) -> None:
     conn.close()
     raw_fts = baseline_index(str(root), str(fresh_db("mcp-baseline.db")))
     raw_sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
-    env = {**os.environ, "KMS_DB_PATH": str(db), "KMS_CONFIG": str(HERE / "out" / "bench-config.toml"),
-           "KMS_ENABLED": "1", "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
-           "KMS_WRITE_PER_MINUTE": "100000", "KMS_WRITE_PER_SESSION": "1000000", "KMS_EMBED_ENABLED": "0"}
-    kms_cmd = [sys.executable, "-m", "kmscli", "mcp"]
+    from kmscli.compose import kms_command
+    from server.config.session import SessionConfig
+
+    session = SessionConfig(db_path=db, config_path=HERE / "out" / "bench-config.toml", enabled=True,
+                            read_enabled=True, write_enabled=True, session_id="bench", per_minute=10_000,
+                            per_session=1_000_000, embed_enabled=False)  # the highest limits the schema allows
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
+    command, args = kms_command()
+    kms_cmd = [command, *args]
     base_cmd = [sys.executable, str(HERE / "minimal_server.py")]
 
     def search_args(i: int) -> dict[str, Any]:

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.config.settings import BUILTIN_SERVERS, CustomServer, Settings, env_text
+from server.config.schema import BUILTIN_SERVERS
+from server.config.servers import CustomServer
+from server.config.session import SessionConfig
+from server.config.settings import Settings
 
 Entry = dict[str, Any]
 Built = tuple[str, Entry] | None
@@ -45,58 +48,32 @@ class Session:
     python: str = field(default_factory=lambda: sys.executable)
 
 
-def _source_root() -> Path | None:
-    """The folder holding ``kmscli`` when running from a source tree (not installed).
-
-    Then the kms server child needs it on PYTHONPATH to import ``kmscli``; an installed
-    package (site-packages) needs nothing.
-    """
-    pkg = Path(__file__).resolve().parent
-    if "site-packages" in pkg.parts or "dist-packages" in pkg.parts:
-        return None
-    return pkg.parent
+# -E: no PYTHONPATH (or other PYTHON* variables) from the host; -P: no working directory on sys.path.
+# Together no module of the person's project can shadow kms's own (`server`, `kmscli`). Not -I: that
+# also drops the user site-packages, where `pip install --user kms` puts kms itself.
+ISOLATION_FLAGS = ("-E", "-P")
 
 
-def kms_command(python: str | None = None) -> tuple[str, list[str], dict[str, str]]:
-    """How to start ``kms mcp``: the running interpreter (absolute), so the venv is right."""
-    env: dict[str, str] = {}
-    root = _source_root()
-    if root is not None:
-        env["PYTHONPATH"] = str(root)
-    return python or sys.executable, ["-m", "kmscli", "mcp"], env
+def kms_command(python: str | None = None) -> tuple[str, list[str]]:
+    """How to start ``kms mcp``: the running interpreter (absolute, so the venv is right), isolated."""
+    return python or sys.executable, [*ISOLATION_FLAGS, "-m", "kmscli", "mcp"]
 
 
 # ----------------------------------------------------------------------------- built-in servers
 
 
 def kms_server(settings: Settings, session: Session) -> Built:
-    """kms itself, told everything through env so it needs no other state for the session.
+    """kms itself, told everything through ``SessionConfig.to_env`` so it needs no other state.
 
-    Flags are the *effective* switches (a child is off when its parent is off), so the
-    server never has to re-derive the hierarchy.
+    Left out when agents may not read (``kms.enabled`` or ``agent.read`` effectively off): a
+    server whose every tool refuses would only cost the session start-up time and context.
     """
-    if not settings.get("kms.enabled"):
+    if not settings.active("agent.read"):
         return None
-    command, args, env = kms_command(session.python)
-    env.update(
-        {
-            "KMS_DB_PATH": str(session.db_path),
-            "KMS_CONFIG": str(settings.path),
-            "KMS_SESSION_ID": session.id,
-            "KMS_ENABLED": env_text(settings.active("kms.enabled")),
-            "KMS_AGENT_TOOLS_ENABLED": env_text(settings.active("agent.read")),
-            "KMS_AGENT_WRITE_TOOLS_ENABLED": env_text(settings.active("agent.write")),
-            "KMS_WRITE_ALLOWLIST": env_text(settings.get("write.allowlist")),
-            "KMS_WRITE_PER_MINUTE": env_text(settings.get("write.per_minute")),
-            "KMS_WRITE_PER_SESSION": env_text(settings.get("write.per_session")),
-            "KMS_EMBED_ENABLED": env_text(settings.get("embed.enabled")),
-        }
-    )
-    if settings.get("embed.model_dir"):
-        env["KMS_EMBED_MODEL_DIR"] = str(Path(settings.get("embed.model_dir")).expanduser())
-    if session.vault:
-        env["KMS_VAULT"] = session.vault
-    return "kms", {"command": command, "args": args, "env": env}
+    config = SessionConfig.from_settings(settings, db_path=session.db_path, session_id=session.id,
+                                         vault=session.vault)
+    command, args = kms_command(session.python)
+    return "kms", {"command": command, "args": args, "env": config.to_env()}
 
 
 def playwright_server(settings: Settings, session: Session) -> Built:
@@ -271,18 +248,20 @@ def redact(doc: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- other hosts
 
 
-def standalone_kms_entry(db_path: Path, python: str | None = None) -> Entry:
-    """kms for a host other than ``kms claude``: it pins the DB and reads the config file itself."""
-    command, args, env = kms_command(python)
-    env["KMS_DB_PATH"] = str(db_path)
-    return {"command": command, "args": args, "env": env}
+def standalone_kms_entry(settings: Settings, db_path: Path, python: str | None = None) -> Entry:
+    """kms for a host other than ``kms claude``: it pins the DB and the settings file, and reads
+    the rest from that file at each start (so ``kms config set`` applies to the next session)."""
+    config = SessionConfig.from_settings(settings, db_path=db_path.resolve(), session_id="",
+                                         config_path=settings.path.resolve())
+    command, args = kms_command(python)
+    return {"command": command, "args": args, "env": config.to_env(fields=("db_path", "config_path"))}
 
 
-def mcp_config_snippet(host: str, db_path: Path, python: str | None = None) -> str:
+def mcp_config_snippet(host: str, settings: Settings, db_path: Path, python: str | None = None) -> str:
     """What to paste into another MCP host to give it kms (``claude-code|claude-desktop|cursor|vscode``)."""
     if host not in HOSTS:
         raise ValueError(f"unknown host {host!r}; choose one of: {', '.join(HOSTS)}")
-    entry = standalone_kms_entry(db_path, python)
+    entry = standalone_kms_entry(settings, db_path, python)
     doc = json.dumps({"mcpServers": {"kms": entry}}, indent=2)
     if host == "claude-code":
         envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry["env"].items())

@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from server.config import schema
 from server.config import settings as st
 
 config_app = typer.Typer(
@@ -25,7 +26,7 @@ config_app = typer.Typer(
 
 def complete_keys(incomplete: str) -> list[str]:
     """Shell completion for setting keys."""
-    return [k for k in st.SETTINGS if k.startswith(incomplete)]
+    return [k for k in schema.SETTINGS if k.startswith(incomplete)]
 
 
 def _fail(error: Exception, code: int = 2) -> NoReturn:
@@ -49,7 +50,7 @@ def _plain(value: Any) -> str:
     """Values as a script would want them: lists one per line, switches true/false."""
     if isinstance(value, list):
         return "\n".join(value)
-    return st.format_value(value) if value is not None else ""
+    return schema.format_value(value) if value is not None else ""
 
 
 @config_app.command("get")
@@ -62,7 +63,7 @@ def get_cmd(
     """Print one setting's effective value."""
     try:
         entry = st.get_value(key)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(e)
     if json_output:
         print(json.dumps(entry.to_json(), indent=2))
@@ -80,10 +81,10 @@ def set_cmd(
     """Set a setting in the config file (lists take several values: 'drafts/*' inbox)."""
     try:
         warnings = st.set_value(key, values)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(e)
     entry = st.get_value(key)
-    print(f"{key} = {st.format_value(entry.value)}")
+    print(f"{key} = {schema.format_value(entry.value)}")
     print_warnings(warnings)
 
 
@@ -95,10 +96,10 @@ def unset_cmd(
     try:
         removed = st.unset_value(key)
         entry = st.get_value(key)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(e)
     note = "" if removed else " (was not set in the file)"
-    print(f"{key} = {st.format_value(entry.value)} ({entry.source}){note}")
+    print(f"{key} = {schema.format_value(entry.value)} ({entry.source}){note}")
     if entry.source == "env":
         print_warnings([f"${entry.setting.env} is set in the environment and still overrides {key}."])
 
@@ -110,7 +111,7 @@ def list_cmd(
     """Every setting with its value and where it comes from (default, file, env)."""
     try:
         loaded = st.load_settings()
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(e)
     entries = loaded.all_entries()
     if json_output:
@@ -129,7 +130,7 @@ def list_cmd(
     for col in ("key", "value", "source", "env"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        value = st.format_value(e.value) + (" (auto)" if e.auto else "")
+        value = schema.format_value(e.value) + (" (auto)" if e.auto else "")
         source = e.source if e.source != "env" else "[cyan]env[/]"
         table.add_row(e.key, value, source, e.setting.env)
     Console().print(table)
@@ -161,7 +162,7 @@ def _template() -> str:
     import textwrap
 
     lines = ["# kms settings. `kms config list` shows effective values; docs/settings.md explains keys.", ""]
-    for s in st.SETTINGS.values():
+    for s in schema.SETTINGS.values():
         shown = '"auto"' if s.auto else '""' if s.default is None else json.dumps(s.default)
         lines += textwrap.wrap(s.description, 100, initial_indent="# ", subsequent_indent="# ")
         lines += [f"# {s.key} = {shown}", ""]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,9 @@ from typing import Any
 
 import anyio
 
+from kmscli.compose import kms_command
 from server.activity.sessions import end_session, start_session
+from server.config.session import SessionConfig
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.store.db import connect
@@ -41,20 +42,11 @@ class DemoWorkspace:
     session_id: str = "demo-agent"
 
     def server_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
-        env.update(
-            KMS_DB_PATH=str(self.db_path),
-            KMS_CONFIG=str(self.config_path),
-            KMS_ENABLED="1",
-            KMS_AGENT_TOOLS_ENABLED="1",
-            KMS_AGENT_WRITE_TOOLS_ENABLED="1",
-            KMS_SESSION_ID=self.session_id,
-            KMS_WRITE_ALLOWLIST=ALLOWLIST,
-            KMS_WRITE_PER_MINUTE=str(PER_MINUTE),
-            KMS_WRITE_PER_SESSION="200",
-            KMS_EMBED_ENABLED="0",  # the story does not need the model; never fetch it for a demo
-        )
-        return env
+        config = SessionConfig(db_path=self.db_path, config_path=self.config_path, enabled=True, read_enabled=True,
+                               write_enabled=True, session_id=self.session_id, per_minute=PER_MINUTE,
+                               allowlist=tuple(ALLOWLIST.split(",")),
+                               embed_enabled=False)  # the story does not need the model; never fetch it for a demo
+        return {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **config.to_env()}
 
 
 def prepare(root: Path | None = None) -> DemoWorkspace:
@@ -93,7 +85,8 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=ws.server_env())
+    command, args = kms_command()
+    params = StdioServerParameters(command=command, args=args, env=ws.server_env())
     summary: dict[str, Any] = {"writes": 0, "denied": 0, "rate_limited": 0, "reads": 0}
 
     async def step(text: str) -> None:

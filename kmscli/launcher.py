@@ -43,6 +43,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from server.config.session import SessionConfigError, check_env
 from server.config.settings import Settings, load_settings
 from server.humanize import NEVER, ago
 from server.store import db
@@ -193,7 +194,12 @@ def run_claude(
     from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)
-    db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()
+    try:  # claude hands its environment on to the kms server, which would refuse to start
+        check_env(env)
+    except SessionConfigError as e:
+        _err(str(e), "red")
+        return 2
+    db_path = db.default_db_path(env)
     conn = db.connect(db_path)
     try:
         try:
@@ -349,7 +355,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     from server.activity.sessions import list_sessions, pid_alive
 
     env = dict(os.environ if env is None else env)
-    db_path = Path(env["KMS_DB_PATH"]).expanduser() if env.get("KMS_DB_PATH") else db.default_db_path()
+    db_path = db.default_db_path(env)
     report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
     vaults: list[dict[str, Any]] = []
     active: list[dict[str, Any]] = []
@@ -427,7 +433,7 @@ def doctor_command(
             out.print(f"    {name}: {line}")
     else:
         out.print(
-            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled is off and nothing else is on)"
+            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
         )
     for a in report["active_sessions"]:
         state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"
@@ -455,4 +461,4 @@ def mcp_config_command(
 ) -> None:
     """Print the config snippet that gives another MCP host (Cursor, VS Code, ...) the kms server."""
     db_path = db.default_db_path().resolve()
-    print(mcp_config_snippet(host.value, db_path), end="")
+    print(mcp_config_snippet(host.value, load_settings(), db_path), end="")

@@ -14,6 +14,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry, redact
+from server.config import schema
+from server.config import servers as cs
 from server.config import settings as st
 from server.store import db
 
@@ -79,12 +81,12 @@ def add_cmd(
     if command and header:
         _fail("--header is for HTTP servers; use --env for stdio servers")
     if url:
-        server = st.CustomServer(
+        server = cs.CustomServer(
             name, url=url, headers=_pairs(header or [], ":", "header"), enabled=not disabled
         )
     else:
         assert command
-        server = st.CustomServer(
+        server = cs.CustomServer(
             name,
             command=command[0],
             args=command[1:],
@@ -93,7 +95,7 @@ def add_cmd(
         )
     try:
         st.add_custom_server(server, replace=replace)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(str(e))
     shown = redact({"mcpServers": {name: custom_entry(server)}})["mcpServers"][name]
     print(f"added {name} ({server.kind}{', disabled' if disabled else ''}): {json.dumps(shown)}")
@@ -106,13 +108,15 @@ def _rows() -> list[dict[str, Any]]:
     for name, build in BUILTIN_BUILDERS.items():
         key = "kms.enabled" if name == "kms" else f"servers.{name}.enabled"
         forced = loaded.with_override(key, True)  # show what it would run even when off
+        if name == "kms":  # sessions get kms only when agents may read
+            forced = forced.with_override("agent.read", True)
         built = build(forced, preview)
         entry = redact({"mcpServers": {name: built[1]}})["mcpServers"][name] if built else {}
         out.append(
             {
                 "name": name,
                 "builtin": True,
-                "enabled": bool(loaded.get(key)),
+                "enabled": loaded.active("agent.read") if name == "kms" else bool(loaded.get(key)),
                 "kind": "stdio",
                 "key": key,
                 **entry,
@@ -165,7 +169,7 @@ def remove_cmd(
 def _switch(name: str, on: bool) -> None:
     try:
         warnings = st.set_server_enabled(name, on)
-    except st.SettingsError as e:
+    except schema.SettingsError as e:
         _fail(str(e))
     print(f"{name}: {'enabled' if on else 'disabled'}")
     if warnings:

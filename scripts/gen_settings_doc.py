@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from server.config.settings import settings_markdown  # noqa: E402
+from server.config.docs import settings_markdown  # noqa: E402
 
 DOC = ROOT / "docs" / "settings.md"
 

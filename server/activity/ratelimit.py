@@ -14,7 +14,6 @@ writes that happened count.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,15 +38,6 @@ class Slot:
     at: float
 
 
-def _env_limit(raw: str | None, default: int | None) -> int | None:
-    if raw is None or raw.strip() == "":
-        return default
-    if raw.strip().lower() in ("0", "off", "none", "unlimited"):
-        return None
-    value = int(raw)
-    return None if value <= 0 else value
-
-
 class RateLimiter:
     """Sliding-window limiter; ``None`` for a limit means unlimited."""
 
@@ -63,15 +53,6 @@ class RateLimiter:
         self.per_session = per_session
         self.window_s = window_s
         self.clock = clock  # wall clock: the counters are shared between processes
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> RateLimiter:
-        """``KMS_WRITE_PER_MINUTE`` / ``KMS_WRITE_PER_SESSION`` (``0`` or ``off`` = unlimited)."""
-        env = dict(os.environ) if env is None else env
-        return cls(
-            per_minute=_env_limit(env.get("KMS_WRITE_PER_MINUTE"), DEFAULT_PER_MINUTE),
-            per_session=_env_limit(env.get("KMS_WRITE_PER_SESSION"), DEFAULT_PER_SESSION),
-        )
 
     @classmethod
     def from_settings(cls, settings: Any) -> RateLimiter:

@@ -10,11 +10,37 @@ allows every folder. ``update_properties`` is exempt: it never adds body text.
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
 from server.errors import KmsError
+
+
+def folder_glob_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid folder glob, or None."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        return "empty folder pattern"
+    if pattern.strip() in ("/", "."):
+        return None
+    if "\\" in pattern:
+        return f"{pattern!r}: use '/' between folders"
+    if "," in pattern or pattern.splitlines() != [pattern]:  # they separate patterns in $KMS_WRITE_ALLOWLIST
+        return f"{pattern!r}: one folder per pattern (',' and line breaks separate patterns)"
+    if pattern.startswith("/") or re.match(r"^[A-Za-z]:", pattern) or pattern.startswith("~"):
+        return f"{pattern!r}: use a vault-relative folder, not an absolute path"
+    for part in pattern.strip("/").split("/"):
+        if part in ("", ".", ".."):
+            return f"{pattern!r}: empty, '.' or '..' folder names are not allowed"
+        if "**" in part:
+            return f"{pattern!r}: '**' is not supported; '*' matches one folder name, list each depth"
+    return None
+
+
+def normalize_folder_glob(pattern: str) -> str:
+    """Trim whitespace and trailing slashes (``drafts/`` -> ``drafts``)."""
+    pattern = pattern.strip()
+    return pattern if pattern in ("/", ".") else pattern.rstrip("/")
 
 
 def _norm(folder: str) -> str:
@@ -27,20 +53,6 @@ class Allowlist:
 
     def __init__(self, patterns: Iterable[str] | None = None) -> None:
         self.patterns: tuple[str, ...] = tuple(_norm(p) for p in (patterns or ()))
-
-    @classmethod
-    def parse(cls, spec: str | None) -> Allowlist:
-        """From a comma/newline separated string (an env var or a settings field)."""
-        if not spec:
-            return cls()
-        parts = [p for chunk in spec.splitlines() for p in chunk.split(",")]
-        return cls(p for p in parts if p.strip())
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Allowlist:
-        """``KMS_WRITE_ALLOWLIST`` (comma or newline separated), as ``server.config.settings`` documents it."""
-        env = dict(os.environ) if env is None else env
-        return cls.parse(env.get("KMS_WRITE_ALLOWLIST"))
 
     def __bool__(self) -> bool:
         return bool(self.patterns)

@@ -55,9 +55,13 @@ def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25) -> list[dict[str, Any]]:
-    """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded."""
-    target = rows(conn, "SELECT rid FROM notes WHERE id = ? AND hidden_at IS NULL", (note_id,))
+def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25,
+              vault_id: int | None = None) -> list[dict[str, Any]]:
+    """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded.
+    With ``vault_id`` the note must be in that vault and only links from that vault are shown."""
+    scope = "AND n.vault_id = ?" if vault_id is not None else ""
+    scope_params: tuple[Any, ...] = (vault_id,) if vault_id is not None else ()
+    target = rows(conn, f"SELECT rid FROM notes n WHERE id = ? AND hidden_at IS NULL {scope}", (note_id, *scope_params))
     if not target:
         raise KmsError("not-found", f"no note with id {note_id!r}")
     rid = target[0]["rid"]
@@ -66,9 +70,9 @@ def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25) -> list[dict
         f"""SELECT {_CARD}, min(l.line) AS line, max(l.in_frontmatter) AS inFrontmatter, n.body AS body,
                    (SELECT count(*) FROM links l2 WHERE l2.src_rid = n.rid AND l2.dst_rid = ?) AS linkCount
             FROM links l JOIN notes n ON n.rid = l.src_rid JOIN vaults v ON v.id = n.vault_id
-            WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL
+            WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL {scope}
             GROUP BY n.rid ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
-        (rid, rid, rid, limit),
+        (rid, rid, rid, *scope_params, limit),
     )
     for r in found:
         body = r.pop("body")

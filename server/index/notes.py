@@ -20,19 +20,27 @@ VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
 
 
-def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]:
-    hidden = "" if include_hidden else f"AND {VISIBLE}"
+def _scope(include_hidden: bool, vault_id: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The SQL condition (and its parameter) for what a caller may see: visible notes, one vault."""
+    sql = "" if include_hidden else f"AND {VISIBLE}"
+    if vault_id is None:
+        return sql, ()
+    return f"{sql} AND n.vault_id = ?", (vault_id,)
+
+
+def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int | None = None) -> list[dict]:
+    scope, scope_params = _scope(include_hidden, vault_id)
     ref_lc = ref.strip().lower()
     path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
     for sql, params in (
-        (f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {hidden}", (ref.strip(),)),
+        (f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {scope}", (ref.strip(), *scope_params)),
         # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
         # fold ASCII only, so 'Éclair' would not find 'éclair'
         *(
             (
                 f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
-                f"WHERE k.key = ? AND k.kind = {kind} {hidden} ORDER BY n.path",
-                (key,),
+                f"WHERE k.key = ? AND k.kind = {kind} {scope} ORDER BY n.path",
+                (key, *scope_params),
             )
             for kind, key in ((1, path_lc), (2, ref_lc), (3, path_lc))
         ),
@@ -43,18 +51,21 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool) -> list[dict]
     return []
 
 
-def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5) -> list[str]:
-    hidden = "" if include_hidden else f"WHERE {VISIBLE}"
-    titles = [r[0] for r in conn.execute(f"SELECT n.title FROM notes n {hidden}")]
+def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5,
+                vault_id: int | None = None) -> list[str]:
+    scope, params = _scope(include_hidden, vault_id)
+    titles = [r[0] for r in conn.execute(f"SELECT n.title FROM notes n WHERE 1 {scope}", params)]
     return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]
 
 
-def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
+              vault_id: int | None = None) -> dict[str, Any]:
     """Who ``ref`` names (id, title, path or alias): rid, id, vault_id, path, title, folder and
-    size_bytes only, which is all a write needs; a not-found error with close matches otherwise."""
-    found = _lookup(conn, ref, include_hidden)
+    size_bytes only, which is all a write needs; a not-found error with close matches otherwise.
+    With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
+    found = _lookup(conn, ref, include_hidden, vault_id)
     if not found:
-        close = suggestions(conn, ref, include_hidden)
+        close = suggestions(conn, ref, include_hidden, vault_id=vault_id)
         hint = f"; did you mean: {', '.join(close)}?" if close else ""
         raise KmsError("not-found", f"no note matches {ref!r}{hint}", suggestions=close)
     if len(found) > 1:
@@ -64,18 +75,22 @@ def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) 
     return found[0]
 
 
-def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False) -> dict[str, Any]:
+def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
+                 vault_id: int | None = None) -> dict[str, Any]:
     """The whole note ``ref`` names (see ``find_note``)."""
-    return get_note(conn, find_note(conn, ref, include_hidden=include_hidden)["id"], include_hidden=include_hidden)
+    note_id = find_note(conn, ref, include_hidden=include_hidden, vault_id=vault_id)["id"]
+    return get_note(conn, note_id, include_hidden=include_hidden)
 
 
-def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = False) -> dict[str, Any]:
-    hidden = "" if include_hidden else f"AND {VISIBLE}"
+def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = False,
+             vault_id: int | None = None) -> dict[str, Any]:
+    """One note by id, with its vault; not-found when hidden (unless asked) or outside ``vault_id``."""
+    scope, params = _scope(include_hidden, vault_id)
     found = rows(
         conn,
         f"""SELECT n.*, v.name AS vault, v.root AS vault_root FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE n.id = ? {hidden}""",
-        (note_id,),
+            WHERE n.id = ? {scope}""",
+        (note_id, *params),
     )
     if not found:
         raise KmsError("not-found", f"no note with id {note_id!r}")

@@ -150,14 +150,6 @@ class SemanticIndex:
         return out
 
 
-def _vault_id(conn: apsw.Connection, vault: str | int | None) -> int | None:
-    if vault is None or vault == "":
-        return None
-    from server.vault.registry import get_vault
-
-    return get_vault(conn, vault).id
-
-
 def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *,
                  strict: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
@@ -223,8 +215,10 @@ def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int |
 
 
 def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
-                    vault: str | int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
+                    vault_id: int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
+
+    ``vault_id`` limits every part (keyword and embedding hits) to one vault; None = every vault.
 
     Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
@@ -235,7 +229,6 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     if not query or not query.strip():
         raise KmsError("invalid-input", "the query is empty")
     limit = max(1, min(int(limit), MAX_LIMIT))
-    vault_id = _vault_id(conn, vault)
 
     embedder = index.embedder
     if not embedder.ready:
@@ -251,12 +244,11 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     try:
         kw, _ = keyword_hits(conn, query, DEPTH, vault_id, strict=True) if mode == "hybrid" else ([], False)
     finally:
+        failed: str | None = None
         try:
             sem = semantic.result()
         except ModelNotReady as exc:
             sem, failed = [], exc.reason
-        else:
-            failed = None
     if failed is not None:
         return _keyword_only(conn, query, limit, vault_id, failed)
 
@@ -330,9 +322,9 @@ class SemanticService:
         if self.background is not None:
             self.background.start()
 
-    def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault: str | int | None = None,
+    def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None,
                *, mode: str = "hybrid") -> dict[str, Any]:
-        return semantic_search(conn, self.index, query, limit, vault, mode=mode)
+        return semantic_search(conn, self.index, query, limit, vault_id, mode=mode)
 
     def notify_changed(self) -> None:
         """Notes changed: embed them soon (no-op without a background embedder)."""

@@ -1,6 +1,7 @@
 """The MCP adapter: serve the tool registry over stdio with the low-level SDK server.
 
-Configuration is read once from the environment at start (``ServerConfig.from_env``).
+The session's configuration is read once from the environment at start (``SessionConfig.from_env``);
+an unknown or invalid ``KMS_*`` variable stops the server with one line on stderr and exit 2.
 Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
 search, an inventory walk) never holds up the others. Write tools run on the event loop itself:
 they take a few milliseconds and the database's write lock one at a time anyway, and the two
@@ -24,8 +25,9 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
+from server.config.session import SessionConfig, SessionConfigError
 from server.config.unexpanded import find_unexpanded, refusal
-from server.mcp.tools.base import ServerConfig, ToolSpec, Truncated
+from server.mcp.tools.base import ToolSpec, Truncated
 from server.mcp.tools.dispatch import ToolRunner
 
 log = logging.getLogger("kms.mcp")
@@ -133,14 +135,42 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
             return
 
 
+def check_session(config: SessionConfig) -> None:
+    """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
+    import apsw
+
+    from server.errors import KmsError
+    from server.store.db import connect
+    from server.vault.registry import get_vault, list_vaults
+
+    try:
+        conn = connect(config.db_path)
+    except (apsw.Error, OSError) as e:
+        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), f"cannot open the database ({e})",
+                                 "a database file kms can create or open") from None
+    try:
+        if config.vault is not None:
+            get_vault(conn, config.vault)
+    except KmsError:
+        names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
+        raise SessionConfigError("KMS_VAULT", config.vault or "", "no vault has this name", names) from None
+    finally:
+        conn.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bad = find_unexpanded(argv, os.environ)
     if bad:
         sys.stderr.write(refusal(bad))
         return 2
-    logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "WARNING"), stream=sys.stderr)
-    config = ServerConfig.from_env()
+    try:
+        config = SessionConfig.from_env()
+        check_session(config)
+    except SessionConfigError as e:
+        sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
+        return 2
+    logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
     runner = ToolRunner(config)
     server = build_server(runner)
     stop = threading.Event()

@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import apsw
@@ -25,11 +25,11 @@ PAGE_SIZE = 16_384
 _local = threading.local()
 
 
-def default_db_path() -> Path:
-    """``$KMS_DB_PATH`` or ``<platform data dir>/kms.db``."""
-    env = os.environ.get("KMS_DB_PATH")
-    if env:
-        return Path(env).expanduser()
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$KMS_DB_PATH`` (of ``env``, default the process's) or ``<platform data dir>/kms.db``."""
+    given = (os.environ if env is None else env).get("KMS_DB_PATH")
+    if given:
+        return Path(given).expanduser()
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("kms", appauthor=False)) / "kms.db"

@@ -22,17 +22,12 @@ import secrets
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from server.errors import KmsError
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -260,37 +255,6 @@ def default_lock_dir() -> Path:
     """Fallback lock folder when the database has no file (``:memory:`` tests)."""
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     return Path(tempfile.gettempdir()) / f"kms-locks-{uid}"
-
-
-@contextlib.contextmanager
-def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[int]:
-    """Exclusive lock for one note, shared by every kms thread and process; yields the lock fd.
-
-    The lock file lives in a kms-private folder (next to the database), not on the
-    note: ``os.replace`` swaps the note's inode, so a lock on the note itself would
-    not be seen by the next writer. ``flock`` is per open file description, so it
-    also excludes threads of one process. The lock file's content is free for the
-    holder (``write_stamp`` / ``read_stamp``).
-    """
-    folder = Path(lock_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(os.fsencode(os.path.normcase(os.fspath(target)))).hexdigest()[:40]
-    fd = os.open(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:  # pragma: no cover - Windows
-            import msvcrt
-
-            while True:
-                try:
-                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:
-                    continue
-        yield fd
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def file_stamp(path: str | os.PathLike[str]) -> str:

@@ -32,6 +32,7 @@ import apsw
 
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
+from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import (
     PendingWrite,
@@ -41,7 +42,6 @@ from server.vault.files import (
     decode,
     default_lock_dir,
     encode,
-    file_lock,
     file_stamp,
     read_stamp,
     sha256_hex,

@@ -24,8 +24,9 @@ import apsw
 from server.activity import provenance
 from server.errors import KmsError
 from server.store.db import rows
+from server.store.locks import file_lock
 from server.vault import frontmatter
-from server.vault.files import decode, detect_newline, file_lock, fsync_dir, sha256_hex
+from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
 from server.writes.operations import Edit, NoteRef, WriteOutcome, line_count, lock_dir_for, write_note

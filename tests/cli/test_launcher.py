@@ -140,7 +140,7 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
     assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
     assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
     kms_entry = rec["config"]["mcpServers"]["kms"]
-    assert kms_entry["command"] == sys.executable and kms_entry["args"] == ["-m", "kmscli", "mcp"]
+    assert kms_entry["command"] == sys.executable and kms_entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
     assert kms_entry["env"]["KMS_DB_PATH"] == str(Path(env["KMS_DB_PATH"]).resolve())
     assert kms_entry["env"]["KMS_AGENT_TOOLS_ENABLED"] == "1"
     assert kms_entry["env"]["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "0"
@@ -170,6 +170,26 @@ def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
     assert kms(env, "config", "set", "agent.read", "off").returncode == 0
     run = kms(env, "claude", "--write")
     assert run.returncode == 0 and "agent.read is off" in run.stderr
+
+
+def test_kms_left_out_when_agents_may_not_read(env: dict[str, str]) -> None:
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert rows["kms"]["enabled"] is True and rows["kms"]["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
+    assert kms(env, "config", "set", "agent.read", "off").returncode == 0
+    rows = {r["name"]: r for r in json.loads(kms(env, "servers", "list", "--json").stdout)}
+    assert rows["kms"]["enabled"] is False and rows["kms"]["args"][-1] == "mcp", "off, and what it would run"
+    assert kms(env, "claude", "--", "x").returncode == 0
+    assert record(env)["argv"] == ["x"], "no kms block (and no other server): no --mcp-config at all"
+    kms(env, "servers", "enable", "playwright")
+    assert kms(env, "claude").returncode == 0
+    assert list(record(env)["config"]["mcpServers"]) == ["playwright"]
+
+
+def test_a_bad_kms_variable_stops_the_launcher_before_claude(env: dict[str, str]) -> None:
+    for var, value in (("KMS_WRITE_PER_MINUTE", "0"), ("KMS_AGENT_WRITE", "1")):
+        run = kms({**env, var: value}, "claude", "--", "x")
+        assert run.returncode == 2 and var in run.stderr and "Traceback" not in run.stderr
+        assert not Path(env["FAKE_CLAUDE_RECORD"]).exists(), "claude was not started"
 
 
 def test_isolated_leaves_kms_out(env: dict[str, str]) -> None:

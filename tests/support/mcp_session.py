@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 
 @contextlib.asynccontextmanager
 async def mcp_client(db_path: Path, **config: object) -> AsyncIterator[object]:
+    """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``)."""
     from mcp.client import Client
 
+    from server.config.session import SessionConfig
     from server.mcp.serve import build_server
     from server.mcp.services import register_services
-    from server.mcp.tools.base import ServerConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    cfg = ServerConfig.from_env({"KMS_DB_PATH": str(db_path)}, watch=False, **config)
+    env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]}
+    cfg = SessionConfig.from_env(env, watch=False, **config)
     runner = ToolRunner(cfg)
     register_services(runner)
     try:

@@ -65,7 +65,7 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
     agent's append and every append is checkable); ``replace``: a lock-free editor that
     saves with write-temp + rename; ``truncate``: a lock-free editor that truncates and writes.
     """
-    from server.vault.files import file_lock
+    from server.store.locks import file_lock
 
     _wait(start)
     end = time.time() + float(seconds)

@@ -40,7 +40,13 @@ def test_denial_names_allowed_folders() -> None:
     assert "drafts/*" in e.value.message and "(vault root)" in e.value.message
 
 
-def test_parse_and_env() -> None:
-    assert Allowlist.parse("drafts/*, inbox\nideas").patterns == ("drafts/*", "inbox", "ideas")
-    assert not Allowlist.parse("")
-    assert Allowlist.from_env({"KMS_WRITE_ALLOWLIST": "a,b"}).patterns == ("a", "b")
+def test_one_grammar_for_a_list_in_one_variable() -> None:
+    """The schema's parser splits a list on commas and line breaks, so no pattern may hold one."""
+    from server.config.allowlist import folder_glob_problem
+    from server.config.schema import parse_value
+
+    assert parse_value("write.allowlist", "drafts/*, inbox\nideas,inbox") == ["drafts/*", "inbox", "ideas"]
+    assert parse_value("write.allowlist", "") == []
+    for bad in ("a,b", "a\nb", "a\rb"):
+        assert "one folder per pattern" in (folder_glob_problem(bad) or "")
+    assert folder_glob_problem("my notes/*") is None

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from kmscli import compose as c
+from server.config import schema
+from server.config import servers as cs
 from server.config import settings as st
+from server.config.session import SessionConfig
 
 
 @pytest.fixture
@@ -37,42 +40,50 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
     name, entry = c.kms_server(settings_for(cfg), session(tmp_path, vault="notes"))
     assert name == "kms"
     assert entry["command"] == sys.executable and Path(entry["command"]).is_absolute()
-    assert entry["args"] == ["-m", "kmscli", "mcp"]
+    assert entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]  # isolated from the project and PYTHONPATH
     env = entry["env"]
-    assert env["KMS_DB_PATH"] == str(tmp_path / "kms.db")
-    assert env["KMS_SESSION_ID"] == "s0123456789ab"
-    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
-        "1",
-        "1",
-        "1",
-    )
-    assert env["KMS_WRITE_ALLOWLIST"] == "drafts/*,inbox"
-    assert env["KMS_WRITE_PER_MINUTE"] == "7" and env["KMS_WRITE_PER_SESSION"] == "200"
-    assert env["KMS_EMBED_MODEL_DIR"] == str(tmp_path / "models")
-    assert env["KMS_VAULT"] == "notes"
-    assert env["KMS_CONFIG"] == str(cfg)
-    # running from the source tree: the child must be able to import kmscli
-    assert env.get("PYTHONPATH") == str(Path(c.__file__).resolve().parent.parent)
-    # and the server reads these env values back to the same settings
-    back = st.load_settings(tmp_path / "absent.toml", env, has_vault=False)
-    assert back.get("write.allowlist") == ["drafts/*", "inbox"] and back.active("agent.write")
+    assert env == {
+        "KMS_DB_PATH": str(tmp_path / "kms.db"),
+        "KMS_CONFIG": str(cfg),
+        "KMS_SESSION_ID": "s0123456789ab",
+        "KMS_VAULT": "notes",
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
+        "KMS_WRITE_ALLOWLIST": "drafts/*,inbox",
+        "KMS_WRITE_PER_MINUTE": "7",
+        "KMS_WRITE_PER_SESSION": "200",
+        "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
+        "KMS_EMBED_ENABLED": "1",
+    }
+    # the server's own reader gives back what the launcher meant, whatever the file says later
+    cfg.unlink()
+    back = SessionConfig.from_env(env)
+    assert back == SessionConfig.from_settings(settings_for(cfg.with_name("gone.toml")), db_path=tmp_path / "kms.db",
+                                               session_id="s0123456789ab", vault="notes",
+                                               config_path=cfg, write_enabled=True, per_minute=7,
+                                               allowlist=("drafts/*", "inbox"),
+                                               embed_model_dir=str(tmp_path / "models"))
 
 
-def test_kms_builder_flags_follow_the_parent_chain(cfg: Path, tmp_path: Path) -> None:
+def test_kms_block_left_out_when_agents_may_not_read(cfg: Path, tmp_path: Path) -> None:
     st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
     st.set_value("agent.read", "false", path=cfg, env={}, has_vault=True)
+    assert c.kms_server(settings_for(cfg), session(tmp_path)) is None
+    assert "kms" not in c.compose(settings_for(cfg), session(tmp_path))["mcpServers"]
+    st.set_value("agent.read", "true", path=cfg, env={}, has_vault=True)
+    st.set_value("kms.enabled", "false", path=cfg, env={}, has_vault=True)
+    assert c.kms_server(settings_for(cfg), session(tmp_path)) is None
+    st.unset_value("kms.enabled", path=cfg, env={})
     env = c.kms_server(settings_for(cfg), session(tmp_path))[1]["env"]
-    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == (
-        "1",
-        "0",
-        "0",
-    )
-    assert "KMS_EMBED_MODEL_DIR" not in env and "KMS_VAULT" not in env
+    assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == ("1", "1", "1")
+    assert env["KMS_EMBED_MODEL_DIR"] == "" and "KMS_VAULT" not in env  # no dir, every vault
 
 
 def test_kms_builder_off_when_disabled_or_no_vault(cfg: Path, tmp_path: Path) -> None:
     assert c.kms_server(settings_for(cfg, has_vault=False), session(tmp_path)) is None
     assert c.kms_server(settings_for(cfg, {"KMS_ENABLED": "0"}), session(tmp_path)) is None
+    assert c.kms_server(settings_for(cfg, {"KMS_AGENT_TOOLS_ENABLED": "0"}), session(tmp_path)) is None
 
 
 def test_playwright_builder(cfg: Path, tmp_path: Path) -> None:
@@ -96,10 +107,10 @@ def test_filesystem_builder_scopes_to_vaults_or_cwd(cfg: Path, tmp_path: Path) -
 
 
 def test_custom_entries(tmp_path: Path) -> None:
-    stdio = st.CustomServer("gh", command="npx", args=["-y", "x"], env={"GITHUB_TOKEN": "t"})
+    stdio = cs.CustomServer("gh", command="npx", args=["-y", "x"], env={"GITHUB_TOKEN": "t"})
     assert c.custom_entry(stdio) == {"command": "npx", "args": ["-y", "x"], "env": {"GITHUB_TOKEN": "t"}}
-    assert c.custom_entry(st.CustomServer("p", command="run")) == {"command": "run", "args": []}
-    http = st.CustomServer("d", url="https://x.test/mcp", headers={"Authorization": "Bearer z"})
+    assert c.custom_entry(cs.CustomServer("p", command="run")) == {"command": "run", "args": []}
+    http = cs.CustomServer("d", url="https://x.test/mcp", headers={"Authorization": "Bearer z"})
     assert c.custom_entry(http) == {
         "type": "http",
         "url": "https://x.test/mcp",
@@ -109,9 +120,9 @@ def test_custom_entries(tmp_path: Path) -> None:
 
 def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path) -> None:
     st.set_value("servers.playwright.enabled", "true", path=cfg, env={}, has_vault=True)
-    st.add_custom_server(st.CustomServer("gh", command="npx", args=["gh"]), path=cfg, env={})
-    st.add_custom_server(st.CustomServer("off", command="x", enabled=False), path=cfg, env={})
-    st.add_custom_server(st.CustomServer("docs", url="https://d.test/mcp"), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("gh", command="npx", args=["gh"]), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("off", command="x", enabled=False), path=cfg, env={})
+    st.add_custom_server(cs.CustomServer("docs", url="https://d.test/mcp"), path=cfg, env={})
     s = settings_for(cfg)
     doc = c.compose(s, session(tmp_path))
     assert list(doc) == ["mcpServers"]
@@ -128,7 +139,7 @@ def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path
 
 
 def test_every_builtin_has_a_settings_switch() -> None:
-    assert set(c.BUILTIN_BUILDERS) == {"kms", *st.BUILTIN_SERVERS}
+    assert set(c.BUILTIN_BUILDERS) == {"kms", *schema.BUILTIN_SERVERS}
 
 
 def test_session_config_is_private_and_cleaned_up(cfg: Path, tmp_path: Path, monkeypatch) -> None:
@@ -207,8 +218,8 @@ def test_redact_masks_secret_looking_values() -> None:
 
 
 @pytest.mark.parametrize("host", c.HOSTS)
-def test_snippets_for_each_host(host: str, tmp_path: Path) -> None:
-    text = c.mcp_config_snippet(host, tmp_path / "kms.db", python="/opt/py/bin/python")
+def test_snippets_for_each_host(host: str, cfg: Path, tmp_path: Path) -> None:
+    text = c.mcp_config_snippet(host, settings_for(cfg), tmp_path / "kms.db", python="/opt/py/bin/python")
     body = text[text.index("{") :]
     doc = json.loads(body)
     if host == "vscode":
@@ -216,13 +227,14 @@ def test_snippets_for_each_host(host: str, tmp_path: Path) -> None:
         assert entry["type"] == "stdio"
     else:
         entry = doc["mcpServers"]["kms"]
-    assert entry["command"] == "/opt/py/bin/python" and entry["args"] == ["-m", "kmscli", "mcp"]
-    assert entry["env"]["KMS_DB_PATH"] == str(tmp_path / "kms.db")
+    assert entry["command"] == "/opt/py/bin/python" and entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
+    # the DB and the settings file, nothing else: the server reads the rest from the file at each start
+    assert entry["env"] == {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg)}
     if host == "claude-code":
         line = next(ln for ln in text.splitlines() if ln.startswith("claude mcp add"))
         words = shlex.split(line)
         assert words[:5] == ["claude", "mcp", "add", "--scope", "user"] and words[5] == "kms"
-        assert words[words.index("--") + 1 :] == ["/opt/py/bin/python", "-m", "kmscli", "mcp"]
-        assert f"KMS_DB_PATH={tmp_path / 'kms.db'}" in words
+        assert words[words.index("--") + 1 :] == ["/opt/py/bin/python", "-E", "-P", "-m", "kmscli", "mcp"]
+        assert f"KMS_DB_PATH={tmp_path / 'kms.db'}" in words and f"KMS_CONFIG={cfg}" in words
     with pytest.raises(ValueError):
-        c.mcp_config_snippet("emacs", tmp_path / "kms.db")
+        c.mcp_config_snippet("emacs", settings_for(cfg), tmp_path / "kms.db")

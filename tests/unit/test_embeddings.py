@@ -106,9 +106,10 @@ def test_locate_prefers_setting_then_env_then_installed(tmp_path: Path, embed_mo
     installed = install_model(embed_model_dir)
     assert installed == (tmp_path / "models" / "all-MiniLM-L6-v2").resolve()  # next to KMS_DB_PATH
     assert locate_model()["source"] == "installed"
-    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))
-    assert locate_model() == {"dir": embed_model_dir, "source": "env", "missing": [],
-                              "searched": [str(embed_model_dir)]}
+    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))  # the settings' business, not the locator's
+    assert locate_model()["source"] == "installed"
+    assert locate_model(embed_model_dir) == {"dir": embed_model_dir, "source": "setting", "missing": [],
+                                             "searched": [str(embed_model_dir)]}
     broken = tmp_path / "broken"
     broken.mkdir()
     loc = locate_model(broken)  # a configured dir is authoritative, even when incomplete

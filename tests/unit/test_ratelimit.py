@@ -67,15 +67,6 @@ def test_session_total_and_release(db: Path) -> None:
     assert scalar(conn, "SELECT total FROM write_counters WHERE session_id='s'") == 5
 
 
-def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KMS_WRITE_PER_MINUTE", "3")
-    monkeypatch.setenv("KMS_WRITE_PER_SESSION", "off")
-    lim = RateLimiter.from_env()
-    assert (lim.per_minute, lim.per_session) == (3, None)
-    monkeypatch.delenv("KMS_WRITE_PER_MINUTE")
-    assert RateLimiter.from_env().per_minute == 10
-
-
 def test_thread_flood_is_exact(db: Path) -> None:
     lim = RateLimiter(25, 1000)
     ok: list[int] = []

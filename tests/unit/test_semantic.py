@@ -186,10 +186,8 @@ def test_vault_filter(semantic_conn, embedder, tmp_path: Path) -> None:
     both = {h["vault"] for h in semantic_search(semantic_conn, index, q, 20)["hits"]}
     assert both == {"sv", "work"}
     for name in ("work", "sv"):
-        res = semantic_search(semantic_conn, index, q, 20, vault=name)
+        res = semantic_search(semantic_conn, index, q, 20, vault_id=get_vault(semantic_conn, name).id)
         assert {h["vault"] for h in res["hits"]} == {name}
-    with pytest.raises(KmsError):
-        semantic_search(semantic_conn, index, q, vault="nope")
 
 
 def recall_at_5(conn: apsw.Connection, index: SemanticIndex) -> dict[str, dict[str, float]]:
@@ -280,17 +278,14 @@ def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn
         service.close()
 
 
-def test_cli_style_embed_without_an_embedder(conn: apsw.Connection, embed_model_dir: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_style_embed_without_an_embedder(conn: apsw.Connection, embed_model_dir: Path, tmp_path: Path) -> None:
     root = tmp_path / "notes"
     write(root / "One.md", "## A\nSomething worth finding later.\n")
     index_vault(conn, add_vault(conn, root, "n"))
-    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))
-    assert embed_pending(conn).notes == 1
-    monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(tmp_path / "missing"))
+    assert embed_pending(conn, model_dir=embed_model_dir).notes == 1
     write(root / "Two.md", "## B\nAnother one.\n")
     index_vault(conn, get_vault(conn, "n"))
     from server.index.embed import ModelNotReady
 
     with pytest.raises(ModelNotReady):
-        embed_pending(conn)
+        embed_pending(conn, model_dir=tmp_path / "missing")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from server.config import docs, schema
+from server.config import servers as cs
 from server.config import settings as st
 from server.store.db import connect
 from server.vault.registry import add_vault
@@ -88,7 +92,7 @@ def test_set_get_unset_roundtrip_and_file_mode(cfg: Path) -> None:
     ],
 )
 def test_bad_values_name_the_valid_ones(cfg: Path, key: str, values: list[str], needle: str) -> None:
-    with pytest.raises(st.SettingValueError) as info:
+    with pytest.raises(schema.SettingValueError) as info:
         st.set_value(key, values, path=cfg, env={}, has_vault=True)
     assert needle in str(info.value)
     assert info.value.valid and info.value.valid in str(info.value)
@@ -96,13 +100,13 @@ def test_bad_values_name_the_valid_ones(cfg: Path, key: str, values: list[str], 
 
 
 def test_unknown_key_suggests_closest(cfg: Path) -> None:
-    with pytest.raises(st.UnknownSettingError) as info:
+    with pytest.raises(schema.UnknownSettingError) as info:
         st.set_value("write.alowlist", ["x"], path=cfg, env={})
     assert info.value.suggestions[0] == "write.allowlist"
     assert "Did you mean: write.allowlist" in str(info.value)
-    with pytest.raises(st.UnknownSettingError):
+    with pytest.raises(schema.UnknownSettingError):
         load(cfg).get("agent.wirte")
-    with pytest.raises(st.UnknownSettingError):
+    with pytest.raises(schema.UnknownSettingError):
         st.unset_value("nope", path=cfg, env={})
 
 
@@ -111,8 +115,8 @@ def test_globs_parse_normalize_and_dedupe(cfg: Path) -> None:
         "write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True
     )
     assert load(cfg).get("write.allowlist") == ["drafts/*", "inbox", "a", "b", "/"]
-    assert st.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
-    assert st.parse_value("write.allowlist", ".") == ["."]
+    assert schema.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
+    assert schema.parse_value("write.allowlist", ".") == ["."]
 
 
 def test_shell_expanded_glob_warns_with_quoted_form(cfg: Path, tmp_path: Path) -> None:
@@ -182,7 +186,7 @@ def test_list_reports_sources(cfg: Path) -> None:
     entries = {
         e.key: e for e in st.list_settings(path=cfg, env={"KMS_WRITE_PER_SESSION": "7"}, has_vault=True)
     }
-    assert list(entries) == list(st.SETTINGS)
+    assert list(entries) == list(schema.SETTINGS)
     assert entries["agent.write"].source == "file"
     assert entries["write.per_session"].source == "env" and entries["write.per_session"].value == 7
     assert entries["write.per_minute"].source == "default"
@@ -210,7 +214,7 @@ def test_unparsable_file_is_reported_and_not_overwritten(cfg: Path) -> None:
     cfg.write_text("this is = = not toml")
     s = load(cfg)
     assert s.problems and "Cannot read" in s.problems[0]
-    with pytest.raises(st.SettingsFileError):
+    with pytest.raises(schema.SettingsFileError):
         st.set_value("agent.write", "true", path=cfg, env={})
     assert cfg.read_text() == "this is = = not toml"
 
@@ -223,24 +227,24 @@ def test_override_for_one_session(cfg: Path) -> None:
 
 def test_custom_servers_add_enable_remove(cfg: Path) -> None:
     st.add_custom_server(
-        st.CustomServer("gh", command="npx", args=["-y", "srv"], env={"GITHUB_TOKEN": "t"}), path=cfg, env={}
+        cs.CustomServer("gh", command="npx", args=["-y", "srv"], env={"GITHUB_TOKEN": "t"}), path=cfg, env={}
     )
     st.add_custom_server(
-        st.CustomServer("docs", url="https://x.test/mcp", headers={"Authorization": "Bearer z"}),
+        cs.CustomServer("docs", url="https://x.test/mcp", headers={"Authorization": "Bearer z"}),
         path=cfg,
         env={},
     )
-    with pytest.raises(st.SettingValueError, match="exists"):
-        st.add_custom_server(st.CustomServer("gh", command="other"), path=cfg, env={})
+    with pytest.raises(schema.SettingValueError, match="exists"):
+        st.add_custom_server(cs.CustomServer("gh", command="other"), path=cfg, env={})
     for bad in (
-        st.CustomServer("kms", command="x"),
-        st.CustomServer("playwright", command="x"),
-        st.CustomServer("bad name", command="x"),
-        st.CustomServer("both", command="x", url="https://x"),
-        st.CustomServer("ftp", url="ftp://x"),
-        st.CustomServer("mixed", url="https://x", env={"A": "b"}),
+        cs.CustomServer("kms", command="x"),
+        cs.CustomServer("playwright", command="x"),
+        cs.CustomServer("bad name", command="x"),
+        cs.CustomServer("both", command="x", url="https://x"),
+        cs.CustomServer("ftp", url="ftp://x"),
+        cs.CustomServer("mixed", url="https://x", env={"A": "b"}),
     ):
-        with pytest.raises(st.SettingValueError):
+        with pytest.raises(schema.SettingValueError):
             st.add_custom_server(bad, path=cfg, env={})
     servers = load(cfg).custom_servers
     assert servers["gh"].kind == "stdio" and servers["gh"].env == {"GITHUB_TOKEN": "t"}
@@ -249,7 +253,7 @@ def test_custom_servers_add_enable_remove(cfg: Path) -> None:
     assert load(cfg).custom_servers["docs"].enabled is False
     st.set_server_enabled("playwright", True, path=cfg, env={}, has_vault=True)
     assert load(cfg).get("servers.playwright.enabled") is True
-    with pytest.raises(st.UnknownServerError, match="playwright"):
+    with pytest.raises(cs.UnknownServerError, match="playwright"):
         st.set_server_enabled("playwrite", True, path=cfg, env={})
     assert st.remove_custom_server("gh", path=cfg, env={}) is True
     assert st.remove_custom_server("gh", path=cfg, env={}) is False
@@ -269,14 +273,14 @@ def test_config_path_env_override(tmp_path: Path) -> None:
 
 
 def test_schema_is_well_formed() -> None:
-    envs = [s.env for s in st.SETTINGS.values()]
+    envs = [s.env for s in schema.SETTINGS.values()]
     assert len(set(envs)) == len(envs) and all(e.startswith("KMS_") for e in envs)
-    for s in st.SETTINGS.values():
+    for s in schema.SETTINGS.values():
         assert s.description and s.valid_values()
         if s.parent:
-            assert s.parent in st.SETTINGS
+            assert s.parent in schema.SETTINGS
         if not s.auto:
-            assert st.validate_value(s.key, s.default) == s.default
+            assert schema.validate_value(s.key, s.default) == s.default
     required = {
         "kms.enabled",
         "agent.read",
@@ -287,15 +291,15 @@ def test_schema_is_well_formed() -> None:
         "embed.model_dir",
         "embed.enabled",
     }
-    assert required <= set(st.SETTINGS)
-    assert {f"servers.{n}.enabled" for n in st.BUILTIN_SERVERS} <= set(st.SETTINGS)
-    assert st.SETTINGS["agent.read"].env == "KMS_AGENT_TOOLS_ENABLED"
-    assert st.SETTINGS["agent.write"].env == "KMS_AGENT_WRITE_TOOLS_ENABLED"
+    assert required <= set(schema.SETTINGS)
+    assert {f"servers.{n}.enabled" for n in schema.BUILTIN_SERVERS} <= set(schema.SETTINGS)
+    assert schema.SETTINGS["agent.read"].env == "KMS_AGENT_TOOLS_ENABLED"
+    assert schema.SETTINGS["agent.write"].env == "KMS_AGENT_WRITE_TOOLS_ENABLED"
 
 
 def test_settings_doc_is_current() -> None:
     doc = ROOT / "docs" / "settings.md"
-    assert doc.read_text() == st.settings_markdown(), "run: python scripts/gen_settings_doc.py"
+    assert doc.read_text() == docs.settings_markdown(), "run: python scripts/gen_settings_doc.py"
 
 
 def test_core_does_not_import_front_ends() -> None:
@@ -305,11 +309,11 @@ def test_core_does_not_import_front_ends() -> None:
 
 
 def test_env_text_roundtrip() -> None:
-    assert st.env_text(True) == "1" and st.env_text(False) == "0"
-    assert st.env_text(["a/*", "b"]) == "a/*,b"
+    assert schema.env_text(True) == "1" and schema.env_text(False) == "0"
+    assert schema.env_text(["a/*", "b"]) == "a/*,b"
     for key in ("agent.write", "write.allowlist", "write.per_minute"):
-        value = st.SETTINGS[key].default if key != "write.allowlist" else ["x/*", "y"]
-        assert st.parse_value(key, st.env_text(value)) == value
+        value = schema.SETTINGS[key].default if key != "write.allowlist" else ["x/*", "y"]
+        assert schema.parse_value(key, schema.env_text(value)) == value
 
 
 def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:
@@ -325,3 +329,18 @@ def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:
     os.waitpid(pid, 0)
     s = load(cfg)
     assert (s.get("write.per_minute"), s.get("write.per_session"), s.get("embed.enabled")) == (11, 22, False)
+
+
+def test_settings_lock_excludes_a_second_process(cfg: Path) -> None:
+    st.set_value("write.per_minute", "11", path=cfg, env={}, has_vault=True)
+    child = ("import sys\nfrom server.config import settings as st\nprint('ready', flush=True)\n"
+             "st.set_value('write.per_session', '22', path=sys.argv[1], env={}, has_vault=True)\n")
+    with st.settings_lock(cfg):
+        proc = subprocess.Popen([sys.executable, "-c", child, str(cfg)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)  # blocked on the lock this process holds
+        assert load(cfg).get("write.per_session") == 200, "nothing written while the lock is held"
+    assert proc.wait(timeout=60) == 0
+    s = load(cfg)
+    assert (s.get("write.per_minute"), s.get("write.per_session")) == (11, 22)

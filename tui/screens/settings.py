@@ -19,7 +19,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
-from server.config.settings import AUTO, SettingsError, format_value, load_settings, parse_value, set_value, setting
+from server.config.schema import AUTO, SettingsError, format_value, parse_value, setting
+from server.config.settings import load_settings, set_value
 
 KEYS = ("kms.enabled", "agent.read", "agent.write", "write.allowlist", "write.per_minute", "write.per_session")
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."

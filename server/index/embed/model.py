@@ -1,8 +1,9 @@
 """Where the embedding model lives, and the holder that loads it without ever blocking a caller.
 
 The model (sentence-transformers/all-MiniLM-L6-v2 as ONNX, 384 dims) is a directory of five
-files. It is looked for, in order: the configured dir (the ``embed.model_dir`` setting passed
-in, else ``$KMS_EMBED_MODEL_DIR``), the copy ``kms model install`` put in the kms data dir, and
+files. It is looked for, in order: the configured dir (the ``embed.model_dir`` setting, passed in
+by the caller: ``$KMS_EMBED_MODEL_DIR`` reaches it through the settings, never read here), the copy
+``kms model install`` put in the kms data dir, and
 fastembed's own download cache. Nothing here downloads: a missing model is a clear state
 (``missing`` with a reason) and search falls back to keywords.
 
@@ -34,7 +35,6 @@ REQUIRED_FILES = (
 )
 # The int8 build that scripts/fetch_model.py assembles (tests and CI use exactly this file).
 PINNED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-ENV_MODEL_DIR = "KMS_EMBED_MODEL_DIR"
 # fastembed's hub cache layouts for this model (current snapshot layout, then the legacy tarball one).
 _FASTEMBED_CACHE_GLOBS = ("models--Qdrant--all-MiniLM-L6-v2-onnx/snapshots/*", "fast-all-MiniLM-L6-v2")
 
@@ -93,13 +93,11 @@ def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
 
     An explicitly configured dir is authoritative: when it is incomplete the answer is that dir
     with its ``missing`` files, not a silent fall-through to some other copy of the model.
-    ``source`` is ``setting``, ``env``, ``installed``, ``fastembed-cache`` or None (not found).
+    ``source`` is ``setting``, ``installed``, ``fastembed-cache`` or None (not found).
     """
-    configured = (("setting", model_dir) if model_dir
-                  else ("env", os.environ.get(ENV_MODEL_DIR)) if os.environ.get(ENV_MODEL_DIR) else None)
-    if configured:
-        d = Path(configured[1]).expanduser()
-        return {"dir": d, "source": configured[0], "missing": missing_files(d), "searched": [str(d)]}
+    if model_dir:
+        d = Path(model_dir).expanduser()
+        return {"dir": d, "source": "setting", "missing": missing_files(d), "searched": [str(d)]}
     searched = [str(installed_model_dir())]
     if not missing_files(installed_model_dir()):
         return {"dir": installed_model_dir(), "source": "installed", "missing": [], "searched": searched}
@@ -113,7 +111,13 @@ def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
 def download_allowed() -> bool:
     """A user's machine fetches the model on first use; tests, CI and offline setups say no
     (``KMS_EMBED_DOWNLOAD=0`` or ``HF_HUB_OFFLINE=1``)."""
-    return os.environ.get("KMS_EMBED_DOWNLOAD", "1") != "0" and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+    from server.config.schema import parse_flag
+
+    try:
+        allowed = parse_flag(os.environ.get("KMS_EMBED_DOWNLOAD") or "1")
+    except ValueError:  # `kms mcp` refuses such a value at start; anywhere else, stay offline
+        allowed = False
+    return allowed and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
 
 
 def download_model() -> Path:

@@ -15,9 +15,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from server.activity.reads import ReadTracker
+from server.config.session import SessionConfig
 from server.errors import KmsError
 from server.index.listing import encode_cursor
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ServerConfig, ToolContext, ToolSpec
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ToolContext, ToolSpec
 
 log = logging.getLogger("kms.tools")
 
@@ -53,7 +54,7 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
 class ToolRunner:
     """Holds the frozen config and per-process services; ``call`` is safe from any thread."""
 
-    def __init__(self, config: ServerConfig, registry: list[ToolSpec] | None = None,
+    def __init__(self, config: SessionConfig, registry: list[ToolSpec] | None = None,
                  on_write_refused: Callable[[ToolSpec, dict, KmsError], None] | None = None) -> None:
         from server.mcp.tools import REGISTRY
 

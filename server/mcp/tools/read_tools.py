@@ -52,7 +52,7 @@ def kms_search(ctx: ToolContext, args: SearchInput) -> dict[str, Any]:
     if not args.query.strip():
         return {"query": args.query, "hits": [], "relaxed": False}
     ctx.require_index()
-    return search(ctx.conn, args.query, args.limit, ctx.vault_id(args.vault))
+    return search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault))
 
 
 # kms_read -----------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def _outline(note: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
 
 def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
     ctx.require_index()
-    note = get_note(ctx.conn, args.noteId)
+    note = get_note(ctx.conn, args.noteId, vault_id=ctx.vault_filter())
     offset = 0
     if args.cursor and not is_restart_cursor(args.cursor, "kms_read"):
         data = listing.decode_cursor(args.cursor)
@@ -180,7 +180,7 @@ class ListTagsOutput(ToolOutput):
 
 def kms_list_tags(ctx: ToolContext, args: ListTagsInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"tags": listing.list_tags(ctx.conn, ctx.vault_id(args.vault))}
+    return {"tags": listing.list_tags(ctx.conn, ctx.vault_filter(args.vault))}
 
 
 # kms_list_recent ----------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ class NotesOutput(ToolOutput):
 
 def kms_list_recent(ctx: ToolContext, args: ListRecentInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"notes": listing.list_recent(ctx.conn, args.limit, ctx.vault_id(args.vault))}
+    return {"notes": listing.list_recent(ctx.conn, args.limit, ctx.vault_filter(args.vault))}
 
 
 # kms_get_backlinks --------------------------------------------------------------------------------
@@ -219,7 +219,8 @@ class BacklinksOutput(ToolOutput):
 
 def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"noteId": args.noteId, "backlinks": listing.backlinks(ctx.conn, args.noteId, args.limit)}
+    found = listing.backlinks(ctx.conn, args.noteId, args.limit, ctx.vault_filter())
+    return {"noteId": args.noteId, "backlinks": found}
 
 
 # kms_inventory ------------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ class InventoryOutput(ToolOutput):
 def kms_inventory(ctx: ToolContext, args: InventoryInput) -> dict[str, Any]:
     ctx.require_index()
     cursor = None if is_restart_cursor(args.cursor, "kms_inventory") else args.cursor
-    return listing.inventory(ctx.conn, cursor, args.limit, ctx.vault_id(args.vault))
+    return listing.inventory(ctx.conn, cursor, args.limit, ctx.vault_filter(args.vault))
 
 
 READ_TOOLS: list[ToolSpec] = [

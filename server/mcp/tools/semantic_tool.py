@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from server.mcp.tools.base import ServerConfig, StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.config.session import SessionConfig
+from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
 from server.mcp.tools.read_tools import READ_ONLY, SearchHit
 
 
@@ -36,14 +37,14 @@ def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str
         return {"query": args.query, "mode": args.mode, "hits": []}
     ctx.require_index()
     service = ctx.services["semantic"]
-    return service.search(ctx.conn, args.query, args.limit, args.vault, mode=args.mode)
+    return service.search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), mode=args.mode)
 
 
 class LazySemanticService:
     """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
     importing it (numpy, the embedding pipeline) costs ~0.15 s that ``tools/list`` must not wait for."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: SessionConfig) -> None:
         self.config = config
         self._service: Any = None
         self._lock = threading.Lock()
@@ -82,7 +83,7 @@ class LazySemanticService:
         return getattr(self.get(), name)
 
 
-def make_semantic_service(config: ServerConfig) -> LazySemanticService:
+def make_semantic_service(config: SessionConfig) -> LazySemanticService:
     return LazySemanticService(config)
 
 

@@ -14,8 +14,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, model_validator
 
 from server.activity import provenance
+from server.config.session import SessionConfig
 from server.errors import KmsError
-from server.mcp.tools.base import ServerConfig, StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
 from server.store.db import thread_connection
 
 TAG_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$"
@@ -158,7 +159,7 @@ def kms_insert_at(ctx: ToolContext, args: InsertAtInput) -> dict[str, Any]:
                  version=args.version)
 
 
-def make_write_service(config: ServerConfig) -> Any:
+def make_write_service(config: SessionConfig) -> Any:
     from server.activity.ratelimit import RateLimiter
     from server.writes.guard import WriteService
 
@@ -166,7 +167,7 @@ def make_write_service(config: ServerConfig) -> Any:
     return WriteService(config.db_path, config.session_id, limits, list(config.allowlist))
 
 
-def record_refusal(config: ServerConfig, spec: ToolSpec, arguments: dict[str, Any], exc: KmsError) -> None:
+def record_refusal(config: SessionConfig, spec: ToolSpec, arguments: dict[str, Any], exc: KmsError) -> None:
     """Provenance for a write call refused before it reached the service."""
     note_id = arguments.get("noteId") if isinstance(arguments.get("noteId"), str) else None
     provenance.record(

@@ -1,0 +1,353 @@
+"""The settings schema: every key once, with its type, default, environment variable and help.
+
+``SETTINGS`` is the single source for ``kms config``, the session contract
+(``server/config/session.py``), the TUI settings screen and ``docs/settings.md``. One grammar
+turns text (the command line, an environment variable) into a typed value: ``parse_value``;
+``validate_value`` checks typed values (as TOML reads them). ``ENV_VARS`` lists every ``KMS_*``
+variable kms knows, so an unknown or misspelt one can be refused by name.
+This module never imports typer, textual or rich: the TUI and the core use it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from server.config.allowlist import folder_glob_problem, normalize_folder_glob
+
+Source = Literal["default", "file", "env", "override"]
+ValueType = Literal["bool", "int", "path", "globs"]
+
+
+class _Auto:
+    """Default marker: on once a vault is registered (resolved at load time)."""
+
+    def __repr__(self) -> str:
+        return "auto"
+
+
+AUTO: Any = _Auto()
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class SettingsError(ValueError):
+    """Base class for every settings problem a front end should show to the person."""
+
+
+class UnknownSettingError(SettingsError):
+    """The key is not in the schema; ``suggestions`` are the closest known keys."""
+
+    def __init__(self, key: str, suggestions: list[str]):
+        self.key = key
+        self.suggestions = suggestions
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"Unknown setting '{key}'.{hint} (`kms config list` shows all keys.)")
+
+
+class SettingValueError(SettingsError):
+    """A value does not fit the key; ``valid`` says what would."""
+
+    def __init__(self, key: str, value: Any, message: str, valid: str):
+        self.key = key
+        self.value = value
+        self.problem = message
+        self.valid = valid
+        super().__init__(f"Invalid value for {key}: {message}. Valid values: {valid}")
+
+
+class SettingsFileError(SettingsError):
+    """The config file exists but cannot be parsed; we refuse to overwrite it."""
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of the schema.
+
+    ``validator`` checks a parsed value and returns an error message or None.
+    ``parent`` names a switch that must also be on for this one to have an effect
+    (turning the child on while the parent is off is allowed, but warned about).
+    """
+
+    key: str
+    type: ValueType
+    default: Any
+    description: str
+    env: str
+    validator: Callable[[Any], str | None] | None = None
+    parent: str | None = None
+    valid: str = ""
+
+    @property
+    def auto(self) -> bool:
+        return self.default is AUTO
+
+    def valid_values(self) -> str:
+        if self.valid:
+            return self.valid
+        return {
+            "bool": "true/false (also on/off, yes/no, 1/0)" + (", auto" if self.auto else ""),
+            "int": "a whole number",
+            "path": "a directory path ('' = platform default)",
+            "globs": "folder globs such as 'inbox' 'drafts/*' ('/' = vault root; none = every folder)",
+        }[self.type]
+
+
+def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if lo <= value <= hi else f"{value} is outside {lo}..{hi}"
+
+    return check
+
+
+def _check_globs(value: Any) -> str | None:
+    for pattern in value:
+        problem = folder_glob_problem(pattern)
+        if problem:
+            return problem
+    return None
+
+
+# The built-in MCP servers besides kms itself (their builders live in kmscli/compose.py).
+BUILTIN_SERVERS: dict[str, str] = {
+    "playwright": "the Playwright MCP server for browser automation (`npx -y @playwright/mcp@latest`)",
+    "filesystem": "the reference filesystem server, scoped to the vault roots or the cwd "
+    "(`npx -y @modelcontextprotocol/server-filesystem`)",
+}
+
+_SCHEMA: list[Setting] = [
+    Setting(
+        "kms.enabled",
+        "bool",
+        AUTO,
+        "Master switch: give agent sessions the kms MCP server. Default: on once a vault is registered.",
+        "KMS_ENABLED",
+    ),
+    Setting(
+        "agent.read",
+        "bool",
+        AUTO,
+        "Agents may search and read notes (the read tools). Default: on once a vault is registered.",
+        "KMS_AGENT_TOOLS_ENABLED",
+        parent="kms.enabled",
+    ),
+    Setting(
+        "agent.write",
+        "bool",
+        False,
+        "Agents may create and edit notes (the write tools), only inside write.allowlist. Off until you "
+        "turn it on; `kms claude --write/--no-write` overrides it for one session.",
+        "KMS_AGENT_WRITE_TOOLS_ENABLED",
+        parent="agent.read",
+    ),
+    Setting(
+        "write.allowlist",
+        "globs",
+        [],
+        "Folders agents may add notes and text to. Each pattern is a "
+        "vault-relative folder; `*`, `?` and `[...]` match within ONE folder name, so `drafts/*` allows "
+        "`drafts/x` but neither `drafts` (list it too) nor `drafts/x/y`. `/` or `.` is the vault root. "
+        "Empty: every folder. Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
+        "KMS_WRITE_ALLOWLIST",
+        validator=_check_globs,
+    ),
+    Setting(
+        "write.per_minute",
+        "int",
+        10,
+        "Most write-tool calls one agent session may make in any 60 seconds; 0 is refused (no unlimited).",
+        "KMS_WRITE_PER_MINUTE",
+        validator=_int_range(1, 10_000),
+        valid="a whole number from 1 to 10000",
+    ),
+    Setting(
+        "write.per_session",
+        "int",
+        200,
+        "Most write-tool calls one agent session may make in total; 0 is refused (no unlimited).",
+        "KMS_WRITE_PER_SESSION",
+        validator=_int_range(1, 1_000_000),
+        valid="a whole number from 1 to 1000000",
+    ),
+    Setting(
+        "embed.enabled",
+        "bool",
+        True,
+        "Use the local embedding model for semantic search (falls back to full-text search when off or "
+        "when the model is missing).",
+        "KMS_EMBED_ENABLED",
+    ),
+    Setting(
+        "embed.model_dir",
+        "path",
+        None,
+        "Directory holding the embedding model files. Unset: the copy `kms model install` made (next to "
+        "the database), then fastembed's cache (downloaded there on first use when online).",
+        "KMS_EMBED_MODEL_DIR",
+    ),
+    *[
+        Setting(
+            f"servers.{name}.enabled",
+            "bool",
+            False,
+            f"Add {desc} to `kms claude` sessions.",
+            f"KMS_SERVERS_{name.upper()}_ENABLED",
+        )
+        for name, desc in BUILTIN_SERVERS.items()
+    ],
+]
+
+SETTINGS: dict[str, Setting] = {s.key: s for s in _SCHEMA}
+
+
+def setting(key: str) -> Setting:
+    """The schema entry for ``key``; unknown keys raise with the closest suggestions."""
+    try:
+        return SETTINGS[key]
+    except KeyError:
+        raise UnknownSettingError(key, suggest_keys(key)) from None
+
+
+def suggest_keys(key: str, limit: int = 3) -> list[str]:
+    """Closest known keys (rapidfuzz), for 'did you mean'."""
+    from rapidfuzz import fuzz, process, utils
+
+    choices = list(SETTINGS)
+    found = process.extract(key, choices, scorer=fuzz.WRatio, processor=utils.default_process, limit=limit)
+    return [name for name, score, _ in found if score >= 60]
+
+
+# ----------------------------------------------------------------------------- value parsing
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+def parse_value(key: str, values: Sequence[str] | str) -> Any:
+    """Turn CLI/env text into a typed, validated value (``AUTO`` for 'auto' on auto keys)."""
+    s = setting(key)
+    items = [values] if isinstance(values, str) else list(values)
+    if s.type == "globs":  # several values and/or comma/newline separated (one list in one variable)
+        flat = [p for item in items for line in item.splitlines() for p in line.split(",") if p.strip()]
+        value: Any = list(dict.fromkeys(normalize_folder_glob(p) for p in flat))
+    else:
+        if len(items) != 1:
+            raise SettingValueError(key, items, f"expected one value, got {len(items)}", s.valid_values())
+        text = items[0].strip()
+        if s.type == "bool":
+            if s.auto and text.lower() == "auto":
+                return AUTO
+            try:
+                value = parse_flag(text)
+            except ValueError as e:
+                raise SettingValueError(key, text, str(e), s.valid_values()) from None
+        elif s.type == "int":
+            try:
+                value = int(text.replace("_", ""))
+            except ValueError:
+                raise SettingValueError(key, text, f"{text!r} is not a whole number", s.valid_values()) from None
+        else:  # path
+            value = text or None
+    return validate_value(key, value)
+
+
+def validate_value(key: str, value: Any) -> Any:
+    """Check a typed value (as read from TOML) against the schema; return it normalized."""
+    s = setting(key)
+    if value is AUTO and s.auto:
+        return value
+    ok = {
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "path": lambda v: v is None or isinstance(v, str),
+        "globs": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    }[s.type](value)
+    if not ok:
+        raise SettingValueError(key, value, f"{value!r} has the wrong type", s.valid_values())
+    if s.type == "globs":
+        value = list(dict.fromkeys(normalize_folder_glob(p) for p in value))
+    if s.type == "path" and not value:
+        value = None
+    if s.validator:
+        problem = s.validator(value)
+        if problem:
+            raise SettingValueError(key, value, problem, s.valid_values())
+    return value
+
+
+def format_value(value: Any) -> str:
+    """Human text for a value, the same in the CLI and the TUI."""
+    if value is AUTO:
+        return "auto"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "(not set)"
+    if isinstance(value, list):
+        return " ".join(value) if value else "(empty)"
+    return str(value)
+
+
+def env_text(value: Any) -> str:
+    """A value as an environment variable carries it (flags as 1/0, lists comma-joined)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(value)
+    return "" if value is None else str(value)
+
+
+# ----------------------------------------------------------------------------- environment
+
+# Variables kms reads besides the settings' own (name -> what it is, valid values or None = any text).
+OTHER_ENV: dict[str, tuple[str, str | None]] = {
+    "KMS_DB_PATH": ("The index database (default: the platform data dir).", "a file path"),
+    "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
+    "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
+    "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
+    "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
+    "KMS_EMBED_DOWNLOAD": ("May kms download the embedding model on first use (default: on).", "1/0, true/false"),
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def env_vars() -> dict[str, str]:
+    """Every ``KMS_*`` variable kms knows -> its setting key, or '' for the other variables."""
+    return {**{s.env: s.key for s in SETTINGS.values()}, **dict.fromkeys(OTHER_ENV, "")}
+
+
+def suggest_env(name: str, limit: int = 3) -> list[str]:
+    """Closest known variable names, for 'did you mean'."""
+    from rapidfuzz import fuzz, process
+
+    found = process.extract(name.upper(), list(env_vars()), scorer=fuzz.ratio, limit=limit)
+    return [n for n, score, _ in found if score >= 70]
+
+
+def env_value(key: str, env: Mapping[str, str]) -> tuple[bool, Any]:
+    """(set?, typed value) of one setting's environment variable, parsed by ``parse_value``.
+
+    An empty value counts as unset for switches and numbers (hosts write empty variables), and
+    as the empty list / no path for globs and paths. Raises ``SettingValueError`` when invalid.
+    """
+    s = setting(key)
+    raw = env.get(s.env)
+    if raw is None or (not raw.strip() and s.type in ("bool", "int")):
+        return False, None
+    return True, parse_value(key, raw)
+
+
+def parse_flag(text: str) -> bool:
+    """A switch as the schema spells it (1/0, true/false, on/off, yes/no); ValueError otherwise."""
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"{text!r} is not a switch value")

@@ -1,0 +1,171 @@
+"""The session contract: the one thing the launcher, the composer, ``kms mcp-config`` and ``kms mcp`` exchange.
+
+A ``SessionConfig`` is frozen when a server starts: flipping a setting mid-session changes nothing.
+It crosses the process boundary as ``KMS_*`` environment variables, written by ``to_env`` and
+read by ``from_env`` only, in the settings schema's own grammar (``schema.env_value``); a
+variable that is absent falls back to the settings file, then the default, exactly as
+``load_settings`` resolves them. Switches are *effective* (a child is off when its parent is
+off; ``auto`` is on once a vault is registered), so the server never re-derives the hierarchy.
+
+An unknown or invalid ``KMS_*`` variable raises ``SessionConfigError`` naming it, its value and
+what would be valid: ``kms mcp`` prints that one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from server.config.schema import (
+    LOG_LEVELS,
+    OTHER_ENV,
+    SETTINGS,
+    SettingValueError,
+    env_text,
+    env_value,
+    env_vars,
+    parse_flag,
+    suggest_env,
+)
+from server.config.settings import Settings, load_settings
+from server.store.db import default_db_path
+
+Tier = Literal["read", "write"]
+
+# SessionConfig field -> the setting it carries (its variable and grammar are the schema's)
+SETTING_FIELDS: dict[str, str] = {
+    "enabled": "kms.enabled",
+    "read_enabled": "agent.read",
+    "write_enabled": "agent.write",
+    "allowlist": "write.allowlist",
+    "per_minute": "write.per_minute",
+    "per_session": "write.per_session",
+    "embed_model_dir": "embed.model_dir",
+    "embed_enabled": "embed.enabled",
+}
+# SessionConfig field -> its variable, for the fields that are not settings
+OTHER_FIELDS: dict[str, str] = {
+    "db_path": "KMS_DB_PATH",
+    "config_path": "KMS_CONFIG",
+    "session_id": "KMS_SESSION_ID",
+    "vault": "KMS_VAULT",
+}
+
+
+class SessionConfigError(ValueError):
+    """A ``KMS_*`` variable kms does not know, or a value that does not fit it."""
+
+    def __init__(self, var: str, value: str, problem: str, valid: str) -> None:
+        self.var, self.value, self.problem, self.valid = var, value, problem, valid
+        super().__init__(f"{var}={value!r}: {problem}. Valid: {valid}")
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """What one agent session's kms server may do, and over which database, settings and vault."""
+
+    db_path: Path
+    config_path: Path
+    enabled: bool
+    read_enabled: bool
+    write_enabled: bool
+    session_id: str
+    per_minute: int = 10
+    per_session: int = 200
+    allowlist: tuple[str, ...] = ()
+    embed_model_dir: str | None = None
+    embed_enabled: bool = True
+    vault: str | None = None  # the scope: one vault's name, None = every vault
+    watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
+
+    def tier_enabled(self, tier: Tier) -> bool:
+        if tier == "read":
+            return self.enabled and self.read_enabled
+        return self.enabled and self.read_enabled and self.write_enabled
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, db_path: Path, session_id: str, vault: str | None = None, **overrides: Any
+    ) -> SessionConfig:
+        """The session that effective ``settings`` give (``kms claude`` and ``kms mcp`` both come here)."""
+        model_dir = settings.get("embed.model_dir")
+        cfg = cls(
+            db_path=db_path,
+            config_path=settings.path,
+            enabled=settings.active("kms.enabled"),
+            read_enabled=settings.active("agent.read"),
+            write_enabled=settings.active("agent.write"),
+            session_id=session_id,
+            per_minute=settings.get("write.per_minute"),
+            per_session=settings.get("write.per_session"),
+            allowlist=tuple(settings.get("write.allowlist")),
+            embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
+            embed_enabled=settings.get("embed.enabled"),
+            vault=vault,
+        )
+        return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SessionConfig:
+        """The session the environment describes (the settings file and defaults fill the gaps).
+
+        Raises ``SessionConfigError`` for an unknown ``KMS_*`` name or an invalid value.
+        """
+        env = os.environ if env is None else env
+        check_env(env)
+        cfg = cls.from_settings(
+            load_settings(env=env),
+            db_path=default_db_path(env),
+            session_id=env.get("KMS_SESSION_ID") or "s" + secrets.token_hex(6),
+            vault=env.get("KMS_VAULT") or None,
+        )
+        return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+    def to_env(self, fields: Iterable[str] | None = None) -> dict[str, str]:
+        """The variables that make ``from_env`` give this config back (or only those of ``fields``)."""
+        wanted = set(SETTING_FIELDS) | set(OTHER_FIELDS) if fields is None else set(fields)
+        unknown = wanted - set(SETTING_FIELDS) - set(OTHER_FIELDS)
+        if unknown:
+            raise ValueError(f"not carried in the environment: {', '.join(sorted(unknown))}")
+        out: dict[str, str] = {}
+        for name, var in OTHER_FIELDS.items():
+            value = getattr(self, name)
+            if name in wanted and value is not None:  # no KMS_VAULT = every vault
+                out[var] = str(value)
+        for name, key in SETTING_FIELDS.items():
+            if name in wanted:
+                value = getattr(self, name)
+                out[SETTINGS[key].env] = env_text(list(value) if isinstance(value, tuple) else value)
+        return out
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Refuse unknown ``KMS_*`` names and invalid values, naming the variable and what is valid."""
+    known = env_vars()
+    for var, raw in env.items():
+        if not var.startswith("KMS_"):
+            continue
+        if var not in known:
+            close = suggest_env(var)
+            problem = "not a kms variable" + (f" (did you mean {' or '.join(close)}?)" if close else "")
+            raise SessionConfigError(var, raw, problem, "the variables in docs/settings.md")
+        key = known[var]
+        if key:
+            try:
+                env_value(key, env)
+            except SettingValueError as e:
+                raise SessionConfigError(var, raw, f"{e.problem} ({key})", e.valid) from None
+            continue
+        valid = OTHER_ENV[var][1]
+        if var == "KMS_LOG_LEVEL" and raw.strip().upper() not in ("", *LOG_LEVELS):
+            raise SessionConfigError(var, raw, "not a log level", valid or "")
+        if var == "KMS_EMBED_DOWNLOAD" and raw.strip():
+            try:
+                parse_flag(raw)
+            except ValueError as e:
+                raise SessionConfigError(var, raw, str(e), valid or "") from None

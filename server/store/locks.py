@@ -1,0 +1,59 @@
+"""The one cross-process file lock (POSIX ``flock``, Windows ``msvcrt.locking``).
+
+It sits at the bottom of the layers so both the settings file (``server/config``) and the
+note writes (``server/vault``, ``server/writes``) use the same lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def lock_file(path: str | os.PathLike[str]) -> Iterator[int]:
+    """Hold an exclusive lock on the file at ``path`` (created if missing); yields its fd.
+
+    ``flock`` is per open file description, so it also excludes other threads of one
+    process. Closing the descriptor releases the lock, even when the holder dies.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:  # pragma: no cover - Windows
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[int]:
+    """Exclusive lock for one note, shared by every kms thread and process; yields the lock fd.
+
+    The lock file lives in a kms-private folder (next to the database), not on the
+    note: ``os.replace`` swaps the note's inode, so a lock on the note itself would
+    not be seen by the next writer. The lock file's content is free for the holder
+    (``server.vault.files.write_stamp`` / ``read_stamp``).
+    """
+    folder = Path(lock_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(os.fsencode(os.path.normcase(os.fspath(target)))).hexdigest()[:40]
+    with lock_file(folder / f"{key}.lock") as fd:
+        yield fd

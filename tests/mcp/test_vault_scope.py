@@ -1,0 +1,121 @@
+"""A session scoped to one vault never sees another: every read tool, through the real MCP server and client.
+
+Two vaults in one database share words, tags, titles and links, so an unscoped session sees both
+(checked first: the scoped answers could not fail otherwise), and a session scoped to ``a`` sees ``a`` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from support.mcp_session import mcp_client
+from support.vaults import write
+
+from server.index.indexer import index_vault
+from server.vault.registry import add_vault
+
+
+@pytest.fixture
+def two_vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
+    a, b = tmp_path / "vault-a", tmp_path / "vault-b"
+    write(a / "Alpha.md", "# Alpha\n\nThe lighthouse keeper's log. See [[Common]].\n\n#shared #only-a\n")
+    write(a / "Common.md", "# Common\n\nA lighthouse on the cliff.\n\n#shared\n")
+    write(b / "Beta.md", "# Beta\n\nAnother lighthouse, linked to [[Alpha]] and [[Common]].\n\n#shared #only-b\n")
+    write(b / "Common.md", "# Common\n\nThe lighthouse of vault b.\n\n#shared\n")
+    write(b / "Gamma.md", "# Gamma\n\nLighthouse lighthouse lighthouse.\n\n#only-b\n")
+    for root, name in ((a, "a"), (b, "b")):
+        index_vault(conn, add_vault(conn, root, name))
+    return conn
+
+
+def ids(conn: apsw.Connection) -> dict[tuple[str, str], str]:
+    found = conn.execute("SELECT v.name, n.title, n.id FROM notes n JOIN vaults v ON v.id = n.vault_id")
+    return {(vault, title): note for vault, title, note in found}
+
+
+async def call(client: Any, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    result = await client.call_tool(name, args)
+    return result.structured_content, bool(result.is_error)
+
+
+def vaults_of(cards: list[dict[str, Any]]) -> set[str]:
+    return {c["vault"] for c in cards}
+
+
+async def test_unscoped_session_sees_both_vaults(two_vaults: apsw.Connection, db_path: Path) -> None:
+    note = ids(two_vaults)
+    async with mcp_client(db_path) as client:
+        hits = (await call(client, "kms_search", {"query": "lighthouse", "limit": 50}))[0]["hits"]
+        assert vaults_of(hits) == {"a", "b"}
+        assert vaults_of((await call(client, "kms_list_recent", {"limit": 50}))[0]["notes"]) == {"a", "b"}
+        assert vaults_of((await call(client, "kms_inventory", {}))[0]["notes"]) == {"a", "b"}
+        tags = {t["tag"]: t["count"] for t in (await call(client, "kms_list_tags", {}))[0]["tags"]}
+        assert tags["shared"] == 4 and "only-b" in tags
+        backlinks = (await call(client, "kms_get_backlinks", {"noteId": note["a", "Alpha"]}))[0]["backlinks"]
+        assert vaults_of(backlinks) == {"b"}, "Beta (vault b) links to Alpha (vault a)"
+        data, is_error = await call(client, "kms_read", {"noteId": note["b", "Beta"]})
+        assert not is_error and data["vault"] == "b"
+        data, is_error = await call(client, "kms_search", {"query": "lighthouse", "vault": "b"})
+        assert not is_error and vaults_of(data["hits"]) == {"b"}
+
+
+async def test_scoped_session_sees_only_its_vault(two_vaults: apsw.Connection, db_path: Path) -> None:
+    note = ids(two_vaults)
+    async with mcp_client(db_path, vault="a") as client:
+        for args in ({"query": "lighthouse", "limit": 50}, {"query": "lighthouse OR beta OR gamma", "limit": 50}):
+            data, is_error = await call(client, "kms_search", args)
+            assert not is_error and data["hits"] and vaults_of(data["hits"]) == {"a"}
+        assert (await call(client, "kms_search", {"query": "gamma"}))[0]["hits"] == []
+        assert vaults_of((await call(client, "kms_list_recent", {"limit": 50}))[0]["notes"]) == {"a"}
+        inventory = (await call(client, "kms_inventory", {"limit": 500}))[0]
+        assert {n["title"] for n in inventory["notes"]} == {"Alpha", "Common"} and not inventory["nextCursor"]
+        tags = {t["tag"]: t["count"] for t in (await call(client, "kms_list_tags", {}))[0]["tags"]}
+        assert tags == {"shared": 2, "only-a": 1}
+
+        backlinks = (await call(client, "kms_get_backlinks", {"noteId": note["a", "Common"]}))[0]["backlinks"]
+        assert [b["title"] for b in backlinks] == ["Alpha"], "Beta (vault b) links to Common too: not shown"
+        assert (await call(client, "kms_get_backlinks", {"noteId": note["a", "Alpha"]}))[0]["backlinks"] == []
+
+        data, is_error = await call(client, "kms_read", {"noteId": note["a", "Alpha"]})
+        assert not is_error and data["vault"] == "a"
+        absent, _ = await call(client, "kms_read", {"noteId": "n000000000000"})
+        for tool in ("kms_read", "kms_get_backlinks"):
+            data, is_error = await call(client, tool, {"noteId": note["b", "Beta"]})
+            assert is_error and data["error"] == absent["error"] == "not-found", (tool, data)
+            assert data["message"] == absent["message"].replace("n000000000000", note["b", "Beta"])
+
+
+@pytest.mark.parametrize("tool", ["kms_search", "kms_semantic_search", "kms_list_recent", "kms_list_tags",
+                                  "kms_inventory"])
+async def test_a_vault_argument_outside_the_scope_is_refused(two_vaults: apsw.Connection, db_path: Path,
+                                                             tool: str) -> None:
+    args = {"query": "lighthouse"} if "search" in tool else {}
+    async with mcp_client(db_path, vault="a") as client:
+        data, is_error = await call(client, tool, {**args, "vault": "a"})
+        assert not is_error, data
+        refusals = []
+        for other in ("b", "no-such-vault"):
+            data, is_error = await call(client, tool, {**args, "vault": other})
+            assert is_error and data["error"] == "invalid-input", data
+            assert "scoped to vault 'a'" in data["message"]
+            refusals.append(data["message"].replace(other, "X"))
+        assert refusals[0] == refusals[1], "the refusal does not tell whether the other vault exists"
+
+
+async def test_semantic_search_is_scoped(two_vaults: apsw.Connection, db_path: Path, embed_model_dir: Path) -> None:
+    from server.index.embed import embed_pending
+
+    embed_pending(two_vaults, model_dir=embed_model_dir)
+    for vault, seen in ((None, {"a", "b"}), ("a", {"a"})):
+        async with mcp_client(db_path, vault=vault, embed_model_dir=str(embed_model_dir)) as client:
+            semantic = client.runner.ctx.services["semantic"]
+            semantic.embedder.load()
+            semantic.index.refresh(two_vaults)
+            for mode in ("semantic", "hybrid"):
+                data, is_error = await call(client, "kms_semantic_search",
+                                            {"query": "a tower with a light by the sea", "mode": mode, "limit": 50})
+                assert not is_error and data["mode"] == mode, data
+                assert vaults_of(data["hits"]) == seen, (vault, mode)

@@ -1,0 +1,118 @@
+"""The session contract (server/config/session.py): one writer, one reader, one grammar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from server.config import settings as st
+from server.config.schema import env_vars
+from server.config.session import SessionConfig, SessionConfigError
+
+NAME = hs.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+SEGMENT = hs.from_regex(r"[A-Za-z0-9_][A-Za-z0-9 _.-]{0,10}[A-Za-z0-9_]|[*?A-Za-z0-9_]", fullmatch=True)
+GLOB = hs.one_of(hs.just("/"), hs.just("."), hs.lists(SEGMENT, min_size=1, max_size=3).map("/".join))
+PATH = hs.lists(NAME, min_size=1, max_size=3).map(lambda parts: Path("/", *parts))
+
+
+@hs.composite
+def configs(draw: hs.DrawFn) -> SessionConfig:
+    """Every config the composer can write: effective switches (a child is off when its parent is)."""
+    enabled = draw(hs.booleans())
+    read = enabled and draw(hs.booleans())
+    return SessionConfig(
+        db_path=draw(PATH),
+        config_path=draw(PATH),
+        enabled=enabled,
+        read_enabled=read,
+        write_enabled=read and draw(hs.booleans()),
+        session_id=draw(NAME),
+        per_minute=draw(hs.integers(1, 10_000)),
+        per_session=draw(hs.integers(1, 1_000_000)),
+        allowlist=tuple(draw(hs.lists(GLOB, max_size=4, unique=True))),
+        embed_model_dir=draw(hs.none() | PATH.map(str)),
+        embed_enabled=draw(hs.booleans()),
+        vault=draw(hs.none() | NAME),
+    )
+
+
+@given(configs())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_round_trip_through_the_servers_reader(cfg: SessionConfig) -> None:
+    env = cfg.to_env()
+    assert all(name in env_vars() for name in env)
+    assert SessionConfig.from_env(env) == cfg
+
+
+def test_absent_variables_fall_back_to_the_file_then_the_defaults(tmp_path: Path, indexed: object) -> None:
+    cfg_file = tmp_path / "config.toml"
+    st.set_value("agent.write", "on", path=cfg_file, env={}, has_vault=True)
+    st.set_value("write.per_minute", "7", path=cfg_file, env={}, has_vault=True)
+    env = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg_file)}
+    cfg = SessionConfig.from_env(env)
+    # auto: on, because a vault is registered in that DB; file values; defaults for the rest
+    assert (cfg.enabled, cfg.read_enabled, cfg.write_enabled) == (True, True, True)
+    assert (cfg.per_minute, cfg.per_session, cfg.allowlist, cfg.vault) == (7, 200, (), None)
+    assert cfg.config_path == cfg_file and cfg.session_id.startswith("s")
+    # the environment wins over the file, and a child switch is off when its parent is
+    cfg = SessionConfig.from_env({**env, "KMS_AGENT_TOOLS_ENABLED": "off", "KMS_WRITE_PER_MINUTE": "3"})
+    assert (cfg.enabled, cfg.read_enabled, cfg.write_enabled, cfg.per_minute) == (True, False, False, 3)
+    # 'auto' is valid where the schema says so, and resolves as load_settings does
+    assert SessionConfig.from_env({**env, "KMS_ENABLED": "auto", "KMS_AGENT_TOOLS_ENABLED": "AUTO"}).read_enabled
+    empty = {"KMS_DB_PATH": str(tmp_path / "none.db"), "KMS_CONFIG": str(tmp_path / "none.toml")}
+    assert not SessionConfig.from_env({**empty, "KMS_ENABLED": "auto"}).enabled  # no vault registered there
+
+
+def test_overrides_and_subsets(tmp_path: Path) -> None:
+    env = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(tmp_path / "c.toml")}
+    cfg = SessionConfig.from_env(env, vault="a", watch=False, session_id="s1")
+    assert (cfg.vault, cfg.watch, cfg.session_id) == ("a", False, "s1")
+    assert cfg.to_env(fields=("db_path", "config_path")) == env
+    with pytest.raises(ValueError, match="watch"):
+        cfg.to_env(fields=("watch",))
+
+
+BAD_VALUES = [
+    ("KMS_ENABLED", "maybe", "true/false"),
+    ("KMS_AGENT_TOOLS_ENABLED", "2", "true/false"),
+    ("KMS_AGENT_WRITE_TOOLS_ENABLED", "auto", "true/false"),  # only the read switches default to auto
+    ("KMS_WRITE_ALLOWLIST", "/etc", "folder globs"),
+    ("KMS_WRITE_ALLOWLIST", "drafts/**", "folder globs"),
+    ("KMS_WRITE_ALLOWLIST", "../up", "folder globs"),
+    ("KMS_WRITE_PER_MINUTE", "abc", "1 to 10000"),
+    ("KMS_WRITE_PER_MINUTE", "0", "1 to 10000"),  # no 'unlimited', in any reader
+    ("KMS_WRITE_PER_MINUTE", "10001", "1 to 10000"),
+    ("KMS_WRITE_PER_SESSION", "-1", "1 to 1000000"),
+    ("KMS_WRITE_PER_SESSION", "off", "1 to 1000000"),
+    ("KMS_EMBED_ENABLED", "sometimes", "true/false"),
+    ("KMS_SERVERS_PLAYWRIGHT_ENABLED", "x", "true/false"),
+    ("KMS_SERVERS_FILESYSTEM_ENABLED", "yes please", "true/false"),
+    ("KMS_LOG_LEVEL", "loud", "DEBUG"),
+    ("KMS_EMBED_DOWNLOAD", "perhaps", "1/0"),
+    ("KMS_WRITE_PER_MINUT", "3", "KMS_WRITE_PER_MINUTE"),  # unknown: did you mean
+    ("KMS_VAULTS", "a", "KMS_VAULT"),
+    ("KMS_NOPE", "1", "docs/settings.md"),
+]
+
+
+@pytest.mark.parametrize(("var", "value", "valid"), BAD_VALUES)
+def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, valid: str, tmp_path: Path) -> None:
+    env = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(tmp_path / "c.toml"), var: value}
+    with pytest.raises(SessionConfigError) as e:
+        SessionConfig.from_env(env)
+    assert e.value.var == var and e.value.value == value
+    assert var in str(e.value) and repr(value) in str(e.value) and valid in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+# Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
+# (tests/cli/test_spawned_server.py).
+FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR"}
+
+
+def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
+    assert FREE_TEXT <= set(env_vars())
+    assert set(env_vars()) - FREE_TEXT <= {var for var, _value, _valid in BAD_VALUES}
