@@ -190,7 +190,8 @@ def run_claude(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
-    from server.activity.sessions import end_session, new_session_id, start_session
+    from server.activity.sessions import end_session, start_session
+    from server.config.session import new_session_id
     from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)

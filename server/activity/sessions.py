@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import apsw
 
+from server.config.session import new_session_id
 from server.store.db import rows, write_tx
 
 KINDS = ("launcher", "server", "demo", "person")
@@ -56,9 +56,6 @@ class SessionRow:
         }
 
 
-def new_session_id() -> str:
-    """``s`` + 12 hex digits, in the style of note ids (short enough to show and type)."""
-    return "s" + secrets.token_hex(6)
 
 
 def _row(d: dict[str, Any]) -> SessionRow:

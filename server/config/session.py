@@ -57,6 +57,11 @@ OTHER_FIELDS: dict[str, str] = {
 }
 
 
+def new_session_id() -> str:
+    """A fresh session id: 's' and 12 hex digits (the launcher makes one, or the server when none is given)."""
+    return "s" + secrets.token_hex(6)
+
+
 class SessionConfigError(ValueError):
     """A ``KMS_*`` variable kms does not know, or a value that does not fit it."""
 
@@ -121,7 +126,7 @@ class SessionConfig:
         cfg = cls.from_settings(
             load_settings(env=env),
             db_path=default_db_path(env),
-            session_id=env.get("KMS_SESSION_ID") or "s" + secrets.token_hex(6),
+            session_id=env.get("KMS_SESSION_ID") or new_session_id(),
             vault=env.get("KMS_VAULT") or None,
         )
         return dataclasses.replace(cfg, **overrides) if overrides else cfg
