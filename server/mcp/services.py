@@ -58,11 +58,6 @@ class SessionHeartbeat:
 
 def register_services(runner: ToolRunner) -> None:
     runner.ctx.services["session"] = SessionHeartbeat(runner)
-    from server.mcp.tools.write_tools import make_write_service, record_refusal
-
-    runner.on_write_refused = lambda spec, args, exc: record_refusal(runner.config, spec, args, exc)
-    if runner.config.tier_enabled("write"):
-        runner.ctx.services["writes"] = make_write_service(runner.config)
     from server.mcp.tools.semantic_tool import make_semantic_service
 
     runner.ctx.services["semantic"] = make_semantic_service(runner.config)
