@@ -6,12 +6,11 @@ import codecs
 from pathlib import Path
 
 import pytest
-from support.writes import Env, make_env
+from support.writes import Env, Writer, make_env
 
 from server.activity.provenance import get_invocation, list_invocations, search_invocations
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
-from server.writes.guard import WriteService
 from server.writes.revert import preview_revert, revert
 
 NOTE = "---\ntitle: T  # keep me\nstatus: draft\n---\n# T\n\npara one\n\n## Log\n- first\n"
@@ -23,8 +22,8 @@ def env(tmp_path: Path) -> Env:
 
 
 @pytest.fixture
-def ws(env: Env) -> WriteService:
-    return WriteService(env.db_path, "agent", RateLimiter(None, None))
+def ws(env: Env) -> Writer:
+    return Writer(env.db_path, "agent", RateLimiter(None, None))
 
 
 def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
@@ -34,7 +33,7 @@ def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
     return e.value
 
 
-def test_revert_append_restores_exact_bytes(env: Env, ws: WriteService) -> None:
+def test_revert_append_restores_exact_bytes(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "- second", heading="Log", separator="\n")
     preview = preview_revert(env.conn, out["invocationId"])
@@ -52,7 +51,7 @@ def test_revert_append_restores_exact_bytes(env: Env, ws: WriteService) -> None:
     refused(env, res["invocationId"], "invalid-input")  # a revert is not revertable
 
 
-def test_revert_after_surrounding_edits(env: Env, ws: WriteService) -> None:
+def test_revert_after_surrounding_edits(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "agent line")
     edited = "person added a line on top\n" + env.read("n.md") + "person tail\n"
@@ -61,7 +60,7 @@ def test_revert_after_surrounding_edits(env: Env, ws: WriteService) -> None:
     assert env.read("n.md") == "person added a line on top\n" + NOTE + "person tail\n"
 
 
-def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: WriteService) -> None:
+def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "agent line")
     path = env.root / "n.md"
@@ -73,11 +72,11 @@ def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: WriteSer
     path.write_text("x\n\nagent line\n" + NOTE + "\n\nagent line\n")
     before = path.read_bytes()
     e = refused(env, out["invocationId"])
-    assert "2 times" in e.message and path.read_bytes() == before
+    assert "more than once" in e.message and path.read_bytes() == before
     assert not preview_revert(env.conn, out["invocationId"])["canRevert"]
 
 
-def test_revert_insert_at_crlf_bom(env: Env, ws: WriteService) -> None:
+def test_revert_insert_at_crlf_bom(env: Env, ws: Writer) -> None:
     raw = codecs.BOM_UTF8 + NOTE.replace("\n", "\r\n").encode()
     nid = env.note("c.md", raw)
     out = ws.insert_at(nid, "inserted\nblock", {"afterBlockContaining": "para one"})
@@ -86,7 +85,7 @@ def test_revert_insert_at_crlf_bom(env: Env, ws: WriteService) -> None:
     assert (env.root / "c.md").read_bytes() == raw
 
 
-def test_revert_properties(env: Env, ws: WriteService) -> None:
+def test_revert_properties(env: Env, ws: Writer) -> None:
     nid = env.note("p.md", NOTE)
     out = ws.update_properties(nid, {"status": "done", "tags": ["a"]}, ["title"])
     preview = preview_revert(env.conn, out["invocationId"])
@@ -101,7 +100,7 @@ def test_revert_properties(env: Env, ws: WriteService) -> None:
     assert row["props_after"] == {"status": "draft", "tags": {"__absent__": True}, "title": "T"}
 
 
-def test_revert_properties_refused_when_changed_since(env: Env, ws: WriteService) -> None:
+def test_revert_properties_refused_when_changed_since(env: Env, ws: Writer) -> None:
     nid = env.note("p.md", NOTE)
     out = ws.update_properties(nid, {"status": "done"})
     ws.update_properties(nid, {"status": "published"})
@@ -110,7 +109,7 @@ def test_revert_properties_refused_when_changed_since(env: Env, ws: WriteService
     assert "status" in e.message and env.read("p.md") == before
 
 
-def test_revert_created_frontmatter_removes_block(env: Env, ws: WriteService) -> None:
+def test_revert_created_frontmatter_removes_block(env: Env, ws: Writer) -> None:
     body = "# Plain\n\ntext\n"
     nid = env.note("b.md", body)
     out = ws.update_properties(nid, {"tags": ["x"]})
@@ -118,7 +117,7 @@ def test_revert_created_frontmatter_removes_block(env: Env, ws: WriteService) ->
     assert env.read("b.md") == body
 
 
-def test_revert_create(env: Env, ws: WriteService) -> None:
+def test_revert_create(env: Env, ws: Writer) -> None:
     out = ws.create("New note", "hello", tags=["x"])
     path = env.root / out["path"]
     revert(env.conn, out["invocationId"])
@@ -130,7 +129,7 @@ def test_revert_create(env: Env, ws: WriteService) -> None:
     assert (env.root / out2["path"]).exists()
 
 
-def test_revert_follows_a_moved_note(env: Env, ws: WriteService) -> None:
+def test_revert_follows_a_moved_note(env: Env, ws: Writer) -> None:
     nid = env.note("old.md", NOTE)
     out = ws.append(nid, "agent line")
     (env.root / "archive").mkdir()
@@ -141,7 +140,7 @@ def test_revert_follows_a_moved_note(env: Env, ws: WriteService) -> None:
     assert env.read("archive/new.md") == NOTE
 
 
-def test_revert_refusals(env: Env, ws: WriteService) -> None:
+def test_revert_refusals(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     refused(env, 999, "not-found")
     with pytest.raises(KmsError):
@@ -152,7 +151,7 @@ def test_revert_refusals(env: Env, ws: WriteService) -> None:
     refused(env, same["invocationId"], "invalid-input")
 
 
-def test_listing_and_search(env: Env, ws: WriteService) -> None:
+def test_listing_and_search(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     a = ws.append(nid, "zebra crossing")
     ws.update_properties(nid, {"x": 1})

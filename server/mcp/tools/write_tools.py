@@ -95,10 +95,15 @@ class UpdatePropertiesInput(StrictInput):
 
 
 class Position(StrictInput):
-    afterHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS)
-    beforeHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS)
-    afterBlockContaining: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS)
-    atLine: int | None = Field(default=None, ge=1)
+    afterHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
+                                     description="'Tasks' or '## Tasks': at the end of that heading's section, "
+                                                 "after a blank line (as kms_append with heading).")
+    beforeHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
+                                      description="As whole lines right above that heading.")
+    afterBlockContaining: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS,
+                                             description="As its own block after the one paragraph (or code "
+                                                         "block) containing this text.")
+    atLine: int | None = Field(default=None, ge=1, description="So that the text starts at this line (1-based).")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Position:
