@@ -129,10 +129,10 @@ class WriteService:
         vault: str | None = None,
         lock_dir: Path | None = None,
         enabled: bool = True,
-        disabled_message: Callable[[str], str] = _off,
+        disabled_message: Callable[[str], str] | None = None,
     ) -> None:
         self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
-        self.disabled_message = disabled_message  # tool name -> why, e.g. which setting is off
+        self.disabled_message = disabled_message or _off  # tool name -> why, e.g. which setting is off
         self.db_path = db_path
         self.session_id = session_id
         self.limits = limits if limits is not None else RateLimiter()

@@ -82,6 +82,7 @@ class ServerConfig:
     embed_model_dir: str | None = None
     embed_enabled: bool = True
     watch: bool = True
+    vault: str | None = None  # the session's vault scope (engineer A's SessionConfig carries it)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:

@@ -175,9 +175,9 @@ def make_write_service(config: ServerConfig, disabled_message: Callable[[str], s
     from server.activity.ratelimit import RateLimiter
 
     limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
-    extra = {"disabled_message": disabled_message} if disabled_message is not None else {}
     return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
-                        vault=getattr(config, "vault", None), enabled=config.tier_enabled("write"), **extra)
+                        vault=getattr(config, "vault", None), enabled=config.tier_enabled("write"),
+                        disabled_message=disabled_message)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "
