@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.writes import Env, Writer, make_env
 
+from server.activity import feed
 from server.activity.provenance import get_invocation, list_invocations, search_invocations
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
@@ -169,3 +171,59 @@ def test_listing_and_search(env: Env, ws: Writer) -> None:
     assert [h["id"] for h in hits] == [a["invocationId"]]
     assert search_invocations(env.conn, 'AND OR "(', 5) == []  # FTS syntax can't break it
     assert "zebra crossing" in newest[2]["input_summary"]
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "state"),
+    [
+        ("intact in place", lambda t: t, "present"),
+        ("intact elsewhere", lambda t: "a person's new first line\n\n" + t, "moved"),
+        ("a person extended it", lambda t: t.replace("agent line", "agent line, and more"), "edited"),
+        ("a person extended it, moved", lambda t: "top\n" + t.replace("agent line", "agent line!"), "edited"),
+        ("changed", lambda t: t.replace("agent line", "agent LINE"), "edited"),
+        ("a copy, still in place", lambda t: t + "\n\nagent line\n", "present"),
+        ("moved, with a copy", lambda t: "x\n\nagent line\n" + t, "ambiguous"),
+        ("appended line", lambda t: t.replace("- first\n", "- first\n") + "\n", "present"),
+    ],
+)
+@pytest.mark.parametrize("how", ["append", "insert_at", "insert_after_heading"])
+def test_detail_pane_and_revert_agree(env: Env, ws: Writer, case: str, edit: Any, state: str, how: str) -> None:
+    """The dashboard's "in the note now" and revert are one rule (``changes.locate``): whatever the
+    detail pane calls intact, revert takes out, and whatever it does not, revert refuses."""
+    nid = env.note("n.md", NOTE)
+    if how == "append":
+        out = ws.append(nid, "agent line")
+    elif how == "insert_at":
+        out = ws.insert_at(nid, "agent line", {"beforeHeading": "Log"})
+    else:
+        out = ws.insert_at(nid, "agent line", {"afterHeading": "T"})
+    inv = out["invocationId"]
+    path = env.root / "n.md"
+    path.write_text(edit(env.read("n.md")), newline="")
+    before = path.read_bytes()
+    detail = feed.invocation_detail(env.conn, inv)
+    assert detail is not None and detail.note.state == state, case
+    preview = preview_revert(env.conn, inv)
+    assert preview["canRevert"] is (state in ("present", "moved")), (case, preview["reason"])
+    if preview["canRevert"]:
+        off, ins, now = preview["offset"], preview["removeText"], env.read("n.md")
+        assert off == detail.note.offset and now[off : off + len(ins)] == ins
+        revert(env.conn, inv)
+        assert env.read("n.md") == now[:off] + now[off + len(ins) :]
+    else:
+        assert preview["reason"] == detail.note.explanation
+        refused(env, inv)
+        assert path.read_bytes() == before
+
+
+def test_detail_pane_and_revert_agree_when_the_note_is_gone(env: Env, ws: Writer) -> None:
+    nid = env.note("n.md", NOTE)
+    inv = ws.append(nid, "agent line")["invocationId"]
+    (env.root / "n.md").unlink()
+    detail = feed.invocation_detail(env.conn, inv)
+    assert detail is not None and detail.note.state == "missing"
+    with pytest.raises(KmsError) as e:
+        preview_revert(env.conn, inv)
+    assert e.value.kind == "not-found"
+    refused(env, inv, "not-found")
+    assert list_invocations(env.conn, limit=1)[0]["error"] == "not-found"  # the refusal is recorded too

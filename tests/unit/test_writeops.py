@@ -15,7 +15,7 @@ from support.writes import Env, Writer, make_env
 from server.activity.provenance import list_invocations
 from server.errors import KmsError
 from server.vault.files import TextFormat, sha256_hex
-from server.writes import cas
+from server.writes import cas, operations
 from server.writes.cas import Edit
 
 
@@ -551,3 +551,28 @@ def test_lock_stamp_is_rewritten_in_place(tmp_path: Path) -> None:
         os.ftruncate(fd, 0)
         os.pwrite(fd, b"7 8 9", 0)  # the old format: just the stamp
         assert read_stamp(fd) == "7 8 9"
+
+
+def test_limits_are_defined_once(env: Env) -> None:
+    """The input models, the operations and the tool descriptions state the same numbers."""
+    from server.mcp.tools.write_tools import AppendInput, CreateInput, InsertAtInput
+    from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, kb
+
+    nid = env.note("n.md", "start\n")
+    ws = svc(env)
+    at_limit = "é" * (MAX_INSERT_BYTES // 2)  # two bytes each: exactly the limit
+    ws.append(nid, at_limit)
+    assert err(ws.append, nid, at_limit + "x").kind == "invalid-input"  # the model
+    note, vault = cas.load_note(env.conn, nid)
+    assert err(operations.append, env.conn, vault, note, content=at_limit + "x").kind == "invalid-input"
+    e = err(operations.append, env.conn, vault, note, content="x", separator="-" * (MAX_SEPARATOR_CHARS + 1))
+    assert e.kind == "invalid-input" and str(MAX_SEPARATOR_CHARS) in e.message
+    assert err(ws.append, nid, "x", separator="-" * (MAX_SEPARATOR_CHARS + 1)).kind == "invalid-input"
+    big = "y" * (MAX_CREATE_BYTES + 1)
+    assert err(ws.create, "Big", big).kind == "invalid-input"
+    assert err(operations.create, env.conn, env.vault, title="Big", content=big).kind == "invalid-input"
+    ws.create("Exactly", "y" * MAX_CREATE_BYTES)
+    assert kb(MAX_CREATE_BYTES) in CreateInput.model_fields["content"].description
+    for model in (AppendInput, InsertAtInput):
+        assert kb(MAX_INSERT_BYTES) in model.model_fields["content"].description
+    assert len(list_invocations(env.conn, limit=100)) == 5  # every guarded call recorded, none twice
