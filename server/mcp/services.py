@@ -1,4 +1,4 @@
-"""Per-process services of a running MCP server: session heartbeat, writes, semantic search.
+"""Per-process services of a running MCP server: session heartbeat and semantic search.
 
 Each service has optional ``start()``/``close()``; the adapter calls them. They are
 registered into ``runner.ctx.services`` so handlers reach them through the context.

@@ -174,3 +174,56 @@ async def test_every_write_call_gets_exactly_one_provenance_row(indexed: apsw.Co
     assert [r[2] for r in rows] == [None] * 4 + ["text-inserted"] * 2 + [None]
     # refusals before the operation gave no slot away: the two writes are all the session used
     assert indexed.execute("SELECT total FROM write_counters WHERE session_id = 's-one'").fetchall() == [(2,)]
+
+
+def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Connection, db_path: Path,
+                                                                vault_dir: Path) -> None:
+    """A tool defined only here (an entry and an operation, nothing else anywhere) is gated, validated,
+    rate-limited, recorded once, shown by the dashboard and reverted like the built-in ones; a bug in
+    it is recorded and answered, not raised."""
+    from pydantic import Field
+
+    from server.activity import feed
+    from server.mcp.tools.base import ServerConfig, StrictInput, ToolSpec
+    from server.mcp.tools.dispatch import ToolRunner
+    from server.mcp.tools.write_tools import ADD_ONLY, WriteOutput
+    from server.writes import operations
+    from server.writes.guard import WriteTarget
+    from server.writes.revert import revert
+
+    class StampInput(StrictInput):
+        noteId: str = Field(min_length=1)
+
+    def kms_stamp(target: WriteTarget, args: StampInput) -> operations.WriteOutcome:
+        note, vault = target.note(args.noteId)
+        if note.title == "Home":
+            raise RuntimeError("a bug in the new tool")
+        return operations.append(target.conn, vault, note, content="stamped", lock_dir=target.lock_dir)
+
+    spec = ToolSpec(name="kms_stamp", tier="write", description="Stamp a note.", input_model=StampInput,
+                    output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
+    nid = note_id(indexed, "Indexing notes for coding agents")
+    path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    before = path.read_bytes()
+    body, trail = before.rstrip(b"\n"), before[len(before.rstrip(b"\n")) :]
+    config = ServerConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, per_minute=2)
+    runner = ToolRunner(config, registry=[spec])
+    try:
+        done, is_error = runner.call("kms_stamp", {"noteId": nid})
+        assert not is_error and path.read_bytes() == body + b"\n\nstamped" + trail, done
+        assert runner.call("kms_stamp", {"noteId": nid, "extra": 1})[0]["error"] == "invalid-input"
+        bug, is_error = runner.call("kms_stamp", {"noteId": note_id(indexed, "Home")})
+        assert is_error and bug["error"] == "internal"
+        runner.call("kms_stamp", {"noteId": nid})
+        assert runner.call("kms_stamp", {"noteId": nid})[0]["error"] == "rate-limited"
+    finally:
+        runner.close()
+    rows = indexed.execute("SELECT tool, status, error, change_kind FROM tool_invocations ORDER BY id").fetchall()
+    assert rows == [("kms_stamp", "success", None, "text-inserted"), ("kms_stamp", "error", "invalid-input", None),
+                    ("kms_stamp", "error", "internal", None), ("kms_stamp", "success", None, "text-inserted"),
+                    ("kms_stamp", "rate-limited", "rate-limited", None)]
+    detail = feed.invocation_detail(indexed, done["invocationId"])
+    assert detail is not None and detail.note.state == "present"  # the second stamp went after it
+    assert path.read_bytes() == body + b"\n\nstamped\n\nstamped" + trail
+    revert(indexed, done["invocationId"])
+    assert path.read_bytes() == body + b"\n\nstamped" + trail
