@@ -153,6 +153,7 @@ class WriteService:
         conn = self.conn()
         touched = Touched(note_id=_text(arguments.get("noteId")), title=_text(arguments.get("title")))
         target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched)
+        summary = provenance.summarize_input(dict(arguments))
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
@@ -173,8 +174,8 @@ class WriteService:
                 if slot is not None and (outcome is None or not outcome.changed):
                     self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
                 invocation_id = record_call(
-                    conn, tool=tool.name, session_id=self.session_id, input_summary=provenance.summarize_input(
-                        dict(arguments)), touched=target.touched, outcome=outcome, failure=failure,
+                    conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
+                    touched=target.touched, outcome=outcome, failure=failure,
                 )
         assert outcome is not None
         return {**outcome.result, "invocationId": invocation_id}

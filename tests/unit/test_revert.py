@@ -227,3 +227,19 @@ def test_detail_pane_and_revert_agree_when_the_note_is_gone(env: Env, ws: Writer
     assert e.value.kind == "not-found"
     refused(env, inv, "not-found")
     assert list_invocations(env.conn, limit=1)[0]["error"] == "not-found"  # the refusal is recorded too
+
+
+def test_reverted_by_has_one_answer(env: Env, ws: Writer) -> None:
+    """The feed's "reverted" marks and the full row's ``reverted_by`` come from the same index (m005)."""
+    nid = env.note("n.md", NOTE)
+    first = ws.append(nid, "one")["invocationId"]
+    second = ws.append(nid, "two")["invocationId"]
+    (env.root / "n.md").write_text(env.read("n.md").replace("two", "TWO"))
+    refused(env, second)  # a refused revert reverts nothing
+    (env.root / "n.md").write_text(env.read("n.md").replace("TWO", "two"))
+    rid = revert(env.conn, first)["invocationId"]
+    assert feed.reverted_ids(env.conn) == {first: rid}
+    assert get_invocation(env.conn, first)["reverted_by"] == rid
+    assert get_invocation(env.conn, second)["reverted_by"] is None
+    detail = feed.invocation_detail(env.conn, first)
+    assert detail is not None and detail.invocation["reverted_by"] == rid
