@@ -39,6 +39,7 @@ from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.writes.cas import NoteRef, WriteOutcome, load_note
+from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 
 
 class WriteTool(Protocol):
@@ -59,8 +60,9 @@ def _off(tool: str) -> str:
             "on with `kms config set agent.write true` or `kms claude --write`")
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _text(value: Any, limit: int = 1000) -> str | None:
+    """A string argument worth naming in the provenance row (not whatever an agent sent)."""
+    return value if isinstance(value, str) and len(value) <= limit else None
 
 
 @dataclass
@@ -89,7 +91,7 @@ class WriteTarget:
         """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
         note, vault = load_note(self.conn, ref)
         if self.scope is not None and vault.name != self.scope:
-            raise KmsError("not-found", f"no note {ref!r}", noteId=ref)
+            raise KmsError("not-found", f"no note matches {ref!r}", suggestions=[])  # as if it did not exist
         self.touched = Touched(note.id, vault.name, note.path, note.title)
         return note, vault
 
@@ -151,7 +153,8 @@ class WriteService:
     def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``."""
         conn = self.conn()
-        touched = Touched(note_id=_text(arguments.get("noteId")), title=_text(arguments.get("title")))
+        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                          title=_text(arguments.get("title"), MAX_TITLE_CHARS))
         target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched)
         summary = provenance.summarize_input(dict(arguments))
         slot: Slot | None = None

@@ -227,3 +227,12 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
     assert path.read_bytes() == body + b"\n\nstamped\n\nstamped" + trail
     revert(indexed, done["invocationId"])
     assert path.read_bytes() == body + b"\n\nstamped" + trail
+
+
+async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(indexed: apsw.Connection,
+                                                                         db_path: Path) -> None:
+    async with mcp_client(db_path, write_enabled=True) as client:
+        out = (await client.call_tool("kms_append", {"noteId": "n" * 10_000, "content": "x"})).structured_content
+    assert out["error"] == "invalid-input" and "noteId" in out["message"]
+    row = indexed.execute("SELECT note_id, length(input_summary), status FROM tool_invocations").fetchall()
+    assert row == [(None, row[0][1], "error")] and row[0][1] <= 400
