@@ -67,6 +67,11 @@ def check_content(content: Any, limit: int, *, allow_empty: bool = False) -> str
     return content
 
 
+def _inserted(note: NoteRef, text: str, pos: int, ins: str) -> Edit:
+    """The edit that puts ``ins`` at character ``pos`` of ``text``, and its change record."""
+    return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
+
+
 def _check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) -> None:
     """Allowlist by the note's folder and, for a symlinked note, by where it really lives."""
     if not allowlist:
@@ -221,7 +226,7 @@ def append(
         nl = fmt.newline
         body = convert_newlines(content, nl).rstrip("\r\n")
         pos, ins = after_section(text, note.title, heading, body, convert_newlines(separator, nl), nl)
-        return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
+        return _inserted(note, text, pos, ins)
 
     return write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
 
@@ -256,7 +261,7 @@ def insert_at(
         body = convert_newlines(content, nl).rstrip("\r\n")
         if kind == "afterHeading":
             pos, ins = after_section(text, note.title, arg, body, nl + nl, nl)
-            return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
+            return _inserted(note, text, pos, ins)
         lines = split_lines(text)
         first = writable_start(text)
         pad = False
@@ -285,7 +290,7 @@ def insert_at(
                 )
             k, pad = found[0][1] + 1, True
         pos, ins = insert_before_line(text, lines, k, body, nl, pad)
-        return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
+        return _inserted(note, text, pos, ins)
 
     return write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
 
