@@ -6,7 +6,14 @@ the CLI into a red message and a non-zero exit.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # pydantic only when a tool call is validated: the CLI and dashboard start without it
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 KINDS = (
     "not-found",
@@ -29,3 +36,25 @@ class KmsError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.kind, "message": self.message, **self.extra}
+
+
+@functools.cache
+def _valid_fields(model: type[BaseModel]) -> str:
+    """'noteId (required), heading (optional), ...' as the tool's input schema names them (building
+    a JSON schema takes ~1 ms, so once per model, not once per refused call)."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    names = schema.get("properties", {})
+    return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
+
+
+def validate_input(model: type[M], arguments: Mapping[str, Any]) -> M:
+    """A tool's arguments through its strict input model; ``invalid-input`` naming every problem and
+    the valid fields otherwise (read and write tools answer bad input the same way)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()]
+        raise KmsError("invalid-input", "; ".join(parts) + f". Valid fields: {_valid_fields(model)}") from None

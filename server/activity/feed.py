@@ -3,11 +3,10 @@
 The dashboard polls several times a second while a person watches, and the
 provenance table may hold 100,000 rows, so every query here is bounded and uses
 an index: the feed is a window of light columns (never ``inserted_text``),
-paged by id; a live tail fetches only ids above the last one seen. The general
-``server.activity.provenance.list_invocations`` / ``search_invocations`` compute
-``reverted_by`` with a correlated subquery per row (no index on ``reverts_id``),
-which costs seconds at that size, so the feed finds revert rows through the FTS
-index on ``tool`` instead and fetches full rows one at a time for the detail view.
+paged by id; a live tail fetches only ids above the last one seen; "reverted by" comes
+from the partial index on ``reverts_id`` (m005), and the detail view fetches full rows
+one at a time. Where an insertion is now is ``server.activity.changes.locate``, the
+answer revert acts on.
 
 Nothing here writes and nothing imports textual: the TUI calls these from its
 worker threads, each with its own connection.
@@ -15,7 +14,6 @@ worker threads, each with its own connection.
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from typing import Any
 
 import apsw
 
-from server.activity import provenance
+from server.activity import changes, provenance
 from server.activity.ratelimit import Gauge, session_gauges
 from server.activity.sessions import SessionRow, list_sessions, pid_alive
 from server.errors import KmsError
@@ -150,38 +148,13 @@ def search_feed(
 
 
 def reverted_ids(conn: apsw.Connection) -> dict[int, int]:
-    """invocation id -> id of the successful revert that took it back.
-
-    Found through the FTS index on ``tool`` (the only index that reaches revert rows),
-    so this stays sub-millisecond with 100,000 provenance rows.
-    """
+    """invocation id -> id of the successful revert that took it back (the m005 index holds only
+    rows with a ``reverts_id``, so this reads the reverts, never the whole table)."""
     found = conn.execute(
-        """SELECT t.reverts_id, min(t.id)
-           FROM tool_invocations_fts f JOIN tool_invocations t ON t.id = f.rowid
-           WHERE tool_invocations_fts MATCH 'tool : revert' AND t.status = 'success'
-             AND t.reverts_id IS NOT NULL
-           GROUP BY t.reverts_id"""
+        """SELECT reverts_id, min(id) FROM tool_invocations
+           WHERE reverts_id IS NOT NULL AND status = 'success' GROUP BY reverts_id"""
     )
     return {int(target): int(by) for target, by in found}
-
-
-def get_invocation(conn: apsw.Connection, invocation_id: int) -> dict[str, Any] | None:
-    """One full row, like ``provenance.get_invocation`` but with ``reverted_by`` found through
-    the FTS index (the general version scans the whole table for it: ~40 ms at 100k rows)."""
-    found = rows(conn, "SELECT t.* FROM tool_invocations t WHERE t.id = ?", (invocation_id,))
-    if not found:
-        return None
-    row = found[0]
-    for key in ("props_before", "props_after"):
-        if row.get(key) is not None:
-            row[key] = json.loads(row[key])
-    row["reverted_by"] = scalar(
-        conn,
-        """SELECT min(t.id) FROM tool_invocations_fts f JOIN tool_invocations t ON t.id = f.rowid
-           WHERE tool_invocations_fts MATCH 'tool : revert' AND t.status = 'success' AND t.reverts_id = ?""",
-        (invocation_id,),
-    )
-    return row
 
 
 # ----------------------------------------------------------------------------- sessions and gauges
@@ -316,28 +289,9 @@ def context_lines(text: str, start: int, length: int, around: int = 3) -> tuple[
     return tuple(out)
 
 
-def locate_inserted(inv: dict[str, Any], text: str) -> tuple[str, int | None, str]:
-    """(state, offset now, explanation) of the invocation's inserted text in ``text``."""
-    ins, off = inv.get("inserted_text"), inv.get("insert_offset")
-    if not ins or off is None:
-        return "none", None, "this call inserted no text"
-    if text[off : off + len(ins)] == ins:
-        return "present", off, "the inserted text is still there, unchanged"
-    hits: list[int] = []
-    i = text.find(ins)
-    while i >= 0 and len(hits) < 2:
-        hits.append(i)
-        i = text.find(ins, i + 1)
-    if len(hits) == 1:
-        return "moved", hits[0], "the note changed around it; the inserted text is intact elsewhere"
-    if hits:
-        return "ambiguous", None, "the inserted text now occurs more than once"
-    return "edited", None, "the inserted text is no longer in the note (edited since)"
-
-
 def invocation_detail(conn: apsw.Connection, invocation_id: int, around: int = 3) -> Detail | None:
     """One invocation in full plus its inserted text in context in the note as it is NOW."""
-    inv = get_invocation(conn, invocation_id)
+    inv = provenance.get_invocation(conn, invocation_id)
     if inv is None:
         return None
     if not inv.get("vault") or not (inv.get("path") or inv.get("note_id")):
@@ -350,9 +304,11 @@ def invocation_detail(conn: apsw.Connection, invocation_id: int, around: int = 3
         return Detail(inv, NoteNow("missing", "the note no longer exists"))
     except (KmsError, OSError) as e:
         return Detail(inv, NoteNow("unreadable", getattr(e, "message", None) or str(e)))
-    state, offset, why = locate_inserted(inv, text)
-    lines = context_lines(text, offset, len(inv["inserted_text"]), around) if offset is not None else ()
-    return Detail(inv, NoteNow(state, why, path, len(raw), offset, lines))
+    change = changes.from_row(inv)
+    where = changes.locate(change, text)
+    found = changes.inserted(change)
+    lines = context_lines(text, where.offset, len(found[1]), around) if where.offset is not None and found else ()
+    return Detail(inv, NoteNow(where.state, where.explanation, path, len(raw), where.offset, lines))
 
 
 @dataclass(frozen=True)
@@ -375,15 +331,17 @@ def _read_text(path: Path, rel: str) -> str:
 
 def read_note(conn: apsw.Connection, invocation_id: int) -> NoteText:
     """The note an invocation wrote, as it is now, with its inserted text located."""
-    inv = get_invocation(conn, invocation_id)
+    inv = provenance.get_invocation(conn, invocation_id)
     if inv is None:
         raise KmsError("not-found", f"no tool invocation #{invocation_id}")
     if not inv.get("vault") or not (inv.get("path") or inv.get("note_id")):
         raise KmsError("not-found", f"invocation #{invocation_id} touched no note")
     path, rel = _note_file(conn, inv)
     text = _read_text(path, rel)
-    _state, offset, _why = locate_inserted(inv, text)
-    return NoteText(f"{inv['vault']}/{rel}", path, text, offset, len(inv.get("inserted_text") or ""))
+    change = changes.from_row(inv)
+    found = changes.inserted(change)
+    where = changes.locate(change, text)
+    return NoteText(f"{inv['vault']}/{rel}", path, text, where.offset, len(found[1]) if found else 0)
 
 
 def read_note_by_id(conn: apsw.Connection, note_id: str) -> NoteText:

@@ -1,10 +1,11 @@
 """Provenance of write-tool calls: one ``tool_invocations`` row per call, success or not.
 
 The row is what the dashboard shows and what ``server.writes.revert`` undoes, so for a
-success it records exactly what was inserted and where (``inserted_text`` at
-character ``insert_offset`` of the new file text, BOM excluded) or, for property
-updates, the old and new values of exactly the keys changed. Rows are never
-updated; the FTS table ``tool_invocations_fts`` is filled by an insert trigger.
+success it records the typed change (``server.activity.changes``): its kind in
+``change_kind`` and exactly what was inserted where (``inserted_text`` at character
+``insert_offset`` of the new file text, BOM excluded) or the old and new values of exactly
+the keys changed. Rows are never updated; the FTS table ``tool_invocations_fts`` is
+filled by an insert trigger.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 
 import apsw
 
+from server.activity.changes import Change, columns
 from server.store.db import rows, write_tx
 
 SUMMARY_MAX = 400
 FIELD_MAX = 80
-ABSENT: dict[str, bool] = {"__absent__": True}
 
 STATUS_FOR_KIND = {
     "conflict": "conflict",
@@ -74,23 +75,22 @@ def record(
     lines_added: int = 0,
     bytes_before: int | None = None,
     bytes_after: int | None = None,
-    inserted_text: str | None = None,
-    insert_offset: int | None = None,
-    props_before: dict[str, Any] | None = None,
-    props_after: dict[str, Any] | None = None,
+    change: Change | None = None,
     hash_before: str | None = None,
     hash_after: str | None = None,
     reverts_id: int | None = None,
     at: float | None = None,
 ) -> int:
     """Insert one invocation row and return its id."""
+    payload = columns(change)
     with write_tx(conn):
         conn.execute(
             """
             INSERT INTO tool_invocations(at, session_id, actor, tool, note_id, vault, path, title,
                 input_summary, status, error, message, lines_added, bytes_before, bytes_after,
-                inserted_text, insert_offset, props_before, props_after, hash_before, hash_after, reverts_id)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                inserted_text, insert_offset, props_before, props_after, hash_before, hash_after, reverts_id,
+                change_kind)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             (
                 at if at is not None else time.time(),
@@ -108,18 +108,20 @@ def record(
                 lines_added,
                 bytes_before,
                 bytes_after,
-                inserted_text,
-                insert_offset,
-                _json(props_before),
-                _json(props_after),
+                payload.get("inserted_text"),
+                payload.get("insert_offset"),
+                _json(payload.get("props_before")),
+                _json(payload.get("props_after")),
                 hash_before,
                 hash_after,
                 reverts_id,
+                payload.get("change_kind"),
             ),
         )
         return conn.last_insert_rowid()
 
 
+# "reverted by" through the m005 partial index on reverts_id: one index probe per row
 _COLUMNS = """
     t.*,
     (SELECT r.id FROM tool_invocations r

@@ -1,4 +1,4 @@
-"""Per-process services of a running MCP server: session heartbeat, writes, semantic search.
+"""Per-process services of a running MCP server: session heartbeat and semantic search.
 
 Each service has optional ``start()``/``close()``; the adapter calls them. They are
 registered into ``runner.ctx.services`` so handlers reach them through the context.
@@ -21,7 +21,7 @@ class SessionHeartbeat:
 
     def __init__(self, runner: ToolRunner) -> None:
         self.config = runner.config
-        self._services = runner.ctx.services
+        self._writes = runner.writes
         self._stop = threading.Event()
         self._created = False
 
@@ -32,11 +32,10 @@ class SessionHeartbeat:
         try:
             self._created = get_session(conn, self.config.session_id) is None
             touch_session(conn, self.config.session_id, kind="server")
-            writes = self._services.get("writes")
-            if writes is not None:  # the dashboard shows this session's limits before its first write
+            if self._writes.enabled:  # the dashboard shows this session's limits before its first write
                 from server.activity.ratelimit import record_limits
 
-                record_limits(conn, self.config.session_id, writes.limits)
+                record_limits(conn, self.config.session_id, self._writes.limits)
         finally:
             conn.close()
         threading.Thread(target=self._beat, name="kms-heartbeat", daemon=True).start()
@@ -64,11 +63,6 @@ class SessionHeartbeat:
 
 def register_services(runner: ToolRunner) -> None:
     runner.ctx.services["session"] = SessionHeartbeat(runner)
-    from server.mcp.tools.write_tools import make_write_service, record_refusal
-
-    runner.on_write_refused = lambda spec, args, exc: record_refusal(runner.config, spec, args, exc)
-    if runner.config.tier_enabled("write"):
-        runner.ctx.services["writes"] = make_write_service(runner.config)
     from server.mcp.tools.semantic_tool import make_semantic_service
 
     runner.ctx.services["semantic"] = make_semantic_service(runner.config)

@@ -249,6 +249,25 @@ def m006_fts_tuning(conn: apsw.Connection) -> None:
     conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (16 * 1024 * 1024,))
 
 
+def m007_change_kind(conn: apsw.Connection) -> None:
+    """Each provenance row names the kind of change it made (``server.activity.changes``), so revert
+    and the dashboard key on what happened, not on which tool did it. Old rows get the kind their
+    tool made; calls that changed nothing (refusals, no-ops) have none."""
+    conn.execute("ALTER TABLE tool_invocations ADD COLUMN change_kind TEXT")
+    conn.execute(
+        """UPDATE tool_invocations SET change_kind = CASE
+             WHEN status != 'success' THEN NULL
+             WHEN tool = 'kms_create' THEN 'file-created'
+             WHEN tool IN ('kms_append', 'kms_insert_at') AND inserted_text IS NOT NULL THEN 'text-inserted'
+             WHEN tool = 'kms_update_properties' AND props_after IS NOT NULL AND props_after != '{}'
+               THEN 'properties-changed'
+             WHEN tool = 'revert' AND props_after IS NOT NULL AND props_after != '{}' THEN 'properties-changed'
+             WHEN tool = 'revert' AND hash_after IS NULL THEN 'file-deleted'
+             WHEN tool = 'revert' THEN 'text-removed'
+           END"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -256,6 +275,7 @@ MIGRATIONS: list[Migration] = [
     m004_hidden_index,
     m005_reverts_index,
     m006_fts_tuning,
+    m007_change_kind,
 ]
 
 

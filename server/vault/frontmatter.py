@@ -32,72 +32,16 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 
 from server.errors import KmsError
 from server.vault.files import convert_newlines
+from server.vault.markdown import Unclosed, frontmatter_span, split_lines
 
 ABSENT: dict[str, bool] = {"__absent__": True}
 RESERVED_KEYS = frozenset({"kms_provenance"})
-MAX_KEYS = 100
-MAX_VALUE_CHARS = 10_000
-MAX_LIST_ITEMS = 1_000
-TAG_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$")
-KEY_RE = re.compile(r"^[^\W][\w .\-/]*(?<! )$")
 _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = pyyaml.resolver.Resolver()
 try:
     _PyLoader: Any = pyyaml.CSafeLoader
 except AttributeError:  # pragma: no cover
     _PyLoader = pyyaml.SafeLoader
-
-
-@dataclass(frozen=True)
-class Span:
-    """Character offsets of a frontmatter block in the note text."""
-
-    open_end: int  # after the opening '---' line
-    close_start: int  # start of the closing '---' / '...' line
-    body_start: int  # after the closing line
-
-
-class Unclosed(Exception):
-    """The text starts with '---' but no closing line follows."""
-
-
-def _lines(text: str) -> list[str]:
-    parts = text.split("\n")
-    out = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return out
-
-
-def _is_fence(line: str, closing: bool) -> bool:
-    s = line.rstrip("\r\n").rstrip(" \t")
-    return s == "---" or (closing and s == "...")
-
-
-def frontmatter_span(text: str) -> Span | None:
-    """Locate the frontmatter exactly as ``server.vault.parser.split_frontmatter`` does; raise ``Unclosed``."""
-    if not text.startswith("---"):
-        return None
-    lines = _lines(text)
-    if not _is_fence(lines[0], False):
-        return None
-    if not lines[0].endswith("\n"):
-        raise Unclosed
-    pos = len(lines[0])
-    for line in lines[1:]:
-        if _is_fence(line, True):
-            return Span(len(lines[0]), pos, pos + len(line))
-        pos += len(line)
-    raise Unclosed
-
-
-def body_offset(text: str) -> int:
-    """Where the body starts (0 when there is no, or an unclosed, frontmatter)."""
-    try:
-        span = frontmatter_span(text)
-    except Unclosed:
-        return 0
-    return span.body_start if span else 0
 
 
 # ----- plain values -----------------------------------------------------------------------------
@@ -154,101 +98,6 @@ def from_json(value: Any) -> Any:
 def canon(value: Any) -> str:
     """A comparison key that tells 1, 1.0, True and "1" apart."""
     return json.dumps(to_json(value), sort_keys=True, ensure_ascii=False)
-
-
-# ----- validation -------------------------------------------------------------------------------
-
-
-def normalize_tags(tags: Any, *, limit: int = 50) -> list[str]:
-    """Validate tags (``#`` optional), drop case-insensitive duplicates, keep order."""
-    if isinstance(tags, str):
-        tags = [tags]
-    if not isinstance(tags, list | tuple):
-        raise KmsError("invalid-input", "tags must be a list of strings")
-    out: list[str] = []
-    seen: set[str] = set()
-    for t in tags:
-        if not isinstance(t, str):
-            raise KmsError("invalid-input", f"tag {t!r} is not a string")
-        name = t.strip().removeprefix("#")
-        if not TAG_RE.match(name):
-            raise KmsError(
-                "invalid-input",
-                f"tag {t!r} is not allowed: letters, digits, '_' and '-', starting with a letter or digit",
-            )
-        if name.lower() not in seen:
-            seen.add(name.lower())
-            out.append(name)
-    if len(out) > limit:
-        raise KmsError("invalid-input", f"at most {limit} tags ({len(out)} given)")
-    return out
-
-
-def _check_scalar(key: str, v: Any) -> Any:
-    if isinstance(v, bool | int):
-        return v
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise KmsError("invalid-input", f"property {key!r}: numbers must be finite")
-        return v
-    if isinstance(v, str):
-        if len(v) > MAX_VALUE_CHARS:
-            raise KmsError("invalid-input", f"property {key!r}: value longer than {MAX_VALUE_CHARS} characters")
-        if any(ord(c) < 32 and c not in "\t\n" or c in "\x7f\ufeff" for c in v):
-            raise KmsError("invalid-input", f"property {key!r}: value contains control characters")
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise KmsError("invalid-input", f"property {key!r}: value is not valid Unicode") from e
-        return v
-    raise KmsError(
-        "invalid-input",
-        f"property {key!r}: values are strings, numbers, booleans or lists of those (got {type(v).__name__});"
-        " use remove to delete a property",
-    )
-
-
-def check_key(key: Any) -> str:
-    """A property name: visible, reasonably plain, not reserved by kms."""
-    if not isinstance(key, str) or not KEY_RE.match(key) or len(key) > 100:
-        raise KmsError(
-            "invalid-input",
-            f"property name {key!r} is not allowed (letters, digits, spaces, '_', '-', '.', '/'; max 100)",
-        )
-    if key in RESERVED_KEYS:
-        raise KmsError("invalid-input", f"property {key!r} is reserved for kms")
-    return key
-
-
-def check_properties(set_: dict[str, Any] | None, remove: list[str] | None) -> tuple[dict[str, Any], list[str]]:
-    """Validate an update_properties request; return (set, remove) normalised."""
-    set_ = dict(set_ or {})
-    remove = list(remove or [])
-    if not isinstance(remove, list):
-        raise KmsError("invalid-input", "remove must be a list of property names")
-    if not set_ and not remove:
-        raise KmsError("invalid-input", "nothing to do: give properties to set and/or remove")
-    if len(set_) + len(remove) > MAX_KEYS:
-        raise KmsError("invalid-input", f"at most {MAX_KEYS} properties per call")
-    out: dict[str, Any] = {}
-    for key, value in set_.items():
-        check_key(key)
-        if isinstance(value, list | tuple):
-            if len(value) > MAX_LIST_ITEMS:
-                raise KmsError("invalid-input", f"property {key!r}: at most {MAX_LIST_ITEMS} list items")
-            value = [_check_scalar(key, v) for v in value]
-        elif value is None:
-            raise KmsError("invalid-input", f"property {key!r}: null is not a value; use remove to delete it")
-        else:
-            value = _check_scalar(key, value)
-        if key == "tags":
-            value = normalize_tags(value)
-        out[key] = value
-    for key in remove:
-        check_key(key)
-        if key in out:
-            raise KmsError("invalid-input", f"property {key!r} is both set and removed")
-    return out, list(dict.fromkeys(remove))
 
 
 # ----- YAML I/O ---------------------------------------------------------------------------------
@@ -394,7 +243,7 @@ def apply_props(text: str, set_: dict[str, Any], remove: list[str], *, newline: 
 
     lf = yaml_text.replace("\r\n", "\n")
     seq = _seq_style(lf)
-    lines = _lines(yaml_text)
+    lines = split_lines(yaml_text)
     try:
         ranges = _key_ranges(data, lines) if span else {}
     except Exception:  # noqa: BLE001 - merge keys and other exotica: fall back to a full re-dump

@@ -24,10 +24,9 @@ from typing import Any
 import pyromark
 import yaml_rs
 
+from server.vault import markdown
 from server.vault import summary as summary_codec
 
-_FM = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
-_FM_EMPTY = re.compile(r"\A---[ \t]*\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)")
 # Patterns start with a literal so the regex engine can skip ahead (a leading
 # optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
 _WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
@@ -84,14 +83,14 @@ def link_key(target: str) -> str:
 
 
 def split_frontmatter(text: str) -> tuple[str | None, str, int]:
-    """Return (raw YAML or None, body, body offset)."""
-    if not text.startswith("---"):
+    """Return (raw YAML or None, body, body offset); an unclosed block is no frontmatter."""
+    try:
+        span = markdown.frontmatter_span(text)
+    except markdown.Unclosed:
+        span = None
+    if span is None:
         return None, text, 0
-    m = _FM_EMPTY.match(text) or _FM.match(text)
-    if not m:
-        return None, text, 0
-    raw = m.group(1) if m.re is _FM else ""
-    return raw, text[m.end() :], m.end()
+    return markdown.frontmatter_yaml(text, span), text[span.body_start :], span.body_start
 
 
 class _ComplexKey(ValueError):

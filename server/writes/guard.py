@@ -1,35 +1,121 @@
-"""The one entry point the MCP adapter calls for write tools.
+"""The write guard: the one call every write-tier tool goes through.
 
-Every call runs the same pipeline: rate-limit slot -> allowlist -> the operation
-(with optimistic concurrency) -> re-index -> provenance. Provenance is recorded for
-every call, also for refusals and errors, so the dashboard shows what agents tried.
+``WriteService.call(tool, arguments)`` runs, in this order and nowhere else:
+
+1. gate: the write tier is on for this session (else ``feature-disabled``);
+2. input validation: the tool's strict pydantic model (else ``invalid-input``);
+3. a rate-limit slot, committed before any file is touched (else ``rate-limited``);
+4. the operation, through ``WriteTarget`` (vault scope, allowlist, locks);
+5. exactly one provenance row, written in a ``finally`` whatever happened above, with
+   the operation's typed change record (``server.activity.changes``).
+
 A slot is given back when the call did not change a file, so the limits count writes.
 
-A ``WriteService`` may be shared by threads: each thread gets its own APSW
-connection (``thread_connection``); nothing else is mutable.
+Adding a write tool is a registry entry plus an operation: a ``ToolSpec`` in
+``server.mcp.tools.write_tools`` (name, input model, description, and a handler
+``(target, args) -> WriteOutcome`` that calls the operation) and the operation in
+``server.writes.operations`` returning a ``WriteOutcome`` with its change record. This
+module, the dispatcher, provenance, revert and the dashboard name no tool.
+
+A ``WriteService`` may be shared by threads: each thread gets its own APSW connection
+(``thread_connection``); nothing else is mutable.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
+from pydantic import BaseModel
 
 from server.activity import provenance
-from server.activity.ratelimit import RateLimiter
+from server.activity.ratelimit import RateLimiter, Slot
 from server.config.allowlist import Allowlist
-from server.errors import KmsError
+from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.vault.registry import Vault, get_vault, list_vaults
-from server.writes import operations
+from server.writes.cas import NoteRef, WriteOutcome, load_note
+from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 
-TOOL_CREATE = "kms_create"
-TOOL_APPEND = "kms_append"
-TOOL_UPDATE_PROPERTIES = "kms_update_properties"
-TOOL_INSERT_AT = "kms_insert_at"
+
+class WriteTool(Protocol):
+    """What the guard needs from a registry entry (``ToolSpec`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def input_model(self) -> type[BaseModel]: ...
+
+    @property
+    def handler(self) -> Callable[[WriteTarget, Any], WriteOutcome]: ...
+
+
+def _off(tool: str) -> str:
+    return (f"{tool} is turned off for this session: agents may not write to this vault; a person can turn it "
+            "on with `kms config set agent.write true` or `kms claude --write`")
+
+
+def _text(value: Any, limit: int = 1000) -> str | None:
+    """A string argument worth naming in the provenance row (not whatever an agent sent)."""
+    return value if isinstance(value, str) and len(value) <= limit else None
+
+
+@dataclass
+class Touched:
+    """The note a call is about, as far as it got (for its provenance row)."""
+
+    note_id: str | None = None
+    vault: str | None = None
+    path: str | None = None
+    title: str | None = None
+
+
+@dataclass
+class WriteTarget:
+    """What an operation may reach during one call: the connection, the session's rules, and note
+    and vault lookups that respect the session's vault scope. It remembers what was looked up,
+    so the provenance row names the note even when the operation then fails."""
+
+    conn: apsw.Connection
+    allowlist: Allowlist
+    lock_dir: Path | None
+    scope: str | None  # the session's vault: notes of other vaults do not exist for it
+    touched: Touched
+
+    def note(self, ref: str) -> tuple[NoteRef, Vault]:
+        """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
+        note, vault = load_note(self.conn, ref)
+        if self.scope is not None and vault.name != self.scope:
+            raise KmsError("not-found", f"no note matches {ref!r}", suggestions=[])  # as if it did not exist
+        self.touched = Touched(note.id, vault.name, note.path, note.title)
+        return note, vault
+
+    def vault(self, name: str | None) -> Vault:
+        """The vault a new note goes to: the one named, else the session's, else the only one."""
+        if self.scope is not None and name is not None and name != self.scope:
+            raise KmsError("invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}",
+                           vault=name)
+        name = name or self.scope
+        if name:
+            vault = get_vault(self.conn, name)
+        else:
+            vaults = list_vaults(self.conn)
+            if not vaults:
+                raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
+            if len(vaults) > 1:
+                raise KmsError(
+                    "invalid-input",
+                    f"several vaults are registered; say which: {', '.join(v.name for v in vaults)}",
+                    vaults=[v.name for v in vaults],
+                )
+            vault = vaults[0]
+        self.touched.vault = vault.name
+        return vault
 
 
 class WriteService:
@@ -42,186 +128,96 @@ class WriteService:
         limits: RateLimiter | None = None,
         allowlist: Allowlist | Iterable[str] | None = None,
         *,
-        default_vault: str | None = None,
+        vault: str | None = None,
         lock_dir: Path | None = None,
         enabled: bool = True,
+        disabled_message: Callable[[str], str] | None = None,
     ) -> None:
         self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
+        self.disabled_message = disabled_message or _off  # tool name -> why, e.g. which setting is off
         self.db_path = db_path
         self.session_id = session_id
         self.limits = limits if limits is not None else RateLimiter()
         self.allowlist = allowlist if isinstance(allowlist, Allowlist) else Allowlist(allowlist)
-        self.default_vault = default_vault
+        self.vault = vault
         self.lock_dir = lock_dir
 
     def conn(self) -> apsw.Connection:
         """This thread's connection (never shared across threads)."""
         return thread_connection(self.db_path)
 
-    # ----- tools --------------------------------------------------------------------------------
-
-    def create(
-        self,
-        title: str,
-        content: str = "",
-        tags: list[str] | None = None,
-        folder: str | None = None,
-        vault: str | None = None,
-    ) -> dict[str, Any]:
-        """kms_create: a new note; returns {noteId, title, path, vault, bytesBefore, bytesAfter, linesAdded}."""
-        args = {"title": title, "folder": folder, "tags": tags, "content": content, "vault": vault}
-        ctx: dict[str, Any] = {"title": title}
-
-        def op(conn: apsw.Connection) -> operations.WriteOutcome:
-            v = self._vault(conn, vault)
-            ctx["vault"] = v.name
-            return operations.create(
-                conn, v, title=title, content=content, tags=tags, folder=folder,
-                allowlist=self.allowlist, lock_dir=self.lock_dir,
-            )
-
-        return self._run(TOOL_CREATE, args, ctx, op)
-
-    def append(
-        self,
-        note_id: str,
-        content: str,
-        heading: str | None = None,
-        separator: str = "\n\n",
-        version: str | None = None,
-    ) -> dict[str, Any]:
-        """kms_append: add to the end of a note or of the section under ``heading``."""
-        args = {"noteId": note_id, "heading": heading, "content": content, "version": version}
-        return self._note_call(
-            TOOL_APPEND, args, note_id,
-            lambda conn, v, n: operations.append(
-                conn, v, n, content=content, heading=heading, separator=separator, version=version,
-                allowlist=self.allowlist, lock_dir=self.lock_dir,
-            ),
-        )
-
-    def update_properties(
-        self,
-        note_id: str,
-        set: dict[str, Any] | None = None,  # noqa: A002 - the tool's argument name
-        remove: list[str] | None = None,
-        version: str | None = None,
-    ) -> dict[str, Any]:
-        """kms_update_properties: set/remove frontmatter keys (exempt from the folder allowlist)."""
-        args = {"noteId": note_id, "set": set, "remove": remove, "version": version}
-        return self._note_call(
-            TOOL_UPDATE_PROPERTIES, args, note_id,
-            lambda conn, v, n: operations.update_properties(
-                conn, v, n, set=set, remove=remove, version=version, lock_dir=self.lock_dir
-            ),
-        )
-
-    def insert_at(
-        self,
-        note_id: str,
-        content: str,
-        position: dict[str, Any],
-        version: str | None = None,
-    ) -> dict[str, Any]:
-        """kms_insert_at: insert at {afterHeading|beforeHeading|afterBlockContaining|atLine}."""
-        args = {"noteId": note_id, "position": position, "content": content, "version": version}
-        return self._note_call(
-            TOOL_INSERT_AT, args, note_id,
-            lambda conn, v, n: operations.insert_at(
-                conn, v, n, content=content, position=position, version=version,
-                allowlist=self.allowlist, lock_dir=self.lock_dir,
-            ),
-        )
-
     def counters(self) -> dict[str, Any]:
         """This session's live write counters."""
         return self.limits.counters(self.conn(), self.session_id)
 
-    # ----- pipeline -----------------------------------------------------------------------------
-
-    def _vault(self, conn: apsw.Connection, name: str | None) -> Vault:
-        name = name or self.default_vault
-        if name:
-            return get_vault(conn, name)
-        vaults = list_vaults(conn)
-        if len(vaults) == 1:
-            return vaults[0]
-        if not vaults:
-            raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
-        raise KmsError(
-            "invalid-input",
-            f"several vaults are registered; say which: {', '.join(v.name for v in vaults)}",
-            vaults=[v.name for v in vaults],
-        )
-
-    def _note_call(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        note_ref: str,
-        op: Callable[[apsw.Connection, Vault, operations.NoteRef], operations.WriteOutcome],
-    ) -> dict[str, Any]:
-        ctx: dict[str, Any] = {"note_id": note_ref if isinstance(note_ref, str) else None}
-
-        def run(conn: apsw.Connection) -> operations.WriteOutcome:
-            note, vault = operations.load_note(conn, note_ref)
-            ctx.update(note_id=note.id, vault=vault.name, path=note.path, title=note.title)
-            return op(conn, vault, note)
-
-        return self._run(tool, args, ctx, run)
-
-    def _run(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        ctx: dict[str, Any],
-        op: Callable[[apsw.Connection], operations.WriteOutcome],
-    ) -> dict[str, Any]:
+    def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``."""
         conn = self.conn()
-        summary = provenance.summarize_input(args)
-        slot = None
+        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                          title=_text(arguments.get("title"), MAX_TITLE_CHARS))
+        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched)
+        summary = provenance.summarize_input(dict(arguments))
+        slot: Slot | None = None
+        outcome: WriteOutcome | None = None
+        failure: BaseException | None = None
         with contextlib.ExitStack() as group:
             try:
                 if not self.enabled:
-                    raise KmsError(
-                        "feature-disabled",
-                        "agents may not write to this vault; a person can turn it on with "
-                        "`kms config set agent.write true` or `kms claude --write`",
-                    )
+                    raise KmsError("feature-disabled", self.disabled_message(tool.name))
+                args = validate_input(tool.input_model, arguments)
                 slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
                 # the index update and the provenance record then share one commit; the file lock is
                 # released before the first of them takes the database lock (never the other order)
                 group.enter_context(shared_commit(conn))
-                outcome = op(conn)
-            except KmsError as e:
-                if slot is not None:
-                    self.limits.release(conn, slot)
-                provenance.record(
-                    conn, tool=tool, session_id=self.session_id, status=provenance.status_for(e.kind),
-                    input_summary=summary, note_id=ctx.get("note_id"), vault=ctx.get("vault"),
-                    path=ctx.get("path") or e.extra.get("path"), title=ctx.get("title"),
-                    error=e.kind, message=e.message,
-                )
+                outcome = tool.handler(target, args)
+            except BaseException as e:
+                failure = e
                 raise
-            except Exception as e:
-                if slot is not None:
-                    self.limits.release(conn, slot)
-                provenance.record(
-                    conn, tool=tool, session_id=self.session_id, status="error", input_summary=summary,
-                    note_id=ctx.get("note_id"), vault=ctx.get("vault"), path=ctx.get("path"),
-                    title=ctx.get("title"), error="internal", message=f"{type(e).__name__}: {e}"[:1000],
+            finally:
+                if slot is not None and (outcome is None or not outcome.changed):
+                    self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
+                invocation_id = record_call(
+                    conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
+                    touched=target.touched, outcome=outcome, failure=failure,
                 )
-                raise
-            result = outcome.result
-            if not result.get("changed", True) and slot is not None:
-                self.limits.release(conn, slot)  # an idempotent no-op is not a write
-            invocation_id = provenance.record(
-                conn, tool=tool, session_id=self.session_id, status="success", input_summary=summary,
-                note_id=result.get("noteId") or ctx.get("note_id"), vault=result.get("vault"),
-                path=result.get("path"), title=result.get("title"), message=result.get("indexWarning"),
-                lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
-                bytes_after=result.get("bytesAfter"), inserted_text=outcome.inserted_text,
-                insert_offset=outcome.insert_offset, props_before=outcome.props_before,
-                props_after=outcome.props_after, hash_before=outcome.hash_before, hash_after=outcome.hash_after,
-            )
-            return {**result, "invocationId": invocation_id}
+        assert outcome is not None
+        return {**outcome.result, "invocationId": invocation_id}
+
+
+def record_call(
+    conn: apsw.Connection,
+    *,
+    tool: str,
+    session_id: str,
+    input_summary: str,
+    touched: Touched,
+    outcome: WriteOutcome | None,
+    failure: BaseException | None,
+    actor: str = "agent",
+    message: str | None = None,
+    reverts_id: int | None = None,
+) -> int:
+    """The one provenance row of a write call (an agent's through the guard, a person's revert)."""
+    common: dict[str, Any] = {
+        "tool": tool, "session_id": session_id, "input_summary": input_summary, "actor": actor,
+        "reverts_id": reverts_id, "note_id": touched.note_id,
+    }
+    if outcome is None:
+        if isinstance(failure, KmsError):
+            kind, text = failure.kind, failure.message
+            path = touched.path or _text(failure.extra.get("path"))
+        else:  # a bug: recorded too, then the caller answers "internal"
+            kind, path, text = "internal", touched.path, f"{type(failure).__name__}: {failure}"[:1000]
+        return provenance.record(
+            conn, **common, status=provenance.status_for(kind), vault=touched.vault, path=path,
+            title=touched.title, error=kind, message=text,
+        )
+    result = outcome.result
+    common["note_id"] = result.get("noteId") or touched.note_id
+    return provenance.record(
+        conn, **common, status="success", vault=result.get("vault"), path=result.get("path"),
+        title=result.get("title"), message=message or result.get("indexWarning"),
+        lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
+        bytes_after=result.get("bytesAfter"), change=outcome.change, hash_before=outcome.hash_before,
+        hash_after=outcome.hash_after,
+    )

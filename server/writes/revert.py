@@ -7,8 +7,11 @@ while the keys still hold the values it set), or delete a note it created (only
 while the file is still exactly what it wrote). Whenever that can't be done
 unambiguously the revert is refused with a reason; a revert never guesses.
 
+What a write did is its typed change record (``server.activity.changes``), and whether
+inserted text is still there is ``changes.locate``, the same answer the dashboard shows.
 ``preview_revert`` computes the same plan without writing, for the dashboard's
-confirmation dialog. A revert is itself recorded (actor ``person``, ``reverts_id``).
+confirmation dialog. A revert is itself recorded, by the guard's ``record_call``
+(actor ``person``, ``reverts_id``), with the change it made.
 """
 
 from __future__ import annotations
@@ -21,18 +24,20 @@ from typing import Any
 
 import apsw
 
-from server.activity import provenance
+from server.activity import changes, provenance
+from server.activity.changes import FileCreated, FileDeleted, PropertiesChanged, TextInserted, TextRemoved
 from server.errors import KmsError
 from server.store.db import rows
 from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
+from server.vault.markdown import Unclosed, frontmatter_span, line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
-from server.writes.operations import Edit, NoteRef, WriteOutcome, line_count, lock_dir_for, write_note
+from server.writes.cas import Edit, NoteRef, WriteOutcome, WriteResult, lock_dir_for, write_note
+from server.writes.guard import Touched, record_call
 
 TOOL_REVERT = "revert"
-_TEXT_TOOLS = ("kms_append", "kms_insert_at")
 
 
 @dataclass
@@ -54,7 +59,7 @@ def _invocation(conn: apsw.Connection, invocation_id: int) -> dict:
         raise KmsError("not-found", f"no tool invocation #{invocation_id}")
     if inv["status"] != "success":
         raise KmsError("invalid-input", f"invocation #{invocation_id} did not succeed; there is nothing to revert")
-    if inv["reverts_id"] is not None or inv["tool"] == TOOL_REVERT:
+    if inv["reverts_id"] is not None:
         raise KmsError("invalid-input", f"invocation #{invocation_id} is itself a revert")
     if inv["reverted_by"] is not None:
         raise KmsError("invalid-input", f"invocation #{invocation_id} was already reverted by #{inv['reverted_by']}")
@@ -83,66 +88,32 @@ def _target(conn: apsw.Connection, inv: dict) -> tuple[Vault, NoteRef]:
     return vault, NoteRef(inv["note_id"] or "", vault.id, path, inv["title"] or path, folder)
 
 
-def _occurrences(text: str, needle: str) -> list[int]:
-    out, i = [], text.find(needle)
-    while i >= 0:
-        out.append(i)
-        i = text.find(needle, i + 1)
-    return out
-
-
 def plan_revert(inv: dict, text: str, current_hash: str) -> Plan:
-    """Compute the revert of ``inv`` against the note's current text (no I/O)."""
-    tool = inv["tool"]
-    if tool == "kms_create":
-        if current_hash != inv["hash_after"]:
+    """Compute the revert of ``inv`` against the note's current text (no I/O), by the kind of change."""
+    change = changes.from_row(inv)
+    if isinstance(change, FileCreated):
+        if current_hash != change.hash:
             return Plan("delete-note", False, "the note was edited after it was created; delete it yourself if wanted")
         return Plan("delete-note", True, remove_text=text, offset=0, new_text=None)
-    if tool in _TEXT_TOOLS:
-        return _plan_text(inv, text)
-    if tool == "kms_update_properties":
-        return _plan_props(inv, text)
-    return Plan("none", False, f"{tool} can't be reverted")
+    if isinstance(change, TextInserted):
+        where = changes.locate(change, text)
+        if not where.intact or where.offset is None:
+            return Plan("remove-text", False, where.explanation)
+        pos, ins = where.offset, change.text
+        return Plan("remove-text", True, offset=pos, remove_text=ins, new_text=text[:pos] + text[pos + len(ins) :])
+    if isinstance(change, PropertiesChanged):
+        return _plan_props(change, text)
+    return Plan("none", False, f"a {inv.get('change_kind') or 'call that changed nothing'} can't be reverted")
 
 
-def _plan_text(inv: dict, text: str) -> Plan:
-    ins: str | None = inv["inserted_text"]
-    off: int | None = inv["insert_offset"]
-    if not ins or off is None:
-        return Plan("remove-text", False, "the invocation recorded no inserted text")
-    def whole(pos: int) -> bool:
-        """Does the occurrence still sit on the line boundaries it was written at? Otherwise a person
-        extended the inserted text ("agent line" -> "agent line, edited") and removing it would splice
-        their words onto another line. Appends end at a line end; insert_at text starts a line."""
-        end = pos + len(ins)
-        right = ins.endswith("\n") or end == len(text) or text[end] in "\r\n"
-        left = inv["tool"] == "kms_append" or ins.startswith(("\n", "\r\n")) or pos == 0 or text[pos - 1] == "\n"
-        return right and left
-
-    if text[off : off + len(ins)] == ins and whole(off):
-        pos = off
-    else:
-        hits = [h for h in _occurrences(text, ins) if whole(h)]
-        if not hits:
-            return Plan("remove-text", False, "the inserted text is no longer in the note (it was edited since)")
-        if len(hits) > 1:
-            return Plan(
-                "remove-text", False,
-                f"the note moved around the inserted text and it now occurs {len(hits)} times; can't tell which",
-            )
-        pos = hits[0]
-    return Plan("remove-text", True, offset=pos, remove_text=ins, new_text=text[:pos] + text[pos + len(ins) :])
-
-
-def _plan_props(inv: dict, text: str) -> Plan:
-    before: dict[str, Any] = inv["props_before"] or {}
-    after: dict[str, Any] = inv["props_after"] or {}
+def _plan_props(change: PropertiesChanged, text: str) -> Plan:
+    before, after = change.before, change.after
     if not after:
         return Plan("restore-properties", False, "the invocation changed no properties")
     try:
-        span = frontmatter.frontmatter_span(text)
+        span = frontmatter_span(text)
         current, _py = frontmatter.load_both(text[span.open_end : span.close_start] if span else "")
-    except (frontmatter.Unclosed, KmsError):
+    except (Unclosed, KmsError):
         return Plan("restore-properties", False, "the note's frontmatter no longer parses")
     changed = []
     restore: dict[str, Any] = {}
@@ -156,8 +127,8 @@ def _plan_props(inv: dict, text: str) -> Plan:
             "restore-properties", False,
             f"properties changed since: {', '.join(changed)}; not reverting over a newer edit", restore=restore,
         )
-    created: str | None = inv["inserted_text"]
-    if created and inv["insert_offset"] == 0 and text.startswith(created):
+    created = change.created_block
+    if created and text.startswith(created):
         new_text = text[len(created) :]  # the write created the whole frontmatter block: drop it again
     else:
         set_ = {k: frontmatter.from_json(v) for k, v in before.items() if v != frontmatter.ABSENT and k in after}
@@ -203,14 +174,19 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
 def revert(
     conn: apsw.Connection, invocation_id: int, session_id: str = "person", *, lock_dir: Path | None = None
 ) -> dict[str, Any]:
-    """Undo one successful write; records a provenance row (actor ``person``) either way."""
-    ctx: dict[str, Any] = {}
+    """Undo one successful write; records one provenance row (actor ``person``) either way."""
+    touched = Touched()
+    summary = f"revert #{invocation_id}"
+    outcome: WriteOutcome | None = None
+    failure: BaseException | None = None
+    message: str | None = None
     try:
         inv = _invocation(conn, invocation_id)
-        ctx.update(note_id=inv["note_id"], vault=inv["vault"], path=inv["path"], title=inv["title"], tool=inv["tool"])
+        summary = f"revert #{invocation_id} ({inv['tool']})"
+        touched = Touched(inv["note_id"], inv["vault"], inv["path"], inv["title"])
         vault, note = _target(conn, inv)
-        ctx.update(note_id=note.id or inv["note_id"], path=note.path)
-        if inv["tool"] == "kms_create":
+        touched.note_id, touched.path = note.id or inv["note_id"], note.path
+        if isinstance(changes.from_row(inv), FileCreated):
             outcome = _delete_created(conn, vault, note, inv, lock_dir)
         else:
             holder: dict[str, Plan] = {}
@@ -220,36 +196,28 @@ def revert(
                 if not plan.ok or plan.new_text is None:
                     raise KmsError("conflict", f"can't revert #{invocation_id}: {plan.reason}", reason=plan.reason)
                 holder["plan"] = plan
-                return Edit(plan.new_text)
+                if plan.action == "remove-text":
+                    return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
+                restored = PropertiesChanged(note.path, {k: v["from"] for k, v in plan.restore.items()},
+                                             {k: v["to"] for k, v in plan.restore.items()})
+                return Edit(plan.new_text, restored)
 
             outcome = write_note(conn, vault, note, compute, lock_dir=lock_dir)
             plan = holder["plan"]
-            if plan.action == "restore-properties":
-                outcome.props_before = {k: v["from"] for k, v in plan.restore.items()}
-                outcome.props_after = {k: v["to"] for k, v in plan.restore.items()}
-            ctx["message"] = (
+            message = (
                 f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
                 if plan.action == "remove-text" else "restored properties"
             )
-    except KmsError as e:
-        provenance.record(
-            conn, tool=TOOL_REVERT, session_id=session_id, actor="person", status=provenance.status_for(e.kind),
-            input_summary=f"revert #{invocation_id} ({ctx.get('tool', '?')})", note_id=ctx.get("note_id"),
-            vault=ctx.get("vault"), path=ctx.get("path"), title=ctx.get("title"), error=e.kind, message=e.message,
-            reverts_id=invocation_id,
-        )
+    except BaseException as e:
+        failure = e
         raise
-    result = outcome.result
-    rid = provenance.record(
-        conn, tool=TOOL_REVERT, session_id=session_id, actor="person", status="success",
-        input_summary=f"revert #{invocation_id} ({inv['tool']})", note_id=ctx.get("note_id"),
-        vault=result.get("vault"), path=result.get("path"), title=result.get("title"),
-        message=ctx.get("message") or result.get("indexWarning"), lines_added=result.get("linesAdded", 0),
-        bytes_before=result.get("bytesBefore"), bytes_after=result.get("bytesAfter"),
-        props_before=outcome.props_before, props_after=outcome.props_after,
-        hash_before=outcome.hash_before, hash_after=outcome.hash_after, reverts_id=invocation_id,
-    )
-    return {**result, "invocationId": rid, "reverted": invocation_id}
+    finally:
+        rid = record_call(
+            conn, tool=TOOL_REVERT, session_id=session_id, actor="person", input_summary=summary, touched=touched,
+            outcome=outcome, failure=failure, message=message, reverts_id=invocation_id,
+        )
+    assert outcome is not None
+    return {**outcome.result, "invocationId": rid, "reverted": invocation_id}
 
 
 def _delete_created(
@@ -271,12 +239,13 @@ def _delete_created(
         os.unlink(real)
         with contextlib.suppress(OSError):
             fsync_dir(real.parent)
-    result: dict[str, Any] = {
-        "title": note.title, "path": note.path, "vault": vault.name, "bytesBefore": len(raw), "bytesAfter": 0,
-        "linesAdded": -line_count(text), "changed": True, "noteId": None,
-    }
+    result = WriteResult(
+        title=note.title, path=note.path, vault=vault.name, bytesBefore=len(raw), bytesAfter=0,
+        linesAdded=-line_count(text), changed=True, noteId=None,
+    )
     try:
         reindex_file(conn, vault, note.path)
     except Exception as e:  # noqa: BLE001 - the file is gone either way; the watcher heals the index
         result["indexWarning"] = f"deleted, but the index update failed: {e}"
-    return WriteOutcome(result=result, hash_before=sha256_hex(raw), hash_after=None)  # type: ignore[arg-type]
+    digest = sha256_hex(raw)
+    return WriteOutcome(result, FileDeleted(note.path, digest), hash_before=digest, hash_after=None)

@@ -102,3 +102,138 @@ async def test_rate_limit_is_per_session_and_counted(indexed: apsw.Connection, d
     assert results[3].structured_content["retryAfterMs"] > 0
     row = indexed.execute("SELECT window_count, total, per_minute FROM write_counters WHERE session_id = 's-flood'")
     assert row.fetchall() == [(3, 3, 3)]
+
+
+def two_vaults(conn: apsw.Connection, tmp_path: Path) -> dict[str, str]:
+    """Vaults "a" and "b", each with one note; title -> noteId."""
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault
+
+    for name in ("a", "b"):
+        root = tmp_path / f"vault-{name}"
+        (root / "drafts").mkdir(parents=True)
+        (root / "drafts" / f"Note {name}.md").write_text(f"# Note {name}\n\nbody {name}\n")
+        index_vault(conn, add_vault(conn, root, name))
+    return {name: note_id(conn, f"Note {name}") for name in ("a", "b")}
+
+
+async def test_a_session_scoped_to_one_vault_never_writes_another(conn: apsw.Connection, db_path: Path,
+                                                                  tmp_path: Path) -> None:
+    ids = two_vaults(conn, tmp_path)
+    b_file = tmp_path / "vault-b" / "drafts" / "Note b.md"
+    b_before = b_file.read_bytes()
+    async with mcp_client(db_path, write_enabled=True, vault="a") as client:
+        async def call(tool: str, args: dict) -> dict:
+            return (await client.call_tool(tool, args)).structured_content
+
+        for tool, args in (("kms_append", {"content": "x"}), ("kms_insert_at", {"content": "x", "position": {
+                "atLine": 1}}), ("kms_update_properties", {"set": {"s": 1}})):
+            out = await call(tool, {"noteId": ids["b"], **args})
+            assert out["error"] == "not-found", (tool, out)  # as if the note did not exist
+            assert "vault-b" not in out["message"] and "vault" not in out  # nothing about b leaks
+        refused = await call("kms_create", {"title": "Sneaky", "folder": "drafts", "vault": "b"})
+        assert refused["error"] == "invalid-input" and "'a'" in refused["message"]
+        created = await call("kms_create", {"title": "Scoped", "folder": "drafts"})  # two vaults, no `vault`
+        assert created["vault"] == "a", created
+        assert (await call("kms_append", {"noteId": ids["a"], "content": "in a"}))["vault"] == "a"
+    assert b_file.read_bytes() == b_before
+    assert not (tmp_path / "vault-b" / "drafts" / "Sneaky.md").exists()
+    assert (tmp_path / "vault-a" / "drafts" / "Scoped.md").exists()
+    rows = conn.execute("SELECT tool, status, error, vault FROM tool_invocations ORDER BY id").fetchall()
+    assert [r[1] for r in rows] == ["error"] * 4 + ["success"] * 2  # every call recorded once
+    assert all(r[3] in (None, "a") for r in rows)  # nothing recorded against vault b
+
+
+async def test_unscoped_create_with_two_vaults_must_name_one(conn: apsw.Connection, db_path: Path,
+                                                             tmp_path: Path) -> None:
+    two_vaults(conn, tmp_path)
+    async with mcp_client(db_path, write_enabled=True) as client:
+        out = (await client.call_tool("kms_create", {"title": "Where", "folder": "drafts"})).structured_content
+        assert out["error"] == "invalid-input" and out["vaults"] == ["a", "b"]
+        ok = (await client.call_tool("kms_create", {"title": "Here", "folder": "drafts", "vault": "b"}))
+        assert ok.structured_content["vault"] == "b"
+
+
+async def test_every_write_call_gets_exactly_one_provenance_row(indexed: apsw.Connection, db_path: Path) -> None:
+    """Refused at the gate, by the input model, by the rate limit, by the operation, or done: one row each,
+    and the answer carries nothing private (no internal flags)."""
+    nid = note_id(indexed, "Indexing notes for coding agents")
+    async with mcp_client(db_path, write_enabled=False) as client:
+        off = (await client.call_tool("kms_append", {"noteId": nid, "content": "x"})).structured_content
+    async with mcp_client(db_path, write_enabled=True, per_minute=2, session_id="s-one") as client:
+        answers = [off]
+        for args in ({"noteId": nid}, {"noteId": nid, "content": "x", "bogus": 1}, {"noteId": "nope", "content": "x"},
+                     {"noteId": nid, "content": "one"}, {"noteId": nid, "content": "two"},
+                     {"noteId": nid, "content": "three"}):
+            answers.append((await client.call_tool("kms_append", args)).structured_content)
+    kinds = [a.get("error") for a in answers]
+    assert kinds == ["feature-disabled", "invalid-input", "invalid-input", "not-found", None, None, "rate-limited"]
+    assert all(not any(k.startswith("_") for k in a) for a in answers)
+    rows = indexed.execute("SELECT status, error, change_kind FROM tool_invocations ORDER BY id").fetchall()
+    assert [r[1] for r in rows] == kinds
+    assert [r[2] for r in rows] == [None] * 4 + ["text-inserted"] * 2 + [None]
+    # refusals before the operation gave no slot away: the two writes are all the session used
+    assert indexed.execute("SELECT total FROM write_counters WHERE session_id = 's-one'").fetchall() == [(2,)]
+
+
+def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Connection, db_path: Path,
+                                                                vault_dir: Path) -> None:
+    """A tool defined only here (an entry and an operation, nothing else anywhere) is gated, validated,
+    rate-limited, recorded once, shown by the dashboard and reverted like the built-in ones; a bug in
+    it is recorded and answered, not raised."""
+    from pydantic import Field
+
+    from server.activity import feed
+    from server.config.session import SessionConfig
+    from server.mcp.tools.base import StrictInput, ToolSpec
+    from server.mcp.tools.dispatch import ToolRunner
+    from server.mcp.tools.write_tools import ADD_ONLY, WriteOutput
+    from server.writes import operations
+    from server.writes.guard import WriteTarget
+    from server.writes.revert import revert
+
+    class StampInput(StrictInput):
+        noteId: str = Field(min_length=1)
+
+    def kms_stamp(target: WriteTarget, args: StampInput) -> operations.WriteOutcome:
+        note, vault = target.note(args.noteId)
+        if note.title == "Home":
+            raise RuntimeError("a bug in the new tool")
+        return operations.append(target.conn, vault, note, content="stamped", lock_dir=target.lock_dir)
+
+    spec = ToolSpec(name="kms_stamp", tier="write", description="Stamp a note.", input_model=StampInput,
+                    output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
+    nid = note_id(indexed, "Indexing notes for coding agents")
+    path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    before = path.read_bytes()
+    body, trail = before.rstrip(b"\n"), before[len(before.rstrip(b"\n")) :]
+    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, per_minute=2)
+    runner = ToolRunner(config, registry=[spec])
+    try:
+        done, is_error = runner.call("kms_stamp", {"noteId": nid})
+        assert not is_error and path.read_bytes() == body + b"\n\nstamped" + trail, done
+        assert runner.call("kms_stamp", {"noteId": nid, "extra": 1})[0]["error"] == "invalid-input"
+        bug, is_error = runner.call("kms_stamp", {"noteId": note_id(indexed, "Home")})
+        assert is_error and bug["error"] == "internal"
+        runner.call("kms_stamp", {"noteId": nid})
+        assert runner.call("kms_stamp", {"noteId": nid})[0]["error"] == "rate-limited"
+    finally:
+        runner.close()
+    rows = indexed.execute("SELECT tool, status, error, change_kind FROM tool_invocations ORDER BY id").fetchall()
+    assert rows == [("kms_stamp", "success", None, "text-inserted"), ("kms_stamp", "error", "invalid-input", None),
+                    ("kms_stamp", "error", "internal", None), ("kms_stamp", "success", None, "text-inserted"),
+                    ("kms_stamp", "rate-limited", "rate-limited", None)]
+    detail = feed.invocation_detail(indexed, done["invocationId"])
+    assert detail is not None and detail.note.state == "present"  # the second stamp went after it
+    assert path.read_bytes() == body + b"\n\nstamped\n\nstamped" + trail
+    revert(indexed, done["invocationId"])
+    assert path.read_bytes() == body + b"\n\nstamped" + trail
+
+
+async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(indexed: apsw.Connection,
+                                                                         db_path: Path) -> None:
+    async with mcp_client(db_path, write_enabled=True) as client:
+        out = (await client.call_tool("kms_append", {"noteId": "n" * 10_000, "content": "x"})).structured_content
+    assert out["error"] == "invalid-input" and "noteId" in out["message"]
+    row = indexed.execute("SELECT note_id, length(input_summary), status FROM tool_invocations").fetchall()
+    assert row == [(None, row[0][1], "error")] and row[0][1] <= 400

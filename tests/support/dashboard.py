@@ -1,7 +1,7 @@
 """The dashboard's test world, shared by the dashboard tests, snapshots and ``scripts/screenshots.py``.
 
 ``seed_fixed`` builds a small, fully deterministic world through the real write path
-(``WriteService``, ``server.writes.revert``): fixed session ids, note ids derived from paths,
+(``Writer``, ``server.writes.revert``): fixed session ids, note ids derived from paths,
 fixed timestamps, limiter clocks near a frozen "now". Snapshots can then compare
 pixel-for-pixel across runs and machines.
 """
@@ -65,7 +65,7 @@ def seed_fixed(root: Path) -> Seeded:
     from server.store.db import connect, write_tx
     from server.vault.registry import add_vault
     from server.writes import revert
-    from server.writes.guard import WriteService
+    from support.writes import Writer
 
     root.mkdir(parents=True, exist_ok=True)
     vault_dir = root / "vault"
@@ -90,14 +90,14 @@ def seed_fixed(root: Path) -> Seeded:
                 ids[name] = int(conn.execute("SELECT max(id) FROM tool_invocations").fetchall()[0][0])
 
         start_session(conn, kind="launcher", session_id=SESSION_C, pid=1, cwd="/work", now=T0)
-        c = WriteService(db_path, SESSION_C, limiter(10, 200), ["drafts", "inbox"])
+        c = Writer(db_path, SESSION_C, limiter(10, 200), ["drafts", "inbox"])
         quick = conn.execute("SELECT id FROM notes WHERE path = 'inbox/Quick capture.md'").fetchall()[0][0]
         step("c_append", lambda: c.append(quick, "- Ask Priya about the postmortem template #todo"))
         step("c_bad_position", lambda: c.insert_at(quick, "x", {"nowhere": 1}))
         end_session(conn, SESSION_C, 0, now=T0 + 120)
 
         start_session(conn, kind="launcher", session_id=SESSION_A, pid=1, cwd="/work", now=T0 + 150)
-        a = WriteService(db_path, SESSION_A, limiter(10, 200), ["drafts", "inbox"])
+        a = Writer(db_path, SESSION_A, limiter(10, 200), ["drafts", "inbox"])
         step("a_create", lambda: a.create(
             "Agent scratch", "# Plan\n\n- read the outage notes\n- draft a summary\n\n# Findings\n",
             folder="drafts", tags=["agent"]))
@@ -110,7 +110,7 @@ def seed_fixed(root: Path) -> Seeded:
         step("a_append", lambda: a.append(quick, "- Follow up: outage timeline review on Friday #todo"))
 
         start_session(conn, kind="server", session_id=SESSION_B, pid=1, cwd="/work", now=T0 + 400)
-        b = WriteService(db_path, SESSION_B, limiter(3, 50), ["drafts"])
+        b = Writer(db_path, SESSION_B, limiter(3, 50), ["drafts"])
         for i in range(1, 4):
             step(f"b_append{i}", lambda i=i: b.append(scratch, f"- finding {i}: see [[Login outage 2026-10]]",
                                                        heading="Findings"), dt=5)

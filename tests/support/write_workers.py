@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the ``support`` package
 
 from server.activity.ratelimit import RateLimiter  # noqa: E402
 from server.errors import KmsError  # noqa: E402
 from server.store.db import connect  # noqa: E402
-from server.writes.guard import WriteService  # noqa: E402
+from support.writes import Writer  # noqa: E402
 
 
 def _wait(start_file: str) -> None:
@@ -45,7 +46,7 @@ def acquire(db: str, session: str, n: str, per_minute: str, per_session: str, st
 
 
 def append(db: str, session: str, note_id: str, count: str, tag: str, start: str) -> dict:
-    ws = WriteService(db, session, RateLimiter(None, None))
+    ws = Writer(db, session, RateLimiter(None, None))
     _wait(start)
     results = []
     for i in range(int(count)):
@@ -93,7 +94,7 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
 
 def loop(db: str, session: str, note_ids: str) -> dict:
     """Write forever (until killed): appends, inserts and property updates round-robin."""
-    ws = WriteService(db, session, RateLimiter(None, None))
+    ws = Writer(db, session, RateLimiter(None, None))
     ids = json.loads(note_ids)
     i = 0
     while True:

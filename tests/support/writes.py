@@ -6,6 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -67,3 +68,39 @@ def snapshot(top: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
             else:
                 out[p] = "dir"
     return out
+
+
+class Writer:
+    """One session's write guard driven with Python arguments: every call goes through the real
+    registry entry (``WriteService.call``: gate, input model, rate limit, operation, provenance)."""
+
+    def __init__(self, db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None,
+                 **kw: Any) -> None:
+        from server.writes.guard import WriteService
+
+        self.guard = WriteService(db_path, session_id, limits, allowlist, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.guard, name)
+
+    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        from server.mcp.tools.write_tools import WRITE_TOOLS
+
+        spec = next(s for s in WRITE_TOOLS if s.name == tool)
+        return self.guard.call(spec, {k: v for k, v in arguments.items() if v is not None})
+
+    def create(self, title: Any, content: Any = None, tags: Any = None, folder: Any = None,
+               vault: Any = None) -> dict[str, Any]:
+        return self.call("kms_create", title=title, content=content, tags=tags, folder=folder, vault=vault)
+
+    def append(self, note_id: Any, content: Any, heading: Any = None, separator: Any = None,
+               version: Any = None) -> dict[str, Any]:
+        return self.call("kms_append", noteId=note_id, content=content, heading=heading, separator=separator,
+                         version=version)
+
+    def update_properties(self, note_id: Any, set: Any = None, remove: Any = None,  # noqa: A002
+                          version: Any = None) -> dict[str, Any]:
+        return self.call("kms_update_properties", noteId=note_id, set=set, remove=remove, version=version)
+
+    def insert_at(self, note_id: Any, content: Any, position: Any, version: Any = None) -> dict[str, Any]:
+        return self.call("kms_insert_at", noteId=note_id, content=content, position=position, version=version)

@@ -1,4 +1,4 @@
-"""The dashboard against a real database, real files and real writes (MCP server, WriteService,
+"""The dashboard against a real database, real files and real writes (MCP server, Writer,
 another process), driven by Pilot. Assertions look at the app's own state and widgets."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pytest
 from support.dashboard import settled, wait_for
 from support.mcp_session import mcp_client
 from support.vaults import note_id
+from support.writes import Writer
 from textual.widgets import Input, Select, TextArea
 
 from server.activity import feed, provenance
 from server.activity.feed import FeedFilter
 from server.activity.ratelimit import RateLimiter, session_gauges
 from server.activity.sessions import end_session, start_session
-from server.writes.guard import WriteService
 from tui.app import KmsDashboard, create_app
 from tui.messages import InvocationsArrived, SessionsChanged
 from tui.poller import Poller
@@ -40,8 +40,8 @@ def make_app(db_path: Path, tmp_path: Path, **kw: Any) -> KmsDashboard:
     return create_app(db_path, settings_path=tmp_path / "config.toml", **kw)
 
 
-def ws(db_path: Path, session: str = "s000000000001", **kw: Any) -> WriteService:
-    return WriteService(db_path, session, kw.pop("limits", RateLimiter(100, 1000)), ["drafts", "inbox"], **kw)
+def ws(db_path: Path, session: str = "s000000000001", **kw: Any) -> Writer:
+    return Writer(db_path, session, kw.pop("limits", RateLimiter(100, 1000)), ["drafts", "inbox"], **kw)
 
 
 def feed_ids(app: KmsDashboard) -> list[int]:
@@ -188,12 +188,14 @@ async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path
 
 WRITER = """
 import json, sys, time
-from server.writes.guard import WriteService
 from server.activity.ratelimit import RateLimiter, session_gauges
+from server.mcp.tools.write_tools import WRITE_TOOLS
+from server.writes.guard import WriteService
 ws = WriteService(sys.argv[1], "sother0000001", RateLimiter(100, 1000), ["inbox"])
+append = next(s for s in WRITE_TOOLS if s.name == "kms_append")
 print("ready", flush=True)
 sys.stdin.readline()
-result = ws.append(sys.argv[2], "- written by another process")
+result = ws.call(append, {"noteId": sys.argv[2], "content": "- written by another process"})
 print(json.dumps({"id": result["invocationId"], "at": time.time()}), flush=True)
 """
 
@@ -295,7 +297,7 @@ async def test_detail_shows_inserted_text_in_context(indexed: apsw.Connection, d
         d = detail_of(app)
         assert d.invocation["id"] == inv and d.note.state == "present"
         inserted = [cl for cl in d.note.lines if cl.inserted]
-        assert ["".join(t for t, _ in cl.pieces) for cl in inserted] == ["INSERTED LINE"]
+        assert ["".join(t for t, _ in cl.pieces) for cl in inserted] == ["", "INSERTED LINE"]  # its blank line too
         assert any(not cl.inserted for cl in d.note.lines)  # context around it
         text = app.dashboard.query_one(DetailView).text()
         assert "INSERTED LINE" in text and "still there, unchanged" in text and "Bytes" in text

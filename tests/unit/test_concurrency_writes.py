@@ -17,7 +17,7 @@ from support.writes import Env, make_env
 
 from server.store.db import connect, scalar
 from server.vault.parser import parse_note
-from server.writes import operations
+from server.writes import cas, operations
 
 WORKER = Path(__file__).parents[1] / "support" / "write_workers.py"
 MARKER = re.compile(r"<<(A\d+-\d+)>>")
@@ -104,7 +104,7 @@ def _replay_states(tmp: Path, names: list[str], steps: int) -> dict[str, set[byt
     states = {n: {(env.root / f"{n}.md").read_bytes()} for n in names}
     for i in range(steps):
         nid = ids[i % len(ids)]
-        note, vault = operations.load_note(env.conn, nid)
+        note, vault = cas.load_note(env.conn, nid)
         kind = i % 3
         if kind == 0:
             operations.append(env.conn, vault, note, content=f"append {i} " + "x" * (i % 500))

@@ -112,3 +112,48 @@ def test_readonly_open_does_not_migrate(tmp_path: Path) -> None:
     ro = connect(path, readonly=True)
     assert [r[0] for r in ro.execute("SELECT name FROM _migrations")] == ["m001_initial"]
     ro.close()
+
+
+def test_upgrade_to_m007_names_the_kind_of_change_of_old_rows(tmp_path: Path) -> None:
+    """Rows written before m007 get the kind of change their tool made; calls that changed nothing none.
+    Revert and the dashboard then read old rows exactly like new ones."""
+    from server.activity.changes import FileCreated, PropertiesChanged, TextInserted, from_row
+    from server.activity.provenance import get_invocation
+
+    path = tmp_path / "m006.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m006_fts_tuning")
+    assert "m007_change_kind" not in applied(old)
+    cols = "(id, at, session_id, actor, tool, input_summary, status, path, inserted_text, insert_offset, " \
+           "props_before, props_after, hash_before, hash_after, reverts_id)"
+    for row in (
+        (1, 1.0, "s", "agent", "kms_create", "", "success", "a.md", "# A\n", 0, None, None, None, "h1", None),
+        (2, 2.0, "s", "agent", "kms_append", "", "success", "a.md", "\n\nmore", 4, None, None, "h1", "h2", None),
+        (3, 3.0, "s", "agent", "kms_insert_at", "", "success", "a.md", "top\n", 0, None, None, "h2", "h3", None),
+        (4, 4.0, "s", "agent", "kms_update_properties", "", "success", "a.md", None, None, '{"s": 1}', '{"s": 2}',
+         "h3", "h4", None),
+        (5, 5.0, "s", "agent", "kms_update_properties", "", "success", "a.md", None, None, "{}", "{}", "h4", "h4",
+         None),  # an idempotent no-op
+        (6, 6.0, "s", "agent", "kms_append", "", "success", "a.md", None, None, None, None, "h4", "h4", None),
+        (7, 7.0, "s", "agent", "kms_append", "", "folder-denied", None, None, None, None, None, None, None, None),
+        (8, 8.0, "person", "person", "revert", "", "success", "a.md", None, None, None, None, "h4", "h5", 2),
+        (9, 9.0, "person", "person", "revert", "", "success", "a.md", None, None, '{"s": 2}', '{"s": 1}', "h5",
+         "h6", 4),
+        (10, 10.0, "person", "person", "revert", "", "success", "a.md", None, None, None, None, "h6", None, 1),
+        (11, 11.0, "person", "person", "revert", "", "conflict", "a.md", None, None, None, None, None, None, 3),
+    ):
+        old.execute(f"INSERT INTO tool_invocations {cols} VALUES ({', '.join('?' * len(row))})", row)
+    old.close()
+
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    kinds = [r[0] for r in conn.execute("SELECT change_kind FROM tool_invocations ORDER BY id")]
+    assert kinds == ["file-created", "text-inserted", "text-inserted", "properties-changed", None, None, None,
+                     "text-removed", "properties-changed", "file-deleted", None]
+    read = [from_row(get_invocation(conn, i) or {}) for i in (1, 2, 4, 5)]
+    assert read[0] == FileCreated("a.md", "# A\n", "h1")
+    assert read[1] == TextInserted("a.md", 4, "\n\nmore")
+    assert read[2] == PropertiesChanged("a.md", {"s": 1}, {"s": 2})
+    assert read[3] is None
+    assert scalar(conn, "SELECT count(*) FROM tool_invocations_fts WHERE tool_invocations_fts MATCH 'revert'") == 4
+    conn.close()

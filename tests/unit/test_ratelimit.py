@@ -9,13 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.writes import Env, make_env
+from support.writes import Env, Writer, make_env
 
 from server.activity.provenance import list_invocations
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
 from server.store.db import connect, scalar, thread_connection
-from server.writes.guard import WriteService
 
 WORKER = Path(__file__).parents[1] / "support" / "write_workers.py"
 
@@ -111,7 +110,7 @@ def test_writeservice_flood(tmp_path: Path) -> None:
     """Through the whole pipeline: exactly the allowed writes land, the rest are recorded as rate-limited."""
     env: Env = make_env(tmp_path)
     nid = env.note("n.md", "start\n")
-    ws = WriteService(env.db_path, "agent-1", RateLimiter(12, 1000))
+    ws = Writer(env.db_path, "agent-1", RateLimiter(12, 1000))
     results: list[str] = []
     lock = threading.Lock()
 
@@ -140,7 +139,7 @@ def test_writeservice_flood(tmp_path: Path) -> None:
 def test_failed_writes_do_not_count(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     nid = env.note("n.md", "x\n")
-    ws = WriteService(env.db_path, "s", RateLimiter(2, 1000))
+    ws = Writer(env.db_path, "s", RateLimiter(2, 1000))
     for _ in range(5):
         with pytest.raises(KmsError):
             ws.append(nid, "y", heading="No such heading")

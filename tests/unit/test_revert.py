@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.writes import Env, make_env
+from support.writes import Env, Writer, make_env
 
+from server.activity import feed
 from server.activity.provenance import get_invocation, list_invocations, search_invocations
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
-from server.writes.guard import WriteService
 from server.writes.revert import preview_revert, revert
 
 NOTE = "---\ntitle: T  # keep me\nstatus: draft\n---\n# T\n\npara one\n\n## Log\n- first\n"
@@ -23,8 +24,8 @@ def env(tmp_path: Path) -> Env:
 
 
 @pytest.fixture
-def ws(env: Env) -> WriteService:
-    return WriteService(env.db_path, "agent", RateLimiter(None, None))
+def ws(env: Env) -> Writer:
+    return Writer(env.db_path, "agent", RateLimiter(None, None))
 
 
 def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
@@ -34,7 +35,7 @@ def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
     return e.value
 
 
-def test_revert_append_restores_exact_bytes(env: Env, ws: WriteService) -> None:
+def test_revert_append_restores_exact_bytes(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "- second", heading="Log", separator="\n")
     preview = preview_revert(env.conn, out["invocationId"])
@@ -52,7 +53,7 @@ def test_revert_append_restores_exact_bytes(env: Env, ws: WriteService) -> None:
     refused(env, res["invocationId"], "invalid-input")  # a revert is not revertable
 
 
-def test_revert_after_surrounding_edits(env: Env, ws: WriteService) -> None:
+def test_revert_after_surrounding_edits(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "agent line")
     edited = "person added a line on top\n" + env.read("n.md") + "person tail\n"
@@ -61,7 +62,7 @@ def test_revert_after_surrounding_edits(env: Env, ws: WriteService) -> None:
     assert env.read("n.md") == "person added a line on top\n" + NOTE + "person tail\n"
 
 
-def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: WriteService) -> None:
+def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     out = ws.append(nid, "agent line")
     path = env.root / "n.md"
@@ -73,11 +74,11 @@ def test_revert_refuses_when_text_was_edited_or_ambiguous(env: Env, ws: WriteSer
     path.write_text("x\n\nagent line\n" + NOTE + "\n\nagent line\n")
     before = path.read_bytes()
     e = refused(env, out["invocationId"])
-    assert "2 times" in e.message and path.read_bytes() == before
+    assert "more than once" in e.message and path.read_bytes() == before
     assert not preview_revert(env.conn, out["invocationId"])["canRevert"]
 
 
-def test_revert_insert_at_crlf_bom(env: Env, ws: WriteService) -> None:
+def test_revert_insert_at_crlf_bom(env: Env, ws: Writer) -> None:
     raw = codecs.BOM_UTF8 + NOTE.replace("\n", "\r\n").encode()
     nid = env.note("c.md", raw)
     out = ws.insert_at(nid, "inserted\nblock", {"afterBlockContaining": "para one"})
@@ -86,7 +87,7 @@ def test_revert_insert_at_crlf_bom(env: Env, ws: WriteService) -> None:
     assert (env.root / "c.md").read_bytes() == raw
 
 
-def test_revert_properties(env: Env, ws: WriteService) -> None:
+def test_revert_properties(env: Env, ws: Writer) -> None:
     nid = env.note("p.md", NOTE)
     out = ws.update_properties(nid, {"status": "done", "tags": ["a"]}, ["title"])
     preview = preview_revert(env.conn, out["invocationId"])
@@ -101,7 +102,7 @@ def test_revert_properties(env: Env, ws: WriteService) -> None:
     assert row["props_after"] == {"status": "draft", "tags": {"__absent__": True}, "title": "T"}
 
 
-def test_revert_properties_refused_when_changed_since(env: Env, ws: WriteService) -> None:
+def test_revert_properties_refused_when_changed_since(env: Env, ws: Writer) -> None:
     nid = env.note("p.md", NOTE)
     out = ws.update_properties(nid, {"status": "done"})
     ws.update_properties(nid, {"status": "published"})
@@ -110,7 +111,7 @@ def test_revert_properties_refused_when_changed_since(env: Env, ws: WriteService
     assert "status" in e.message and env.read("p.md") == before
 
 
-def test_revert_created_frontmatter_removes_block(env: Env, ws: WriteService) -> None:
+def test_revert_created_frontmatter_removes_block(env: Env, ws: Writer) -> None:
     body = "# Plain\n\ntext\n"
     nid = env.note("b.md", body)
     out = ws.update_properties(nid, {"tags": ["x"]})
@@ -118,7 +119,7 @@ def test_revert_created_frontmatter_removes_block(env: Env, ws: WriteService) ->
     assert env.read("b.md") == body
 
 
-def test_revert_create(env: Env, ws: WriteService) -> None:
+def test_revert_create(env: Env, ws: Writer) -> None:
     out = ws.create("New note", "hello", tags=["x"])
     path = env.root / out["path"]
     revert(env.conn, out["invocationId"])
@@ -130,7 +131,7 @@ def test_revert_create(env: Env, ws: WriteService) -> None:
     assert (env.root / out2["path"]).exists()
 
 
-def test_revert_follows_a_moved_note(env: Env, ws: WriteService) -> None:
+def test_revert_follows_a_moved_note(env: Env, ws: Writer) -> None:
     nid = env.note("old.md", NOTE)
     out = ws.append(nid, "agent line")
     (env.root / "archive").mkdir()
@@ -141,7 +142,7 @@ def test_revert_follows_a_moved_note(env: Env, ws: WriteService) -> None:
     assert env.read("archive/new.md") == NOTE
 
 
-def test_revert_refusals(env: Env, ws: WriteService) -> None:
+def test_revert_refusals(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     refused(env, 999, "not-found")
     with pytest.raises(KmsError):
@@ -152,7 +153,7 @@ def test_revert_refusals(env: Env, ws: WriteService) -> None:
     refused(env, same["invocationId"], "invalid-input")
 
 
-def test_listing_and_search(env: Env, ws: WriteService) -> None:
+def test_listing_and_search(env: Env, ws: Writer) -> None:
     nid = env.note("n.md", NOTE)
     a = ws.append(nid, "zebra crossing")
     ws.update_properties(nid, {"x": 1})
@@ -170,3 +171,75 @@ def test_listing_and_search(env: Env, ws: WriteService) -> None:
     assert [h["id"] for h in hits] == [a["invocationId"]]
     assert search_invocations(env.conn, 'AND OR "(', 5) == []  # FTS syntax can't break it
     assert "zebra crossing" in newest[2]["input_summary"]
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "state"),
+    [
+        ("intact in place", lambda t: t, "present"),
+        ("intact elsewhere", lambda t: "a person's new first line\n\n" + t, "moved"),
+        ("a person extended it", lambda t: t.replace("agent line", "agent line, and more"), "edited"),
+        ("a person extended it, moved", lambda t: "top\n" + t.replace("agent line", "agent line!"), "edited"),
+        ("changed", lambda t: t.replace("agent line", "agent LINE"), "edited"),
+        ("a copy, still in place", lambda t: t + "\n\nagent line\n", "present"),
+        ("moved, with a copy", lambda t: "x\n\nagent line\n" + t, "ambiguous"),
+        ("appended line", lambda t: t.replace("- first\n", "- first\n") + "\n", "present"),
+    ],
+)
+@pytest.mark.parametrize("how", ["append", "insert_at", "insert_after_heading"])
+def test_detail_pane_and_revert_agree(env: Env, ws: Writer, case: str, edit: Any, state: str, how: str) -> None:
+    """The dashboard's "in the note now" and revert are one rule (``changes.locate``): whatever the
+    detail pane calls intact, revert takes out, and whatever it does not, revert refuses."""
+    nid = env.note("n.md", NOTE)
+    if how == "append":
+        out = ws.append(nid, "agent line")
+    elif how == "insert_at":
+        out = ws.insert_at(nid, "agent line", {"beforeHeading": "Log"})
+    else:
+        out = ws.insert_at(nid, "agent line", {"afterHeading": "T"})
+    inv = out["invocationId"]
+    path = env.root / "n.md"
+    path.write_text(edit(env.read("n.md")), newline="")
+    before = path.read_bytes()
+    detail = feed.invocation_detail(env.conn, inv)
+    assert detail is not None and detail.note.state == state, case
+    preview = preview_revert(env.conn, inv)
+    assert preview["canRevert"] is (state in ("present", "moved")), (case, preview["reason"])
+    if preview["canRevert"]:
+        off, ins, now = preview["offset"], preview["removeText"], env.read("n.md")
+        assert off == detail.note.offset and now[off : off + len(ins)] == ins
+        revert(env.conn, inv)
+        assert env.read("n.md") == now[:off] + now[off + len(ins) :]
+    else:
+        assert preview["reason"] == detail.note.explanation
+        refused(env, inv)
+        assert path.read_bytes() == before
+
+
+def test_detail_pane_and_revert_agree_when_the_note_is_gone(env: Env, ws: Writer) -> None:
+    nid = env.note("n.md", NOTE)
+    inv = ws.append(nid, "agent line")["invocationId"]
+    (env.root / "n.md").unlink()
+    detail = feed.invocation_detail(env.conn, inv)
+    assert detail is not None and detail.note.state == "missing"
+    with pytest.raises(KmsError) as e:
+        preview_revert(env.conn, inv)
+    assert e.value.kind == "not-found"
+    refused(env, inv, "not-found")
+    assert list_invocations(env.conn, limit=1)[0]["error"] == "not-found"  # the refusal is recorded too
+
+
+def test_reverted_by_has_one_answer(env: Env, ws: Writer) -> None:
+    """The feed's "reverted" marks and the full row's ``reverted_by`` come from the same index (m005)."""
+    nid = env.note("n.md", NOTE)
+    first = ws.append(nid, "one")["invocationId"]
+    second = ws.append(nid, "two")["invocationId"]
+    (env.root / "n.md").write_text(env.read("n.md").replace("two", "TWO"))
+    refused(env, second)  # a refused revert reverts nothing
+    (env.root / "n.md").write_text(env.read("n.md").replace("TWO", "two"))
+    rid = revert(env.conn, first)["invocationId"]
+    assert feed.reverted_ids(env.conn) == {first: rid}
+    assert get_invocation(env.conn, first)["reverted_by"] == rid
+    assert get_invocation(env.conn, second)["reverted_by"] is None
+    detail = feed.invocation_detail(env.conn, first)
+    assert detail is not None and detail.invocation["reverted_by"] == rid

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.writes import Env, make_env, snapshot
 
+from server.activity.changes import TextInserted
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import atomic_write
@@ -22,7 +23,7 @@ from server.vault.paths import (
     resolve_note_file,
     sanitize_title,
 )
-from server.writes import operations
+from server.writes import cas, operations
 
 RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {f"LPT{i}" for i in range(1, 10)}
 NASTY = [
@@ -224,7 +225,7 @@ HEADINGS_NOTE = (
 def test_append_under_any_heading(world: Env, heading: str) -> None:
     if not (world.root / "h.md").exists():
         world.note("h.md", HEADINGS_NOTE)
-    note, vault = operations.load_note(world.conn, "h.md")
+    note, vault = cas.load_note(world.conn, "h.md")
     before_outside = _outside(world)
     before = world.read("h.md")
     try:
@@ -234,9 +235,11 @@ def test_append_under_any_heading(world: Env, heading: str) -> None:
         assert world.read("h.md") == before
     else:
         after = world.read("h.md")
-        off = out.insert_offset
-        assert after[off : off + len(out.inserted_text)] == out.inserted_text
-        assert after[:off] + after[off + len(out.inserted_text) :] == before
+        change = out.change
+        assert isinstance(change, TextInserted) and change.path == "h.md"
+        off, ins = change.offset, change.text
+        assert after[off : off + len(ins)] == ins
+        assert after[:off] + after[off + len(ins) :] == before
     assert _outside(world) == before_outside
 
 

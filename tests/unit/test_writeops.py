@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.writes import Env, make_env
+from support.writes import Env, Writer, make_env
 
 from server.activity.provenance import list_invocations
 from server.errors import KmsError
 from server.vault.files import TextFormat, sha256_hex
-from server.writes import operations
-from server.writes.guard import WriteService
-from server.writes.operations import Edit
+from server.writes import cas, operations
+from server.writes.cas import Edit
 
 
 @pytest.fixture
@@ -25,10 +24,10 @@ def env(tmp_path: Path) -> Env:
     return make_env(tmp_path)
 
 
-def svc(env: Env, allowlist: list[str] | None = None) -> WriteService:
+def svc(env: Env, allowlist: list[str] | None = None) -> Writer:
     from server.activity.ratelimit import RateLimiter
 
-    return WriteService(env.db_path, "test-session", RateLimiter(None, None), allowlist)
+    return Writer(env.db_path, "test-session", RateLimiter(None, None), allowlist)
 
 
 def err(fn, *args, **kwargs) -> KmsError:
@@ -50,7 +49,7 @@ def last_row(env: Env) -> dict:
 
 
 def test_create_writes_indexes_and_reports(env: Env) -> None:
-    out = svc(env).create("Meeting: 10/2", "Agenda\n\n- one", tags=["Work", "#plan"], folder="inbox/2024")
+    out = svc(env).create("Meeting: 10/2", "Agenda\n\n- one", tags=["Work", "plan"], folder="inbox/2024")
     assert out["path"] == "inbox/2024/Meeting- 10-2.md" and out["title"] == "Meeting- 10-2"
     text = env.read(out["path"])
     assert text == "---\ntags:\n  - Work\n  - plan\n---\nAgenda\n\n- one\n"
@@ -250,7 +249,7 @@ def test_version_token(env: Env) -> None:
 
 def test_person_edit_during_write_is_retried_then_conflicts(env: Env) -> None:
     nid = env.note("n.md", "start\n")
-    note, vault = operations.load_note(env.conn, nid)
+    note, vault = cas.load_note(env.conn, nid)
     path = env.root / "n.md"
     calls = []
 
@@ -260,14 +259,14 @@ def test_person_edit_during_write_is_retried_then_conflicts(env: Env) -> None:
             path.write_text("person rewrote\n")  # a person's editor saves while kms computes
         return Edit(text + "agent\n")
 
-    operations.write_note(env.conn, vault, note, person_once)
+    cas.write_note(env.conn, vault, note, person_once)
     assert calls == ["start\n", "person rewrote\n"] and env.read("n.md") == "person rewrote\nagent\n"
 
     def person_always(text: str, fmt: TextFormat) -> Edit:
         path.write_text(f"person {len(text)}\n")
         return Edit(text + "agent\n")
 
-    e = err(operations.write_note, env.conn, vault, note, person_always)
+    e = err(cas.write_note, env.conn, vault, note, person_always)
     assert e.kind == "conflict" and e.extra["currentVersion"] == sha256_hex(path.read_bytes())
     assert "agent" not in env.read("n.md")
 
@@ -281,7 +280,7 @@ DOC = "---\na: 1\n---\n# T\n\nfirst para\nstill first\n\n## H2\nbody\n\n```\nfir
 @pytest.mark.parametrize(
     ("position", "expected"),
     [
-        ({"afterHeading": "T"}, DOC.replace("# T\n", "# T\nNEW\n")),
+        ({"afterHeading": "T"}, DOC + "\nNEW\n"),  # a level-1 section runs to the end (its H2 included)
         ({"beforeHeading": "## H2"}, DOC.replace("## H2\n", "NEW\n## H2\n")),
         ({"afterBlockContaining": "still"}, DOC.replace("still first\n\n", "still first\n\nNEW\n\n")),
         ({"afterBlockContaining": "in code"}, DOC + "\nNEW\n"),
@@ -296,6 +295,34 @@ def test_insert_at_positions(env: Env, position: dict, expected: str) -> None:
     row = last_row(env)
     assert expected[row["insert_offset"] :].startswith(row["inserted_text"])
     assert out["linesAdded"] == expected.count("\n") - DOC.count("\n")
+
+
+SECTIONS = "# Log\n\nfirst entry\n\n### Detail\ndeep\n\n## Next\n\nnext body\n\n# Other\ntail\n"
+
+
+def test_insert_after_heading_goes_after_the_section_content(env: Env) -> None:
+    """The contract: after the named heading's content (up to the next heading of the same or a higher
+    level), with kms_append's separator rules; two successive inserts stay separate paragraphs."""
+    nid = env.note("s.md", SECTIONS)
+    ws = svc(env)
+    ws.insert_at(nid, "one", {"afterHeading": "## Next"})
+    ws.insert_at(nid, "two", {"afterHeading": "Next"})
+    assert env.read("s.md") == SECTIONS.replace("next body\n", "next body\n\none\n\ntwo\n")
+    ws.insert_at(nid, "three", {"afterHeading": "Detail"})
+    assert "### Detail\ndeep\n\nthree\n\n## Next" in env.read("s.md")
+    # exactly where kms_append with the same heading puts it
+    other = env.note("t.md", SECTIONS)
+    ws.append(other, "one", heading="## Next")
+    ws.append(other, "two", heading="Next")
+    assert env.read("t.md") == env.read("s.md").replace("\n\nthree", "")
+    rows = list_invocations(env.conn, limit=5)
+    assert all(r["change_kind"] == "text-inserted" for r in rows)
+
+
+def test_insert_after_an_empty_heading_and_crlf(env: Env) -> None:
+    nid = env.note("c.md", "# A\r\n# B\r\nb\r\n")
+    svc(env).insert_at(nid, "x\ny", {"afterHeading": "A"})
+    assert env.read("c.md") == "# A\r\n\r\nx\r\ny\r\n# B\r\nb\r\n"
 
 
 @pytest.mark.parametrize(
@@ -473,7 +500,7 @@ def test_list_style_follows_note(env: Env) -> None:
 def test_feature_disabled_is_recorded(env: Env) -> None:
     from server.activity.ratelimit import RateLimiter
 
-    ws = WriteService(env.db_path, "s", RateLimiter(), enabled=False)
+    ws = Writer(env.db_path, "s", RateLimiter(), enabled=False)
     assert err(ws.create, "x").kind == "feature-disabled"
     assert list(env.root.iterdir()) == []
     row = last_row(env)
@@ -526,3 +553,28 @@ def test_lock_stamp_is_rewritten_in_place(tmp_path: Path) -> None:
         os.ftruncate(fd, 0)
         os.pwrite(fd, b"7 8 9", 0)  # the old format: just the stamp
         assert read_stamp(fd) == "7 8 9"
+
+
+def test_limits_are_defined_once(env: Env) -> None:
+    """The input models, the operations and the tool descriptions state the same numbers."""
+    from server.mcp.tools.write_tools import AppendInput, CreateInput, InsertAtInput
+    from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, kb
+
+    nid = env.note("n.md", "start\n")
+    ws = svc(env)
+    at_limit = "é" * (MAX_INSERT_BYTES // 2)  # two bytes each: exactly the limit
+    ws.append(nid, at_limit)
+    assert err(ws.append, nid, at_limit + "x").kind == "invalid-input"  # the model
+    note, vault = cas.load_note(env.conn, nid)
+    assert err(operations.append, env.conn, vault, note, content=at_limit + "x").kind == "invalid-input"
+    e = err(operations.append, env.conn, vault, note, content="x", separator="-" * (MAX_SEPARATOR_CHARS + 1))
+    assert e.kind == "invalid-input" and str(MAX_SEPARATOR_CHARS) in e.message
+    assert err(ws.append, nid, "x", separator="-" * (MAX_SEPARATOR_CHARS + 1)).kind == "invalid-input"
+    big = "y" * (MAX_CREATE_BYTES + 1)
+    assert err(ws.create, "Big", big).kind == "invalid-input"
+    assert err(operations.create, env.conn, env.vault, title="Big", content=big).kind == "invalid-input"
+    ws.create("Exactly", "y" * MAX_CREATE_BYTES)
+    assert kb(MAX_CREATE_BYTES) in CreateInput.model_fields["content"].description
+    for model in (AppendInput, InsertAtInput):
+        assert kb(MAX_INSERT_BYTES) in model.model_fields["content"].description
+    assert len(list_invocations(env.conn, limit=100)) == 5  # every guarded call recorded, none twice

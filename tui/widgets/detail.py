@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from server import humanize
+from server.activity import changes
 from server.activity.feed import ContextLine, Detail
 from tui import format as fmt
 
@@ -64,15 +65,16 @@ def render_detail(d: Detail, now: float) -> RenderableType:
         facts.add_row("Reverted", f"by #{reverted_by}")
     parts: list[RenderableType] = [head, facts]
 
-    if inv.get("props_after"):
+    change = changes.from_row(inv)  # what the call did decides what is shown, not which tool did it
+    if isinstance(change, changes.PropertiesChanged) and change.after:
         props = Table("Property", "Before", "After", box=None, padding=(0, 1), header_style="bold")
-        before = inv.get("props_before") or {}
-        for key, after in inv["props_after"].items():
-            props.add_row(key, _value(before.get(key, {"__absent__": True})), _value(after))
+        for key, after in change.after.items():
+            props.add_row(key, _value(change.before.get(key, {"__absent__": True})), _value(after))
         parts += [Text(""), props]
 
+    inserted = changes.inserted(change)
     symbol, style = NOTE_STATE_STYLE.get(note.state, ("?", ""))
-    if note.state != "none" or inv.get("inserted_text"):
+    if note.state != "none" or inserted:
         line = Text("\nIn the note now: ", style="bold")
         line.append(f"{symbol} {note.explanation}", style=style)
         if note.bytes_now is not None:
@@ -89,9 +91,9 @@ def render_detail(d: Detail, now: float) -> RenderableType:
             for text, inserted in cl.pieces:
                 row.append(text, style="black on green" if inserted else "")
             parts.append(row)
-    elif inv.get("inserted_text") and note.state != "present":
+    elif inserted and note.state != "present":
         parts.append(Text("Inserted text:", style="bold"))
-        parts.append(Text(inv["inserted_text"].strip("\n"), style="green"))
+        parts.append(Text(inserted[1].strip("\n"), style="green"))
     return Group(*parts)
 
 

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from server.index.embed.model import MAX_TOKENS, MODEL_NAME
+from server.vault.markdown import FENCE, atx_heading, bare, fence_closes, split_lines
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 MIN_BUDGET = 64  # content tokens per chunk, even under an absurdly long title
@@ -49,7 +48,8 @@ def prefix(title: str, heading: str | None) -> str:
 
 
 def sections(body: str, title: str = "") -> list[tuple[str | None, str]]:
-    """``(heading trail, text)`` per ATX heading, outside fenced code; empty sections dropped.
+    """``(heading trail, text)`` per ATX heading, outside fenced code (``server.vault.markdown``'s
+    rules, as the writes see them); empty sections dropped.
 
     A heading that repeats the note title (the usual ``# Title`` line) is left out of the
     trail: the title already prefixes every chunk.
@@ -65,19 +65,18 @@ def sections(body: str, title: str = "") -> list[tuple[str | None, str]]:
         if text:
             out.append((current, text))
 
-    for line in body.splitlines():
-        m = _FENCE.match(line)
+    for line in map(bare, split_lines(body)):
+        m = FENCE.match(line)
         if m:
-            marker = m.group(1)
             if fence is None:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = m.group(1)
+            elif fence_closes(fence, line):
                 fence = None
         elif fence is None:
-            h = _ATX.match(line)
+            h = atx_heading(line)
             if h:
                 flush()
-                level, text = len(h.group(1)), h.group(2).strip()
+                level, text = h
                 if text.casefold() == title.strip().casefold():
                     text = ""
                 trail = [(lv, t) for lv, t in trail if lv < level] + [(level, text)]

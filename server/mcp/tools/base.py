@@ -45,7 +45,7 @@ class ToolSpec:
     description: str
     input_model: type[StrictInput]
     output_model: type[BaseModel]
-    handler: Callable[[ToolContext, Any], dict[str, Any]]
+    handler: Callable[[Any, Any], Any]  # read: (ToolContext, args) -> dict; write: (WriteTarget, args) -> WriteOutcome
     annotations: ToolAnnotations
     records_reads: bool = False  # returns note content: record (note, session) access
     cursor_field: str | None = None  # input field that pages the result, echoed on truncation

@@ -1,44 +1,24 @@
 """Run one tool call: gate, validate, handle, cap the payload, track reads.
 
-Everything an MCP client can get back is a dict: the handler's typed result, or
-``{"error": kind, "message": ...}``. Errors never escape as exceptions.
+Write-tier tools are handed whole to the write guard (``server.writes.guard``), which
+gates, validates, rate-limits, runs and records them; read-tier tools are gated,
+validated and run here. Everything an MCP client can get back is a dict: the handler's
+typed result, or ``{"error": kind, "message": ...}``. Errors never escape as exceptions.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from server.activity.reads import ReadTracker
 from server.config.session import SessionConfig
-from server.errors import KmsError
+from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ToolContext, ToolSpec
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
 
 log = logging.getLogger("kms.tools")
-
-
-@functools.cache
-def _valid_fields(model: type[BaseModel]) -> str:
-    """'noteId (required), heading (optional), ...' as the tool's input schema names them (building
-    a JSON schema takes ~1 ms, so once per model, not once per refused call)."""
-    schema = model.model_json_schema()
-    required = set(schema.get("required", []))
-    names = schema.get("properties", {})
-    return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
-
-
-def describe_validation(exc: ValidationError, spec: ToolSpec) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "input"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts) + f". Valid fields: {_valid_fields(spec.input_model)}"
 
 
 def note_ids_in(result: dict[str, Any]) -> list[str]:
@@ -54,16 +34,16 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
 class ToolRunner:
     """Holds the frozen config and per-process services; ``call`` is safe from any thread."""
 
-    def __init__(self, config: SessionConfig, registry: list[ToolSpec] | None = None,
-                 on_write_refused: Callable[[ToolSpec, dict, KmsError], None] | None = None) -> None:
+    def __init__(self, config: SessionConfig, registry: list[ToolSpec] | None = None) -> None:
         from server.mcp.tools import REGISTRY
+        from server.mcp.tools.write_tools import make_write_service
 
         self.config = config
         self.registry = registry if registry is not None else REGISTRY
         self.by_name = {s.name: s for s in self.registry}
         self.ctx = ToolContext(config)
         self.reads = ReadTracker(config.db_path, config.session_id)
-        self.on_write_refused = on_write_refused
+        self.writes = make_write_service(config, lambda name: self._disabled_message(name, "write"))
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); write tools only when enabled."""
@@ -81,17 +61,16 @@ class ToolRunner:
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
         arguments = arguments or {}
         try:
-            if not self.config.tier_enabled(spec.tier):
-                raise KmsError("feature-disabled", self._disabled_message(spec))
-            try:
-                args = spec.input_model.model_validate(arguments)
-            except ValidationError as exc:
-                raise KmsError("invalid-input", describe_validation(exc, spec)) from None
-            result = spec.handler(self.ctx, args)
+            if spec.tier == "write":
+                result = self.writes.call(spec, arguments)
+                semantic = self.ctx.services.get("semantic")
+                if semantic is not None:
+                    semantic.notify_changed()  # embed the new text in the background
+            else:
+                if not self.config.tier_enabled(spec.tier):
+                    raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
+                result = spec.handler(self.ctx, validate_input(spec.input_model, arguments))
         except KmsError as exc:
-            if spec.tier == "write" and self.on_write_refused and not exc.extra.get("_recorded"):
-                self.on_write_refused(spec, arguments, exc)
-            exc.extra.pop("_recorded", None)
             return exc.to_dict(), True
         except Exception as exc:  # a bug must answer, not kill the session
             log.exception("tool %s failed", name)
@@ -103,12 +82,12 @@ class ToolRunner:
                 self.reads.record(ids)
         return result, False
 
-    def _disabled_message(self, spec: ToolSpec) -> str:
+    def _disabled_message(self, name: str, tier: Tier) -> str:
         c = self.config
         off = [n for n, v in (("KMS_ENABLED", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", c.read_enabled),
-                              ("KMS_AGENT_WRITE_TOOLS_ENABLED", c.write_enabled if spec.tier == "write" else True))
+                              ("KMS_AGENT_WRITE_TOOLS_ENABLED", c.write_enabled if tier == "write" else True))
                if not v]
-        message = (f"{spec.name} is turned off for this session ({', '.join(off)} off). The person can enable "
+        message = (f"{name} is turned off for this session ({', '.join(off)} off). The person can enable "
                    f"it with `kms config set` and start a new session.")
         # the agent tools default to on once a vault is registered: with none, that is the real fix
         from server.index.notes import index_is_empty

@@ -47,6 +47,6 @@ def tools_markdown() -> str:
 if __name__ == "__main__":
     from pathlib import Path
 
-    target = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
+    target = Path(__file__).resolve().parents[3] / "docs" / "tools.md"
     target.write_text(tools_markdown(), encoding="utf-8")
     print(f"wrote {target}")

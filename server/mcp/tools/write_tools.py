@@ -1,29 +1,42 @@
-"""The guarded write tools: contracts, input models and thin handlers over ``WriteService``.
+"""The guarded write tools: contracts, input models and handlers over the operations.
 
-The service does the guarding (rate limit, allowlist, optimistic concurrency, atomic
-write, re-index, provenance). Refusals that happen before the service (tier off, invalid
-input) are recorded here, so provenance holds every write call, success or not.
+Every write-tier call goes through ``server.writes.guard.WriteService.call`` (gate, this
+module's input model, rate limit, the handler below, one provenance row). A handler only
+binds a validated model to its operation. Limits come from ``server.writes.limits``.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from collections.abc import Callable
 
 from mcp_types import ToolAnnotations
 from pydantic import Field, model_validator
 
-from server.activity import provenance
 from server.config.session import SessionConfig
-from server.errors import KmsError
-from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
-from server.store.db import thread_connection
+from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
+from server.vault.frontmatter import RESERVED_KEYS
+from server.vault.properties import TAG_RE
+from server.writes import operations
+from server.writes.cas import WriteOutcome
+from server.writes.guard import WriteService, WriteTarget
+from server.writes.limits import (
+    MAX_CREATE_BYTES,
+    MAX_FOLDER_CHARS,
+    MAX_HEADING_CHARS,
+    MAX_INSERT_BYTES,
+    MAX_NAME_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SEPARATOR_CHARS,
+    MAX_TAGS,
+    MAX_TITLE_CHARS,
+    MAX_VERSION_CHARS,
+    kb,
+)
 
-TAG_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$"
 ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                            open_world_hint=False)
-NoteIdField = Field(min_length=1, max_length=64, description="A noteId from kms_search / kms_read.")
-VersionField = Field(default=None, max_length=128,
+NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A noteId from kms_search / kms_read.")
+VersionField = Field(default=None, max_length=MAX_VERSION_CHARS,
                      description="Optional `version` from kms_read: write only if the note is still exactly that.")
 PropertyValue = str | int | float | bool | list[str | int | float | bool]
 
@@ -31,37 +44,38 @@ PropertyValue = str | int | float | bool | list[str | int | float | bool]
 def _max_bytes(value: str, limit: int, name: str) -> str:
     size = len(value.encode("utf-8"))
     if size > limit:
-        raise ValueError(f"{name} is {size} bytes; at most {limit} bytes ({limit // 1000} KB)")
+        raise ValueError(f"{name} is {size} bytes; at most {limit} bytes ({kb(limit)})")
     return value
 
 
 class CreateInput(StrictInput):
-    title: str = Field(min_length=1, max_length=300, description="Note title; becomes the file name.")
-    content: str = Field(default="", description="Markdown body, at most 100 KB.")
-    tags: list[str] = Field(default_factory=list, max_length=50)
-    folder: str | None = Field(default=None, max_length=500, description="Vault subfolder, e.g. 'drafts'.")
-    vault: str | None = Field(default=None, max_length=64, description="Vault name when several are registered.")
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="Note title; becomes the file name.")
+    content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder, e.g. 'drafts'.")
+    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
+                              description="Vault name when several are registered (default: the session's vault).")
 
     @model_validator(mode="after")
     def _check(self) -> CreateInput:
-        _max_bytes(self.content, 100_000, "content")
-        bad = [t for t in self.tags if not re.match(TAG_PATTERN, t)]
+        _max_bytes(self.content, MAX_CREATE_BYTES, "content")
+        bad = [t for t in self.tags if not TAG_RE.match(t)]
         if bad:
-            raise ValueError(f"tags {bad} must match {TAG_PATTERN} (letters, digits, '_' or '-', no '#')")
+            raise ValueError(f"tags {bad} must match {TAG_RE.pattern} (letters, digits, '_' or '-', no '#')")
         return self
 
 
 class AppendInput(StrictInput):
     noteId: str = NoteIdField
-    content: str = Field(min_length=1, description="Markdown to add, at most 50 KB.")
-    heading: str | None = Field(default=None, max_length=500,
+    content: str = Field(min_length=1, description=f"Markdown to add, at most {kb(MAX_INSERT_BYTES)}.")
+    heading: str | None = Field(default=None, max_length=MAX_HEADING_CHARS,
                                 description="Append at the end of this section instead of the note.")
-    separator: str = Field(default="\n\n", max_length=20)
+    separator: str = Field(default="\n\n", max_length=MAX_SEPARATOR_CHARS)
     version: str | None = VersionField
 
     @model_validator(mode="after")
     def _check(self) -> AppendInput:
-        _max_bytes(self.content, 50_000, "content")
+        _max_bytes(self.content, MAX_INSERT_BYTES, "content")
         return self
 
 
@@ -75,16 +89,22 @@ class UpdatePropertiesInput(StrictInput):
     def _check(self) -> UpdatePropertiesInput:
         if not self.set and not self.remove:
             raise ValueError("give `set` and/or `remove`")
-        if "kms_provenance" in self.set or "kms_provenance" in self.remove:
-            raise ValueError("the key kms_provenance is reserved")
+        reserved = sorted(RESERVED_KEYS & (set(self.set) | set(self.remove)))
+        if reserved:
+            raise ValueError(f"the key {reserved[0]} is reserved")
         return self
 
 
 class Position(StrictInput):
-    afterHeading: str | None = Field(default=None, min_length=1, max_length=500)
-    beforeHeading: str | None = Field(default=None, min_length=1, max_length=500)
-    afterBlockContaining: str | None = Field(default=None, min_length=1, max_length=1000)
-    atLine: int | None = Field(default=None, ge=1)
+    afterHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
+                                     description="'Tasks' or '## Tasks': at the end of that heading's section, "
+                                                 "after a blank line (as kms_append with heading).")
+    beforeHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
+                                      description="As whole lines right above that heading.")
+    afterBlockContaining: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS,
+                                             description="As its own block after the one paragraph (or code "
+                                                         "block) containing this text.")
+    atLine: int | None = Field(default=None, ge=1, description="So that the text starts at this line (1-based).")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Position:
@@ -97,13 +117,13 @@ class Position(StrictInput):
 
 class InsertAtInput(StrictInput):
     noteId: str = NoteIdField
-    content: str = Field(min_length=1, description="Markdown to insert, at most 50 KB.")
+    content: str = Field(min_length=1, description=f"Markdown to insert, at most {kb(MAX_INSERT_BYTES)}.")
     position: Position
     version: str | None = VersionField
 
     @model_validator(mode="after")
     def _check(self) -> InsertAtInput:
-        _max_bytes(self.content, 50_000, "content")
+        _max_bytes(self.content, MAX_INSERT_BYTES, "content")
         return self
 
 
@@ -119,63 +139,46 @@ class CreateOutput(WriteOutput):
     title: str
 
 
-def _service(ctx: ToolContext) -> Any:
-    service = ctx.services.get("writes")
-    if service is None:
-        raise KmsError("feature-disabled", "write tools are turned off for this session")
-    return service
+def kms_create(target: WriteTarget, args: CreateInput) -> WriteOutcome:
+    return operations.create(
+        target.conn, target.vault(args.vault), title=args.title, content=args.content, tags=args.tags or None,
+        folder=args.folder, allowlist=target.allowlist, lock_dir=target.lock_dir,
+    )
 
 
-def _call(ctx: ToolContext, fn: Any, **kwargs: Any) -> dict[str, Any]:
-    try:
-        result = fn(**kwargs)
-    except KmsError as exc:
-        exc.extra["_recorded"] = True  # the service already wrote the provenance row
-        raise
-    semantic = ctx.services.get("semantic")
-    if semantic is not None:
-        semantic.notify_changed()  # embed the new text in the background
-    return result
+def kms_append(target: WriteTarget, args: AppendInput) -> WriteOutcome:
+    note, vault = target.note(args.noteId)
+    return operations.append(
+        target.conn, vault, note, content=args.content, heading=args.heading, separator=args.separator,
+        version=args.version, allowlist=target.allowlist, lock_dir=target.lock_dir,
+    )
 
 
-def kms_create(ctx: ToolContext, args: CreateInput) -> dict[str, Any]:
-    return _call(ctx, _service(ctx).create, title=args.title, content=args.content, tags=args.tags or None,
-                 folder=args.folder, vault=args.vault)
+def kms_update_properties(target: WriteTarget, args: UpdatePropertiesInput) -> WriteOutcome:
+    note, vault = target.note(args.noteId)
+    return operations.update_properties(
+        target.conn, vault, note, set=args.set, remove=args.remove or None, version=args.version,
+        lock_dir=target.lock_dir,
+    )
 
 
-def kms_append(ctx: ToolContext, args: AppendInput) -> dict[str, Any]:
-    return _call(ctx, _service(ctx).append, note_id=args.noteId, content=args.content, heading=args.heading,
-                 separator=args.separator, version=args.version)
-
-
-def kms_update_properties(ctx: ToolContext, args: UpdatePropertiesInput) -> dict[str, Any]:
-    return _call(ctx, _service(ctx).update_properties, note_id=args.noteId, set=args.set, remove=args.remove or None,
-                 version=args.version)
-
-
-def kms_insert_at(ctx: ToolContext, args: InsertAtInput) -> dict[str, Any]:
+def kms_insert_at(target: WriteTarget, args: InsertAtInput) -> WriteOutcome:
+    note, vault = target.note(args.noteId)
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
-    return _call(ctx, _service(ctx).insert_at, note_id=args.noteId, content=args.content, position=position,
-                 version=args.version)
+    return operations.insert_at(
+        target.conn, vault, note, content=args.content, position=position, version=args.version,
+        allowlist=target.allowlist, lock_dir=target.lock_dir,
+    )
 
 
-def make_write_service(config: SessionConfig) -> Any:
+def make_write_service(config: SessionConfig, disabled_message: Callable[[str], str] | None = None) -> WriteService:
+    """The session's write guard (the only place one is built for a server)."""
     from server.activity.ratelimit import RateLimiter
-    from server.writes.guard import WriteService
 
     limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
-    return WriteService(config.db_path, config.session_id, limits, list(config.allowlist))
-
-
-def record_refusal(config: SessionConfig, spec: ToolSpec, arguments: dict[str, Any], exc: KmsError) -> None:
-    """Provenance for a write call refused before it reached the service."""
-    note_id = arguments.get("noteId") if isinstance(arguments.get("noteId"), str) else None
-    provenance.record(
-        thread_connection(config.db_path), tool=spec.name, session_id=config.session_id,
-        status=provenance.status_for(exc.kind), input_summary=provenance.summarize_input(arguments),
-        note_id=note_id, title=arguments.get("title") if isinstance(arguments.get("title"), str) else None,
-        error=exc.kind, message=exc.message,
-    )
+    return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
+                        vault=config.vault, enabled=config.tier_enabled("write"),
+                        disabled_message=disabled_message)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "
@@ -216,8 +219,10 @@ WRITE_TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="kms_insert_at",
         tier="write",
-        description="Insert Markdown at one place in a note: after or before a heading, after the paragraph "
-                    "containing some text, or at a line number. Only adds. " + _RECOVER,
+        description="Insert Markdown at one place in a note: afterHeading (at the end of that heading's "
+                    "section, before the next heading of the same or a higher level, as its own paragraph), "
+                    "beforeHeading, after the paragraph containing some text (afterBlockContaining), or at a "
+                    "line number (atLine). Only adds. " + _RECOVER,
         input_model=InsertAtInput,
         output_model=WriteOutput,
         handler=kms_insert_at,

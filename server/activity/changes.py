@@ -1,0 +1,173 @@
+"""Typed change records: what one write did to one note, and where that change is now.
+
+Operations (``server.writes``) return one of these; provenance stores it (its kind in
+``tool_invocations.change_kind``, its payload in the existing columns); revert and the
+dashboard read it back with ``from_row`` and key on its type, never on a tool name, so a
+new write tool that makes a known kind of change needs nothing here.
+
+``locate`` is the one answer to "is the inserted text still there?": the dashboard's
+detail pane shows it and revert acts on it, so they can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TEXT_INSERTED = "text-inserted"
+TEXT_REMOVED = "text-removed"
+PROPERTIES_CHANGED = "properties-changed"
+FILE_CREATED = "file-created"
+FILE_DELETED = "file-deleted"
+KINDS = (TEXT_INSERTED, TEXT_REMOVED, PROPERTIES_CHANGED, FILE_CREATED, FILE_DELETED)
+
+
+@dataclass(frozen=True)
+class TextInserted:
+    """``text`` was inserted at character ``offset`` of the new file text (BOM excluded)."""
+
+    path: str
+    offset: int
+    text: str
+    kind = TEXT_INSERTED
+
+
+@dataclass(frozen=True)
+class TextRemoved:
+    """A revert took ``text`` out again at ``offset``."""
+
+    path: str
+    offset: int
+    text: str
+    kind = TEXT_REMOVED
+
+
+@dataclass(frozen=True)
+class PropertiesChanged:
+    """Frontmatter keys went from ``before`` to ``after`` (JSON values, ``ABSENT`` for none).
+
+    ``created_block`` is the whole frontmatter block when the note had none (written at offset 0).
+    """
+
+    path: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    created_block: str | None = None
+    kind = PROPERTIES_CHANGED
+
+
+@dataclass(frozen=True)
+class FileCreated:
+    """A new note: exactly ``text``, whose file bytes hash to ``hash``."""
+
+    path: str
+    text: str
+    hash: str
+    kind = FILE_CREATED
+
+
+@dataclass(frozen=True)
+class FileDeleted:
+    """A revert deleted a note kms had created."""
+
+    path: str
+    hash: str
+    kind = FILE_DELETED
+
+
+Change = TextInserted | TextRemoved | PropertiesChanged | FileCreated | FileDeleted
+
+
+def columns(change: Change | None) -> dict[str, Any]:
+    """The provenance columns that hold ``change`` (``provenance.record`` keyword arguments)."""
+    if change is None:
+        return {}
+    out: dict[str, Any] = {"change_kind": change.kind}
+    if isinstance(change, TextInserted):
+        out.update(inserted_text=change.text, insert_offset=change.offset)
+    elif isinstance(change, FileCreated):
+        out.update(inserted_text=change.text, insert_offset=0)
+    elif isinstance(change, PropertiesChanged):
+        out.update(props_before=change.before, props_after=change.after)
+        if change.created_block:
+            out.update(inserted_text=change.created_block, insert_offset=0)
+    return out
+
+
+def from_row(inv: dict[str, Any]) -> Change | None:
+    """The change a provenance row recorded (None for a call that changed nothing)."""
+    kind, path = inv.get("change_kind"), inv.get("path") or ""
+    text, offset = inv.get("inserted_text"), inv.get("insert_offset")
+    if kind == TEXT_INSERTED and text and offset is not None:
+        return TextInserted(path, offset, text)
+    if kind == FILE_CREATED:
+        return FileCreated(path, text or "", inv.get("hash_after") or "")
+    if kind == PROPERTIES_CHANGED:
+        created = text if text and offset == 0 else None
+        return PropertiesChanged(path, inv.get("props_before") or {}, inv.get("props_after") or {}, created)
+    if kind == TEXT_REMOVED:
+        return TextRemoved(path, offset or 0, text or "")
+    if kind == FILE_DELETED:
+        return FileDeleted(path, inv.get("hash_before") or "")
+    return None
+
+
+def inserted(change: Change | None) -> tuple[int, str] | None:
+    """(offset, text) of the text a change added to the note, if it added any."""
+    if isinstance(change, TextInserted):
+        return change.offset, change.text
+    if isinstance(change, FileCreated) and change.text:
+        return 0, change.text
+    if isinstance(change, PropertiesChanged) and change.created_block:
+        return 0, change.created_block
+    return None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where inserted text stands in a note's current text."""
+
+    state: str  # present | moved | edited | ambiguous | none
+    offset: int | None
+    explanation: str
+
+    @property
+    def intact(self) -> bool:
+        """Still there exactly once, as written: it can be shown and taken out again."""
+        return self.state in ("present", "moved")
+
+
+def _whole(text: str, ins: str, pos: int) -> bool:
+    """Does the occurrence at ``pos`` still sit on the line boundaries it was written at?
+
+    Otherwise a person extended the inserted text ("agent line" -> "agent line, edited") and
+    taking it out would splice their words onto another line. Text that ends with a line
+    break was inserted as whole lines, so it must still start a line; text that does not
+    was appended at the end of a line, so it must still end one.
+    """
+    end = pos + len(ins)
+    right = ins.endswith("\n") or end == len(text) or text[end] in "\r\n"
+    left = not ins.endswith("\n") or ins.startswith(("\n", "\r\n")) or pos == 0 or text[pos - 1] == "\n"
+    return right and left
+
+
+def locate(change: Change | None, text: str) -> Located:
+    """Where the text ``change`` inserted is in ``text`` now (found only whole, never guessed)."""
+    found = inserted(change)
+    if found is None:
+        return Located("none", None, "this call inserted no text")
+    off, ins = found
+    if text[off : off + len(ins)] == ins and _whole(text, ins, off):
+        return Located("present", off, "the inserted text is still there, unchanged")
+    hits: list[int] = []
+    i = text.find(ins)
+    while i >= 0 and len(hits) < 2:
+        if _whole(text, ins, i):
+            hits.append(i)
+        i = text.find(ins, i + 1)
+    if len(hits) == 1:
+        return Located("moved", hits[0], "the note changed around it; the inserted text is intact elsewhere")
+    if hits:
+        return Located("ambiguous", None, "the note moved around the inserted text and it now occurs more than "
+                       "once; can't tell which")
+    return Located("edited", None, "the inserted text is no longer in the note (it was edited since)")

@@ -1,0 +1,256 @@
+"""Compare-and-swap of one note file: the write path every operation and revert share.
+
+Optimistic concurrency: under a per-note lock the file is read, its sha256 (the version
+token ``notes.content_hash``) remembered, the new text computed and the hash checked again
+just before the atomic replace. A person's editor does not take kms's lock, so when the
+file changed meanwhile the edit is recomputed once on the fresh text; a second change is
+a ``conflict``. A caller-supplied ``version`` must match exactly (else ``conflict`` at
+once, with the current version). Only the computed text changes; the BOM and the line
+endings stay as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+import apsw
+
+from server.activity.changes import Change
+from server.errors import KmsError
+from server.store.locks import file_lock
+from server.vault.files import (
+    PendingWrite,
+    TextFormat,
+    decode,
+    default_lock_dir,
+    encode,
+    file_stamp,
+    read_stamp,
+    sha256_hex,
+    write_stamp,
+)
+from server.vault.markdown import line_count
+from server.vault.paths import NOTE_SUFFIX, locate_note
+from server.vault.registry import Vault
+
+if TYPE_CHECKING:
+    from server.index.records import FileRecord
+
+
+class WriteResult(TypedDict, total=False):
+    """What the agent is told: the note and the blast radius of the write."""
+
+    noteId: str | None
+    title: str
+    path: str
+    vault: str
+    bytesBefore: int
+    bytesAfter: int
+    linesAdded: int
+    version: str  # sha256 of the new file bytes: pass it as ``version`` to the next write
+    changed: bool
+    indexWarning: str
+
+
+@dataclass
+class WriteOutcome:
+    """A finished write: what the agent is told, and the typed change provenance records."""
+
+    result: WriteResult
+    change: Change | None = None  # None: nothing changed
+    hash_before: str | None = None
+    hash_after: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.result.get("changed", True)
+
+
+@dataclass
+class Edit:
+    """What a compute step wants: the whole new text and the change it makes."""
+
+    new_text: str
+    change: Change | None = None
+
+
+@dataclass(frozen=True)
+class NoteRef:
+    """The index's view of the note being written."""
+
+    id: str
+    vault_id: int
+    path: str
+    title: str
+    folder: str
+    size_bytes: int = 0  # as last indexed: an empty file where this is > 0 is probably mid-save
+
+
+# ----- lookups ----------------------------------------------------------------------------------
+
+
+def lock_dir_for(conn: apsw.Connection) -> Path:
+    """Lock files live next to the database: private to kms, shared by all its processes."""
+    name = conn.filename
+    return Path(name).parent / "locks" if name and name != ":memory:" else default_lock_dir()
+
+
+def load_note(conn: apsw.Connection, ref: str) -> tuple[NoteRef, Vault]:
+    """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise."""
+    from server.index.notes import find_note
+    from server.vault.registry import get_vault
+
+    if not isinstance(ref, str) or not ref.strip():
+        raise KmsError("invalid-input", "noteId is required")
+    row = find_note(conn, ref)
+    note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
+    return note, get_vault(conn, row["vault_id"])
+
+
+def reindex_written(
+    conn: apsw.Connection, vault: Vault, relpath: str, result: WriteResult, written: FileRecord | None = None
+) -> str | None:
+    """Update the index for the file just written. The write already happened, so an index
+    failure is reported as a warning (the watcher or the next ``kms index`` heals it) rather
+    than as an error an agent would retry (and so write twice)."""
+    from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
+
+    try:
+        return reindex_file(conn, vault, relpath, written)
+    except Exception as e:  # noqa: BLE001 - see docstring
+        result["indexWarning"] = f"written, but the index update failed: {e}"
+        return None
+
+
+# ----- the write path ---------------------------------------------------------------------------
+
+
+QUIET_S = 0.05
+MAX_SETTLE_S = 1.0
+GIVE_UP_S = 5.0
+
+
+def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
+    """Read the note once nobody seems to be in the middle of saving it.
+
+    Editors that save by truncate-then-write expose an empty (or, for big files, a
+    half-written) file for a moment; if kms read that state and the editor stalled
+    until kms's re-check, kms would "append" to the fragment and the editor's bytes
+    would go to the replaced inode: the note's content lost. So a read counts only if
+    the file did not change across it and its mtime is ``QUIET_S`` old; a version kms
+    wrote itself (stamped in the lock file) needs no wait, so agents appending in turn
+    are not slowed down. A file that never settles (someone saving continuously) is
+    read after ``MAX_SETTLE_S`` if the read is consistent; an empty file the index
+    knows as non-empty only once it has been empty that long. After ``GIVE_UP_S``
+    the write is refused as a conflict.
+    """
+    started = time.monotonic()
+    while True:
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            return _read(real, note)
+        stamp = f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
+        age = time.time() - st.st_mtime_ns / 1e9
+        waited = time.monotonic() - started
+        settled = age >= QUIET_S or age < -2.0  # far in the future: clock skew, not a save in progress
+        if st.st_size == 0 and note.size_bytes > 0:  # emptied: on purpose long ago, or a save in progress?
+            ready = age >= MAX_SETTLE_S
+        else:
+            ready = settled or waited >= MAX_SETTLE_S
+        if ready or read_stamp(lock_fd) == stamp:
+            raw = _read(real, note)
+            if file_stamp(real) == stamp and len(raw) == st.st_size:
+                return raw
+            continue
+        if waited >= GIVE_UP_S:
+            raise KmsError(
+                "conflict",
+                "the note is being saved continuously by someone else; try again in a moment",
+                noteId=note.id,
+            )
+        time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))
+
+
+def _read(real: Path, note: NoteRef) -> bytes:
+    try:
+        with open(real, "rb") as f:
+            return f.read()
+    except FileNotFoundError as e:
+        message = f"the file of note {note.path!r} is gone; re-index the vault"
+        raise KmsError("not-found", message, noteId=note.id) from e
+    except IsADirectoryError as e:
+        raise KmsError("invalid-input", f"{note.path!r} is a folder, not a note") from e
+
+
+def write_note(
+    conn: apsw.Connection,
+    vault: Vault,
+    note: NoteRef,
+    compute: Callable[[str, TextFormat], Edit],
+    *,
+    version: str | None = None,
+    lock_dir: Path | None = None,
+) -> WriteOutcome:
+    """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency."""
+    from server.index.records import record_of_bytes  # not at import: the dashboard imports this module
+
+    if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
+        raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
+    real, real_rel = locate_note(vault.root, note.path)
+    with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd:
+        for _attempt in range(2):
+            raw = _stable_read(real, note, lock_fd)
+            before = sha256_hex(raw)
+            if version is not None and before != version:
+                raise KmsError(
+                    "conflict",
+                    "the note changed since that version was read; read it again and retry",
+                    noteId=note.id,
+                    currentVersion=before,
+                    expectedVersion=version,
+                )
+            text, fmt = decode(raw)
+            edit = compute(text, fmt)
+            new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
+            if new_raw == raw:
+                break
+            with PendingWrite(real, new_raw) as pending:  # written; fsynced in the background...
+                written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
+                if sha256_hex(_read(real, note)) != before:
+                    continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
+                pending.commit()
+                write_stamp(lock_fd, pending.stamp)
+            break
+        else:
+            raise KmsError(
+                "conflict",
+                "the note kept changing while kms was writing it; read it again and retry",
+                noteId=note.id,
+                currentVersion=sha256_hex(_read(real, note)),
+            )
+    after = sha256_hex(new_raw)
+    result = WriteResult(
+        title=note.title,
+        path=note.path,
+        vault=vault.name,
+        bytesBefore=len(raw),
+        bytesAfter=len(new_raw),
+        linesAdded=line_count(edit.new_text) - line_count(text),
+        version=after,
+        changed=new_raw != raw,
+    )
+    note_id = note.id
+    if new_raw != raw:
+        note_id = reindex_written(conn, vault, note.path, result, written) or note.id
+        if real_rel != note.path and real_rel.lower().endswith(NOTE_SUFFIX):
+            reindex_written(conn, vault, real_rel, result)  # the symlink's target is a note of its own
+        pending.wait_durable()  # the folder's fsync ran while the index was updated
+    result["noteId"] = note_id
+    return WriteOutcome(result, edit.change if new_raw != raw else None, hash_before=before, hash_after=after)

@@ -1,0 +1,24 @@
+"""Every size limit of the write tools, defined once.
+
+The tools' input models (``server.mcp.tools.write_tools``), their descriptions and the
+operations (``server.writes.operations``) all read these, so what an agent is promised is
+what is enforced. Sizes are decimal (1 KB = 1,000 bytes), like the read payload cap.
+"""
+
+from __future__ import annotations
+
+MAX_CREATE_BYTES = 100_000  # a new note's content (UTF-8 bytes)
+MAX_INSERT_BYTES = 50_000  # text added by kms_append / kms_insert_at (UTF-8 bytes)
+MAX_TAGS = 50  # tags given to kms_create (and the merged tags: list it writes)
+MAX_TITLE_CHARS = 300
+MAX_FOLDER_CHARS = 500
+MAX_NAME_CHARS = 64  # a vault name or a noteId
+MAX_VERSION_CHARS = 128
+MAX_SEPARATOR_CHARS = 20  # kms_append's separator
+MAX_HEADING_CHARS = 500  # a heading named by kms_append / kms_insert_at
+MAX_QUERY_CHARS = 1_000  # the text kms_insert_at's afterBlockContaining looks for
+
+
+def kb(limit: int) -> str:
+    """``50_000`` -> ``"50 KB"``: how descriptions and messages state a byte limit."""
+    return f"{limit // 1000} KB"
