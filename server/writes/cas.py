@@ -101,14 +101,15 @@ def lock_dir_for(conn: apsw.Connection) -> Path:
     return Path(name).parent / "locks" if name and name != ":memory:" else default_lock_dir()
 
 
-def load_note(conn: apsw.Connection, ref: str) -> tuple[NoteRef, Vault]:
-    """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise."""
+def load_note(conn: apsw.Connection, ref: str, vault_id: int | None = None) -> tuple[NoteRef, Vault]:
+    """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise.
+    With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
     from server.index.notes import find_note
     from server.vault.registry import get_vault
 
     if not isinstance(ref, str) or not ref.strip():
         raise KmsError("invalid-input", "noteId is required")
-    row = find_note(conn, ref)
+    row = find_note(conn, ref, vault_id=vault_id)
     note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
     return note, get_vault(conn, row["vault_id"])
 

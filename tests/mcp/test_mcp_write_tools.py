@@ -144,6 +144,24 @@ async def test_a_session_scoped_to_one_vault_never_writes_another(conn: apsw.Con
     assert all(r[3] in (None, "a") for r in rows)  # nothing recorded against vault b
 
 
+async def test_a_scoped_write_by_title_finds_the_note_of_its_own_vault(conn: apsw.Connection, db_path: Path,
+                                                                       tmp_path: Path) -> None:
+    """The same title in both vaults: within the scope it names one note, never 'several notes'."""
+    from server.index.indexer import index_all
+
+    two_vaults(conn, tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / f"vault-{name}" / "drafts" / "Shared.md").write_text(f"# Shared\n\nin {name}\n")
+    index_all(conn)
+    async with mcp_client(db_path, write_enabled=True, vault="b") as client:
+        out = (await client.call_tool("kms_append", {"noteId": "Shared", "content": "more"})).structured_content
+        assert out.get("error") is None and out["vault"] == "b", out
+        missing = (await client.call_tool("kms_append", {"noteId": "Note a", "content": "x"})).structured_content
+        assert missing["error"] == "not-found" and "Note a" not in missing.get("suggestions", []), missing
+    assert (tmp_path / "vault-b" / "drafts" / "Shared.md").read_text().endswith("more\n")
+    assert (tmp_path / "vault-a" / "drafts" / "Shared.md").read_text() == "# Shared\n\nin a\n"
+
+
 async def test_unscoped_create_with_two_vaults_must_name_one(conn: apsw.Connection, db_path: Path,
                                                              tmp_path: Path) -> None:
     two_vaults(conn, tmp_path)
