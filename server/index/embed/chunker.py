@@ -96,7 +96,9 @@ def _split_oversized(piece: str, budget: int, count: _CachedCounter) -> list[str
         return _pack(sentences, budget, count, " ")
     words = piece.split()
     count.prime(words)
-    out, cur, used = [], [], 0
+    out: list[str] = []
+    cur: list[str] = []
+    used = 0
     for word in words:
         n = max(1, count(word))
         if cur and used + n > budget:
