@@ -167,6 +167,10 @@ def unhide_cmd(note: str) -> None:
 
     with cli_errors():
         n = set_hidden(open_db(), note, False)
+    if n["hidden_rule"]:
+        console.print(f"Still hidden: {n['title']} ({n['path']}) by the rule {n['hidden_rule']} "
+                      "(`kms hidden --why` lists the rules; docs/settings.md: privacy.*)", markup=False)
+        return
     console.print(f"Visible again: {n['title']} ({n['path']})")
 
 

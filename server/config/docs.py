@@ -26,7 +26,8 @@ def settings_markdown() -> str:
     for s in SETTINGS.values():
         default = "auto (on once a vault is registered)" if s.auto else format_value(s.default)
         desc = s.description.replace("|", "\\|")
-        lines.append(f"| `{s.key}` | {s.type} | {default} | `{s.env}` | {desc} Valid: {s.valid_values()}. |")
+        env = f"`{s.env}`" if s.env else "(settings file only)"
+        lines.append(f"| `{s.key}` | {s.type} | {default} | {env} | {desc} Valid: {s.valid_values()}. |")
     lines += [
         "",
         "## Other environment variables",

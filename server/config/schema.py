@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+import re
 from typing import Any, Literal
 
 from server.config.allowlist import folder_glob_problem, normalize_folder_glob
 
 Source = Literal["default", "file", "env", "override"]
-ValueType = Literal["bool", "int", "path", "globs"]
+ValueType = Literal["bool", "int", "path", "globs", "text"]
 
 
 class _Auto:
@@ -95,6 +96,7 @@ class Setting:
             "int": "a whole number",
             "path": "a directory path ('' = platform default)",
             "globs": "folder globs such as 'inbox' 'drafts/*' ('/' = vault root; none = every folder)",
+            "text": "a word ('' = none)",
         }[self.type]
 
 
@@ -110,6 +112,28 @@ def _check_globs(value: Any) -> str | None:
         problem = folder_glob_problem(pattern)
         if problem:
             return problem
+    return None
+
+
+def _check_hide_folders(value: Any) -> str | None:
+    for pattern in value:
+        if pattern.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", pattern) or "\\" in pattern:
+            return f"{pattern!r}: use a vault-relative folder glob with '/' (such as 'journal/**')"
+        if any(part in (".", "..") for part in pattern.split("/")) or pattern in ("/", "."):
+            return f"{pattern!r}: '.' and '..' are not folder names (to hide a whole vault, remove it)"
+    return None
+
+
+def _check_hide_tags(value: Any) -> str | None:
+    for pattern in value:
+        if not pattern.lstrip("#") or any(c.isspace() for c in pattern):
+            return f"{pattern!r}: a tag or tag glob without spaces (such as 'private' or 'personal/*')"
+    return None
+
+
+def _check_key(value: Any) -> str | None:
+    if value is not None and (not value.strip() or any(c.isspace() or c in ":#" for c in value)):
+        return f"{value!r}: one frontmatter key, without spaces, ':' or '#'"
     return None
 
 
@@ -190,6 +214,39 @@ _SCHEMA: list[Setting] = [
         "the database), then fastembed's cache (downloaded there on first use when online).",
         "KMS_EMBED_MODEL_DIR",
     ),
+    # Privacy rules judge notes for the whole index (every session shares it), so they are read
+    # from the settings file only: no environment variable (env "").
+    Setting(
+        "privacy.frontmatter_key",
+        "text",
+        "private",
+        "Hide from agents every note whose frontmatter sets this key to true (`private: true`); "
+        "`visibility: private` always hides too. Empty: only `visibility: private`.",
+        "",
+        validator=_check_key,
+        valid="a frontmatter key ('' = none)",
+    ),
+    Setting(
+        "privacy.hide_folders",
+        "globs",
+        [],
+        "Hide from agents every note in these folders, recursively: `journal/**`, `areas/health/**` "
+        "(gitignore-style globs from the vault root; a bare `journal` means `journal/**`). Applies to "
+        "every vault. A `.kmsignore` file (gitignore syntax) at a vault's root adds rules for that vault.",
+        "",
+        validator=_check_hide_folders,
+        valid="vault-relative folder globs such as 'journal/**' 'areas/health/**'",
+    ),
+    Setting(
+        "privacy.hide_tags",
+        "globs",
+        [],
+        "Hide from agents every note carrying one of these tags (globs, case-insensitive, without '#'): "
+        "`private`, `personal/*`.",
+        "",
+        validator=_check_hide_tags,
+        valid="tags or tag globs such as 'private' 'personal/*'",
+    ),
     *[
         Setting(
             f"servers.{name}.enabled",
@@ -251,7 +308,7 @@ def parse_value(key: str, values: Sequence[str] | str) -> Any:
                 value = int(text.replace("_", ""))
             except ValueError:
                 raise SettingValueError(key, text, f"{text!r} is not a whole number", s.valid_values()) from None
-        else:  # path
+        else:  # path, text
             value = text or None
     return validate_value(key, value)
 
@@ -265,13 +322,14 @@ def validate_value(key: str, value: Any) -> Any:
         "bool": lambda v: isinstance(v, bool),
         "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
         "path": lambda v: v is None or isinstance(v, str),
+        "text": lambda v: v is None or isinstance(v, str),
         "globs": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
     }[s.type](value)
     if not ok:
         raise SettingValueError(key, value, f"{value!r} has the wrong type", s.valid_values())
     if s.type == "globs":
         value = list(dict.fromkeys(normalize_folder_glob(p) for p in value))
-    if s.type == "path" and not value:
+    if s.type in ("path", "text") and not value:
         value = None
     if s.validator:
         problem = s.validator(value)
@@ -319,7 +377,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def env_vars() -> dict[str, str]:
     """Every ``KMS_*`` variable kms knows -> its setting key, or '' for the other variables."""
-    return {**{s.env: s.key for s in SETTINGS.values()}, **dict.fromkeys(OTHER_ENV, "")}
+    return {**{s.env: s.key for s in SETTINGS.values() if s.env}, **dict.fromkeys(OTHER_ENV, "")}
 
 
 def suggest_env(name: str, limit: int = 3) -> list[str]:
@@ -337,7 +395,7 @@ def env_value(key: str, env: Mapping[str, str]) -> tuple[bool, Any]:
     as the empty list / no path for globs and paths. Raises ``SettingValueError`` when invalid.
     """
     s = setting(key)
-    raw = env.get(s.env)
+    raw = env.get(s.env) if s.env else None  # privacy rules: the settings file only
     if raw is None or (not raw.strip() and s.type in ("bool", "int")):
         return False, None
     return True, parse_value(key, raw)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import apsw
 
+from server.index.privacy import apply_rules, purge_embeddings, refresh, rules_for, sync_symlinks
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
     NewNotes,
@@ -90,10 +92,12 @@ def index_vault(
         if os.path.lexists(os.path.join(vault.root, path)):
             continue  # still there but not indexable now (e.g. permissions): keep it
         gone[path] = (rid, chash)
+    rules = rules_for(vault.root)
     if not todo and not gone:
         if not full:
             with write_tx(conn):
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
+        refresh(conn, vault.id, vault.root)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -111,6 +115,8 @@ def index_vault(
         by_hash: dict[str, list[str]] = {}
         for path, (_rid, chash) in gone.items():
             by_hash.setdefault(chash, []).append(path)
+        stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
+        hidden_rids: list[int] = []
         new_notes = NewNotes(conn, vault.id)
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
@@ -134,14 +140,18 @@ def index_vault(
                 continue
             values = rec.values  # the record's own: filled in place
             values["indexed_at"] = now
+            values["hidden_rule"] = rules.reason(values["path"], values["frontmatter"], values["tags"],
+                                                 values["link_to"])
             if rec.flagged:
                 report.flagged += 1
             if known:
                 rid = known[0]
                 update_note(conn, rid, values)
                 report.updated += 1
-            elif by_hash.get(rec.content_hash):
-                old_path = by_hash[rec.content_hash].pop(0)
+            elif by_hash.get(rec.content_hash) or (stamped and (old_path := similar_note(stamped, values))):
+                if by_hash.get(rec.content_hash):
+                    old_path = by_hash[rec.content_hash].pop(0)
+                stamped.pop(old_path, None)
                 rid = gone.pop(old_path)[0]
                 update_note(conn, rid, values)
                 report.renamed += 1
@@ -149,6 +159,8 @@ def index_vault(
                 report.added += 1
                 inserted(new_notes.add(rec, values))
                 continue
+            if values["hidden_rule"]:
+                hidden_rids.append(rid)
             changed_keys, links_changed = write_children(conn, rid, vault.id, rec)
             keys.update(changed_keys)
             if links_changed:
@@ -161,9 +173,42 @@ def index_vault(
         if full:
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
+        purge_embeddings(conn, hidden_rids)
+        if cold or next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0] != \
+                rules.fingerprint:
+            apply_rules(conn, vault.id, rules)  # (a cold index: every note was judged; records the rules)
+        else:
+            sync_symlinks(conn, vault.id)
         conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
     report.seconds = time.perf_counter() - started
     return report
+
+
+SIMILAR = 0.6  # share of words a renamed-and-edited note must keep to carry its hidden stamp
+
+
+def stamped_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dict[str, Counter[str]]:
+    """The words of each vanished note that was hidden by hand (``kms hide``), by its old path."""
+    if not gone:
+        return {}
+    marks = ",".join("?" * len(gone))
+    found = conn.execute(f"SELECT path, body FROM notes WHERE hidden_stamp IS NOT NULL AND rid IN ({marks})",
+                         tuple(rid for rid, _h in gone.values()))
+    return {path: Counter(body.lower().split()) for path, body in found}
+
+
+def similar_note(stamped: dict[str, Counter[str]], values: dict) -> str | None:
+    """The vanished stamped note a new file most likely is (a rename with edits while no kms process
+    ran): the one sharing the most words, if it keeps at least ``SIMILAR`` of them (Dice coefficient
+    over word counts). Only stamped notes are compared: rule-hidden notes are judged by their rule."""
+    words = Counter(values["body"].lower().split())
+    best, best_score = None, SIMILAR
+    for path, old in stamped.items():
+        total = sum(old.values()) + sum(words.values())
+        score = 2 * sum((old & words).values()) / total if total else 1.0
+        if score >= best_score:
+            best, best_score = path, score
+    return best
 
 
 def remove_vault(conn: apsw.Connection, name: str) -> Vault:
@@ -216,7 +261,7 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
         row = next(
             iter(conn.execute(
-                "SELECT rid, content_hash, mtime_ns, id FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath)
+                "SELECT rid, content_hash, mtime_ns, id, hidden_at FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath)
             )),
             None,
         )
@@ -245,6 +290,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         if rec.error or rec.values is None:
             return None
         values = {**rec.values, "indexed_at": time.time()}
+        values["hidden_rule"] = rules_for(vault.root).reason(relpath, values["frontmatter"], values["tags"],
+                                                             values["link_to"])
         if row:
             rid = row[0]
             update_note(conn, rid, values)
@@ -252,4 +299,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
             rid = insert_note(conn, vault.id, values, time.time())
         keys, links_changed = write_children(conn, rid, vault.id, rec)
         resolve_links(conn, keys, {rid} if links_changed else set())
+        if values["hidden_rule"]:
+            purge_embeddings(conn, [rid])
+        if values["link_to"] or values["hidden_rule"] or row and row[4] is not None:
+            sync_symlinks(conn, vault.id)  # symlinks to this note follow it
         return next(conn.execute("SELECT id FROM notes WHERE rid = ?", (rid,)))[0]

@@ -103,7 +103,10 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
             data = fh.read()
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
-    return record_of_bytes(relpath, mtime_ns, data, known_hash)
+    rec = record_of_bytes(relpath, mtime_ns, data, known_hash)
+    if rec.values is not None and os.path.islink(full):  # privacy: a symlink follows its target
+        rec.values["link_to"] = os.path.relpath(os.path.realpath(full), os.path.realpath(root)).replace(os.sep, "/")
+    return rec
 
 
 def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None) -> FileRecord:
@@ -206,4 +209,6 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "token_estimate": max(1, rec.size // 4) if rec.size else 0,
         "mtime_ns": rec.mtime_ns,
         "updated_at": rec.mtime_ns / 1e9,
+        "link_to": None,  # the target's path when the file is a symlink (read_record)
+        "hidden_rule": None,  # set by the indexer from the privacy rules
     }

@@ -11,6 +11,7 @@ import secrets
 
 import apsw
 
+from server.index.privacy import HIDDEN_AT_SQL
 from server.index.records import FileRecord
 
 
@@ -66,14 +67,15 @@ def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileReco
 
 UPDATE_COLS = (
     "path, folder, title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
-    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at"
+    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
-UPDATE_SQL = "UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS) + " WHERE rid = :rid"
+UPDATE_SQL = ("UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS)
+              + f", hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid")
 INSERT_SQL = (
-    "INSERT INTO notes(id, vault_id, created_at, "
+    "INSERT INTO notes(id, vault_id, created_at, hidden_at, "
     + ", ".join(UPDATE_COLS)
-    + ") VALUES (:id, :vault_id, :created_at, "
+    + ") VALUES (:id, :vault_id, :created_at, :hidden_at, "
     + ", ".join(f":{c}" for c in UPDATE_COLS)
     + ")"
 )
@@ -94,7 +96,8 @@ def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
 
 def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) -> int:
     """One new note (a new id, created ``now``); returns its rid."""
-    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": now}
+    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": now,
+              "hidden_at": now if values["hidden_rule"] else None}
     conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
     rid = conn.last_insert_rowid()
     conn.execute(FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
@@ -106,7 +109,7 @@ class NewNotes:
     statements per note is what keeps a cold index close to a bare FTS5 load."""
 
     SIZE = 256
-    _COLS = ("rid", "id", "vault_id", "created_at", *UPDATE_COLS)
+    _COLS = ("rid", "id", "vault_id", "created_at", "hidden_at", *UPDATE_COLS)
     _SQL = f"INSERT INTO notes({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})"
 
     def __init__(self, conn: apsw.Connection, vault_id: int) -> None:
@@ -127,7 +130,8 @@ class NewNotes:
         pending, self.pending = self.pending, []
         conn.executemany(
             self._SQL,
-            [(first + i, new_note_id(), vid, v["indexed_at"], *update_values(v))
+            [(first + i, new_note_id(), vid, v["indexed_at"], v["indexed_at"] if v["hidden_rule"] else None,
+              *update_values(v))
              for i, (_rec, v) in enumerate(pending)],
         )
         conn.executemany(FTS_INSERT, [(first + i, v["title"], v["body"], v["tags"])

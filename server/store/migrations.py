@@ -268,6 +268,20 @@ def m007_change_kind(conn: apsw.Connection) -> None:
     )
 
 
+def m008_privacy_rules(conn: apsw.Connection) -> None:
+    """Privacy by rule (``server.index.privacy``): ``hidden_at`` becomes the one effective flag every
+    query filters on, set from the person's stamp (``hidden_stamp``, what ``kms hide`` wrote into
+    ``hidden_at`` before) or the rule that hides the note (``hidden_rule``, set at index time).
+    ``link_to`` is the note a symlinked file points at; ``vaults.privacy_rules`` the fingerprint
+    of the rules the vault's notes were last judged by (a change re-judges them all)."""
+    conn.execute("ALTER TABLE notes ADD COLUMN hidden_stamp REAL")
+    conn.execute("ALTER TABLE notes ADD COLUMN hidden_rule TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN link_to TEXT")
+    conn.execute("ALTER TABLE vaults ADD COLUMN privacy_rules TEXT")
+    conn.execute("UPDATE notes SET hidden_stamp = hidden_at WHERE hidden_at IS NOT NULL")
+    conn.execute("CREATE INDEX notes_link_to ON notes(link_to) WHERE link_to IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -276,6 +290,7 @@ MIGRATIONS: list[Migration] = [
     m005_reverts_index,
     m006_fts_tuning,
     m007_change_kind,
+    m008_privacy_rules,
 ]
 
 

@@ -1,0 +1,249 @@
+"""Privacy by rule: which notes agents never see, decided in one place at index time.
+
+A note is hidden when the person stamped it (``kms hide``: ``notes.hidden_stamp``) or when a rule
+hides it (``notes.hidden_rule``, set by the indexer from ``Rules.reason``). ``notes.hidden_at`` is
+the one effective flag every agent-facing query filters on (``hidden_at IS NULL``), so no query
+needs to know the rules. The rules:
+
+- frontmatter ``<privacy.frontmatter_key>: true`` (default ``private``) or ``visibility: private``;
+- ``privacy.hide_folders``: gitignore-style folder globs from the vault root (``journal/**``);
+- ``privacy.hide_tags``: tag globs (``private``, ``personal/*``);
+- a vault-root ``.kmsignore`` in gitignore syntax (parsed by ``pathspec``);
+- a symlinked file is hidden when the note it points at is (by any rule or stamp).
+
+The rules are read from the settings file and the ``.kmsignore`` (cached on their mtimes, so the
+write path pays two ``stat`` calls). Their fingerprint is stored per vault: when it changes, every
+note of the vault is judged again (``refresh``), in the first process that notices (an index, the
+watcher's periodic check, ``kms config set``); the flag lives in the shared database, so every
+running server sees it at once. A newly hidden note's chunks and vectors are deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pathspec
+
+from server.store.db import write_tx
+
+KMSIGNORE = ".kmsignore"
+SYMLINK = "symlink"
+TRUE_TEXT = {"true", "yes", "on", "1"}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The privacy rules of one vault (settings plus its ``.kmsignore``)."""
+
+    frontmatter_key: str | None = "private"
+    hide_folders: tuple[str, ...] = ()
+    hide_tags: tuple[str, ...] = ()
+    kmsignore: tuple[str, ...] = ()  # the file's lines
+    _folders: Any = field(default=None, compare=False, repr=False)
+    _ignore: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        anchored = [_folder_pattern(p) for p in self.hide_folders]
+        object.__setattr__(self, "_folders", pathspec.GitIgnoreSpec.from_lines(anchored) if anchored else None)
+        lines = list(self.kmsignore)
+        object.__setattr__(self, "_ignore", pathspec.GitIgnoreSpec.from_lines(lines) if lines else None)
+
+    @property
+    def fingerprint(self) -> str:
+        doc = [self.frontmatter_key, list(self.hide_folders), [t.lower() for t in self.hide_tags], list(self.kmsignore)]
+        return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
+
+    @property
+    def any_set(self) -> bool:
+        """Rules beyond the always-on frontmatter one (for doctor's bypass warning)."""
+        return bool(self.hide_folders or self.hide_tags or self._ignore is not None)
+
+    def path_reason(self, path: str) -> str | None:
+        """The path rule that hides ``path`` (vault-relative), or None."""
+        if self._folders is not None:
+            hit = self._folders.check_file(path)
+            if hit.include:
+                return f"folder:{self.hide_folders[hit.index]}"
+        if self._ignore is not None:
+            hit = self._ignore.check_file(path)
+            if hit.include:
+                return f"kmsignore:{self.kmsignore[hit.index].strip()}"
+        return None
+
+    def reason(self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None) -> str | None:
+        """Why a note is hidden by rule, or None; the arguments are its ``notes`` columns
+        (frontmatter as JSON text, tags space-separated)."""
+        why = self.path_reason(path) or (self.path_reason(link_to) if link_to else None)
+        if why:
+            return why
+        if frontmatter and (why := self._frontmatter_reason(frontmatter)):
+            return why
+        if tags and self.hide_tags:
+            for tag in tags.split():
+                for pattern in self.hide_tags:
+                    if fnmatchcase(tag, pattern.lstrip("#").lower()):
+                        return f"tag:{pattern}"
+        return None
+
+    def _frontmatter_reason(self, text: str) -> str | None:
+        key = self.frontmatter_key
+        if (not key or f'"{key}"' not in text) and '"visibility"' not in text:
+            return None  # the common case costs a substring search, not a JSON parse
+        try:
+            fm = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(fm, dict):
+            return None
+        if key and key in fm:
+            value = fm[key]
+            if value is True or (isinstance(value, str) and value.strip().lower() in TRUE_TEXT):
+                return f"frontmatter:{key}"
+        vis = fm.get("visibility")
+        if isinstance(vis, str) and vis.strip().lower() == "private":
+            return "frontmatter:visibility"
+        return None
+
+
+def _folder_pattern(glob: str) -> str:
+    """``journal`` and ``journal/**`` both hide the folder's notes, at any depth, from the root."""
+    glob = glob.strip().strip("/")
+    if not glob.endswith("**"):
+        glob += "/**"
+    return "/" + glob
+
+
+# ----------------------------------------------------------------------------- loading
+
+_cache: dict[str, tuple[tuple, Rules]] = {}
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def settings_path() -> Path:
+    from server.config.settings import default_config_path
+
+    return default_config_path()
+
+
+def read_kmsignore(root: Path) -> tuple[str, ...]:
+    try:
+        text = (root / KMSIGNORE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    return tuple(text.splitlines())
+
+
+def rules_for(root: Path) -> Rules:
+    """The rules for the vault at ``root``, re-read only when the settings file or the
+    ``.kmsignore`` changed (their mtimes)."""
+    cfg = settings_path()
+    stamp = (str(cfg), _mtime(cfg), _mtime(root / KMSIGNORE))
+    known = _cache.get(str(root))
+    if known and known[0] == stamp:
+        return known[1]
+    from server.config.settings import load_settings
+
+    settings = load_settings(cfg, env={}, has_vault=True)
+    rules = Rules(
+        frontmatter_key=settings.get("privacy.frontmatter_key"),
+        hide_folders=tuple(settings.get("privacy.hide_folders")),
+        hide_tags=tuple(settings.get("privacy.hide_tags")),
+        kmsignore=read_kmsignore(root),
+    )
+    _cache[str(root)] = (stamp, rules)
+    return rules
+
+
+# ----------------------------------------------------------------------------- applying
+
+# the effective flag of an updated row: the stamp, else the rule (keeping when it first hid the note)
+HIDDEN_AT_SQL = ("CASE WHEN hidden_stamp IS NOT NULL THEN hidden_stamp WHEN :hidden_rule IS NULL THEN NULL "
+                 "ELSE coalesce(hidden_at, :indexed_at) END")
+
+
+def purge_embeddings(conn: apsw.Connection, rids: list[int] | None = None) -> int:
+    """Delete the chunks (and vectors no visible chunk shares) of hidden notes: of ``rids``, or all."""
+    if rids is not None and not rids:
+        return 0
+    where = "rid IN (SELECT rid FROM notes WHERE hidden_at IS NOT NULL)"
+    params: tuple = ()
+    if rids is not None:
+        marks = ",".join("?" * len(rids))
+        where = f"rid IN (SELECT rid FROM notes WHERE hidden_at IS NOT NULL AND rid IN ({marks}))"
+        params = tuple(rids)
+    hashes = [r[0] for r in conn.execute(f"SELECT DISTINCT hash FROM chunks WHERE {where}", params)]
+    conn.execute(f"DELETE FROM note_embed_state WHERE {where}", params)
+    if not hashes:
+        return 0
+    conn.execute(f"DELETE FROM chunks WHERE {where}", params)
+    conn.executemany("DELETE FROM embeddings WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash = ?)",
+                     [(h, h) for h in hashes])
+    return len(hashes)
+
+
+def sync_symlinks(conn: apsw.Connection, vault_id: int) -> None:
+    """A symlinked file follows the note it points at: hidden while that note is hidden."""
+    now = time.time()
+    conn.execute(
+        """UPDATE notes SET hidden_rule = ?, hidden_at = coalesce(hidden_at, ?)
+           WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_rule IS NULL
+             AND link_to IN (SELECT path FROM notes WHERE vault_id = ? AND hidden_at IS NOT NULL)""",
+        (SYMLINK, now, vault_id, vault_id),
+    )
+    conn.execute(
+        """UPDATE notes SET hidden_rule = NULL, hidden_at = hidden_stamp
+           WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_rule = ?
+             AND link_to NOT IN (SELECT path FROM notes WHERE vault_id = ? AND hidden_at IS NOT NULL)""",
+        (vault_id, SYMLINK, vault_id),
+    )
+    purge_embeddings(conn, [r[0] for r in conn.execute(
+        "SELECT rid FROM notes WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_at IS NOT NULL", (vault_id,))])
+
+
+def apply_rules(conn: apsw.Connection, vault_id: int, rules: Rules) -> int:
+    """Judge every note of the vault by ``rules`` (inside the caller's write transaction);
+    record the fingerprint; return how many notes changed visibility."""
+    now = time.time()
+    changes = []
+    for rid, path, fm, tags, link_to, old in conn.execute(
+        "SELECT rid, path, frontmatter, tags, link_to, hidden_rule FROM notes WHERE vault_id = ?", (vault_id,)
+    ):
+        new = rules.reason(path, fm, tags, link_to)
+        if old == SYMLINK and new is None:
+            continue  # sync_symlinks decides: the target may still be hidden
+        if new != old:
+            changes.append({"rid": rid, "hidden_rule": new, "indexed_at": now})
+    conn.executemany(f"UPDATE notes SET hidden_rule = :hidden_rule, hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid",
+                     changes)
+    sync_symlinks(conn, vault_id)
+    purge_embeddings(conn, [c["rid"] for c in changes if c["hidden_rule"]])
+    conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (rules.fingerprint, vault_id))
+    return len(changes)
+
+
+def refresh(conn: apsw.Connection, vault_id: int, root: Path) -> bool:
+    """Re-judge the vault's notes if its rules changed since they were last judged."""
+    rules = rules_for(root)
+    stored = conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault_id,)).fetchall()
+    if not stored or stored[0][0] == rules.fingerprint:
+        return False
+    with write_tx(conn):
+        again = conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault_id,)).fetchall()
+        if not again or again[0][0] == rules.fingerprint:
+            return False  # another process was first
+        apply_rules(conn, vault_id, rules)
+    return True
