@@ -86,6 +86,27 @@ def set_cmd(
     entry = st.get_value(key)
     print(f"{key} = {schema.format_value(entry.value)}")
     print_warnings(warnings)
+    _apply_privacy(key)
+
+
+def _apply_privacy(key: str) -> None:
+    """A privacy rule takes effect now: the notes are judged again in the shared index, which
+    every running server reads."""
+    if not key.startswith("privacy."):
+        return
+    from server.index.privacy import hidden_counts, refresh_all
+    from server.store.db import connect, default_db_path
+
+    if not default_db_path().exists():
+        return
+    conn = connect(default_db_path())
+    try:
+        refresh_all(conn)
+        counts = hidden_counts(conn)
+    finally:
+        conn.close()
+    shown = ", ".join(f"{why}: {n}" for why, n in counts.items()) or "none"
+    print(f"hidden from agents now: {shown}")
 
 
 @config_app.command("unset")
@@ -102,6 +123,7 @@ def unset_cmd(
     print(f"{key} = {schema.format_value(entry.value)} ({entry.source}){note}")
     if entry.source == "env":
         print_warnings([f"${entry.setting.env} is set in the environment and still overrides {key}."])
+    _apply_privacy(key)
 
 
 @config_app.command("list")

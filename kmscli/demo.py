@@ -23,7 +23,6 @@ from kmscli.compose import kms_command
 from server.activity.sessions import end_session, start_session
 from server.config.session import SessionConfig
 from server.index.indexer import index_vault
-from server.index.notes import set_hidden
 from server.store.db import connect
 from server.vault.registry import add_vault
 
@@ -64,7 +63,6 @@ def prepare(root: Path | None = None) -> DemoWorkspace:
     conn = connect(ws.db_path)
     try:
         index_vault(conn, add_vault(conn, vault, "sample"))
-        set_hidden(conn, "Therapy notes", True)
         start_session(conn, kind="demo", session_id=ws.session_id, argv=["kms", "demo"], vault="sample",
                       cwd=str(root))
     finally:
@@ -110,7 +108,7 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
         emit("ok", f"  {note['title']}: {note['bodyChars']} characters, tags {', '.join(note['tags'])}")
         summary["reads"] += 1
 
-        await step('agent searches for "lighthouse exercise" (words only in a note the person hid)')
+        await step('agent searches for "lighthouse exercise" (words only in a note marked `private: true`)')
         hidden, _ = await _call(client, "kms_search", {"query": "lighthouse exercise"})
         emit("ok", f"  {len(hidden['hits'])} hits: hidden notes never reach an agent")
 

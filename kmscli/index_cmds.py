@@ -159,6 +159,9 @@ def status_cmd(json_out: JsonOpt = False) -> None:
     for v in data["vaults"]:
         console.print(f"[bold]vault[/] {v['name']}: {v['root']} — {v['notes']} notes"
                       f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}")
+    if data["hiddenBy"]:
+        console.print("hidden from agents by " + ", ".join(f"{w}: {n}" for w, n in data["hiddenBy"].items())
+                      + " (kms hidden --why)", markup=False, highlight=False)
     if not data["vaults"]:
         console.print("No vaults yet: [bold]kms vault add PATH[/]")
     console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"

@@ -351,6 +351,16 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
 
 
+def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
+    from server.index.privacy import privacy_report
+
+    conn = db.connect(db_path)
+    try:
+        return privacy_report(conn, settings)
+    finally:
+        conn.close()
+
+
 def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
@@ -382,6 +392,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "values": {e.key: e.value for e in settings.all_entries()},
     }
     report["model"] = _model_report(settings)
+    report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     report["session_servers"] = redact(compose(settings, session))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
@@ -416,6 +427,11 @@ def doctor_command(
             f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
         )
+    if report["privacy"]:
+        hidden_by = report["privacy"]["hiddenBy"]
+        out.print(f"{ok} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
+        if report["privacy"]["warning"]:
+            out.print(f"{meh} {report['privacy']['warning']}")
     m = report["model"]
     mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
     state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")

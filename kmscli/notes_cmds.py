@@ -174,6 +174,28 @@ def unhide_cmd(note: str) -> None:
     console.print(f"Visible again: {n['title']} ({n['path']})")
 
 
+def hidden_cmd(
+    why: Annotated[bool, typer.Option("--why", help="Say which rule (or `kms hide`) hides each note.")] = False,
+    vault: VaultOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the notes agents never see (privacy rules and `kms hide`)."""
+    from server.index.privacy import hidden_notes
+    from server.vault.registry import get_vault
+
+    with cli_errors():
+        conn = open_db()
+        found = hidden_notes(conn, get_vault(conn, vault).id if vault else None)
+    if json_out:
+        print_json(found)
+        return
+    for n in found:
+        console.print(f"{n['vault']}/{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""),
+                      markup=False, highlight=False)
+    if not found:
+        console.print("No note is hidden from agents.")
+
+
 def log_cmd(
     session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
     limit: LimitOpt = 50,

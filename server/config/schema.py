@@ -10,9 +10,9 @@ This module never imports typer, textual or rich: the TUI and the core use it to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-import re
 from typing import Any, Literal
 
 from server.config.allowlist import folder_glob_problem, normalize_folder_glob

@@ -148,9 +148,8 @@ def index_vault(
                 rid = known[0]
                 update_note(conn, rid, values)
                 report.updated += 1
-            elif by_hash.get(rec.content_hash) or (stamped and (old_path := similar_note(stamped, values))):
-                if by_hash.get(rec.content_hash):
-                    old_path = by_hash[rec.content_hash].pop(0)
+            elif old_path := (by_hash[rec.content_hash].pop(0) if by_hash.get(rec.content_hash)
+                              else similar_note(stamped, values) if stamped else None):
                 stamped.pop(old_path, None)
                 rid = gone.pop(old_path)[0]
                 update_note(conn, rid, values)
@@ -261,7 +260,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
         row = next(
             iter(conn.execute(
-                "SELECT rid, content_hash, mtime_ns, id, hidden_at FROM notes WHERE vault_id = ? AND path = ?", (vault.id, relpath)
+                "SELECT rid, content_hash, mtime_ns, id, hidden_at FROM notes WHERE vault_id = ? AND path = ?",
+                (vault.id, relpath),
             )),
             None,
         )

@@ -15,6 +15,7 @@ import apsw
 
 from server.errors import KmsError
 from server.index.overview import overview
+from server.index.privacy import hidden_counts
 from server.store.db import rows, scalar
 
 
@@ -163,6 +164,7 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
         "vaults": [v.to_json() for v in ov.vaults],
         "notes": ov.notes,
         "hidden": ov.hidden,
+        "hiddenBy": hidden_counts(conn),  # how many notes each privacy rule (and `kms hide`) hides
         "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM note_tags"),
         "links": scalar(conn, "SELECT count(*) FROM links"),
         "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL"),

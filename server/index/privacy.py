@@ -247,3 +247,56 @@ def refresh(conn: apsw.Connection, vault_id: int, root: Path) -> bool:
             return False  # another process was first
         apply_rules(conn, vault_id, rules)
     return True
+
+
+def refresh_all(conn: apsw.Connection) -> int:
+    """``refresh`` every registered vault whose folder exists; how many were re-judged."""
+    found = conn.execute("SELECT id, root FROM vaults").fetchall()
+    return sum(refresh(conn, int(vid), Path(str(root)))  # type: ignore[arg-type]  # INTEGER PRIMARY KEY
+               for vid, root in found if Path(str(root)).is_dir())
+
+
+STAMP = "kms hide"
+
+
+def hidden_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, int]:
+    """How many notes each rule hides (``folder:journal/**``, ``tag:private``, ...; ``kms hide`` for the
+    person's stamps), most first. A stamped note that a rule also hides counts under both."""
+    scope, params = ("AND vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+    found = conn.execute(
+        f"""SELECT why, count(*) FROM (
+              SELECT hidden_rule AS why FROM notes WHERE hidden_rule IS NOT NULL {scope}
+              UNION ALL SELECT ? FROM notes WHERE hidden_stamp IS NOT NULL {scope})
+            GROUP BY why ORDER BY count(*) DESC, why""",
+        (*params, STAMP, *params),
+    ).fetchall()
+    return {str(why): int(n) for why, n in found}  # type: ignore[arg-type]  # count(*): an int
+
+
+def hidden_notes(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
+    """Every hidden note (for the person: ``kms hidden``) with the reasons it is hidden."""
+    from server.store.db import rows
+
+    scope, params = ("AND n.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+    found = rows(conn, f"""SELECT n.id AS noteId, v.name AS vault, n.path, n.title, n.hidden_rule, n.hidden_stamp
+                          FROM notes n JOIN vaults v ON v.id = n.vault_id
+                          WHERE n.hidden_at IS NOT NULL {scope} ORDER BY v.name, n.path""", params)
+    for r in found:
+        rule, stamp = r.pop("hidden_rule"), r.pop("hidden_stamp")
+        r["why"] = [w for w in (STAMP if stamp is not None else None, rule) if w]
+    return found
+
+
+def privacy_report(conn: apsw.Connection, settings: Any) -> dict[str, Any]:
+    """``kms doctor``: how many notes each rule hides, and a warning when a built-in server that reads
+    the vault folders itself (the filesystem server) is on for sessions while privacy rules are set:
+    it would show agents the notes kms keeps from them."""
+    counts = hidden_counts(conn)
+    configured = bool(settings.get("privacy.hide_folders") or settings.get("privacy.hide_tags")) or any(
+        (Path(str(root)) / KMSIGNORE).exists() for (root,) in conn.execute("SELECT root FROM vaults"))
+    warning = None
+    if settings.active("servers.filesystem.enabled") and (counts or configured):
+        warning = (f"the filesystem server is on for sessions (servers.filesystem.enabled) while privacy rules "
+                   f"hide {sum(counts.values())} note(s): it reads the vault folders directly, bypassing them "
+                   "(kms config set servers.filesystem.enabled off)")
+    return {"hiddenBy": counts, "warning": warning}

@@ -10,10 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from server.index.indexer import index_vault, reindex_file
+from server.index.privacy import KMSIGNORE, refresh
 from server.store.db import connect
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
+RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
 
 
@@ -46,6 +48,8 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
     n = 0
     for vault in vaults:
         real_root = vault.root.resolve()
+        if any(Path(p).name == KMSIGNORE and Path(p).parent.resolve() == real_root for p in paths):
+            n += int(refresh(conn, vault.id, vault.root))  # the person edited their privacy rules
         mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p, real_root)) is not None]
         if not mine:
             continue
@@ -72,10 +76,16 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
     roots = [str(v.root) for v in vaults if v.root.is_dir()]
     if not roots:
         return
-    for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=False):
+    for v in vaults:
+        refresh(conn, v.id, v.root)
+    for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
+                         rust_timeout=RULES_CHECK_MS):
         started = time.perf_counter()
         try:
-            n = apply_changes(conn, vaults, {p for _change, p in changes})
+            if not changes:  # a quiet moment: the settings file's privacy rules may have changed
+                n = sum(refresh(conn, v.id, v.root) for v in vaults)
+            else:
+                n = apply_changes(conn, vaults, {p for _change, p in changes})
         except Exception:  # e.g. the DB busy beyond the timeout: keep watching, the next change retries
             log.exception("re-indexing %d changed path(s) failed", len(changes))
             continue

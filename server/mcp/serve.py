@@ -151,6 +151,9 @@ def check_session(config: SessionConfig) -> None:
     try:
         if config.vault is not None:
             get_vault(conn, config.vault)
+        from server.index.privacy import refresh_all
+
+        refresh_all(conn)  # a privacy rule changed since the notes were judged: applied before serving
     except KmsError:
         names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
         raise SessionConfigError("KMS_VAULT", config.vault or "", "no vault has this name", names) from None

@@ -115,6 +115,7 @@ def create(
         raise KmsError("invalid-input", f"the note would be {len(data)} bytes; the limit is {kb(MAX_CREATE_BYTES)}")
 
     name = stem + NOTE_SUFFIX
+    _refuse_private(vault, fkey, name)
     existing_folder = resolve_folder(vault.root, fkey)  # refuse before creating any folder
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
@@ -146,8 +147,22 @@ def create(
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
 
+def _refuse_private(vault: Vault, folder: str, name: str) -> None:
+    """No note is created where a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) would
+    hide it: the agent could not read it back, and names tried there would probe the hidden notes."""
+    from server.index.privacy import rules_for
+
+    relpath = f"{folder}/{name}" if folder else name
+    if rules_for(vault.root).path_reason(relpath):
+        raise KmsError("folder-denied", "that folder is private: agents cannot write there; pick another folder",
+                       folder=folder)
+
+
 def _refuse_existing(vault: Vault, folder_path: Path, name: str) -> None:
-    """Same title in the same folder, compared case-insensitively (macOS and Windows would clash)."""
+    """Same title in the same folder, compared case-insensitively (macOS and Windows would clash).
+
+    The answer names only what the agent asked for, never the existing file: it is the same for a
+    note the agent can see and for one hidden from it, so a collision never tells which (or what)."""
     import unicodedata
 
     want = unicodedata.normalize("NFC", name).casefold()
@@ -160,8 +175,9 @@ def _refuse_existing(vault: Vault, folder_path: Path, name: str) -> None:
             folder = relpath_in_vault(vault.root, folder_path)
             raise KmsError(
                 "already-exists",
-                f"a note named {entry!r} already exists in that folder; append to it or pick another title",
-                path=entry if folder == "." else f"{folder}/{entry}",
+                "a note with this name already exists in that folder (names match ignoring case); "
+                "pick another title",
+                path=name if folder == "." else f"{folder}/{name}",
             )
 
 

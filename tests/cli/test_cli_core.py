@@ -66,7 +66,7 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
 
     data = json.loads(ok(kms("vault", "list", "--json")).stdout)
     assert [(v["name"], v["root"], v["notes"], v["hidden"]) for v in data] == [
-        ("mine", str(root.resolve()), md_count(root), 0)]
+        ("mine", str(root.resolve()), md_count(root), 1)]  # "Therapy notes" has private: true
     assert "already registered" in said(refused(kms("vault", "add", str(root))).stderr)
     assert "is not a folder" in said(refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr)
     table = said(ok(kms("vault", "list")).stdout)
@@ -162,7 +162,7 @@ def test_hide_and_unhide(tmp_path: Path, cli_vault: Path) -> None:
     hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]
     assert [h["title"] for h in hits] == ["Widget manual"]
     assert "HIDDEN" in said(ok(kms("show", "Widget FAQ")).stdout)  # the person still sees their own note
-    assert json.loads(ok(kms("status", "--json")).stdout)["hidden"] == 1
+    assert json.loads(ok(kms("status", "--json")).stdout)["hidden"] == 2  # and "Therapy notes" (private: true)
     assert json.loads(ok(kms("backlinks", "Widget manual", "--json")).stdout) == []
     assert "Visible again: Widget FAQ" in said(ok(kms("unhide", "Widget FAQ")).stdout)
     hits = json.loads(ok(kms("search", "sprocket", "--json")).stdout)["hits"]

@@ -38,11 +38,19 @@ async def test_semantic_search_finds_paraphrases_and_says_how(indexed: apsw.Conn
 
         from server.index.notes import set_hidden
 
-        set_hidden(indexed, "Therapy notes", True)
-        semantic.index.refresh(indexed)
-        hidden = note_id(indexed, "Therapy notes")
+        private = note_id(indexed, "Therapy notes")  # private: true in its frontmatter: never embedded
         r = await client.call_tool("kms_semantic_search", {"query": "therapy session lighthouse exercise"})
-        assert hidden not in [h["noteId"] for h in r.structured_content["hits"]]
+        assert private not in [h["noteId"] for h in r.structured_content["hits"]]
+        chunks_of = "SELECT count(*) FROM chunks c JOIN notes n ON n.rid = c.rid WHERE n.id = ?"
+        assert indexed.execute(chunks_of, (private,)).fetchall() == [(0,)]
+
+        outage = note_id(indexed, "Login outage 2026-10")
+        assert indexed.execute(chunks_of, (outage,)).fetchall() != [(0,)]
+        set_hidden(indexed, "Login outage 2026-10", True)  # a newly hidden note's vectors are deleted
+        assert indexed.execute(chunks_of, (outage,)).fetchall() == [(0,)]
+        semantic.index.refresh(indexed)
+        r = await client.call_tool("kms_semantic_search", {"query": "what went wrong when people could not sign in"})
+        assert outage not in [h["noteId"] for h in r.structured_content["hits"]]
         bad = await client.call_tool("kms_semantic_search", {"query": "x", "limit": 51})
         assert bad.is_error and bad.structured_content["error"] == "invalid-input"
     finally:

@@ -64,7 +64,7 @@ def test_create_writes_indexes_and_reports(env: Env) -> None:
 def test_create_never_overwrites_case_insensitively(env: Env) -> None:
     env.note("Ideas.md", "mine\n")
     e = err(svc(env).create, "ideas", "agent text")
-    assert e.kind == "already-exists" and e.extra["path"] == "Ideas.md"
+    assert e.kind == "already-exists" and e.extra["path"] == "ideas.md"  # what was asked for, never the file
     assert env.read("Ideas.md") == "mine\n" and not (env.root / "ideas.md").exists()
     assert err(svc(env).create, "IDEAS.md", "x").kind == "already-exists"
     assert last_row(env)["status"] == "error" and last_row(env)["error"] == "already-exists"
