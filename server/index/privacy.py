@@ -75,7 +75,7 @@ class Rules:
         if self._ignore is not None:
             hit = self._ignore.check_file(path)
             if hit.include:
-                return f"kmsignore:{self.kmsignore[hit.index].strip()}"
+                return f"kmsignore:{self._ignore.patterns[hit.index].pattern}"
         return None
 
     def reason(self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None) -> str | None:
@@ -133,6 +133,13 @@ def _mtime(path: Path) -> int | None:
         return None
 
 
+def _size(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
 def settings_path() -> Path:
     from server.config.settings import default_config_path
 
@@ -151,7 +158,7 @@ def rules_for(root: Path) -> Rules:
     """The rules for the vault at ``root``, re-read only when the settings file or the
     ``.kmsignore`` changed (their mtimes)."""
     cfg = settings_path()
-    stamp = (str(cfg), _mtime(cfg), _mtime(root / KMSIGNORE))
+    stamp = (str(cfg), _mtime(cfg), _mtime(root / KMSIGNORE), _size(cfg), _size(root / KMSIGNORE))
     known = _cache.get(str(root))
     if known and known[0] == stamp:
         return known[1]
