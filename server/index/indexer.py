@@ -173,9 +173,11 @@ def index_vault(
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
         purge_embeddings(conn, hidden_rids)
-        if cold or next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0] != \
-                rules.fingerprint:
-            apply_rules(conn, vault.id, rules)  # (a cold index: every note was judged; records the rules)
+        if cold:  # every note was judged as it was read: only the rules' fingerprint is left to record
+            sync_symlinks(conn, vault.id)
+            conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (rules.fingerprint, vault.id))
+        elif next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0] != rules.fingerprint:
+            apply_rules(conn, vault.id, rules)
         else:
             sync_symlinks(conn, vault.id)
         conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))

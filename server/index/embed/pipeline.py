@@ -88,7 +88,9 @@ def _store(conn: apsw.Connection, notes: list[tuple], chunked: list[list[Chunk]]
             [(h, v.astype("<f4").tobytes(), now) for h, v in vectors.items()],
         )
         for (rid, title, _body, chash), chunks in zip(notes, chunked, strict=True):
-            live = next(conn.execute("SELECT content_hash, title FROM notes WHERE rid = ?", (rid,)), None)
+            # (a note hidden while its batch was embedded is never stored: its chunks were purged)
+            live = next(conn.execute("SELECT content_hash, title FROM notes WHERE rid = ? AND hidden_at IS NULL",
+                                     (rid,)), None)
             if live is None or live[0] != chash or live[1] != title:
                 report.skipped += 1
                 continue
