@@ -78,14 +78,15 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
         return
     for v in vaults:
         refresh(conn, v.id, v.root)
+    checked = time.perf_counter()
     for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
                          rust_timeout=RULES_CHECK_MS):
         started = time.perf_counter()
         try:
-            if not changes:  # a quiet moment: the settings file's privacy rules may have changed
-                n = sum(refresh(conn, v.id, v.root) for v in vaults)
-            else:
-                n = apply_changes(conn, vaults, {p for _change, p in changes})
+            n = apply_changes(conn, vaults, {p for _change, p in changes}) if changes else 0
+            if started - checked >= RULES_CHECK_MS / 1000:  # the settings file's privacy rules may have changed
+                checked = started
+                n += sum(refresh(conn, v.id, v.root) for v in vaults)
         except Exception:  # e.g. the DB busy beyond the timeout: keep watching, the next change retries
             log.exception("re-indexing %d changed path(s) failed", len(changes))
             continue

@@ -174,3 +174,20 @@ async def test_a_running_server_sees_a_rule_change(conn: apsw.Connection, db_pat
     finally:
         stop.set()
         thread.join(10)
+
+
+def test_a_new_server_applies_a_changed_rule_before_serving(conn: apsw.Connection, db_path: Path,
+                                                            tmp_path: Path) -> None:
+    """``kms mcp`` re-judges the notes at start when the rules changed while no watcher ran."""
+    from server.config.session import SessionConfig
+    from server.config.settings import set_value
+    from server.mcp.serve import check_session
+
+    root = tmp_path / "vault"
+    for rel, text in VISIBLE.items():
+        write(root / rel, text)
+    index_vault(conn, add_vault(conn, root, "v"))
+    set_value("privacy.hide_folders", ["public"], path=Path(os.environ["KMS_CONFIG"]), env={}, has_vault=True)
+    assert hidden_rows(conn) == []  # nothing noticed yet
+    check_session(SessionConfig.from_env())
+    assert hidden_rows(conn) == [("public/Log.md", "folder:public", 0)]
