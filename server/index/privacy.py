@@ -203,22 +203,27 @@ def purge_embeddings(conn: apsw.Connection, rids: list[int] | None = None) -> in
 
 
 def sync_symlinks(conn: apsw.Connection, vault_id: int) -> None:
-    """A symlinked file follows the note it points at: hidden while that note is hidden."""
+    """A symlinked file follows the note it points at: hidden while that note is hidden. Free in a
+    vault without symlinks (the partial ``notes_link_to`` index holds only symlinks; ``+vault_id``
+    keeps SQLite on it)."""
+    if not conn.execute("SELECT 1 FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? LIMIT 1",
+                        (vault_id,)).fetchall():
+        return
     now = time.time()
     conn.execute(
         """UPDATE notes SET hidden_rule = ?, hidden_at = coalesce(hidden_at, ?)
-           WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_rule IS NULL
+           WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_rule IS NULL
              AND link_to IN (SELECT path FROM notes WHERE vault_id = ? AND hidden_at IS NOT NULL)""",
         (SYMLINK, now, vault_id, vault_id),
     )
     conn.execute(
         """UPDATE notes SET hidden_rule = NULL, hidden_at = hidden_stamp
-           WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_rule = ?
+           WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_rule = ?
              AND link_to NOT IN (SELECT path FROM notes WHERE vault_id = ? AND hidden_at IS NOT NULL)""",
         (vault_id, SYMLINK, vault_id),
     )
     purge_embeddings(conn, [r[0] for r in conn.execute(
-        "SELECT rid FROM notes WHERE link_to IS NOT NULL AND vault_id = ? AND hidden_at IS NOT NULL", (vault_id,))])
+        "SELECT rid FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_at IS NOT NULL", (vault_id,))])
 
 
 def apply_rules(conn: apsw.Connection, vault_id: int, rules: Rules) -> int:
