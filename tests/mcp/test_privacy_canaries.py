@@ -191,3 +191,35 @@ def test_a_new_server_applies_a_changed_rule_before_serving(conn: apsw.Connectio
     assert hidden_rows(conn) == []  # nothing noticed yet
     check_session(SessionConfig.from_env())
     assert hidden_rows(conn) == [("public/Log.md", "folder:public", 0)]
+
+
+async def test_a_real_kms_mcp_process_sees_a_rule_change_within_seconds(conn: apsw.Connection, db_path: Path,
+                                                                         tmp_path: Path) -> None:
+    """``python -m kmscli mcp`` over stdio, as a host runs it: a rule set by hand in the settings
+    file (no kms command to apply it) hides notes at the server's next rules check (~2 s)."""
+    import sys
+
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from server.config.settings import set_value
+
+    root = tmp_path / "vault"
+    for rel, text in VISIBLE.items():
+        write(root / rel, text)
+    index_vault(conn, add_vault(conn, root, "v"))
+    env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"], "KMS_ENABLED": "1",
+           "KMS_AGENT_TOOLS_ENABLED": "1", "PYTHONIOENCODING": "utf-8"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=env, cwd=str(tmp_path))
+    async with Client(params, read_timeout_seconds=30) as client:
+        async def titles() -> set[str]:
+            r = await client.call_tool("kms_search", {"query": "garden", "limit": 50})
+            return {h["title"] for h in r.structured_content["hits"]}
+
+        assert await titles() == {"Home", "Plans", "Log"}
+        set_value("privacy.hide_folders", ["public"], path=Path(os.environ["KMS_CONFIG"]), env={}, has_vault=True)
+        started = time.monotonic()
+        while await titles() != {"Home", "Plans"} and time.monotonic() - started < 15:
+            threading.Event().wait(0.1)
+        assert await titles() == {"Home", "Plans"}
+        assert time.monotonic() - started < 15
