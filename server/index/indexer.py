@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from server.index.privacy import apply_rules, purge_embeddings, refresh, rules_for, sync_symlinks
+from server.index.privacy import apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
     NewNotes,
@@ -92,7 +92,7 @@ def index_vault(
         if os.path.lexists(os.path.join(vault.root, path)):
             continue  # still there but not indexable now (e.g. permissions): keep it
         gone[path] = (rid, chash)
-    rules = rules_for(vault.root)
+    rules = vault_rules(conn, vault.id, vault.root)
     if not todo and not gone:
         if not full:
             with write_tx(conn):
@@ -292,8 +292,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         if rec.error or rec.values is None:
             return None
         values = {**rec.values, "indexed_at": time.time()}
-        values["hidden_rule"] = rules_for(vault.root).reason(relpath, values["frontmatter"], values["tags"],
-                                                             values["link_to"])
+        values["hidden_rule"] = vault_rules(conn, vault.id, vault.root).reason(
+            relpath, values["frontmatter"], values["tags"], values["link_to"])
         if row:
             rid = row[0]
             update_note(conn, rid, values)

@@ -12,15 +12,15 @@ needs to know the rules. The rules:
 - a symlinked file is hidden when the note it points at is (by any rule or stamp).
 
 The rules are read from the settings file and the ``.kmsignore`` (cached on their mtimes, so the
-write path pays two ``stat`` calls). Their fingerprint is stored per vault: when it changes, every
+write path pays a few ``stat`` calls). They are stored per vault (as JSON): when they change, every
 note of the vault is judged again (``refresh``), in the first process that notices (an index, the
 watcher's periodic check, ``kms config set``); the flag lives in the shared database, so every
-running server sees it at once. A newly hidden note's chunks and vectors are deleted.
+running server sees it at once. A newly hidden note's chunks and vectors are deleted. Rules that
+cannot be read (a broken settings file) never unhide anything: the stored ones are kept.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -47,6 +47,7 @@ class Rules:
     hide_folders: tuple[str, ...] = ()
     hide_tags: tuple[str, ...] = ()
     kmsignore: tuple[str, ...] = ()  # the file's lines
+    unreadable: str | None = field(default=None, compare=False)  # why these are only the defaults
     _folders: Any = field(default=None, compare=False, repr=False)
     _ignore: Any = field(default=None, compare=False, repr=False)
 
@@ -58,8 +59,18 @@ class Rules:
 
     @property
     def fingerprint(self) -> str:
-        doc = [self.frontmatter_key, list(self.hide_folders), [t.lower() for t in self.hide_tags], list(self.kmsignore)]
-        return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
+        """The rules as JSON: stored per vault, to notice a change and to fall back on (``vault_rules``)."""
+        return json.dumps({"frontmatter_key": self.frontmatter_key, "hide_folders": list(self.hide_folders),
+                           "hide_tags": [t.lower() for t in self.hide_tags], "kmsignore": list(self.kmsignore)})
+
+    @classmethod
+    def from_fingerprint(cls, text: str) -> Rules | None:
+        try:
+            doc = json.loads(text)
+            return cls(doc["frontmatter_key"], tuple(doc["hide_folders"]), tuple(doc["hide_tags"]),
+                       tuple(doc["kmsignore"]))
+        except (ValueError, KeyError, TypeError):
+            return None
 
     @property
     def any_set(self) -> bool:
@@ -146,17 +157,21 @@ def settings_path() -> Path:
     return default_config_path()
 
 
-def read_kmsignore(root: Path) -> tuple[str, ...]:
+def read_kmsignore(root: Path) -> tuple[tuple[str, ...], str | None]:
+    """The ``.kmsignore`` lines, and why it could not be read (a missing file is no problem)."""
     try:
         text = (root / KMSIGNORE).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ()
-    return tuple(text.splitlines())
+    except FileNotFoundError:
+        return (), None
+    except OSError as e:
+        return (), f"{root / KMSIGNORE}: {e.strerror}"
+    return tuple(text.splitlines()), None
 
 
 def rules_for(root: Path) -> Rules:
     """The rules for the vault at ``root``, re-read only when the settings file or the
-    ``.kmsignore`` changed (their mtimes)."""
+    ``.kmsignore`` changed (their mtimes and sizes). When either cannot be read (or a privacy
+    setting is invalid), the rules come back with ``unreadable`` set: see ``vault_rules``."""
     cfg = settings_path()
     stamp = (str(cfg), _mtime(cfg), _mtime(root / KMSIGNORE), _size(cfg), _size(root / KMSIGNORE))
     known = _cache.get(str(root))
@@ -165,14 +180,29 @@ def rules_for(root: Path) -> Rules:
     from server.config.settings import load_settings
 
     settings = load_settings(cfg, env={}, has_vault=True)
+    lines, problem = read_kmsignore(root)
+    problem = problem or next((p for p in settings.problems if "privacy." in p or "Cannot read" in p), None)
     rules = Rules(
         frontmatter_key=settings.get("privacy.frontmatter_key"),
         hide_folders=tuple(settings.get("privacy.hide_folders")),
         hide_tags=tuple(settings.get("privacy.hide_tags")),
-        kmsignore=read_kmsignore(root),
+        kmsignore=lines,
+        unreadable=problem,
     )
     _cache[str(root)] = (stamp, rules)
     return rules
+
+
+def vault_rules(conn: apsw.Connection, vault_id: int, root: Path) -> Rules:
+    """The rules to judge a vault by. A settings file that cannot be parsed, an invalid privacy
+    setting or an unreadable ``.kmsignore`` must never make hidden notes visible: the vault then
+    keeps the rules it was last judged by (stored with it) until the problem is fixed."""
+    rules = rules_for(root)
+    if rules.unreadable is None:
+        return rules
+    stored = conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault_id,)).fetchall()
+    kept = Rules.from_fingerprint(str(stored[0][0])) if stored and stored[0][0] else None
+    return kept or rules
 
 
 # ----------------------------------------------------------------------------- applying
@@ -249,7 +279,7 @@ def apply_rules(conn: apsw.Connection, vault_id: int, rules: Rules) -> int:
 
 def refresh(conn: apsw.Connection, vault_id: int, root: Path) -> bool:
     """Re-judge the vault's notes if its rules changed since they were last judged."""
-    rules = rules_for(root)
+    rules = vault_rules(conn, vault_id, root)
     stored = conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault_id,)).fetchall()
     if not stored or stored[0][0] == rules.fingerprint:
         return False

@@ -272,8 +272,8 @@ def m008_privacy_rules(conn: apsw.Connection) -> None:
     """Privacy by rule (``server.index.privacy``): ``hidden_at`` becomes the one effective flag every
     query filters on, set from the person's stamp (``hidden_stamp``, what ``kms hide`` wrote into
     ``hidden_at`` before) or the rule that hides the note (``hidden_rule``, set at index time).
-    ``link_to`` is the note a symlinked file points at; ``vaults.privacy_rules`` the fingerprint
-    of the rules the vault's notes were last judged by (a change re-judges them all)."""
+    ``link_to`` is the note a symlinked file points at; ``vaults.privacy_rules`` the rules (JSON) the
+    vault's notes were last judged by (a change re-judges them all)."""
     conn.execute("ALTER TABLE notes ADD COLUMN hidden_stamp REAL")
     conn.execute("ALTER TABLE notes ADD COLUMN hidden_rule TEXT")
     conn.execute("ALTER TABLE notes ADD COLUMN link_to TEXT")

@@ -115,7 +115,7 @@ def create(
         raise KmsError("invalid-input", f"the note would be {len(data)} bytes; the limit is {kb(MAX_CREATE_BYTES)}")
 
     name = stem + NOTE_SUFFIX
-    _refuse_private(vault, fkey, name)
+    _refuse_private(conn, vault, fkey, name)
     existing_folder = resolve_folder(vault.root, fkey)  # refuse before creating any folder
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
@@ -147,13 +147,13 @@ def create(
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
 
-def _refuse_private(vault: Vault, folder: str, name: str) -> None:
+def _refuse_private(conn: apsw.Connection, vault: Vault, folder: str, name: str) -> None:
     """No note is created where a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) would
     hide it: the agent could not read it back, and names tried there would probe the hidden notes."""
-    from server.index.privacy import rules_for
+    from server.index.privacy import vault_rules
 
     relpath = f"{folder}/{name}" if folder else name
-    if rules_for(vault.root).path_reason(relpath):
+    if vault_rules(conn, vault.id, vault.root).path_reason(relpath):
         raise KmsError("folder-denied", "that folder is private: agents cannot write there; pick another folder",
                        folder=folder)
 

@@ -205,3 +205,24 @@ def test_upgrade_to_m008_keeps_the_stamps(tmp_path: Path) -> None:
     index_vault(conn, get_vault(conn, "v"))  # the file is re-read: the stamp survives
     assert conn.execute("SELECT hidden_at, hidden_stamp FROM notes").fetchall() == [(123.0, 123.0)]
     assert conn.execute("SELECT privacy_rules FROM vaults").fetchall()[0][0] is not None
+
+
+def test_a_broken_settings_file_never_makes_hidden_notes_visible(conn: apsw.Connection, tmp_path: Path) -> None:
+    vault_dir = tmp_path / "v"
+    write(vault_dir / "journal" / "day.md", "# Day\n")
+    write(vault_dir / "open.md", "# Open\n")
+    _config("privacy.hide_folders", "journal")
+    vault = add_vault(conn, vault_dir, "v")
+    index_vault(conn, vault)
+    assert _hidden(conn) == {"journal/day.md": "folder:journal"}
+    config = Path(os.environ["KMS_CONFIG"])
+    for broken in ('[privacy\nhide_folders = "journal"\n', '[privacy]\nhide_folders = "not a list"\n',
+                   '[privacy]\nhide_foldrs = []\n'):
+        config.write_text(broken)
+        assert rules_for(vault_dir).unreadable
+        assert refresh(conn, vault.id, vault.root) is False  # the rules the vault was judged by are kept
+        write(vault_dir / "journal" / "day.md", "# Day\n\nedited while the file was broken\n")
+        index_vault(conn, vault)
+        assert _hidden(conn) == {"journal/day.md": "folder:journal"}
+    config.write_text("")  # fixed (here: emptied): the person's new rules apply
+    assert refresh(conn, vault.id, vault.root) is True and _hidden(conn) == {}
