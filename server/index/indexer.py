@@ -141,7 +141,7 @@ def index_vault(
             values = rec.values  # the record's own: filled in place
             values["indexed_at"] = now
             values["hidden_rule"] = rules.reason(values["path"], values["frontmatter"], values["tags"],
-                                                 values["link_to"])
+                                                 values["link_to"], rec.fm_raw)
             if rec.flagged:
                 report.flagged += 1
             if known:
@@ -177,7 +177,7 @@ def index_vault(
             sync_symlinks(conn, vault.id)
             conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (rules.fingerprint, vault.id))
         elif next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0] != rules.fingerprint:
-            apply_rules(conn, vault.id, rules)
+            apply_rules(conn, vault.id, vault.root, rules)
         else:
             sync_symlinks(conn, vault.id)
         conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
@@ -293,7 +293,7 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
             return None
         values = {**rec.values, "indexed_at": time.time()}
         values["hidden_rule"] = vault_rules(conn, vault.id, vault.root).reason(
-            relpath, values["frontmatter"], values["tags"], values["link_to"])
+            relpath, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
         if row:
             rid = row[0]
             update_note(conn, rid, values)

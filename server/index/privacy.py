@@ -89,13 +89,17 @@ class Rules:
                 return f"kmsignore:{self._ignore.patterns[hit.index].pattern}"
         return None
 
-    def reason(self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None) -> str | None:
+    def reason(self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None,
+               raw: str | None = None) -> str | None:
         """Why a note is hidden by rule, or None; the arguments are its ``notes`` columns
-        (frontmatter as JSON text, tags space-separated)."""
+        (frontmatter as JSON text, tags space-separated) and, when its frontmatter could not be
+        parsed, the raw start of the file (``raw``): a broken YAML block still hides its note."""
         why = self.path_reason(path) or (self.path_reason(link_to) if link_to else None)
         if why:
             return why
         if frontmatter and (why := self._frontmatter_reason(frontmatter)):
+            return why
+        if frontmatter is None and raw and (why := self._raw_reason(raw)):
             return why
         if tags and self.hide_tags:
             for tag in tags.split():
@@ -122,6 +126,32 @@ class Rules:
         if isinstance(vis, str) and vis.strip().lower() == "private":
             return "frontmatter:visibility"
         return None
+
+
+    def _raw_reason(self, head: str) -> str | None:
+        """Fail closed on a frontmatter block YAML could not read: a line that looks like the
+        rule (``private: true``, ``visibility: private``) hides the note all the same."""
+        block = head[3:].split("\n---", 1)[0] if head.startswith("---") else ""
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            key, value = key.strip().strip("'\"").lower(), value.strip().strip("'\"").lower()
+            if sep and self.frontmatter_key and key == self.frontmatter_key.lower() and value in TRUE_TEXT:
+                return f"frontmatter:{self.frontmatter_key}"
+            if sep and key == "visibility" and value == "private":
+                return "frontmatter:visibility"
+        return None
+
+
+def raw_head(root: Path, path: str) -> str | None:
+    """The start of a note's file (for ``Rules.reason``'s ``raw``), None when unreadable."""
+    try:
+        with open(root / path, "rb") as fh:
+            return fh.read(RAW_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+RAW_BYTES = 16_384  # how much of a file with broken frontmatter is searched for a privacy line
 
 
 def _folder_pattern(glob: str) -> str:
@@ -256,15 +286,17 @@ def sync_symlinks(conn: apsw.Connection, vault_id: int) -> None:
         "SELECT rid FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_at IS NOT NULL", (vault_id,))])
 
 
-def apply_rules(conn: apsw.Connection, vault_id: int, rules: Rules) -> int:
+def apply_rules(conn: apsw.Connection, vault_id: int, root: Path, rules: Rules) -> int:
     """Judge every note of the vault by ``rules`` (inside the caller's write transaction);
-    record the fingerprint; return how many notes changed visibility."""
+    record them; return how many notes changed visibility."""
     now = time.time()
     changes = []
-    for rid, path, fm, tags, link_to, old in conn.execute(
-        "SELECT rid, path, frontmatter, tags, link_to, hidden_rule FROM notes WHERE vault_id = ?", (vault_id,)
+    for rid, path, fm, tags, link_to, old, flagged in conn.execute(
+        "SELECT rid, path, frontmatter, tags, link_to, hidden_rule, fm_error IS NOT NULL FROM notes WHERE vault_id = ?",
+        (vault_id,),
     ):
-        new = rules.reason(path, fm, tags, link_to)
+        raw = raw_head(root, path) if flagged and fm is None else None
+        new = rules.reason(path, fm, tags, link_to, raw)
         if old == SYMLINK and new is None:
             continue  # sync_symlinks decides: the target may still be hidden
         if new != old:
@@ -287,7 +319,7 @@ def refresh(conn: apsw.Connection, vault_id: int, root: Path) -> bool:
         again = conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault_id,)).fetchall()
         if not again or again[0][0] == rules.fingerprint:
             return False  # another process was first
-        apply_rules(conn, vault_id, rules)
+        apply_rules(conn, vault_id, root, rules)
     return True
 
 

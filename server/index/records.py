@@ -41,6 +41,7 @@ class FileRecord:
     links: list[tuple] = field(default_factory=list)  # links columns after (src_rid)
     headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
+    fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
 
     @property
     def flagged(self) -> bool:
@@ -125,6 +126,8 @@ def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | 
         parsed.fm_error = f"{parsed.fm_error}; {bad_encoding}" if parsed.fm_error else bad_encoding
     rec = FileRecord(relpath, mtime_ns, len(data), digest)
     rec.values = note_values(rec, parsed)
+    if parsed.fm_error and parsed.frontmatter is None:
+        rec.fm_raw = text[:16_384]
     rec.tags = parsed.tags
     rec.keys = _note_keys(relpath, parsed)
     rec.links = [

@@ -226,3 +226,18 @@ def test_a_broken_settings_file_never_makes_hidden_notes_visible(conn: apsw.Conn
         assert _hidden(conn) == {"journal/day.md": "folder:journal"}
     config.write_text("")  # fixed (here: emptied): the person's new rules apply
     assert refresh(conn, vault.id, vault.root) is True and _hidden(conn) == {}
+
+
+def test_a_broken_frontmatter_block_still_hides_its_note(conn: apsw.Connection, tmp_path: Path) -> None:
+    """YAML that cannot be read (a flagged note) must not turn ``private: true`` into a visible note."""
+    vault_dir = tmp_path / "v"
+    write(vault_dir / "broken.md", "---\nprivate: true\ntitle: [unclosed\n---\n# Broken\n")
+    write(vault_dir / "template.md", "---\ndate: {{date}}\nVisibility: 'private'\n---\n# Template\n")
+    write(vault_dir / "open.md", "---\npublic: true\ntitle: [unclosed\n---\n# Open\n\nprivate: true\n")
+    vault = add_vault(conn, vault_dir, "v")
+    index_vault(conn, vault)
+    assert conn.execute("SELECT count(*) FROM notes WHERE fm_error IS NOT NULL").fetchall() == [(3,)]
+    assert _hidden(conn) == {"broken.md": "frontmatter:private", "template.md": "frontmatter:visibility"}
+    _config("privacy.frontmatter_key", "public")  # re-judged from the files' raw start
+    assert refresh(conn, vault.id, vault.root) is True
+    assert _hidden(conn) == {"template.md": "frontmatter:visibility", "open.md": "frontmatter:public"}
