@@ -231,7 +231,7 @@ def run_claude(
                 vault=vault_name,
                 cwd=str(session.cwd),
             )
-            cmd = [claude, *(["--mcp-config", str(config_path)] if config_path else []), *claude_args]
+            cmd = claude_argv(claude, config_path, claude_args)
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
@@ -246,6 +246,17 @@ def run_claude(
                 _err(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+def claude_argv(claude: str, config_path: Path | None, claude_args: Sequence[str]) -> list[str]:
+    """claude's argv: ``--mcp-config=FILE`` as one word, then the person's arguments untouched.
+
+    Claude Code's ``--mcp-config`` takes several values, so ``--mcp-config FILE "a prompt"`` would read
+    the prompt as a second config file; the ``=`` form ends the option at its one value. A resumed
+    session (``--resume ID``, ``--continue``) gets this session's fresh config the same way, since the
+    file of the session it resumes was removed when that one ended.
+    """
+    return [claude, *([f"--mcp-config={config_path}"] if config_path else []), *claude_args]
 
 
 def _sweep_stale_configs(conn: Any) -> None:

@@ -36,8 +36,9 @@ FAKE_CLAUDE = textwrap.dedent(
     out = {{"argv": argv, "env": {{k: v for k, v in os.environ.items() if k.startswith(("KMS_", "FAKE_"))}},
             "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             "signals": [], "pid": os.getpid()}}
-    if "--mcp-config" in argv:
-        path = argv[argv.index("--mcp-config") + 1]
+    configs = [a for a in argv if a.startswith("--mcp-config=")]
+    if configs:
+        path = configs[0].split("=", 1)[1]
         out["config_path"] = path
         out["config"] = json.load(open(path))
         out["mode"] = stat.S_IMODE(os.stat(path).st_mode)
@@ -135,7 +136,7 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
     assert run.stdout == "" and run.stderr == "", "the happy path prints nothing of its own"
     rec = record(env)
     path = rec["config_path"]
-    assert rec["argv"] == ["--mcp-config", path, "-p", "hello world", "--model", "x", "--print-config"]
+    assert rec["argv"] == [f"--mcp-config={path}", "-p", "hello world", "--model", "x", "--print-config"]
     assert rec["mode"] == 0o600 and rec["dir_mode"] == 0o700
     assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
     assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
@@ -155,7 +156,15 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
 def test_unknown_options_pass_through_without_dashdash(env: dict[str, str]) -> None:
     run = kms(env, "claude", "-c", "--resume", "abc")
     assert run.returncode == 0, run.stderr
-    assert record(env)["argv"][2:] == ["-c", "--resume", "abc"]
+    assert record(env)["argv"][1:] == ["-c", "--resume", "abc"]
+    assert record(env)["argv"][0].startswith("--mcp-config="), "one word: nothing after it is read as its value"
+
+
+def test_a_bare_prompt_is_never_read_as_a_config_file(env: dict[str, str]) -> None:
+    run = kms(env, "claude", "summarize my notes")
+    assert run.returncode == 0, run.stderr
+    rec = record(env)
+    assert rec["argv"] == [f"--mcp-config={rec['config_path']}", "summarize my notes"]
 
 
 def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
