@@ -19,7 +19,6 @@ Plain functions with Typer annotations; ``kmscli/main.py`` registers them.
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import os
 import shutil
@@ -34,10 +33,8 @@ from typing import Annotated, Any
 import typer
 
 from kmscli.compose import (
-    HOSTS,
     Session,
     compose,
-    mcp_config_snippet,
     redact,
     remove_session_config,
     sweep_session_configs,
@@ -458,19 +455,62 @@ def doctor_command(
 # ----------------------------------------------------------------------------- kms mcp-config
 
 
-class Host(enum.StrEnum):
-    claude_code = "claude-code"
-    claude_desktop = "claude-desktop"
-    cursor = "cursor"
-    vscode = "vscode"
+def _complete_host(incomplete: str) -> list[str]:
+    from kmscli.hosts import HOSTS
 
-
-assert tuple(h.value for h in Host) == HOSTS
+    return [h for h in HOSTS if h.startswith(incomplete)]
 
 
 def mcp_config_command(
-    host: Annotated[Host, typer.Argument(help="Which MCP host to configure.")] = Host.claude_code,
+    host_arg: Annotated[
+        str | None,
+        typer.Argument(metavar="HOST", help="claude-code, claude-desktop, cursor, vscode, windsurf, zed, codex or "
+                       "gemini.", autocompletion=_complete_host, show_default=False),
+    ] = None,
+    host_opt: Annotated[
+        str | None, typer.Option("--host", metavar="HOST", help="The same as the HOST argument.",
+                                 autocompletion=_complete_host)
+    ] = None,
+    install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")]
+    = False,
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
+    path: Annotated[
+        Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")]
+    = False,
 ) -> None:
-    """Print the config snippet that gives another MCP host (Cursor, VS Code, ...) the kms server."""
-    db_path = db.default_db_path().resolve()
-    print(mcp_config_snippet(host.value, load_settings(), db_path), end="")
+    """Give another agent host the kms server: print its config document, or --install it in place."""
+    from kmscli import hosts
+    from kmscli.compose import standalone_kms_entry
+    from server.errors import KmsError
+
+    if host_arg and host_opt and host_arg != host_opt:
+        _err(f"two hosts given ({host_arg}, {host_opt}); give one", "red")
+        raise typer.Exit(2)
+    if install and uninstall:
+        _err("--install and --uninstall exclude each other", "red")
+        raise typer.Exit(2)
+    try:
+        host = hosts.get_host(host_arg or host_opt or "claude-code")
+        if uninstall:
+            target, backup, found = hosts.uninstall(host, path)
+            _err(f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found
+                 else f"kms was not in {target}; nothing changed", "green" if found else "yellow")
+            return
+        entry = hosts.host_entry(host, standalone_kms_entry(load_settings(), db.default_db_path().resolve()))
+        if install:
+            target, backup = hosts.install(host, entry, path)
+            _err(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""),
+                 "green")
+            return
+    except KmsError as e:
+        _err(e.message, "red")
+        raise typer.Exit(2) from None
+    if as_json and host.name == "claude-code":
+        doc, hint = hosts.document(host, entry), "Commit this as .mcp.json in a project."
+    else:
+        doc, hint = hosts.snippet(host, entry)
+    sys.stdout.write(doc)
+    sys.stdout.flush()
+    _err(hint, "dim")

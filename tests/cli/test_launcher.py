@@ -439,14 +439,6 @@ def test_servers_cli(env: dict[str, str]) -> None:
     assert kms(env, "servers", "remove", "s").returncode == 2
 
 
-def test_mcp_config_command(env: dict[str, str]) -> None:
-    run = kms(env, "mcp-config", "vscode")
-    assert run.returncode == 0
-    doc = json.loads(run.stdout[run.stdout.index("{") :])
-    assert doc["servers"]["kms"]["type"] == "stdio"
-    assert "claude mcp add" in kms(env, "mcp-config", "claude-code").stdout
-
-
 def test_completions_current() -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_completions.py"), "--check"],
