@@ -359,6 +359,18 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
 
 
+FILESYSTEM_WARNING = (
+    "servers.filesystem is on: `kms claude` sessions also get the filesystem server, which hands the agent "
+    "the vault folders directly, around hidden notes, the write allowlist, the rate limits and the write "
+    "log. Turn it off unless you mean it: kms config set servers.filesystem.enabled off"
+)
+
+
+def doctor_warnings(settings: Settings) -> list[str]:
+    """What a session would get that undoes kms's guarantees."""
+    return [FILESYSTEM_WARNING] if settings.get("servers.filesystem.enabled") else []
+
+
 def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
@@ -368,11 +380,17 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
     vaults: list[dict[str, Any]] = []
     active: list[dict[str, Any]] = []
+    writes: dict[str, Any] = {}
+    embeddings: dict[str, Any] = {}
     db_error = None
     try:
         conn = db.connect(db_path)
         try:
+            from server.activity.provenance import write_totals
+            from server.index.embed.pipeline import embed_stats
+
             vaults = _index_report(conn)
+            writes, embeddings = write_totals(conn), embed_stats(conn)
             active = [
                 {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
             ]
@@ -389,7 +407,14 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "problems": settings.problems,
         "values": {e.key: e.value for e in settings.all_entries()},
     }
-    report["model"] = _model_report(settings)
+    report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
+    report["embeddings"] = embeddings
+    report["agent"] = {
+        "read": settings.active("agent.read"), "write": settings.active("agent.write"),
+        "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),
+        "perSession": settings.get("write.per_session"), "writes": writes,
+    }
+    report["warnings"] = doctor_warnings(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     report["session_servers"] = redact(compose(settings, session))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
@@ -428,6 +453,23 @@ def doctor_command(
     mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
     state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")
     out.print(f"{mark} embedding model: {state}")
+    out.print(f"    download when missing (embed.download): {'on' if m['download'] else 'off'}")
+    e = report["embeddings"]
+    if e:
+        mark = ok if not e["pendingNotes"] else meh
+        out.print(f"{mark} embeddings: {e['embeddedNotes']} of {e['notes']} notes embedded ({e['chunks']} chunks)"
+                  + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else ""))
+    a = report["agent"]
+    w = a["writes"]
+    out.print(f"{ok} agents: read {'on' if a['read'] else 'off'}, write {'on' if a['write'] else 'off'}; "
+              f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
+              f"limits {a['perMinute']}/min, {a['perSession']}/session")
+    if w:
+        last = f", last {ago(w['lastAt'], now, NEVER)}" if w["lastAt"] else ""
+        out.print(f"    agent writes so far: {w['calls']} calls ({w['succeeded']} succeeded, {w['refused']} refused) "
+                  f"in {w['sessions']} sessions{last} (kms log)")
+    for warning in report["warnings"]:
+        out.print(f"{meh} {warning}")
     s = report["settings"]
     out.print(
         f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)")
