@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import apsw
-from support.cli import kms, ok, said
+from support.cli import kms, said
 
 from server.activity.provenance import record
 from server.config import settings as st
