@@ -7,6 +7,7 @@ in the order ``kms --help`` lists them.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Annotated
 
@@ -175,4 +176,32 @@ app.add_typer(index_cmds.model_app, name="model")
 
 
 def main() -> None:
-    app(prog_name="kms")
+    was_devnull = _stdout_is_devnull()
+    try:
+        app(prog_name="kms")
+    except SystemExit as exit_:
+        # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
+        if exit_.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or
+                                (_stdout_is_devnull() and not was_devnull)):
+            _quiet_broken_pipe()
+        raise
+
+
+def _stdout_is_devnull() -> bool:
+    import os
+
+    try:
+        out, null = os.fstat(1), os.stat(os.devnull)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _quiet_broken_pipe() -> None:
+    """``kms ... | head``: the reader has all it wanted, which is a success, said by nobody."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.__stdout__.fileno())  # type: ignore[union-attr]  # no error at exit's flush
+    raise SystemExit(0)
