@@ -139,7 +139,10 @@ def index_vault(
             if known:
                 rid = known[0]
                 update_note(conn, rid, values)
-                report.updated += 1
+                if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
+                    report.unchanged += 1
+                else:
+                    report.updated += 1
             elif by_hash.get(rec.content_hash):
                 old_path = by_hash[rec.content_hash].pop(0)
                 rid = gone.pop(old_path)[0]

@@ -103,11 +103,15 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
 
 
 def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:
-    """Stamp or clear ``hidden_at``: hidden notes never reach an agent."""
+    """Stamp or clear ``hidden_at``: hidden notes never reach an agent. ``changed`` says whether it
+    was not so already (an already hidden note keeps the time it was hidden)."""
     note = resolve_note(conn, ref, include_hidden=True)
-    with write_tx(conn):
-        conn.execute("UPDATE notes SET hidden_at = ? WHERE rid = ?", (time.time() if hidden else None, note["rid"]))
-    return get_note(conn, note["id"], include_hidden=True)
+    changed = (note["hidden_at"] is not None) != hidden
+    if changed:
+        with write_tx(conn):
+            conn.execute("UPDATE notes SET hidden_at = ? WHERE rid = ?",
+                         (time.time() if hidden else None, note["rid"]))
+    return {**get_note(conn, note["id"], include_hidden=True), "changed": changed}
 
 
 def index_is_empty(conn: apsw.Connection) -> str | None:
