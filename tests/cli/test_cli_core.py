@@ -97,7 +97,7 @@ def test_index_full_and_status_json(tmp_path: Path) -> None:
     again = ok(kms("index"))
     assert "+1 new" in said(again.stdout) and "3 unchanged" in said(again.stdout)
     full = ok(kms("index", "--full"))
-    assert "~4 changed" in said(full.stdout)
+    assert "4 unchanged" in said(full.stdout)
     status = json.loads(ok(kms("status", "--json")).stdout)
     assert status["notes"] == 4 and status["hidden"] == 0
     assert status["tags"] == 2 and status["links"] == 2 and status["unresolvedLinks"] == 1
