@@ -130,9 +130,9 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
 
     # show: by id, title (any case) or path; an unknown name suggests close matches
     note = json.loads(ok(kms("show", "widget manual", "--json")).stdout)
-    assert note["id"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
+    assert note["noteId"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
     assert json.loads(ok(kms("show", nid, "--json")).stdout)["path"] == "cli/Widget manual.md"
-    assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["id"] == nid
+    assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["noteId"] == nid
     out = said(ok(kms("show", nid)).stdout)
     assert "Widget manual" in out and nid in out and "sprocket calibration routine" in out
     unknown = said(refused(kms("show", "Widget manul"), 3).stderr)

@@ -542,8 +542,8 @@ async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(i
         top = str(app.dashboard.query_one("#topbar").render())
         assert "/min" in top and "/s" in top and "allow" in top and "w✗" in top and "…" not in top
         assert app.dashboard.query_one("#sessions").region.height == 7, "border, header and five sessions"
-        screen = app.export_screenshot()
-        assert "Quit" in screen and "Help" in screen
+        await wait_for(pilot, lambda: "Quit" in (s := app.export_screenshot()) and "Help" in s,
+                       what="Quit and Help in the footer")
         assert app.dashboard.query_one("#feed").region.height >= 8, "the feed keeps most of the height"
 
 

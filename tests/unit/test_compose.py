@@ -57,6 +57,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_WRITE_PER_SESSION": "200",
         "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
         "KMS_EMBED_ENABLED": "1",
+        "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)
     }
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()
