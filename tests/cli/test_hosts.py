@@ -138,3 +138,23 @@ def test_claude_code_lists_the_installed_kms_as_connected(indexed, tmp_path: Pat
                             text=True, timeout=120, stdin=subprocess.DEVNULL)
     line = next((x for x in listed.stdout.splitlines() if x.startswith("kms:")), "")
     assert "Connected" in line and "-m kmscli mcp" in line, listed.stdout + listed.stderr
+
+
+def test_the_printed_claude_mcp_add_line_registers_a_connected_kms(indexed, tmp_path: Path) -> None:
+    """The line `kms mcp-config claude-code` prints, run as it is with the real Claude Code CLI."""
+    import shlex
+
+    from support.claude_cli import claude_bin, claude_env
+
+    home = tmp_path / "home"
+    home.mkdir()
+    words = shlex.split(ok(kms("mcp-config", "claude-code")).stdout)
+    assert words[0] == "claude"
+    env = claude_env("http://127.0.0.1:9", home)
+    added = subprocess.run([str(claude_bin()), *words[1:]], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert added.returncode == 0, added.stdout + added.stderr
+    listed = subprocess.run([str(claude_bin()), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    line = next((x for x in listed.stdout.splitlines() if x.startswith("kms:")), "")
+    assert "Connected" in line, listed.stdout + listed.stderr

@@ -59,7 +59,8 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(indexed: apsw.Conne
 def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed: apsw.Connection, db_path: Path,
                                                                         tmp_path: Path) -> None:
     """`kms claude -p PROMPT` (no `--`: the prompt is never read as a config file), then
-    `kms claude --resume ID`: the resumed session reaches kms through its own new config."""
+    `kms claude --resume ID` and `kms claude --continue`: each resumed session reaches kms through its
+    own new config (the first one's was removed when it ended)."""
     claude = claude_bin()
     home = tmp_path / "home"
     home.mkdir()
@@ -81,11 +82,16 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed:
         asked = len(api.message_requests)
         second = kms_claude("--resume", session_id, *claude_print_args("and once more"))
         debug = f"{api.describe()}\nstderr:\n{second.stderr[-3000:]}\nstdout:\n{second.stdout[-2000:]}"
+        resumed = api.message_requests[asked:]
+        third = kms_claude("--continue", *claude_print_args("and a third time"))
     assert second.returncode == 0, debug
+    assert third.returncode == 0, third.stderr[-3000:]
+    init3 = next(e for e in stream_events(third.stdout) if e.get("type") == "system")
+    assert {"name": "kms", "status": "connected"}.items() <= init3["mcp_servers"][0].items(), third.stdout
+    assert init3["session_id"] != "" and len(api.tool_results) == 3
     init2 = next(e for e in stream_events(second.stdout) if e.get("type") == "system")
     assert {"name": "kms", "status": "connected"}.items() <= init2["mcp_servers"][0].items(), debug
-    assert len(api.tool_results) == 2 and not api.tool_results[-1].is_error, debug
-    resumed = api.message_requests[asked:]
+    assert not api.tool_results[1].is_error, debug
     assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"
     assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0"
-                           ).fetchone()[0] == 2
+                           ).fetchone()[0] == 3
