@@ -228,12 +228,16 @@ def run_claude(
                 vault=vault_name,
                 cwd=str(session.cwd),
             )
-            cmd = claude_argv(claude, config_path, claude_args)
+            conversation = new_conversation_id(claude_args, sys.stdin.isatty() and sys.stdout.isatty())
+            own = [f"--session-id={conversation}"] if conversation else []
+            cmd = claude_argv(claude, config_path, [*own, *claude_args])
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
                 _err(f"could not start {claude}: {e}", "red")
                 returncode = 126
+            if conversation and returncode == 0:
+                _err(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")
             return returncode
         finally:
             remove_session_config(config_path)
@@ -243,6 +247,23 @@ def run_claude(
                 _err(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+_OWN_CONVERSATION = ("-p", "--print", "-r", "--resume", "-c", "--continue", "--session-id", "--fork-session")
+
+
+def new_conversation_id(claude_args: Sequence[str], interactive: bool) -> str | None:
+    """A conversation id to start claude with (``--session-id``), so that its end can say how to resume it.
+
+    Claude Code's own exit hint names the session's config file, which kms removes; so for an interactive
+    new conversation kms picks the id and says ``kms claude --resume ID`` instead. None when the person
+    prints, resumes, continues or names a session themselves.
+    """
+    if not interactive or any(a.split("=", 1)[0] in _OWN_CONVERSATION for a in claude_args):
+        return None
+    import uuid
+
+    return str(uuid.uuid4())
 
 
 def claude_argv(claude: str, config_path: Path | None, claude_args: Sequence[str]) -> list[str]:

@@ -318,6 +318,47 @@ def test_signals_sent_to_the_launcher_are_forwarded(env: dict[str, str]) -> None
     assert sessions(env)[0].exit_code == 42
 
 
+def test_an_interactive_session_ends_saying_how_to_resume_it_with_kms(env: dict[str, str]) -> None:
+    """On a terminal, kms names the new conversation (--session-id) and, at its end, says
+    `kms claude --resume ID` (claude's own hint names the removed config file)."""
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(sys.executable, [sys.executable, "-m", "kmscli", "claude"], env)
+        finally:
+            os._exit(99)
+    out = b""
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    break
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+    finally:
+        os.close(master)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, out
+    argv = record(env)["argv"]
+    assert argv[0].startswith("--mcp-config=") and argv[1].startswith("--session-id=")
+    conversation = argv[1].split("=", 1)[1]
+    assert f"kms claude --resume {conversation}" in out.decode(errors="replace").replace("\r\n", " ")
+
+
+def test_new_conversation_ids_only_when_kms_should_pick_them() -> None:
+    from kmscli.launcher import new_conversation_id
+
+    assert new_conversation_id([], interactive=True)
+    assert new_conversation_id(["--model", "x"], interactive=True)
+    for args in (["-p", "hi"], ["--resume", "abc"], ["--resume=abc"], ["-c"], ["--session-id", "u"]):
+        assert new_conversation_id(args, interactive=True) is None, args
+    assert new_conversation_id([], interactive=False) is None
+
+
 def test_terminal_ctrl_c_reaches_claude_once(env: dict[str, str]) -> None:
     """Ctrl-C on the terminal already signals claude; the launcher must not send a second one."""
     env.update(FAKE_CLAUDE_WAIT="1", FAKE_CLAUDE_EXIT="130")
