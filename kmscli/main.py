@@ -15,7 +15,8 @@ import typer
 
 from kmscli import index_cmds, notes_cmds
 from kmscli.config_cmd import config_app
-from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, doctor_command, mcp_config_command
+from kmscli.doctor import doctor_command
+from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
 from kmscli.output import console
 from kmscli.servers_cmd import servers_app
 from server.store.db import default_db_path

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from server.config.schema import (
     validate_value,
 )
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
+from server.config.settings_file import prune_in_place, read_document, write_text
 from server.store.locks import lock_file
 
 
@@ -269,23 +269,7 @@ def load_settings(
 
 def write_file(path: Path, doc: Mapping[str, Any]) -> None:
     """Write the TOML document atomically (temp file in the same dir, fsync, rename), mode 0600."""
-    _write_text(path, tomli_w.dumps(_prune(dict(doc))).encode())
-
-
-def _write_text(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_text(path, tomli_w.dumps(_prune(dict(doc))).encode())
 
 
 def _prune(doc: dict[str, Any]) -> dict[str, Any]:
@@ -333,43 +317,15 @@ def settings_lock(path: Path) -> Iterator[None]:
         yield
 
 
-def _read_document(path: Path) -> Any:
-    """The file as a round-trip ``tomlkit`` document (comments kept); SettingsFileError if unparsable."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return tomlkit.document()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SettingsFileError(f"Cannot read {path}: {e}") from e
-    try:
-        tomllib.loads(text)  # the reader's verdict, so a file kms cannot read is never rewritten
-        return tomlkit.parse(text)
-    except (tomllib.TOMLDecodeError, TOMLKitError) as e:
-        raise SettingsFileError(f"Cannot read {path}: {e}") from e
-
-
-def _prune_in_place(doc: Any) -> None:
-    """Drop tables an unset left empty, inside the document (its comments stay)."""
-    for key in list(doc):
-        value = doc[key]
-        if isinstance(value, dict):
-            _prune_in_place(value)
-            if not value:
-                del doc[key]
-
-
 def _modify(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     """Read-modify-write the file under the settings lock, so the CLI and the TUI never lose a change."""
     import tomlkit
 
     with settings_lock(path):
-        doc = _read_document(path)
+        doc = read_document(path)
         change(doc)
-        _prune_in_place(doc)
-        _write_text(path, tomlkit.dumps(doc).encode())
+        prune_in_place(doc)
+        write_text(path, tomlkit.dumps(doc).encode())
 
 
 def _config_path(path: str | Path | None, env: Mapping[str, str] | None) -> Path:
