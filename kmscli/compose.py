@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import re
-import shlex
 import sys
 import tempfile
 from collections.abc import Callable
@@ -33,7 +32,6 @@ Builder = Callable[[Settings, "Session"], Built]
 
 PLAYWRIGHT_PACKAGE = "@playwright/mcp@latest"
 FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
-HOSTS = ("claude-code", "claude-desktop", "cursor", "vscode")
 
 
 @dataclass(frozen=True)
@@ -255,30 +253,3 @@ def standalone_kms_entry(settings: Settings, db_path: Path, python: str | None =
                                          config_path=settings.path.resolve())
     command, args = kms_command(python)
     return {"command": command, "args": args, "env": config.to_env(fields=("db_path", "config_path"))}
-
-
-def mcp_config_snippet(host: str, settings: Settings, db_path: Path, python: str | None = None) -> str:
-    """What to paste into another MCP host to give it kms (``claude-code|claude-desktop|cursor|vscode``)."""
-    if host not in HOSTS:
-        raise ValueError(f"unknown host {host!r}; choose one of: {', '.join(HOSTS)}")
-    entry = standalone_kms_entry(settings, db_path, python)
-    doc = json.dumps({"mcpServers": {"kms": entry}}, indent=2)
-    if host == "claude-code":
-        envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry["env"].items())
-        cmd = shlex.join([entry["command"], *entry["args"]])
-        return (
-            "# Register kms with Claude Code for all your projects (or use `kms claude`):\n"
-            f"claude mcp add --scope user kms{envs} -- {cmd}\n\n"
-            "# Or commit this as .mcp.json in a project:\n"
-            f"{doc}\n"
-        )
-    if host == "claude-desktop":
-        where = {
-            "darwin": "~/Library/Application Support/Claude/claude_desktop_config.json",
-            "win32": "%APPDATA%\\Claude\\claude_desktop_config.json",
-        }.get(sys.platform, "~/.config/Claude/claude_desktop_config.json")
-        return f"// Merge into {where}, then restart Claude Desktop:\n{doc}\n"
-    if host == "cursor":
-        return f"// Merge into ~/.cursor/mcp.json (all projects) or .cursor/mcp.json (one project):\n{doc}\n"
-    vscode = {"servers": {"kms": {"type": "stdio", **entry}}}
-    return f"// Merge into .vscode/mcp.json (or your user mcp.json):\n{json.dumps(vscode, indent=2)}\n"

@@ -200,9 +200,14 @@ def edit_cmd() -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(_template())
-    rc = subprocess.call([*_editor(), str(path)])
+    editor = _editor()
+    try:
+        rc = subprocess.call([*editor, str(path)])
+    except OSError as e:
+        _fail(RuntimeError(f"could not start the editor {shlex.join(editor)}: {e}; set $EDITOR"), 1)
     if rc != 0:
-        raise typer.Exit(rc)
+        _fail(RuntimeError(f"the editor `{shlex.join(editor)}` exited with {rc}; {path} was not checked "
+                           "(`kms config list` checks it)"), rc if 0 < rc < 126 else 1)
     problems = st.load_settings().problems
     if problems:
         print_warnings(problems)

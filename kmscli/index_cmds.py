@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
+from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, err_console, open_db, print_json, vault_id
 from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
 from server.index import listing
@@ -113,9 +113,9 @@ def _run_embed(conn: apsw.Connection) -> None:
             report = embed_pending(conn, model_dir=model_dir, progress=progress)
         except ModelNotReady as exc:
             raise KmsError("no-index", f"the embedding model is not ready ({exc}); see `kms model status`") from None
-        except KeyboardInterrupt:
-            console.print("[yellow]stopped; run `kms embed` again to resume[/]")
-            return
+        except KeyboardInterrupt:  # what is embedded is committed; the shell's convention for Ctrl-C is 130
+            err_console.print("[yellow]stopped; run `kms embed` again to resume[/]")
+            raise typer.Exit(130) from None
     if not report.stopped and not report.pending:
         prune_embeddings(conn)
     console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "

@@ -1,4 +1,4 @@
-"""``kms claude`` (launch Claude Code with a private per-session MCP config), ``kms doctor``
+"""``kms claude`` (launch Claude Code with a private per-session MCP config)
 and ``kms mcp-config``.
 
 The launcher must feel exactly like plain ``claude``: claude inherits the terminal
@@ -19,7 +19,6 @@ Plain functions with Typer annotations; ``kmscli/main.py`` registers them.
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import os
 import shutil
@@ -34,10 +33,8 @@ from typing import Annotated, Any
 import typer
 
 from kmscli.compose import (
-    HOSTS,
     Session,
     compose,
-    mcp_config_snippet,
     redact,
     remove_session_config,
     sweep_session_configs,
@@ -45,7 +42,6 @@ from kmscli.compose import (
 )
 from server.config.session import SessionConfigError, check_env
 from server.config.settings import Settings, load_settings
-from server.humanize import NEVER, ago
 from server.store import db
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
@@ -231,12 +227,16 @@ def run_claude(
                 vault=vault_name,
                 cwd=str(session.cwd),
             )
-            cmd = [claude, *(["--mcp-config", str(config_path)] if config_path else []), *claude_args]
+            conversation = new_conversation_id(claude_args, sys.stdin.isatty() and sys.stdout.isatty())
+            own = [f"--session-id={conversation}"] if conversation else []
+            cmd = claude_argv(claude, config_path, [*own, *claude_args])
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
                 _err(f"could not start {claude}: {e}", "red")
                 returncode = 126
+            if conversation and returncode == 0:
+                _err(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")
             return returncode
         finally:
             remove_session_config(config_path)
@@ -248,9 +248,36 @@ def run_claude(
         conn.close()
 
 
+_OWN_CONVERSATION = ("-p", "--print", "-r", "--resume", "-c", "--continue", "--session-id", "--fork-session")
+
+
+def new_conversation_id(claude_args: Sequence[str], interactive: bool) -> str | None:
+    """A conversation id to start claude with (``--session-id``), so that its end can say how to resume it.
+
+    Claude Code's own exit hint names the session's config file, which kms removes; so for an interactive
+    new conversation kms picks the id and says ``kms claude --resume ID`` instead. None when the person
+    prints, resumes, continues or names a session themselves.
+    """
+    if not interactive or any(a.split("=", 1)[0] in _OWN_CONVERSATION for a in claude_args):
+        return None
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def claude_argv(claude: str, config_path: Path | None, claude_args: Sequence[str]) -> list[str]:
+    """claude's argv: ``--mcp-config=FILE`` as one word, then the person's arguments untouched.
+
+    Claude Code's ``--mcp-config`` takes several values, so ``--mcp-config FILE "a prompt"`` would read
+    the prompt as a second config file; the ``=`` form ends the option at its one value. A resumed
+    session (``--resume ID``, ``--continue``) gets this session's fresh config the same way, since the
+    file of the session it resumes was removed when that one ended.
+    """
+    return [claude, *([f"--mcp-config={config_path}"] if config_path else []), *claude_args]
+
+
 def _sweep_stale_configs(conn: Any) -> None:
     """Delete configs of sessions that ended or whose launcher is gone (best effort)."""
-    import time
 
     from server.activity.sessions import get_session, pid_alive
 
@@ -297,185 +324,65 @@ def claude_command(
     _die_like(returncode)
 
 
-# ----------------------------------------------------------------------------- kms doctor
-
-
-def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
-    claude = find_claude(env)
-    if claude is None:
-        return {"ok": False, "path": None, "version": None, "message": missing_claude_message(env)}
-    try:
-        out = subprocess.run(
-            [claude, "--version"], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
-        )
-        version = (
-            (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
-        )
-        ok = out.returncode == 0
-        message = "" if ok else f"`claude --version` exited with {out.returncode}"
-    except (OSError, subprocess.TimeoutExpired) as e:
-        version, ok, message = None, False, f"`claude --version` failed: {e}"
-    return {"ok": ok, "path": claude, "version": version, "message": message}
-
-
-def _index_report(conn: Any) -> list[dict[str, Any]]:
-    from server.index.overview import overview
-
-    return [
-        {"name": v.name, "root": v.root, "root_exists": v.root_exists, "last_indexed_at": v.last_indexed_at,
-         "notes": v.notes, "hidden": v.hidden, "frontmatter_errors": v.flagged}
-        for v in overview(conn, flagged=True).vaults
-    ]
-
-
-def _model_report(settings: Settings) -> dict[str, Any]:
-    """``server.index.embed.model_status`` (files present, where from); guarded so doctor works without it."""
-    if not settings.get("embed.enabled"):
-        return {"ok": None, "state": "off (embed.enabled = false): search is keyword-only"}
-    try:
-        from server.index.embed import model_status
-    except ImportError:
-        return {"ok": None, "state": "embedding support not installed in this build"}
-    try:
-        status = model_status(settings.get("embed.model_dir"))
-    except Exception as e:  # a broken model must not break doctor
-        return {"ok": False, "error": True, "state": f"error: {e}"}
-    if status.get("ready"):
-        state = f"{status.get('model')} ready in {status.get('dir')} ({status.get('source')})"
-    else:
-        state = status.get("reason") or "not ready"
-    return {"ok": bool(status.get("ready")), "state": state, **{k: _jsonable(v) for k, v in status.items()}}
-
-
-def _jsonable(value: Any) -> Any:
-    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
-
-
-def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
-    from server.index.privacy import privacy_report
-
-    conn = db.connect(db_path)
-    try:
-        return privacy_report(conn, settings)
-    finally:
-        conn.close()
-
-
-def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Everything ``kms doctor`` checks, as data (the command renders it)."""
-    from server.activity.sessions import list_sessions, pid_alive
-
-    env = dict(os.environ if env is None else env)
-    db_path = db.default_db_path(env)
-    report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
-    vaults: list[dict[str, Any]] = []
-    active: list[dict[str, Any]] = []
-    db_error = None
-    try:
-        conn = db.connect(db_path)
-        try:
-            vaults = _index_report(conn)
-            active = [
-                {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
-            ]
-        finally:
-            conn.close()
-    except Exception as e:
-        db_error = str(e)
-    report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults}
-    report["active_sessions"] = active
-    settings = load_settings(env=env, has_vault=bool(vaults))
-    report["settings"] = {
-        "path": str(settings.path),
-        "exists": settings.path.exists(),
-        "problems": settings.problems,
-        "values": {e.key: e.value for e in settings.all_entries()},
-    }
-    report["model"] = _model_report(settings)
-    report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
-    session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
-    report["session_servers"] = redact(compose(settings, session))["mcpServers"]
-    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
-    return report
-
-
-def doctor_command(
-    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-) -> None:
-    """Check claude, the index, the embedding model, settings, and what a session would get."""
-    report, now = doctor_report(), time.time()
-    if json_output:
-        print(json.dumps(report, indent=2, default=str))
-        raise typer.Exit(0 if report["ok"] else 1)
-    from rich.console import Console
-
-    out = Console(highlight=False)
-    ok, bad, meh = "[green]✓[/]", "[red]✗[/]", "[yellow]![/]"
-    c = report["claude"]
-    if c["ok"]:
-        out.print(f"{ok} claude: {c['path']} ({c['version']})")
-    else:
-        out.print(f"{bad} claude: {c['message'] or c['path']}")
-    d = report["database"]
-    out.print(f"{ok if d['ok'] else bad} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
-    if d["ok"] and not d["vaults"]:
-        out.print(f"{meh} no vault registered: kms vault add PATH")
-    for v in d["vaults"]:
-        mark = ok if v["root_exists"] and v["last_indexed_at"] else meh
-        extra = "" if v["root_exists"] else " [red](folder missing)[/]"
-        out.print(
-            f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
-            f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
-        )
-    if report["privacy"]:
-        hidden_by = report["privacy"]["hiddenBy"]
-        out.print(f"{ok} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
-        if report["privacy"]["warning"]:
-            out.print(f"{meh} {report['privacy']['warning']}")
-    m = report["model"]
-    mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
-    state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")
-    out.print(f"{mark} embedding model: {state}")
-    s = report["settings"]
-    out.print(
-        f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)")
-    )
-    for p in s["problems"]:
-        out.print(f"    {bad} {p}")
-    servers = report["session_servers"]
-    if servers:
-        out.print(f"{ok} `kms claude` sessions get: {', '.join(servers)}")
-        for name, entry in servers.items():
-            line = entry.get("url") or " ".join([entry.get("command", ""), *entry.get("args", [])])
-            out.print(f"    {name}: {line}")
-    else:
-        out.print(
-            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
-        )
-    for a in report["active_sessions"]:
-        state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"
-        out.print(
-            f"  session {a['id']} ({a['kind']}, pid {a['pid']}) {state}, started {ago(a['started_at'], now, NEVER)}"
-        )
-    raise typer.Exit(0 if report["ok"] else 1)
-
-
 # ----------------------------------------------------------------------------- kms mcp-config
 
 
-class Host(enum.StrEnum):
-    claude_code = "claude-code"
-    claude_desktop = "claude-desktop"
-    cursor = "cursor"
-    vscode = "vscode"
+def _complete_host(incomplete: str) -> list[str]:
+    from kmscli.hosts import HOSTS
 
-
-assert tuple(h.value for h in Host) == HOSTS
+    return [h for h in HOSTS if h.startswith(incomplete)]
 
 
 def mcp_config_command(
-    host: Annotated[Host, typer.Argument(help="Which MCP host to configure.")] = Host.claude_code,
+    host_arg: Annotated[
+        str | None,
+        typer.Argument(metavar="HOST", help="claude-code, claude-desktop, cursor, vscode, windsurf, zed, codex or "
+                       "gemini.", autocompletion=_complete_host, show_default=False),
+    ] = None,
+    host_opt: Annotated[
+        str | None, typer.Option("--host", metavar="HOST", help="The same as the HOST argument.",
+                                 autocompletion=_complete_host)
+    ] = None,
+    install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")]
+    = False,
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
+    path: Annotated[
+        Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")]
+    = False,
 ) -> None:
-    """Print the config snippet that gives another MCP host (Cursor, VS Code, ...) the kms server."""
-    db_path = db.default_db_path().resolve()
-    print(mcp_config_snippet(host.value, load_settings(), db_path), end="")
+    """Give another agent host the kms server: print its config document, or --install it in place."""
+    from kmscli import hosts
+    from kmscli.compose import standalone_kms_entry
+    from server.errors import KmsError
+
+    if host_arg and host_opt and host_arg != host_opt:
+        _err(f"two hosts given ({host_arg}, {host_opt}); give one", "red")
+        raise typer.Exit(2)
+    if install and uninstall:
+        _err("--install and --uninstall exclude each other", "red")
+        raise typer.Exit(2)
+    try:
+        host = hosts.get_host(host_arg or host_opt or "claude-code")
+        if uninstall:
+            target, backup, found = hosts.uninstall(host, path)
+            _err(f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found
+                 else f"kms was not in {target}; nothing changed", "green" if found else "yellow")
+            return
+        entry = hosts.host_entry(host, standalone_kms_entry(load_settings(), db.default_db_path().resolve()))
+        if install:
+            target, backup = hosts.install(host, entry, path)
+            _err(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""),
+                 "green")
+            return
+    except KmsError as e:
+        _err(e.message, "red")
+        raise typer.Exit(2) from None
+    if as_json and host.name == "claude-code":
+        doc, hint = hosts.document(host, entry), "Commit this as .mcp.json in a project."
+    else:
+        doc, hint = hosts.snippet(host, entry)
+    sys.stdout.write(doc)
+    sys.stdout.flush()
+    _err(hint, "dim")

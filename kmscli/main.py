@@ -7,6 +7,7 @@ in the order ``kms --help`` lists them.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Annotated
 
@@ -14,10 +15,30 @@ import typer
 
 from kmscli import index_cmds, notes_cmds
 from kmscli.config_cmd import config_app
-from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, doctor_command, mcp_config_command
+from kmscli.doctor import doctor_command
+from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
 from kmscli.output import console
 from kmscli.servers_cmd import servers_app
 from server.store.db import default_db_path
+
+
+def _flags_without_metavar() -> None:
+    """Typer shows a ``<bool>`` type after every flag in ``--help`` (``--json <bool>``), which reads as if
+    the flag took a value; flags take none, so they show none."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_kms", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:  # type: ignore[name-defined]
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)
+
+    display_type_rich._kms = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_metavar()
 
 app = typer.Typer(
     name="kms",
@@ -25,6 +46,32 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
+
+
+DISTRIBUTION = "kms-notes"  # the name on PyPI ("kms" there is another project)
+
+
+def version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"kms {version(DISTRIBUTION)}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "kms (not installed: version unknown)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True,
+                                          callback=_show_version)] = False,
+) -> None:
+    """Safe, fast, observable access to your Markdown notes for AI coding agents."""
 
 
 def mcp_cmd() -> None:
@@ -37,38 +84,65 @@ def mcp_cmd() -> None:
 def demo_cmd(
     headless: Annotated[bool, typer.Option("--headless", help="Print the story as text instead of the dashboard.")]
     = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the demo's temporary workspace (its path is printed).")]
+    = False,
 ) -> None:
     """Zero-setup demo: a scripted agent works on a copy of the sample vault while you watch."""
-    import anyio
+    import shutil
 
-    from kmscli.demo import prepare, run_story
+    from kmscli.demo import prepare
 
     ws = prepare()
-    console.print(f"[dim]demo workspace: {ws.root} (sample vault copy, private database)[/]")
-    styles = {"step": "bold", "ok": "green", "denied": "yellow", "info": "cyan"}
+    try:
+        code = _run_demo(ws, headless)
+    finally:
+        if keep:
+            console.print(f"[dim]demo workspace kept: {ws.root}[/]", highlight=False)
+        else:
+            shutil.rmtree(ws.root, ignore_errors=True)
+    raise typer.Exit(code)
 
+
+def _run_demo(ws: object, headless: bool) -> int:
+    """The story as text (exit 1 if it did not show every guard), or live in the dashboard."""
+    import anyio
+
+    from kmscli.demo import run_story
+
+    styles = {"step": "bold", "ok": "green", "denied": "yellow", "info": "cyan"}
     if headless:
         def emit(kind: str, text: str) -> None:
             console.print(f"[{styles[kind]}]{'▶ ' if kind == 'step' else ''}{text}[/]", highlight=False)
 
         summary = anyio.run(run_story, ws, emit)
-        ok = summary["writes"] >= 3 and summary["denied"] >= 1 and summary["rate_limited"] >= 1
-        raise typer.Exit(0 if ok else 1)
+        return 0 if summary["writes"] >= 3 and summary["denied"] >= 1 and summary["rate_limited"] >= 1 else 1
 
     import threading
 
     from tui.app import create_app
 
-    dashboard = create_app(ws.db_path, settings_path=ws.config_path)
+    dashboard = create_app(ws.db_path, settings_path=ws.config_path)  # type: ignore[attr-defined]
     lines: list[str] = []
 
+    def narrate(kind: str, text: str) -> None:
+        lines.append(text)
+        try:
+            dashboard.call_from_thread(dashboard.narrate, kind, text)
+        except RuntimeError:  # the dashboard is not running (yet, or any more): the text is printed after
+            pass
+
     def run_agent() -> None:
-        anyio.run(run_story, ws, lambda kind, text: lines.append(text), 1.0)
+        anyio.run(run_story, ws, narrate, 1.0)
+        try:
+            dashboard.call_from_thread(dashboard.narrate, "end", "The demo is over: press q to quit.")
+        except RuntimeError:
+            pass
 
     threading.Thread(target=run_agent, name="kms-demo-agent", daemon=True).start()
     dashboard.run()
     for line in lines:
         console.print(line, highlight=False)
+    return 0
 
 
 def tui_cmd() -> None:
@@ -104,4 +178,32 @@ app.add_typer(index_cmds.model_app, name="model")
 
 
 def main() -> None:
-    app(prog_name="kms")
+    was_devnull = _stdout_is_devnull()
+    try:
+        app(prog_name="kms")
+    except SystemExit as exit_:
+        # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
+        if exit_.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or
+                                (_stdout_is_devnull() and not was_devnull)):
+            _quiet_broken_pipe()
+        raise
+
+
+def _stdout_is_devnull() -> bool:
+    import os
+
+    try:
+        out, null = os.fstat(1), os.stat(os.devnull)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _quiet_broken_pipe() -> None:
+    """``kms ... | head``: the reader has all it wanted, which is a success, said by nobody."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.__stdout__.fileno())  # type: ignore[union-attr]  # no error at exit's flush
+    raise SystemExit(0)

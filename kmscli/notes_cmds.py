@@ -39,7 +39,10 @@ def search_cmd(
     if json_out:
         print_json(result)
         return
-    for h in result.get("hits", []):
+    apart = result.get("allWords") if result.get("relaxed") else None
+    for i, h in enumerate(result.get("hits", [])):
+        if i == apart:  # two queries' scores are not comparable: each part is in its own order
+            console.print("[dim]── notes with only some of the words (ranked apart) ──[/]")
         tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
         console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
                       f"{h['score']:.3f}[/]{tag}", highlight=False)
@@ -85,6 +88,11 @@ def _provenance_hits(conn: apsw.Connection, query: str, limit: int) -> list[dict
         return []
 
 
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def show_cmd(note: str, json_out: JsonOpt = False) -> None:
     """Show one note (id, title or path)."""
     from server.index.notes import resolve_note
@@ -92,8 +100,8 @@ def show_cmd(note: str, json_out: JsonOpt = False) -> None:
     with cli_errors():
         n = resolve_note(open_db(), note, include_hidden=True)
     n.pop("rid", None)
-    if json_out:
-        print_json(n)
+    if json_out:  # the same key style as every other --json (and the MCP tools)
+        print_json({("noteId" if k == "id" else _camel(k)): v for k, v in n.items()})
         return
     console.print(f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}"
                   f"{' · HIDDEN' if n['hidden_at'] else ''}[/]", highlight=False)
@@ -158,7 +166,7 @@ def hide_cmd(note: str) -> None:
 
     with cli_errors():
         n = set_hidden(open_db(), note, True)
-    console.print(f"Hidden: {n['title']} ({n['path']})")
+    console.print(f"{'Hidden' if n['changed'] else 'Already hidden'}: {n['title']} ({n['path']})")
 
 
 def unhide_cmd(note: str) -> None:
@@ -170,8 +178,10 @@ def unhide_cmd(note: str) -> None:
     if n["hidden_rule"]:
         console.print(f"Still hidden: {n['title']} ({n['path']}) by the rule {n['hidden_rule']} "
                       "(`kms hidden --why` lists the rules; docs/settings.md: privacy.*)", markup=False)
-        return
-    console.print(f"Visible again: {n['title']} ({n['path']})")
+    elif n["changed"]:
+        console.print(f"Visible again: {n['title']} ({n['path']})")
+    else:
+        console.print(f"Already visible (it was not hidden): {n['title']} ({n['path']})")
 
 
 def hidden_cmd(
@@ -215,4 +225,10 @@ def log_cmd(
         table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
                       ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", r.get("path") or "",
                       str(r["lines_added"]))
-    console.print(table if data else "No agent writes recorded yet.")
+    if data:
+        console.print(table)
+    elif session is not None:
+        console.print(f"No agent writes recorded for session {session!r}. `kms log` lists every session's; "
+                      "`kms tui` shows the sessions.", highlight=False)
+    else:
+        console.print("No agent writes recorded yet.")

@@ -14,6 +14,8 @@ fi
 .venv/bin/python scripts/fetch_model.py
 # The real Claude Code CLI for the end-to-end test, from the npm registry.
 bash scripts/fetch_claude.sh >/dev/null
+# Gemini CLI and Codex CLI, to list what `kms mcp-config HOST --install` wrote (e2e).
+bash scripts/fetch_hosts.sh >/dev/null
 
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache          # the layer contracts in pyproject.toml

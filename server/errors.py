@@ -48,11 +48,21 @@ def _valid_fields(model: type[BaseModel]) -> str:
     return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
 
 
+HOST_INJECTED_ARGS = frozenset({
+    "wait_for_previous",  # Gemini CLI adds it to every tool's schema and sends it with each call
+})
+"""Argument names agent hosts add to every tool call on their own: accepted and dropped before the strict
+input model sees them (unless a tool really has a field of that name). Every other unknown name is refused.
+docs/tools.md lists them."""
+
+
 def validate_input(model: type[M], arguments: Mapping[str, Any]) -> M:
     """A tool's arguments through its strict input model; ``invalid-input`` naming every problem and
     the valid fields otherwise (read and write tools answer bad input the same way)."""
     from pydantic import ValidationError
 
+    if not HOST_INJECTED_ARGS.isdisjoint(arguments):
+        arguments = {k: v for k, v in arguments.items() if k not in HOST_INJECTED_ARGS or k in model.model_fields}
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:

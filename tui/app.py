@@ -126,6 +126,13 @@ class KmsDashboard(App[None]):
 
     # ----- screens ------------------------------------------------------------------------------
 
+    def narrate(self, kind: str, text: str) -> None:
+        """A line of a scripted story (``kms demo``) as a notification, while it happens; the end stays."""
+        severity = "warning" if kind == "denied" else "information"
+        timeout = 3600.0 if kind == "end" else 6.0
+        title = {"step": "Demo: the agent", "end": "Demo finished"}.get(kind, "Demo")
+        self.notify(text.strip(), title=title, severity=severity, timeout=timeout)  # type: ignore[arg-type]
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())

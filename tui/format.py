@@ -89,6 +89,6 @@ def note_label(row: dict[str, Any]) -> str:
     return row.get("title") or row.get("path") or row.get("note_id") or "-"
 
 
-def flag(name: str, on: bool) -> Text:
-    """A settings switch as ``write ✓`` / ``write ✗`` (symbol and colour)."""
-    return Text(f"{name} {'✓' if on else '✗'}", style="bold green" if on else "bold red")
+def flag(name: str, on: bool, tight: bool = False) -> Text:
+    """A settings switch as ``write ✓`` / ``write ✗`` (symbol and colour); ``tight``: ``w✓``."""
+    return Text(f"{name}{'' if tight else ' '}{'✓' if on else '✗'}", style="bold green" if on else "bold red")

@@ -55,6 +55,16 @@ DashboardScreen.-wide #sessions {
     max-height: 12;
 }
 
+/* A short terminal (80x24): five sessions rather than three, the detail pane cut to its first lines
+   (Enter shows all of it), so the feed keeps most of the height. */
+DashboardScreen.-short #sessions {
+    max-height: 7;
+}
+
+DashboardScreen.-short.-narrow #detail {
+    height: 5;
+}
+
 DashboardScreen.-wide #main {
     layout: horizontal;
 }

@@ -196,3 +196,12 @@ def search_invocations(conn: apsw.Connection, query: str, limit: int = 20) -> li
         LIMIT ?
     """
     return [_decode(r) for r in rows(conn, sql, (q, max(1, int(limit))))]
+
+
+def write_totals(conn: apsw.Connection) -> dict[str, Any]:
+    """What agents have written so far (``kms doctor``): calls, how many succeeded, sessions, the last one."""
+    calls, ok, sessions, last = next(conn.execute(
+        "SELECT count(*), coalesce(sum(status = 'success'), 0), count(DISTINCT session_id), max(at) "
+        "FROM tool_invocations WHERE actor = 'agent'"))
+    return {"calls": int(calls), "succeeded": int(ok), "refused": int(calls) - int(ok),
+            "sessions": int(sessions), "lastAt": last}

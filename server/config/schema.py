@@ -211,7 +211,7 @@ _SCHEMA: list[Setting] = [
         "path",
         None,
         "Directory holding the embedding model files. Unset: the copy `kms model install` made (next to "
-        "the database), then fastembed's cache (downloaded there on first use when online).",
+        "the database), then fastembed's cache.",
         "KMS_EMBED_MODEL_DIR",
     ),
     # Privacy rules judge notes for the whole index (every session shares it), so they are read
@@ -246,6 +246,15 @@ _SCHEMA: list[Setting] = [
         "",
         validator=_check_hide_tags,
         valid="tags or tag globs such as 'private' 'personal/*'",
+    ),
+    Setting(
+        "embed.download",
+        "bool",
+        False,
+        "Let kms download the embedding model from the model hub when it finds none (about 90 MB). Off: "
+        "kms never reaches the network on its own; get the model with `kms model download` or "
+        "`kms model install --from DIR`.",
+        "KMS_EMBED_DOWNLOAD",
     ),
     *[
         Setting(
@@ -370,7 +379,6 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
     "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
-    "KMS_EMBED_DOWNLOAD": ("May kms download the embedding model on first use (default: on).", "1/0, true/false"),
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -29,7 +29,6 @@ from server.config.schema import (
     env_text,
     env_value,
     env_vars,
-    parse_flag,
     suggest_env,
 )
 from server.config.settings import Settings, load_settings
@@ -47,6 +46,7 @@ SETTING_FIELDS: dict[str, str] = {
     "per_session": "write.per_session",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
+    "embed_download": "embed.download",
 }
 # SessionConfig field -> its variable, for the fields that are not settings
 OTHER_FIELDS: dict[str, str] = {
@@ -85,6 +85,7 @@ class SessionConfig:
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
+    embed_download: bool = False
     vault: str | None = None  # the scope: one vault's name, None = every vault
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
 
@@ -111,6 +112,7 @@ class SessionConfig:
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),
+            embed_download=settings.get("embed.download"),
             vault=vault,
         )
         return dataclasses.replace(cfg, **overrides) if overrides else cfg
@@ -169,8 +171,3 @@ def check_env(env: Mapping[str, str]) -> None:
         valid = OTHER_ENV[var][1]
         if var == "KMS_LOG_LEVEL" and raw.strip().upper() not in ("", *LOG_LEVELS):
             raise SessionConfigError(var, raw, "not a log level", valid or "")
-        if var == "KMS_EMBED_DOWNLOAD" and raw.strip():
-            try:
-                parse_flag(raw)
-            except ValueError as e:
-                raise SessionConfigError(var, raw, str(e), valid or "") from None

@@ -6,8 +6,8 @@ custom servers' tables are validated by ``server/config/servers.py``.
 Precedence, lowest to highest: schema default < config file < environment variable
 (< a per-session override such as ``kms claude --write``, see ``Settings.with_override``).
 The file is read with ``tomllib`` and written atomically (temp file + rename, mode 0600,
-since custom servers may carry tokens) with ``tomli_w``; comments are not preserved by
-``set_value`` (tomli_w cannot write them). Read-modify-write holds ``server.store.locks.lock_file``
+since custom servers may carry tokens); a change is made on the ``tomlkit`` document, so the
+person's comments and layout survive ``kms config set``. Read-modify-write holds ``server.store.locks.lock_file``
 so the CLI and the TUI never lose each other's change.
 
 Reading never raises on a bad file: the MCP server must start even when a person has
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from server.config.schema import (
     validate_value,
 )
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
+from server.config.settings_file import prune_in_place, read_document, write_text
 from server.store.locks import lock_file
 
 
@@ -269,20 +269,7 @@ def load_settings(
 
 def write_file(path: Path, doc: Mapping[str, Any]) -> None:
     """Write the TOML document atomically (temp file in the same dir, fsync, rename), mode 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = tomli_w.dumps(_prune(dict(doc))).encode()
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_text(path, tomli_w.dumps(_prune(dict(doc))).encode())
 
 
 def _prune(doc: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +290,8 @@ def _set_in(doc: dict[str, Any], dotted: str, value: Any) -> None:
     for p in parents:
         nxt = node.get(p)
         if not isinstance(nxt, dict):
-            nxt = node[p] = {}
+            node[p] = {}
+            nxt = node[p]  # a tomlkit document stores its own table for the dict it is given
         node = nxt
     node[last] = value
 
@@ -331,10 +319,13 @@ def settings_lock(path: Path) -> Iterator[None]:
 
 def _modify(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     """Read-modify-write the file under the settings lock, so the CLI and the TUI never lose a change."""
+    import tomlkit
+
     with settings_lock(path):
-        doc = read_file(path)
+        doc = read_document(path)
         change(doc)
-        write_file(path, doc)
+        prune_in_place(doc)
+        write_text(path, tomlkit.dumps(doc).encode())
 
 
 def _config_path(path: str | Path | None, env: Mapping[str, str] | None) -> Path:
@@ -380,6 +371,10 @@ def set_value(
             f"{key} is on, but {names} {'is' if len(off) == 1 else 'are'} off{why}, so it has no "
             f"effect. Turn {'it' if len(off) == 1 else 'them'} on with: {fix}"
         )
+    if s.type == "path" and value not in (AUTO, None) and not Path(str(value)).expanduser().is_dir():
+        warnings.append(f"{key}: {value} is not a folder (yet); saved anyway, but nothing will be found there "
+                        "until it exists" + (" and holds the model (kms model status checks it)"
+                                             if key == "embed.model_dir" else ""))
     if key in ("agent.write", "write.allowlist") and now.active("agent.write") and not now.get("write.allowlist"):
         warnings.append(
             "agent.write is on and write.allowlist is empty, so agents may write in every folder. "

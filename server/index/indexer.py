@@ -147,7 +147,10 @@ def index_vault(
             if known:
                 rid = known[0]
                 update_note(conn, rid, values)
-                report.updated += 1
+                if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
+                    report.unchanged += 1
+                else:
+                    report.updated += 1
             elif old_path := (by_hash[rec.content_hash].pop(0) if by_hash.get(rec.content_hash)
                               else similar_note(stamped, values) if stamped else None):
                 stamped.pop(old_path, None)

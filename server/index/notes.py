@@ -105,21 +105,24 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
 def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:
     """Stamp or clear the person's own ``hidden_stamp`` (``kms hide``/``unhide``); ``hidden_at``, the
     flag agents' queries filter on, follows it unless a privacy rule hides the note anyway (then the
-    returned note's ``hidden_rule`` says which)."""
+    returned note's ``hidden_rule`` says which). ``changed`` says whether the stamp was not so already
+    (an already stamped note keeps the time it was hidden)."""
     from server.index.privacy import purge_embeddings, sync_symlinks
 
     note = resolve_note(conn, ref, include_hidden=True)
-    with write_tx(conn):
-        conn.execute(
-            """UPDATE notes SET hidden_stamp = :stamp,
-                 hidden_at = CASE WHEN :stamp IS NOT NULL THEN :stamp WHEN hidden_rule IS NULL THEN NULL
-                                  ELSE coalesce(hidden_at, :now) END
-               WHERE rid = :rid""",
-            {"stamp": time.time() if hidden else None, "now": time.time(), "rid": note["rid"]},
-        )
-        sync_symlinks(conn, note["vault_id"])
-        purge_embeddings(conn, [note["rid"]])
-    return get_note(conn, note["id"], include_hidden=True)
+    changed = (note["hidden_stamp"] is not None) != hidden
+    if changed:
+        with write_tx(conn):
+            conn.execute(
+                """UPDATE notes SET hidden_stamp = :stamp,
+                     hidden_at = CASE WHEN :stamp IS NOT NULL THEN :stamp WHEN hidden_rule IS NULL THEN NULL
+                                      ELSE coalesce(hidden_at, :now) END
+                   WHERE rid = :rid""",
+                {"stamp": time.time() if hidden else None, "now": time.time(), "rid": note["rid"]},
+            )
+            sync_symlinks(conn, note["vault_id"])
+            purge_embeddings(conn, [note["rid"]])
+    return {**get_note(conn, note["id"], include_hidden=True), "changed": changed}
 
 
 def index_is_empty(conn: apsw.Connection) -> str | None:

@@ -120,5 +120,6 @@ def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | N
         if extra:
             result["hits"] = hits + extra[: limit - len(hits)]
             result["relaxed"] = True
+            result["allWords"] = len(hits)  # the first ones hold every word; the rest are ranked apart
             result["note"] = "few notes contain every word; also showing notes with any of the words, ranked"
     return result

@@ -304,10 +304,11 @@ class SemanticService:
     """
 
     def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
-                 background_embedding: bool = True, interval: float = 30.0, threads: int | None = None) -> None:
+                 background_embedding: bool = True, interval: float = 30.0, threads: int | None = None,
+                 download: bool = False) -> None:
         from server.index.embed.pipeline import BackgroundEmbedder
 
-        self.embedder = Embedder(model_dir, threads=threads, enabled=enabled)
+        self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
         self.index = SemanticIndex(self.embedder)
         self.background = (BackgroundEmbedder(db_path, self.embedder, interval=interval,
                                               after_pass=self.index.refresh)

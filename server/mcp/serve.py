@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         sys.stderr.write(refusal(bad))
         return 2
+    if argv:  # a host's typo or a flag for another server must not start a server that ignores it
+        sys.stderr.write(f"kms mcp: unknown argument {argv[0]!r}: kms mcp takes no arguments; it is configured "
+                         "by KMS_* variables and the settings file (docs/settings.md)\n")
+        return 2
     try:
         config = SessionConfig.from_env()
         check_session(config)

@@ -97,7 +97,7 @@ def test_index_full_and_status_json(tmp_path: Path) -> None:
     again = ok(kms("index"))
     assert "+1 new" in said(again.stdout) and "3 unchanged" in said(again.stdout)
     full = ok(kms("index", "--full"))
-    assert "~4 changed" in said(full.stdout)
+    assert "4 unchanged" in said(full.stdout)
     status = json.loads(ok(kms("status", "--json")).stdout)
     assert status["notes"] == 4 and status["hidden"] == 0
     assert status["tags"] == 2 and status["links"] == 2 and status["unresolvedLinks"] == 1
@@ -130,9 +130,9 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
 
     # show: by id, title (any case) or path; an unknown name suggests close matches
     note = json.loads(ok(kms("show", "widget manual", "--json")).stdout)
-    assert note["id"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
+    assert note["noteId"] == nid and note["tags"] == ["manual"] and note["vault"] == "notes"
     assert json.loads(ok(kms("show", nid, "--json")).stdout)["path"] == "cli/Widget manual.md"
-    assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["id"] == nid
+    assert json.loads(ok(kms("show", "cli/Widget manual.md", "--json")).stdout)["noteId"] == nid
     out = said(ok(kms("show", nid)).stdout)
     assert "Widget manual" in out and nid in out and "sprocket calibration routine" in out
     unknown = said(refused(kms("show", "Widget manul"), 3).stderr)

@@ -36,8 +36,9 @@ FAKE_CLAUDE = textwrap.dedent(
     out = {{"argv": argv, "env": {{k: v for k, v in os.environ.items() if k.startswith(("KMS_", "FAKE_"))}},
             "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             "signals": [], "pid": os.getpid()}}
-    if "--mcp-config" in argv:
-        path = argv[argv.index("--mcp-config") + 1]
+    configs = [a for a in argv if a.startswith("--mcp-config=")]
+    if configs:
+        path = configs[0].split("=", 1)[1]
         out["config_path"] = path
         out["config"] = json.load(open(path))
         out["mode"] = stat.S_IMODE(os.stat(path).st_mode)
@@ -135,7 +136,7 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
     assert run.stdout == "" and run.stderr == "", "the happy path prints nothing of its own"
     rec = record(env)
     path = rec["config_path"]
-    assert rec["argv"] == ["--mcp-config", path, "-p", "hello world", "--model", "x", "--print-config"]
+    assert rec["argv"] == [f"--mcp-config={path}", "-p", "hello world", "--model", "x", "--print-config"]
     assert rec["mode"] == 0o600 and rec["dir_mode"] == 0o700
     assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
     assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
@@ -155,7 +156,15 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
 def test_unknown_options_pass_through_without_dashdash(env: dict[str, str]) -> None:
     run = kms(env, "claude", "-c", "--resume", "abc")
     assert run.returncode == 0, run.stderr
-    assert record(env)["argv"][2:] == ["-c", "--resume", "abc"]
+    assert record(env)["argv"][1:] == ["-c", "--resume", "abc"]
+    assert record(env)["argv"][0].startswith("--mcp-config="), "one word: nothing after it is read as its value"
+
+
+def test_a_bare_prompt_is_never_read_as_a_config_file(env: dict[str, str]) -> None:
+    run = kms(env, "claude", "summarize my notes")
+    assert run.returncode == 0, run.stderr
+    rec = record(env)
+    assert rec["argv"] == [f"--mcp-config={rec['config_path']}", "summarize my notes"]
 
 
 def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
@@ -309,6 +318,47 @@ def test_signals_sent_to_the_launcher_are_forwarded(env: dict[str, str]) -> None
     assert sessions(env)[0].exit_code == 42
 
 
+def test_an_interactive_session_ends_saying_how_to_resume_it_with_kms(env: dict[str, str]) -> None:
+    """On a terminal, kms names the new conversation (--session-id) and, at its end, says
+    `kms claude --resume ID` (claude's own hint names the removed config file)."""
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(sys.executable, [sys.executable, "-m", "kmscli", "claude"], env)
+        finally:
+            os._exit(99)
+    out = b""
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    break
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+    finally:
+        os.close(master)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, out
+    argv = record(env)["argv"]
+    assert argv[0].startswith("--mcp-config=") and argv[1].startswith("--session-id=")
+    conversation = argv[1].split("=", 1)[1]
+    assert f"kms claude --resume {conversation}" in out.decode(errors="replace").replace("\r\n", " ")
+
+
+def test_new_conversation_ids_only_when_kms_should_pick_them() -> None:
+    from kmscli.launcher import new_conversation_id
+
+    assert new_conversation_id([], interactive=True)
+    assert new_conversation_id(["--model", "x"], interactive=True)
+    for args in (["-p", "hi"], ["--resume", "abc"], ["--resume=abc"], ["-c"], ["--session-id", "u"]):
+        assert new_conversation_id(args, interactive=True) is None, args
+    assert new_conversation_id([], interactive=False) is None
+
+
 def test_terminal_ctrl_c_reaches_claude_once(env: dict[str, str]) -> None:
     """Ctrl-C on the terminal already signals claude; the launcher must not send a second one."""
     env.update(FAKE_CLAUDE_WAIT="1", FAKE_CLAUDE_EXIT="130")
@@ -428,14 +478,6 @@ def test_servers_cli(env: dict[str, str]) -> None:
     assert kms(env, "servers", "remove", "playwright").returncode == 2
     assert kms(env, "servers", "remove", "s").returncode == 0
     assert kms(env, "servers", "remove", "s").returncode == 2
-
-
-def test_mcp_config_command(env: dict[str, str]) -> None:
-    run = kms(env, "mcp-config", "vscode")
-    assert run.returncode == 0
-    doc = json.loads(run.stdout[run.stdout.index("{") :])
-    assert doc["servers"]["kms"]["type"] == "stdio"
-    assert "claude mcp add" in kms(env, "mcp-config", "claude-code").stdout
 
 
 def test_completions_current() -> None:

@@ -7,6 +7,7 @@ the tool result the stand-in received and the read-tracking row in the database.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,45 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(indexed: apsw.Conne
         (session[0][0],)).fetchall()
     assert ("Auth service error handling",) in reads
     assert not list(work.iterdir()), "nothing may be written to the working directory"
+
+
+@pytest.mark.timeout(300)
+def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed: apsw.Connection, db_path: Path,
+                                                                        tmp_path: Path) -> None:
+    """`kms claude -p PROMPT` (no `--`: the prompt is never read as a config file), then
+    `kms claude --resume ID` and `kms claude --continue`: each resumed session reaches kms through its
+    own new config (the first one's was removed when it ended)."""
+    claude = claude_bin()
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeAnthropic(query="auth error handling") as api:
+        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
+                         KMS_CONFIG=str(tmp_path / "config.toml"))
+
+        def kms_claude(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "kmscli", "claude", *args], env=env, cwd=work,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
+
+        first = kms_claude(*claude_print_args("summarize my notes"))
+        debug = f"{api.describe()}\nstderr:\n{first.stderr[-3000:]}\nstdout:\n{first.stdout[-2000:]}"
+        assert first.returncode == 0, debug
+        init = next(e for e in stream_events(first.stdout) if e.get("type") == "system")
+        session_id = init["session_id"]
+        asked = len(api.message_requests)
+        second = kms_claude("--resume", session_id, *claude_print_args("and once more"))
+        debug = f"{api.describe()}\nstderr:\n{second.stderr[-3000:]}\nstdout:\n{second.stdout[-2000:]}"
+        resumed = api.message_requests[asked:]
+        third = kms_claude("--continue", *claude_print_args("and a third time"))
+    assert second.returncode == 0, debug
+    assert third.returncode == 0, third.stderr[-3000:]
+    init3 = next(e for e in stream_events(third.stdout) if e.get("type") == "system")
+    assert {"name": "kms", "status": "connected"}.items() <= init3["mcp_servers"][0].items(), third.stdout
+    assert init3["session_id"] != "" and len(api.tool_results) == 3
+    init2 = next(e for e in stream_events(second.stdout) if e.get("type") == "system")
+    assert {"name": "kms", "status": "connected"}.items() <= init2["mcp_servers"][0].items(), debug
+    assert not api.tool_results[1].is_error, debug
+    assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"
+    assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0"
+                           ).fetchone()[0] == 3

@@ -72,3 +72,22 @@ async def test_semantic_search_falls_back_to_keywords_when_model_is_broken(index
         assert data["hits"] and data["hits"][0]["matchType"] == "keyword"
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_without_a_model_nothing_is_downloaded_and_the_answer_says_how_to_get_it(
+        indexed: apsw.Connection, db_path: Path, tmp_path: Path, monkeypatch) -> None:
+    """No network unless asked: ``embed.download`` is off by default, so a server that finds no model
+    answers keyword-only at once, naming the ways to get one, and never tries the model hub."""
+    monkeypatch.delenv("KMS_EMBED_DOWNLOAD", raising=False)  # the default, not the test suite's setting
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "empty-cache"))
+    async with mcp_client(db_path) as client:
+        semantic = client.runner.ctx.services["semantic"]
+        assert client.runner.config.embed_download is False
+        assert semantic.embedder.load() is False and semantic.embedder.state == "missing"
+        r = await client.call_tool("kms_semantic_search", {"query": "kubernetes deploy"})
+        data = r.structured_content
+        assert not r.is_error and data["mode"] == "keyword-only" and data["hits"]
+        assert "kms model download" in data["reason"] and "embed.download" in data["reason"]
+        assert "download failed" not in data["reason"], "no download may have been tried"
+    assert not (tmp_path / "empty-cache").exists()

@@ -255,3 +255,21 @@ async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(indexe
     assert out["error"] == "invalid-input" and "noteId" in out["message"]
     row = indexed.execute("SELECT note_id, length(input_summary), status FROM tool_invocations").fetchall()
     assert row == [(None, row[0][1], "error")] and row[0][1] <= 400
+
+
+async def test_host_injected_arguments_are_ignored_and_others_still_refused(indexed: apsw.Connection,
+                                                                            db_path: Path) -> None:
+    """Gemini CLI sends ``wait_for_previous`` with every call: read and write tools accept and ignore it."""
+    async with mcp_client(db_path, write_enabled=True) as client:
+        found = await client.call_tool("kms_search", {"query": "auth", "wait_for_previous": True})
+        assert not found.is_error, found.structured_content
+        appended = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "x",
+                                                         "wait_for_previous": False})
+        assert not appended.is_error, appended.structured_content
+        for tool, args in (("kms_search", {"query": "auth", "wait_for_prev": True}),
+                           ("kms_append", {"noteId": note_id(indexed, "Home"), "content": "y", "extra": 1})):
+            refused = await client.call_tool(tool, args)
+            assert refused.is_error and refused.structured_content["error"] == "invalid-input", tool
+    assert "\ny\n" not in (Path(indexed.execute("SELECT v.root || '/' || n.path FROM notes n JOIN vaults v "
+                                                "ON v.id = n.vault_id WHERE n.title = 'Home'").fetchone()[0])
+                           .read_text())

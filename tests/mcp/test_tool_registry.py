@@ -67,3 +67,13 @@ def test_tool_reference_doc_is_current() -> None:
 
     doc = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
     assert doc == tools_markdown(), "docs/tools.md is stale: run `python -m server.mcp.tools.docs`"
+
+
+def test_tool_reference_tables_keep_their_columns_and_show_enum_values() -> None:
+    from server.mcp.tools.docs import tools_markdown
+
+    doc = tools_markdown()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    assert len(rows) > 20 and all(line.count("|") == 6 for line in rows), "a bare | in a cell breaks the table"
+    assert "string or null" in doc and "one of `hybrid`, `semantic`" in doc
+    assert "`wait_for_previous`" in doc

@@ -528,3 +528,35 @@ async def test_header_is_one_line_and_keeps_what_matters_when_narrow(
         await pilot.resize_terminal(200, 24)
         await pilot.pause()
         assert "10/min 200/session" in str(bar.render()) and bar.size.height == 1
+
+
+async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(indexed: apsw.Connection,
+                                                                              db_path: Path, tmp_path: Path) -> None:
+    for i in range(7):
+        start_session(indexed, kind="server", session_id=f"s{i:012d}", argv=["kms", "mcp"])
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_settled(app, pilot)
+        await wait_for(pilot, lambda: len(app.state.sessions) == 7, what="the sessions")
+        await pilot.pause(0.1)
+        top = str(app.dashboard.query_one("#topbar").render())
+        assert "/min" in top and "/s" in top and "allow" in top and "w✗" in top and "…" not in top
+        assert app.dashboard.query_one("#sessions").region.height == 7, "border, header and five sessions"
+        await wait_for(pilot, lambda: "Quit" in (s := app.export_screenshot()) and "Help" in s,
+                       what="Quit and Help in the footer")
+        assert app.dashboard.query_one("#feed").region.height >= 8, "the feed keeps most of the height"
+
+
+async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(indexed: apsw.Connection, db_path: Path,
+                                                                       tmp_path: Path) -> None:
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_settled(app, pilot)
+        app.narrate("step", "agent searches: auth error handling")
+        app.narrate("denied", "  write 4: rate-limited (retry in 60s)")
+        app.narrate("end", "The demo is over: press q to quit.")
+        await pilot.pause(0.1)
+        shown = [(n.title, n.message, n.severity, n.timeout) for n in app._notifications]
+        assert ("Demo: the agent", "agent searches: auth error handling", "information", 6.0) in shown
+        assert ("Demo", "write 4: rate-limited (retry in 60s)", "warning", 6.0) in shown
+        assert any(t == "Demo finished" and timeout >= 3600 for t, _m, _s, timeout in shown)

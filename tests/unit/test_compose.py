@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from kmscli import compose as c
+from kmscli.hosts import HOSTS, get_host, host_entry, snippet
 from server.config import schema
 from server.config import servers as cs
 from server.config import settings as st
 from server.config.session import SessionConfig
+from server.errors import KmsError
 
 
 @pytest.fixture
@@ -55,6 +57,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_WRITE_PER_SESSION": "200",
         "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
         "KMS_EMBED_ENABLED": "1",
+        "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)
     }
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()
@@ -217,24 +220,20 @@ def test_redact_masks_secret_looking_values() -> None:
     assert doc["mcpServers"]["a"]["env"]["GITHUB_TOKEN"] == "ghp_x", "the input is not modified"
 
 
-@pytest.mark.parametrize("host", c.HOSTS)
+@pytest.mark.parametrize("host", list(HOSTS))
 def test_snippets_for_each_host(host: str, cfg: Path, tmp_path: Path) -> None:
-    text = c.mcp_config_snippet(host, settings_for(cfg), tmp_path / "kms.db", python="/opt/py/bin/python")
-    body = text[text.index("{") :]
-    doc = json.loads(body)
-    if host == "vscode":
-        entry = doc["servers"]["kms"]
-        assert entry["type"] == "stdio"
-    else:
-        entry = doc["mcpServers"]["kms"]
-    assert entry["command"] == "/opt/py/bin/python" and entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
+    entry = c.standalone_kms_entry(settings_for(cfg), tmp_path / "kms.db", python="/opt/py/bin/python")
+    shaped = host_entry(HOSTS[host], entry, env={})
+    assert shaped["command"] == "/opt/py/bin/python" and shaped["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]
     # the DB and the settings file, nothing else: the server reads the rest from the file at each start
-    assert entry["env"] == {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg)}
+    assert shaped["env"] == {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg)}
+    text, hint = snippet(HOSTS[host], shaped)
     if host == "claude-code":
-        line = next(ln for ln in text.splitlines() if ln.startswith("claude mcp add"))
-        words = shlex.split(line)
+        words = shlex.split(text)
         assert words[:5] == ["claude", "mcp", "add", "--scope", "user"] and words[5] == "kms"
         assert words[words.index("--") + 1 :] == ["/opt/py/bin/python", "-E", "-P", "-m", "kmscli", "mcp"]
         assert f"KMS_DB_PATH={tmp_path / 'kms.db'}" in words and f"KMS_CONFIG={cfg}" in words
-    with pytest.raises(ValueError):
-        c.mcp_config_snippet("emacs", settings_for(cfg), tmp_path / "kms.db")
+    else:
+        assert "/opt/py/bin/python" in text and "--install" in hint
+    with pytest.raises(KmsError):
+        get_host("emacs")

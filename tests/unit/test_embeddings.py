@@ -6,6 +6,7 @@ real vault files in tmp_path.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -348,3 +349,14 @@ def test_migration_creates_the_embedding_tables(tmp_path: Path) -> None:
     assert {"chunks", "embeddings", "note_embed_state", "embed_generation"} <= names
     assert "m003_embeddings" in {r[0] for r in c.execute("SELECT name FROM _migrations")}
     c.close()
+
+
+def test_loading_the_model_writes_no_onnxruntime_telemetry(tmp_path: Path, embed_model_dir: Path) -> None:
+    """onnxruntime writes a device id and a telemetry store under ~/.cache/Microsoft on import unless told
+    not to; a fresh process (it must not have imported onnxruntime yet) with its own HOME shows it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "ORT_"))}
+    env["HOME"] = str(tmp_path)
+    code = ("from server.index.embed.model import Embedder; import sys; "
+            f"sys.exit(0 if Embedder({str(embed_model_dir)!r}).load() else 1)")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=REPO, timeout=120)
+    assert not (tmp_path / ".cache" / "Microsoft").exists()

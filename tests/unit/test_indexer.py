@@ -132,7 +132,8 @@ def test_full_reindex_keeps_ids_and_reparses(indexed: apsw.Connection) -> None:
     before = dict(indexed.execute("SELECT path, id FROM notes").fetchall())
     indexed_at = scalar(indexed, "SELECT max(indexed_at) FROM notes")
     report = index_vault(indexed, get_vault(indexed, "sample"), full=True)
-    assert report.updated == len(before) and report.added == report.deleted == 0
+    # every file re-parsed, none changed: the report says nothing changed (issue 17)
+    assert report.unchanged == len(before) and report.updated == report.added == report.deleted == 0
     assert dict(indexed.execute("SELECT path, id FROM notes").fetchall()) == before
     assert scalar(indexed, "SELECT min(indexed_at) FROM notes") > indexed_at
     assert scalar(indexed, "SELECT count(*) FROM notes_fts") == len(before)
@@ -183,7 +184,7 @@ def test_rename_keeps_id_and_hidden_survives_full_and_rename(conn: apsw.Connecti
     assert hidden_at and search(conn, "zebra")["hits"] == []
 
     r = index_vault(conn, vault, full=True)
-    assert r.updated == 2
+    assert r.unchanged == 2 and r.changed == 0
     assert note_row(conn, "private/Secret plans.md")["hidden_at"] == hidden_at
 
     (vault.root / "archive").mkdir()

@@ -91,7 +91,7 @@ BAD_VALUES = [
     ("KMS_SERVERS_PLAYWRIGHT_ENABLED", "x", "true/false"),
     ("KMS_SERVERS_FILESYSTEM_ENABLED", "yes please", "true/false"),
     ("KMS_LOG_LEVEL", "loud", "DEBUG"),
-    ("KMS_EMBED_DOWNLOAD", "perhaps", "1/0"),
+    ("KMS_EMBED_DOWNLOAD", "perhaps", "true/false"),
     ("KMS_WRITE_PER_MINUT", "3", "KMS_WRITE_PER_MINUTE"),  # unknown: did you mean
     ("KMS_VAULTS", "a", "KMS_VAULT"),
     ("KMS_NOPE", "1", "docs/settings.md"),

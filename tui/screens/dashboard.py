@@ -36,8 +36,12 @@ TAIL_MEMORY = 2000  # live rows kept to merge into a feed reloaded while they ar
 
 class DashboardScreen(Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     AUTO_FOCUS = "#feed"
+    # The footer shows these in order and cuts what does not fit at 80 columns: Quit and Help first, so
+    # they never go; everything else is also in Help (?) and the command palette (^p).
     BINDINGS = [
+        Binding("q", "app.quit", "Quit"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("slash", "focus_search", "Search", key_display="/"),
         Binding("u", "revert", "Revert"),
@@ -51,7 +55,6 @@ class DashboardScreen(Screen[None]):
         Binding("2", "focus('#feed')", "Feed", show=False),
         Binding("3", "focus('#detail')", "Detail", show=False),
         Binding("escape", "leave_search", "Back", show=False),
-        Binding("q", "app.quit", "Quit"),
     ]
 
     def __init__(self, state: DashboardState) -> None:
@@ -75,7 +78,7 @@ class DashboardScreen(Screen[None]):
                 yield FilterBar(id="filters")
                 yield FeedTable(self.state, id="feed")
             yield DetailView(id="detail")
-        yield Footer()
+        yield Footer(compact=True)
 
     @property
     def feed(self) -> FeedTable:

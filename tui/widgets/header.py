@@ -2,9 +2,10 @@
 stand in the settings file (what the NEXT session will get).
 
 Always exactly one line: a wrapping header made the layout depend on when the settings
-arrived. When the terminal is too narrow for everything, the least useful parts go first
-(the rate limits, which the Sessions table shows per session, then the word "indexed"),
-and what still does not fit ends in an ellipsis.
+arrived. When the terminal is too narrow for everything, words go before facts: first the word
+"indexed", then the long forms (``read ✓`` becomes ``r✓``, ``200/session`` becomes ``200/s``).
+The switches, the limits and the allowlist always stay, in that order,
+so at 80 columns only a long allowlist's tail ends in an ellipsis.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ class TopBar(Widget):
 
     def render(self) -> Text:
         width = self.content_size.width or 10_000
-        for limits, indexed_word in ((True, True), (False, True), (False, False)):
-            text = self.render_text(limits=limits, indexed_word=indexed_word)
+        for indexed_word, short in ((True, False), (False, False), (False, True)):
+            text = self.render_text(indexed_word=indexed_word, short=short)
             if text.cell_len <= width:
                 return text
         text.truncate(width, overflow="ellipsis")
         return text
 
-    def render_text(self, *, limits: bool = True, indexed_word: bool = True) -> Text:
+    def render_text(self, *, indexed_word: bool = True, short: bool = False) -> Text:
         ov, st = self.state.overview or Overview(), self.state.settings
         now = self.state.clock()
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -56,12 +57,12 @@ class TopBar(Widget):
         if not st.get("kms.enabled"):
             t.append_text(fmt.flag("kms", False))
             t.append(" ")
-        t.append_text(fmt.flag("read", st.active("agent.read")))
+        t.append_text(fmt.flag("r" if short else "read", st.active("agent.read"), short))
         t.append(" ")
-        t.append_text(fmt.flag("write", st.active("agent.write")))
+        t.append_text(fmt.flag("w" if short else "write", st.active("agent.write"), short))
+        per = "/s" if short else "/session"
+        t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}{per}", style="dim")
         allow = st.get("write.allowlist")
         t.append(" │ allow ", style="dim")
         t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
-        if limits:
-            t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}/session", style="dim")
         return t

@@ -108,20 +108,25 @@ def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
     return {"dir": None, "source": None, "missing": list(REQUIRED_FILES), "searched": searched}
 
 
-def download_allowed() -> bool:
-    """A user's machine fetches the model on first use; tests, CI and offline setups say no
-    (``KMS_EMBED_DOWNLOAD=0`` or ``HF_HUB_OFFLINE=1``)."""
-    from server.config.schema import parse_flag
+def download_allowed(setting: bool) -> bool:
+    """Only when the person asked (``embed.download``, off by default) and ``HF_HUB_OFFLINE`` is not set:
+    kms promises local-only tools, so a missing model never makes it reach for the network by itself."""
+    return setting and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
 
-    try:
-        allowed = parse_flag(os.environ.get("KMS_EMBED_DOWNLOAD") or "1")
-    except ValueError:  # `kms mcp` refuses such a value at start; anywhere else, stay offline
-        allowed = False
-    return allowed and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+
+GET_MODEL_HINT = ("get it with `kms model download` (about 90 MB, from the model hub) or "
+                  "`kms model install --from DIR`, or let kms fetch it: `kms config set embed.download on`")
+
+
+def no_telemetry() -> None:
+    """Keep onnxruntime from writing a device id and telemetry store under ``~/.cache/Microsoft`` (it
+    does on import unless told not to); called before anything imports it."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
 def download_model() -> Path:
     """Let fastembed fetch the model into its own cache (progress on stderr); return the dir."""
+    no_telemetry()
     from fastembed import TextEmbedding
 
     TextEmbedding(MODEL_NAME)
@@ -180,8 +185,7 @@ def _missing_reason(loc: dict[str, Any]) -> str:
     if loc["dir"] is not None:
         return (f"model dir {loc['dir']} (from {loc['source']}) lacks {', '.join(loc['missing'])}; "
                 f"`kms model install --from DIR` copies a complete one")
-    return (f"no {MODEL_DIRNAME} model found (looked in {', '.join(loc['searched'])}); "
-            "run `kms model install --from DIR` or set embed.model_dir")
+    return f"no {MODEL_DIRNAME} model found (looked in {', '.join(loc['searched'])}); {GET_MODEL_HINT}"
 
 
 def install_model(src: str | Path, dest: str | Path | None = None) -> Path:
@@ -254,8 +258,9 @@ class Embedder:
     """
 
     def __init__(self, model_dir: str | Path | None = None, *, threads: int | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, download: bool = False) -> None:
         self.configured_dir = model_dir
+        self.download = download
         self.threads = threads or default_threads()
         self.model_dir: Path | None = None
         self.source: str | None = None
@@ -323,7 +328,7 @@ class Embedder:
         started = time.perf_counter()
         try:
             loc = locate_model(self.configured_dir)
-            if loc["dir"] is None and download_allowed():  # first use on a user's machine
+            if loc["dir"] is None and download_allowed(self.download):  # asked for
                 self.reason = "downloading the model into fastembed's cache"
                 try:
                     loc = {**loc, "dir": download_model(), "source": "fastembed-cache", "missing": []}
@@ -335,6 +340,7 @@ class Embedder:
             if loc["dir"] is None or loc["missing"]:
                 self._fail(MISSING, _missing_reason(loc))
                 return
+            no_telemetry()
             from fastembed import TextEmbedding  # lazy: ~1 s and ~100 MB
             from tokenizers import Tokenizer
 

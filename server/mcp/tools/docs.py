@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from server.errors import HOST_INJECTED_ARGS
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import ToolSpec
 
@@ -11,14 +15,26 @@ def _fields(spec: ToolSpec) -> list[str]:
     required = set(schema.get("required", []))
     out = []
     for name, prop in schema.get("properties", {}).items():
-        kind = prop.get("type") or " | ".join(p.get("type", "object") for p in prop.get("anyOf", [])) or "object"
-        bounds = ", ".join(f"{k} {prop[k]}" for k in ("minimum", "maximum", "maxLength", "maxItems") if k in prop)
-        default = f", default `{prop['default']!r}`" if "default" in prop and prop["default"] not in (None, [], {}) \
-            else ""
+        kind = " or ".join(_kind(p) for p in prop.get("anyOf", [prop]))
+        limits = [f"{k} {prop[k]}" for k in ("minimum", "maximum", "maxLength", "maxItems") if k in prop]
+        if "default" in prop and prop["default"] not in (None, [], {}):
+            limits.append(f"default `{json.dumps(prop['default'])}`")
         desc = prop.get("description", "")
         out.append(f"| `{name}` | {kind} | {'yes' if name in required else 'no'} | "
-                   f"{bounds}{default} | {desc} |")
+                   f"{', '.join(limits)} | {desc} |")
     return out
+
+
+def _kind(prop: dict[str, Any]) -> str:
+    """A schema's type for a table cell: ``string or null``, enum values spelled out (no bare ``|``)."""
+    if "enum" in prop:
+        return "one of " + ", ".join(f"`{v}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    kind = prop.get("type", "object")
+    if kind == "array" and isinstance(prop.get("items"), dict):
+        return f"array of {_kind(prop['items'])}"
+    return str(kind)
 
 
 def tools_markdown() -> str:
@@ -31,6 +47,10 @@ def tools_markdown() -> str:
         "are listed only when all three flags (`KMS_ENABLED`, `KMS_AGENT_TOOLS_ENABLED`,",
         "`KMS_AGENT_WRITE_TOOLS_ENABLED`) are on. Every result is at most 100 KB of JSON; larger results answer",
         '`{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`.',
+        "",
+        "Inputs are strict: an unknown argument is refused (`invalid-input`, naming the valid fields), except the",
+        "names agent hosts add to every call on their own, which are accepted and ignored: "
+        + ", ".join(f"`{n}`" for n in sorted(HOST_INJECTED_ARGS)) + " (Gemini CLI).",
         "",
         "| tool | tier | read-only | destructive | idempotent |",
         "| --- | --- | --- | --- | --- |",

@@ -45,6 +45,7 @@ class SearchOutput(ToolOutput):
     query: str
     hits: list[SearchHit]
     relaxed: bool = False
+    allWords: int | None = None  # noqa: N815 - relaxed: how many leading hits hold every word
     note: str | None = None
 
 

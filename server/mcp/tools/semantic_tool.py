@@ -56,7 +56,8 @@ class LazySemanticService:
                 from server.index.semantic import SemanticService
 
                 c = self.config
-                self._service = SemanticService(c.db_path, model_dir=c.embed_model_dir, enabled=c.embed_enabled)
+                self._service = SemanticService(c.db_path, model_dir=c.embed_model_dir, enabled=c.embed_enabled,
+                                                download=c.embed_download)
             return self._service
 
     def start(self) -> None:

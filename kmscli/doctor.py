@@ -1,0 +1,227 @@
+"""``kms doctor``: what a session would get, and what would surprise the person (as data, then rendered).
+
+Claude Code, the database and vaults, the embedding model and coverage, settings, agent writes so far,
+the allowlist and limits, the servers a ``kms claude`` session gets, and warnings for settings that undo
+kms's guarantees (``servers.filesystem``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kmscli.compose import Session, compose, redact
+from kmscli.launcher import find_claude, missing_claude_message
+from server.config.settings import Settings, load_settings
+from server.humanize import NEVER, ago
+from server.store import db
+
+
+def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
+    claude = find_claude(env)
+    if claude is None:
+        return {"ok": False, "path": None, "version": None, "message": missing_claude_message(env)}
+    try:
+        out = subprocess.run(
+            [claude, "--version"], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+        )
+        version = (
+            (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
+        )
+        ok = out.returncode == 0
+        message = "" if ok else f"`claude --version` exited with {out.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        version, ok, message = None, False, f"`claude --version` failed: {e}"
+    return {"ok": ok, "path": claude, "version": version, "message": message}
+
+
+def _index_report(conn: Any) -> list[dict[str, Any]]:
+    from server.index.overview import overview
+
+    return [
+        {"name": v.name, "root": v.root, "root_exists": v.root_exists, "last_indexed_at": v.last_indexed_at,
+         "notes": v.notes, "hidden": v.hidden, "frontmatter_errors": v.flagged}
+        for v in overview(conn, flagged=True).vaults
+    ]
+
+
+def _model_report(settings: Settings) -> dict[str, Any]:
+    """``server.index.embed.model_status`` (files present, where from); guarded so doctor works without it."""
+    if not settings.get("embed.enabled"):
+        return {"ok": None, "state": "off (embed.enabled = false): search is keyword-only"}
+    try:
+        from server.index.embed import model_status
+    except ImportError:
+        return {"ok": None, "state": "embedding support not installed in this build"}
+    try:
+        status = model_status(settings.get("embed.model_dir"))
+    except Exception as e:  # a broken model must not break doctor
+        return {"ok": False, "error": True, "state": f"error: {e}"}
+    if status.get("ready"):
+        state = f"{status.get('model')} ready in {status.get('dir')} ({status.get('source')})"
+    else:
+        state = status.get("reason") or "not ready"
+    return {"ok": bool(status.get("ready")), "state": state, **{k: _jsonable(v) for k, v in status.items()}}
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
+
+
+FILESYSTEM_WARNING = (
+    "servers.filesystem is on: `kms claude` sessions also get the filesystem server, which hands the agent "
+    "the vault folders directly, around hidden notes, the write allowlist, the rate limits and the write "
+    "log. Turn it off unless you mean it: kms config set servers.filesystem.enabled off"
+)
+
+
+def doctor_warnings(settings: Settings) -> list[str]:
+    """What a session would get that undoes kms's guarantees."""
+    return [FILESYSTEM_WARNING] if settings.get("servers.filesystem.enabled") else []
+
+
+def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
+    from server.index.privacy import privacy_report
+
+    conn = db.connect(db_path)
+    try:
+        return privacy_report(conn, settings)
+    finally:
+        conn.close()
+
+
+def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything ``kms doctor`` checks, as data (the command renders it)."""
+    from server.activity.sessions import list_sessions, pid_alive
+
+    env = dict(os.environ if env is None else env)
+    db_path = db.default_db_path(env)
+    report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
+    vaults: list[dict[str, Any]] = []
+    active: list[dict[str, Any]] = []
+    writes: dict[str, Any] = {}
+    embeddings: dict[str, Any] = {}
+    db_error = None
+    try:
+        conn = db.connect(db_path)
+        try:
+            from server.activity.provenance import write_totals
+            from server.index.embed.pipeline import embed_stats
+
+            vaults = _index_report(conn)
+            writes, embeddings = write_totals(conn), embed_stats(conn)
+            active = [
+                {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
+            ]
+        finally:
+            conn.close()
+    except Exception as e:
+        db_error = str(e)
+    report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults}
+    report["active_sessions"] = active
+    settings = load_settings(env=env, has_vault=bool(vaults))
+    report["settings"] = {
+        "path": str(settings.path),
+        "exists": settings.path.exists(),
+        "problems": settings.problems,
+        "values": {e.key: e.value for e in settings.all_entries()},
+    }
+    report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
+    report["embeddings"] = embeddings
+    report["agent"] = {
+        "read": settings.active("agent.read"), "write": settings.active("agent.write"),
+        "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),
+        "perSession": settings.get("write.per_session"), "writes": writes,
+    }
+    report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
+    report["warnings"] = doctor_warnings(settings)
+    session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
+    report["session_servers"] = redact(compose(settings, session))["mcpServers"]
+    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
+    return report
+
+
+def doctor_command(
+    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check claude, the index, the embedding model, settings, and what a session would get."""
+    report, now = doctor_report(), time.time()
+    if json_output:
+        print(json.dumps(report, indent=2, default=str))
+        raise typer.Exit(0 if report["ok"] else 1)
+    from rich.console import Console
+
+    out = Console(highlight=False)
+    ok, bad, meh = "[green]✓[/]", "[red]✗[/]", "[yellow]![/]"
+    c = report["claude"]
+    if c["ok"]:
+        out.print(f"{ok} claude: {c['path']} ({c['version']})")
+    else:
+        out.print(f"{bad} claude: {c['message'] or c['path']}")
+    d = report["database"]
+    out.print(f"{ok if d['ok'] else bad} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
+    if d["ok"] and not d["vaults"]:
+        out.print(f"{meh} no vault registered: kms vault add PATH")
+    for v in d["vaults"]:
+        mark = ok if v["root_exists"] and v["last_indexed_at"] else meh
+        extra = "" if v["root_exists"] else " [red](folder missing)[/]"
+        out.print(
+            f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
+            f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
+        )
+    if report["privacy"]:
+        hidden_by = report["privacy"]["hiddenBy"]
+        out.print(f"{ok} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
+        if report["privacy"]["warning"]:
+            out.print(f"{meh} {report['privacy']['warning']}")
+    m = report["model"]
+    mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
+    state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")
+    out.print(f"{mark} embedding model: {state}")
+    out.print(f"    download when missing (embed.download): {'on' if m['download'] else 'off'}")
+    e = report["embeddings"]
+    if e:
+        mark = ok if not e["pendingNotes"] else meh
+        out.print(f"{mark} embeddings: {e['embeddedNotes']} of {e['notes']} notes embedded ({e['chunks']} chunks)"
+                  + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else ""))
+    a = report["agent"]
+    w = a["writes"]
+    out.print(f"{ok} agents: read {'on' if a['read'] else 'off'}, write {'on' if a['write'] else 'off'}; "
+              f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
+              f"limits {a['perMinute']}/min, {a['perSession']}/session")
+    if w:
+        last = f", last {ago(w['lastAt'], now, NEVER)}" if w["lastAt"] else ""
+        out.print(f"    agent writes so far: {w['calls']} calls ({w['succeeded']} succeeded, {w['refused']} refused) "
+                  f"in {w['sessions']} sessions{last} (kms log)")
+    for warning in report["warnings"]:
+        out.print(f"{meh} {warning}")
+    s = report["settings"]
+    out.print(
+        f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)")
+    )
+    for p in s["problems"]:
+        out.print(f"    {bad} {p}")
+    servers = report["session_servers"]
+    if servers:
+        out.print(f"{ok} `kms claude` sessions get: {', '.join(servers)}")
+        for name, entry in servers.items():
+            line = entry.get("url") or " ".join([entry.get("command", ""), *entry.get("args", [])])
+            out.print(f"    {name}: {line}")
+    else:
+        out.print(
+            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
+        )
+    for a in report["active_sessions"]:
+        state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"
+        out.print(
+            f"  session {a['id']} ({a['kind']}, pid {a['pid']}) {state}, started {ago(a['started_at'], now, NEVER)}"
+        )
+    raise typer.Exit(0 if report["ok"] else 1)

@@ -1,0 +1,229 @@
+"""Agent hosts other than ``kms claude``: the document each one reads, where it lives, and installing kms
+into it in place.
+
+One table (``HOSTS``) says, per host, the file, its format (JSON, JSON with comments, TOML), the key that
+holds the servers and the shape of one entry; ``snippet`` prints it, ``install``/``uninstall`` merge it
+into the real file. The kms entry itself is ``compose.standalone_kms_entry`` (the session contract
+pins the database and the settings file; ``compose.kms_command`` starts it isolated), so no host ever
+gets ``PYTHONPATH``. Editing keeps everything else in the file (comments too), writes a backup beside
+it, and refuses a file it cannot parse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kmscli import jsonc
+from kmscli.compose import Entry
+from server.errors import KmsError
+
+SERVER_NAME = "kms"
+
+
+@dataclass(frozen=True)
+class Host:
+    """One agent host: where its config file lives and how a server entry looks in it."""
+
+    name: str
+    label: str
+    fmt: str  # "json" | "jsonc" | "toml"
+    key: tuple[str, ...]  # the object that holds the servers, from the root
+    paths: Mapping[str, str]  # sys.platform (or "*") -> path with ~ and %APPDATA%
+    shape: Callable[[Entry], Entry]
+    note: str = ""
+
+    def config_path(self, env: Mapping[str, str] | None = None) -> Path:
+        """The host's user-level config file on this platform."""
+        env = os.environ if env is None else env
+        raw = self.paths.get(sys.platform) or self.paths["*"]
+        home = env.get("HOME") or str(Path.home())
+        raw = raw.replace("%APPDATA%", env.get("APPDATA") or str(Path(home) / "AppData" / "Roaming"))
+        if raw.startswith("~"):
+            raw = home + raw[1:]
+        if raw.startswith("$XDG_CONFIG_HOME"):
+            raw = (env.get("XDG_CONFIG_HOME") or str(Path(home) / ".config")) + raw[len("$XDG_CONFIG_HOME") :]
+        return Path(raw)
+
+
+def _plain(entry: Entry) -> Entry:
+    return dict(entry)
+
+
+def _typed(entry: Entry) -> Entry:
+    return {"type": "stdio", **entry}
+
+
+_MAC = "~/Library/Application Support"
+HOSTS: dict[str, Host] = {
+    h.name: h
+    for h in (
+        Host("claude-code", "Claude Code", "json", ("mcpServers",), {"*": "~/.claude.json"}, _plain,
+             "user scope, every project (or commit the document as .mcp.json in one project)"),
+        Host("claude-desktop", "Claude Desktop", "json", ("mcpServers",),
+             {"darwin": f"{_MAC}/Claude/claude_desktop_config.json",
+              "win32": "%APPDATA%/Claude/claude_desktop_config.json",
+              "*": "$XDG_CONFIG_HOME/Claude/claude_desktop_config.json"}, _plain, "then restart Claude Desktop"),
+        Host("cursor", "Cursor", "json", ("mcpServers",), {"*": "~/.cursor/mcp.json"}, _plain,
+             "all projects (or .cursor/mcp.json in one project)"),
+        Host("vscode", "VS Code", "jsonc", ("servers",),
+             {"darwin": f"{_MAC}/Code/User/mcp.json", "win32": "%APPDATA%/Code/User/mcp.json",
+              "*": "$XDG_CONFIG_HOME/Code/User/mcp.json"}, _typed,
+             "your user mcp.json (or .vscode/mcp.json in one project)"),
+        Host("windsurf", "Windsurf", "json", ("mcpServers",), {"*": "~/.codeium/windsurf/mcp_config.json"},
+             _plain),
+        Host("zed", "Zed", "jsonc", ("context_servers",),
+             {"darwin": "~/.config/zed/settings.json", "win32": "%APPDATA%/Zed/settings.json",
+              "*": "$XDG_CONFIG_HOME/zed/settings.json"}, _plain),
+        Host("codex", "Codex CLI", "toml", ("mcp_servers",), {"*": "~/.codex/config.toml"}, _plain,
+             "Codex passes servers only a whitelist of variables, so every KMS_* is in env"),
+        Host("gemini", "Gemini CLI", "jsonc", ("mcpServers",), {"*": "~/.gemini/settings.json"}, _plain),
+    )
+}
+ALIASES = {"claude": "claude-code", "code": "vscode", "vs-code": "vscode", "codex-cli": "codex",
+           "gemini-cli": "gemini"}
+
+
+def get_host(name: str) -> Host:
+    """The host called ``name`` (or an alias); a ``usage`` KmsError naming the choices otherwise."""
+    host = HOSTS.get(ALIASES.get(name.lower(), name.lower()))
+    if host is None:
+        raise KmsError("invalid-input", f"unknown host {name!r}; choose one of: {', '.join(HOSTS)}")
+    return host
+
+
+def host_entry(host: Host, entry: Entry, env: Mapping[str, str] | None = None) -> Entry:
+    """The kms entry in the host's shape; Codex also gets the person's own ``KMS_*`` (it would drop them)."""
+    entry = {**entry, "env": dict(entry.get("env") or {})}
+    if host.name == "codex":
+        env = os.environ if env is None else env
+        own = {k: v for k, v in env.items() if k.startswith("KMS_") and k != "KMS_SESSION_ID"}
+        entry["env"] = {**own, **entry["env"]}
+    return host.shape(entry)
+
+
+def document(host: Host, entry: Entry) -> str:
+    """The whole document a host reads, holding only kms."""
+    doc: Any = {SERVER_NAME: entry}
+    for key in reversed(host.key):
+        doc = {key: doc}
+    if host.fmt == "toml":
+        import tomlkit
+
+        return tomlkit.dumps(doc)
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def snippet(host: Host, entry: Entry) -> tuple[str, str]:
+    """(document for stdout, hint for stderr). Claude Code's document is its ``claude mcp add`` line."""
+    where = f"{host.config_path()}" + (f"; {host.note}" if host.note else "")
+    if host.name == "claude-code":
+        envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry.get("env", {}).items())
+        cmd = shlex.join([entry["command"], *entry["args"]])
+        line = f"claude mcp add --scope user kms{envs} -- {cmd}\n"
+        return line, (f"Run this to register kms with Claude Code, or `kms mcp-config claude-code --json` for "
+                      f"a .mcp.json, or `--install` to merge it into {host.config_path()}.")
+    return document(host, entry), f"{host.label}: merge this into {where}. Or: kms mcp-config {host.name} --install"
+
+
+# ----------------------------------------------------------------------------- editing the real file
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise KmsError("invalid-input", f"cannot read {path}: {e}") from None
+
+
+def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
+    """``text`` with kms set (``entry``) or removed (None); whether anything changed."""
+    path = (*host.key, SERVER_NAME)
+    if host.fmt == "toml":
+        import tomlkit
+
+        try:
+            doc = tomlkit.parse(text)
+        except Exception as e:
+            raise KmsError("invalid-input", f"not valid TOML ({e})") from None
+        table: Any = doc
+        for key in host.key:
+            if key not in table:
+                if entry is None:
+                    return text, False
+                table[key] = tomlkit.table(is_super_table=True)
+            table = table[key]
+        if entry is None:
+            if SERVER_NAME not in table:
+                return text, False
+            del table[SERVER_NAME]
+        else:
+            table[SERVER_NAME] = entry
+        return tomlkit.dumps(doc), True
+    if host.fmt == "json" and text.strip():
+        try:
+            json.loads(text)
+        except ValueError as e:
+            raise KmsError("invalid-input", f"not valid JSON ({e})") from None
+    try:
+        if entry is None:
+            return jsonc.remove_member(text, path)
+        return jsonc.set_member(text, path, entry), True
+    except jsonc.JsoncError as e:
+        raise KmsError("invalid-input", f"cannot parse it ({e}); fix it or merge the document by hand") from None
+
+
+def _write(path: Path, old: str, new: str) -> Path | None:
+    """Write ``new`` atomically; the previous content (if any) goes to ``<name>.kms-backup`` beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if path.exists():
+        backup = path.with_name(path.name + ".kms-backup")
+        shutil.copy2(path, backup)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return backup
+
+
+def install(host: Host, entry: Entry, path: Path | None = None) -> tuple[Path, Path | None]:
+    """Merge kms into the host's config file in place; (the file, its backup)."""
+    path = path or host.config_path()
+    old = _read(path)
+    try:
+        new, _ = _edit(host, old, entry)
+    except KmsError as e:
+        raise KmsError(e.kind, f"{path}: {e.message}") from None
+    return path, _write(path, old, new)
+
+
+def uninstall(host: Host, path: Path | None = None) -> tuple[Path, Path | None, bool]:
+    """Remove kms from the host's config file; (the file, its backup, whether kms was there)."""
+    path = path or host.config_path()
+    old = _read(path)
+    try:
+        new, changed = _edit(host, old, None)
+    except KmsError as e:
+        raise KmsError(e.kind, f"{path}: {e.message}") from None
+    if not changed:
+        return path, None, False
+    return path, _write(path, old, new), True
