@@ -351,6 +351,10 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
 
 
+TIER_KEYS = (("read", "agent.read"), ("write", "agent.write"), ("edit", "agent.edit"),
+             ("organize", "agent.organize"))
+
+
 def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
@@ -381,6 +385,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "problems": settings.problems,
         "values": {e.key: e.value for e in settings.all_entries()},
     }
+    report["tiers"] = {tier: settings.active(key) for tier, key in TIER_KEYS}
     report["model"] = _model_report(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     report["session_servers"] = redact(compose(settings, session))["mcpServers"]
@@ -426,6 +431,8 @@ def doctor_command(
     )
     for p in s["problems"]:
         out.print(f"    {bad} {p}")
+    tiers = " ".join(f"{tier} {'on' if on else 'off'}" for tier, on in report["tiers"].items())
+    out.print(f"{ok} agent tiers: {tiers}")
     servers = report["session_servers"]
     if servers:
         out.print(f"{ok} `kms claude` sessions get: {', '.join(servers)}")

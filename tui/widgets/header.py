@@ -59,6 +59,10 @@ class TopBar(Widget):
         t.append_text(fmt.flag("read", st.active("agent.read")))
         t.append(" ")
         t.append_text(fmt.flag("write", st.active("agent.write")))
+        for flag, key in (("edit", "agent.edit"), ("organize", "agent.organize")):
+            if st.active(key):  # shown once on, so the usual header stays as it was
+                t.append(" ")
+                t.append_text(fmt.flag(flag, True))
         allow = st.get("write.allowlist")
         t.append(" │ allow ", style="dim")
         t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
