@@ -102,10 +102,10 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
     the trash) gets back the id in ``keep_ids`` (path -> id) when no other note took it. Returns a
     warning when the index could not be updated (the files are written; the watcher heals it)."""
     from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
-    from server.store.db import write_tx
+    from server.store.db import shared_commit, write_tx
 
     try:
-        with write_tx(conn):
+        with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
             for old, new in files:
                 if new:  # re-parsed at its new path (content_hash '' forces the parse)
                     conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",

@@ -68,9 +68,10 @@ def revert(conn: apsw.Connection, vault: Vault, change: FilesChanged, note_id: s
     plans = [FilePlan(f.now_path, f.undo, new_path=f.path if f.new_path else None, hidden=f.hidden,
                       expect_hash=f.hash_after) for f in change.files]
     done = apply_plans(conn, vault, plans, lock_dir=lock_dir)
-    keep = {change.path: note_id} if note_id else None
+    home = change.files[0].path if change.files else change.path  # the note the call was about comes first
+    keep = {home: note_id} if note_id else None
     warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in done], keep)
-    result = WriteResult(noteId=note_id, title=Path(change.path).stem, path=change.path, vault=vault.name,
+    result = WriteResult(noteId=note_id, title=Path(home).stem, path=home, vault=vault.name,
                          bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(done))
     if warning:
         result["indexWarning"] = warning

@@ -63,14 +63,17 @@ def snapshot(conn: apsw.Connection) -> dict[str, Any]:
 
 def fresh_snapshot(root: Path, tmp: Path) -> dict[str, Any]:
     """The snapshot of a brand-new index of ``root``."""
+    import tempfile
+
     from server.store.db import connect
 
-    fresh = connect(tmp / "fresh.db")
-    try:
-        index(fresh, root)
-        return snapshot(fresh)
-    finally:
-        fresh.close()
+    with tempfile.TemporaryDirectory(dir=tmp) as folder:
+        fresh = connect(Path(folder) / "fresh.db")
+        try:
+            index(fresh, root)
+            return snapshot(fresh)
+        finally:
+            fresh.close()
 
 
 def assert_index_is_fresh(conn: apsw.Connection, root: Path, tmp: Path) -> None:
