@@ -139,7 +139,8 @@ async def test_edit_keeps_crlf_and_bom_and_revert_gives_back_the_bytes(vault: Pa
         out = await call(client, "kms_edit", {"noteId": nid, "version": v, "edits": [
             {"replace": {"old": "fix thsi\nend", "new": "fixed this\nand more\nend"}}]})
     assert not out["_error"], out
-    assert (vault / "drafts/Win.md").read_bytes() == b"\xef\xbb\xbf# Win\r\n\r\nkeep this\r\nfixed this\r\nand more\r\nend\r\n"
+    assert (vault / "drafts/Win.md").read_bytes() == (b"\xef\xbb\xbf# Win\r\n\r\nkeep this\r\nfixed this\r\n"
+                                                       b"and more\r\nend\r\n")
     plan = preview_revert(conn, out["invocationId"])
     assert plan["canRevert"] and "-fix thsi" in plan["files"][0]["diff"]
     revert(conn, out["invocationId"])
