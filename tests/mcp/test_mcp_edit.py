@@ -146,3 +146,33 @@ async def test_edit_keeps_crlf_and_bom_and_revert_gives_back_the_bytes(vault: Pa
     revert(conn, out["invocationId"])
     assert (vault / "drafts/Win.md").read_bytes() == raw
     assert_index_is_fresh(conn, vault, tmp_path)
+
+
+async def test_link_adds_a_forward_link_once_and_reverts(vault: Path, conn: apsw.Connection, db_path: Path,
+                                                         tmp_path: Path) -> None:
+    from server.writes.revert import revert
+
+    nid = note_id(conn, "Draft")
+    before = (vault / "drafts/Draft.md").read_bytes()
+    async with mcp_client(db_path, write_enabled=True) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        first = await call(client, "kms_link", {"noteId": nid, "target": "Not Yet"})
+        again = await call(client, "kms_link", {"noteId": nid, "target": "[[not yet]]"})
+        other = await call(client, "kms_link", {"noteId": nid, "target": "notes/Target", "property": "see"})
+        bad = await call(client, "kms_link", {"noteId": nid, "target": "a|b"})
+        reserved = await call(client, "kms_link", {"noteId": nid, "target": "X", "property": "kms_provenance"})
+    a = listed["kms_link"].annotations
+    assert a.destructive_hint is False and a.idempotent_hint is True
+    assert not first["_error"] and first["changed"] is True, first
+    assert again["changed"] is False and not again["_error"]
+    assert bad["error"] == "invalid-input" and reserved["error"] == "invalid-input"
+    text = (vault / "drafts/Draft.md").read_text()
+    assert text.startswith("---\ntags: [x]\nrelated:\n  - '[[Not Yet]]'\nsee:\n  - '[[notes/Target]]'\n---\n"), text
+    links = conn.execute("SELECT l.target, d.path FROM links l JOIN notes s ON s.rid = l.src_rid "
+                         "LEFT JOIN notes d ON d.rid = l.dst_rid WHERE s.path = 'drafts/Draft.md' "
+                         "AND l.in_frontmatter ORDER BY l.target").fetchall()
+    assert links == [("Not Yet", None), ("notes/Target", "notes/Target.md")]
+    assert_index_is_fresh(conn, vault, tmp_path)
+    revert(conn, other["invocationId"])
+    revert(conn, first["invocationId"])
+    assert (vault / "drafts/Draft.md").read_bytes() == before

@@ -1,4 +1,5 @@
-"""The edit and organise tiers: kms_edit (edit), kms_move, kms_rename, kms_trash (organize).
+"""The edit and organise tiers: kms_edit (edit), kms_move, kms_rename, kms_trash (organize), and the
+write tier's kms_link.
 
 Each is one registry entry run by the write guard (``server.writes.guard``) like every write
 tool: its own tier's gate, this module's strict input, the rate limit, the operation
@@ -13,7 +14,7 @@ from pydantic import Field, model_validator
 
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
 from server.mcp.tools.write_tools import NoteIdField, _max_bytes
-from server.writes import edits, organize
+from server.writes import edits, link_ops, organize
 from server.writes.cas import WriteOutcome
 from server.writes.guard import WriteTarget
 from server.writes.limits import MAX_FOLDER_CHARS, MAX_HEADING_CHARS, MAX_INSERT_BYTES, MAX_TITLE_CHARS, kb
@@ -72,6 +73,21 @@ class TrashInput(StrictInput):
     noteId: str = NoteIdField
 
 
+class LinkInput(StrictInput):
+    noteId: str = NoteIdField
+    target: str = Field(min_length=1, max_length=MAX_TITLE_CHARS + 4,
+                        description="The note to link to, by title or path ('Target' or '[[Target]]'); it may not "
+                                    "exist yet.")
+    property: str = Field(default="related", min_length=1, max_length=64,
+                          description="The frontmatter list property to add it to (default related).")
+
+
+class LinkOutput(ToolOutput):
+    noteId: str | None
+    path: str
+    changed: bool
+
+
 class EditOutput(ToolOutput):
     noteId: str | None
     path: str
@@ -86,6 +102,11 @@ class OrganizeOutput(ToolOutput):
     noteId: str | None
     path: str
     oldPath: str
+
+
+def kms_link(target: WriteTarget, args: LinkInput) -> WriteOutcome:
+    note, vault = target.note(args.noteId)
+    return link_ops.link(target.conn, vault, note, target=args.target, prop=args.property, lock_dir=target.lock_dir)
 
 
 def kms_edit(target: WriteTarget, args: EditInput) -> WriteOutcome:
@@ -115,6 +136,21 @@ def kms_trash(target: WriteTarget, args: TrashInput) -> WriteOutcome:
 _RECOVER = ("Errors: not-found, feature-disabled, rate-limited (wait retryAfterMs), conflict (kms_read again and "
             "retry), folder-denied, already-exists, too-broad, invalid-input. A person can revert the whole call "
             "from the dashboard.")
+
+LINK_TOOLS: list[ToolSpec] = [
+    ToolSpec(
+        name="kms_link",
+        tier="write",
+        description="Link a note to another in its frontmatter: adds \"[[Target]]\" to a list property "
+                    "(default related). Only adds; a link already there changes nothing (changed false). The "
+                    "target may not exist yet. " + _RECOVER,
+        input_model=LinkInput,
+        output_model=LinkOutput,
+        handler=kms_link,
+        annotations=ToolAnnotations(title="Link two notes", read_only_hint=False, destructive_hint=False,
+                                    idempotent_hint=True, open_world_hint=False),
+    ),
+]
 
 EDIT_TOOLS: list[ToolSpec] = [
     ToolSpec(
