@@ -87,8 +87,8 @@ class FileChange:
     offset: int  # where the hunk starts, the same in the old and the new text
     old: str  # the old text of the hunk (removed or replaced)
     new: str  # what the change left there
-    hash_before: str  # sha256 of the file bytes before and after
-    hash_after: str
+    hash_before: str  # sha256 of the file bytes before and after; "" when there was no file (created)
+    hash_after: str  # ... or is none any more (deleted)
     hidden: bool = False  # a note agents cannot see: never named to one
 
     @property

@@ -91,6 +91,12 @@ class WriteTarget:
     scope: str | None  # the session's vault: notes of other vaults do not exist for it
     touched: Touched
     max_files: int = 50  # write.max_files_per_call
+    extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
+
+    def take_slot(self) -> Callable[[], None]:
+        """One more rate-limit slot for a call that writes several notes (``rate-limited`` when none is
+        left); returns the function that gives it back should that note not be written."""
+        return self.extra_slot() if self.extra_slot is not None else (lambda: None)
 
     def check_breadth(self, count: int, what: str = "files") -> None:
         """``too-broad`` (before anything is touched) for a call over ``write.max_files_per_call``."""
@@ -167,6 +173,10 @@ class WriteService:
             return False
         return self.tier_enabled(tier) if self.tier_enabled is not None else True
 
+    def _extra_slot(self, conn: apsw.Connection) -> Callable[[], None]:
+        slot = self.limits.acquire(conn, self.session_id)
+        return lambda: self.limits.release(conn, slot)
+
     def counters(self) -> dict[str, Any]:
         """This session's live write counters."""
         return self.limits.counters(self.conn(), self.session_id)
@@ -176,7 +186,8 @@ class WriteService:
         conn = self.conn()
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                           title=_text(arguments.get("title"), MAX_TITLE_CHARS))
-        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched, self.max_files)
+        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched, self.max_files,
+                             lambda: self._extra_slot(conn))
         summary = provenance.summarize_input(dict(arguments))
         slot: Slot | None = None
         outcome: WriteOutcome | None = None

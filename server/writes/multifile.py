@@ -39,6 +39,7 @@ class FilePlan:
     new_path: str | None = None
     hidden: bool = False  # agents never see its name
     expect_hash: str | None = None  # it must be exactly these bytes (a revert): else ``conflict``
+    delete: bool = False  # the file goes (the revert of a note kms created)
 
 
 @dataclass
@@ -70,10 +71,10 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
         raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
                        path=None if plan.hidden else plan.path)
     text, fmt = decode(raw)
-    new_text = plan.compute(text)
-    new_raw = raw if new_text == text else encode(new_text, fmt)
+    new_text = "" if plan.delete else plan.compute(text)
+    new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     prep = _Prepared(plan, real, raw, text, new_text, new_raw)
-    if new_raw != raw and plan.new_path is None:
+    if new_raw != raw and plan.new_path is None and not plan.delete:
         prep.pending = PendingWrite(real, new_raw)
     return prep
 
@@ -157,9 +158,10 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *,
     out: list[FileChange] = []
     for i, prep in enumerate(prepared):
         moved = prep.plan.new_path if i in dests else None
-        if prep.new_raw != prep.raw or moved:
+        if prep.new_raw != prep.raw or moved or prep.plan.delete:
             out.append(file_change(prep.plan.path, prep.text, prep.new_text, sha256_hex(prep.raw),
-                                   sha256_hex(prep.new_raw), new_path=moved, hidden=prep.plan.hidden))
+                                   "" if prep.plan.delete else sha256_hex(prep.new_raw), new_path=moved,
+                                   hidden=prep.plan.hidden))
     return out
 
 
@@ -169,7 +171,12 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
     try:
         for i, prep in enumerate(prepared):
             dest = dests.get(i)
-            if dest is not None:
+            if prep.plan.delete:
+                os.unlink(prep.real)
+                with contextlib.suppress(OSError):
+                    fsync_dir(prep.real.parent)
+                done.append((prep, None))
+            elif dest is not None:
                 atomic_write(dest, prep.new_raw, create_only=True)
                 os.unlink(prep.real)
                 with contextlib.suppress(OSError):

@@ -176,3 +176,41 @@ async def test_link_adds_a_forward_link_once_and_reverts(vault: Path, conn: apsw
     revert(conn, other["invocationId"])
     revert(conn, first["invocationId"])
     assert (vault / "drafts/Draft.md").read_bytes() == before
+
+
+async def test_create_many_is_best_effort_counts_each_note_and_reverts_as_one(
+        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    from server.writes.revert import preview_revert, revert
+
+    before = vault_bytes(vault)
+    notes = [{"title": "One", "folder": "drafts", "content": "# One\n"},
+             {"title": "Draft", "folder": "drafts"},  # exists already
+             {"title": "Two", "folder": "private"},  # not allowed
+             {"title": "Three", "folder": "drafts", "tags": ["a"]},
+             {"title": "Four", "folder": "drafts"}]
+    async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",), per_minute=3) as client:
+        out = await call(client, "kms_create_many", {"notes": notes})
+        assert not out["_error"], out
+        limited = await call(client, "kms_create", {"title": "Five", "folder": "drafts"})
+    assert [r.get("error") or "ok" for r in out["results"]] == [
+        "ok", "already-exists", "folder-denied", "ok", "ok"]
+    assert out["created"] == 3 and out["failed"] == 2
+    assert limited["error"] == "rate-limited"  # three notes written took the three slots of the minute
+    assert (vault / "drafts/Three.md").read_text() == "---\ntags:\n  - a\n---\n"
+    assert_index_is_fresh(conn, vault, tmp_path)
+    plan = preview_revert(conn, out["invocationId"])
+    assert plan["canRevert"] and [f["path"] for f in plan["files"]] == ["drafts/One.md", "drafts/Three.md",
+                                                                        "drafts/Four.md"]
+    revert(conn, out["invocationId"])
+    assert vault_bytes(vault) == before
+    assert_index_is_fresh(conn, vault, tmp_path)
+
+
+async def test_create_many_over_max_files_per_call_is_too_broad(vault: Path, db_path: Path) -> None:
+    before = vault_bytes(vault)
+    async with mcp_client(db_path, write_enabled=True, max_files_per_call=2) as client:
+        out = await call(client, "kms_create_many", {"notes": [{"title": f"n{i}"} for i in range(3)]})
+        over = await call(client, "kms_create_many", {"notes": [{"title": f"n{i}"} for i in range(51)]})
+    assert out["error"] == "too-broad" and out["count"] == 3 and out["limit"] == 2
+    assert over["error"] == "invalid-input"
+    assert vault_bytes(vault) == before

@@ -14,12 +14,22 @@ from pydantic import Field, model_validator
 
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
 from server.mcp.tools.write_tools import NoteIdField, _max_bytes
-from server.writes import edits, link_ops, organize
+from server.writes import batch, edits, link_ops, organize
 from server.writes.cas import WriteOutcome
 from server.writes.guard import WriteTarget
-from server.writes.limits import MAX_FOLDER_CHARS, MAX_HEADING_CHARS, MAX_INSERT_BYTES, MAX_TITLE_CHARS, kb
+from server.writes.limits import (
+    MAX_CREATE_BYTES,
+    MAX_FOLDER_CHARS,
+    MAX_HEADING_CHARS,
+    MAX_INSERT_BYTES,
+    MAX_NAME_CHARS,
+    MAX_TAGS,
+    MAX_TITLE_CHARS,
+    kb,
+)
 
 MAX_EDITS = 50
+MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may lower it
 
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
                               open_world_hint=False)
@@ -82,6 +92,28 @@ class LinkInput(StrictInput):
                           description="The frontmatter list property to add it to (default related).")
 
 
+class BatchNote(StrictInput):
+    """One note of kms_create_many, as kms_create takes it (its content and tags are checked per note)."""
+
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="Note title; becomes the file name.")
+    content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder.")
+
+
+class CreateManyInput(StrictInput):
+    notes: list[BatchNote] = Field(min_length=1, max_length=MAX_BATCH,
+                                   description=f"Up to {MAX_BATCH} notes, each as kms_create takes it.")
+    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
+                              description="Vault name when several are registered (default: the session's vault).")
+
+
+class CreateManyOutput(ToolOutput):
+    results: list[dict]
+    created: int
+    failed: int
+
+
 class LinkOutput(ToolOutput):
     noteId: str | None
     path: str
@@ -107,6 +139,12 @@ class OrganizeOutput(ToolOutput):
 def kms_link(target: WriteTarget, args: LinkInput) -> WriteOutcome:
     note, vault = target.note(args.noteId)
     return link_ops.link(target.conn, vault, note, target=args.target, prop=args.property, lock_dir=target.lock_dir)
+
+
+def kms_create_many(target: WriteTarget, args: CreateManyInput) -> WriteOutcome:
+    notes = [n.model_dump() for n in args.notes]
+    return batch.create_many(target.conn, target.vault(args.vault), notes, max_files=target.max_files,
+                             take_slot=target.take_slot, allowlist=target.allowlist, lock_dir=target.lock_dir)
 
 
 def kms_edit(target: WriteTarget, args: EditInput) -> WriteOutcome:
@@ -138,6 +176,19 @@ _RECOVER = ("Errors: not-found, feature-disabled, rate-limited (wait retryAfterM
             "from the dashboard.")
 
 LINK_TOOLS: list[ToolSpec] = [
+    ToolSpec(
+        name="kms_create_many",
+        tier="write",
+        description=f"Create up to {MAX_BATCH} new notes in one call (each as kms_create: never overwrites, "
+                    "allowed folders only). Best effort: results[] marks each ok (with noteId and path) or "
+                    "with an error kind; each note counts against the rate limit. Use it to file many notes "
+                    "at once; for one note use kms_create. " + _RECOVER,
+        input_model=CreateManyInput,
+        output_model=CreateManyOutput,
+        handler=kms_create_many,
+        annotations=ToolAnnotations(title="Create several notes", read_only_hint=False, destructive_hint=False,
+                                    idempotent_hint=False, open_world_hint=False),
+    ),
     ToolSpec(
         name="kms_link",
         tier="write",
