@@ -88,7 +88,7 @@ def run(args) -> None:
             old, new = words[i % 2], words[(i + 1) % 2]
             args_ = {"noteId": target, "version": version, "edits": [{"replace": {"old": old, "new": new}}]}
             out: dict[str, Any] = {}
-            t = timed(lambda a=args_: out.update(client.call("kms_edit", a)))
+            t = timed(lambda a=args_, o=out: o.update(client.call("kms_edit", a)))
             version = json.loads(out["content"][0]["text"])["version"]
             if i:  # the first call pays for lazy imports
                 r["edit"].append(t)
@@ -99,8 +99,8 @@ def run(args) -> None:
         for i in range(args.renames * 2):
             new_title = titles[(i + 1) % 2]
             res: dict[str, Any] = {}
-            t = timed(lambda nt=new_title: res.update(client.call("kms_rename", {"noteId": target, "title": nt,
-                                                                                 "keepAlias": False})))
+            t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
+                                                                                      "keepAlias": False})))
             body = json.loads(res["content"][0]["text"])
             assert len(body["linksRewritten"]["notes"]) == args.linking, body
             r["rename"].append(t)
