@@ -106,6 +106,9 @@ def _sync_and_close(fd: int) -> None:
         os.close(fd)
 
 
+# One write uses one or two of these; a call rewriting many files (a rename's linking notes) keeps
+# several fsyncs in flight, which the file system's journal commits together.
+IO_THREADS = 8
 _io_pool: ThreadPoolExecutor | None = None
 _io_pool_lock = threading.Lock()
 
@@ -116,7 +119,7 @@ def _in_background(fn: Callable[..., None], *args: object) -> Future[None]:
     global _io_pool
     with _io_pool_lock:
         if _io_pool is None:
-            _io_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-fsync")
+            _io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="kms-fsync")
     return _io_pool.submit(fn, *args)
 
 
@@ -165,14 +168,16 @@ class PendingWrite:
             synced, self._synced = self._synced, None
             synced.result()  # an fsync error surfaces here, before the rename
 
-    def commit(self) -> None:
+    def commit(self, *, sync_dir: bool = True) -> None:
         """Atomically replace the target once the new bytes are on disk; the rename is made durable
-        in the background (``wait_durable``)."""
+        in the background (``wait_durable``). ``sync_dir=False``: the caller fsyncs the folder itself,
+        once for many renames into it (a folder fsync per rename serialises them)."""
         assert self.tmp is not None
         self.wait_synced()
         os.replace(self.tmp, self.target)
         self.tmp = None
-        self._dir_synced = _in_background(fsync_dir, self.target.parent)
+        if sync_dir:
+            self._dir_synced = _in_background(fsync_dir, self.target.parent)
 
     def wait_durable(self) -> None:
         """Return once the rename survives a power cut."""

@@ -183,11 +183,10 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
                     fsync_dir(prep.real.parent)
                 done.append((prep, dest))
             elif prep.pending is not None:
-                prep.pending.commit()
+                prep.pending.commit(sync_dir=False)
                 done.append((prep, None))
-        for prep, _dest in done:
-            if prep.pending is not None:
-                prep.pending.wait_durable()
+        for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
+            fsync_dir(folder)  # once per folder, after all the renames into it
     except BaseException:
         for prep, dest in reversed(done):
             with contextlib.suppress(OSError):
