@@ -168,6 +168,9 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *,
 def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
     """Replace every file; on a failure put back the ones already replaced."""
     done: list[tuple[_Prepared, Path | None]] = []
+    for prep in prepared:  # every new file on disk first: the renames then share journal commits
+        if prep.pending is not None:
+            prep.pending.wait_synced()
     try:
         for i, prep in enumerate(prepared):
             dest = dests.get(i)
