@@ -130,6 +130,13 @@ def apply_edits(text: str, title: str, edits: list[dict[str, Any]], nl: str) -> 
     return text, applied
 
 
+def _same_frontmatter(before: str, after: str) -> None:
+    """The body's edits may not make, break or change a frontmatter block (kms_update_properties does)."""
+    if before[: body_offset(before)] != after[: body_offset(after)]:
+        raise KmsError("invalid-input", "these edits would change the note's frontmatter; kms_edit edits the body "
+                       "only (use kms_update_properties for properties)")
+
+
 def edit(
     conn: apsw.Connection,
     vault: Vault,
@@ -148,6 +155,7 @@ def edit(
 
     def compute(text: str, fmt: TextFormat) -> Edit:
         new_text, applied = apply_edits(text, note.title, edits, fmt.newline)
+        _same_frontmatter(text, new_text)
         size = len(new_text.encode("utf-8")) - len(text.encode("utf-8"))
         if size > MAX_INSERT_BYTES:
             raise KmsError("invalid-input", f"the edits add {size} bytes; at most {kb(MAX_INSERT_BYTES)} per call")

@@ -98,15 +98,19 @@ async def test_edit_refusals_name_the_problem_and_change_nothing(vault: Path, co
                                                     "edits": [{"prepend": "x", "replace": {"old": "a", "new": "b"}}]})
         no_heading = await call(client, "kms_edit", {"noteId": nid, "version": v,
                                                      "edits": [{"replaceSection": {"heading": "Nope", "content": ""}}]})
+        other = note_id(conn, "Other")
+        fm = await call(client, "kms_edit", {"noteId": other, "version": await version(client, other),
+                                             "edits": [{"prepend": "---\nstatus: x\n---"}]})
     assert twice["error"] == "invalid-input" and twice["count"] == 2 and twice["lines"] == [9, 10]
     assert twice["edit"] == 2 and "2 times" in twice["message"]
     assert absent["count"] == 0 and in_fm["count"] == 0  # frontmatter is not the body
     assert stale["error"] == "conflict" and stale["currentVersion"] == v
     assert missing["error"] == "invalid-input" and "version" in missing["message"]
     assert two_kinds["error"] == "invalid-input" and no_heading["error"] == "invalid-input"
+    assert fm["error"] == "invalid-input" and "frontmatter" in fm["message"]
     assert vault_bytes(vault) == before
     rows = conn.execute("SELECT status, error FROM tool_invocations WHERE tool = 'kms_edit'").fetchall()
-    assert len(rows) == 7 and all(s != "success" for s, _e in rows)
+    assert len(rows) == 8 and all(s != "success" for s, _e in rows)
 
 
 async def test_edit_respects_the_allowlist_and_hidden_notes(vault: Path, conn: apsw.Connection,
