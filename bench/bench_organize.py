@@ -7,8 +7,9 @@ Measures, for ``kms mcp`` with the edit and organise tiers on:
 - ``kms_rename`` of a note that 500 other notes link to (every link rewritten, 501 files changed
   as one unit, the index updated, one provenance row), renamed back and forth.
 
-Baseline, measured in the same run: rewriting those same 500 files in place with an fsync each
-(read, replace the link text, write, fsync) — the floor for touching 500 files durably.
+Baseline, measured in the same run, each rename paired with one: rewriting copies of those 500 files
+(same sizes, same disk, outside the vault so the server's watcher does not see them half-written) in
+place with an fsync each (read, write, fsync): the floor for touching 500 files durably.
 Usage: python bench/bench_organize.py [--notes N] [--calls N] [--linking N]
 """
 
@@ -48,7 +49,14 @@ def setup(notes: int, linking: int) -> tuple[Path, Path, list[Path]]:
     conn = connect(db)
     index_vault(conn, add_vault(conn, root, "bench"))
     conn.close()
-    return root, db, files
+    raw = OUT / "organize-raw"  # the baseline's copies, outside the vault: the server's watcher must not
+    shutil.rmtree(raw, ignore_errors=True)  # see their in-place rewrites (truncate, then write) half done
+    raw.mkdir()
+    copies = []
+    for p in files:
+        shutil.copy(p, raw / p.name)
+        copies.append(raw / p.name)
+    return root, db, copies
 
 
 def raw_rewrite(files: list[Path], old: str, new: str) -> float:
