@@ -210,3 +210,16 @@ async def test_a_person_saving_continuously_gets_conflict_and_nothing_is_renamed
     assert after["Linker.md"] == before["Linker.md"] + b"more\nmore\n"  # the person's text, unrenamed
     assert {k: v for k, v in after.items() if k != "Linker.md"} == {
         k: v for k, v in before.items() if k != "Linker.md"}
+
+
+async def test_rename_never_writes_outside_the_notes_vault(vault: Path, conn: apsw.Connection, db_path: Path,
+                                                           tmp_path: Path) -> None:
+    """A note of another vault whose link resolved here (no note of that title in its own vault) is left."""
+    from support.vaults import write
+
+    other = write(tmp_path / "w" / "Far.md", "far link to [[Target]]\n")
+    index(conn, other.parent, "w")
+    async with mcp_client(db_path, **ON) as client:
+        out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
+    assert not out["_error"], out
+    assert other.read_text() == "far link to [[Target]]\n" and "Far.md" not in str(out)
