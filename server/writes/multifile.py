@@ -97,14 +97,16 @@ def _destination(vault: Vault, new_path: str) -> Path:
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
                   keep_ids: dict[str, str] | None = None) -> str | None:
-    """Bring the index in step after ``apply_plans``: ``files`` are (path before, path after or None).
+    """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
 
-    A file that moved keeps its notes row, so its id; one that comes back into the index (from
-    the trash) gets back the id in ``keep_ids`` (path -> id) when no other note took it. Returns a
-    warning when the index could not be updated (the files are written; the watcher heals it)."""
+    A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
+    the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
+    id) when no other note took it. Returns a warning when the index could not be updated (the files
+    are written; the watcher heals it)."""
     from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
     from server.store.db import shared_commit, write_tx
 
+    files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
     try:
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
             for old, new in files:
@@ -125,9 +127,14 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
     return None
 
 
-def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *,
-                lock_dir: Path | None = None) -> list[FileChange]:
-    """Apply every plan or none; return what changed in each file that changed (in ``plans`` order)."""
+def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, lock_dir: Path | None = None,
+                keep_ids: dict[str, str] | None = None) -> tuple[list[FileChange], str | None]:
+    """Apply every plan or none, and update the index; return what changed in each file that changed (in
+    ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
+    locks, as every writer does) before the first rename and held until the index is updated, so the
+    watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
+    from server.store.db import shared_commit, write_tx
+
     lock_dir = lock_dir or lock_dir_for(conn)
     reals = [locate_note(vault.root, p.path)[0] for p in plans]
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
@@ -150,11 +157,18 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *,
                         raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                        "nothing was changed: try again", path=None if prep.plan.hidden
                                        else prep.plan.path)
-            _commit(prepared, dests)
+            with shared_commit(conn), write_tx(conn):
+                _commit(prepared, dests)
+                out = _changes(prepared, dests)
+                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids)
         finally:
             for prep in prepared:
                 if prep.pending:
                     prep.pending.discard()
+    return out, warning
+
+
+def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChange]:
     out: list[FileChange] = []
     for i, prep in enumerate(prepared):
         moved = prep.plan.new_path if i in dests else None
@@ -166,13 +180,17 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *,
 
 
 def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
-    """Replace every file; on a failure put back the ones already replaced."""
+    """Replace every file, each only if it is still what was read (checked right before its rename);
+    on a failure put back the ones already replaced (those nobody touched since) and raise."""
     done: list[tuple[_Prepared, Path | None]] = []
     for prep in prepared:  # every new file on disk first: the renames then share journal commits
         if prep.pending is not None:
             prep.pending.wait_synced()
     try:
         for i, prep in enumerate(prepared):
+            if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                raise KmsError("conflict", f"{_name(prep.plan)} was saved by someone else just now; nothing was "
+                               "changed: try again", path=None if prep.plan.hidden else prep.plan.path)
             dest = dests.get(i)
             if prep.plan.delete:
                 os.unlink(prep.real)
@@ -191,9 +209,19 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
         for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
             fsync_dir(folder)  # once per folder, after all the renames into it
     except BaseException:
-        for prep, dest in reversed(done):
-            with contextlib.suppress(OSError):
-                atomic_write(prep.real, prep.raw)
-                if dest is not None:
-                    os.unlink(dest)
+        _roll_back(done)
         raise
+
+
+def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Put back the old bytes of files already replaced, unless someone changed them since."""
+    for prep, dest in reversed(done):
+        now = dest if dest is not None else prep.real
+        with contextlib.suppress(OSError):
+            if not prep.plan.delete and now.read_bytes() != prep.new_raw:
+                continue  # a person's save after kms's rename: theirs stays
+            if dest is not None:
+                atomic_write(prep.real, prep.raw, create_only=True)
+                os.unlink(dest)
+            else:
+                atomic_write(prep.real, prep.raw)

@@ -27,7 +27,7 @@ from server.vault.parser import _alias_list, parse_frontmatter, split_frontmatte
 from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
 from server.vault.registry import Vault
 from server.writes.cas import NoteRef, WriteOutcome, WriteResult
-from server.writes.multifile import FilePlan, apply_plans, reindex_moves
+from server.writes.multifile import FilePlan, apply_plans
 
 TRASH = ".trash"
 
@@ -85,8 +85,7 @@ def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str,
     plans = [FilePlan(note.path, own, new_path=new_path)]
     plans += [FilePlan(r["path"], lambda t: rewrite_links(t, new_target)[0], hidden=bool(r["hidden"]))
               for r in linking]
-    files = apply_plans(conn, vault, plans, lock_dir=lock_dir)
-    warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in files])
+    files, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir)
     result = _result(vault, note, files, new_path, new_title)
     others = [f for f in files if f.path != note.path]
     result["linksRewritten"] = {"notes": [f.path for f in others if not f.hidden],
@@ -126,9 +125,8 @@ def trash(conn: apsw.Connection, vault: Vault, note: NoteRef, *, allowlist: Allo
     if allowlist:
         allowlist.check(note.folder)
     linking = _linking(conn, note)
-    files = apply_plans(conn, vault, [FilePlan(note.path, lambda t: t, new_path=f"{TRASH}/{note.path}")],
-                        lock_dir=lock_dir)
-    warning = reindex_moves(conn, vault, [(note.path, None)])  # gone from the index: .trash is not indexed
+    files, warning = apply_plans(conn, vault, [FilePlan(note.path, lambda t: t, new_path=f"{TRASH}/{note.path}")],
+                                 lock_dir=lock_dir)  # out of the index: .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
     visible = [r["path"] for r in linking if not r["hidden"]]
     result["linksLeft"] = {"count": len(linking), "notes": visible, "hiddenNotes": len(linking) - len(visible)}

@@ -19,7 +19,7 @@ from server.vault.files import decode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import Vault
 from server.writes.cas import WriteOutcome, WriteResult
-from server.writes.multifile import FilePlan, apply_plans, reindex_moves
+from server.writes.multifile import FilePlan, apply_plans
 
 
 def _state(vault: Vault, f: FileChange) -> tuple[str | None, str | None]:
@@ -67,10 +67,8 @@ def revert(conn: apsw.Connection, vault: Vault, change: FilesChanged, note_id: s
     """Put every file back as it was, all or nothing (``conflict`` naming a file that changed)."""
     plans = [FilePlan(f.now_path, f.undo, new_path=f.path if f.new_path else None, hidden=f.hidden,
                       expect_hash=f.hash_after, delete=not f.hash_before) for f in change.files]
-    done = apply_plans(conn, vault, plans, lock_dir=lock_dir)
     home = change.files[0].path if change.files else change.path  # the note the call was about comes first
-    keep = {home: note_id} if note_id else None
-    warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in done], keep)  # a deleted file leaves
+    done, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir, keep_ids={home: note_id} if note_id else None)
     result = WriteResult(noteId=note_id, title=Path(home).stem, path=home, vault=vault.name,
                          bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(done))
     if warning:

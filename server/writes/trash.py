@@ -101,12 +101,11 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
     from server.activity.changes import FilesChanged
     from server.writes.cas import WriteOutcome, WriteResult
     from server.writes.guard import Touched, record_call
-    from server.writes.multifile import FilePlan, apply_plans, reindex_moves
+    from server.writes.multifile import FilePlan, apply_plans
 
     outcome = failure = None
     try:
-        files = apply_plans(conn, vault, [FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)])
-        warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in files])
+        files, warning = apply_plans(conn, vault, [FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)])
         result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
                              bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
         if warning:

@@ -223,3 +223,63 @@ async def test_rename_never_writes_outside_the_notes_vault(vault: Path, conn: ap
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     assert not out["_error"], out
     assert other.read_text() == "far link to [[Target]]\n" and "Far.md" not in str(out)
+
+
+async def test_a_save_during_the_renames_rolls_back_every_file_already_renamed(
+        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person saves a linking note after kms's last check but before its rename: conflict, and the
+    files kms had already replaced get their old bytes back (never half-renamed)."""
+    from server.vault import files as vault_files
+
+    before = vault_bytes(vault)
+    real_commit = vault_files.PendingWrite.commit
+    state = {"n": 0}
+
+    def commit_then_person_saves(self, **kw):
+        real_commit(self, **kw)
+        state["n"] += 1
+        if state["n"] == 1:  # after the first linking note is replaced, the person saves the next one
+            with (vault / "Linker.md").open("ab") as f:
+                f.write(b"person\n")
+
+    monkeypatch.setattr(vault_files.PendingWrite, "commit", commit_then_person_saves)
+    async with mcp_client(db_path, **ON) as client:
+        out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
+    assert out["error"] == "conflict" and "Linker.md" in out["message"]
+    after = vault_bytes(vault)
+    assert after["Linker.md"] == before["Linker.md"] + b"person\n"
+    assert {k: v for k, v in after.items() if k != "Linker.md"} == {
+        k: v for k, v in before.items() if k != "Linker.md"}
+
+
+async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_a_note(
+        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher indexing the old path between the rename of the file and of its row would drop the note
+    and index it again under a new id: the database's write lock is held across both."""
+    from server.vault import files as vault_files
+
+    real_write = vault_files.atomic_write
+    seen: list[str] = []
+
+    def move_and_probe(*args, **kw):
+        n = real_write(*args, **kw)
+        other = apsw.Connection(str(db_path))
+        other.set_busy_timeout(0)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            seen.append("free")
+            other.execute("ROLLBACK")
+        except apsw.BusyError:
+            seen.append("locked")
+        other.close()
+        return n
+
+    from server.writes import multifile
+
+    monkeypatch.setattr(multifile, "atomic_write", move_and_probe)
+    nid = note_id(conn, "Target")
+    async with mcp_client(db_path, **ON) as client:
+        out = await call(client, "kms_move", {"noteId": nid, "folder": "archive"})
+    assert not out["_error"], out
+    assert seen == ["locked"]  # the moved note's new file exists, and no one else may write the index yet
+    assert conn.execute("SELECT id FROM notes WHERE path = 'archive/Target.md'").fetchall() == [(nid,)]
