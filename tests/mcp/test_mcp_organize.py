@@ -283,3 +283,15 @@ async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_
     assert not out["_error"], out
     assert seen == ["locked"]  # the moved note's new file exists, and no one else may write the index yet
     assert conn.execute("SELECT id FROM notes WHERE path = 'archive/Target.md'").fetchall() == [(nid,)]
+
+
+async def test_rename_without_alias_and_to_a_sanitised_title(vault: Path, conn: apsw.Connection,
+                                                             db_path: Path, tmp_path: Path) -> None:
+    nid = note_id(conn, "Target")
+    async with mcp_client(db_path, **ON) as client:
+        out = await call(client, "kms_rename", {"noteId": nid, "title": "Plan: v2", "keepAlias": False})
+    assert not out["_error"], out
+    assert out["path"] == "notes/Plan- v2.md" and out["title"] == "Plan- v2"
+    assert (vault / "notes/Plan- v2.md").read_text().startswith("---\naliases: [Tee]\n---\n")
+    assert "title [[Plan- v2]], path [[notes/Plan- v2]]," in (vault / "Linker.md").read_text()
+    assert_index_is_fresh(conn, vault, tmp_path)
