@@ -134,8 +134,10 @@ class PendingWrite:
     folder's fsync after the rename runs in the background until ``wait_durable``.
     """
 
-    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True) -> None:
+    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True,
+                 sync_now: bool = True) -> None:
         self.target = Path(target)
+        self._fd: int | None = None
         mode = None
         if keep_mode:
             with contextlib.suppress(FileNotFoundError):
@@ -156,14 +158,23 @@ class PendingWrite:
             os.close(fd)
             self.discard()
             raise
-        self._synced = _in_background(_sync_and_close, fd)
+        self._fd = fd
+        if sync_now:  # else the caller starts it (``start_sync``): many temp files first, then their fsyncs
+            self.start_sync()
         self.size = len(data)
         # what the target will look like after the rename (which keeps inode and mtime)
         self.mtime_ns = st.st_mtime_ns
         self.stamp = f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
 
+    def start_sync(self) -> None:
+        """Flush the temp file on a kms I/O thread (once)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._synced = _in_background(_sync_and_close, fd)
+
     def wait_synced(self) -> None:
         """Return once the temp file's bytes are on disk."""
+        self.start_sync()
         if self._synced is not None:
             synced, self._synced = self._synced, None
             synced.result()  # an fsync error surfaces here, before the rename
@@ -187,6 +198,9 @@ class PendingWrite:
 
     def discard(self) -> None:
         if self.tmp is not None:
+            if self._fd is not None:  # never flushed: nothing to wait for
+                fd, self._fd = self._fd, None
+                os.close(fd)
             with contextlib.suppress(OSError):
                 self.wait_synced()  # the background fsync still holds the file open
             with contextlib.suppress(FileNotFoundError):

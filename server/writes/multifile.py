@@ -75,7 +75,7 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     prep = _Prepared(plan, real, raw, text, new_text, new_raw)
     if new_raw != raw and plan.new_path is None and not plan.delete:
-        prep.pending = PendingWrite(real, new_raw)
+        prep.pending = PendingWrite(real, new_raw, sync_now=False)  # flushed together (apply_plans)
     return prep
 
 
@@ -148,11 +148,16 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         try:
             for plan, real in zip(plans, reals, strict=True):
                 prepared.append(_prepare(vault, plan, real))
+            for prep in prepared:  # every temp file written first, then their fsyncs all in flight at once:
+                if prep.pending:  # creating files while fsyncs commit the journal makes each create wait
+                    prep.pending.start_sync()
             for k, prep in enumerate(prepared):  # the re-check, right before the renames
                 if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
                     if prep.pending:
                         prep.pending.discard()
                     prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
+                    if prep.pending:
+                        prep.pending.start_sync()
                     if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
                         raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                        "nothing was changed: try again", path=None if prep.plan.hidden
