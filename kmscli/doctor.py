@@ -88,6 +88,10 @@ def doctor_warnings(settings: Settings) -> list[str]:
     return [FILESYSTEM_WARNING] if settings.get("servers.filesystem.enabled") else []
 
 
+TIER_KEYS = (("read", "agent.read"), ("write", "agent.write"), ("edit", "agent.edit"),
+             ("organize", "agent.organize"))
+
+
 def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
     from server.index.privacy import privacy_report
 
@@ -136,6 +140,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     }
     report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
     report["embeddings"] = embeddings
+    report["tiers"] = {tier: settings.active(key) for tier, key in TIER_KEYS}
     report["agent"] = {
         "read": settings.active("agent.read"), "write": settings.active("agent.write"),
         "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),
@@ -194,7 +199,8 @@ def doctor_command(
                   + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else ""))
     a = report["agent"]
     w = a["writes"]
-    out.print(f"{ok} agents: read {'on' if a['read'] else 'off'}, write {'on' if a['write'] else 'off'}; "
+    tiers = " ".join(f"{tier} {'on' if on else 'off'}" for tier, on in report["tiers"].items())
+    out.print(f"{ok} agent tiers: {tiers}; "
               f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
               f"limits {a['perMinute']}/min, {a['perSession']}/session")
     if w:

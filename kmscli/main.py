@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kmscli import index_cmds, notes_cmds
+from kmscli import changes_cmds, index_cmds, notes_cmds
 from kmscli.config_cmd import config_app
 from kmscli.doctor import doctor_command
 from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
@@ -171,6 +171,8 @@ app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
 app.command("doctor")(doctor_command)
 app.command("mcp-config")(mcp_config_command)
 app.command("log")(notes_cmds.log_cmd)
+app.command("revert")(changes_cmds.revert_cmd)
+app.add_typer(changes_cmds.trash_app, name="trash")
 app.command("demo")(demo_cmd)
 app.command("tui")(tui_cmd)
 app.command("embed")(index_cmds.embed_cmd)

@@ -19,7 +19,8 @@ TEXT_REMOVED = "text-removed"
 PROPERTIES_CHANGED = "properties-changed"
 FILE_CREATED = "file-created"
 FILE_DELETED = "file-deleted"
-KINDS = (TEXT_INSERTED, TEXT_REMOVED, PROPERTIES_CHANGED, FILE_CREATED, FILE_DELETED)
+FILES_CHANGED = "files-changed"
+KINDS = (TEXT_INSERTED, TEXT_REMOVED, PROPERTIES_CHANGED, FILE_CREATED, FILE_DELETED, FILES_CHANGED)
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,55 @@ class FileDeleted:
     kind = FILE_DELETED
 
 
-Change = TextInserted | TextRemoved | PropertiesChanged | FileCreated | FileDeleted
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a ``FilesChanged``: its text went from ``before`` to ``after`` and it moved from
+    ``path`` to ``new_path`` (None: it stayed). Stored as the one hunk that differs, so a revert
+    rebuilds the exact old text from the exact new one (``undo``)."""
+
+    path: str
+    new_path: str | None
+    offset: int  # where the hunk starts, the same in the old and the new text
+    old: str  # the old text of the hunk (removed or replaced)
+    new: str  # what the change left there
+    hash_before: str  # sha256 of the file bytes before and after; "" when there was no file (created)
+    hash_after: str  # ... or is none any more (deleted)
+    hidden: bool = False  # a note agents cannot see: never named to one
+
+    @property
+    def now_path(self) -> str:
+        return self.new_path or self.path
+
+    def undo(self, text: str) -> str:
+        """The text before the change, from the text it left."""
+        return text[: self.offset] + self.old + text[self.offset + len(self.new) :]
+
+
+def file_change(path: str, before: str, after: str, hash_before: str, hash_after: str, *,
+                new_path: str | None = None, hidden: bool = False) -> FileChange:
+    """The ``FileChange`` from ``before`` to ``after``: the common prefix and suffix are dropped."""
+    limit = min(len(before), len(after))
+    start = 0
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < limit - start and before[-1 - end] == after[-1 - end]:
+        end += 1
+    return FileChange(path, new_path, start, before[start : len(before) - end], after[start : len(after) - end],
+                      hash_before, hash_after, hidden)
+
+
+@dataclass(frozen=True)
+class FilesChanged:
+    """Text replaced or removed, and files moved, in one or more files as one unit (an edit, a
+    rename rewriting links, a move, a trash). ``path`` is the note the call was about."""
+
+    path: str
+    files: tuple[FileChange, ...]
+    kind = FILES_CHANGED
+
+
+Change = TextInserted | TextRemoved | PropertiesChanged | FileCreated | FileDeleted | FilesChanged
 
 
 def columns(change: Change | None) -> dict[str, Any]:
@@ -109,6 +158,8 @@ def from_row(inv: dict[str, Any]) -> Change | None:
         return TextRemoved(path, offset or 0, text or "")
     if kind == FILE_DELETED:
         return FileDeleted(path, inv.get("hash_before") or "")
+    if kind == FILES_CHANGED:
+        return FilesChanged(path, tuple(inv.get("files") or ()))
     return None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from server.activity.changes import Change, columns
+from server.activity.changes import Change, FileChange, FilesChanged, columns
 from server.store.db import rows, write_tx
 
 SUMMARY_MAX = 400
@@ -118,7 +118,23 @@ def record(
                 payload.get("change_kind"),
             ),
         )
-        return conn.last_insert_rowid()
+        rid = conn.last_insert_rowid()
+        if isinstance(change, FilesChanged):
+            conn.executemany(
+                "INSERT INTO tool_file_changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(rid, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, int(f.hidden))
+                 for i, f in enumerate(change.files)],
+            )
+        return rid
+
+
+def file_changes(conn: apsw.Connection, invocation_id: int) -> list[FileChange]:
+    """The per-file changes of one invocation, in the order they were made."""
+    return [
+        FileChange(r["path"], r["new_path"], r["hunk_offset"], r["old_text"], r["new_text"], r["hash_before"],
+                   r["hash_after"], bool(r["hidden"]))
+        for r in rows(conn, "SELECT * FROM tool_file_changes WHERE invocation_id = ? ORDER BY seq", (invocation_id,))
+    ]
 
 
 # "reverted by" through the m005 partial index on reverts_id: one index probe per row
@@ -139,7 +155,12 @@ def _decode(row: dict) -> dict:
 def get_invocation(conn: apsw.Connection, invocation_id: int) -> dict | None:
     """One row (props decoded, ``reverted_by`` = id of a successful revert of it, if any)."""
     found = rows(conn, f"SELECT {_COLUMNS} FROM tool_invocations t WHERE t.id = ?", (invocation_id,))
-    return _decode(found[0]) if found else None
+    if not found:
+        return None
+    inv = _decode(found[0])
+    if inv.get("change_kind") == "files-changed":
+        inv["files"] = file_changes(conn, invocation_id)
+    return inv
 
 
 def list_invocations(

@@ -170,6 +170,24 @@ _SCHEMA: list[Setting] = [
         parent="agent.read",
     ),
     Setting(
+        "agent.edit",
+        "bool",
+        False,
+        "Agents may replace and delete text in notes (kms_edit), only inside write.allowlist; every edit is "
+        "recorded and revertible. Needs agent.write. Off until you turn it on.",
+        "KMS_AGENT_EDIT_TOOLS_ENABLED",
+        parent="agent.write",
+    ),
+    Setting(
+        "agent.organize",
+        "bool",
+        False,
+        "Agents may move, rename and trash notes (kms_move, kms_rename, kms_trash; links are rewritten, "
+        "nothing is deleted for good). Needs agent.edit. Off until you turn it on.",
+        "KMS_AGENT_ORGANIZE_TOOLS_ENABLED",
+        parent="agent.edit",
+    ),
+    Setting(
         "write.allowlist",
         "globs",
         [],
@@ -197,6 +215,16 @@ _SCHEMA: list[Setting] = [
         "KMS_WRITE_PER_SESSION",
         validator=_int_range(1, 1_000_000),
         valid="a whole number from 1 to 1000000",
+    ),
+    Setting(
+        "write.max_files_per_call",
+        "int",
+        50,
+        "Most files one write call may touch (a rename rewriting links, kms_create_many); a call over it "
+        "answers too-broad and changes nothing.",
+        "KMS_WRITE_MAX_FILES_PER_CALL",
+        validator=_int_range(1, 100_000),
+        valid="a whole number from 1 to 100000",
     ),
     Setting(
         "embed.enabled",

@@ -34,16 +34,20 @@ from server.config.schema import (
 from server.config.settings import Settings, load_settings
 from server.store.db import default_db_path
 
-Tier = Literal["read", "write"]
+Tier = Literal["read", "write", "edit", "organize"]
+TIERS: tuple[Tier, ...] = ("read", "write", "edit", "organize")  # each needs every one before it
 
 # SessionConfig field -> the setting it carries (its variable and grammar are the schema's)
 SETTING_FIELDS: dict[str, str] = {
     "enabled": "kms.enabled",
     "read_enabled": "agent.read",
     "write_enabled": "agent.write",
+    "edit_enabled": "agent.edit",
+    "organize_enabled": "agent.organize",
     "allowlist": "write.allowlist",
     "per_minute": "write.per_minute",
     "per_session": "write.per_session",
+    "max_files_per_call": "write.max_files_per_call",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
@@ -80,8 +84,11 @@ class SessionConfig:
     read_enabled: bool
     write_enabled: bool
     session_id: str
+    edit_enabled: bool = False
+    organize_enabled: bool = False
     per_minute: int = 10
     per_session: int = 200
+    max_files_per_call: int = 50
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
@@ -90,9 +97,9 @@ class SessionConfig:
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
 
     def tier_enabled(self, tier: Tier) -> bool:
-        if tier == "read":
-            return self.enabled and self.read_enabled
-        return self.enabled and self.read_enabled and self.write_enabled
+        """A tier is on when it and every tier below it (and kms itself) are on."""
+        switches = (self.read_enabled, self.write_enabled, self.edit_enabled, self.organize_enabled)
+        return self.enabled and all(switches[: TIERS.index(tier) + 1])
 
     @classmethod
     def from_settings(
@@ -106,9 +113,12 @@ class SessionConfig:
             enabled=settings.active("kms.enabled"),
             read_enabled=settings.active("agent.read"),
             write_enabled=settings.active("agent.write"),
+            edit_enabled=settings.active("agent.edit"),
+            organize_enabled=settings.active("agent.organize"),
             session_id=session_id,
             per_minute=settings.get("write.per_minute"),
             per_session=settings.get("write.per_session"),
+            max_files_per_call=settings.get("write.max_files_per_call"),
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),

@@ -282,6 +282,27 @@ def m008_privacy_rules(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX notes_link_to ON notes(link_to) WHERE link_to IS NOT NULL")
 
 
+def m009_file_changes(conn: apsw.Connection) -> None:
+    """The per-file changes of a call that changed several files, or replaced text (kms_edit, kms_rename,
+    kms_move, kms_trash, and their reverts): one row per file, the hunk that differs and where the file
+    went, so a revert can rebuild every file exactly and the dashboard can show a diff per file."""
+    conn.execute(
+        """CREATE TABLE tool_file_changes (
+             invocation_id INTEGER NOT NULL REFERENCES tool_invocations(id),
+             seq INTEGER NOT NULL,
+             path TEXT NOT NULL,
+             new_path TEXT,
+             hunk_offset INTEGER NOT NULL,
+             old_text TEXT NOT NULL,
+             new_text TEXT NOT NULL,
+             hash_before TEXT NOT NULL,
+             hash_after TEXT NOT NULL,
+             hidden INTEGER NOT NULL DEFAULT 0,
+             PRIMARY KEY (invocation_id, seq)
+           ) WITHOUT ROWID"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -291,6 +312,7 @@ MIGRATIONS: list[Migration] = [
     m006_fts_tuning,
     m007_change_kind,
     m008_privacy_rules,
+    m009_file_changes,
 ]
 
 

@@ -106,6 +106,9 @@ def _sync_and_close(fd: int) -> None:
         os.close(fd)
 
 
+# One write uses one or two of these; a call rewriting many files (a rename's linking notes) keeps
+# several fsyncs in flight, which the file system's journal commits together.
+IO_THREADS = 8
 _io_pool: ThreadPoolExecutor | None = None
 _io_pool_lock = threading.Lock()
 
@@ -116,7 +119,7 @@ def _in_background(fn: Callable[..., None], *args: object) -> Future[None]:
     global _io_pool
     with _io_pool_lock:
         if _io_pool is None:
-            _io_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-fsync")
+            _io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="kms-fsync")
     return _io_pool.submit(fn, *args)
 
 
@@ -131,8 +134,10 @@ class PendingWrite:
     folder's fsync after the rename runs in the background until ``wait_durable``.
     """
 
-    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True) -> None:
+    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True,
+                 sync_now: bool = True) -> None:
         self.target = Path(target)
+        self._fd: int | None = None
         mode = None
         if keep_mode:
             with contextlib.suppress(FileNotFoundError):
@@ -153,26 +158,37 @@ class PendingWrite:
             os.close(fd)
             self.discard()
             raise
-        self._synced = _in_background(_sync_and_close, fd)
+        self._fd = fd
+        if sync_now:  # else the caller starts it (``start_sync``): many temp files first, then their fsyncs
+            self.start_sync()
         self.size = len(data)
         # what the target will look like after the rename (which keeps inode and mtime)
         self.mtime_ns = st.st_mtime_ns
         self.stamp = f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
 
+    def start_sync(self) -> None:
+        """Flush the temp file on a kms I/O thread (once)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._synced = _in_background(_sync_and_close, fd)
+
     def wait_synced(self) -> None:
         """Return once the temp file's bytes are on disk."""
+        self.start_sync()
         if self._synced is not None:
             synced, self._synced = self._synced, None
             synced.result()  # an fsync error surfaces here, before the rename
 
-    def commit(self) -> None:
+    def commit(self, *, sync_dir: bool = True) -> None:
         """Atomically replace the target once the new bytes are on disk; the rename is made durable
-        in the background (``wait_durable``)."""
+        in the background (``wait_durable``). ``sync_dir=False``: the caller fsyncs the folder itself,
+        once for many renames into it (a folder fsync per rename serialises them)."""
         assert self.tmp is not None
         self.wait_synced()
         os.replace(self.tmp, self.target)
         self.tmp = None
-        self._dir_synced = _in_background(fsync_dir, self.target.parent)
+        if sync_dir:
+            self._dir_synced = _in_background(fsync_dir, self.target.parent)
 
     def wait_durable(self) -> None:
         """Return once the rename survives a power cut."""
@@ -182,6 +198,9 @@ class PendingWrite:
 
     def discard(self) -> None:
         if self.tmp is not None:
+            if self._fd is not None:  # never flushed: nothing to wait for
+                fd, self._fd = self._fd, None
+                os.close(fd)
             with contextlib.suppress(OSError):
                 self.wait_synced()  # the background fsync still holds the file open
             with contextlib.suppress(FileNotFoundError):

@@ -53,6 +53,14 @@ class WriteResult(TypedDict, total=False):
     bytesBefore: int
     bytesAfter: int
     linesAdded: int
+    linesRemoved: int  # kms_edit and the organise tools: the blast radius is both ways
+    edits: list[dict]  # kms_edit: where each step applied
+    oldPath: str  # a move, rename or trash: where the note was
+    linksRewritten: dict  # a move or rename: the visible notes whose links changed, and a count of hidden ones
+    linksLeft: dict  # a trash: the links now pointing at nothing
+    results: list[dict]  # kms_create_many: one per note, ok or an error kind
+    created: int
+    failed: int
     version: str  # sha256 of the new file bytes: pass it as ``version`` to the next write
     changed: bool
     indexWarning: str

@@ -2,7 +2,7 @@
 
 ``WriteService.call(tool, arguments)`` runs, in this order and nowhere else:
 
-1. gate: the write tier is on for this session (else ``feature-disabled``);
+1. gate: the tool's tier (write, edit or organize) is on for this session (else ``feature-disabled``);
 2. input validation: the tool's strict pydantic model (else ``invalid-input``);
 3. a rate-limit slot, committed before any file is touched (else ``rate-limited``);
 4. the operation, through ``WriteTarget`` (vault scope, allowlist, locks);
@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from server.activity import provenance
 from server.activity.ratelimit import RateLimiter, Slot
 from server.config.allowlist import Allowlist
+from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.vault.registry import Vault, get_vault, list_vaults
@@ -47,6 +48,9 @@ class WriteTool(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def tier(self) -> Tier: ...
 
     @property
     def input_model(self) -> type[BaseModel]: ...
@@ -86,6 +90,19 @@ class WriteTarget:
     lock_dir: Path | None
     scope: str | None  # the session's vault: notes of other vaults do not exist for it
     touched: Touched
+    max_files: int = 50  # write.max_files_per_call
+    extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
+
+    def take_slot(self) -> Callable[[], None]:
+        """One more rate-limit slot for a call that writes several notes (``rate-limited`` when none is
+        left); returns the function that gives it back should that note not be written."""
+        return self.extra_slot() if self.extra_slot is not None else (lambda: None)
+
+    def check_breadth(self, count: int, what: str = "files") -> None:
+        """``too-broad`` (before anything is touched) for a call over ``write.max_files_per_call``."""
+        if count > self.max_files:
+            raise KmsError("too-broad", f"this call would touch {count} {what}; at most {self.max_files} per call "
+                           "(write.max_files_per_call). Nothing was changed.", count=count, limit=self.max_files)
 
     def note(self, ref: str) -> tuple[NoteRef, Vault]:
         """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
@@ -131,8 +148,13 @@ class WriteService:
         lock_dir: Path | None = None,
         enabled: bool = True,
         disabled_message: Callable[[str], str] | None = None,
+        tier_enabled: Callable[[Tier], bool] | None = None,
+        max_files: int = 50,
     ) -> None:
         self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
+        # a tier above write (edit, organize) is gated on its own; None: every tier follows ``enabled``
+        self.tier_enabled = tier_enabled
+        self.max_files = max_files
         self.disabled_message = disabled_message or _off  # tool name -> why, e.g. which setting is off
         self.db_path = db_path
         self.session_id = session_id
@@ -145,6 +167,16 @@ class WriteService:
         """This thread's connection (never shared across threads)."""
         return thread_connection(self.db_path)
 
+    def allows(self, tier: Tier) -> bool:
+        """Whether this session's gate lets a tool of ``tier`` run."""
+        if not self.enabled:
+            return False
+        return self.tier_enabled(tier) if self.tier_enabled is not None else True
+
+    def _extra_slot(self, conn: apsw.Connection) -> Callable[[], None]:
+        slot = self.limits.acquire(conn, self.session_id)
+        return lambda: self.limits.release(conn, slot)
+
     def counters(self) -> dict[str, Any]:
         """This session's live write counters."""
         return self.limits.counters(self.conn(), self.session_id)
@@ -154,14 +186,15 @@ class WriteService:
         conn = self.conn()
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                           title=_text(arguments.get("title"), MAX_TITLE_CHARS))
-        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched)
+        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched, self.max_files,
+                             lambda: self._extra_slot(conn))
         summary = provenance.summarize_input(dict(arguments))
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
         with contextlib.ExitStack() as group:
             try:
-                if not self.enabled:
+                if not self.allows(getattr(tool, "tier", "write")):
                     raise KmsError("feature-disabled", self.disabled_message(tool.name))
                 args = validate_input(tool.input_model, arguments)
                 slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched

@@ -25,7 +25,14 @@ from typing import Any
 import apsw
 
 from server.activity import changes, provenance
-from server.activity.changes import FileCreated, FileDeleted, PropertiesChanged, TextInserted, TextRemoved
+from server.activity.changes import (
+    FileCreated,
+    FileDeleted,
+    FilesChanged,
+    PropertiesChanged,
+    TextInserted,
+    TextRemoved,
+)
 from server.errors import KmsError
 from server.store.db import rows
 from server.store.locks import file_lock
@@ -34,6 +41,7 @@ from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
 from server.vault.markdown import Unclosed, frontmatter_span, line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
+from server.writes import revert_files
 from server.writes.cas import Edit, NoteRef, WriteOutcome, WriteResult, lock_dir_for, write_note
 from server.writes.guard import Touched, record_call
 
@@ -151,6 +159,11 @@ def _read_current(vault: Vault, note: NoteRef) -> tuple[Path, bytes]:
 def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
     """What ``revert`` would do now (nothing is written). ``canRevert`` False comes with a ``reason``."""
     inv = _invocation(conn, invocation_id)
+    change = changes.from_row(inv)
+    if isinstance(change, FilesChanged):
+        vault = get_vault(conn, inv["vault"])
+        return {"invocationId": invocation_id, "tool": inv["tool"], "noteId": inv["note_id"], "vault": vault.name,
+                "path": inv["path"], **revert_files.preview(vault, change)}
     vault, note = _target(conn, inv)
     _real, raw = _read_current(vault, note)
     text, _fmt = decode(raw)
@@ -184,30 +197,38 @@ def revert(
         inv = _invocation(conn, invocation_id)
         summary = f"revert #{invocation_id} ({inv['tool']})"
         touched = Touched(inv["note_id"], inv["vault"], inv["path"], inv["title"])
-        vault, note = _target(conn, inv)
-        touched.note_id, touched.path = note.id or inv["note_id"], note.path
-        if isinstance(changes.from_row(inv), FileCreated):
-            outcome = _delete_created(conn, vault, note, inv, lock_dir)
+        change = changes.from_row(inv)
+        if isinstance(change, FilesChanged):
+            try:
+                outcome = revert_files.revert(conn, get_vault(conn, inv["vault"]), change, inv["note_id"], lock_dir)
+            except KmsError as e:
+                raise KmsError("conflict", f"can't revert #{invocation_id}: {e.message}", **e.extra) from None
+            message = f"restored {len(change.files)} file(s)"
         else:
-            holder: dict[str, Plan] = {}
+            vault, note = _target(conn, inv)
+            touched.note_id, touched.path = note.id or inv["note_id"], note.path
+            if isinstance(change, FileCreated):
+                outcome = _delete_created(conn, vault, note, inv, lock_dir)
+            else:
+                holder: dict[str, Plan] = {}
 
-            def compute(text: str, _fmt: Any) -> Edit:
-                plan = plan_revert(inv, text, "")
-                if not plan.ok or plan.new_text is None:
-                    raise KmsError("conflict", f"can't revert #{invocation_id}: {plan.reason}", reason=plan.reason)
-                holder["plan"] = plan
-                if plan.action == "remove-text":
-                    return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
-                restored = PropertiesChanged(note.path, {k: v["from"] for k, v in plan.restore.items()},
-                                             {k: v["to"] for k, v in plan.restore.items()})
-                return Edit(plan.new_text, restored)
+                def compute(text: str, _fmt: Any) -> Edit:
+                    plan = plan_revert(inv, text, "")
+                    if not plan.ok or plan.new_text is None:
+                        raise KmsError("conflict", f"can't revert #{invocation_id}: {plan.reason}", reason=plan.reason)
+                    holder["plan"] = plan
+                    if plan.action == "remove-text":
+                        return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
+                    restored = PropertiesChanged(note.path, {k: v["from"] for k, v in plan.restore.items()},
+                                                 {k: v["to"] for k, v in plan.restore.items()})
+                    return Edit(plan.new_text, restored)
 
-            outcome = write_note(conn, vault, note, compute, lock_dir=lock_dir)
-            plan = holder["plan"]
-            message = (
-                f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
-                if plan.action == "remove-text" else "restored properties"
-            )
+                outcome = write_note(conn, vault, note, compute, lock_dir=lock_dir)
+                plan = holder["plan"]
+                message = (
+                    f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
+                    if plan.action == "remove-text" else "restored properties"
+                )
     except BaseException as e:
         failure = e
         raise

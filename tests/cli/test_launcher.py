@@ -425,8 +425,16 @@ def test_doctor_reports(env: dict[str, str]) -> None:
     assert report["settings"]["path"] == env["KMS_CONFIG"]
     assert "kms" in report["session_servers"]
     assert "model" in report
+    assert report["tiers"] == {"read": True, "write": False, "edit": False, "organize": False}
     text = kms(env, "doctor")
     assert "vault notes" in text.stdout and "sessions get: kms" in text.stdout
+    assert "agent tiers: read on write off edit off organize off" in text.stdout
+    on = {**env, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_AGENT_EDIT_TOOLS_ENABLED": "1"}
+    assert json.loads(kms(on, "doctor", "--json").stdout)["tiers"] == {
+        "read": True, "write": True, "edit": True, "organize": False}
+    listing = {e["key"]: e for e in json.loads(kms(on, "config", "list", "--json").stdout)["settings"]}
+    assert listing["agent.edit"]["value"] is True and listing["agent.organize"]["value"] is False
+    assert listing["agent.edit"]["source"] == "env"
 
 
 def test_config_cli(env: dict[str, str], tmp_path: Path) -> None:

@@ -35,20 +35,22 @@ def test_registry_is_not_empty_and_names_are_unique() -> None:
 @pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)
 def test_tool_spec_is_complete(spec: ToolSpec) -> None:
     assert re.fullmatch(r"kms_[a-z_]+", spec.name)
-    assert spec.tier in ("read", "write")
+    assert spec.tier in ("read", "write", "edit", "organize")
     assert spec.description and len(spec.description) >= 40 and spec.description.strip() == spec.description
     assert callable(spec.handler)
     assert issubclass(spec.input_model, StrictInput)
     schema = spec.input_model.model_json_schema()
     assert schema["type"] == "object" and isinstance(schema.get("properties"), dict)
     assert schema.get("additionalProperties") is False  # unknown keys refused
+    assert "$ref" not in str(schema) and "$defs" not in schema  # self-contained
     for name in schema.get("required", []):
         assert name in schema["properties"]
     assert issubclass(spec.output_model, BaseModel)
     assert output_schema(spec)["type"] == "object"
     a = spec.annotations
     assert isinstance(a, ToolAnnotations) and a.title
-    assert a.open_world_hint is False and a.destructive_hint is False
+    assert a.open_world_hint is False
+    assert a.destructive_hint is (spec.tier in ("edit", "organize"))  # they remove or replace text, or move files
     assert a.read_only_hint is (spec.tier == "read")
     assert isinstance(a.idempotent_hint, bool)
     if spec.cursor_field:

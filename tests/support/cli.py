@@ -8,11 +8,12 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 
-def kms(*args: str, **env: str) -> Result:
-    """``kms ARGS`` in this process (``KMS_DB_PATH``/``KMS_CONFIG`` come from the test's environment)."""
+def kms(*args: str, input: str | None = None, **env: str) -> Result:  # noqa: A002 - CliRunner's name
+    """``kms ARGS`` in this process (``KMS_DB_PATH``/``KMS_CONFIG`` come from the test's environment);
+    ``input`` is what the person types at a prompt."""
     from kmscli.main import app
 
-    return CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1", **env}).invoke(app, list(args))
+    return CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1", **env}).invoke(app, list(args), input=input)
 
 
 def ok(result: Result) -> Result:

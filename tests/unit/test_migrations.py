@@ -157,3 +157,27 @@ def test_upgrade_to_m007_names_the_kind_of_change_of_old_rows(tmp_path: Path) ->
     assert read[3] is None
     assert scalar(conn, "SELECT count(*) FROM tool_invocations_fts WHERE tool_invocations_fts MATCH 'revert'") == 4
     conn.close()
+
+
+def test_upgrade_to_m009_keeps_old_rows_and_records_file_changes(tmp_path: Path) -> None:
+    """An m007 database gains ``tool_file_changes``; its rows stay readable and new multi-file rows round-trip."""
+    from server.activity import provenance
+    from server.activity.changes import FileChange, FilesChanged, TextInserted, from_row
+
+    path = tmp_path / "m007.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m007_change_kind")
+    assert "m009_file_changes" not in applied(old)
+    old.execute("INSERT INTO tool_invocations (id, at, session_id, actor, tool, input_summary, status, path, "
+                "inserted_text, insert_offset, hash_before, hash_after, change_kind) VALUES "
+                "(1, 1.0, 's', 'agent', 'kms_append', '', 'success', 'a.md', 'x', 3, 'h0', 'h1', 'text-inserted')")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    assert from_row(provenance.get_invocation(conn, 1) or {}) == TextInserted("a.md", 3, "x")
+    files = (FileChange("n/A.md", "n/B.md", 0, "", "", "h1", "h1"), FileChange("L.md", None, 4, "[[A]]", "[[B]]",
+                                                                              "h2", "h3", hidden=True))
+    rid = provenance.record(conn, tool="kms_rename", session_id="s", status="success", path="n/B.md",
+                            change=FilesChanged("n/B.md", files))
+    assert from_row(provenance.get_invocation(conn, rid) or {}) == FilesChanged("n/B.md", files)
+    conn.close()

@@ -23,13 +23,18 @@ def configs(draw: hs.DrawFn) -> SessionConfig:
     """Every config the composer can write: effective switches (a child is off when its parent is)."""
     enabled = draw(hs.booleans())
     read = enabled and draw(hs.booleans())
+    write = read and draw(hs.booleans())
+    edit = write and draw(hs.booleans())
     return SessionConfig(
         db_path=draw(PATH),
         config_path=draw(PATH),
         enabled=enabled,
         read_enabled=read,
-        write_enabled=read and draw(hs.booleans()),
+        write_enabled=write,
+        edit_enabled=edit,
+        organize_enabled=edit and draw(hs.booleans()),
         session_id=draw(NAME),
+        max_files_per_call=draw(hs.integers(1, 100_000)),
         per_minute=draw(hs.integers(1, 10_000)),
         per_session=draw(hs.integers(1, 1_000_000)),
         allowlist=tuple(draw(hs.lists(GLOB, max_size=4, unique=True))),
@@ -79,6 +84,9 @@ BAD_VALUES = [
     ("KMS_ENABLED", "maybe", "true/false"),
     ("KMS_AGENT_TOOLS_ENABLED", "2", "true/false"),
     ("KMS_AGENT_WRITE_TOOLS_ENABLED", "auto", "true/false"),  # only the read switches default to auto
+    ("KMS_AGENT_EDIT_TOOLS_ENABLED", "auto", "true/false"),
+    ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "edit", "true/false"),
+    ("KMS_WRITE_MAX_FILES_PER_CALL", "0", "1 to 100000"),
     ("KMS_WRITE_ALLOWLIST", "/etc", "folder globs"),
     ("KMS_WRITE_ALLOWLIST", "drafts/**", "folder globs"),
     ("KMS_WRITE_ALLOWLIST", "../up", "folder globs"),
@@ -116,3 +124,23 @@ FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CL
 def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
     assert FREE_TEXT <= set(env_vars())
     assert set(env_vars()) - FREE_TEXT <= {var for var, _value, _valid in BAD_VALUES}
+
+
+def test_edit_and_organize_tiers_need_every_tier_below_and_are_frozen(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "c.toml"
+    base = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg_path), "KMS_ENABLED": "1",
+            "KMS_AGENT_TOOLS_ENABLED": "1"}
+    off = SessionConfig.from_env(base)
+    assert not off.tier_enabled("edit") and not off.tier_enabled("organize") and off.max_files_per_call == 50
+    organize_only = SessionConfig.from_env({**base, "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1",
+                                            "KMS_AGENT_WRITE_TOOLS_ENABLED": "1"})
+    assert not organize_only.tier_enabled("organize") and not organize_only.organize_enabled  # edit is off
+    on = SessionConfig.from_env({**base, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_AGENT_EDIT_TOOLS_ENABLED": "1",
+                                 "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1", "KMS_WRITE_MAX_FILES_PER_CALL": "7"})
+    assert on.tier_enabled("edit") and on.tier_enabled("organize") and on.max_files_per_call == 7
+    st.set_value("agent.edit", "false", path=cfg_path, env={}, has_vault=True)  # a later change: not this session's
+    assert on.tier_enabled("edit")
+    file_only = SessionConfig.from_env({k: v for k, v in base.items()} | {"KMS_AGENT_WRITE_TOOLS_ENABLED": "1"})
+    assert not file_only.tier_enabled("edit")
+    st.set_value("agent.edit", "true", path=cfg_path, env={}, has_vault=True)
+    assert SessionConfig.from_env({**base, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1"}).tier_enabled("edit")

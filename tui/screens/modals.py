@@ -55,6 +55,10 @@ class ReviewScreen(ModalScreen[bool]):
             n = len(p["removeText"] or "")
             return Text(f"Remove these {n} characters at offset {p['offset']} ({p['linesRemoved']} lines); "
                         "nothing else in the note changes:")
+        if p["action"] == "restore-files":
+            n = len(p.get("files") or [])
+            return Text(f"Put back all {n} file(s) exactly as they were before the call (each is still what the "
+                        "call left). The call's changes, which the revert takes back:")
         if p["action"] == "delete-note":
             return Text("Delete the note this call created (it is still exactly what the agent wrote):")
         return Text("Restore these properties to their values before the call:")
@@ -68,6 +72,15 @@ class ReviewScreen(ModalScreen[bool]):
                 t.append(f"{change['from']!r}", style="red strike")
                 t.append(" → ")
                 t.append(f"{change['to']!r}\n", style="green")
+            return t
+        if p["action"] == "restore-files":
+            t = Text()
+            for f in p.get("files") or []:
+                t.append(f["path"], style="bold")
+                t.append(f" → {f['newPath']}\n" if f.get("newPath") else "\n", style="bold cyan")
+                for line in f["diff"].splitlines()[2:]:
+                    t.append(line + "\n", style="green" if line.startswith("+") else
+                             "red" if line.startswith("-") else "dim")
             return t
         t = Text()
         for i, line in enumerate((p.get("removeText") or "").split("\n")):

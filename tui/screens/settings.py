@@ -22,7 +22,8 @@ from textual.widgets import Button, Footer, Input, Label, Select, Static
 from server.config.schema import AUTO, SettingsError, format_value, parse_value, setting
 from server.config.settings import load_settings, set_value
 
-KEYS = ("kms.enabled", "agent.read", "agent.write", "write.allowlist", "write.per_minute", "write.per_session")
+KEYS = ("kms.enabled", "agent.read", "agent.write", "agent.edit", "agent.organize", "write.allowlist",
+        "write.per_minute", "write.per_session")
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."
 
 

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from server import humanize
 from server.activity import changes
 from server.activity.feed import ContextLine, Detail
+from server.writes.revert_files import diff_text
 from tui import format as fmt
 
 MAX_INSERTED_LINES = 30
@@ -72,6 +73,9 @@ def render_detail(d: Detail, now: float) -> RenderableType:
             props.add_row(key, _value(change.before.get(key, {"__absent__": True})), _value(after))
         parts += [Text(""), props]
 
+    if isinstance(change, changes.FilesChanged):
+        parts += [Text(""), *diff_renderables(change)]
+
     inserted = changes.inserted(change)
     symbol, style = NOTE_STATE_STYLE.get(note.state, ("?", ""))
     if note.state != "none" or inserted:
@@ -95,6 +99,26 @@ def render_detail(d: Detail, now: float) -> RenderableType:
         parts.append(Text("Inserted text:", style="bold"))
         parts.append(Text(inserted[1].strip("\n"), style="green"))
     return Group(*parts)
+
+
+def diff_renderables(change: changes.FilesChanged, limit: int = MAX_INSERTED_LINES) -> list[Text]:
+    """The change as a diff, file by file (a move names both paths), long hunks elided."""
+    out: list[Text] = []
+    for f in change.files:
+        title = Text(f.path, style="bold")
+        if f.new_path:
+            title.append(f" → {f.new_path}", style="bold cyan")
+        if f.hidden:
+            title.append("  (hidden from agents)", style="dim")
+        out.append(title)
+        lines = diff_text(f.old, f.new, f.path, f.new_path).splitlines()[2:]  # the --- +++ header is the title
+        shown = lines if len(lines) <= limit else [*lines[: limit - 1], f"… {len(lines) - limit + 1} more lines"]
+        for line in shown:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            out.append(Text(line, style=style))
+        if not lines:
+            out.append(Text("  (moved, text unchanged)", style="dim"))
+    return out
 
 
 def _elide(lines: list[ContextLine], keep: int = MAX_INSERTED_LINES) -> list[ContextLine | None]:

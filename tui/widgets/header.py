@@ -60,6 +60,10 @@ class TopBar(Widget):
         t.append_text(fmt.flag("r" if short else "read", st.active("agent.read"), short))
         t.append(" ")
         t.append_text(fmt.flag("w" if short else "write", st.active("agent.write"), short))
+        for flag, key in (("e" if short else "edit", "agent.edit"), ("o" if short else "organize", "agent.organize")):
+            if st.active(key):  # shown once on, so the usual header stays as it was
+                t.append(" ")
+                t.append_text(fmt.flag(flag, True, short))
         per = "/s" if short else "/session"
         t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}{per}", style="dim")
         allow = st.get("write.allowlist")

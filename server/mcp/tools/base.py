@@ -27,6 +27,25 @@ class StrictInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The schema with nested models written inline: no ``$ref`` a client must resolve."""
+        schema = super().model_json_schema(*args, **kwargs)
+        defs = schema.pop("$defs", {})
+
+        def inline(node: Any) -> Any:
+            if isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                    rest = {k: v for k, v in node.items() if k != "$ref"}
+                    return {**inline(defs[ref.rsplit("/", 1)[1]]), **inline(rest)}
+                return {k: inline(v) for k, v in node.items()}
+            if isinstance(node, list):
+                return [inline(v) for v in node]
+            return node
+
+        return inline(schema)
+
 
 class ToolOutput(BaseModel):
     model_config = ConfigDict(extra="allow")

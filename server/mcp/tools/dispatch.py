@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from server.activity.reads import ReadTracker
-from server.config.session import SessionConfig
+from server.config.session import TIERS, SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
@@ -43,17 +43,21 @@ class ToolRunner:
         self.by_name = {s.name: s for s in self.registry}
         self.ctx = ToolContext(config)
         self.reads = ReadTracker(config.db_path, config.session_id)
-        self.writes = make_write_service(config, lambda name: self._disabled_message(name, "write"))
+        self.writes = make_write_service(config, lambda name: self._disabled_message(name, self._tier_of(name)))
 
     def listed(self) -> list[ToolSpec]:
-        """Read tools always (a disabled tier answers feature-disabled); write tools only when enabled."""
-        return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled("write")]
+        """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""
+        return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled(s.tier)]
+
+    def _tier_of(self, name: str) -> Tier:
+        spec = self.by_name.get(name)
+        return spec.tier if spec is not None else "write"
 
     def runs_inline(self, name: str) -> bool:
         """Whether the adapter may run this tool on its event loop rather than a worker thread:
         the write tools, which are short and serialised by the database's write lock anyway."""
         spec = self.by_name.get(name)
-        return spec is not None and spec.tier == "write"
+        return spec is not None and spec.tier != "read"
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         spec = self.by_name.get(name)
@@ -61,7 +65,7 @@ class ToolRunner:
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
         arguments = arguments or {}
         try:
-            if spec.tier == "write":
+            if spec.tier != "read":
                 result = self.writes.call(spec, arguments)
                 semantic = self.ctx.services.get("semantic")
                 if semantic is not None:
@@ -84,9 +88,12 @@ class ToolRunner:
 
     def _disabled_message(self, name: str, tier: Tier) -> str:
         c = self.config
-        off = [n for n, v in (("KMS_ENABLED", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", c.read_enabled),
-                              ("KMS_AGENT_WRITE_TOOLS_ENABLED", c.write_enabled if tier == "write" else True))
-               if not v]
+        switches = (("KMS_ENABLED", "read", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", "read", c.read_enabled),
+                    ("KMS_AGENT_WRITE_TOOLS_ENABLED", "write", c.write_enabled),
+                    ("KMS_AGENT_EDIT_TOOLS_ENABLED", "edit", c.edit_enabled),
+                    ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "organize", c.organize_enabled))
+        needed = TIERS[: TIERS.index(tier) + 1]
+        off = [var for var, t, on in switches if t in needed and not on]
         message = (f"{name} is turned off for this session ({', '.join(off)} off). The person can enable "
                    f"it with `kms config set` and start a new session.")
         # the agent tools default to on once a vault is registered: with none, that is the real fix

@@ -178,7 +178,8 @@ def make_write_service(config: SessionConfig, disabled_message: Callable[[str], 
     limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
     return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
                         vault=config.vault, enabled=config.tier_enabled("write"),
-                        disabled_message=disabled_message)
+                        disabled_message=disabled_message, tier_enabled=config.tier_enabled,
+                        max_files=config.max_files_per_call)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "

@@ -1,0 +1,147 @@
+"""Edit and organise tools over real stdio on the generated 10k-note vault (a private copy of it).
+
+Measures, for ``kms mcp`` with the edit and organise tiers on:
+- ``kms_edit`` round trips (p50/p95): one replace per call, each with the current version
+  (compare-and-swap, fsync, index update and provenance included), and ``kms_append`` on the same
+  note interleaved with them, for reference;
+- ``kms_rename`` of a note that 500 other notes link to (every link rewritten, 501 files changed
+  as one unit, the index updated, one provenance row), renamed back and forth.
+
+Baseline, measured in the same run, each rename paired with one: rewriting copies of those 500 files
+(same sizes, same disk, outside the vault so the server's watcher does not see them half-written) in
+place with an fsync each (read, write, fsync): the floor for touching 500 files durably.
+Usage: python bench/bench_organize.py [--notes N] [--calls N] [--linking N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench_mcp import LeanClient
+from common import HERE, OUT, fresh_db, percentiles, table, timed, vault
+
+
+def setup(notes: int, linking: int) -> tuple[Path, Path, list[Path]]:
+    """A private copy of the vault plus a target note and ``linking`` notes linking to it."""
+    root = OUT / f"organize-vault-{notes}"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(vault(notes), root)
+    (root / "bench-links").mkdir()
+    (root / "bench-links" / "Bench Target.md").write_text("# Bench Target\n\nedit me: line A\n", encoding="utf-8")
+    files = []
+    for i in range(linking):
+        p = root / "bench-links" / f"Linker {i:04d}.md"
+        p.write_text(f"# Linker {i}\n\nsee [[Bench Target]] and [[bench-links/Bench Target|the target]].\n"
+                     f"more text {i}\n", encoding="utf-8")
+        files.append(p)
+    db = fresh_db("organize.db")
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
+
+    conn = connect(db)
+    index_vault(conn, add_vault(conn, root, "bench"))
+    conn.close()
+    raw = OUT / "organize-raw"  # the baseline's copies, outside the vault: the server's watcher must not
+    shutil.rmtree(raw, ignore_errors=True)  # see their in-place rewrites (truncate, then write) half done
+    raw.mkdir()
+    copies = []
+    for p in files:
+        shutil.copy(p, raw / p.name)
+        copies.append(raw / p.name)
+    return root, db, copies
+
+
+def raw_rewrite(files: list[Path], old: str, new: str) -> float:
+    """Rewrite every file with the link replaced, in place, fsync each."""
+    def go() -> None:
+        for p in files:
+            text = p.read_text(encoding="utf-8").replace(old, new)
+            with open(p, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+    return timed(go)
+
+
+def run(args) -> None:
+    root, db, files = setup(args.notes, args.linking)
+    from kmscli.compose import kms_command
+    from server.config.session import SessionConfig
+    from server.store.db import connect
+
+    session = SessionConfig(db_path=db, config_path=HERE / "out" / "bench-config.toml", enabled=True,
+                            read_enabled=True, write_enabled=True, edit_enabled=True, organize_enabled=True,
+                            session_id="bench", per_minute=10_000, per_session=1_000_000,
+                            max_files_per_call=100_000, embed_enabled=False)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
+    command, cargs = kms_command()
+    conn = connect(db)
+    target = conn.execute("SELECT id FROM notes WHERE title = 'Bench Target'").fetchall()[0][0]
+    conn.close()
+    client = LeanClient([command, *cargs], env)
+    r: dict[str, list[float]] = {"edit": [], "append": [], "rename": [], "raw": []}
+    try:
+        read = client.call("kms_read", {"noteId": target})
+        version = json.loads(read["content"][0]["text"])["version"]
+        words = ("line A", "line B")
+        for i in range(args.calls + 1):
+            old, new = words[i % 2], words[(i + 1) % 2]
+            args_ = {"noteId": target, "version": version, "edits": [{"replace": {"old": old, "new": new}}]}
+            out: dict[str, Any] = {}
+            t = timed(lambda a=args_, o=out: o.update(client.call("kms_edit", a)))
+            version = json.loads(out["content"][0]["text"])["version"]
+            if i:  # the first call pays for lazy imports
+                r["edit"].append(t)
+            if i % 2:  # kms_append on the same note, interleaved: what the machine gives a write right now
+                r["append"].append(timed(lambda: client.call("kms_append", {"noteId": target, "content": "- x"})))
+                version = json.loads(client.call("kms_read", {"noteId": target})["content"][0]["text"])["version"]
+        titles = ("Bench Target", "Bench Goal")
+        for i in range(args.renames * 2):
+            new_title = titles[(i + 1) % 2]
+            res: dict[str, Any] = {}
+            t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
+                                                                                      "keepAlias": False})))
+            body = json.loads(res["content"][0]["text"])
+            assert len(body["linksRewritten"]["notes"]) == args.linking, body
+            r["rename"].append(t)
+            r["raw"].append(raw_rewrite(files, "[[x", "[[x"))  # same files, same run (text kept)
+    finally:
+        client.close()
+    report(args, r)
+
+
+def report(args, r: dict[str, list[float]]) -> None:
+    e50, e95 = (x * 1000 for x in percentiles(r["edit"]))
+    ren, raw = statistics.median(r["rename"]), statistics.median(r["raw"])
+    ratio = statistics.median(a / b for a, b in zip(r["rename"], r["raw"], strict=True))  # paired: same moment
+    table(f"Edit and organise over stdio: {args.notes} notes + {args.linking} linking, {args.calls} edits, "
+          f"{len(r['rename'])} renames", [
+        ("kms_edit p50 (ms)", f"{e50:.1f}", "", "", f"<= 10 ms: {'PASS' if e50 <= 10 else 'FAIL'}"),
+        ("kms_edit p95 (ms)", f"{e95:.1f}", "", "", ""),
+        ("  kms_append p50, same run (ms)", f"{percentiles(r['append'])[0] * 1000:.1f}", "", "",
+         "for reference: the same write path"),
+        (f"kms_rename, {args.linking} linking notes (s)", f"{ren:.3f}",
+         f"{raw:.3f} (rewrite {args.linking} files + fsync)", f"{ratio:.2f}x",
+         f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
+    ])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--notes", type=int, default=10_000)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--linking", type=int, default=500)
+    ap.add_argument("--renames", type=int, default=5, help="round trips (there and back)")
+    run(ap.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Change several files as one unit: every file is rewritten (and moved) or none is.
+
+The organise tools (a rename rewriting the links of many notes, a move, a trash) and the
+revert of any ``FilesChanged`` share this path. Under kms's lock for every file (taken in
+path order, so two calls never deadlock) each file is read and its new text computed; the
+new bytes are written to temp files and flushed; right before the renames every file is
+checked again. A person's editor does not take kms's lock, so a file that changed
+meanwhile is recomputed once on its fresh text; a second change is a ``conflict`` and
+nothing is committed. Should a rename itself fail half way, the files already replaced get
+their old bytes back. A file that moves is created at its new path (never over an existing
+file: ``already-exists``) before the old one is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from server.activity.changes import FileChange, file_change
+from server.errors import KmsError
+from server.store.locks import file_lock
+from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
+from server.vault.paths import is_within, locate_note
+from server.vault.registry import Vault
+from server.writes.cas import lock_dir_for
+
+
+@dataclass
+class FilePlan:
+    """One file of a unit: where it is, how its new text follows from its current one, where it goes."""
+
+    path: str
+    compute: Callable[[str], str]
+    new_path: str | None = None
+    hidden: bool = False  # agents never see its name
+    expect_hash: str | None = None  # it must be exactly these bytes (a revert): else ``conflict``
+    delete: bool = False  # the file goes (the revert of a note kms created)
+
+
+@dataclass
+class _Prepared:
+    plan: FilePlan
+    real: Path
+    raw: bytes
+    text: str
+    new_text: str
+    new_raw: bytes
+    pending: PendingWrite | None = None
+
+
+def _name(plan: FilePlan) -> str:
+    return "a note you cannot see" if plan.hidden else repr(plan.path)
+
+
+def _read(real: Path, plan: FilePlan) -> bytes:
+    try:
+        return real.read_bytes()
+    except FileNotFoundError:
+        raise KmsError("conflict", f"{_name(plan)} is gone; nothing was changed", path=None if plan.hidden
+                       else plan.path) from None
+
+
+def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
+    raw = _read(real, plan)
+    if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
+        raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
+                       path=None if plan.hidden else plan.path)
+    text, fmt = decode(raw)
+    new_text = "" if plan.delete else plan.compute(text)
+    new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
+    prep = _Prepared(plan, real, raw, text, new_text, new_raw)
+    if new_raw != raw and plan.new_path is None and not plan.delete:
+        prep.pending = PendingWrite(real, new_raw, sync_now=False)  # flushed together (apply_plans)
+    return prep
+
+
+def _destination(vault: Vault, new_path: str) -> Path:
+    """Where a moving file goes: its folder made (inside the vault only), the name still free.
+    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
+    folder, _, name = new_path.rpartition("/")
+    parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
+    if not is_within(parent, vault.root):
+        raise KmsError("invalid-input", f"{folder!r} leads outside the vault")
+    parent.mkdir(parents=True, exist_ok=True)
+    if not is_within(parent, vault.root) or not parent.is_dir():
+        raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
+    dest = parent / name
+    if dest.exists() or dest.is_symlink():
+        raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
+    return dest
+
+
+def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
+                  keep_ids: dict[str, str] | None = None) -> str | None:
+    """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
+
+    A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
+    the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
+    id) when no other note took it. Returns a warning when the index could not be updated (the files
+    are written; the watcher heals it)."""
+    from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
+    from server.store.db import shared_commit, write_tx
+
+    files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
+    try:
+        with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
+            for old, new in files:
+                if new:  # re-parsed at its new path (content_hash '' forces the parse)
+                    conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
+                                 (new, vault.id, old))
+            for old, new in files:
+                path = new or old
+                note_id = reindex_file(conn, vault, path)
+                want = (keep_ids or {}).get(path)
+                if note_id and want and note_id != want and not conn.execute(
+                        "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
+                    conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
+                if new:
+                    reindex_file(conn, vault, old)  # a row left at the old path (none, normally) goes
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        return f"written, but the index update failed: {e}"
+    return None
+
+
+def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, lock_dir: Path | None = None,
+                keep_ids: dict[str, str] | None = None) -> tuple[list[FileChange], str | None]:
+    """Apply every plan or none, and update the index; return what changed in each file that changed (in
+    ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
+    locks, as every writer does) before the first rename and held until the index is updated, so the
+    watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
+    from server.store.db import shared_commit, write_tx
+
+    lock_dir = lock_dir or lock_dir_for(conn)
+    reals = [locate_note(vault.root, p.path)[0] for p in plans]
+    dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
+    with contextlib.ExitStack() as stack:
+        for target in sorted({*map(str, reals), *map(str, dests.values())}):
+            stack.enter_context(file_lock(target, lock_dir))
+        for i, p in enumerate(plans):
+            if p.new_path and p.new_path != p.path:
+                dests[i] = _destination(vault, p.new_path)
+        prepared: list[_Prepared] = []
+        try:
+            for plan, real in zip(plans, reals, strict=True):
+                prepared.append(_prepare(vault, plan, real))
+            for prep in prepared:  # every temp file written first, then their fsyncs all in flight at once:
+                if prep.pending:  # creating files while fsyncs commit the journal makes each create wait
+                    prep.pending.start_sync()
+            for k, prep in enumerate(prepared):  # the re-check, right before the renames
+                if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                    if prep.pending:
+                        prep.pending.discard()
+                    prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
+                    if prep.pending:
+                        prep.pending.start_sync()
+                    if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                        raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
+                                       "nothing was changed: try again", path=None if prep.plan.hidden
+                                       else prep.plan.path)
+            with shared_commit(conn), write_tx(conn):
+                _commit(prepared, dests)
+                out = _changes(prepared, dests)
+                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids)
+        finally:
+            for prep in prepared:
+                if prep.pending:
+                    prep.pending.discard()
+    return out, warning
+
+
+def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChange]:
+    out: list[FileChange] = []
+    for i, prep in enumerate(prepared):
+        moved = prep.plan.new_path if i in dests else None
+        if prep.new_raw != prep.raw or moved or prep.plan.delete:
+            out.append(file_change(prep.plan.path, prep.text, prep.new_text, sha256_hex(prep.raw),
+                                   "" if prep.plan.delete else sha256_hex(prep.new_raw), new_path=moved,
+                                   hidden=prep.plan.hidden))
+    return out
+
+
+def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
+    """Replace every file, each only if it is still what was read (checked right before its rename);
+    on a failure put back the ones already replaced (those nobody touched since) and raise."""
+    done: list[tuple[_Prepared, Path | None]] = []
+    for prep in prepared:  # every new file on disk first: the renames then share journal commits
+        if prep.pending is not None:
+            prep.pending.wait_synced()
+    try:
+        for i, prep in enumerate(prepared):
+            if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                raise KmsError("conflict", f"{_name(prep.plan)} was saved by someone else just now; nothing was "
+                               "changed: try again", path=None if prep.plan.hidden else prep.plan.path)
+            dest = dests.get(i)
+            if prep.plan.delete:
+                os.unlink(prep.real)
+                with contextlib.suppress(OSError):
+                    fsync_dir(prep.real.parent)
+                done.append((prep, None))
+            elif dest is not None:
+                atomic_write(dest, prep.new_raw, create_only=True)
+                os.unlink(prep.real)
+                with contextlib.suppress(OSError):
+                    fsync_dir(prep.real.parent)
+                done.append((prep, dest))
+            elif prep.pending is not None:
+                prep.pending.commit(sync_dir=False)
+                done.append((prep, None))
+        for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
+            fsync_dir(folder)  # once per folder, after all the renames into it
+    except BaseException:
+        _roll_back(done)
+        raise
+
+
+def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Put back the old bytes of files already replaced, unless someone changed them since."""
+    for prep, dest in reversed(done):
+        now = dest if dest is not None else prep.real
+        with contextlib.suppress(OSError):
+            if not prep.plan.delete and now.read_bytes() != prep.new_raw:
+                continue  # a person's save after kms's rename: theirs stays
+            if dest is not None:
+                atomic_write(prep.real, prep.raw, create_only=True)
+                os.unlink(dest)
+            else:
+                atomic_write(prep.real, prep.raw)

@@ -1,0 +1,136 @@
+"""The organise operations: rename, move and trash a note, link-safe and as one unit.
+
+A rename or move rewrites every link to the note in every note of its vault (the links the
+index resolved to it, hidden notes included so the person's links keep working) in the
+style each was written (``server.vault.links``), moves the file and keeps the note's id.
+A rename adds the old title to ``aliases`` unless told not to. Trash moves the file into
+the vault's ``.trash/`` (Obsidian's convention), keeping its path inside it, and leaves
+links as they are. All files change together or none does (``server.writes.multifile``);
+the change is one ``FilesChanged`` record, which revert undoes exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from server.activity.changes import FileChange, FilesChanged
+from server.config.allowlist import Allowlist
+from server.errors import KmsError
+from server.store.db import rows
+from server.vault import frontmatter
+from server.vault.files import detect_newline
+from server.vault.links import retarget, rewrite_links
+from server.vault.parser import _alias_list, parse_frontmatter, split_frontmatter
+from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
+from server.vault.registry import Vault
+from server.writes.cas import NoteRef, WriteOutcome, WriteResult
+from server.writes.multifile import FilePlan, apply_plans
+
+TRASH = ".trash"
+
+
+def _linking(conn: apsw.Connection, note: NoteRef) -> list[dict[str, Any]]:
+    """The other notes of its vault with a link the index resolved to ``note``: path and whether hidden.
+    (A link from another vault resolves there first; kms never writes outside the note's vault.)"""
+    return rows(conn, """
+        SELECT DISTINCT n.path, n.hidden_at IS NOT NULL AS hidden FROM links l
+        JOIN notes n ON n.rid = l.src_rid
+        WHERE l.dst_rid = (SELECT rid FROM notes WHERE id = ?) AND n.vault_id = ? AND n.path != ?
+        ORDER BY n.path""", (note.id, note.vault_id, note.path))
+
+
+def _with_alias(text: str, alias: str) -> str:
+    """``text`` with ``alias`` added to its frontmatter ``aliases`` (unchanged if already there)."""
+    raw, _body, _offset = split_frontmatter(text)
+    fm, error = parse_frontmatter(raw)
+    if error:
+        raise KmsError("invalid-input", f"the note's frontmatter does not parse ({error}); pass keepAlias false")
+    current = _alias_list((fm or {}).get("aliases"))
+    if alias.casefold() in (a.casefold() for a in current):
+        return text
+    return frontmatter.apply_props(text, {"aliases": [*current, alias]}, [], newline=detect_newline(text)).new_text
+
+
+def _result(vault: Vault, note: NoteRef, files: list[FileChange], new_path: str, title: str) -> WriteResult:
+    own = next((f for f in files if f.path == note.path), None)
+    return WriteResult(noteId=note.id, title=title, path=new_path, vault=vault.name,
+                       bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(files),
+                       version=own.hash_after if own else "")
+
+
+def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str, new_title: str, *,
+              keep_alias: bool, max_files: int, allowlist: Allowlist | None, lock_dir: Path | None,
+              rewrite: bool = True) -> WriteOutcome:
+    if new_path.casefold() == note.path.casefold():
+        raise KmsError("invalid-input", f"the note is already at {note.path!r}")
+    if allowlist:
+        allowlist.check(note.folder)
+        allowlist.check(new_path.rpartition("/")[0])
+    linking = _linking(conn, note) if rewrite else []
+    if 1 + len(linking) > max_files:
+        raise KmsError("too-broad", f"this would rewrite {len(linking)} linking notes besides the note itself "
+                       f"({1 + len(linking)} files); at most {max_files} per call (write.max_files_per_call). "
+                       "Nothing was changed.", count=1 + len(linking), limit=max_files)
+    new_target = retarget(note.path, new_path, note.title, new_title)
+    alias = note.title if keep_alias and new_title != note.title else None
+
+    def own(text: str) -> str:
+        if rewrite:
+            text = rewrite_links(text, new_target)[0]  # links to itself
+        return _with_alias(text, alias) if alias else text
+
+    plans = [FilePlan(note.path, own, new_path=new_path)]
+    plans += [FilePlan(r["path"], lambda t: rewrite_links(t, new_target)[0], hidden=bool(r["hidden"]))
+              for r in linking]
+    files, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir)
+    result = _result(vault, note, files, new_path, new_title)
+    others = [f for f in files if f.path != note.path]
+    result["linksRewritten"] = {"notes": [f.path for f in others if not f.hidden],
+                                "hiddenNotes": sum(f.hidden for f in others)}
+    result["oldPath"] = note.path
+    if warning:
+        result["indexWarning"] = warning
+    return WriteOutcome(result, FilesChanged(note.path, tuple(files)))
+
+
+def _stem_path(folder: str, stem: str) -> str:
+    return f"{folder}/{stem}{NOTE_SUFFIX}" if folder else f"{stem}{NOTE_SUFFIX}"
+
+
+def rename(conn: apsw.Connection, vault: Vault, note: NoteRef, *, title: str, keep_alias: bool = True,
+           max_files: int = 50, allowlist: Allowlist | None = None, lock_dir: Path | None = None) -> WriteOutcome:
+    """Give the note a new title (file name), rewriting every link to it."""
+    stem = sanitize_title(title)
+    return _relocate(conn, vault, note, _stem_path(note.folder, stem), stem, keep_alias=keep_alias,
+                     max_files=max_files, allowlist=allowlist, lock_dir=lock_dir)
+
+
+def move(conn: apsw.Connection, vault: Vault, note: NoteRef, *, folder: str, max_files: int = 50,
+         allowlist: Allowlist | None = None, lock_dir: Path | None = None) -> WriteOutcome:
+    """Move the note to ``folder`` (same file name), rewriting every link written as a path."""
+    fkey = folder_key(folder)
+    if fkey.split("/")[0] == TRASH:
+        raise KmsError("invalid-input", "use kms_trash to put a note in the trash")
+    name = note.path.rpartition("/")[2]
+    return _relocate(conn, vault, note, f"{fkey}/{name}" if fkey else name, note.title, keep_alias=False,
+                     max_files=max_files, allowlist=allowlist, lock_dir=lock_dir)
+
+
+def trash(conn: apsw.Connection, vault: Vault, note: NoteRef, *, allowlist: Allowlist | None = None,
+          lock_dir: Path | None = None) -> WriteOutcome:
+    """Move the note into ``.trash/`` (its path kept inside); links to it stay and are reported."""
+    if allowlist:
+        allowlist.check(note.folder)
+    linking = _linking(conn, note)
+    files, warning = apply_plans(conn, vault, [FilePlan(note.path, lambda t: t, new_path=f"{TRASH}/{note.path}")],
+                                 lock_dir=lock_dir)  # out of the index: .trash is not indexed
+    result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
+    visible = [r["path"] for r in linking if not r["hidden"]]
+    result["linksLeft"] = {"count": len(linking), "notes": visible, "hiddenNotes": len(linking) - len(visible)}
+    result["oldPath"] = note.path
+    if warning:
+        result["indexWarning"] = warning
+    return WriteOutcome(result, FilesChanged(note.path, tuple(files)))

@@ -1,0 +1,144 @@
+"""The vault's ``.trash/`` folder for a person: list, restore, empty (the only hard delete in kms).
+
+``kms_trash`` moves a note to ``.trash/<its path>`` (Obsidian's own convention, so Obsidian's
+trash and kms's are one). Restoring a note kms trashed is the revert of that call (the
+note gets its id back and the revert is recorded); one trashed by hand is moved back and
+recorded as the person's. Emptying deletes files whose trash time (the file's mtime: the
+move writes a new file) is older than a cutoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from server.errors import KmsError
+from server.store.db import rows
+from server.vault.files import fsync_dir
+from server.vault.registry import Vault, list_vaults
+from server.writes.organize import TRASH
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``30d`` -> seconds (s, m, h, d, w)."""
+    m = _DURATION.match(text or "")
+    if not m:
+        raise KmsError("invalid-input", f"{text!r} is not a duration like 30d, 12h or 2w")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+@dataclass(frozen=True)
+class Trashed:
+    vault: str
+    path: str  # where it was (and goes back to), vault-relative
+    trashed_at: float
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vault": self.vault, "path": self.path, "trashedAt": self.trashed_at, "size": self.size}
+
+
+def list_trash(conn: apsw.Connection, vault: str | None = None) -> list[Trashed]:
+    """Every file in the trash of every vault (or of one), newest first."""
+    out: list[Trashed] = []
+    for v in list_vaults(conn):
+        if vault is not None and v.name != vault:
+            continue
+        root = v.root / TRASH
+        if not root.is_dir():
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                full = os.path.join(dirpath, name)
+                st = os.lstat(full)
+                out.append(Trashed(v.name, os.path.relpath(full, root).replace(os.sep, "/"), st.st_mtime, st.st_size))
+    return sorted(out, key=lambda t: (-t.trashed_at, t.vault, t.path))
+
+
+def _find(conn: apsw.Connection, ref: str) -> tuple[Vault, Trashed]:
+    items = list_trash(conn)
+    want = ref.strip().removeprefix(f"{TRASH}/")
+    found = [t for t in items if t.path == want or t.path.removesuffix(".md") == want
+             or t.path.rpartition("/")[2].removesuffix(".md") == want]
+    if not found:
+        raise KmsError("not-found", f"nothing named {ref!r} in the trash (`kms trash list` shows it)")
+    if len(found) > 1:
+        raise KmsError("invalid-input", f"{ref!r} names {len(found)} trashed files; give the path: "
+                       + ", ".join(f"{t.vault}:{t.path}" for t in found[:10]))
+    vault = next(v for v in list_vaults(conn) if v.name == found[0].vault)
+    return vault, found[0]
+
+
+def restore(conn: apsw.Connection, ref: str) -> dict[str, Any]:
+    """Put a trashed note back where it was; ``already-exists`` if another note took its place."""
+    from server.writes import revert as revert_mod
+
+    vault, item = _find(conn, ref)
+    trashed = f"{TRASH}/{item.path}"
+    calls = rows(conn, """
+        SELECT c.invocation_id FROM tool_file_changes c JOIN tool_invocations t ON t.id = c.invocation_id
+        WHERE c.new_path = ? AND t.vault = ? AND t.status = 'success' AND t.reverts_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
+        ORDER BY c.invocation_id DESC LIMIT 1""", (trashed, vault.name))
+    if calls:
+        if (vault.root / item.path).exists():
+            raise KmsError("already-exists", f"{item.path!r} exists again; move it away first", path=item.path)
+        return revert_mod.revert(conn, calls[0]["invocation_id"])
+    return _move_back(conn, vault, item)
+
+
+def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, Any]:
+    """A file trashed outside kms: moved back as is, and recorded as the person's."""
+    from server.activity.changes import FilesChanged
+    from server.writes.cas import WriteOutcome, WriteResult
+    from server.writes.guard import Touched, record_call
+    from server.writes.multifile import FilePlan, apply_plans
+
+    outcome = failure = None
+    try:
+        files, warning = apply_plans(conn, vault, [FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)])
+        result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
+                             bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
+        if warning:
+            result["indexWarning"] = warning
+        outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
+    except BaseException as e:
+        failure = e
+        raise
+    finally:
+        rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
+                          input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
+                          outcome=outcome, failure=failure)
+    return {**outcome.result, "invocationId": rid}
+
+
+def empty(conn: apsw.Connection, older_than_s: float | None = None, *, now: float | None = None,
+          vault: str | None = None) -> list[Trashed]:
+    """Delete for good what has been in the trash longer than ``older_than_s`` (everything: None)."""
+    now = time.time() if now is None else now
+    gone: list[Trashed] = []
+    roots = {v.name: v.root for v in list_vaults(conn)}
+    for item in list_trash(conn, vault):
+        if older_than_s is not None and now - item.trashed_at < older_than_s:
+            continue
+        full = roots[item.vault] / TRASH / item.path
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(full)
+            gone.append(item)
+            with contextlib.suppress(OSError):
+                fsync_dir(full.parent)
+    for root in {roots[t.vault] / TRASH for t in gone}:  # folders the trash no longer needs
+        for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
+            if dirpath != str(root):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)  # only succeeds when empty
+    return gone

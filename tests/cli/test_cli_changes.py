@@ -1,0 +1,89 @@
+"""``kms revert`` and ``kms trash list|restore|empty`` in process: previews, confirmation, exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+from support.cli import kms, ok, refused, said
+from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
+from support.vaults import note_id
+
+
+@pytest.fixture
+def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
+    return index(conn, make_vault(tmp_path / "v")).root
+
+
+def agent(db_path: Path, tool: str, args: dict) -> dict:
+    """One call through the real dispatcher and write guard of an agent session with every tier on."""
+    from server.config.session import SessionConfig
+    from server.mcp.tools.dispatch import ToolRunner
+
+    cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
+                                 watch=False, write_enabled=True, edit_enabled=True, organize_enabled=True)
+    runner = ToolRunner(cfg)
+    try:
+        result, is_error = runner.call(tool, args)
+    finally:
+        runner.close()
+    assert not is_error, result
+    return result
+
+
+def test_revert_shows_every_file_asks_and_reverts_as_one_unit(vault: Path, conn: apsw.Connection,
+                                                               db_path: Path, tmp_path: Path) -> None:
+    before = vault_bytes(vault)
+    out = agent(db_path, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
+    inv = str(out["invocationId"])
+    declined = refused(kms("revert", inv, input="n\n"), 1)
+    assert "notes/Goal.md → notes/Target.md" in declined.stdout and "+title [[Goal]]," in declined.stdout
+    assert "nothing changed" in declined.stdout
+    assert "private/Secret.md" in declined.stdout  # the person sees their hidden notes too
+    assert vault_bytes(vault) != before
+    done = ok(kms("revert", inv, "--yes"))
+    assert f"reverted #{inv}" in said(done.stdout)
+    assert vault_bytes(vault) == before
+    assert_index_is_fresh(conn, vault, tmp_path)
+    again = refused(kms("revert", inv, "--yes"), 2)
+    assert "already reverted" in said(again.stderr)
+    refused(kms("revert", "999", "--yes"), 3)
+
+
+def test_revert_refuses_when_a_file_changed_since(vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    out = agent(db_path, "kms_move", {"noteId": note_id(conn, "Target"), "folder": "archive"})
+    (vault / "Linker.md").write_text("rewritten by the person\n")
+    now = vault_bytes(vault)
+    result = refused(kms("revert", str(out["invocationId"]), "--yes"), 1)
+    assert "Linker.md was edited since" in said(result.stdout)
+    assert vault_bytes(vault) == now
+
+
+def test_trash_list_restore_and_empty(vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    nid = note_id(conn, "Target")
+    agent(db_path, "kms_trash", {"noteId": nid})
+    agent(db_path, "kms_trash", {"noteId": note_id(conn, "Other")})
+    listed = json.loads(ok(kms("trash", "list", "--json")).stdout)
+    assert sorted(t["path"] for t in listed) == ["Other.md", "notes/Target.md"]
+    ok(kms("trash", "restore", "notes/Target.md"))
+    assert (vault / "notes/Target.md").exists() and not (vault / ".trash/notes/Target.md").exists()
+    assert conn.execute("SELECT id FROM notes WHERE path = 'notes/Target.md'").fetchall() == [(nid,)]
+    refused(kms("trash", "restore", "Nothing"), 3)
+    old = time.time() - 40 * 86400
+    os.utime(vault / ".trash/Other.md", (old, old))
+    (vault / "notes").mkdir(exist_ok=True)
+    (vault / ".trash/notes").mkdir(parents=True, exist_ok=True)
+    (vault / ".trash/notes/Fresh.md").write_text("trashed just now\n")
+    assert "nothing deleted" in refused(kms("trash", "empty", "--older-than", "30d", input="n\n"), 1).stdout
+    assert (vault / ".trash/Other.md").exists()
+    gone = json.loads(ok(kms("trash", "empty", "--older-than", "30d", "--yes", "--json")).stdout)
+    assert [t["path"] for t in gone] == ["Other.md"]
+    assert not (vault / ".trash/Other.md").exists() and (vault / ".trash/notes/Fresh.md").exists()
+    refused(kms("trash", "empty", "--older-than", "soon", "--yes"), 2)
+    ok(kms("trash", "empty", "--yes"))
+    assert "The trash is empty." in ok(kms("trash", "list")).stdout
+
