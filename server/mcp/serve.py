@@ -202,8 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         runner.close()
+        settled = True
         for service in runner.ctx.services.values():
             close = getattr(service, "close", None)
             if callable(close):
-                close()
+                settled = close() is not False and settled
+        if not settled:  # a model download still running: exiting normally would abort in onnxruntime
+            log.warning("exiting while the embedding model is still loading")
+            sys.stderr.flush()
+            os._exit(0)
     return 0
