@@ -360,7 +360,11 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {"python": sys.executable, "claude": _claude_report(env)}
     vaults: list[dict[str, Any]] = []
     active: list[dict[str, Any]] = []
-    db_error = None
+    from server.errors import KmsError
+    from server.store.health import check_database
+
+    damage = check_database(db_path)  # also damage that opening alone does not reveal
+    db_error = damage.message if damage is not None else None
     try:
         conn = db.connect(db_path)
         try:
@@ -371,7 +375,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         finally:
             conn.close()
     except Exception as e:
-        db_error = str(e)
+        db_error = db_error or (e.message if isinstance(e, KmsError) else str(e))
     report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults}
     report["active_sessions"] = active
     settings = load_settings(env=env, has_vault=bool(vaults))

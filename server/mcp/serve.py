@@ -137,16 +137,14 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
 
 def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
-    import apsw
-
     from server.errors import KmsError
     from server.store.db import connect
     from server.vault.registry import get_vault, list_vaults
 
     try:
         conn = connect(config.db_path)
-    except (apsw.Error, OSError) as e:
-        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), f"cannot open the database ({e})",
+    except KmsError as e:
+        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
                                  "a database file kms can create or open") from None
     try:
         if config.vault is not None:

@@ -103,6 +103,7 @@ def oversized(head: bytes) -> Refusal:
 def screen(line: bytes) -> tuple[object, Refusal | None]:
     """``(parsed message, None)`` when the SDK can take the line; ``(None, refusal)`` otherwise."""
     import mcp_types
+    from pydantic import ValidationError
 
     reason: str | None
     try:
@@ -128,10 +129,10 @@ def screen(line: bytes) -> tuple[object, Refusal | None]:
     if reason is None:
         try:
             mcp_types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
-        except Exception as e:  # pydantic's ValidationError: what the SDK would drop unanswered
-            first = getattr(e, "errors", lambda: [{"loc": (), "msg": str(e)}])()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            reason = f"not a valid JSON-RPC message ({where + ': ' if where else ''}{first.get('msg', e)})"
+        except ValidationError as e:  # what the SDK would drop unanswered
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            reason = f"not a valid JSON-RPC message ({where + ': ' if where else ''}{first['msg']})"
     if reason is None:
         return raw, None
     is_response = "method" not in raw and ("result" in raw or "error" in raw)

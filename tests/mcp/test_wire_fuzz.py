@@ -108,7 +108,8 @@ def test_every_malformed_request_is_answered_and_the_server_goes_on(
     by_id = {a["id"]: a for a in answers if a["id"] is not None}
     for rid in expected_ids:
         assert rid in by_id, f"request {rid} never answered"
-        assert (isinstance(rid, int) and rid >= 1000) or "error" in by_id[rid] or by_id[rid]["result"]["isError"], by_id[rid]
+        random_one = isinstance(rid, int) and rid >= 1000  # may be valid JSON by chance
+        assert random_one or "error" in by_id[rid] or by_id[rid]["result"]["isError"], by_id[rid]
     assert sum(1 for a in answers if a["id"] is None) == nulls
     assert all(f"ping{n}" in by_id for n in range(len(cases)))  # 0 crashes: it answered after each one
     assert by_id["big"]["error"]["message"] == "Invalid request: message longer than 16 MiB (the limit per line)"
