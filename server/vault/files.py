@@ -85,18 +85,35 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _create_temp(folder: Path) -> tuple[Path, int]:
-    """A new, empty temp file next to the target (same file system for the rename).
+def _create_temp(folder: Path, dir_fd: int | None = None) -> tuple[Path, int]:
+    """A new, empty temp file next to the target (same file system for the rename); with
+    ``dir_fd`` it is made in that open folder, whatever its name leads to now.
 
     The name is short and hidden (``.kms-<random>.tmp``) so it never exceeds the
     name limit, and Obsidian and the indexer ignore a leftover after a crash.
     """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
     while True:
         tmp = folder / f".kms-{secrets.token_hex(8)}.tmp"
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            if dir_fd is not None:
+                return tmp, os.open(tmp.name, flags, 0o666, dir_fd=dir_fd)
+            return tmp, os.open(tmp, flags, 0o666)
         except FileExistsError:  # pragma: no cover - 64 random bits
             continue
+
+
+def write_failure(exc: OSError, name: str) -> KmsError:
+    """A typed error for a write the file system refused: a full disk says so; a folder moved,
+    removed or swapped for a link mid-write is a ``conflict`` to retry. Nothing was changed."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return KmsError("disk-full", f"the disk holding the vault is full: {name} was not changed; free some "
+                                     "space and retry", path=name)
+    if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
+        return KmsError("conflict", f"the folder of {name} was moved, removed or replaced by a link while kms "
+                                    "was writing; nothing was written, try again", path=name)
+    return KmsError("conflict", f"the file system refused the write of {name} ({exc.strerror}); nothing was "
+                                "written", path=name)
 
 
 def _sync_and_close(fd: int) -> None:
@@ -131,23 +148,32 @@ class PendingWrite:
     folder's fsync after the rename runs in the background until ``wait_durable``.
     """
 
-    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True) -> None:
+    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True,
+                 dir_fd: int | None = None) -> None:
+        """``dir_fd``: the target's folder, already open (``paths.open_folder``): every name is then
+        taken in that folder, so a folder swapped for a link meanwhile cannot redirect the write."""
         self.target = Path(target)
+        self._dir_fd = os.dup(dir_fd) if dir_fd is not None else None
         mode = None
         if keep_mode:
             with contextlib.suppress(FileNotFoundError):
-                mode = stat.S_IMODE(os.stat(self.target).st_mode)
+                mode = stat.S_IMODE(os.stat(self.target.name, dir_fd=self._dir_fd, follow_symlinks=True).st_mode
+                                    if self._dir_fd is not None else os.stat(self.target).st_mode)
         self._synced: Future[None] | None = None
         self._dir_synced: Future[None] | None = None
-        self.tmp: Path | None
-        self.tmp, fd = _create_temp(self.target.parent)
+        self.tmp: Path | None = None
+        try:
+            self.tmp, fd = _create_temp(self.target.parent, self._dir_fd)
+        except BaseException:
+            self._close_dir()
+            raise
         try:
             with memoryview(data) as view:
                 written = 0
                 while written < len(view):
                     written += os.write(fd, view[written:])
             if mode is not None:
-                os.chmod(self.tmp, mode)
+                os.fchmod(fd, mode) if hasattr(os, "fchmod") else os.chmod(self.tmp, mode)
             st = os.fstat(fd)
         except BaseException:
             os.close(fd)
@@ -170,9 +196,30 @@ class PendingWrite:
         in the background (``wait_durable``)."""
         assert self.tmp is not None
         self.wait_synced()
+        if self._dir_fd is not None:
+            os.replace(self.tmp.name, self.target.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+            self.tmp = None
+            dir_fd, self._dir_fd = self._dir_fd, None
+            self._dir_synced = _in_background(_sync_and_close, dir_fd)
+            return
         os.replace(self.tmp, self.target)
         self.tmp = None
         self._dir_synced = _in_background(fsync_dir, self.target.parent)
+
+    def publish_new(self, data: bytes) -> None:
+        """Give the finished temp file the target's name only if that name is free (a create)."""
+        assert self.tmp is not None
+        self.wait_synced()
+        _publish_new(self.tmp, self.target, data, self._dir_fd)
+        if self._dir_fd is not None:
+            os.fsync(self._dir_fd)
+        else:
+            fsync_dir(self.target.parent)
+
+    def _close_dir(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
 
     def wait_durable(self) -> None:
         """Return once the rename survives a power cut."""
@@ -185,8 +232,12 @@ class PendingWrite:
             with contextlib.suppress(OSError):
                 self.wait_synced()  # the background fsync still holds the file open
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
+                if self._dir_fd is not None:
+                    os.unlink(self.tmp.name, dir_fd=self._dir_fd)
+                else:
+                    os.unlink(self.tmp)
             self.tmp = None
+        self._close_dir()
 
     def __enter__(self) -> PendingWrite:
         return self
@@ -203,13 +254,14 @@ def atomic_write(
     newline_style: str | None = None,
     bom: bool = False,
     create_only: bool = False,
+    dir_fd: int | None = None,
 ) -> int:
     """Write ``text`` to ``path`` atomically and durably; return the bytes written.
 
     ``newline_style`` (``"\\n"``/``"\\r\\n"``) converts every line break first; leave
     it ``None`` when the caller already composed the exact text. ``bom`` prefixes a
     UTF-8 BOM. ``create_only`` never replaces an existing file: ``already-exists``.
-    An existing file keeps its permission bits.
+    An existing file keeps its permission bits. ``dir_fd``: ``path``'s folder, already open.
     """
     target = Path(path)
     if isinstance(text, str):
@@ -218,22 +270,22 @@ def atomic_write(
         data = encode(text, TextFormat(bom=bom, encoding=encoding))
     else:
         data = text
-    with PendingWrite(target, data, keep_mode=not create_only) as pending:
+    with PendingWrite(target, data, keep_mode=not create_only, dir_fd=dir_fd) as pending:
         if create_only:
-            assert pending.tmp is not None
-            pending.wait_synced()
-            _publish_new(pending.tmp, target, data)
-            fsync_dir(target.parent)
+            pending.publish_new(data)
         else:
             pending.commit()
             pending.wait_durable()
     return len(data)
 
 
-def _publish_new(tmp: Path, target: Path, data: bytes) -> None:
+def _publish_new(tmp: Path, target: Path, data: bytes, dir_fd: int | None = None) -> None:
     """Give the finished temp file its real name only if that name is free."""
     try:
-        os.link(tmp, target)
+        if dir_fd is not None:
+            os.link(tmp.name, target.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        else:
+            os.link(tmp, target)
         return
     except FileExistsError as e:
         raise KmsError("already-exists", f"{target.name} already exists", path=target.name) from e
@@ -241,8 +293,9 @@ def _publish_new(tmp: Path, target: Path, data: bytes) -> None:
         if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
             raise
     # File systems without hard links (some FUSE, exFAT): O_EXCL still never overwrites.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        fd = os.open(target.name, flags, 0o666, dir_fd=dir_fd) if dir_fd is not None else os.open(target, flags, 0o666)
     except FileExistsError as e:
         raise KmsError("already-exists", f"{target.name} already exists", path=target.name) from e
     with os.fdopen(fd, "wb") as f:
