@@ -351,7 +351,7 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
 
 
-def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = False) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
 
@@ -385,18 +385,22 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "problems": settings.problems,
         "values": {e.key: e.value for e in settings.all_entries()},
     }
+    if not show_secrets:
+        report["settings"]["values"] = redact(report["settings"]["values"])
     report["model"] = _model_report(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
-    report["session_servers"] = redact(compose(settings, session))["mcpServers"]
+    servers = compose(settings, session)
+    report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
     return report
 
 
 def doctor_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
 ) -> None:
     """Check claude, the index, the embedding model, settings, and what a session would get."""
-    report, now = doctor_report(), time.time()
+    report, now = doctor_report(show_secrets=show_secrets), time.time()
     if json_output:
         print(json.dumps(report, indent=2, default=str))
         raise typer.Exit(0 if report["ok"] else 1)
