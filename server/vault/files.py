@@ -18,10 +18,12 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -103,6 +105,45 @@ def _create_temp(folder: Path, dir_fd: int | None = None) -> tuple[Path, int]:
             continue
 
 
+LEFTOVER_AGE_S = 60.0  # a temp file lives milliseconds; one this old was left by a killed writer
+_LEFTOVER = re.compile(r"\.kms-[0-9a-f]{16}\.tmp")
+_SWEEP_EVERY_S = 600.0  # a folder is listed at most this often per process: writes stay cheap
+_swept: dict[str, float] = {}
+
+
+def is_leftover(name: str, mtime: float, now: float) -> bool:
+    """A temp file of kms's (``.kms-<16 hex>.tmp``) old enough to be no live writer's."""
+    return _LEFTOVER.fullmatch(name) is not None and now - mtime >= LEFTOVER_AGE_S
+
+
+def sweep_leftovers(folder: str | os.PathLike[str], *, dir_fd: int | None = None, now: float | None = None,
+                    force: bool = False) -> int:
+    """Remove the temp files a killed writer left in ``folder`` (at the next write there, or at the
+    next index); returns how many. ``dir_fd``: the folder, already open (listed and cleaned through
+    it). Never raises: a leftover costs nothing but clutter."""
+    key = os.fspath(folder)
+    now = time.time() if now is None else now
+    if not force and now - _swept.get(key, 0.0) < _SWEEP_EVERY_S:
+        return 0
+    _swept[key] = now
+    removed = 0
+    try:
+        listing = os.scandir(dir_fd) if dir_fd is not None else os.scandir(key)  # scandir dups the fd
+        with listing as entries:
+            for entry in entries:
+                if not entry.name.startswith(".kms-"):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False) if dir_fd is not None \
+                        else entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and is_leftover(entry.name, st.st_mtime, now):
+                        os.unlink(entry.name if dir_fd is not None else entry.path, dir_fd=dir_fd)
+                        removed += 1
+    except OSError:
+        pass
+    return removed
+
+
 def write_failure(exc: OSError, name: str) -> KmsError:
     """A typed error for a write the file system refused: a full disk says so; a folder moved,
     removed or swapped for a link mid-write is a ``conflict`` to retry. Nothing was changed."""
@@ -162,6 +203,7 @@ class PendingWrite:
         self._synced: Future[None] | None = None
         self._dir_synced: Future[None] | None = None
         self.tmp: Path | None = None
+        sweep_leftovers(self.target.parent, dir_fd=self._dir_fd)  # a killed writer's temp files
         try:
             self.tmp, fd = _create_temp(self.target.parent, self._dir_fd)
         except BaseException:
