@@ -136,8 +136,8 @@ def run(args) -> None:
                             read_enabled=True, write_enabled=True, session_id="bench", per_minute=10_000,
                             per_session=1_000_000, embed_enabled=False)  # the highest limits the schema allows
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
-    command, args = kms_command()
-    kms_cmd = [command, *args]
+    command, kms_args = kms_command()  # not ``args``: that is the parsed command line
+    kms_cmd = [command, *kms_args]
     base_cmd = [sys.executable, str(HERE / "minimal_server.py")]
 
     def search_args(i: int) -> dict[str, Any]:
