@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import errno
 import hashlib
 import os
 import re
 import secrets
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -164,6 +166,39 @@ def _sync_and_close(fd: int) -> None:
         os.close(fd)
 
 
+RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _load_renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
+    """glibc's ``renameat2`` (Linux 3.15+, glibc 2.28+), or None: then kms checks and renames in
+    two steps, and a save landing in the microseconds between them can still be lost."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _load_renameat2()
+
+
+def _exchange(dir_fd: int, a: str, b: str) -> bool:
+    """Atomically swap the names ``a`` and ``b`` in the folder; False where unsupported."""
+    if _renameat2 is None:
+        return False
+    if _renameat2(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # this file system cannot exchange
+    raise OSError(err, os.strerror(err), b)
+
+
 _io_pool: ThreadPoolExecutor | None = None
 _io_pool_lock = threading.Lock()
 
@@ -247,6 +282,41 @@ class PendingWrite:
         os.replace(self.tmp, self.target)
         self.tmp = None
         self._dir_synced = _in_background(fsync_dir, self.target.parent)
+
+    def commit_if_unchanged(self, expected: str, new: bytes) -> bool | None:
+        """Swap the new file in only over the version kms read (sha256 ``expected``), with no window
+        for a save to be lost: the names are exchanged atomically, then what came out of the target
+        is checked. If it is not the version read (a save landed meanwhile), it is swapped back, and
+        if yet another save replaced kms's version in that instant, that newest save is put back.
+        Returns True (committed), False (the note had changed: nothing of kms's is left in place),
+        or None where the platform cannot exchange (then the caller checks and ``commit``s)."""
+        assert self.tmp is not None
+        if self._dir_fd is None:
+            return None
+        self.wait_synced()
+        if not _exchange(self._dir_fd, self.tmp.name, self.target.name):
+            return None
+        if sha256_hex(self._read_tmp()) == expected:
+            self._finish_exchange()
+            return True
+        _exchange(self._dir_fd, self.tmp.name, self.target.name)  # the person's save goes back
+        if self._read_tmp() != new:  # a newer save replaced kms's version meanwhile: that one wins
+            _exchange(self._dir_fd, self.tmp.name, self.target.name)
+        return False
+
+    def _read_tmp(self) -> bytes:
+        assert self.tmp is not None and self._dir_fd is not None
+        fd = os.open(self.tmp.name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=self._dir_fd)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    def _finish_exchange(self) -> None:
+        """The old version now has the temp name: drop it; make the exchange durable in the background."""
+        assert self.tmp is not None and self._dir_fd is not None
+        os.unlink(self.tmp.name, dir_fd=self._dir_fd)
+        self.tmp = None
+        dir_fd, self._dir_fd = self._dir_fd, None
+        self._dir_synced = _in_background(_sync_and_close, dir_fd)
 
     def publish_new(self, data: bytes) -> None:
         """Give the finished temp file the target's name only if that name is free (a create)."""

@@ -238,9 +238,13 @@ def write_note(
             try:
                 with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
                     written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
-                    if sha256_hex(_read(real, note)) != before:
+                    committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
+                    if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
+                        if sha256_hex(_read(real, note)) != before:
+                            continue
+                        pending.commit()
+                    elif not committed:
                         continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
-                    pending.commit()
                     write_stamp(lock_fd, pending.stamp)
             except OSError as e:
                 raise write_failure(e, note.path) from None
