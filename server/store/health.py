@@ -50,8 +50,8 @@ def database_error(exc: BaseException, path: str | Path) -> KmsError:
         return KmsError("database", f"the database file is damaged (truncated or corrupt): {repair}",
                         path=str(db), problem="corrupt")
     if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS):
-        return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry; "
-                                     "no note was changed", path=str(db), problem="disk-full")
+        return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry",
+                        path=str(db), problem="disk-full")
     where = _where(db)
     if where:
         return KmsError("database", where, path=str(db), problem="unreachable")
