@@ -10,7 +10,6 @@ as a 0600 file, never into the cwd where it could be committed or read by others
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.config.redact import REDACTED as REDACTED
+from server.config.redact import redact as redact_doc
 from server.config.schema import BUILTIN_SERVERS
 from server.config.servers import CustomServer
 from server.config.session import SessionConfig
@@ -207,40 +208,11 @@ def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
 
 # ----------------------------------------------------------------------------- redaction
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(WORD|WD)?|AUTH|CREDENTIAL|COOKIE|BEARER|PRIVATE", re.I)
-_SECRET_VALUE = re.compile(
-    r"^(bearer|basic|token)\s+\S|^(sk|pk|rk)-[A-Za-z0-9_-]{8,}|^(ghp|gho|ghs|github_pat|xox[abpr])_", re.I
-)
-_SECRET_ARG = re.compile(r"^(--?[\w-]*(key|token|secret|password|auth)[\w-]*=)(.+)$", re.I)
-REDACTED = "***"
-
-
-def _redact_map(values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: REDACTED if (_SECRET_NAME.search(k) or _SECRET_VALUE.search(str(v))) and v else v
-        for k, v in values.items()
-    }
-
-
-def _redact_url(url: str) -> str:
-    return re.sub(
-        r"([?&][^=&]*(key|token|secret|password|auth)[^=&]*=)[^&]+", rf"\1{REDACTED}", url, flags=re.I
-    )
-
 
 def redact(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy with secret-looking env/header values, ``--token=...`` args and URL params masked."""
-    out = copy.deepcopy(doc)
-    for servers in (out.get("mcpServers"), out.get("servers")):
-        for entry in (servers or {}).values():
-            for field_name in ("env", "headers"):
-                if isinstance(entry.get(field_name), dict):
-                    entry[field_name] = _redact_map(entry[field_name])
-            if isinstance(entry.get("args"), list):
-                entry["args"] = [_SECRET_ARG.sub(rf"\1{REDACTED}", str(a)) for a in entry["args"]]
-            if isinstance(entry.get("url"), str):
-                entry["url"] = _redact_url(entry["url"])
-    return out
+    """A copy with every secret masked by the one rule set (``server/config/redact.py``)."""
+    cleaned: dict[str, Any] = redact_doc(doc)
+    return cleaned
 
 
 # ----------------------------------------------------------------------------- other hosts

@@ -129,8 +129,10 @@ def unset_cmd(
 @config_app.command("list")
 def list_cmd(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
 ) -> None:
-    """Every setting with its value and where it comes from (default, file, env)."""
+    """Every setting with its value and where it comes from (default, file, env); secrets redacted."""
+    from server.config.redact import redact
     try:
         loaded = st.load_settings()
     except schema.SettingsError as e:
@@ -143,7 +145,7 @@ def list_cmd(
             "custom_servers": {n: s.to_toml() for n, s in loaded.custom_servers.items()},
             "problems": loaded.problems,
         }
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc if show_secrets else redact(doc), indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -153,6 +155,7 @@ def list_cmd(
         table.add_column(col, overflow="fold")
     for e in entries:
         value = schema.format_value(e.value) + (" (auto)" if e.auto else "")
+        value = value if show_secrets else redact({e.key: value})[e.key]
         source = e.source if e.source != "env" else "[cyan]env[/]"
         table.add_row(e.key, value, source, e.setting.env)
     Console().print(table)

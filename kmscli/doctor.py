@@ -102,7 +102,7 @@ def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
         conn.close()
 
 
-def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = False) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
 
@@ -113,7 +113,11 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     active: list[dict[str, Any]] = []
     writes: dict[str, Any] = {}
     embeddings: dict[str, Any] = {}
-    db_error = None
+    from server.errors import KmsError
+    from server.store.health import check_database
+
+    damage = check_database(db_path)  # also damage that opening alone does not reveal
+    db_error = damage.message if damage is not None else None
     try:
         conn = db.connect(db_path)
         try:
@@ -128,7 +132,7 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         finally:
             conn.close()
     except Exception as e:
-        db_error = str(e)
+        db_error = db_error or (e.message if isinstance(e, KmsError) else str(e))
     report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults}
     report["active_sessions"] = active
     settings = load_settings(env=env, has_vault=bool(vaults))
@@ -138,6 +142,8 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "problems": settings.problems,
         "values": {e.key: e.value for e in settings.all_entries()},
     }
+    if not show_secrets:
+        report["settings"]["values"] = redact(report["settings"]["values"])
     report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
     report["embeddings"] = embeddings
     report["tiers"] = {tier: settings.active(key) for tier, key in TIER_KEYS}
@@ -149,16 +155,18 @@ def doctor_report(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
     report["warnings"] = doctor_warnings(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
-    report["session_servers"] = redact(compose(settings, session))["mcpServers"]
+    servers = compose(settings, session)
+    report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
     return report
 
 
 def doctor_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
 ) -> None:
     """Check claude, the index, the embedding model, settings, and what a session would get."""
-    report, now = doctor_report(), time.time()
+    report, now = doctor_report(show_secrets=show_secrets), time.time()
     if json_output:
         print(json.dumps(report, indent=2, default=str))
         raise typer.Exit(0 if report["ok"] else 1)

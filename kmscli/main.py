@@ -13,11 +13,11 @@ from typing import Annotated
 
 import typer
 
-from kmscli import changes_cmds, index_cmds, notes_cmds
+from kmscli import changes_cmds, index_cmds, notes_cmds, repair_cmd
 from kmscli.config_cmd import config_app
 from kmscli.doctor import doctor_command
 from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
-from kmscli.output import console
+from kmscli.output import KmsGroup, console
 from kmscli.servers_cmd import servers_app
 from server.store.db import default_db_path
 
@@ -45,6 +45,7 @@ app = typer.Typer(
     help="Safe, fast, observable access to your Markdown notes for AI coding agents.",
     no_args_is_help=True,
     rich_markup_mode="rich",
+    cls=KmsGroup,
 )
 
 
@@ -169,6 +170,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(servers_app, name="servers")
 app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
 app.command("doctor")(doctor_command)
+app.command("repair")(repair_cmd.repair_cmd)
 app.command("mcp-config")(mcp_config_command)
 app.command("log")(notes_cmds.log_cmd)
 app.command("revert")(changes_cmds.revert_cmd)

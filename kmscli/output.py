@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import apsw
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from server.errors import KmsError
 from server.store.db import connect, default_db_path
@@ -18,7 +20,7 @@ from server.store.db import connect, default_db_path
 console = Console()
 err_console = Console(stderr=True)
 
-EXIT_FOR_KIND = {"invalid-input": 2, "not-found": 3}
+EXIT_FOR_KIND = {"invalid-input": 2, "not-found": 3, "database": 4, "disk-full": 4}
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 VaultOpt = Annotated[str | None, typer.Option("--vault", help="Only this vault (name).")]
@@ -48,5 +50,24 @@ def cli_errors() -> Iterator[None]:
     try:
         yield
     except KmsError as exc:
-        err_console.print(f"[bold red]error[/] ({exc.kind}): {exc.message}", highlight=False)
-        raise typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1)) from None
+        raise report_error(exc) from None
+
+
+def report_error(exc: KmsError) -> typer.Exit:
+    err_console.print(f"[bold red]error[/] ({exc.kind}): {exc.message}", highlight=False, soft_wrap=True)
+    return typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1))
+
+
+class KmsGroup(TyperGroup):
+    """The root command: a core error that no command turned into output (a damaged or unreachable
+    database found by any command) ends as one line and an exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from server.store.health import UNUSABLE, database_error
+
+        try:
+            return super().invoke(ctx)
+        except KmsError as exc:
+            raise report_error(exc) from None
+        except UNUSABLE as exc:
+            raise report_error(database_error(exc, default_db_path())) from None

@@ -101,7 +101,8 @@ def add_cmd(
     print(f"added {name} ({server.kind}{', disabled' if disabled else ''}): {json.dumps(shown)}")
 
 
-def _rows() -> list[dict[str, Any]]:
+def _rows(show_secrets: bool = False) -> list[dict[str, Any]]:
+    shown = (lambda doc: doc) if show_secrets else redact
     loaded = st.load_settings()
     preview = Session("preview", db.default_db_path().resolve(), Path.cwd())
     out: list[dict[str, Any]] = []
@@ -111,7 +112,7 @@ def _rows() -> list[dict[str, Any]]:
         if name == "kms":  # sessions get kms only when agents may read
             forced = forced.with_override("agent.read", True)
         built = build(forced, preview)
-        entry = redact({"mcpServers": {name: built[1]}})["mcpServers"][name] if built else {}
+        entry = shown({"mcpServers": {name: built[1]}})["mcpServers"][name] if built else {}
         out.append(
             {
                 "name": name,
@@ -123,15 +124,18 @@ def _rows() -> list[dict[str, Any]]:
             }
         )
     for name, server in sorted(loaded.custom_servers.items()):
-        entry = redact({"mcpServers": {name: custom_entry(server)}})["mcpServers"][name]
+        entry = shown({"mcpServers": {name: custom_entry(server)}})["mcpServers"][name]
         out.append({"name": name, "builtin": False, "enabled": server.enabled, "kind": server.kind, **entry})
     return out
 
 
 @servers_app.command("list")
-def list_cmd(json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+def list_cmd(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
+) -> None:
     """Built-in and custom servers, whether each is on, and what it runs (secrets redacted)."""
-    rows = _rows()
+    rows = _rows(show_secrets)
     if json_output:
         print(json.dumps(rows, indent=2))
         return

@@ -24,6 +24,8 @@ KINDS = (
     "folder-denied",
     "already-exists",
     "no-index",
+    "database",  # the database cannot be opened or is damaged (server/store/health.py)
+    "disk-full",  # no room left for the database or a note
 )
 
 

@@ -7,17 +7,20 @@ parsing runs in worker processes on a cold index (``read_all``) and the writing 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.vault.files import is_leftover
 from server.vault.parser import ParsedNote, parse_note
 
 Progress = Callable[[int, int], None]
@@ -75,6 +78,10 @@ def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
             continue
         for entry in entries:
             if entry.name.startswith("."):
+                if entry.name.startswith(".kms-"):  # a temp file left by a killed writer: never indexed, removed
+                    with contextlib.suppress(OSError):
+                        if is_leftover(entry.name, entry.stat(follow_symlinks=False).st_mtime, time.time()):
+                            os.unlink(entry.path)
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:

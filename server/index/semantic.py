@@ -29,7 +29,7 @@ import apsw
 import numpy as np
 
 from server.errors import KmsError
-from server.index.embed.model import DIM, Embedder, ModelNotReady
+from server.index.embed.model import DIM, LOADING, Embedder, ModelNotReady
 
 RRF_K = 60
 MAX_LIMIT = 50
@@ -341,7 +341,13 @@ class SemanticService:
             out["embedError"] = self.background.last_error
         return out
 
-    def close(self) -> None:
+    def close(self, settle_s: float = 20.0) -> bool:
+        """Stop the background work; returns whether the process may exit normally. A model still
+        loading is waited for (bounded): onnxruntime aborts the process (SIGABRT) when the
+        interpreter finalises under a session being built."""
         if self.background is not None and self._started:
             self.background.stop()
         self.index.close()
+        if self._started and self.embedder.state == LOADING:
+            self.embedder.wait(settle_s)
+        return self.embedder.state != LOADING

@@ -138,16 +138,14 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
 
 def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
-    import apsw
-
     from server.errors import KmsError
     from server.store.db import connect
     from server.vault.registry import get_vault, list_vaults
 
     try:
         conn = connect(config.db_path)
-    except (apsw.Error, OSError) as e:
-        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), f"cannot open the database ({e})",
+    except KmsError as e:
+        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
                                  "a database file kms can create or open") from None
     try:
         if config.vault is not None:
@@ -210,8 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         runner.close()
+        settled = True
         for service in runner.ctx.services.values():
             close = getattr(service, "close", None)
             if callable(close):
-                close()
+                settled = close() is not False and settled
+        if not settled:  # a model download still running: exiting normally would abort in onnxruntime
+            log.warning("exiting while the embedding model is still loading")
+            sys.stderr.flush()
+            os._exit(0)
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import stat
 import sys
@@ -29,6 +30,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, BinaryIO
 
 import anyio
+
+from server.mcp import wire
+
+log = logging.getLogger("kms.mcp")
 
 DRAIN_AT_EOF_S = 10.0
 _RESPONSE_PREFIX = '{"jsonrpc":"2.0","id":'  # how the SDK writes a response (then "result" or "error")
@@ -42,8 +47,9 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _key(request_id: object) -> tuple[str, object]:
-    return (type(request_id).__name__, request_id)  # JSON-RPC ids 1 and "1" are different requests
+def _key(request_id: object) -> tuple[str, str]:
+    # JSON-RPC ids 1 and "1" are different requests; repr keeps any value hashable
+    return (type(request_id).__name__, repr(request_id))
 
 
 class _Unanswered:
@@ -53,11 +59,8 @@ class _Unanswered:
         self.ids: set[tuple[str, object]] = set()
         self.answered = asyncio.Event()
 
-    def read(self, line: bytes) -> None:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            return  # the SDK answers a parse error itself, without an id
+    def read(self, msg: object) -> None:
+        """``msg`` is a message ``wire.screen`` let through: its id and params are well-formed."""
         if not isinstance(msg, dict):
             return
         if "id" in msg and "method" in msg:
@@ -84,22 +87,73 @@ class _Unanswered:
 
 
 class _Lines:
-    """``async for line in stdin``; the end of input waits for the answers still owed."""
+    """``async for line in stdin``: only lines ``wire.screen`` accepts reach the SDK; the others are
+    answered here (or dropped with a logged reason). The end of input waits for the answers owed."""
 
-    def __init__(self, readline: Callable[[], Awaitable[bytes]], unanswered: _Unanswered) -> None:
+    def __init__(self, readline: Callable[[], Awaitable[bytes]], unanswered: _Unanswered,
+                 reply: Callable[[bytes], Awaitable[None]]) -> None:
         self._readline = readline
         self._unanswered = unanswered
+        self._reply = reply
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._readline()
-        if not line:
-            await self._unanswered.wait(DRAIN_AT_EOF_S)
-            raise StopAsyncIteration
-        self._unanswered.read(line)
-        return line.decode("utf-8", "replace")
+        while True:
+            try:
+                line = await self._readline()
+            except _Oversized as e:
+                await self._refuse(wire.oversized(e.head))
+                continue
+            if not line:
+                await self._unanswered.wait(DRAIN_AT_EOF_S)
+                raise StopAsyncIteration
+            if not line.strip():
+                continue
+            msg, refusal = wire.screen(line)
+            if refusal is None:
+                self._unanswered.read(msg)
+                return line.decode("utf-8")  # screen parsed it: valid UTF-8
+            await self._refuse(refusal)
+
+    async def _refuse(self, refusal: wire.Refusal) -> None:
+        if refusal.reply is None:
+            log.warning("dropped a message: %s", refusal.reason)
+        else:
+            log.info("refused a request: %s", refusal.reason)
+            await self._reply(refusal.reply)
+
+
+class _Oversized(Exception):
+    """A line longer than ``wire.MAX_LINE_BYTES``, skipped up to its end; ``head`` is its start."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__("line too long")
+        self.head = head
+
+
+def _bounded_pipe_readline(reader: asyncio.StreamReader) -> Callable[[], Awaitable[bytes]]:
+    """``reader.readline`` that skips a line over the limit (the stream's ``limit``) and says so."""
+
+    async def readline() -> bytes:
+        try:
+            return await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as e:  # the end of input, maybe after a last line
+            return e.partial
+        except asyncio.LimitOverrunError:
+            head = await reader.read(4096)
+        while True:  # drop the rest of the line, a limit's worth at a time
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.IncompleteReadError:
+                break
+            except asyncio.LimitOverrunError as e:
+                await reader.readexactly(e.consumed)
+        raise _Oversized(head)
+
+    return readline
 
 
 class _FlowControl(asyncio.Protocol):
@@ -145,20 +199,32 @@ class _Out:
 def _reader_thread(f: BinaryIO, loop: asyncio.AbstractEventLoop) -> Callable[[], Awaitable[bytes]]:
     """Lines read by a daemon thread: a read blocked on a terminal must not keep the process alive
     after SIGTERM or Ctrl-C (the SDK's worker-thread read did)."""
-    lines: asyncio.Queue[bytes] = asyncio.Queue()
+    lines: asyncio.Queue[bytes | _Oversized] = asyncio.Queue()
 
     def pump() -> None:
         while True:
-            line = f.readline()
+            data = f.readline(wire.MAX_LINE_BYTES + 1)
+            line: bytes | _Oversized = data
+            if len(data) > wire.MAX_LINE_BYTES and not data.endswith(b"\n"):
+                while (rest := f.readline(wire.MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # dropped up to the end of the line
+                line = _Oversized(data[:4096])
             try:
                 loop.call_soon_threadsafe(lines.put_nowait, line)
             except RuntimeError:  # the loop is closed: the session is over
                 return
-            if not line:
+            if not data:
                 return
 
     threading.Thread(target=pump, name="kms-stdin", daemon=True).start()
-    return lines.get
+
+    async def readline() -> bytes:
+        line = await lines.get()
+        if isinstance(line, _Oversized):
+            raise line
+        return line
+
+    return readline
 
 
 def _threaded_write(f: BinaryIO) -> Callable[[bytes], Awaitable[None]]:
@@ -192,12 +258,12 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         os.dup2(2, 1)
         unanswered = _Unanswered()
         if _is_pipe(wire_in):
-            reader = asyncio.StreamReader(limit=64 * 1024 * 1024)  # one message per line, up to 64 MiB
+            reader = asyncio.StreamReader(limit=wire.MAX_LINE_BYTES)
             read_transport, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
             )
             transports.append(read_transport)
-            readline: Callable[[], Awaitable[bytes]] = reader.readline
+            readline: Callable[[], Awaitable[bytes]] = _bounded_pipe_readline(reader)
         else:
             readline = _reader_thread(os.fdopen(wire_in, "rb"), loop)
 
@@ -213,7 +279,7 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
             write: Callable[[bytes], Awaitable[None]] = write_piped
         else:
             write = _threaded_write(os.fdopen(wire_out, "wb"))
-        stdin, stdout = _Lines(readline, unanswered), _Out(write, unanswered)
+        stdin, stdout = _Lines(readline, unanswered, write), _Out(write, unanswered)
         async with stdio_server(stdin=stdin, stdout=stdout) as streams:  # type: ignore[arg-type]
             yield streams
     finally:

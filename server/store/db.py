@@ -18,6 +18,7 @@ from pathlib import Path
 
 import apsw
 
+from server.store.health import UNUSABLE, database_error
 from server.store.migrations import migrate
 
 BUSY_TIMEOUT_MS = 30_000
@@ -36,12 +37,29 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_schema: bool = True) -> apsw.Connection:
-    """Open (and migrate) the database; ``:memory:`` works for tests."""
+    """Open (and migrate) the database; ``:memory:`` works for tests. A damaged or unreachable
+    database raises ``KmsError("database", ...)`` saying what to do (``server/store/health.py``)."""
     target = str(path if path is not None else default_db_path())
+    try:
+        return _connect(target, readonly=readonly, migrate_schema=migrate_schema)
+    except (*UNUSABLE, OSError) as e:
+        raise database_error(e, target) from None
+
+
+def _connect(target: str, *, readonly: bool, migrate_schema: bool) -> apsw.Connection:
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(target, flags=flags)
+    try:
+        _configure(conn, readonly=readonly, migrate_schema=migrate_schema)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure(conn: apsw.Connection, *, readonly: bool, migrate_schema: bool) -> None:
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
         # only a new, empty database takes it. 16 KiB pages hold a typical note body without overflow
@@ -55,7 +73,6 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
     conn.execute("PRAGMA cache_size=-32000")
     if migrate_schema and not readonly:
         migrate(conn)
-    return conn
 
 
 def _enable_wal(conn: apsw.Connection) -> None:

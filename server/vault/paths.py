@@ -41,6 +41,18 @@ _RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
+def _realpath(path: str | os.PathLike[str]) -> str:
+    """``os.path.realpath`` that survives a link removed while it is being read (it then raises a
+    raw ``FileNotFoundError``): tried again, then a typed ``conflict``."""
+    for _ in range(3):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    raise KmsError("conflict", f"{os.fspath(path)!r} kept changing (a folder moved or swapped for a link) while "
+                               "kms resolved it; nothing was written, try again")
+
+
 def _nfkc(s: str) -> str:
     return unicodedata.normalize("NFKC", s)
 
@@ -151,7 +163,7 @@ def folder_key(folder: str | None) -> str:
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
     """True if ``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
-    return _real_within(os.path.realpath(path), os.path.realpath(root))
+    return _real_within(_realpath(path), _realpath(root))
 
 
 def _real_within(real: str, real_root: str) -> bool:
@@ -181,7 +193,7 @@ def resolve_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Pa
     Raises ``invalid-input`` for anything but a plain relative path and also when
     the folder (through a symlink) resolves outside the vault.
     """
-    root = Path(os.path.realpath(vault_root))
+    root = Path(_realpath(vault_root))
     target = root
     for seg in split_folder(folder):
         target = target / _existing_name(target, seg)
@@ -192,7 +204,7 @@ def resolve_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Pa
 
 def ensure_folder(vault_root: str | os.PathLike[str], folder: str | None) -> Path:
     """``resolve_folder`` and create what is missing, re-checking containment after each step."""
-    root = Path(os.path.realpath(vault_root))
+    root = Path(_realpath(vault_root))
     target = root
     for seg in split_folder(folder):
         target = target / _existing_name(target, seg)
@@ -223,8 +235,8 @@ def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path,
         raise KmsError("invalid-input", f"note path {relpath!r} is not vault-relative")
     if any(seg in ("", ".", "..") for seg in relpath.split("/")):
         raise KmsError("invalid-input", f"note path {relpath!r} is not a plain vault path")
-    root = os.path.realpath(vault_root)
-    real = os.path.realpath(os.path.join(root, *relpath.split("/")))
+    root = _realpath(vault_root)
+    real = _realpath(os.path.join(root, *relpath.split("/")))
     if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
@@ -232,8 +244,45 @@ def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path,
 
 def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
     """Vault-relative, '/'-separated path of ``path`` (which must be inside the vault)."""
-    root = os.path.realpath(vault_root)
-    real = os.path.realpath(path)
+    root = _realpath(vault_root)
+    real = _realpath(path)
     if not _real_within(real, root):
         raise KmsError("invalid-input", f"{path} is outside the vault")
     return Path(os.path.relpath(real, root)).as_posix()
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
+def open_folder(vault_root: str | os.PathLike[str], real_folder: str) -> int:
+    """A descriptor of the vault folder ``real_folder`` (vault-relative, already resolved: no
+    links in it), opened one component at a time without following links (``O_NOFOLLOW``). A
+    write made through it lands in that folder even if a name on the way is swapped for a link to
+    somewhere else meanwhile; a link met on the way (the swap came first) is refused."""
+    fd = os.open(_realpath(vault_root), _DIR_FLAGS)
+    try:
+        for seg in [s for s in real_folder.split("/") if s not in ("", ".")]:
+            try:
+                child = os.open(seg, _DIR_FLAGS | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            except OSError as e:
+                raise KmsError("conflict", f"the folder {real_folder!r} was moved or replaced by a link while kms "
+                                           "was writing into it; nothing was written, try again") from e
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def same_folder(vault_root: str | os.PathLike[str], real_folder: str, fd: int) -> bool:
+    """Whether ``real_folder`` still names the folder open as ``fd`` (not moved, not swapped)."""
+    try:
+        again = open_folder(vault_root, real_folder)
+    except KmsError:
+        return False
+    try:
+        a, b = os.fstat(again), os.fstat(fd)
+        return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    finally:
+        os.close(again)

@@ -11,10 +11,11 @@ endings stay as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -33,10 +34,11 @@ from server.vault.files import (
     file_stamp,
     read_stamp,
     sha256_hex,
+    write_failure,
     write_stamp,
 )
 from server.vault.markdown import line_count
-from server.vault.paths import NOTE_SUFFIX, locate_note
+from server.vault.paths import NOTE_SUFFIX, locate_note, open_folder
 from server.vault.registry import Vault
 
 if TYPE_CHECKING:
@@ -198,6 +200,17 @@ def _read(real: Path, note: NoteRef) -> bytes:
         raise KmsError("invalid-input", f"{note.path!r} is a folder, not a note") from e
 
 
+@contextlib.contextmanager
+def _folder_of(vault: Vault, real_rel: str) -> Iterator[int]:
+    """The note's folder, opened without following links (``paths.open_folder``): the temp file
+    and the rename happen in it even if its name is swapped for a link meanwhile."""
+    fd = open_folder(vault.root, real_rel.rpartition("/")[0])
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def write_note(
     conn: apsw.Connection,
     vault: Vault,
@@ -213,7 +226,7 @@ def write_note(
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     real, real_rel = locate_note(vault.root, note.path)
-    with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd:
+    with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
             before = sha256_hex(raw)
@@ -230,12 +243,19 @@ def write_note(
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
             if new_raw == raw:
                 break
-            with PendingWrite(real, new_raw) as pending:  # written; fsynced in the background...
-                written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
-                if sha256_hex(_read(real, note)) != before:
-                    continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
-                pending.commit()
-                write_stamp(lock_fd, pending.stamp)
+            try:
+                with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
+                    written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
+                    committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
+                    if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
+                        if sha256_hex(_read(real, note)) != before:
+                            continue
+                        pending.commit()
+                    elif not committed:
+                        continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
+                    write_stamp(lock_fd, pending.stamp)
+            except OSError as e:
+                raise write_failure(e, note.path) from None
             break
         else:
             raise KmsError(

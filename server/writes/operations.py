@@ -13,6 +13,7 @@ newline style; every other byte, the BOM and the line endings stay as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -25,15 +26,17 @@ from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.store.locks import file_lock
 from server.vault import frontmatter
-from server.vault.files import TextFormat, atomic_write, convert_newlines, encode, sha256_hex
+from server.vault.files import TextFormat, atomic_write, convert_newlines, encode, sha256_hex, write_failure
 from server.vault.markdown import Unclosed, bare, frontmatter_span, line_count, split_lines
 from server.vault.paths import (
     NOTE_SUFFIX,
     ensure_folder,
     folder_key,
     locate_note,
+    open_folder,
     relpath_in_vault,
     resolve_folder,
+    same_folder,
     sanitize_title,
 )
 from server.vault.properties import check_properties, normalize_tags
@@ -126,11 +129,7 @@ def create(
     lock_dir = lock_dir or lock_dir_for(conn)
     with file_lock(folder_path / name.casefold(), lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)
-        try:
-            atomic_write(folder_path / name, data, create_only=True)
-        except KmsError as e:
-            raise KmsError("already-exists", f"a note named {name!r} already exists in that folder",
-                           path=relpath_in_vault(vault.root, folder_path / name)) from e
+        _create_in_folder(vault, folder_path, real_folder, name, data)
     relpath = relpath_in_vault(vault.root, folder_path / name)
     result = WriteResult(
         title=stem,
@@ -156,6 +155,28 @@ def _refuse_private(conn: apsw.Connection, vault: Vault, folder: str, name: str)
     if vault_rules(conn, vault.id, vault.root).path_reason(relpath):
         raise KmsError("folder-denied", "that folder is private: agents cannot write there; pick another folder",
                        folder=folder)
+def _create_in_folder(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes) -> None:
+    """Create ``name`` in the vault folder through a descriptor opened without following links,
+    then check the folder is still where it was; if it was moved or swapped meanwhile, the new
+    note is taken back (``conflict``): no interleaving leaves a file outside the vault."""
+    dir_fd = open_folder(vault.root, real_folder)
+    try:
+        try:
+            atomic_write(folder_path / name, data, create_only=True, dir_fd=dir_fd)
+        except OSError as e:
+            raise write_failure(e, name) from None
+        except KmsError as e:
+            if e.kind != "already-exists":
+                raise
+            raise KmsError("already-exists", f"a note named {name!r} already exists in that folder",
+                           path=relpath_in_vault(vault.root, folder_path / name)) from e
+        if not same_folder(vault.root, real_folder, dir_fd):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+            raise KmsError("conflict", f"the folder {real_folder!r} was moved or replaced while kms was creating "
+                                       f"{name!r}; nothing was written, try again")
+    finally:
+        os.close(dir_fd)
 
 
 def _refuse_existing(vault: Vault, folder_path: Path, name: str) -> None:

@@ -162,3 +162,25 @@ def test_a_cancelled_request_does_not_hold_up_the_end(indexed: apsw.Connection, 
     assert done.returncode == 0, done.stderr.decode()
     assert time.monotonic() - started < 8  # the end of input waits up to 10 s only for owed answers
     assert 1 in replies(done.stdout)
+
+
+@pytest.mark.parametrize("how", ["end of input", "sigterm"])
+def test_the_server_ends_cleanly_while_the_model_is_still_loading(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, embed_model_dir: Path, how: str
+) -> None:
+    """onnxruntime aborts the process (SIGABRT) when the interpreter finalises under a session being
+    built: the server waits for the load (bounded) before it exits. Closed at several moments of
+    the load, it always exits 0 (SIGTERM once serving: the handler is installed with the session)."""
+    env = server_env(db_path, tmp_path, KMS_EMBED_MODEL_DIR=str(embed_model_dir), KMS_EMBED_DOWNLOAD="0")
+    for delay in (0.0, 0.3, 0.6, 0.9, 1.2) if how == "end of input" else (0.3, 0.6, 0.9, 1.2):
+        proc = subprocess.Popen([sys.executable, "-m", "kmscli", "mcp"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        if delay:
+            assert _initialize_over(proc.stdin.fileno(), proc.stdout.fileno())["id"] == 1
+            time.sleep(delay - 0.3 if delay > 0.3 else 0)
+        if how == "sigterm":
+            proc.terminate()
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, (delay, proc.stderr.read() if proc.stderr else b"")
+        assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()

@@ -4,6 +4,7 @@
     python write_workers.py append DB SESSION NOTE_ID COUNT TAG START_FILE
     python write_workers.py person NOTE_PATH SECONDS START_FILE MODE LOCK_DIR
     python write_workers.py loop DB SESSION NOTE_IDS_JSON
+    python write_workers.py saver NOTE_PATHS_JSON SECONDS START_FILE [KINDS]
 """
 
 from __future__ import annotations
@@ -92,6 +93,41 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
     return {"edits": n}
 
 
+def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,chunks") -> dict:
+    """A person saving beside the agents, as editors do, each save adding its own line ``{{P-n}}``
+    to what it just read: atomic rename saves, truncate-then-write saves, saves in two chunks, in
+    turn, over several notes. Returns the markers saved, so the test can tell which were lost."""
+    _wait(start)
+    end = time.time() + float(seconds)
+    notes = [os.path.realpath(p) for p in json.loads(paths)]
+    saved: list[str] = []
+    n = 0
+    while time.time() < end:
+        real = notes[n % len(notes)]
+        kind = kinds.split(",")[(n // len(notes)) % len(kinds.split(","))]
+        with open(real, "rb") as f:
+            data = f.read() + f"{{{{P-{n}}}}}\n".encode()
+        if kind == "rename":
+            tmp = real + f".person{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, real)
+        else:
+            with open(real, "r+b") as f:
+                f.truncate(0)
+                if kind == "chunks":
+                    f.write(data[: len(data) // 2])
+                    f.flush()
+                    time.sleep(0.002)
+                    f.write(data[len(data) // 2:])
+                else:
+                    f.write(data)
+        saved.append(f"P-{n}")
+        n += 1
+        time.sleep(0.003)
+    return {"saved": saved}
+
+
 def loop(db: str, session: str, note_ids: str) -> dict:
     """Write forever (until killed): appends, inserts and property updates round-robin."""
     ws = Writer(db, session, RateLimiter(None, None))
@@ -112,5 +148,5 @@ def loop(db: str, session: str, note_ids: str) -> dict:
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    out = {"acquire": acquire, "append": append, "person": person, "loop": loop}[cmd](*args)
+    out = {"acquire": acquire, "append": append, "person": person, "loop": loop, "saver": saver}[cmd](*args)
     print(json.dumps(out), flush=True)

@@ -17,6 +17,7 @@ from server.config.session import TIERS, SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
+from server.store.health import UNUSABLE, database_error
 
 log = logging.getLogger("kms.tools")
 
@@ -76,6 +77,9 @@ class ToolRunner:
                 result = spec.handler(self.ctx, validate_input(spec.input_model, arguments))
         except KmsError as exc:
             return exc.to_dict(), True
+        except UNUSABLE as exc:  # a full disk, a damaged or unreachable database: typed, saying what to do
+            log.warning("tool %s: database failure: %s", name, exc)
+            return database_error(exc, self.config.db_path).to_dict(), True
         except Exception as exc:  # a bug must answer, not kill the session
             log.exception("tool %s failed", name)
             return {"error": "internal", "message": f"{type(exc).__name__}: {exc}"}, True

@@ -1,0 +1,48 @@
+"""``kms repair``: move a damaged database aside and rebuild it from the vaults (server/index/repair.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kmscli.output import JsonOpt, cli_errors, console, print_json
+from server.store.db import default_db_path
+
+
+def repair_cmd(
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the database looks healthy.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Rebuild a damaged database from your vaults, keeping what can still be read of it."""
+    from server.index.repair import repair_database
+
+    with cli_errors():
+        report = repair_database(default_db_path(), force=force)
+    if json_out:
+        print_json(report.to_json())
+        return
+    if report.moved_to is None:
+        console.print(f"the database is healthy, nothing to repair ({report.db_path}); --force rebuilds it anyway",
+                      highlight=False)
+        return
+    console.print(f"[bold]damage[/]: {report.damage}", highlight=False, soft_wrap=True)
+    console.print(f"moved aside to {report.moved_to} (kept; delete it once you are satisfied)", highlight=False)
+    if report.header_rebuilt:
+        console.print("the file's header was garbage: read through a rebuilt header", highlight=False)
+    console.print(f"rebuilt {report.db_path}: {len(report.vaults)} vault(s) "
+                  f"({', '.join(report.vaults) or 'none'}), {report.notes_indexed} notes indexed from the files",
+                  highlight=False)
+    for table, count in report.recovered.items():
+        lost = report.unreadable.get(table)
+        console.print(f"  recovered {count} {table}" + (f" [yellow]— {lost}[/]" if lost else ""), highlight=False)
+    console.print(f"  restored {report.hidden_restored} hidden stamp(s)", highlight=False)
+    for table, why in report.unreadable.items():
+        if table not in report.recovered:
+            console.print(f"  [yellow]lost[/] {table}: {why}", highlight=False)
+    for error in report.errors:
+        console.print(f"  [red]![/] {error}", highlight=False, soft_wrap=True)
+    if not report.vaults:
+        console.print("no vault could be read back: register them again with `kms vault add PATH`", highlight=False)
+    if report.recovered.get("embeddings"):
+        console.print("run `kms embed` to rebuild the semantic index (stored vectors are reused)", highlight=False)

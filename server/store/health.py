@@ -1,0 +1,89 @@
+"""What is wrong with a database kms cannot use, said once for every front end.
+
+``connect`` turns the failures of opening a damaged or unreachable database into one
+``KmsError("database", ...)`` whose message says what is wrong and what to do; a damaged file
+found later (a truncated page read mid-command) goes through ``database_error`` as well. The
+CLI prints the message as one line with exit code 4, ``kms mcp`` refuses to start with it,
+the dashboard shows it, ``kms doctor`` reports it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import apsw
+
+from server.errors import KmsError
+
+# the damage or refusal classes: a busy or locked database is a wait, not a fault
+DAMAGED = (apsw.NotADBError, apsw.CorruptError)
+UNUSABLE = (*DAMAGED, apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.FullError,
+            apsw.IOError, apsw.AuthError)
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _where(path: Path) -> str:
+    """Why a path cannot hold the database file, or "" when nothing on the way explains it."""
+    if path.is_dir():
+        return f"{path} is a folder, not a database file: point KMS_DB_PATH at a file (e.g. {path / 'kms.db'})"
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, so {path} cannot exist: point KMS_DB_PATH elsewhere"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return (f"the folder {parent} is not writable, so the database cannot be created or written "
+                        "there: make it writable or point KMS_DB_PATH elsewhere")
+            return ""
+    return ""
+
+
+def database_error(exc: BaseException, path: str | Path) -> KmsError:
+    """One clear sentence for a database failure: what is wrong and what to do."""
+    db = Path(path)
+    repair = f"run `kms repair` to move it aside and rebuild the index from your vaults (database: {db})"
+    if isinstance(exc, apsw.NotADBError):
+        return KmsError("database", f"the database file is not an SQLite database (damaged or overwritten): {repair}",
+                        path=str(db), problem="not-a-database")
+    if isinstance(exc, apsw.CorruptError):
+        return KmsError("database", f"the database file is damaged (truncated or corrupt): {repair}",
+                        path=str(db), problem="corrupt")
+    if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS):
+        return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry",
+                        path=str(db), problem="disk-full")
+    where = _where(db)
+    if where:
+        return KmsError("database", where, path=str(db), problem="unreachable")
+    if isinstance(exc, apsw.ReadOnlyError | apsw.PermissionsError | PermissionError):
+        return KmsError("database", f"the database {db} is read-only for kms: make the file and its folder "
+                                    "writable or point KMS_DB_PATH elsewhere", path=str(db), problem="read-only")
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return KmsError("database", f"cannot open the database {db} ({detail}): check KMS_DB_PATH and that the "
+                                "file and its folder are readable and writable", path=str(db), problem="unreachable")
+
+
+def is_database_failure(exc: BaseException) -> bool:
+    """A failure ``database_error`` can explain (not a bug in kms)."""
+    return isinstance(exc, UNUSABLE) or (isinstance(exc, OSError) and not isinstance(exc, apsw.Error))
+
+
+def check_database(path: str | Path) -> KmsError | None:
+    """``kms doctor``: the database opens and SQLite's quick check finds no damage."""
+    from server.store.db import connect
+
+    if not Path(path).exists():
+        return None  # created on first use
+    try:
+        conn = connect(path)
+    except KmsError as e:
+        return e
+    try:
+        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+        if rows and rows[0][0] != "ok":
+            return database_error(apsw.CorruptError(str(rows[0][0])), path)
+        return None
+    except UNUSABLE as e:
+        return database_error(e, path)
+    finally:
+        conn.close()
