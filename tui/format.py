@@ -24,6 +24,7 @@ STATUS_STYLE: dict[str, tuple[str, str, str]] = {
     "folder-denied": ("⊘", "denied", "bold red"),
 }
 REVERTED_STYLE = ("↶", "reverted", "dim italic")
+OVERWRITTEN_STYLE = ("↯", "overwritten", "bold yellow")  # a later save dropped what it wrote
 STATE_STYLE: dict[str, tuple[str, str]] = {
     "live": ("●", "bold green"),
     "idle": ("◐", "yellow"),
@@ -32,11 +33,15 @@ STATE_STYLE: dict[str, tuple[str, str]] = {
 }
 
 
-def status_text(status: str, reverted: bool = False) -> Text:
-    """``✓ ok`` in green, ``✗ error`` in red, ...; a reverted success shows ``↶ reverted``."""
-    symbol, word, style = REVERTED_STYLE if reverted and status == "success" else STATUS_STYLE.get(
-        status, ("?", status, "bold")
-    )
+def status_text(status: str, reverted: bool = False, overwritten: bool = False) -> Text:
+    """``✓ ok`` in green, ``✗ error`` in red, ...; a reverted success shows ``↶ reverted``, one whose
+    text a later save dropped ``↯ overwritten``."""
+    if status == "success" and reverted:
+        symbol, word, style = REVERTED_STYLE
+    elif status == "success" and overwritten:
+        symbol, word, style = OVERWRITTEN_STYLE
+    else:
+        symbol, word, style = STATUS_STYLE.get(status, ("?", status, "bold"))
     return Text(f"{symbol} {word}", style=style)
 
 

@@ -30,6 +30,14 @@ class InvocationsArrived(Message):
         self.reverted = reverted or {}
 
 
+class OverwrittenChanged(Message):
+    """The set of agent writes a later save dropped changed (the watcher flags them after the fact)."""
+
+    def __init__(self, ids: set[int]) -> None:
+        super().__init__()
+        self.ids = ids
+
+
 class SessionsChanged(Message):
     """The session list, their states or their write gauges changed."""
 

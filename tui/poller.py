@@ -25,7 +25,7 @@ from server.activity import feed
 from server.config.settings import load_settings
 from server.index.overview import Overview, overview
 from server.store.db import connect
-from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
+from tui.messages import InvocationsArrived, OverviewChanged, OverwrittenChanged, SessionsChanged, SettingsChanged
 
 TICK_S = 1.0
 
@@ -53,6 +53,7 @@ class Poller:
         self._sessions_at = 0.0
         self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
+        self._overwritten: set[int] = set()
 
     def first(self) -> list[Message]:
         """Open the connection (in the calling thread) and return the initial picture."""
@@ -63,7 +64,7 @@ class Poller:
         msgs: list[Message] = [
             InvocationsArrived(page.rows, initial=True, more=page.more, reverted=feed.reverted_ids(conn))
         ]
-        return msgs + self._refresh(changed=True, tick=True)
+        return msgs + self._flags() + self._refresh(changed=True, tick=True)
 
     def poll(self) -> list[Message]:
         """One cheap check; messages for whatever changed."""
@@ -80,8 +81,18 @@ class Poller:
                     msgs.append(InvocationsArrived(new))
                 if len(new) < self.window:
                     break
+            msgs.extend(self._flags())
         tick = self.ticker() - self._last_tick >= TICK_S
         return msgs + self._refresh(changed, tick)
+
+    def _flags(self) -> list[Message]:
+        """A message when the watcher flagged (or cleared) an overwritten write since the last look."""
+        assert self.conn is not None
+        ids = feed.overwritten_ids(self.conn)
+        if ids == self._overwritten:
+            return []
+        self._overwritten = ids
+        return [OverwrittenChanged(ids)]
 
     def _refresh(self, changed: bool, tick: bool) -> list[Message]:
         assert self.conn is not None

@@ -25,6 +25,7 @@ class DashboardState:
     overview: Overview | None = None  # None until the first read
     settings: Settings | None = None
     reverted: dict[int, int] = field(default_factory=dict)  # invocation id -> the revert's id
+    overwritten: set[int] = field(default_factory=set)  # agent writes a later save dropped
     arrivals: dict[int, float] = field(default_factory=dict)  # invocation id -> wall time it reached the UI
     tools_seen: set[str] = field(default_factory=set)
     loaded: bool = False  # the first window has been shown

@@ -38,7 +38,7 @@ STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied")
 _FEED_COLUMNS = (
     "t.id, t.at, t.session_id, t.actor, t.tool, t.note_id, t.vault, t.path, "
     "coalesce(t.title, (SELECT n.title FROM notes n WHERE n.id = t.note_id)) AS title, "
-    "t.status, t.error, t.lines_added, t.reverts_id"
+    "t.status, t.error, t.lines_added, t.reverts_id, t.overwritten_at"
 )
 
 
@@ -155,6 +155,14 @@ def reverted_ids(conn: apsw.Connection) -> dict[int, int]:
            WHERE reverts_id IS NOT NULL AND status = 'success' GROUP BY reverts_id"""
     )
     return {int(target): int(by) for target, by in found}
+
+
+def overwritten_ids(conn: apsw.Connection, from_id: int = 0) -> set[int]:
+    """Ids (from ``from_id`` up) of agent writes a later save dropped (``server.activity.overwrites``);
+    the m010 partial index holds only those rows, so a live dashboard can ask on every commit."""
+    found = conn.execute("SELECT id FROM tool_invocations INDEXED BY tool_invocations_overwritten "
+                         "WHERE overwritten_at IS NOT NULL AND id >= ?", (from_id,))
+    return {int(r[0]) for r in found}
 
 
 # ----------------------------------------------------------------------------- sessions and gauges

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import apsw
+
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
 from server.store.db import connect
@@ -17,6 +19,9 @@ from server.vault.registry import Vault, list_vaults
 DEBOUNCE_MS = 150
 RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
+# after re-indexing: (conn, vault, the vault's changed notes) -> rows changed; e.g. the check that a
+# save dropped an agent's write (``server.activity.overwrites.check``, a layer above the index)
+AfterIndex = Callable[[apsw.Connection, Vault, list[str]], int]
 
 
 def _in_vault(vault: Vault, path: str, real_root: Path | None = None) -> str | None:
@@ -37,13 +42,14 @@ def _relevant(vault: Vault, path: str) -> str | None:
     return rel if rel is not None and rel.lower().endswith(".md") else None
 
 
-def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
+def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex | None = None) -> int:
     """Re-index what changed; return how many changed paths were relevant.
 
     A path that is gone or is a folder means a delete, a rename or a moved folder: the vault gets an
     incremental ``index_vault``, which recognises a rename by content hash and so keeps the note's
     id and hidden stamp (re-indexing the two paths one by one would forget the old note and make a
-    new, visible one). Otherwise each changed note is re-indexed on its own.
+    new, visible one). Otherwise each changed note is re-indexed on its own. ``after`` then sees
+    the vault's changed notes (as re-indexed).
     """
     n = 0
     for vault in vaults:
@@ -62,12 +68,14 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
             for rel in notes:
                 reindex_file(conn, vault, rel)
                 n += 1
+        if after is not None and notes:
+            after(conn, vault, notes)
     return n
 
 
 def watch_vaults(db_path: str | Path, *, vault: str | None = None,
                  on_change: Callable[[int, float], None] | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, after: AfterIndex | None = None) -> None:
     """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C)."""
     from watchfiles import watch
 
@@ -83,7 +91,7 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
                          rust_timeout=RULES_CHECK_MS):
         started = time.perf_counter()
         try:
-            n = apply_changes(conn, vaults, {p for _change, p in changes}) if changes else 0
+            n = apply_changes(conn, vaults, {p for _change, p in changes}, after) if changes else 0
             if started - checked >= RULES_CHECK_MS / 1000:  # the settings file's privacy rules may have changed
                 checked = started
                 n += sum(refresh(conn, v.id, v.root) for v in vaults)

@@ -104,6 +104,7 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
     """Watcher (index freshness) and other per-process services; all daemon threads."""
     threads: list[threading.Thread] = []
     if runner.config.watch:
+        from server.activity.overwrites import check as overwritten
         from server.index.watcher import watch_vaults
 
         def changed(_count: int, _seconds: float) -> None:
@@ -113,7 +114,7 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
 
         def watch() -> None:
             try:
-                watch_vaults(runner.config.db_path, stop=stop, on_change=changed)
+                watch_vaults(runner.config.db_path, stop=stop, on_change=changed, after=overwritten)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
 

@@ -303,6 +303,13 @@ def m009_file_changes(conn: apsw.Connection) -> None:
     )
 
 
+def m010_overwritten(conn: apsw.Connection) -> None:
+    """When a later save dropped the text an agent's successful write inserted (the watcher's check,
+    ``server.activity.overwrites``): the dashboard shows the row as overwritten, not as ok."""
+    conn.execute("ALTER TABLE tool_invocations ADD COLUMN overwritten_at REAL")
+    conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -313,6 +320,7 @@ MIGRATIONS: list[Migration] = [
     m007_change_kind,
     m008_privacy_rules,
     m009_file_changes,
+    m010_overwritten,
 ]
 
 

@@ -181,3 +181,24 @@ def test_upgrade_to_m009_keeps_old_rows_and_records_file_changes(tmp_path: Path)
                             change=FilesChanged("n/B.md", files))
     assert from_row(provenance.get_invocation(conn, rid) or {}) == FilesChanged("n/B.md", files)
     conn.close()
+
+
+def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(tmp_path: Path) -> None:
+    """An m009 database gains ``overwritten_at`` (NULL on every old row) and its partial index."""
+    from server.activity import feed
+
+    path = tmp_path / "m009.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m009_file_changes")
+    assert "m010_overwritten" not in applied(old)
+    for i in (1, 2):
+        old.execute("INSERT INTO tool_invocations (id, at, session_id, tool, input_summary, status) "
+                    "VALUES (?, 1.0, 's', 'kms_append', '', 'success')", (i,))
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    assert scalar(conn, "SELECT count(*) FROM tool_invocations WHERE overwritten_at IS NULL") == 2
+    assert feed.overwritten_ids(conn) == set()
+    conn.execute("UPDATE tool_invocations SET overwritten_at = 5.0 WHERE id = 2")
+    assert feed.overwritten_ids(conn) == {2} and feed.overwritten_ids(conn, from_id=3) == set()
+    conn.close()

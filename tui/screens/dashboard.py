@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Input, Select
 
 from server.activity import feed
 from server.activity.feed import FeedFilter
-from tui.messages import InvocationsArrived, OverviewChanged, SessionsChanged, SettingsChanged
+from tui.messages import InvocationsArrived, OverviewChanged, OverwrittenChanged, SessionsChanged, SettingsChanged
 from tui.state import DashboardState
 from tui.widgets.detail import DetailView
 from tui.widgets.feed import FeedTable
@@ -110,6 +110,13 @@ class DashboardScreen(Screen[None]):
         if self.detail_id in targets:
             self.load_detail(self.detail_id)
         self._subtitle()
+
+    def on_overwritten_changed(self, msg: OverwrittenChanged) -> None:
+        changed = msg.ids ^ self.state.overwritten
+        self.state.overwritten = set(msg.ids)
+        self.feed.refresh_statuses(sorted(changed))
+        if self.detail_id in changed:
+            self.load_detail(self.detail_id)
 
     def on_sessions_changed(self, msg: SessionsChanged) -> None:
         self.state.sessions, self.state.sessions_at = msg.sessions, msg.now

@@ -45,7 +45,8 @@ def render_detail(d: Detail, now: float) -> RenderableType:
     head.append(f"#{inv['id']} ", style="bold")
     head.append(inv["tool"], style="bold cyan")
     head.append("  ")
-    head.append_text(fmt.status_text(inv["status"], reverted_by is not None))
+    overwritten_at = inv.get("overwritten_at")
+    head.append_text(fmt.status_text(inv["status"], reverted_by is not None, overwritten_at is not None))
     head.append(f"  {humanize.clock_time(inv['at'], now)}  session {inv['session_id']} ({inv['actor']})", style="dim")
 
     facts = Table.grid(padding=(0, 1))
@@ -64,6 +65,9 @@ def render_detail(d: Detail, now: float) -> RenderableType:
         facts.add_row("Reverts", f"#{inv['reverts_id']}")
     if reverted_by is not None:
         facts.add_row("Reverted", f"by #{reverted_by}")
+    elif overwritten_at is not None:
+        facts.add_row("Overwritten", Text(f"{humanize.clock_time(overwritten_at, now)}: a later save of the note "
+                                          "dropped the text this call wrote", style="yellow"))
     parts: list[RenderableType] = [head, facts]
 
     change = changes.from_row(inv)  # what the call did decides what is shown, not which tool did it

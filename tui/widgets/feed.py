@@ -90,7 +90,7 @@ class FeedTable(DataTable[Any]):
             Text(r["session_id"], no_wrap=True, overflow="ellipsis"),
             Text(fmt.short_tool(r["tool"]), style="italic" if r.get("actor") == "person" else ""),
             Text(fmt.note_label(r), no_wrap=True, overflow="ellipsis"),
-            fmt.status_text(r["status"], reverted),
+            fmt.status_text(r["status"], reverted, r["id"] in self.state.overwritten),
             Text(f"{lines:+d}" if lines else "", justify="right"),
         )
 
@@ -162,11 +162,12 @@ class FeedTable(DataTable[Any]):
         self.more = True
 
     def refresh_statuses(self, ids: list[int]) -> None:
-        """Re-render the status cell of rows whose reverted state changed."""
+        """Re-render the status cell of rows whose reverted or overwritten state changed."""
         for i in ids:
             r = self.rows_by_id.get(i)
             if r is not None:
-                self.update_cell(str(i), "status", fmt.status_text(r["status"], i in self.state.reverted))
+                self.update_cell(str(i), "status", fmt.status_text(r["status"], i in self.state.reverted,
+                                                                   i in self.state.overwritten))
 
     # ----- selection ----------------------------------------------------------------------------
 

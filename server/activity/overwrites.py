@@ -1,0 +1,65 @@
+"""Notice an agent's write that a later save dropped (an editor that had loaded the older version).
+
+The watcher calls ``check`` with the notes it just re-indexed. Only notes with a recent successful
+agent write that inserted text are looked at, and only when the file is not the version kms wrote
+last (the watcher echoing kms's own write costs one indexed query). "Is the text still there" is
+``changes.locate``, the same answer the detail pane and revert give, so they never disagree. A row
+whose text is gone and that was not reverted gets ``overwritten_at``; if the text comes back (the
+person undid their save) the flag is cleared.
+"""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+
+from server.activity import changes
+from server.store.db import rows
+from server.vault.files import decode
+from server.vault.paths import resolve_note_file
+from server.vault.registry import Vault
+
+RECENT_S = 24 * 3600.0  # writes older than this are not checked again (a person's later edits are theirs)
+MAX_CHECKED = 50  # per note and save: the newest writes only, so a busy note stays cheap
+
+_CANDIDATES = """
+    SELECT t.id, t.path, t.change_kind, t.inserted_text, t.insert_offset, t.hash_after, t.overwritten_at
+      FROM tool_invocations t
+     WHERE t.note_id = ? AND t.status = 'success' AND t.actor = 'agent' AND t.at >= ?
+       AND t.change_kind IN ('text-inserted', 'file-created', 'properties-changed')
+       AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
+     ORDER BY t.id DESC LIMIT ?
+"""
+
+
+def check(conn: apsw.Connection, vault: Vault, relpaths: list[str], now: float | None = None) -> int:
+    """Flag (or unflag) the recent agent writes to these notes whose text a save dropped; return how
+    many rows changed. Never raises for a note that is gone or unreadable (it is simply not judged)."""
+    now = time.time() if now is None else now
+    changed = 0
+    for rel in relpaths:
+        note = conn.execute("SELECT id, content_hash FROM notes WHERE vault_id = ? AND path = ?",
+                            (vault.id, rel)).fetchall()
+        if not note:
+            continue
+        note_id, current = note[0]
+        found = rows(conn, _CANDIDATES, (note_id, now - RECENT_S, MAX_CHECKED))
+        if not found or (found[0]["hash_after"] == current and all(r["overwritten_at"] is None for r in found)):
+            continue  # no agent write to judge, or the file is the version kms wrote last
+        try:
+            text = decode(resolve_note_file(str(vault.root), rel).read_bytes())[0]
+        except Exception:  # gone, unreadable, not text: nothing to judge by
+            continue
+        for inv in found:
+            where = changes.locate(changes.from_row(inv), text)
+            if where.state == "none":
+                continue  # this write inserted no text that could be looked for
+            gone = where.state == "edited"
+            if gone and inv["overwritten_at"] is None:
+                conn.execute("UPDATE tool_invocations SET overwritten_at = ? WHERE id = ?", (now, inv["id"]))
+                changed += 1
+            elif not gone and inv["overwritten_at"] is not None:
+                conn.execute("UPDATE tool_invocations SET overwritten_at = NULL WHERE id = ?", (inv["id"],))
+                changed += 1
+    return changed
