@@ -133,7 +133,10 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             conn.close()
     except Exception as e:
         db_error = db_error or (e.message if isinstance(e, KmsError) else str(e))
-    report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults}
+    from server.activity.unrecorded import room_report
+
+    report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults,
+                          "room": room_report(db_path)}
     report["active_sessions"] = active
     settings = load_settings(env=env, has_vault=bool(vaults))
     report["settings"] = {
@@ -181,6 +184,8 @@ def doctor_command(
         out.print(f"{bad} claude: {c['message'] or c['path']}")
     d = report["database"]
     out.print(f"{ok if d['ok'] else bad} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
+    if d["room"]["warning"]:
+        out.print(f"{meh} {d['room']['warning']}")
     if d["ok"] and not d["vaults"]:
         out.print(f"{meh} no vault registered: kms vault add PATH")
     for v in d["vaults"]:

@@ -12,10 +12,12 @@ endings stay as they were.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -43,6 +45,51 @@ from server.vault.registry import Vault
 
 if TYPE_CHECKING:
     from server.index.records import FileRecord
+
+log = logging.getLogger("kms.writes")
+# the files written in the current ``undone_unless_recorded`` block: how to put each one back
+_PUT_BACK: ContextVar[list[Callable[[], None]] | None] = ContextVar("kms_put_back", default=None)
+
+
+@contextlib.contextmanager
+def undone_unless_recorded() -> Iterator[None]:
+    """A write that cannot be recorded changes no note: if the database fails inside this block (a
+    full disk for it, damage), every note ``write_note`` changed in it is put back as kms read it,
+    unless a save replaced kms's version meanwhile (that newer save is the person's and stays)."""
+    steps: list[Callable[[], None]] = []
+    token = _PUT_BACK.set(steps)
+    try:
+        yield
+    except apsw.Error:
+        for step in reversed(steps):
+            try:
+                step()
+            except Exception:  # the vault's disk may be failing too: say so, go on with the others
+                log.exception("could not put a note back after the database failed")
+        raise
+    finally:
+        _PUT_BACK.reset(token)
+
+
+def _put_back(vault: Vault, real: Path, real_rel: str, old: bytes, written: str, lock_dir: Path) -> None:
+    """Swap ``old`` back in over kms's own version (sha256 ``written``) only: never over a newer save."""
+    with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd, \
+            PendingWrite(real, old, dir_fd=dir_fd) as pending:
+        done = pending.commit_if_unchanged(written, old)
+        if done is None:  # no atomic exchange here: check, then rename
+            if sha256_hex(_read_bytes(real)) != written:
+                return
+            pending.commit()
+        elif not done:
+            return
+        write_stamp(lock_fd, pending.stamp)
+    pending.wait_durable()
+
+
+def _read_bytes(path: Path) -> bytes:
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_bytes()
+    return b""
 
 
 class WriteResult(TypedDict, total=False):
@@ -265,6 +312,10 @@ def write_note(
                 currentVersion=sha256_hex(_read(real, note)),
             )
     after = sha256_hex(new_raw)
+    undo = _PUT_BACK.get()
+    if undo is not None and new_raw != raw:
+        locks = lock_dir or lock_dir_for(conn)
+        undo.append(lambda: _put_back(vault, real, real_rel, raw, after, locks))
     result = WriteResult(
         title=note.title,
         path=note.path,

@@ -32,14 +32,15 @@ from typing import Any, Protocol
 import apsw
 from pydantic import BaseModel
 
-from server.activity import provenance
+from server.activity import provenance, unrecorded
 from server.activity.ratelimit import RateLimiter, Slot
 from server.config.allowlist import Allowlist
 from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
+from server.store.health import database_error
 from server.vault.registry import Vault, get_vault, list_vaults
-from server.writes.cas import NoteRef, WriteOutcome, load_note
+from server.writes.cas import NoteRef, WriteOutcome, load_note, undone_unless_recorded
 from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 
 
@@ -192,26 +193,36 @@ class WriteService:
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
-        with contextlib.ExitStack() as group:
-            try:
-                if not self.allows(getattr(tool, "tier", "write")):
-                    raise KmsError("feature-disabled", self.disabled_message(tool.name))
-                args = validate_input(tool.input_model, arguments)
-                slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
-                # the index update and the provenance record then share one commit; the file lock is
-                # released before the first of them takes the database lock (never the other order)
-                group.enter_context(shared_commit(conn))
-                outcome = tool.handler(target, args)
-            except BaseException as e:
-                failure = e
-                raise
-            finally:
-                if slot is not None and (outcome is None or not outcome.changed):
-                    self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
-                invocation_id = record_call(
-                    conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
-                    touched=target.touched, outcome=outcome, failure=failure,
-                )
+        with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
+            unrecorded.replay(conn)
+        try:
+            with undone_unless_recorded(), contextlib.ExitStack() as group:
+                try:
+                    if not self.allows(getattr(tool, "tier", "write")):
+                        raise KmsError("feature-disabled", self.disabled_message(tool.name))
+                    args = validate_input(tool.input_model, arguments)
+                    slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
+                    # the index update and the provenance record then share one commit; the file lock is
+                    # released before the first of them takes the database lock (never the other order)
+                    group.enter_context(shared_commit(conn))
+                    outcome = tool.handler(target, args)
+                except BaseException as e:
+                    failure = e
+                    raise
+                finally:
+                    if slot is not None and (outcome is None or not outcome.changed):
+                        self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
+                    invocation_id = record_call(
+                        conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
+                        touched=target.touched, outcome=outcome, failure=failure,
+                    )
+        except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
+            err = database_error(e, conn.filename)
+            unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id, input_summary=summary,
+                            status=provenance.status_for(err.kind), note_id=target.touched.note_id,
+                            vault=target.touched.vault, path=target.touched.path, title=target.touched.title,
+                            error=err.kind, message=f"{err.message} (the note was left as it was)")
+            raise
         assert outcome is not None
         return {**outcome.result, "invocationId": invocation_id}
 

@@ -1,14 +1,21 @@
 """A full disk under the database: a write call answers a typed ``disk-full`` error saying so (not
-``internal``), and the server goes on answering. (Still open in issue 19: the note itself has been
-written by then; taking it back when the database cannot record it is not done yet.)"""
+``internal``), changes no note (the file kms already replaced is put back as it was read), and the
+server goes on answering."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
+import pytest
+from support.mcp_session import mcp_client
 from support.vaults import note_id
 
+from server.activity import unrecorded
 from server.config.session import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import thread_connection
@@ -23,14 +30,83 @@ def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path
     try:
         assert not runner.call("kms_append", {"noteId": nid, "content": "fits"})[1]
         conn = thread_connection(db_path)  # the write path's own connection (this thread)
+        before = path.read_bytes()
         pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
         conn.execute(f"PRAGMA max_page_count = {pages}")  # what a full disk looks like to SQLite
         answer, is_error = runner.call("kms_append", {"noteId": nid, "content": "x" * 40_000})
         assert is_error and answer["error"] == "disk-full", answer
         assert "disk holding the database is full" in answer["message"]
+        assert path.read_bytes() == before  # the write that could not be recorded changed nothing
+        assert unrecorded.waiting(db_path) == 1  # the refusal waits next to the database for room
         conn.execute(f"PRAGMA max_page_count = {pages * 100}")  # room again: the next write works
         answer, is_error = runner.call("kms_append", {"noteId": nid, "content": "room again"})
         assert not is_error, answer
         assert path.read_bytes().endswith(b"room again\n")
+        assert unrecorded.waiting(db_path) == 0  # (the journal stays, blank: its reserve)
+        rows = indexed.execute("SELECT status, error, message, input_summary FROM tool_invocations "
+                               "WHERE tool = 'kms_append' ORDER BY id").fetchall()
+        assert [(s, e) for s, e, _m, _i in rows] == [("success", None), ("error", "disk-full"), ("success", None)]
+        assert "the note was left as it was" in rows[1][2] and "(40000 chars)" in rows[1][3]
     finally:
         runner.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 24 MiB file system (tmpfs) for the database's folder (the suite runs as root here)."""
+    mnt = tmp_path / "dbdisk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True, capture_output=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Take every free byte of ``folder``'s file system."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
+            with contextlib.suppress(OSError):
+                while f.write(b"\0" * size):
+                    pass
+    return filler
+
+
+async def test_a_really_full_database_disk_changes_no_note(small_disk: Path, vault_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
+
+    db = small_disk / "kms.db"
+    monkeypatch.setenv("KMS_DB_PATH", str(db))
+    conn = connect(db)
+    index_vault(conn, add_vault(conn, vault_dir, "sample"))
+    nid = note_id(conn, "Home")
+    path = vault_dir / conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    try:
+        async with mcp_client(db, write_enabled=True) as client:
+            assert not (await client.call_tool("kms_append", {"noteId": nid, "content": "fits"})).is_error
+            before = path.read_bytes()
+            filler = fill(small_disk)
+            # room for the rate-limit slot's small commit, none for the index of a 45 kB append: the
+            # note file is replaced first, then the database cannot record it
+            os.truncate(filler, filler.stat().st_size - 64 * 1024)
+            r = await client.call_tool("kms_append", {"noteId": nid, "content": "big line\n" * 5_000})
+            assert r.is_error and r.structured_content["error"] == "disk-full", r.structured_content
+            assert path.read_bytes() == before  # no note changed by a write that could not be recorded
+            assert "KiB free" in (unrecorded.room_report(db)["warning"] or "")  # what kms doctor says
+            assert (await client.call_tool("kms_read", {"noteId": nid})).structured_content["body"]  # still serving
+            filler.unlink()
+            r = await client.call_tool("kms_append", {"noteId": nid, "content": "room again"})
+            assert not r.is_error, r.structured_content
+            assert path.read_bytes().endswith(b"room again\n")
+            assert unrecorded.room_report(db)["warning"] is None
+        # the refusal was kept beside the database and recorded by the next call that had room
+        assert [tuple(r) for r in conn.execute("SELECT status, error FROM tool_invocations WHERE tool = 'kms_append' "
+                                               "ORDER BY id")] == [("success", None), ("error", "disk-full"),
+                                                                   ("success", None)]
+    finally:
+        conn.close()
