@@ -183,6 +183,7 @@ def run_claude(
     write: bool | None = None,
     isolated: bool = False,
     print_config: bool = False,
+    show_secrets: bool = False,
     env: Mapping[str, str] | None = None,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
@@ -191,6 +192,10 @@ def run_claude(
     from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)
+    if show_secrets and not print_config:
+        _err("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)",
+             "red")
+        return 2
     try:  # claude hands its environment on to the kms server, which would refuse to start
         check_env(env)
     except SessionConfigError as e:
@@ -209,7 +214,7 @@ def run_claude(
         session = Session(new_session_id(), db_path.resolve(), Path.cwd(), tuple(roots), vault_name)
         doc = compose(settings, session, isolated=isolated)
         if print_config:
-            print(json.dumps(redact(doc), indent=2))
+            print(json.dumps(doc if show_secrets else redact(doc), indent=2))
             return 0
         claude = find_claude(env)
         if claude is None:
@@ -316,10 +321,14 @@ def claude_command(
         bool,
         typer.Option("--print-config", help="Print the session's MCP config (secrets redacted) and exit."),
     ] = False,
+    show_secrets: Annotated[
+        bool, typer.Option("--show-secrets", help="With --print-config: print secrets in clear.")
+    ] = False,
 ) -> None:
     """Start Claude Code with kms (and your other enabled MCP servers) for this session."""
     returncode = run_claude(
-        claude_args or [], vault=vault, write=write, isolated=isolated, print_config=print_config
+        claude_args or [], vault=vault, write=write, isolated=isolated, print_config=print_config,
+        show_secrets=show_secrets,
     )
     _die_like(returncode)
 

@@ -71,6 +71,28 @@ def undone_unless_recorded() -> Iterator[None]:
         _PUT_BACK.reset(token)
 
 
+def on_unrecorded(step: Callable[[], None]) -> None:
+    """Register how to take back a file change if the database then cannot record the call."""
+    steps = _PUT_BACK.get()
+    if steps is not None:
+        steps.append(step)
+
+
+def remove_created(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes,
+                   lock_dir: Path) -> None:
+    """Take back a create: the new note goes only while it still holds exactly what kms wrote."""
+    folder = "" if real_folder == "." else real_folder
+    with file_lock(folder_path / name.casefold(), lock_dir), _folder_of(vault, f"{folder}/{name}") as fd:
+        try:
+            f = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+        except FileNotFoundError:
+            return
+        with os.fdopen(f, "rb") as fh:
+            if fh.read() != data:
+                return  # a person already wrote into it: theirs now
+        os.unlink(name, dir_fd=fd)
+
+
 def _put_back(vault: Vault, real: Path, real_rel: str, old: bytes, written: str, lock_dir: Path) -> None:
     """Swap ``old`` back in over kms's own version (sha256 ``written``) only: never over a newer save."""
     with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd, \
@@ -312,10 +334,9 @@ def write_note(
                 currentVersion=sha256_hex(_read(real, note)),
             )
     after = sha256_hex(new_raw)
-    undo = _PUT_BACK.get()
-    if undo is not None and new_raw != raw:
+    if new_raw != raw:
         locks = lock_dir or lock_dir_for(conn)
-        undo.append(lambda: _put_back(vault, real, real_rel, raw, after, locks))
+        on_unrecorded(lambda: _put_back(vault, real, real_rel, raw, after, locks))
     result = WriteResult(
         title=note.title,
         path=note.path,

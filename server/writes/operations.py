@@ -41,7 +41,17 @@ from server.vault.paths import (
 )
 from server.vault.properties import check_properties, normalize_tags
 from server.vault.registry import Vault
-from server.writes.cas import Edit, NoteRef, WriteOutcome, WriteResult, lock_dir_for, reindex_written, write_note
+from server.writes.cas import (
+    Edit,
+    NoteRef,
+    WriteOutcome,
+    WriteResult,
+    lock_dir_for,
+    on_unrecorded,
+    reindex_written,
+    remove_created,
+    write_note,
+)
 from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, MAX_TAGS, kb
 from server.writes.positions import (
     after_section,
@@ -130,6 +140,8 @@ def create(
     with file_lock(folder_path / name.casefold(), lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)
         _create_in_folder(vault, folder_path, real_folder, name, data)
+    locks = lock_dir
+    on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, locks))
     relpath = relpath_in_vault(vault.root, folder_path / name)
     result = WriteResult(
         title=stem,

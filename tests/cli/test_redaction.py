@@ -108,3 +108,13 @@ def test_print_config_masks_all_18(cfg: dict[str, str], indexed: object) -> None
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert {"db", "api", "hook"} <= set(doc["mcpServers"]) and leaked(result.stdout) == []
+
+
+def test_print_config_show_secrets_prints_them_on_purpose(cfg: dict[str, str], indexed: object) -> None:
+    result = kms("claude", "--print-config", "--show-secrets", **cfg)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {"db", "api", "hook"} <= set(doc["mcpServers"]) and REDACTED not in result.stdout
+    assert SECRETS["github"] in result.stdout and SECRETS["pg_password"] in result.stdout
+    alone = kms("claude", "--show-secrets", **cfg)  # never starts claude with a flag that means nothing there
+    assert alone.exit_code == 2 and "only goes with --print-config" in alone.output

@@ -38,6 +38,10 @@ def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path
         assert "disk holding the database is full" in answer["message"]
         assert path.read_bytes() == before  # the write that could not be recorded changed nothing
         assert unrecorded.waiting(db_path) == 1  # the refusal waits next to the database for room
+        answer, is_error = runner.call("kms_create", {"title": "Big", "folder": "drafts", "content": "y" * 40_000})
+        assert is_error and answer["error"] == "disk-full", answer
+        assert not (vault_dir / "drafts" / "Big.md").exists()  # the create is taken back too
+        assert unrecorded.waiting(db_path) >= 1  # (the first refusal may have found room for its small row)
         conn.execute(f"PRAGMA max_page_count = {pages * 100}")  # room again: the next write works
         answer, is_error = runner.call("kms_append", {"noteId": nid, "content": "room again"})
         assert not is_error, answer
@@ -46,6 +50,8 @@ def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path
         rows = indexed.execute("SELECT status, error, message, input_summary FROM tool_invocations "
                                "WHERE tool = 'kms_append' ORDER BY id").fetchall()
         assert [(s, e) for s, e, _m, _i in rows] == [("success", None), ("error", "disk-full"), ("success", None)]
+        assert indexed.execute("SELECT error FROM tool_invocations WHERE tool = 'kms_create'").fetchall() == [
+            ("disk-full",)]
         assert "the note was left as it was" in rows[1][2] and "(40000 chars)" in rows[1][3]
     finally:
         runner.close()
