@@ -246,7 +246,11 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
             ready = settled or waited >= MAX_SETTLE_S
         if ready or read_stamp(lock_fd) == stamp:
             raw = _read(real, note)
-            if file_stamp(real) == stamp and len(raw) == st.st_size:
+            try:
+                again = file_stamp(real)
+            except FileNotFoundError:  # gone (or its folder swapped) right after the read: look again
+                continue
+            if again == stamp and len(raw) == st.st_size:
                 return raw
             continue
         if waited >= GIVE_UP_S:
