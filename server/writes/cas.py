@@ -213,6 +213,7 @@ def reindex_written(
 
 QUIET_S = 0.05
 MAX_SETTLE_S = 1.0
+FORCED_QUIET_S = 0.02  # a note read without settling must then stay unchanged this long
 GIVE_UP_S = 5.0
 
 
@@ -226,7 +227,8 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
     the file did not change across it and its mtime is ``QUIET_S`` old; a version kms
     wrote itself (stamped in the lock file) needs no wait, so agents appending in turn
     are not slowed down. A file that never settles (someone saving continuously) is
-    read after ``MAX_SETTLE_S`` if the read is consistent; an empty file the index
+    read after ``MAX_SETTLE_S`` if it then stays unchanged for ``FORCED_QUIET_S`` (a save in
+    chunks is seen moving between them); an empty file the index
     knows as non-empty only once it has been empty that long. After ``GIVE_UP_S``
     the write is refused as a conflict.
     """
@@ -244,8 +246,11 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
             ready = age >= MAX_SETTLE_S
         else:
             ready = settled or waited >= MAX_SETTLE_S
-        if ready or read_stamp(lock_fd) == stamp:
+        own = read_stamp(lock_fd) == stamp
+        if ready or own:
             raw = _read(real, note)
+            if not (settled or own):  # read only because it never settles: a save may be mid-way
+                time.sleep(FORCED_QUIET_S)  # (a save in two chunks pauses between them: see it move)
             try:
                 again = file_stamp(real)
             except FileNotFoundError:  # gone (or its folder swapped) right after the read: look again

@@ -1,7 +1,8 @@
 """kms never overwrites a version it did not read: agents append through the real write guard in
 several processes while a person saves the same notes as editors do (atomic rename, truncate then
-write). Every one of the person's saves survives (saves lost = 0). Saves written in place in two
-chunks, continuously, are not covered yet: a version read mid-save can still be lost (issue 19)."""
+write, truncate then write in two chunks). Every one of the person's saves survives (saves lost = 0;
+before a note read without settling had to stay unchanged for ``FORCED_QUIET_S``, a two-chunk save
+read between its chunks was lost in 5 of 8 runs, cascading to 44-176 saves)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_no_save_of_the_person_is_lost_to_an_agent_write(tmp_path: Path) -> None
     start = env.tmp / "go"
     agents = [spawn("append", str(env.db_path), f"agent{k}", ids[k % 3], "120", f"A{k}", str(start))
               for k in range(4)]
-    person = spawn("saver", json.dumps([str(env.root / n) for n in names]), "5", str(start), "rename,truncate")
+    person = spawn("saver", json.dumps([str(env.root / n) for n in names]), "5", str(start), "rename,truncate,chunks")
     start.touch()
     appended = [r for p in agents for r in result(p)["results"]]
     saved = result(person)["saved"]
