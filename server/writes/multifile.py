@@ -103,9 +103,10 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
     id) when no other note took it. Returns a warning when the index could not be updated (the files
     are written; the watcher heals it)."""
-    from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
+    from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
+    batch = LinkWork()  # links resolved once for every file, not once per file (500 linking notes)
     files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
     try:
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
@@ -115,13 +116,14 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                                  (new, vault.id, old))
             for old, new in files:
                 path = new or old
-                note_id = reindex_file(conn, vault, path)
+                note_id = reindex_file(conn, vault, path, batch=batch)
                 want = (keep_ids or {}).get(path)
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
                 if new:
-                    reindex_file(conn, vault, old)  # a row left at the old path (none, normally) goes
+                    reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
+            batch.finish(conn, vault.id)
     except Exception as e:  # noqa: BLE001 - see the docstring
         return f"written, but the index update failed: {e}"
     return None
