@@ -11,7 +11,7 @@ from pathlib import Path
 
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
-from server.store.db import connect
+from server.store.db import connect, write_tx
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
@@ -40,10 +40,11 @@ def _relevant(vault: Vault, path: str) -> str | None:
 def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
     """Re-index what changed; return how many changed paths were relevant.
 
-    A path that is gone or is a folder means a delete, a rename or a moved folder: the vault gets an
-    incremental ``index_vault``, which recognises a rename by content hash and so keeps the note's
-    id and hidden stamp (re-indexing the two paths one by one would forget the old note and make a
-    new, visible one). Otherwise each changed note is re-indexed on its own.
+    A path that is gone (and still indexed: not a move kms made itself) or is a folder means a delete,
+    a rename or a moved folder: the vault gets an incremental ``index_vault``, which recognises a
+    rename by content hash and so keeps the note's id and hidden stamp (re-indexing the two paths one
+    by one would forget the old note and make a new, visible one). Otherwise each changed note is
+    re-indexed on its own.
     """
     n = 0
     for vault in vaults:
@@ -54,7 +55,9 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
         if not mine:
             continue
         notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
-        structural = any(not os.path.lexists(p) or os.path.isdir(p) for p, _rel in mine)
+        gone = [rel for p, rel in mine if not os.path.lexists(p)]
+        structural = any(os.path.isdir(p) for p, _rel in mine) or bool(gone) and (
+            any(not rel.lower().endswith(".md") for rel in gone) or _still_indexed(conn, vault.id, gone))
         if structural:
             index_vault(conn, vault)
             n += max(1, len(notes))
@@ -63,6 +66,16 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
                 reindex_file(conn, vault, rel)
                 n += 1
     return n
+
+
+def _still_indexed(conn, vault_id: int, gone: list[str]) -> bool:
+    """Whether the index still has a note at (or under) one of these vanished paths. Asked under the
+    write lock: a kms move, rename or trash holds it from its first rename until the notes' rows have
+    moved, so the answer waits for that, and kms's own moves then cost the watcher a stat and a hash
+    per file instead of a scan of the whole vault (a person's move is still indexed, so it is one)."""
+    with write_tx(conn):
+        return any(conn.execute("SELECT 1 FROM notes WHERE vault_id = ? AND (path = ? OR path >= ? AND path < ?) "
+                                "LIMIT 1", (vault_id, rel, rel + "/", rel + "0")).fetchall() for rel in gone)
 
 
 def watch_vaults(db_path: str | Path, *, vault: str | None = None,

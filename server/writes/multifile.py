@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +80,16 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     return prep
 
 
-def _destination(vault: Vault, new_path: str) -> Path:
-    """Where a moving file goes: its folder made (inside the vault only), the name still free.
-    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
+def _case_only(real: Path, dest: Path) -> bool:
+    """A rename that changes only the case of the name (``dest`` may be the same file on a
+    case-insensitive file system)."""
+    return real != dest and str(real).casefold() == str(dest).casefold()
+
+
+def _destination(vault: Vault, new_path: str, real: Path) -> Path:
+    """Where a moving file goes: its folder made (inside the vault only), the name still free (or the
+    file itself under another case, on a case-insensitive file system). ``new_path`` was built by kms
+    (a checked folder and name, ``.trash/...``, or a recorded path)."""
     folder, _, name = new_path.rpartition("/")
     parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
     if not is_within(parent, vault.root):
@@ -90,9 +98,34 @@ def _destination(vault: Vault, new_path: str) -> Path:
     if not is_within(parent, vault.root) or not parent.is_dir():
         raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
     dest = parent / name
-    if dest.exists() or dest.is_symlink():
+    if (dest.exists() or dest.is_symlink()) and not (_case_only(real, dest) and _same_file(real, dest)):
         raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
     return dest
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _move(real: Path, dest: Path, new_raw: bytes) -> None:
+    """Put ``new_raw`` at ``dest`` (never over another file) and remove ``real``. A case-only rename
+    goes through a temp name first: on a case-insensitive file system ``dest`` *is* ``real``, and
+    creating it then removing ``real`` would remove the note."""
+    if _case_only(real, dest):
+        aside = real.with_name(f".kms-{secrets.token_hex(6)}.tmp")
+        os.rename(real, aside)
+        try:
+            atomic_write(dest, new_raw, create_only=True)
+        except BaseException:
+            os.rename(aside, real)
+            raise
+        os.unlink(aside)
+    else:
+        atomic_write(dest, new_raw, create_only=True)
+        os.unlink(real)
 
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
@@ -121,7 +154,7 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
-                if new:
+                if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
                     reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
     except Exception as e:  # noqa: BLE001 - see the docstring
@@ -145,7 +178,7 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
             stack.enter_context(file_lock(target, lock_dir))
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
-                dests[i] = _destination(vault, p.new_path)
+                dests[i] = _destination(vault, p.new_path, reals[i])
         prepared: list[_Prepared] = []
         try:
             for plan, real in zip(plans, reals, strict=True):
@@ -205,8 +238,7 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
                     fsync_dir(prep.real.parent)
                 done.append((prep, None))
             elif dest is not None:
-                atomic_write(dest, prep.new_raw, create_only=True)
-                os.unlink(prep.real)
+                _move(prep.real, dest, prep.new_raw)
                 with contextlib.suppress(OSError):
                     fsync_dir(prep.real.parent)
                 done.append((prep, dest))
@@ -228,7 +260,6 @@ def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
             if not prep.plan.delete and now.read_bytes() != prep.new_raw:
                 continue  # a person's save after kms's rename: theirs stays
             if dest is not None:
-                atomic_write(prep.real, prep.raw, create_only=True)
-                os.unlink(dest)
+                _move(dest, prep.real, prep.raw)
             else:
                 atomic_write(prep.real, prep.raw)
