@@ -12,6 +12,7 @@ from pathlib import Path
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
 from server.store.db import connect, write_tx
+from server.store.locks import wait_own_writes
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
@@ -29,6 +30,31 @@ def _in_vault(vault: Vault, path: str, real_root: Path | None = None) -> str | N
     if rel == "." or any(part.startswith(".") for part in rel.split("/")):
         return None
     return rel
+
+
+def _mine(vault: Vault, paths: set[str], real_root: Path) -> list[tuple[str, str]]:
+    """(path, vault-relative path) of the changed paths inside ``vault`` outside dot-folders, as
+    ``_in_vault`` gives them, but cheap for the thousands of events a kms rename makes: dot-named
+    paths (kms's own temp files) are dropped by name, and each folder is resolved once, not each
+    file in it (a file that is itself a link is still resolved on its own)."""
+    out: list[tuple[str, str]] = []
+    folders: dict[str, str | None] = {}
+    for p in paths:
+        folder, name = os.path.split(p)
+        if name.startswith("."):
+            continue  # never indexed (.kmsignore is read by apply_changes itself)
+        if folder not in folders:
+            folders[folder] = _in_vault(vault, folder, real_root) if folder else None
+            if folder and folders[folder] is None and Path(folder).resolve() == real_root:
+                folders[folder] = ""  # the vault's own top folder
+        base = folders[folder]
+        if base is None or os.path.islink(p):
+            rel = _in_vault(vault, p, real_root) if os.path.islink(p) else None
+        else:
+            rel = f"{base}/{name}" if base else name
+        if rel is not None:
+            out.append((p, rel))
+    return out
 
 
 def _relevant(vault: Vault, path: str) -> str | None:
@@ -51,7 +77,7 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str]) -> int:
         real_root = vault.root.resolve()
         if any(Path(p).name == KMSIGNORE and Path(p).parent.resolve() == real_root for p in paths):
             n += int(refresh(conn, vault.id, vault.root))  # the person edited their privacy rules
-        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p, real_root)) is not None]
+        mine = _mine(vault, paths, real_root)
         if not mine:
             continue
         notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
@@ -94,6 +120,7 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
     checked = time.perf_counter()
     for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
                          rust_timeout=RULES_CHECK_MS):
+        wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
         started = time.perf_counter()
         try:
             n = apply_changes(conn, vaults, {p for _change, p in changes}) if changes else 0

@@ -24,7 +24,7 @@ import apsw
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
-from server.store.locks import file_lock
+from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
 from server.vault.paths import is_within, locate_note
 from server.vault.registry import Vault
@@ -174,6 +174,7 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     reals = [locate_note(vault.root, p.path)[0] for p in plans]
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
         for target in sorted({*map(str, reals), *map(str, dests.values())}):
             stack.enter_context(file_lock(target, lock_dir))
         for i, p in enumerate(plans):
