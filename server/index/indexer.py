@@ -233,12 +233,32 @@ def index_all(
     return [index_vault(conn, v, full=full, progress=progress) for v in vaults]
 
 
-def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None) -> str | None:
+@dataclass
+class LinkWork:
+    """Link resolution put off by ``reindex_file`` for a batch of files (a rename's 500 linking notes):
+    resolved once by ``finish`` instead of once per file."""
+
+    keys: set[str] = field(default_factory=set)
+    srcs: set[int] = field(default_factory=set)
+    symlinks: bool = False
+
+    def finish(self, conn: apsw.Connection, vault_id: int) -> None:
+        """Resolve what the batch changed (inside the batch's transaction)."""
+        resolve_links(conn, self.keys, self.srcs)
+        if self.symlinks:
+            sync_symlinks(conn, vault_id)
+
+
+def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None,
+                 batch: LinkWork | None = None) -> str | None:
     """Index one file now (after a write, or a watcher event); return its note id, None if gone.
 
     ``written``: the record of the bytes kms itself just renamed into place (``record_of_bytes``,
     built while they were being fsynced), so the file is not read and parsed a second time.
+    ``batch``: links are not resolved here but collected into it (the caller holds one transaction
+    over the whole batch and calls ``batch.finish``).
     """
+    work = batch or LinkWork()
     st = None
     if written is None:
         full = vault.root / relpath
@@ -272,9 +292,10 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         )
         if written is None and st is None:
             if row:
-                keys = set(affected_keys(conn, row[0]))
+                work.keys.update(affected_keys(conn, row[0]))
                 delete_note_row(conn, row[0])
-                resolve_links(conn, keys, set())
+                if batch is None:
+                    work.finish(conn, vault.id)
             return None
         # a touched file with the same bytes costs a hash, not a parse: only its mtime is followed
         known = row[1] if row else None
@@ -303,9 +324,13 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         else:
             rid = insert_note(conn, vault.id, values, time.time())
         keys, links_changed = write_children(conn, rid, vault.id, rec)
-        resolve_links(conn, keys, {rid} if links_changed else set())
+        work.keys.update(keys)
+        if links_changed:
+            work.srcs.add(rid)
         if values["hidden_rule"]:
             purge_embeddings(conn, [rid])
         if values["link_to"] or values["hidden_rule"] or row and row[4] is not None:
-            sync_symlinks(conn, vault.id)  # symlinks to this note follow it
+            work.symlinks = True  # symlinks to this note follow it
+        if batch is None:
+            work.finish(conn, vault.id)
         return next(conn.execute("SELECT id FROM notes WHERE rid = ?", (rid,)))[0]

@@ -13,7 +13,8 @@ import apsw
 
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
-from server.store.db import connect
+from server.store.db import connect, write_tx
+from server.store.locks import wait_own_writes
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
@@ -36,6 +37,31 @@ def _in_vault(vault: Vault, path: str, real_root: Path | None = None) -> str | N
     return rel
 
 
+def _mine(vault: Vault, paths: set[str], real_root: Path) -> list[tuple[str, str]]:
+    """(path, vault-relative path) of the changed paths inside ``vault`` outside dot-folders, as
+    ``_in_vault`` gives them, but cheap for the thousands of events a kms rename makes: dot-named
+    paths (kms's own temp files) are dropped by name, and each folder is resolved once, not each
+    file in it (a file that is itself a link is still resolved on its own)."""
+    out: list[tuple[str, str]] = []
+    folders: dict[str, str | None] = {}
+    for p in paths:
+        folder, name = os.path.split(p)
+        if name.startswith("."):
+            continue  # never indexed (.kmsignore is read by apply_changes itself)
+        if folder not in folders:
+            folders[folder] = _in_vault(vault, folder, real_root) if folder else None
+            if folder and folders[folder] is None and Path(folder).resolve() == real_root:
+                folders[folder] = ""  # the vault's own top folder
+        base = folders[folder]
+        if base is None or os.path.islink(p):
+            rel = _in_vault(vault, p, real_root) if os.path.islink(p) else None
+        else:
+            rel = f"{base}/{name}" if base else name
+        if rel is not None:
+            out.append((p, rel))
+    return out
+
+
 def _relevant(vault: Vault, path: str) -> str | None:
     """Vault-relative path of a Markdown file outside dot-folders, else None."""
     rel = _in_vault(vault, path)
@@ -45,22 +71,24 @@ def _relevant(vault: Vault, path: str) -> str | None:
 def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex | None = None) -> int:
     """Re-index what changed; return how many changed paths were relevant.
 
-    A path that is gone or is a folder means a delete, a rename or a moved folder: the vault gets an
-    incremental ``index_vault``, which recognises a rename by content hash and so keeps the note's
-    id and hidden stamp (re-indexing the two paths one by one would forget the old note and make a
-    new, visible one). Otherwise each changed note is re-indexed on its own. ``after`` then sees
-    the vault's changed notes (as re-indexed).
+    A path that is gone (and still indexed: not a move kms made itself) or is a folder means a delete,
+    a rename or a moved folder: the vault gets an incremental ``index_vault``, which recognises a
+    rename by content hash and so keeps the note's id and hidden stamp (re-indexing the two paths one
+    by one would forget the old note and make a new, visible one). Otherwise each changed note is
+    re-indexed on its own. ``after`` then sees the vault's changed notes (as re-indexed).
     """
     n = 0
     for vault in vaults:
         real_root = vault.root.resolve()
         if any(Path(p).name == KMSIGNORE and Path(p).parent.resolve() == real_root for p in paths):
             n += int(refresh(conn, vault.id, vault.root))  # the person edited their privacy rules
-        mine = [(p, rel) for p in paths if (rel := _in_vault(vault, p, real_root)) is not None]
+        mine = _mine(vault, paths, real_root)
         if not mine:
             continue
         notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
-        structural = any(not os.path.lexists(p) or os.path.isdir(p) for p, _rel in mine)
+        gone = [rel for p, rel in mine if not os.path.lexists(p)]
+        structural = any(os.path.isdir(p) for p, _rel in mine) or bool(gone) and (
+            any(not rel.lower().endswith(".md") for rel in gone) or _still_indexed(conn, vault.id, gone))
         if structural:
             index_vault(conn, vault)
             n += max(1, len(notes))
@@ -71,6 +99,16 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
         if after is not None and notes:
             after(conn, vault, notes)
     return n
+
+
+def _still_indexed(conn, vault_id: int, gone: list[str]) -> bool:
+    """Whether the index still has a note at (or under) one of these vanished paths. Asked under the
+    write lock: a kms move, rename or trash holds it from its first rename until the notes' rows have
+    moved, so the answer waits for that, and kms's own moves then cost the watcher a stat and a hash
+    per file instead of a scan of the whole vault (a person's move is still indexed, so it is one)."""
+    with write_tx(conn):
+        return any(conn.execute("SELECT 1 FROM notes WHERE vault_id = ? AND (path = ? OR path >= ? AND path < ?) "
+                                "LIMIT 1", (vault_id, rel, rel + "/", rel + "0")).fetchall() for rel in gone)
 
 
 def watch_vaults(db_path: str | Path, *, vault: str | None = None,
@@ -89,6 +127,7 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
     checked = time.perf_counter()
     for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
                          rust_timeout=RULES_CHECK_MS):
+        wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
         started = time.perf_counter()
         try:
             n = apply_changes(conn, vaults, {p for _change, p in changes}, after) if changes else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,3 +58,30 @@ def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) 
     key = hashlib.sha256(os.fsencode(os.path.normcase(os.fspath(target)))).hexdigest()[:40]
     with lock_file(folder / f"{key}.lock") as fd:
         yield fd
+
+
+# In-process: the watcher of a server waits while that server makes a multi-file change (a rename's
+# 500 linking notes). Its Python work on the thousands of events the change makes would otherwise take
+# the GIL from the change at every system call; afterwards each event costs it a stat and a hash.
+_own = threading.Condition()
+_own_busy = 0
+
+
+@contextlib.contextmanager
+def own_writes() -> Iterator[None]:
+    """Held by this process while it changes several files as one unit."""
+    global _own_busy
+    with _own:
+        _own_busy += 1
+    try:
+        yield
+    finally:
+        with _own:
+            _own_busy -= 1
+            _own.notify_all()
+
+
+def wait_own_writes(timeout: float = 10.0) -> None:
+    """Return once this process makes no multi-file change (or after ``timeout`` s: never stuck)."""
+    with _own:
+        _own.wait_for(lambda: _own_busy == 0, timeout)

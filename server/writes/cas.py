@@ -125,6 +125,7 @@ class WriteResult(TypedDict, total=False):
     bytesAfter: int
     linesAdded: int
     linesRemoved: int  # kms_edit and the organise tools: the blast radius is both ways
+    filesChanged: int  # the organise tools: how many files the unit changed (the note and its linking notes)
     edits: list[dict]  # kms_edit: where each step applied
     oldPath: str  # a move, rename or trash: where the note was
     linksRewritten: dict  # a move or rename: the visible notes whose links changed, and a count of hidden ones

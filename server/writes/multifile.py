@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import apsw
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
-from server.store.locks import file_lock
+from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
 from server.vault.paths import is_within, locate_note
 from server.vault.registry import Vault
@@ -79,9 +80,16 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     return prep
 
 
-def _destination(vault: Vault, new_path: str) -> Path:
-    """Where a moving file goes: its folder made (inside the vault only), the name still free.
-    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
+def _case_only(real: Path, dest: Path) -> bool:
+    """A rename that changes only the case of the name (``dest`` may be the same file on a
+    case-insensitive file system)."""
+    return real != dest and str(real).casefold() == str(dest).casefold()
+
+
+def _destination(vault: Vault, new_path: str, real: Path) -> Path:
+    """Where a moving file goes: its folder made (inside the vault only), the name still free (or the
+    file itself under another case, on a case-insensitive file system). ``new_path`` was built by kms
+    (a checked folder and name, ``.trash/...``, or a recorded path)."""
     folder, _, name = new_path.rpartition("/")
     parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
     if not is_within(parent, vault.root):
@@ -90,9 +98,34 @@ def _destination(vault: Vault, new_path: str) -> Path:
     if not is_within(parent, vault.root) or not parent.is_dir():
         raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
     dest = parent / name
-    if dest.exists() or dest.is_symlink():
+    if (dest.exists() or dest.is_symlink()) and not (_case_only(real, dest) and _same_file(real, dest)):
         raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
     return dest
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _move(real: Path, dest: Path, new_raw: bytes) -> None:
+    """Put ``new_raw`` at ``dest`` (never over another file) and remove ``real``. A case-only rename
+    goes through a temp name first: on a case-insensitive file system ``dest`` *is* ``real``, and
+    creating it then removing ``real`` would remove the note."""
+    if _case_only(real, dest):
+        aside = real.with_name(f".kms-{secrets.token_hex(6)}.tmp")
+        os.rename(real, aside)
+        try:
+            atomic_write(dest, new_raw, create_only=True)
+        except BaseException:
+            os.rename(aside, real)
+            raise
+        os.unlink(aside)
+    else:
+        atomic_write(dest, new_raw, create_only=True)
+        os.unlink(real)
 
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
@@ -103,9 +136,10 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
     id) when no other note took it. Returns a warning when the index could not be updated (the files
     are written; the watcher heals it)."""
-    from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
+    from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
+    batch = LinkWork()  # links resolved once for every file, not once per file (500 linking notes)
     files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
     try:
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
@@ -115,13 +149,14 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                                  (new, vault.id, old))
             for old, new in files:
                 path = new or old
-                note_id = reindex_file(conn, vault, path)
+                note_id = reindex_file(conn, vault, path, batch=batch)
                 want = (keep_ids or {}).get(path)
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
-                if new:
-                    reindex_file(conn, vault, old)  # a row left at the old path (none, normally) goes
+                if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
+                    reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
+            batch.finish(conn, vault.id)
     except Exception as e:  # noqa: BLE001 - see the docstring
         return f"written, but the index update failed: {e}"
     return None
@@ -139,11 +174,12 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     reals = [locate_note(vault.root, p.path)[0] for p in plans]
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
         for target in sorted({*map(str, reals), *map(str, dests.values())}):
             stack.enter_context(file_lock(target, lock_dir))
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
-                dests[i] = _destination(vault, p.new_path)
+                dests[i] = _destination(vault, p.new_path, reals[i])
         prepared: list[_Prepared] = []
         try:
             for plan, real in zip(plans, reals, strict=True):
@@ -203,8 +239,7 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
                     fsync_dir(prep.real.parent)
                 done.append((prep, None))
             elif dest is not None:
-                atomic_write(dest, prep.new_raw, create_only=True)
-                os.unlink(prep.real)
+                _move(prep.real, dest, prep.new_raw)
                 with contextlib.suppress(OSError):
                     fsync_dir(prep.real.parent)
                 done.append((prep, dest))
@@ -226,7 +261,6 @@ def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
             if not prep.plan.delete and now.read_bytes() != prep.new_raw:
                 continue  # a person's save after kms's rename: theirs stays
             if dest is not None:
-                atomic_write(prep.real, prep.raw, create_only=True)
-                os.unlink(dest)
+                _move(dest, prep.real, prep.raw)
             else:
                 atomic_write(prep.real, prep.raw)

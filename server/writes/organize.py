@@ -11,12 +11,13 @@ the change is one ``FilesChanged`` record, which revert undoes exactly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import apsw
 
-from server.activity.changes import FileChange, FilesChanged
+from server.activity.changes import FileChange, FilesChanged, file_change
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.store.db import rows
@@ -27,6 +28,7 @@ from server.vault.parser import _alias_list, parse_frontmatter, split_frontmatte
 from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
 from server.vault.registry import Vault
 from server.writes.cas import NoteRef, WriteOutcome, WriteResult
+from server.writes.edits import blast_radius
 from server.writes.multifile import FilePlan, apply_plans
 
 TRASH = ".trash"
@@ -54,6 +56,40 @@ def _with_alias(text: str, alias: str) -> str:
     return frontmatter.apply_props(text, {"aliases": [*current, alias]}, [], newline=detect_newline(text)).new_text
 
 
+class _Radius:
+    """The blast radius of a unit, measured as each file's new text is computed (a file recomputed on a
+    person's fresh save is measured again: the last computation is the one committed)."""
+
+    def __init__(self) -> None:
+        self.by_path: dict[str, tuple[int, int, int, int]] = {}  # bytes before, after, lines removed, added
+
+    def measured(self, path: str, compute: Callable[[str], str]) -> Callable[[str], str]:
+        def go(text: str) -> str:
+            new = compute(text)
+            self.by_path[path] = (len(text.encode("utf-8")), len(new.encode("utf-8")), *_line_radius(text, new))
+            return new
+        return go
+
+    def fill(self, result: WriteResult, files: list[FileChange]) -> None:
+        """Totals over the files that changed: files, bytes before and after, lines removed and added."""
+        got = [self.by_path[f.path] for f in files if f.path in self.by_path]
+        result["bytesBefore"], result["bytesAfter"] = sum(g[0] for g in got), sum(g[1] for g in got)
+        result["linesRemoved"], result["linesAdded"] = sum(g[2] for g in got), sum(g[3] for g in got)
+        result["filesChanged"] = len(files)
+
+
+def _line_radius(before: str, after: str) -> tuple[int, int]:
+    """(lines removed, lines added): the differing span widened to whole lines (cheap on a long note)."""
+    if before == after:
+        return 0, 0
+    hunk = file_change("", before, after, "", "")
+    start = before.rfind("\n", 0, hunk.offset) + 1
+    end = hunk.offset + len(hunk.old)
+    nl = before.find("\n", end)
+    tail = (nl if nl >= 0 else len(before)) - end  # the rest of the last line, the same in both texts
+    return blast_radius(before[start:end + tail], after[start:hunk.offset + len(hunk.new) + tail])
+
+
 def _result(vault: Vault, note: NoteRef, files: list[FileChange], new_path: str, title: str) -> WriteResult:
     own = next((f for f in files if f.path == note.path), None)
     return WriteResult(noteId=note.id, title=title, path=new_path, vault=vault.name,
@@ -64,7 +100,7 @@ def _result(vault: Vault, note: NoteRef, files: list[FileChange], new_path: str,
 def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str, new_title: str, *,
               keep_alias: bool, max_files: int, allowlist: Allowlist | None, lock_dir: Path | None,
               rewrite: bool = True) -> WriteOutcome:
-    if new_path.casefold() == note.path.casefold():
+    if new_path == note.path:
         raise KmsError("invalid-input", f"the note is already at {note.path!r}")
     if allowlist:
         allowlist.check(note.folder)
@@ -82,11 +118,13 @@ def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str,
             text = rewrite_links(text, new_target)[0]  # links to itself
         return _with_alias(text, alias) if alias else text
 
-    plans = [FilePlan(note.path, own, new_path=new_path)]
-    plans += [FilePlan(r["path"], lambda t: rewrite_links(t, new_target)[0], hidden=bool(r["hidden"]))
-              for r in linking]
+    radius = _Radius()
+    plans = [FilePlan(note.path, radius.measured(note.path, own), new_path=new_path)]
+    plans += [FilePlan(r["path"], radius.measured(r["path"], lambda t: rewrite_links(t, new_target)[0]),
+                       hidden=bool(r["hidden"])) for r in linking]
     files, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir)
     result = _result(vault, note, files, new_path, new_title)
+    radius.fill(result, files)
     others = [f for f in files if f.path != note.path]
     result["linksRewritten"] = {"notes": [f.path for f in others if not f.hidden],
                                 "hiddenNotes": sum(f.hidden for f in others)}
@@ -125,9 +163,12 @@ def trash(conn: apsw.Connection, vault: Vault, note: NoteRef, *, allowlist: Allo
     if allowlist:
         allowlist.check(note.folder)
     linking = _linking(conn, note)
-    files, warning = apply_plans(conn, vault, [FilePlan(note.path, lambda t: t, new_path=f"{TRASH}/{note.path}")],
+    radius = _Radius()
+    files, warning = apply_plans(conn, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t),
+                                                        new_path=f"{TRASH}/{note.path}")],
                                  lock_dir=lock_dir)  # out of the index: .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
+    radius.fill(result, files)
     visible = [r["path"] for r in linking if not r["hidden"]]
     result["linksLeft"] = {"count": len(linking), "notes": visible, "hiddenNotes": len(linking) - len(visible)}
     result["oldPath"] = note.path

@@ -134,6 +134,11 @@ class OrganizeOutput(ToolOutput):
     noteId: str | None
     path: str
     oldPath: str
+    filesChanged: int
+    linesRemoved: int
+    linesAdded: int
+    bytesBefore: int
+    bytesAfter: int
 
 
 def kms_link(target: WriteTarget, args: LinkInput) -> WriteOutcome:
@@ -239,8 +244,10 @@ ORGANIZE_TOOLS: list[ToolSpec] = [
         tier="organize",
         description="Rename a note (its title and file name), keeping its id. Every link to it in every note "
                     "is rewritten in the style it was written (path, alias, heading and embed kept); the old "
-                    "title is added to its aliases unless keepAlias is false. Returns the new path and the "
-                    "notes whose links changed. " + _RECOVER,
+                    "title is added to its aliases unless keepAlias is false. The note's own text, its "
+                    "# heading included, is left as written (as Obsidian does): change it with kms_edit. A "
+                    "change of case only is a rename too. Returns the new path, the notes whose links changed "
+                    "and the blast radius (files, lines and bytes). " + _RECOVER,
         input_model=RenameInput,
         output_model=OrganizeOutput,
         handler=kms_rename,
