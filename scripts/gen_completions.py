@@ -4,7 +4,7 @@ The scripts are Typer's own completion sources: each TAB runs ``kms`` with
 ``_KMS_COMPLETE=complete_<shell>``, so command, option and value candidates (setting
 keys, server names) always come from the installed CLI. What can go stale here is the
 script itself (program name, completion variable, Typer's template), which the test
-``tests/test_launcher.py::test_completions_current`` checks.
+``tests/cli/test_launcher.py::test_completions_current`` checks.
 
 Usage: python scripts/gen_completions.py [--check]
 """

@@ -1,5 +1,6 @@
-"""kms headless core: store, parser, indexer, search, tools and the MCP adapter.
+"""kms headless core, in layers: store -> config -> vault -> index -> activity -> writes -> mcp.
 
-Nothing in this package may import typer, rich's console front end or textual
-(tests/test_import_hygiene.py enforces it).
+Each package imports only the ones below it; only ``server.mcp`` imports the MCP SDK; nothing here
+imports typer, rich, textual, kmscli or tui (import-linter contracts in pyproject.toml, and
+tests/unit/test_import_hygiene.py at run time). docs/ARCHITECTURE.md says what each package owns.
 """
