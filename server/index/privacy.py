@@ -30,13 +30,22 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import pathspec
 
 from server.store.db import write_tx
 
 KMSIGNORE = ".kmsignore"
 SYMLINK = "symlink"
 TRUE_TEXT = {"true", "yes", "on", "1"}
+
+
+def _gitignore(lines: list[str]) -> Any:
+    """The compiled patterns, or None; pathspec is imported only by a vault that has path rules
+    (``kms mcp`` judges every vault's rules at start, and most vaults have none)."""
+    if not lines:
+        return None
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 @dataclass(frozen=True)
@@ -53,9 +62,8 @@ class Rules:
 
     def __post_init__(self) -> None:
         anchored = [_folder_pattern(p) for p in self.hide_folders]
-        object.__setattr__(self, "_folders", pathspec.GitIgnoreSpec.from_lines(anchored) if anchored else None)
-        lines = list(self.kmsignore)
-        object.__setattr__(self, "_ignore", pathspec.GitIgnoreSpec.from_lines(lines) if lines else None)
+        object.__setattr__(self, "_folders", _gitignore(anchored))
+        object.__setattr__(self, "_ignore", _gitignore(list(self.kmsignore)))
 
     @property
     def fingerprint(self) -> str:

@@ -35,7 +35,6 @@ from server.vault.files import convert_newlines
 from server.vault.markdown import Unclosed, frontmatter_span, split_lines
 
 ABSENT: dict[str, bool] = {"__absent__": True}
-RESERVED_KEYS = frozenset({"kms_provenance"})
 _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = pyyaml.resolver.Resolver()
 try:

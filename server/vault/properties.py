@@ -11,11 +11,11 @@ import re
 from typing import Any
 
 from server.errors import KmsError
-from server.vault.frontmatter import RESERVED_KEYS
 
 MAX_KEYS = 100
 MAX_VALUE_CHARS = 10_000
 MAX_LIST_ITEMS = 1_000
+RESERVED_KEYS = frozenset({"kms_provenance"})  # kms's own, never an agent's to set
 TAG_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$")
 KEY_RE = re.compile(r"^[^\W][\w .\-/]*(?<! )$")
 

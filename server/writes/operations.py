@@ -39,7 +39,7 @@ from server.vault.paths import (
     same_folder,
     sanitize_title,
 )
-from server.vault.properties import check_properties, normalize_tags
+from server.vault.properties import RESERVED_KEYS, check_properties, normalize_tags
 from server.vault.registry import Vault
 from server.writes.cas import (
     Edit,
@@ -226,7 +226,7 @@ def _refuse_reserved(text: str) -> None:
         _rt, py = frontmatter.load_both(text[raw_span.open_end : raw_span.close_start])
     except KmsError:
         return  # the agent's own broken frontmatter: written as given, flagged by the indexer
-    if any(str(k) in frontmatter.RESERVED_KEYS for k in py):
+    if any(str(k) in RESERVED_KEYS for k in py):
         raise KmsError("invalid-input", "the frontmatter key 'kms_provenance' is reserved for kms")
 
 

@@ -14,7 +14,6 @@ from pydantic import Field, model_validator
 
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
 from server.mcp.tools.write_tools import NoteIdField, _max_bytes
-from server.writes import batch, edits, link_ops, organize
 from server.writes.cas import WriteOutcome
 from server.writes.guard import WriteTarget
 from server.writes.limits import (
@@ -142,17 +141,20 @@ class OrganizeOutput(ToolOutput):
 
 
 def kms_link(target: WriteTarget, args: LinkInput) -> WriteOutcome:
+    from server.writes import link_ops  # at first call: write_tools.OPERATIONS
     note, vault = target.note(args.noteId)
     return link_ops.link(target.conn, vault, note, target=args.target, prop=args.property, lock_dir=target.lock_dir)
 
 
 def kms_create_many(target: WriteTarget, args: CreateManyInput) -> WriteOutcome:
+    from server.writes import batch  # at first call: write_tools.OPERATIONS
     notes = [n.model_dump() for n in args.notes]
     return batch.create_many(target.conn, target.vault(args.vault), notes, max_files=target.max_files,
                              take_slot=target.take_slot, allowlist=target.allowlist, lock_dir=target.lock_dir)
 
 
 def kms_edit(target: WriteTarget, args: EditInput) -> WriteOutcome:
+    from server.writes import edits  # at first call: write_tools.OPERATIONS
     note, vault = target.note(args.noteId)
     steps = [s.model_dump(exclude_none=True) for s in args.edits]
     return edits.edit(target.conn, vault, note, version=args.version, edits=steps, allowlist=target.allowlist,
@@ -160,18 +162,21 @@ def kms_edit(target: WriteTarget, args: EditInput) -> WriteOutcome:
 
 
 def kms_move(target: WriteTarget, args: MoveInput) -> WriteOutcome:
+    from server.writes import organize  # at first call: write_tools.OPERATIONS
     note, vault = target.note(args.noteId)
     return organize.move(target.conn, vault, note, folder=args.folder, max_files=target.max_files,
                          allowlist=target.allowlist, lock_dir=target.lock_dir)
 
 
 def kms_rename(target: WriteTarget, args: RenameInput) -> WriteOutcome:
+    from server.writes import organize  # at first call: write_tools.OPERATIONS
     note, vault = target.note(args.noteId)
     return organize.rename(target.conn, vault, note, title=args.title, keep_alias=args.keepAlias,
                            max_files=target.max_files, allowlist=target.allowlist, lock_dir=target.lock_dir)
 
 
 def kms_trash(target: WriteTarget, args: TrashInput) -> WriteOutcome:
+    from server.writes import organize  # at first call: write_tools.OPERATIONS
     note, vault = target.note(args.noteId)
     return organize.trash(target.conn, vault, note, allowlist=target.allowlist, lock_dir=target.lock_dir)
 

@@ -14,9 +14,7 @@ from pydantic import Field, model_validator
 
 from server.config.session import SessionConfig
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
-from server.vault.frontmatter import RESERVED_KEYS
-from server.vault.properties import TAG_RE
-from server.writes import operations
+from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.cas import WriteOutcome
 from server.writes.guard import WriteService, WriteTarget
 from server.writes.limits import (
@@ -139,7 +137,14 @@ class CreateOutput(WriteOutput):
     title: str
 
 
+# The operations load the YAML editors (ruamel, PyYAML: ~25 ms), so the handlers import them when
+# first called, not at server start; ``server.mcp.serve`` warms them in the background when writes are on.
+OPERATIONS = ("server.writes.operations", "server.writes.batch", "server.writes.edits", "server.writes.link_ops",
+              "server.writes.organize")
+
+
 def kms_create(target: WriteTarget, args: CreateInput) -> WriteOutcome:
+    from server.writes import operations  # see OPERATIONS
     return operations.create(
         target.conn, target.vault(args.vault), title=args.title, content=args.content, tags=args.tags or None,
         folder=args.folder, allowlist=target.allowlist, lock_dir=target.lock_dir,
@@ -147,6 +152,7 @@ def kms_create(target: WriteTarget, args: CreateInput) -> WriteOutcome:
 
 
 def kms_append(target: WriteTarget, args: AppendInput) -> WriteOutcome:
+    from server.writes import operations  # see OPERATIONS
     note, vault = target.note(args.noteId)
     return operations.append(
         target.conn, vault, note, content=args.content, heading=args.heading, separator=args.separator,
@@ -155,6 +161,7 @@ def kms_append(target: WriteTarget, args: AppendInput) -> WriteOutcome:
 
 
 def kms_update_properties(target: WriteTarget, args: UpdatePropertiesInput) -> WriteOutcome:
+    from server.writes import operations  # see OPERATIONS
     note, vault = target.note(args.noteId)
     return operations.update_properties(
         target.conn, vault, note, set=args.set, remove=args.remove or None, version=args.version,
@@ -163,6 +170,7 @@ def kms_update_properties(target: WriteTarget, args: UpdatePropertiesInput) -> W
 
 
 def kms_insert_at(target: WriteTarget, args: InsertAtInput) -> WriteOutcome:
+    from server.writes import operations  # see OPERATIONS
     note, vault = target.note(args.noteId)
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
     return operations.insert_at(
