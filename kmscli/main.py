@@ -49,16 +49,11 @@ app = typer.Typer(
 )
 
 
-DISTRIBUTION = "kms-notes"  # the name on PyPI ("kms" there is another project)
-
-
 def version_text() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from server import installed_version
 
-    try:
-        return f"kms {version(DISTRIBUTION)}"
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "kms (not installed: version unknown)"
+    found = installed_version()
+    return f"kms {found}" if found else "kms (not installed: version unknown)"
 
 
 def _show_version(value: bool) -> None:

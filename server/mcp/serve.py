@@ -13,6 +13,7 @@ thread keeps the index in step with edits made beside the agent.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -90,13 +91,9 @@ def build_server(runner: ToolRunner) -> Server:
             is_error=is_error,
         )
 
-    from importlib.metadata import PackageNotFoundError, version
+    from server import installed_version
 
-    try:
-        kms_version = version("kms")
-    except PackageNotFoundError:  # running from a source tree
-        kms_version = "0"
-    return Server("kms", version=kms_version, instructions=INSTRUCTIONS,
+    return Server("kms", version=installed_version() or "0", instructions=INSTRUCTIONS,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
@@ -113,6 +110,11 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
                 semantic.notify_changed()  # re-embed edited notes in the background
 
         def watch() -> None:
+            if runner.config.tier_enabled("write"):  # so the first write call pays no import
+                from server.mcp.tools.write_tools import OPERATIONS
+
+                for name in OPERATIONS:
+                    importlib.import_module(name)
             try:
                 watch_vaults(runner.config.db_path, stop=stop, on_change=changed, after=overwritten)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
@@ -150,13 +152,18 @@ def check_session(config: SessionConfig) -> None:
                                  "a database file kms can create or open") from None
     try:
         if config.vault is not None:
-            get_vault(conn, config.vault)
+            try:
+                get_vault(conn, config.vault)
+            except KmsError:
+                names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
+                raise SessionConfigError("KMS_VAULT", config.vault, "no vault has this name", names) from None
         from server.index.privacy import refresh_all
 
-        refresh_all(conn)  # a privacy rule changed since the notes were judged: applied before serving
-    except KmsError:
-        names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
-        raise SessionConfigError("KMS_VAULT", config.vault or "", "no vault has this name", names) from None
+        try:
+            refresh_all(conn)  # a privacy rule changed since the notes were judged: applied before serving
+        except KmsError as e:  # never serve notes a new rule hides
+            raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
+                                     "a database file kms can write") from None
     finally:
         conn.close()
 

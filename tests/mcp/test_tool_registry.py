@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,24 @@ def test_tool_reference_tables_keep_their_columns_and_show_enum_values() -> None
     assert len(rows) > 20 and all(line.count("|") == 6 for line in rows), "a bare | in a cell breaks the table"
     assert "string or null" in doc and "one of `hybrid`, `semantic`" in doc
     assert "`wait_for_previous`" in doc
+
+
+async def test_the_server_says_which_kms_it_is(db_path: Path) -> None:
+    """The version hosts see is the installed distribution's (it was "0" once the package was renamed)."""
+    from support.mcp_session import mcp_client
+
+    from server import installed_version
+
+    async with mcp_client(db_path) as client:
+        info = client.server_info  # type: ignore[attr-defined]
+    assert installed_version() and info is not None and (info.name, info.version) == ("kms", installed_version())
+
+
+def test_listing_the_tools_loads_no_note_editor() -> None:
+    """Server start builds the registry: the YAML editors, the Markdown parser and pathspec are loaded
+    on first use (a write, the watcher's first index), not on the way to ``tools/list``."""
+    code = ("import sys, server.mcp.serve; from server.mcp.tools import REGISTRY; "
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'ruamel', 'yaml', 'pyromark', 'yaml_rs', 'pathspec', 'numpy'})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == ""
