@@ -27,10 +27,9 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
-from pydantic import BaseModel
 
 from server.activity import provenance, unrecorded
 from server.activity.ratelimit import RateLimiter, Slot
@@ -42,6 +41,9 @@ from server.store.health import database_error
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.writes.cas import NoteRef, WriteOutcome, load_note, undone_unless_recorded
 from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
+
+if TYPE_CHECKING:  # the dashboard imports this module (revert records through it): no pydantic for it
+    from pydantic import BaseModel
 
 
 class WriteTool(Protocol):
