@@ -175,18 +175,13 @@ def _folder_pattern(glob: str) -> str:
 _cache: dict[str, tuple[tuple, Rules]] = {}
 
 
-def _mtime(path: Path) -> int | None:
+def _version(path: Path) -> tuple[int, int] | None:
+    """(mtime, size) of a file, None when it is missing: what tells a re-read is due (one stat)."""
     try:
-        return os.stat(path).st_mtime_ns
+        st = os.stat(path)
     except OSError:
         return None
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def settings_path() -> Path:
@@ -211,7 +206,7 @@ def rules_for(root: Path) -> Rules:
     ``.kmsignore`` changed (their mtimes and sizes). When either cannot be read (or a privacy
     setting is invalid), the rules come back with ``unreadable`` set: see ``vault_rules``."""
     cfg = settings_path()
-    stamp = (str(cfg), _mtime(cfg), _mtime(root / KMSIGNORE), _size(cfg), _size(root / KMSIGNORE))
+    stamp = (str(cfg), _version(cfg), _version(root / KMSIGNORE))  # every write asks: two stats
     known = _cache.get(str(root))
     if known and known[0] == stamp:
         return known[1]
