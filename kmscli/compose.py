@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.config.redact import REDACTED as REDACTED
-from server.config.redact import redact as redact_doc
 from server.config.schema import BUILTIN_SERVERS
 from server.config.servers import CustomServer
 from server.config.session import SessionConfig
@@ -204,15 +202,6 @@ def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
                 remove_session_config(path)
                 removed += 1
     return removed
-
-
-# ----------------------------------------------------------------------------- redaction
-
-
-def redact(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy with every secret masked by the one rule set (``server/config/redact.py``)."""
-    cleaned: dict[str, Any] = redact_doc(doc)
-    return cleaned
 
 
 # ----------------------------------------------------------------------------- other hosts

@@ -18,8 +18,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kmscli.compose import Session, compose, redact
+from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
+from server.config.redact import redact
 from server.config.settings import Settings, load_settings
 from server.humanize import NEVER, ago
 from server.store import db

@@ -35,11 +35,11 @@ import typer
 from kmscli.compose import (
     Session,
     compose,
-    redact,
     remove_session_config,
     sweep_session_configs,
     write_session_config,
 )
+from server.config.redact import redact
 from server.config.session import SessionConfigError, check_env
 from server.config.settings import Settings, load_settings
 from server.store import db

@@ -13,10 +13,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry, redact
+from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry
 from server.config import schema
 from server.config import servers as cs
 from server.config import settings as st
+from server.config.redact import redact
 from server.store import db
 
 servers_app = typer.Typer(

@@ -16,6 +16,7 @@ from kmscli.hosts import HOSTS, get_host, host_entry, snippet
 from server.config import schema
 from server.config import servers as cs
 from server.config import settings as st
+from server.config.redact import REDACTED, redact
 from server.config.session import SessionConfig
 from server.errors import KmsError
 
@@ -210,10 +211,10 @@ def test_redact_masks_secret_looking_values() -> None:
             },
         }
     }
-    out = c.redact(doc)
+    out = redact(doc)
     env = out["mcpServers"]["a"]["env"]
     for k in ("GITHUB_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD", "SOME_SECRET", "HEADER_VALUE", "OTHER"):
-        assert env[k] == c.REDACTED, k
+        assert env[k] == REDACTED, k
     assert env["KMS_SESSION_ID"] == "s0123" and env["KMS_WRITE_PER_SESSION"] == "200"
     assert env["EMPTY_TOKEN"] == ""
     assert out["mcpServers"]["a"]["args"] == ["--api-key=***", "--verbose", "plain"]
