@@ -114,14 +114,28 @@ def decode_cursor(cursor: str) -> dict[str, Any]:
         raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over") from None
 
 
+def tag_condition(tag: str) -> tuple[str, tuple[str, ...]]:
+    """SQL (over ``n``) for "carries ``tag`` or a tag nested under it" (``project`` takes ``project/x``)."""
+    return ("EXISTS (SELECT 1 FROM note_tags t WHERE t.rid = n.rid AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))",
+            (tag, tag + "/", tag + "0"))  # '0' follows '/': the range is every "tag/..."
+
+
 def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100,
-              vault_id: int | None = None) -> dict[str, Any]:
-    """Every visible note, newest first, without bodies; keyset paging on (updatedAt, noteId)."""
+              vault_id: int | None = None, *, folder: str | None = None, tag: str | None = None) -> dict[str, Any]:
+    """Every visible note, newest first, without bodies; keyset paging on (updatedAt, noteId).
+    ``folder`` keeps the notes directly in that folder ('' = the vault root), ``tag`` those carrying it."""
     params: list[Any] = []
     where = ["n.hidden_at IS NULL"]
     if vault_id is not None:
         where.append("n.vault_id = ?")
         params.append(vault_id)
+    if folder is not None:
+        where.append("n.folder = ?")
+        params.append(folder)
+    if tag is not None:
+        sql, tag_params = tag_condition(tag)
+        where.append(sql)
+        params += tag_params
     if cursor:
         c = decode_cursor(cursor)
         if not isinstance(c.get("u"), int | float) or not isinstance(c.get("i"), str):

@@ -197,6 +197,11 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
     return sorted(keys)
 
 
+def estimate_tokens(size_bytes: int) -> int:
+    """The token estimate agents are given (``tokenEstimate``): a quarter of the UTF-8 bytes."""
+    return max(1, size_bytes // 4) if size_bytes else 0
+
+
 def note_values(rec: FileRecord, p: ParsedNote) -> dict:
     folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
     s = p.summary
@@ -216,7 +221,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "summary_text": s.text if s else None,
         "content_hash": rec.content_hash,
         "size_bytes": rec.size,
-        "token_estimate": max(1, rec.size // 4) if rec.size else 0,
+        "token_estimate": estimate_tokens(rec.size),
         "mtime_ns": rec.mtime_ns,
         "updated_at": rec.mtime_ns / 1e9,
         "link_to": None,  # the target's path when the file is a symlink (read_record)

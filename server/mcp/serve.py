@@ -127,7 +127,20 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
             start()
     for t in threads:
         t.start()
+    if threads:  # kms_start and kms_status tell the agent whether the index is kept live
+        runner.ctx.services["watcher"] = WatcherState(threads[0])
     return threads
+
+
+class WatcherState:
+    """Whether this server's watcher thread still runs (it stops only on an error it logged)."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self._thread = thread
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
 
 
 async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:

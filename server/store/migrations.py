@@ -310,6 +310,16 @@ def m010_overwritten(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
 
 
+def m012_orientation(conn: apsw.Connection) -> None:
+    """What agents orient by (issue 14): the identity a session works for (``sessions.project``: a
+    ``kms claude`` working directory or a host's project), so kms_start can tell what changed since
+    that identity's previous session ended; and the visible notes by folder, so a folder listing and
+    its subfolder counts read a small index instead of every note row."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN project TEXT")
+    conn.execute("CREATE INDEX sessions_project ON sessions(project, ended_at) WHERE project IS NOT NULL")
+    conn.execute("CREATE INDEX notes_visible_folder ON notes(folder, updated_at DESC, id) WHERE hidden_at IS NULL")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -321,6 +331,7 @@ MIGRATIONS: list[Migration] = [
     m008_privacy_rules,
     m009_file_changes,
     m010_overwritten,
+    m012_orientation,
 ]
 
 
