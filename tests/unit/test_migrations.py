@@ -202,3 +202,29 @@ def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(t
     conn.execute("UPDATE tool_invocations SET overwritten_at = 5.0 WHERE id = 2")
     assert feed.overwritten_ids(conn) == {2} and feed.overwritten_ids(conn, from_id=3) == set()
     conn.close()
+
+
+def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_path: Path) -> None:
+    """An m010 database gains ``sessions.project`` (NULL on old rows, so no old session is anyone's previous
+    visit) and the index of visible notes by folder that the folder listings read."""
+    from server.activity.sessions import get_session, touch_session
+    from server.activity.visits import previous_visit
+
+    path = tmp_path / "m010.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    assert "m012_orientation" not in applied(old)
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, ended_at, cwd) "
+                "VALUES ('s-old', 'launcher', 1.0, 2.0, 2.0, '/work/proj')")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s-old")
+    assert session is not None and session.project is None and session.cwd == "/work/proj"
+    assert previous_visit(conn, "/work/proj", "s-new", now=10.0) is None
+    touch_session(conn, "s-new", project="/work/proj", now=5.0)
+    assert previous_visit(conn, "/work/proj", "s-other", now=500.0) == {"id": "s-new", "kind": "server", "leftAt": 5.0}
+    plan = " ".join(r[-1] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'"))
+    assert "notes_visible_folder" in plan
+    conn.close()
