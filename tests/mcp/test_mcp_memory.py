@@ -159,7 +159,6 @@ async def test_every_call_is_recorded_once_rate_limited_and_revertible(indexed: 
 
 async def test_a_private_memory_folder_is_refused(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     from server.config.settings import set_value
-
     from server.index.privacy import refresh_all
 
     set_value("privacy.hide_folders", ["kms-memory"], path=Path(os.environ["KMS_CONFIG"]), env={}, has_vault=True)

@@ -224,7 +224,8 @@ async def test_list_folder_shows_notes_and_subfolders_with_counts(indexed: apsw.
     assert {n["path"] for n in root["notes"]} == {r[0] for r in indexed.execute(
         "SELECT path FROM notes WHERE folder = '' AND hidden_at IS NULL")}
     card = projects["notes"][0]
-    assert {"noteId", "title", "path", "vault", "tags", "updatedAt", "summary", "tokenEstimate", "sizeBytes"} <= set(card)
+    assert {"noteId", "title", "path", "vault", "tags", "updatedAt", "summary", "tokenEstimate",
+            "sizeBytes"} <= set(card)
     assert len(projects["notes"]) == 5 and projects["folders"] == [] and projects["nextCursor"] is None
     assert tagged["tag"] == "project" and {n["title"] for n in tagged["notes"]} == {"Home"}  # project/kms, nested
     assert all(f["notes"] >= 1 for f in tagged["folders"])
