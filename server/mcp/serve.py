@@ -35,7 +35,8 @@ log = logging.getLogger("kms.mcp")
 
 INSTRUCTIONS = (
     "kms gives read access (and, when the person allows it, write, edit and organise access) to the person's "
-    "Markdown notes. Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
+    "Markdown notes. Call kms_start first (what you may do, a map of the notes, what changed since your last "
+    "visit, remembered facts). Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
     "are never shown. Writes are rate-limited, limited to allowed folders and recorded for review; use "
     "kms's tools rather than editing the vault's files directly, so every change can be reverted."
 )
