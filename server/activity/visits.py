@@ -57,6 +57,7 @@ class SessionIdentity:
     def __init__(self, session_id: str, configured: str | None) -> None:
         self.session_id = session_id
         self._project = default_project(configured)
+        self._recorded: tuple[str | None, str | None] | None = None  # (project, vault) last put on the row
         self._lock = threading.Lock()
 
     @property
@@ -73,7 +74,10 @@ class SessionIdentity:
             if project is not None:
                 self._project = normalize_project(project)
             current = self._project
-        touch_session(conn, self.session_id, kind=kind, project=current, vault=vault, now=now)
+            fresh = self._recorded != (current, vault)
+            self._recorded = (current, vault)
+        if fresh:  # the row has it already otherwise (the heartbeat keeps it seen)
+            touch_session(conn, self.session_id, kind=kind, project=current, vault=vault, now=now)
         return current
 
 

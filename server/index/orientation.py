@@ -156,23 +156,20 @@ def flagged(conn: apsw.Connection, vault_id: int | None = None, limit: int = 50)
     return found, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
 
-_UNRESOLVED = """FROM links l JOIN notes s ON s.rid = l.src_rid
-    WHERE l.dst_rid IS NULL AND s.hidden_at IS NULL {scope}"""
-
-
 def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
     """Link targets visible notes name that no note answers, most named first, each with one note that
     names it; and how many such links there are. A link to a hidden note is in neither list: naming it
-    as missing would invite an agent to create it, and a collision would tell that it exists."""
-    where, params = _scope(vault_id, "s")
-    base = _UNRESOLVED.format(scope=where)
-    found = rows(
-        conn,
-        f"""SELECT min(l.target) AS target, count(*) AS links, min(s.id) AS fromNoteId {base}
-            GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""",
-        (*params, limit),
-    )
-    return found, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
+    as missing would invite an agent to create it, and a collision would tell that it exists. Read from
+    the links alone (hidden and vault notes as index-made rid sets); only the winners' notes are read."""
+    scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    base = f"FROM links l WHERE l.dst_rid IS NULL AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}"
+    params = (vault_id,) if vault_id is not None else ()
+    found = rows(conn, f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
+                           GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""", (*params, limit))
+    ids: dict[Any, Any] = {r[0]: r[1] for r in conn.execute(
+        f"SELECT rid, id FROM notes WHERE rid IN ({','.join('?' * len(found))})", tuple(f["src"] for f in found))}
+    top = [{"target": f["target"], "links": f["links"], "fromNoteId": ids[f["src"]]} for f in found]
+    return top, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
 
 def tags(conn: apsw.Connection, vault_id: int | None = None, limit: int = 30) -> tuple[list[dict[str, Any]], int]:

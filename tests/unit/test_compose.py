@@ -50,6 +50,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_CONFIG": str(cfg),
         "KMS_SESSION_ID": "s0123456789ab",
         "KMS_VAULT": "notes",
+        "KMS_PROJECT": str(tmp_path / "work"),  # the working directory: the session's identity (issue 14)
         "KMS_ENABLED": "1",
         "KMS_AGENT_TOOLS_ENABLED": "1",
         "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
@@ -62,6 +63,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
         "KMS_EMBED_ENABLED": "1",
         "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)
+        "KMS_MEMORY_FOLDER": "kms-memory",
     }
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()
