@@ -72,7 +72,8 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
                                                session_id="s0123456789ab", vault="notes",
                                                config_path=cfg, write_enabled=True, per_minute=7,
                                                allowlist=("drafts/*", "inbox"),
-                                               embed_model_dir=str(tmp_path / "models"))
+                                               embed_model_dir=str(tmp_path / "models"),
+                                               project=str(tmp_path / "work"))
 
 
 def test_kms_block_left_out_when_agents_may_not_read(cfg: Path, tmp_path: Path) -> None:
