@@ -296,3 +296,37 @@ async def test_status_counts_embedded_notes(indexed: apsw.Connection, db_path: P
         start = await ok(client, "kms_start", {"project": "p"})
     assert status["embeddings"]["coverage"] == 1.0 and status["embeddings"]["ready"] is True
     assert start["session"]["semanticSearch"] == {"ready": True, "state": "ready"}
+
+
+async def test_a_real_server_carries_kms_project_from_one_process_to_the_next(indexed: apsw.Connection,
+                                                                             db_path: Path, vault_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    """``python -m kmscli mcp`` as ``kms claude`` starts it (``KMS_PROJECT``): the heartbeat records the
+    identity, the end of the process ends the session, and the next process of the project sees the
+    person's edit made in between; the watcher is reported running."""
+    import sys
+
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"], "KMS_ENABLED": "1",
+           "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_PROJECT": str(tmp_path / "proj"), "KMS_EMBED_ENABLED": "0",
+           "PYTHONIOENCODING": "utf-8"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=env, cwd=str(tmp_path))
+
+    async def start() -> dict:
+        async with Client(params, read_timeout_seconds=30) as client:
+            r = await client.call_tool("kms_start", {})
+            assert not r.is_error, r.structured_content
+            return r.structured_content
+
+    first = await start()
+    assert first["sinceLastVisit"]["firstVisit"] is True and first["health"]["watcherRunning"] is True
+    ended = get_session(indexed, first["session"]["id"])
+    assert ended is not None and ended.project == str(tmp_path / "proj") and ended.ended_at is not None
+    _edit(vault_dir, "reference/Git tips.md", "# Git tips\n\nThe person was here.\n", ended.ended_at + 5)
+    reindex_file(indexed, get_vault(indexed, "sample"), "reference/Git tips.md")
+    second = await start()
+    since = second["sinceLastVisit"]
+    assert since["previousSession"] == first["session"]["id"] and since["since"] == pytest.approx(ended.ended_at)
+    assert [(n["path"], n["by"]) for n in since["notes"]] == [("reference/Git tips.md", [{"person": True}])]
