@@ -199,6 +199,9 @@ def _copy(src: Path, dest: Path) -> Path:
 async def test_start_sees_only_the_sessions_vault(conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     for name in ("work", "zqxprivate"):
         write(tmp_path / name / "zqxfolder" / f"{name} note.md", f"# {name} note\n\n[[{name} missing]] #{name}\n")
+    write(tmp_path / "zqxprivate" / "kms-memory" / "person.md",  # the other vault's memory is not this session's
+          "---\nmemory: person\n---\n# M\n\n## General\n\n- 2026-01-01: zqxprivate fact\n")
+    for name in ("work", "zqxprivate"):
         index_vault(conn, add_vault(conn, tmp_path / name, name))
     async with mcp_client(db_path, vault="work", project="p") as client:
         answer = await ok(client, "kms_start")
@@ -208,6 +211,7 @@ async def test_start_sees_only_the_sessions_vault(conn: apsw.Connection, db_path
     for text in (json.dumps(answer), json.dumps(status), json.dumps(listing)):
         assert "zqxprivate" not in text and "work" in text
     assert [v["name"] for v in answer["vaults"]] == ["work"] and status["counts"]["notes"] == 1
+    assert answer["memory"] == {}
 
 
 # kms_list_folder ----------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class ListFolderInput(StrictInput):
     tag: str | None = Field(default=None, min_length=1, max_length=200,
                             description="Only notes with this tag (or a tag nested under it).")
     cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
-    limit: int = Field(default=100, ge=1, le=500)
+    limit: int = Field(default=50, ge=1, le=500, description="Notes per page (default 50).")
 
 
 class ListFolderOutput(ToolOutput):
