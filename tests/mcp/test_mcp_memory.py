@@ -181,3 +181,24 @@ async def test_a_hidden_memory_note_is_never_read_or_written(indexed: apsw.Conne
     assert "zqxsecret fact" in (vault_dir / "kms-memory" / "person.md").read_text()  # the person's, untouched
     assert (vault_dir / "kms-memory" / "person.md").read_text().count("zqxsecret") == 1
     assert note_id(indexed, fact["title"])
+
+
+async def test_memory_stays_in_the_sessions_vault(conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    from server.index.indexer import index_vault as index
+    from server.vault.registry import add_vault
+
+    for name in ("first", "second"):
+        write(tmp_path / name / "Note.md", f"# Note\n\n{name}\n")
+        index(conn, add_vault(conn, tmp_path / name, name))
+    async with mcp_client(db_path, write_enabled=True, project="/p", vault="second") as client:
+        fact = await ok(client, "kms_remember", remember("person", "Scoped fact"))
+    async with mcp_client(db_path, write_enabled=True, project="/p") as client:  # unscoped
+        other = await ok(client, "kms_remember", remember("person", "Unscoped fact"))  # the note that exists
+        again = await ok(client, "kms_remember", remember("person", "Unscoped fact."))
+        project = await ok(client, "kms_remember", remember("project", "A new project note"))  # the first added
+    async with mcp_client(db_path, write_enabled=True, project="/p", vault="first") as client:
+        start = await ok(client, "kms_start")
+    assert fact["vault"] == "second" and (tmp_path / "second" / fact["path"]).is_file()
+    assert (other["vault"], other["path"]) == ("second", fact["path"]) and again["status"] == "duplicate"
+    assert project["vault"] == "first" and not (tmp_path / "first" / fact["path"]).exists()
+    assert set(start["memory"]) == {"project"}  # the first vault's session sees only the first vault's memory
