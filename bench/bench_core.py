@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
+import time
 
-import apsw
-from common import fresh_db, percentiles, table, timed, vault
+from common import HERE, OUT, fresh_db, percentiles, table, timed, vault
+from raw_index import baseline_index
 
 QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration plan",
            "socket timeout", "json", "decimal context precision", "budget", "hiring loop questions",
@@ -20,27 +23,75 @@ QUERIES = ["auth error handling", "release checklist", "python logging", "thread
            "default value", "the file", "incident", "review"]
 
 
-def baseline_index(root: str, db: str) -> apsw.Connection:
-    conn = apsw.Connection(db)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE VIRTUAL TABLE f USING fts5(path, body)")
-    conn.execute("BEGIN")
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            if name.endswith(".md"):
-                p = os.path.join(dirpath, name)
-                with open(p, encoding="utf-8") as fh:
-                    conn.execute("INSERT INTO f VALUES (?, ?)", (p, fh.read()))
-    conn.execute("COMMIT")
-    return conn
+def kms(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kmscli", *args]
+
+
+def run(cmd: list[str], env: dict[str, str]) -> float:
+    """Wall time of one whole process, start to exit (a failure stops the benchmark)."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    took = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-800:]}")
+    return took
+
+
+def no_embed(env: dict[str, str], *command: str) -> list[str]:
+    """``--no-embed`` where the command has it (``kms index`` embeds changed notes by default there):
+    the raw baseline computes no embeddings, so neither do the rows it is compared with."""
+    shown = subprocess.run(kms(*command, "--help"), env=env, capture_output=True, text=True).stdout
+    return ["--no-embed"] if "--no-embed" in shown else []
+
+
+def spread(samples: list[float]) -> str:
+    return f"{min(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
+
+
+def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]:
+    """The commands as a person runs them, each a whole process, against the raw baseline as a process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
+    env["KMS_CONFIG"] = str(OUT / "bench-settings-none.toml")  # no settings file: the defaults
+    add_flags, index_flags = no_embed(env, "vault", "add"), no_embed(env, "index")
+    raw, add, full, noop, start = [], [], [], [], []
+    for r in range(rounds):
+        env["KMS_DB_PATH"] = str(fresh_db("kms-process.db"))
+        steps = [
+            (raw, [sys.executable, str(HERE / "raw_index.py"), root, str(fresh_db("raw-process.db"))]),
+            (add, kms("vault", "add", root, "--name", "bench", *add_flags)),
+        ]
+        for samples, cmd in steps if r % 2 == 0 else reversed(steps):  # who goes first alternates
+            samples.append(run(cmd, env))
+        full.append(run(kms("index", "--full", *index_flags), env))
+        for _ in range(3):
+            noop.append(run(kms("index", *index_flags), env))
+            start.append(run(kms("--version"), env))
+    paired = sorted(a / b for a, b in zip(add, raw, strict=True))
+    paired_full = sorted(f / b for f, b in zip(full, raw, strict=True))
+    floor = min(start) + 0.3
+    return [
+        ("process: start-up, kms --version (s)", spread(start), "", "", ""),
+        ("process: kms vault add, cold (s)", spread(add), spread(raw),
+         f"{min(add) / min(raw):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f}x)", "<= 1.5x"),
+        ("process: kms index --full (s)", spread(full), spread(raw),
+         f"{min(full) / min(raw):.2f}x ({paired_full[0]:.2f}-{paired_full[-1]:.2f}x)", "<= 1.5x"),
+        ("process: kms index, no change (s)", spread(noop), f"start-up + 0.3 = {floor:.2f}", "",
+         "ok" if min(noop) <= floor else "over"),
+    ]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--process-only", action="store_true", help="Only the whole-process rows.")
     args = ap.parse_args()
     root = vault(args.notes)
+    n = sum(1 for _ in root.rglob("*.md"))
+    procs = process_rows(str(root), args.rounds)
+    if args.process_only:
+        table(f"vault core, whole processes: {n} notes (min and range of {args.rounds} rounds; paired ratios)", procs)
+        return
 
     from server.index.indexer import index_vault
     from server.index.search import build_match, search
@@ -78,7 +129,6 @@ def main() -> None:
                 samples.append(timed(fn))
     o50, o95 = percentiles(ours_s)
     b50, b95 = percentiles(base_s)
-    n = sum(1 for _ in root.rglob("*.md"))
     mb = sum(f.stat().st_size for f in root.rglob("*.md")) / 1e6
     ms = 1000
     table(f"vault core: {n} notes, {mb:.1f} MB (min of {args.rounds} cold runs; {len(ours_s)} queries)", [
@@ -87,6 +137,7 @@ def main() -> None:
         ("no-change reindex (s)", f"{noop:.3f}", "", "", "<= 0.3 s"),
         ("search p50 (ms)", f"{o50 * ms:.2f}", f"{b50 * ms:.2f}", f"{o50 / b50:.2f}x", "<= 1.2x"),
         ("search p95 (ms)", f"{o95 * ms:.2f}", f"{b95 * ms:.2f}", f"{o95 / b95:.2f}x", "<= 1.2x"),
+        *procs,
     ])
     del v
 
