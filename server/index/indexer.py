@@ -175,7 +175,7 @@ def index_vault(
             keys.update(affected_keys(conn, rid))
             delete_note_row(conn, rid)
             report.deleted += 1
-        if changed.fts_rewritten * 4 >= max(1, report.scanned):  # many entries replaced: merge the segments
+        if full and changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge FTS segments
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
         purge_embeddings(conn, hidden_rids)
