@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -27,13 +28,18 @@ def kms(*args: str) -> list[str]:
     return [sys.executable, "-m", "kmscli", *args]
 
 
-def run(cmd: list[str], env: dict[str, str]) -> float:
-    """Wall time of one whole process, start to exit (a failure stops the benchmark)."""
+def run(cmd: list[str], env: dict[str, str], cpu: list[float] | None = None) -> float:
+    """Wall time of one whole process, start to exit (a failure stops the benchmark); its CPU time
+    (user + system, its worker processes included) goes to ``cpu``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-800:]}")
+    if cpu is not None:
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return took
 
 
@@ -48,21 +54,28 @@ def spread(samples: list[float]) -> str:
     return f"{min(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
 
 
+def isolated_env() -> dict[str, str]:
+    """This environment without the person's ``KMS_*`` and with no settings file (the defaults)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
+    env["KMS_CONFIG"] = str(OUT / "bench-settings-none.toml")
+    return env
+
+
 def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]:
     """The commands as a person runs them, each a whole process, against the raw baseline as a process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
-    env["KMS_CONFIG"] = str(OUT / "bench-settings-none.toml")  # no settings file: the defaults
+    env = isolated_env()
     add_flags, index_flags = no_embed(env, "vault", "add"), no_embed(env, "index")
     raw, add, full, noop, start = [], [], [], [], []
+    cpu: dict[str, list[float]] = {"raw": [], "add": [], "full": []}
     for r in range(rounds):
         env["KMS_DB_PATH"] = str(fresh_db("kms-process.db"))
         steps = [
-            (raw, [sys.executable, str(HERE / "raw_index.py"), root, str(fresh_db("raw-process.db"))]),
-            (add, kms("vault", "add", root, "--name", "bench", *add_flags)),
+            (raw, "raw", [sys.executable, str(HERE / "raw_index.py"), root, str(fresh_db("raw-process.db"))]),
+            (add, "add", kms("vault", "add", root, "--name", "bench", *add_flags)),
         ]
-        for samples, cmd in steps if r % 2 == 0 else reversed(steps):  # who goes first alternates
-            samples.append(run(cmd, env))
-        full.append(run(kms("index", "--full", *index_flags), env))
+        for samples, name, cmd in steps if r % 2 == 0 else reversed(steps):  # who goes first alternates
+            samples.append(run(cmd, env, cpu[name]))
+        full.append(run(kms("index", "--full", *index_flags), env, cpu["full"]))
         for _ in range(3):
             noop.append(run(kms("index", *index_flags), env))
             start.append(run(kms("--version"), env))
@@ -77,6 +90,10 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
          f"{min(full) / min(raw):.2f}x ({paired_full[0]:.2f}-{paired_full[-1]:.2f}x)", "<= 1.5x"),
         ("process: kms index, no change (s)", spread(noop), f"start-up + 0.3 = {floor:.2f}", "",
          "ok" if min(noop) <= floor else "over"),
+        ("process CPU: kms vault add (s)", spread(cpu["add"]), spread(cpu["raw"]),
+         f"{min(cpu['add']) / min(cpu['raw']):.2f}x", "(user + system, workers included)"),
+        ("process CPU: kms index --full (s)", spread(cpu["full"]), spread(cpu["raw"]),
+         f"{min(cpu['full']) / min(cpu['raw']):.2f}x", ""),
     ]
 
 
@@ -86,6 +103,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--process-only", action="store_true", help="Only the whole-process rows.")
     args = ap.parse_args()
+    os.environ.clear()
+    os.environ.update(isolated_env())  # the in-process rows too: no settings file of the person's
     root = vault(args.notes)
     n = sum(1 for _ in root.rglob("*.md"))
     procs = process_rows(str(root), args.rounds)

@@ -25,6 +25,7 @@ from server.index.records import FileRecord, Progress, gc_paused, read_all, read
 from server.index.writer import (
     ChangedNotes,
     NewNotes,
+    StoredRows,
     affected_keys,
     delete_note_row,
     insert_note,
@@ -120,6 +121,7 @@ def index_vault(
         hidden_rids: list[int] = []
         new_notes = NewNotes(conn, vault.id)
         changed = ChangedNotes(conn)
+        stored = StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if full else None
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
             if cold:
@@ -148,7 +150,7 @@ def index_vault(
                 report.flagged += 1
             if known:
                 rid = known[0]
-                changed.add(rid, values)
+                changed.add(rid, values, stored.note(rid) if stored else None)
                 if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
                     report.unchanged += 1
                 else:
@@ -165,7 +167,8 @@ def index_vault(
                 continue
             if values["hidden_rule"]:
                 hidden_rids.append(rid)
-            changed_keys, links_changed = write_children(conn, rid, vault.id, rec)
+            changed_keys, links_changed = write_children(conn, rid, vault.id, rec,
+                                                         stored.children_of(rid) if stored else None)
             keys.update(changed_keys)
             if links_changed:
                 srcs.add(rid)

@@ -44,17 +44,20 @@ _CHILD_TABLES = (
 )
 
 
-def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord) -> tuple[set[str], bool]:
+def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord,
+                   stored: list[list[tuple]] | None = None) -> tuple[set[str], bool]:
     """Bring the note's tags, keys, links and headings in line with ``rec``, rewriting only the tables
     whose rows changed (an edit to a note's text usually changes none: far fewer pages to commit).
+    ``stored``: the note's rows per table as they are (``StoredRows``), else they are read here.
 
     Returns the keys the note gained or lost (links naming them must be re-resolved) and whether its
     own links changed (they must be resolved again: rewritten rows start unresolved)."""
     new_rows = children_rows(rec, rid, vault_id)
     changed: list[bool] = []
     old_keys: set[tuple] = set()
-    for (table, col, cols), rows in zip(_CHILD_TABLES, new_rows, strict=True):
-        old = [tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
+    for i, ((table, col, cols), rows) in enumerate(zip(_CHILD_TABLES, new_rows, strict=True)):
+        old = stored[i] if stored is not None else [
+            tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
         if table == "note_keys":
             old_keys = set(old)
         same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
@@ -165,7 +168,7 @@ class ChangedNotes:
     last written from its file."""
 
     SIZE = 256
-    _SELECT = f"SELECT hidden_stamp, hidden_at, {', '.join(_COMPARED)} FROM notes WHERE rid = ?"
+    _SELECT = f"SELECT hidden_stamp, hidden_at, {', '.join(_COMPARED)} FROM notes WHERE rid = ?"  # see StoredRows
     _FTS_DELETE = "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) VALUES ('delete', ?, ?, ?, ?)"
     _compared = operator.itemgetter(*_COMPARED)
     _old_fts = operator.itemgetter(*(_COMPARED.index(c) for c in ("title", "body", "tags")))
@@ -175,10 +178,11 @@ class ChangedNotes:
         self.pending: list[tuple[int, dict, tuple | None]] = []  # rid, values, old FTS entry to replace
         self.fts_rewritten = 0
 
-    def add(self, rid: int, values: dict) -> bool:
+    def add(self, rid: int, values: dict, stored: tuple | None = None) -> bool:
         """Queue note ``rid`` for ``values`` (``values`` must not change until ``flush``); False when its
-        row holds them already, hidden flag included, so there is nothing to write."""
-        stamp, hidden_at, *old = next(self.conn.execute(self._SELECT, (rid,)))
+        row holds them already, hidden flag included, so there is nothing to write. ``stored``: its row
+        as ``StoredRows`` read it, else it is read here."""
+        stamp, hidden_at, *old = stored or next(self.conn.execute(self._SELECT, (rid,)))
         rule = values["hidden_rule"]
         flag_ok = (hidden_at == stamp) if stamp is not None else (hidden_at is None) == (rule is None)
         if flag_ok and tuple(old) == self._compared(values):
@@ -198,6 +202,43 @@ class ChangedNotes:
         self.conn.executemany(UPDATE_SQL, [{**v, "rid": rid} for rid, v, _old in pending])
         self.conn.executemany(FTS_INSERT, [(f[0], *f[4:]) for f in fts])
         self.fts_rewritten += len(fts)
+
+
+class StoredRows:
+    """The rows of the notes a full reindex compares with their files, read ``CHUNK`` notes at a time
+    in the order their files come: a few queries per chunk instead of five point queries per note
+    (~0.3 s of the writer's CPU on 10k notes). Each note is asked for once, before it is written."""
+
+    CHUNK = 256
+
+    def __init__(self, conn: apsw.Connection, rids: list[int]) -> None:
+        self.conn = conn
+        self.rids = rids
+        self.at = {rid: i for i, rid in enumerate(rids)}
+        self.notes: dict[int, tuple] = {}
+        self.children: dict[int, list[list[tuple]]] = {}
+
+    def _load(self, rid: int) -> None:
+        chunk = self.rids[self.at[rid] : self.at[rid] + self.CHUNK]
+        marks = ",".join("?" * len(chunk))
+        self.notes = {r[0]: tuple(r[1:]) for r in self.conn.execute(
+            f"SELECT rid, hidden_stamp, hidden_at, {', '.join(_COMPARED)} FROM notes WHERE rid IN ({marks})", chunk)}
+        self.children = {r: [[] for _ in _CHILD_TABLES] for r in chunk}
+        for i, (table, col, cols) in enumerate(_CHILD_TABLES):  # in each note's own order (write_children's)
+            for row in self.conn.execute(f"SELECT {col}, {cols} FROM {table} WHERE {col} IN ({marks}) ORDER BY {cols}",
+                                         chunk):
+                self.children[row[0]][i].append(tuple(row[1:]))
+
+    def note(self, rid: int) -> tuple | None:
+        """The note's ``ChangedNotes`` row, None for a note not in the list (a rename's)."""
+        if rid not in self.notes and rid in self.at:
+            self._load(rid)
+        return self.notes.get(rid)
+
+    def children_of(self, rid: int) -> list[list[tuple]] | None:
+        if rid not in self.children and rid in self.at:
+            self._load(rid)
+        return self.children.get(rid)
 
 
 def fts_values(values: dict) -> tuple:

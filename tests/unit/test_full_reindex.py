@@ -108,8 +108,11 @@ def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(conn: 
     assert search(conn, "new text 4")["hits"] and all(h["noteId"] != secret for h in search(conn, "new text 3")["hits"])
     assert state(conn) == fresh_state(root, tmp_path, "after-edits")
 
+    write(root / "f5" / "note 299.md", "edited during the full reindex #late\n")  # past the first chunk
+    (root / "f4" / "note 4.md").rename(root / "f4" / "again.md")  # a rename the full reindex finds
     report = index_vault(conn, vault, full=True)
-    assert report.changed == 0 and report.unchanged == count
+    assert (report.updated, report.renamed, report.unchanged) == (1, 1, count - 2)
+    assert conn.execute("SELECT id FROM notes WHERE path = 'f4/again.md'").fetchall() == [(ids["f4/note 4.md"],)]
     fts_intact(conn)
     assert conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall() == [(hidden_at,)]
     assert state(conn) == fresh_state(root, tmp_path, "after-full")
