@@ -154,6 +154,7 @@ class NewNotes:
 
 
 _COMPARED = tuple(c for c in UPDATE_COLS if c != "indexed_at")  # what a file decides in a notes row
+_STORED = f"hidden_stamp, hidden_at, created_at, {', '.join(_COMPARED)}"  # what ChangedNotes compares
 
 
 class ChangedNotes:
@@ -168,7 +169,7 @@ class ChangedNotes:
     last written from its file."""
 
     SIZE = 256
-    _SELECT = f"SELECT hidden_stamp, hidden_at, {', '.join(_COMPARED)} FROM notes WHERE rid = ?"  # see StoredRows
+    _SELECT = f"SELECT {_STORED} FROM notes WHERE rid = ?"  # see StoredRows
     _FTS_DELETE = "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) VALUES ('delete', ?, ?, ?, ?)"
     _compared = operator.itemgetter(*_COMPARED)
     _old_fts = operator.itemgetter(*(_COMPARED.index(c) for c in ("title", "body", "tags")))
@@ -182,10 +183,11 @@ class ChangedNotes:
         """Queue note ``rid`` for ``values`` (``values`` must not change until ``flush``); False when its
         row holds them already, hidden flag included, so there is nothing to write. ``stored``: its row
         as ``StoredRows`` read it, else it is read here."""
-        stamp, hidden_at, *old = stored or next(self.conn.execute(self._SELECT, (rid,)))
+        stamp, hidden_at, created_at, *old = stored or next(self.conn.execute(self._SELECT, (rid,)))
         rule = values["hidden_rule"]
         flag_ok = (hidden_at == stamp) if stamp is not None else (hidden_at is None) == (rule is None)
-        if flag_ok and tuple(old) == self._compared(values):
+        created = values.get("created")  # a creation date the file gives, when the parser reads one
+        if flag_ok and created in (None, created_at) and tuple(old) == self._compared(values):
             return False
         old_fts = self._old_fts(old)
         self.pending.append((rid, values, old_fts if old_fts != fts_values(values) else None))
@@ -222,7 +224,7 @@ class StoredRows:
         chunk = self.rids[self.at[rid] : self.at[rid] + self.CHUNK]
         marks = ",".join("?" * len(chunk))
         self.notes = {r[0]: tuple(r[1:]) for r in self.conn.execute(
-            f"SELECT rid, hidden_stamp, hidden_at, {', '.join(_COMPARED)} FROM notes WHERE rid IN ({marks})", chunk)}
+            f"SELECT rid, {_STORED} FROM notes WHERE rid IN ({marks})", chunk)}
         self.children = {r: [[] for _ in _CHILD_TABLES] for r in chunk}
         for i, (table, col, cols) in enumerate(_CHILD_TABLES):  # in each note's own order (write_children's)
             for row in self.conn.execute(f"SELECT {col}, {cols} FROM {table} WHERE {col} IN ({marks}) ORDER BY {cols}",
