@@ -91,10 +91,15 @@ FTS_DELETE = (
 )
 
 
+def fts_entry(rid: int, values: dict) -> tuple:
+    """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row)."""
+    return rid, values["title"], values["body"], values["tags"]
+
+
 def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
     conn.execute(FTS_DELETE, (rid,))
     conn.execute(UPDATE_SQL, {**values, "rid": rid})
-    conn.execute(FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+    conn.execute(FTS_INSERT, fts_entry(rid, values))
 
 
 def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) -> int:
@@ -165,18 +170,16 @@ class ChangedNotes:
     whenever a delete and an insert alternate, so one note at a time made one tiny segment per note
     (10k notes: 3.3 s in deletes, then an ``optimize`` to merge them). A row that already holds what
     the file says (``kms index --full`` re-parsing an unchanged file, the usual case) is left as it is,
-    and its FTS entry too when title, body and tags are the same: ``indexed_at`` is when the row was
-    last written from its file."""
+    FTS entry included: ``indexed_at`` is when the row was last written from its file. A row that
+    changes gets its FTS entry replaced the way ``update_note`` replaces it."""
 
     SIZE = 256
     _SELECT = f"SELECT {_STORED} FROM notes WHERE rid = ?"  # see StoredRows
-    _FTS_DELETE = "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) VALUES ('delete', ?, ?, ?, ?)"
     _compared = operator.itemgetter(*_COMPARED)
-    _old_fts = operator.itemgetter(*(_COMPARED.index(c) for c in ("title", "body", "tags")))
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
-        self.pending: list[tuple[int, dict, tuple | None]] = []  # rid, values, old FTS entry to replace
+        self.pending: list[tuple[int, dict]] = []  # (rid, values)
         self.fts_rewritten = 0
 
     def add(self, rid: int, values: dict, stored: tuple | None = None) -> bool:
@@ -189,8 +192,7 @@ class ChangedNotes:
         created = values.get("created")  # a creation date the file gives, when the parser reads one
         if flag_ok and created in (None, created_at) and tuple(old) == self._compared(values):
             return False
-        old_fts = self._old_fts(old)
-        self.pending.append((rid, values, old_fts if old_fts != fts_values(values) else None))
+        self.pending.append((rid, values))
         if len(self.pending) >= self.SIZE:
             self.flush()
         return True
@@ -199,11 +201,10 @@ class ChangedNotes:
         if not self.pending:
             return
         pending, self.pending = sorted(self.pending, key=operator.itemgetter(0)), []
-        fts = [(rid, *old, *fts_values(v)) for rid, v, old in pending if old is not None]
-        self.conn.executemany(self._FTS_DELETE, [f[:4] for f in fts])
-        self.conn.executemany(UPDATE_SQL, [{**v, "rid": rid} for rid, v, _old in pending])
-        self.conn.executemany(FTS_INSERT, [(f[0], *f[4:]) for f in fts])
-        self.fts_rewritten += len(fts)
+        self.conn.executemany(FTS_DELETE, [(rid,) for rid, _v in pending])  # reads the rows as they still are
+        self.conn.executemany(UPDATE_SQL, [{**v, "rid": rid} for rid, v in pending])
+        self.conn.executemany(FTS_INSERT, [fts_entry(rid, v) for rid, v in pending])
+        self.fts_rewritten += len(pending)
 
 
 class StoredRows:
@@ -241,11 +242,6 @@ class StoredRows:
         if rid not in self.children and rid in self.at:
             self._load(rid)
         return self.children.get(rid)
-
-
-def fts_values(values: dict) -> tuple:
-    """A notes values dict's FTS columns: title, body, tags."""
-    return values["title"], values["body"], values["tags"]
 
 
 def delete_note_row(conn: apsw.Connection, rid: int) -> None:
