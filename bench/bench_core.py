@@ -102,7 +102,7 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
     env = isolated_env()
     add_flags, index_flags = no_embed(env, "vault", "add"), no_embed(env, "index")
     raw, add, full, noop, start = [], [], [], [], []
-    cpu: dict[str, list[float]] = {"raw": [], "add": [], "full": []}
+    cpu: dict[str, list[float]] = {"raw": [], "add": [], "full": [], "noop": [], "start": []}
     for r in range(rounds):
         env["KMS_DB_PATH"] = str(fresh_db("kms-process.db"))
         steps = [
@@ -113,8 +113,8 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
             samples.append(run(cmd, env, cpu[name]))
         full.append(run(kms("index", "--full", *index_flags), env, cpu["full"]))
         for _ in range(3):
-            noop.append(run(kms("index", *index_flags), env))
-            start.append(run(kms("--version"), env))
+            noop.append(run(kms("index", *index_flags), env, cpu["noop"]))
+            start.append(run(kms("--version"), env, cpu["start"]))
     paired = sorted(a / b for a, b in zip(add, raw, strict=True))
     paired_full = sorted(f / b for f, b in zip(full, raw, strict=True))
     floor = min(start) + 0.3
@@ -130,6 +130,8 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
          f"{min(cpu['add']) / min(cpu['raw']):.2f}x", "(user + system, workers included)"),
         ("process CPU: kms index --full (s)", spread(cpu["full"]), spread(cpu["raw"]),
          f"{min(cpu['full']) / min(cpu['raw']):.2f}x", ""),
+        ("process CPU: no-change kms index (s)", spread(cpu["noop"]), f"start-up {spread(cpu['start'])}", "",
+         "ok" if min(cpu["noop"]) <= min(cpu["start"]) + 0.3 else "over"),
     ]
 
 
