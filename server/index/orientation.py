@@ -131,11 +131,12 @@ def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int =
     """Visible notes with the most distinct visible notes linking to them (hubs first). Counted on the
     link index alone (it holds each link's source); only the winners' rows are read."""
     scope = f"AND l.dst_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    if scalar(conn, "SELECT 1 FROM notes WHERE hidden_at IS NOT NULL LIMIT 1") is not None:  # else: no check
+        scope += f" AND l.src_rid NOT IN {listing.HIDDEN_RIDS} AND l.dst_rid NOT IN {listing.HIDDEN_RIDS}"
     top = rows(
         conn,
         f"""SELECT l.dst_rid AS rid, count(DISTINCT l.src_rid) AS backlinks FROM links l
-            WHERE l.dst_rid IS NOT NULL AND l.src_rid != l.dst_rid AND l.src_rid NOT IN {listing.HIDDEN_RIDS}
-              AND l.dst_rid NOT IN {listing.HIDDEN_RIDS} {scope}
+            WHERE l.dst_rid IS NOT NULL AND l.src_rid != l.dst_rid {scope}
             GROUP BY l.dst_rid ORDER BY backlinks DESC, l.dst_rid LIMIT ?""",
         (*((vault_id,) if vault_id is not None else ()), limit),
     )
@@ -162,7 +163,9 @@ def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 
     as missing would invite an agent to create it, and a collision would tell that it exists. Read from
     the links alone (hidden and vault notes as index-made rid sets); only the winners' notes are read."""
     scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
-    base = f"FROM links l WHERE l.dst_rid IS NULL AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}"
+    # the partial index of unresolved links (m012) holds target, key and source: no link row is read
+    base = (f"FROM links l INDEXED BY links_unresolved WHERE l.dst_rid IS NULL "
+            f"AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}")
     params = (vault_id,) if vault_id is not None else ()
     found = rows(conn, f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
                            GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""", (*params, limit))

@@ -314,14 +314,16 @@ def m012_orientation(conn: apsw.Connection) -> None:
     """What agents orient by (issue 14): the identity a session works for (``sessions.project``: a
     ``kms claude`` working directory or a host's project), so kms_start can tell what changed since
     that identity's previous session ended; the visible notes by folder, so a folder listing and its
-    subfolder counts read a small index instead of every note row; the flagged notes and the notes by
-    creation time, so kms_start's health and "what changed" read a few index entries, not 10,000 rows."""
+    subfolder counts read a small index instead of every note row; the flagged notes, the notes by
+    creation time and the unresolved links, so kms_start's health and "what changed" read a few index
+    entries, not 10,000 rows."""
     conn.execute("ALTER TABLE sessions ADD COLUMN project TEXT")
     conn.execute("CREATE INDEX sessions_project ON sessions(project, ended_at) WHERE project IS NOT NULL")
     conn.execute("CREATE INDEX notes_visible_folder ON notes(folder, vault_id, updated_at DESC, id) "
                  "WHERE hidden_at IS NULL")
     conn.execute("CREATE INDEX notes_flagged ON notes(vault_id) WHERE fm_error IS NOT NULL")  # few: health is free
     conn.execute("CREATE INDEX notes_created ON notes(created_at)")  # "created since your last visit"
+    conn.execute("CREATE INDEX links_unresolved ON links(target_key, target) WHERE dst_rid IS NULL")  # the few missing
 
 
 MIGRATIONS: list[Migration] = [
