@@ -1,4 +1,4 @@
-"""A session's live state, set by the person: active, paused or revoked (``sessions.state``, m013).
+"""A session's live state, set by the person: active, paused or revoked (``sessions.control``, m013).
 
 Every write call of every server reads it first (the write guard, ``refusal``): one indexed lookup,
 so pausing or revoking from the dashboard or ``kms session`` takes effect on a running server's
@@ -21,7 +21,7 @@ STATES = ("active", "paused", "revoked")
 
 def state_of(conn: apsw.Connection, session_id: str) -> tuple[str, str | None]:
     """The session's state and the person's reason (``active`` for a session nobody recorded)."""
-    for state, reason in conn.execute("SELECT state, state_reason FROM sessions WHERE id = ?", (session_id,)):
+    for state, reason in conn.execute("SELECT control, control_reason FROM sessions WHERE id = ?", (session_id,)):
         return state, reason
     return "active", None
 
@@ -48,7 +48,7 @@ def set_state(conn: apsw.Connection, session_id: str, state: str, *, reason: str
         raise KmsError("invalid-input", f"a session state is one of {', '.join(STATES)}, not {state!r}")
     at = time.time() if now is None else now
     with write_tx(conn):
-        found = list(conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)))
+        found = list(conn.execute("SELECT control FROM sessions WHERE id = ?", (session_id,)))
         if not found:
             raise KmsError("not-found", f"no session {session_id!r}; `kms session list` shows them",
                            sessionId=session_id)
@@ -56,7 +56,7 @@ def set_state(conn: apsw.Connection, session_id: str, state: str, *, reason: str
         if before == "revoked" and state != "revoked":
             raise KmsError("invalid-input", f"session {session_id} is revoked for good; start a new session",
                            sessionId=session_id)
-        conn.execute("UPDATE sessions SET state = ?, state_at = ?, state_reason = ? WHERE id = ?",
+        conn.execute("UPDATE sessions SET control = ?, control_at = ?, control_reason = ? WHERE id = ?",
                      (state, at, reason, session_id))
     if state == "revoked":
         from server.activity.approvals import reject_session

@@ -36,6 +36,9 @@ class SessionRow:
     argv: list[str] | None
     exit_code: int | None
     vault: str | None
+    control: str = "active"  # the person's control (m013): active, paused, revoked (server.activity.control)
+    control_at: float | None = None
+    control_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -53,6 +56,9 @@ class SessionRow:
             "argv": self.argv,
             "exit_code": self.exit_code,
             "vault": self.vault,
+            "control": self.control,
+            "control_at": self.control_at,
+            "control_reason": self.control_reason,
         }
 
 

@@ -311,12 +311,12 @@ def m010_overwritten(conn: apsw.Connection) -> None:
 
 
 def m013_control(conn: apsw.Connection) -> None:
-    """The person's live controls: a session's state (active, paused, revoked), which every write call of
+    """The person's live controls: a session's control state (active, paused, revoked), which every write call of
     a running server reads, and the calls staged for approval (``write.approval``) with the exact per-file
     diff they would apply and the person's decision."""
-    conn.execute("ALTER TABLE sessions ADD COLUMN state TEXT NOT NULL DEFAULT 'active'")
-    conn.execute("ALTER TABLE sessions ADD COLUMN state_at REAL")
-    conn.execute("ALTER TABLE sessions ADD COLUMN state_reason TEXT")
+    conn.execute("ALTER TABLE sessions ADD COLUMN control TEXT NOT NULL DEFAULT 'active'")  # active, paused, revoked
+    conn.execute("ALTER TABLE sessions ADD COLUMN control_at REAL")
+    conn.execute("ALTER TABLE sessions ADD COLUMN control_reason TEXT")
     conn.execute(
         """CREATE TABLE pending_writes (
              id INTEGER PRIMARY KEY,
