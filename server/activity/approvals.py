@@ -77,17 +77,23 @@ def get(conn: apsw.Connection, pending_id: int) -> Pending | None:
     return _pending(found[0]) if found else None
 
 
-def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int = 200) -> list[Pending]:
-    """Oldest first (the one waiting longest at the top); ``status=None`` for every row, newest first."""
+def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int = 200,
+                 now: float | None = None) -> list[Pending]:
+    """Oldest first (the one waiting longest at the top); a waiting call past its time is left out (its
+    server turns it ``expired``; one whose server died never will). ``status=None``: every row, newest first."""
     if status is None:
         return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes ORDER BY id DESC LIMIT ?", (limit,))]
-    return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes WHERE status = ? ORDER BY id LIMIT ?",
-                                      (status, limit))]
+    at = time.time() if now is None else now
+    cutoff = at if status == OPEN else float("-inf")
+    return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ?"
+                                      " ORDER BY id LIMIT ?", (status, cutoff, limit))]
 
 
-def count_open(conn: apsw.Connection) -> int:
+def count_open(conn: apsw.Connection, *, now: float | None = None) -> int:
     """How many calls wait for the person (the dashboard's badge, ``kms doctor``)."""
-    return int(next(iter(conn.execute("SELECT count(*) FROM pending_writes WHERE status = 'pending'")))[0])
+    at = time.time() if now is None else now
+    return int(next(iter(conn.execute("SELECT count(*) FROM pending_writes WHERE status = 'pending'"
+                                      " AND expires_at > ?", (at,))))[0])
 
 
 def latest_id(conn: apsw.Connection) -> int:

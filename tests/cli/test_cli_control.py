@@ -99,8 +99,9 @@ def test_session_undo_restores_bytes_and_lists_what_it_skips(indexed: apsw.Conne
         res, err = runner.call("kms_create", {"title": "Fresh", "content": "new note"})
         assert not err, res
         read, _ = runner.call("kms_read", {"noteId": note_id(indexed, "Home")})
+        edit = {"replace": {"old": "agent line alpha", "new": "AGENT LINE ALPHA"}}
         res, err = runner.call("kms_edit", {"noteId": note_id(indexed, "Home"), "version": read["version"],
-                                            "edits": [{"replace": {"old": "agent line alpha", "new": "AGENT LINE ALPHA"}}]})
+                                            "edits": [edit]})
         assert not err, res
         res, err = runner.call("kms_append", {"noteId": note_id(indexed, "Shakshuka"), "content": "agent tip"})
         assert not err, res
