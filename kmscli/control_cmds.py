@@ -10,7 +10,7 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
 from server.humanize import ago
@@ -97,7 +97,8 @@ def session_list(
     if not items:
         console.print("No sessions recorded yet.")
         return
-    table = Table("session", "kind", "state", "control", "this minute", "total", "pending", "started")
+    table = Table("kind", "state", "control", "this minute", "total", "pending", "started")
+    table.columns.insert(0, Column("session", no_wrap=True, min_width=13))
     for s in items:
         table.add_row(s.id, s.kind, s.state, s.control, s.gauge.minute_text, s.gauge.total_text, str(s.pending),
                       ago(s.started_at, now, "?") if s.started_at else "?")

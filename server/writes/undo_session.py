@@ -1,10 +1,12 @@
 """Undo a whole session: revert every successful change one agent session made, newest first.
 
 ``preview`` lists what would be reverted and what cannot be (text changed since, file gone: the reason
-``revert.preview_revert`` gives), nothing written; ``undo`` then reverts, newest first, each change
-the preview did not rule out, through the one ``revert.revert`` (each recorded by the person, with
-``reverts_id``). A change whose file a newer change of the same session touched is judged after that
-one is undone, so two edits of one note come back byte for byte.
+the revert rules give: ``revert.plan_revert``, a ``FilesChanged`` only while every file is what it left),
+nothing written; ``undo`` then reverts, newest first, each change the preview did not rule out, through
+the one ``revert.revert`` (each recorded by the person, with ``reverts_id``). The preview judges each
+change against the files as reverting the session's newer changes would leave them (simulated in
+memory), so two edits of one note come back byte for byte and a note another session changed since
+is listed as skipped, not promised.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from typing import Any
 
 import apsw
 
+from server.activity import changes, provenance
+from server.activity.changes import FilesChanged
 from server.errors import KmsError
 from server.store.db import rows
-from server.writes.revert import preview_revert, revert
-
-_NEEDS_NEWER = "revertible once the session's newer changes to this note are undone"
+from server.vault.files import decode, encode, sha256_hex
+from server.vault.paths import locate_note
+from server.vault.registry import get_vault
+from server.writes.revert import plan_revert, revert
 
 
 def parse_since(text: str | None, *, now: float | None = None) -> float | None:
@@ -52,29 +57,67 @@ def _changes(conn: apsw.Connection, session_id: str, since: float | None) -> lis
          ORDER BY t.id DESC""", (session_id, since if since is not None else 0.0))
 
 
-def _key(item: dict[str, Any]) -> tuple[Any, Any]:
-    return item.get("vault"), item.get("noteId") or item.get("path")
+class _Simulation:
+    """The session's files as they would be after the newer changes are reverted (bytes, None: gone), read
+    from disk on first touch: each older change is judged against what reverting the newer ones leaves."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self.files: dict[tuple[str, str], bytes | None] = {}
+
+    def get(self, vault: str, path: str) -> bytes | None:
+        key = (vault, path)
+        if key not in self.files:
+            try:
+                self.files[key] = locate_note(get_vault(self.conn, vault).root, path)[0].read_bytes()
+            except (OSError, KmsError):
+                self.files[key] = None
+        return self.files[key]
+
+    def judge(self, inv: dict[str, Any]) -> str | None:
+        """Revert ``inv`` in the simulation; the reason it cannot be, or None (then it was applied)."""
+        change = changes.from_row(inv)
+        vault = inv["vault"]
+        if not vault:
+            return "the call names no vault"
+        if isinstance(change, FilesChanged):
+            for f in change.files:
+                raw = self.get(vault, f.now_path)
+                if raw is None:
+                    return f"{f.now_path} is gone"
+                if sha256_hex(raw) != f.hash_after:
+                    return f"{f.now_path} was edited since"
+            for f in change.files:
+                raw = self.get(vault, f.now_path)
+                assert raw is not None
+                text, fmt = decode(raw)
+                self.files[(vault, f.now_path)] = None if f.new_path else self.files[(vault, f.now_path)]
+                self.files[(vault, f.path)] = encode(f.undo(text), fmt) if f.hash_before else None
+            return None
+        raw = self.get(vault, inv["path"] or "")
+        if raw is None:
+            return f"the note {inv['path']!r} no longer exists"
+        text, fmt = decode(raw)
+        plan = plan_revert(inv, text, sha256_hex(raw))
+        if not plan.ok:
+            return plan.reason or "it cannot be reverted"
+        self.files[(vault, inv["path"])] = None if plan.action == "delete-note" else encode(plan.new_text or "", fmt)
+        return None
 
 
 def preview(conn: apsw.Connection, session_id: str, *, since: float | None = None) -> dict[str, Any]:
-    """What ``undo`` would do now: ``revert`` (newest first) and ``skip`` (each with its reason)."""
+    """What ``undo`` would do now: ``revert`` (newest first) and ``skip``, each skip with its reason."""
     out: dict[str, Any] = {"sessionId": session_id, "since": since, "revert": [], "skip": []}
-    undone_notes: set[tuple[Any, Any]] = set()
-    for inv in _changes(conn, session_id, since):
-        base = {"invocationId": inv["id"], "at": inv["at"], "tool": inv["tool"], "vault": inv["vault"],
-                "path": inv["path"], "noteId": inv["note_id"]}
-        try:
-            p = preview_revert(conn, inv["id"])
-        except KmsError as e:
-            p = {"canRevert": False, "reason": e.message}
-        item = {**base, "action": p.get("action"), "reason": p.get("reason")}
-        if p.get("canRevert"):
-            out["revert"].append(item)
-            undone_notes.add(_key(base))
-        elif _key(base) in undone_notes:  # a newer change of this session to the note goes first
-            out["revert"].append({**item, "reason": _NEEDS_NEWER})
+    sim = _Simulation(conn)
+    for row in _changes(conn, session_id, since):
+        inv = provenance.get_invocation(conn, row["id"]) or {}
+        item = {"invocationId": row["id"], "at": row["at"], "tool": row["tool"], "vault": row["vault"],
+                "path": row["path"], "noteId": row["note_id"]}
+        reason = sim.judge(inv)
+        if reason is None:
+            out["revert"].append({**item, "reason": None})
         else:
-            out["skip"].append(item)
+            out["skip"].append({**item, "reason": reason})
     return out
 
 

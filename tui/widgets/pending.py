@@ -21,8 +21,8 @@ class PendingBadge(Static):
     def show(self, count: int) -> None:
         self.display = count > 0
         if count:
-            self.update(Text.assemble(("⚑ ", "bold"), (f"{count} write{'s' if count != 1 else ''} wait for your "
-                                                         "approval", "bold"), "  press p to review"))
+            self.update(Text.assemble(("⚑ ", "bold"), (f"{count} write{' waits' if count == 1 else 's wait'} for "
+                                                         "your approval", "bold"), "  press p to review"))
 
 
 class PendingTable(DataTable[Any]):
