@@ -137,7 +137,8 @@ def create(
         relpath = (relpath_in_vault(vault.root, existing_folder / name) if existing_folder.is_dir()
                    else f"{fkey}/{name}" if fkey else name)
         cap.add(vault.name, relpath, None, data)
-        return WriteOutcome(WriteResult(title=stem, path=relpath, vault=vault.name, changed=True), None)
+        return WriteOutcome(WriteResult(title=stem, path=relpath, vault=vault.name, changed=True),
+                            FileCreated(relpath, text, sha256_hex(data)))
     folder_path = ensure_folder(vault.root, fkey)
     real_folder = relpath_in_vault(vault.root, folder_path)
     if allowlist:
