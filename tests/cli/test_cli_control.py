@@ -157,3 +157,28 @@ async def test_running_server_waits_for_kms_approve(indexed: apsw.Connection, db
             ok(kms("approve", str(approvals.list_pending(indexed)[0].id)))
     assert not results["r"].is_error, results["r"].structured_content
     assert "needs a yes" in (vault_dir / "Home.md").read_text()
+
+
+def test_doctor_lists_pending_and_settings_validate(indexed: apsw.Connection, db_path: Path) -> None:
+    runner = _runner(db_path, approval="always")
+    try:
+        staged = runner.writes.stage(runner.by_name["kms_append"], {"noteId": note_id(indexed, "Home"),
+                                                                    "content": "waits"})
+    finally:
+        runner.close()
+    assert staged is not None
+    shown = said(kms("doctor").stdout)
+    assert "1 write(s) wait for your approval" in shown and f"#{staged.id} kms_append" in shown
+    report = json.loads(kms("doctor", "--json").stdout)
+    assert [p["id"] for p in report["pending"]] == [staged.id] and report["pending"][0]["files"] == ["Home.md"]
+    assert "off, bulk or always" in said(refused(kms("config", "set", "write.approval", "sometimes")).stderr)
+    ok(kms("config", "set", "write.approval", "bulk"))
+    assert "bulk" in ok(kms("config", "get", "write.approval")).stdout
+
+
+def test_kms_claude_approve_carries_always_in_the_session_contract(indexed: apsw.Connection) -> None:
+    doc = json.loads(ok(kms("claude", "--write", "--approve", "--print-config")).stdout)
+    env = doc["mcpServers"]["kms"]["env"]
+    assert env["KMS_WRITE_APPROVAL"] == "always" and env["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "1"
+    plain = json.loads(ok(kms("claude", "--write", "--print-config")).stdout)
+    assert plain["mcpServers"]["kms"]["env"]["KMS_WRITE_APPROVAL"] == "off"
