@@ -15,11 +15,11 @@ from server.activity.sessions import touch_session
 from server.store.db import connect
 
 
-async def _first_pending(db_path: Path, timeout: float = 5.0) -> approvals.Pending:
+async def _first_pending(db_path: Path, timeout: float = 10.0, now: float | None = None) -> approvals.Pending:
     conn = connect(db_path)
     try:
         with anyio.fail_after(timeout):
-            while not (found := approvals.list_pending(conn)):
+            while not (found := approvals.list_pending(conn, now=now)):
                 await anyio.sleep(0.02)
         return found[0]
     finally:
@@ -111,7 +111,7 @@ async def test_timeout_writes_nothing(indexed: apsw.Connection, db_path: Path, v
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(agent)
-            item = await _first_pending(db_path)
+            item = await _first_pending(db_path, now=1000.0)  # (the server's clock is injected)
             assert item.expires_at == 1030.0
             clock[0] = 1031.0  # the person never answers
     result = results["r"]

@@ -92,14 +92,14 @@ async def test_timeout_and_bulk(indexed: apsw.Connection, db_path: Path, tmp_pat
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot, server(
             db_path, tmp_path, KMS_WRITE_APPROVAL="bulk", KMS_WRITE_APPROVAL_LINES="3",
-            KMS_WRITE_APPROVAL_TIMEOUT="1") as c:
+            KMS_WRITE_APPROVAL_TIMEOUT="4") as c:
         await wait_for(pilot, lambda: settled(app), what="the dashboard")
         small = await c.call_tool("kms_append", {"noteId": nid, "content": "small"})
         assert not small.is_error and not app.state.pending and app.state.bells == 0
         big = "\n".join(f"big {i}" for i in range(8))
         call = asyncio.ensure_future(c.call_tool("kms_append", {"noteId": nid, "content": big}))
         await _staged(app, pilot)
-        result = await asyncio.wait_for(call, 10)  # nobody decides within the 1 s timeout
+        result = await asyncio.wait_for(call, 20)  # nobody decides within the 4 s timeout
         assert result.structured_content["error"] == "approval-timeout"
         await wait_for(pilot, lambda: not app.state.pending, what="the expired call to leave the pane")
     text = (vault_dir / "Home.md").read_text()
