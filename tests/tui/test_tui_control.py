@@ -170,3 +170,26 @@ async def test_undo_session_with_preview(indexed: apsw.Connection, db_path: Path
     assert home.read_bytes() == before
     assert "my tip" in recipe.read_text()
     assert len(app.last_control["reverted"]) == 2
+
+
+async def test_settings_screen_sets_write_approval(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    from tui.screens.settings import SettingsScreen
+
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await wait_for(pilot, lambda: settled(app), what="the dashboard")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="settings")
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.set_text("write.approval", "sometimes")
+        await pilot.pause()
+        assert "off, bulk or always" in screen.errors["write.approval"]
+        screen.set_text("write.approval", "bulk")
+        screen.set_text("write.approval_lines", "5")
+        await pilot.pause()
+        assert not screen.errors
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: screen.saved, what="save")
+    text = (tmp_path / "config.toml").read_text()
+    assert 'approval = "bulk"' in text and "approval_lines = 5" in text
