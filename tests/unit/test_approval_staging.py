@@ -180,3 +180,26 @@ def test_undo_two_edits_of_one_note_comes_back_byte_for_byte(root: Path, conn: a
     assert len(done["reverted"]) == 3 and not done["skipped"]
     assert vault_bytes(root) == before
     assert preview(conn, SID)["revert"] == []  # nothing left to undo
+
+
+def test_undo_since_takes_back_only_the_later_changes(root: Path, conn: apsw.Connection, db_path: Path) -> None:
+    from server.writes.undo_session import parse_since
+
+    start_session(conn, kind="server", session_id=SID)
+    writes = service(db_path)
+    note = nid(conn, "drafts/Draft.md")
+    writes.call(SPECS["kms_append"], {"noteId": note, "content": "early"})
+    after_early = (root / "drafts/Draft.md").read_bytes()
+    conn.execute("UPDATE tool_invocations SET at = 1000.0")
+    writes.call(SPECS["kms_append"], {"noteId": note, "content": "late"})
+    conn.execute("UPDATE tool_invocations SET at = 5000.0 WHERE at != 1000.0")
+    assert parse_since("30m", now=7000.0) == 7000.0 - 1800
+    assert parse_since(None) is None
+    with pytest.raises(KmsError) as e:
+        parse_since("yesterday-ish")
+    assert e.value.kind == "invalid-input"
+    done = undo(conn, SID, since=parse_since("1h", now=7000.0))
+    assert len(done["reverted"]) == 1 and (root / "drafts/Draft.md").read_bytes() == after_early
+    with pytest.raises(KmsError) as e:
+        preview(conn, "s-nobody")
+    assert e.value.kind == "not-found"
