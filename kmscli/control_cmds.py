@@ -83,25 +83,31 @@ def session_list(
 ) -> None:
     """Sessions, live ones first: connection state, your control, write gauges and counts."""
     from server.activity.feed import session_overview
+    from server.activity.sessions import session_counts
 
     now = time.time()
     with cli_errors():
-        items = session_overview(open_db(), now, limit=limit)
+        conn = open_db()
+        items = session_overview(conn, now, limit=limit)
+        counts = session_counts(conn)
+    none = {"calls": 0, "refused": 0, "reads": 0}
     if json_out:
         print_json([{"id": s.id, "kind": s.kind, "state": s.state, "control": s.control, "vault": s.vault,
                      "startedAt": s.started_at, "lastSeenAt": s.last_seen_at, "endedAt": s.ended_at,
-                     "exitCode": s.exit_code, "pending": s.pending,
+                     "exitCode": s.exit_code, "pending": s.pending, **counts.get(s.id, none),
                      "writes": {"thisMinute": s.gauge.window_count, "perMinute": s.gauge.per_minute,
                                 "total": s.gauge.total, "perSession": s.gauge.per_session}} for s in items])
         return
     if not items:
         console.print("No sessions recorded yet.")
         return
-    table = Table("kind", "state", "control", "this minute", "total", "pending", "started")
+    table = Table("kind", "state", "control", "this minute", "total", "calls", "reads", "pending", "started")
     table.columns.insert(0, Column("session", no_wrap=True, min_width=13))
     for s in items:
-        table.add_row(s.id, s.kind, s.state, s.control, s.gauge.minute_text, s.gauge.total_text, str(s.pending),
-                      ago(s.started_at, now, "?") if s.started_at else "?")
+        c = counts.get(s.id, none)
+        table.add_row(s.id, s.kind, s.state, s.control, s.gauge.minute_text, s.gauge.total_text,
+                      f"{c['calls']}" + (f" ({c['refused']} refused)" if c["refused"] else ""), str(c["reads"]),
+                      str(s.pending), ago(s.started_at, now, "?") if s.started_at else "?")
     console.print(table)
 
 

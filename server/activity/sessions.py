@@ -178,6 +178,18 @@ def list_sessions(
     return [_row(r) for r in rows(conn, sql, tuple(params))]
 
 
+def session_counts(conn: apsw.Connection) -> dict[str, dict[str, int]]:
+    """Per session: agent write calls (and how many were refused) and notes read (``kms session list``)."""
+    out: dict[str, dict[str, int]] = {}
+    for sid, calls, refused in conn.execute(
+            "SELECT session_id, count(*), sum(status != 'success') FROM tool_invocations WHERE actor = 'agent'"
+            " GROUP BY session_id"):
+        out[sid] = {"calls": calls, "refused": refused or 0, "reads": 0}
+    for sid, reads in conn.execute("SELECT session_id, count(*) FROM note_reads GROUP BY session_id"):
+        out.setdefault(sid, {"calls": 0, "refused": 0, "reads": 0})["reads"] = reads
+    return out
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether a process with this pid exists (an unended session whose pid is gone crashed)."""
     if not pid or pid <= 0:

@@ -77,6 +77,8 @@ def test_session_list_pause_resume_revoke(indexed: apsw.Connection, db_path: Pat
     ok(kms("session", "pause", sid, "--reason", "lunch"))
     listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
     assert listed[sid]["control"] == "paused"
+    assert {k: listed[sid][k] for k in ("calls", "refused", "reads", "pending")} == {
+        "calls": 0, "refused": 0, "reads": 0, "pending": 0}
     ok(kms("session", "resume", sid))
     ok(kms("session", "revoke", sid))
     assert "revoked for good" in said(refused(kms("session", "resume", sid)).stderr)
