@@ -56,6 +56,10 @@ class PendingScreen(Screen[None]):
     def on_mount(self) -> None:
         self.update_items()
         self.query_one(PendingTable).focus()
+        self.set_interval(1.0, self._tick)  # "waiting" and "left" count on between the poller's messages
+
+    def _tick(self) -> None:
+        self.query_one(PendingTable).show(self.state.pending, self.state.clock())
 
     def update_items(self) -> None:
         """Re-render from the dashboard's state (called on every ``PendingChanged``)."""
