@@ -30,6 +30,7 @@ KINDS = (
     "revoked",  # the person revoked the session's writes for good
     "rejected",  # the person rejected a call staged for approval (server/activity/approvals.py)
     "approval-timeout",  # nobody decided on a staged call within write.approval_timeout
+    "cancelled",  # the host cancelled a staged call while it waited (or its server stopped)
 )
 
 

@@ -22,7 +22,7 @@ from server.errors import KmsError
 from server.store.db import rows, shared_commit, write_tx
 
 OPEN = "pending"
-DECIDED = ("approved", "rejected", "expired")
+DECIDED = ("approved", "rejected", "expired", "cancelled")
 REASON_MAX = 500
 
 
@@ -143,6 +143,16 @@ def poll(conn: apsw.Connection, pending_id: int, *, now: float | None = None) ->
         assert found is not None
         return found
     return item
+
+
+def cancel(conn: apsw.Connection, pending_id: int, *, now: float | None = None) -> bool:
+    """The waiting call went away (its host cancelled it, its server stopped): no decision can land any more.
+    True if it was still waiting."""
+    at = time.time() if now is None else now
+    with write_tx(conn):
+        conn.execute("UPDATE pending_writes SET status = 'cancelled', decided_at = ? WHERE id = ? AND status = ?",
+                     (at, pending_id, OPEN))
+        return conn.changes() > 0
 
 
 def finish(conn: apsw.Connection, pending_id: int, *, invocation_id: int | None, outcome: str) -> None:

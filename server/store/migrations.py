@@ -328,7 +328,7 @@ def m013_control(conn: apsw.Connection) -> None:
              input_json TEXT NOT NULL,
              files_json TEXT NOT NULL,        -- JSON list of staged files: path, hashes, diff, lines
              lines INTEGER NOT NULL,
-             status TEXT NOT NULL DEFAULT 'pending',  -- pending, approved, rejected, expired, applied, failed
+             status TEXT NOT NULL DEFAULT 'pending',  -- pending, approved, rejected, expired, cancelled
              decided_at REAL,
              reason TEXT,
              decision_id INTEGER,             -- the person's provenance row (approve / reject)

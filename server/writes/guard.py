@@ -300,6 +300,20 @@ class WriteService:
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
         raise err
 
+    def abandon(self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged) -> None:
+        """The caller stopped waiting (the host cancelled the call, the server is stopping): the staged call
+        can no longer be approved, and it is recorded as cancelled, nothing written."""
+        conn = self.conn()
+        if not approvals.cancel(conn, staged.id, now=self.clock()):
+            return  # decided or expired just now: nobody will apply it either, but the decision stands
+        err = KmsError("cancelled", "the call was cancelled while it waited for the person's approval; nothing "
+                       "was written", pendingId=staged.id)
+        invocation_id = record_call(conn, tool=tool.name, session_id=self.session_id,
+                                    input_summary=provenance.summarize_input(dict(arguments)),
+                                    touched=Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)),
+                                    outcome=None, failure=err)
+        approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
+
     def run(self, tool: WriteTool, arguments: Mapping[str, Any], *,
             pending: approvals.Pending | None = None) -> dict[str, Any]:
         """Steps 1-5 for one call (``pending``: a call the person approved)."""

@@ -178,3 +178,30 @@ async def test_pause_resume_revoke_take_effect_on_the_next_call(indexed: apsw.Co
         assert not (await client.call_tool("kms_read", {"noteId": nid})).is_error  # reads keep working
     text = _home(vault_dir).read_text()
     assert "\na\n" in text and "\nc\n" in text and "\nb\n" not in text and "\nd\n" not in text
+
+
+async def test_a_call_cancelled_while_waiting_can_no_longer_be_approved(indexed: apsw.Connection, db_path: Path,
+                                                                        vault_dir: Path) -> None:
+    nid = note_id(indexed, "Home")
+    before = _home(vault_dir).read_bytes()
+    async with mcp_client(db_path, write_enabled=True, approval="always") as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "kms_append", {"noteId": nid, "content": "never"})
+            item = await _first_pending(db_path)
+            tg.cancel_scope.cancel()  # the host gives up on the call
+        with anyio.fail_after(10):
+            while (row := approvals.get(indexed, item.id)) is not None and row.status == "pending":
+                await anyio.sleep(0.02)
+    assert row is not None and row.status == "cancelled" and row.outcome == "cancelled"
+    conn = connect(db_path)
+    try:
+        try:
+            approvals.decide(conn, item.id, approve=True)
+            raise AssertionError("a cancelled call cannot be approved")
+        except Exception as e:
+            assert getattr(e, "kind", None) == "conflict"
+    finally:
+        conn.close()
+    assert _home(vault_dir).read_bytes() == before
+    rows = indexed.execute("SELECT tool, status, error FROM tool_invocations").fetchall()
+    assert rows == [("kms_append", "error", "cancelled")]

@@ -96,7 +96,14 @@ class ToolRunner:
         ticket = staged[0]
         if ticket is None:
             return answer
-        decision = await self._decision(ticket, progress)
+        try:
+            decision = await self._decision(ticket, progress)
+        except BaseException:  # cancelled (the host gave up, the server is stopping): no approval can land now
+            try:
+                self.writes.abandon(spec, arguments, ticket)
+            except Exception:  # the database may be what failed
+                log.exception("could not record the cancelled call #%s", ticket.id)
+            raise
         return self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
 
     async def _decision(self, staged: Staged, progress: Progress | None) -> Pending:
