@@ -29,6 +29,10 @@ Progress = Callable[[float, float | None, str], Awaitable[None]]  # (progress, t
 PROGRESS_S = 1.0  # how often a call waiting for approval tells the host it is still alive
 
 
+def _reraise(exc: Exception) -> dict[str, Any]:
+    raise exc
+
+
 def note_ids_in(result: dict[str, Any]) -> list[str]:
     """Notes whose content a result carries (for read tracking)."""
     if "body" in result and "noteId" in result:
@@ -98,13 +102,17 @@ class ToolRunner:
             return answer
         try:
             decision = await self._decision(ticket, progress)
-        except BaseException:  # cancelled (the host gave up, the server is stopping): no approval can land now
+        except BaseException as exc:  # cancelled (the host gave up, the server stops), or the database failed
             try:
-                self.writes.abandon(spec, arguments, ticket)
+                self.writes.abandon(spec, arguments, ticket)  # no approval can land any more
             except Exception:  # the database may be what failed
                 log.exception("could not record the cancelled call #%s", ticket.id)
-            raise
-        return self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
+            if not isinstance(exc, Exception):
+                raise
+            failure: Exception = exc
+        else:
+            return self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
+        return self._answer(spec, arguments, lambda: _reraise(failure))  # typed, like any other failure
 
     async def _decision(self, staged: Staged, progress: Progress | None) -> Pending:
         import anyio
