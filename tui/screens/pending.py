@@ -28,6 +28,7 @@ class PendingScreen(Screen[None]):
     PendingScreen #pending-list { height: auto; max-height: 40%; }
     PendingScreen #pending-diff { height: 1fr; border: round $primary; padding: 0 1; }
     PendingScreen #pending-empty { padding: 1 2; }
+    PendingScreen #pending-title { padding: 0 1; background: $boost; }
     """
     BINDINGS = [
         Binding("a", "approve", "Approve"),
@@ -46,6 +47,7 @@ class PendingScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
+        yield Static(id="pending-title")
         yield Static("Nothing waits for your approval.", id="pending-empty")
         yield PendingTable(id="pending-list")
         with VerticalScroll(id="pending-diff") as box:
@@ -64,6 +66,10 @@ class PendingScreen(Screen[None]):
     def update_items(self) -> None:
         """Re-render from the dashboard's state (called on every ``PendingChanged``)."""
         items = self.state.pending
+        n = len(items)
+        self.query_one("#pending-title", Static).update(Text.assemble(
+            ("Waiting for your approval", "bold"), f" · {n} call{'s' if n != 1 else ''} · ", ("a", "bold"),
+            " approve · ", ("x", "bold"), " reject (with a reason) · ", ("esc", "bold"), " back"))
         table = self.query_one(PendingTable)
         table.show(items, self.state.clock())
         self.query_one("#pending-empty").display = not items
