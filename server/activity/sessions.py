@@ -37,6 +37,9 @@ class SessionRow:
     exit_code: int | None
     vault: str | None
     project: str | None = None  # the identity it works for (m012): kms claude's working directory, a host's project
+    control: str = "active"  # the person's control (m013): active, paused, revoked (server.activity.control)
+    control_at: float | None = None
+    control_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -55,6 +58,9 @@ class SessionRow:
             "exit_code": self.exit_code,
             "vault": self.vault,
             "project": self.project,
+            "control": self.control,
+            "control_at": self.control_at,
+            "control_reason": self.control_reason,
         }
 
 
@@ -178,6 +184,18 @@ def list_sessions(
     sql += " ORDER BY started_at DESC, id LIMIT ?"
     params.append(limit)
     return [_row(r) for r in rows(conn, sql, tuple(params))]
+
+
+def session_counts(conn: apsw.Connection) -> dict[str, dict[str, int]]:
+    """Per session: agent write calls (and how many were refused) and notes read (``kms session list``)."""
+    out: dict[str, dict[str, int]] = {}
+    for sid, calls, refused in conn.execute(
+            "SELECT session_id, count(*), sum(status != 'success') FROM tool_invocations WHERE actor = 'agent'"
+            " GROUP BY session_id"):
+        out[sid] = {"calls": calls, "refused": refused or 0, "reads": 0}
+    for sid, reads in conn.execute("SELECT session_id, count(*) FROM note_reads GROUP BY session_id"):
+        out.setdefault(sid, {"calls": 0, "refused": 0, "reads": 0})["reads"] = reads
+    return out
 
 
 def pid_alive(pid: int | None) -> bool:

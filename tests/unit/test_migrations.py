@@ -228,3 +228,47 @@ def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_
         "EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'"))
     assert "notes_visible_folder" in plan
     conn.close()
+
+
+def test_a_database_with_m013_but_not_m012_gains_m012(tmp_path: Path) -> None:
+    """Branches merge in any order: a database that already has m013 (and sessions with a control state)
+    still gets m012 when it next opens, and both columns live side by side."""
+    from server.activity.sessions import get_session
+    from server.store.migrations import m013_control
+
+    path = tmp_path / "m013.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    m013_control(old)
+    old.execute("INSERT INTO _migrations VALUES ('m013_control', 1.0)")
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, control) VALUES ('s1', 'server', 1, 1, "
+                "'paused')")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s1")
+    assert session is not None and session.control == "paused" and session.project is None
+    conn.close()
+
+
+def test_upgrade_to_m013_keeps_sessions_active_and_adds_pending_writes(tmp_path: Path) -> None:
+    """An m010 database: its sessions become ``active`` (the guard reads the column on every write), and the
+    pending table appears empty."""
+    from server.activity import control
+    from server.activity.sessions import get_session
+
+    path = tmp_path / "m010.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    assert "m013_control" not in applied(old)
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at) VALUES ('s1', 'server', 1.0, 1.0)")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s1")
+    assert session is not None and session.control == "active"
+    assert control.refusal(conn, "s1") is None
+    assert scalar(conn, "SELECT count(*) FROM pending_writes") == 0
+    control.set_state(conn, "s1", "paused", reason="why")
+    assert control.state_of(conn, "s1") == ("paused", "why")
+    conn.close()
