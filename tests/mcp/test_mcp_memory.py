@@ -202,3 +202,39 @@ async def test_memory_stays_in_the_sessions_vault(conn: apsw.Connection, db_path
     assert (other["vault"], other["path"]) == ("second", fact["path"]) and again["status"] == "duplicate"
     assert project["vault"] == "first" and not (tmp_path / "first" / fact["path"]).exists()
     assert set(start["memory"]) == {"project"}  # the first vault's session sees only the first vault's memory
+
+
+async def test_with_approval_on_a_fact_waits_for_the_person(indexed: apsw.Connection, db_path: Path,
+                                                            vault_dir: Path) -> None:
+    """``write.approval = always``: kms_remember is staged with its diff like any write, lands once approved."""
+    import anyio
+
+    from server.activity import approvals
+    from server.store.db import connect
+
+    results: dict[str, Any] = {}
+
+    async def approve_first() -> approvals.Pending:
+        other = connect(db_path)
+        try:
+            with anyio.fail_after(10):
+                while not (found := approvals.list_pending(other)):
+                    await anyio.sleep(0.02)
+            approvals.decide(other, found[0].id, approve=True)
+            return found[0]
+        finally:
+            other.close()
+
+    async with mcp_client(db_path, write_enabled=True, project="/p", approval="always") as client:
+        for text in ("First fact", "Second fact"):
+            async def agent(text: str = text) -> None:
+                results[text] = await client.call_tool("kms_remember", remember("project", text))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(agent)
+                item = await approve_first()
+            assert item.tool == "kms_remember" and "+- " in item.files[0]["diff"] and text in item.files[0]["diff"]
+    first, second = results["First fact"], results["Second fact"]
+    assert not first.is_error and not second.is_error, (first.structured_content, second.structured_content)
+    text = (vault_dir / first.structured_content["path"]).read_text()
+    assert [f.text for f in parse_facts(text)] == ["First fact", "Second fact"]
