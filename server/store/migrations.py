@@ -310,6 +310,35 @@ def m010_overwritten(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
 
 
+def m011_dialects(conn: apsw.Connection) -> None:
+    """The model of a vault as its own tool sees it (``server.vault.dialects``): a vault's dialect
+    (NULL until detected: the next index detects it and re-parses every note, since Markdown links,
+    attachments and titles are read now); what the FTS title column holds when it is more than the
+    title (the file stem behind a frontmatter title, a Dendron ``desc``); a link's second key (a
+    Markdown link's path as written), the vault an explicit cross-vault link names, and the attachment
+    it resolved to; the vault's other files (attachments) by the keys a link may name them by; and
+    recent notes ordered by path among equal dates (a git checkout gives every file one mtime)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN dialect TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_title TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN alt_key TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN target_vault TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN dst_file TEXT")
+    conn.execute("CREATE INDEX links_alt ON links(alt_key) WHERE alt_key IS NOT NULL")
+    conn.execute(
+        """CREATE TABLE attachments (
+             key TEXT NOT NULL,                  -- lower-cased path, file name or shorter path ending
+             vault_id INTEGER NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+             kind INTEGER NOT NULL,              -- 1 path, 2 file name, 4 path ending
+             path TEXT NOT NULL,
+             folder TEXT NOT NULL,
+             PRIMARY KEY (key, vault_id, kind, path)
+           ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX attachments_vault ON attachments(vault_id, path)")
+    conn.execute("DROP INDEX IF EXISTS notes_recent")
+    conn.execute("CREATE INDEX notes_recent ON notes(updated_at DESC, path, id)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -321,6 +350,7 @@ MIGRATIONS: list[Migration] = [
     m008_privacy_rules,
     m009_file_changes,
     m010_overwritten,
+    m011_dialects,
 ]
 
 
