@@ -70,8 +70,8 @@ def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileReco
 
 
 UPDATE_COLS = (
-    "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
-    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
+    "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, "
+    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
 UPDATE_SQL = ("UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS)
