@@ -373,8 +373,9 @@ def _logseq_properties(body: str) -> dict[str, Any]:
             break
         key, value = m[1].lower(), m[2].strip()
         if key in ("tags", "alias", "aliases"):
-            props[key] = [v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]").strip()
-                          for v in value.split(",") if v.strip()]
+            values = [v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]").strip()
+                      for v in value.split(",") if v.strip()]
+            props[key] = [normalize_tag(v) for v in values] if key == "tags" else values
         else:
             props[key] = value
     return props
@@ -448,6 +449,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                     if found_ref is not None:
                         link.alt_key, link.target_key = link.target_key, link_key(found_ref[1])
                     links.append(link)
+        wiki_starts = [s for s, _ in wiki_spans]
         if mdlinks:
             for start, end, dest, _label, image in mdlinks:
                 if wiki_spans and _inside_any(wiki_spans, start, end):
@@ -468,6 +470,8 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                     continue
                 if (code and _inside(code, code_starts, pos)) or (notags and _inside(notags, notag_starts, pos)):
                     continue
+                if wiki_spans and _inside(wiki_spans, wiki_starts, pos):
+                    continue  # [[Target|#alias]]: the alias part of a link is never a tag
                 tag = m.group(1).rstrip("/.")
                 if tag and not _DIGITS.match(tag):
                     tags.append(normalize_tag(tag))
