@@ -106,7 +106,8 @@ def test_dendron_tags_are_kept_whole_and_obsidian_cuts_at_the_dot() -> None:
 
 
 def test_dendron_id_desc_and_epoch_millisecond_dates() -> None:
-    fm = "---\nid: 9a2lookup\ntitle: Lookup\ndesc: Find notes fast\nupdated: 1710000000000\ncreated: 1690000000000\n---\n"
+    fm = ("---\nid: 9a2lookup\ntitle: Lookup\ndesc: Find notes fast\nupdated: 1710000000000\n"
+          "created: 1690000000000\n---\n")
     p = parse_note(fm, "dendron.topic.lookup", DENDRON, "dendron.topic.lookup.md")
     assert (p.note_id, p.desc) == ("9a2lookup", "Find notes fast")
     assert (p.created, p.updated) == (1690000000.0, 1710000000.0)
