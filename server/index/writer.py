@@ -88,7 +88,7 @@ INSERT_SQL = (
 FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
 FTS_DELETE = (
     "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
-    "SELECT 'delete', rid, coalesce(search_title, title), body, tags FROM notes WHERE rid = ?"
+    "SELECT 'delete', rid, title, body, tags FROM notes_fts_source WHERE rid = ?"
 )
 
 
