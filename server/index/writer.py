@@ -175,13 +175,16 @@ _LINK_VAULT = """CASE WHEN links.target_vault IS NULL THEN s.vault_id
                       ELSE (SELECT v.id FROM vaults v WHERE v.name = links.target_vault) END"""
 # A link resolves to a note, the way Obsidian picks: its written key before a Markdown link's second
 # key, a path or title before an alias, a shorter path ending or a tool's id; among equals the note in
-# the linking note's folder, then the shortest path.
+# the linking note's folder, then the shortest path. Most names have one note: that is settled by a
+# count first, without ranking (the ranking alone made resolving twice as slow).
+_CANDIDATES = f"""FROM notes s, note_keys k
+        WHERE s.rid = links.src_rid AND k.key IN (links.target_key, links.alt_key) AND k.vault_id = {_LINK_VAULT}"""
 _TO_NOTE = f"""
-    UPDATE links SET dst_rid = (
-        SELECT k.rid FROM notes s, note_keys k JOIN notes d ON d.rid = k.rid
-        WHERE s.rid = links.src_rid AND k.key IN (links.target_key, links.alt_key) AND k.vault_id = {_LINK_VAULT}
-        ORDER BY k.key = links.target_key DESC, min(k.kind, 2), d.folder = s.folder DESC, length(d.path), d.path
-        LIMIT 1)
+    UPDATE links SET dst_rid = coalesce(
+        (SELECT CASE WHEN count(DISTINCT k.rid) = 1 THEN max(k.rid) END {_CANDIDATES}),
+        (SELECT k.rid {_CANDIDATES.replace("note_keys k", "note_keys k JOIN notes d ON d.rid = k.rid")}
+         ORDER BY k.key = links.target_key DESC, min(k.kind, 2), d.folder = s.folder DESC, length(d.path), d.path
+         LIMIT 1))
 """
 # A link no note answers to may name an attachment (![[pic.png]], ![](img/pic.png), [[file.pdf]]).
 _TO_FILE = f"""

@@ -9,6 +9,7 @@ pure function of a note's path and text, so a worker process can apply it.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -117,24 +118,36 @@ def _epoch(value: Any, ms: bool) -> float | None:
     if isinstance(value, int | float):
         seconds = value / 1000 if ms or value > 1e11 else float(value)
         return seconds if 0 < seconds < 1e10 else None
-    if isinstance(value, str) and value.strip():
-        text = value.strip().replace(" ", "T", 1) if len(value.strip()) > 10 else value.strip()
-        try:
-            when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=_dt.UTC)
-        return when.timestamp()
+    if isinstance(value, str):
+        return _iso_epoch(value)
     return None
+
+
+@functools.lru_cache(maxsize=4096)  # a vault's notes share dates: a day's notes parse one string
+def _iso_epoch(value: str) -> float | None:
+    text = value.strip()
+    if not text:
+        return None
+    if len(text) > 10:
+        text = text.replace(" ", "T", 1)
+    try:
+        when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.UTC)
+    return when.timestamp()
 
 
 def note_dates(d: Dialect, frontmatter: dict[str, Any] | None) -> tuple[float | None, float | None]:
     """(created, updated) in epoch seconds from the frontmatter keys the dialect dates notes by."""
     if not frontmatter:
         return None, None
-    found: list[float | None] = []
-    for keys in (d.created_keys, d.updated_keys):
-        found.append(next((t for k in keys if (t := _epoch(frontmatter.get(k), d.epoch_ms_dates)) is not None),
-                          None))
+    found: list[float | None] = [None, None]
+    for i, keys in enumerate((d.created_keys, d.updated_keys)):
+        for k in keys:
+            value = frontmatter.get(k)
+            if value is not None and (t := _epoch(value, d.epoch_ms_dates)) is not None:
+                found[i] = t
+                break
     return found[0], found[1]

@@ -424,8 +424,9 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
         return body_start_line + body.count("\n", 0, pos)
 
     headings: list[Heading] = []
+    unsorted = False  # Markdown links come after the wiki-links: put back in text order
     if "[" in body or "#" in body or "=" in body or "-" in body:
-        mdlinks: list[MdLink] | None = [] if "](" in body or "[" in body else None
+        mdlinks: list[MdLink] | None = [] if "](" in body or "]:" in body else None
         code, notags, heads = _structure(body, mdlinks)
         code = _merge(code)
         notags = _merge(notags)
@@ -434,6 +435,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
         for start, end, level in heads:
             headings.append(Heading(level=level, text=_heading_text(body[start:end]), line=line_of(start)))
         wiki_spans: list[tuple[int, int]] = []
+        alias_spans: list[tuple[int, int]] = []  # [[Target|#alias]]: the alias part is never a tag
         if "[[" in body:
             refs = {}
             if dialect.ref_definitions and mdlinks:  # [[note]] with a [note]: path.md definition
@@ -442,6 +444,8 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                 if code and _inside(code, code_starts, m.start()):
                     continue
                 wiki_spans.append((m.start(), m.end()))
+                if "|" in m.group(1):
+                    alias_spans.append((m.start(), m.end()))
                 link = _make_link(m, line_of(m.start()), False, title, alias_first)
                 if link:
                     dest = refs.get(m.group(1).lower()) if refs else None
@@ -449,7 +453,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                     if found_ref is not None:
                         link.alt_key, link.target_key = link.target_key, link_key(found_ref[1])
                     links.append(link)
-        wiki_starts = [s for s, _ in wiki_spans]
+        alias_starts = [s for s, _ in alias_spans]
         if mdlinks:
             for start, end, dest, _label, image in mdlinks:
                 if wiki_spans and _inside_any(wiki_spans, start, end):
@@ -459,6 +463,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                 link = _markdown_link(dest, folder, line_of(start), image, label)
                 if link:
                     links.append(link)
+                    unsorted = True
         if dialect.bracket_tags and "#[[" in body:
             for m in _BRACKET_TAG.finditer(body):
                 if not (code and _inside(code, code_starts, m.start())):
@@ -470,13 +475,14 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                     continue
                 if (code and _inside(code, code_starts, pos)) or (notags and _inside(notags, notag_starts, pos)):
                     continue
-                if wiki_spans and _inside(wiki_spans, wiki_starts, pos):
-                    continue  # [[Target|#alias]]: the alias part of a link is never a tag
+                if alias_spans and _inside(alias_spans, alias_starts, pos):
+                    continue
                 tag = m.group(1).rstrip("/.")
                 if tag and not _DIGITS.match(tag):
                     tags.append(normalize_tag(tag))
 
-    links.sort(key=lambda ln: (not ln.in_frontmatter, ln.line))
+    if unsorted:
+        links.sort(key=lambda ln: (not ln.in_frontmatter, ln.line))
     unique_tags = list(dict.fromkeys(t for t in tags if t and not _DIGITS.match(t)))  # first-seen order
     shown, names = title, []
     fm_title = props.get("title") if props else None

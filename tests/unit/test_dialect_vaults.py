@@ -188,6 +188,7 @@ def test_logseq_as_logseq_shows_it(conn: apsw.Connection, tmp_path: Path) -> Non
     assert note(conn, "logseq", "pages/Work%2FTeam.md")["title"] == "Work/Team"
     journal = note(conn, "logseq", "journals/2024_01_15.md")
     assert journal["title"] == "Jan 15th, 2024" and journal["tags"] == ["meeting"]
+    assert journal["updated_at"] == CHECKOUT_S  # Logseq dates a page by its file
     phoenix = note(conn, "logseq", "pages/Project Phoenix.md")
     assert phoenix["tags"] == ["project", "big-idea", "multi-word-tag"]
     assert phoenix["aliases"] == ["Phoenix"] and phoenix["frontmatter"]["status"] == "active"
