@@ -15,6 +15,7 @@ from rapidfuzz import process
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
+from server.vault import dialects
 
 VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
@@ -117,8 +118,8 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
     scope, params = _scope(include_hidden, vault_id)
     found = rows(
         conn,
-        f"""SELECT n.*, v.name AS vault, v.root AS vault_root FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE n.id = ? {scope}""",
+        f"""SELECT n.*, v.name AS vault, v.root AS vault_root, v.dialect FROM notes n
+            JOIN vaults v ON v.id = n.vault_id WHERE n.id = ? {scope}""",
         (note_id, *params),
     )
     if not found:
@@ -132,7 +133,25 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
     note["aliases"] = json.loads(note["aliases"]) if note["aliases"] else []
     note["tags"] = note["tags"].split() if note["tags"] else []
     note["headings"] = rows(conn, "SELECT level, text, line FROM headings WHERE rid = ? ORDER BY ord", (note["rid"],))
+    note["parent"] = _parent(conn, note, include_hidden)
     return note
+
+
+def _parent(conn: apsw.Connection, note: dict[str, Any], include_hidden: bool) -> dict[str, Any] | None:
+    """The nearest existing ancestor of a note in a hierarchical dialect (Dendron ``a.b.c`` -> ``a.b``,
+    or ``a`` when ``a.b`` is only a stub): noteId, title and path; None elsewhere."""
+    rules = dialects.get(note["dialect"])
+    if not rules.hierarchy:
+        return None
+    folder = note["folder"] + "/" if note["folder"] else ""
+    name = dialects.parent(rules, note["path"][len(folder):].removesuffix(".md"))
+    while name:
+        found = rows(conn, "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
+                           + ("" if include_hidden else f" AND {VISIBLE}"), (note["vault_id"], f"{folder}{name}.md"))
+        if found:
+            return found[0]
+        name = dialects.parent(rules, name)
+    return None
 
 
 def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:

@@ -20,6 +20,8 @@ def test_vault_add_detects_the_dialect_and_list_and_status_show_it(tmp_path: Pat
     listed = {v["name"]: v["dialect"] for v in json.loads(ok(kms("vault", "list", "--json")).stdout)}
     assert listed == {"dendron": "dendron", "plain": "obsidian", "pages": "logseq"}
     assert "logseq" in said(ok(kms("vault", "list")).stdout)
+    shown = said(ok(kms("show", "dendron:dendron.topic.lookup.md")).stdout)
+    assert shown.startswith("Lookup dendron:dendron.topic.lookup.md") and "parent: Topic (dendron.topic.md)" in shown
     data = json.loads(ok(kms("status", "--json")).stdout)
     assert {v["name"]: v["dialect"] for v in data["vaults"]} == listed
     assert data["attachmentLinks"] == 3 and data["unresolvedLinks"] == 3  # dendron's cross-vault link too

@@ -72,6 +72,7 @@ def test_obsidian_frontmatter_title_is_shown_and_searched_and_the_stem_still_nam
         obsidian: apsw.Connection) -> None:
     alpha = note(obsidian, "obsidian", "Projects/Alpha.md")
     assert alpha["title"] == "Project Alpha" and alpha["tags"] == ["project", "status/active"]
+    assert alpha["parent"] is None  # no hierarchy in Obsidian
     assert search_paths(obsidian, "Project Alpha")[0] == "Projects/Alpha.md"
     assert resolve_note(obsidian, "Alpha")["id"] == alpha["id"] == resolve_note(obsidian, "Project Alpha")["id"]
     assert note(obsidian, "obsidian", "Home.md")["aliases"] == ["Start"]
@@ -129,6 +130,17 @@ def test_dendron_as_dendron_shows_it(dendron: apsw.Connection) -> None:
     assert resolve_note(dendron, "dendron.topic.lookup")["id"] == lookup["id"]
     assert [n["path"] for n in list_recent(dendron, limit=2)] == ["dendron.topic.lookup.md",
                                                                   "dendron.topic.schema.md"]
+
+
+def test_dendron_hierarchy_gives_the_nearest_existing_parent(dendron: apsw.Connection, tmp_path: Path) -> None:
+    assert note(dendron, "dendron", "dendron.topic.lookup.md")["parent"]["path"] == "dendron.topic.md"
+    assert note(dendron, "dendron", "dendron.topic.md")["parent"] is None  # `dendron` is not a note
+    assert note(dendron, "dendron", "root.md")["parent"] is None
+    write(tmp_path / "dendron" / "dendron.topic.deep.leaf.md", "under a stub")
+    index_vault(dendron, get_vault(dendron, "dendron"))
+    parent = note(dendron, "dendron", "dendron.topic.deep.leaf.md")["parent"]
+    assert parent == {"noteId": by_path(dendron, "dendron", "dendron.topic.md"), "title": "Topic",
+                      "path": "dendron.topic.md"}
 
 
 def test_dendron_cross_vault_link_resolves_only_into_the_vault_it_names(dendron: apsw.Connection,
