@@ -10,6 +10,7 @@ import base64
 import json
 import os
 from typing import Any
+from urllib.parse import quote
 
 import apsw
 
@@ -91,8 +92,8 @@ def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, w
     lowered = body.lower()
     for t in targets:
         pos = lowered.find("[[" + t.lower())
-        if pos < 0:  # a Markdown link: [text](target)
-            pos = max(lowered.find("](" + t.lower()), lowered.find("](<" + t.lower()), lowered.find(t.lower()))
+        if pos < 0:  # a Markdown link: [text](target), perhaps percent-encoded
+            pos = max(lowered.find(t.lower()), lowered.find(quote(t).lower()))
         if pos >= 0:
             start = max(0, pos - width // 2)
             end = min(len(body), pos + width // 2)

@@ -55,7 +55,12 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int
     split = _split_vault(conn, ref.strip(), vault_id)
     if split is None:
         return []
-    ref, vault_id = split
+    if split[0] != ref.strip():  # vault:path; a title that only looks like one ("work: plan") still names its note
+        return _lookup_in(conn, *split, include_hidden) or _lookup_in(conn, ref, vault_id, include_hidden)
+    return _lookup_in(conn, ref, vault_id, include_hidden)
+
+
+def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hidden: bool) -> list[dict]:
     scope, scope_params = _scope(include_hidden, vault_id)
     ref_lc = ref.strip().lower()
     path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc

@@ -165,6 +165,7 @@ class Retarget:
         relative = posixpath.normpath(posixpath.join(folder, decoded)) if folder else posixpath.normpath(decoded)
         old_key = link_key(self.old_path)
         new_file = self.new_path if decoded.lower().endswith(".md") else _stem(self.new_path)
+        moving = new_folder is not None and new_folder != folder
         if decoded.startswith("/"):
             if link_key(decoded) != old_key:
                 return None
@@ -173,14 +174,16 @@ class Retarget:
             new = posixpath.relpath(new_file, (new_folder if new_folder is not None else folder) or ".")
             if decoded.startswith("./") and not new.startswith("../"):
                 new = "./" + new
+        elif self._is_file(relative, decoded):  # another file next to the linking note
+            if not moving:
+                return None
+            new = posixpath.relpath(relative, new_folder or ".")  # the moving note's own link elsewhere
+            if decoded.startswith("./") and not new.startswith("../"):
+                new = "./" + new
         elif not decoded.startswith(("./", "../")) and link_key(decoded) == old_key:
             new = new_file  # from the vault root
         elif "/" not in decoded and link_key(decoded) == old_key.rsplit("/", 1)[-1]:
             new = new_file.rsplit("/", 1)[-1]  # by name, wherever it is
-        elif new_folder is not None and new_folder != folder and self._is_file(relative, decoded):
-            new = posixpath.relpath(relative, new_folder or ".")  # the moving note's own link elsewhere
-            if decoded.startswith("./") and not new.startswith("../"):
-                new = "./" + new
         else:
             return None
         if "%" in path or (" " in new and not angle):
@@ -188,9 +191,12 @@ class Retarget:
         return new + sep + frag
 
     def _is_file(self, relative: str, decoded: str) -> bool:
+        """Whether the link names a file relative to its note (``./``, ``../``, or a file is there)."""
         if decoded.startswith(("./", "../")):
             return True
-        return self.exists(relative) if self.exists is not None else False
+        if self.exists is None:
+            return False
+        return self.exists(relative) or (not relative.lower().endswith(".md") and self.exists(relative + ".md"))
 
 
 def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str = "",

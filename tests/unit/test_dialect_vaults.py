@@ -48,6 +48,10 @@ def test_obsidian_backlinks_count_markdown_links_like_wiki_links(obsidian: apsw.
     assert backlink_paths(obsidian, "obsidian", "Projects/Beta.md") == ["Home.md", "Projects/Alpha.md"]
     assert backlink_paths(obsidian, "obsidian", "Projects/Alpha.md") == ["Home.md"]
     assert backlink_paths(obsidian, "obsidian", "Projects/Sub Folder/Gamma.md") == ["Home.md"]
+    from server.index.listing import backlinks
+
+    [home] = backlinks(obsidian, by_path(obsidian, "obsidian", "Projects/Sub Folder/Gamma.md"))
+    assert "[Gamma](Projects/Sub%20Folder/Gamma.md)" in home["snippet"]  # the link, percent-encoded as written
 
 
 def test_obsidian_attachments_resolve_and_only_the_missing_are_unresolved(obsidian: apsw.Connection,
@@ -263,6 +267,13 @@ def test_a_name_in_two_vaults_is_refused_with_candidates(two: apsw.Connection) -
     assert e.value.kind == "not-found"
     hidden = set_hidden(two, "b:Shared.md", True)
     assert hidden["changed"] and hidden["vault"] == "b"
+
+
+def test_a_title_that_only_looks_like_vault_path_still_names_its_note(two: apsw.Connection,
+                                                                      tmp_path: Path) -> None:
+    write(tmp_path / "b" / "a: plan.md", "a colon in the name")
+    index_vault(two, get_vault(two, "b"))
+    assert find_note(two, "a: plan")["path"] == "a: plan.md"
 
 
 # --- the upgrade from the schema before dialects ------------------------------------------------------

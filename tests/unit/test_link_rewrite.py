@@ -42,6 +42,15 @@ def test_move_rewrites_relative_paths_from_each_linking_note() -> None:
         "[a](../archive/2024/Target.md) [b](<../archive/2024/Target.md#Part>) [c](Target.md)\n")
 
 
+def test_a_link_by_name_to_another_file_next_to_the_linking_note_is_left() -> None:
+    text = "[here](Target.md) [there](Target)\n"
+    beside = {"b/Target.md"}.__contains__  # b has a Target of its own: these links name it, not a/Target
+    assert rewrite_links(text, retarget("a/Target.md", "a/Goal.md", exists=beside), folder="b")[0] == text
+    nothing = set[str]().__contains__
+    assert rewrite_links(text, retarget("a/Target.md", "a/Goal.md", exists=nothing), folder="b")[0] == (
+        "[here](Goal.md) [there](Goal)\n")
+
+
 def test_a_space_in_a_new_name_is_encoded_when_the_link_was_plain() -> None:
     assert rename("[t](Old.md)\n", "", "Old.md", "Brand new.md") == "[t](Brand%20new.md)\n"
 
