@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from server.vault import summary as summary_codec
+from server.vault.markdown import SCHEME
 from server.vault.parser import (
-    _SCHEME,
     _WIKILINK,
     MdLink,
     _inside,
@@ -158,7 +158,7 @@ class Retarget:
     def markdown(self, written: str, folder: str, new_folder: str | None, angle: bool) -> str | None:
         """The new destination of a Markdown link written ``written`` in a note of ``folder`` (which
         is moving to ``new_folder``, or None), in the style it was written; None to leave it."""
-        if not written or written.startswith(("#", "//")) or _SCHEME.match(written):
+        if not written or written.startswith(("#", "//")) or SCHEME.match(written):
             return None
         path, sep, frag = written.partition("#")
         decoded = unquote(path) if "%" in path else path

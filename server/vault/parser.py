@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import pyromark
 import yaml_rs
@@ -30,6 +28,7 @@ import yaml_rs
 from server.vault import dialects, markdown
 from server.vault import summary as summary_codec
 from server.vault.dialects import OBSIDIAN, Dialect
+from server.vault.markdown import markdown_target
 
 # Patterns start with a literal so the regex engine can skip ahead (a leading
 # optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
@@ -39,7 +38,6 @@ _TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
 _DOTTED_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,:-@\[-\^`{-~]*)")  # Dendron: #a.b whole
 _BRACKET_TAG = re.compile(r"#\[\[([^\[\]\n]+?)\]\]")  # Logseq: #[[multi word]]
 _PROPERTY = re.compile(r"([A-Za-z0-9_-]+)::[ \t]*(.*)")  # Logseq: key:: value
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # http:, mailto:, obsidian:, C: ... not a note
 _CROSS_VAULT = "dendron://"
 _DIGITS = re.compile(r"^[0-9/_-]+$")
 _CODE_STARTS = frozenset(("CodeBlock", "HtmlBlock", "MetadataBlock"))
@@ -240,25 +238,6 @@ def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title:
         line=line,
         vault=vault,
     )
-
-
-def markdown_target(dest: str, folder: str) -> tuple[str, str, str | None] | None:
-    """(path as written, decoded; vault-relative path; heading) of a Markdown link's destination,
-    or None when it is not a file of the vault (a URL, ``mailto:``, a bare ``#anchor``)."""
-    if not dest or dest[0] == "#" or dest.startswith("//") or _SCHEME.match(dest):
-        return None
-    path, _, frag = dest.partition("#")
-    path = path.partition("?")[0]
-    if "%" in path:
-        path = unquote(path)
-    if not path.strip():
-        return None
-    path = path.strip().replace("\\", "/")
-    if path.startswith("/"):
-        full = posixpath.normpath(path.lstrip("/"))
-    else:
-        full = posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
-    return path, full, unquote(frag) if "%" in frag else (frag or None)
 
 
 def _markdown_link(dest: str, folder: str, line: int, embed: bool, text: str) -> Link | None:
