@@ -17,12 +17,7 @@ from server.errors import KmsError
 from server.index import listing
 from server.index.overview import overview
 from server.store.db import rows, scalar
-
-
-def vault_dialect(vault_id: int) -> str:
-    """The Markdown dialect of a vault. Always "obsidian" for now: the vault dialects work (wt-dialects)
-    adds a dialect per vault, and this is the one place that answers it for the orientation tools."""
-    return "obsidian"
+from server.vault import dialects
 
 
 def _scope(vault_id: int | None, alias: str = "n", *, by_folder: bool = False) -> tuple[str, tuple[Any, ...]]:
@@ -39,8 +34,8 @@ def vaults(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str,
     for v in overview(conn).vaults:
         vid = int(scalar(conn, "SELECT id FROM vaults WHERE name = ?", (v.name,)))
         if vault_id is None or vid == vault_id:
-            out.append({"id": vid, "name": v.name, "dialect": vault_dialect(vid), "notes": v.notes - v.hidden,
-                        "lastIndexedAt": v.last_indexed_at})
+            out.append({"id": vid, "name": v.name, "dialect": v.dialect or dialects.OBSIDIAN.name,
+                        "notes": v.notes - v.hidden, "lastIndexedAt": v.last_indexed_at})
     return out
 
 

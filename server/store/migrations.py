@@ -310,6 +310,52 @@ def m010_overwritten(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
 
 
+def m011_dialects(conn: apsw.Connection) -> None:
+    """The model of a vault as its own tool sees it (``server.vault.dialects``): a vault's dialect
+    (NULL until detected: the next index detects it and re-parses every note, since Markdown links,
+    attachments and titles are read now); what the FTS title column holds when it is more than the
+    title (the file stem behind a frontmatter title, a Dendron ``desc``); a link's second key (a
+    Markdown link's path as written), the vault an explicit cross-vault link names, and the attachment
+    it resolved to; the vault's other files (attachments) by the keys a link may name them by; and
+    recent notes ordered by path among equal dates (a git checkout gives every file one mtime). The
+    FTS table is rebuilt over a view of the notes, so its title column can hold the search title."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN dialect TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_title TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN alt_key TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN target_vault TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN dst_file TEXT")
+    conn.execute("CREATE INDEX links_alt ON links(alt_key) WHERE alt_key IS NOT NULL")
+    conn.execute(
+        """CREATE TABLE attachments (
+             key TEXT NOT NULL,                  -- lower-cased path, file name or shorter path ending
+             vault_id INTEGER NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+             kind INTEGER NOT NULL,              -- 1 path, 2 file name, 4 path ending
+             path TEXT NOT NULL,
+             folder TEXT NOT NULL,
+             PRIMARY KEY (key, vault_id, kind, path)
+           ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX attachments_vault ON attachments(vault_id, path)")
+    conn.execute("DROP INDEX IF EXISTS notes_recent")
+    conn.execute("CREATE INDEX notes_recent ON notes(updated_at DESC, path, id)")
+    # The FTS title column holds search_title when there is one: its content is a view, so what FTS5
+    # reads back (deletes, 'rebuild', 'integrity-check') is exactly what was indexed.
+    conn.execute(
+        """DROP TABLE notes_fts;
+        CREATE VIEW notes_fts_source AS SELECT rid, coalesce(search_title, title) AS title, body, tags FROM notes;
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            title, body, tags, content='notes_fts_source', content_rowid='rid',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0)');"""
+    )
+    page = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    if page > 4096:  # type: ignore[operator]  # as m006_fts_tuning
+        conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('pgsz', ?)", (page - 64,))  # type: ignore[operator]
+    conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (16 * 1024 * 1024,))
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+
+
 def m012_orientation(conn: apsw.Connection) -> None:
     """What agents orient by (issue 14): the identity a session works for (``sessions.project``: a
     ``kms claude`` working directory or a host's project), so kms_start can tell what changed since
@@ -366,6 +412,7 @@ MIGRATIONS: list[Migration] = [
     m008_privacy_rules,
     m009_file_changes,
     m010_overwritten,
+    m011_dialects,
     m012_orientation,
     m013_control,
 ]
