@@ -20,16 +20,19 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
 
 from server.config.session import SessionConfig, SessionConfigError
 from server.config.unexpanded import find_unexpanded, refusal
 from server.mcp.tools.base import ToolSpec, Truncated
 from server.mcp.tools.dispatch import ToolRunner
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 log = logging.getLogger("kms.mcp")
 
@@ -76,11 +79,42 @@ def to_mcp_tool(spec: ToolSpec) -> types.Tool:
     )
 
 
-def build_server(runner: ToolRunner) -> Server:
+def import_sdk_lean() -> None:
+    """Load the SDK's low-level server without running the ``mcp`` and ``mcp.server`` package ``__init__``s:
+    they import the SDK's client (and its in-memory and HTTP transports) and the high-level ``MCPServer``,
+    ~0.1 s of the ~0.45 s the SDK takes to import on a 2-core machine, none of it used by ``kms mcp``.
+    The packages are registered unexecuted (their submodules import as usual); no SDK module a stdio server
+    loads takes a name from them. Only for ``kms mcp``'s own process, and only if nothing imported ``mcp``
+    yet: a process that also uses the SDK's client (a test, ``kms demo``) imports it whole."""
+    import importlib.machinery
+    import importlib.util
+
+    if "mcp" in sys.modules:
+        return
+    top = importlib.util.find_spec("mcp")
+    if top is None or not top.submodule_search_locations:
+        return  # not the layout this expects: import it whole
+    package = importlib.util.module_from_spec(top)
+    sub = importlib.machinery.PathFinder.find_spec("mcp.server", list(top.submodule_search_locations))
+    if sub is None or not sub.submodule_search_locations:
+        return
+    sys.modules["mcp"], sys.modules["mcp.server"] = package, importlib.util.module_from_spec(sub)
+    sys.modules["mcp"].server = sys.modules["mcp.server"]  # type: ignore[attr-defined]
+    importlib.import_module("mcp.server.lowlevel")
+
+
+def build_server(runner: ToolRunner, background: Deferred | None = None) -> Server:
+    """``background``: told when the tools are listed or called (it starts the server's background work)."""
+    from mcp.server.lowlevel import Server
+
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if background is not None:
+            background.listed()
         return types.ListToolsResult(tools=[to_mcp_tool(s) for s in runner.listed()])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if background is not None:
+            background.now()
         if runner.runs_inline(params.name):
             result, is_error = await runner.call_write(params.name, params.arguments, ctx.session.report_progress)
         else:
@@ -98,8 +132,15 @@ def build_server(runner: ToolRunner) -> Server:
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-def start_background(runner: ToolRunner, stop: threading.Event) -> list[threading.Thread]:
-    """Watcher (index freshness) and other per-process services; all daemon threads."""
+BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets the model loading
+
+
+def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], None]:
+    """Start the watcher (index freshness: it sees edits from the server's first moment) and the services the
+    first calls rely on (the session's heartbeat row); return the function that starts the rest, the semantic
+    model's start and the write modules' import. Those import numpy, YAML and the editors (~0.2 s of CPU): on a
+    2-core machine, run while the SDK is still loading they would push ``tools/list`` well past the SDK's own
+    minimal server, so ``Deferred`` runs them once the tools are listed."""
     threads: list[threading.Thread] = []
     if runner.config.watch:
         from server.activity.overwrites import check as overwritten
@@ -111,26 +152,78 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
                 semantic.notify_changed()  # re-embed edited notes in the background
 
         def watch() -> None:
-            if runner.config.tier_enabled("write"):  # so the first write call pays no import
-                from server.mcp.tools.write_tools import OPERATIONS
-
-                for name in OPERATIONS:
-                    importlib.import_module(name)
             try:
                 watch_vaults(runner.config.db_path, stop=stop, on_change=changed, after=overwritten)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
 
         threads.append(threading.Thread(target=watch, name="kms-watcher", daemon=True))
+    later: list[Callable[[], None]] = []
     for service in runner.ctx.services.values():
         start = getattr(service, "start", None)
         if callable(start):
-            start()
+            if getattr(service, "starts_in_background", False):
+                later.append(start)
+            else:
+                start()
     for t in threads:
         t.start()
     if threads:  # kms_start and kms_status tell the agent whether the index is kept live
         runner.ctx.services["watcher"] = WatcherState(threads[0])
-    return threads
+
+    def warm_writes() -> None:
+        from server.mcp.tools.write_tools import OPERATIONS
+
+        for name in OPERATIONS:
+            importlib.import_module(name)
+
+    if runner.config.tier_enabled("write"):  # so the first write call pays no import
+        later.append(lambda: threading.Thread(target=warm_writes, name="kms-warm-writes", daemon=True).start())
+
+    def start_rest() -> None:
+        for start in later:
+            start()
+
+    return start_rest
+
+
+class Deferred:
+    """Runs ``start`` once: as soon as the first ``tools/list`` answer has been written (the host has what it
+    waits for at start-up), at the first tool call, or ``after_s`` after ``arm()``, whichever comes first."""
+
+    def __init__(self, start: Callable[[], None], after_s: float = BACKGROUND_AFTER_S) -> None:
+        self._start = start
+        self.reason: str | None = None  # why it started: "listed", "called" or "timer"
+        self._after_s = after_s
+        self._lock = threading.Lock()
+        self._listed = False
+        self._done = False
+        self._timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        self._timer = threading.Timer(self._after_s, self.now, args=("timer",))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def listed(self) -> None:
+        """A ``tools/list`` was answered; its bytes go out next."""
+        self._listed = True
+
+    def wrote(self) -> None:
+        """A message was written to the client (the transport's hook)."""
+        if self._listed and not self._done:
+            self.now("listed")
+
+    def now(self, reason: str = "called") -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self.reason = reason
+        if self._timer is not None:
+            self._timer.cancel()
+        log.debug("starting the background work (%s)", reason)
+        self._start()
 
 
 class WatcherState:
@@ -198,14 +291,16 @@ def main(argv: list[str] | None = None) -> int:
     except SessionConfigError as e:
         sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
         return 2
+    import_sdk_lean()
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
     runner = ToolRunner(config)
-    server = build_server(runner)
     stop = threading.Event()
     from server.mcp.services import register_services
 
     register_services(runner)
-    start_background(runner, stop)
+    background = Deferred(start_background(runner, stop))
+    server = build_server(runner, background)
+    background.arm()
 
     async def serve() -> None:
         from server.mcp.stdio import kms_stdio_server
@@ -213,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         async with anyio.create_task_group() as tg:
             if sys.platform != "win32":
                 tg.start_soon(_cancel_on_sigterm, tg.cancel_scope)
-            async with kms_stdio_server() as (read_stream, write_stream):
+            async with kms_stdio_server(after_write=background.wrote) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
 

@@ -184,13 +184,17 @@ class _FlowControl(asyncio.Protocol):
 class _Out:
     """``await stdout.write(text)`` / ``flush()``."""
 
-    def __init__(self, write: Callable[[bytes], Awaitable[None]], unanswered: _Unanswered) -> None:
+    def __init__(self, write: Callable[[bytes], Awaitable[None]], unanswered: _Unanswered,
+                 after_write: Callable[[], None] | None = None) -> None:
         self._write = write
         self._unanswered = unanswered
+        self._after_write = after_write
 
     async def write(self, text: str) -> None:
         await self._write(text.encode("utf-8"))
         self._unanswered.wrote(text)
+        if self._after_write is not None:
+            self._after_write()
 
     async def flush(self) -> None:
         pass  # every write is already handed to the pipe
@@ -239,8 +243,10 @@ def _threaded_write(f: BinaryIO) -> Callable[[bytes], Awaitable[None]]:
 
 
 @contextlib.asynccontextmanager
-async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """Like ``mcp.server.stdio.stdio_server()``; see the module docstring for the differences."""
+async def kms_stdio_server(after_write: Callable[[], None] | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """Like ``mcp.server.stdio.stdio_server()``; see the module docstring for the differences.
+    ``after_write`` is called after each message is handed to the client (the server's start-up hook; not on
+    Windows, where the SDK's transport serves)."""
     from mcp.server.stdio import stdio_server
 
     if sys.platform == "win32":  # pragma: no cover
@@ -279,7 +285,7 @@ async def kms_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
             write: Callable[[bytes], Awaitable[None]] = write_piped
         else:
             write = _threaded_write(os.fdopen(wire_out, "wb"))
-        stdin, stdout = _Lines(readline, unanswered, write), _Out(write, unanswered)
+        stdin, stdout = _Lines(readline, unanswered, write), _Out(write, unanswered, after_write)
         async with stdio_server(stdin=stdin, stdout=stdout) as streams:  # type: ignore[arg-type]
             yield streams
     finally:

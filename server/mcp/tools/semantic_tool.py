@@ -44,6 +44,8 @@ class LazySemanticService:
     """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
     importing it (numpy, the embedding pipeline) costs ~0.15 s that ``tools/list`` must not wait for."""
 
+    starts_in_background = True  # the adapter calls ``start()`` once the tools are listed (``serve.Deferred``)
+
     def __init__(self, config: SessionConfig) -> None:
         self.config = config
         self._service: Any = None

@@ -1,0 +1,98 @@
+"""``kms mcp``'s start-up (issue 14, speed): what runs before the first ``tools/list`` answer, and what waits.
+
+The background work (the semantic model's start, the write modules' import) begins once the first
+``tools/list`` answer is written, at the first call, or after a fallback delay; the SDK is loaded without
+its client and HTTP transports. Measured by ``bench/bench_mcp.py``; checked here by behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import apsw
+from support.mcp_stdio import server_env
+
+from server.mcp.serve import Deferred
+
+REPO = Path(__file__).resolve().parents[2]
+HANDSHAKE = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+]
+
+
+def test_background_starts_once_when_the_tool_list_is_written() -> None:
+    started: list[int] = []
+    d = Deferred(lambda: started.append(1), after_s=3600)
+    d.wrote()  # the initialize answer: not yet
+    assert started == []
+    d.listed()
+    assert started == []  # the answer is built, not yet written
+    d.wrote()
+    d.wrote()
+    d.now()
+    assert started == [1] and d.reason == "listed"
+
+
+def test_background_starts_at_the_first_call_without_a_listing() -> None:
+    started: list[int] = []
+    d = Deferred(lambda: started.append(1), after_s=3600)
+    d.arm()
+    d.now()
+    d.listed()
+    d.wrote()
+    assert started == [1] and d.reason == "called"
+
+
+def test_background_starts_after_the_delay_when_nothing_is_asked() -> None:
+    fired = threading.Event()
+    d = Deferred(fired.set, after_s=0.0)
+    d.arm()
+    assert fired.wait(30)
+    d.now()
+    assert d.reason == "timer"
+
+
+def _serve(db_path: Path, tmp_path: Path, code: str, **extra: str) -> tuple[list[dict], str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
+           **server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_LOG_LEVEL="DEBUG", **extra)}
+    stdin = "".join(json.dumps(m) + "\n" for m in HANDSHAKE)
+    out = subprocess.run([sys.executable, "-E", "-P", "-c", code], input=stdin, capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
+
+
+def test_kms_mcp_lists_every_tool_without_the_sdk_client_and_starts_the_rest_after(
+        indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    """The real server process: every tier on, the list answered, the background work begun because the list
+    was written (not by the fallback timer), and the SDK's client and high-level server never loaded."""
+    code = ("import sys; from server.mcp.serve import main; rc = main([]); "
+            "sys.stderr.write('\\nLOADED ' + ' '.join(sorted(m for m in sys.modules if m in "
+            "{'mcp.client', 'mcp.client.stdio', 'mcp.server.mcpserver', 'mcp.server.lowlevel', 'mcp_types'})) "
+            "+ '\\n'); sys.exit(rc)")
+    replies, err = _serve(db_path, tmp_path, code, KMS_AGENT_EDIT_TOOLS_ENABLED="1",
+                          KMS_AGENT_ORGANIZE_TOOLS_ENABLED="1")
+    listed = next(r for r in replies if r.get("id") == 2)["result"]["tools"]
+    names = {t["name"] for t in listed}
+    assert {"kms_start", "kms_search", "kms_semantic_search", "kms_append", "kms_move"} <= names
+    assert all("$ref" not in json.dumps(t["inputSchema"]) for t in listed)
+    assert "starting the background work (listed)" in err
+    assert err.strip().splitlines()[-1] == "LOADED mcp.server.lowlevel mcp_types"
+
+
+def test_a_process_that_uses_the_sdk_client_keeps_the_whole_sdk(indexed: apsw.Connection, db_path: Path,
+                                                               tmp_path: Path) -> None:
+    """``import_sdk_lean`` leaves an already imported SDK alone: ``mcp``'s names stay importable."""
+    code = ("import sys, mcp; from server.mcp.serve import import_sdk_lean; import_sdk_lean(); "
+            "from mcp import Client; from mcp.server import Server; from mcp.server.lowlevel import Server as S; "
+            "assert Server is S; print('{}')")
+    replies, _err = _serve(db_path, tmp_path, code)
+    assert replies == [{}]
