@@ -3,9 +3,10 @@
 The session's configuration is read once from the environment at start (``SessionConfig.from_env``);
 an unknown or invalid ``KMS_*`` variable stops the server with one line on stderr and exit 2.
 Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
-search, an inventory walk) never holds up the others. Write tools run on the event loop itself:
-they take a few milliseconds and the database's write lock one at a time anyway, and the two
-thread hand-offs they skip cost ~1 ms of a ``kms_append`` round trip (``bench/bench_mcp.py``). The
+search, an inventory walk) never holds up the others; a read that answers from an index in well under a
+millisecond (``ToolSpec.inline``: the folder listing) runs on the event loop like the writes. Write
+tools run on the event loop itself: they take a few milliseconds and the database's write lock one at a time
+anyway, and the two thread hand-offs they skip cost ~1 ms of a ``kms_append`` round trip (``bench/bench_mcp.py``). The
 price: while a write waits (another writer holds the note or the database, an editor is saving
 the note: bounded waits), the session's other calls wait with it. While serving, a watcher
 thread keeps the index in step with edits made beside the agent.

@@ -96,3 +96,19 @@ def test_a_process_that_uses_the_sdk_client_keeps_the_whole_sdk(indexed: apsw.Co
             "assert Server is S; print('{}')")
     replies, _err = _serve(db_path, tmp_path, code)
     assert replies == [{}]
+
+
+def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
+    """The writes and the folder listing run inline (no thread hand-offs); every other read keeps its worker
+    thread, so a slow one (a semantic search, an inventory walk) never holds up the session's other calls."""
+    from server.config.session import SessionConfig
+    from server.mcp.tools.dispatch import ToolRunner
+
+    runner = ToolRunner(SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
+                                               watch=False))
+    try:
+        inline_reads = {s.name for s in runner.registry if s.tier == "read" and runner.runs_inline(s.name)}
+        assert inline_reads == {"kms_list_folder"}
+        assert all(runner.runs_inline(s.name) for s in runner.registry if s.tier != "read")
+    finally:
+        runner.close()

@@ -226,7 +226,7 @@ def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_
     assert previous_visit(conn, "/work/proj", "s-other", now=500.0) == {"id": "s-new", "kind": "server", "leftAt": 5.0}
     plan = " ".join(r[-1] for r in conn.execute(
         "EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'"))
-    assert "notes_visible_folder" in plan
+    assert "notes_visible_folder" in plan or "notes_folder_recent" in plan  # m018's, in page order, also serves
     conn.close()
 
 
@@ -271,4 +271,34 @@ def test_upgrade_to_m013_keeps_sessions_active_and_adds_pending_writes(tmp_path:
     assert scalar(conn, "SELECT count(*) FROM pending_writes") == 0
     control.set_state(conn, "s1", "paused", reason="why")
     assert control.state_of(conn, "s1") == ("paused", "why")
+    conn.close()
+
+
+def test_upgrade_to_m018_lists_a_folder_from_its_index_in_page_order(tmp_path: Path) -> None:
+    """An m013 database gains the folder-by-recency index; an unscoped folder page reads it in order (no
+    sort of the folder's notes) and pages exactly as before: newest first, then path."""
+    from server.index.orientation import list_folder
+
+    path = tmp_path / "m013.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m013_control")
+    assert "m018_folder_listing" not in applied(old)
+    old.execute("INSERT INTO vaults (id, name, root, added_at) VALUES (1, 'v', '/nowhere', 1.0)")
+    for i, (name, updated) in enumerate([("b", 2.0), ("a", 2.0), ("c", 3.0), ("d", 1.0), ("h", 9.0)]):
+        hidden = 5.0 if name == "h" else None
+        old.execute("INSERT INTO notes (id, vault_id, path, folder, title, updated_at, mtime_ns, size_bytes, "
+                    "token_estimate, content_hash, created_at, indexed_at, body, hidden_at) "
+                    "VALUES (?, 1, ?, 'f', ?, ?, 0, 1, 1, 'x', 1.0, 1.0, '', ?)",
+                    (f"n{i}", f"f/{name}.md", name, updated, hidden))
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    plan = " ".join(r[-1] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM notes n WHERE n.hidden_at IS NULL AND n.folder = 'f' "
+        "ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT 3"))
+    assert "notes_folder_recent" in plan and "TEMP B-TREE" not in plan
+    first = list_folder(conn, "f", None, limit=3)
+    assert [n["path"] for n in first["notes"]] == ["f/c.md", "f/a.md", "f/b.md"]
+    rest = list_folder(conn, "f", None, cursor=first["nextCursor"], limit=3)
+    assert [n["path"] for n in rest["notes"]] == ["f/d.md"] and rest["nextCursor"] is None
     conn.close()

@@ -68,6 +68,9 @@ class ToolSpec:
     annotations: ToolAnnotations
     records_reads: bool = False  # returns note content: record (note, session) access
     cursor_field: str | None = None  # input field that pages the result, echoed on truncation
+    # a read that answers from an index in well under a millisecond runs on the server's event loop, as the
+    # writes do: the two thread hand-offs it skips are most of its round trip (``kms_list_folder``)
+    inline: bool = False
 
 
 @dataclass

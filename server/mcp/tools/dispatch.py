@@ -70,10 +70,11 @@ class ToolRunner:
         return spec.tier if spec is not None else "write"
 
     def runs_inline(self, name: str) -> bool:
-        """Whether the adapter may run this tool on its event loop rather than a worker thread:
-        the write tools, which are short and serialised by the database's write lock anyway."""
+        """Whether the adapter may run this tool on its event loop rather than a worker thread: the write
+        tools, which are short and serialised by the database's write lock anyway, and the reads marked
+        ``inline`` (bounded, well under a millisecond)."""
         spec = self.by_name.get(name)
-        return spec is not None and spec.tier != "read"
+        return spec is not None and (spec.tier != "read" or spec.inline)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
