@@ -63,7 +63,8 @@ class ToolRunner:
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         spec = self.by_name.get(name)
         if spec is None:
-            return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
+            tools = ", ".join(s.name for s in self.listed())  # only this session's: no hint of tiers it lacks
+            return KmsError("invalid-input", f"unknown tool {name!r}; tools: {tools}").to_dict(), True
         arguments = arguments or {}
         try:
             if spec.tier != "read":
