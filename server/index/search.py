@@ -56,6 +56,14 @@ def plain_terms(query: str) -> list[str]:
     return [p for p in query.split() if re.search(r"\w", p)]
 
 
+# Words a question is made of that say nothing about its topic: the any-word fallback leaves them out
+# (a note holding only "how" and "the" is no match, and ranking every note holding them is slow).
+STOPWORDS = frozenset("""a about after all also am an and any are as at be been but by can could did do does
+doing for from had has have how i if in into is it its me my no not of on or our should so than that the their
+them then there these they this to too us was we were what what's when where which who why will with would you
+your""".split())
+
+
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -68,7 +76,8 @@ def build_match(query: str) -> tuple[str, str | None]:
     if not terms:
         return "", None
     strict = " ".join(_quote(t) for t in terms)
-    relaxed = " OR ".join(_quote(t) for t in terms) if len(terms) > 1 else None
+    topical = [t for t in terms if t.lower().strip("?!.,;:") not in STOPWORDS] or terms
+    relaxed = " OR ".join(_quote(t) for t in topical) if len(terms) > 1 else None
     return strict, relaxed
 
 

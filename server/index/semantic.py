@@ -3,8 +3,8 @@
 Keywords find exact terms (names, error codes) that embeddings blur; embeddings find notes
 that say the same thing in other words. RRF (score = sum of 1 / (60 + rank) over the two
 lists) needs no score calibration between BM25 and cosine, and a note found by both rises.
-The keyword list is strict (every query word, see ``keyword_hits``); the fallback without a
-model uses ``server.index.search`` as is, any-word relaxation included.
+The keyword list is ``kms_search``'s, any-word relaxation included (``server.index.search``):
+a question whose words are not all in one note still brings the notes plain search ranks first.
 
 The chunk vectors live in one in-memory float32 matrix (``SemanticIndex``): a query is one
 matrix-vector product (~10 ms for the 80k chunks of 10k long notes on 2 cores, exact, no
@@ -36,6 +36,10 @@ MAX_LIMIT = 50
 DEPTH = 50  # how many notes each list contributes to the fusion
 MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
 EXCERPT_CHARS = 320
+# A keyword hit that holds only some of the query's words is weaker evidence than one with all of them:
+# its RRF share is scaled, so a paraphrase's semantic match is not pushed down by notes sharing "out".
+RELAXED_WEIGHT = 0.7
+FIRST_CALL_WAIT_S = 3.0  # how long a session's first semantic call waits for a model still loading
 _FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
 _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
 
@@ -113,6 +117,17 @@ class SemanticIndex:
         none = np.zeros(0, np.int64)
         return none, none, none, np.zeros((0, DIM), np.float32)
 
+    def similarities(self, query_vec: np.ndarray, chunk_ids: list[int]) -> dict[int, float]:
+        """Cosine of the query with each of these chunks (those in the matrix): a note's sections ranked."""
+        ids, _rids, _vaults, mat = self._data
+        if not len(ids) or not chunk_ids:
+            return {}
+        want = np.asarray(chunk_ids, dtype=np.int64)
+        pos = np.clip(np.searchsorted(ids, want), 0, len(ids) - 1)  # ids ascend: appended in id order
+        found = ids[pos] == want
+        scores = mat[pos[found]] @ query_vec.astype(np.float32)
+        return {int(c): float(v) for c, v in zip(want[found], scores, strict=True)}
+
     def best_notes(self, query_vec: np.ndarray, *, vault_id: int | None = None, depth: int = DEPTH,
                    min_similarity: float = MIN_SIMILARITY) -> list[tuple[int, int, float]]:
         """``(rid, chunk id, cosine)`` of the ``depth`` most similar notes, by each note's best chunk."""
@@ -154,12 +169,10 @@ def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | 
                  strict: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
-    ``strict`` keeps to notes with every query word. The hybrid search wants that: when no
-    note has every word, ``server.index.search`` relaxes to any word, which for a natural-language
-    question means ranking thousands of notes on words like "how" (10x slower at 10k notes)
-    for hits that only push the semantic matches down; the embeddings already are the
-    forgiving half. A query that trips FTS5 syntax (``error: timeout``, ``what's "x"``) is
-    retried as plain words instead of refused.
+    The hybrid search takes it as ``kms_search`` gives it: when few notes hold every word, any
+    word (stop words left out, see ``search.STOPWORDS``), so a note plain search ranks 4th is
+    not lost below the semantic matches. ``strict`` keeps to notes with every word (benchmarks).
+    A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
     """
     from server.index.search import build_match, search
 
@@ -179,7 +192,11 @@ def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | 
         if not plain.strip():
             return [], False
         found = run(plain)
-    return found["hits"], bool(found.get("relaxed"))
+    hits = found["hits"]
+    if found.get("relaxed"):  # the hits after the first allWords lack some of the words
+        for i, hit in enumerate(hits):
+            hit["allWords"] = i < found["allWords"]
+    return hits, bool(found.get("relaxed"))
 
 
 def _excerpt(heading: str | None, text: str) -> str:
@@ -215,7 +232,8 @@ def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int |
 
 
 def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
-                    vault_id: int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
+                    vault_id: int | None = None, *, mode: str = "hybrid",
+                    query_vec: np.ndarray | None = None) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
     ``vault_id`` limits every part (keyword and embedding hits) to one vault; None = every vault.
@@ -223,6 +241,7 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
     both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
+    ``query_vec``: the query's embedding when the caller already has it (``recall`` reuses it).
     """
     if mode not in ("hybrid", "semantic"):
         raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
@@ -240,9 +259,13 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     # The model and the matrix product run in a worker thread while this thread runs the
     # keyword search on its own connection: both release the GIL, so on 2 cores the query
     # costs about max(keyword, embedding) instead of their sum.
-    semantic = index.pool().submit(lambda: index.best_notes(embedder.embed_query(query), vault_id=vault_id))
+    def nearest() -> list[tuple[int, int, float]]:
+        vec = query_vec if query_vec is not None else embedder.embed_query(query)
+        return index.best_notes(vec, vault_id=vault_id)
+
+    semantic = index.pool().submit(nearest)
     try:
-        kw, _ = keyword_hits(conn, query, DEPTH, vault_id, strict=True) if mode == "hybrid" else ([], False)
+        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
     finally:
         failed: str | None = None
         try:
@@ -256,7 +279,8 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
     fused: dict[str, dict[str, Any]] = {}
     for rank, hit in enumerate(kw, 1):
-        fused[hit["noteId"]] = {**hit, "score": 1.0 / (RRF_K + rank), "matchType": "keyword"}
+        weight = RELAXED_WEIGHT if hit.pop("allWords", True) is False else 1.0
+        fused[hit["noteId"]] = {**hit, "score": weight / (RRF_K + rank), "matchType": "keyword"}
     chunk_for: dict[str, int] = {}
     for rank, (rid, chunk_id, sim) in enumerate(sem, 1):
         card = cards[rid]
@@ -291,7 +315,7 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
             "matchType": h["matchType"], "similarity": h.get("similarity"), "tags": h["tags"],
             "updatedAt": h["updatedAt"],
         })
-    return {"query": query, "mode": mode, "hits": hits}
+    return {"query": query, "mode": mode, "hits": hits, **({"relaxed": True} if relaxed else {})}
 
 
 class SemanticService:
@@ -305,7 +329,7 @@ class SemanticService:
 
     def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
                  background_embedding: bool = True, interval: float = 30.0, threads: int | None = None,
-                 download: bool = False) -> None:
+                 download: bool = False, first_call_wait_s: float = FIRST_CALL_WAIT_S) -> None:
         from server.index.embed.pipeline import BackgroundEmbedder
 
         self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
@@ -314,6 +338,7 @@ class SemanticService:
                                               after_pass=self.index.refresh)
                            if background_embedding and enabled else None)
         self._started = False
+        self._first_call_wait_s = first_call_wait_s
 
     def start(self) -> None:
         if self._started:
@@ -323,8 +348,16 @@ class SemanticService:
         if self.background is not None:
             self.background.start()
 
+    def wait_first_call(self) -> None:
+        """The session's first semantic call waits (bounded) for a model that is loading: an agent's
+        opening question, asked while the server starts, then gets meaning, not keywords only."""
+        wait, self._first_call_wait_s = self._first_call_wait_s, 0.0
+        if wait > 0 and self.embedder.state == LOADING:
+            self.embedder.wait(wait)
+
     def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None,
                *, mode: str = "hybrid") -> dict[str, Any]:
+        self.wait_first_call()
         return semantic_search(conn, self.index, query, limit, vault_id, mode=mode)
 
     def notify_changed(self) -> None:
