@@ -27,7 +27,7 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
     if "body" in result and "noteId" in result:
         return [result["noteId"]]
     ids: list[str] = []
-    for key in ("hits", "backlinks"):
+    for key in ("hits", "backlinks", "items"):
         ids += [h["noteId"] for h in result.get(key, []) if isinstance(h, dict) and "noteId" in h]
     return ids
 

@@ -71,6 +71,9 @@ class LazySemanticService:
     def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return self.get().search(*args, **kwargs)
 
+    def wait_first_call(self) -> None:
+        self.get().wait_first_call()
+
     def notify_changed(self) -> None:
         if self._service is not None:  # nothing to re-embed for before the service exists
             self._service.notify_changed()
