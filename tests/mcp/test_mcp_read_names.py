@@ -119,7 +119,8 @@ async def test_list_tags_pages_through_thousands_of_tags(conn: apsw.Connection, 
         assert first["tags"][:2] == [{"tag": "all", "count": 50}, {"tag": "common", "count": 25}]
         seen, cursor = [], None
         while True:
-            page, is_error = await call(client, "kms_list_tags", {"limit": 777, **({"cursor": cursor} if cursor else {})})
+            args = {"limit": 777, **({"cursor": cursor} if cursor else {})}
+            page, is_error = await call(client, "kms_list_tags", args)
             assert not is_error and not page.get("truncated")
             seen += page["tags"]
             cursor = page["nextCursor"]

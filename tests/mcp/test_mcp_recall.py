@@ -51,8 +51,9 @@ async def test_recall_bundles_best_sections_and_linked_notes(conn: apsw.Connecti
         assert auth["readMore"] == {"noteId": auth["noteId"], "section": "Token refresh"}
         assert "search hit" in auth["why"] and "[[Incident 42]]" in auth["why"]
         # graph neighbours: a note it links to and a note linking to it, saying so
-        assert by_title["Runbook"]["kind"] == "linked" and "linked from [[Auth service]]" in by_title["Runbook"]["why"]
-        assert by_title["Team notes"]["kind"] == "linked" and "links to [[Auth service]]" in by_title["Team notes"]["why"]
+        runbook, team = by_title["Runbook"], by_title["Team notes"]
+        assert runbook["kind"] == "linked" and "linked from [[Auth service]]" in runbook["why"]
+        assert team["kind"] == "linked" and "links to [[Auth service]]" in team["why"]
         assert data["items"][0]["kind"] == "match"
         scores = [i["score"] for i in data["items"]]
         assert scores == sorted(scores, reverse=True)
