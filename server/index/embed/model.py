@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+from server.index.embed_pending import MODEL_NAME  # one name, also known without numpy
+
 MODEL_DIRNAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # the model was trained on 256-token windows; longer input is truncated
