@@ -39,6 +39,7 @@ EXCERPT_CHARS = 320
 # A keyword hit that holds only some of the query's words is weaker evidence than one with all of them:
 # its RRF share is scaled, so a paraphrase's semantic match is not pushed down by notes sharing "out".
 RELAXED_WEIGHT = 0.7
+SHRINK_AFTER = 2_000  # chunks loaded by one refresh past which its connection's page cache is released
 FIRST_CALL_WAIT_S = 3.0  # how long a session's first semantic call waits for a model still loading
 _FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
 _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
@@ -111,6 +112,8 @@ class SemanticIndex:
                 i += 1
             self._data = (out_ids[:i], out_rids[:i], out_vaults[:i], out_mat[:i])
             self._gen, self._db = gen, db
+            if i - k > SHRINK_AFTER:  # the scan filled this connection's page cache (32 MB) with vectors
+                conn.execute("PRAGMA shrink_memory")  # now held in the matrix: give those pages back
 
     @staticmethod
     def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -342,16 +342,11 @@ class Embedder:
                 self._fail(MISSING, _missing_reason(loc))
                 return
             no_telemetry()
-            from fastembed import TextEmbedding  # lazy: ~1 s and ~100 MB
-            from tokenizers import Tokenizer
+            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and the session, ~0.5 s
 
-            model = TextEmbedding(MODEL_NAME, specific_model_path=str(loc["dir"]), threads=self.threads,
-                                  enable_cpu_mem_arena=False)
-            # Our own tokenizer for counting: no padding, no truncation (fastembed's has both).
-            tokenizer = Tokenizer.from_file(str(Path(loc["dir"]) / "tokenizer.json"))
-            tokenizer.no_padding()
-            tokenizer.no_truncation()
-            probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
+            model = MiniLM(loc["dir"], self.threads)
+            tokenizer = model.tokenizer
+            probe = model.embed(["probe"])[0]
             if probe.shape != (DIM,) or not np.all(np.isfinite(probe)):
                 self._fail(FAILED, f"model in {loc['dir']} gives vectors of shape {probe.shape}, "
                                    f"expected ({DIM},)")
@@ -386,11 +381,10 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         try:
-            vecs = list(model.embed(list(texts), batch_size=len(texts)))
+            return model.embed(texts)
         except Exception as exc:  # the session itself broke: stop using it
             self._fail(FAILED, f"embedding failed: {type(exc).__name__}: {exc}")
             raise ModelNotReady(FAILED, self.reason or "") from exc
-        return np.asarray(vecs, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
