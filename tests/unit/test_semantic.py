@@ -148,13 +148,15 @@ def test_nothing_embedded_yet_is_keyword_only(conn: apsw.Connection, embedder, t
     assert paths(res) == ["tech/Backup strategy 3-2-1.md"]
 
 
-def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embedder, tmp_path: Path) -> None:
+@pytest.mark.parametrize("project_above", [None, 0], ids=["exact", "projected"])
+def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embedder, tmp_path: Path,
+                                                    project_above: int | None) -> None:
     root = tmp_path / "notes"
     write(root / "Kettle.md", "## Descaling\nBoil a mix of water and citric acid, then rinse twice.\n")
     vault = add_vault(conn, root, "notes")
     index_vault(conn, vault)
     embed_pending(conn, embedder)
-    index = SemanticIndex(embedder)
+    index = SemanticIndex(embedder, project_above=project_above)  # 0: projected from the first chunk on
     q = "how do I stop my bicycle from squeaking"
     assert paths(semantic_search(conn, index, q, mode="semantic")) == []  # below the noise floor
 
@@ -178,13 +180,35 @@ def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embed
     assert len(index) == loaded - 1
 
 
-def test_vault_filter(semantic_conn, embedder, tmp_path: Path) -> None:
+def test_a_projected_index_ranks_as_the_exact_one(semantic_conn, embedder) -> None:
+    """Past PROJECT_ABOVE chunks the matrix is held on its principal directions plus int8 copies (a third
+    of the memory); the notes it ranks and their similarities are the exact index's, within int8's error."""
+    from support.embed_fixtures import load_queries
+
+    exact, projected = SemanticIndex(embedder), SemanticIndex(embedder, project_above=0)
+    exact.refresh(semantic_conn)
+    projected.refresh(semantic_conn)
+    assert projected.projected and not exact.projected and len(projected) == len(exact)
+    for q in load_queries():
+        vec = embedder.embed_query(q["query"])
+        a, b = exact.best_notes(vec, depth=5), projected.best_notes(vec, depth=5)
+        n = min(len(a), len(b), 3)  # a note right at the similarity floor may fall either side of it
+        assert [r for r, _c, _s in a][:n] == [r for r, _c, _s in b][:n] and abs(len(a) - len(b)) <= 1, q["query"]
+        for (_r1, _c1, s1), (_r2, _c2, s2) in zip(a, b, strict=False):
+            assert abs(s1 - s2) < 5e-3
+        chunk_ids = [c for _r, c, _s in a]
+        sims = projected.similarities(vec, chunk_ids)
+        assert all(abs(sims[c] - s) < 5e-3 for _r, c, s in a)
+
+
+@pytest.mark.parametrize("project_above", [None, 0], ids=["exact", "projected"])
+def test_vault_filter(semantic_conn, embedder, tmp_path: Path, project_above: int | None) -> None:
     root = tmp_path / "work"
     write(root / "Cluster memory.md", "## Limits\nOur pods get OOM-killed when the JVM heap outgrows it.\n")
     other = add_vault(semantic_conn, root, "work")
     index_vault(semantic_conn, other)
     embed_pending(semantic_conn, embedder)
-    index = SemanticIndex(embedder)
+    index = SemanticIndex(embedder, project_above=project_above)
     q = "container keeps crashing because it runs out of RAM"
     both = {h["vault"] for h in semantic_search(semantic_conn, index, q, 20)["hits"]}
     assert both == {"sv", "work"}
