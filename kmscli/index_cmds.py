@@ -102,7 +102,7 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
 
 def _embed_if_ready(conn: apsw.Connection) -> None:
     from server.config.settings import load_settings
-    from server.index.embed_pending import pending_count
+    from server.index.embed_pending import locate_model, pending_count  # neither loads numpy
 
     settings = load_settings()
     if not settings.get("embed.enabled"):
@@ -110,8 +110,6 @@ def _embed_if_ready(conn: apsw.Connection) -> None:
     pending = pending_count(conn)
     if not pending:
         return
-    from server.index.embed import locate_model
-
     found = locate_model(settings.get("embed.model_dir") or None)
     if found["dir"] is None or found["missing"]:
         console.print(f"[dim]{pending} notes not embedded for semantic search: no model installed "

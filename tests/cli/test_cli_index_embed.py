@@ -71,3 +71,21 @@ def test_index_without_a_model_says_how_to_get_one(tmp_path: Path, monkeypatch) 
     assert _embedded(tmp_path) == 0
     quiet = ok(kms("index", "--no-embed"))
     assert "not embedded" not in said(quiet.stdout)
+
+
+def test_index_with_nothing_to_embed_loads_no_embedding_stack(tmp_path: Path, embed_model_dir: Path) -> None:
+    """The no-change ``kms index`` stays fast: the pending count and the model's files are looked up
+    without numpy or onnxruntime, with or without a model installed."""
+    import subprocess
+    import sys
+
+    _setup(tmp_path)
+    _use_model(embed_model_dir)
+    ok(kms("index"))  # everything embedded now
+    code = ("import sys\nfrom kmscli.main import app\ntry:\n    app(['index'])\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\nprint('numpy' in sys.modules, 'onnxruntime' in sys.modules)\n")
+    for model in (str(embed_model_dir), str(tmp_path / "no-model")):
+        _use_model(Path(model))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "COLUMNS": "200"})
+        assert out.stdout.split()[-2:] == ["False", "False"], out.stdout + out.stderr

@@ -26,18 +26,21 @@ from typing import Any
 
 import numpy as np
 
-from server.index.embed_pending import MODEL_NAME  # one name, also known without numpy
+# what can be known without numpy: the model's name, its files and where they are
+from server.index.embed_pending import (
+    MODEL_DIRNAME,
+    MODEL_NAME,
+    REQUIRED_FILES,
+    fastembed_cache_dirs,
+    installed_model_dir,
+    locate_model,
+    missing_files,
+)
 
-MODEL_DIRNAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # the model was trained on 256-token windows; longer input is truncated
-REQUIRED_FILES = (
-    "model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json",
-)
 # The int8 build that scripts/fetch_model.py assembles (tests and CI use exactly this file).
 PINNED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-# fastembed's hub cache layouts for this model (current snapshot layout, then the legacy tarball one).
-_FASTEMBED_CACHE_GLOBS = ("models--Qdrant--all-MiniLM-L6-v2-onnx/snapshots/*", "fast-all-MiniLM-L6-v2")
 
 # Holder states.
 NOT_LOADED = "not-loaded"
@@ -60,53 +63,6 @@ class ModelNotReady(Exception):
 # ---------------------------------------------------------------------------------------------
 # Locating and installing
 # ---------------------------------------------------------------------------------------------
-
-
-def missing_files(model_dir: str | Path) -> list[str]:
-    """The required files absent from ``model_dir`` (all of them when it is not a directory)."""
-    d = Path(model_dir)
-    return [name for name in REQUIRED_FILES if not (d / name).is_file()]
-
-
-def models_root() -> Path:
-    """``<kms data dir>/models``: the data dir is the one holding the database."""
-    from server.store.db import default_db_path
-
-    return default_db_path().parent / "models"
-
-
-def installed_model_dir() -> Path:
-    """Where ``kms model install`` puts the model."""
-    return models_root() / MODEL_DIRNAME
-
-
-def fastembed_cache_dirs() -> list[Path]:
-    """Complete copies of this model in fastembed's cache (same rule as fastembed, no import)."""
-    root = Path(os.environ.get("FASTEMBED_CACHE_PATH") or Path(tempfile.gettempdir()) / "fastembed_cache")
-    found: list[Path] = []
-    for pattern in _FASTEMBED_CACHE_GLOBS:
-        found.extend(p for p in sorted(root.glob(pattern)) if p.is_dir() and not missing_files(p))
-    return found
-
-
-def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
-    """Resolve the model dir: ``{"dir", "source", "missing", "searched"}``.
-
-    An explicitly configured dir is authoritative: when it is incomplete the answer is that dir
-    with its ``missing`` files, not a silent fall-through to some other copy of the model.
-    ``source`` is ``setting``, ``installed``, ``fastembed-cache`` or None (not found).
-    """
-    if model_dir:
-        d = Path(model_dir).expanduser()
-        return {"dir": d, "source": "setting", "missing": missing_files(d), "searched": [str(d)]}
-    searched = [str(installed_model_dir())]
-    if not missing_files(installed_model_dir()):
-        return {"dir": installed_model_dir(), "source": "installed", "missing": [], "searched": searched}
-    cached = fastembed_cache_dirs()
-    searched.append("fastembed cache")
-    if cached:
-        return {"dir": cached[-1], "source": "fastembed-cache", "missing": [], "searched": searched}
-    return {"dir": None, "source": None, "missing": list(REQUIRED_FILES), "searched": searched}
 
 
 def download_allowed(setting: bool) -> bool:
