@@ -40,7 +40,7 @@ async def test_read_tools_take_a_title_path_or_alias(conn: apsw.Connection, db_p
                                                                 tmp_path: Path) -> None:
     ids = _vault(conn, tmp_path)
     async with mcp_client(db_path) as client:
-        for ref in (ids["Tools"], "Tools", "tools", "sheds/Tools.md", "sheds/Tools", "Kit"):
+        for ref in (ids["Tools"], "Tools", "tools", "sheds/Tools.md", "sheds/Tools", "Kit", "garden:sheds/Tools.md"):
             data, is_error = await call(client, "kms_read", {"noteId": ref})
             assert not is_error and data["noteId"] == ids["Tools"], (ref, data)
         for ref in (ids["Plan"], "Plan", "Plan.md"):
