@@ -8,12 +8,14 @@ checked again. A person's editor does not take kms's lock, so a file that change
 meanwhile is recomputed once on its fresh text; a second change is a ``conflict`` and
 nothing is committed. Should a rename itself fail half way, the files already replaced get
 their old bytes back. A file that moves is created at its new path (never over an existing
-file: ``already-exists``) before the old one is removed.
+file: ``already-exists``) before the old one is removed. Should the database then fail to record
+the unit (its disk full), every file is put back the same way (``cas.undone_unless_recorded``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 from collections.abc import Callable
@@ -24,11 +26,14 @@ import apsw
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
+from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
 from server.vault.paths import is_within, locate_note
 from server.vault.registry import Vault
-from server.writes.cas import lock_dir_for
+from server.writes.cas import lock_dir_for, on_unrecorded, put_back
+
+log = logging.getLogger("kms.writes")
 
 
 @dataclass
@@ -157,6 +162,8 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
                     reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
+    except UNUSABLE:  # the database itself failed (its disk full): the unit is put back, not half recorded
+        raise
     except Exception as e:  # noqa: BLE001 - see the docstring
         return f"written, but the index update failed: {e}"
     return None
@@ -199,7 +206,8 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
                                        "nothing was changed: try again", path=None if prep.plan.hidden
                                        else prep.plan.path)
             with shared_commit(conn), write_tx(conn):
-                _commit(prepared, dests)
+                done = _commit(vault, prepared, dests)
+                on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
                 out = _changes(prepared, dests)
                 warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids)
         finally:
@@ -220,9 +228,10 @@ def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChan
     return out
 
 
-def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
+def _commit(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[tuple[_Prepared, Path | None]]:
     """Replace every file, each only if it is still what was read (checked right before its rename);
-    on a failure put back the ones already replaced (those nobody touched since) and raise."""
+    on a failure put back the ones already replaced (those nobody touched since) and raise. Returns
+    what was done (each file and where it went), for ``_take_back``."""
     done: list[tuple[_Prepared, Path | None]] = []
     for prep in prepared:  # every new file on disk first: the renames then share journal commits
         if prep.pending is not None:
@@ -249,18 +258,34 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
         for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
             fsync_dir(folder)  # once per folder, after all the renames into it
     except BaseException:
-        _roll_back(done)
+        _roll_back(vault, done)
         raise
+    return done
 
 
-def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
-    """Put back the old bytes of files already replaced, unless someone changed them since."""
+def _take_back(vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path) -> None:
+    """The database could not record the unit: every file goes back to what kms read, under the locks
+    again (in path order), each only while it still holds what kms wrote."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(own_writes())
+        for target in sorted({str(p) for prep, dest in done for p in (prep.real, dest) if p is not None}):
+            stack.enter_context(file_lock(target, lock_dir))
+        _roll_back(vault, done)
+
+
+def _roll_back(vault: Vault, done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Put back the old bytes of files already replaced, unless someone changed them since: a rewritten
+    file by compare-and-swap (``cas.put_back``), a moved one only while it holds kms's bytes, a deleted
+    one never over a file that took its name meanwhile. Goes on past a file it cannot put back."""
     for prep, dest in reversed(done):
-        now = dest if dest is not None else prep.real
-        with contextlib.suppress(OSError):
-            if not prep.plan.delete and now.read_bytes() != prep.new_raw:
-                continue  # a person's save after kms's rename: theirs stays
-            if dest is not None:
-                _move(dest, prep.real, prep.raw)
+        try:
+            if prep.plan.delete:
+                atomic_write(prep.real, prep.raw, create_only=True)
+            elif dest is not None:
+                if dest.read_bytes() == prep.new_raw:  # else a person's save after kms's rename: theirs stays
+                    _move(dest, prep.real, prep.raw)
             else:
-                atomic_write(prep.real, prep.raw)
+                real_rel = locate_note(vault.root, prep.plan.path)[1]  # (a symlinked note: its target's)
+                put_back(vault, prep.real, real_rel, prep.raw, sha256_hex(prep.new_raw), None)
+        except (OSError, KmsError):  # the vault's disk may be failing too: the others still go back
+            log.exception("could not put %s back", "a hidden note" if prep.plan.hidden else prep.plan.path)

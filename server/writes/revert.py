@@ -42,7 +42,15 @@ from server.vault.markdown import Unclosed, frontmatter_span, line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
-from server.writes.cas import Edit, NoteRef, WriteOutcome, WriteResult, lock_dir_for, write_note
+from server.writes.cas import (
+    Edit,
+    NoteRef,
+    WriteOutcome,
+    WriteResult,
+    lock_dir_for,
+    undone_unless_recorded,
+    write_note,
+)
 from server.writes.guard import Touched, record_call
 
 TOOL_REVERT = "revert"
@@ -187,7 +195,13 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
 def revert(
     conn: apsw.Connection, invocation_id: int, session_id: str = "person", *, lock_dir: Path | None = None
 ) -> dict[str, Any]:
-    """Undo one successful write; records one provenance row (actor ``person``) either way."""
+    """Undo one successful write; records one provenance row (actor ``person``) either way. A revert the
+    database cannot record (its disk full) changes no file: they are put back (``undone_unless_recorded``)."""
+    with undone_unless_recorded():
+        return _revert(conn, invocation_id, session_id, lock_dir=lock_dir)
+
+
+def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_dir: Path | None) -> dict[str, Any]:
     touched = Touched()
     summary = f"revert #{invocation_id}"
     outcome: WriteOutcome | None = None

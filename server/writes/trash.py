@@ -99,25 +99,27 @@ def restore(conn: apsw.Connection, ref: str) -> dict[str, Any]:
 def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, Any]:
     """A file trashed outside kms: moved back as is, and recorded as the person's."""
     from server.activity.changes import FilesChanged
-    from server.writes.cas import WriteOutcome, WriteResult
+    from server.writes.cas import WriteOutcome, WriteResult, undone_unless_recorded
     from server.writes.guard import Touched, record_call
     from server.writes.multifile import FilePlan, apply_plans
 
     outcome = failure = None
-    try:
-        files, warning = apply_plans(conn, vault, [FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)])
-        result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
-                             bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
-        if warning:
-            result["indexWarning"] = warning
-        outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
-                          input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
-                          outcome=outcome, failure=failure)
+    with undone_unless_recorded():  # a restore the database cannot record moves nothing
+        try:
+            plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
+            files, warning = apply_plans(conn, vault, [plan])
+            result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
+                                 bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
+            if warning:
+                result["indexWarning"] = warning
+            outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
+        except BaseException as e:
+            failure = e
+            raise
+        finally:
+            rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
+                              input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
+                              outcome=outcome, failure=failure)
     return {**outcome.result, "invocationId": rid}
 
 
