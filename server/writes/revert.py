@@ -38,7 +38,7 @@ from server.store.db import rows
 from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
-from server.vault.markdown import Unclosed, frontmatter_span, line_count
+from server.vault.markdown import line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
@@ -126,15 +126,13 @@ def _plan_props(change: PropertiesChanged, text: str) -> Plan:
     before, after = change.before, change.after
     if not after:
         return Plan("restore-properties", False, "the invocation changed no properties")
-    try:
-        span = frontmatter_span(text)
-        current, _py = frontmatter.load_both(text[span.open_end : span.close_start] if span else "")
-    except (Unclosed, KmsError):
+    current = changes.props_now(text, after)
+    if current is None:
         return Plan("restore-properties", False, "the note's frontmatter no longer parses")
     changed = []
     restore: dict[str, Any] = {}
     for key, value in after.items():
-        now = frontmatter.ABSENT if key not in current else frontmatter.to_json(current[key])
+        now = current[key]
         if frontmatter.canon(now) != frontmatter.canon(value):
             changed.append(key)
         restore[key] = {"from": now, "to": before.get(key, frontmatter.ABSENT)}
