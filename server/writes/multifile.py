@@ -21,15 +21,19 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
+
+if TYPE_CHECKING:
+    from server.index.records import FileRecord
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
 from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
-from server.vault.paths import is_within, locate_note
+from server.vault.paths import is_within, locate_note, locate_notes
 from server.vault.registry import Vault
 from server.writes.cas import lock_dir_for, on_unrecorded, put_back
 
@@ -57,6 +61,7 @@ class _Prepared:
     new_text: str
     new_raw: bytes
     pending: PendingWrite | None = None
+    record: FileRecord | None = None  # the index record of ``new_raw``, parsed while the fsyncs run
 
 
 def _name(plan: FilePlan) -> str:
@@ -134,13 +139,14 @@ def _move(real: Path, dest: Path, new_raw: bytes) -> None:
 
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
-                  keep_ids: dict[str, str] | None = None) -> str | None:
+                  keep_ids: dict[str, str] | None = None, written: dict[str, FileRecord] | None = None) -> str | None:
     """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
 
     A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
-    id) when no other note took it. Returns a warning when the index could not be updated (the files
-    are written; the watcher heals it)."""
+    id) when no other note took it. ``written``: the records of the bytes kms just wrote in place (path ->
+    ``record_of_bytes``), so those files are not read back. Returns a warning when the index could not be
+    updated (the files are written; the watcher heals it)."""
     from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
@@ -154,7 +160,7 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                                  (new, vault.id, old))
             for old, new in files:
                 path = new or old
-                note_id = reindex_file(conn, vault, path, batch=batch)
+                note_id = reindex_file(conn, vault, path, None if new else (written or {}).get(path), batch=batch)
                 want = (keep_ids or {}).get(path)
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
@@ -175,10 +181,11 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
     locks, as every writer does) before the first rename and held until the index is updated, so the
     watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
+    from server.index.records import record_of_bytes  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
     lock_dir = lock_dir or lock_dir_for(conn)
-    reals = [locate_note(vault.root, p.path)[0] for p in plans]
+    reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
@@ -195,21 +202,25 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
                 if prep.pending:  # creating files while fsyncs commit the journal makes each create wait
                     prep.pending.start_sync()
             for k, prep in enumerate(prepared):  # the re-check, right before the renames
-                if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                if _read(prep.real, prep.plan) != prep.raw:
                     if prep.pending:
                         prep.pending.discard()
                     prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
                     if prep.pending:
                         prep.pending.start_sync()
-                    if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                    if _read(prep.real, prep.plan) != prep.raw:
                         raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                        "nothing was changed: try again", path=None if prep.plan.hidden
                                        else prep.plan.path)
+            for prep in prepared:  # parsed for the index while the temp files' fsyncs are in flight
+                if prep.pending is not None:
+                    prep.record = record_of_bytes(prep.plan.path, prep.pending.mtime_ns, prep.new_raw)
             with shared_commit(conn), write_tx(conn):
                 done = _commit(vault, prepared, dests)
                 on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
                 out = _changes(prepared, dests)
-                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids)
+                written = {p.plan.path: p.record for p in prepared if p.record is not None}
+                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written)
         finally:
             for prep in prepared:
                 if prep.pending:
@@ -238,7 +249,7 @@ def _commit(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> 
             prep.pending.wait_synced()
     try:
         for i, prep in enumerate(prepared):
-            if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+            if _read(prep.real, prep.plan) != prep.raw:
                 raise KmsError("conflict", f"{_name(prep.plan)} was saved by someone else just now; nothing was "
                                "changed: try again", path=None if prep.plan.hidden else prep.plan.path)
             dest = dests.get(i)
