@@ -50,6 +50,7 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reads", "Reads"),
         Binding("x", "clear_filters", "Clear"),
         Binding("s", "app.settings", "Settings"),
+        Binding("t", "app.trash", "Trash", show=False),
         Binding("l", "load_older", "Older rows", show=False),
         Binding("1", "focus('#sessions')", "Sessions", show=False),
         Binding("2", "focus('#feed')", "Feed", show=False),

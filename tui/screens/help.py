@@ -23,6 +23,7 @@ KEYS: list[tuple[str, str]] = [
     ("x", "clear search and filters"),
     ("1 2 3", "focus sessions, feed, detail"),
     ("s", "settings (agent switches, allowlist, write limits)"),
+    ("t", "the trash: what agents trashed, from which session, when; r restores one"),
     ("Ctrl+P", "command palette"),
     ("?", "this help"),
     ("q", "quit"),
