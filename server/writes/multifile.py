@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -139,28 +140,40 @@ def _move(real: Path, dest: Path, new_raw: bytes) -> None:
 
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
-                  keep_ids: dict[str, str] | None = None, written: dict[str, FileRecord] | None = None) -> str | None:
+                  keep_ids: dict[str, str] | None = None, written: dict[str, FileRecord] | None = None,
+                  ready: Callable[[], object] = lambda: None) -> str | None:
     """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
 
     A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
-    id) when no other note took it. ``written``: the records of the bytes kms just wrote in place (path ->
-    ``record_of_bytes``), so those files are not read back. Returns a warning when the index could not be
-    updated (the files are written; the watcher heals it)."""
+    id) when no other note took it. ``written``: the records of the bytes kms writes in place (path ->
+    ``record_of_bytes``): those rows are written first, from the records, while ``ready`` (the renames,
+    on another thread) is still under way; every file the index reads comes after ``ready`` returned.
+    An error of ``ready`` is raised as it is. Returns a warning when the index could not be updated
+    (the files are written; the watcher heals it)."""
     from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
     batch = LinkWork()  # links resolved once for every file, not once per file (500 linking notes)
     files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
+    early = {old: (written or {})[old] for old, new in files if not new and old in (written or {})}
     try:
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
             for old, new in files:
                 if new:  # re-parsed at its new path (content_hash '' forces the parse)
                     conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
                                  (new, vault.id, old))
+            for path, rec in early.items():  # no file is read for these: they go while the renames run
+                reindex_file(conn, vault, path, rec, batch=batch)
+            try:
+                ready()
+            except BaseException as e:
+                raise _NotReady from e
             for old, new in files:
                 path = new or old
-                note_id = reindex_file(conn, vault, path, None if new else (written or {}).get(path), batch=batch)
+                if path in early:
+                    continue
+                note_id = reindex_file(conn, vault, path, batch=batch)
                 want = (keep_ids or {}).get(path)
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
@@ -168,11 +181,21 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
                     reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
+    except _NotReady as e:
+        raise e.__cause__ from None  # type: ignore[misc]
     except UNUSABLE:  # the database itself failed (its disk full): the unit is put back, not half recorded
         raise
     except Exception as e:  # noqa: BLE001 - see the docstring
+        ready()  # (the files are written all the same)
         return f"written, but the index update failed: {e}"
     return None
+
+
+class _NotReady(Exception):
+    """``reindex_moves``: what ``ready`` raised, carried past the index's own error handling."""
+
+
+_committer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kms-commit")  # (one unit uses one)
 
 
 def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, lock_dir: Path | None = None,
@@ -215,12 +238,18 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
             for prep in prepared:  # parsed for the index while the temp files' fsyncs are in flight
                 if prep.pending is not None:
                     prep.record = record_of_bytes(prep.plan.path, prep.pending.mtime_ns, prep.new_raw)
-            with shared_commit(conn), write_tx(conn):
-                done = _commit(vault, prepared, dests)
-                on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
-                out = _changes(prepared, dests)
-                written = {p.plan.path: p.record for p in prepared if p.record is not None}
-                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written)
+            out = _changes(prepared, dests)
+            written = {p.plan.path: p.record for p in prepared if p.record is not None}
+            with shared_commit(conn), write_tx(conn):  # the write lock first, then the renames
+                # the renames run on a thread (system calls, the GIL free) while this one writes the rows
+                renamed = _committer.submit(_commit, vault, prepared, dests)
+                try:
+                    warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written,
+                                            ready=renamed.result)
+                finally:
+                    with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
+                        done = renamed.result()
+                        on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
         finally:
             for prep in prepared:
                 if prep.pending:
