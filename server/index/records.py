@@ -50,6 +50,12 @@ class FileRecord:
     def flagged(self) -> bool:
         return bool(self.values and self.values["fm_error"])
 
+    def set_mtime(self, mtime_ns: int) -> None:
+        """The file's mtime, once known (bytes parsed before their temp file was made)."""
+        self.mtime_ns = mtime_ns
+        if self.values is not None:
+            self.values.update(note_values_mtime(mtime_ns))
+
 
 def title_of(relpath: str) -> str:
     name = relpath.rsplit("/", 1)[-1]
@@ -197,6 +203,11 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
     return sorted(keys)
 
 
+def note_values_mtime(mtime_ns: int) -> dict[str, float]:
+    """The notes columns that follow from the file's mtime."""
+    return {"mtime_ns": mtime_ns, "updated_at": mtime_ns / 1e9}
+
+
 def note_values(rec: FileRecord, p: ParsedNote) -> dict:
     folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
     s = p.summary
@@ -217,8 +228,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "content_hash": rec.content_hash,
         "size_bytes": rec.size,
         "token_estimate": max(1, rec.size // 4) if rec.size else 0,
-        "mtime_ns": rec.mtime_ns,
-        "updated_at": rec.mtime_ns / 1e9,
+        **note_values_mtime(rec.mtime_ns),
         "link_to": None,  # the target's path when the file is a symlink (read_record)
         "hidden_rule": None,  # set by the indexer from the privacy rules
     }

@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,10 +85,28 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     text, fmt = decode(raw)
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
-    prep = _Prepared(plan, real, raw, text, new_text, new_raw)
-    if new_raw != raw and plan.new_path is None and not plan.delete:
-        prep.pending = PendingWrite(real, new_raw, sync_now=False)  # flushed together (apply_plans)
-    return prep
+    return _Prepared(plan, real, raw, text, new_text, new_raw)
+
+
+def _in_place(prep: _Prepared) -> bool:
+    """Is this file rewritten where it is (through a temp file), not moved, deleted or left alone?"""
+    return prep.new_raw != prep.raw and prep.plan.new_path is None and not prep.plan.delete
+
+
+def _stage(prep: _Prepared) -> None:
+    """The temp file beside a file rewritten in place, holding its new bytes (flushed later, together)."""
+    if _in_place(prep):
+        prep.pending = PendingWrite(prep.real, prep.new_raw, sync_now=False)
+
+
+def _stage_all(prepared: list[_Prepared]) -> None:
+    """Every temp file written first, then their fsyncs all in flight at once (creating files while fsyncs
+    commit the journal makes each create wait)."""
+    for prep in prepared:
+        _stage(prep)
+    for prep in prepared:
+        if prep.pending:
+            prep.pending.start_sync()
 
 
 def _case_only(real: Path, dest: Path) -> bool:
@@ -221,23 +239,30 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         try:
             for plan, real in zip(plans, reals, strict=True):
                 prepared.append(_prepare(vault, plan, real))
-            for prep in prepared:  # every temp file written first, then their fsyncs all in flight at once:
-                if prep.pending:  # creating files while fsyncs commit the journal makes each create wait
-                    prep.pending.start_sync()
+            staged = _committer.submit(_stage_all, prepared)  # the temp files made on a kms thread (system
+            try:  # calls, the GIL free) while this one parses the new texts for the index
+                for prep in prepared:
+                    if _in_place(prep):
+                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)  # (its mtime: below)
+            finally:
+                wait([staged])
+            staged.result()
             for k, prep in enumerate(prepared):  # the re-check, right before the renames
                 if _read(prep.real, prep.plan) != prep.raw:
                     if prep.pending:
                         prep.pending.discard()
                     prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
+                    _stage(prep)
                     if prep.pending:
                         prep.pending.start_sync()
+                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)
                     if _read(prep.real, prep.plan) != prep.raw:
                         raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                        "nothing was changed: try again", path=None if prep.plan.hidden
                                        else prep.plan.path)
-            for prep in prepared:  # parsed for the index while the temp files' fsyncs are in flight
-                if prep.pending is not None:
-                    prep.record = record_of_bytes(prep.plan.path, prep.pending.mtime_ns, prep.new_raw)
+            for prep in prepared:
+                if prep.pending is not None and prep.record is not None:
+                    prep.record.set_mtime(prep.pending.mtime_ns)  # the rename keeps the temp file's mtime
             out = _changes(prepared, dests)
             written = {p.plan.path: p.record for p in prepared if p.record is not None}
             with shared_commit(conn), write_tx(conn):  # the write lock first, then the renames
