@@ -23,7 +23,9 @@ import apsw
 from server.index.privacy import Rules, apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
+    ChangedNotes,
     NewNotes,
+    StoredRows,
     affected_keys,
     delete_note_row,
     insert_note,
@@ -118,6 +120,8 @@ def index_vault(
         stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
         hidden_rids: list[int] = []
         new_notes = NewNotes(conn, vault.id)
+        changed = ChangedNotes(conn)
+        stored = StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if full else None
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
             if cold:
@@ -146,7 +150,7 @@ def index_vault(
                 report.flagged += 1
             if known:
                 rid = known[0]
-                update_note(conn, rid, values)
+                changed.add(rid, values, stored.note(rid) if stored else None)
                 if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
                     report.unchanged += 1
                 else:
@@ -155,7 +159,7 @@ def index_vault(
                               else similar_note(stamped, values) if stamped else None):
                 stamped.pop(old_path, None)
                 rid = gone.pop(old_path)[0]
-                update_note(conn, rid, values)
+                changed.add(rid, values)
                 report.renamed += 1
             else:
                 report.added += 1
@@ -163,16 +167,18 @@ def index_vault(
                 continue
             if values["hidden_rule"]:
                 hidden_rids.append(rid)
-            changed_keys, links_changed = write_children(conn, rid, vault.id, rec)
+            changed_keys, links_changed = write_children(conn, rid, vault.id, rec,
+                                                         stored.children_of(rid) if stored else None)
             keys.update(changed_keys)
             if links_changed:
                 srcs.add(rid)
+        changed.flush()
         inserted(new_notes.flush())
         for _path, (rid, _h) in gone.items():
             keys.update(affected_keys(conn, rid))
             delete_note_row(conn, rid)
             report.deleted += 1
-        if full:
+        if full and changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge FTS segments
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
         purge_embeddings(conn, hidden_rids)

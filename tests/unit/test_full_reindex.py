@@ -1,0 +1,121 @@
+"""``kms index --full`` re-parses every file and writes only what differs (issue 13, speed): its result
+equals a fresh index, ids and hidden stamps kept, and the FTS index matches the notes exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+from support.vaults import write
+
+from server.index.indexer import index_vault
+from server.index.notes import set_hidden
+from server.index.search import search
+from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes
+from server.store.db import connect, rows, write_tx
+from server.vault.registry import add_vault, get_vault
+
+DERIVED = [c for c in UPDATE_COLS if c != "indexed_at"]
+
+
+def fts_intact(conn: apsw.Connection) -> None:
+    """FTS5's own check of the index against the notes table it indexes (raises if they differ)."""
+    conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def state(conn: apsw.Connection) -> dict[str, tuple]:
+    """Everything the index derives from each file, by path (ids and rids differ between databases)."""
+    out = {}
+    for row in rows(conn, f"SELECT rid, {', '.join(DERIVED)} FROM notes"):
+        rid = row.pop("rid")
+        children = tuple(
+            tuple(tuple(r) for r in conn.execute(sql, (rid,)))
+            for sql in ("SELECT tag FROM note_tags WHERE rid = ? ORDER BY tag",
+                        "SELECT key, kind FROM note_keys WHERE rid = ? ORDER BY key, kind",
+                        "SELECT l.ord, l.target, l.heading, l.alias, l.embed, l.line, d.path FROM links l "
+                        "LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord",
+                        "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord"))
+        out[row["path"]] = (tuple(row.items()), children)
+    return out
+
+
+def fresh_state(root: Path, tmp_path: Path, name: str = "fresh") -> dict[str, tuple]:
+    fresh = connect(tmp_path / f"{name}.db")
+    index_vault(fresh, add_vault(fresh, root, "sample"))
+    fts_intact(fresh)
+    found = state(fresh)
+    fresh.close()
+    return found
+
+
+def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(indexed: apsw.Connection, vault_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    """An index an older parser wrote (a body, a title, headings, tags, a link, a frontmatter column
+    that the files no longer give) is brought back to what the files say, and only those rows are
+    rewritten."""
+    ids = dict(indexed.execute("SELECT path, id FROM notes").fetchall())
+    stale_rid, stale_path = indexed.execute("SELECT rid, path FROM notes ORDER BY path LIMIT 1").fetchall()[0]
+    others = indexed.execute("SELECT rid FROM notes WHERE rid != ? ORDER BY rid LIMIT 3", (stale_rid,)).fetchall()
+    with write_tx(indexed):  # the FTS entry kept in step by hand, as the writer does
+        indexed.execute(FTS_DELETE, (stale_rid,))
+        indexed.execute("UPDATE notes SET title = 'Stale', body = 'quokka words', indexed_at = 1.0 WHERE rid = ?",
+                        (stale_rid,))
+        indexed.execute("INSERT INTO notes_fts(rowid, title, body, tags) SELECT rid, title, body, tags FROM notes "
+                        "WHERE rid = ?", (stale_rid,))
+        indexed.execute("DELETE FROM headings WHERE rid = ?", others[0])
+        indexed.execute("DELETE FROM note_tags WHERE rid = ?", others[1])
+        indexed.execute("INSERT INTO note_tags VALUES (?, 'stale-tag')", others[1])
+        indexed.execute("UPDATE links SET target = 'Nowhere', target_key = 'nowhere', dst_rid = NULL")
+        indexed.execute("UPDATE notes SET frontmatter = '{}', indexed_at = 1.0 WHERE rid = ?", others[2])
+    fts_intact(indexed)
+    assert search(indexed, "quokka")["hits"]
+    untouched = dict(indexed.execute("SELECT rid, indexed_at FROM notes WHERE indexed_at != 1.0").fetchall())
+
+    report = index_vault(indexed, get_vault(indexed, "sample"), full=True)
+    assert report.unchanged == len(ids) and report.changed == 0 and not report.errors
+    assert dict(indexed.execute("SELECT path, id FROM notes").fetchall()) == ids
+    fts_intact(indexed)
+    assert search(indexed, "quokka")["hits"] == []
+    assert state(indexed) == fresh_state(vault_dir, tmp_path)
+    # the two stale rows were written again; the rest were not (indexed_at: when a row was last written)
+    assert indexed.execute("SELECT count(*) FROM notes WHERE indexed_at = 1.0").fetchall() == [(0,)]
+    assert dict(indexed.execute(f"SELECT rid, indexed_at FROM notes WHERE rid IN ({','.join('?' * len(untouched))})",
+                                tuple(untouched)).fetchall()) == untouched
+    assert stale_path in state(indexed)
+
+
+def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(conn: apsw.Connection,
+                                                                          tmp_path: Path) -> None:
+    """More changed notes than one batch holds (``ChangedNotes.SIZE``), renames among them: every
+    delete of a batch before its inserts, the FTS index still exact, the result a fresh index's."""
+    root = tmp_path / "v"
+    count = ChangedNotes.SIZE + 44
+    for i in range(count):
+        write(root / f"f{i % 7}" / f"note {i}.md", f"# Note {i}\n\nbody of note {i} #t{i % 5} links [[note {i + 1}]]\n")
+    vault = add_vault(conn, root, "sample")
+    index_vault(conn, vault)
+    ids = dict(conn.execute("SELECT path, id FROM notes").fetchall())
+    secret = ids["f3/note 3.md"]
+    set_hidden(conn, secret, True)
+    hidden_at = conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall()[0][0]
+
+    for i in (i for i in range(count) if i != 2):
+        write(root / f"f{i % 7}" / f"note {i}.md", f"# Note {i}\n\nnew text {i} #t{i % 3} links [[note {i - 1}]]\n")
+    (root / "f1" / "note 1.md").rename(root / "f1" / "moved.md")  # an edited rename: a new note
+    (root / "f2" / "note 2.md").rename(root / "f2" / "renamed.md")  # same bytes: the same note
+    report = index_vault(conn, vault)
+    assert (report.updated, report.renamed, report.added, report.deleted) == (count - 2, 1, 1, 1)
+    fts_intact(conn)
+    assert conn.execute("SELECT id FROM notes WHERE path = 'f2/renamed.md'").fetchall() == [(ids["f2/note 2.md"],)]
+    assert conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall() == [(hidden_at,)]
+    assert search(conn, "new text 4")["hits"] and all(h["noteId"] != secret for h in search(conn, "new text 3")["hits"])
+    assert state(conn) == fresh_state(root, tmp_path, "after-edits")
+
+    write(root / "f5" / "note 299.md", "edited during the full reindex #late\n")  # past the first chunk
+    (root / "f4" / "note 4.md").rename(root / "f4" / "again.md")  # a rename the full reindex finds
+    report = index_vault(conn, vault, full=True)
+    assert (report.updated, report.renamed, report.unchanged) == (1, 1, count - 2)
+    assert conn.execute("SELECT id FROM notes WHERE path = 'f4/again.md'").fetchall() == [(ids["f4/note 4.md"],)]
+    fts_intact(conn)
+    assert conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall() == [(hidden_at,)]
+    assert state(conn) == fresh_state(root, tmp_path, "after-full")
