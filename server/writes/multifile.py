@@ -181,8 +181,14 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                 if new:  # re-parsed at its new path (content_hash '' forces the parse)
                     conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
                                  (new, vault.id, old))
+            def keep_id(path: str, note_id: str | None) -> None:
+                want = (keep_ids or {}).get(path)
+                if note_id and want and note_id != want and not conn.execute(
+                        "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
+                    conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
+
             for path, rec in early.items():  # no file is read for these: they go while the renames run
-                reindex_file(conn, vault, path, rec, batch=batch)
+                keep_id(path, reindex_file(conn, vault, path, rec, batch=batch))
             try:
                 ready()
             except BaseException as e:
@@ -191,11 +197,7 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                 path = new or old
                 if path in early:
                     continue
-                note_id = reindex_file(conn, vault, path, batch=batch)
-                want = (keep_ids or {}).get(path)
-                if note_id and want and note_id != want and not conn.execute(
-                        "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
-                    conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
+                keep_id(path, reindex_file(conn, vault, path, batch=batch))
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
                     reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
