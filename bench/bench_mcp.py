@@ -7,7 +7,9 @@ Measures, for ``kms mcp``:
   read one response line), so the figures are what the server costs. The same calls through the
   SDK's Python client are shown too: that client validates every result against the tool's output
   schema and adds a few milliseconds of its own per call (Claude Code, a Node client, does not pay them);
-- a full ``kms_inventory`` walk and the server's RSS.
+- a full ``kms_inventory`` walk and the server's RSS;
+- the session-state check every write makes (paused, revoked), and, with ``write.approval = always``, the
+  time from the person's approval to the agent's call returning.
 
 Baselines, measured in the same run: the SDK's minimal MCPServer (start-up, an echo round trip, RSS),
 the raw FTS5 query for the same search words on a raw FTS5 index of the same vault (in-process: the
@@ -115,6 +117,50 @@ async def inventory_walk(client) -> tuple[float, int]:
             return time.perf_counter() - t, notes
 
 
+def state_checks(db: Path, calls: int = 5000) -> tuple[list[float], list[float]]:
+    """The per-call session-state check every write makes (``control.refusal``: one indexed lookup) on the
+    bench database, against a bare ``SELECT 1`` on the same connection (the floor of any query)."""
+    from server.activity import control
+    from server.activity.sessions import touch_session
+    from server.store.db import connect
+
+    conn = connect(db)
+    touch_session(conn, "bench")
+    try:
+        ours = [timed(lambda: control.refusal(conn, "bench")) for _ in range(calls)]
+        floor = [timed(lambda: conn.execute("SELECT 1").fetchall()) for _ in range(calls)]
+    finally:
+        conn.close()
+    return ours, floor
+
+
+def approval_round_trips(cmd: list[str], env: dict[str, str], db: Path, note_id: str, calls: int) -> list[float]:
+    """``write.approval = always``: from the person's ``approve`` commit to the agent's call returning."""
+    import threading
+
+    from server.activity import approvals
+    from server.store.db import connect
+
+    client = LeanClient(cmd, {**env, "KMS_WRITE_APPROVAL": "always"})
+    conn = connect(db)
+    out: list[float] = []
+    try:
+        for i in range(calls):
+            done = threading.Thread(target=client.call, args=("kms_append", {"noteId": note_id,
+                                                                              "content": f"- approved {i}"}))
+            done.start()
+            while not (items := approvals.list_pending(conn)):
+                time.sleep(0.001)
+            start = time.perf_counter()
+            approvals.decide(conn, items[0].id, approve=True)
+            done.join()
+            out.append(time.perf_counter() - start)
+    finally:
+        client.close()
+        conn.close()
+    return out
+
+
 def run(args) -> None:
     root = vault(args.notes)
     db = fresh_db("mcp.db")
@@ -162,6 +208,8 @@ def run(args) -> None:
         r["search"], r["kms_rss"] = lean_round_trips(kms_cmd, env, "kms_search", search_args, args.calls)
         r["append"], _ = lean_round_trips(kms_cmd, env, "kms_append", append_args, args.calls)
         r["echo"], r["base_rss"] = lean_round_trips(base_cmd, env, "echo", search_args, args.calls)
+        r["state_check"], r["select_1"] = state_checks(db)
+        r["approved"] = approval_round_trips(kms_cmd, env, db, note_id, max(5, args.calls // 20))
 
         async def sdk_kms(client):
             return (await sdk_round_trips(client, "kms_search", search_args, args.calls),
@@ -193,7 +241,10 @@ def report(args, r: dict[str, Any], walk: float, notes: int) -> None:
     def row(name: str, ours: str, base: str, pct: int, target: str, limit: float | None = None):
         o, b = p[ours][pct] * ms, p[base][pct] * ms
         verdict = f"<= {limit:g} ms: {'PASS' if o <= limit else 'FAIL'}" if limit else target
-        return (name, f"{o:.1f}", f"{b:.1f} ({base})", f"{o / b:.2f}x", verdict)
+        def fmt(v: float) -> str:
+            return f"{v:.1f}" if v >= 1 else f"{v:.3f}"
+
+        return (name, fmt(o), f"{fmt(b)} ({base})", f"{o / b:.2f}x", verdict)
 
     table(f"MCP over stdio: {notes} notes, {args.calls} calls each, start-up median of 3", [
         ("start -> tools/list (s)", f"{ks:.2f}", f"{bs:.2f} (SDK minimal)", f"{ks / bs:.2f}x",
@@ -203,6 +254,9 @@ def report(args, r: dict[str, Any], walk: float, notes: int) -> None:
         row("  same, lean echo (ms)", "search", "echo", 0, "SDK minimal server"),
         row("kms_append p50 (ms)", "append", "raw_fsync", 0, "", 10),
         row("kms_append p95 (ms)", "append", "raw_fsync", 1, ""),
+        row("session-state check per write (ms)", "state_check", "select_1", 0, "", 0.2),
+        row("approve -> call returns p50 (ms)", "approved", "append", 0, "", 500),
+        row("approve -> call returns p95 (ms)", "approved", "append", 1, "", 500),
         row("SDK client: kms_search p50", "sdk_search", "sdk_echo", 0, "for reference"),
         row("SDK client: kms_append p50", "sdk_append", "sdk_echo", 0, "for reference"),
         ("kms_inventory full walk (s)", f"{walk:.2f}", "", "", f"{notes} notes"),

@@ -114,6 +114,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     active: list[dict[str, Any]] = []
     writes: dict[str, Any] = {}
     embeddings: dict[str, Any] = {}
+    pending: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.health import check_database
 
@@ -122,11 +123,15 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     try:
         conn = db.connect(db_path)
         try:
+            from server.activity.approvals import list_pending
             from server.activity.provenance import write_totals
             from server.index.embed.pipeline import embed_stats
 
             vaults = _index_report(conn)
             writes, embeddings = write_totals(conn), embed_stats(conn)
+            pending = [{"id": p.id, "tool": p.tool, "sessionId": p.session_id, "createdAt": p.created_at,
+                        "expiresAt": p.expires_at, "files": [f["path"] for f in p.files], "lines": p.lines}
+                       for p in list_pending(conn)]
             active = [
                 {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
             ]
@@ -139,6 +144,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults,
                           "room": room_report(db_path)}
     report["active_sessions"] = active
+    report["pending"] = pending
     settings = load_settings(env=env, has_vault=bool(vaults))
     report["settings"] = {
         "path": str(settings.path),
@@ -155,6 +161,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "read": settings.active("agent.read"), "write": settings.active("agent.write"),
         "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),
         "perSession": settings.get("write.per_session"), "writes": writes,
+        "approval": settings.get("write.approval") or "off",
     }
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
     report["warnings"] = doctor_warnings(settings)
@@ -221,6 +228,13 @@ def doctor_command(
         last = f", last {ago(w['lastAt'], now, NEVER)}" if w["lastAt"] else ""
         out.print(f"    agent writes so far: {w['calls']} calls ({w['succeeded']} succeeded, {w['refused']} refused) "
                   f"in {w['sessions']} sessions{last} (kms log)")
+    if a["approval"] != "off":
+        out.print(f"    writes wait for your approval: {a['approval']} (write.approval)")
+    if report["pending"]:
+        out.print(f"{meh} {len(report['pending'])} write(s) wait for your approval (kms pending, or the dashboard):")
+        for p in report["pending"]:
+            out.print(f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
+                      f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}")
     for warning in report["warnings"]:
         out.print(f"{meh} {warning}")
     s = report["settings"]

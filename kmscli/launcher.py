@@ -159,7 +159,7 @@ def _die_like(returncode: int) -> None:
 
 
 def session_settings(
-    conn: Any, *, vault: str | None, write: bool | None, env: Mapping[str, str]
+    conn: Any, *, vault: str | None, write: bool | None, env: Mapping[str, str], approve: bool = False
 ) -> tuple[Settings, list[Path], str | None, list[str]]:
     """Effective settings for a session, the roots it covers, the vault name, and warnings."""
     from server.vault.registry import get_vault, list_vaults
@@ -173,6 +173,10 @@ def session_settings(
         if write and not settings.active("agent.write"):
             parent = "kms.enabled" if not settings.get("kms.enabled") else "agent.read"
             warnings.append(f"--write has no effect: {parent} is off (kms config set {parent} true).")
+    if approve:  # every write of this session waits for the person (the session contract carries it)
+        settings = settings.with_override("write.approval", "always")
+        if not settings.active("agent.write"):
+            warnings.append("--approve has no effect: agent.write is off (add --write).")
     return settings, [v.root for v in selected], selected[0].name if vault else None, warnings
 
 
@@ -185,6 +189,7 @@ def run_claude(
     print_config: bool = False,
     show_secrets: bool = False,
     env: Mapping[str, str] | None = None,
+    approve: bool = False,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
     from server.activity.sessions import end_session, start_session
@@ -205,7 +210,8 @@ def run_claude(
     conn = db.connect(db_path)
     try:
         try:
-            settings, roots, vault_name, warnings = session_settings(conn, vault=vault, write=write, env=env)
+            settings, roots, vault_name, warnings = session_settings(conn, vault=vault, write=write, env=env,
+                                                                       approve=approve)
         except KmsError as e:
             _err(e.message, "red")
             return 2
@@ -314,6 +320,10 @@ def claude_command(
             "--write/--no-write", help="Allow or forbid note writes for this session (overrides agent.write)."
         ),
     ] = None,
+    approve: Annotated[
+        bool, typer.Option("--approve", help="Every write of this session waits for your approval (the dashboard's "
+                           "pending pane, `kms approve`): write.approval = always for this session.")
+    ] = False,
     isolated: Annotated[
         bool, typer.Option("--isolated", help="Leave the kms server out; only other enabled servers.")
     ] = False,
@@ -328,7 +338,7 @@ def claude_command(
     """Start Claude Code with kms (and your other enabled MCP servers) for this session."""
     returncode = run_claude(
         claude_args or [], vault=vault, write=write, isolated=isolated, print_config=print_config,
-        show_secrets=show_secrets,
+        show_secrets=show_secrets, approve=approve,
     )
     _die_like(returncode)
 

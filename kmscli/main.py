@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kmscli import changes_cmds, index_cmds, notes_cmds, repair_cmd
+from kmscli import changes_cmds, control_cmds, index_cmds, notes_cmds, repair_cmd
 from kmscli.config_cmd import config_app
 from kmscli.doctor import doctor_command
 from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
@@ -170,6 +170,10 @@ app.command("mcp-config")(mcp_config_command)
 app.command("log")(notes_cmds.log_cmd)
 app.command("revert")(changes_cmds.revert_cmd)
 app.add_typer(changes_cmds.trash_app, name="trash")
+app.command("pending")(control_cmds.pending_cmd)
+app.command("approve")(control_cmds.approve_cmd)
+app.command("reject")(control_cmds.reject_cmd)
+app.add_typer(control_cmds.session_app, name="session")
 app.command("demo")(demo_cmd)
 app.command("tui")(tui_cmd)
 app.command("embed")(index_cmds.embed_cmd)

@@ -26,6 +26,11 @@ KINDS = (
     "no-index",
     "database",  # the database cannot be opened or is damaged (server/store/health.py)
     "disk-full",  # no room left for the database or a note
+    "paused",  # the person paused the session's writes (server/activity/control.py)
+    "revoked",  # the person revoked the session's writes for good
+    "rejected",  # the person rejected a call staged for approval (server/activity/approvals.py)
+    "approval-timeout",  # nobody decided on a staged call within write.approval_timeout
+    "cancelled",  # the host cancelled a staged call while it waited (or its server stopped)
 )
 
 

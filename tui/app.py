@@ -25,16 +25,18 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from server.activity import feed
+from server.activity import approvals, control, feed
 from server.config.settings import default_config_path
 from server.errors import KmsError
 from server.store.db import thread_connection
-from server.writes import revert
+from server.writes import revert, undo_session
 from tui.poller import Poller
+from tui.screens.control import ConfirmScreen, UndoScreen
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
 from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
+from tui.screens.pending import PendingScreen
 from tui.screens.settings import SettingsScreen
 from tui.screens.trash import TrashScreen
 from tui.state import DashboardState
@@ -67,6 +69,7 @@ class KmsDashboard(App[None]):
         self.dashboard = DashboardScreen(self.state)
         self.poller: Poller | None = None
         self.last_revert: dict[str, Any] | KmsError | None = None  # outcome of the latest revert
+        self.last_control: Any = None  # outcome of the latest decision, pause/resume/revoke or undo
         self._stop = threading.Event()
 
     # ----- lifecycle ----------------------------------------------------------------------------
@@ -229,6 +232,60 @@ class KmsDashboard(App[None]):
         if isinstance(self.screen, InvocationScreen):
             await self.screen.reload()
 
+    # ----- the person's controls: approvals, pause/resume/revoke, undo a session ----------------
+
+    def action_pending(self) -> None:
+        if not isinstance(self.screen, PendingScreen):
+            self.push_screen(PendingScreen(self.state))
+
+    @work(group="control", exit_on_error=False)
+    async def decide(self, pending_id: int, approve: bool, reason: str | None) -> None:
+        """Approve or reject a waiting call; the server that staged it sees the decision in the database."""
+        try:
+            done = await self.db(approvals.decide, pending_id, approve=approve, reason=reason)
+        except KmsError as e:
+            self.last_control = e
+            self.notify(e.message, title=f"#{pending_id}", severity="error", timeout=8)
+            return
+        self.last_control = done
+        verb = "Approved" if approve else "Rejected"
+        self.notify(f"{verb} #{pending_id} ({done.tool}); the agent's call now "
+                    f"{'applies it' if approve else 'is told'}.", title=verb)
+
+    @work(group="control", exit_on_error=False)
+    async def session_control(self, session_id: str, what: str) -> None:
+        """``pause`` (a paused session: resume), ``revoke`` (confirmed) or ``undo`` (preview, confirm)."""
+        try:
+            if what == "undo":
+                await self._undo(session_id)
+                return
+            if what == "pause":
+                current = next((s.control for s in self.state.sessions if s.id == session_id), "active")
+                state = "active" if current == "paused" else "paused"
+            else:
+                question = (f"Revoke session {session_id}? Its writes are refused for the rest of it (reads keep "
+                            "working) and its calls waiting for approval are rejected. This cannot be undone.")
+                if not await self.push_screen_wait(ConfirmScreen("Revoke session", question, "Revoke")):
+                    return
+                state = "revoked"
+            await self.db(control.set_state, session_id, state)
+        except KmsError as e:
+            self.last_control = e
+            self.notify(e.message, title=f"Session {session_id}", severity="error", timeout=8)
+            return
+        self.last_control = (session_id, state)
+        said = {"active": "resumed", "paused": "paused: its writes answer `paused`", "revoked": "revoked"}[state]
+        self.notify(f"Session {session_id} {said}.", title="Session")
+
+    async def _undo(self, session_id: str) -> None:
+        plan = await self.db(undo_session.preview, session_id)
+        if not await self.push_screen_wait(UndoScreen(plan, self.clock())) or not plan["revert"]:
+            return
+        done = await self.db(undo_session.undo, session_id)
+        self.last_control = done
+        skipped = f"; {len(done['skipped'])} skipped" if done["skipped"] else ""
+        self.notify(f"Reverted {len(done['reverted'])} change(s) of {session_id}{skipped}.", title="Session undone")
+
     # ----- command palette ----------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -236,6 +293,7 @@ class KmsDashboard(App[None]):
         yield SystemCommand("Settings", "Agent switches, write allowlist and limits", self.action_settings)
         yield SystemCommand("Help", "Keys, symbols and panels", self.action_help)
         yield SystemCommand("Trash", "What agents trashed, from which session; restore one", self.action_trash)
+        yield SystemCommand("Pending approvals", "Writes waiting for your approval", self.action_pending)
         if isinstance(screen, DashboardScreen):
             yield SystemCommand("Revert selected write", "Preview, then confirm", screen.action_revert)
             yield SystemCommand("Open selected note", "The note as it is now", screen.action_open_note)

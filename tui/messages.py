@@ -7,6 +7,7 @@ from typing import Any
 
 from textual.message import Message
 
+from server.activity.approvals import Pending
 from server.activity.feed import SessionInfo
 from server.config.settings import Settings
 from server.index.overview import Overview
@@ -61,3 +62,12 @@ class SettingsChanged(Message):
     def __init__(self, settings: Settings) -> None:
         super().__init__()
         self.settings = settings
+
+
+class PendingChanged(Message):
+    """The write calls waiting for the person's approval changed (``newest``: the newest staged id ever)."""
+
+    def __init__(self, items: list[Pending], newest: int) -> None:
+        super().__init__()
+        self.items = items
+        self.newest = newest

@@ -21,11 +21,18 @@ from pathlib import Path
 import apsw
 from textual.message import Message
 
-from server.activity import feed
+from server.activity import approvals, feed
 from server.config.settings import load_settings
 from server.index.overview import Overview, overview
 from server.store.db import connect
-from tui.messages import InvocationsArrived, OverviewChanged, OverwrittenChanged, SessionsChanged, SettingsChanged
+from tui.messages import (
+    InvocationsArrived,
+    OverviewChanged,
+    OverwrittenChanged,
+    PendingChanged,
+    SessionsChanged,
+    SettingsChanged,
+)
 
 TICK_S = 1.0
 
@@ -54,6 +61,7 @@ class Poller:
         self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
         self._overwritten: set[int] = set()
+        self._pending: tuple[tuple[int, str], ...] | None = None
 
     def first(self) -> list[Message]:
         """Open the connection (in the calling thread) and return the initial picture."""
@@ -104,7 +112,8 @@ class Poller:
             if ov != self._overview:
                 self._overview = ov
                 msgs.append(OverviewChanged(ov))
-        if changed or tick:
+        if changed or tick:  # (on a tick too: a waiting call past its time leaves the list)
+            msgs.extend(self._pending_calls())
             now = self.clock()
             sessions = feed.session_overview(self.conn, now)
             counting = any(s.gauge.limited for s in sessions) and int(now) != int(self._sessions_at)
@@ -114,6 +123,16 @@ class Poller:
         if tick:
             msgs.extend(self._settings())
         return msgs
+
+    def _pending_calls(self) -> list[Message]:
+        """A message when the calls waiting for approval changed (staged, decided, expired)."""
+        assert self.conn is not None
+        items = approvals.list_pending(self.conn, now=self.clock())
+        key = tuple((p.id, p.status) for p in items)
+        if key == self._pending:
+            return []
+        self._pending = key
+        return [PendingChanged(items, approvals.latest_id(self.conn))]
 
     def _settings(self) -> list[Message]:
         try:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.activity.approvals import Pending
 from server.activity.feed import SessionInfo
 from server.config.settings import Settings
 from server.index.overview import Overview
@@ -29,6 +30,9 @@ class DashboardState:
     arrivals: dict[int, float] = field(default_factory=dict)  # invocation id -> wall time it reached the UI
     tools_seen: set[str] = field(default_factory=set)
     loaded: bool = False  # the first window has been shown
+    pending: list[Pending] = field(default_factory=list)  # calls waiting for the person's approval
+    pending_newest: int = -1  # the newest staged id seen (-1: none read yet): a newer one rings the bell
+    bells: int = 0  # how often the dashboard rang for a new waiting call
 
     def note_rows(self, rows: list[dict[str, Any]], *, live: bool = True) -> None:
         """Record arrivals and what they imply (a successful revert marks its target)."""

@@ -181,6 +181,8 @@ class SessionInfo:
     exit_code: int | None
     vault: str | None
     gauge: Gauge = field(default_factory=Gauge)
+    control: str = "active"  # the person's control: active, paused, revoked (server.activity.control)
+    pending: int = 0  # its calls waiting for approval
 
 
 def _state(s: SessionRow, now: float) -> str:
@@ -198,9 +200,11 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
     listed too, so every write the feed shows has a gauge somewhere.
     """
     gauges = session_gauges(conn, now)
+    pending = dict(conn.execute("SELECT session_id, count(*) FROM pending_writes WHERE status = 'pending'"
+                                " GROUP BY session_id"))
     out = [
         SessionInfo(s.id, s.kind, _state(s, now), s.started_at, s.last_seen_at, s.ended_at, s.exit_code,
-                    s.vault, gauges.pop(s.id, Gauge()))
+                    s.vault, gauges.pop(s.id, Gauge()), s.control, pending.get(s.id, 0))
         for s in list_sessions(conn, limit=limit)
     ]
     for sid, g in gauges.items():

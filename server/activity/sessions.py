@@ -36,6 +36,9 @@ class SessionRow:
     argv: list[str] | None
     exit_code: int | None
     vault: str | None
+    control: str = "active"  # the person's control (m013): active, paused, revoked (server.activity.control)
+    control_at: float | None = None
+    control_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -53,6 +56,9 @@ class SessionRow:
             "argv": self.argv,
             "exit_code": self.exit_code,
             "vault": self.vault,
+            "control": self.control,
+            "control_at": self.control_at,
+            "control_reason": self.control_reason,
         }
 
 
@@ -170,6 +176,18 @@ def list_sessions(
     sql += " ORDER BY started_at DESC, id LIMIT ?"
     params.append(limit)
     return [_row(r) for r in rows(conn, sql, tuple(params))]
+
+
+def session_counts(conn: apsw.Connection) -> dict[str, dict[str, int]]:
+    """Per session: agent write calls (and how many were refused) and notes read (``kms session list``)."""
+    out: dict[str, dict[str, int]] = {}
+    for sid, calls, refused in conn.execute(
+            "SELECT session_id, count(*), sum(status != 'success') FROM tool_invocations WHERE actor = 'agent'"
+            " GROUP BY session_id"):
+        out[sid] = {"calls": calls, "refused": refused or 0, "reads": 0}
+    for sid, reads in conn.execute("SELECT session_id, count(*) FROM note_reads GROUP BY session_id"):
+        out.setdefault(sid, {"calls": 0, "refused": 0, "reads": 0})["reads"] = reads
+    return out
 
 
 def pid_alive(pid: int | None) -> bool:

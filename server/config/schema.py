@@ -107,6 +107,13 @@ def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
     return check
 
 
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"{value!r} is not one of {', '.join(choices)}"
+
+    return check
+
+
 def _check_globs(value: Any) -> str | None:
     for pattern in value:
         problem = folder_glob_problem(pattern)
@@ -225,6 +232,37 @@ _SCHEMA: list[Setting] = [
         "KMS_WRITE_MAX_FILES_PER_CALL",
         validator=_int_range(1, 100_000),
         valid="a whole number from 1 to 100000",
+    ),
+    Setting(
+        "write.approval",
+        "text",
+        "off",
+        "Which write calls wait for your approval before they land: `off`, `bulk` (calls touching more than "
+        "one file or more than write.approval_lines lines) or `always`. A waiting call shows its exact diff "
+        "in the dashboard's pending pane; approve with `a` or `kms approve ID`, reject with `x` or `kms reject "
+        "ID`. `kms claude --approve` sets `always` for one session.",
+        "KMS_WRITE_APPROVAL",
+        validator=_one_of("off", "bulk", "always"),
+        valid="off, bulk or always",
+    ),
+    Setting(
+        "write.approval_lines",
+        "int",
+        20,
+        "With write.approval = bulk: a call touching more lines than this (added plus removed) waits for "
+        "approval.",
+        "KMS_WRITE_APPROVAL_LINES",
+        validator=_int_range(0, 1_000_000),
+        valid="a whole number from 0 to 1000000",
+    ),
+    Setting(
+        "write.approval_timeout",
+        "int",
+        120,
+        "Seconds a call waits for your decision; then it answers approval-timeout and nothing is written.",
+        "KMS_WRITE_APPROVAL_TIMEOUT",
+        validator=_int_range(1, 86_400),
+        valid="a whole number of seconds from 1 to 86400",
     ),
     Setting(
         "embed.enabled",

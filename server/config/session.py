@@ -48,6 +48,9 @@ SETTING_FIELDS: dict[str, str] = {
     "per_minute": "write.per_minute",
     "per_session": "write.per_session",
     "max_files_per_call": "write.max_files_per_call",
+    "approval": "write.approval",
+    "approval_lines": "write.approval_lines",
+    "approval_timeout": "write.approval_timeout",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
@@ -89,6 +92,9 @@ class SessionConfig:
     per_minute: int = 10
     per_session: int = 200
     max_files_per_call: int = 50
+    approval: str = "off"  # write.approval: off, bulk, always
+    approval_lines: int = 20
+    approval_timeout: int = 120
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
@@ -119,6 +125,9 @@ class SessionConfig:
             per_minute=settings.get("write.per_minute"),
             per_session=settings.get("write.per_session"),
             max_files_per_call=settings.get("write.max_files_per_call"),
+            approval=settings.get("write.approval") or "off",
+            approval_lines=settings.get("write.approval_lines"),
+            approval_timeout=settings.get("write.approval_timeout"),
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),

@@ -81,7 +81,7 @@ def build_server(runner: ToolRunner) -> Server:
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if runner.runs_inline(params.name):
-            result, is_error = runner.call(params.name, params.arguments)
+            result, is_error = await runner.call_write(params.name, params.arguments, ctx.session.report_progress)
         else:
             result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
         text = json.dumps(result, ensure_ascii=False, default=str)

@@ -310,6 +310,35 @@ def m010_overwritten(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
 
 
+def m013_control(conn: apsw.Connection) -> None:
+    """The person's live controls: a session's control state (active, paused, revoked), which every write call of
+    a running server reads, and the calls staged for approval (``write.approval``) with the exact per-file
+    diff they would apply and the person's decision."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN control TEXT NOT NULL DEFAULT 'active'")  # active, paused, revoked
+    conn.execute("ALTER TABLE sessions ADD COLUMN control_at REAL")
+    conn.execute("ALTER TABLE sessions ADD COLUMN control_reason TEXT")
+    conn.execute(
+        """CREATE TABLE pending_writes (
+             id INTEGER PRIMARY KEY,
+             created_at REAL NOT NULL,
+             expires_at REAL NOT NULL,
+             session_id TEXT NOT NULL,
+             tool TEXT NOT NULL,
+             input_summary TEXT NOT NULL,
+             input_json TEXT NOT NULL,
+             files_json TEXT NOT NULL,        -- JSON list of staged files: path, hashes, diff, lines
+             lines INTEGER NOT NULL,
+             status TEXT NOT NULL DEFAULT 'pending',  -- pending, approved, rejected, expired, cancelled
+             decided_at REAL,
+             reason TEXT,
+             decision_id INTEGER,             -- the person's provenance row (approve / reject)
+             invocation_id INTEGER,           -- the call's own provenance row, once it ended
+             outcome TEXT                     -- applied, or the error kind it ended with
+           )"""
+    )
+    conn.execute("CREATE INDEX pending_writes_open ON pending_writes(status, id)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -321,6 +350,7 @@ MIGRATIONS: list[Migration] = [
     m008_privacy_rules,
     m009_file_changes,
     m010_overwritten,
+    m013_control,
 ]
 
 

@@ -43,6 +43,7 @@ from server.vault.files import (
 from server.vault.markdown import line_count
 from server.vault.paths import NOTE_SUFFIX, locate_note, open_folder
 from server.vault.registry import Vault
+from server.writes import staging
 
 if TYPE_CHECKING:
     from server.index.records import FileRecord
@@ -325,6 +326,10 @@ def write_note(
             text, fmt = decode(raw)
             edit = compute(text, fmt)
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
+            if (cap := staging.capturing()) is not None:  # staged for approval: shown, not written
+                cap.add(vault.name, note.path, raw, new_raw)
+                break
+            staging.check(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
             if new_raw == raw:
                 break
             try:
@@ -349,6 +354,9 @@ def write_note(
                 currentVersion=sha256_hex(_read(real, note)),
             )
     after = sha256_hex(new_raw)
+    if staging.capturing() is not None:
+        return WriteOutcome(WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name,
+                                        changed=new_raw != raw), edit.change, hash_before=before, hash_after=after)
     if new_raw != raw:
         locks = lock_dir or lock_dir_for(conn)
         on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, locks))

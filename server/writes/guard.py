@@ -2,7 +2,9 @@
 
 ``WriteService.call(tool, arguments)`` runs, in this order and nowhere else:
 
-1. gate: the tool's tier (write, edit or organize) is on for this session (else ``feature-disabled``);
+1. gate: the tool's tier (write, edit or organize) is on for this session (else ``feature-disabled``),
+   and the person has not paused or revoked the session (``server.activity.control``: ``paused``,
+   ``revoked``; read from the database on every call, so a running server obeys at once);
 2. input validation: the tool's strict pydantic model (else ``invalid-input``);
 3. a rate-limit slot, committed before any file is touched (else ``rate-limited``);
 4. the operation, through ``WriteTarget`` (vault scope, allowlist, locks);
@@ -10,6 +12,13 @@
    the operation's typed change record (``server.activity.changes``).
 
 A slot is given back when the call did not change a file, so the limits count writes.
+
+Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
+once inside ``staging.capture`` (everything computed, nothing written) and, when the call needs the
+person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for the
+decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
+steps 3-5 under ``staging.expect`` (the usual compare-and-swap, and every file exactly as shown:
+else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
 
 Adding a write tool is a registry entry plus an operation: a ``ToolSpec`` in
 ``server.mcp.tools.write_tools`` (name, input model, description, and a handler
@@ -24,6 +33,7 @@ A ``WriteService`` may be shared by threads: each thread gets its own APSW conne
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from server.activity import provenance, unrecorded
+from server.activity import approvals, control, provenance, unrecorded
 from server.activity.ratelimit import RateLimiter, Slot
 from server.config.allowlist import Allowlist
 from server.config.session import Tier
@@ -39,6 +49,7 @@ from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault.registry import Vault, get_vault, list_vaults
+from server.writes import staging
 from server.writes.cas import NoteRef, WriteOutcome, load_note, undone_unless_recorded
 from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 
@@ -70,6 +81,19 @@ def _off(tool: str) -> str:
 def _text(value: Any, limit: int = 1000) -> str | None:
     """A string argument worth naming in the provenance row (not whatever an agent sent)."""
     return value if isinstance(value, str) and len(value) <= limit else None
+
+
+APPROVAL_MODES = ("off", "bulk", "always")
+POLL_S = 0.1  # how often a waiting call looks at the person's decision (the answer comes within 0.5 s)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A call waiting for the person: its ``pending_writes`` id and the files it was shown to change."""
+
+    id: int
+    files: tuple[staging.StagedFile, ...]
+    expires_at: float
 
 
 @dataclass
@@ -153,7 +177,17 @@ class WriteService:
         disabled_message: Callable[[str], str] | None = None,
         tier_enabled: Callable[[Tier], bool] | None = None,
         max_files: int = 50,
+        approval: str = "off",
+        approval_lines: int = 20,
+        approval_timeout: float = 120.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        if approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {APPROVAL_MODES}, not {approval!r}")
+        self.approval = approval  # write.approval: which calls wait for the person
+        self.approval_lines = approval_lines
+        self.approval_timeout = approval_timeout
+        self.clock = clock  # injectable: the approval deadline is measured on it
         self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
         # a tier above write (edit, organize) is gated on its own; None: every tier follows ``enabled``
         self.tier_enabled = tier_enabled
@@ -184,8 +218,105 @@ class WriteService:
         """This session's live write counters."""
         return self.limits.counters(self.conn(), self.session_id)
 
+    def _gate(self, conn: apsw.Connection, tool: WriteTool) -> None:
+        """Step 1: the tier's switch, then the session's live state (one indexed lookup)."""
+        if not self.allows(getattr(tool, "tier", "write")):
+            raise KmsError("feature-disabled", self.disabled_message(tool.name))
+        refused = control.refusal(conn, self.session_id)
+        if refused is not None:
+            raise refused
+
     def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``."""
+        """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``.
+        A call that needs approval blocks this thread until the person decides (the MCP adapter waits
+        asynchronously instead: ``stage``, then ``settle``)."""
+        staged = self.stage(tool, arguments)
+        if staged is None:
+            return self.run(tool, arguments)
+        return self.settle(tool, arguments, staged, self.wait(staged, time.sleep))
+
+    def wait(self, staged: Staged, sleep: Callable[[float], object]) -> approvals.Pending:
+        """Block until the person decides or the call's time runs out."""
+        while (item := self.decision(staged)) is None:
+            sleep(POLL_S)
+        return item
+
+    def decision(self, staged: Staged) -> approvals.Pending | None:
+        """The person's decision on a staged call (or its expiry), None while it still waits."""
+        item = approvals.poll(self.conn(), staged.id, now=self.clock())
+        return None if item.status == approvals.OPEN else item
+
+    def stage(self, tool: WriteTool, arguments: Mapping[str, Any]) -> Staged | None:
+        """Stage the call for the person's approval, or None when it needs none (approval off, or ``bulk``
+        and the call touches one file and at most ``approval_lines`` lines, or it would change nothing).
+        A call refused before it could be shown (gate, paused, bad input, the operation's own refusal)
+        is recorded and raised here: it never runs unapproved."""
+        if self.approval == "off":
+            return None
+        conn = self.conn()
+        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault,
+                             Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), self.max_files, None)
+        try:
+            self._gate(conn, tool)
+            args = validate_input(tool.input_model, arguments)
+            with staging.capture() as cap:
+                tool.handler(target, args)
+        except Exception as e:
+            if not isinstance(e, apsw.Error):  # (a database failure is the dispatcher's to answer)
+                record_call(conn, tool=tool.name, session_id=self.session_id,
+                            input_summary=provenance.summarize_input(dict(arguments)), touched=target.touched,
+                            outcome=None, failure=e)
+            raise
+        if not cap.files or (self.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= self.approval_lines):
+            return None
+        now = self.clock()
+        pending_id = approvals.stage(conn, session_id=self.session_id, tool=tool.name, arguments=dict(arguments),
+                                     input_summary=provenance.summarize_input(dict(arguments)),
+                                     files=[f.to_json() for f in cap.files], lines=cap.lines,
+                                     timeout_s=self.approval_timeout, now=now)
+        return Staged(pending_id, tuple(cap.files), now + self.approval_timeout)
+
+    def settle(self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged,
+               decision: approvals.Pending) -> dict[str, Any]:
+        """The end of a staged call: applied exactly as shown when approved, else refused and recorded."""
+        if decision.status == "approved":
+            with staging.expect(staged.files):
+                return self.run(tool, arguments, pending=decision)
+        conn = self.conn()
+        if decision.status == "rejected":
+            why = f": {decision.reason}" if decision.reason else ""
+            err = KmsError("rejected", f"the person rejected this change{why}; nothing was written",
+                           pendingId=staged.id, reason=decision.reason)
+        else:
+            err = KmsError("approval-timeout", f"the person did not decide within {self.approval_timeout:g} s "
+                           "(write.approval_timeout); nothing was written. Ask them to look at the dashboard's "
+                           "pending pane, or retry later", pendingId=staged.id)
+        first = next((f for f in staged.files if not f.hidden), None)
+        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                          vault=first.vault if first else None, path=first.path if first else None)
+        invocation_id = record_call(conn, tool=tool.name, session_id=self.session_id,
+                                    input_summary=provenance.summarize_input(dict(arguments)), touched=touched,
+                                    outcome=None, failure=err)
+        approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
+        raise err
+
+    def abandon(self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged) -> None:
+        """The caller stopped waiting (the host cancelled the call, the server is stopping): the staged call
+        can no longer be approved, and it is recorded as cancelled, nothing written."""
+        conn = self.conn()
+        if not approvals.cancel(conn, staged.id, now=self.clock()):
+            return  # decided or expired just now: nobody will apply it either, but the decision stands
+        err = KmsError("cancelled", "the call was cancelled while it waited for the person's approval; nothing "
+                       "was written", pendingId=staged.id)
+        invocation_id = record_call(conn, tool=tool.name, session_id=self.session_id,
+                                    input_summary=provenance.summarize_input(dict(arguments)),
+                                    touched=Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)),
+                                    outcome=None, failure=err)
+        approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
+
+    def run(self, tool: WriteTool, arguments: Mapping[str, Any], *,
+            pending: approvals.Pending | None = None) -> dict[str, Any]:
+        """Steps 1-5 for one call (``pending``: a call the person approved)."""
         conn = self.conn()
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                           title=_text(arguments.get("title"), MAX_TITLE_CHARS))
@@ -200,8 +331,10 @@ class WriteService:
         try:
             with undone_unless_recorded(), contextlib.ExitStack() as group:
                 try:
-                    if not self.allows(getattr(tool, "tier", "write")):
-                        raise KmsError("feature-disabled", self.disabled_message(tool.name))
+                    if pending is None:
+                        self._gate(conn, tool)
+                    elif (refused := control.refusal(conn, self.session_id)) and refused.kind == "revoked":
+                        raise refused  # approved, but the session was revoked before it could land
                     args = validate_input(tool.input_model, arguments)
                     slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
                     # the index update and the provenance record then share one commit; the file lock is
@@ -218,7 +351,12 @@ class WriteService:
                         invocation_id = record_call(
                             conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
                             touched=target.touched, outcome=outcome, failure=failure,
+                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
                         )
+                        if pending is not None:
+                            approvals.finish(conn, pending.id, invocation_id=invocation_id,
+                                             outcome="applied" if outcome is not None else
+                                             getattr(failure, "kind", "internal"))
         except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
             err = database_error(e, conn.filename)
             unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id, input_summary=summary,

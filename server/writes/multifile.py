@@ -36,6 +36,7 @@ from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
 from server.vault.paths import is_within, locate_note, locate_notes
 from server.vault.registry import Vault
+from server.writes import staging
 from server.writes.cas import lock_dir_for, on_unrecorded, put_back
 
 log = logging.getLogger("kms.writes")
@@ -85,6 +86,7 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     text, fmt = decode(raw)
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
+    staging.check(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
     return _Prepared(plan, real, raw, text, new_text, new_raw)
 
 
@@ -229,6 +231,8 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
 
     lock_dir = lock_dir or lock_dir_for(conn)
     reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
+    if (cap := staging.capturing()) is not None:
+        return _preview(cap, vault, plans, reals), None
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
@@ -282,6 +286,22 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
                 if prep.pending:
                     prep.pending.discard()
     return out, warning
+
+
+def _preview(cap: staging.Capture, vault: Vault, plans: list[FilePlan], reals: list[Path]) -> list[FileChange]:
+    """What the unit would change, for a call staged for approval: computed, captured, nothing written."""
+    out: list[FileChange] = []
+    for plan, real in zip(plans, reals, strict=True):
+        raw = _read(real, plan)
+        text, fmt = decode(raw)
+        new_text = "" if plan.delete else plan.compute(text)
+        new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
+        moved = plan.new_path if plan.new_path and plan.new_path != plan.path else None
+        if new_raw != raw or moved or plan.delete:
+            cap.add(vault.name, plan.path, raw, None if plan.delete else new_raw, new_path=moved, hidden=plan.hidden)
+            out.append(file_change(plan.path, text, new_text, sha256_hex(raw),
+                                   "" if plan.delete else sha256_hex(new_raw), new_path=moved, hidden=plan.hidden))
+    return out
 
 
 def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChange]:

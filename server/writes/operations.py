@@ -41,6 +41,7 @@ from server.vault.paths import (
 )
 from server.vault.properties import RESERVED_KEYS, check_properties, normalize_tags
 from server.vault.registry import Vault
+from server.writes import staging
 from server.writes.cas import (
     Edit,
     NoteRef,
@@ -132,10 +133,17 @@ def create(
     existing_folder = resolve_folder(vault.root, fkey)  # refuse before creating any folder
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
+    if (cap := staging.capturing()) is not None:  # staged for approval: no folder, no file
+        relpath = (relpath_in_vault(vault.root, existing_folder / name) if existing_folder.is_dir()
+                   else f"{fkey}/{name}" if fkey else name)
+        cap.add(vault.name, relpath, None, data)
+        return WriteOutcome(WriteResult(title=stem, path=relpath, vault=vault.name, changed=True),
+                            FileCreated(relpath, text, sha256_hex(data)))
     folder_path = ensure_folder(vault.root, fkey)
     real_folder = relpath_in_vault(vault.root, folder_path)
     if allowlist:
         allowlist.check("" if real_folder == "." else real_folder)
+    staging.check(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # approved: as shown
     lock_dir = lock_dir or lock_dir_for(conn)
     with file_lock(folder_path / name.casefold(), lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)

@@ -95,3 +95,51 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed:
     assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"
     assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0"
                            ).fetchone()[0] == 3
+
+
+@pytest.mark.timeout(300)
+def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    """`kms claude --write --approve`: the real Claude Code calls kms_create, kms stages it (nothing written),
+    the test plays the person with `kms approve ID` in another process, and the call returns the real result."""
+    import time
+
+    from server.activity import approvals
+
+    claude = claude_bin()
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    vault_root = Path(indexed.execute("SELECT root FROM vaults").fetchone()[0])
+    target = vault_root / "inbox" / "Approved by the person.md"
+    note = {"title": "Approved by the person", "folder": "inbox", "content": "written only after kms approve"}
+    with FakeAnthropic(tool_name="mcp__kms__kms_create", tool_input=note) as api:
+        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
+                         KMS_CONFIG=str(tmp_path / "config.toml"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kmscli", "claude", "--write", "--approve", "--",
+             *claude_print_args("File a note in my inbox")],
+            env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 200
+            while not (waiting := approvals.list_pending(indexed)):
+                assert proc.poll() is None, f"claude ended before staging anything\n{api.describe()}"
+                assert time.monotonic() < deadline, f"nothing was staged\n{api.describe()}"
+                time.sleep(0.1)
+            assert waiting[0].tool == "kms_create" and not target.exists()  # staged, not written
+            approve = subprocess.run([sys.executable, "-m", "kmscli", "approve", str(waiting[0].id)], env=env,
+                                     capture_output=True, text=True, timeout=60)
+            assert approve.returncode == 0, approve.stderr
+            stdout, stderr = proc.communicate(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{stderr[-3000:]}\nstdout:\n{stdout[-3000:]}"
+    assert proc.returncode == 0, debug
+    assert api.tool_results and not api.tool_results[-1].is_error, debug
+    assert "inbox/Approved by the person.md" in api.tool_results[-1].text, debug
+    assert "written only after kms approve" in target.read_text()
+    rows = indexed.execute("SELECT tool, actor, status FROM tool_invocations ORDER BY id").fetchall()
+    assert rows == [("approve", "person", "success"), ("kms_create", "agent", "success")]
+    session = indexed.execute("SELECT id FROM sessions WHERE kind = 'launcher'").fetchone()[0]
+    assert approvals.get(indexed, waiting[0].id).session_id == session  # type: ignore[union-attr]

@@ -12,7 +12,8 @@ from the conversation in each request alone:
 
 * the latest user message carries a ``tool_result`` for a ``tool_name`` call -> the result is recorded in
   ``tool_results`` and the answer is a text block ``"<final_prefix><tool result text>"`` (``end_turn``);
-* else the request offers ``tool_name`` -> a ``tool_use`` block calling it with ``{"query": query}``;
+* else the request offers ``tool_name`` -> a ``tool_use`` block calling it with ``tool_input`` (default
+  ``{"query": query}``);
 * else it offers ``ToolSearch`` and names ``tool_name`` somewhere (Claude Code defers MCP tools and lists
   them in the system prompt) -> ``tool_use ToolSearch {"query": "select:<tool_name>"}``, once;
 * else a short plain text (side requests such as quota checks or titles, or a dead end after other
@@ -185,6 +186,7 @@ def sse_events(
 class FakeAnthropic:
     query: str = "test query"
     tool_name: str = DEFAULT_TOOL
+    tool_input: dict[str, Any] | None = None  # the call's input; None: {"query": query}
     final_prefix: str = "Tool said: "
     host: str = "127.0.0.1"
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -268,7 +270,8 @@ class FakeAnthropic:
             return _text(self.final_prefix + "\n".join(r.text for r in ours))
         offered = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
         if self.tool_name in offered:
-            return self._tool_use(self.tool_name, {"query": self.query})
+            return self._tool_use(self.tool_name, self.tool_input if self.tool_input is not None
+                                  else {"query": self.query})
         searched = TOOL_SEARCH in names.values()
         if TOOL_SEARCH in offered and not searched and self.tool_name in json.dumps(body):
             # Claude Code defers MCP tools behind ToolSearch: load the schema first, as a real model would.

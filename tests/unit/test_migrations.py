@@ -202,3 +202,26 @@ def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(t
     conn.execute("UPDATE tool_invocations SET overwritten_at = 5.0 WHERE id = 2")
     assert feed.overwritten_ids(conn) == {2} and feed.overwritten_ids(conn, from_id=3) == set()
     conn.close()
+
+
+def test_upgrade_to_m013_keeps_sessions_active_and_adds_pending_writes(tmp_path: Path) -> None:
+    """An m010 database: its sessions become ``active`` (the guard reads the column on every write), and the
+    pending table appears empty."""
+    from server.activity import control
+    from server.activity.sessions import get_session
+
+    path = tmp_path / "m010.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    assert "m013_control" not in applied(old)
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at) VALUES ('s1', 'server', 1.0, 1.0)")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s1")
+    assert session is not None and session.control == "active"
+    assert control.refusal(conn, "s1") is None
+    assert scalar(conn, "SELECT count(*) FROM pending_writes") == 0
+    control.set_state(conn, "s1", "paused", reason="why")
+    assert control.state_of(conn, "s1") == ("paused", "why")
+    conn.close()

@@ -20,12 +20,20 @@ from textual.widgets import DataTable, Footer, Input, Select
 
 from server.activity import feed
 from server.activity.feed import FeedFilter
-from tui.messages import InvocationsArrived, OverviewChanged, OverwrittenChanged, SessionsChanged, SettingsChanged
+from tui.messages import (
+    InvocationsArrived,
+    OverviewChanged,
+    OverwrittenChanged,
+    PendingChanged,
+    SessionsChanged,
+    SettingsChanged,
+)
 from tui.state import DashboardState
 from tui.widgets.detail import DetailView
 from tui.widgets.feed import FeedTable
 from tui.widgets.filters import FilterBar
 from tui.widgets.header import TopBar
+from tui.widgets.pending import PendingBadge
 from tui.widgets.sessions import SessionsTable
 
 if TYPE_CHECKING:
@@ -51,6 +59,7 @@ class DashboardScreen(Screen[None]):
         Binding("x", "clear_filters", "Clear"),
         Binding("s", "app.settings", "Settings"),
         Binding("t", "app.trash", "Trash", show=False),
+        Binding("p", "app.pending", "Pending", show=False),  # the badge says so when something waits
         Binding("l", "load_older", "Older rows", show=False),
         Binding("1", "focus('#sessions')", "Sessions", show=False),
         Binding("2", "focus('#feed')", "Feed", show=False),
@@ -73,6 +82,7 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.state, id="topbar")
+        yield PendingBadge(id="pending-badge")
         yield SessionsTable(self.state, id="sessions")
         with Horizontal(id="main"):
             with Vertical(id="feedcol"):
@@ -123,6 +133,21 @@ class DashboardScreen(Screen[None]):
         self.state.sessions, self.state.sessions_at = msg.sessions, msg.now
         self.query_one(SessionsTable).show(msg.sessions, msg.now)
         self.filters.set_sessions([s.id for s in msg.sessions])
+
+    def on_pending_changed(self, msg: PendingChanged) -> None:
+        """Calls waiting for approval: the badge, the pending pane if open, the bell for a new one."""
+        first = self.state.pending_newest < 0
+        newer = msg.newest > self.state.pending_newest and any(p.id > self.state.pending_newest for p in msg.items)
+        self.state.pending, self.state.pending_newest = msg.items, max(msg.newest, self.state.pending_newest)
+        self.query_one(PendingBadge).show(len(msg.items))
+        if newer and not first or first and msg.items:
+            self.state.bells += 1
+            self.app.bell()
+        from tui.screens.pending import PendingScreen
+
+        for screen in self.app.screen_stack:
+            if isinstance(screen, PendingScreen):
+                screen.update_items()
 
     def on_overview_changed(self, msg: OverviewChanged) -> None:
         self.state.overview = msg.overview

@@ -23,7 +23,7 @@ from server.config.schema import AUTO, SettingsError, format_value, parse_value,
 from server.config.settings import load_settings, set_value
 
 KEYS = ("kms.enabled", "agent.read", "agent.write", "agent.edit", "agent.organize", "write.allowlist",
-        "write.per_minute", "write.per_session")
+        "write.per_minute", "write.per_session", "write.approval", "write.approval_lines", "write.approval_timeout")
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from server import humanize
@@ -19,8 +20,18 @@ COLUMNS = (("Session", "id", 13), ("Kind", "kind", 8), ("State", "state", 9), ("
            ("Total", "total", 8), ("Can write", "next", 9), ("Start", "started", 5))
 
 
+CONTROL_STYLE = {"paused": ("⏸", "bold yellow"), "revoked": ("⊘", "bold red")}
+
+
 class SessionsTable(DataTable[Any]):
-    """One row per session, keyed by session id; updated in place so the cursor stays put."""
+    """One row per session, keyed by session id; updated in place so the cursor stays put. With the table
+    focused, the person pauses or resumes (``P``), revokes (``V``) or undoes (``U``) the highlighted session."""
+
+    BINDINGS = [
+        Binding("P", "control('pause')", "Pause/resume"),
+        Binding("V", "control('revoke')", "Revoke"),
+        Binding("U", "control('undo')", "Undo session"),
+    ]
 
     def __init__(self, state: DashboardState, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
@@ -35,6 +46,8 @@ class SessionsTable(DataTable[Any]):
         symbol, style = fmt.STATE_STYLE.get(s.state, ("?", ""))
         failed = s.state == "ended" and s.exit_code not in (None, 0)
         state = f"{s.state} {s.exit_code}" if failed else s.state
+        if s.control in CONTROL_STYLE:  # the person's control says more than live/idle
+            (symbol, style), state = CONTROL_STYLE[s.control], s.control
         g = s.gauge
         cells = (
             Text(s.id),
@@ -69,6 +82,13 @@ class SessionsTable(DataTable[Any]):
         self.sort("id", key=lambda cell: order.get(cell.plain, len(order)))
         if selected in wanted:
             self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
+
+    def action_control(self, what: str) -> None:
+        sid = self.selected_id
+        if sid is None:
+            self.notify("No session selected.", severity="warning")
+            return
+        self.app.session_control(sid, what)  # type: ignore[attr-defined]
 
     @property
     def selected_id(self) -> str | None:

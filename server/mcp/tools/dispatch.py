@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from server.activity.reads import ReadTracker
 from server.config.session import TIERS, SessionConfig
@@ -19,7 +20,17 @@ from server.index.listing import encode_cursor
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
 from server.store.health import UNUSABLE, database_error
 
+if TYPE_CHECKING:
+    from server.activity.approvals import Pending
+    from server.writes.guard import Staged
+
 log = logging.getLogger("kms.tools")
+Progress = Callable[[float, float | None, str], Awaitable[None]]  # (progress, total, message): MCP progress
+PROGRESS_S = 1.0  # how often a call waiting for approval tells the host it is still alive
+
+
+def _reraise(exc: Exception) -> dict[str, Any]:
+    raise exc
 
 
 def note_ids_in(result: dict[str, Any]) -> list[str]:
@@ -61,20 +72,83 @@ class ToolRunner:
         return spec is not None and spec.tier != "read"
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+        """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
         spec = self.by_name.get(name)
         if spec is None:
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
         arguments = arguments or {}
+        if spec.tier != "read":
+            return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))
+        return self._answer(spec, arguments, lambda: self._read(spec, arguments))
+
+    async def call_write(self, name: str, arguments: dict[str, Any] | None,
+                         progress: Progress | None = None) -> tuple[dict[str, Any], bool]:
+        """A write-tier call on the event loop: one that waits for the person's approval awaits the decision
+        (polling the database, so the loop and the session's other calls go on) and reports progress while
+        it waits, so the host does not give up on it."""
+        spec = self.by_name.get(name)
+        if spec is None or spec.tier == "read":
+            return self.call(name, arguments)
+        arguments = arguments or {}
+        staged: list[Staged | None] = [None]
+
+        def stage() -> dict[str, Any]:
+            staged[0] = self.writes.stage(spec, arguments)
+            return {} if staged[0] is not None else self.writes.run(spec, arguments)
+
+        answer = self._answer(spec, arguments, stage)
+        ticket = staged[0]
+        if ticket is None:
+            return answer
         try:
+            decision = await self._decision(ticket, progress)
+        except BaseException as exc:  # cancelled (the host gave up, the server stops), or the database failed
+            try:
+                self.writes.abandon(spec, arguments, ticket)  # no approval can land any more
+            except Exception:  # the database may be what failed
+                log.exception("could not record the cancelled call #%s", ticket.id)
+            if not isinstance(exc, Exception):
+                raise
+            failure: Exception = exc
+        else:
+            return self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
+        return self._answer(spec, arguments, lambda: _reraise(failure))  # typed, like any other failure
+
+    async def _decision(self, staged: Staged, progress: Progress | None) -> Pending:
+        import anyio
+
+        from server.writes.guard import POLL_S
+
+        started = last = anyio.current_time()
+        told = False
+        while (item := self.writes.decision(staged)) is None:
+            now = anyio.current_time()
+            if progress is not None and (not told or now - last >= PROGRESS_S):
+                told, last = True, now
+                try:
+                    await progress(now - started, float(self.writes.approval_timeout),
+                                   f"waiting for the person to approve pending change #{staged.id} "
+                                   "(kms dashboard, or `kms approve`)")
+                except Exception:  # the host went away: the decision (or the timeout) still ends the call
+                    log.debug("progress notification failed", exc_info=True)
+            await anyio.sleep(POLL_S)
+        return item
+
+    def _read(self, spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not self.config.tier_enabled(spec.tier):
+            raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
+        return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
+
+    def _answer(self, spec: ToolSpec, arguments: dict[str, Any],
+                run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """``run`` answered as the client sees it: errors as dicts, the payload capped, reads tracked."""
+        name = spec.name
+        try:
+            result = run()
             if spec.tier != "read":
-                result = self.writes.call(spec, arguments)
                 semantic = self.ctx.services.get("semantic")
-                if semantic is not None:
+                if semantic is not None and result:
                     semantic.notify_changed()  # embed the new text in the background
-            else:
-                if not self.config.tier_enabled(spec.tier):
-                    raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
-                result = spec.handler(self.ctx, validate_input(spec.input_model, arguments))
         except KmsError as exc:
             return exc.to_dict(), True
         except UNUSABLE as exc:  # a full disk, a damaged or unreachable database: typed, saying what to do

@@ -182,7 +182,8 @@ def kms_trash(target: WriteTarget, args: TrashInput) -> WriteOutcome:
 
 
 _RECOVER = ("Errors: not-found, feature-disabled, rate-limited (wait retryAfterMs), conflict (kms_read again and "
-            "retry), folder-denied, already-exists, too-broad, invalid-input. A person can revert the whole call "
+            "retry), folder-denied, already-exists, too-broad, invalid-input, paused, revoked, rejected (the person "
+            "declined it: do not retry it unchanged), approval-timeout. A person can revert the whole call "
             "from the dashboard.")
 
 LINK_TOOLS: list[ToolSpec] = [

@@ -187,12 +187,14 @@ def make_write_service(config: SessionConfig, disabled_message: Callable[[str], 
     return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
                         vault=config.vault, enabled=config.tier_enabled("write"),
                         disabled_message=disabled_message, tier_enabled=config.tier_enabled,
-                        max_files=config.max_files_per_call)
+                        max_files=config.max_files_per_call, approval=config.approval,
+                        approval_lines=config.approval_lines, approval_timeout=config.approval_timeout)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "
             "retryAfterMs), conflict (kms_read again and retry), folder-denied (use an allowed folder), "
-            "already-exists, invalid-input.")
+            "already-exists, invalid-input; paused or revoked (the person stopped this session's writes), "
+            "rejected (the person declined this change: do not retry it unchanged), approval-timeout.")
 
 WRITE_TOOLS: list[ToolSpec] = [
     ToolSpec(

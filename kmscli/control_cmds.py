@@ -1,0 +1,187 @@
+"""The person's live controls: ``kms pending|approve|reject`` and ``kms session list|pause|resume|revoke|undo``.
+
+Thin adapters: the rules live in ``server.activity.approvals``, ``server.activity.control`` and
+``server.writes.undo_session``; a running ``kms mcp`` sees every decision through the database.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Column, Table
+
+from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from server.humanize import ago
+
+session_app = typer.Typer(help="Agent sessions: list them, pause, resume or revoke their writes, undo one.",
+                          no_args_is_help=True)
+
+SidArg = Annotated[str, typer.Argument(help="The session id (`kms session list`, the dashboard).")]
+ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent is told).")]
+
+
+def _show_pending(p: Any, now: float) -> None:
+    left = max(0, int(p.expires_at - now))
+    console.print(f"[bold]#{p.id}[/] {p.tool} · session {p.session_id} · {ago(p.created_at, now, '?')} · "
+                  f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left", highlight=False)
+    console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
+    for f in p.files:
+        where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
+        console.print(f"  [cyan]{f['vault']}:{where}[/] +{f['added']} -{f['removed']}", highlight=False)
+        console.print(f["diff"], markup=False, highlight=False, end="")
+
+
+def pending_cmd(json_out: JsonOpt = False) -> None:
+    """Write calls waiting for your approval, oldest first, each with the exact diff it would apply."""
+    from server.activity.approvals import list_pending
+
+    with cli_errors():
+        items = list_pending(open_db())
+    if json_out:
+        print_json([p.to_json() for p in items])
+        return
+    if not items:
+        console.print("Nothing waits for your approval.")
+        return
+    now = time.time()
+    for p in items:
+        _show_pending(p, now)
+    console.print("[dim]approve with `kms approve ID`, reject with `kms reject ID --reason TEXT`[/]")
+
+
+def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:
+    from server.activity.approvals import decide
+
+    with cli_errors():
+        done = decide(open_db(), pending_id, approve=approve, reason=reason)
+    if json_out:
+        print_json(done.to_json())
+        return
+    verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
+    console.print(f"{verb} #{done.id} ({done.tool}, session {done.session_id}); the waiting call now "
+                  f"{'applies it' if approve else 'tells the agent'}", highlight=False)
+
+
+def approve_cmd(pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
+                json_out: JsonOpt = False) -> None:
+    """Approve a waiting write: the agent's call applies it (or answers conflict if the note changed since)."""
+    _decide(pending_id, True, None, json_out)
+
+
+def reject_cmd(pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
+               reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+    """Reject a waiting write: nothing is written, the agent is told (with your reason)."""
+    _decide(pending_id, False, reason, json_out)
+
+
+@session_app.command("list")
+def session_list(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many sessions.")] = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """Sessions, live ones first: connection state, your control, write gauges and counts."""
+    from server.activity.feed import session_overview
+    from server.activity.sessions import session_counts
+
+    now = time.time()
+    with cli_errors():
+        conn = open_db()
+        items = session_overview(conn, now, limit=limit)
+        counts = session_counts(conn)
+    none = {"calls": 0, "refused": 0, "reads": 0}
+    if json_out:
+        print_json([{"id": s.id, "kind": s.kind, "state": s.state, "control": s.control, "vault": s.vault,
+                     "startedAt": s.started_at, "lastSeenAt": s.last_seen_at, "endedAt": s.ended_at,
+                     "exitCode": s.exit_code, "pending": s.pending, **counts.get(s.id, none),
+                     "writes": {"thisMinute": s.gauge.window_count, "perMinute": s.gauge.per_minute,
+                                "total": s.gauge.total, "perSession": s.gauge.per_session}} for s in items])
+        return
+    if not items:
+        console.print("No sessions recorded yet.")
+        return
+    table = Table("kind", "state", "control", "this minute", "total", "calls", "reads", "pending", "started")
+    table.columns.insert(0, Column("session", no_wrap=True, min_width=13))
+    for s in items:
+        c = counts.get(s.id, none)
+        table.add_row(s.id, s.kind, s.state, s.control, s.gauge.minute_text, s.gauge.total_text,
+                      f"{c['calls']}" + (f" ({c['refused']} refused)" if c["refused"] else ""), str(c["reads"]),
+                      str(s.pending), ago(s.started_at, now, "?") if s.started_at else "?")
+    console.print(table)
+
+
+def _set(session_id: str, state: str, reason: str | None, json_out: bool, said: str) -> None:
+    from server.activity.control import set_state
+
+    with cli_errors():
+        before = set_state(open_db(), session_id, state, reason=reason)
+    if json_out:
+        print_json({"sessionId": session_id, "control": state, "was": before})
+        return
+    console.print(f"session {session_id}: {said}", highlight=False)
+
+
+@session_app.command("pause")
+def session_pause(session_id: SidArg, reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+    """Pause a session's writes: its next write call answers `paused` until you resume it."""
+    _set(session_id, "paused", reason, json_out, "paused (its writes answer `paused`; `kms session resume` undoes it)")
+
+
+@session_app.command("resume")
+def session_resume(session_id: SidArg, json_out: JsonOpt = False) -> None:
+    """Let a paused session write again."""
+    _set(session_id, "active", None, json_out, "resumed")
+
+
+@session_app.command("revoke")
+def session_revoke(session_id: SidArg, reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+    """Refuse a session's writes for the rest of it (reads keep working); its waiting calls are rejected."""
+    _set(session_id, "revoked", reason, json_out, "revoked (no more writes this session)")
+
+
+def _show_undo(plan: dict[str, Any], now: float) -> None:
+    for item in plan["revert"]:
+        note = f" [dim]({item['reason']})[/]" if item.get("reason") else ""
+        console.print(f"[green]✓[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']} · "
+                      f"{ago(item['at'], now, '?')}{note}", highlight=False)
+    for item in plan["skip"]:
+        console.print(f"[red]✗[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']}: "
+                      f"{item['reason']}", highlight=False)
+
+
+@session_app.command("undo")
+def session_undo(
+    session_id: SidArg,
+    since: Annotated[str | None, typer.Option("--since", help="Only changes since then: a duration (30m, 2h) "
+                                              "or a date-time (2026-12-01 10:30).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Undo without asking.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Revert every change a session made, newest first, after showing what can and cannot be reverted."""
+    from server.writes import undo_session
+
+    now = time.time()
+    with cli_errors():
+        conn = open_db()
+        start = undo_session.parse_since(since, now=now)
+        plan = undo_session.preview(conn, session_id, since=start)
+        if not json_out:
+            _show_undo(plan, now)
+        if not plan["revert"]:
+            if json_out:
+                print_json({"sessionId": session_id, "since": start, "reverted": [], "skipped": plan["skip"]})
+            else:
+                console.print("Nothing to revert.")
+            raise typer.Exit(0 if not plan["skip"] else 1)
+        if not yes and not typer.confirm(f"Revert {len(plan['revert'])} change(s)?", default=False):
+            console.print("nothing changed")
+            raise typer.Exit(1)
+        done = undo_session.undo(conn, session_id, since=start)
+    if json_out:
+        print_json(done)
+        return
+    console.print(f"[green]reverted {len(done['reverted'])} change(s)[/]"
+                  + (f", skipped {len(done['skipped'])}" if done["skipped"] else ""), highlight=False)
+    for item in done["skipped"]:
+        console.print(f"  [red]✗[/] #{item['invocationId']} {item['path']}: {item['reason']}", highlight=False)
