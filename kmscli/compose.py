@@ -68,7 +68,7 @@ def kms_server(settings: Settings, session: Session) -> Built:
     if not settings.active("agent.read"):
         return None
     config = SessionConfig.from_settings(settings, db_path=session.db_path, session_id=session.id,
-                                         vault=session.vault)
+                                         vault=session.vault, project=str(session.cwd))
     command, args = kms_command(session.python)
     return "kms", {"command": command, "args": args, "env": config.to_env()}
 

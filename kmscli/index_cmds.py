@@ -30,14 +30,16 @@ def vault_add(
     path: Annotated[Path, typer.Argument(help="Folder of Markdown notes.")],
     name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
+    dialect: Annotated[str | None, typer.Option(
+        "--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder).")] = None,
 ) -> None:
     """Register a vault (and index it)."""
     from server.vault.registry import add_vault
 
     with cli_errors():
         conn = open_db()
-        vault = add_vault(conn, path, name)
-        console.print(f"Added vault [bold]{vault.name}[/] at {vault.root}")
+        vault = add_vault(conn, path, name, dialect)
+        console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
         if not no_index:
             _run_index(conn, full=False, vault=vault.name, embed=False)
 
@@ -52,10 +54,31 @@ def vault_list(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json([v.to_json() for v in vaults])
         return
-    table = Table("name", "root", "notes", "hidden", "last indexed")
+    table = Table("name", "root", "dialect", "notes", "hidden", "last indexed")
     for v in vaults:
-        table.add_row(v.name, v.root, str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
+        table.add_row(v.name, v.root, v.dialect or "-", str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
     console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
+
+
+@vault_app.command("set")
+def vault_set(
+    name: str,
+    assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
+) -> None:
+    """Change a vault's setting (its dialect); its notes are read again by the new rules."""
+    from server.vault.registry import set_dialect
+
+    with cli_errors():
+        key, sep, value = assignment.partition("=")
+        if not sep or key.strip() != "dialect":
+            raise KmsError("invalid-input", f"expected dialect=NAME, got {assignment!r}")
+        conn = open_db()
+        vault, changed = set_dialect(conn, name, value)
+        if not changed:
+            console.print(f"vault [bold]{vault.name}[/] is {vault.dialect} already; nothing to do")
+            return
+        console.print(f"vault [bold]{vault.name}[/] is now {vault.dialect}; reading its notes again")
+        _run_index(conn, full=True, vault=vault.name, embed=False)
 
 
 @vault_app.command("remove")
@@ -157,7 +180,7 @@ def status_cmd(json_out: JsonOpt = False) -> None:
         return
     console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
     for v in data["vaults"]:
-        console.print(f"[bold]vault[/] {v['name']}: {v['root']} — {v['notes']} notes"
+        console.print(f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
                       f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}")
     if data["hiddenBy"]:
         console.print("hidden from agents by " + ", ".join(f"{w}: {n}" for w, n in data["hiddenBy"].items())
@@ -165,7 +188,11 @@ def status_cmd(json_out: JsonOpt = False) -> None:
     if not data["vaults"]:
         console.print("No vaults yet: [bold]kms vault add PATH[/]")
     console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
-                  f" ({data['unresolvedLinks']} unresolved) · flagged {data['flaggedCount']}")
+                  f" ({data['unresolvedLinks']} unresolved, {data['attachmentLinks']} to attachments,"
+                  f" {data['ambiguousLinks']} ambiguous) · flagged {data['flaggedCount']}")
+    for a in data["ambiguous"]:
+        console.print(f"  ambiguous {a['vault']}: [[{a['name']}]] ({a['links']} links) could be "
+                      + ", ".join(a["candidates"]), highlight=False, markup=False)
     for f in data["flagged"]:
         console.print(f"  [yellow]flagged[/] {f['path']}: {f['reason']}", highlight=False)
     for s in data["sessions"]:

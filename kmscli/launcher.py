@@ -237,6 +237,7 @@ def run_claude(
                 argv=["claude", *claude_args],
                 vault=vault_name,
                 cwd=str(session.cwd),
+                project=str(session.cwd),
             )
             conversation = new_conversation_id(claude_args, sys.stdin.isatty() and sys.stdout.isatty())
             own = [f"--session-id={conversation}"] if conversation else []

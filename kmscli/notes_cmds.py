@@ -107,6 +107,8 @@ def show_cmd(note: str, json_out: JsonOpt = False) -> None:
                   f"{' · HIDDEN' if n['hidden_at'] else ''}[/]", highlight=False)
     if n["tags"]:
         console.print("tags: " + ", ".join("#" + t for t in n["tags"]))
+    if n["parent"]:
+        console.print(f"parent: {n['parent']['title']} ({n['parent']['path']})", markup=False, highlight=False)
     if n["fm_error"]:
         console.print(f"[yellow]frontmatter flagged: {n['fm_error']}[/]")
     if n["summary_state"] != "none":

@@ -36,6 +36,7 @@ class SessionRow:
     argv: list[str] | None
     exit_code: int | None
     vault: str | None
+    project: str | None = None  # the identity it works for (m012): kms claude's working directory, a host's project
     control: str = "active"  # the person's control (m013): active, paused, revoked (server.activity.control)
     control_at: float | None = None
     control_reason: str | None = None
@@ -56,6 +57,7 @@ class SessionRow:
             "argv": self.argv,
             "exit_code": self.exit_code,
             "vault": self.vault,
+            "project": self.project,
             "control": self.control,
             "control_at": self.control_at,
             "control_reason": self.control_reason,
@@ -78,6 +80,7 @@ def start_session(
     cwd: str | None = None,
     argv: Sequence[str] | None = None,
     vault: str | None = None,
+    project: str | None = None,
     now: float | None = None,
 ) -> str:
     """Record a new session and return its id (``pid`` defaults to this process)."""
@@ -87,8 +90,8 @@ def start_session(
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
-            "INSERT INTO sessions (id, kind, started_at, last_seen_at, pid, cwd, argv, vault)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (id, kind, started_at, last_seen_at, pid, cwd, argv, vault, project)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 sid,
                 kind,
@@ -98,6 +101,7 @@ def start_session(
                 cwd if cwd is not None else os.getcwd(),
                 json.dumps(list(argv)) if argv is not None else None,
                 vault,
+                project,
             ),
         )
     return sid
@@ -111,19 +115,22 @@ def touch_session(
     pid: int | None = None,
     cwd: str | None = None,
     vault: str | None = None,
+    project: str | None = None,
     now: float | None = None,
 ) -> None:
     """Mark a session as seen now; create it (kind ``server``) if nobody recorded it yet.
 
-    An existing row keeps its kind, pid and cwd: the launcher's record is the truth.
+    An existing row keeps its kind, pid and cwd: the launcher's record is the truth. ``project``
+    (given) replaces the row's: a host may name its project in kms_start after the session began.
     """
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
-            "INSERT INTO sessions (id, kind, started_at, last_seen_at, pid, cwd, vault)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO sessions (id, kind, started_at, last_seen_at, pid, cwd, vault, project)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(id) DO UPDATE SET last_seen_at = excluded.last_seen_at,"
-            " vault = coalesce(sessions.vault, excluded.vault)",
+            " vault = coalesce(sessions.vault, excluded.vault),"
+            " project = coalesce(excluded.project, sessions.project)",
             (
                 session_id,
                 kind,
@@ -132,6 +139,7 @@ def touch_session(
                 os.getpid() if pid is None else pid,
                 cwd if cwd is not None else os.getcwd(),
                 vault,
+                project,
             ),
         )
 

@@ -138,6 +138,17 @@ def _check_hide_tags(value: Any) -> str | None:
     return None
 
 
+def _check_memory_folder(value: Any) -> str | None:
+    if value is None:
+        return None  # empty: agents keep no memory
+    if any(c in value for c in "*?[]") or "," in value:
+        return f"{value!r}: one plain folder, not a glob"
+    problem = folder_glob_problem(value)
+    if problem or value.strip() in ("/", "."):
+        return problem or f"{value!r}: a folder inside the vault, not its root"
+    return None
+
+
 def _check_key(value: Any) -> str | None:
     if value is not None and (not value.strip() or any(c.isspace() or c in ":#" for c in value)):
         return f"{value!r}: one frontmatter key, without spaces, ':' or '#'"
@@ -322,6 +333,17 @@ _SCHEMA: list[Setting] = [
         "`kms model install --from DIR`.",
         "KMS_EMBED_DOWNLOAD",
     ),
+    Setting(
+        "memory.folder",
+        "text",
+        "kms-memory",
+        "Folder (in each vault) of the memory notes kms_remember keeps: one for the person, one per project. "
+        "kms_remember may write there (only there, and only notes it names itself) even when write.allowlist "
+        "does not list it; the other write tools still follow write.allowlist. Empty: agents keep no memory.",
+        "KMS_MEMORY_FOLDER",
+        validator=_check_memory_folder,
+        valid="a vault-relative folder such as 'kms-memory' ('' = no memory)",
+    ),
     *[
         Setting(
             f"servers.{name}.enabled",
@@ -443,6 +465,10 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
     "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
     "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
     "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
+    "KMS_PROJECT": ("The project a session works on (`kms claude` passes its working directory): what "
+                    "kms_start reports as changed since that project's last session, and whose memory "
+                    "kms_remember keeps. Unset: the server's working directory (unless it is / or home).",
+                    "any text, usually a folder path"),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
 }

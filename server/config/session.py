@@ -54,6 +54,7 @@ SETTING_FIELDS: dict[str, str] = {
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
+    "memory_folder": "memory.folder",
 }
 # SessionConfig field -> its variable, for the fields that are not settings
 OTHER_FIELDS: dict[str, str] = {
@@ -61,6 +62,7 @@ OTHER_FIELDS: dict[str, str] = {
     "config_path": "KMS_CONFIG",
     "session_id": "KMS_SESSION_ID",
     "vault": "KMS_VAULT",
+    "project": "KMS_PROJECT",
 }
 
 
@@ -100,6 +102,8 @@ class SessionConfig:
     embed_enabled: bool = True
     embed_download: bool = False
     vault: str | None = None  # the scope: one vault's name, None = every vault
+    project: str | None = None  # the session's identity (kms claude: its working directory), see KMS_PROJECT
+    memory_folder: str | None = "kms-memory"  # memory.folder: where kms_remember keeps memory notes
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
 
     def tier_enabled(self, tier: Tier) -> bool:
@@ -132,6 +136,7 @@ class SessionConfig:
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),
             embed_download=settings.get("embed.download"),
+            memory_folder=settings.get("memory.folder"),
             vault=vault,
         )
         return dataclasses.replace(cfg, **overrides) if overrides else cfg
@@ -149,6 +154,7 @@ class SessionConfig:
             db_path=default_db_path(env),
             session_id=env.get("KMS_SESSION_ID") or new_session_id(),
             vault=env.get("KMS_VAULT") or None,
+            project=env.get("KMS_PROJECT", "").strip() or None,
         )
         return dataclasses.replace(cfg, **overrides) if overrides else cfg
 

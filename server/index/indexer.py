@@ -30,11 +30,16 @@ from server.index.writer import (
     delete_note_row,
     insert_note,
     resolve_links,
+    sync_attachments,
     update_note,
     write_children,
 )
 from server.store.db import write_tx
-from server.vault.registry import Vault, get_vault, list_vaults
+from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect
+
+# A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
+_TOUCHED = ("UPDATE notes SET updated_at = CASE WHEN updated_at = mtime_ns / 1e9 THEN ? ELSE updated_at END, "
+            "mtime_ns = ? WHERE rid = ?")
 
 
 @dataclass
@@ -73,7 +78,11 @@ def index_vault(
     if not vault.root.is_dir():
         report.errors.append(f"vault folder {vault.root} is missing or unreadable; index left as it was")
         return report
-    files, unreadable, errors = scan(vault.root)
+    vault, unset = settle_dialect(conn, vault)
+    full = full or unset  # indexed before dialects: every note is read again by its dialect's rules
+    dialect = vault.rules
+    attachments: list[str] = []
+    files, unreadable, errors = scan(vault.root, attachments)
     report.errors.extend(errors)
     report.scanned = len(files)
     manifest = _manifest(conn, vault.id)
@@ -98,6 +107,7 @@ def index_vault(
     if not todo and not gone:
         if not full:
             with write_tx(conn):
+                sync_attachments(conn, vault.id, attachments)
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
         refresh(conn, vault.id, vault.root)
         report.seconds = time.perf_counter() - started
@@ -130,16 +140,14 @@ def index_vault(
                 keys.update(k for k, _kind in rec.keys)
                 srcs.add(rid)
 
-        for rec in read_all(vault.root, todo, progress):
+        sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
+        for rec in read_all(vault.root, todo, progress, dialect):
             if rec.error or rec.values is None:
                 report.errors.append(rec.error or f"{rec.path}: unreadable")
                 continue
             known = manifest.get(rec.path)
             if known and known[3] == rec.content_hash and not full:
-                conn.execute(
-                    "UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
-                    (rec.mtime_ns, rec.mtime_ns / 1e9, known[0]),
-                )
+                conn.execute(_TOUCHED, (rec.mtime_ns / 1e9, rec.mtime_ns, known[0]))
                 report.unchanged += 1
                 continue
             values = rec.values  # the record's own: filled in place
@@ -284,7 +292,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
             ).fetchall()
             if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size):
                 note_id, known_hash = str(indexed[0][0]), str(indexed[0][3])
-                same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known_hash)
+                same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known_hash,
+                                   dialect=vault.rules)
                 if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
                     return note_id
     with write_tx(conn):
@@ -308,17 +317,15 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         known = row[1] if row else None
         if written is None:
             assert st is not None
-            rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known)
+            rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known,
+                              dialect=vault.rules)
         elif written.content_hash == known:
             rec = FileRecord(relpath, written.mtime_ns, written.size, written.content_hash, unchanged=True)
         else:
             rec = written
         if rec.unchanged and row:
             if row[2] != rec.mtime_ns:
-                conn.execute(
-                    "UPDATE notes SET mtime_ns = ?, updated_at = ? WHERE rid = ?",
-                    (rec.mtime_ns, rec.mtime_ns / 1e9, row[0]),
-                )
+                conn.execute(_TOUCHED, (rec.mtime_ns / 1e9, rec.mtime_ns, row[0]))
             return row[3]
         if rec.error or rec.values is None:
             return None

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 from typing import Any
+from urllib.parse import quote
 
 import apsw
 
@@ -18,13 +19,19 @@ from server.index.overview import overview
 from server.index.privacy import hidden_counts
 from server.store.db import rows, scalar
 
+# the notes agents never see, and one vault's notes, as rid sets the indexes answer (no note row is read)
+HIDDEN_RIDS = "(SELECT rid FROM notes WHERE hidden_at IS NOT NULL)"
+VAULT_RIDS = "(SELECT rid FROM notes WHERE vault_id = ?)"
+
 
 def list_tags(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
-    where = "AND n.vault_id = ?" if vault_id is not None else ""
+    """Tags of visible notes with counts. Read from the tag index alone (joining every tag row to its
+    note cost 70 ms at 10,000 notes; the hidden and vault rid sets come from indexes)."""
+    where = f"AND t.rid IN {VAULT_RIDS}" if vault_id is not None else ""
     return rows(
         conn,
-        f"""SELECT t.tag, count(*) AS count FROM note_tags t JOIN notes n ON n.rid = t.rid
-            WHERE n.hidden_at IS NULL {where} GROUP BY t.tag ORDER BY count DESC, t.tag ASC""",
+        f"""SELECT t.tag, count(*) AS count FROM note_tags t
+            WHERE t.rid NOT IN {HIDDEN_RIDS} {where} GROUP BY t.tag ORDER BY count DESC, t.tag ASC""",
         (vault_id,) if vault_id is not None else (),
     )
 
@@ -44,7 +51,7 @@ def list_recent(conn: apsw.Connection, limit: int = 10, vault_id: int | None = N
     return _cards(rows(
         conn,
         f"""SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE n.hidden_at IS NULL {where} ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+            WHERE n.hidden_at IS NULL {where} ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
         params,
     ))
 
@@ -72,7 +79,7 @@ def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25,
                    (SELECT count(*) FROM links l2 WHERE l2.src_rid = n.rid AND l2.dst_rid = ?) AS linkCount
             FROM links l JOIN notes n ON n.rid = l.src_rid JOIN vaults v ON v.id = n.vault_id
             WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL {scope}
-            GROUP BY n.rid ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+            GROUP BY n.rid ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
         (rid, rid, rid, *scope_params, limit),
     )
     for r in found:
@@ -91,12 +98,32 @@ def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, w
     lowered = body.lower()
     for t in targets:
         pos = lowered.find("[[" + t.lower())
+        if pos < 0:  # a Markdown link: [text](target), perhaps percent-encoded
+            pos = max(lowered.find(t.lower()), lowered.find(quote(t).lower()))
         if pos >= 0:
             start = max(0, pos - width // 2)
             end = min(len(body), pos + width // 2)
             text = " ".join(body[start:end].split())
             return ("…" if start else "") + text + ("…" if end < len(body) else "")
     return "(linked from frontmatter)"
+
+
+def ambiguous_links(conn: apsw.Connection, limit: int = 20) -> dict[str, Any]:
+    """Links whose name several notes of their vault answer to equally (a bare title two folders both
+    have): resolved the way Obsidian does (same folder first, then the shortest path), and reported so
+    the person can write the path. ``ambiguousLinks`` counts links; ``ambiguous`` lists names."""
+    found = rows(conn, """
+        SELECT v.name AS vault, l.target_key AS name, count(DISTINCT l.src_rid || ':' || l.ord) AS links,
+               (SELECT group_concat(p, '') FROM (SELECT DISTINCT d.path AS p FROM note_keys k
+                  JOIN notes d ON d.rid = k.rid WHERE k.key = l.target_key AND k.vault_id = s.vault_id
+                  AND k.kind <= 2 ORDER BY d.path)) AS candidates
+        FROM links l JOIN notes s ON s.rid = l.src_rid JOIN vaults v ON v.id = s.vault_id
+        WHERE l.dst_rid IS NOT NULL AND l.target_vault IS NULL AND (
+            SELECT count(DISTINCT k.rid) FROM note_keys k
+            WHERE k.key = l.target_key AND k.vault_id = s.vault_id AND k.kind <= 2) > 1
+        GROUP BY s.vault_id, l.target_key ORDER BY v.name, l.target_key""")
+    return {"ambiguousLinks": sum(r["links"] for r in found),
+            "ambiguous": [{**r, "candidates": r["candidates"].split("")} for r in found[:limit]]}
 
 
 def encode_cursor(data: dict[str, Any]) -> str:
@@ -114,27 +141,43 @@ def decode_cursor(cursor: str) -> dict[str, Any]:
         raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over") from None
 
 
+def tag_condition(tag: str) -> tuple[str, tuple[str, ...]]:
+    """SQL (over ``n``) for "carries ``tag`` or a tag nested under it" (``project`` takes ``project/x``)."""
+    return ("EXISTS (SELECT 1 FROM note_tags t WHERE t.rid = n.rid AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))",
+            (tag, tag + "/", tag + "0"))  # '0' follows '/': the range is every "tag/..."
+
+
 def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100,
-              vault_id: int | None = None) -> dict[str, Any]:
-    """Every visible note, newest first, without bodies; keyset paging on (updatedAt, noteId)."""
+              vault_id: int | None = None, *, folder: str | None = None, tag: str | None = None) -> dict[str, Any]:
+    """Every visible note, newest first (then by path: a checkout gives every file one date), without
+    bodies; keyset paging on (updatedAt, path, noteId). ``folder`` keeps the notes directly in that
+    folder ('' = the vault root), ``tag`` those carrying it."""
     params: list[Any] = []
     where = ["n.hidden_at IS NULL"]
     if vault_id is not None:
         where.append("n.vault_id = ?")
         params.append(vault_id)
+    if folder is not None:
+        where.append("n.folder = ?")
+        params.append(folder)
+    if tag is not None:
+        sql, tag_params = tag_condition(tag)
+        where.append(sql)
+        params += tag_params
     if cursor:
         c = decode_cursor(cursor)
-        if not isinstance(c.get("u"), int | float) or not isinstance(c.get("i"), str):
+        if (not isinstance(c.get("u"), int | float) or not isinstance(c.get("i"), str)
+                or not isinstance(c.get("p"), str)):
             raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over")
-        where.append("(n.updated_at < ? OR (n.updated_at = ? AND n.id > ?))")
-        params += [c["u"], c["u"], c["i"]]
+        where.append("(n.updated_at < ? OR (n.updated_at = ? AND (n.path > ? OR (n.path = ? AND n.id > ?))))")
+        params += [c["u"], c["u"], c["p"], c["p"], c["i"]]
     params.append(limit + 1)
     found = rows(
         conn,
         f"""SELECT {_CARD}, n.summary_state, n.summary_text, n.token_estimate AS tokenEstimate,
                    n.size_bytes AS sizeBytes
             FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE {' AND '.join(where)} ORDER BY n.updated_at DESC, n.id ASC LIMIT ?""",
+            WHERE {' AND '.join(where)} ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
         tuple(params),
     )
     more = len(found) > limit
@@ -143,7 +186,8 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
         r["summary"] = {"state": r.pop("summary_state"), "text": r.pop("summary_text")}
     out: dict[str, Any] = {"notes": _cards(found), "nextCursor": None}
     if more and found:
-        out["nextCursor"] = encode_cursor({"u": found[-1]["updatedAt"], "i": found[-1]["noteId"]})
+        last = found[-1]
+        out["nextCursor"] = encode_cursor({"u": last["updatedAt"], "p": last["path"], "i": last["noteId"]})
     return out
 
 
@@ -167,7 +211,9 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
         "hiddenBy": hidden_counts(conn),  # how many notes each privacy rule (and `kms hide`) hides
         "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM note_tags"),
         "links": scalar(conn, "SELECT count(*) FROM links"),
-        "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL"),
+        "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL AND dst_file IS NULL"),
+        "attachmentLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_file IS NOT NULL"),
+        **ambiguous_links(conn),
         "flagged": rows(conn, "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
                               " ORDER BY path LIMIT 50"),
         "flaggedCount": ov.flagged or 0,

@@ -15,6 +15,7 @@ from rapidfuzz import process
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
+from server.vault import dialects
 
 VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
@@ -28,27 +29,56 @@ def _scope(include_hidden: bool, vault_id: int | None) -> tuple[str, tuple[Any, 
     return f"{sql} AND n.vault_id = ?", (vault_id,)
 
 
+# What a name may be, most specific first: a path, a title (or file stem), an alias, a shorter path
+# ending (``folder/Note``), the id the vault's tool gave the note (Dendron ``id``).
+_NAME_KINDS = (1, 2, 3, 4, 5)
+
+
+def _split_vault(conn: apsw.Connection, ref: str, vault_id: int | None) -> tuple[str, int | None] | None:
+    """``vault:path`` (the form kms prints) -> (path, that vault's id); None when it names a vault
+    outside ``vault_id`` (the scope): then nothing matches. A ref whose prefix is no vault is left whole."""
+    name, sep, rest = ref.partition(":")
+    if not sep or not rest.strip() or "/" in name:
+        return ref, vault_id
+    found = conn.execute("SELECT id FROM vaults WHERE name = ?", (name.strip(),)).fetchall()
+    if not found:
+        return ref, vault_id
+    named = int(found[0][0])  # type: ignore[arg-type]  # vaults.id: INTEGER PRIMARY KEY
+    if vault_id is not None and named != vault_id:
+        return None
+    return rest, named
+
+
 def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int | None = None) -> list[dict]:
+    """The notes ``ref`` names: in each vault the matches of the most specific kind of name (a path
+    before a title before an alias...), so a name two vaults both answer to gives both."""
+    split = _split_vault(conn, ref.strip(), vault_id)
+    if split is None:
+        return []
+    if split[0] != ref.strip():  # vault:path; a title that only looks like one ("work: plan") still names its note
+        return _lookup_in(conn, *split, include_hidden) or _lookup_in(conn, ref, vault_id, include_hidden)
+    return _lookup_in(conn, ref, vault_id, include_hidden)
+
+
+def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hidden: bool) -> list[dict]:
     scope, scope_params = _scope(include_hidden, vault_id)
     ref_lc = ref.strip().lower()
     path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
-    for sql, params in (
-        (f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {scope}", (ref.strip(), *scope_params)),
+    by_id = rows(conn, f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {scope}", (ref.strip(), *scope_params))
+    if by_id:
+        return by_id
+    found: list[dict] = []
+    settled: set[int] = set()  # vaults where a more specific kind of name matched already
+    for kind in _NAME_KINDS:
         # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
         # fold ASCII only, so 'Éclair' would not find 'éclair'
-        *(
-            (
-                f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
-                f"WHERE k.key = ? AND k.kind = {kind} {scope} ORDER BY n.path",
-                (key, *scope_params),
-            )
-            for kind, key in ((1, path_lc), (2, ref_lc), (3, path_lc))
-        ),
-    ):
-        found = rows(conn, sql, params)
-        if found:
-            return found
-    return []
+        hits = rows(conn, f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
+                          f"WHERE k.key = ? AND k.kind = {kind} {scope} ORDER BY n.vault_id, n.path",
+                    (ref_lc if kind in (2, 5) else path_lc, *scope_params))
+        new = [h for h in hits if h["vault_id"] not in settled]
+        found += new
+        settled.update(h["vault_id"] for h in new)
+    return found
 
 
 def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5,
@@ -69,6 +99,11 @@ def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
         hint = f"; did you mean: {', '.join(close)}?" if close else ""
         raise KmsError("not-found", f"no note matches {ref!r}{hint}", suggestions=close)
     if len(found) > 1:
+        if len({r["vault_id"] for r in found}) > 1:  # across vaults: never picked silently
+            names = {r["id"]: r["name"] for r in rows(conn, "SELECT id, name FROM vaults")}
+            paths = [f"{names[r['vault_id']]}:{r['path']}" for r in found]
+            raise KmsError("invalid-input", f"{ref!r} names notes in several vaults; use vault:path or an id: "
+                           f"{', '.join(paths)}", candidates=paths)
         paths = [r["path"] for r in found]
         raise KmsError("invalid-input", f"{ref!r} names several notes; use an id or a path: {', '.join(paths)}",
                        candidates=paths)
@@ -88,18 +123,40 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
     scope, params = _scope(include_hidden, vault_id)
     found = rows(
         conn,
-        f"""SELECT n.*, v.name AS vault, v.root AS vault_root FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE n.id = ? {scope}""",
+        f"""SELECT n.*, v.name AS vault, v.root AS vault_root, v.dialect FROM notes n
+            JOIN vaults v ON v.id = n.vault_id WHERE n.id = ? {scope}""",
         (note_id, *params),
     )
     if not found:
-        raise KmsError("not-found", f"no note with id {note_id!r}")
+        tool_id = rows(conn, "SELECT n.id FROM note_keys k JOIN notes n ON n.rid = k.rid "
+                             f"WHERE k.key = ? AND k.kind = 5 {scope}", (note_id.strip().lower(), *params))
+        if len(tool_id) != 1 or tool_id[0]["id"] == note_id:  # an id the vault's tool gave it (Dendron)
+            raise KmsError("not-found", f"no note with id {note_id!r}")
+        return get_note(conn, tool_id[0]["id"], include_hidden=include_hidden, vault_id=vault_id)
     note = found[0]
     note["frontmatter"] = json.loads(note["frontmatter"]) if note["frontmatter"] else None
     note["aliases"] = json.loads(note["aliases"]) if note["aliases"] else []
     note["tags"] = note["tags"].split() if note["tags"] else []
     note["headings"] = rows(conn, "SELECT level, text, line FROM headings WHERE rid = ? ORDER BY ord", (note["rid"],))
+    note["parent"] = _parent(conn, note, include_hidden)
     return note
+
+
+def _parent(conn: apsw.Connection, note: dict[str, Any], include_hidden: bool) -> dict[str, Any] | None:
+    """The nearest existing ancestor of a note in a hierarchical dialect (Dendron ``a.b.c`` -> ``a.b``,
+    or ``a`` when ``a.b`` is only a stub): noteId, title and path; None elsewhere."""
+    rules = dialects.get(note["dialect"])
+    if not rules.hierarchy:
+        return None
+    folder = note["folder"] + "/" if note["folder"] else ""
+    name = dialects.parent(rules, note["path"][len(folder):].removesuffix(".md"))
+    while name:
+        found = rows(conn, "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
+                           + ("" if include_hidden else f" AND {VISIBLE}"), (note["vault_id"], f"{folder}{name}.md"))
+        if found:
+            return found[0]
+        name = dialects.parent(rules, name)
+    return None
 
 
 def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:

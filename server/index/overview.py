@@ -25,6 +25,7 @@ class VaultSummary:
     hidden: int
     last_indexed_at: float | None
     flagged: int | None = None  # notes whose frontmatter was not parsed; None = not counted
+    dialect: str | None = None  # the rules its notes are read by (None until first indexed)
 
     @property
     def root_exists(self) -> bool:
@@ -32,7 +33,7 @@ class VaultSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "root": self.root, "notes": self.notes, "hidden": self.hidden,
-               "lastIndexedAt": self.last_indexed_at}
+               "lastIndexedAt": self.last_indexed_at, "dialect": self.dialect}
         if self.flagged is not None:
             out["flagged"] = self.flagged
         return out
@@ -71,7 +72,7 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """
     found = rows(
         conn,
-        f"""SELECT v.name, v.root, v.last_indexed_at,
+        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect,
                    (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
                    (SELECT count(*) FROM notes n WHERE +n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden,
                    {_FLAGGED if flagged else "NULL"} AS flagged

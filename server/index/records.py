@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
 from server.vault.parser import ParsedNote, parse_note
 
@@ -52,9 +53,11 @@ class FileRecord:
 
     def set_mtime(self, mtime_ns: int) -> None:
         """The file's mtime, once known (bytes parsed before their temp file was made)."""
-        self.mtime_ns = mtime_ns
+        old, self.mtime_ns = self.mtime_ns, mtime_ns
         if self.values is not None:
-            self.values.update(note_values_mtime(mtime_ns))
+            self.values["mtime_ns"] = mtime_ns
+            if self.values.get("updated_at") == old / 1e9:  # from the mtime, not a date the note gives
+                self.values["updated_at"] = mtime_ns / 1e9
 
 
 def title_of(relpath: str) -> str:
@@ -62,11 +65,12 @@ def title_of(relpath: str) -> str:
     return name[:-3] if name.lower().endswith(".md") else name
 
 
-def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
+def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
     """Walk a vault: ({relpath: (mtime_ns, size)}, unreadable folder prefixes, errors).
 
     Skips dot-folders and dot-files, non-Markdown files, symlinked folders, and symlinked
-    files whose target leaves the vault.
+    files whose target leaves the vault. ``attachments``, when given, receives the paths of the
+    other files (what ``![[pic.png]]`` may name).
     """
     root_real = os.path.realpath(root)
     files: dict[str, tuple[int, int]] = {}
@@ -102,13 +106,16 @@ def scan(root: Path) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
                 elif entry.name.lower().endswith(".md") and entry.is_file():
                     st = entry.stat()
                     files[rel] = (st.st_mtime_ns, st.st_size)
+                elif attachments is not None and not entry.is_symlink() and entry.is_file(follow_symlinks=False):
+                    attachments.append(rel)
             except OSError as exc:
                 unreadable.append(rel)
                 errors.append(f"{rel}: cannot stat ({exc.strerror})")
     return files, unreadable, errors
 
 
-def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None) -> FileRecord:
+def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None,
+                dialect: Dialect = OBSIDIAN) -> FileRecord:
     """Read, hash and parse one file; never raises. A file whose hash is ``known_hash`` is not
     parsed again: the record comes back with ``unchanged`` set and no rows."""
     full = os.path.join(root, relpath)
@@ -117,13 +124,14 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
             data = fh.read()
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
-    rec = record_of_bytes(relpath, mtime_ns, data, known_hash)
+    rec = record_of_bytes(relpath, mtime_ns, data, known_hash, dialect)
     if rec.values is not None and os.path.islink(full):  # privacy: a symlink follows its target
         rec.values["link_to"] = os.path.relpath(os.path.realpath(full), os.path.realpath(root)).replace(os.sep, "/")
     return rec
 
 
-def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None) -> FileRecord:
+def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None,
+                    dialect: Dialect = OBSIDIAN) -> FileRecord:
     """The index record of a file's bytes (see ``read_record``); also for bytes kms is writing."""
     digest = hashlib.sha256(data).hexdigest()
     if digest == known_hash:
@@ -134,7 +142,10 @@ def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | 
     except UnicodeDecodeError:
         text = data.decode("utf-8", "replace")
         bad_encoding = "not valid UTF-8; undecodable bytes replaced in the index"
-    parsed = parse_note(text, title_of(relpath))
+    stem, names = stem_title(dialect, relpath) if dialect.namespaces else (title_of(relpath), [])
+    parsed = parse_note(text, stem, dialect, relpath)
+    if names:
+        parsed.names = [*parsed.names, *names]
     if bad_encoding:
         parsed.fm_error = f"{parsed.fm_error}; {bad_encoding}" if parsed.fm_error else bad_encoding
     rec = FileRecord(relpath, mtime_ns, len(data), digest)
@@ -144,7 +155,8 @@ def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | 
     rec.tags = parsed.tags
     rec.keys = _note_keys(relpath, parsed)
     rec.links = [
-        (i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line)
+        (i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line,
+         ln.alt_key, ln.vault)
         for i, ln in enumerate(parsed.links)
     ]
     rec.headings = [(i, h.level, h.text, h.line) for i, h in enumerate(parsed.headings)]
@@ -165,18 +177,19 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_batch(root: str, items: list[tuple[str, int, int]]) -> list[FileRecord]:
+def _read_batch(root: str, items: list[tuple[str, int, int]], dialect: Dialect = OBSIDIAN) -> list[FileRecord]:
     with gc_paused():
-        return [read_record(root, p, m, s) for p, m, s in items]
+        return [read_record(root, p, m, s, dialect=dialect) for p, m, s in items]
 
 
-def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None) -> Iterable[FileRecord]:
+def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None,
+             dialect: Dialect = OBSIDIAN) -> Iterable[FileRecord]:
     total = len(items)
     done = 0
     workers = min(os.cpu_count() or 1, 4)  # the writer (this process) mostly waits on SQLite, not the GIL
     if total < PARALLEL_THRESHOLD or workers < 1:
         for p, m, s in items:
-            yield read_record(str(root), p, m, s)
+            yield read_record(str(root), p, m, s, dialect=dialect)
             done += 1
             if progress and done % 100 == 0:
                 progress(done, total)
@@ -187,7 +200,7 @@ def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress |
         # fork is cheap but unsafe in a process with other threads (locks held by them)
         ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for batch in pool.map(_read_batch, [str(root)] * len(batches), batches):
+            for batch in pool.map(_read_batch, [str(root)] * len(batches), batches, [dialect] * len(batches)):
                 yield from batch
                 done += len(batch)
                 if progress:
@@ -197,15 +210,23 @@ def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress |
 
 
 def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
+    """What a link may name the note by: 1 its path, 2 its title and the file stem, 3 an alias,
+    4 a shorter path ending (``[[folder/Note]]`` for ``a/folder/Note.md``), 5 the id its tool gave it."""
     path_key = relpath[:-3].lower() if relpath.lower().endswith(".md") else relpath.lower()
     keys = {(path_key, 1), (parsed.title.lower(), 2)}
+    keys.update((n.lower(), 2) for n in parsed.names)
     keys.update((a.lower(), 3) for a in parsed.aliases)
+    if path_key.count("/") > 1:
+        parts = path_key.split("/")
+        keys.update(("/".join(parts[i:]), 4) for i in range(1, len(parts) - 1))
+    if parsed.note_id:
+        keys.add((parsed.note_id.lower(), 5))
     return sorted(keys)
 
 
-def note_values_mtime(mtime_ns: int) -> dict[str, float]:
-    """The notes columns that follow from the file's mtime."""
-    return {"mtime_ns": mtime_ns, "updated_at": mtime_ns / 1e9}
+def estimate_tokens(size_bytes: int) -> int:
+    """The token estimate agents are given (``tokenEstimate``): a quarter of the UTF-8 bytes."""
+    return max(1, size_bytes // 4) if size_bytes else 0
 
 
 def note_values(rec: FileRecord, p: ParsedNote) -> dict:
@@ -215,6 +236,8 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "path": rec.path,
         "folder": folder,
         "title": p.title,
+        # what the FTS title column holds: the title, the other names, the description
+        "search_title": " ".join((p.title, *p.names, *((p.desc,) if p.desc else ()))) if p.names or p.desc else None,
         "body": p.body,
         "tags": " ".join(p.tags),
         "aliases": json.dumps(p.aliases) if p.aliases else None,
@@ -227,8 +250,10 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "summary_text": s.text if s else None,
         "content_hash": rec.content_hash,
         "size_bytes": rec.size,
-        "token_estimate": max(1, rec.size // 4) if rec.size else 0,
-        **note_values_mtime(rec.mtime_ns),
+        "token_estimate": estimate_tokens(rec.size),
+        "mtime_ns": rec.mtime_ns,
+        "updated_at": p.updated if p.updated is not None else rec.mtime_ns / 1e9,
+        "created": p.created,  # the note's own creation date, when its frontmatter gives one
         "link_to": None,  # the target's path when the file is a symlink (read_record)
         "hidden_rule": None,  # set by the indexer from the privacy rules
     }

@@ -130,6 +130,7 @@ def _fresh_header() -> bytes:
 def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport:
     """Move a damaged database aside and rebuild it; ``force`` rebuilds a healthy one too."""
     from server.index.indexer import index_vault
+    from server.vault.dialects import DIALECTS
     from server.vault.registry import add_vault
 
     db = Path(db_path)
@@ -158,7 +159,8 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
         vault_names = {v["id"]: v["name"] for v in salvaged.get("vaults", [])}
         for v in salvaged.get("vaults", []):
             try:
-                vault = add_vault(conn, v["root"], v["name"])
+                chosen = v.get("dialect")  # the dialect the person chose or kms detected, kept
+                vault = add_vault(conn, v["root"], v["name"], chosen if chosen in DIALECTS else None)
             except KmsError as e:
                 report.errors.append(f"vault {v['name']} ({v['root']}): {e.message}")
                 continue

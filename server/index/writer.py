@@ -28,10 +28,14 @@ def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list,
     )
 
 
+_LINK_COLS = ("src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, alt_key, "
+              "target_vault")
+
+
 def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
     conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)", tags)
     conn.executemany("INSERT OR IGNORE INTO note_keys VALUES (?, ?, ?, ?)", keys)
-    conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)", links)
+    conn.executemany(f"INSERT INTO links({_LINK_COLS}) VALUES ({', '.join('?' * _LINK_COLS.count(','))}, ?)", links)
     conn.executemany("INSERT INTO headings VALUES (?, ?, ?, ?, ?)", heads)
 
 
@@ -39,7 +43,7 @@ def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, 
 _CHILD_TABLES = (
     ("note_tags", "rid", "rid, tag"),
     ("note_keys", "rid", "key, vault_id, rid, kind"),
-    ("links", "src_rid", "src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line"),
+    ("links", "src_rid", _LINK_COLS),
     ("headings", "rid", "rid, ord, level, text, line"),
 )
 
@@ -69,12 +73,12 @@ def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileReco
 
 
 UPDATE_COLS = (
-    "path, folder, title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, summary_text, "
-    "content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
+    "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, "
+    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
 UPDATE_SQL = ("UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS)
-              + f", hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid")
+              + f", created_at = coalesce(:created, created_at), hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid")
 INSERT_SQL = (
     "INSERT INTO notes(id, vault_id, created_at, hidden_at, "
     + ", ".join(UPDATE_COLS)
@@ -87,13 +91,14 @@ INSERT_SQL = (
 FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
 FTS_DELETE = (
     "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
-    "SELECT 'delete', rid, title, body, tags FROM notes WHERE rid = ?"
+    "SELECT 'delete', rid, title, body, tags FROM notes_fts_source WHERE rid = ?"
 )
 
 
 def fts_entry(rid: int, values: dict) -> tuple:
-    """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row)."""
-    return rid, values["title"], values["body"], values["tags"]
+    """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row: the
+    title column holds the search title when there is one, see ``notes_fts_source``)."""
+    return rid, values.get("search_title") or values["title"], values["body"], values["tags"]
 
 
 def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
@@ -104,11 +109,11 @@ def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
 
 def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) -> int:
     """One new note (a new id, created ``now``); returns its rid."""
-    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": now,
+    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": values.get("created") or now,
               "hidden_at": now if values["hidden_rule"] else None}
     conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
     rid = conn.last_insert_rowid()
-    conn.execute(FTS_INSERT, (rid, values["title"], values["body"], values["tags"]))
+    conn.execute(FTS_INSERT, fts_entry(rid, values))
     return rid
 
 
@@ -138,11 +143,12 @@ class NewNotes:
         pending, self.pending = self.pending, []
         conn.executemany(
             self._SQL,
-            [(first + i, new_note_id(), vid, v["indexed_at"], v["indexed_at"] if v["hidden_rule"] else None,
+            [(first + i, new_note_id(), vid, v.get("created") or v["indexed_at"],
+              v["indexed_at"] if v["hidden_rule"] else None,
               *update_values(v))
              for i, (_rec, v) in enumerate(pending)],
         )
-        conn.executemany(FTS_INSERT, [(first + i, v["title"], v["body"], v["tags"])
+        conn.executemany(FTS_INSERT, [fts_entry(first + i, v)
                                        for i, (_rec, v) in enumerate(pending)])
         tags: list = []
         keys: list = []
@@ -254,19 +260,40 @@ def affected_keys(conn: apsw.Connection, rid: int) -> list[str]:
     return [r[0] for r in conn.execute("SELECT key FROM note_keys WHERE rid = ?", (rid,))]
 
 
-def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[int] | None) -> None:
-    """(Re)resolve links: all of them, or those unresolved, aimed at ``keys`` or from ``src_rids``.
+# The vault a link resolves in: its own, unless it names another ([[dendron://vault/note]]).
+_LINK_VAULT = """CASE WHEN links.target_vault IS NULL THEN s.vault_id
+                      ELSE (SELECT v.id FROM vaults v WHERE v.name = links.target_vault) END"""
+# A link resolves to a note, the way Obsidian picks: its written key before a Markdown link's second
+# key, a path or title before an alias, a shorter path ending or a tool's id; among equals the note in
+# the linking note's folder, then the shortest path. Most names have one note: that is settled by a
+# count first, without ranking (the ranking alone made resolving twice as slow).
+_CANDIDATES = f"""FROM notes s, note_keys k
+        WHERE s.rid = links.src_rid AND k.key IN (links.target_key, links.alt_key) AND k.vault_id = {_LINK_VAULT}"""
+_TO_NOTE = f"""
+    UPDATE links SET dst_rid = coalesce(
+        (SELECT CASE WHEN count(DISTINCT k.rid) = 1 THEN max(k.rid) END {_CANDIDATES}),
+        (SELECT k.rid {_CANDIDATES.replace("note_keys k", "note_keys k JOIN notes d ON d.rid = k.rid")}
+         ORDER BY k.key = links.target_key DESC, min(k.kind, 2), d.folder = s.folder DESC, length(d.path), d.path
+         LIMIT 1))
+"""
+# A link no note answers to may name an attachment (![[pic.png]], ![](img/pic.png), [[file.pdf]]).
+_TO_FILE = f"""
+    UPDATE links SET dst_file = CASE WHEN dst_rid IS NULL THEN (
+        SELECT a.path FROM notes s, attachments a
+        WHERE s.rid = links.src_rid AND a.key IN (links.target_key, links.alt_key) AND a.vault_id = {_LINK_VAULT}
+        ORDER BY a.key = links.target_key DESC, min(a.kind, 2), a.folder = s.folder DESC, length(a.path), a.path
+        LIMIT 1) END
+"""
 
-    A link prefers a note in its own vault, then a path match, then a title, then an alias.
-    """
-    target = """
-        UPDATE links SET dst_rid = (
-            SELECT k.rid FROM note_keys k WHERE k.key = links.target_key
-            ORDER BY (k.vault_id = (SELECT vault_id FROM notes n WHERE n.rid = links.src_rid)) DESC, k.kind, k.rid
-            LIMIT 1)
+
+def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[int] | None) -> None:
+    """(Re)resolve links: all of them, or those aimed at ``keys`` or from ``src_rids``.
+
+    A link resolves inside its own vault only (``_TO_NOTE``), then to an attachment (``_TO_FILE``).
     """
     if keys is None and src_rids is None:
-        conn.execute(target)
+        conn.execute(_TO_NOTE)
+        conn.execute(_TO_FILE)
         return
     if not keys and not src_rids:
         return  # nothing a link could resolve to has changed
@@ -276,7 +303,38 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     conn.execute("DELETE FROM _affected_src")
     conn.executemany("INSERT OR IGNORE INTO _affected_keys VALUES (?)", [(k,) for k in keys or ()])
     conn.executemany("INSERT OR IGNORE INTO _affected_src VALUES (?)", [(r,) for r in src_rids or ()])
-    # Two indexed passes, not one OR: a link can only change target if its source changed or a note
+    # Indexed passes, not one OR: a link can only change target if its source changed or a note
     # that gained or lost one of the keys it names changed (this also resolves forward links).
-    conn.execute(target + " WHERE src_rid IN (SELECT rid FROM temp._affected_src)")
-    conn.execute(target + " WHERE target_key IN (SELECT key FROM temp._affected_keys)")
+    for where in (" WHERE src_rid IN (SELECT rid FROM temp._affected_src)",
+                  " WHERE target_key IN (SELECT key FROM temp._affected_keys)",
+                  " WHERE alt_key IN (SELECT key FROM temp._affected_keys)"):
+        conn.execute(_TO_NOTE + where)
+        conn.execute(_TO_FILE + where)
+
+
+def sync_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> bool:
+    """Bring the vault's attachment rows in line with the files found; True if any came or went
+    (then every link of the vault that names no note is resolved again)."""
+    known = {r[0] for r in conn.execute("SELECT DISTINCT path FROM attachments WHERE vault_id = ?", (vault_id,))}
+    found = set(paths)
+    if known == found:
+        return False
+    gone = known - found
+    if gone:
+        conn.executemany("DELETE FROM attachments WHERE vault_id = ? AND path = ?", [(vault_id, p) for p in gone])
+    conn.executemany("INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
+                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in found - known
+                      for key, kind in attachment_keys(p)])
+    conn.execute(_TO_FILE + " WHERE src_rid IN (SELECT rid FROM notes WHERE vault_id = ?)", (vault_id,))
+    return True
+
+
+def attachment_keys(path: str) -> list[tuple[str, int]]:
+    """The keys a link may name a file by: its path, its name, each shorter path ending."""
+    key = path.lower()
+    parts = key.split("/")
+    keys = [(key, 1)]
+    if len(parts) > 1:
+        keys.append((parts[-1], 2))
+        keys += [("/".join(parts[i:]), 4) for i in range(1, len(parts) - 1)]
+    return keys

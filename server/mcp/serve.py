@@ -35,7 +35,8 @@ log = logging.getLogger("kms.mcp")
 
 INSTRUCTIONS = (
     "kms gives read access (and, when the person allows it, write, edit and organise access) to the person's "
-    "Markdown notes. Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
+    "Markdown notes. Call kms_start first (what you may do, a map of the notes, what changed since your last "
+    "visit, remembered facts). Search with kms_search or kms_semantic_search, then kms_read a noteId. Hidden notes "
     "are never shown. Writes are rate-limited, limited to allowed folders and recorded for review; use "
     "kms's tools rather than editing the vault's files directly, so every change can be reverted."
 )
@@ -127,7 +128,20 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> list[threadin
             start()
     for t in threads:
         t.start()
+    if threads:  # kms_start and kms_status tell the agent whether the index is kept live
+        runner.ctx.services["watcher"] = WatcherState(threads[0])
     return threads
+
+
+class WatcherState:
+    """Whether this server's watcher thread still runs (it stops only on an error it logged)."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self._thread = thread
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
 
 
 async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:

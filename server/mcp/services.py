@@ -22,6 +22,7 @@ class SessionHeartbeat:
     def __init__(self, runner: ToolRunner) -> None:
         self.config = runner.config
         self._writes = runner.writes
+        self._identity = runner.ctx.services.get("identity")
         self._stop = threading.Event()
         self._created = False
 
@@ -31,7 +32,8 @@ class SessionHeartbeat:
         conn = connect(self.config.db_path)
         try:
             self._created = get_session(conn, self.config.session_id) is None
-            touch_session(conn, self.config.session_id, kind="server")
+            identity = self._identity.project if self._identity is not None else self.config.project
+            touch_session(conn, self.config.session_id, kind="server", project=identity)
             if self._writes.enabled:  # the dashboard shows this session's limits before its first write
                 from server.activity.ratelimit import record_limits
 

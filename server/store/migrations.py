@@ -310,6 +310,68 @@ def m010_overwritten(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX tool_invocations_overwritten ON tool_invocations(id) WHERE overwritten_at IS NOT NULL")
 
 
+def m011_dialects(conn: apsw.Connection) -> None:
+    """The model of a vault as its own tool sees it (``server.vault.dialects``): a vault's dialect
+    (NULL until detected: the next index detects it and re-parses every note, since Markdown links,
+    attachments and titles are read now); what the FTS title column holds when it is more than the
+    title (the file stem behind a frontmatter title, a Dendron ``desc``); a link's second key (a
+    Markdown link's path as written), the vault an explicit cross-vault link names, and the attachment
+    it resolved to; the vault's other files (attachments) by the keys a link may name them by; and
+    recent notes ordered by path among equal dates (a git checkout gives every file one mtime). The
+    FTS table is rebuilt over a view of the notes, so its title column can hold the search title."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN dialect TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_title TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN alt_key TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN target_vault TEXT")
+    conn.execute("ALTER TABLE links ADD COLUMN dst_file TEXT")
+    conn.execute("CREATE INDEX links_alt ON links(alt_key) WHERE alt_key IS NOT NULL")
+    conn.execute(
+        """CREATE TABLE attachments (
+             key TEXT NOT NULL,                  -- lower-cased path, file name or shorter path ending
+             vault_id INTEGER NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+             kind INTEGER NOT NULL,              -- 1 path, 2 file name, 4 path ending
+             path TEXT NOT NULL,
+             folder TEXT NOT NULL,
+             PRIMARY KEY (key, vault_id, kind, path)
+           ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX attachments_vault ON attachments(vault_id, path)")
+    conn.execute("DROP INDEX IF EXISTS notes_recent")
+    conn.execute("CREATE INDEX notes_recent ON notes(updated_at DESC, path, id)")
+    # The FTS title column holds search_title when there is one: its content is a view, so what FTS5
+    # reads back (deletes, 'rebuild', 'integrity-check') is exactly what was indexed.
+    conn.execute(
+        """DROP TABLE notes_fts;
+        CREATE VIEW notes_fts_source AS SELECT rid, coalesce(search_title, title) AS title, body, tags FROM notes;
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            title, body, tags, content='notes_fts_source', content_rowid='rid',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0)');"""
+    )
+    page = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    if page > 4096:  # type: ignore[operator]  # as m006_fts_tuning
+        conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('pgsz', ?)", (page - 64,))  # type: ignore[operator]
+    conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (16 * 1024 * 1024,))
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+
+
+def m012_orientation(conn: apsw.Connection) -> None:
+    """What agents orient by (issue 14): the identity a session works for (``sessions.project``: a
+    ``kms claude`` working directory or a host's project), so kms_start can tell what changed since
+    that identity's previous session ended; the visible notes by folder, so a folder listing and its
+    subfolder counts read a small index instead of every note row; the flagged notes, the notes by
+    creation time and the unresolved links, so kms_start's health and "what changed" read a few index
+    entries, not 10,000 rows."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN project TEXT")
+    conn.execute("CREATE INDEX sessions_project ON sessions(project, ended_at) WHERE project IS NOT NULL")
+    conn.execute("CREATE INDEX notes_visible_folder ON notes(folder, vault_id, updated_at DESC, id) "
+                 "WHERE hidden_at IS NULL")
+    conn.execute("CREATE INDEX notes_flagged ON notes(vault_id) WHERE fm_error IS NOT NULL")  # few: health is free
+    conn.execute("CREATE INDEX notes_created ON notes(created_at)")  # "created since your last visit"
+    conn.execute("CREATE INDEX links_unresolved ON links(target_key, target) WHERE dst_rid IS NULL")  # the few missing
+
+
 def m013_control(conn: apsw.Connection) -> None:
     """The person's live controls: a session's control state (active, paused, revoked), which every write call of
     a running server reads, and the calls staged for approval (``write.approval``) with the exact per-file
@@ -350,6 +412,8 @@ MIGRATIONS: list[Migration] = [
     m008_privacy_rules,
     m009_file_changes,
     m010_overwritten,
+    m011_dialects,
+    m012_orientation,
     m013_control,
 ]
 

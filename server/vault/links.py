@@ -1,51 +1,103 @@
-"""Rewrite the wiki-links of a note's text that point at a renamed or moved note.
+"""Rewrite the links of a note's text that point at a renamed or moved note.
 
 The links rewritten are exactly the ones the parser (``server.vault.parser``) counts: every
 ``[[target]]`` form (``[[Title]]``, ``[[path/Title]]``, ``[[Title|alias]]``,
 ``[[Title#Heading]]``, ``[[Title#^block]]``, ``[[Title\\|alias]]`` in tables, embeds
-``![[...]]``) in the body outside code and the summary block, and the ones written in
-frontmatter values. Only the target part changes: the heading, block and alias parts, the
-spacing and the ``!`` stay exactly as written. The parser knows no Markdown ``[text](path)``
-links, so neither does this (a link the index does not know cannot be found to rewrite).
+``![[...]]``, Dendron's ``[[alias|target]]``) in the body outside code and the summary block,
+and the ones written in frontmatter values; and every Markdown link ``[text](path)``, image
+``![alt](path)`` and link reference definition ``[label]: path`` to a file of the vault. Only the
+target part changes: the heading, block and alias parts, the spacing and the ``!`` stay exactly
+as written; a Markdown destination keeps its style (relative to the linking note, or from the
+vault root, or by name; percent-encoded or in angle brackets; with or without ``.md``; its anchor).
+When the note itself moves, its own relative Markdown links to other files are made relative to
+its new folder, so they keep naming the same files.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from server.vault import summary as summary_codec
-from server.vault.parser import _WIKILINK, _inside, _merge, _structure, link_key, split_frontmatter
+from server.vault.markdown import SCHEME
+from server.vault.parser import (
+    _WIKILINK,
+    MdLink,
+    _inside,
+    _merge,
+    _structure,
+    link_key,
+    split_frontmatter,
+)
 
 _TARGET_END = re.compile(r"\\\||[|#^]")
 
 
-def _spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of the inner text of every wiki-link the parser counts, in text order."""
+# an inline destination at the end of a link's source: ](dest "title") or ](<dest>)
+_INLINE_DEST = re.compile(r"\]\(\s*(<[^<>\n]*>|[^\s<>()]*(?:\([^\s()]*\)[^\s<>()]*)*)"
+                          r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)$")
+_REF_DEF = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
+
+
+def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(start, end) of the inner text of every wiki-link the parser counts, and of every Markdown
+    link destination (without angle brackets), in text order."""
     _raw, _body, offset = split_frontmatter(text)
     out: list[tuple[int, int]] = []
+    dests: list[tuple[int, int]] = []
     if offset and "[[" in text[:offset]:
         out += [(m.start(1), m.end(1)) for m in _WIKILINK.finditer(text, 0, offset)]
     region = text[offset:]
     _summary, rest = summary_codec.decode(region)
     start = offset + len(region) - len(rest)
-    if "[[" not in rest:
-        return out
-    code = _merge(_structure(rest)[0])
+    if "[" not in rest:
+        return out, dests
+    mdlinks: list[MdLink] = []
+    code = _merge(_structure(rest, mdlinks)[0])
     starts = [s for s, _ in code]
+    wiki: list[tuple[int, int]] = []
     for m in _WIKILINK.finditer(rest):
         if not (code and _inside(code, starts, m.start())):
+            wiki.append((m.start(), m.end()))
             out.append((start + m.start(1), start + m.end(1)))
-    return out
+    for a, b, _dest, label, _image in mdlinks:
+        if label or any(w0 <= a and b <= w1 for w0, w1 in wiki):
+            continue  # a reference: its definition is rewritten below
+        dest = _INLINE_DEST.search(rest, a, b)
+        if dest and dest.end() == b:
+            d0, d1 = dest.span(1)
+            if rest[d0:d1].startswith("<"):
+                d0, d1 = d0 + 1, d1 - 1
+            dests.append((start + d0, start + d1))
+    if "]:" in rest:
+        for m in _REF_DEF.finditer(rest):
+            if not (code and _inside(code, starts, m.start())):
+                d0, d1 = m.span(2)
+                if rest[d0:d1].startswith("<"):
+                    d0, d1 = d0 + 1, d1 - 1
+                dests.append((start + d0, start + d1))
+    return out, sorted(dests)
 
 
-def rewrite_links(text: str, new_target: Callable[[str], str | None]) -> tuple[str, int]:
+def rewrite_links(text: str, new_target: Callable[[str], str | None], *, alias_first: bool = False,
+                  folder: str = "", new_folder: str | None = None) -> tuple[str, int]:
     """``text`` with each link's target replaced by ``new_target(target as written)`` where that is
-    not None; returns the new text and how many links changed."""
-    pieces: list[str] = []
-    pos = changed = 0
-    for a, b in _spans(text):
+    not None; returns the new text and how many links changed.
+
+    ``alias_first``: wiki-links are ``[[alias|target]]`` (Dendron). ``folder``: the linking note's
+    folder (Markdown links are relative to it); ``new_folder``: where the note itself is going, when
+    it moves. Markdown destinations are rewritten by ``new_target.markdown`` when it is a ``Retarget``.
+    """
+    wiki, dests = _spans(text)
+    edits: list[tuple[int, int, str]] = []
+    for a, b in wiki:
         inner = text[a:b]
+        if alias_first and "|" in inner.replace("\\|", ""):
+            a += inner.index("|") + 1
+            inner = text[a:b]
         cut = _TARGET_END.search(inner)
         end = cut.start() if cut else len(inner)
         raw = inner[:end]
@@ -57,34 +109,98 @@ def rewrite_links(text: str, new_target: Callable[[str], str | None]) -> tuple[s
             continue
         lead = raw[: len(raw) - len(raw.lstrip())]
         trail = raw[len(raw.rstrip()) :]
-        pieces += [text[pos:a], lead, new, trail]
-        pos = a + end
-        changed += 1
-    if not changed:
+        edits.append((a, a + end, lead + new + trail))
+    markdown = getattr(new_target, "markdown", None)
+    if markdown is not None:
+        for a, b in dests:
+            new = markdown(text[a:b], folder, new_folder, text[a - 1 : a] == "<")
+            if new is not None and new != text[a:b]:
+                edits.append((a, b, new))
+    if not edits:
         return text, 0
+    pieces: list[str] = []
+    pos = 0
+    for a, b, new in sorted(edits):
+        pieces += [text[pos:a], new]
+        pos = b
     pieces.append(text[pos:])
-    return "".join(pieces), changed
+    return "".join(pieces), len(edits)
 
 
-def retarget(old_path: str, new_path: str, old_title: str, new_title: str) -> Callable[[str], str | None]:
-    """The ``new_target`` for a note going from ``old_path`` (title ``old_title``) to ``new_path``.
+def _stem(path: str) -> str:
+    return path[:-3] if path.lower().endswith(".md") else path
 
-    A link written as a path gets the new path (keeping a leading ``/`` and a ``.md`` suffix if
-    it had them); one written as the title gets the new title; an alias stays (it still resolves).
-    """
-    old_key = link_key(old_path)
-    title_key = old_title.lower()
-    new_stem = new_path[:-3] if new_path.lower().endswith(".md") else new_path
 
-    def new_target(target: str) -> str | None:
+@dataclass(frozen=True)
+class Retarget:
+    """The new target of each link to a note going from ``old_path`` to ``new_path``.
+
+    A wiki-link written as a path (or a shorter path ending) gets the new path (keeping a leading
+    ``/`` and a ``.md`` suffix if it had them); one written as the file name gets the new name; a
+    title or an alias stays (it still resolves). ``exists``: whether a vault-relative path is a
+    file, to tell a Markdown link relative to the note from one written from the vault root."""
+
+    old_path: str
+    new_path: str
+    exists: Callable[[str], bool] | None = None
+
+    def __call__(self, target: str) -> str | None:
+        old_key, new_stem = link_key(self.old_path), _stem(self.new_path)
+        name_key = old_key.rsplit("/", 1)[-1]
         key = link_key(target)
-        if key == old_key and ("/" in target or key != title_key):
-            slash = "/" if target.startswith("/") else ""
-            suffix = target[-3:] if target.lower().endswith(".md") else ""
-            return slash + new_stem + suffix
-        if key == title_key:
-            suffix = target[-3:] if target.lower().endswith(".md") else ""
-            return new_title + suffix
+        suffix = target[-3:] if target.lower().endswith(".md") else ""
+        if "/" in key and (key == old_key or old_key.endswith("/" + key)):
+            return ("/" if target.startswith("/") else "") + new_stem + suffix
+        if key == old_key or key == name_key:
+            return new_stem.rsplit("/", 1)[-1] + suffix
         return None
 
-    return new_target
+    def markdown(self, written: str, folder: str, new_folder: str | None, angle: bool) -> str | None:
+        """The new destination of a Markdown link written ``written`` in a note of ``folder`` (which
+        is moving to ``new_folder``, or None), in the style it was written; None to leave it."""
+        if not written or written.startswith(("#", "//")) or SCHEME.match(written):
+            return None
+        path, sep, frag = written.partition("#")
+        decoded = unquote(path) if "%" in path else path
+        relative = posixpath.normpath(posixpath.join(folder, decoded)) if folder else posixpath.normpath(decoded)
+        old_key = link_key(self.old_path)
+        new_file = self.new_path if decoded.lower().endswith(".md") else _stem(self.new_path)
+        moving = new_folder is not None and new_folder != folder
+        if decoded.startswith("/"):
+            if link_key(decoded) != old_key:
+                return None
+            new = "/" + new_file
+        elif link_key(relative) == old_key:
+            new = posixpath.relpath(new_file, (new_folder if new_folder is not None else folder) or ".")
+            if decoded.startswith("./") and not new.startswith("../"):
+                new = "./" + new
+        elif self._is_file(relative, decoded):  # another file next to the linking note
+            if not moving:
+                return None
+            new = posixpath.relpath(relative, new_folder or ".")  # the moving note's own link elsewhere
+            if decoded.startswith("./") and not new.startswith("../"):
+                new = "./" + new
+        elif not decoded.startswith(("./", "../")) and link_key(decoded) == old_key:
+            new = new_file  # from the vault root
+        elif "/" not in decoded and link_key(decoded) == old_key.rsplit("/", 1)[-1]:
+            new = new_file.rsplit("/", 1)[-1]  # by name, wherever it is
+        else:
+            return None
+        if "%" in path or (" " in new and not angle):
+            new = quote(new, safe="/!$&'()*+,;=:@-._~")
+        return new + sep + frag
+
+    def _is_file(self, relative: str, decoded: str) -> bool:
+        """Whether the link names a file relative to its note (``./``, ``../``, or a file is there)."""
+        if decoded.startswith(("./", "../")):
+            return True
+        if self.exists is None:
+            return False
+        return self.exists(relative) or (not relative.lower().endswith(".md") and self.exists(relative + ".md"))
+
+
+def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str = "",
+             exists: Callable[[str], bool] | None = None) -> Retarget:
+    """The ``new_target`` for a note going from ``old_path`` to ``new_path`` (see ``Retarget``);
+    the titles are not needed: a link names a note by its file name, and its title stays."""
+    return Retarget(old_path, new_path, exists)

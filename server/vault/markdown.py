@@ -8,14 +8,18 @@ index read. One home means a write lands where the index says the heading is.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 ATX = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(?:[ \t]+(.*?))?[ \t#]*$")
 """An ATX heading line (CommonMark: ``#`` to ``######`` then a space or the end): level, text."""
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 """The opening (or closing) line of a fenced code block; group 1 is the fence."""
 SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+"""A URL scheme (``http:``, ``mailto:``, ``obsidian:``; a drive ``C:`` too): not a file of the vault."""
 
 
 def split_lines(text: str) -> list[str]:
@@ -108,3 +112,22 @@ def body_offset(text: str) -> int:
     except Unclosed:
         return 0
     return span.body_start if span else 0
+
+
+def markdown_target(dest: str, folder: str) -> tuple[str, str, str | None] | None:
+    """(path as written, decoded; vault-relative path; heading) of a Markdown link's destination,
+    or None when it is not a file of the vault (a URL, ``mailto:``, a bare ``#anchor``)."""
+    if not dest or dest[0] == "#" or dest.startswith("//") or SCHEME.match(dest):
+        return None
+    path, _, frag = dest.partition("#")
+    path = path.partition("?")[0]
+    if "%" in path:
+        path = unquote(path)
+    if not path.strip():
+        return None
+    path = path.strip().replace("\\", "/")
+    if path.startswith("/"):
+        full = posixpath.normpath(path.lstrip("/"))
+    else:
+        full = posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
+    return path, full, unquote(frag) if "%" in frag else (frag or None)

@@ -25,14 +25,20 @@ from typing import Any
 import pyromark
 import yaml_rs
 
-from server.vault import markdown
+from server.vault import dialects, markdown
 from server.vault import summary as summary_codec
+from server.vault.dialects import OBSIDIAN, Dialect
+from server.vault.markdown import markdown_target
 
 # Patterns start with a literal so the regex engine can skip ahead (a leading
 # optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
 _WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _TAG_BLOCKERS = frozenset("/#&:.[=\"'`\\-")
 _TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
+_DOTTED_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,:-@\[-\^`{-~]*)")  # Dendron: #a.b whole
+_BRACKET_TAG = re.compile(r"#\[\[([^\[\]\n]+?)\]\]")  # Logseq: #[[multi word]]
+_PROPERTY = re.compile(r"([A-Za-z0-9_-]+)::[ \t]*(.*)")  # Logseq: key:: value
+_CROSS_VAULT = "dendron://"
 _DIGITS = re.compile(r"^[0-9/_-]+$")
 _CODE_STARTS = frozenset(("CodeBlock", "HtmlBlock", "MetadataBlock"))
 _CODE_EVENTS = frozenset(("Code", "InlineHtml", "Html", "InlineMath"))
@@ -49,6 +55,8 @@ class Link:
     embed: bool
     in_frontmatter: bool
     line: int
+    alt_key: str | None = None  # a Markdown link's path as written, tried when the relative one is not found
+    vault: str | None = None  # the vault an explicit cross-vault link names ([[dendron://vault/note]])
 
 
 @dataclass
@@ -60,7 +68,7 @@ class Heading:
 
 @dataclass
 class ParsedNote:
-    title: str
+    title: str  # as the vault's tool shows it: the frontmatter title, else the file name's
     frontmatter: dict[str, Any] | None
     fm_error: str | None
     body: str  # frontmatter and summary block removed
@@ -71,10 +79,17 @@ class ParsedNote:
     summary: summary_codec.Summary | None
     body_offset: int = 0  # where the body starts in the file text (for line numbers)
     extra: dict[str, Any] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)  # other names the note answers to (the file stem...)
+    desc: str | None = None  # a searchable description (frontmatter desc/description)
+    note_id: str | None = None  # the id the vault's tool gave it (Dendron frontmatter id)
+    created: float | None = None  # epoch seconds, from the dialect's frontmatter dates
+    updated: float | None = None
 
 
 def normalize_tag(tag: str) -> str:
-    return tag.strip().lstrip("#").strip().lower()
+    """Lower-case, no '#', no whitespace inside (a Logseq ``#[[multi word]]`` is ``multi-word``)."""
+    tag = tag.strip().lstrip("#").strip().lower()
+    return "-".join(tag.split()) if " " in tag or "\t" in tag else tag
 
 
 def link_key(target: str) -> str:
@@ -189,9 +204,17 @@ def _walk_strings(value: Any):
             yield from _walk_strings(v)
 
 
-def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str) -> Link | None:
+def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str,
+               alias_first: bool = False) -> Link | None:
     inner = match.group(1).replace("\\|", "|")
-    target_part, _, alias = inner.partition("|")
+    if alias_first and "|" in inner:
+        alias, _, target_part = inner.partition("|")
+    else:
+        target_part, _, alias = inner.partition("|")
+    vault = None
+    if target_part.startswith(_CROSS_VAULT):
+        vault, _, target_part = target_part[len(_CROSS_VAULT):].partition("/")
+        vault = vault.strip() or None
     heading = block = None
     if "#" in target_part:
         target_part, _, frag = target_part.partition("#")
@@ -213,7 +236,22 @@ def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title:
         embed=match.start() > 0 and match.string[match.start() - 1] == "!",
         in_frontmatter=in_frontmatter,
         line=line,
+        vault=vault,
     )
+
+
+def _markdown_link(dest: str, folder: str, line: int, embed: bool, text: str) -> Link | None:
+    found = markdown_target(dest, folder)
+    if found is None:
+        return None
+    path, full, heading = found
+    block = None
+    if heading and heading.startswith("^"):
+        block, heading = heading[1:] or None, None
+    key = link_key(full)
+    plain = not path.startswith(("./", "../"))  # Obsidian also reads it from the vault root, then by name
+    return Link(target=path, target_key=key, heading=heading, block=block, alias=text or None, embed=embed,
+                in_frontmatter=False, line=line, alt_key=link_key(path) if plain and link_key(path) != key else None)
 
 
 def _to_char_offsets(body: str, events: list) -> list:
@@ -229,8 +267,13 @@ def _to_char_offsets(body: str, events: list) -> list:
     return [(e, {"start": mapping[r["start"]], "end": mapping[r["end"]]}) for e, r in events]
 
 
-def _structure(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """Ranges of code (no tags/links), of headings and links (no tags), and heading starts."""
+MdLink = tuple[int, int, str, str, bool]  # start, end, destination, reference label, image
+
+
+def _structure(body: str, mdlinks: list[MdLink] | None = None
+               ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """Ranges of code (no tags/links), of headings and links (no tags), and heading starts;
+    the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out)."""
     code: list[tuple[int, int]] = []
     notags: list[tuple[int, int]] = []
     heads: list[tuple[int, int, int]] = []
@@ -259,6 +302,10 @@ def _structure(body: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
                 heads.append((rng["start"], rng["end"], level))
             elif kind in ("Link", "Image"):
                 notags.append((rng["start"], rng["end"]))
+                if mdlinks is not None:
+                    info = start[kind]
+                    if info["link_type"] not in ("Autolink", "Email"):
+                        mdlinks.append((rng["start"], rng["end"], info["dest_url"], info["id"], kind == "Image"))
         elif start in _CODE_STARTS:
             code.append((rng["start"], rng["end"]))
     return code, notags, heads
@@ -296,8 +343,32 @@ def _heading_text(raw: str) -> str:
     return " ".join(s for ln in lines[:-1] if (s := ln.strip()))  # setext: the underline is the last line
 
 
-def parse_note(text: str, title: str) -> ParsedNote:
-    """Parse a note's full text (BOM and CRLF tolerated)."""
+def _logseq_properties(body: str) -> dict[str, Any]:
+    """The page properties of a Logseq page: the ``key:: value`` lines it starts with."""
+    props: dict[str, Any] = {}
+    for line in body.lstrip("\n").splitlines():
+        m = _PROPERTY.fullmatch(line.strip().removeprefix("- ").strip())
+        if m is None:
+            break
+        key, value = m[1].lower(), m[2].strip()
+        if key in ("tags", "alias", "aliases"):
+            values = [v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]").strip()
+                      for v in value.split(",") if v.strip()]
+            props[key] = [normalize_tag(v) for v in values] if key == "tags" else values
+        else:
+            props[key] = value
+    return props
+
+
+def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(a <= start and end <= b for a, b in spans)
+
+
+def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | None = None) -> ParsedNote:
+    """Parse a note's full text (BOM and CRLF tolerated) as ``dialect`` reads it.
+
+    ``title``: the title the file name gives (links to the note itself name it); ``path``: the
+    note's vault-relative path, which Markdown links are relative to (the vault root if None)."""
     if text.startswith("\ufeff"):
         text = text[1:]
     raw_fm, body, offset = split_frontmatter(text)
@@ -305,19 +376,26 @@ def parse_note(text: str, title: str) -> ParsedNote:
     fm_lines = text.count("\n", 0, offset)
     summary, body = summary_codec.decode(body)
     body_start_line = fm_lines + 1 + (text[offset:].count("\n") - body.count("\n") if summary else 0)
+    folder = path.rsplit("/", 1)[0] if path and "/" in path else ""
+    alias_first = dialect.alias_first
 
+    props = frontmatter
+    if dialect.properties and "::" in body:
+        found = _logseq_properties(body)
+        if found:
+            props = {**found, **(frontmatter or {})}
     tags: list[str] = []
     aliases: list[str] = []
     links: list[Link] = []
-    if frontmatter:
+    if props:
         for key in ("tags", "tag"):
-            tags.extend(normalize_tag(t) for t in _string_list(frontmatter.get(key)))
+            tags.extend(normalize_tag(t) for t in _string_list(props.get(key)))
         for key in ("aliases", "alias"):
-            aliases.extend(_alias_list(frontmatter.get(key)))
+            aliases.extend(_alias_list(props.get(key)))
         if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
             for s in _walk_strings(frontmatter):
                 for m in _WIKILINK.finditer(s):
-                    link = _make_link(m, 1, True, title)
+                    link = _make_link(m, 1, True, title, alias_first)
                     if link:
                         links.append(link)
 
@@ -325,36 +403,76 @@ def parse_note(text: str, title: str) -> ParsedNote:
         return body_start_line + body.count("\n", 0, pos)
 
     headings: list[Heading] = []
-    if "[[" in body or "#" in body or "=" in body or "-" in body:
-        code, notags, heads = _structure(body)
+    unsorted = False  # Markdown links come after the wiki-links: put back in text order
+    if "[" in body or "#" in body or "=" in body or "-" in body:
+        mdlinks: list[MdLink] | None = [] if "](" in body or "]:" in body else None
+        code, notags, heads = _structure(body, mdlinks)
         code = _merge(code)
         notags = _merge(notags)
         code_starts = [s for s, _ in code]
         notag_starts = [s for s, _ in notags]
         for start, end, level in heads:
             headings.append(Heading(level=level, text=_heading_text(body[start:end]), line=line_of(start)))
+        wiki_spans: list[tuple[int, int]] = []
+        alias_spans: list[tuple[int, int]] = []  # [[Target|#alias]]: the alias part is never a tag
         if "[[" in body:
+            refs = {}
+            if dialect.ref_definitions and mdlinks:  # [[note]] with a [note]: path.md definition
+                refs = {label.lower(): dest for _s, _e, dest, label, _img in mdlinks if label}
             for m in _WIKILINK.finditer(body):
                 if code and _inside(code, code_starts, m.start()):
                     continue
-                link = _make_link(m, line_of(m.start()), False, title)
+                wiki_spans.append((m.start(), m.end()))
+                if "|" in m.group(1):
+                    alias_spans.append((m.start(), m.end()))
+                link = _make_link(m, line_of(m.start()), False, title, alias_first)
+                if link:
+                    dest = refs.get(m.group(1).lower()) if refs else None
+                    found_ref = markdown_target(dest, folder) if dest else None
+                    if found_ref is not None:
+                        link.alt_key, link.target_key = link.target_key, link_key(found_ref[1])
+                    links.append(link)
+        alias_starts = [s for s, _ in alias_spans]
+        if mdlinks:
+            for start, end, dest, _label, image in mdlinks:
+                if wiki_spans and _inside_any(wiki_spans, start, end):
+                    continue  # [[note]] read by CommonMark as a reference to a [note]: definition
+                text_start = body.find("[", start, end) + 1
+                label = body[text_start:max(text_start, body.find("]", text_start, end))].strip()
+                link = _markdown_link(dest, folder, line_of(start), image, label)
                 if link:
                     links.append(link)
+                    unsorted = True
+        if dialect.bracket_tags and "#[[" in body:
+            for m in _BRACKET_TAG.finditer(body):
+                if not (code and _inside(code, code_starts, m.start())):
+                    tags.append(normalize_tag(m.group(1)))
         if "#" in body:
-            for m in _TAG.finditer(body):
+            for m in (_DOTTED_TAG if dialect.dotted_tags else _TAG).finditer(body):
                 pos = m.start()
                 if pos and (body[pos - 1].isalnum() or body[pos - 1] in _TAG_BLOCKERS or body[pos - 1] == "_"):
                     continue
                 if (code and _inside(code, code_starts, pos)) or (notags and _inside(notags, notag_starts, pos)):
                     continue
-                tag = m.group(1).rstrip("/")
+                if alias_spans and _inside(alias_spans, alias_starts, pos):
+                    continue
+                tag = m.group(1).rstrip("/.")
                 if tag and not _DIGITS.match(tag):
                     tags.append(normalize_tag(tag))
 
+    if unsorted:
+        links.sort(key=lambda ln: (not ln.in_frontmatter, ln.line))
     unique_tags = list(dict.fromkeys(t for t in tags if t and not _DIGITS.match(t)))  # first-seen order
+    shown, names = title, []
+    fm_title = props.get("title") if props else None
+    if isinstance(fm_title, str) and fm_title.strip() and fm_title.strip() != title:
+        shown, names = fm_title.strip(), [title]
+    desc = props.get("desc") or props.get("description") if props else None
+    note_id = props.get("id") if props and dialect.id_names else None
+    created, updated = dialects.note_dates(dialect, frontmatter)
     return ParsedNote(
-        title=title,
-        frontmatter=frontmatter,
+        title=shown,
+        frontmatter=props,
         fm_error=fm_error,
         body=body,
         tags=unique_tags,
@@ -363,4 +481,9 @@ def parse_note(text: str, title: str) -> ParsedNote:
         headings=headings,
         summary=summary,
         body_offset=offset,
+        names=names,
+        desc=desc.strip() if isinstance(desc, str) and desc.strip() else None,
+        note_id=str(note_id).strip() if isinstance(note_id, str | int) and str(note_id).strip() else None,
+        created=created,
+        updated=updated,
     )

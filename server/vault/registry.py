@@ -12,6 +12,7 @@ import apsw
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
+from server.vault import dialects
 
 
 @dataclass(frozen=True)
@@ -21,10 +22,17 @@ class Vault:
     root: Path
     added_at: float
     last_indexed_at: float | None
+    dialect: str | None = None  # None: not detected yet (a vault registered before dialects)
+
+    @property
+    def rules(self) -> dialects.Dialect:
+        """The rules its notes are read by."""
+        return dialects.get(self.dialect)
 
 
 def _vault(row: dict) -> Vault:
-    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"])
+    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"],
+                 row.get("dialect"))
 
 
 def list_vaults(conn: apsw.Connection) -> list[Vault]:
@@ -39,10 +47,13 @@ def get_vault(conn: apsw.Connection, name_or_id: str | int) -> Vault:
     return _vault(found[0])
 
 
-def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None) -> Vault:
+def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None,
+              dialect: str | None = None) -> Vault:
+    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``)."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise KmsError("invalid-input", f"{root} is not a folder")
+    rules = dialects.get(dialect) if dialect is not None else dialects.detect(root)
     name = name or re.sub(r"[^\w.-]+", "-", root.name).strip("-") or "vault"
     if not re.fullmatch(r"[\w][\w.-]{0,63}", name):
         raise KmsError("invalid-input", "a vault name is 1-64 letters, digits, '.', '_' or '-'")
@@ -52,5 +63,27 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None) 
                 raise KmsError("already-exists", f"{root} is already registered as vault {v.name!r}")
             if v.name == name:
                 raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
-        conn.execute("INSERT INTO vaults(name, root, added_at) VALUES (?, ?, ?)", (name, str(root), time.time()))
+        conn.execute("INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
+                     (name, str(root), time.time(), rules.name))
     return get_vault(conn, name)
+
+
+def set_dialect(conn: apsw.Connection, name: str, dialect: str) -> tuple[Vault, bool]:
+    """Give a vault another dialect; (the vault, whether it changed: then its notes must be parsed again)."""
+    vault = get_vault(conn, name)
+    rules = dialects.get(dialect)
+    if vault.dialect == rules.name:
+        return vault, False
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET dialect = ? WHERE id = ?", (rules.name, vault.id))
+    return get_vault(conn, name), True
+
+
+def settle_dialect(conn: apsw.Connection, vault: Vault) -> tuple[Vault, bool]:
+    """A vault registered before dialects gets the one its files declare; (vault, whether it was unset)."""
+    if vault.dialect is not None:
+        return vault, False
+    detected = dialects.detect(vault.root)
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET dialect = ? WHERE id = ? AND dialect IS NULL", (detected.name, vault.id))
+    return get_vault(conn, vault.id), True

@@ -334,7 +334,8 @@ def write_note(
                 break
             try:
                 with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
-                    written = record_of_bytes(note.path, pending.mtime_ns, new_raw)  # ...while it is parsed
+                    written = record_of_bytes(note.path, pending.mtime_ns, new_raw,  # ...while it is parsed
+                                              dialect=vault.rules)
                     committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
                     if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
                         if sha256_hex(_read(real, note)) != before:

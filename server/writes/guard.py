@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -119,6 +119,9 @@ class WriteTarget:
     touched: Touched
     max_files: int = 50  # write.max_files_per_call
     extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
+    session_id: str = ""  # the calling session (kms_remember keys project memory on its identity)
+    memory_folder: str | None = None  # memory.folder: kms_remember's own allowlist entry
+    services: Mapping[str, Any] = field(default_factory=dict)  # the server's per-process services, if any
 
     def take_slot(self) -> Callable[[], None]:
         """One more rate-limit slot for a call that writes several notes (``rate-limited`` when none is
@@ -177,6 +180,7 @@ class WriteService:
         disabled_message: Callable[[str], str] | None = None,
         tier_enabled: Callable[[Tier], bool] | None = None,
         max_files: int = 50,
+        memory_folder: str | None = None,
         approval: str = "off",
         approval_lines: int = 20,
         approval_timeout: float = 120.0,
@@ -188,6 +192,7 @@ class WriteService:
         self.approval_lines = approval_lines
         self.approval_timeout = approval_timeout
         self.clock = clock  # injectable: the approval deadline is measured on it
+        self.memory_folder = memory_folder  # memory.folder: where kms_remember may write, allowlist or not
         self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
         # a tier above write (edit, organize) is gated on its own; None: every tier follows ``enabled``
         self.tier_enabled = tier_enabled
@@ -199,6 +204,7 @@ class WriteService:
         self.allowlist = allowlist if isinstance(allowlist, Allowlist) else Allowlist(allowlist)
         self.vault = vault
         self.lock_dir = lock_dir
+        self.services: Mapping[str, Any] = {}  # the server's services (ToolRunner shares its own)
 
     def conn(self) -> apsw.Connection:
         """This thread's connection (never shared across threads)."""
@@ -255,7 +261,8 @@ class WriteService:
             return None
         conn = self.conn()
         target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault,
-                             Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), self.max_files, None)
+                             Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), self.max_files, None,
+                             self.session_id, self.memory_folder, self.services)
         try:
             self._gate(conn, tool)
             args = validate_input(tool.input_model, arguments)
@@ -321,7 +328,8 @@ class WriteService:
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                           title=_text(arguments.get("title"), MAX_TITLE_CHARS))
         target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched, self.max_files,
-                             lambda: self._extra_slot(conn))
+                             lambda: self._extra_slot(conn), self.session_id, self.memory_folder,
+                             self.services)
         summary = provenance.summarize_input(dict(arguments))
         slot: Slot | None = None
         outcome: WriteOutcome | None = None

@@ -17,6 +17,8 @@ MAX_VERSION_CHARS = 128
 MAX_SEPARATOR_CHARS = 20  # kms_append's separator
 MAX_HEADING_CHARS = 500  # a heading named by kms_append / kms_insert_at
 MAX_QUERY_CHARS = 1_000  # the text kms_insert_at's afterBlockContaining looks for
+MAX_FACT_CHARS = 1_000  # one fact kms_remember records (one list item)
+MAX_CATEGORY_CHARS = 60  # its category (a heading of the memory note)
 
 
 def kb(limit: int) -> str:

@@ -110,17 +110,24 @@ def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str,
         raise KmsError("too-broad", f"this would rewrite {len(linking)} linking notes besides the note itself "
                        f"({1 + len(linking)} files); at most {max_files} per call (write.max_files_per_call). "
                        "Nothing was changed.", count=1 + len(linking), limit=max_files)
-    new_target = retarget(note.path, new_path, note.title, new_title)
+    new_target = retarget(note.path, new_path, exists=lambda rel: (vault.root / rel).is_file())
     alias = note.title if keep_alias and new_title != note.title else None
+    alias_first = vault.rules.alias_first
+    new_folder = new_path.rpartition("/")[0]
 
     def own(text: str) -> str:
-        if rewrite:
-            text = rewrite_links(text, new_target)[0]  # links to itself
+        if rewrite:  # links to itself, and its own relative Markdown links when its folder changes
+            text = rewrite_links(text, new_target, alias_first=alias_first, folder=note.folder,
+                                 new_folder=new_folder)[0]
         return _with_alias(text, alias) if alias else text
+
+    def linked(path: str) -> Callable[[str], str]:
+        folder = path.rpartition("/")[0]
+        return lambda t: rewrite_links(t, new_target, alias_first=alias_first, folder=folder)[0]
 
     radius = _Radius()
     plans = [FilePlan(note.path, radius.measured(note.path, own), new_path=new_path)]
-    plans += [FilePlan(r["path"], radius.measured(r["path"], lambda t: rewrite_links(t, new_target)[0]),
+    plans += [FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])),
                        hidden=bool(r["hidden"])) for r in linking]
     files, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir)
     result = _result(vault, note, files, new_path, new_title)

@@ -145,7 +145,7 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     assert counts == sorted(counts)
     notes = json.loads(ok(kms("recent", "--json", "-n", "3")).stdout)
     assert len(notes) == 3
-    keys = [(-n["updatedAt"], n["noteId"]) for n in notes]
+    keys = [(-n["updatedAt"], n["path"], n["noteId"]) for n in notes]
     assert keys == sorted(keys)
     assert {"Widget manual", "Widget FAQ"} <= {n["title"] for n in notes}  # written last
     assert "#manual" in said(ok(kms("tags")).stdout)

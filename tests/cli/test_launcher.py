@@ -151,6 +151,8 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(
     assert row.kind == "launcher" and row.exit_code == 3 and row.ended_at is not None
     assert row.argv == ["claude", "-p", "hello world", "--model", "x", "--print-config"]
     assert row.cwd == env["HOME"] or row.cwd is not None
+    # the working directory is the session's identity (issue 14): on the row and in the server's env
+    assert row.project == row.cwd == kms_entry["env"]["KMS_PROJECT"]
 
 
 def test_unknown_options_pass_through_without_dashdash(env: dict[str, str]) -> None:

@@ -313,11 +313,11 @@ async def test_list_recent_order_with_ties(indexed: apsw.Connection, db_path: Pa
         again = (await ok(client, "kms_list_recent", {"limit": 50}))["notes"]
     assert notes == again
     assert all(set(n) == CARD_KEYS for n in notes)
-    keys = [(-n["updatedAt"], n["noteId"]) for n in notes]
+    keys = [(-n["updatedAt"], n["path"], n["noteId"]) for n in notes]  # ties: by path, never by random id
     assert keys == sorted(keys)
     top = notes[:3]
     assert {n["title"] for n in top} == {"tie a", "tie b", "tie c"}
-    assert [n["noteId"] for n in top] == sorted(n["noteId"] for n in top)
+    assert [n["path"] for n in top] == ["tie a.md", "tie b.md", "tie c.md"]  # every run, whatever the ids
 
 
 async def test_backlinks_contract(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
@@ -363,7 +363,7 @@ async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_p
     assert seen == whole
     assert len({n["noteId"] for n in seen}) == len(seen) == visible_count(indexed)
     assert sum(1 for n in seen if n["title"].startswith("tie ")) == 9
-    keys = [(-n["updatedAt"], n["noteId"]) for n in seen]
+    keys = [(-n["updatedAt"], n["path"], n["noteId"]) for n in seen]
     assert keys == sorted(keys)
     for n in seen:
         assert CARD_KEYS | {"summary", "tokenEstimate", "sizeBytes"} <= set(n) and "body" not in n

@@ -41,6 +41,15 @@ def _calls(info: dict, plans: str, home: str) -> list[tuple[str, dict]]:
     calls += [("kms_read", {"noteId": r}) for r in refs]
     calls += [("kms_get_backlinks", {"noteId": r, "limit": 50}) for r in (plans, home, hidden, title)]
     calls += [("kms_list_tags", {}), ("kms_list_recent", {"limit": 50}), ("kms_inventory", {"limit": 500})]
+    # the orientation tools (issue 14): start, status, folder listings in and around the hidden note's folder
+    calls += [("kms_start", {}), ("kms_start", {"project": "garden"}), ("kms_status", {})]
+    parts = folder.split("/")
+    calls += [("kms_list_folder", {"path": p, "limit": 500}) for p in ("", "public", *("/".join(parts[:i + 1])
+                                                                                    for i in range(len(parts))))]
+    calls += [("kms_list_folder", {"tag": t, "limit": 500}) for t in (f"zqxtag-{info['kind']}", "garden")]
+    calls += [("kms_remember", {"about": a, "text": "garden beans and peas", "category": c})
+              for a in ("person", "project") for c in ("General", f"zqxheading {info['kind']}")]
+    calls += [("kms_start", {}), ("kms_list_folder", {"path": "kms-memory"})]  # now with memory notes
     # write tools: on the hidden note (by id, title, path), and beside it
     for r in refs:
         calls += [

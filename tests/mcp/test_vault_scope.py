@@ -23,7 +23,8 @@ def two_vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
     a, b = tmp_path / "vault-a", tmp_path / "vault-b"
     write(a / "Alpha.md", "# Alpha\n\nThe lighthouse keeper's log. See [[Common]].\n\n#shared #only-a\n")
     write(a / "Common.md", "# Common\n\nA lighthouse on the cliff.\n\n#shared\n")
-    write(b / "Beta.md", "# Beta\n\nAnother lighthouse, linked to [[Alpha]] and [[Common]].\n\n#shared #only-b\n")
+    write(b / "Beta.md",
+          "# Beta\n\nAnother lighthouse, linked to [[dendron://a/Alpha]] and [[Common]].\n\n#shared #only-b\n")
     write(b / "Common.md", "# Common\n\nThe lighthouse of vault b.\n\n#shared\n")
     write(b / "Gamma.md", "# Gamma\n\nLighthouse lighthouse lighthouse.\n\n#only-b\n")
     for root, name in ((a, "a"), (b, "b")):
@@ -55,7 +56,7 @@ async def test_unscoped_session_sees_both_vaults(two_vaults: apsw.Connection, db
         tags = {t["tag"]: t["count"] for t in (await call(client, "kms_list_tags", {}))[0]["tags"]}
         assert tags["shared"] == 4 and "only-b" in tags
         backlinks = (await call(client, "kms_get_backlinks", {"noteId": note["a", "Alpha"]}))[0]["backlinks"]
-        assert vaults_of(backlinks) == {"b"}, "Beta (vault b) links to Alpha (vault a)"
+        assert vaults_of(backlinks) == {"b"}, "Beta (vault b) links to Alpha (vault a) explicitly"
         data, is_error = await call(client, "kms_read", {"noteId": note["b", "Beta"]})
         assert not is_error and data["vault"] == "b"
         data, is_error = await call(client, "kms_search", {"query": "lighthouse", "vault": "b"})

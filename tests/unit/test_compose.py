@@ -50,6 +50,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_CONFIG": str(cfg),
         "KMS_SESSION_ID": "s0123456789ab",
         "KMS_VAULT": "notes",
+        "KMS_PROJECT": str(tmp_path / "work"),  # the working directory: the session's identity (issue 14)
         "KMS_ENABLED": "1",
         "KMS_AGENT_TOOLS_ENABLED": "1",
         "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
@@ -65,6 +66,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
         "KMS_EMBED_ENABLED": "1",
         "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)
+        "KMS_MEMORY_FOLDER": "kms-memory",
     }
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()
@@ -73,7 +75,8 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
                                                session_id="s0123456789ab", vault="notes",
                                                config_path=cfg, write_enabled=True, per_minute=7,
                                                allowlist=("drafts/*", "inbox"),
-                                               embed_model_dir=str(tmp_path / "models"))
+                                               embed_model_dir=str(tmp_path / "models"),
+                                               project=str(tmp_path / "work"))
 
 
 def test_kms_block_left_out_when_agents_may_not_read(cfg: Path, tmp_path: Path) -> None:

@@ -204,6 +204,53 @@ def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(t
     conn.close()
 
 
+def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_path: Path) -> None:
+    """An m010 database gains ``sessions.project`` (NULL on old rows, so no old session is anyone's previous
+    visit) and the index of visible notes by folder that the folder listings read."""
+    from server.activity.sessions import get_session, touch_session
+    from server.activity.visits import previous_visit
+
+    path = tmp_path / "m010.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    assert "m012_orientation" not in applied(old)
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, ended_at, cwd) "
+                "VALUES ('s-old', 'launcher', 1.0, 2.0, 2.0, '/work/proj')")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s-old")
+    assert session is not None and session.project is None and session.cwd == "/work/proj"
+    assert previous_visit(conn, "/work/proj", "s-new", now=10.0) is None
+    touch_session(conn, "s-new", project="/work/proj", now=5.0)
+    assert previous_visit(conn, "/work/proj", "s-other", now=500.0) == {"id": "s-new", "kind": "server", "leftAt": 5.0}
+    plan = " ".join(r[-1] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'"))
+    assert "notes_visible_folder" in plan
+    conn.close()
+
+
+def test_a_database_with_m013_but_not_m012_gains_m012(tmp_path: Path) -> None:
+    """Branches merge in any order: a database that already has m013 (and sessions with a control state)
+    still gets m012 when it next opens, and both columns live side by side."""
+    from server.activity.sessions import get_session
+    from server.store.migrations import m013_control
+
+    path = tmp_path / "m013.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m010_overwritten")
+    m013_control(old)
+    old.execute("INSERT INTO _migrations VALUES ('m013_control', 1.0)")
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, control) VALUES ('s1', 'server', 1, 1, "
+                "'paused')")
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    session = get_session(conn, "s1")
+    assert session is not None and session.control == "paused" and session.project is None
+    conn.close()
+
+
 def test_upgrade_to_m013_keeps_sessions_active_and_adds_pending_writes(tmp_path: Path) -> None:
     """An m010 database: its sessions become ``active`` (the guard reads the column on every write), and the
     pending table appears empty."""

@@ -41,6 +41,8 @@ def configs(draw: hs.DrawFn) -> SessionConfig:
         embed_model_dir=draw(hs.none() | PATH.map(str)),
         embed_enabled=draw(hs.booleans()),
         vault=draw(hs.none() | NAME),
+        project=draw(hs.none() | PATH.map(str) | NAME),
+        memory_folder=draw(hs.none() | hs.lists(NAME, min_size=1, max_size=2).map("/".join)),
     )
 
 
@@ -105,6 +107,8 @@ BAD_VALUES = [
     ("KMS_EMBED_DOWNLOAD", "perhaps", "true/false"),
     ("KMS_WRITE_PER_MINUT", "3", "KMS_WRITE_PER_MINUTE"),  # unknown: did you mean
     ("KMS_VAULTS", "a", "KMS_VAULT"),
+    ("KMS_MEMORY_FOLDER", "../notes", "vault-relative folder"),
+    ("KMS_MEMORY_FOLDER", "memory/*", "vault-relative folder"),
     ("KMS_NOPE", "1", "docs/settings.md"),
 ]
 
@@ -121,7 +125,8 @@ def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, 
 
 # Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
 # (tests/cli/test_spawned_server.py).
-FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR"}
+FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR",
+             "KMS_PROJECT"}
 
 
 def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:

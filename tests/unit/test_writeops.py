@@ -137,13 +137,14 @@ def test_index_after_a_write_is_what_reading_the_file_gives(env: Env) -> None:
     st = (env.root / "log.md").stat()
     fresh = read_record(str(env.root), "log.md", st.st_mtime_ns, st.st_size)
     assert fresh.values is not None
-    cols = [c for c in fresh.values if c != "updated_at"]
+    cols = [c for c in fresh.values if c not in ("updated_at", "created")]  # created: a date, not a column
     row = env.conn.execute(f"SELECT {', '.join(cols)}, rid, indexed_at FROM notes WHERE id = ?", (nid,)).fetchall()[0]
     assert dict(zip(cols, row[:-2], strict=True)) == {c: fresh.values[c] for c in cols}
     assert (fresh.values["mtime_ns"], fresh.values["size_bytes"]) == (st.st_mtime_ns, st.st_size)
     rid, indexed_at = row[-2:]
     assert tags_of(env, nid) == sorted(fresh.tags) == ["day1", "day2", "log"]
-    links = env.conn.execute("SELECT ord, target, target_key, heading, block, alias, embed, in_frontmatter, line "
+    links = env.conn.execute("SELECT ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, "
+                             "alt_key, target_vault "
                              "FROM links WHERE src_rid = ? ORDER BY ord", (rid,)).fetchall()
     assert [tuple(r) for r in links] == [tuple(x) for x in fresh.links]
     heads = env.conn.execute("SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord",

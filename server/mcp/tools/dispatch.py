@@ -56,6 +56,10 @@ class ToolRunner:
         self.ctx = ToolContext(config)
         self.reads = ReadTracker(config.db_path, config.session_id)
         self.writes = make_write_service(config, lambda name: self._disabled_message(name, self._tier_of(name)))
+        self.writes.services = self.ctx.services  # kms_remember reaches the session's identity and model
+        from server.activity.visits import SessionIdentity
+
+        self.ctx.services["identity"] = SessionIdentity(config.session_id, config.project)
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""

@@ -71,6 +71,16 @@ class LazySemanticService:
     def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return self.get().search(*args, **kwargs)
 
+    def ready_embedder(self) -> Any:
+        """The loaded model, or None while there is none (never builds the service or waits for it)."""
+        service = self._service
+        return service.embedder if service is not None and service.embedder.ready else None
+
+    def peek_state(self) -> str:
+        """The model's state without building the service: "starting" until the server's start thread has."""
+        service = self._service
+        return service.embedder.state if service is not None else "starting"
+
     def notify_changed(self) -> None:
         if self._service is not None:  # nothing to re-embed for before the service exists
             self._service.notify_changed()

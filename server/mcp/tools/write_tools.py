@@ -187,8 +187,9 @@ def make_write_service(config: SessionConfig, disabled_message: Callable[[str], 
     return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
                         vault=config.vault, enabled=config.tier_enabled("write"),
                         disabled_message=disabled_message, tier_enabled=config.tier_enabled,
-                        max_files=config.max_files_per_call, approval=config.approval,
-                        approval_lines=config.approval_lines, approval_timeout=config.approval_timeout)
+                        max_files=config.max_files_per_call, memory_folder=config.memory_folder,
+                        approval=config.approval, approval_lines=config.approval_lines,
+                        approval_timeout=config.approval_timeout)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "

@@ -1,0 +1,162 @@
+"""``kms_start``: everything an agent needs to orient in one answer of at most ``START_BUDGET_TOKENS``.
+
+What the session may do, the vaults in scope with their top folders, a compact map (hubs, recent
+notes, tags), index health, what changed since this identity's previous session left, and the
+person's and the project's memory. Every list is capped, and when the whole would still exceed the
+budget (long titles, many vaults) the least useful lists give up whole items, in ``SHRINK_ORDER``,
+until it fits; ``omitted`` says how many of each were left out and which tool lists them all.
+The size is the existing token estimate (``tokenEstimate``: UTF-8 bytes / 4) of the JSON a host
+receives.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from server.activity.visits import changes_since, previous_visit
+from server.index import memory, orientation
+from server.index.listing import list_recent
+from server.index.records import estimate_tokens
+
+START_BUDGET_TOKENS = 2_500
+CAPS = {"folders": 12, "mostLinked": 8, "recent": 8, "tags": 25, "flagged": 5, "unresolved": 5, "changes": 15,
+        "memory": 15, "vaults": 10, "allowlist": 20}
+# (section path, the tool that lists it all), least useful first: what gives way when over budget
+SHRINK_ORDER: list[tuple[tuple[str, ...], str]] = [
+    (("map", "tags"), "kms_list_tags"),
+    (("health", "unresolvedLinks", "top"), "kms_status"),
+    (("health", "flagged", "notes"), "kms_status"),
+    (("map", "mostLinked"), "kms_get_backlinks"),
+    (("map", "recent"), "kms_list_recent"),
+    (("session", "allowlist"), "kms_start"),
+    (("vaults", "*", "folders"), "kms_list_folder"),
+    (("memory", "project", "facts"), "kms_read"),
+    (("memory", "person", "facts"), "kms_read"),
+    (("sinceLastVisit", "notes"), "kms_list_recent"),
+    (("vaults",), "kms_list_folder"),
+]
+
+
+def answer_tokens(answer: dict[str, Any]) -> int:
+    """The token estimate of the answer as the MCP adapter sends it."""
+    return estimate_tokens(len(json.dumps(answer, ensure_ascii=False, default=str).encode()))
+
+
+def _compact(cards: list[dict[str, Any]], keys: tuple[str, ...], many_vaults: bool) -> list[dict[str, Any]]:
+    return [{k: c[k] for k in keys if k in c and (k != "vault" or many_vaults)} for c in cards]
+
+
+def start_answer(
+    conn: apsw.Connection,
+    *,
+    session: dict[str, Any],
+    vault_id: int | None,
+    project: str | None,
+    session_id: str,
+    memory_folder: str | None,
+    watcher: bool | None,
+    now: float | None = None,
+    budget: int = START_BUDGET_TOKENS,
+) -> dict[str, Any]:
+    """The whole orientation; ``session`` (tiers, allowlist, budget, semantic state) comes from the caller."""
+    at = time.time() if now is None else now
+    vaults = orientation.vaults(conn, vault_id)
+    many = len(vaults) > 1
+    out_vaults = []
+    for v in vaults[: CAPS["vaults"]]:
+        folders, more = orientation.subfolders(conn, "", v["id"], limit=CAPS["folders"])
+        root_notes = v["notes"] - sum(f["notes"] for f in folders)  # at the root, or in folders beyond the cap
+        out_vaults.append({"name": v["name"], "dialect": v["dialect"], "notes": v["notes"],
+                           "lastIndexedAt": v["lastIndexedAt"],
+                           "folders": [{"path": f["path"], "notes": f["notes"]} for f in folders],
+                           **({"moreFolders": more} if more else {}),
+                           **({"notesElsewhere": root_notes} if root_notes > 0 else {})})
+    tags, tag_total = orientation.tags(conn, vault_id, CAPS["tags"])
+    flagged, flagged_total = orientation.flagged(conn, vault_id, CAPS["flagged"])
+    unresolved, unresolved_total = orientation.unresolved(conn, vault_id, CAPS["unresolved"])
+    answer: dict[str, Any] = {
+        "session": session,
+        "vaults": out_vaults,
+        "map": {
+            "mostLinked": _compact(orientation.most_linked(conn, vault_id, CAPS["mostLinked"]),
+                                   ("noteId", "title", "path", "vault", "backlinks"), many),
+            "recent": _compact(list_recent(conn, CAPS["recent"], vault_id),
+                               ("noteId", "title", "path", "vault", "updatedAt"), many),
+            "tags": [{"tag": t["tag"], "count": t["count"]} for t in tags],
+            "tagsInAll": tag_total,
+        },
+        "health": {
+            "lastIndexedAt": max((v["lastIndexedAt"] or 0 for v in vaults), default=None) or None,
+            "watcherRunning": watcher,
+            "flagged": {"count": flagged_total,
+                        "notes": _compact(flagged, ("noteId", "path", "vault", "reason"), many)},
+            "unresolvedLinks": {"count": unresolved_total,
+                                "top": [{"target": u["target"], "links": u["links"]} for u in unresolved]},
+        },
+        "sinceLastVisit": _since(conn, project, session_id, vault_id, at, many),
+        "memory": memory.read_memory(conn, memory_folder, project, vault_id, CAPS["memory"]),
+        "next": "Browse with kms_list_folder, find with kms_search or kms_semantic_search, open a noteId with "
+                "kms_read; kms_status for index health.",
+    }
+    if len(vaults) > CAPS["vaults"]:
+        answer["moreVaults"] = len(vaults) - CAPS["vaults"]
+    return fit(answer, budget)
+
+
+def _since(conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None, now: float,
+           many: bool) -> dict[str, Any]:
+    if not project:
+        return {"since": None, "reason": "this session has no project identity; pass project to kms_start (your "
+                                         "working folder or repository) to see what changed since your last visit"}
+    prev = previous_visit(conn, project, session_id, now)
+    if prev is None:
+        return {"since": None, "firstVisit": True, "project": project}
+    changed = changes_since(conn, prev["leftAt"], vault_id, CAPS["changes"])
+    for n in changed["notes"]:
+        if not many:
+            n.pop("vault", None)
+    return {"since": prev["leftAt"], "previousSession": prev["id"], "project": project, **changed}
+
+
+def _lists(answer: dict[str, Any], path: tuple[str, ...]) -> list[tuple[dict[str, Any], str]]:
+    """(the dict holding the list, its key) for every list ``path`` names ('*' = each item of a list)."""
+    holders: list[Any] = [answer]
+    for part in path[:-1]:
+        nxt: list[Any] = []
+        for h in holders:
+            value = h.get(part) if isinstance(h, dict) else None
+            if part == "*" and isinstance(h, list):
+                nxt += [x for x in h if isinstance(x, dict)]
+            elif value is not None:
+                nxt.append(value)
+        holders = nxt
+    if path[-1] == "*":
+        return []
+    return [(h, path[-1]) for h in holders if isinstance(h, dict) and isinstance(h.get(path[-1]), list)]
+
+
+def fit(answer: dict[str, Any], budget: int,
+        measure: Callable[[dict[str, Any]], int] = answer_tokens) -> dict[str, Any]:
+    """Drop whole items from the least useful lists until the answer is within ``budget`` tokens."""
+    omitted: dict[str, Any] = {}
+    answer["tokenEstimate"] = measure(answer)
+    for path, tool in SHRINK_ORDER:
+        for holder, key in _lists(answer, path):
+            items = holder[key]
+            while items and answer["tokenEstimate"] > budget:
+                keep = len(items) // 2
+                name = ".".join(p for p in path if p != "*")
+                entry = omitted.setdefault(name, {"items": 0, "see": tool})
+                entry["items"] += len(items) - keep
+                del items[keep:]
+                answer["omitted"] = omitted
+                answer["tokenEstimate"] = measure(answer)
+        if answer["tokenEstimate"] <= budget:
+            break
+    answer["tokenEstimate"] = measure(answer)
+    return answer

@@ -1,0 +1,235 @@
+"""The orientation tools: ``kms_start``, ``kms_list_folder``, ``kms_status`` (read) and ``kms_remember``
+(write tier). Handlers bind a validated input to the core (``server.activity.start``,
+``server.index.orientation``, ``server.writes.memory``), imported on first call so that listing the
+tools at server start loads no parser (``tests/mcp/test_tool_registry.py``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from server.activity.visits import MAX_PROJECT_CHARS
+from server.config.session import TIERS
+from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.mcp.tools.read_tools import READ_ONLY, VaultField, is_restart_cursor
+from server.mcp.tools.write_tools import ADD_ONLY
+from server.writes.cas import WriteOutcome
+from server.writes.guard import WriteTarget
+from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS, MAX_FOLDER_CHARS
+
+# kms_start ----------------------------------------------------------------------------------------
+
+
+class StartInput(StrictInput):
+    project: str | None = Field(default=None, min_length=1, max_length=MAX_PROJECT_CHARS,
+                                description="Your project (its folder path or repository); default: the one "
+                                            "the host gave this session. Keys 'since your last visit' and "
+                                            "the project's memory.")
+
+
+class StartOutput(ToolOutput):
+    session: dict[str, Any]
+    vaults: list[dict[str, Any]]
+    map: dict[str, Any]
+    health: dict[str, Any]
+    sinceLastVisit: dict[str, Any]
+    memory: dict[str, Any]
+    tokenEstimate: int
+
+
+def _semantic(ctx: ToolContext) -> dict[str, Any]:
+    service = ctx.services.get("semantic")
+    state = service.peek_state() if service is not None else "disabled"
+    return {"ready": state == "ready", "state": state}
+
+
+def _watcher(ctx: ToolContext) -> bool:
+    watcher = ctx.services.get("watcher")
+    return bool(watcher is not None and watcher.running)
+
+
+def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
+    from server.activity.ratelimit import RateLimiter
+
+    c = ctx.config
+    out: dict[str, Any] = {"id": c.session_id, "project": project,
+                           "tiers": {t: c.tier_enabled(t) for t in TIERS}, "vaultScope": c.vault}
+    if c.tier_enabled("write"):
+        counters = RateLimiter(c.per_minute, c.per_session).counters(ctx.conn, c.session_id)
+        out["allowlist"] = list(c.allowlist)  # empty: every folder
+        out["memoryFolder"] = c.memory_folder
+        out["writes"] = {"perMinute": c.per_minute, "leftThisMinute": max(0, c.per_minute - counters["windowCount"]),
+                         "perSession": c.per_session, "leftThisSession": max(0, c.per_session - counters["total"])}
+    out["semanticSearch"] = _semantic(ctx)
+    return out
+
+
+def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
+    from server.activity.start import start_answer
+
+    ctx.require_index()
+    vault_id = ctx.vault_filter()
+    project = ctx.services["identity"].use(ctx.conn, args.project, vault=ctx.config.vault)
+    return start_answer(ctx.conn, session=_session(ctx, project), vault_id=vault_id, project=project,
+                        session_id=ctx.session_id, memory_folder=ctx.config.memory_folder, watcher=_watcher(ctx))
+
+
+# kms_list_folder ----------------------------------------------------------------------------------
+
+
+class ListFolderInput(StrictInput):
+    path: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS,
+                             description="Vault-relative folder, e.g. 'projects/kms'; default the root.")
+    vault: str | None = VaultField
+    tag: str | None = Field(default=None, min_length=1, max_length=200,
+                            description="Only notes with this tag (or a tag nested under it).")
+    cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
+    limit: int = Field(default=50, ge=1, le=500, description="Notes per page (default 50).")
+
+
+class ListFolderOutput(ToolOutput):
+    path: str
+    folders: list[dict[str, Any]] | None = None
+    notes: list[dict[str, Any]]
+    nextCursor: str | None
+
+
+def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
+    from server.index.orientation import list_folder
+
+    ctx.require_index()
+    cursor = None if is_restart_cursor(args.cursor, "kms_list_folder") else args.cursor
+    return list_folder(ctx.conn, args.path, ctx.vault_filter(args.vault), tag=args.tag, cursor=cursor,
+                       limit=args.limit)
+
+
+# kms_status ---------------------------------------------------------------------------------------
+
+
+class StatusInput(StrictInput):
+    pass
+
+
+class StatusOutput(ToolOutput):
+    lastIndexedAt: float | None
+    vaults: list[dict[str, Any]]
+    counts: dict[str, int]
+    flagged: dict[str, Any]
+    unresolvedLinks: dict[str, Any]
+    watcher: dict[str, Any]
+    embeddings: dict[str, Any]
+
+
+def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
+    from server.index import orientation as o
+
+    ctx.require_index()
+    conn, vault_id = ctx.conn, ctx.vault_filter()
+    vaults = o.vaults(conn, vault_id)
+    flagged, flagged_count = o.flagged(conn, vault_id, 50)
+    unresolved, unresolved_count = o.unresolved(conn, vault_id, 20)
+    return {
+        "lastIndexedAt": max((v["lastIndexedAt"] or 0 for v in vaults), default=0) or None,
+        "vaults": [{k: v[k] for k in ("name", "dialect", "notes", "lastIndexedAt")} for v in vaults],
+        "counts": o.index_counts(conn, vault_id),
+        "flagged": {"count": flagged_count, "notes": flagged},
+        "unresolvedLinks": {"count": unresolved_count, "top": unresolved},
+        "watcher": {"running": _watcher(ctx)},
+        "embeddings": {**_semantic(ctx), **o.embedding_coverage(conn, vault_id)},
+    }
+
+
+# kms_remember -------------------------------------------------------------------------------------
+
+
+class RememberInput(StrictInput):
+    about: Literal["person", "project"] = Field(description="person: about the human (preferences, how they "
+                                                            "work); project: about the current project.")
+    text: str = Field(min_length=1, max_length=2 * MAX_FACT_CHARS,
+                      description=f"One durable fact, one line, at most {MAX_FACT_CHARS} characters.")
+    category: str | None = Field(default=None, min_length=1, max_length=MAX_CATEGORY_CHARS,
+                                 description="A heading to file it under, e.g. 'Preferences', 'Decisions' "
+                                             "(default General).")
+
+
+class RememberOutput(ToolOutput):
+    status: Literal["added", "duplicate"]
+    about: str
+    noteId: str | None
+    path: str
+    category: str
+
+
+def kms_remember(target: WriteTarget, args: RememberInput) -> WriteOutcome:
+    from server.writes.memory import near_check, remember
+
+    identity = target.services.get("identity")
+    semantic = target.services.get("semantic")
+    embedder = semantic.ready_embedder() if semantic is not None else None
+    return remember(target.conn, folder=target.memory_folder, about=args.about,
+                    project=identity.project if identity is not None else None, text=args.text,
+                    category=args.category, scope=target.scope, near=near_check(embedder) if embedder else None,
+                    lock_dir=target.lock_dir)
+
+
+ORIENT_TOOLS: list[ToolSpec] = [
+    ToolSpec(
+        name="kms_start",
+        tier="read",
+        description=(
+            "Call this first, once per session (it is idempotent and never required): in one short answer, "
+            "what this session may do (tiers, allowed folders, writes left, whether semantic search is ready), "
+            "the vaults with their top folders, the most linked and most recent notes, the tags in use, index "
+            "health, what changed since your project's previous session (who changed what: the person or an "
+            "agent session) and the person's and the project's memory. Pass project when the host has not."
+        ),
+        input_model=StartInput,
+        output_model=StartOutput,
+        handler=kms_start,
+        annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
+    ),
+    ToolSpec(
+        name="kms_list_folder",
+        tier="read",
+        description=(
+            "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
+            "and AI summary, no bodies) and, on the first page, its subfolders with how many notes each holds. "
+            "Use it to browse the vault's structure; filter by tag; pass nextCursor to continue."
+        ),
+        input_model=ListFolderInput,
+        output_model=ListFolderOutput,
+        handler=kms_list_folder,
+        annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
+        cursor_field="cursor",
+    ),
+    ToolSpec(
+        name="kms_status",
+        tier="read",
+        description=(
+            "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
+            "read (with why), the most named unresolved links, whether the index is kept live and how much "
+            "of the vault semantic search covers. Use it when results look stale or incomplete."
+        ),
+        input_model=StatusInput,
+        output_model=StatusOutput,
+        handler=kms_status,
+        annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
+    ),
+    ToolSpec(
+        name="kms_remember",
+        tier="write",
+        description=(
+            "Record one durable fact for future sessions: about the person (preferences, how they work) or "
+            "the current project (decisions, conventions, where things are). It becomes a dated list item "
+            "under its category in a memory note kms keeps; kms_start shows these facts next time. A fact "
+            "already recorded (the same, or the same in other words) answers status duplicate with the "
+            "existing line and adds nothing. Only adds. Errors: feature-disabled, rate-limited (wait "
+            "retryAfterMs), conflict (retry), folder-denied, invalid-input."
+        ),
+        input_model=RememberInput,
+        output_model=RememberOutput,
+        handler=kms_remember,
+        annotations=ADD_ONLY.model_copy(update={"title": "Remember a fact"}),
+    ),
+]
