@@ -65,20 +65,23 @@ def trash_list(json_out: JsonOpt = False) -> None:
     """What is in the trash, newest first."""
     import time
 
-    from server.writes.trash import list_trash
+    from server.writes.trash import listing
 
     with cli_errors():
-        items = list_trash(open_db())
+        items = listing(open_db())
     if json_out:
-        print_json([t.to_json() for t in items])
+        print_json([{**t.to_json(), "trashedBy": by and {"invocationId": by.invocation_id, "session": by.session_id,
+                                                         "actor": by.actor, "at": by.at}}
+                    for t, by in items])
         return
     if not items:
         console.print("The trash is empty.")
         return
-    table = Table("trashed", "vault", "path", "bytes")
+    table = Table("trashed", "vault", "path", "bytes", "by")
     now = time.time()
-    for t in items:
-        table.add_row(ago(t.trashed_at, now, "?"), t.vault, t.path, str(t.size))
+    for t, by in items:
+        table.add_row(ago(t.trashed_at, now, "?"), t.vault, t.path, str(t.size),
+                      f"session {by.session_id} (#{by.invocation_id})" if by else "by hand")
     console.print(table)
 
 

@@ -38,6 +38,7 @@ from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
 from tui.screens.pending import PendingScreen
 from tui.screens.settings import SettingsScreen
+from tui.screens.trash import TrashScreen
 from tui.state import DashboardState
 from tui.styles import CSS
 
@@ -150,6 +151,10 @@ class KmsDashboard(App[None]):
                 self.poller.settings_changed()
 
         self.push_screen(SettingsScreen(self.settings_path, has_vault), saved)
+
+    def action_trash(self) -> None:
+        if not isinstance(self.screen, TrashScreen):
+            self.push_screen(TrashScreen())
 
     def show_invocation(self, invocation_id: int) -> None:
         self.push_screen(InvocationScreen(self.state, invocation_id))
@@ -287,6 +292,7 @@ class KmsDashboard(App[None]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Settings", "Agent switches, write allowlist and limits", self.action_settings)
         yield SystemCommand("Help", "Keys, symbols and panels", self.action_help)
+        yield SystemCommand("Trash", "What agents trashed, from which session; restore one", self.action_trash)
         yield SystemCommand("Pending approvals", "Writes waiting for your approval", self.action_pending)
         if isinstance(screen, DashboardScreen):
             yield SystemCommand("Revert selected write", "Preview, then confirm", screen.action_revert)

@@ -171,4 +171,19 @@ ModalScreen {
 #note-text {
     border: none;
 }
+
+/* trash */
+
+#trash-title {
+    margin: 1 1 0 1;
+}
+
+#trash {
+    height: 1fr;
+    margin: 1 1 0 1;
+}
+
+#trash-status {
+    margin: 0 1;
+}
 """

@@ -114,6 +114,19 @@ def file_change(path: str, before: str, after: str, hash_before: str, hash_after
                       hash_before, hash_after, hidden)
 
 
+def whole_lines(change: FileChange, before: str) -> FileChange:
+    """The same change with its hunk widened to whole lines (still exact: the widening is text both
+    versions share). An edit records this, so that "is it still there" looks for whole lines, not for the
+    few characters that differ (``survives``)."""
+    start = before.rfind("\n", 0, change.offset) + 1
+    end = change.offset + len(change.old)
+    nl = before.find("\n", end)
+    tail = before[end : nl + 1 if nl >= 0 else len(before)]
+    head = before[start : change.offset]
+    return FileChange(change.path, change.new_path, start, head + change.old + tail, head + change.new + tail,
+                      change.hash_before, change.hash_after, change.hidden)
+
+
 @dataclass(frozen=True)
 class FilesChanged:
     """Text replaced or removed, and files moved, in one or more files as one unit (an edit, a
@@ -222,3 +235,57 @@ def locate(change: Change | None, text: str) -> Located:
         return Located("ambiguous", None, "the note moved around the inserted text and it now occurs more than "
                        "once; can't tell which")
     return Located("edited", None, "the inserted text is no longer in the note (it was edited since)")
+
+
+def _has_lines(text: str, chunk: str) -> bool:
+    """Does ``chunk`` (whole lines) occur in ``text`` on line boundaries?"""
+    i = text.find(chunk)
+    while i >= 0:
+        end = i + len(chunk)
+        if (i == 0 or text[i - 1] == "\n") and (chunk.endswith("\n") or end == len(text) or text[end] in "\r\n"):
+            return True
+        i = text.find(chunk, i + 1)
+    return False
+
+
+def props_now(text: str, keys: Any) -> dict[str, Any] | None:
+    """The JSON values of ``keys`` in the note's frontmatter now (``frontmatter.ABSENT`` for a key it
+    lacks); None when the frontmatter does not parse. (YAML is loaded only here: the dashboard imports
+    this module.)"""
+    from server.errors import KmsError
+    from server.vault import frontmatter
+    from server.vault.markdown import Unclosed, frontmatter_span
+
+    try:
+        span = frontmatter_span(text)
+        current, _py = frontmatter.load_both(text[span.open_end : span.close_start] if span else "")
+    except (Unclosed, KmsError):
+        return None
+    return {k: frontmatter.ABSENT if k not in current else frontmatter.to_json(current[k]) for k in keys}
+
+
+def survives(change: Change | None, text: str) -> bool | None:
+    """Is what ``change`` left still in the note's ``text``? False: a later save dropped it (the watcher
+    flags the call ``overwritten``); None: nothing to look for, or no way to tell.
+
+    Inserted text is looked for by ``locate``; an edit of one note (``kms_edit``: its hunk as whole lines)
+    by the lines it wrote, or for a deletion by the lines it removed coming back; a property change by
+    the values it set."""
+    if inserted(change) is not None:
+        state = locate(change, text).state
+        return None if state == "none" else state != "edited"
+    if isinstance(change, FilesChanged):
+        if len(change.files) != 1 or change.files[0].new_path or change.files[0].path != change.path:
+            return None  # a move, a rename or a unit of several files: not judged here
+        f = change.files[0]
+        if f.new:
+            return _has_lines(text, f.new)
+        return None if not f.old else not _has_lines(text, f.old)
+    if isinstance(change, PropertiesChanged) and change.after:
+        from server.vault.frontmatter import canon
+
+        now = props_now(text, change.after)
+        if now is None:
+            return None
+        return all(canon(now[k]) == canon(v) for k, v in change.after.items())
+    return None

@@ -1,20 +1,22 @@
 """Notice an agent's write that a later save dropped (an editor that had loaded the older version).
 
 The watcher calls ``check`` with the notes it just re-indexed. Only notes with a recent successful
-agent write that inserted text are looked at, and only when the file is not the version kms wrote
-last (the watcher echoing kms's own write costs one indexed query). "Is the text still there" is
-``changes.locate``, the same answer the detail pane and revert give, so they never disagree. A row
-whose text is gone and that was not reverted gets ``overwritten_at``; if the text comes back (the
-person undid their save) the flag is cleared.
+agent write are looked at (text inserted, a note created, properties changed, one note edited with
+``kms_edit``), and only when the file is not the version kms wrote last (the watcher echoing kms's
+own write costs one indexed query). "Is what it wrote still there" is ``changes.survives`` (for
+inserted text ``changes.locate``, the same answer the detail pane and revert give, so they never
+disagree). A row whose change is gone and that was not reverted gets ``overwritten_at``; if the
+change comes back (the person undid their save) the flag is cleared.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import apsw
 
-from server.activity import changes
+from server.activity import changes, provenance
 from server.store.db import rows
 from server.vault.files import decode
 from server.vault.paths import resolve_note_file
@@ -24,10 +26,11 @@ RECENT_S = 24 * 3600.0  # writes older than this are not checked again (a person
 MAX_CHECKED = 50  # per note and save: the newest writes only, so a busy note stays cheap
 
 _CANDIDATES = """
-    SELECT t.id, t.path, t.change_kind, t.inserted_text, t.insert_offset, t.hash_after, t.overwritten_at
+    SELECT t.id, t.path, t.change_kind, t.inserted_text, t.insert_offset, t.hash_after, t.overwritten_at,
+           t.props_before, t.props_after
       FROM tool_invocations t
      WHERE t.note_id = ? AND t.status = 'success' AND t.actor = 'agent' AND t.at >= ?
-       AND t.change_kind IN ('text-inserted', 'file-created', 'properties-changed')
+       AND t.change_kind IN ('text-inserted', 'file-created', 'properties-changed', 'files-changed')
        AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
      ORDER BY t.id DESC LIMIT ?
 """
@@ -52,10 +55,14 @@ def check(conn: apsw.Connection, vault: Vault, relpaths: list[str], now: float |
         except Exception:  # gone, unreadable, not text: nothing to judge by
             continue
         for inv in found:
-            where = changes.locate(changes.from_row(inv), text)
-            if where.state == "none":
-                continue  # this write inserted no text that could be looked for
-            gone = where.state == "edited"
+            if inv["change_kind"] == changes.FILES_CHANGED:
+                inv["files"] = provenance.file_changes(conn, inv["id"])
+            for key in ("props_before", "props_after"):
+                inv[key] = json.loads(inv[key]) if inv[key] is not None else None
+            kept = changes.survives(changes.from_row(inv), text)
+            if kept is None:
+                continue  # nothing this write left that could be looked for
+            gone = not kept
             if gone and inv["overwritten_at"] is None:
                 conn.execute("UPDATE tool_invocations SET overwritten_at = ? WHERE id = ?", (now, inv["id"]))
                 changed += 1

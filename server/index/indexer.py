@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from server.index.privacy import apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
+from server.index.privacy import Rules, apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
     ChangedNotes,
@@ -255,6 +255,7 @@ class LinkWork:
     keys: set[str] = field(default_factory=set)
     srcs: set[int] = field(default_factory=set)
     symlinks: bool = False
+    rules: Rules | None = None  # the privacy rules, looked up once for the batch (two stats a file otherwise)
 
     def finish(self, conn: apsw.Connection, vault_id: int) -> None:
         """Resolve what the batch changed (inside the batch's transaction)."""
@@ -329,7 +330,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         if rec.error or rec.values is None:
             return None
         values = {**rec.values, "indexed_at": time.time()}
-        values["hidden_rule"] = vault_rules(conn, vault.id, vault.root).reason(
+        rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
+        values["hidden_rule"] = rules.reason(
             relpath, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
         if row:
             rid = row[0]

@@ -51,6 +51,14 @@ class FileRecord:
     def flagged(self) -> bool:
         return bool(self.values and self.values["fm_error"])
 
+    def set_mtime(self, mtime_ns: int) -> None:
+        """The file's mtime, once known (bytes parsed before their temp file was made)."""
+        old, self.mtime_ns = self.mtime_ns, mtime_ns
+        if self.values is not None:
+            self.values["mtime_ns"] = mtime_ns
+            if self.values.get("updated_at") == old / 1e9:  # from the mtime, not a date the note gives
+                self.values["updated_at"] = mtime_ns / 1e9
+
 
 def title_of(relpath: str) -> str:
     name = relpath.rsplit("/", 1)[-1]

@@ -115,8 +115,9 @@ def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK TO kms_write")
-            conn.execute("RELEASE kms_write")
+            if conn.in_transaction:  # (a full disk may have made SQLite roll the whole transaction back)
+                conn.execute("ROLLBACK TO kms_write")
+                conn.execute("RELEASE kms_write")
             raise
         conn.execute("RELEASE kms_write")
         return
@@ -124,7 +125,8 @@ def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     if id(conn) not in _groups():
         conn.execute("COMMIT")

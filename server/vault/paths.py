@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import unicodedata
 from pathlib import Path
 
@@ -240,6 +241,34 @@ def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path,
     if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def locate_notes(vault_root: str | os.PathLike[str], relpaths: list[str]) -> list[tuple[Path, str]]:
+    """``locate_note`` for many notes (a rename's linking notes): each folder is resolved once, then a
+    note that is no link is that folder's entry (one ``lstat``); a symlinked one goes through
+    ``locate_note``. The same answers, a fraction of the system calls."""
+    root = _realpath(vault_root)
+    folders: dict[str, str] = {}
+    out: list[tuple[Path, str]] = []
+    for rel in relpaths:
+        folder, _, name = rel.rpartition("/")
+        if (not name or "\x00" in rel or rel.startswith("/") or _DRIVE.match(rel)
+                or any(seg in ("", ".", "..") for seg in rel.split("/"))):
+            out.append(locate_note(vault_root, rel))  # (refused there, with its reason)
+            continue
+        real_folder = folders.get(folder)
+        if real_folder is None:
+            real_folder = folders[folder] = _realpath(os.path.join(root, *folder.split("/"))) if folder else root
+        real = os.path.join(real_folder, name)
+        try:
+            plain = not stat.S_ISLNK(os.lstat(real).st_mode)
+        except OSError:
+            plain = False
+        if not plain or not _real_within(real, root):
+            out.append(locate_note(vault_root, rel))
+            continue
+        out.append((Path(real), Path(os.path.relpath(real, root)).as_posix()))
+    return out
 
 
 def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:

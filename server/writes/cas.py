@@ -26,6 +26,7 @@ import apsw
 
 from server.activity.changes import Change
 from server.errors import KmsError
+from server.store.health import UNUSABLE
 from server.store.locks import file_lock
 from server.vault.files import (
     PendingWrite,
@@ -94,10 +95,11 @@ def remove_created(vault: Vault, folder_path: Path, real_folder: str, name: str,
         os.unlink(name, dir_fd=fd)
 
 
-def _put_back(vault: Vault, real: Path, real_rel: str, old: bytes, written: str, lock_dir: Path) -> None:
-    """Swap ``old`` back in over kms's own version (sha256 ``written``) only: never over a newer save."""
-    with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd, \
-            PendingWrite(real, old, dir_fd=dir_fd) as pending:
+def put_back(vault: Vault, real: Path, real_rel: str, old: bytes, written: str, lock_dir: Path | None) -> None:
+    """Swap ``old`` back in over kms's own version (sha256 ``written``) only: never over a newer save.
+    ``lock_dir`` None: the caller holds the file's lock (a unit of several files)."""
+    locked = file_lock(real, lock_dir) if lock_dir is not None else contextlib.nullcontext(None)
+    with locked as lock_fd, _folder_of(vault, real_rel) as dir_fd, PendingWrite(real, old, dir_fd=dir_fd) as pending:
         done = pending.commit_if_unchanged(written, old)
         if done is None:  # no atomic exchange here: check, then rename
             if sha256_hex(_read_bytes(real)) != written:
@@ -105,7 +107,8 @@ def _put_back(vault: Vault, real: Path, real_rel: str, old: bytes, written: str,
             pending.commit()
         elif not done:
             return
-        write_stamp(lock_fd, pending.stamp)
+        if lock_fd is not None:
+            write_stamp(lock_fd, pending.stamp)
     pending.wait_durable()
 
 
@@ -205,6 +208,8 @@ def reindex_written(
 
     try:
         return reindex_file(conn, vault, relpath, written)
+    except UNUSABLE:  # the database itself failed (its disk full): the note is put back (``undone_unless_recorded``)
+        raise
     except Exception as e:  # noqa: BLE001 - see docstring
         result["indexWarning"] = f"written, but the index update failed: {e}"
         return None
@@ -355,7 +360,7 @@ def write_note(
                                         changed=new_raw != raw), edit.change, hash_before=before, hash_after=after)
     if new_raw != raw:
         locks = lock_dir or lock_dir_for(conn)
-        on_unrecorded(lambda: _put_back(vault, real, real_rel, raw, after, locks))
+        on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, locks))
     result = WriteResult(
         title=note.title,
         path=note.path,

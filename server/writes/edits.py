@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from server.activity.changes import FilesChanged, file_change
+from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import TextFormat, convert_newlines
@@ -168,6 +168,6 @@ def edit(
     outcome.result["linesRemoved"], outcome.result["linesAdded"] = removed, added
     outcome.result["edits"] = seen["applied"]
     if outcome.changed and outcome.hash_before and outcome.hash_after:
-        outcome.change = FilesChanged(note.path, (
-            file_change(note.path, before, after, outcome.hash_before, outcome.hash_after),))
+        outcome.change = FilesChanged(note.path, (whole_lines(  # (whole lines: see ``changes.survives``)
+            file_change(note.path, before, after, outcome.hash_before, outcome.hash_after), before),))
     return outcome

@@ -47,7 +47,7 @@ from server.config.allowlist import Allowlist
 from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
-from server.store.health import database_error
+from server.store.health import UNUSABLE, database_error
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.writes import staging
 from server.writes.cas import NoteRef, WriteOutcome, load_note, undone_unless_recorded
@@ -355,15 +355,16 @@ class WriteService:
                 finally:
                     if slot is not None and (outcome is None or not outcome.changed):
                         self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
-                    invocation_id = record_call(
-                        conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
-                        touched=target.touched, outcome=outcome, failure=failure,
-                        message=None if pending is None else f"approved by the person (pending #{pending.id})",
-                    )
-                    if pending is not None:
-                        approvals.finish(conn, pending.id, invocation_id=invocation_id,
-                                         outcome="applied" if outcome is not None else
-                                         getattr(failure, "kind", "internal"))
+                    if not isinstance(failure, UNUSABLE):  # (the database failed: kept beside it, below)
+                        invocation_id = record_call(
+                            conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
+                            touched=target.touched, outcome=outcome, failure=failure,
+                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
+                        )
+                        if pending is not None:
+                            approvals.finish(conn, pending.id, invocation_id=invocation_id,
+                                             outcome="applied" if outcome is not None else
+                                             getattr(failure, "kind", "internal"))
         except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
             err = database_error(e, conn.filename)
             unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id, input_summary=summary,
@@ -394,9 +395,10 @@ def record_call(
         "reverts_id": reverts_id, "note_id": touched.note_id,
     }
     if outcome is None:
-        if isinstance(failure, KmsError):
-            kind, text = failure.kind, failure.message
-            path = touched.path or _text(failure.extra.get("path"))
+        if isinstance(failure, (KmsError, *UNUSABLE)):
+            err = failure if isinstance(failure, KmsError) else database_error(failure, conn.filename)
+            kind, text = err.kind, err.message
+            path = touched.path or _text(err.extra.get("path"))
         else:  # a bug: recorded too, then the caller answers "internal"
             kind, path, text = "internal", touched.path, f"{type(failure).__name__}: {failure}"[:1000]
         return provenance.record(

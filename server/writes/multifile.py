@@ -8,28 +8,38 @@ checked again. A person's editor does not take kms's lock, so a file that change
 meanwhile is recomputed once on its fresh text; a second change is a ``conflict`` and
 nothing is committed. Should a rename itself fail half way, the files already replaced get
 their old bytes back. A file that moves is created at its new path (never over an existing
-file: ``already-exists``) before the old one is removed.
+file: ``already-exists``) before the old one is removed. Should the database then fail to record
+the unit (its disk full), every file is put back the same way (``cas.undone_unless_recorded``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
+if TYPE_CHECKING:
+    from server.index.records import FileRecord
+
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
+from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
 from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
-from server.vault.paths import is_within, locate_note
+from server.vault.paths import is_within, locate_note, locate_notes
 from server.vault.registry import Vault
 from server.writes import staging
-from server.writes.cas import lock_dir_for
+from server.writes.cas import lock_dir_for, on_unrecorded, put_back
+
+log = logging.getLogger("kms.writes")
 
 
 @dataclass
@@ -53,6 +63,7 @@ class _Prepared:
     new_text: str
     new_raw: bytes
     pending: PendingWrite | None = None
+    record: FileRecord | None = None  # the index record of ``new_raw``, parsed while the fsyncs run
 
 
 def _name(plan: FilePlan) -> str:
@@ -76,10 +87,28 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     staging.check(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
-    prep = _Prepared(plan, real, raw, text, new_text, new_raw)
-    if new_raw != raw and plan.new_path is None and not plan.delete:
-        prep.pending = PendingWrite(real, new_raw, sync_now=False)  # flushed together (apply_plans)
-    return prep
+    return _Prepared(plan, real, raw, text, new_text, new_raw)
+
+
+def _in_place(prep: _Prepared) -> bool:
+    """Is this file rewritten where it is (through a temp file), not moved, deleted or left alone?"""
+    return prep.new_raw != prep.raw and prep.plan.new_path is None and not prep.plan.delete
+
+
+def _stage(prep: _Prepared) -> None:
+    """The temp file beside a file rewritten in place, holding its new bytes (flushed later, together)."""
+    if _in_place(prep):
+        prep.pending = PendingWrite(prep.real, prep.new_raw, sync_now=False)
+
+
+def _stage_all(prepared: list[_Prepared]) -> None:
+    """Every temp file written first, then their fsyncs all in flight at once (creating files while fsyncs
+    commit the journal makes each create wait)."""
+    for prep in prepared:
+        _stage(prep)
+    for prep in prepared:
+        if prep.pending:
+            prep.pending.start_sync()
 
 
 def _case_only(real: Path, dest: Path) -> bool:
@@ -131,37 +160,64 @@ def _move(real: Path, dest: Path, new_raw: bytes) -> None:
 
 
 def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
-                  keep_ids: dict[str, str] | None = None) -> str | None:
+                  keep_ids: dict[str, str] | None = None, written: dict[str, FileRecord] | None = None,
+                  ready: Callable[[], object] = lambda: None) -> str | None:
     """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
 
     A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
-    id) when no other note took it. Returns a warning when the index could not be updated (the files
-    are written; the watcher heals it)."""
+    id) when no other note took it. ``written``: the records of the bytes kms writes in place (path ->
+    ``record_of_bytes``): those rows are written first, from the records, while ``ready`` (the renames,
+    on another thread) is still under way; every file the index reads comes after ``ready`` returned.
+    An error of ``ready`` is raised as it is. Returns a warning when the index could not be updated
+    (the files are written; the watcher heals it)."""
     from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
     batch = LinkWork()  # links resolved once for every file, not once per file (500 linking notes)
     files = [(old, None if new and any(s.startswith(".") for s in new.split("/")) else new) for old, new in files]
+    early = {old: (written or {})[old] for old, new in files if not new and old in (written or {})}
     try:
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
             for old, new in files:
                 if new:  # re-parsed at its new path (content_hash '' forces the parse)
                     conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
                                  (new, vault.id, old))
-            for old, new in files:
-                path = new or old
-                note_id = reindex_file(conn, vault, path, batch=batch)
+            def keep_id(path: str, note_id: str | None) -> None:
                 want = (keep_ids or {}).get(path)
                 if note_id and want and note_id != want and not conn.execute(
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
+
+            for path, rec in early.items():  # no file is read for these: they go while the renames run
+                keep_id(path, reindex_file(conn, vault, path, rec, batch=batch))
+            try:
+                ready()
+            except BaseException as e:
+                raise _NotReady from e
+            for old, new in files:
+                path = new or old
+                if path in early:
+                    continue
+                keep_id(path, reindex_file(conn, vault, path, batch=batch))
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
                     reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
+    except _NotReady as e:
+        raise e.__cause__ from None  # type: ignore[misc]
+    except UNUSABLE:  # the database itself failed (its disk full): the unit is put back, not half recorded
+        raise
     except Exception as e:  # noqa: BLE001 - see the docstring
+        ready()  # (the files are written all the same)
         return f"written, but the index update failed: {e}"
     return None
+
+
+class _NotReady(Exception):
+    """``reindex_moves``: what ``ready`` raised, carried past the index's own error handling."""
+
+
+_committer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kms-commit")  # (one unit uses one)
 
 
 def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, lock_dir: Path | None = None,
@@ -170,10 +226,11 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
     locks, as every writer does) before the first rename and held until the index is updated, so the
     watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
+    from server.index.records import record_of_bytes  # not at import: the dashboard imports this
     from server.store.db import shared_commit, write_tx
 
     lock_dir = lock_dir or lock_dir_for(conn)
-    reals = [locate_note(vault.root, p.path)[0] for p in plans]
+    reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
     if (cap := staging.capturing()) is not None:
         return _preview(cap, vault, plans, reals), None
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
@@ -188,24 +245,42 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         try:
             for plan, real in zip(plans, reals, strict=True):
                 prepared.append(_prepare(vault, plan, real))
-            for prep in prepared:  # every temp file written first, then their fsyncs all in flight at once:
-                if prep.pending:  # creating files while fsyncs commit the journal makes each create wait
-                    prep.pending.start_sync()
+            staged = _committer.submit(_stage_all, prepared)  # the temp files made on a kms thread (system
+            try:  # calls, the GIL free) while this one parses the new texts for the index
+                for prep in prepared:
+                    if _in_place(prep):
+                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)  # (its mtime: below)
+            finally:
+                wait([staged])
+            staged.result()
             for k, prep in enumerate(prepared):  # the re-check, right before the renames
-                if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                if _read(prep.real, prep.plan) != prep.raw:
                     if prep.pending:
                         prep.pending.discard()
                     prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
+                    _stage(prep)
                     if prep.pending:
                         prep.pending.start_sync()
-                    if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)
+                    if _read(prep.real, prep.plan) != prep.raw:
                         raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                        "nothing was changed: try again", path=None if prep.plan.hidden
                                        else prep.plan.path)
-            with shared_commit(conn), write_tx(conn):
-                _commit(prepared, dests)
-                out = _changes(prepared, dests)
-                warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids)
+            for prep in prepared:
+                if prep.pending is not None and prep.record is not None:
+                    prep.record.set_mtime(prep.pending.mtime_ns)  # the rename keeps the temp file's mtime
+            out = _changes(prepared, dests)
+            written = {p.plan.path: p.record for p in prepared if p.record is not None}
+            with shared_commit(conn), write_tx(conn):  # the write lock first, then the renames
+                # the renames run on a thread (system calls, the GIL free) while this one writes the rows
+                renamed = _committer.submit(_commit, vault, prepared, dests)
+                try:
+                    warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written,
+                                            ready=renamed.result)
+                finally:
+                    with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
+                        done = renamed.result()
+                        on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
         finally:
             for prep in prepared:
                 if prep.pending:
@@ -240,16 +315,17 @@ def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChan
     return out
 
 
-def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
+def _commit(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[tuple[_Prepared, Path | None]]:
     """Replace every file, each only if it is still what was read (checked right before its rename);
-    on a failure put back the ones already replaced (those nobody touched since) and raise."""
+    on a failure put back the ones already replaced (those nobody touched since) and raise. Returns
+    what was done (each file and where it went), for ``_take_back``."""
     done: list[tuple[_Prepared, Path | None]] = []
     for prep in prepared:  # every new file on disk first: the renames then share journal commits
         if prep.pending is not None:
             prep.pending.wait_synced()
     try:
         for i, prep in enumerate(prepared):
-            if sha256_hex(_read(prep.real, prep.plan)) != sha256_hex(prep.raw):
+            if _read(prep.real, prep.plan) != prep.raw:
                 raise KmsError("conflict", f"{_name(prep.plan)} was saved by someone else just now; nothing was "
                                "changed: try again", path=None if prep.plan.hidden else prep.plan.path)
             dest = dests.get(i)
@@ -269,18 +345,34 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path]) -> None:
         for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
             fsync_dir(folder)  # once per folder, after all the renames into it
     except BaseException:
-        _roll_back(done)
+        _roll_back(vault, done)
         raise
+    return done
 
 
-def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> None:
-    """Put back the old bytes of files already replaced, unless someone changed them since."""
+def _take_back(vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path) -> None:
+    """The database could not record the unit: every file goes back to what kms read, under the locks
+    again (in path order), each only while it still holds what kms wrote."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(own_writes())
+        for target in sorted({str(p) for prep, dest in done for p in (prep.real, dest) if p is not None}):
+            stack.enter_context(file_lock(target, lock_dir))
+        _roll_back(vault, done)
+
+
+def _roll_back(vault: Vault, done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Put back the old bytes of files already replaced, unless someone changed them since: a rewritten
+    file by compare-and-swap (``cas.put_back``), a moved one only while it holds kms's bytes, a deleted
+    one never over a file that took its name meanwhile. Goes on past a file it cannot put back."""
     for prep, dest in reversed(done):
-        now = dest if dest is not None else prep.real
-        with contextlib.suppress(OSError):
-            if not prep.plan.delete and now.read_bytes() != prep.new_raw:
-                continue  # a person's save after kms's rename: theirs stays
-            if dest is not None:
-                _move(dest, prep.real, prep.raw)
+        try:
+            if prep.plan.delete:
+                atomic_write(prep.real, prep.raw, create_only=True)
+            elif dest is not None:
+                if dest.read_bytes() == prep.new_raw:  # else a person's save after kms's rename: theirs stays
+                    _move(dest, prep.real, prep.raw)
             else:
-                atomic_write(prep.real, prep.raw)
+                real_rel = locate_note(vault.root, prep.plan.path)[1]  # (a symlinked note: its target's)
+                put_back(vault, prep.real, real_rel, prep.raw, sha256_hex(prep.new_raw), None)
+        except (OSError, KmsError):  # the vault's disk may be failing too: the others still go back
+            log.exception("could not put %s back", "a hidden note" if prep.plan.hidden else prep.plan.path)

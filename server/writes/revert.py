@@ -38,11 +38,19 @@ from server.store.db import rows
 from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
-from server.vault.markdown import Unclosed, frontmatter_span, line_count
+from server.vault.markdown import line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
-from server.writes.cas import Edit, NoteRef, WriteOutcome, WriteResult, lock_dir_for, write_note
+from server.writes.cas import (
+    Edit,
+    NoteRef,
+    WriteOutcome,
+    WriteResult,
+    lock_dir_for,
+    undone_unless_recorded,
+    write_note,
+)
 from server.writes.guard import Touched, record_call
 
 TOOL_REVERT = "revert"
@@ -118,15 +126,13 @@ def _plan_props(change: PropertiesChanged, text: str) -> Plan:
     before, after = change.before, change.after
     if not after:
         return Plan("restore-properties", False, "the invocation changed no properties")
-    try:
-        span = frontmatter_span(text)
-        current, _py = frontmatter.load_both(text[span.open_end : span.close_start] if span else "")
-    except (Unclosed, KmsError):
+    current = changes.props_now(text, after)
+    if current is None:
         return Plan("restore-properties", False, "the note's frontmatter no longer parses")
     changed = []
     restore: dict[str, Any] = {}
     for key, value in after.items():
-        now = frontmatter.ABSENT if key not in current else frontmatter.to_json(current[key])
+        now = current[key]
         if frontmatter.canon(now) != frontmatter.canon(value):
             changed.append(key)
         restore[key] = {"from": now, "to": before.get(key, frontmatter.ABSENT)}
@@ -187,7 +193,13 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
 def revert(
     conn: apsw.Connection, invocation_id: int, session_id: str = "person", *, lock_dir: Path | None = None
 ) -> dict[str, Any]:
-    """Undo one successful write; records one provenance row (actor ``person``) either way."""
+    """Undo one successful write; records one provenance row (actor ``person``) either way. A revert the
+    database cannot record (its disk full) changes no file: they are put back (``undone_unless_recorded``)."""
+    with undone_unless_recorded():
+        return _revert(conn, invocation_id, session_id, lock_dir=lock_dir)
+
+
+def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_dir: Path | None) -> dict[str, Any]:
     touched = Touched()
     summary = f"revert #{invocation_id}"
     outcome: WriteOutcome | None = None

@@ -64,8 +64,39 @@ def list_trash(conn: apsw.Connection, vault: str | None = None) -> list[Trashed]
     return sorted(out, key=lambda t: (-t.trashed_at, t.vault, t.path))
 
 
-def _find(conn: apsw.Connection, ref: str) -> tuple[Vault, Trashed]:
-    items = list_trash(conn)
+@dataclass(frozen=True)
+class TrashedBy:
+    """The call that put a file in the trash: an agent's ``kms_trash`` (restoring it is its revert)."""
+
+    invocation_id: int
+    session_id: str
+    actor: str
+    at: float
+    tool: str
+
+
+_TRASH_CALLS = f"""
+    SELECT t.id, t.session_id, t.actor, t.at, t.tool, t.vault, c.new_path FROM tool_file_changes c
+      JOIN tool_invocations t ON t.id = c.invocation_id
+     WHERE substr(c.new_path, 1, {len(TRASH) + 1}) = '{TRASH}/' AND t.status = 'success' AND t.reverts_id IS NULL
+       AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
+     ORDER BY t.id"""
+
+
+def listing(conn: apsw.Connection, vault: str | None = None) -> list[tuple[Trashed, TrashedBy | None]]:
+    """``list_trash`` with the call that trashed each file (None: it was moved there by hand), for the
+    dashboard's trash screen. One pass over the file changes that went into a trash."""
+    items = list_trash(conn, vault)
+    by: dict[tuple[str, str], TrashedBy] = {}
+    if items:
+        for r in rows(conn, _TRASH_CALLS):  # oldest first: the newest call for a path wins
+            by[(r["vault"], r["new_path"][len(TRASH) + 1 :])] = TrashedBy(r["id"], r["session_id"], r["actor"],
+                                                                           r["at"], r["tool"])
+    return [(t, by.get((t.vault, t.path))) for t in items]
+
+
+def _find(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> tuple[Vault, Trashed]:
+    items = list_trash(conn, in_vault)
     want = ref.strip().removeprefix(f"{TRASH}/")
     found = [t for t in items if t.path == want or t.path.removesuffix(".md") == want
              or t.path.rpartition("/")[2].removesuffix(".md") == want]
@@ -78,11 +109,12 @@ def _find(conn: apsw.Connection, ref: str) -> tuple[Vault, Trashed]:
     return vault, found[0]
 
 
-def restore(conn: apsw.Connection, ref: str) -> dict[str, Any]:
-    """Put a trashed note back where it was; ``already-exists`` if another note took its place."""
+def restore(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> dict[str, Any]:
+    """Put a trashed note back where it was; ``already-exists`` if another note took its place.
+    ``in_vault``: look only in that vault's trash (the same path may be in two)."""
     from server.writes import revert as revert_mod
 
-    vault, item = _find(conn, ref)
+    vault, item = _find(conn, ref, in_vault)
     trashed = f"{TRASH}/{item.path}"
     calls = rows(conn, """
         SELECT c.invocation_id FROM tool_file_changes c JOIN tool_invocations t ON t.id = c.invocation_id
@@ -99,25 +131,27 @@ def restore(conn: apsw.Connection, ref: str) -> dict[str, Any]:
 def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, Any]:
     """A file trashed outside kms: moved back as is, and recorded as the person's."""
     from server.activity.changes import FilesChanged
-    from server.writes.cas import WriteOutcome, WriteResult
+    from server.writes.cas import WriteOutcome, WriteResult, undone_unless_recorded
     from server.writes.guard import Touched, record_call
     from server.writes.multifile import FilePlan, apply_plans
 
     outcome = failure = None
-    try:
-        files, warning = apply_plans(conn, vault, [FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)])
-        result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
-                             bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
-        if warning:
-            result["indexWarning"] = warning
-        outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
-                          input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
-                          outcome=outcome, failure=failure)
+    with undone_unless_recorded():  # a restore the database cannot record moves nothing
+        try:
+            plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
+            files, warning = apply_plans(conn, vault, [plan])
+            result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
+                                 bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
+            if warning:
+                result["indexWarning"] = warning
+            outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
+        except BaseException as e:
+            failure = e
+            raise
+        finally:
+            rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
+                              input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
+                              outcome=outcome, failure=failure)
     return {**outcome.result, "invocationId": rid}
 
 

@@ -69,6 +69,7 @@ def test_trash_list_restore_and_empty(vault: Path, conn: apsw.Connection, db_pat
     agent(db_path, "kms_trash", {"noteId": note_id(conn, "Other")})
     listed = json.loads(ok(kms("trash", "list", "--json")).stdout)
     assert sorted(t["path"] for t in listed) == ["Other.md", "notes/Target.md"]
+    assert {t["trashedBy"]["actor"] for t in listed} == {"agent"}  # which session's call trashed it
     ok(kms("trash", "restore", "notes/Target.md"))
     assert (vault / "notes/Target.md").exists() and not (vault / ".trash/notes/Target.md").exists()
     assert conn.execute("SELECT id FROM notes WHERE path = 'notes/Target.md'").fetchall() == [(nid,)]

@@ -23,6 +23,7 @@ KEYS: list[tuple[str, str]] = [
     ("x", "clear search and filters"),
     ("1 2 3", "focus sessions, feed, detail"),
     ("s", "settings (agent switches, allowlist, write limits)"),
+    ("t", "the trash: what agents trashed, from which session, when; r restores one"),
     ("p", "writes waiting for your approval: a approves, x rejects (with a reason)"),
     ("P V U", "sessions: pause/resume, revoke, undo the whole session (preview, then confirm)"),
     ("Ctrl+P", "command palette"),
