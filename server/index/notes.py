@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import apsw
-from rapidfuzz import process
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
@@ -83,6 +82,8 @@ def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hi
 
 def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5,
                 vault_id: int | None = None) -> list[str]:
+    from rapidfuzz import process  # only a miss pays for it, not the server's start (tools/list)
+
     scope, params = _scope(include_hidden, vault_id)
     titles = [r[0] for r in conn.execute(f"SELECT n.title FROM notes n WHERE 1 {scope}", params)]
     return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]

@@ -96,10 +96,10 @@ async def test_the_server_says_which_kms_it_is(db_path: Path) -> None:
 
 def test_listing_the_tools_loads_no_note_editor() -> None:
     """Server start builds the registry: the YAML editors, the Markdown parser and pathspec are loaded
-    on first use (a write, the watcher's first index), not on the way to ``tools/list``; the SDK itself
-    (``mcp``, not its types) only by ``serve.main``, which loads it without its client."""
+    on first use (a write, the watcher's first index), fuzzy matching on the first miss, not on the way to
+    ``tools/list``; the SDK itself (``mcp``, not its types) only by ``serve.main``, without its client."""
     code = ("import sys, server.mcp.serve; from server.mcp.tools import REGISTRY; "
             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'ruamel', 'yaml', 'pyromark', 'yaml_rs', 'pathspec', 'numpy', 'mcp'})))")
+            "{'ruamel', 'yaml', 'pyromark', 'yaml_rs', 'pathspec', 'numpy', 'mcp', 'rapidfuzz'})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == ""
