@@ -144,8 +144,6 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], 
     minimal server, so ``Deferred`` runs them once the tools are listed."""
     threads: list[threading.Thread] = []
     if runner.config.watch:
-        from server.activity.overwrites import check as overwritten
-        from server.index.watcher import watch_vaults
 
         def changed(_count: int, _seconds: float) -> None:
             semantic = runner.ctx.services.get("semantic")
@@ -153,7 +151,10 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], 
                 semantic.notify_changed()  # re-embed edited notes in the background
 
         def watch() -> None:
-            try:
+            try:  # imported on this thread, not on the way to tools/list (the indexer's modules: ~10 ms)
+                from server.activity.overwrites import check as overwritten
+                from server.index.watcher import watch_vaults
+
                 watch_vaults(runner.config.db_path, stop=stop, on_change=changed, after=overwritten)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
