@@ -298,7 +298,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10_000)
     ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--starts", type=int, default=7, help="start-up measurements of each server, alternating")
+    ap.add_argument("--starts", type=int, default=11, help="start-up measurements of each server, alternating")
     run(ap.parse_args())
 
 
