@@ -134,6 +134,7 @@ def build_server(runner: ToolRunner, background: Deferred | None = None) -> Serv
 
 
 BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets the model loading
+BACKGROUND_GRACE_S = 0.3  # after the tool list is written, before the model's start (numpy, onnxruntime)
 
 
 def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], None]:
@@ -190,22 +191,30 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], 
 
 
 class Deferred:
-    """Runs ``start`` once: as soon as the first ``tools/list`` answer has been written (the host has what it
-    waits for at start-up), at the first tool call, or ``after_s`` after ``arm()``, whichever comes first."""
+    """Runs ``start`` once: ``grace_s`` after the first ``tools/list`` answer has been written (the host has
+    what it waits for at start-up and a moment to take it in: on 2 cores the model's start would compete with
+    it), at the first tool call, or ``after_s`` after ``arm()``, whichever comes first."""
 
-    def __init__(self, start: Callable[[], None], after_s: float = BACKGROUND_AFTER_S) -> None:
+    def __init__(self, start: Callable[[], None], after_s: float = BACKGROUND_AFTER_S,
+                 grace_s: float = BACKGROUND_GRACE_S) -> None:
         self._start = start
         self.reason: str | None = None  # why it started: "listed", "called" or "timer"
         self._after_s = after_s
+        self._grace_s = grace_s
         self._lock = threading.Lock()
         self._listed = False
+        self._scheduled = False
         self._done = False
-        self._timer: threading.Timer | None = None
+        self._timers: list[threading.Timer] = []
+
+    def _later(self, seconds: float, reason: str) -> None:
+        timer = threading.Timer(seconds, self.now, args=(reason,))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
 
     def arm(self) -> None:
-        self._timer = threading.Timer(self._after_s, self.now, args=("timer",))
-        self._timer.daemon = True
-        self._timer.start()
+        self._later(self._after_s, "timer")
 
     def listed(self) -> None:
         """A ``tools/list`` was answered; its bytes go out next."""
@@ -213,8 +222,9 @@ class Deferred:
 
     def wrote(self) -> None:
         """A message was written to the client (the transport's hook)."""
-        if self._listed and not self._done:
-            self.now("listed")
+        if self._listed and not self._scheduled:
+            self._scheduled = True
+            self._later(self._grace_s, "listed")
 
     def now(self, reason: str = "called") -> None:
         with self._lock:
@@ -222,8 +232,8 @@ class Deferred:
                 return
             self._done = True
             self.reason = reason
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
         log.debug("starting the background work (%s)", reason)
         self._start()
 

@@ -28,17 +28,23 @@ HANDSHAKE = [
 ]
 
 
-def test_background_starts_once_when_the_tool_list_is_written() -> None:
-    started: list[int] = []
-    d = Deferred(lambda: started.append(1), after_s=3600)
+def test_background_starts_once_a_moment_after_the_tool_list_is_written() -> None:
+    fired = threading.Event()
+    d = Deferred(fired.set, after_s=3600, grace_s=3600)
     d.wrote()  # the initialize answer: not yet
-    assert started == []
     d.listed()
-    assert started == []  # the answer is built, not yet written
+    assert not fired.is_set()  # the answer is built, not yet written
     d.wrote()
-    d.wrote()
-    d.now()
-    assert started == [1] and d.reason == "listed"
+    assert not fired.is_set() and d.reason is None  # the host gets a moment to take the list in
+    soon = Deferred(fired.set, after_s=3600, grace_s=0.0)
+    soon.listed()
+    soon.wrote()
+    soon.wrote()
+    assert fired.wait(30)
+    soon.now()
+    assert soon.reason == "listed"
+    d.now()  # a call does not wait for the grace
+    assert d.reason == "called"
 
 
 def test_background_starts_at_the_first_call_without_a_listing() -> None:
@@ -60,12 +66,15 @@ def test_background_starts_after_the_delay_when_nothing_is_asked() -> None:
     assert d.reason == "timer"
 
 
+def _env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
+            **server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_LOG_LEVEL="DEBUG", **extra)}
+
+
 def _serve(db_path: Path, tmp_path: Path, code: str, **extra: str) -> tuple[list[dict], str]:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
-           **server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_LOG_LEVEL="DEBUG", **extra)}
     stdin = "".join(json.dumps(m) + "\n" for m in HANDSHAKE)
     out = subprocess.run([sys.executable, "-E", "-P", "-c", code], input=stdin, capture_output=True, text=True,
-                         env=env, cwd=REPO, timeout=120)
+                         env=_env(db_path, tmp_path, **extra), cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
@@ -78,13 +87,30 @@ def test_kms_mcp_lists_every_tool_without_the_sdk_client_and_starts_the_rest_aft
             "sys.stderr.write('\\nLOADED ' + ' '.join(sorted(m for m in sys.modules if m in "
             "{'mcp.client', 'mcp.client.stdio', 'mcp.server.mcpserver', 'mcp.server.lowlevel', 'mcp_types'})) "
             "+ '\\n'); sys.exit(rc)")
-    replies, err = _serve(db_path, tmp_path, code, KMS_AGENT_EDIT_TOOLS_ENABLED="1",
-                          KMS_AGENT_ORGANIZE_TOOLS_ENABLED="1")
-    listed = next(r for r in replies if r.get("id") == 2)["result"]["tools"]
+    env = _env(db_path, tmp_path, KMS_AGENT_EDIT_TOOLS_ENABLED="1", KMS_AGENT_ORGANIZE_TOOLS_ENABLED="1")
+    proc = subprocess.Popen([sys.executable, "-E", "-P", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in HANDSHAKE))
+        proc.stdin.flush()
+        while (reply := json.loads(proc.stdout.readline())).get("id") != 2:
+            pass
+        seen = []  # the server keeps running: its background work starts a moment after the list
+        while not any("starting the background work" in line for line in seen):
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+        _rest, err = proc.communicate(timeout=60)  # closes stdin: the end of the session
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    listed = reply["result"]["tools"]
     names = {t["name"] for t in listed}
     assert {"kms_start", "kms_search", "kms_semantic_search", "kms_append", "kms_move"} <= names
     assert all("$ref" not in json.dumps(t["inputSchema"]) for t in listed)
-    assert "starting the background work (listed)" in err
+    assert "starting the background work (listed)" in seen[-1]
     assert err.strip().splitlines()[-1] == "LOADED mcp.server.lowlevel mcp_types"
 
 
