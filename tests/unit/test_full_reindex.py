@@ -3,6 +3,7 @@ equals a fresh index, ids and hidden stamps kept, and the FTS index matches the 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import apsw
@@ -11,7 +12,7 @@ from support.vaults import write
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.index.search import search
-from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes, resolve_links
+from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes, NewNotes, resolve_links
 from server.store.db import connect, rows, write_tx
 from server.vault.registry import add_vault, get_vault
 
@@ -142,3 +143,15 @@ def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes
     assert indexed.execute("SELECT dst_file FROM links WHERE src_rid = ? AND ord = ?", (src2, n2)).fetchall() == [
         (None,)]
     assert state(indexed) == fresh_state(vault_dir, tmp_path)
+
+
+def test_a_cold_index_gives_every_note_its_own_public_id(conn: apsw.Connection, tmp_path: Path) -> None:
+    """New notes go in by batches whose ids come from one read of randomness (``new_note_ids``): each is
+    ``n`` and 12 hex digits, none repeats, across more than one batch."""
+    root = tmp_path / "v"
+    for i in range(NewNotes.SIZE + 10):
+        write(root / f"n{i}.md", f"note {i}\n")
+    index_vault(conn, add_vault(conn, root, "ids"))
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes")]
+    assert len(ids) == len(set(ids)) == NewNotes.SIZE + 10
+    assert all(re.fullmatch(r"n[0-9a-f]{12}", i) for i in ids)
