@@ -194,6 +194,8 @@ def run(args) -> None:
     def search_args(i: int) -> dict[str, Any]:
         return {"query": QUERIES[i % len(QUERIES)]}
 
+    def search_args_as_topic(i: int) -> dict[str, Any]:  # kms_recall at its default budget (keyword-only here)
+        return {"topic": QUERIES[i % len(QUERIES)]}
     def folder_args(i: int) -> dict[str, Any]:
         return {"path": FOLDERS[i % len(FOLDERS)]}
 
@@ -215,6 +217,7 @@ def run(args) -> None:
         r["raw_fts"] = [timed(lambda m=m: raw_fts.execute(raw_sql, (m,)).fetchall()) for m in matches]
         r["search"], r["kms_rss"] = lean_round_trips(kms_cmd, env, "kms_search", search_args, args.calls)
         r["append"], _ = lean_round_trips(kms_cmd, env, "kms_append", append_args, args.calls)
+        r["recall"], _ = lean_round_trips(kms_cmd, env, "kms_recall", search_args_as_topic, args.calls)
         r["start"], _ = lean_round_trips(kms_cmd, env, "kms_start", lambda i: {}, args.calls)
         r["folder"], _ = lean_round_trips(kms_cmd, env, "kms_list_folder", folder_args, args.calls)
         r["echo"], r["base_rss"] = lean_round_trips(base_cmd, env, "echo", search_args, args.calls)
@@ -264,6 +267,8 @@ def report(args, r: dict[str, Any], walk: float, notes: int) -> None:
         row("  same, lean echo (ms)", "search", "echo", 0, "SDK minimal server"),
         row("kms_append p50 (ms)", "append", "raw_fsync", 0, "", 10),
         row("kms_append p95 (ms)", "append", "raw_fsync", 1, ""),
+        row("kms_recall p50 (ms)", "recall", "raw_fts", 0, "4,000-token bundle, keyword-only (no model here)"),
+        row("kms_recall p95 (ms)", "recall", "raw_fts", 1, "", 150),
         row("session-state check per write (ms)", "state_check", "select_1", 0, "", 0.2),
         row("approve -> call returns p50 (ms)", "approved", "append", 0, "", 500),
         row("approve -> call returns p95 (ms)", "approved", "append", 1, "", 500),

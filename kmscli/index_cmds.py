@@ -91,7 +91,10 @@ def vault_remove(name: str) -> None:
     console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
 
 
-def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool) -> list[IndexReport]:
+def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool | None) -> list[IndexReport]:
+    """Index, then embed: always with ``embed=True`` (an error without a model), never with False, and with
+    None (``kms index``'s default) when notes are pending and the model is installed, so the keyword and
+    the semantic index stay in step. The pending count is asked first: a no-change run loads nothing."""
     from server.index.indexer import index_all
 
     if vault is not None:
@@ -115,7 +118,30 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
             console.print(f"  [yellow]warning[/]: {e}", highlight=False)
     if embed:
         _run_embed(conn)
+    elif embed is None:
+        _embed_if_ready(conn)
     return reports
+
+
+def _embed_if_ready(conn: apsw.Connection) -> None:
+    from server.config.settings import load_settings
+    from server.index.embed_pending import locate_model, pending_count  # neither loads numpy
+
+    settings = load_settings()
+    if not settings.get("embed.enabled"):
+        return
+    pending = pending_count(conn)
+    if not pending:
+        return
+    found = locate_model(settings.get("embed.model_dir") or None)
+    if found["dir"] is None or found["missing"]:
+        console.print(f"[dim]{pending} notes not embedded for semantic search: no model installed "
+                      "(`kms model download`, then `kms embed`)[/]")
+        return
+    try:
+        _run_embed(conn)
+    except KmsError as exc:  # the index is done; a model that will not load is a warning here, not a failure
+        err_console.print(f"[yellow]warning[/]: notes not embedded: {exc.message}", highlight=False)
 
 
 def _run_embed(conn: apsw.Connection) -> None:
@@ -148,7 +174,9 @@ def _run_embed(conn: apsw.Connection) -> None:
 def index_cmd(
     full: Annotated[bool, typer.Option("--full", help="Re-parse every file (ids and hidden stamps kept).")] = False,
     vault: VaultOpt = None,
-    embed: Annotated[bool, typer.Option("--embed", help="Also compute embeddings for semantic search.")] = False,
+    embed: Annotated[bool | None, typer.Option(
+        "--embed/--no-embed",
+        help="Embed changed notes for semantic search (default: when the model is installed).")] = None,
 ) -> None:
     """Bring the index up to date with the files (incremental unless --full)."""
     from server.vault.registry import list_vaults

@@ -120,7 +120,7 @@ def tags_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
     """Tags with their note counts."""
     with cli_errors():
         conn = open_db()
-        data = listing.list_tags(conn, vault_id(conn, vault))
+        data = listing.list_tags(conn, vault_id(conn, vault))["tags"]
     if json_out:
         print_json(data)
         return

@@ -58,5 +58,9 @@ class ReadTracker:
             self.flush()
 
     def close(self) -> None:
+        """Stop, and write what is queued: after the thread's own last batch is committed (it may be
+        mid-write), so nothing recorded is still in flight when the session ends."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         self.flush()

@@ -172,7 +172,7 @@ def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 
 
 def tags(conn: apsw.Connection, vault_id: int | None = None, limit: int = 30) -> tuple[list[dict[str, Any]], int]:
     """The most used tags (visible notes) and how many tags there are in all."""
-    found = listing.list_tags(conn, vault_id)
+    found = listing.list_tags(conn, vault_id)["tags"]
     return found[:limit], len(found)
 
 
@@ -181,7 +181,7 @@ def index_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str
     scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
     return {
         "notes": sum(v["notes"] for v in vaults(conn, vault_id)),
-        "tags": len(listing.list_tags(conn, vault_id)),
+        "tags": len(listing.list_tags(conn, vault_id)["tags"]),
         "links": int(scalar(conn, f"SELECT count(*) FROM links l WHERE l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}",
                             (vault_id,) if vault_id is not None else ()) or 0),
     }

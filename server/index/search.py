@@ -1,8 +1,9 @@
 """Full-text search over every vault (FTS5, BM25), forgiving to natural-language queries.
 
-Plain words (``C++``, ``what's``, ``e-mail``) are quoted token by token so punctuation never
-breaks a query; a query that uses FTS5 syntax (quotes, ``*``, ``:``, parentheses, AND/OR/NOT/NEAR)
-is passed through and, if malformed, refused with ``invalid-input`` saying what is valid.
+Plain words (``C++``, ``what's``, ``e-mail``, ``TODO: fix``, ``10:30``) are quoted token by token so
+punctuation never breaks a query; a query that uses FTS5 syntax (quotes, ``*``, AND/OR/NOT/NEAR, a
+filter on a real column ``title:``/``body:``/``tags:``; parentheses then group) is passed through
+(any other ``word:`` still text) and, if malformed, refused with ``invalid-input`` saying what is valid.
 When requiring every word finds too little, the search relaxes to any word (still BM25 ranked)
 and says so in the result.
 """
@@ -20,18 +21,47 @@ SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
     "column filters title:word, body:word, tags:word"
 )
-_SYNTAX = re.compile(r'["*:()^]|\b(AND|OR|NOT|NEAR)\b')
+COLUMNS = ("title", "body", "tags")
+_COLUMN = re.compile(r"(?i)(?<![\w.-])(?:title|body|tags)\s*:")
+_SYNTAX = re.compile(r'["*]|\b(AND|OR|NOT|NEAR)\b')  # parentheses alone are prose: "fix login (urgent)"
 RELAX_BELOW = 3
 MAX_LIMIT = 50
 
 
 def uses_syntax(query: str) -> bool:
-    return bool(_SYNTAX.search(query))
+    """FTS5 operators, or a filter on a real column (``title:``, ``body:``, ``tags:``); any other
+    ``word:`` (``TODO: fix``, ``10:30``) is text."""
+    return bool(_SYNTAX.search(query) or _COLUMN.search(query))
+
+
+def _text_colons(query: str) -> str:
+    """The query with every colon that does not follow a real column name made a space, so
+    ``TODO: fix (login)`` keeps its parentheses but is not read as a filter on column ``TODO``."""
+    out, pos = [], 0
+    for m in re.finditer(r":", query):
+        head = query[:m.start()]
+        word = re.search(r"([\w.-]*)\s*$", head)
+        name = word.group(1).lower() if word else ""
+        start = word.start(1) if word else m.start()
+        is_column = name in COLUMNS and (start == 0 or not re.match(r"[\w.-]", query[start - 1]))
+        if not is_column:
+            out.append(query[pos:m.start()] + " ")
+            pos = m.end()
+    out.append(query[pos:])
+    return "".join(out)
 
 
 def plain_terms(query: str) -> list[str]:
     """Whitespace-separated pieces that contain at least one letter or digit."""
     return [p for p in query.split() if re.search(r"\w", p)]
+
+
+# Words a question is made of that say nothing about its topic: the any-word fallback leaves them out
+# (a note holding only "how" and "the" is no match, and ranking every note holding them is slow).
+STOPWORDS = frozenset("""a about after all also am an and any are as at be been but by can could did do does
+doing for from had has have how i if in into is it its me my no not of on or our should so than that the their
+them then there these they this to too us was we were what what's when where which who why will with would you
+your""".split())
 
 
 def _quote(term: str) -> str:
@@ -41,12 +71,13 @@ def _quote(term: str) -> str:
 def build_match(query: str) -> tuple[str, str | None]:
     """(strict FTS5 expression, relaxed any-word expression or None)."""
     if uses_syntax(query):
-        return query, None
+        return _text_colons(query), None
     terms = plain_terms(query)
     if not terms:
         return "", None
     strict = " ".join(_quote(t) for t in terms)
-    relaxed = " OR ".join(_quote(t) for t in terms) if len(terms) > 1 else None
+    topical = [t for t in terms if t.lower().strip("?!.,;:") not in STOPWORDS] or terms
+    relaxed = " OR ".join(_quote(t) for t in topical) if len(terms) > 1 else None
     return strict, relaxed
 
 

@@ -3,25 +3,22 @@
 Keywords find exact terms (names, error codes) that embeddings blur; embeddings find notes
 that say the same thing in other words. RRF (score = sum of 1 / (60 + rank) over the two
 lists) needs no score calibration between BM25 and cosine, and a note found by both rises.
-The keyword list is strict (every query word, see ``keyword_hits``); the fallback without a
-model uses ``server.index.search`` as is, any-word relaxation included.
+The keyword list is ``kms_search``'s, any-word relaxation included (``server.index.search``):
+a question whose words are not all in one note still brings the notes plain search ranks first.
 
-The chunk vectors live in one in-memory float32 matrix (``SemanticIndex``): a query is one
-matrix-vector product (~10 ms for the 80k chunks of 10k long notes on 2 cores, exact, no
-approximate index to tune or rebuild). The matrix is refreshed from the DB when
+The chunk vectors live in memory (``server.index.vectors.SemanticIndex``: exact up to 20k chunks,
+a principal projection with int8 re-ranking past that). The matrix is refreshed from the DB when
 ``embed_generation`` changed, loading only chunks with ids above the last one seen; the
 background embedder refreshes it after each pass so queries rarely pay for that.
 
 When the model is not ready (loading, missing, failed, turned off) or nothing is embedded
 yet, ``semantic_search`` returns the keyword hits with ``mode: keyword-only`` and a reason:
-never an error and never a wait for the model.
+never an error; only a session's first call waits (``SemanticService.wait_first_call``).
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,137 +26,28 @@ import apsw
 import numpy as np
 
 from server.errors import KmsError
-from server.index.embed.model import DIM, LOADING, Embedder, ModelNotReady
+from server.index.embed.model import LOADING, Embedder, ModelNotReady
+from server.index.vectors import DEPTH, SemanticIndex
 
 RRF_K = 60
 MAX_LIMIT = 50
-DEPTH = 50  # how many notes each list contributes to the fusion
-MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
 EXCERPT_CHARS = 320
+# A keyword hit that holds only some of the query's words is weaker evidence than one with all of them:
+# its RRF share is scaled, so a paraphrase's semantic match is not pushed down by notes sharing "out".
+RELAXED_WEIGHT = 0.7
+FIRST_CALL_WAIT_S = 3.0  # how long a session's first semantic call waits for a model still loading
 _FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
 _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
-
-
-class SemanticIndex:
-    """Chunk vectors of one database in memory, plus the embedder that makes query vectors.
-
-    Thread-safe: refreshes are serialised and swap in new arrays, so a concurrent query
-    always sees a consistent (ids, rids, vaults, matrix) tuple. Each thread passes its own
-    connection.
-    """
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self._lock = threading.Lock()
-        self._db: str | None = None
-        self._gen = -1
-        self._data = self._empty()
-        self._pool: ThreadPoolExecutor | None = None
-
-    def __len__(self) -> int:
-        return len(self._data[0])
-
-    def pool(self) -> ThreadPoolExecutor:
-        """The worker that embeds queries alongside the keyword search (created on first use)."""
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-semantic")
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
-
-    def refresh(self, conn: apsw.Connection) -> None:
-        """Bring the matrix up to date with the chunks table (a no-op costs one row read)."""
-        gen = next(conn.execute("SELECT gen FROM embed_generation WHERE id = 1"))[0]
-        db = conn.filename
-        if gen == self._gen and db == self._db:
-            return
-        with self._lock:
-            if gen == self._gen and db == self._db:
-                return
-            ids, rids, vaults, mat = self._data if db == self._db else self._empty()
-            # Chunks are only ever inserted (with AUTOINCREMENT ids) or deleted, never updated.
-            live = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks")), dtype=np.int64)
-            keep = np.isin(ids, live)
-            k = int(keep.sum())
-            last = int(ids.max()) if len(ids) else 0
-            top = int(live.max()) if len(live) else 0
-            # Filled in place (no list of blobs, one copy of the kept rows): at 10k notes the
-            # matrix is ~100 MB and a refresh must not need three of it.
-            n = k + int(np.count_nonzero(live > last))
-            out_ids, out_rids, out_vaults = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-            out_mat = np.empty((n, DIM), np.float32)
-            for src, dst in ((ids, out_ids), (rids, out_rids), (vaults, out_vaults), (mat, out_mat)):
-                np.compress(keep, src, axis=0, out=dst[:k])
-            i = k
-            for cid, rid, vid, blob in conn.execute(
-                "SELECT c.id, c.rid, n.vault_id, e.vector FROM chunks c JOIN notes n ON n.rid = c.rid "
-                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? AND c.id <= ? ORDER BY c.id", (last, top)
-            ):
-                if i == n:  # cannot happen (ids are never reused); be safe anyway
-                    break
-                out_ids[i], out_rids[i], out_vaults[i] = cid, rid, vid
-                out_mat[i] = np.frombuffer(blob, dtype="<f4")
-                i += 1
-            self._data = (out_ids[:i], out_rids[:i], out_vaults[:i], out_mat[:i])
-            self._gen, self._db = gen, db
-
-    @staticmethod
-    def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        none = np.zeros(0, np.int64)
-        return none, none, none, np.zeros((0, DIM), np.float32)
-
-    def best_notes(self, query_vec: np.ndarray, *, vault_id: int | None = None, depth: int = DEPTH,
-                   min_similarity: float = MIN_SIMILARITY) -> list[tuple[int, int, float]]:
-        """``(rid, chunk id, cosine)`` of the ``depth`` most similar notes, by each note's best chunk."""
-        ids, rids, vaults, mat = self._data
-        if not len(ids):
-            return []
-        scores = mat @ query_vec.astype(np.float32)
-        if vault_id is not None:
-            scores = np.where(vaults == vault_id, scores, -2.0)
-        # Notes have a handful of chunks each, so the top depth*8 chunks nearly always hold the
-        # top depth notes; only when they do not is the whole list sorted.
-        take = min(len(scores), depth * 8)
-        top = np.argpartition(-scores, take - 1)[:take]
-        ranked = top[np.argsort(-scores[top], kind="stable")]
-        out = self._walk(scores, rids, ids, ranked, depth, min_similarity)
-        if len(out) < depth and take < len(scores) and float(scores[top].min()) >= min_similarity:
-            out = self._walk(scores, rids, ids, np.argsort(-scores, kind="stable"), depth, min_similarity)
-        return out
-
-    @staticmethod
-    def _walk(scores: np.ndarray, rids: np.ndarray, ids: np.ndarray, order: np.ndarray, depth: int,
-              min_similarity: float) -> list[tuple[int, int, float]]:
-        out: list[tuple[int, int, float]] = []
-        seen: set[int] = set()
-        for i in order:
-            s = float(scores[i])
-            if s < min_similarity:
-                break
-            rid = int(rids[i])
-            if rid not in seen:
-                seen.add(rid)
-                out.append((rid, int(ids[i]), s))
-                if len(out) == depth:
-                    break
-        return out
 
 
 def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *,
                  strict: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
-    ``strict`` keeps to notes with every query word. The hybrid search wants that: when no
-    note has every word, ``server.index.search`` relaxes to any word, which for a natural-language
-    question means ranking thousands of notes on words like "how" (10x slower at 10k notes)
-    for hits that only push the semantic matches down; the embeddings already are the
-    forgiving half. A query that trips FTS5 syntax (``error: timeout``, ``what's "x"``) is
-    retried as plain words instead of refused.
+    The hybrid search takes it as ``kms_search`` gives it: when few notes hold every word, any
+    word (stop words left out, see ``search.STOPWORDS``), so a note plain search ranks 4th is
+    not lost below the semantic matches. ``strict`` keeps to notes with every word (benchmarks).
+    A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
     """
     from server.index.search import build_match, search
 
@@ -179,7 +67,11 @@ def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | 
         if not plain.strip():
             return [], False
         found = run(plain)
-    return found["hits"], bool(found.get("relaxed"))
+    hits = found["hits"]
+    if found.get("relaxed"):  # the hits after the first allWords lack some of the words
+        for i, hit in enumerate(hits):
+            hit["allWords"] = i < found["allWords"]
+    return hits, bool(found.get("relaxed"))
 
 
 def _excerpt(heading: str | None, text: str) -> str:
@@ -215,7 +107,8 @@ def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int |
 
 
 def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
-                    vault_id: int | None = None, *, mode: str = "hybrid") -> dict[str, Any]:
+                    vault_id: int | None = None, *, mode: str = "hybrid",
+                    query_vec: np.ndarray | None = None) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
     ``vault_id`` limits every part (keyword and embedding hits) to one vault; None = every vault.
@@ -223,6 +116,7 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
     both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
+    ``query_vec``: the query's embedding when the caller already has it (``recall`` reuses it).
     """
     if mode not in ("hybrid", "semantic"):
         raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
@@ -240,9 +134,13 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     # The model and the matrix product run in a worker thread while this thread runs the
     # keyword search on its own connection: both release the GIL, so on 2 cores the query
     # costs about max(keyword, embedding) instead of their sum.
-    semantic = index.pool().submit(lambda: index.best_notes(embedder.embed_query(query), vault_id=vault_id))
+    def nearest() -> list[tuple[int, int, float]]:
+        vec = query_vec if query_vec is not None else embedder.embed_query(query)
+        return index.best_notes(vec, vault_id=vault_id)
+
+    semantic = index.pool().submit(nearest)
     try:
-        kw, _ = keyword_hits(conn, query, DEPTH, vault_id, strict=True) if mode == "hybrid" else ([], False)
+        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
     finally:
         failed: str | None = None
         try:
@@ -256,7 +154,8 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
     fused: dict[str, dict[str, Any]] = {}
     for rank, hit in enumerate(kw, 1):
-        fused[hit["noteId"]] = {**hit, "score": 1.0 / (RRF_K + rank), "matchType": "keyword"}
+        weight = RELAXED_WEIGHT if hit.pop("allWords", True) is False else 1.0
+        fused[hit["noteId"]] = {**hit, "score": weight / (RRF_K + rank), "matchType": "keyword"}
     chunk_for: dict[str, int] = {}
     for rank, (rid, chunk_id, sim) in enumerate(sem, 1):
         card = cards[rid]
@@ -291,7 +190,7 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
             "matchType": h["matchType"], "similarity": h.get("similarity"), "tags": h["tags"],
             "updatedAt": h["updatedAt"],
         })
-    return {"query": query, "mode": mode, "hits": hits}
+    return {"query": query, "mode": mode, "hits": hits, **({"relaxed": True} if relaxed else {})}
 
 
 class SemanticService:
@@ -305,7 +204,7 @@ class SemanticService:
 
     def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
                  background_embedding: bool = True, interval: float = 30.0, threads: int | None = None,
-                 download: bool = False) -> None:
+                 download: bool = False, first_call_wait_s: float = FIRST_CALL_WAIT_S) -> None:
         from server.index.embed.pipeline import BackgroundEmbedder
 
         self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
@@ -314,6 +213,7 @@ class SemanticService:
                                               after_pass=self.index.refresh)
                            if background_embedding and enabled else None)
         self._started = False
+        self._first_call_wait_s = first_call_wait_s
 
     def start(self) -> None:
         if self._started:
@@ -323,8 +223,16 @@ class SemanticService:
         if self.background is not None:
             self.background.start()
 
+    def wait_first_call(self) -> None:
+        """The session's first semantic call waits (bounded) for a model that is loading: an agent's
+        opening question, asked while the server starts, then gets meaning, not keywords only."""
+        wait, self._first_call_wait_s = self._first_call_wait_s, 0.0
+        if wait > 0 and self.embedder.state == LOADING:
+            self.embedder.wait(wait)
+
     def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None,
                *, mode: str = "hybrid") -> dict[str, Any]:
+        self.wait_first_call()
         return semantic_search(conn, self.index, query, limit, vault_id, mode=mode)
 
     def notify_changed(self) -> None:

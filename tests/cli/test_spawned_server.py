@@ -22,8 +22,8 @@ from server.config import settings as st
 from server.store.db import rows
 
 ALL_TOOLS = {"kms_search", "kms_read", "kms_list_tags", "kms_list_recent", "kms_get_backlinks", "kms_inventory",
-             "kms_semantic_search", "kms_create", "kms_append", "kms_update_properties", "kms_insert_at",
-             "kms_create_many", "kms_link", "kms_start", "kms_list_folder", "kms_status",
+             "kms_semantic_search", "kms_recall", "kms_create", "kms_append", "kms_update_properties",
+             "kms_insert_at", "kms_create_many", "kms_link", "kms_start", "kms_list_folder", "kms_status",
              "kms_remember"}  # the write tier (edit and organize are off)
 
 

@@ -108,7 +108,7 @@ async def test_common_word_scores_stay_positive(indexed: apsw.Connection, db_pat
 
 async def test_malformed_fts_is_invalid_input(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path) as client:
-        for query in ('"unbalanced', "foo:", "AND", "(x", "NEAR(", "title:", "*"):
+        for query in ('"unbalanced', "AND", "(x AND", "NEAR(", "title:", "*"):
             data = await err(client, "kms_search", {"query": query}, "invalid-input")
             assert "cannot parse the search query" in data["message"], query
             assert "exact phrase" in data["message"], query  # says what is valid
@@ -122,6 +122,26 @@ async def test_punctuated_words_search_fine(indexed: apsw.Connection, db_path: P
         for q in ("C++", "what's", "e-mail", "C++ templates", "what's new?"):
             hits = (await ok(client, "kms_search", {"query": q}))["hits"]
             assert nid in [h["noteId"] for h in hits], q
+
+
+async def test_natural_language_punctuation_searches_as_words(indexed: apsw.Connection, db_path: Path,
+                                                               vault_dir: Path) -> None:
+    """Only the real columns (title:, body:, tags:) filter; any other ``word:`` is text, so a question or
+    a note-to-self never fails on its punctuation."""
+    write(vault_dir / "standup.md", "# Standup\n\nMeeting at 10:30 about the login bug.\n\nTODO: fix login "
+                                    "(urgent). What's new? Ask about deploys.\n")
+    reindex(indexed)
+    nid = note_id(indexed, "standup")
+    async with mcp_client(db_path) as client:
+        for q in ("meeting at 10:30", "TODO: fix login", "what's new?", "TODO: fix login (urgent)", "foo: login",
+                  "10:30", "login: the bug"):
+            for tool in ("kms_search", "kms_semantic_search"):
+                hits = (await ok(client, tool, {"query": q}))["hits"]
+                assert nid in [h["noteId"] for h in hits], (tool, q)
+        # the real columns still filter
+        assert [h["noteId"] for h in (await ok(client, "kms_search", {"query": "title:standup"}))["hits"]] == [nid]
+        assert nid not in [h["noteId"] for h in (await ok(client, "kms_search", {"query": "title:login"}))["hits"]]
+        assert nid in [h["noteId"] for h in (await ok(client, "kms_search", {"query": "body:login"}))["hits"]]
 
 
 async def test_relaxed_search_is_flagged(indexed: apsw.Connection, db_path: Path) -> None:

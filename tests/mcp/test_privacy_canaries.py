@@ -38,7 +38,10 @@ def _calls(info: dict, plans: str, home: str) -> list[tuple[str, dict]]:
     refs = [hidden, title, info["path"], info["path"][:-3]] + ([info["link"]] if info["link"] else [])
     calls: list[tuple[str, dict]] = [("kms_search", {"query": q, "limit": 50}) for q in QUERIES]
     calls += [("kms_semantic_search", {"query": q, "limit": 50}) for q in ("garden beans and peas", "zqxbody")]
+    calls += [("kms_recall", {"topic": q}) for q in ("garden beans and peas", "zqxbody", "Zqx title", "plans")]
+    calls += [("kms_recall", {"topic": "garden", "budgetTokens": 20000})]
     calls += [("kms_read", {"noteId": r}) for r in refs]
+    calls += [("kms_read", {"noteId": r, "section": "Spring"}) for r in (plans, "Plans", "Plans.md")]
     calls += [("kms_get_backlinks", {"noteId": r, "limit": 50}) for r in (plans, home, hidden, title)]
     calls += [("kms_list_tags", {}), ("kms_list_recent", {"limit": 50}), ("kms_inventory", {"limit": 500})]
     # the orientation tools (issue 14): start, status, folder listings in and around the hidden note's folder

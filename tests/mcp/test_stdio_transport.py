@@ -105,7 +105,7 @@ async def test_a_result_bigger_than_the_pipe_buffer_arrives_whole(
     nid = indexed.execute("SELECT id FROM notes WHERE title = 'Long'").fetchall()[0][0]
     async with stdio_server(db_path, tmp_path, KMS_EMBED_ENABLED="0") as client:
         for _ in range(3):
-            result = await client.call_tool("kms_read", {"noteId": nid})
+            result = await client.call_tool("kms_read", {"noteId": nid, "maxTokens": 24_000})
             assert not result.is_error, result.structured_content
             assert result.structured_content["body"] == body
 

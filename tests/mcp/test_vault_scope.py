@@ -59,6 +59,9 @@ async def test_unscoped_session_sees_both_vaults(two_vaults: apsw.Connection, db
         assert vaults_of(backlinks) == {"b"}, "Beta (vault b) links to Alpha (vault a) explicitly"
         data, is_error = await call(client, "kms_read", {"noteId": note["b", "Beta"]})
         assert not is_error and data["vault"] == "b"
+        assert {link["noteId"] for link in data["links"]} >= {note["a", "Alpha"]}  # across vaults, unscoped
+        recalled = (await call(client, "kms_recall", {"topic": "lighthouse", "budgetTokens": 20000}))[0]
+        assert vaults_of(recalled["items"]) == {"a", "b"}
         data, is_error = await call(client, "kms_search", {"query": "lighthouse", "vault": "b"})
         assert not is_error and vaults_of(data["hits"]) == {"b"}
 
@@ -82,6 +85,14 @@ async def test_scoped_session_sees_only_its_vault(two_vaults: apsw.Connection, d
 
         data, is_error = await call(client, "kms_read", {"noteId": note["a", "Alpha"]})
         assert not is_error and data["vault"] == "a"
+        assert data["links"] == [{"noteId": note["a", "Common"], "title": "Common", "path": "Common.md"}]
+        recalled, is_error = await call(client, "kms_recall", {"topic": "lighthouse", "budgetTokens": 20000})
+        assert not is_error and recalled["items"] and vaults_of(recalled["items"]) == {"a"}
+        by_name, is_error = await call(client, "kms_read", {"noteId": "Alpha"})
+        assert not is_error and by_name["noteId"] == note["a", "Alpha"]
+        for name in ("Beta", "Gamma.md", "b:Beta.md"):
+            data, is_error = await call(client, "kms_read", {"noteId": name})
+            assert is_error and data["error"] == "not-found" and "Beta" not in str(data.get("suggestions")), name
         absent, _ = await call(client, "kms_read", {"noteId": "n000000000000"})
         for tool in ("kms_read", "kms_get_backlinks"):
             data, is_error = await call(client, tool, {"noteId": note["b", "Beta"]})
@@ -90,10 +101,10 @@ async def test_scoped_session_sees_only_its_vault(two_vaults: apsw.Connection, d
 
 
 @pytest.mark.parametrize("tool", ["kms_search", "kms_semantic_search", "kms_list_recent", "kms_list_tags",
-                                  "kms_inventory"])
+                                  "kms_inventory", "kms_recall"])
 async def test_a_vault_argument_outside_the_scope_is_refused(two_vaults: apsw.Connection, db_path: Path,
                                                              tool: str) -> None:
-    args = {"query": "lighthouse"} if "search" in tool else {}
+    args = {"query": "lighthouse"} if "search" in tool else {"topic": "lighthouse"} if tool == "kms_recall" else {}
     async with mcp_client(db_path, vault="a") as client:
         data, is_error = await call(client, tool, {**args, "vault": "a"})
         assert not is_error, data

@@ -201,6 +201,32 @@ def test_vectors_are_normalised_and_batching_keeps_order(embedder: Embedder) -> 
 # --- chunking ----------------------------------------------------------------------------------
 
 
+def test_vectors_are_exactly_fastembeds(embedder: Embedder, embed_model_dir: Path) -> None:
+    """kms runs the model itself (no fastembed import: ~35 MB less RSS) to the same numbers, stored
+    vectors included: short, long (past the 512-token window), non-ASCII and empty texts, one by one
+    and batched, and the token counts the chunker budgets with."""
+    from fastembed import TextEmbedding
+
+    texts = ["how do I retry a failed request", "Sourdough\nFeed it daily.", "Ünïcödé ☕ 日本語 naïve", "x", "",
+             "word " * 700, "Pods get OOMKilled when the memory limit is too low. " * 12]
+    theirs = TextEmbedding("sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(embed_model_dir),
+                           threads=1, enable_cpu_mem_arena=False)
+    for batch in ([texts[0]], texts, texts[5:6], texts[2:4]):
+        expected = np.asarray(list(theirs.embed(batch, batch_size=len(batch))), dtype=np.float32)
+        assert np.abs(embedder.embed(batch) - expected).max() < 1e-5, batch
+    counts = [sum(e.attention_mask) for e in theirs.model.tokenizer.encode_batch(texts[:5], add_special_tokens=False)]
+    assert embedder.count_tokens(texts[:5]) == counts
+    assert "fastembed" in sys.modules  # this test imported it; a server does not (below)
+
+
+def test_loading_the_model_does_not_import_fastembed(embed_model_dir: Path) -> None:
+    code = ("import sys; from server.index.embed import Embedder; e = Embedder(sys.argv[1]); "
+            "assert e.load(), e.reason; e.embed_query('x'); print('fastembed' in sys.modules, 'PIL' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(embed_model_dir)], capture_output=True, text=True,
+                         cwd=REPO, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
 def test_sections_follow_headings_outside_code() -> None:
     body = ("Intro line.\n\n# Title\n\n## Setup\nInstall it.\n```bash\n# not a heading\necho hi\n```\n"
             "### Linux\nUse apt.\n## Empty\n## Usage\nRun it.\n")

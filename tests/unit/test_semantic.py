@@ -17,8 +17,8 @@ from server.errors import KmsError
 from server.index.embed import Embedder, embed_pending
 from server.index.indexer import index_vault, reindex_file
 from server.index.notes import set_hidden
-from server.index.search import build_match, search
-from server.index.semantic import RRF_K, SemanticIndex, semantic_search
+from server.index.search import search
+from server.index.semantic import RELAXED_WEIGHT, RRF_K, SemanticIndex, semantic_search
 from server.index.writer import delete_note_row
 from server.store.db import connect
 from server.vault.registry import add_vault, get_vault
@@ -48,12 +48,15 @@ def test_hits_have_the_documented_shape(semantic_conn: apsw.Connection, embedder
     assert top["heading"] in ("Symptom", "Fix") and top["excerpt"].startswith(top["heading"] + ": ")
 
 
-@pytest.mark.parametrize("query", ["glass", "week", "running out of memory", "restic", "I can't doze off"])
+@pytest.mark.parametrize("query", ["glass", "week", "running out of memory", "restic", "I can't doze off",
+                                   "how do I fix bread that came out flat"])
 def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder, query: str) -> None:
     index = SemanticIndex(embedder)
-    kw = search(semantic_conn, build_match(query)[0], 50)  # every word: never relaxed
-    assert not kw["relaxed"]
+    kw = search(semantic_conn, query, 50)  # kms_search's list, any-word relaxation included
     kw_rank = {h["noteId"]: r for r, h in enumerate(kw["hits"], 1)}
+    # a hit holding only some of the words (after the first allWords) has a smaller share
+    weight = {h["noteId"]: RELAXED_WEIGHT if kw["relaxed"] and r > kw["allWords"] else 1.0
+              for r, h in enumerate(kw["hits"], 1)}
     sem = semantic_search(semantic_conn, index, query, 50, mode="semantic")
     assert all(h["matchType"] == "semantic" for h in sem["hits"])
     sem_rank = {h["noteId"]: r for r, h in enumerate(sem["hits"], 1)}
@@ -63,7 +66,7 @@ def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder
         in_kw, in_sem = h["noteId"] in kw_rank, h["noteId"] in sem_rank
         assert h["matchType"] == {(True, True): "both", (True, False): "keyword", (False, True): "semantic"}[
             (in_kw, in_sem)]
-        expected = (1 / (RRF_K + kw_rank[h["noteId"]]) if in_kw else 0.0) + (
+        expected = (weight[h["noteId"]] / (RRF_K + kw_rank[h["noteId"]]) if in_kw else 0.0) + (
             1 / (RRF_K + sem_rank[h["noteId"]]) if in_sem else 0.0)
         assert h["score"] == pytest.approx(expected, abs=1e-5)
         assert (h["similarity"] is None) == (not in_sem)
@@ -145,13 +148,15 @@ def test_nothing_embedded_yet_is_keyword_only(conn: apsw.Connection, embedder, t
     assert paths(res) == ["tech/Backup strategy 3-2-1.md"]
 
 
-def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embedder, tmp_path: Path) -> None:
+@pytest.mark.parametrize("project_above", [None, 0], ids=["exact", "projected"])
+def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embedder, tmp_path: Path,
+                                                    project_above: int | None) -> None:
     root = tmp_path / "notes"
     write(root / "Kettle.md", "## Descaling\nBoil a mix of water and citric acid, then rinse twice.\n")
     vault = add_vault(conn, root, "notes")
     index_vault(conn, vault)
     embed_pending(conn, embedder)
-    index = SemanticIndex(embedder)
+    index = SemanticIndex(embedder, project_above=project_above)  # 0: projected from the first chunk on
     q = "how do I stop my bicycle from squeaking"
     assert paths(semantic_search(conn, index, q, mode="semantic")) == []  # below the noise floor
 
@@ -175,13 +180,35 @@ def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embed
     assert len(index) == loaded - 1
 
 
-def test_vault_filter(semantic_conn, embedder, tmp_path: Path) -> None:
+def test_a_projected_index_ranks_as_the_exact_one(semantic_conn, embedder) -> None:
+    """Past PROJECT_ABOVE chunks the matrix is held on its principal directions plus int8 copies (a third
+    of the memory); the notes it ranks and their similarities are the exact index's, within int8's error."""
+    from support.embed_fixtures import load_queries
+
+    exact, projected = SemanticIndex(embedder), SemanticIndex(embedder, project_above=0)
+    exact.refresh(semantic_conn)
+    projected.refresh(semantic_conn)
+    assert projected.projected and not exact.projected and len(projected) == len(exact)
+    for q in load_queries():
+        vec = embedder.embed_query(q["query"])
+        a, b = exact.best_notes(vec, depth=5), projected.best_notes(vec, depth=5)
+        n = min(len(a), len(b), 3)  # a note right at the similarity floor may fall either side of it
+        assert [r for r, _c, _s in a][:n] == [r for r, _c, _s in b][:n] and abs(len(a) - len(b)) <= 1, q["query"]
+        for (_r1, _c1, s1), (_r2, _c2, s2) in zip(a, b, strict=False):
+            assert abs(s1 - s2) < 5e-3
+        chunk_ids = [c for _r, c, _s in a]
+        sims = projected.similarities(vec, chunk_ids)
+        assert all(abs(sims[c] - s) < 5e-3 for _r, c, s in a)
+
+
+@pytest.mark.parametrize("project_above", [None, 0], ids=["exact", "projected"])
+def test_vault_filter(semantic_conn, embedder, tmp_path: Path, project_above: int | None) -> None:
     root = tmp_path / "work"
     write(root / "Cluster memory.md", "## Limits\nOur pods get OOM-killed when the JVM heap outgrows it.\n")
     other = add_vault(semantic_conn, root, "work")
     index_vault(semantic_conn, other)
     embed_pending(semantic_conn, embedder)
-    index = SemanticIndex(embedder)
+    index = SemanticIndex(embedder, project_above=project_above)
     q = "container keeps crashing because it runs out of RAM"
     both = {h["vault"] for h in semantic_search(semantic_conn, index, q, 20)["hits"]}
     assert both == {"sv", "work"}
@@ -256,7 +283,8 @@ def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn
     write(root / "Bike chain.md", "## Lubrication\nA dry, noisy chain needs wet lube on every link.\n")
     vault = add_vault(conn, root, "notes")
     index_vault(conn, vault)
-    service = SemanticService(db_path, model_dir=embed_model_dir)  # woken by notify_changed, not by a timer
+    # woken by notify_changed, not by a timer; no first-call wait: this checks the answer while loading
+    service = SemanticService(db_path, model_dir=embed_model_dir, first_call_wait_s=0)
     started = time.perf_counter()
     service.start()
     first = service.search(conn, "lube")
@@ -276,6 +304,43 @@ def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn
         assert service.status()["state"] == "ready"
     finally:
         service.close()
+
+
+def test_the_first_call_waits_for_a_loading_model_and_later_ones_do_not(semantic_db_template: Path,
+                                                                         embed_model_dir: Path) -> None:
+    from server.index.semantic import SemanticService
+
+    conn = connect(semantic_db_template)
+    waiting = SemanticService(semantic_db_template, model_dir=embed_model_dir, background_embedding=False,
+                              first_call_wait_s=120)
+    eager = SemanticService(semantic_db_template, model_dir=embed_model_dir, background_embedding=False,
+                            first_call_wait_s=0)
+    try:
+        waiting.start()
+        assert waiting.embedder.state == "loading"
+        first = waiting.search(conn, "my homemade bread came out flat and heavy")
+        assert first["mode"] == "hybrid" and paths(first)[0] == "kitchen/Sourdough starter and loaves.md"
+        eager.start()
+        assert eager.search(conn, "bread came out flat")["mode"] == "keyword-only"  # answered while loading
+        assert eager.embedder.wait(120)
+        assert eager.search(conn, "bread came out flat")["mode"] == "hybrid"
+    finally:
+        waiting.close()
+        eager.close()
+        conn.close()
+
+
+def test_hybrid_keeps_the_keyword_any_word_fallback(semantic_conn, embedder) -> None:
+    """No note holds every word: the keyword side is kms_search's relaxed list, so the notes holding some
+    of the words are fused in, not dropped (hybrid used to fall back to semantic-only here)."""
+    query = "restic sourdough"
+    plain = search(semantic_conn, query, 10)
+    assert plain["relaxed"] and plain["allWords"] == 0
+    res = semantic_search(semantic_conn, SemanticIndex(embedder), query, 10)
+    assert res["relaxed"] is True
+    found = {h["path"]: h["matchType"] for h in res["hits"]}
+    for hit in plain["hits"][:3]:
+        assert found.get(hit["path"]) in ("keyword", "both"), hit["path"]
 
 
 def test_cli_style_embed_without_an_embedder(conn: apsw.Connection, embed_model_dir: Path, tmp_path: Path) -> None:

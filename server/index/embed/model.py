@@ -26,17 +26,21 @@ from typing import Any
 
 import numpy as np
 
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-MODEL_DIRNAME = "all-MiniLM-L6-v2"
+# what can be known without numpy: the model's name, its files and where they are
+from server.index.embed_pending import (
+    MODEL_DIRNAME,
+    MODEL_NAME,
+    REQUIRED_FILES,
+    fastembed_cache_dirs,
+    installed_model_dir,
+    locate_model,
+    missing_files,
+)
+
 DIM = 384
 MAX_TOKENS = 256  # the model was trained on 256-token windows; longer input is truncated
-REQUIRED_FILES = (
-    "model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json",
-)
 # The int8 build that scripts/fetch_model.py assembles (tests and CI use exactly this file).
 PINNED_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-# fastembed's hub cache layouts for this model (current snapshot layout, then the legacy tarball one).
-_FASTEMBED_CACHE_GLOBS = ("models--Qdrant--all-MiniLM-L6-v2-onnx/snapshots/*", "fast-all-MiniLM-L6-v2")
 
 # Holder states.
 NOT_LOADED = "not-loaded"
@@ -59,53 +63,6 @@ class ModelNotReady(Exception):
 # ---------------------------------------------------------------------------------------------
 # Locating and installing
 # ---------------------------------------------------------------------------------------------
-
-
-def missing_files(model_dir: str | Path) -> list[str]:
-    """The required files absent from ``model_dir`` (all of them when it is not a directory)."""
-    d = Path(model_dir)
-    return [name for name in REQUIRED_FILES if not (d / name).is_file()]
-
-
-def models_root() -> Path:
-    """``<kms data dir>/models``: the data dir is the one holding the database."""
-    from server.store.db import default_db_path
-
-    return default_db_path().parent / "models"
-
-
-def installed_model_dir() -> Path:
-    """Where ``kms model install`` puts the model."""
-    return models_root() / MODEL_DIRNAME
-
-
-def fastembed_cache_dirs() -> list[Path]:
-    """Complete copies of this model in fastembed's cache (same rule as fastembed, no import)."""
-    root = Path(os.environ.get("FASTEMBED_CACHE_PATH") or Path(tempfile.gettempdir()) / "fastembed_cache")
-    found: list[Path] = []
-    for pattern in _FASTEMBED_CACHE_GLOBS:
-        found.extend(p for p in sorted(root.glob(pattern)) if p.is_dir() and not missing_files(p))
-    return found
-
-
-def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
-    """Resolve the model dir: ``{"dir", "source", "missing", "searched"}``.
-
-    An explicitly configured dir is authoritative: when it is incomplete the answer is that dir
-    with its ``missing`` files, not a silent fall-through to some other copy of the model.
-    ``source`` is ``setting``, ``installed``, ``fastembed-cache`` or None (not found).
-    """
-    if model_dir:
-        d = Path(model_dir).expanduser()
-        return {"dir": d, "source": "setting", "missing": missing_files(d), "searched": [str(d)]}
-    searched = [str(installed_model_dir())]
-    if not missing_files(installed_model_dir()):
-        return {"dir": installed_model_dir(), "source": "installed", "missing": [], "searched": searched}
-    cached = fastembed_cache_dirs()
-    searched.append("fastembed cache")
-    if cached:
-        return {"dir": cached[-1], "source": "fastembed-cache", "missing": [], "searched": searched}
-    return {"dir": None, "source": None, "missing": list(REQUIRED_FILES), "searched": searched}
 
 
 def download_allowed(setting: bool) -> bool:
@@ -341,16 +298,11 @@ class Embedder:
                 self._fail(MISSING, _missing_reason(loc))
                 return
             no_telemetry()
-            from fastembed import TextEmbedding  # lazy: ~1 s and ~100 MB
-            from tokenizers import Tokenizer
+            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and the session, ~0.5 s
 
-            model = TextEmbedding(MODEL_NAME, specific_model_path=str(loc["dir"]), threads=self.threads,
-                                  enable_cpu_mem_arena=False)
-            # Our own tokenizer for counting: no padding, no truncation (fastembed's has both).
-            tokenizer = Tokenizer.from_file(str(Path(loc["dir"]) / "tokenizer.json"))
-            tokenizer.no_padding()
-            tokenizer.no_truncation()
-            probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
+            model = MiniLM(loc["dir"], self.threads)
+            tokenizer = model.tokenizer
+            probe = model.embed(["probe"])[0]
             if probe.shape != (DIM,) or not np.all(np.isfinite(probe)):
                 self._fail(FAILED, f"model in {loc['dir']} gives vectors of shape {probe.shape}, "
                                    f"expected ({DIM},)")
@@ -385,11 +337,10 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         try:
-            vecs = list(model.embed(list(texts), batch_size=len(texts)))
+            return model.embed(texts)
         except Exception as exc:  # the session itself broke: stop using it
             self._fail(FAILED, f"embedding failed: {type(exc).__name__}: {exc}")
             raise ModelNotReady(FAILED, self.reason or "") from exc
-        return np.asarray(vecs, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -24,6 +24,7 @@ import numpy as np
 
 from server.index.embed.chunker import Chunk, chunk_note
 from server.index.embed.model import MODEL_NAME, Embedder, ModelNotReady
+from server.index.embed_pending import pending_count
 from server.store.db import write_tx
 
 log = logging.getLogger(__name__)
@@ -35,11 +36,6 @@ LEFT JOIN note_embed_state s ON s.rid = n.rid
 WHERE n.hidden_at IS NULL AND n.rid > ?
   AND (s.rid IS NULL OR s.content_hash != n.content_hash OR s.title != n.title OR s.model != ?)
 ORDER BY n.rid LIMIT ?
-"""
-_PENDING_COUNT = """
-SELECT count(*) FROM notes n LEFT JOIN note_embed_state s ON s.rid = n.rid
-WHERE n.hidden_at IS NULL
-  AND (s.rid IS NULL OR s.content_hash != n.content_hash OR s.title != n.title OR s.model != ?)
 """
 
 
@@ -57,10 +53,6 @@ class EmbedReport:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def pending_count(conn: apsw.Connection) -> int:
-    return int(next(conn.execute(_PENDING_COUNT, (MODEL_NAME,)))[0])
 
 
 def embed_stats(conn: apsw.Connection) -> dict[str, int]:

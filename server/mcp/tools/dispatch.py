@@ -38,7 +38,7 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
     if "body" in result and "noteId" in result:
         return [result["noteId"]]
     ids: list[str] = []
-    for key in ("hits", "backlinks"):
+    for key in ("hits", "backlinks", "items"):
         ids += [h["noteId"] for h in result.get(key, []) if isinstance(h, dict) and "noteId" in h]
     return ids
 
@@ -79,7 +79,8 @@ class ToolRunner:
         """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
         spec = self.by_name.get(name)
         if spec is None:
-            return KmsError("invalid-input", f"unknown tool {name!r}; tools: {', '.join(self.by_name)}").to_dict(), True
+            tools = ", ".join(s.name for s in self.listed())  # only this session's: no hint of tiers it lacks
+            return KmsError("invalid-input", f"unknown tool {name!r}; tools: {tools}").to_dict(), True
         arguments = arguments or {}
         if spec.tier != "read":
             return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))

@@ -10,13 +10,22 @@ from pydantic import BaseModel, Field
 
 from server.errors import KmsError
 from server.index import listing
-from server.index.notes import get_note
+from server.index.notes import find_note, get_note
 from server.index.search import search
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.vault.markdown import split_lines
+from server.writes.limits import MAX_HEADING_CHARS, MAX_NAME_CHARS
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 VaultField = Field(default=None, min_length=1, max_length=64, description="Only this vault (name); default all.")
-NoteIdField = Field(min_length=1, max_length=64, description="A noteId from another kms tool.")
+NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS,
+                    description="The note: a noteId from another kms tool, or its title, path or vault:path.")
+
+
+def note_id_of(ctx: ToolContext, ref: str) -> str:
+    """The id of the visible, in-scope note ``ref`` names: the write tools' one resolver (id, title,
+    path, alias, ``vault:path``); ``not-found`` with close matches otherwise."""
+    return str(find_note(ctx.conn, ref, vault_id=ctx.vault_filter())["id"])
 
 
 class Card(BaseModel):
@@ -58,9 +67,19 @@ def kms_search(ctx: ToolContext, args: SearchInput) -> dict[str, Any]:
 
 # kms_read -----------------------------------------------------------------------------------------
 
+DEFAULT_READ_TOKENS = 12_000  # a page an agent host takes whole (Claude Code's MCP output limit is 25,000)
+MAX_READ_TOKENS = 24_000  # the 100 KB payload cap stays the ceiling
+
+
 class ReadInput(StrictInput):
     noteId: str = NoteIdField
-    cursor: str | None = Field(default=None, max_length=200, description="nextCursor from a previous page.")
+    section: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
+                                description="Only this heading's section ('Tasks' or '## Tasks'), "
+                                            "e.g. the heading a kms_recall item names.")
+    maxTokens: int = Field(default=DEFAULT_READ_TOKENS, ge=200, le=MAX_READ_TOKENS,
+                           description="Page size in estimated tokens (about 4 bytes each); longer bodies "
+                                       "come in pages.")
+    cursor: str | None = Field(default=None, max_length=300, description="nextCursor from a previous page.")
 
 
 class ReadOutput(ToolOutput):
@@ -77,6 +96,8 @@ class ReadOutput(ToolOutput):
     bodyChars: int
     offset: int
     nextCursor: str | None
+    links: list[dict[str, Any]]
+    unresolvedLinks: list[str]
 
 
 PAGE_BUDGET = PAYLOAD_CAP_BYTES - 8_000  # room for everything but the body
@@ -121,24 +142,49 @@ def _outline(note: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
     return kept, True
 
 
+def _section(note: dict[str, Any], query: str) -> tuple[str, str]:
+    """(``## Heading``, the text of that heading's section, heading line included): the write tools'
+    heading rules (``server.writes.positions``), so a section read is where an append would go."""
+    from server.writes import positions
+
+    body = note["body"]
+    heads = positions.headings(body, note["title"])
+    try:
+        idx, head = positions.find_heading(heads, query)
+    except KmsError:
+        if " > " not in query:  # a kms_recall trail "Parent > Section" names its last heading
+            raise
+        idx, head = positions.find_heading(heads, query.rsplit(" > ", 1)[1])
+    lines = split_lines(body)
+    last = positions.section_last_line(lines, heads, idx)
+    return f"{'#' * head.level} {head.text}", "".join(lines[head.line : last + 1])
+
+
 def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
     ctx.require_index()
-    note = get_note(ctx.conn, args.noteId, vault_id=ctx.vault_filter())
+    scope = ctx.vault_filter()
+    note = get_note(ctx.conn, note_id_of(ctx, args.noteId), vault_id=scope)
+    section = None
+    body = note["body"]
+    if args.section is not None:
+        section, body = _section(note, args.section)
     offset = 0
     if args.cursor and not is_restart_cursor(args.cursor, "kms_read"):
         data = listing.decode_cursor(args.cursor)
-        if data.get("n") != note["id"] or not isinstance(data.get("o"), int) or not 0 <= data["o"] <= len(note["body"]):
-            raise KmsError("invalid-input", "cursor does not belong to this note; omit it to read from the start")
+        if data.get("n") != note["id"] or not isinstance(data.get("o"), int) or not 0 <= data["o"] <= len(body) \
+                or data.get("s") != section:
+            raise KmsError("invalid-input", "cursor does not belong to this note (and section); omit it to read "
+                                            "from the start")
         if data.get("v") != note["content_hash"]:
             raise KmsError("conflict", "the note changed since the first page; read it again from the start",
                            version=note["content_hash"])
         offset = data["o"]
-    body = note["body"]
     headings, headings_cut = _outline(note)
+    links = listing.outgoing_links(ctx.conn, note["rid"], scope)
     # everything but the body counts against the page budget (the headings of a long log can be 100s of KB)
     meta_size = _json_size([note["frontmatter"], note["summary_text"], headings, note["tags"], note["fm_error"],
-                            note["title"], note["path"]])
-    page = _page(body, offset, max(4_000, PAGE_BUDGET - meta_size))
+                            note["title"], note["path"], links])
+    page = _page(body, offset, max(800, min(args.maxTokens * 4, max(4_000, PAGE_BUDGET - meta_size))))
     end = offset + len(page)
     summary = None
     if note["summary_state"] != "none":
@@ -157,16 +203,21 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
         **({"headingsTruncated": True} if headings_cut else {}),
         "updatedAt": note["updated_at"],
         "version": note["content_hash"],
+        **({"section": section} if section else {}),
         "bodyChars": len(body),
         "offset": offset,
-        "nextCursor": listing.encode_cursor({"n": note["id"], "o": end, "v": note["content_hash"]})
+        "nextCursor": listing.encode_cursor({"n": note["id"], "o": end, "v": note["content_hash"],
+                                             **({"s": section} if section else {})})
         if end < len(body) else None,
+        **links,
     }
 
 
 # kms_list_tags ------------------------------------------------------------------------------------
 
 class ListTagsInput(StrictInput):
+    limit: int = Field(default=500, ge=1, le=2000)
+    cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
     vault: str | None = VaultField
 
 
@@ -177,11 +228,13 @@ class TagCount(BaseModel):
 
 class ListTagsOutput(ToolOutput):
     tags: list[TagCount]
+    nextCursor: str | None
 
 
 def kms_list_tags(ctx: ToolContext, args: ListTagsInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"tags": listing.list_tags(ctx.conn, ctx.vault_filter(args.vault))}
+    cursor = None if is_restart_cursor(args.cursor, "kms_list_tags") else args.cursor
+    return listing.list_tags(ctx.conn, ctx.vault_filter(args.vault), args.limit, cursor)
 
 
 # kms_list_recent ----------------------------------------------------------------------------------
@@ -220,8 +273,9 @@ class BacklinksOutput(ToolOutput):
 
 def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
     ctx.require_index()
-    found = listing.backlinks(ctx.conn, args.noteId, args.limit, ctx.vault_filter())
-    return {"noteId": args.noteId, "backlinks": found}
+    note_id = note_id_of(ctx, args.noteId)
+    found = listing.backlinks(ctx.conn, note_id, args.limit, ctx.vault_filter())
+    return {"noteId": note_id, "backlinks": found}
 
 
 # kms_inventory ------------------------------------------------------------------------------------
@@ -269,8 +323,10 @@ READ_TOOLS: list[ToolSpec] = [
         name="kms_read",
         tier="read",
         description=(
-            "Read one note by noteId: body (Markdown), tags, frontmatter, AI summary if any, and a version "
-            "token for the write tools. Long bodies come in pages: pass nextCursor back to read on."
+            "Read one note by noteId (or its title or path): body (Markdown), tags, frontmatter, AI summary if "
+            "any, headings, outgoing links (resolved noteIds and unresolved names) and a version token for the "
+            "write tools. Pass section to read one heading's section only. Long bodies come in pages of "
+            "maxTokens: pass nextCursor back to read on."
         ),
         input_model=ReadInput,
         output_model=ReadOutput,
@@ -283,11 +339,13 @@ READ_TOOLS: list[ToolSpec] = [
         name="kms_list_tags",
         tier="read",
         description="List every tag in the notes with how many notes carry it, most used first. Use it to "
-                    "learn how the person organises their notes before searching by tag.",
+                    "learn how the person organises their notes before searching by tag; pass nextCursor to "
+                    "continue.",
         input_model=ListTagsInput,
         output_model=ListTagsOutput,
         handler=kms_list_tags,
         annotations=READ_ONLY.model_copy(update={"title": "List tags"}),
+        cursor_field="cursor",
     ),
     ToolSpec(
         name="kms_list_recent",

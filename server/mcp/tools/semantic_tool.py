@@ -71,6 +71,9 @@ class LazySemanticService:
     def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return self.get().search(*args, **kwargs)
 
+    def wait_first_call(self) -> None:
+        self.get().wait_first_call()
+
     def ready_embedder(self) -> Any:
         """The loaded model, or None while there is none (never builds the service or waits for it)."""
         service = self._service

@@ -1,0 +1,271 @@
+"""Recall: a context bundle about a topic within a token budget (``kms_recall``).
+
+An agent otherwise chains search, read and backlinks and reads whole notes to find the paragraph
+that matters. Here the hybrid hits (``semantic_search``; keyword-only while the model is not ready)
+give their best-matching sections, not whole notes, and the notes they link to or are linked from
+join them. Each item is one (note, section), says why it is included and how to read on
+(``readMore``: the ``kms_read`` arguments). Items are ranked, deduplicated and packed greedily:
+the sum of their ``tokenEstimate`` never exceeds the budget, and a section too long for what is
+left is cut at a word and marked ``truncated``.
+
+A ``tokenEstimate`` is the notes' rule (4 bytes a token) taken on the item's whole JSON, rounded
+up, so the bundle's bytes on the wire stay under 4 x the budget plus a small envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import apsw
+
+from server.index.search import STOPWORDS
+from server.store.db import rows
+
+DEFAULT_BUDGET = 4_000
+MAX_BUDGET = 20_000
+MIN_BUDGET = 200
+MIN_CUT_TOKENS = 60  # below this, a cut section says too little to be worth its place
+NEIGHBOURS = 10  # linked notes considered (the best-connected ones)
+SECTIONS_PER_NOTE = 3  # a match's best section plus up to two more that also match
+NEIGHBOUR_CHARS = 600  # a linked note shows its summary or its best section, this long at most
+_WORD = re.compile(r"\w+")
+
+
+def item_tokens(item: dict[str, Any]) -> int:
+    """The item's size in estimated tokens: its compact JSON bytes / 4, rounded up."""
+    return -(-len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) // 4)
+
+
+def topic_terms(topic: str) -> set[str]:
+    """The words that say what the topic is about (stop words out, unless that leaves none)."""
+    words = {w for w in _WORD.findall(topic.lower()) if len(w) > 1}
+    return (words - STOPWORDS) or words
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text`` cut at a word boundary to at most ``max_chars`` characters (ellipsis included)."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return ""
+    cut = text.rfind(" ", 0, max_chars - 1)
+    return text[: cut if cut > max_chars // 2 else max_chars - 1].rstrip() + "…"
+
+
+class _Note:
+    """One candidate note: its card, its sections and how well each matches the topic."""
+
+    def __init__(self, row: dict[str, Any], terms: re.Pattern[str] | None, n_terms: int,
+                 sims: dict[str | None, float]) -> None:
+        from server.index.embed.chunker import sections  # the chunks' own sections; loads numpy, so not at import
+
+        self.rid, self.id, self.title, self.path, self.vault = (row["rid"], row["id"], row["title"], row["path"],
+                                                                row["vault"])
+        self.summary = row["summary_text"] if row["summary_state"] != "none" and row["summary_text"] else None
+        self.sections = sections(row["body"], row["title"]) or [(None, row["title"])]
+        self.relevance = []
+        for heading, text in self.sections:
+            found = set(terms.findall(f"{heading or ''} {text}".lower())) if terms is not None else set()
+            self.relevance.append(sims.get(heading, 0.0) + 0.5 * (len(found) / n_terms if n_terms else 0.0))
+
+    def ranked_sections(self) -> list[int]:
+        """Section indexes, best match first (the note's order breaks ties)."""
+        return sorted(range(len(self.sections)), key=lambda i: (-self.relevance[i], i))
+
+    def item(self, idx: int, kind: str, why: str, score: float, max_chars: int) -> dict[str, Any]:
+        heading, text = self.sections[idx]
+        if kind == "linked" and self.summary and self.relevance[idx] <= 0:
+            heading, text = None, self.summary
+        shown = _cut(text, max_chars)
+        last = heading.rsplit(" > ", 1)[-1] if heading else None
+        return {"noteId": self.id, "title": self.title, "path": self.path, "vault": self.vault,
+                "heading": heading, "kind": kind, "why": why, "text": shown, "truncated": shown != text,
+                "score": round(score, 4), "readMore": {"noteId": self.id, "section": last}}
+
+
+def _load(conn: apsw.Connection, rids: list[int], vault_id: int | None) -> dict[int, dict[str, Any]]:
+    """Visible, in-scope notes by rid (a hidden note or another vault's never gets this far)."""
+    if not rids:
+        return {}
+    scope, params = ("AND n.vault_id = ?", [vault_id]) if vault_id is not None else ("", [])
+    found = rows(conn, f"""SELECT n.rid, n.id, n.title, n.path, v.name AS vault, n.body, n.summary_state,
+                                  n.summary_text
+                           FROM notes n JOIN vaults v ON v.id = n.vault_id
+                           WHERE n.rid IN ({','.join('?' * len(rids))}) AND n.hidden_at IS NULL {scope}""",
+                 (*rids, *params))
+    return {r["rid"]: r for r in found}
+
+
+def _section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) -> dict[int, dict[str | None, float]]:
+    """Per note, the best cosine of the topic with the chunks of each section heading."""
+    if vec is None or not rids:
+        return {}
+    chunks = list(conn.execute(f"SELECT id, rid, heading FROM chunks WHERE rid IN ({','.join('?' * len(rids))})",
+                               rids))
+    sims = index.similarities(vec, [c[0] for c in chunks])
+    out: dict[int, dict[str | None, float]] = {}
+    for cid, rid, heading in chunks:
+        if cid in sims:
+            per = out.setdefault(rid, {})
+            per[heading] = max(per.get(heading, -1.0), sims[cid])
+    return out
+
+
+def _edges(conn: apsw.Connection, rids: list[int]) -> list[tuple[int, int]]:
+    """(source, target) of every resolved link from or to these notes, self-links left out."""
+    marks = ",".join("?" * len(rids))
+    return [(s, d) for s, d in conn.execute(
+        f"""SELECT src_rid, dst_rid FROM links WHERE src_rid IN ({marks}) AND dst_rid IS NOT NULL
+            UNION SELECT src_rid, dst_rid FROM links WHERE dst_rid IN ({marks})""", (*rids, *rids)) if s != d]
+
+
+def _names(titles: list[str]) -> str:
+    shown = ", ".join(f"[[{t}]]" for t in titles[:2])
+    return shown + (f" and {len(titles) - 2} more" if len(titles) > 2 else "")
+
+
+def _hits(conn: apsw.Connection, topic: str, limit: int, vault_id: int | None,
+          index: Any) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
+    """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason."""
+    from server.index.semantic import keyword_hits, semantic_search
+
+    if index is None:
+        hits, relaxed = keyword_hits(conn, topic, limit, vault_id)
+        return hits, None, {"mode": "keyword-only", "reason": "semantic search is not available here"}
+    vec = None
+    if index.embedder.ready:
+        index.refresh(conn)
+        if len(index):
+            from server.index.embed.model import ModelNotReady
+
+            try:
+                vec = index.embedder.embed_query(topic)
+            except ModelNotReady:
+                vec = None
+    found = semantic_search(conn, index, topic, limit, vault_id, query_vec=vec)
+    info = {"mode": found["mode"], **({"reason": found["reason"]} if found.get("reason") else {})}
+    return found["hits"], (vec if found["mode"] == "hybrid" else None), info
+
+
+def recall(conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: int | None = None,
+           index: Any = None) -> dict[str, Any]:
+    """The bundle for ``topic``: ``items`` (best first), ``usedTokens`` <= ``budget``, ``omitted`` (items
+    that did not fit), and the search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``).
+    ``index``: the process's ``SemanticIndex`` (None: keywords only)."""
+    budget = max(MIN_BUDGET, min(int(budget), MAX_BUDGET))
+    limit = min(20, max(8, budget // 500))
+    hits, vec, info = _hits(conn, topic, limit, vault_id, index)
+    by_id = {h["noteId"]: h for h in hits}
+    id_rows = rows(conn, f"SELECT rid, id FROM notes WHERE id IN ({','.join('?' * len(by_id))})", tuple(by_id)) \
+        if by_id else []
+    rid_of = {r["id"]: r["rid"] for r in id_rows}
+    hit_rids = [rid_of[h["noteId"]] for h in hits if h["noteId"] in rid_of]
+    edges = set(_edges(conn, hit_rids)) if hit_rids else set()
+    hit_set = set(hit_rids)
+    # a hit's weight: its score relative to the first hit's
+    top = hits[0]["score"] if hits and hits[0]["score"] else 1.0
+    base = {rid_of[h["noteId"]]: h["score"] / top for h in hits if h["noteId"] in rid_of}
+    # neighbours: linked to or from a hit, ranked by how strongly the hits they touch matched
+    touch: dict[int, dict[int, str]] = {}  # neighbour -> {hit: "to" | "from"}
+    for src, dst in edges:
+        if src in hit_set and dst not in hit_set:
+            touch.setdefault(dst, {})[src] = "from"  # the neighbour is linked from the hit
+        elif dst in hit_set and src not in hit_set:
+            touch.setdefault(src, {})[dst] = "to"  # the neighbour links to the hit
+    strength = {n: max(base[h] for h in hs) + 0.05 * (len(hs) - 1) for n, hs in touch.items()}
+    top_neighbours = sorted(strength, key=lambda n: (-strength[n], n))[: NEIGHBOURS * 2]
+    loaded = _load(conn, hit_rids + top_neighbours, vault_id)
+    neighbours = [n for n in top_neighbours if n in loaded][:NEIGHBOURS]
+    terms = topic_terms(topic)
+    # one scan per section for the topic's words (a word set of every section cost 10x more)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(terms))) + r")\b") if terms else None
+    wanted = [r for r in hit_rids + neighbours if r in loaded]
+    sims = _section_sims(conn, index, vec, wanted)
+    notes = {rid: _Note(loaded[rid], pattern, len(terms), sims.get(rid, {})) for rid in wanted}
+
+    max_chars = max(1_200, budget)  # one section never takes more than about a quarter of the budget
+    candidates: list[dict[str, Any]] = []
+    for rank, hit in enumerate(hits, 1):
+        rid = rid_of.get(hit["noteId"])
+        if rid not in notes:
+            continue
+        note = notes[rid]
+        order = note.ranked_sections()
+        best = note.relevance[order[0]] or 1.0
+        related = [notes[o].title for o in hit_set if o in notes and o != rid
+                   and ((rid, o) in edges or (o, rid) in edges)]
+        why = f"search hit {rank} ({hit.get('matchType', 'keyword')} match); its best-matching section"
+        if related:
+            why += f"; connected to {_names(sorted(related))}"
+        candidates.append(note.item(order[0], "match", why, base[rid], max_chars))
+        for idx in order[1:SECTIONS_PER_NOTE]:
+            rel = note.relevance[idx]
+            if rel <= 0 or rel < 0.5 * best:
+                break
+            candidates.append(note.item(idx, "section", f"another section of search hit {rank} that matches",
+                                        base[rid] * 0.6 * rel / best, max_chars))
+    for n in neighbours:
+        note = notes[n]
+        linked_from = sorted(notes[h].title for h, how in touch[n].items() if how == "from" and h in notes)
+        links_to = sorted(notes[h].title for h, how in touch[n].items() if how == "to" and h in notes)
+        parts = ([f"linked from {_names(linked_from)}"] if linked_from else []) + (
+            [f"links to {_names(links_to)}"] if links_to else [])
+        idx = note.ranked_sections()[0]
+        score = 0.45 * strength[n] + 0.1 * min(1.0, note.relevance[idx])
+        candidates.append(note.item(idx, "linked", "; ".join(parts) or "linked with a search hit", score,
+                                    NEIGHBOUR_CHARS))
+    return {"topic": topic, **info, **_pack(candidates, budget), "budgetTokens": budget}
+
+
+def _pack(candidates: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """Best first, each (note, section) once; what does not fit is cut to fit, or left out and counted."""
+    items: list[dict[str, Any]] = []
+    seen: set[tuple[str, str | None]] = set()
+    used = omitted = 0
+    for item in sorted(candidates, key=lambda c: -c["score"]):
+        key = (item["noteId"], item["heading"])
+        if key in seen:
+            continue
+        seen.add(key)
+        item["tokenEstimate"] = 0
+        cost = _estimate(item)
+        left = budget - used
+        if cost > left:
+            if left < MIN_CUT_TOKENS or not _fit(item, left):
+                omitted += 1
+                continue
+            cost = item["tokenEstimate"]
+        items.append(item)
+        used += cost
+    return {"usedTokens": used, "items": items, "omitted": omitted}
+
+
+def _estimate(item: dict[str, Any]) -> int:
+    """Set ``tokenEstimate`` to the estimate of the item with that number in it (it is part of the JSON);
+    it only grows until it covers itself, so it is never below the item's real size."""
+    item["tokenEstimate"] = 0
+    cost = item_tokens(item)
+    while True:
+        item["tokenEstimate"] = cost
+        again = item_tokens(item)
+        if again <= cost:
+            return cost
+        cost = again
+
+
+def _fit(item: dict[str, Any], left: int) -> bool:
+    """Cut the item's text so the whole item fits ``left`` tokens; False if only a stub would."""
+    text = item["text"]
+    item["text"] = ""
+    room = (left - _estimate(item)) * 4  # bytes the text may take (a character is at least one)
+    chars = min(len(text), room)
+    item["truncated"] = True
+    while chars >= MIN_CUT_TOKENS:
+        item["text"] = _cut(text, chars)
+        if _estimate(item) <= left:
+            return True
+        chars = int(chars * 0.9)
+    item["text"] = text
+    return False

@@ -1,0 +1,83 @@
+"""``kms_recall``: a token-budgeted context bundle about a topic (``server.index.recall``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from server.index.recall import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
+from server.mcp.tools.read_tools import READ_ONLY, VaultField
+
+
+class RecallInput(StrictInput):
+    topic: str = Field(min_length=1, max_length=1000, description="What you need context about, in your own words.")
+    budgetTokens: int = Field(default=DEFAULT_BUDGET, ge=MIN_BUDGET, le=MAX_BUDGET,
+                              description="Most tokens the items may take together (by their tokenEstimate).")
+    vault: str | None = VaultField
+
+
+class ReadMore(BaseModel):
+    noteId: str
+    section: str | None
+
+
+class RecallItem(BaseModel):
+    noteId: str
+    title: str
+    path: str
+    vault: str
+    heading: str | None
+    kind: Literal["match", "section", "linked"]
+    why: str
+    text: str
+    truncated: bool
+    score: float
+    readMore: ReadMore
+    tokenEstimate: int
+
+
+class RecallOutput(ToolOutput):
+    topic: str
+    mode: Literal["hybrid", "keyword-only"]
+    reason: str | None = None
+    budgetTokens: int
+    usedTokens: int
+    omitted: int
+    items: list[RecallItem]
+
+
+def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
+    from server.index.recall import recall
+
+    ctx.require_index()
+    vault_id = ctx.vault_filter(args.vault)
+    if not args.topic.strip():
+        return {"topic": args.topic, "mode": "keyword-only", "budgetTokens": args.budgetTokens, "usedTokens": 0,
+                "omitted": 0, "items": []}
+    service = ctx.services.get("semantic")
+    index = None
+    if service is not None:
+        service.wait_first_call()
+        index = service.index
+    return recall(ctx.conn, args.topic, args.budgetTokens, vault_id, index)
+
+
+RECALL_TOOL = ToolSpec(
+    name="kms_recall",
+    tier="read",
+    description=(
+        "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): the "
+        "best-matching sections of the notes a hybrid search finds (not whole notes), plus the notes they "
+        "link to or are linked from, ranked and deduplicated. Use it before working on something the person "
+        "may have notes about, instead of chaining search and read. Each item says why it is included and "
+        "how to read more (readMore: kms_read's noteId and section); the items' tokenEstimate never add up "
+        "to more than the budget."
+    ),
+    input_model=RecallInput,
+    output_model=RecallOutput,
+    handler=kms_recall,
+    annotations=READ_ONLY.model_copy(update={"title": "Recall context"}),
+    records_reads=True,
+)
