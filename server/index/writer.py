@@ -19,12 +19,6 @@ def new_note_id() -> str:
     return "n" + secrets.token_hex(6)
 
 
-def new_note_ids(count: int) -> list[str]:
-    """``count`` new ids from one read of the system's randomness (not one system call per note)."""
-    hexes = secrets.token_hex(6 * count)
-    return ["n" + hexes[i : i + 12] for i in range(0, 12 * count, 12)]
-
-
 def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list]:
     return (
         [(rid, t) for t in rec.tags],
@@ -147,10 +141,9 @@ class NewNotes:
         conn, vid = self.conn, self.vault_id
         first = (next(conn.execute("SELECT max(rid) FROM notes"))[0] or 0) + 1
         pending, self.pending = self.pending, []
-        ids = new_note_ids(len(pending))
         conn.executemany(
             self._SQL,
-            [(first + i, ids[i], vid, v.get("created") or v["indexed_at"],
+            [(first + i, new_note_id(), vid, v.get("created") or v["indexed_at"],
               v["indexed_at"] if v["hidden_rule"] else None,
               *update_values(v))
              for i, (_rec, v) in enumerate(pending)],

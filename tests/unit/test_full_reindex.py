@@ -146,8 +146,8 @@ def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes
 
 
 def test_a_cold_index_gives_every_note_its_own_public_id(conn: apsw.Connection, tmp_path: Path) -> None:
-    """New notes go in by batches whose ids come from one read of randomness (``new_note_ids``): each is
-    ``n`` and 12 hex digits, none repeats, across more than one batch."""
+    """New notes go in by batches (``NewNotes``): each id is ``n`` and 12 hex digits, none repeats,
+    across more than one batch."""
     root = tmp_path / "v"
     for i in range(NewNotes.SIZE + 10):
         write(root / f"n{i}.md", f"note {i}\n")
