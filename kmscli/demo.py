@@ -97,6 +97,15 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
         emit("info", f"connected to kms mcp: {len(tools.tools)} tools "
                      f"({', '.join(t.name for t in tools.tools)})")
 
+        await step("agent orients itself: kms_start (what it may do, what is in the vault)")
+        start, _ = await _call(client, "kms_start", {})
+        tiers = start["session"]["tiers"]
+        emit("ok", "  may: " + ", ".join(t for t, on in tiers.items() if on))
+        for v in start["vaults"]:
+            folders = ", ".join(f"{f['path']} ({f['notes']})" for f in v["folders"])
+            emit("ok", f"  vault {v['name']} ({v['dialect']}): {v['notes']} notes; folders {folders}")
+        summary["reads"] += 1
+
         await step('agent searches: "auth error handling"')
         found, _ = await _call(client, "kms_search", {"query": "auth error handling", "limit": 3})
         for h in found["hits"]:

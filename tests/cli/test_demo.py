@@ -15,7 +15,8 @@ def test_headless_demo_tells_the_whole_story(tmp_path: Path) -> None:
                           text=True, timeout=180, stdin=subprocess.DEVNULL)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    for step in ("agent searches", "agent reads the best hit", "hidden notes never reach an agent",
+    for step in ("agent orients itself", "may: read, write", "vault sample (obsidian)",
+                 "agent searches", "agent reads the best hit", "hidden notes never reach an agent",
                  "created drafts/Auth errors - agent summary.md", "appended", "frontmatter updated",
                  "folder-denied", "rate-limited"):
         assert step in out, f"missing {step!r} in:\n{out}"
