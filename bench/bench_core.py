@@ -22,9 +22,12 @@ Where a whole process spends what the in-process figure does not show (2-core ma
   tags match), changed notes go in batches with every delete before the inserts, the stored rows
   are read 256 notes at a time, and ``optimize`` runs only after a quarter of the index was rewritten.
   What is left is parsing every file again (the point of ``--full``): ~1.1 s of CPU on the workers.
-- Start-up (``kms --version``, ~0.15 s of CPU): the interpreter 17 ms, Typer with its vendored click
-  ~30 ms, Rich's console ~15 ms, the command modules ~35 ms, building the command tree ~30 ms. The
-  raw process starts in ~30 ms (the interpreter and apsw).
+- Start-up (``kms --version``, ~0.12 s of CPU once kms's bytecode is compiled, as an install has it;
+  ``compile_bytecode``): the interpreter 17 ms, Typer with its vendored click ~30 ms, Rich's console
+  ~15 ms, the command modules ~35 ms, building the command tree ~30 ms. ``kms vault ...`` and
+  ``kms index`` build only their own command (``kmscli.main.ONLY``): ~0.05 s less. Typer 0.29 still
+  imports pydantic and builds a ``TypeAdapter`` for each option that is not a flag (~0.05 s). The raw
+  process starts in ~30 ms (the interpreter and apsw).
 - No-change ``kms index`` (~0.3 s of CPU): start-up; Typer 0.29 coercing each option that is not a
   flag (``--vault``, even when not given) through a pydantic ``TypeAdapter`` (pydantic's import alone
   ~22 ms); the indexer's imports (parser, pyromark, yaml-rs: ~10 ms); the scan (one stat per file:
@@ -37,7 +40,12 @@ Where a whole process spends what the in-process figure does not show (2-core ma
   and headings ~0.3 s, commit ~0.2 s) is close to what the whole baseline does, and parsing (~1.1 s
   of CPU) runs on two worker processes beside it. On an idle 2-core machine the parsing is nearly
   free (1.3-1.5x); on a loaded one every process waits for a core and the ratio tends to the CPU
-  ratio, ~2x: kms does about twice the baseline's work, half of it the parser's.
+  ratio, ~2x: kms does about twice the baseline's work, half of it the parser's. Now (CPU): the writer
+  ~1.2 s of SQL (FTS insert ~0.5 s, notes ~0.12 s, tags/keys/links/headings ~0.2 s, links resolved
+  ~0.1 s, commit ~0.13 s) and ~0.2 s of Python, the parsers ~1.2 s together (pyromark ~0.25 s), start-up
+  ~0.17 s, against the baseline's 1.2-1.3 s. Resolving every link again (cold, ``--full``) writes only
+  the links whose target changes. Building the secondary indexes after the load instead of keeping them,
+  FTS5 ``automerge`` off, and compact tuples instead of pickled records changed nothing measurable.
 
 Usage: python bench/bench_core.py [--notes N] [--rounds N] [--process-only]
 """
@@ -97,9 +105,18 @@ def isolated_env() -> dict[str, str]:
     return env
 
 
+def compile_bytecode(env: dict[str, str]) -> None:
+    """Compile kms's modules as installing it does (pip writes the ``.pyc`` files): a checkout run with
+    ``PYTHONDONTWRITEBYTECODE`` set would compile every module from source in every process (~40 ms)."""
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(HERE.parent / "server"), str(HERE.parent / "kmscli")],
+                   env=env, stdout=subprocess.DEVNULL, check=True)
+
+
 def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]:
     """The commands as a person runs them, each a whole process, against the raw baseline as a process."""
     env = isolated_env()
+    compile_bytecode(env)
     add_flags, index_flags = no_embed(env, "vault", "add"), no_embed(env, "index")
     raw, add, full, noop, start = [], [], [], [], []
     cpu: dict[str, list[float]] = {"raw": [], "add": [], "full": [], "noop": [], "start": []}

@@ -13,13 +13,13 @@ from typing import Annotated
 
 import typer
 
-from kmscli import changes_cmds, control_cmds, index_cmds, notes_cmds, repair_cmd
-from kmscli.config_cmd import config_app
-from kmscli.doctor import doctor_command
-from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
+from kmscli import index_cmds
 from kmscli.output import KmsGroup, console
-from kmscli.servers_cmd import servers_app
 from server.store.db import default_db_path
+
+# The commands a first run and a reindex start (``kms vault add``, ``kms index``): built alone, so their
+# process imports no other command module and builds no other command (start-up: bench/bench_core.py).
+ONLY = ("vault", "index")
 
 
 def _flags_without_metavar() -> None:
@@ -40,13 +40,14 @@ def _flags_without_metavar() -> None:
 
 _flags_without_metavar()
 
-app = typer.Typer(
-    name="kms",
-    help="Safe, fast, observable access to your Markdown notes for AI coding agents.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    cls=KmsGroup,
-)
+def _new_app() -> typer.Typer:
+    return typer.Typer(
+        name="kms",
+        help="Safe, fast, observable access to your Markdown notes for AI coding agents.",
+        no_args_is_help=True,
+        rich_markup_mode="rich",
+        cls=KmsGroup,
+    )
 
 
 def version_text() -> str:
@@ -62,7 +63,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def root(
     version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True,
                                           callback=_show_version)] = False,
@@ -148,39 +148,72 @@ def tui_cmd() -> None:
     create_app(default_db_path()).run()
 
 
-app.add_typer(index_cmds.vault_app, name="vault")
-app.command("index")(index_cmds.index_cmd)
-app.command("status")(index_cmds.status_cmd)
-app.command("search")(notes_cmds.search_cmd)
-app.command("show")(notes_cmds.show_cmd)
-app.command("tags")(notes_cmds.tags_cmd)
-app.command("recent")(notes_cmds.recent_cmd)
-app.command("backlinks")(notes_cmds.backlinks_cmd)
-app.command("hide")(notes_cmds.hide_cmd)
-app.command("unhide")(notes_cmds.unhide_cmd)
-app.command("hidden")(notes_cmds.hidden_cmd)
-app.command("watch")(index_cmds.watch_cmd)
-app.command("mcp")(mcp_cmd)
-app.add_typer(config_app, name="config")
-app.add_typer(servers_app, name="servers")
-app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
-app.command("doctor")(doctor_command)
-app.command("repair")(repair_cmd.repair_cmd)
-app.command("mcp-config")(mcp_config_command)
-app.command("log")(notes_cmds.log_cmd)
-app.command("revert")(changes_cmds.revert_cmd)
-app.add_typer(changes_cmds.trash_app, name="trash")
-app.command("pending")(control_cmds.pending_cmd)
-app.command("approve")(control_cmds.approve_cmd)
-app.command("reject")(control_cmds.reject_cmd)
-app.add_typer(control_cmds.session_app, name="session")
-app.command("demo")(demo_cmd)
-app.command("tui")(tui_cmd)
-app.command("embed")(index_cmds.embed_cmd)
-app.add_typer(index_cmds.model_app, name="model")
+def build_app(only: str | None = None) -> typer.Typer:
+    """The ``kms`` command tree, in the order ``kms --help`` lists it; ``only`` (one of ``ONLY``): that
+    command alone, for a process that runs it."""
+    app = _new_app()
+    app.callback()(root)
+    if only in (None, "vault"):
+        app.add_typer(index_cmds.vault_app, name="vault")
+    if only in (None, "index"):
+        app.command("index")(index_cmds.index_cmd)
+    if only is None:
+        _add_the_rest(app)
+    return app
+
+
+def _add_the_rest(app: typer.Typer) -> None:
+    from kmscli import changes_cmds, control_cmds, notes_cmds, repair_cmd
+    from kmscli.config_cmd import config_app
+    from kmscli.doctor import doctor_command
+    from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
+    from kmscli.servers_cmd import servers_app
+
+    app.command("status")(index_cmds.status_cmd)
+    app.command("search")(notes_cmds.search_cmd)
+    app.command("show")(notes_cmds.show_cmd)
+    app.command("tags")(notes_cmds.tags_cmd)
+    app.command("recent")(notes_cmds.recent_cmd)
+    app.command("backlinks")(notes_cmds.backlinks_cmd)
+    app.command("hide")(notes_cmds.hide_cmd)
+    app.command("unhide")(notes_cmds.unhide_cmd)
+    app.command("hidden")(notes_cmds.hidden_cmd)
+    app.command("watch")(index_cmds.watch_cmd)
+    app.command("mcp")(mcp_cmd)
+    app.add_typer(config_app, name="config")
+    app.add_typer(servers_app, name="servers")
+    app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
+    app.command("doctor")(doctor_command)
+    app.command("repair")(repair_cmd.repair_cmd)
+    app.command("mcp-config")(mcp_config_command)
+    app.command("log")(notes_cmds.log_cmd)
+    app.command("revert")(changes_cmds.revert_cmd)
+    app.add_typer(changes_cmds.trash_app, name="trash")
+    app.command("pending")(control_cmds.pending_cmd)
+    app.command("approve")(control_cmds.approve_cmd)
+    app.command("reject")(control_cmds.reject_cmd)
+    app.add_typer(control_cmds.session_app, name="session")
+    app.command("demo")(demo_cmd)
+    app.command("tui")(tui_cmd)
+    app.command("embed")(index_cmds.embed_cmd)
+    app.add_typer(index_cmds.model_app, name="model")
+
+
+_full: list[typer.Typer] = []
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``, the whole tree (tests, completions), built when first asked for."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _full:
+        _full.append(build_app())
+    return _full[0]
 
 
 def main() -> None:
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    app = build_app(first) if first in ONLY else build_app()
     was_devnull = _stdout_is_devnull()
     try:
         app(prog_name="kms")

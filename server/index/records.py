@@ -229,6 +229,9 @@ def estimate_tokens(size_bytes: int) -> int:
     return max(1, size_bytes // 4) if size_bytes else 0
 
 
+_FM_JSON = json.JSONEncoder(ensure_ascii=False, default=str).encode  # once: json.dumps(**options) makes one a call
+
+
 def note_values(rec: FileRecord, p: ParsedNote) -> dict:
     folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
     s = p.summary
@@ -241,7 +244,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "body": p.body,
         "tags": " ".join(p.tags),
         "aliases": json.dumps(p.aliases) if p.aliases else None,
-        "frontmatter": json.dumps(p.frontmatter, ensure_ascii=False, default=str)
+        "frontmatter": _FM_JSON(p.frontmatter)
         if p.frontmatter is not None
         else None,
         "fm_error": p.fm_error,

@@ -131,3 +131,20 @@ def markdown_target(dest: str, folder: str) -> tuple[str, str, str | None] | Non
     else:
         full = posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
     return path, full, unquote(frag) if "%" in frag else (frag or None)
+
+
+class LineCounter:
+    """The file line of a body offset. Offsets are asked for in increasing runs (headings, then links),
+    so each counts only the newlines since the previous one instead of from the start of the body."""
+
+    __slots__ = ("body", "first", "pos", "line")
+
+    def __init__(self, body: str, first_line: int) -> None:
+        self.body, self.first, self.pos, self.line = body, first_line, 0, first_line
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:
+            self.pos, self.line = 0, self.first
+        self.line += self.body.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line

@@ -3,6 +3,7 @@ equals a fresh index, ids and hidden stamps kept, and the FTS index matches the 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import apsw
@@ -11,7 +12,7 @@ from support.vaults import write
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.index.search import search
-from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes
+from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes, NewNotes, resolve_links
 from server.store.db import connect, rows, write_tx
 from server.vault.registry import add_vault, get_vault
 
@@ -119,3 +120,38 @@ def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(conn: 
     fts_intact(conn)
     assert conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall() == [(hidden_at,)]
     assert state(conn) == fresh_state(root, tmp_path, "after-full")
+
+
+def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes(indexed: apsw.Connection,
+                                                                                  vault_dir: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A full reindex resolves every link again (``resolve_links(conn, None, None)``): a link resolved to
+    the wrong note or to a file that is not its target is set right, and only those rows are written."""
+    links = indexed.execute("SELECT src_rid, ord, dst_rid FROM links WHERE dst_rid IS NOT NULL "
+                            "ORDER BY src_rid, ord LIMIT 2").fetchall()
+    assert len(links) == 2 and indexed.execute("SELECT count(*) FROM links").fetchall()[0][0] > 10
+    (src, n, dst), (src2, n2, _dst2) = links
+    wrong = indexed.execute("SELECT rid FROM notes WHERE rid != ? LIMIT 1", (dst,)).fetchall()[0][0]
+    with write_tx(indexed):
+        indexed.execute("UPDATE links SET dst_rid = ? WHERE src_rid = ? AND ord = ?", (wrong, src, n))
+        indexed.execute("UPDATE links SET dst_file = 'gone.png' WHERE src_rid = ? AND ord = ?", (src2, n2))
+    before = indexed.total_changes()
+    with write_tx(indexed):
+        resolve_links(indexed, None, None)
+    assert indexed.total_changes() - before == 2
+    assert indexed.execute("SELECT dst_rid FROM links WHERE src_rid = ? AND ord = ?", (src, n)).fetchall() == [(dst,)]
+    assert indexed.execute("SELECT dst_file FROM links WHERE src_rid = ? AND ord = ?", (src2, n2)).fetchall() == [
+        (None,)]
+    assert state(indexed) == fresh_state(vault_dir, tmp_path)
+
+
+def test_a_cold_index_gives_every_note_its_own_public_id(conn: apsw.Connection, tmp_path: Path) -> None:
+    """New notes go in by batches (``NewNotes``): each id is ``n`` and 12 hex digits, none repeats,
+    across more than one batch."""
+    root = tmp_path / "v"
+    for i in range(NewNotes.SIZE + 10):
+        write(root / f"n{i}.md", f"note {i}\n")
+    index_vault(conn, add_vault(conn, root, "ids"))
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes")]
+    assert len(ids) == len(set(ids)) == NewNotes.SIZE + 10
+    assert all(re.fullmatch(r"n[0-9a-f]{12}", i) for i in ids)

@@ -8,6 +8,7 @@ import pytest
 from server.index.embed.chunker import sections
 from server.vault import frontmatter
 from server.vault.markdown import (
+    LineCounter,
     Span,
     Unclosed,
     atx_heading,
@@ -83,3 +84,9 @@ def test_lines() -> None:
     assert split_lines("") == [] and line_count("") == 0
     for text in ("a\nb", "a\nb\n", "\n\n", "x"):
         assert line_count(text) == len(split_lines(text))
+
+
+def test_line_counter_counts_forward_and_starts_over_when_asked_for_an_earlier_offset() -> None:
+    body = "a\nb\nc\nd\n"
+    line_of = LineCounter(body, 10)
+    assert [line_of(p) for p in (0, 2, 6, 7, 4, 0, 8)] == [10, 11, 13, 13, 12, 10, 14]

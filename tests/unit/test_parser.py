@@ -351,3 +351,14 @@ def test_summary_block_with_blank_lines_before_it() -> None:
     p = parse_note("---\na: 1\n---\n\n" + summary.encode(BODY, "Gist"), "T")
     assert p.summary is not None and p.summary.state == "fresh"
     assert p.body == BODY
+
+
+def test_line_numbers_of_headings_wikilinks_and_markdown_links_in_any_order() -> None:
+    """Lines are counted incrementally (``markdown.LineCounter``): the Markdown links are read after the
+    wiki-links and headings, so the offsets asked for go back, and each must still get its own line."""
+    text = ("---\ntitle: T\n---\n[early](Early.md)\n\n# One\ntext [[Wiki]] and [[Other]]\n\n"
+            "## Two\n[late](sub/Late.md) [[Last]]\n")
+    p = parse_note(text, "T", path="n.md")
+    assert [(h.text, h.line) for h in p.headings] == [("One", 6), ("Two", 9)]
+    assert sorted((ln.target, ln.line) for ln in p.links) == [
+        ("Early.md", 4), ("Last", 10), ("Other", 7), ("Wiki", 7), ("sub/Late.md", 10)]
