@@ -101,7 +101,11 @@ def import_sdk_lean() -> None:
         return
     sys.modules["mcp"], sys.modules["mcp.server"] = package, importlib.util.module_from_spec(sub)
     sys.modules["mcp"].server = sys.modules["mcp.server"]  # type: ignore[attr-defined]
-    importlib.import_module("mcp.server.lowlevel")
+    try:
+        importlib.import_module("mcp.server.lowlevel")
+    except ImportError:  # an SDK release whose modules need the package __init__s: import it whole
+        for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
+            del sys.modules[name]
 
 
 def build_server(runner: ToolRunner, background: Deferred | None = None) -> Server:

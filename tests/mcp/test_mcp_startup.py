@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -138,3 +139,31 @@ def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
         assert all(runner.runs_inline(s.name) for s in runner.registry if s.tier != "read")
     finally:
         runner.close()
+
+
+def test_an_sdk_whose_server_needs_its_package_init_is_imported_whole() -> None:
+    """If an SDK release's low-level server takes a name from the ``mcp`` package (the lean import's one
+    assumption), ``import_sdk_lean`` gives up and the SDK imports as usual: the server still starts."""
+    code = textwrap.dedent("""
+        import sys
+        import importlib.abc
+
+        class FailOnce(importlib.abc.MetaPathFinder):
+            failed = False
+            def find_spec(self, name, path=None, target=None):
+                if name == "mcp.server.lowlevel" and not FailOnce.failed:
+                    FailOnce.failed = True
+                    raise ImportError("cannot import name 'X' from 'mcp' (unexecuted package)")
+                return None
+
+        sys.meta_path.insert(0, FailOnce())
+        from server.mcp.serve import import_sdk_lean
+        import_sdk_lean()
+        assert FailOnce.failed and "mcp" not in sys.modules
+        from mcp import Client
+        from mcp.server.lowlevel import Server
+        print("whole SDK", Client.__name__, Server.__name__)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "whole SDK Client Server"
