@@ -168,11 +168,19 @@ def tag_condition(tag: str) -> tuple[str, tuple[str, ...]]:
             (tag, tag + "/", tag + "0"))  # '0' follows '/': the range is every "tag/..."
 
 
+# An inventory page stops early when its cards (mostly their AI summaries, which have no length limit)
+# pass ~60,000 characters, ~15,000 tokens: under Claude Code's 25,000-token limit for one MCP result.
+PAGE_BUDGET_CHARS = 60_000
+CARD_CHARS = 250  # a card's JSON besides its title, path and summary (id, vault, tags, dates, sizes)
+CARD_SUMMARY_CHARS = 2_000  # a card's summary is cut here (``clipped``): one card never fills a page
+
+
 def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100,
               vault_id: int | None = None, *, folder: str | None = None, tag: str | None = None) -> dict[str, Any]:
     """Every visible note, newest first (then by path: a checkout gives every file one date), without
     bodies; keyset paging on (updatedAt, path, noteId). ``folder`` keeps the notes directly in that
-    folder ('' = the vault root), ``tag`` those carrying it."""
+    folder ('' = the vault root), ``tag`` those carrying it. A page holds ``limit`` cards, or fewer when
+    their summaries are long (``PAGE_BUDGET_CHARS``); ``nextCursor`` goes on from the last one."""
     params: list[Any] = []
     where = ["n.hidden_at IS NULL"]
     if vault_id is not None:
@@ -203,8 +211,19 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
     )
     more = len(found) > limit
     found = found[:limit]
+    spent = 0
+    for n, r in enumerate(found):  # a page an agent host takes whole, however long the summaries
+        text = r["summary_text"]
+        if text is not None and len(text) > CARD_SUMMARY_CHARS:  # the note itself has it whole (kms_read)
+            r["summary_text"] = text[:CARD_SUMMARY_CHARS].rstrip() + "…"
+            r["summary_clipped"] = True
+        spent += CARD_CHARS + len(r["title"] or "") + len(r["path"]) + len(r["summary_text"] or "")
+        if n and spent > PAGE_BUDGET_CHARS:
+            found, more = found[:n], True
+            break
     for r in found:
-        r["summary"] = {"state": r.pop("summary_state"), "text": r.pop("summary_text")}
+        r["summary"] = {"state": r.pop("summary_state"), "text": r.pop("summary_text"),
+                        **({"clipped": True} if r.pop("summary_clipped", False) else {})}
     out: dict[str, Any] = {"notes": _cards(found), "nextCursor": None}
     if more and found:
         last = found[-1]

@@ -390,25 +390,27 @@ async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_p
         assert n["summary"]["state"] in ("none", "fresh", "stale")
 
 
-async def test_inventory_overflow_returns_the_same_cursor(indexed: apsw.Connection, db_path: Path,
-                                                          vault_dir: Path) -> None:
+async def test_inventory_pages_with_long_summaries_stop_early_and_go_on(indexed: apsw.Connection, db_path: Path,
+                                                                       vault_dir: Path) -> None:
     gist = "A long summary sentence that takes room in the inventory listing. " * 20
     for i in range(150):
         write(vault_dir / "bulk" / f"bulk {i:03}.md", summary.encode(f"body {i}\n", gist))
+    write(vault_dir / "bulk" / "huge.md", summary.encode("body\n", "An enormous summary. " * 8000))
     reindex(indexed)
     async with mcp_client(db_path) as client:
         first = await ok(client, "kms_inventory", {"limit": 20})
-        cursor = first["nextCursor"]
-        assert cursor
-        over = await ok(client, "kms_inventory", {"limit": 500, "cursor": cursor})
-        assert over["truncated"] is True and over["cursor"] == cursor and "cap" in over["message"]
-        resumed = await ok(client, "kms_inventory", {"limit": 20, "cursor": over["cursor"]})
-        assert resumed["notes"][0]["noteId"] not in {n["noteId"] for n in first["notes"]}
-        # overflow on the first page: the cursor handed back starts over
-        top = await ok(client, "kms_inventory", {"limit": 500})
-        assert top["truncated"] is True
-        again = await ok(client, "kms_inventory", {"limit": 20, "cursor": top["cursor"]})
-        assert again["notes"] == first["notes"]
+        assert len(first["notes"]) == 20 and first["nextCursor"]
+        big = await ok(client, "kms_inventory", {"limit": 500, "cursor": first["nextCursor"]})
+        assert "truncated" not in big and 20 < len(big["notes"]) < 150 and big["nextCursor"]
+        assert not {n["noteId"] for n in big["notes"]} & {n["noteId"] for n in first["notes"]}
+        walked, cursor = [n["noteId"] for n in first["notes"] + big["notes"]], big["nextCursor"]
+        while cursor:
+            page = await ok(client, "kms_inventory", {"limit": 500, "cursor": cursor})
+            walked += [n["noteId"] for n in page["notes"]]
+            cursor = page["nextCursor"]
+        assert len(walked) == len(set(walked)) == visible_count(indexed)
+        huge = [n for n in (await ok(client, "kms_inventory", {"limit": 500}))["notes"] if n["path"] == "bulk/huge.md"]
+        assert huge and huge[0]["summary"]["clipped"] is True and len(huge[0]["summary"]["text"]) <= 2_001
 
 
 # --- hidden notes never reach an agent -------------------------------------------------------------------
