@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import statistics
 import sys
@@ -71,6 +72,29 @@ def raw_rewrite(files: list[Path], old: str, new: str) -> float:
     return timed(go)
 
 
+def raw_atomic(files: list[Path], old: str, new: str) -> float:
+    """The same rewrite as kms makes it safely, and nothing else (no lock, no re-check, no index): each file
+    through a temp file (create, write, fsync) renamed over it, then one fsync of the folder. What the
+    rule "never a half-written note" costs by itself, to read kms's ratio against."""
+    def go() -> None:
+        for p in files:
+            data = p.read_text(encoding="utf-8").replace(old, new).encode("utf-8")
+            tmp = p.parent / f".kms-{secrets.token_hex(8)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, p)
+        fd = os.open(files[0].parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return timed(go)
+
+
 def run(args) -> None:
     root, db, files = setup(args.notes, args.linking)
     from kmscli.compose import kms_command
@@ -87,7 +111,7 @@ def run(args) -> None:
     target = conn.execute("SELECT id FROM notes WHERE title = 'Bench Target'").fetchall()[0][0]
     conn.close()
     client = LeanClient([command, *cargs], env)
-    r: dict[str, list[float]] = {"edit": [], "append": [], "rename": [], "raw": []}
+    r: dict[str, list[float]] = {"edit": [], "append": [], "rename": [], "raw": [], "atomic": []}
     try:
         read = client.call("kms_read", {"noteId": target})
         version = json.loads(read["content"][0]["text"])["version"]
@@ -113,6 +137,7 @@ def run(args) -> None:
             assert len(body["linksRewritten"]["notes"]) == args.linking, body
             r["rename"].append(t)
             r["raw"].append(raw_rewrite(files, "[[x", "[[x"))  # same files, same run (text kept)
+            r["atomic"].append(raw_atomic(files, "[[x", "[[x"))
     finally:
         client.close()
     report(args, r)
@@ -122,6 +147,7 @@ def report(args, r: dict[str, list[float]]) -> None:
     e50, e95 = (x * 1000 for x in percentiles(r["edit"]))
     ren, raw = statistics.median(r["rename"]), statistics.median(r["raw"])
     ratio = statistics.median(a / b for a, b in zip(r["rename"], r["raw"], strict=True))  # paired: same moment
+    floor = statistics.median(a / b for a, b in zip(r["atomic"], r["raw"], strict=True))
     table(f"Edit and organise over stdio: {args.notes} notes + {args.linking} linking, {args.calls} edits, "
           f"{len(r['rename'])} renames", [
         ("kms_edit p50 (ms)", f"{e50:.1f}", "", "", f"<= 10 ms: {'PASS' if e50 <= 10 else 'FAIL'}"),
@@ -131,6 +157,9 @@ def report(args, r: dict[str, list[float]]) -> None:
         (f"kms_rename, {args.linking} linking notes (s)", f"{ren:.3f}",
          f"{raw:.3f} (rewrite {args.linking} files + fsync)", f"{ratio:.2f}x",
          f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
+        ("  atomic-replace floor, no kms (s)", f"{statistics.median(r['atomic']):.3f}",
+         f"{raw:.3f} (in place)", f"{floor:.2f}x",
+         f"temp file + fsync + rename per file; kms = {ren / statistics.median(r['atomic']):.2f}x this floor"),
     ])
 
 
