@@ -10,12 +10,12 @@ This module never imports typer, textual or rich: the TUI and the core use it to
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from server.config.allowlist import folder_glob_problem, normalize_folder_glob
+from server.config import validators
+from server.config.allowlist import normalize_folder_glob
 
 Source = Literal["default", "file", "env", "override"]
 ValueType = Literal["bool", "int", "path", "globs", "text"]
@@ -100,61 +100,6 @@ class Setting:
         }[self.type]
 
 
-def _int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if lo <= value <= hi else f"{value} is outside {lo}..{hi}"
-
-    return check
-
-
-def _one_of(*choices: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value in choices else f"{value!r} is not one of {', '.join(choices)}"
-
-    return check
-
-
-def _check_globs(value: Any) -> str | None:
-    for pattern in value:
-        problem = folder_glob_problem(pattern)
-        if problem:
-            return problem
-    return None
-
-
-def _check_hide_folders(value: Any) -> str | None:
-    for pattern in value:
-        if pattern.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", pattern) or "\\" in pattern:
-            return f"{pattern!r}: use a vault-relative folder glob with '/' (such as 'journal/**')"
-        if any(part in (".", "..") for part in pattern.split("/")) or pattern in ("/", "."):
-            return f"{pattern!r}: '.' and '..' are not folder names (to hide a whole vault, remove it)"
-    return None
-
-
-def _check_hide_tags(value: Any) -> str | None:
-    for pattern in value:
-        if not pattern.lstrip("#") or any(c.isspace() for c in pattern):
-            return f"{pattern!r}: a tag or tag glob without spaces (such as 'private' or 'personal/*')"
-    return None
-
-
-def _check_memory_folder(value: Any) -> str | None:
-    if value is None:
-        return None  # empty: agents keep no memory
-    if any(c in value for c in "*?[]") or "," in value:
-        return f"{value!r}: one plain folder, not a glob"
-    problem = folder_glob_problem(value)
-    if problem or value.strip() in ("/", "."):
-        return problem or f"{value!r}: a folder inside the vault, not its root"
-    return None
-
-
-def _check_key(value: Any) -> str | None:
-    if value is not None and (not value.strip() or any(c.isspace() or c in ":#" for c in value)):
-        return f"{value!r}: one frontmatter key, without spaces, ':' or '#'"
-    return None
-
-
 # The built-in MCP servers besides kms itself (their builders live in kmscli/compose.py).
 BUILTIN_SERVERS: dict[str, str] = {
     "playwright": "the Playwright MCP server for browser automation (`npx -y @playwright/mcp@latest`)",
@@ -214,7 +159,7 @@ _SCHEMA: list[Setting] = [
         "`drafts/x` but neither `drafts` (list it too) nor `drafts/x/y`. `/` or `.` is the vault root. "
         "Empty: every folder. Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
         "KMS_WRITE_ALLOWLIST",
-        validator=_check_globs,
+        validator=validators.check_globs,
     ),
     Setting(
         "write.per_minute",
@@ -222,7 +167,7 @@ _SCHEMA: list[Setting] = [
         10,
         "Most write-tool calls one agent session may make in any 60 seconds; 0 is refused (no unlimited).",
         "KMS_WRITE_PER_MINUTE",
-        validator=_int_range(1, 10_000),
+        validator=validators.int_range(1, 10_000),
         valid="a whole number from 1 to 10000",
     ),
     Setting(
@@ -231,7 +176,7 @@ _SCHEMA: list[Setting] = [
         200,
         "Most write-tool calls one agent session may make in total; 0 is refused (no unlimited).",
         "KMS_WRITE_PER_SESSION",
-        validator=_int_range(1, 1_000_000),
+        validator=validators.int_range(1, 1_000_000),
         valid="a whole number from 1 to 1000000",
     ),
     Setting(
@@ -241,7 +186,7 @@ _SCHEMA: list[Setting] = [
         "Most files one write call may touch (a rename rewriting links, kms_create_many); a call over it "
         "answers too-broad and changes nothing.",
         "KMS_WRITE_MAX_FILES_PER_CALL",
-        validator=_int_range(1, 100_000),
+        validator=validators.int_range(1, 100_000),
         valid="a whole number from 1 to 100000",
     ),
     Setting(
@@ -253,7 +198,7 @@ _SCHEMA: list[Setting] = [
         "in the dashboard's pending pane; approve with `a` or `kms approve ID`, reject with `x` or `kms reject "
         "ID`. `kms claude --approve` sets `always` for one session.",
         "KMS_WRITE_APPROVAL",
-        validator=_one_of("off", "bulk", "always"),
+        validator=validators.one_of("off", "bulk", "always"),
         valid="off, bulk or always",
     ),
     Setting(
@@ -263,7 +208,7 @@ _SCHEMA: list[Setting] = [
         "With write.approval = bulk: a call touching more lines than this (added plus removed) waits for "
         "approval.",
         "KMS_WRITE_APPROVAL_LINES",
-        validator=_int_range(0, 1_000_000),
+        validator=validators.int_range(0, 1_000_000),
         valid="a whole number from 0 to 1000000",
     ),
     Setting(
@@ -272,7 +217,7 @@ _SCHEMA: list[Setting] = [
         120,
         "Seconds a call waits for your decision; then it answers approval-timeout and nothing is written.",
         "KMS_WRITE_APPROVAL_TIMEOUT",
-        validator=_int_range(1, 86_400),
+        validator=validators.int_range(1, 86_400),
         valid="a whole number of seconds from 1 to 86400",
     ),
     Setting(
@@ -300,7 +245,7 @@ _SCHEMA: list[Setting] = [
         "Hide from agents every note whose frontmatter sets this key to true (`private: true`); "
         "`visibility: private` always hides too. Empty: only `visibility: private`.",
         "",
-        validator=_check_key,
+        validator=validators.check_key,
         valid="a frontmatter key ('' = none)",
     ),
     Setting(
@@ -311,7 +256,7 @@ _SCHEMA: list[Setting] = [
         "(gitignore-style globs from the vault root; a bare `journal` means `journal/**`). Applies to "
         "every vault. A `.kmsignore` file (gitignore syntax) at a vault's root adds rules for that vault.",
         "",
-        validator=_check_hide_folders,
+        validator=validators.check_hide_folders,
         valid="vault-relative folder globs such as 'journal/**' 'areas/health/**'",
     ),
     Setting(
@@ -321,7 +266,7 @@ _SCHEMA: list[Setting] = [
         "Hide from agents every note carrying one of these tags (globs, case-insensitive, without '#'): "
         "`private`, `personal/*`.",
         "",
-        validator=_check_hide_tags,
+        validator=validators.check_hide_tags,
         valid="tags or tag globs such as 'private' 'personal/*'",
     ),
     Setting(
@@ -341,7 +286,7 @@ _SCHEMA: list[Setting] = [
         "kms_remember may write there (only there, and only notes it names itself) even when write.allowlist "
         "does not list it; the other write tools still follow write.allowlist. Empty: agents keep no memory.",
         "KMS_MEMORY_FOLDER",
-        validator=_check_memory_folder,
+        validator=validators.check_memory_folder,
         valid="a vault-relative folder such as 'kms-memory' ('' = no memory)",
     ),
     *[
