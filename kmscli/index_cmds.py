@@ -150,25 +150,27 @@ def _run_embed(conn: apsw.Connection) -> None:
     from server.index.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
 
     model_dir = load_settings().get("embed.model_dir") or None
-    total = pending_count(conn)
-    with Progress(TextColumn("[bold]embedding notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
-        task = bar.add_task("embed", total=total)
+    try:  # Ctrl-C at any moment: what is embedded is committed; the shell's convention for Ctrl-C is 130
+        total = pending_count(conn)
+        with Progress(TextColumn("[bold]embedding notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=not console.is_terminal) as bar:
+            task = bar.add_task("embed", total=total)
 
-        def progress(report: EmbedReport) -> None:
-            bar.update(task, completed=report.notes + report.skipped)
+            def progress(report: EmbedReport) -> None:
+                bar.update(task, completed=report.notes + report.skipped)
 
-        try:
-            report = embed_pending(conn, model_dir=model_dir, progress=progress)
-        except ModelNotReady as exc:
-            raise KmsError("no-index", f"the embedding model is not ready ({exc}); see `kms model status`") from None
-        except KeyboardInterrupt:  # what is embedded is committed; the shell's convention for Ctrl-C is 130
-            err_console.print("[yellow]stopped; run `kms embed` again to resume[/]")
-            raise typer.Exit(130) from None
-    if not report.stopped and not report.pending:
-        prune_embeddings(conn)
-    console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
-                  f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
+            try:
+                report = embed_pending(conn, model_dir=model_dir, progress=progress)
+            except ModelNotReady as exc:
+                raise KmsError("no-index",
+                               f"the embedding model is not ready ({exc}); see `kms model status`") from None
+        if not report.stopped and not report.pending:
+            prune_embeddings(conn)
+        console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
+                      f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
+    except KeyboardInterrupt:
+        err_console.print("[yellow]stopped; run `kms embed` again to resume[/]")
+        raise typer.Exit(130) from None
 
 
 def index_cmd(

@@ -125,12 +125,16 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
     for v in vaults:
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
+    caught_up = False
     for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
                          rust_timeout=RULES_CHECK_MS):
         wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
         started = time.perf_counter()
         try:
             n = apply_changes(conn, vaults, {p for _change, p in changes}, after) if changes else 0
+            if not caught_up:  # the watch is set up now: what changed before it (while no watcher ran, or
+                caught_up = True  # in the moment the server took to start) reports no event, a scan finds it
+                n += sum(index_vault(conn, v).changed for v in vaults)
             if started - checked >= RULES_CHECK_MS / 1000:  # the settings file's privacy rules may have changed
                 checked = started
                 n += sum(refresh(conn, v.id, v.root) for v in vaults)

@@ -57,3 +57,34 @@ def test_a_persons_rename_is_still_followed_by_a_scan_and_keeps_the_id(
     apply_changes(conn, [get_vault(conn, "v")], {str(root / "drafts/Draft.md"), str(root / "drafts/Renamed.md")})
     assert conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall() == [("drafts/Renamed.md",)]
     assert_index_is_fresh(conn, root, tmp_path)
+
+
+def test_a_change_made_before_the_watch_was_set_up_is_taken_in(tmp_path: Path, conn: apsw.Connection,
+                                                                db_path: Path) -> None:
+    """A file system watch reports only what happens after it is set up: an edit made while no watcher ran
+    (or in the moment a server takes to start) is found by the scan the watcher makes once it watches."""
+    import threading
+    import time
+
+    from server.index.watcher import watch_vaults
+
+    root = make_vault(tmp_path / "v")
+    index(conn, root)
+    (root / "drafts" / "Draft.md").write_text("# Draft\n\nedited while nothing watched: catchupword\n")
+    (root / "Stray.md").write_text("# Stray\n\nadded while nothing watched\n")
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_vaults, args=(db_path,), kwargs={"stop": stop}, daemon=True)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            found = conn.execute("SELECT count(*) FROM notes WHERE path = 'Stray.md' OR "
+                                 "(path = 'drafts/Draft.md' AND body LIKE '%catchupword%')").fetchall()[0][0]
+            if found == 2:
+                break
+            time.sleep(0.05)
+        assert found == 2, "the watcher never took in what changed before it watched"
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    assert_index_is_fresh(conn, root, tmp_path)
