@@ -372,8 +372,9 @@ READ_TOOLS: list[ToolSpec] = [
         name="kms_inventory",
         tier="read",
         description="Page through every note (newest first) with title, tags, size, token estimate and AI "
-                    "summary, without bodies. Use it to survey the whole vault cheaply; pass nextCursor to "
-                    "continue.",
+                    "summary (clipped at 2,000 characters), without bodies. Use it to survey the whole vault "
+                    "cheaply; a page holds up to `limit` notes, fewer when summaries are long; pass nextCursor "
+                    "to continue.",
         input_model=InventoryInput,
         output_model=InventoryOutput,
         handler=kms_inventory,
