@@ -61,7 +61,7 @@ class Poller:
         self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
         self._overwritten: set[int] = set()
-        self._pending: tuple[tuple[int, str], ...] | None = None
+        self._pending: tuple[int, ...] | None = None
 
     def first(self) -> list[Message]:
         """Open the connection (in the calling thread) and return the initial picture."""
@@ -127,12 +127,12 @@ class Poller:
     def _pending_calls(self) -> list[Message]:
         """A message when the calls waiting for approval changed (staged, decided, expired)."""
         assert self.conn is not None
-        items = approvals.list_pending(self.conn, now=self.clock())
-        key = tuple((p.id, p.status) for p in items)
+        now = self.clock()
+        key = approvals.open_ids(self.conn, now=now)
         if key == self._pending:
             return []
         self._pending = key
-        return [PendingChanged(items, approvals.latest_id(self.conn))]
+        return [PendingChanged(approvals.list_pending(self.conn, now=now), approvals.latest_id(self.conn))]
 
     def _settings(self) -> list[Message]:
         try:

@@ -77,7 +77,10 @@ def get(conn: apsw.Connection, pending_id: int) -> Pending | None:
     return _pending(found[0]) if found else None
 
 
-def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int = 200,
+LIST_LIMIT = 200  # the most waiting calls listed at once (the dashboard's pane, `kms pending`)
+
+
+def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int = LIST_LIMIT,
                  now: float | None = None) -> list[Pending]:
     """Oldest first (the one waiting longest at the top); a waiting call past its time is left out (its
     server turns it ``expired``; one whose server died never will). ``status=None``: every row, newest first."""
@@ -87,6 +90,14 @@ def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int
     cutoff = at if status == OPEN else float("-inf")
     return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ?"
                                       " ORDER BY id LIMIT ?", (status, cutoff, limit))]
+
+
+def open_ids(conn: apsw.Connection, *, now: float | None = None) -> tuple[int, ...]:
+    """The ids ``list_pending`` would answer, from the (status, id) index alone: the dashboard's poll
+    looks at these every tick and reads the staged calls (their diffs and inputs) only when they change."""
+    at = time.time() if now is None else now
+    return tuple(r[0] for r in conn.execute("SELECT id FROM pending_writes WHERE status = ? AND expires_at > ?"
+                                            " ORDER BY id LIMIT ?", (OPEN, at, LIST_LIMIT)))
 
 
 def count_open(conn: apsw.Connection, *, now: float | None = None) -> int:
