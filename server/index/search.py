@@ -22,7 +22,8 @@ SYNTAX_HELP = (
     "column filters title:word, body:word, tags:word"
 )
 COLUMNS = ("title", "body", "tags")
-_COLUMN = re.compile(r"(?i)(?<![\w.-])(?:title|body|tags)\s*:")
+_COLUMN_FILTER = rf"(?<![\w.-])(?:{'|'.join(COLUMNS)})\s*:"  # title: (not subtitle: or x-title:)
+_COLUMN = re.compile(_COLUMN_FILTER, re.I)
 _SYNTAX = re.compile(r'["*]|\b(AND|OR|NOT|NEAR)\b')  # parentheses alone are prose: "fix login (urgent)"
 RELAX_BELOW = 3
 MAX_LIMIT = 50
@@ -34,21 +35,13 @@ def uses_syntax(query: str) -> bool:
     return bool(_SYNTAX.search(query) or _COLUMN.search(query))
 
 
+_COLON = re.compile(rf"({_COLUMN_FILTER})|:", re.I)  # a real column's filter, or any other colon
+
+
 def _text_colons(query: str) -> str:
     """The query with every colon that does not follow a real column name made a space, so
     ``TODO: fix (login)`` keeps its parentheses but is not read as a filter on column ``TODO``."""
-    out, pos = [], 0
-    for m in re.finditer(r":", query):
-        head = query[:m.start()]
-        word = re.search(r"([\w.-]*)\s*$", head)
-        name = word.group(1).lower() if word else ""
-        start = word.start(1) if word else m.start()
-        is_column = name in COLUMNS and (start == 0 or not re.match(r"[\w.-]", query[start - 1]))
-        if not is_column:
-            out.append(query[pos:m.start()] + " ")
-            pos = m.end()
-    out.append(query[pos:])
-    return "".join(out)
+    return _COLON.sub(lambda m: m.group(1) or " ", query)
 
 
 def plain_terms(query: str) -> list[str]:
