@@ -9,7 +9,11 @@ Measures, for ``kms mcp`` with the edit and organise tiers on:
 
 Baseline, measured in the same run, each rename paired with one: rewriting copies of those 500 files
 (same sizes, same disk, outside the vault so the server's watcher does not see them half-written) in
-place with an fsync each (read, write, fsync): the floor for touching 500 files durably.
+place with an fsync each (read, write, fsync): the floor for touching 500 files durably. kms writes the
+linking notes in place too, under the unit's write-ahead journal (``server/writes/unit_journal.py``).
+For reference the bench also times the temp-file way (a temp file, its fsync and a rename per file, what
+kms did before the journal): on this machine a file create alone costs 0.15-0.8 ms, depending on the
+moment, which put that way at 1.2-2.9x the in-place rewrite before any of kms's own work.
 Usage: python bench/bench_organize.py [--notes N] [--calls N] [--linking N]
 """
 
@@ -73,9 +77,9 @@ def raw_rewrite(files: list[Path], old: str, new: str) -> float:
 
 
 def raw_atomic(files: list[Path], old: str, new: str) -> float:
-    """The same rewrite as kms makes it safely, and nothing else (no lock, no re-check, no index): each file
-    through a temp file (create, write, fsync) renamed over it, then one fsync of the folder. What the
-    rule "never a half-written note" costs by itself, to read kms's ratio against."""
+    """The same rewrite the temp-file way, and nothing else (no lock, no re-check, no index): each file
+    through a temp file (create, write, fsync) renamed over it, then one fsync of the folder. What kms
+    did before its unit journal, for reference: what the creates cost at the moment."""
     def go() -> None:
         for p in files:
             data = p.read_text(encoding="utf-8").replace(old, new).encode("utf-8")
@@ -128,13 +132,15 @@ def run(args) -> None:
                 r["append"].append(timed(lambda: client.call("kms_append", {"noteId": target, "content": "- x"})))
                 version = json.loads(client.call("kms_read", {"noteId": target})["content"][0]["text"])["version"]
         titles = ("Bench Target", "Bench Goal")
-        for i in range(args.renames * 2):
+        for i in range(-2, args.renames * 2):  # the first round trip warms up (imports, lock files): not timed
             new_title = titles[(i + 1) % 2]
             res: dict[str, Any] = {}
             t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
                                                                                       "keepAlias": False})))
             body = json.loads(res["content"][0]["text"])
             assert len(body["linksRewritten"]["notes"]) == args.linking, body
+            if i < 0:
+                continue
             r["rename"].append(t)
             r["raw"].append(raw_rewrite(files, "[[x", "[[x"))  # same files, same run (text kept)
             r["atomic"].append(raw_atomic(files, "[[x", "[[x"))
@@ -157,9 +163,9 @@ def report(args, r: dict[str, list[float]]) -> None:
         (f"kms_rename, {args.linking} linking notes (s)", f"{ren:.3f}",
          f"{raw:.3f} (rewrite {args.linking} files + fsync)", f"{ratio:.2f}x",
          f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
-        ("  atomic-replace floor, no kms (s)", f"{statistics.median(r['atomic']):.3f}",
+        ("  temp-file way, no kms (s)", f"{statistics.median(r['atomic']):.3f}",
          f"{raw:.3f} (in place)", f"{floor:.2f}x",
-         f"temp file + fsync + rename per file; kms = {ren / statistics.median(r['atomic']):.2f}x this floor"),
+         f"temp file + fsync + rename per file, for reference; kms = {ren / statistics.median(r['atomic']):.2f}x"),
     ])
 
 

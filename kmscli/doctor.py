@@ -115,8 +115,11 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     writes: dict[str, Any] = {}
     embeddings: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
+    unfinished: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.health import check_database
+    from server.writes.cas import lock_dir_for
+    from server.writes.unit_journal import kept
 
     damage = check_database(db_path)  # also damage that opening alone does not reveal
     db_error = damage.message if damage is not None else None
@@ -135,6 +138,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             active = [
                 {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
             ]
+            unfinished = kept(lock_dir_for(conn))
         finally:
             conn.close()
     except Exception as e:
@@ -142,7 +146,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     from server.activity.unrecorded import room_report
 
     report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults,
-                          "room": room_report(db_path)}
+                          "room": room_report(db_path), "unfinishedUnits": unfinished}
     report["active_sessions"] = active
     report["pending"] = pending
     settings = load_settings(env=env, has_vault=bool(vaults))
@@ -194,6 +198,9 @@ def doctor_command(
     out.print(f"{ok if d['ok'] else bad} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
     if d["room"]["warning"]:
         out.print(f"{meh} {d['room']['warning']}")
+    for unit in d["unfinishedUnits"]:  # a crash in mid-unit, and a person saved one of its notes before it was undone
+        out.print(f"{meh} a change of several notes a crash interrupted was undone except where a note was saved "
+                  f"since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in {unit['journal']}")
     if d["ok"] and not d["vaults"]:
         out.print(f"{meh} no vault registered: kms vault add PATH")
     for v in d["vaults"]:

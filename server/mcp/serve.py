@@ -183,6 +183,7 @@ def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], 
 
         for name in OPERATIONS:
             importlib.import_module(name)
+        runner.writes.recover_units()  # a rename a killed server left half done: undone now, not at the first write
 
     if runner.config.tier_enabled("write"):  # so the first write call pays no import
         later.append(lambda: threading.Thread(target=warm_writes, name="kms-warm-writes", daemon=True).start())

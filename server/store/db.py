@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import apsw
@@ -150,12 +150,30 @@ def shared_commit(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         yield conn
         return
     groups.add(id(conn))
+    callbacks = _after_commit()
+    callbacks[id(conn)] = []
     try:
         yield conn
     finally:
         groups.discard(id(conn))
+        then = callbacks.pop(id(conn), [])
         if conn.in_transaction:
-            conn.execute("COMMIT")
+            conn.execute("COMMIT")  # (should it fail, ``then`` is dropped: nothing it follows was committed)
+            for fn in then:
+                fn()
+
+
+def _after_commit() -> dict[int, list[Callable[[], None]]]:
+    out: dict[int, list[Callable[[], None]]] | None = getattr(_local, "after_commit", None)
+    if out is None:
+        out = _local.after_commit = {}
+    return out
+
+
+def after_commit(conn: apsw.Connection, fn: Callable[[], None]) -> None:
+    """Run ``fn`` right after the COMMIT of the ``shared_commit`` group open on ``conn`` (which must be
+    open), and only if that COMMIT succeeds: a unit's journal goes once the unit is recorded, not before."""
+    _after_commit()[id(conn)].append(fn)
 
 
 @contextlib.contextmanager

@@ -410,6 +410,13 @@ def m018_folder_listing(conn: apsw.Connection) -> None:
                  "WHERE hidden_at IS NULL")
 
 
+def m019_applied_units(conn: apsw.Connection) -> None:
+    """The units of several files rewritten in place whose change is recorded (``server.writes.unit_journal``):
+    a journal left by a writer that died after its commit is then deleted, not rolled back. A row lives only
+    while its journal file does."""
+    conn.execute("CREATE TABLE applied_units (token TEXT PRIMARY KEY, applied_at REAL NOT NULL) WITHOUT ROWID")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -425,6 +432,7 @@ MIGRATIONS: list[Migration] = [
     m012_orientation,
     m013_control,
     m018_folder_listing,
+    m019_applied_units,
 ]
 
 

@@ -216,6 +216,15 @@ def _in_background(fn: Callable[..., None], *args: object) -> Future[None]:
     return _io_pool.submit(fn, *args)
 
 
+def sync_and_close_all(fds: list[int]) -> None:
+    """fsync every file, all in flight at once on kms's I/O threads (the journal commits them together),
+    and close them all; the first error is raised once every one is closed."""
+    futures = [_in_background(_sync_and_close, fd) for fd in fds]
+    errors = [e for f in futures if (e := f.exception()) is not None]
+    if errors:
+        raise errors[0]
+
+
 class PendingWrite:
     """A temp file holding the new bytes, waiting to replace ``target``.
 

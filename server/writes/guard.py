@@ -49,8 +49,8 @@ from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault.registry import Vault, get_vault, list_vaults
-from server.writes import staging
-from server.writes.cas import NoteRef, WriteOutcome, load_note, undone_unless_recorded
+from server.writes import staging, unit_journal
+from server.writes.cas import NoteRef, WriteOutcome, load_note, lock_dir_for, undone_unless_recorded
 from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
 
 if TYPE_CHECKING:  # the dashboard imports this module (revert records through it): no pydantic for it
@@ -210,6 +210,13 @@ class WriteService:
         """This thread's connection (never shared across threads)."""
         return thread_connection(self.db_path)
 
+    def recover_units(self) -> None:
+        """Undo what a dead writer left half done (``unit_journal.recover``): before every write call, and
+        when a server with writes starts. Cheap when there is nothing (one folder listing)."""
+        conn = self.conn()
+        with contextlib.suppress(apsw.Error, OSError):  # (tried again at the next call)
+            unit_journal.recover(conn, self.lock_dir or lock_dir_for(conn))
+
     def allows(self, tier: Tier) -> bool:
         """Whether this session's gate lets a tool of ``tier`` run."""
         if not self.enabled:
@@ -336,6 +343,7 @@ class WriteService:
         failure: BaseException | None = None
         with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
             unrecorded.replay(conn)
+        self.recover_units()
         try:
             with undone_unless_recorded(), contextlib.ExitStack() as group:
                 try:

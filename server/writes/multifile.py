@@ -2,14 +2,20 @@
 
 The organise tools (a rename rewriting the links of many notes, a move, a trash) and the
 revert of any ``FilesChanged`` share this path. Under kms's lock for every file (taken in
-path order, so two calls never deadlock) each file is read and its new text computed; the
-new bytes are written to temp files and flushed; right before the renames every file is
-checked again. A person's editor does not take kms's lock, so a file that changed
-meanwhile is recomputed once on its fresh text; a second change is a ``conflict`` and
-nothing is committed. Should a rename itself fail half way, the files already replaced get
-their old bytes back. A file that moves is created at its new path (never over an existing
-file: ``already-exists``) before the old one is removed. Should the database then fail to record
-the unit (its disk full), every file is put back the same way (``cas.undone_unless_recorded``).
+path order, so two calls never deadlock) each file is read and its new text computed; right
+before the writes every file is checked again (its inode, mtime and size). A person's editor
+does not take kms's lock, so a file that changed meanwhile is recomputed once on its fresh
+text; a second change is a ``conflict`` and nothing is committed.
+
+A file rewritten where it is (a linking note) is written in place, as an editor saves it,
+under the unit's write-ahead journal (``server.writes.unit_journal``: old and new bytes of
+every such file flushed beside the database first, so a crash in mid-unit is undone as a
+whole). Each one is compared with what was read through the very descriptor that writes it,
+and the fsyncs then run all at once. A file that moves is created at its new path (never over
+an existing file: ``already-exists``) before the old one is removed. Should a write fail half
+way, the files already written get their old bytes back; should the database then fail to
+record the unit (its disk full), every file is put back the same way
+(``cas.undone_unless_recorded``). A file is put back only while it holds kms's bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,11 +39,20 @@ from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
 from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
-from server.vault.files import PendingWrite, atomic_write, decode, encode, fsync_dir, sha256_hex
-from server.vault.paths import is_within, locate_note, locate_notes
+from server.vault.files import (
+    atomic_write,
+    decode,
+    encode,
+    fsync_dir,
+    sha256_hex,
+    sync_and_close_all,
+    write_failure,
+)
+from server.vault.paths import is_within, locate_notes
 from server.vault.registry import Vault
 from server.writes import staging
-from server.writes.cas import lock_dir_for, on_unrecorded, put_back
+from server.writes.cas import lock_dir_for, on_unrecorded
+from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, undo, write_all
 
 log = logging.getLogger("kms.writes")
 
@@ -62,24 +77,45 @@ class _Prepared:
     text: str
     new_text: str
     new_raw: bytes
-    pending: PendingWrite | None = None
-    record: FileRecord | None = None  # the index record of ``new_raw``, parsed while the fsyncs run
+    seen: tuple[int, int, int] | None  # (inode, mtime, size) as read: the re-check compares it
+    fd: int | None = None  # open from its write in place until its fsync
+    record: FileRecord | None = None  # the index record of ``new_raw`` (its mtime set once written)
 
 
 def _name(plan: FilePlan) -> str:
     return "a note you cannot see" if plan.hidden else repr(plan.path)
 
 
-def _read(real: Path, plan: FilePlan) -> bytes:
+def _gone(plan: FilePlan) -> KmsError:
+    return KmsError("conflict", f"{_name(plan)} is gone; nothing was changed",
+                    path=None if plan.hidden else plan.path)
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _seen(real: Path) -> tuple[int, int, int] | None:
     try:
-        return real.read_bytes()
+        return _signature(os.stat(real))
     except FileNotFoundError:
-        raise KmsError("conflict", f"{_name(plan)} is gone; nothing was changed", path=None if plan.hidden
-                       else plan.path) from None
+        return None
+
+
+def _read(real: Path, plan: FilePlan) -> tuple[bytes, tuple[int, int, int]]:
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise _gone(plan) from None
+    try:
+        seen = _signature(os.fstat(fd))
+        return read_all(fd), seen
+    finally:
+        os.close(fd)
 
 
 def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
-    raw = _read(real, plan)
+    raw, seen = _read(real, plan)
     if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
         raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
                        path=None if plan.hidden else plan.path)
@@ -87,28 +123,41 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     staging.check(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
-    return _Prepared(plan, real, raw, text, new_text, new_raw)
+    prep = _Prepared(plan, real, raw, text, new_text, new_raw, seen)
+    if _in_place(prep) and not os.access(real, os.W_OK):
+        raise KmsError("conflict", f"{_name(plan)} is read-only (its file permissions); nothing was changed",
+                       path=None if plan.hidden else plan.path)
+    return prep
+
+
+def _entry(prep: _Prepared, dest: Path | None) -> Entry:
+    """The file's part of the unit's journal."""
+    return Entry(str(prep.real), prep.raw, prep.new_raw, None if dest is None else str(dest), prep.plan.delete)
 
 
 def _in_place(prep: _Prepared) -> bool:
-    """Is this file rewritten where it is (through a temp file), not moved, deleted or left alone?"""
+    """Is this file rewritten where it is, not moved, deleted or left alone?"""
     return prep.new_raw != prep.raw and prep.plan.new_path is None and not prep.plan.delete
 
 
-def _stage(prep: _Prepared) -> None:
-    """The temp file beside a file rewritten in place, holding its new bytes (flushed later, together)."""
+def _with_record(prep: _Prepared) -> _Prepared:
+    from server.index.records import record_of_bytes  # not at import: the dashboard imports this
+
     if _in_place(prep):
-        prep.pending = PendingWrite(prep.real, prep.new_raw, sync_now=False)
+        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)  # (its mtime: once written)
+    return prep
 
 
-def _stage_all(prepared: list[_Prepared]) -> None:
-    """Every temp file written first, then their fsyncs all in flight at once (creating files while fsyncs
-    commit the journal makes each create wait)."""
-    for prep in prepared:
-        _stage(prep)
-    for prep in prepared:
-        if prep.pending:
-            prep.pending.start_sync()
+def _recheck(vault: Vault, prepared: list[_Prepared]) -> None:
+    """Right before the writes: a file a person saved since it was read is read and computed once more;
+    one saved again meanwhile is a ``conflict``."""
+    for k, prep in enumerate(prepared):
+        if _seen(prep.real) != prep.seen:
+            prepared[k] = prep = _with_record(_prepare(vault, prep.plan, prep.real))
+            if _seen(prep.real) != prep.seen:
+                raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
+                               "nothing was changed: try again", path=None if prep.plan.hidden
+                               else prep.plan.path)
 
 
 def _case_only(real: Path, dest: Path) -> bool:
@@ -167,11 +216,12 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
     A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
     the index; one that comes back into it (from the trash) gets back the id in ``keep_ids`` (path ->
     id) when no other note took it. ``written``: the records of the bytes kms writes in place (path ->
-    ``record_of_bytes``): those rows are written first, from the records, while ``ready`` (the renames,
+    ``record_of_bytes``): those rows are written first, from the records, while ``ready`` (the fsyncs,
     on another thread) is still under way; every file the index reads comes after ``ready`` returned.
     An error of ``ready`` is raised as it is. Returns a warning when the index could not be updated
     (the files are written; the watcher heals it)."""
-    from server.index.indexer import LinkWork, reindex_file  # not at import: the dashboard imports this
+    # not at import: the dashboard imports this
+    from server.index.indexer import LinkWork, reindex_file, reindex_written
     from server.store.db import shared_commit, write_tx
 
     batch = LinkWork()  # links resolved once for every file, not once per file (500 linking notes)
@@ -189,8 +239,8 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
                         "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
 
-            for path, rec in early.items():  # no file is read for these: they go while the renames run
-                keep_id(path, reindex_file(conn, vault, path, rec, batch=batch))
+            for path, note_id in reindex_written(conn, vault, early, batch).items():  # no file is read for
+                keep_id(path, note_id)  # these: they go while the fsyncs run
             try:
                 ready()
             except BaseException as e:
@@ -224,10 +274,9 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
                 keep_ids: dict[str, str] | None = None) -> tuple[list[FileChange], str | None]:
     """Apply every plan or none, and update the index; return what changed in each file that changed (in
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
-    locks, as every writer does) before the first rename and held until the index is updated, so the
+    locks, as every writer does) before the first write and held until the index is updated, so the
     watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
-    from server.index.records import record_of_bytes  # not at import: the dashboard imports this
-    from server.store.db import shared_commit, write_tx
+    from server.store.db import after_commit, shared_commit, write_tx
 
     lock_dir = lock_dir or lock_dir_for(conn)
     reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
@@ -241,50 +290,48 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])
-        prepared: list[_Prepared] = []
+        prepared = [_with_record(_prepare(vault, plan, real)) for plan, real in zip(plans, reals, strict=True)]
+        _recheck(vault, prepared)
+        out = _changes(prepared, dests)
+        entries = [_entry(prep, dests.get(i)) for i, prep in enumerate(prepared)
+                   if _in_place(prep) or prep.plan.delete or i in dests]
+        journal = UnitJournal.begin(journal_dir(lock_dir), entries) if entries else None
+        done: list[tuple[_Prepared, Path | None]] = []
+        ends_at_commit = False
+        on_unrecorded(lambda: _take_back(vault, done, lock_dir, journal))  # should the database fail
         try:
-            for plan, real in zip(plans, reals, strict=True):
-                prepared.append(_prepare(vault, plan, real))
-            staged = _committer.submit(_stage_all, prepared)  # the temp files made on a kms thread (system
-            try:  # calls, the GIL free) while this one parses the new texts for the index
-                for prep in prepared:
-                    if _in_place(prep):
-                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)  # (its mtime: below)
-            finally:
-                wait([staged])
-            staged.result()
-            for k, prep in enumerate(prepared):  # the re-check, right before the renames
-                if _read(prep.real, prep.plan) != prep.raw:
-                    if prep.pending:
-                        prep.pending.discard()
-                    prepared[k] = prep = _prepare(vault, prep.plan, prep.real)  # a person saved it: once more
-                    _stage(prep)
-                    if prep.pending:
-                        prep.pending.start_sync()
-                        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)
-                    if _read(prep.real, prep.plan) != prep.raw:
-                        raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
-                                       "nothing was changed: try again", path=None if prep.plan.hidden
-                                       else prep.plan.path)
-            for prep in prepared:
-                if prep.pending is not None and prep.record is not None:
-                    prep.record.set_mtime(prep.pending.mtime_ns)  # the rename keeps the temp file's mtime
-            out = _changes(prepared, dests)
-            written = {p.plan.path: p.record for p in prepared if p.record is not None}
-            with shared_commit(conn), write_tx(conn):  # the write lock first, then the renames
-                # the renames run on a thread (system calls, the GIL free) while this one writes the rows
-                renamed = _committer.submit(_commit, vault, prepared, dests)
+            with shared_commit(conn), write_tx(conn):  # the write lock first, then the files
                 try:
-                    warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written,
-                                            ready=renamed.result)
-                finally:
-                    with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
-                        done = renamed.result()
-                        on_unrecorded(lambda: _take_back(vault, done, lock_dir))  # if the database cannot record it
+                    _commit(prepared, dests, done)
+                    written = {p.plan.path: p.record for p in prepared if p.record is not None}
+                    # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
+                    durable = _committer.submit(_make_durable, done)
+                    try:
+                        warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids,
+                                                written, ready=durable.result)
+                    finally:
+                        with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
+                            durable.result()
+                    if journal is not None:
+                        journal.mark_applied(conn)
+                        after_commit(conn, journal.end)  # (its lock held until then)
+                        ends_at_commit = True
+                except UNUSABLE:
+                    raise  # the database failed: ``_take_back`` (or ``unit_journal.recover``) puts them back
+                except BaseException as e:
+                    put_back = _roll_back(done)
+                    done.clear()
+                    if journal is not None and put_back:
+                        journal.end()
+                    if isinstance(e, OSError):  # (an fsync the disk refused)
+                        raise write_failure(e, "the notes of this change") from None
+                    raise
         finally:
+            if journal is not None and not ends_at_commit:
+                journal.release()  # (ended above; else left for ``_take_back`` or ``unit_journal.recover``)
             for prep in prepared:
-                if prep.pending:
-                    prep.pending.discard()
+                if prep.fd is not None:
+                    os.close(prep.fd)
     return out, warning
 
 
@@ -292,7 +339,7 @@ def _preview(cap: staging.Capture, vault: Vault, plans: list[FilePlan], reals: l
     """What the unit would change, for a call staged for approval: computed, captured, nothing written."""
     out: list[FileChange] = []
     for plan, real in zip(plans, reals, strict=True):
-        raw = _read(real, plan)
+        raw, _st = _read(real, plan)
         text, fmt = decode(raw)
         new_text = "" if plan.delete else plan.compute(text)
         new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
@@ -315,64 +362,102 @@ def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChan
     return out
 
 
-def _commit(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[tuple[_Prepared, Path | None]]:
-    """Replace every file, each only if it is still what was read (checked right before its rename);
-    on a failure put back the ones already replaced (those nobody touched since) and raise. Returns
-    what was done (each file and where it went), for ``_take_back``."""
-    done: list[tuple[_Prepared, Path | None]] = []
-    for prep in prepared:  # every new file on disk first: the renames then share journal commits
-        if prep.pending is not None:
-            prep.pending.wait_synced()
+def _commit(prepared: list[_Prepared], dests: dict[int, Path], done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Write, move or delete every file, each only if it is still what was read (checked right before),
+    adding to ``done`` what was done (each file and where it went) as it goes. The writes in place are
+    not flushed yet (``_make_durable``)."""
+    for i, prep in enumerate(prepared):
+        try:
+            _commit_one(prep, dests.get(i), done)
+        except OSError as e:  # a full vault disk, a folder swapped mid-write: typed (the caller puts back)
+            raise write_failure(e, "a note you cannot see" if prep.plan.hidden else prep.plan.path) from None
+
+
+def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, Path | None]]) -> None:
+    if _in_place(prep):
+        _write_in_place(prep, done)
+        return
+    if not (prep.plan.delete or dest is not None):
+        return
+    if _read(prep.real, prep.plan)[0] != prep.raw:
+        raise _saved_meanwhile(prep.plan)
+    if prep.plan.delete:
+        os.unlink(prep.real)
+    else:
+        assert dest is not None
+        _move(prep.real, dest, prep.new_raw)
+    with contextlib.suppress(OSError):
+        fsync_dir(prep.real.parent)
+    done.append((prep, dest))
+
+
+def _saved_meanwhile(plan: FilePlan) -> KmsError:
+    return KmsError("conflict", f"{_name(plan)} was saved by someone else just now; nothing was changed: "
+                    "try again", path=None if plan.hidden else plan.path)
+
+
+def _write_in_place(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Rewrite the file where it is, through one descriptor: compared with what was read, written, and
+    checked to be still the file at its name (a save by rename meanwhile took the name: conflict). It is
+    in ``done`` from its first byte written, so a write that fails half way is put back with the rest."""
+    fd = os.open(prep.real, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        for i, prep in enumerate(prepared):
-            if _read(prep.real, prep.plan) != prep.raw:
-                raise KmsError("conflict", f"{_name(prep.plan)} was saved by someone else just now; nothing was "
-                               "changed: try again", path=None if prep.plan.hidden else prep.plan.path)
-            dest = dests.get(i)
-            if prep.plan.delete:
-                os.unlink(prep.real)
-                with contextlib.suppress(OSError):
-                    fsync_dir(prep.real.parent)
-                done.append((prep, None))
-            elif dest is not None:
-                _move(prep.real, dest, prep.new_raw)
-                with contextlib.suppress(OSError):
-                    fsync_dir(prep.real.parent)
-                done.append((prep, dest))
-            elif prep.pending is not None:
-                prep.pending.commit(sync_dir=False)
-                done.append((prep, None))
-        for folder in {prep.real.parent for prep, dest in done if dest is None and not prep.plan.delete}:
-            fsync_dir(folder)  # once per folder, after all the renames into it
+        if read_all(fd) != prep.raw:
+            raise _saved_meanwhile(prep.plan)
+        done.append((prep, None))
+        write_all(fd, prep.new_raw)
+        st = os.fstat(fd)
+        if (_seen(prep.real) or (-1,))[0] != st.st_ino:  # a save by rename took the name: kms wrote into
+            write_all(fd, prep.raw)  # the file that was the note (gone once closed, or another hard link)
+            done.pop()
+            raise _saved_meanwhile(prep.plan)
     except BaseException:
-        _roll_back(vault, done)
+        os.close(fd)
         raise
-    return done
+    prep.fd = fd
+    if prep.record is not None:
+        prep.record.set_mtime(st.st_mtime_ns)
 
 
-def _take_back(vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path) -> None:
+def _make_durable(done: list[tuple[_Prepared, Path | None]]) -> None:
+    """Flush every file written in place, all at once."""
+    fds = []
+    for prep, _dest in done:
+        if prep.fd is not None:
+            fds.append(prep.fd)
+            prep.fd = None
+    sync_and_close_all(fds)
+
+
+def _take_back(vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path,
+               journal: UnitJournal | None) -> None:
     """The database could not record the unit: every file goes back to what kms read, under the locks
     again (in path order), each only while it still holds what kms wrote."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())
         for target in sorted({str(p) for prep, dest in done for p in (prep.real, dest) if p is not None}):
             stack.enter_context(file_lock(target, lock_dir))
-        _roll_back(vault, done)
+        if done and _roll_back(done) and journal is not None:
+            journal.end()
 
 
-def _roll_back(vault: Vault, done: list[tuple[_Prepared, Path | None]]) -> None:
-    """Put back the old bytes of files already replaced, unless someone changed them since: a rewritten
-    file by compare-and-swap (``cas.put_back``), a moved one only while it holds kms's bytes, a deleted
-    one never over a file that took its name meanwhile. Goes on past a file it cannot put back."""
+def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:
+    """Put back the old bytes of files already changed, unless someone changed them since: a file
+    written in place only while it holds kms's bytes (or a part of them), a moved one likewise, a
+    deleted one never over a file that took its name meanwhile. Goes on past a file it cannot put back;
+    returns False if there was one (the unit's journal then stays, for ``unit_journal.recover``)."""
+    ok = True
     for prep, dest in reversed(done):
         try:
-            if prep.plan.delete:
-                atomic_write(prep.real, prep.raw, create_only=True)
-            elif dest is not None:
+            if prep.fd is not None:
+                os.close(prep.fd)
+                prep.fd = None
+            if dest is not None:
                 if dest.read_bytes() == prep.new_raw:  # else a person's save after kms's rename: theirs stays
                     _move(dest, prep.real, prep.raw)
-            else:
-                real_rel = locate_note(vault.root, prep.plan.path)[1]  # (a symlinked note: its target's)
-                put_back(vault, prep.real, real_rel, prep.raw, sha256_hex(prep.new_raw), None)
+            else:  # written in place, or deleted
+                undo(_entry(prep, None))
         except (OSError, KmsError):  # the vault's disk may be failing too: the others still go back
+            ok = False
             log.exception("could not put %s back", "a hidden note" if prep.plan.hidden else prep.plan.path)
+    return ok

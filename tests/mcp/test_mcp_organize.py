@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import apsw
@@ -225,24 +226,24 @@ async def test_rename_never_writes_outside_the_notes_vault(vault: Path, conn: ap
     assert other.read_text() == "far link to [[Target]]\n" and "Far.md" not in str(out)
 
 
-async def test_a_save_during_the_renames_rolls_back_every_file_already_renamed(
+async def test_a_save_during_the_writes_puts_back_every_file_already_written(
         vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The person saves a linking note after kms's last check but before its rename: conflict, and the
-    files kms had already replaced get their old bytes back (never half-renamed)."""
-    from server.vault import files as vault_files
+    """The person saves a linking note after kms's last check but before kms writes it: conflict, and the
+    files kms had already written get their old bytes back (never half-renamed), the journal goes."""
+    from server.writes import multifile
 
     before = vault_bytes(vault)
-    real_commit = vault_files.PendingWrite.commit
+    real_write = multifile._write_in_place
     state = {"n": 0}
 
-    def commit_then_person_saves(self, **kw):
-        real_commit(self, **kw)
+    def write_then_person_saves(prep, done):
+        real_write(prep, done)
         state["n"] += 1
-        if state["n"] == 1:  # after the first linking note is replaced, the person saves the next one
+        if state["n"] == 1:  # after the first linking note is written, the person saves the next one
             with (vault / "Linker.md").open("ab") as f:
                 f.write(b"person\n")
 
-    monkeypatch.setattr(vault_files.PendingWrite, "commit", commit_then_person_saves)
+    monkeypatch.setattr(multifile, "_write_in_place", write_then_person_saves)
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     assert out["error"] == "conflict" and "Linker.md" in out["message"]
@@ -250,6 +251,7 @@ async def test_a_save_during_the_renames_rolls_back_every_file_already_renamed(
     assert after["Linker.md"] == before["Linker.md"] + b"person\n"
     assert {k: v for k, v in after.items() if k != "Linker.md"} == {
         k: v for k, v in before.items() if k != "Linker.md"}
+    assert not list((db_path.parent / "units").iterdir())
 
 
 async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_a_note(
@@ -283,6 +285,23 @@ async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_
     assert not out["_error"], out
     assert seen == ["locked"]  # the moved note's new file exists, and no one else may write the index yet
     assert conn.execute("SELECT id FROM notes WHERE path = 'archive/Target.md'").fetchall() == [(nid,)]
+
+
+async def test_linking_notes_are_rewritten_in_place_keeping_their_inode_and_mode(
+        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    """A linking note keeps what lives on its inode (creation time, hard links, mode): kms rewrites it
+    where it is, under the unit's journal, which is gone once the rename is recorded."""
+    linker = vault / "Linker.md"
+    linker.chmod(0o640)
+    os.link(linker, vault.parent / "hard-link.md")
+    before = linker.stat()
+    async with mcp_client(db_path, **ON) as client:
+        out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
+    assert not out["_error"], out
+    after = linker.stat()
+    assert (after.st_ino, after.st_mode, after.st_nlink) == (before.st_ino, before.st_mode, 2)
+    assert "[[Goal]]" in (vault.parent / "hard-link.md").read_text()
+    assert not list((db_path.parent / "units").iterdir())
 
 
 async def test_rename_without_alias_and_to_a_sanitised_title(vault: Path, conn: apsw.Connection,

@@ -7,7 +7,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from server.store.db import connect, shared_commit, write_tx
+from server.store.db import after_commit, connect, shared_commit, write_tx
 
 
 def _setup(tmp_path: Path) -> tuple[apsw.Connection, apsw.Connection]:
@@ -29,6 +29,30 @@ def test_blocks_in_a_group_commit_together_at_its_end(tmp_path: Path) -> None:
             a.execute("INSERT INTO t VALUES (2)")
         assert a.in_transaction and _xs(b) == []  # not committed yet: one commit for both
     assert not a.in_transaction and _xs(b) == [1, 2]
+
+
+def test_after_commit_runs_once_the_groups_commit_is_done(tmp_path: Path) -> None:
+    a, b = _setup(tmp_path)
+    seen: list[list[int]] = []
+    with shared_commit(a):
+        with write_tx(a):
+            a.execute("INSERT INTO t VALUES (1)")
+            after_commit(a, lambda: seen.append(_xs(b)))  # what another connection sees by then
+        assert seen == []
+    assert seen == [[1]]
+
+
+def test_after_commit_is_dropped_when_nothing_is_committed(tmp_path: Path) -> None:
+    a, _b = _setup(tmp_path)
+    seen: list[str] = []
+    with shared_commit(a):
+        with write_tx(a):
+            a.execute("INSERT INTO t VALUES (1)")
+            after_commit(a, lambda: seen.append("ran"))
+        a.execute("ROLLBACK")  # (what SQLite itself does to a transaction a full disk breaks)
+    with shared_commit(a):
+        pass
+    assert seen == []
 
 
 def test_the_group_takes_the_lock_only_at_its_first_write(tmp_path: Path) -> None:

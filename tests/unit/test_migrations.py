@@ -302,3 +302,29 @@ def test_upgrade_to_m018_lists_a_folder_from_its_index_in_page_order(tmp_path: P
     rest = list_folder(conn, "f", None, cursor=first["nextCursor"], limit=3)
     assert [n["path"] for n in rest["notes"]] == ["f/d.md"] and rest["nextCursor"] is None
     conn.close()
+
+
+def test_upgrade_to_m019_lets_a_rename_journal_its_linking_notes(tmp_path: Path) -> None:
+    """An m018 database gains ``applied_units``: a rename's unit is recorded there with its provenance, and
+    the journal is gone once it is."""
+    from support.organize import index, make_vault
+    from support.vaults import note_id
+
+    from server.writes.cas import load_note
+    from server.writes.organize import rename
+
+    path = tmp_path / "m018.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m018_folder_listing")
+    assert "m019_applied_units" not in applied(old)
+    old.close()
+    conn = connect(path)
+    assert applied(conn) == NAMES
+    root = make_vault(tmp_path / "v")
+    index(conn, root)
+    note, vault = load_note(conn, note_id(conn, "Target"))
+    out = rename(conn, vault, note, title="Goal", lock_dir=tmp_path / "locks")
+    assert "Linker.md" in out.result["linksRewritten"]["notes"]
+    assert [r[0] for r in conn.execute("SELECT count(*) FROM applied_units")] == [1]
+    assert not list((tmp_path / "units").iterdir())
+    conn.close()

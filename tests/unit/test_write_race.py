@@ -17,8 +17,10 @@ from server.errors import KmsError
 
 
 def swapper(folder: Path, outside: Path, stop: threading.Event, swaps: list[int]) -> None:
-    """Swap ``folder`` for a link to ``outside`` and back, as fast as it can. kms may make a new
-    folder of that name while the link is gone: it is moved aside (it stays in the vault)."""
+    """Swap ``folder`` for a link to ``outside`` and back, as fast as it can, the real folder staying in
+    place a fifth of a millisecond each time (else whether any write at all gets through would depend on
+    thread scheduling). kms may make a new folder of that name while the link is gone: it is moved aside
+    (it stays in the vault)."""
     moved = folder.with_name(folder.name + ".real")
     while not stop.is_set():
         for step in (lambda: os.rename(folder, moved), lambda: os.symlink(outside, folder)):
@@ -32,6 +34,7 @@ def swapper(folder: Path, outside: Path, stop: threading.Event, swaps: list[int]
         with contextlib.suppress(OSError):
             os.rename(moved, folder)
         swaps[0] += 1
+        stop.wait(0.0002)
 
 
 def test_no_interleaving_places_a_file_outside_the_vault(tmp_path: Path) -> None:

@@ -1,0 +1,282 @@
+"""The write-ahead journal of a unit that rewrites several notes in place (a rename's linking notes).
+
+Why in place: replacing each of 500 linking notes through a temp file creates and frees 500 inodes,
+which on some file systems costs more than the whole rewrite, and every note would lose what lives on
+its inode: its creation time (Obsidian's "created" order on macOS), its hard links, its extended
+attributes. So kms rewrites a linking note as an editor saves it, in place, and stays crash-safe the
+way SQLite's rollback journal does: before the first note is touched, the old and the new bytes of
+every one of them are in one journal file beside the database, flushed, name included. The journal
+holds an ``flock`` for as long as its writer lives, and goes right after the database commit that
+records the unit (which also records the journal's token in ``applied_units``).
+
+``recover`` (at every write call and at a server's start) finishes what a dead writer left: a journal
+whose token was committed is deleted; otherwise every note of it that holds the new bytes, or a mix
+of old and new blocks (a crash in mid-write), gets its old bytes back, so the unit is undone as a
+whole. A note a person saved since is never written over: the journal is then kept (``*.kept``) and
+``kms doctor`` names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from server.store.locks import file_lock
+from server.vault.files import atomic_write, fsync_dir
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("kms.writes")
+MAGIC = b"KMSUNIT1\n"
+BLOCK = 4096  # a crash in mid-write leaves each page old or new (the torn states ``_ours`` accepts)
+SUFFIX, KEPT = ".unit", ".kept"
+
+
+def journal_dir(lock_dir: Path) -> Path:
+    """The journals live beside the lock files (kms-private, next to the database)."""
+    return lock_dir.parent / "units"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One note of a unit: its real path, the bytes kms read and the bytes it writes (at ``dest`` when it
+    moves; none when it is ``deleted``: the revert of a note kms created)."""
+
+    path: str
+    old: bytes
+    new: bytes
+    dest: str | None = None
+    deleted: bool = False
+
+
+class UnitJournal:
+    """A live unit's journal: written and flushed by ``begin``, held locked until ``end``."""
+
+    def __init__(self, path: Path, fd: int, token: str) -> None:
+        self.path, self._fd, self.token = path, fd, token
+
+    @classmethod
+    def begin(cls, folder: Path, entries: list[Entry]) -> UnitJournal:
+        folder.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(12)
+        path = folder / f"{token}{SUFFIX}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held while this writer lives: ``recover`` leaves it alone
+            data = _encode(token, entries)
+            with memoryview(data) as view:
+                done = 0
+                while done < len(view):
+                    done += os.write(fd, view[done:])
+            os.fsync(fd)
+            fsync_dir(folder)  # the journal's name is durable before the first note is touched
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        return cls(path, fd, token)
+
+    def mark_applied(self, conn: apsw.Connection) -> None:
+        """Record the token in the unit's own transaction (the caller's ``write_tx``); rows of journals
+        that are gone are dropped here too (under the same write lock, so no live unit's row goes)."""
+        live = {p.name.removesuffix(SUFFIX) for p in _journals(self.path.parent)}
+        stale = [r[0] for r in conn.execute("SELECT token FROM applied_units") if r[0] not in live]
+        conn.executemany("DELETE FROM applied_units WHERE token = ?", [(t,) for t in stale])
+        conn.execute("INSERT INTO applied_units (token, applied_at) VALUES (?, ?)", (self.token, time.time()))
+
+    def end(self) -> None:
+        """The unit is recorded, or undone: the journal goes (also after ``release``)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the journal but leave it on disk: ``recover`` finishes the unit."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+def _encode(token: str, entries: list[Entry]) -> bytes:
+    header = json.dumps({"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted]
+                                                   for e in entries]}, ensure_ascii=False).encode("utf-8")
+    parts = [MAGIC, len(header).to_bytes(8, "big"), header]
+    for e in entries:
+        parts += [e.old, e.new]
+    body = b"".join(parts)
+    return body + hashlib.sha256(body).digest()
+
+
+def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
+    """The token and entries, or None for a journal cut short (its writer died writing it: no note was
+    touched yet) or not kms's."""
+    body, digest = data[:-32], data[-32:]
+    if not body.startswith(MAGIC) or hashlib.sha256(body).digest() != digest:
+        return None
+    at = len(MAGIC)
+    size = int.from_bytes(body[at:at + 8], "big")
+    header = json.loads(body[at + 8:at + 8 + size])
+    at += 8 + size
+    entries = []
+    for path, n_old, n_new, dest, deleted in header["files"]:
+        entries.append(Entry(path, body[at:at + n_old], body[at + n_old:at + n_old + n_new], dest, deleted))
+        at += n_old + n_new
+    return str(header["token"]), entries
+
+
+def _journals(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX))
+    except FileNotFoundError:
+        return []
+
+
+def kept(lock_dir: Path) -> list[dict[str, Any]]:
+    """The journals ``recover`` could not finish (a note of theirs was saved since), each with the notes
+    it names: for ``kms doctor``. Each note's text from before the unit is still in its journal."""
+    folder = journal_dir(lock_dir)
+    out = []
+    for path in sorted(folder.glob(f"*{KEPT}")) if folder.is_dir() else []:
+        parsed = _decode(path.read_bytes())
+        out.append({"journal": str(path), "notes": [e.dest or e.path for e in parsed[1]] if parsed else []})
+    return out
+
+
+def recover(conn: apsw.Connection, lock_dir: Path) -> int:
+    """Finish every unit whose writer is gone; returns how many. Cheap when there is none (one listing)."""
+    done = 0
+    for path in _journals(journal_dir(lock_dir)):
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            continue  # its writer ended it just now
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live unit
+            done += _finish(conn, path, fd, lock_dir)
+        finally:
+            os.close(fd)
+    return done
+
+
+def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path) -> int:
+    from server.store.db import write_tx
+
+    with os.fdopen(os.dup(fd), "rb") as fh:
+        parsed = _decode(fh.read())
+    if parsed is None:
+        os.unlink(path)
+        return 1
+    token, entries = parsed
+    with contextlib.ExitStack() as stack:
+        for target in sorted({p for e in entries for p in (e.path, e.dest) if p}):  # the writer's order: the
+            # files first, then the database
+            stack.enter_context(file_lock(target, lock_dir))
+        with write_tx(conn):
+            if not path.exists():
+                return 0
+            if conn.execute("SELECT 1 FROM applied_units WHERE token = ?", (token,)).fetchall():
+                conn.execute("DELETE FROM applied_units WHERE token = ?", (token,))
+                os.unlink(path)
+                return 1
+            left = [e.path for e in entries if not undo(e)]
+            if left:
+                log.warning("a unit kms could not finish was kept at %s: %d notes changed since", path, len(left))
+                os.replace(path, path.with_suffix(KEPT))
+            else:
+                os.unlink(path)
+    return 1
+
+
+def undo(entry: Entry) -> bool:
+    """Put the old bytes back where the note holds kms's new bytes or a torn mix (a moved note back at
+    its path, a deleted one made again); False where a person saved it since (left as it is)."""
+    if entry.dest is not None or entry.deleted:
+        return _undo_move(entry)
+    try:
+        fd = os.open(entry.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        current = read_all(fd)
+        if current == entry.old:
+            return True
+        if not _ours(current, entry.old, entry.new):
+            return False
+        write_all(fd, entry.old)
+        os.fsync(fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _undo_move(entry: Entry) -> bool:
+    """A move creates the destination, then removes the source (a delete only removes it): undone the
+    other way round, each step only over kms's own bytes."""
+    source = Path(entry.path)
+    dest = Path(entry.dest) if entry.dest and os.path.lexists(entry.dest) else None  # (if it got there)
+    if dest is not None and os.path.lexists(source) and os.path.samefile(source, dest):
+        return True  # a case-only rename on a case-insensitive disk: one file, left as it is
+    if dest is not None and dest.read_bytes() != entry.new:
+        return False  # a person saved the moved note since: theirs stays where it is
+    if not os.path.lexists(source):
+        source.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(source, entry.old, create_only=True)
+    elif source.read_bytes() != entry.old:
+        return False  # a new note took its name since
+    if dest is not None:
+        os.unlink(dest)
+    return True
+
+
+def _ours(current: bytes, old: bytes, new: bytes) -> bool:
+    """The new bytes, or what writing them over the old ones from the start can leave when it stops
+    (a write cut short: the new bytes up to some point, the old ones after it; a crash: each 4 KiB
+    block in either state, or cut short inside)."""
+    if current == new:
+        return True
+    if not min(len(old), len(new)) <= len(current) <= max(len(old), len(new)):
+        return False  # (the file is cut to the new length only once the new bytes are all written)
+    for at in range(0, len(current), BLOCK):
+        block = current[at:at + BLOCK]
+        cut = len(os.path.commonprefix([block, new[at:at + len(block)]]))
+        if block[cut:] != old[at + cut:at + len(block)]:
+            return False
+    return True
+
+
+def read_all(fd: int) -> bytes:
+    """The whole file behind ``fd``, from its start."""
+    chunks, at = [], 0
+    while chunk := os.pread(fd, max(os.fstat(fd).st_size - at, 0) + 65_536, at):
+        chunks.append(chunk)
+        at += len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Make the file behind ``fd`` exactly ``data``, in place (same inode)."""
+    with memoryview(data) as view:
+        done = 0
+        while done < len(view):
+            done += os.pwrite(fd, view[done:], done)
+    os.ftruncate(fd, len(data))
+

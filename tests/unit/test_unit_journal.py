@@ -1,0 +1,115 @@
+"""The write-ahead journal of a unit rewritten in place: what ``recover`` does with each state a dead
+writer can leave (real files, a real database, real ``flock``s)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from server.store.db import write_tx
+from server.writes.unit_journal import KEPT, Entry, UnitJournal, journal_dir, kept, recover
+
+OLD = b"# Note\n\n" + b"old line [[Target]]\n" * 600  # several 4 KiB blocks
+NEW = OLD.replace(b"[[Target]]", b"[[Goal]]")
+
+
+@pytest.fixture
+def locks(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "locks"
+
+
+def dead_writer(locks: Path, entries: list[Entry]) -> UnitJournal:
+    """A journal whose writer died: flushed, its lock let go."""
+    journal = UnitJournal.begin(journal_dir(locks), entries)
+    journal.release()
+    return journal
+
+
+def test_a_torn_note_gets_its_old_bytes_back(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    torn, cut, whole, untouched = (tmp_path / f"{n}.md" for n in ("torn", "cut", "whole", "untouched"))
+    torn.write_bytes(NEW[:4096] + OLD[4096:])  # the crash came between two pages of the write
+    cut.write_bytes(NEW[:5000] + OLD[5000:])  # the write stopped inside a page
+    whole.write_bytes(NEW)
+    untouched.write_bytes(OLD)
+    journal = dead_writer(locks, [Entry(str(p), OLD, NEW) for p in (torn, cut, whole, untouched)])
+    assert recover(conn, locks) == 1
+    assert [p.read_bytes() for p in (torn, cut, whole, untouched)] == [OLD] * 4
+    assert not journal.path.exists() and kept(locks) == []
+
+
+def test_a_note_a_person_saved_since_is_left_and_the_journal_kept(tmp_path: Path, conn: apsw.Connection,
+                                                                  locks: Path) -> None:
+    mine, theirs, typed = tmp_path / "mine.md", tmp_path / "theirs.md", tmp_path / "typed.md"
+    mine.write_bytes(NEW)
+    theirs.write_bytes(b"the person's own text\n")
+    typed.write_bytes(OLD[:100] + b"XYZ" + OLD[103:])  # three letters typed over, in place
+    journal = dead_writer(locks, [Entry(str(p), OLD, NEW) for p in (mine, theirs, typed)])
+    recover(conn, locks)
+    assert mine.read_bytes() == OLD and theirs.read_bytes() == b"the person's own text\n"
+    assert typed.read_bytes() == OLD[:100] + b"XYZ" + OLD[103:]
+    assert kept(locks) == [{"journal": str(journal.path.with_suffix(KEPT)), "notes": [str(mine), str(theirs),
+                                                                                      str(typed)]}]
+    assert recover(conn, locks) == 0  # a kept journal is the person's to look at, never replayed
+
+
+def test_a_live_units_journal_is_left_alone(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_bytes(NEW)
+    journal = UnitJournal.begin(journal_dir(locks), [Entry(str(note), OLD, NEW)])  # its writer still holds it
+    assert recover(conn, locks) == 0
+    assert note.read_bytes() == NEW and journal.path.exists()
+    journal.end()
+    assert not journal.path.exists()
+
+
+def test_a_journal_cut_short_touched_nothing_and_goes(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_bytes(OLD)
+    journal = dead_writer(locks, [Entry(str(note), OLD, NEW)])
+    data = journal.path.read_bytes()
+    journal.path.write_bytes(data[: len(data) // 2])  # the writer died while writing its journal
+    assert recover(conn, locks) == 1
+    assert note.read_bytes() == OLD and not journal.path.exists()
+
+
+def test_a_recorded_unit_stays_done(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_bytes(NEW)
+    journal = UnitJournal.begin(journal_dir(locks), [Entry(str(note), OLD, NEW)])
+    with write_tx(conn):
+        journal.mark_applied(conn)  # committed with the unit; then the writer died before its journal went
+    journal.release()
+    assert recover(conn, locks) == 1
+    assert note.read_bytes() == NEW and not journal.path.exists()
+    assert conn.execute("SELECT count(*) FROM applied_units").fetchall() == [(0,)]
+
+
+def test_a_moved_note_goes_back_and_a_deleted_one_comes_back(tmp_path: Path, conn: apsw.Connection,
+                                                             locks: Path) -> None:
+    source, dest, deleted = tmp_path / "a" / "Target.md", tmp_path / "b" / "Goal.md", tmp_path / "Gone.md"
+    dest.parent.mkdir()
+    dest.write_bytes(NEW)  # created at its new path; the source was removed; then death
+    dead_writer(locks, [Entry(str(source), OLD, NEW, dest=str(dest)), Entry(str(deleted), OLD, b"", deleted=True)])
+    assert recover(conn, locks) == 1
+    assert source.read_bytes() == OLD and not dest.exists() and deleted.read_bytes() == OLD
+
+
+def test_a_moved_note_a_person_edited_at_its_new_path_stays_there(tmp_path: Path, conn: apsw.Connection,
+                                                                   locks: Path) -> None:
+    source, dest = tmp_path / "Target.md", tmp_path / "Goal.md"
+    dest.write_bytes(b"edited by the person at its new name\n")
+    dead_writer(locks, [Entry(str(source), OLD, NEW, dest=str(dest))])
+    recover(conn, locks)
+    assert not source.exists() and dest.read_bytes() == b"edited by the person at its new name\n"
+    assert len(kept(locks)) == 1
+
+
+def test_stale_applied_rows_go_with_the_next_unit(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    conn.execute("INSERT INTO applied_units VALUES ('gone-long-ago', 0)")
+    journal = UnitJournal.begin(journal_dir(locks), [Entry(str(tmp_path / "n.md"), OLD, NEW)])
+    with write_tx(conn):
+        journal.mark_applied(conn)
+    journal.end()
+    assert conn.execute("SELECT token FROM applied_units").fetchall() == [(journal.token,)]
