@@ -153,11 +153,11 @@ def list_cmd(
     table = Table(title=str(loaded.path), title_justify="left", show_lines=False)
     for col in ("key", "value", "source", "env"):
         table.add_column(col, overflow="fold")
-    for e in entries:
-        value = schema.format_value(e.value) + (" (auto)" if e.auto else "")
-        value = value if show_secrets else redact({e.key: value})[e.key]
-        source = e.source if e.source != "env" else "[cyan]env[/]"
-        table.add_row(e.key, value, source, e.setting.env)
+    for entry in entries:
+        value = schema.format_value(entry.value) + (" (auto)" if entry.auto else "")
+        value = value if show_secrets else redact({entry.key: value})[entry.key]
+        source = entry.source if entry.source != "env" else "[cyan]env[/]"
+        table.add_row(entry.key, value, source, entry.setting.env)
     Console().print(table)
     if loaded.custom_servers:
         print(f"custom servers: {', '.join(loaded.custom_servers)} (kms servers list)")

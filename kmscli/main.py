@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kmscli import index_cmds
 from kmscli.output import KmsGroup, console
 from server.store.db import default_db_path
+
+if TYPE_CHECKING:
+    from kmscli.demo import DemoWorkspace
 
 # The commands a first run and a reindex start (``kms vault add``, ``kms index``): built alone, so their
 # process imports no other command module and builds no other command (start-up: bench/bench_core.py).
@@ -31,7 +34,7 @@ def _flags_without_metavar() -> None:
     if getattr(shown, "_kms", False):
         return
 
-    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:  # type: ignore[name-defined]
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
         return None if self.is_flag and self.metavar is None else shown(self, ctx)
 
     display_type_rich._kms = True  # type: ignore[attr-defined]
@@ -99,7 +102,7 @@ def demo_cmd(
     raise typer.Exit(code)
 
 
-def _run_demo(ws: object, headless: bool) -> int:
+def _run_demo(ws: DemoWorkspace, headless: bool) -> int:
     """The story as text (exit 1 if it did not show every guard), or live in the dashboard."""
     import anyio
 
@@ -117,7 +120,7 @@ def _run_demo(ws: object, headless: bool) -> int:
 
     from tui.app import create_app
 
-    dashboard = create_app(ws.db_path, settings_path=ws.config_path)  # type: ignore[attr-defined]
+    dashboard = create_app(ws.db_path, settings_path=ws.config_path)
     lines: list[str] = []
 
     def narrate(kind: str, text: str) -> None:

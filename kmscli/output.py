@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import apsw
-import click
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
@@ -62,7 +61,7 @@ class KmsGroup(TyperGroup):
     """The root command: a core error that no command turned into output (a damaged or unreachable
     database found by any command) ends as one line and an exit code, never a traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # (Typer's own vendored click Context)
         from server.store.health import UNUSABLE, database_error
 
         try:

@@ -303,7 +303,7 @@ class KmsDashboard(App[None]):
             for status in feed.STATUSES:
                 yield SystemCommand(
                     f"Show only status: {status}", f"Filter the feed to {status} rows",
-                    lambda s=status: screen.filters.set_status(s),  # type: ignore[misc]
+                    lambda s=status: screen.filters.set_status(s),
                 )
 
 

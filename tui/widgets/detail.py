@@ -96,8 +96,8 @@ def render_detail(d: Detail, now: float) -> RenderableType:
                 continue
             row = Text(f"{cl.number:>{width}}", style="dim")
             row.append("+│ " if cl.inserted else " │ ", style="bold green" if cl.inserted else "dim")
-            for text, inserted in cl.pieces:
-                row.append(text, style="black on green" if inserted else "")
+            for text, is_new in cl.pieces:
+                row.append(text, style="black on green" if is_new else "")
             parts.append(row)
     elif inserted and note.state != "present":
         parts.append(Text("Inserted text:", style="bold"))
