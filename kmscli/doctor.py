@@ -199,8 +199,13 @@ def doctor_command(
     if d["room"]["warning"]:
         out.print(f"{meh} {d['room']['warning']}")
     for unit in d["unfinishedUnits"]:  # a crash in mid-unit, and a person saved one of its notes before it was undone
-        out.print(f"{meh} a change of several notes a crash interrupted was undone except where a note was saved "
-                  f"since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in {unit['journal']}")
+        if unit["notes"]:
+            out.print(f"{meh} a change of several notes a crash interrupted was undone except where a note was "
+                      f"saved since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in "
+                      f"{unit['journal']}")
+        else:
+            out.print(f"{meh} a damaged journal of a change of several notes was kept at {unit['journal']}: "
+                      "check the notes the last rename or move touched")
     if d["ok"] and not d["vaults"]:
         out.print(f"{meh} no vault registered: kms vault add PATH")
     for v in d["vaults"]:

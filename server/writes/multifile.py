@@ -381,6 +381,7 @@ def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, 
         return
     if _read(prep.real, prep.plan)[0] != prep.raw:
         raise _saved_meanwhile(prep.plan)
+    done.append((prep, dest))  # (before the move: one that fails half way is taken back too)
     if prep.plan.delete:
         os.unlink(prep.real)
     else:
@@ -388,7 +389,6 @@ def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, 
         _move(prep.real, dest, prep.new_raw)
     with contextlib.suppress(OSError):
         fsync_dir(prep.real.parent)
-    done.append((prep, dest))
 
 
 def _saved_meanwhile(plan: FilePlan) -> KmsError:
@@ -453,7 +453,11 @@ def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:
                 os.close(prep.fd)
                 prep.fd = None
             if dest is not None:
-                if dest.read_bytes() == prep.new_raw:  # else a person's save after kms's rename: theirs stays
+                if not os.path.lexists(dest) or dest.read_bytes() != prep.new_raw:
+                    continue  # never made, or a person's save after kms's move: theirs stays
+                if os.path.lexists(prep.real) and not _same_file(prep.real, dest):
+                    os.unlink(dest)  # made, but the old one was never removed
+                else:
                     _move(dest, prep.real, prep.raw)
             else:  # written in place, or deleted
                 undo(_entry(prep, None))

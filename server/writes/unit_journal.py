@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,8 @@ except ImportError:  # pragma: no cover - Windows
 log = logging.getLogger("kms.writes")
 MAGIC = b"KMSUNIT1\n"
 BLOCK = 4096  # a crash in mid-write leaves each page old or new (the torn states ``_ours`` accepts)
-SUFFIX, KEPT = ".unit", ".kept"
+SUFFIX, KEPT, WRITING = ".unit", ".kept", ".writing"
+NO_LOCK_AGE_S = 600.0
 
 
 def journal_dir(lock_dir: Path) -> Path:
@@ -72,8 +74,8 @@ class UnitJournal:
     def begin(cls, folder: Path, entries: list[Entry]) -> UnitJournal:
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(12)
-        path = folder / f"{token}{SUFFIX}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        path, writing = folder / f"{token}{SUFFIX}", folder / f"{token}{WRITING}"
+        fd = os.open(writing, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while this writer lives: ``recover`` leaves it alone
@@ -83,11 +85,13 @@ class UnitJournal:
                 while done < len(view):
                     done += os.write(fd, view[done:])
             os.fsync(fd)
-            fsync_dir(folder)  # the journal's name is durable before the first note is touched
+            os.rename(writing, path)  # ``recover`` only ever sees a whole journal
+            fsync_dir(folder)  # its name is durable before the first note is touched
         except BaseException:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            for name in (writing, path):
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
             raise
         return cls(path, fd, token)
 
@@ -139,9 +143,9 @@ def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
     return str(header["token"]), entries
 
 
-def _journals(folder: Path) -> list[Path]:
+def _journals(folder: Path, suffix: str = SUFFIX) -> list[Path]:
     try:
-        return sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX))
+        return sorted(p for p in folder.iterdir() if p.name.endswith(suffix))
     except FileNotFoundError:
         return []
 
@@ -160,21 +164,39 @@ def kept(lock_dir: Path) -> list[dict[str, Any]]:
 def recover(conn: apsw.Connection, lock_dir: Path) -> int:
     """Finish every unit whose writer is gone; returns how many. Cheap when there is none (one listing)."""
     done = 0
-    for path in _journals(journal_dir(lock_dir)):
-        try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            continue  # its writer ended it just now
-        try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a live unit
-            done += _finish(conn, path, fd, lock_dir)
-        finally:
-            os.close(fd)
+    folder = journal_dir(lock_dir)
+    for path in _journals(folder, WRITING):  # its writer died writing it: no note was touched
+        with _if_dead(path) as fd:
+            if fd is not None:
+                os.unlink(path)
+    for path in _journals(folder):
+        with _if_dead(path) as fd:
+            if fd is not None:
+                done += _finish(conn, path, fd, lock_dir)
     return done
+
+
+@contextlib.contextmanager
+def _if_dead(path: Path) -> Iterator[int | None]:
+    """The journal, opened and locked, if its writer is gone; else None."""
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        yield None  # its writer ended it just now
+        return
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield None  # a live unit
+                return
+        elif time.time() - os.fstat(fd).st_mtime < NO_LOCK_AGE_S:
+            yield None  # (no flock here: a unit takes seconds at most, so only an old journal is a dead one's)
+            return
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path) -> int:
@@ -182,8 +204,9 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path) -> int:
 
     with os.fdopen(os.dup(fd), "rb") as fh:
         parsed = _decode(fh.read())
-    if parsed is None:
-        os.unlink(path)
+    if parsed is None:  # damaged (a whole journal is renamed into place): kept for the person
+        log.warning("a damaged unit journal was kept at %s", path.with_suffix(KEPT))
+        os.replace(path, path.with_suffix(KEPT))
         return 1
     token, entries = parsed
     with contextlib.ExitStack() as stack:

@@ -133,3 +133,23 @@ def test_a_vault_disk_filling_up_in_mid_write_puts_every_note_back(
     assert is_error and answer["error"] == "disk-full", answer
     assert vault_bytes(vault) == before and journals(db_path) == []
     assert_index_is_fresh(conn, vault, tmp_path)
+
+
+def test_a_move_that_fails_half_way_is_taken_back(
+        vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note is made at its new path, then removing the old one fails: the new one goes again, and
+    no linking note keeps a rewritten link."""
+    from server.vault.files import atomic_write
+    from server.writes import multifile
+
+    def made_then_fails(real: Path, dest: Path, new_raw: bytes) -> None:
+        atomic_write(dest, new_raw, create_only=True)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(multifile, "_move", made_then_fails)
+    before = vault_bytes(vault)
+    answer, is_error = runner.call("kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
+    assert is_error and answer["error"] == "conflict" and "Input/output error" in answer["message"], answer
+    assert vault_bytes(vault) == before and journals(db_path) == []
+    assert_index_is_fresh(conn, vault, tmp_path)

@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 from server.store.db import write_tx
-from server.writes.unit_journal import KEPT, Entry, UnitJournal, journal_dir, kept, recover
+from server.writes.unit_journal import KEPT, WRITING, Entry, UnitJournal, journal_dir, kept, recover
 
 OLD = b"# Note\n\n" + b"old line [[Target]]\n" * 600  # several 4 KiB blocks
 NEW = OLD.replace(b"[[Target]]", b"[[Goal]]")
@@ -69,9 +69,22 @@ def test_a_journal_cut_short_touched_nothing_and_goes(tmp_path: Path, conn: apsw
     note.write_bytes(OLD)
     journal = dead_writer(locks, [Entry(str(note), OLD, NEW)])
     data = journal.path.read_bytes()
-    journal.path.write_bytes(data[: len(data) // 2])  # the writer died while writing its journal
+    writing = journal.path.with_suffix(WRITING)
+    journal.path.rename(writing)
+    writing.write_bytes(data[: len(data) // 2])  # the writer died while writing its journal
+    assert recover(conn, locks) == 0
+    assert note.read_bytes() == OLD and list(journal_dir(locks).iterdir()) == []
+
+
+def test_a_damaged_journal_is_kept_and_its_notes_left(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_bytes(NEW)
+    journal = dead_writer(locks, [Entry(str(note), OLD, NEW)])
+    data = bytearray(journal.path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a bit flipped on the disk
+    journal.path.write_bytes(bytes(data))
     assert recover(conn, locks) == 1
-    assert note.read_bytes() == OLD and not journal.path.exists()
+    assert note.read_bytes() == NEW and kept(locks) == [{"journal": str(journal.path.with_suffix(KEPT)), "notes": []}]
 
 
 def test_a_recorded_unit_stays_done(tmp_path: Path, conn: apsw.Connection, locks: Path) -> None:
