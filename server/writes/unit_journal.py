@@ -48,8 +48,9 @@ NO_LOCK_AGE_S = 600.0
 
 
 def journal_dir(lock_dir: Path) -> Path:
-    """The journals live beside the lock files (kms-private, next to the database)."""
-    return lock_dir.parent / "units"
+    """The journals live with the lock files: kms-private, next to the database (or in the private
+    temp folder of a database with no file)."""
+    return lock_dir / "units"
 
 
 @dataclass(frozen=True)

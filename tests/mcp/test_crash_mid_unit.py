@@ -71,7 +71,7 @@ def killed(db_path: Path, where: str, nid: str) -> None:
 
 
 def journals(db_path: Path) -> list[str]:
-    return sorted(p.name for p in (db_path.parent / "units").iterdir())
+    return sorted(p.name for p in (db_path.parent / "locks" / "units").iterdir())
 
 
 def test_a_server_killed_in_mid_unit_is_undone_as_a_whole_at_the_next_call(

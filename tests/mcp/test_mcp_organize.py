@@ -251,7 +251,7 @@ async def test_a_save_during_the_writes_puts_back_every_file_already_written(
     assert after["Linker.md"] == before["Linker.md"] + b"person\n"
     assert {k: v for k, v in after.items() if k != "Linker.md"} == {
         k: v for k, v in before.items() if k != "Linker.md"}
-    assert not list((db_path.parent / "units").iterdir())
+    assert not list((db_path.parent / "locks" / "units").iterdir())
 
 
 async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_a_note(
@@ -301,7 +301,7 @@ async def test_linking_notes_are_rewritten_in_place_keeping_their_inode_and_mode
     after = linker.stat()
     assert (after.st_ino, after.st_mode, after.st_nlink) == (before.st_ino, before.st_mode, 2)
     assert "[[Goal]]" in (vault.parent / "hard-link.md").read_text()
-    assert not list((db_path.parent / "units").iterdir())
+    assert not list((db_path.parent / "locks" / "units").iterdir())
 
 
 async def test_rename_without_alias_and_to_a_sanitised_title(vault: Path, conn: apsw.Connection,

@@ -326,5 +326,5 @@ def test_upgrade_to_m019_lets_a_rename_journal_its_linking_notes(tmp_path: Path)
     out = rename(conn, vault, note, title="Goal", lock_dir=tmp_path / "locks")
     assert "Linker.md" in out.result["linksRewritten"]["notes"]
     assert [r[0] for r in conn.execute("SELECT count(*) FROM applied_units")] == [1]
-    assert not list((tmp_path / "units").iterdir())
+    assert not list((tmp_path / "locks" / "units").iterdir())
     conn.close()
