@@ -14,10 +14,9 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
+from support.organize import assert_index_is_fresh, index, make_vault, organize_runner, vault_bytes
 from support.vaults import note_id
 
-from server.config.session import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 
 DIE = """
@@ -54,13 +53,8 @@ def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
 
 @pytest.fixture
 def runner(db_path: Path, vault: Path) -> Iterator[ToolRunner]:
-    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, edit_enabled=True,
-                                    organize_enabled=True, watch=False)
-    r = ToolRunner(config)
-    try:
+    with organize_runner(db_path) as r:
         yield r
-    finally:
-        r.close()
 
 
 def killed(db_path: Path, where: str, nid: str) -> None:

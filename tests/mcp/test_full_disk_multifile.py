@@ -10,11 +10,10 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
+from support.organize import assert_index_is_fresh, index, make_vault, organize_runner, vault_bytes
 from support.vaults import note_id
 
 from server.activity import unrecorded
-from server.config.session import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import thread_connection
 
@@ -34,13 +33,8 @@ def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
 
 @pytest.fixture
 def runner(db_path: Path, vault: Path) -> Iterator[ToolRunner]:
-    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, edit_enabled=True,
-                                    organize_enabled=True, watch=False)
-    r = ToolRunner(config)
-    try:
+    with organize_runner(db_path) as r:
         yield r
-    finally:
-        r.close()
 
 
 def disk_full(db_path: Path) -> int:

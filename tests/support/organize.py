@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +93,18 @@ def assert_index_is_fresh(conn: apsw.Connection, root: Path, tmp: Path) -> None:
 def vault_bytes(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (the trash too), by relative path."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def organize_runner(db_path: Path) -> Iterator[Any]:
+    """A ``ToolRunner`` with every tier on and no watcher: tool calls in process, through the real guard."""
+    from server.config.session import SessionConfig
+    from server.mcp.tools.dispatch import ToolRunner
+
+    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, edit_enabled=True,
+                                    organize_enabled=True, watch=False)
+    runner = ToolRunner(config)
+    try:
+        yield runner
+    finally:
+        runner.close()
