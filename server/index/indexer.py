@@ -367,7 +367,7 @@ def reindex_written(conn: apsw.Connection, vault: Vault, written: dict[str, File
         rows.update((r[0], tuple(r[1:])) for r in conn.execute(
             "SELECT path, rid, content_hash, mtime_ns, id, hidden_at FROM notes "
             f"WHERE vault_id = ? AND path IN ({','.join('?' * len(chunk))})", (vault.id, *chunk)))
-    stored = StoredRows(conn, [rows[p][0] for p in paths if p in rows])
+    stored = StoredRows(conn, [rows[p][0] for p in paths if p in rows], notes=False)  # (only changed ones are written)
     changed = ChangedNotes(conn)
     rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
     now, ids, hidden = time.time(), {}, []
@@ -383,7 +383,7 @@ def reindex_written(conn: apsw.Connection, vault: Vault, written: dict[str, File
         values = {**rec.values, "indexed_at": now}
         values["hidden_rule"] = rules.reason(path, values["frontmatter"], values["tags"], values["link_to"],
                                              rec.fm_raw)
-        changed.add(rid, values, stored.note(rid))
+        changed.queue(rid, values)
         keys, links_changed = write_children(conn, rid, vault.id, rec, stored.children_of(rid))
         work.keys.update(keys)
         if links_changed:

@@ -198,10 +198,14 @@ class ChangedNotes:
         created = values.get("created")  # a creation date the file gives, when the parser reads one
         if flag_ok and created in (None, created_at) and tuple(old) == self._compared(values):
             return False
+        self.queue(rid, values)
+        return True
+
+    def queue(self, rid: int, values: dict) -> None:
+        """Queue note ``rid`` for ``values`` without comparing: its file's bytes changed (a new hash)."""
         self.pending.append((rid, values))
         if len(self.pending) >= self.SIZE:
             self.flush()
-        return True
 
     def flush(self) -> None:
         if not self.pending:
@@ -220,8 +224,10 @@ class StoredRows:
 
     CHUNK = 256
 
-    def __init__(self, conn: apsw.Connection, rids: list[int]) -> None:
+    def __init__(self, conn: apsw.Connection, rids: list[int], *, notes: bool = True) -> None:
+        """``notes`` False: only the children rows are read (the notes' own rows are not compared)."""
         self.conn = conn
+        self.with_notes = notes
         self.rids = rids
         self.at = {rid: i for i, rid in enumerate(rids)}
         self.notes: dict[int, tuple] = {}
@@ -231,7 +237,7 @@ class StoredRows:
         chunk = self.rids[self.at[rid] : self.at[rid] + self.CHUNK]
         marks = ",".join("?" * len(chunk))
         self.notes = {r[0]: tuple(r[1:]) for r in self.conn.execute(
-            f"SELECT rid, {_STORED} FROM notes WHERE rid IN ({marks})", chunk)}
+            f"SELECT rid, {_STORED} FROM notes WHERE rid IN ({marks})", chunk)} if self.with_notes else {}
         self.children = {r: [[] for _ in _CHILD_TABLES] for r in chunk}
         for i, (table, col, cols) in enumerate(_CHILD_TABLES):  # in each note's own order (write_children's)
             for row in self.conn.execute(f"SELECT {col}, {cols} FROM {table} WHERE {col} IN ({marks}) ORDER BY {cols}",

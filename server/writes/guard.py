@@ -33,6 +33,7 @@ A ``WriteService`` may be shared by threads: each thread gets its own APSW conne
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -214,8 +215,10 @@ class WriteService:
         """Undo what a dead writer left half done (``unit_journal.recover``): before every write call, and
         when a server with writes starts. Cheap when there is nothing (one folder listing)."""
         conn = self.conn()
-        with contextlib.suppress(apsw.Error, OSError):  # (tried again at the next call)
+        try:
             unit_journal.recover(conn, self.lock_dir or lock_dir_for(conn))
+        except (apsw.Error, OSError):  # tried again at the next call; the write itself goes on
+            logging.getLogger("kms.writes").exception("could not finish a unit a dead writer left")
 
     def allows(self, tier: Tier) -> bool:
         """Whether this session's gate lets a tool of ``tier`` run."""
