@@ -78,6 +78,7 @@ class _Prepared:
     new_text: str
     new_raw: bytes
     seen: tuple[int, int, int] | None  # (inode, mtime, size) as read: the re-check compares it
+    linked: bool  # other hard links lead to it (maybe from outside the vault): replaced, never written in place
     fd: int | None = None  # open from its write in place until its fsync
     record: FileRecord | None = None  # the index record of ``new_raw`` (its mtime set once written)
 
@@ -102,20 +103,20 @@ def _seen(real: Path) -> tuple[int, int, int] | None:
         return None
 
 
-def _read(real: Path, plan: FilePlan) -> tuple[bytes, tuple[int, int, int]]:
+def _read(real: Path, plan: FilePlan) -> tuple[bytes, os.stat_result]:
     try:
         fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise _gone(plan) from None
     try:
-        seen = _signature(os.fstat(fd))
-        return read_all(fd), seen
+        st = os.fstat(fd)
+        return read_all(fd), st
     finally:
         os.close(fd)
 
 
 def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
-    raw, seen = _read(real, plan)
+    raw, st = _read(real, plan)
     if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
         raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
                        path=None if plan.hidden else plan.path)
@@ -123,7 +124,7 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     staging.check(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
-    prep = _Prepared(plan, real, raw, text, new_text, new_raw, seen)
+    prep = _Prepared(plan, real, raw, text, new_text, new_raw, _signature(st), st.st_nlink > 1)
     if _in_place(prep) and not os.access(real, os.W_OK):
         raise KmsError("conflict", f"{_name(plan)} is read-only (its file permissions); nothing was changed",
                        path=None if plan.hidden else plan.path)
@@ -375,7 +376,7 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path], done: list[tuple[
 
 def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, Path | None]]) -> None:
     if _in_place(prep):
-        _write_in_place(prep, done)
+        (_replace if prep.linked else _write_in_place)(prep, done)
         return
     if not (prep.plan.delete or dest is not None):
         return
@@ -417,6 +418,17 @@ def _write_in_place(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) 
     prep.fd = fd
     if prep.record is not None:
         prep.record.set_mtime(st.st_mtime_ns)
+
+
+def _replace(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) -> None:
+    """A note with other hard links is given a file of its own (a temp file renamed over it, flushed), so
+    the other names keep their bytes: kms writes nothing that shows outside the vault."""
+    if _read(prep.real, prep.plan)[0] != prep.raw:
+        raise _saved_meanwhile(prep.plan)
+    done.append((prep, None))
+    atomic_write(prep.real, prep.new_raw)
+    if prep.record is not None:
+        prep.record.set_mtime(os.stat(prep.real).st_mtime_ns)
 
 
 def _make_durable(done: list[tuple[_Prepared, Path | None]]) -> None:

@@ -2,10 +2,11 @@
 
 Why in place: replacing each of 500 linking notes through a temp file creates and frees 500 inodes,
 which on some file systems costs more than the whole rewrite, and every note would lose what lives on
-its inode: its creation time (Obsidian's "created" order on macOS), its hard links, its extended
-attributes. So kms rewrites a linking note as an editor saves it, in place, and stays crash-safe the
-way SQLite's rollback journal does: before the first note is touched, the old and the new bytes of
-every one of them are in one journal file beside the database, flushed, name included. The journal
+its inode: its creation time (Obsidian's "created" order on macOS), its extended attributes. (A note
+with other hard links is replaced all the same: a name outside the vault must not change with it.)
+So kms rewrites a linking note as an editor saves it, in place, and stays crash-safe the way SQLite's
+rollback journal does: before the first note is touched, the old and the new bytes of every file of
+the unit are in one journal file kept with kms's lock files, flushed, name included. The journal
 holds an ``flock`` for as long as its writer lives, and goes right after the database commit that
 records the unit (which also records the journal's token in ``applied_units``).
 

@@ -289,18 +289,20 @@ async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_
 
 async def test_linking_notes_are_rewritten_in_place_keeping_their_inode_and_mode(
         vault: Path, conn: apsw.Connection, db_path: Path) -> None:
-    """A linking note keeps what lives on its inode (creation time, hard links, mode): kms rewrites it
-    where it is, under the unit's journal, which is gone once the rename is recorded."""
-    linker = vault / "Linker.md"
+    """A linking note keeps what lives on its inode (creation time, mode): kms rewrites it where it is,
+    under the unit's journal, which is gone once the rename is recorded. One with another hard link
+    (here from outside the vault) gets a file of its own instead: the other name keeps its bytes."""
+    linker, crlf, outside = vault / "Linker.md", vault / "Crlf.md", vault.parent / "hard-link.md"
     linker.chmod(0o640)
-    os.link(linker, vault.parent / "hard-link.md")
-    before = linker.stat()
+    os.link(crlf, outside)
+    before, outside_bytes = linker.stat(), outside.read_bytes()
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     assert not out["_error"], out
     after = linker.stat()
-    assert (after.st_ino, after.st_mode, after.st_nlink) == (before.st_ino, before.st_mode, 2)
-    assert "[[Goal]]" in (vault.parent / "hard-link.md").read_text()
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode) and "[[Goal]]" in linker.read_text()
+    assert "[[Goal]]" in crlf.read_text() and outside.read_bytes() == outside_bytes
+    assert crlf.stat().st_nlink == 1 and outside.stat().st_nlink == 1
     assert not list((db_path.parent / "locks" / "units").iterdir())
 
 
