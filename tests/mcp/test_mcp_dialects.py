@@ -33,6 +33,14 @@ async def test_markdown_links_are_backlinks_and_titles_are_searched(conn: apsw.C
         assert [(h["vault"], h["path"], h["title"]) for h in hits] == [("dendron", "dendron.topic.lookup.md", "Lookup")]
         read = await call(client, "kms_read", {"noteId": "9a2lookupzz0p1q7x3mm4kd"})  # Dendron's own id
         assert not read["_error"] and read["noteId"] == by_path(conn, "dendron", "dendron.topic.lookup.md")
+        assert read["parent"] == {"noteId": by_path(conn, "dendron", "dendron.topic.md"), "title": "Topic",
+                                  "path": "dendron.topic.md"}  # its Dendron hierarchy, as kms show gives it
+        assert "parent" not in await call(client, "kms_read", {"noteId": by_path(conn, "obsidian", "Home.md")})
+        from server.index.notes import set_hidden
+
+        set_hidden(conn, "dendron:dendron.topic.md", True)  # a hidden ancestor is never named
+        read = await call(client, "kms_read", {"noteId": "9a2lookupzz0p1q7x3mm4kd"})
+        assert not read["_error"] and "parent" not in read and "Topic" not in str(read)
 
 
 async def test_rename_and_move_rewrite_markdown_links_in_their_style(conn: apsw.Connection, db_path: Path,

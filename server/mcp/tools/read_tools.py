@@ -98,6 +98,7 @@ class ReadOutput(ToolOutput):
     nextCursor: str | None
     links: list[dict[str, Any]]
     unresolvedLinks: list[str]
+    parent: dict[str, Any] | None = None  # a hierarchical vault's (Dendron) nearest visible ancestor
 
 
 PAGE_BUDGET = PAYLOAD_CAP_BYTES - 8_000  # room for everything but the body
@@ -204,6 +205,7 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
         "updatedAt": note["updated_at"],
         "version": note["content_hash"],
         **({"section": section} if section else {}),
+        **({"parent": note["parent"]} if note["parent"] else {}),  # (only visible ancestors: get_note's rule)
         "bodyChars": len(body),
         "offset": offset,
         "nextCursor": listing.encode_cursor({"n": note["id"], "o": end, "v": note["content_hash"],
