@@ -13,6 +13,7 @@ import apsw
 
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
+from server.index.writer import add_attachments
 from server.store.db import connect, write_tx
 from server.store.locks import wait_own_writes
 from server.vault.registry import Vault, list_vaults
@@ -96,6 +97,11 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
             for rel in notes:
                 reindex_file(conn, vault, rel)
                 n += 1
+            files = [rel for p, rel in mine if not rel.lower().endswith(".md") and not os.path.islink(p)
+                     and os.path.isfile(p)]  # a new attachment (a pasted image): links naming it resolve now
+            if files:
+                with write_tx(conn):
+                    n += len(files) if add_attachments(conn, vault.id, files) else 0
         if after is not None and notes:
             after(conn, vault, notes)
     return n

@@ -345,6 +345,21 @@ def sync_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> 
     return True
 
 
+def add_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> bool:
+    """Files that just appeared in the vault (the watcher's events; a removal makes it scan): their rows,
+    and the vault's links that name no note resolved again. True if any was new."""
+    known = {r[0] for r in conn.execute(
+        f"SELECT DISTINCT path FROM attachments WHERE vault_id = ? AND path IN ({','.join('?' * len(paths))})",
+        (vault_id, *paths))}
+    new = [p for p in dict.fromkeys(paths) if p not in known]
+    if not new:
+        return False
+    conn.executemany("INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
+                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in new for key, kind in attachment_keys(p)])
+    conn.execute(_TO_FILE + " WHERE src_rid IN (SELECT rid FROM notes WHERE vault_id = ?)", (vault_id,))
+    return True
+
+
 def attachment_keys(path: str) -> list[tuple[str, int]]:
     """The keys a link may name a file by: its path, its name, each shorter path ending."""
     key = path.lower()

@@ -239,11 +239,29 @@ def test_watcher_edit_and_delete_of_single_files(conn: apsw.Connection, vault) -
     write(vault.root / ".obsidian" / "workspace.json", "{}")
     write(vault.root / "notes.txt", "not markdown")
     assert apply_changes(conn, [vault], {str(vault.root / "n.md"), str(vault.root / ".obsidian" / "workspace.json"),
-                                         str(vault.root / "notes.txt")}) == 1
+                                         str(vault.root / "notes.txt")}) == 2  # the note, and notes.txt as a file
+    assert scalar(conn, "SELECT count(*) FROM attachments WHERE path = 'notes.txt'") >= 1
     assert note_row(conn, "n.md")["body"] == "edited words" and note_row(conn, "n.md")["id"] == nid
     (vault.root / "n.md").unlink()
     apply_changes(conn, [vault], {str(vault.root / "n.md")})
     assert scalar(conn, "SELECT count(*) FROM notes") == 0
+
+
+def test_watcher_resolves_links_to_an_attachment_that_appears(conn: apsw.Connection, vault) -> None:
+    """A pasted image: the link that named a missing file resolves at the watcher's event, not at the next
+    ``kms index``; its removal is a scan (it un-resolves again)."""
+    write(vault.root / "n.md", "see ![[pic.png]] and [[img/chart.svg]]\n")
+    index_vault(conn, vault)
+    resolved = "SELECT target, dst_file FROM links ORDER BY ord"
+    assert conn.execute(resolved).fetchall() == [("pic.png", None), ("img/chart.svg", None)]
+    write(vault.root / "attachments" / "pic.png", "png")
+    write(vault.root / "img" / "chart.svg", "<svg/>")
+    assert apply_changes(conn, [vault], {str(vault.root / "attachments" / "pic.png"),
+                                         str(vault.root / "img" / "chart.svg")}) == 2
+    assert [t for t, f in conn.execute(resolved).fetchall() if f is not None] == ["pic.png", "img/chart.svg"]
+    (vault.root / "attachments" / "pic.png").unlink()
+    apply_changes(conn, [vault], {str(vault.root / "attachments" / "pic.png")})
+    assert [t for t, f in conn.execute(resolved).fetchall() if f is not None] == ["img/chart.svg"]
 
 
 def test_reindex_file_adds_updates_and_removes(conn: apsw.Connection, vault) -> None:
