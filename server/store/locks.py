@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,15 +21,27 @@ except ImportError:  # pragma: no cover - Windows
 
 
 @contextlib.contextmanager
-def lock_file(path: str | os.PathLike[str]) -> Iterator[int]:
+def lock_file(path: str | os.PathLike[str], *, wait: float | None = None) -> Iterator[int]:
     """Hold an exclusive lock on the file at ``path`` (created if missing); yields its fd.
 
     ``flock`` is per open file description, so it also excludes other threads of one
     process. Closing the descriptor releases the lock, even when the holder dies.
+    ``wait``: give up after that many seconds (``TimeoutError``), for a caller that already
+    holds other locks and so must not wait out of path order.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if fcntl is not None:
+        if fcntl is not None and wait is not None:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{path} stayed locked for {wait} s") from None
+                    time.sleep(0.01)
+        elif fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         else:  # pragma: no cover - Windows
             import msvcrt
@@ -45,7 +58,8 @@ def lock_file(path: str | os.PathLike[str]) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) -> Iterator[int]:
+def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str], *,
+              wait: float | None = None) -> Iterator[int]:
     """Exclusive lock for one note, shared by every kms thread and process; yields the lock fd.
 
     The lock file lives in a kms-private folder (next to the database), not on the
@@ -56,7 +70,7 @@ def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str]) 
     folder = Path(lock_dir)
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(os.fsencode(os.path.normcase(os.fspath(target)))).hexdigest()[:40]
-    with lock_file(folder / f"{key}.lock") as fd:
+    with lock_file(folder / f"{key}.lock", wait=wait) as fd:
         yield fd
 
 

@@ -44,6 +44,7 @@ from server.vault.markdown import line_count
 from server.vault.paths import NOTE_SUFFIX, locate_note, open_folder
 from server.vault.registry import Vault
 from server.writes import staging
+from server.writes.unit_journal import recover
 
 if TYPE_CHECKING:
     from server.index.records import FileRecord
@@ -312,6 +313,7 @@ def write_note(
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     real, real_rel = locate_note(vault.root, note.path)
     with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
+        recover(conn, lock_dir or lock_dir_for(conn), held=[str(real)])  # a dead unit over this note goes first
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
             before = sha256_hex(raw)

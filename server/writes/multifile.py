@@ -52,7 +52,7 @@ from server.vault.paths import is_within, locate_notes
 from server.vault.registry import Vault
 from server.writes import staging
 from server.writes.cas import lock_dir_for, on_unrecorded
-from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, undo, write_all
+from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
 
 log = logging.getLogger("kms.writes")
 
@@ -286,8 +286,10 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
-        for target in sorted({*map(str, reals), *map(str, dests.values())}):
+        targets = sorted({*map(str, reals), *map(str, dests.values())})
+        for target in targets:
             stack.enter_context(file_lock(target, lock_dir))
+        recover(conn, lock_dir, held=targets)  # a dead writer's unit over these notes is undone first
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])

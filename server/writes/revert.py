@@ -52,6 +52,7 @@ from server.writes.cas import (
     write_note,
 )
 from server.writes.guard import Touched, record_call
+from server.writes.unit_journal import recover
 
 TOOL_REVERT = "revert"
 
@@ -261,6 +262,7 @@ def _delete_created(
 
     real = resolve_note_file(vault.root, note.path)
     with file_lock(real, lock_dir or lock_dir_for(conn)):
+        recover(conn, lock_dir or lock_dir_for(conn), held=[str(real)])  # a dead unit over this note goes first
         try:
             raw = real.read_bytes()
         except FileNotFoundError as e:

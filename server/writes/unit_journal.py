@@ -26,13 +26,14 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apsw
 
+from server.errors import KmsError
 from server.store.locks import file_lock
 from server.vault.files import atomic_write, fsync_dir
 
@@ -163,9 +164,15 @@ def kept(lock_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def recover(conn: apsw.Connection, lock_dir: Path) -> int:
-    """Finish every unit whose writer is gone; returns how many. Cheap when there is none (one listing)."""
+def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> int:
+    """Finish every unit whose writer is gone; returns how many. Cheap when there is none (one listing).
+
+    ``held``: the notes (real paths) whose locks the caller already holds, a writer that has just taken
+    them: a dead unit that names one of them is finished first (its writer's death is what let the lock
+    go), so the caller never writes over a half-written note; a dead unit that names none of them is
+    left for the next call. ``conflict`` if its other notes stay locked."""
     done = 0
+    held = frozenset(held)
     folder = journal_dir(lock_dir)
     for path in _journals(folder, WRITING):  # its writer died writing it: no note was touched
         with _if_dead(path) as fd:
@@ -174,7 +181,7 @@ def recover(conn: apsw.Connection, lock_dir: Path) -> int:
     for path in _journals(folder):
         with _if_dead(path) as fd:
             if fd is not None:
-                done += _finish(conn, path, fd, lock_dir)
+                done += _finish(conn, path, fd, lock_dir, held)
     return done
 
 
@@ -201,7 +208,7 @@ def _if_dead(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
-def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path) -> int:
+def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: frozenset[str]) -> int:
     from server.store.db import write_tx
 
     with os.fdopen(os.dup(fd), "rb") as fh:
@@ -211,10 +218,18 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path) -> int:
         os.replace(path, path.with_suffix(KEPT))
         return 1
     token, entries = parsed
+    targets = sorted({p for e in entries for p in (e.path, e.dest) if p})
+    if held and held.isdisjoint(targets):
+        return 0
     with contextlib.ExitStack() as stack:
-        for target in sorted({p for e in entries for p in (e.path, e.dest) if p}):  # the writer's order: the
-            # files first, then the database
-            stack.enter_context(file_lock(target, lock_dir))
+        for target in targets:  # the writer's order: the files first, then the database
+            if target in held:
+                continue
+            try:  # (a caller holding locks already must not wait out of order: bounded)
+                stack.enter_context(file_lock(target, lock_dir, wait=2.0 if held else None))
+            except TimeoutError:
+                raise KmsError("conflict", "a change of several notes that a crash interrupted is being "
+                               "undone; nothing was changed: try again") from None
         with write_tx(conn):
             if not path.exists():
                 return 0

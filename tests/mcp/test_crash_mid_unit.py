@@ -147,3 +147,24 @@ def test_a_move_that_fails_half_way_is_taken_back(
     assert is_error and answer["error"] == "conflict" and "Input/output error" in answer["message"], answer
     assert vault_bytes(vault) == before and journals(db_path) == []
     assert_index_is_fresh(conn, vault, tmp_path)
+
+
+def test_a_write_that_gets_the_lock_a_dead_unit_let_go_undoes_that_unit_first(
+        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    """The person's note was half way through a rename when its server died; the next writer of one of
+    its linking notes (here an append, straight to the operation, with no guard call before it) finishes
+    the dead unit before it reads the note: its text lands on the old text, the unit is undone whole."""
+    from server.writes.cas import load_note
+    from server.writes.operations import append
+
+    before = vault_bytes(vault)
+    killed(db_path, "mid-unit", note_id(conn, "Target"))
+    assert vault_bytes(vault)["Linker.md"] != before["Linker.md"]  # written by the dead unit
+    note, v = load_note(conn, note_id(conn, "Linker"))
+    append(conn, v, note, content="the person's line")
+    after = vault_bytes(vault)
+    assert after["Linker.md"].startswith(before["Linker.md"].rstrip(b"\n"))
+    assert after["Linker.md"].rstrip(b"\n").endswith(b"the person's line")
+    assert {p: b for p, b in after.items() if p != "Linker.md"} == {p: b for p, b in before.items() if p != "Linker.md"}
+    assert journals(db_path) == []
+    assert_index_is_fresh(conn, vault, tmp_path)
