@@ -150,30 +150,45 @@ def shared_commit(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         yield conn
         return
     groups.add(id(conn))
-    callbacks = _after_commit()
-    callbacks[id(conn)] = []
+    callbacks, ends = _hooks("after_commit"), _hooks("at_end")
+    callbacks[id(conn)], ends[id(conn)] = [], []
     try:
         yield conn
     finally:
         groups.discard(id(conn))
-        then = callbacks.pop(id(conn), [])
-        if conn.in_transaction:
-            conn.execute("COMMIT")  # (should it fail, ``then`` is dropped: nothing it follows was committed)
-            for fn in then:
+        then, last = callbacks.pop(id(conn), []), ends.pop(id(conn), [])
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT")  # (should it fail, ``then`` is dropped: nothing it follows was committed)
+                for fn in then:
+                    fn()
+        finally:
+            for fn in last:
                 fn()
 
 
-def _after_commit() -> dict[int, list[Callable[[], None]]]:
-    out: dict[int, list[Callable[[], None]]] | None = getattr(_local, "after_commit", None)
+def _hooks(kind: str) -> dict[int, list[Callable[[], None]]]:
+    out: dict[int, list[Callable[[], None]]] | None = getattr(_local, kind, None)
     if out is None:
-        out = _local.after_commit = {}
+        out = {}
+        setattr(_local, kind, out)
     return out
 
 
 def after_commit(conn: apsw.Connection, fn: Callable[[], None]) -> None:
     """Run ``fn`` right after the COMMIT of the ``shared_commit`` group open on ``conn`` (which must be
     open), and only if that COMMIT succeeds: a unit's journal goes once the unit is recorded, not before."""
-    _after_commit()[id(conn)].append(fn)
+    _hooks("after_commit")[id(conn)].append(fn)
+
+
+def at_group_end(conn: apsw.Connection, fn: Callable[[], None]) -> None:
+    """Run ``fn`` once the ``shared_commit`` group open on ``conn`` has ended, committed or not (after
+    the ``after_commit`` ones); at once when no group is open. A unit's file locks are let go there, so
+    no other writer touches its notes before the unit is recorded."""
+    if id(conn) in _groups():
+        _hooks("at_end")[id(conn)].append(fn)
+    else:
+        fn()
 
 
 @contextlib.contextmanager

@@ -277,7 +277,7 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
     locks, as every writer does) before the first write and held until the index is updated, so the
     watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
-    from server.store.db import after_commit, shared_commit, write_tx
+    from server.store.db import after_commit, at_group_end, shared_commit, write_tx
 
     lock_dir = lock_dir or lock_dir_for(conn)
     reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
@@ -335,6 +335,9 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
             for prep in prepared:
                 if prep.fd is not None:
                     os.close(prep.fd)
+        # the locks stay until the caller's group has committed the unit (or failed to): a writer that took
+        # one sooner could write on a note of a unit whose writer then dies unrecorded, past undoing
+        at_group_end(conn, stack.pop_all().close)
     return out, warning
 
 

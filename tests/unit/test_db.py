@@ -7,7 +7,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from server.store.db import after_commit, connect, shared_commit, write_tx
+from server.store.db import after_commit, at_group_end, connect, shared_commit, write_tx
 
 
 def _setup(tmp_path: Path) -> tuple[apsw.Connection, apsw.Connection]:
@@ -53,6 +53,29 @@ def test_after_commit_is_dropped_when_nothing_is_committed(tmp_path: Path) -> No
     with shared_commit(a):
         pass
     assert seen == []
+
+
+def test_at_group_end_runs_after_the_commit_and_also_when_it_fails(tmp_path: Path) -> None:
+    a, b = _setup(tmp_path)
+    seen: list[str] = []
+    with shared_commit(a):
+        with write_tx(a):
+            a.execute("INSERT INTO t VALUES (1)")
+        at_group_end(a, lambda: seen.append(f"end {_xs(b)}"))
+        after_commit(a, lambda: seen.append("committed"))
+    assert seen == ["committed", "end [1]"]
+    seen.clear()
+    a.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    a.execute("CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(apsw.ConstraintError), shared_commit(a):
+        with write_tx(a):
+            a.execute("INSERT INTO c VALUES (99)")  # checked at COMMIT, which then fails
+        at_group_end(a, lambda: seen.append("end"))
+        after_commit(a, lambda: seen.append("committed"))
+    a.execute("ROLLBACK")
+    assert seen == ["end"]
+    at_group_end(a, lambda: seen.append("no group: at once"))
+    assert seen == ["end", "no group: at once"]
 
 
 def test_the_group_takes_the_lock_only_at_its_first_write(tmp_path: Path) -> None:
