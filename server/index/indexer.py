@@ -309,6 +309,13 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
             )),
             None,
         )
+        if written is None:  # the file as it is now: the stat above came before the lock, and a kms move
+            try:  # that held the lock meanwhile may have put a file here, or taken it away (its row deleted
+                st = full.stat()  # on a stale "gone" lost the note's id)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                return None
         if written is None and st is None:
             if row:
                 work.keys.update(affected_keys(conn, row[0]))

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -262,6 +263,43 @@ def test_watcher_resolves_links_to_an_attachment_that_appears(conn: apsw.Connect
     (vault.root / "attachments" / "pic.png").unlink()
     apply_changes(conn, [vault], {str(vault.root / "attachments" / "pic.png")})
     assert [t for t, f in conn.execute(resolved).fetchall() if f is not None] == ["img/chart.svg"]
+
+
+def test_a_watcher_that_saw_a_path_gone_keeps_the_note_a_move_brought_there_meanwhile(
+        conn: apsw.Connection, vault, db_path: Path) -> None:
+    """The watcher finds ``B.md`` gone, then waits for the write lock while a kms move (holding it) brings
+    a note there: under the lock the file is looked at again, so the moved note keeps its row and id (the
+    stale "gone" deleted it, and the next event indexed it as a new note)."""
+    import threading
+
+    write(vault.root / "A.md", "the note that moves\n")
+    index_vault(conn, vault)
+    nid = note_id(conn, "A")
+    mover = connect(db_path)
+    mover.execute("BEGIN IMMEDIATE")  # a kms move: the write lock first, then the file, then its row
+    waiting, done = threading.Event(), []
+
+    def busy(_tries: int) -> bool:
+        waiting.set()  # the watcher has looked (B.md: none) and now waits for the lock
+        time.sleep(0.001)
+        return True
+
+    def watcher() -> None:
+        own = connect(db_path)
+        own.set_busy_handler(busy)
+        done.append(reindex_file(own, vault, "B.md"))
+        own.close()
+
+    t = threading.Thread(target=watcher)
+    t.start()
+    assert waiting.wait(10)
+    os.rename(vault.root / "A.md", vault.root / "B.md")
+    mover.execute("UPDATE notes SET path = 'B.md' WHERE path = 'A.md'")
+    mover.execute("COMMIT")
+    t.join(10)
+    assert done == [nid]
+    assert conn.execute("SELECT id, path FROM notes").fetchall() == [(nid, "B.md")]
+    mover.close()
 
 
 def test_reindex_file_adds_updates_and_removes(conn: apsw.Connection, vault) -> None:
