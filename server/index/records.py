@@ -211,7 +211,8 @@ def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress |
 
 def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
     """What a link may name the note by: 1 its path, 2 its title and the file stem, 3 an alias,
-    4 a shorter path ending (``[[folder/Note]]`` for ``a/folder/Note.md``), 5 the id its tool gave it."""
+    4 a shorter path ending (``[[folder/Note]]`` for ``a/folder/Note.md``), 5 the id its tool gave it,
+    6 a block it holds (Logseq's ``((uuid))``: the key is written so, and no name can look like it)."""
     path_key = relpath[:-3].lower() if relpath.lower().endswith(".md") else relpath.lower()
     keys = {(path_key, 1), (parsed.title.lower(), 2)}
     keys.update((n.lower(), 2) for n in parsed.names)
@@ -221,6 +222,7 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
         keys.update(("/".join(parts[i:]), 4) for i in range(1, len(parts) - 1))
     if parsed.note_id:
         keys.add((parsed.note_id.lower(), 5))
+    keys.update((f"(({b}))", 6) for b in parsed.block_ids)
     return sorted(keys)
 
 

@@ -417,6 +417,14 @@ def m019_applied_units(conn: apsw.Connection) -> None:
     conn.execute("CREATE TABLE applied_units (token TEXT PRIMARY KEY, applied_at REAL NOT NULL) WITHOUT ROWID")
 
 
+def m020_logseq_block_refs(conn: apsw.Connection) -> None:
+    """Logseq block references (``((uuid))``) are links now, and a page answers to the ids of its blocks
+    (note_keys kind 6): a Logseq vault's notes are read again at the next ``kms index`` or watcher scan
+    (their mtime and hash forgotten), since their rows say nothing of either yet."""
+    conn.execute("UPDATE notes SET content_hash = '', mtime_ns = 0 "
+                 "WHERE vault_id IN (SELECT id FROM vaults WHERE dialect = 'logseq')")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -433,6 +441,7 @@ MIGRATIONS: list[Migration] = [
     m013_control,
     m018_folder_listing,
     m019_applied_units,
+    m020_logseq_block_refs,
 ]
 
 

@@ -37,6 +37,9 @@ _TAG_BLOCKERS = frozenset("/#&:.[=\"'`\\-")
 _TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
 _DOTTED_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,:-@\[-\^`{-~]*)")  # Dendron: #a.b whole
 _BRACKET_TAG = re.compile(r"#\[\[([^\[\]\n]+?)\]\]")  # Logseq: #[[multi word]]
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_BLOCK_ID = re.compile(rf"^[ \t]*id::[ \t]*({_UUID})[ \t]*$", re.MULTILINE)  # Logseq: a block's own id
+_BLOCK_REF = re.compile(rf"(\{{\{{embed[ \t]*)?\(\(({_UUID})\)\)")  # ((uuid)), {{embed ((uuid))}}
 _PROPERTY = re.compile(r"([A-Za-z0-9_-]+)::[ \t]*(.*)")  # Logseq: key:: value
 _CROSS_VAULT = "dendron://"
 _DIGITS = re.compile(r"^[0-9/_-]+$")
@@ -85,6 +88,7 @@ class ParsedNote:
     note_id: str | None = None  # the id the vault's tool gave it (Dendron frontmatter id)
     created: float | None = None  # epoch seconds, from the dialect's frontmatter dates
     updated: float | None = None
+    block_ids: list[str] = field(default_factory=list)  # Logseq: the ids of its blocks (``id::`` lines)
 
 
 def normalize_tag(tag: str) -> str:
@@ -443,6 +447,13 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                 if link:
                     links.append(link)
                     unsorted = True
+        if dialect.properties and "((" in body:  # Logseq block references: a link to the page holding the block
+            for m in _BLOCK_REF.finditer(body):
+                if not (code and _inside(code, code_starts, m.start())):
+                    ref = f"(({m.group(2).lower()}))"
+                    links.append(Link(target=ref, target_key=ref, heading=None, block=m.group(2).lower(), alias=None,
+                                      embed=bool(m.group(1)), in_frontmatter=False, line=line_of(m.start())))
+                    unsorted = True
         if dialect.bracket_tags and "#[[" in body:
             for m in _BRACKET_TAG.finditer(body):
                 if not (code and _inside(code, code_starts, m.start())):
@@ -486,4 +497,5 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
         note_id=str(note_id).strip() if isinstance(note_id, str | int) and str(note_id).strip() else None,
         created=created,
         updated=updated,
+        block_ids=[m.lower() for m in _BLOCK_ID.findall(body)] if dialect.properties and "id::" in body else [],
     )

@@ -141,11 +141,12 @@ def _in_place(prep: _Prepared) -> bool:
     return prep.new_raw != prep.raw and prep.plan.new_path is None and not prep.plan.delete
 
 
-def _with_record(prep: _Prepared) -> _Prepared:
+def _with_record(vault: Vault, prep: _Prepared) -> _Prepared:
+    """The index record of the new bytes, parsed as the vault's dialect reads them."""
     from server.index.records import record_of_bytes  # not at import: the dashboard imports this
 
     if _in_place(prep):
-        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw)  # (its mtime: once written)
+        prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw, dialect=vault.rules)  # (mtime: once written)
     return prep
 
 
@@ -154,7 +155,7 @@ def _recheck(vault: Vault, prepared: list[_Prepared]) -> None:
     one saved again meanwhile is a ``conflict``."""
     for k, prep in enumerate(prepared):
         if _seen(prep.real) != prep.seen:
-            prepared[k] = prep = _with_record(_prepare(vault, prep.plan, prep.real))
+            prepared[k] = prep = _with_record(vault, _prepare(vault, prep.plan, prep.real))
             if _seen(prep.real) != prep.seen:
                 raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                "nothing was changed: try again", path=None if prep.plan.hidden
@@ -293,7 +294,7 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])
-        prepared = [_with_record(_prepare(vault, plan, real)) for plan, real in zip(plans, reals, strict=True)]
+        prepared = [_with_record(vault, _prepare(vault, plan, real)) for plan, real in zip(plans, reals, strict=True)]
         _recheck(vault, prepared)
         out = _changes(prepared, dests)
         entries = [_entry(prep, dests.get(i)) for i, prep in enumerate(prepared)

@@ -36,11 +36,13 @@ TRASH = ".trash"
 
 def _linking(conn: apsw.Connection, note: NoteRef) -> list[dict[str, Any]]:
     """The other notes of its vault with a link the index resolved to ``note``: path and whether hidden.
-    (A link from another vault resolves there first; kms never writes outside the note's vault.)"""
+    (A link from another vault resolves there first; kms never writes outside the note's vault. A Logseq
+    block reference, ``((uuid))``, names no note, so a move or rename leaves it as it is.)"""
     return rows(conn, """
         SELECT DISTINCT n.path, n.hidden_at IS NOT NULL AS hidden FROM links l
         JOIN notes n ON n.rid = l.src_rid
         WHERE l.dst_rid = (SELECT rid FROM notes WHERE id = ?) AND n.vault_id = ? AND n.path != ?
+          AND l.target NOT LIKE '((%'
         ORDER BY n.path""", (note.id, note.vault_id, note.path))
 
 

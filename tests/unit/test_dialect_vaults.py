@@ -8,6 +8,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.dialect_vaults import CHECKOUT_NS, add_indexed, backlink_paths, by_path, checkout
+from support.organize import assert_index_is_fresh
 from support.vaults import write
 
 from server.errors import KmsError
@@ -211,6 +212,30 @@ def test_logseq_as_logseq_shows_it(conn: apsw.Connection, tmp_path: Path) -> Non
     assert ("../assets/diagram.png", None, "assets/diagram.png") in link_rows(conn, "pages/Project Phoenix.md")
     assert resolve_note(conn, "Work/Roadmap")["path"] == "pages/Work___Roadmap.md"
     assert resolve_note(conn, "2024-01-15")["path"] == "journals/2024_01_15.md"
+    block = "((65a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b))"  # a block reference: a link to the page holding it
+    assert link_rows(conn, "journals/2024_01_15.md") == [
+        ("Project Phoenix", "pages/Project Phoenix.md", None), (block, "pages/Project Phoenix.md", None),
+        (block, "pages/Project Phoenix.md", None), ("((00000000-0000-4000-8000-000000000000))", None, None)]
+    assert link_rows(conn, "pages/Work___Roadmap.md") == [("Phoenix", "pages/Project Phoenix.md", None)]
+
+
+def test_renaming_a_logseq_page_leaves_block_references_as_they_are(conn: apsw.Connection, tmp_path: Path) -> None:
+    """A block reference names the block, not the page: a rename rewrites ``[[Project Phoenix]]`` and leaves
+    ``((uuid))`` alone, and the references still lead to the page under its new name."""
+    from server.writes.cas import load_note
+    from server.writes.organize import rename
+
+    vault = add_indexed(conn, "logseq", tmp_path / "logseq")
+    journal = vault.root / "journals" / "2024_01_15.md"
+    before = journal.read_text(encoding="utf-8")
+    ref, v = load_note(conn, note(conn, "logseq", "pages/Project Phoenix.md")["id"])
+    out = rename(conn, v, ref, title="Project Firebird", lock_dir=tmp_path / "locks")
+    assert out.result["linksRewritten"]["notes"] == ["journals/2024_01_15.md"]  # ([[Phoenix]]: an alias, kept)
+    after = journal.read_text(encoding="utf-8")
+    assert after == before.replace("[[Project Phoenix]]", "[[Project Firebird]]")
+    block = "((65a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b))"
+    assert (block, "pages/Project Firebird.md", None) in link_rows(conn, "journals/2024_01_15.md")
+    assert_index_is_fresh(conn, vault.root, tmp_path)  # the rewritten notes indexed as Logseq reads them
 
 
 # --- two vaults, one database --------------------------------------------------------------------------

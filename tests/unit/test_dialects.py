@@ -142,6 +142,18 @@ def test_logseq_properties_tags_and_bracket_tags() -> None:
     assert parse_note(text, "N", OBSIDIAN).frontmatter is None  # elsewhere these are just lines
 
 
+def test_logseq_block_ids_and_references() -> None:
+    uid = "65a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b"
+    text = (f"- a block\n  id:: {uid.upper()}\n- see (({uid}))\n- {{{{embed (({uid}))}}}}\n"
+            f"- code `(({uid}))` and a fence\n```\n(({uid}))\n```\n- not an id:: 123\n")
+    p = parse_note(text, "Page", LOGSEQ)
+    assert p.block_ids == [uid]
+    assert [(ln.target, ln.block, ln.embed, ln.line) for ln in p.links] == [
+        (f"(({uid}))", uid, False, 3), (f"(({uid}))", uid, True, 4)]
+    other = parse_note(text, "Page", OBSIDIAN)  # only Logseq reads them so
+    assert other.block_ids == [] and other.links == []
+
+
 def test_logseq_namespaces_and_journals_by_file_name() -> None:
     assert stem_title(LOGSEQ, "pages/Work___Roadmap.md") == ("Work/Roadmap", ["Work___Roadmap"])
     assert stem_title(LOGSEQ, "pages/Work%2FTeam.md") == ("Work/Team", ["Work%2FTeam"])

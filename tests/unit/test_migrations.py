@@ -328,3 +328,30 @@ def test_upgrade_to_m019_lets_a_rename_journal_its_linking_notes(tmp_path: Path)
     assert [r[0] for r in conn.execute("SELECT count(*) FROM applied_units")] == [1]
     assert not list((tmp_path / "locks" / "units").iterdir())
     conn.close()
+
+
+def test_upgrade_to_m020_reads_a_logseq_vault_again_for_its_block_references(tmp_path: Path) -> None:
+    """A Logseq vault indexed before block references were links: m020 makes its next index read every
+    note again, after which ``((uuid))`` resolves to the page holding the block."""
+    from support.dialect_vaults import checkout
+
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault, get_vault
+
+    path = tmp_path / "m019.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m019_applied_units")
+    old.close()
+    conn = connect(path, migrate_schema=False)
+    vault = add_vault(conn, checkout("logseq", tmp_path / "logseq"), "l")
+    index_vault(conn, vault)
+    conn.execute("DELETE FROM note_keys WHERE kind = 6")  # what the old parser stored: no block keys
+    conn.execute("UPDATE links SET dst_rid = NULL WHERE target LIKE '((%'")
+    conn.close()
+    conn = connect(path)
+    assert "m020_logseq_block_refs" in applied(conn)
+    report = index_vault(conn, get_vault(conn, "l"))
+    assert report.unchanged == 0  # every note read again
+    resolved = conn.execute("SELECT count(*) FROM links WHERE target LIKE '((%' AND dst_rid IS NOT NULL").fetchall()
+    assert resolved == [(2,)]
+    conn.close()
