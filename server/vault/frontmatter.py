@@ -316,7 +316,7 @@ def _redump(
 
 def _indexer_problems(yaml_text: str, set_: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The keys the index would read otherwise than requested (``server.vault.parser``, YAML 1.2)."""
-    from server.vault.parser import parse_frontmatter
+    from server.vault.frontmatter_read import parse_frontmatter
 
     indexed, error = parse_frontmatter(yaml_text.replace("\r\n", "\n"))
     if indexed is None:

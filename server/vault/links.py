@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from server.vault import summary as summary_codec
+from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import SCHEME
 from server.vault.parser import (
     _WIKILINK,
@@ -30,7 +31,6 @@ from server.vault.parser import (
     _merge,
     _structure,
     link_key,
-    split_frontmatter,
 )
 
 _TARGET_END = re.compile(r"\\\||[|#^]")

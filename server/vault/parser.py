@@ -2,32 +2,24 @@
 
 A real Markdown parser (pyromark, CommonMark via pulldown-cmark) finds code, headings,
 links and HTML, so ``#tags`` and ``[[links]]`` inside code are not tags or links. Parsing
-never fails: bad frontmatter is reported in ``fm_error`` and the body is still indexed.
-
-Frontmatter is read as YAML 1.2 (yaml-rs, a Rust parser that passes the YAML test suite), as
-current tools (js-yaml 4, ruamel.yaml) read it: ``status: yes`` is the text "yes", ``time: 10:30``
-the text "10:30", ``on:`` the key "on" (PyYAML's YAML 1.1 made them ``True``, the number 630 and
-the key ``True``). It is ~10x faster than PyYAML (whose constructor was a sixth of a cold index's
-parsing) and bounds alias expansion, so a "billion laughs" note cannot exhaust memory. A repeated
-key keeps its last value, as before. On the 10k bench vault and the two sample vaults both read
-every frontmatter the same.
+never fails: bad frontmatter is reported in ``fm_error`` and the body is still indexed
+(frontmatter is read by ``server.vault.frontmatter_read``).
 """
 
 from __future__ import annotations
 
 import bisect
-import datetime as _dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyromark
-import yaml_rs
 
 from server.vault import dialects, markdown
 from server.vault import summary as summary_codec
 from server.vault.dialects import OBSIDIAN, Dialect
+from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter, string_list, walk_strings
 from server.vault.markdown import markdown_target
 
 # Patterns start with a literal so the regex engine can skip ahead (a leading
@@ -101,112 +93,6 @@ def link_key(target: str) -> str:
     """The lookup key a wiki-link target resolves by: lower-case, no leading '/', no '.md'."""
     key = target.strip().replace("\\", "/").lstrip("/").lower()
     return key[:-3] if key.endswith(".md") else key
-
-
-def split_frontmatter(text: str) -> tuple[str | None, str, int]:
-    """Return (raw YAML or None, body, body offset); an unclosed block is no frontmatter."""
-    try:
-        span = markdown.frontmatter_span(text)
-    except markdown.Unclosed:
-        span = None
-    if span is None:
-        return None, text, 0
-    return markdown.frontmatter_yaml(text, span), text[span.body_start :], span.body_start
-
-
-class _ComplexKey(ValueError):
-    """``date: {{date}}`` is valid YAML 1.2 (a mapping keyed by a mapping), but no note means it."""
-
-
-def _key(k: Any) -> str:
-    if isinstance(k, frozenset | tuple):  # how yaml-rs gives a mapping or list used as a key
-        raise _ComplexKey
-    return str(k)
-
-
-def _jsonable(value: Any) -> Any:
-    if value.__class__ is str:  # by far the most common: leave at once
-        return value
-    if isinstance(value, dict):
-        return {_key(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, _dt.date | _dt.datetime | _dt.time):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
-
-def parse_frontmatter(raw: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    if raw is None:
-        return None, None
-    if not raw.strip():
-        return {}, None
-    try:
-        data = yaml_rs.loads(raw, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins)
-    except yaml_rs.YAMLDecodeError as exc:
-        return None, f"invalid YAML: {_yaml_problem(str(exc))}"
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - a panic in the Rust parser is a BaseException
-        return None, f"invalid YAML: the parser failed ({type(exc).__name__})"
-    if data is None:
-        return {}, None
-    if not isinstance(data, dict):
-        return None, f"frontmatter is a {type(data).__name__}, not a mapping"
-    try:
-        return _jsonable(data), None
-    except _ComplexKey:
-        where = f" (frontmatter line {raw.count(chr(10), 0, raw.index('{{')) + 1})" if "{{" in raw else ""
-        return None, "invalid YAML: a mapping used as a key (an unfilled template placeholder like {{date}}?)" + where
-
-
-_YAML_AT = re.compile(r"^YAML parse error at line (\d+), column \d+$")
-
-
-def _yaml_problem(message: str) -> str:
-    """yaml-rs says 'YAML parse error at line N, column C', a source excerpt, then the problem:
-    keep the problem and the line, as one line."""
-    lines = message.splitlines()
-    at = _YAML_AT.match(lines[0]) if lines else None
-    if at is None:
-        return lines[0] if lines else "unreadable"
-    return f"{lines[-1].strip()} (frontmatter line {at.group(1)})"
-
-
-def _string_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [p for p in re.split(r"[,\s]+", value) if p]
-    if isinstance(value, list):
-        out: list[str] = []
-        for v in value:
-            out.extend(_string_list(v) if isinstance(v, str) else ([str(v)] if v is not None else []))
-        return out
-    return [str(value)]
-
-
-def _alias_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value.strip()] if value.strip() else []
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
-    return [str(value)]
-
-
-def _walk_strings(value: Any):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _walk_strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _walk_strings(v)
 
 
 def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str,
@@ -394,11 +280,11 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
     links: list[Link] = []
     if props:
         for key in ("tags", "tag"):
-            tags.extend(normalize_tag(t) for t in _string_list(props.get(key)))
+            tags.extend(normalize_tag(t) for t in string_list(props.get(key)))
         for key in ("aliases", "alias"):
-            aliases.extend(_alias_list(props.get(key)))
+            aliases.extend(alias_list(props.get(key)))
         if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
-            for s in _walk_strings(frontmatter):
+            for s in walk_strings(frontmatter):
                 for m in _WIKILINK.finditer(s):
                     link = _make_link(m, 1, True, title, alias_first)
                     if link:

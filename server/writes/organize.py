@@ -23,8 +23,8 @@ from server.errors import KmsError
 from server.store.db import rows
 from server.vault import frontmatter
 from server.vault.files import detect_newline
+from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter
 from server.vault.links import retarget, rewrite_links
-from server.vault.parser import _alias_list, parse_frontmatter, split_frontmatter
 from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
 from server.vault.registry import Vault
 from server.writes.cas import NoteRef, WriteOutcome, WriteResult
@@ -52,7 +52,7 @@ def _with_alias(text: str, alias: str) -> str:
     fm, error = parse_frontmatter(raw)
     if error:
         raise KmsError("invalid-input", f"the note's frontmatter does not parse ({error}); pass keepAlias false")
-    current = _alias_list((fm or {}).get("aliases"))
+    current = alias_list((fm or {}).get("aliases"))
     if alias.casefold() in (a.casefold() for a in current):
         return text
     return frontmatter.apply_props(text, {"aliases": [*current, alias]}, [], newline=detect_newline(text)).new_text

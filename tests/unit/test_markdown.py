@@ -7,6 +7,7 @@ import pytest
 
 from server.index.embed.chunker import sections
 from server.vault import frontmatter
+from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import (
     LineCounter,
     Span,
@@ -19,7 +20,7 @@ from server.vault.markdown import (
     line_count,
     split_lines,
 )
-from server.vault.parser import parse_note, split_frontmatter
+from server.vault.parser import parse_note
 
 
 @pytest.mark.parametrize(
