@@ -146,9 +146,10 @@ def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
     return str(header["token"]), entries
 
 
-def _journals(folder: Path, suffix: str = SUFFIX) -> list[Path]:
+def _journals(folder: Path, suffixes: tuple[str, ...] = (SUFFIX,)) -> list[Path]:
+    """The folder's journals with these suffixes, in name order (one listing: this runs at every write)."""
     try:
-        return sorted(p for p in folder.iterdir() if p.name.endswith(suffix))
+        return sorted(p for p in folder.iterdir() if p.name.endswith(suffixes))
     except FileNotFoundError:
         return []
 
@@ -174,13 +175,13 @@ def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> 
     done = 0
     held = frozenset(held)
     folder = journal_dir(lock_dir)
-    for path in _journals(folder, WRITING):  # its writer died writing it: no note was touched
+    for path in _journals(folder, (WRITING, SUFFIX)):
         with _if_dead(path) as fd:
-            if fd is not None:
+            if fd is None:
+                continue
+            if path.name.endswith(WRITING):  # its writer died writing it: no note was touched
                 os.unlink(path)
-    for path in _journals(folder):
-        with _if_dead(path) as fd:
-            if fd is not None:
+            else:
                 done += _finish(conn, path, fd, lock_dir, held)
     return done
 
