@@ -338,10 +338,7 @@ def sync_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> 
     gone = known - found
     if gone:
         conn.executemany("DELETE FROM attachments WHERE vault_id = ? AND path = ?", [(vault_id, p) for p in gone])
-    conn.executemany("INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
-                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in found - known
-                      for key, kind in attachment_keys(p)])
-    conn.execute(_TO_FILE + " WHERE src_rid IN (SELECT rid FROM notes WHERE vault_id = ?)", (vault_id,))
+    _add_attachment_rows(conn, vault_id, sorted(found - known))
     return True
 
 
@@ -352,12 +349,17 @@ def add_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> b
         f"SELECT DISTINCT path FROM attachments WHERE vault_id = ? AND path IN ({','.join('?' * len(paths))})",
         (vault_id, *paths))}
     new = [p for p in dict.fromkeys(paths) if p not in known]
-    if not new:
-        return False
+    if new:
+        _add_attachment_rows(conn, vault_id, new)
+    return bool(new)
+
+
+def _add_attachment_rows(conn: apsw.Connection, vault_id: int, paths: list[str]) -> None:
+    """The rows of new attachments (if any), then every link of the vault that names no note resolved again."""
     conn.executemany("INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
-                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in new for key, kind in attachment_keys(p)])
+                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in paths
+                      for key, kind in attachment_keys(p)])
     conn.execute(_TO_FILE + " WHERE src_rid IN (SELECT rid FROM notes WHERE vault_id = ?)", (vault_id,))
-    return True
 
 
 def attachment_keys(path: str) -> list[tuple[str, int]]:
