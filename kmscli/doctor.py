@@ -118,7 +118,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     unfinished: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.health import check_database
-    from server.writes.cas import lock_dir_for
+    from server.writes.context import lock_dir_for
     from server.writes.unit_journal import kept
 
     damage = check_database(db_path)  # also damage that opening alone does not reveal

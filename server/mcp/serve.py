@@ -4,12 +4,12 @@ The session's configuration is read once from the environment at start (``Sessio
 an unknown or invalid ``KMS_*`` variable stops the server with one line on stderr and exit 2.
 Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
 search, an inventory walk) never holds up the others; a read that answers from an index in well under a
-millisecond (``ToolSpec.inline``: the folder listing) runs on the event loop like the writes. Write
-tools run on the event loop itself: they take a few milliseconds and the database's write lock one at a time
-anyway, and the two thread hand-offs they skip cost ~1 ms of a ``kms_append`` round trip (``bench/bench_mcp.py``). The
-price: while a write waits (another writer holds the note or the database, an editor is saving
-the note: bounded waits), the session's other calls wait with it. While serving, a watcher
-thread keeps the index in step with edits made beside the agent.
+millisecond (``ToolSpec.inline``: the folder listing) runs on the event loop. Write tools run on worker
+threads too, in order within their session (``ToolRunner.call_write``): while a write waits (another writer
+holds the note or the database, an editor is saving the note, the person has not decided), the session's
+reads and every other session go on. The handlers find the calling session through ``resolve`` (a
+``SessionHub``'s, or the one session of ``kms mcp``). While serving, a watcher thread keeps the index in
+step with edits made beside the agent.
 """
 
 from __future__ import annotations
@@ -29,11 +29,15 @@ import mcp_types as types
 
 from server.config.session import SessionConfig, SessionConfigError
 from server.config.unexpanded import find_unexpanded, refusal
+from server.errors import KmsError
+from server.mcp.process import WatcherState
 from server.mcp.tools.base import ToolSpec, Truncated
 from server.mcp.tools.dispatch import ToolRunner
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
+
+    from server.mcp.hub import SessionHub
 
 log = logging.getLogger("kms.mcp")
 
@@ -108,20 +112,39 @@ def import_sdk_lean() -> None:
             del sys.modules[name]
 
 
-def build_server(runner: ToolRunner, background: Deferred | None = None) -> Server:
-    """``background``: told when the tools are listed or called (it starts the server's background work)."""
+Resolve = Callable[[Any], ToolRunner]  # the request's context -> the session it belongs to
+
+
+def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None = None) -> Server:
+    """One SDK server for one session (a ``ToolRunner``: ``kms mcp``) or for every session of a hub, each
+    request answered by its own connection's session. ``background``: told when the tools are listed or
+    called (it starts the server's background work)."""
     from mcp.server.lowlevel import Server
+
+    extra: dict[str, Any] = {}
+    if isinstance(sessions, ToolRunner):
+        runner_of_all = sessions
+        resolve: Resolve = lambda _ctx: runner_of_all  # noqa: E731 - one session, whatever the request
+    else:
+        resolve, extra["lifespan"] = sessions.resolve, sessions.lifespan
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if background is not None:
             background.listed()
-        return types.ListToolsResult(tools=[to_mcp_tool(s) for s in runner.listed()])
+        return types.ListToolsResult(tools=[to_mcp_tool(s) for s in resolve(ctx).listed()])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if background is not None:
             background.now()
-        if runner.runs_inline(params.name):
+        try:
+            runner = resolve(ctx)
+        except KmsError as e:  # the connection's session ended (a service dropped it): typed, not a crash
+            return types.CallToolResult(content=[types.TextContent(type="text", text=e.message)],
+                                        structured_content=e.to_dict(), is_error=True)
+        if runner.is_write(params.name):
             result, is_error = await runner.call_write(params.name, params.arguments, ctx.session.report_progress)
+        elif runner.runs_inline(params.name):
+            result, is_error = runner.call(params.name, params.arguments)
         else:
             result, is_error = await anyio.to_thread.run_sync(runner.call, params.name, params.arguments)
         text = json.dumps(result, ensure_ascii=False, default=str)
@@ -134,58 +157,50 @@ def build_server(runner: ToolRunner, background: Deferred | None = None) -> Serv
     from server import installed_version
 
     return Server("kms", version=installed_version() or "0", instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, **extra)
 
 
 BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets the model loading
 BACKGROUND_GRACE_S = 0.3  # after the tool list is written, before the model's start (numpy, onnxruntime)
 
 
-def start_background(runner: ToolRunner, stop: threading.Event) -> Callable[[], None]:
-    """Start the watcher (index freshness: it sees edits from the server's first moment) and the services the
-    first calls rely on (the session's heartbeat row); return the function that starts the rest, the semantic
-    model's start and the write modules' import. Those import numpy, YAML and the editors (~0.2 s of CPU): on a
-    2-core machine, run while the SDK is still loading they would push ``tools/list`` well past the SDK's own
-    minimal server, so ``Deferred`` runs them once the tools are listed."""
-    threads: list[threading.Thread] = []
-    if runner.config.watch:
+def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], None]:
+    """Start the watcher (index freshness: it sees edits from the server's first moment); return the function
+    that starts the rest, the semantic model's start and the write modules' import. Those import numpy, YAML
+    and the editors: on a 2-core machine, run while the SDK is still loading they would push ``tools/list``
+    well past the SDK's own minimal server, so ``Deferred`` runs them once the tools are listed."""
+    services = hub.services
+    if services.watch:
 
         def changed(_count: int, _seconds: float) -> None:
-            semantic = runner.ctx.services.get("semantic")
-            if semantic is not None:
-                semantic.notify_changed()  # re-embed edited notes in the background
+            services.notify_changed()  # re-embed edited notes in the background
 
         def watch() -> None:
-            try:  # imported on this thread, not on the way to tools/list (the indexer's modules: ~10 ms)
+            try:  # imported on this thread, not on the way to tools/list (the indexer's modules)
                 from server.activity.overwrites import check as overwritten
                 from server.index.watcher import watch_vaults
 
-                watch_vaults(runner.config.db_path, stop=stop, on_change=changed, after=overwritten)
+                watch_vaults(services.db_path, stop=stop, on_change=changed, after=overwritten)
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
 
-        threads.append(threading.Thread(target=watch, name="kms-watcher", daemon=True))
+        thread = threading.Thread(target=watch, name="kms-watcher", daemon=True)
+        thread.start()
+        services.watcher = WatcherState(thread)  # kms_start and kms_status tell whether the index is kept live
     later: list[Callable[[], None]] = []
-    for service in runner.ctx.services.values():
-        start = getattr(service, "start", None)
-        if callable(start):
-            if getattr(service, "starts_in_background", False):
-                later.append(start)
-            else:
-                start()
-    for t in threads:
-        t.start()
-    if threads:  # kms_start and kms_status tell the agent whether the index is kept live
-        runner.ctx.services["watcher"] = WatcherState(threads[0])
+    if services.semantic is not None:
+        later.append(services.semantic.start)
 
     def warm_writes() -> None:
         from server.mcp.tools.write_tools import OPERATIONS
 
         for name in OPERATIONS:
             importlib.import_module(name)
-        runner.writes.recover_units()  # a rename a killed server left half done: undone now, not at the first write
+        for runner in writers:
+            runner.writes.recover_units()  # a rename a killed server left half done: undone now, not at a write
 
-    if runner.config.tier_enabled("write"):  # so the first write call pays no import
+    writers = [r for r in hub.sessions() if r.session.allows("write")]
+    if writers:  # so the first write call pays no import
         later.append(lambda: threading.Thread(target=warm_writes, name="kms-warm-writes", daemon=True).start())
 
     def start_rest() -> None:
@@ -243,17 +258,6 @@ class Deferred:
         self._start()
 
 
-class WatcherState:
-    """Whether this server's watcher thread still runs (it stops only on an error it logged)."""
-
-    def __init__(self, thread: threading.Thread) -> None:
-        self._thread = thread
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-
 async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
     """Hosts stop servers with SIGTERM: end the session as if the input had ended (the streams close
     in order, reads are flushed, the session is marked ended) instead of dying mid-write."""
@@ -265,7 +269,6 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
 
 def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
-    from server.errors import KmsError
     from server.store.db import connect
     from server.vault.registry import get_vault, list_vaults
 
@@ -310,12 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import_sdk_lean()
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
-    runner = ToolRunner(config)
-    stop = threading.Event()
-    from server.mcp.services import register_services
+    from server.mcp.hub import SessionHub
+    from server.mcp.process import ProcessServices
 
-    register_services(runner)
-    background = Deferred(start_background(runner, stop))
+    hub = SessionHub(ProcessServices.for_config(config))
+    runner = hub.open(config)
+    stop = threading.Event()
+    background = Deferred(start_background(hub, stop))
     server = build_server(runner, background)
     background.arm()
 
@@ -341,12 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         stop.set()
-        runner.close()
-        settled = True
-        for service in runner.ctx.services.values():
-            close = getattr(service, "close", None)
-            if callable(close):
-                settled = close() is not False and settled
+        settled = hub.close_all()
         if not settled:  # a model download still running: exiting normally would abort in onnxruntime
             log.warning("exiting while the embedding model is still loading")
             sys.stderr.flush()

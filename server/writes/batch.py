@@ -10,26 +10,19 @@ created, so a revert deletes them as one unit (only while each is still what was
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import apsw
-
 from server.activity.changes import FileChange, FileCreated, FilesChanged
-from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.registry import Vault
-from server.writes.cas import WriteOutcome, WriteResult
+from server.writes.context import WriteContext
 from server.writes.operations import create
+from server.writes.outcome import WriteOutcome, WriteResult
 
 
-def create_many(conn: apsw.Connection, vault: Vault, notes: list[dict[str, Any]], *, max_files: int,
-                take_slot: Callable[[], Callable[[], None]], allowlist: Allowlist | None = None,
-                lock_dir: Path | None = None) -> WriteOutcome:
+def create_many(ctx: WriteContext, vault: Vault, notes: list[dict[str, Any]]) -> WriteOutcome:
     """Create each of ``notes`` (title, content, tags, folder), each with a rate-limit slot of its own."""
-    if len(notes) > max_files:
-        raise KmsError("too-broad", f"{len(notes)} notes in one call; at most {max_files} "
-                       "(write.max_files_per_call). Nothing was changed.", count=len(notes), limit=max_files)
+    ctx.check_breadth(len(notes), "notes")
     results: list[dict[str, Any]] = []
     files: list[FileChange] = []
     bytes_after = 0
@@ -38,9 +31,9 @@ def create_many(conn: apsw.Connection, vault: Vault, notes: list[dict[str, Any]]
         release: Callable[[], None] | None = None
         try:
             if not own_slot:
-                release = take_slot()
-            out = create(conn, vault, title=spec["title"], content=spec.get("content") or "", tags=spec.get("tags"),
-                         folder=spec.get("folder"), allowlist=allowlist, lock_dir=lock_dir)
+                release = ctx.take_slot()
+            out = create(ctx, vault, title=spec["title"], content=spec.get("content") or "", tags=spec.get("tags"),
+                         folder=spec.get("folder"))
         except KmsError as e:
             if release is not None:
                 release()

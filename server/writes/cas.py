@@ -17,14 +17,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import apsw
 
-from server.activity.changes import Change
 from server.errors import KmsError
 from server.store.health import UNUSABLE
 from server.store.locks import file_lock
@@ -32,7 +29,6 @@ from server.vault.files import (
     PendingWrite,
     TextFormat,
     decode,
-    default_lock_dir,
     encode,
     file_stamp,
     read_stamp,
@@ -43,42 +39,14 @@ from server.vault.files import (
 from server.vault.markdown import line_count
 from server.vault.paths import NOTE_SUFFIX, locate_note, open_folder
 from server.vault.registry import Vault
-from server.writes import staging
+from server.writes.context import NoteRef, WriteContext
+from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.unit_journal import recover
 
 if TYPE_CHECKING:
     from server.index.records import FileRecord
 
 log = logging.getLogger("kms.writes")
-# the files written in the current ``undone_unless_recorded`` block: how to put each one back
-_PUT_BACK: ContextVar[list[Callable[[], None]] | None] = ContextVar("kms_put_back", default=None)
-
-
-@contextlib.contextmanager
-def undone_unless_recorded() -> Iterator[None]:
-    """A write that cannot be recorded changes no note: if the database fails inside this block (a
-    full disk for it, damage), every note ``write_note`` changed in it is put back as kms read it,
-    unless a save replaced kms's version meanwhile (that newer save is the person's and stays)."""
-    steps: list[Callable[[], None]] = []
-    token = _PUT_BACK.set(steps)
-    try:
-        yield
-    except apsw.Error:
-        for step in reversed(steps):
-            try:
-                step()
-            except Exception:  # the vault's disk may be failing too: say so, go on with the others
-                log.exception("could not put a note back after the database failed")
-        raise
-    finally:
-        _PUT_BACK.reset(token)
-
-
-def on_unrecorded(step: Callable[[], None]) -> None:
-    """Register how to take back a file change if the database then cannot record the call."""
-    steps = _PUT_BACK.get()
-    if steps is not None:
-        steps.append(step)
 
 
 def remove_created(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes,
@@ -117,86 +85,6 @@ def _read_bytes(path: Path) -> bytes:
     with contextlib.suppress(FileNotFoundError):
         return path.read_bytes()
     return b""
-
-
-class WriteResult(TypedDict, total=False):
-    """What the agent is told: the note and the blast radius of the write."""
-
-    noteId: str | None
-    title: str
-    path: str
-    vault: str
-    bytesBefore: int
-    bytesAfter: int
-    linesAdded: int
-    linesRemoved: int  # kms_edit and the organise tools: the blast radius is both ways
-    filesChanged: int  # the organise tools: how many files the unit changed (the note and its linking notes)
-    edits: list[dict]  # kms_edit: where each step applied
-    oldPath: str  # a move, rename or trash: where the note was
-    linksRewritten: dict  # a move or rename: the visible notes whose links changed, and a count of hidden ones
-    linksLeft: dict  # a trash: the links now pointing at nothing
-    results: list[dict]  # kms_create_many: one per note, ok or an error kind
-    created: int
-    failed: int
-    version: str  # sha256 of the new file bytes: pass it as ``version`` to the next write
-    changed: bool
-    indexWarning: str
-
-
-@dataclass
-class WriteOutcome:
-    """A finished write: what the agent is told, and the typed change provenance records."""
-
-    result: WriteResult
-    change: Change | None = None  # None: nothing changed
-    hash_before: str | None = None
-    hash_after: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.result.get("changed", True)
-
-
-@dataclass
-class Edit:
-    """What a compute step wants: the whole new text and the change it makes."""
-
-    new_text: str
-    change: Change | None = None
-
-
-@dataclass(frozen=True)
-class NoteRef:
-    """The index's view of the note being written."""
-
-    id: str
-    vault_id: int
-    path: str
-    title: str
-    folder: str
-    size_bytes: int = 0  # as last indexed: an empty file where this is > 0 is probably mid-save
-
-
-# ----- lookups ----------------------------------------------------------------------------------
-
-
-def lock_dir_for(conn: apsw.Connection) -> Path:
-    """Lock files live next to the database: private to kms, shared by all its processes."""
-    name = conn.filename
-    return Path(name).parent / "locks" if name and name != ":memory:" else default_lock_dir()
-
-
-def load_note(conn: apsw.Connection, ref: str, vault_id: int | None = None) -> tuple[NoteRef, Vault]:
-    """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise.
-    With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
-    from server.index.notes import find_note
-    from server.vault.registry import get_vault
-
-    if not isinstance(ref, str) or not ref.strip():
-        raise KmsError("invalid-input", "noteId is required")
-    row = find_note(conn, ref, vault_id=vault_id)
-    note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
-    return note, get_vault(conn, row["vault_id"])
 
 
 def reindex_written(
@@ -298,22 +186,23 @@ def _folder_of(vault: Vault, real_rel: str) -> Iterator[int]:
 
 
 def write_note(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     note: NoteRef,
     compute: Callable[[str, TextFormat], Edit],
     *,
     version: str | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
-    """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency."""
+    """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency.
+    In a preview (``ctx.capture``) the new bytes are recorded and nothing is written."""
     from server.index.records import record_of_bytes  # not at import: the dashboard imports this module
 
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
+    conn, lock_dir = ctx.conn, ctx.lock_dir
     real, real_rel = locate_note(vault.root, note.path)
-    with file_lock(real, lock_dir or lock_dir_for(conn)) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
-        recover(conn, lock_dir or lock_dir_for(conn), held=[str(real)])  # a dead unit over this note goes first
+    with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
+        recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
             before = sha256_hex(raw)
@@ -328,10 +217,10 @@ def write_note(
             text, fmt = decode(raw)
             edit = compute(text, fmt)
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
-            if (cap := staging.capturing()) is not None:  # staged for approval: shown, not written
+            if (cap := ctx.capture) is not None:  # staged for approval: shown, not written
                 cap.add(vault.name, note.path, raw, new_raw)
                 break
-            staging.check(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
+            ctx.check_approved(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
             if new_raw == raw:
                 break
             try:
@@ -357,12 +246,11 @@ def write_note(
                 currentVersion=sha256_hex(_read(real, note)),
             )
     after = sha256_hex(new_raw)
-    if staging.capturing() is not None:
+    if ctx.capture is not None:
         return WriteOutcome(WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name,
                                         changed=new_raw != raw), edit.change, hash_before=before, hash_after=after)
     if new_raw != raw:
-        locks = lock_dir or lock_dir_for(conn)
-        on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, locks))
+        ctx.on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, lock_dir))
     result = WriteResult(
         title=note.title,
         path=note.path,

@@ -11,20 +11,18 @@ apply refuses the whole call and the file is not touched. The change is recorded
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 from typing import Any
 
-import apsw
-
 from server.activity.changes import FilesChanged, file_change, whole_lines
-from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import TextFormat, convert_newlines
 from server.vault.markdown import bare, body_offset, split_lines
 from server.vault.registry import Vault
-from server.writes.cas import Edit, NoteRef, WriteOutcome, write_note
+from server.writes.cas import write_note
+from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_INSERT_BYTES, kb
 from server.writes.operations import _check_note_folder, check_content
+from server.writes.outcome import Edit, WriteOutcome
 from server.writes.positions import find_heading, headings, writable_start
 
 
@@ -138,19 +136,17 @@ def _same_frontmatter(before: str, after: str) -> None:
 
 
 def edit(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     note: NoteRef,
     *,
     version: str,
     edits: list[dict[str, Any]],
-    allowlist: Allowlist | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Apply ``edits`` to the note if it is still exactly ``version``; all or nothing."""
     if not version:
         raise KmsError("invalid-input", "version is required: pass the `version` kms_read returned")
-    _check_note_folder(vault, note, allowlist)
+    _check_note_folder(vault, note, ctx.allowlist)
     seen: dict[str, Any] = {}
 
     def compute(text: str, fmt: TextFormat) -> Edit:
@@ -162,7 +158,7 @@ def edit(
         seen.update(before=text, after=new_text, applied=applied)
         return Edit(new_text, None)
 
-    outcome = write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
+    outcome = write_note(ctx, vault, note, compute, version=version)
     before, after = seen["before"], seen["after"]
     removed, added = blast_radius(before, after)
     outcome.result["linesRemoved"], outcome.result["linesAdded"] = removed, added

@@ -7,27 +7,27 @@
    ``revoked``; read from the database on every call, so a running server obeys at once);
 2. input validation: the tool's strict pydantic model (else ``invalid-input``);
 3. a rate-limit slot, committed before any file is touched (else ``rate-limited``);
-4. the operation, through ``WriteTarget`` (vault scope, allowlist, locks);
+4. the operation, through the call's one ``WriteContext`` (``server.writes.context``: vault scope,
+   allowlist, lock folder, the mode, put-back), built here from the session (``AgentSession``);
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 
 A slot is given back when the call did not change a file, so the limits count writes.
 
 Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
-once inside ``staging.capture`` (everything computed, nothing written) and, when the call needs the
+once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
 person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for the
 decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
-steps 3-5 under ``staging.expect`` (the usual compare-and-swap, and every file exactly as shown:
+steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
 else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
 
-Adding a write tool is a registry entry plus an operation: a ``ToolSpec`` in
-``server.mcp.tools.write_tools`` (name, input model, description, and a handler
-``(target, args) -> WriteOutcome`` that calls the operation) and the operation in
-``server.writes.operations`` returning a ``WriteOutcome`` with its change record. This
-module, the dispatcher, provenance, revert and the dashboard name no tool.
+Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome`` with its
+change record), its spec beside its handler ``(ctx, args) -> WriteOutcome`` in its tier's registry
+module (``server.mcp.tools``), and its test. This module, the dispatcher, provenance, revert and
+the dashboard name no tool.
 
-A ``WriteService`` may be shared by threads: each thread gets its own APSW connection
-(``thread_connection``); nothing else is mutable.
+A ``WriteService`` belongs to one session and may be shared by threads: each thread gets its own
+APSW connection (``thread_connection``); each call its own context.
 """
 
 from __future__ import annotations
@@ -35,24 +35,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
 from server.activity import approvals, control, provenance, unrecorded
-from server.activity.ratelimit import RateLimiter, Slot
-from server.config.allowlist import Allowlist
+from server.activity.agent_session import AgentSession
+from server.activity.ratelimit import Slot
 from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
-from server.vault.registry import Vault, get_vault, list_vaults
-from server.writes import staging, unit_journal
-from server.writes.cas import NoteRef, WriteOutcome, load_note, lock_dir_for, undone_unless_recorded
+from server.writes import unit_journal
+from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
 from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
+from server.writes.outcome import WriteOutcome
+from server.writes.staging import Capture, Expected, StagedFile
 
 if TYPE_CHECKING:  # the dashboard imports this module (revert records through it): no pydantic for it
     from pydantic import BaseModel
@@ -71,12 +71,7 @@ class WriteTool(Protocol):
     def input_model(self) -> type[BaseModel]: ...
 
     @property
-    def handler(self) -> Callable[[WriteTarget, Any], WriteOutcome]: ...
-
-
-def _off(tool: str) -> str:
-    return (f"{tool} is turned off for this session: agents may not write to this vault; a person can turn it "
-            "on with `kms config set agent.write true` or `kms claude --write`")
+    def handler(self) -> Callable[[WriteContext, Any], WriteOutcome]: ...
 
 
 def _text(value: Any, limit: int = 1000) -> str | None:
@@ -93,154 +88,75 @@ class Staged:
     """A call waiting for the person: its ``pending_writes`` id and the files it was shown to change."""
 
     id: int
-    files: tuple[staging.StagedFile, ...]
+    files: tuple[StagedFile, ...]
     expires_at: float
 
 
-@dataclass
-class Touched:
-    """The note a call is about, as far as it got (for its provenance row)."""
-
-    note_id: str | None = None
-    vault: str | None = None
-    path: str | None = None
-    title: str | None = None
-
-
-@dataclass
-class WriteTarget:
-    """What an operation may reach during one call: the connection, the session's rules, and note
-    and vault lookups that respect the session's vault scope. It remembers what was looked up,
-    so the provenance row names the note even when the operation then fails."""
-
-    conn: apsw.Connection
-    allowlist: Allowlist
-    lock_dir: Path | None
-    scope: str | None  # the session's vault: notes of other vaults do not exist for it
-    touched: Touched
-    max_files: int = 50  # write.max_files_per_call
-    extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
-    session_id: str = ""  # the calling session (kms_remember keys project memory on its identity)
-    memory_folder: str | None = None  # memory.folder: kms_remember's own allowlist entry
-    services: Mapping[str, Any] = field(default_factory=dict)  # the server's per-process services, if any
-
-    def take_slot(self) -> Callable[[], None]:
-        """One more rate-limit slot for a call that writes several notes (``rate-limited`` when none is
-        left); returns the function that gives it back should that note not be written."""
-        return self.extra_slot() if self.extra_slot is not None else (lambda: None)
-
-    def check_breadth(self, count: int, what: str = "files") -> None:
-        """``too-broad`` (before anything is touched) for a call over ``write.max_files_per_call``."""
-        if count > self.max_files:
-            raise KmsError("too-broad", f"this call would touch {count} {what}; at most {self.max_files} per call "
-                           "(write.max_files_per_call). Nothing was changed.", count=count, limit=self.max_files)
-
-    def note(self, ref: str) -> tuple[NoteRef, Vault]:
-        """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
-        scope_id = get_vault(self.conn, self.scope).id if self.scope is not None else None
-        note, vault = load_note(self.conn, ref, scope_id)  # other vaults' notes are as if absent
-        self.touched = Touched(note.id, vault.name, note.path, note.title)
-        return note, vault
-
-    def vault(self, name: str | None) -> Vault:
-        """The vault a new note goes to: the one named, else the session's, else the only one."""
-        if self.scope is not None and name is not None and name != self.scope:
-            raise KmsError("invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}",
-                           vault=name)
-        name = name or self.scope
-        if name:
-            vault = get_vault(self.conn, name)
-        else:
-            vaults = list_vaults(self.conn)
-            if not vaults:
-                raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
-            if len(vaults) > 1:
-                raise KmsError(
-                    "invalid-input",
-                    f"several vaults are registered; say which: {', '.join(v.name for v in vaults)}",
-                    vaults=[v.name for v in vaults],
-                )
-            vault = vaults[0]
-        self.touched.vault = vault.name
-        return vault
-
-
 class WriteService:
-    """Guarded writes for one agent session."""
+    """Guarded writes for one agent session: its rules come from the session, the model (for
+    ``kms_remember``) from the process. Shared by threads: each gets its own APSW connection."""
 
-    def __init__(
-        self,
-        db_path: str | Path | None,
-        session_id: str,
-        limits: RateLimiter | None = None,
-        allowlist: Allowlist | Iterable[str] | None = None,
-        *,
-        vault: str | None = None,
-        lock_dir: Path | None = None,
-        enabled: bool = True,
-        disabled_message: Callable[[str], str] | None = None,
-        tier_enabled: Callable[[Tier], bool] | None = None,
-        max_files: int = 50,
-        memory_folder: str | None = None,
-        approval: str = "off",
-        approval_lines: int = 20,
-        approval_timeout: float = 120.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if approval not in APPROVAL_MODES:
-            raise ValueError(f"approval must be one of {APPROVAL_MODES}, not {approval!r}")
-        self.approval = approval  # write.approval: which calls wait for the person
-        self.approval_lines = approval_lines
-        self.approval_timeout = approval_timeout
-        self.clock = clock  # injectable: the approval deadline is measured on it
-        self.memory_folder = memory_folder  # memory.folder: where kms_remember may write, allowlist or not
-        self.enabled = enabled  # agent.write off: every call is refused (and recorded) as feature-disabled
-        # a tier above write (edit, organize) is gated on its own; None: every tier follows ``enabled``
-        self.tier_enabled = tier_enabled
-        self.max_files = max_files
-        self.disabled_message = disabled_message or _off  # tool name -> why, e.g. which setting is off
-        self.db_path = db_path
-        self.session_id = session_id
-        self.limits = limits if limits is not None else RateLimiter()
-        self.allowlist = allowlist if isinstance(allowlist, Allowlist) else Allowlist(allowlist)
-        self.vault = vault
-        self.lock_dir = lock_dir
-        self.services: Mapping[str, Any] = {}  # the server's services (ToolRunner shares its own)
+    def __init__(self, session: AgentSession, model: ModelSource | None = None) -> None:
+        if session.config.approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {APPROVAL_MODES}, not {session.config.approval!r}")
+        self.session = session
+        self.model = model
+        self.lock_dir = lock_dir_for(self.conn())  # the database's own lock folder, once
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    @property
+    def approval_timeout(self) -> float:
+        return float(self.session.config.approval_timeout)
 
     def conn(self) -> apsw.Connection:
         """This thread's connection (never shared across threads)."""
-        return thread_connection(self.db_path)
+        return thread_connection(self.session.config.db_path)
+
+    def context(self, conn: apsw.Connection, touched: Touched, *,
+                staging: Capture | Expected | None = None, slots: bool = True) -> WriteContext:
+        """The one write context of a call: the session's scope, allowlist, limits and identity."""
+        c = self.session.config
+        return WriteContext(conn, self.lock_dir, self.session.allowlist, c.vault, c.max_files_per_call,
+                            self.session_id, c.memory_folder, self.session.identity, self.model, staging,
+                            touched, (lambda: self._extra_slot(conn)) if slots else None)
 
     def recover_units(self) -> None:
         """Undo what a dead writer left half done (``unit_journal.recover``): before every write call, and
         when a server with writes starts. Cheap when there is nothing (one folder listing)."""
-        conn = self.conn()
         try:
-            unit_journal.recover(conn, self.lock_dir or lock_dir_for(conn))
+            unit_journal.recover(self.conn(), self.lock_dir)
         except (apsw.Error, OSError):  # tried again at the next call; the write itself goes on
             logging.getLogger("kms.writes").exception("could not finish a unit a dead writer left")
 
     def allows(self, tier: Tier) -> bool:
         """Whether this session's gate lets a tool of ``tier`` run."""
-        if not self.enabled:
-            return False
-        return self.tier_enabled(tier) if self.tier_enabled is not None else True
+        return self.session.allows(tier)
 
     def _extra_slot(self, conn: apsw.Connection) -> Callable[[], None]:
-        slot = self.limits.acquire(conn, self.session_id)
-        return lambda: self.limits.release(conn, slot)
+        limits = self.session.limits
+        slot = limits.acquire(conn, self.session_id)
+        return lambda: limits.release(conn, slot)
 
     def counters(self) -> dict[str, Any]:
         """This session's live write counters."""
-        return self.limits.counters(self.conn(), self.session_id)
+        return self.session.limits.counters(self.conn(), self.session_id)
 
     def _gate(self, conn: apsw.Connection, tool: WriteTool) -> None:
         """Step 1: the tier's switch, then the session's live state (one indexed lookup)."""
-        if not self.allows(getattr(tool, "tier", "write")):
-            raise KmsError("feature-disabled", self.disabled_message(tool.name))
+        if not self.allows(tool.tier):
+            raise KmsError("feature-disabled", self.session.disabled_message(tool.name, tool.tier))
         refused = control.refusal(conn, self.session_id)
         if refused is not None:
             raise refused
+
+    def _record(self, conn: apsw.Connection, tool: WriteTool, arguments: Mapping[str, Any], touched: Touched,
+                outcome: WriteOutcome | None, failure: BaseException | None, message: str | None = None) -> int:
+        return record_call(conn, tool=tool.name, session_id=self.session_id,
+                           input_summary=provenance.summarize_input(dict(arguments)), touched=touched,
+                           outcome=outcome, failure=failure, message=message)
 
     def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``.
@@ -259,7 +175,7 @@ class WriteService:
 
     def decision(self, staged: Staged) -> approvals.Pending | None:
         """The person's decision on a staged call (or its expiry), None while it still waits."""
-        item = approvals.poll(self.conn(), staged.id, now=self.clock())
+        item = approvals.poll(self.conn(), staged.id, now=self.session.clock())
         return None if item.status == approvals.OPEN else item
 
     def stage(self, tool: WriteTool, arguments: Mapping[str, Any]) -> Staged | None:
@@ -267,26 +183,24 @@ class WriteService:
         and the call touches one file and at most ``approval_lines`` lines, or it would change nothing).
         A call refused before it could be shown (gate, paused, bad input, the operation's own refusal)
         is recorded and raised here: it never runs unapproved."""
-        if self.approval == "off":
+        c = self.session.config
+        if c.approval == "off":
             return None
         conn = self.conn()
-        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault,
-                             Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), self.max_files, None,
-                             self.session_id, self.memory_folder, self.services)
+        cap = Capture()
+        ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), staging=cap,
+                           slots=False)
         try:
             self._gate(conn, tool)
             args = validate_input(tool.input_model, arguments)
-            with staging.capture() as cap:
-                tool.handler(target, args)
+            tool.handler(ctx, args)
         except Exception as e:
             if not isinstance(e, apsw.Error):  # (a database failure is the dispatcher's to answer)
-                record_call(conn, tool=tool.name, session_id=self.session_id,
-                            input_summary=provenance.summarize_input(dict(arguments)), touched=target.touched,
-                            outcome=None, failure=e)
+                self._record(conn, tool, arguments, ctx.touched, None, e)
             raise
-        if not cap.files or (self.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= self.approval_lines):
+        if not cap.files or (c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines):
             return None
-        now = self.clock()
+        now = self.session.clock()
         pending_id = approvals.stage(conn, session_id=self.session_id, tool=tool.name, arguments=dict(arguments),
                                      input_summary=provenance.summarize_input(dict(arguments)),
                                      files=[f.to_json() for f in cap.files], lines=cap.lines,
@@ -297,8 +211,7 @@ class WriteService:
                decision: approvals.Pending) -> dict[str, Any]:
         """The end of a staged call: applied exactly as shown when approved, else refused and recorded."""
         if decision.status == "approved":
-            with staging.expect(staged.files):
-                return self.run(tool, arguments, pending=decision)
+            return self.run(tool, arguments, pending=decision, expected=Expected.of(staged.files))
         conn = self.conn()
         if decision.status == "rejected":
             why = f": {decision.reason}" if decision.reason else ""
@@ -311,9 +224,7 @@ class WriteService:
         first = next((f for f in staged.files if not f.hidden), None)
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                           vault=first.vault if first else None, path=first.path if first else None)
-        invocation_id = record_call(conn, tool=tool.name, session_id=self.session_id,
-                                    input_summary=provenance.summarize_input(dict(arguments)), touched=touched,
-                                    outcome=None, failure=err)
+        invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
         raise err
 
@@ -321,26 +232,21 @@ class WriteService:
         """The caller stopped waiting (the host cancelled the call, the server is stopping): the staged call
         can no longer be approved, and it is recorded as cancelled, nothing written."""
         conn = self.conn()
-        if not approvals.cancel(conn, staged.id, now=self.clock()):
+        if not approvals.cancel(conn, staged.id, now=self.session.clock()):
             return  # decided or expired just now: nobody will apply it either, but the decision stands
         err = KmsError("cancelled", "the call was cancelled while it waited for the person's approval; nothing "
                        "was written", pendingId=staged.id)
-        invocation_id = record_call(conn, tool=tool.name, session_id=self.session_id,
-                                    input_summary=provenance.summarize_input(dict(arguments)),
-                                    touched=Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)),
-                                    outcome=None, failure=err)
+        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS))
+        invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
 
-    def run(self, tool: WriteTool, arguments: Mapping[str, Any], *,
-            pending: approvals.Pending | None = None) -> dict[str, Any]:
-        """Steps 1-5 for one call (``pending``: a call the person approved)."""
+    def run(self, tool: WriteTool, arguments: Mapping[str, Any], *, pending: approvals.Pending | None = None,
+            expected: Expected | None = None) -> dict[str, Any]:
+        """Steps 1-5 for one call (``pending``: a call the person approved, to apply exactly as ``expected``)."""
         conn = self.conn()
-        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
-                          title=_text(arguments.get("title"), MAX_TITLE_CHARS))
-        target = WriteTarget(conn, self.allowlist, self.lock_dir, self.vault, touched, self.max_files,
-                             lambda: self._extra_slot(conn), self.session_id, self.memory_folder,
-                             self.services)
-        summary = provenance.summarize_input(dict(arguments))
+        limits = self.session.limits
+        ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                                         title=_text(arguments.get("title"), MAX_TITLE_CHARS)), staging=expected)
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
@@ -348,40 +254,39 @@ class WriteService:
             unrecorded.replay(conn)
         self.recover_units()
         try:
-            with undone_unless_recorded(), contextlib.ExitStack() as group:
+            with undone_unless_recorded(ctx), contextlib.ExitStack() as group:
                 try:
                     if pending is None:
                         self._gate(conn, tool)
                     elif (refused := control.refusal(conn, self.session_id)) and refused.kind == "revoked":
                         raise refused  # approved, but the session was revoked before it could land
                     args = validate_input(tool.input_model, arguments)
-                    slot = self.limits.acquire(conn, self.session_id)  # committed before the file is touched
+                    slot = limits.acquire(conn, self.session_id)  # committed before the file is touched
                     # the index update and the provenance record then share one commit; the file lock is
                     # released before the first of them takes the database lock (never the other order)
                     group.enter_context(shared_commit(conn))
-                    outcome = tool.handler(target, args)
+                    outcome = tool.handler(ctx, args)
                 except BaseException as e:
                     failure = e
                     raise
                 finally:
                     if slot is not None and (outcome is None or not outcome.changed):
-                        self.limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
+                        limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
                     if not isinstance(failure, UNUSABLE):  # (the database failed: kept beside it, below)
-                        invocation_id = record_call(
-                            conn, tool=tool.name, session_id=self.session_id, input_summary=summary,
-                            touched=target.touched, outcome=outcome, failure=failure,
-                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
-                        )
+                        invocation_id = self._record(
+                            conn, tool, arguments, ctx.touched, outcome, failure,
+                            message=None if pending is None else f"approved by the person (pending #{pending.id})")
                         if pending is not None:
                             approvals.finish(conn, pending.id, invocation_id=invocation_id,
                                              outcome="applied" if outcome is not None else
                                              getattr(failure, "kind", "internal"))
         except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
             err = database_error(e, conn.filename)
-            unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id, input_summary=summary,
-                            status=provenance.status_for(err.kind), note_id=target.touched.note_id,
-                            vault=target.touched.vault, path=target.touched.path, title=target.touched.title,
-                            error=err.kind, message=f"{err.message} (the note was left as it was)")
+            t = ctx.touched
+            unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id,
+                            input_summary=provenance.summarize_input(dict(arguments)),
+                            status=provenance.status_for(err.kind), note_id=t.note_id, vault=t.vault, path=t.path,
+                            title=t.title, error=err.kind, message=f"{err.message} (the note was left as it was)")
             raise
         assert outcome is not None
         return {**outcome.result, "invocationId": invocation_id}

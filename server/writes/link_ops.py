@@ -7,10 +7,6 @@ change is an ordinary ``PropertiesChanged``, so revert and the dashboard need no
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import apsw
-
 from server.activity.changes import PropertiesChanged
 from server.errors import KmsError
 from server.vault import frontmatter
@@ -19,8 +15,10 @@ from server.vault.markdown import Unclosed, frontmatter_span
 from server.vault.parser import _WIKILINK, link_key
 from server.vault.properties import check_key
 from server.vault.registry import Vault
-from server.writes.cas import Edit, NoteRef, WriteOutcome, write_note
+from server.writes.cas import write_note
+from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_TITLE_CHARS
+from server.writes.outcome import Edit, WriteOutcome
 
 
 def check_target(target: str) -> str:
@@ -33,8 +31,7 @@ def check_target(target: str) -> str:
     return t
 
 
-def link(conn: apsw.Connection, vault: Vault, note: NoteRef, *, target: str, prop: str = "related",
-         lock_dir: Path | None = None) -> WriteOutcome:
+def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: str = "related") -> WriteOutcome:
     """Add ``"[[target]]"`` to the list property ``prop`` (created if absent)."""
     target = check_target(target)
     check_key(prop)
@@ -58,4 +55,4 @@ def link(conn: apsw.Connection, vault: Vault, note: NoteRef, *, target: str, pro
         change = PropertiesChanged(note.path, edit.before, edit.after, edit.created_block) if edit.changed else None
         return Edit(edit.new_text, change)
 
-    return write_note(conn, vault, note, compute, lock_dir=lock_dir)
+    return write_note(ctx, vault, note, compute)

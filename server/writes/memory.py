@@ -15,7 +15,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import apsw
@@ -26,8 +25,10 @@ from server.errors import KmsError
 from server.index.memory import DEFAULT_CATEGORY, MEMORY_TAG, About, Fact, find_memory_note, normalized, parse_facts
 from server.vault.files import TextFormat, convert_newlines
 from server.vault.registry import Vault, get_vault, list_vaults
-from server.writes.cas import Edit, NoteRef, WriteOutcome, write_note
+from server.writes.cas import write_note
+from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS
+from server.writes.outcome import Edit, WriteOutcome
 
 NEAR_DUPLICATE = 0.93  # cosine of all-MiniLM-L6-v2 embeddings above which two facts say the same thing
 NEAR_POOL = 200  # the most recent facts compared by meaning (exact text is compared with all)
@@ -105,19 +106,20 @@ def _duplicate(note: dict[str, Any] | NoteRef, vault: str, about: About, line: F
 
 
 def remember(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     *,
-    folder: str | None,
     about: About,
-    project: str | None,
     text: str,
     category: str | None = None,
-    scope: str | None = None,
-    near: NearCheck | None = None,
-    lock_dir: Path | None = None,
     now: float | None = None,
 ) -> WriteOutcome:
-    """Add ``text`` as a dated item under ``category`` of the memory note of ``about``."""
+    """Add ``text`` as a dated item under ``category`` of the memory note of ``about``: in the session's
+    memory folder (``ctx.memory_folder``), for its project (``ctx.identity``), compared by meaning with the
+    facts already there when the process's model is loaded (``ctx.model``)."""
+    conn, folder, scope = ctx.conn, ctx.memory_folder, ctx.scope
+    project = ctx.identity.project if ctx.identity is not None else None
+    embedder = ctx.model.ready_embedder() if ctx.model is not None else None
+    near = near_check(embedder) if embedder is not None else None
     if not folder:
         raise KmsError("feature-disabled", "agent memory is off: memory.folder is empty (a person can set it with "
                                            "`kms config set memory.folder kms-memory`)")
@@ -129,9 +131,10 @@ def remember(
     scope_id = get_vault(conn, scope).id if scope is not None else None
     existing = find_memory_note(conn, folder, about, project, scope_id)
     vault = _scope_vault(conn, scope, existing)
-    allow = Allowlist([folder])  # the memory folder's own entry; write.allowlist does not apply here
+    # the memory folder's own entry; write.allowlist does not apply here
+    ctx = ctx.but(allowlist=Allowlist([folder]))
     if existing is None:
-        return _create(conn, vault, folder, about, project, cat, item, allow, lock_dir)
+        return _create(ctx, vault, folder, about, project, cat, item)
     indexed = _match(fact, parse_facts(existing["body"]), near)  # by meaning: outside the note's lock
     if indexed is not None:
         return _duplicate(existing, vault.name, about, indexed)
@@ -139,7 +142,7 @@ def remember(
 
     note = NoteRef(existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"],
                    existing["size_bytes"])
-    _check_note_folder(vault, note, allow)
+    _check_note_folder(vault, note, ctx.allowlist)
     found: list[Fact] = []
 
     def compute(current: str, fmt: TextFormat) -> Edit:
@@ -159,7 +162,7 @@ def remember(
             pos, ins = after_section(current, note.title, None, f"## {cat}{nl}{nl}{item}", nl + nl, nl)
         return Edit(current[:pos] + ins + current[pos:], TextInserted(note.path, pos, ins))
 
-    outcome = write_note(conn, vault, note, compute, lock_dir=lock_dir)
+    outcome = write_note(ctx, vault, note, compute)
     if found:
         return _duplicate(note, vault.name, about, found[0])
     return _added(outcome, about, cat, item)
@@ -171,16 +174,15 @@ def _added(outcome: WriteOutcome, about: About, category: str, line: str) -> Wri
     return outcome
 
 
-def _create(conn: apsw.Connection, vault: Vault, folder: str, about: About, project: str | None, cat: str,
-            item: str, allow: Allowlist, lock_dir: Path | None) -> WriteOutcome:
+def _create(ctx: WriteContext, vault: Vault, folder: str, about: About, project: str | None, cat: str,
+            item: str) -> WriteOutcome:
     from server.writes.operations import create
 
     content = _new_note_text(about, project, cat, item)
     titles = note_titles(about, project)
     for i, title in enumerate(titles):
         try:
-            outcome = create(conn, vault, title=title, content=content, folder=folder, allowlist=allow,
-                             lock_dir=lock_dir)
+            outcome = create(ctx, vault, title=title, content=content, folder=folder)
         except KmsError as e:
             if e.kind != "already-exists" or i == len(titles) - 1:
                 raise

@@ -15,7 +15,7 @@ and the fsyncs then run all at once. A file that moves is created at its new pat
 an existing file: ``already-exists``) before the old one is removed. Should a write fail half
 way, the files already written get their old bytes back; should the database then fail to
 record the unit (its disk full), every file is put back the same way
-(``cas.undone_unless_recorded``). A file is put back only while it holds kms's bytes.
+(``context.undone_unless_recorded``). A file is put back only while it holds kms's bytes.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from server.vault.files import (
 )
 from server.vault.paths import is_within, locate_notes
 from server.vault.registry import Vault
-from server.writes import staging
-from server.writes.cas import lock_dir_for, on_unrecorded
+from server.writes.context import WriteContext
+from server.writes.staging import Capture
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
 
 log = logging.getLogger("kms.writes")
@@ -115,7 +115,7 @@ def _read(real: Path, plan: FilePlan) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
-def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
+def _prepare(ctx: WriteContext, vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     raw, st = _read(real, plan)
     if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
         raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
@@ -123,7 +123,7 @@ def _prepare(vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     text, fmt = decode(raw)
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
-    staging.check(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
+    ctx.check_approved(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
     prep = _Prepared(plan, real, raw, text, new_text, new_raw, _signature(st), st.st_nlink > 1)
     if _in_place(prep) and not os.access(real, os.W_OK):
         raise KmsError("conflict", f"{_name(plan)} is read-only (its file permissions); nothing was changed",
@@ -150,12 +150,12 @@ def _with_record(vault: Vault, prep: _Prepared) -> _Prepared:
     return prep
 
 
-def _recheck(vault: Vault, prepared: list[_Prepared]) -> None:
+def _recheck(ctx: WriteContext, vault: Vault, prepared: list[_Prepared]) -> None:
     """Right before the writes: a file a person saved since it was read is read and computed once more;
     one saved again meanwhile is a ``conflict``."""
     for k, prep in enumerate(prepared):
         if _seen(prep.real) != prep.seen:
-            prepared[k] = prep = _with_record(vault, _prepare(vault, prep.plan, prep.real))
+            prepared[k] = prep = _with_record(vault, _prepare(ctx, vault, prep.plan, prep.real))
             if _seen(prep.real) != prep.seen:
                 raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
                                "nothing was changed: try again", path=None if prep.plan.hidden
@@ -272,7 +272,7 @@ class _NotReady(Exception):
 _committer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kms-commit")  # (one unit uses one)
 
 
-def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, lock_dir: Path | None = None,
+def apply_plans(ctx: WriteContext, vault: Vault, plans: list[FilePlan], *,
                 keep_ids: dict[str, str] | None = None) -> tuple[list[FileChange], str | None]:
     """Apply every plan or none, and update the index; return what changed in each file that changed (in
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
@@ -280,9 +280,9 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
     from server.store.db import after_commit, at_group_end, shared_commit, write_tx
 
-    lock_dir = lock_dir or lock_dir_for(conn)
+    conn, lock_dir = ctx.conn, ctx.lock_dir
     reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
-    if (cap := staging.capturing()) is not None:
+    if (cap := ctx.capture) is not None:
         return _preview(cap, vault, plans, reals), None
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
@@ -294,15 +294,16 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])
-        prepared = [_with_record(vault, _prepare(vault, plan, real)) for plan, real in zip(plans, reals, strict=True)]
-        _recheck(vault, prepared)
+        prepared = [_with_record(vault, _prepare(ctx, vault, plan, real))
+                    for plan, real in zip(plans, reals, strict=True)]
+        _recheck(ctx, vault, prepared)
         out = _changes(prepared, dests)
         entries = [_entry(prep, dests.get(i)) for i, prep in enumerate(prepared)
                    if _in_place(prep) or prep.plan.delete or i in dests]
         journal = UnitJournal.begin(journal_dir(lock_dir), entries) if entries else None
         done: list[tuple[_Prepared, Path | None]] = []
         ends_at_commit = False
-        on_unrecorded(lambda: _take_back(vault, done, lock_dir, journal))  # should the database fail
+        ctx.on_unrecorded(lambda: _take_back(vault, done, lock_dir, journal))  # should the database fail
         try:
             with shared_commit(conn), write_tx(conn):  # the write lock first, then the files
                 try:
@@ -342,7 +343,7 @@ def apply_plans(conn: apsw.Connection, vault: Vault, plans: list[FilePlan], *, l
     return out, warning
 
 
-def _preview(cap: staging.Capture, vault: Vault, plans: list[FilePlan], reals: list[Path]) -> list[FileChange]:
+def _preview(cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path]) -> list[FileChange]:
     """What the unit would change, for a call staged for approval: computed, captured, nothing written."""
     out: list[FileChange] = []
     for plan, real in zip(plans, reals, strict=True):

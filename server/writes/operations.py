@@ -1,6 +1,6 @@
 """The guarded write operations: create, append, update_properties, insert_at.
 
-Each one is a plain function over (conn, vault, note, input) that edits one file through
+Each one is a plain function over (write context, vault, note, input) that edits one file through
 the compare-and-swap path (``server.writes.cas``) and returns a ``WriteOutcome``: what the
 agent is told plus a typed change record (``server.activity.changes``). They know nothing
 about MCP, rate limits or provenance rows (``server.writes.guard`` adds those). Where the
@@ -41,19 +41,10 @@ from server.vault.paths import (
 )
 from server.vault.properties import RESERVED_KEYS, check_properties, normalize_tags
 from server.vault.registry import Vault
-from server.writes import staging
-from server.writes.cas import (
-    Edit,
-    NoteRef,
-    WriteOutcome,
-    WriteResult,
-    lock_dir_for,
-    on_unrecorded,
-    reindex_written,
-    remove_created,
-    write_note,
-)
+from server.writes.cas import reindex_written, remove_created, write_note
+from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, MAX_TAGS, kb
+from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.positions import (
     after_section,
     blocks,
@@ -97,21 +88,20 @@ def _check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None)
 
 
 def create(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     *,
     title: str,
     content: str = "",
     tags: list[str] | None = None,
     folder: str | None = None,
-    allowlist: Allowlist | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Create a new note ``<folder>/<sanitised title>.md``; never overwrites (``already-exists``).
 
     ``tags`` go into the frontmatter ``tags:`` list (merged into frontmatter the
     content already has). The folder is created if missing, inside the vault only.
     """
+    conn, allowlist = ctx.conn, ctx.allowlist
     stem = sanitize_title(title)
     fkey = folder_key(folder)
     if allowlist:
@@ -133,7 +123,7 @@ def create(
     existing_folder = resolve_folder(vault.root, fkey)  # refuse before creating any folder
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
-    if (cap := staging.capturing()) is not None:  # staged for approval: no folder, no file
+    if (cap := ctx.capture) is not None:  # staged for approval: no folder, no file
         relpath = (relpath_in_vault(vault.root, existing_folder / name) if existing_folder.is_dir()
                    else f"{fkey}/{name}" if fkey else name)
         cap.add(vault.name, relpath, None, data)
@@ -143,13 +133,11 @@ def create(
     real_folder = relpath_in_vault(vault.root, folder_path)
     if allowlist:
         allowlist.check("" if real_folder == "." else real_folder)
-    staging.check(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # approved: as shown
-    lock_dir = lock_dir or lock_dir_for(conn)
-    with file_lock(folder_path / name.casefold(), lock_dir):  # "A" and "a" race for one name
+    ctx.check_approved(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # as shown
+    with file_lock(folder_path / name.casefold(), ctx.lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)
         _create_in_folder(vault, folder_path, real_folder, name, data)
-    locks = lock_dir
-    on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, locks))
+    ctx.on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, ctx.lock_dir))
     relpath = relpath_in_vault(vault.root, folder_path / name)
     result = WriteResult(
         title=stem,
@@ -258,7 +246,7 @@ def _merge_tags(text: str, tags: list[str]) -> str:
 
 
 def append(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     note: NoteRef,
     *,
@@ -266,8 +254,6 @@ def append(
     heading: str | None = None,
     separator: str = "\n\n",
     version: str | None = None,
-    allowlist: Allowlist | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Add ``content`` at the end of the note, or at the end of the section under ``heading``.
 
@@ -275,7 +261,7 @@ def append(
     preceded by ``separator``; blank lines before the next heading and the note's
     trailing-newline convention are kept.
     """
-    _check_note_folder(vault, note, allowlist)
+    _check_note_folder(vault, note, ctx.allowlist)
     check_content(content, MAX_INSERT_BYTES)
     if not isinstance(separator, str) or len(separator) > MAX_SEPARATOR_CHARS or "\x00" in separator:
         raise KmsError("invalid-input", f"separator must be a string of at most {MAX_SEPARATOR_CHARS} characters")
@@ -286,19 +272,17 @@ def append(
         pos, ins = after_section(text, note.title, heading, body, convert_newlines(separator, nl), nl)
         return _inserted(note, text, pos, ins)
 
-    return write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
+    return write_note(ctx, vault, note, compute, version=version)
 
 
 def insert_at(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     note: NoteRef,
     *,
     content: str,
     position: dict[str, Any],
     version: str | None = None,
-    allowlist: Allowlist | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Insert ``content`` at one precisely named place.
 
@@ -310,7 +294,7 @@ def insert_at(
     that line (1-based, file lines; not inside the frontmatter). Ambiguity is an error,
     never a guess.
     """
-    _check_note_folder(vault, note, allowlist)
+    _check_note_folder(vault, note, ctx.allowlist)
     check_content(content, MAX_INSERT_BYTES)
     kind, arg = parse_position(position)
 
@@ -350,18 +334,17 @@ def insert_at(
         pos, ins = insert_before_line(text, lines, k, body, nl, pad)
         return _inserted(note, text, pos, ins)
 
-    return write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
+    return write_note(ctx, vault, note, compute, version=version)
 
 
 def update_properties(
-    conn: apsw.Connection,
+    ctx: WriteContext,
     vault: Vault,
     note: NoteRef,
     *,
     set: dict[str, Any] | None = None,  # noqa: A002 - the tool's argument name
     remove: list[str] | None = None,
     version: str | None = None,
-    lock_dir: Path | None = None,
 ) -> WriteOutcome:
     """Set and remove frontmatter properties; the body stays byte-identical.
 
@@ -375,4 +358,4 @@ def update_properties(
         change = PropertiesChanged(note.path, edit.before, edit.after, edit.created_block) if edit.changed else None
         return Edit(edit.new_text, change)
 
-    return write_note(conn, vault, note, compute, version=version, lock_dir=lock_dir)
+    return write_note(ctx, vault, note, compute, version=version)

@@ -12,13 +12,11 @@ the change is one ``FilesChanged`` record, which revert undoes exactly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import apsw
 
 from server.activity.changes import FileChange, FilesChanged, file_change
-from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault import frontmatter
@@ -27,9 +25,10 @@ from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_f
 from server.vault.links import retarget, rewrite_links
 from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
 from server.vault.registry import Vault
-from server.writes.cas import NoteRef, WriteOutcome, WriteResult
+from server.writes.context import NoteRef, WriteContext
 from server.writes.edits import blast_radius
 from server.writes.multifile import FilePlan, apply_plans
+from server.writes.outcome import WriteOutcome, WriteResult
 
 TRASH = ".trash"
 
@@ -99,11 +98,11 @@ def _result(vault: Vault, note: NoteRef, files: list[FileChange], new_path: str,
                        version=own.hash_after if own else "")
 
 
-def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str, new_title: str, *,
-              keep_alias: bool, max_files: int, allowlist: Allowlist | None, lock_dir: Path | None,
-              rewrite: bool = True) -> WriteOutcome:
+def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new_title: str, *,
+              keep_alias: bool, rewrite: bool = True) -> WriteOutcome:
     if new_path == note.path:
         raise KmsError("invalid-input", f"the note is already at {note.path!r}")
+    conn, allowlist, max_files = ctx.conn, ctx.allowlist, ctx.max_files
     if allowlist:
         allowlist.check(note.folder)
         allowlist.check(new_path.rpartition("/")[0])
@@ -131,7 +130,7 @@ def _relocate(conn: apsw.Connection, vault: Vault, note: NoteRef, new_path: str,
     plans = [FilePlan(note.path, radius.measured(note.path, own), new_path=new_path)]
     plans += [FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])),
                        hidden=bool(r["hidden"])) for r in linking]
-    files, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir)
+    files, warning = apply_plans(ctx, vault, plans)
     result = _result(vault, note, files, new_path, new_title)
     radius.fill(result, files)
     others = [f for f in files if f.path != note.path]
@@ -147,35 +146,29 @@ def _stem_path(folder: str, stem: str) -> str:
     return f"{folder}/{stem}{NOTE_SUFFIX}" if folder else f"{stem}{NOTE_SUFFIX}"
 
 
-def rename(conn: apsw.Connection, vault: Vault, note: NoteRef, *, title: str, keep_alias: bool = True,
-           max_files: int = 50, allowlist: Allowlist | None = None, lock_dir: Path | None = None) -> WriteOutcome:
+def rename(ctx: WriteContext, vault: Vault, note: NoteRef, *, title: str, keep_alias: bool = True) -> WriteOutcome:
     """Give the note a new title (file name), rewriting every link to it."""
     stem = sanitize_title(title)
-    return _relocate(conn, vault, note, _stem_path(note.folder, stem), stem, keep_alias=keep_alias,
-                     max_files=max_files, allowlist=allowlist, lock_dir=lock_dir)
+    return _relocate(ctx, vault, note, _stem_path(note.folder, stem), stem, keep_alias=keep_alias)
 
 
-def move(conn: apsw.Connection, vault: Vault, note: NoteRef, *, folder: str, max_files: int = 50,
-         allowlist: Allowlist | None = None, lock_dir: Path | None = None) -> WriteOutcome:
+def move(ctx: WriteContext, vault: Vault, note: NoteRef, *, folder: str) -> WriteOutcome:
     """Move the note to ``folder`` (same file name), rewriting every link written as a path."""
     fkey = folder_key(folder)
     if fkey.split("/")[0] == TRASH:
         raise KmsError("invalid-input", "use kms_trash to put a note in the trash")
     name = note.path.rpartition("/")[2]
-    return _relocate(conn, vault, note, f"{fkey}/{name}" if fkey else name, note.title, keep_alias=False,
-                     max_files=max_files, allowlist=allowlist, lock_dir=lock_dir)
+    return _relocate(ctx, vault, note, f"{fkey}/{name}" if fkey else name, note.title, keep_alias=False)
 
 
-def trash(conn: apsw.Connection, vault: Vault, note: NoteRef, *, allowlist: Allowlist | None = None,
-          lock_dir: Path | None = None) -> WriteOutcome:
+def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     """Move the note into ``.trash/`` (its path kept inside); links to it stay and are reported."""
-    if allowlist:
-        allowlist.check(note.folder)
-    linking = _linking(conn, note)
+    if ctx.allowlist:
+        ctx.allowlist.check(note.folder)
+    linking = _linking(ctx.conn, note)
     radius = _Radius()
-    files, warning = apply_plans(conn, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t),
-                                                        new_path=f"{TRASH}/{note.path}")],
-                                 lock_dir=lock_dir)  # out of the index: .trash is not indexed
+    files, warning = apply_plans(ctx, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t),
+                                                       new_path=f"{TRASH}/{note.path}")])  # .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
     radius.fill(result, files)
     visible = [r["path"] for r in linking if not r["hidden"]]

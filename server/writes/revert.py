@@ -42,16 +42,10 @@ from server.vault.markdown import line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
-from server.writes.cas import (
-    Edit,
-    NoteRef,
-    WriteOutcome,
-    WriteResult,
-    lock_dir_for,
-    undone_unless_recorded,
-    write_note,
-)
+from server.writes.cas import write_note
+from server.writes.context import NoteRef, WriteContext, undone_unless_recorded
 from server.writes.guard import Touched, record_call
+from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.unit_journal import recover
 
 TOOL_REVERT = "revert"
@@ -191,16 +185,16 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
     }
 
 
-def revert(
-    conn: apsw.Connection, invocation_id: int, session_id: str = "person", *, lock_dir: Path | None = None
-) -> dict[str, Any]:
+def revert(conn: apsw.Connection, invocation_id: int, session_id: str = "person") -> dict[str, Any]:
     """Undo one successful write; records one provenance row (actor ``person``) either way. A revert the
     database cannot record (its disk full) changes no file: they are put back (``undone_unless_recorded``)."""
-    with undone_unless_recorded():
-        return _revert(conn, invocation_id, session_id, lock_dir=lock_dir)
+    ctx = WriteContext.for_person(conn, session_id=session_id)
+    with undone_unless_recorded(ctx):
+        return _revert(ctx, invocation_id)
 
 
-def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_dir: Path | None) -> dict[str, Any]:
+def _revert(ctx: WriteContext, invocation_id: int) -> dict[str, Any]:
+    conn, session_id = ctx.conn, ctx.session_id
     touched = Touched()
     summary = f"revert #{invocation_id}"
     outcome: WriteOutcome | None = None
@@ -213,7 +207,7 @@ def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_
         change = changes.from_row(inv)
         if isinstance(change, FilesChanged):
             try:
-                outcome = revert_files.revert(conn, get_vault(conn, inv["vault"]), change, inv["note_id"], lock_dir)
+                outcome = revert_files.revert(ctx, get_vault(conn, inv["vault"]), change, inv["note_id"])
             except KmsError as e:
                 raise KmsError("conflict", f"can't revert #{invocation_id}: {e.message}", **e.extra) from None
             message = f"restored {len(change.files)} file(s)"
@@ -221,7 +215,7 @@ def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_
             vault, note = _target(conn, inv)
             touched.note_id, touched.path = note.id or inv["note_id"], note.path
             if isinstance(change, FileCreated):
-                outcome = _delete_created(conn, vault, note, inv, lock_dir)
+                outcome = _delete_created(conn, vault, note, inv, ctx.lock_dir)
             else:
                 holder: dict[str, Plan] = {}
 
@@ -236,7 +230,7 @@ def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_
                                                  {k: v["to"] for k, v in plan.restore.items()})
                     return Edit(plan.new_text, restored)
 
-                outcome = write_note(conn, vault, note, compute, lock_dir=lock_dir)
+                outcome = write_note(ctx, vault, note, compute)
                 plan = holder["plan"]
                 message = (
                     f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
@@ -255,14 +249,14 @@ def _revert(conn: apsw.Connection, invocation_id: int, session_id: str, *, lock_
 
 
 def _delete_created(
-    conn: apsw.Connection, vault: Vault, note: NoteRef, inv: dict, lock_dir: Path | None
+    conn: apsw.Connection, vault: Vault, note: NoteRef, inv: dict, lock_dir: Path
 ) -> WriteOutcome:
     """Delete a note kms created, only while it is byte-for-byte what the agent wrote."""
     from server.index.indexer import reindex_file
 
     real = resolve_note_file(vault.root, note.path)
-    with file_lock(real, lock_dir or lock_dir_for(conn)):
-        recover(conn, lock_dir or lock_dir_for(conn), held=[str(real)])  # a dead unit over this note goes first
+    with file_lock(real, lock_dir):
+        recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
         try:
             raw = real.read_bytes()
         except FileNotFoundError as e:

@@ -12,14 +12,13 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from server.activity.changes import FileChange, FilesChanged
 from server.vault.files import decode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import Vault
-from server.writes.cas import WriteOutcome, WriteResult
+from server.writes.context import WriteContext
 from server.writes.multifile import FilePlan, apply_plans
+from server.writes.outcome import WriteOutcome, WriteResult
 
 
 def _state(vault: Vault, f: FileChange) -> tuple[str | None, str | None]:
@@ -62,13 +61,12 @@ def preview(vault: Vault, change: FilesChanged) -> dict[str, Any]:
     return {"action": "restore-files", "canRevert": not problems, "reason": reason, "files": files}
 
 
-def revert(conn: apsw.Connection, vault: Vault, change: FilesChanged, note_id: str | None,
-           lock_dir: Path | None) -> WriteOutcome:
+def revert(ctx: WriteContext, vault: Vault, change: FilesChanged, note_id: str | None) -> WriteOutcome:
     """Put every file back as it was, all or nothing (``conflict`` naming a file that changed)."""
     plans = [FilePlan(f.now_path, f.undo, new_path=f.path if f.new_path else None, hidden=f.hidden,
                       expect_hash=f.hash_after, delete=not f.hash_before) for f in change.files]
     home = change.files[0].path if change.files else change.path  # the note the call was about comes first
-    done, warning = apply_plans(conn, vault, plans, lock_dir=lock_dir, keep_ids={home: note_id} if note_id else None)
+    done, warning = apply_plans(ctx, vault, plans, keep_ids={home: note_id} if note_id else None)
     result = WriteResult(noteId=note_id, title=Path(home).stem, path=home, vault=vault.name,
                          bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(done))
     if warning:

@@ -2,21 +2,20 @@
 
 The guard runs an operation twice when a call needs approval (``write.approval``):
 
-1. inside ``capture()``: every place that writes a file (``cas.write_note``, ``multifile.apply_plans``,
-   ``operations.create``) computes the new bytes as usual, hands them to ``StagedFile`` and writes
-   nothing (no file, no folder, no index row). The captured files are the diff the person sees.
-2. once approved, inside ``expect(files)``: the same operation, for real, under the usual
+1. with a ``Capture`` as its write context's mode (``WriteContext.staging``): every place that writes
+   a file (``cas.write_note``, ``multifile.apply_plans``, ``operations.create``) computes the new bytes
+   as usual, hands them to ``StagedFile`` and writes nothing (no file, no folder, no index row). The
+   captured files are the diff the person sees.
+2. once approved, with an ``Expected``: the same operation, for real, under the usual
    compare-and-swap, but each file must still be the bytes that were shown and must come out as the
    bytes that were approved; a note changed meanwhile answers ``conflict`` and nothing is written.
 
-The write points ask ``capturing()`` and ``check(...)``; nothing else here knows a tool.
+The write points ask ``WriteContext.capture`` and ``WriteContext.check_approved``; nothing here knows a tool.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,51 +86,28 @@ class Capture:
         return sum(f.added + f.removed for f in self.files)
 
 
-_CAPTURE: ContextVar[Capture | None] = ContextVar("kms_staging_capture", default=None)
-_EXPECT: ContextVar[dict[tuple[str, str], StagedFile] | None] = ContextVar("kms_staging_expect", default=None)
+@dataclass(frozen=True)
+class Expected:
+    """The files a person approved: applying the call again must meet exactly these (``check``)."""
 
+    files: dict[tuple[str, str], StagedFile]
 
-@contextlib.contextmanager
-def capture() -> Iterator[Capture]:
-    """Within this block the write points compute and record, and write nothing."""
-    cap = Capture()
-    token = _CAPTURE.set(cap)
-    try:
-        yield cap
-    finally:
-        _CAPTURE.reset(token)
+    @classmethod
+    def of(cls, files: Sequence[StagedFile]) -> Expected:
+        return cls({(f.vault, f.path): f for f in files})
 
-
-def capturing() -> Capture | None:
-    """The capture in force (the write points then write nothing), else None."""
-    return _CAPTURE.get()
-
-
-@contextlib.contextmanager
-def expect(files: Sequence[StagedFile]) -> Iterator[None]:
-    """Within this block every file a write point changes must match what was approved (``check``)."""
-    token = _EXPECT.set({(f.vault, f.path): f for f in files})
-    try:
-        yield
-    finally:
-        _EXPECT.reset(token)
-
-
-def check(vault: str, path: str, before: bytes | None, after: bytes | None, *, hidden: bool = False) -> None:
-    """``conflict`` unless this file is still what the person was shown and becomes what they approved.
-    A no-op outside ``expect`` (the call did not need approval)."""
-    expected = _EXPECT.get()
-    if expected is None:
-        return
-    staged = expected.get((vault, path))
-    name = "a note you cannot see" if hidden else repr(path)
-    if staged is None:
-        if before == after:
-            return
-        raise KmsError("conflict", f"the approved change did not include {name}, which this call would now "
-                       "change too (the notes changed since); nothing was written", path=None if hidden else path)
-    now_before = sha256_hex(before) if before is not None else None
-    now_after = sha256_hex(after) if after is not None else None
-    if now_before != staged.hash_before or now_after != staged.hash_after:
-        raise KmsError("conflict", f"{name} changed since the change was shown for approval; nothing was "
-                       "written: read it again and retry", path=None if hidden else path)
+    def check(self, vault: str, path: str, before: bytes | None, after: bytes | None, *,
+              hidden: bool = False) -> None:
+        """``conflict`` unless this file is still what the person was shown and becomes what they approved."""
+        staged = self.files.get((vault, path))
+        name = "a note you cannot see" if hidden else repr(path)
+        if staged is None:
+            if before == after:
+                return
+            raise KmsError("conflict", f"the approved change did not include {name}, which this call would now "
+                           "change too (the notes changed since); nothing was written", path=None if hidden else path)
+        now_before = sha256_hex(before) if before is not None else None
+        now_after = sha256_hex(after) if after is not None else None
+        if now_before != staged.hash_before or now_after != staged.hash_after:
+            raise KmsError("conflict", f"{name} changed since the change was shown for approval; nothing was "
+                           "written: read it again and retry", path=None if hidden else path)

@@ -131,15 +131,17 @@ def restore(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> dic
 def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, Any]:
     """A file trashed outside kms: moved back as is, and recorded as the person's."""
     from server.activity.changes import FilesChanged
-    from server.writes.cas import WriteOutcome, WriteResult, undone_unless_recorded
-    from server.writes.guard import Touched, record_call
+    from server.writes.context import Touched, WriteContext, undone_unless_recorded
+    from server.writes.guard import record_call
     from server.writes.multifile import FilePlan, apply_plans
+    from server.writes.outcome import WriteOutcome, WriteResult
 
     outcome = failure = None
-    with undone_unless_recorded():  # a restore the database cannot record moves nothing
+    ctx = WriteContext.for_person(conn)
+    with undone_unless_recorded(ctx):  # a restore the database cannot record moves nothing
         try:
             plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
-            files, warning = apply_plans(conn, vault, [plan])
+            files, warning = apply_plans(ctx, vault, [plan])
             result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
                                  bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
             if warning:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import apsw
@@ -121,8 +120,7 @@ def preview(conn: apsw.Connection, session_id: str, *, since: float | None = Non
     return out
 
 
-def undo(conn: apsw.Connection, session_id: str, *, since: float | None = None,
-         lock_dir: Path | None = None) -> dict[str, Any]:
+def undo(conn: apsw.Connection, session_id: str, *, since: float | None = None) -> dict[str, Any]:
     """Revert every change ``preview`` lists as revertible, newest first; returns what was reverted and what
     was skipped (the preview's skips, and any revert refused now because the note changed meanwhile)."""
     plan = preview(conn, session_id, since=since)
@@ -130,7 +128,7 @@ def undo(conn: apsw.Connection, session_id: str, *, since: float | None = None,
     skipped = list(plan["skip"])
     for item in plan["revert"]:
         try:
-            result = revert(conn, item["invocationId"], lock_dir=lock_dir)
+            result = revert(conn, item["invocationId"])
         except KmsError as e:
             skipped.append({**item, "reason": e.message})
             continue

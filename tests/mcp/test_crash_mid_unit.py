@@ -154,14 +154,14 @@ def test_a_write_that_gets_the_lock_a_dead_unit_let_go_undoes_that_unit_first(
     """The person's note was half way through a rename when its server died; the next writer of one of
     its linking notes (here an append, straight to the operation, with no guard call before it) finishes
     the dead unit before it reads the note: its text lands on the old text, the unit is undone whole."""
-    from server.writes.cas import load_note
+    from server.writes.context import WriteContext, load_note
     from server.writes.operations import append
 
     before = vault_bytes(vault)
     killed(db_path, "mid-unit", note_id(conn, "Target"))
     assert vault_bytes(vault)["Linker.md"] != before["Linker.md"]  # written by the dead unit
     note, v = load_note(conn, note_id(conn, "Linker"))
-    append(conn, v, note, content="the person's line")
+    append(WriteContext.for_person(conn), v, note, content="the person's line")
     after = vault_bytes(vault)
     assert after["Linker.md"].startswith(before["Linker.md"].rstrip(b"\n"))
     assert after["Linker.md"].rstrip(b"\n").endswith(b"the person's line")

@@ -87,7 +87,7 @@ def test_a_save_after_the_change_is_never_put_back_over(vault: Path, conn: apsw.
                                                         db_path: Path) -> None:
     """The put-back is a compare-and-swap: a linking note a person saved after kms rewrote it keeps the
     person's bytes (the others go back). The database fails for real (no room) after the rename."""
-    from server.writes.cas import load_note, undone_unless_recorded
+    from server.writes.context import WriteContext, load_note, undone_unless_recorded
     from server.writes.organize import rename
 
     note, v = load_note(conn, note_id(conn, "Target"))
@@ -95,8 +95,9 @@ def test_a_save_after_the_change_is_never_put_back_over(vault: Path, conn: apsw.
     saved = b"# Crlf\r\n\r\nthe person's own save\r\n"
     pages = disk_full(db_path)
     room_again(db_path, pages)
-    with pytest.raises(apsw.FullError), undone_unless_recorded():
-        out = rename(conn, v, note, title="Goal")
+    ctx = WriteContext.for_person(conn)
+    with pytest.raises(apsw.FullError), undone_unless_recorded(ctx):
+        out = rename(ctx, v, note, title="Goal")
         assert (vault / "notes/Goal.md").exists() and not out.result.get("indexWarning")
         (vault / "Crlf.md").write_bytes(saved)  # the person's editor saves the rewritten linking note
         conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchall()[0][0]}")

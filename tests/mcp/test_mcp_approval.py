@@ -103,7 +103,7 @@ async def test_timeout_writes_nothing(indexed: apsw.Connection, db_path: Path, v
     before = _home(vault_dir).read_bytes()
     clock = [1000.0]
     async with mcp_client(db_path, write_enabled=True, approval="always", approval_timeout=30) as client:
-        client.runner.writes.clock = lambda: clock[0]  # type: ignore[attr-defined]
+        client.runner.session.clock = lambda: clock[0]  # type: ignore[attr-defined]
         results: dict[str, object] = {}
 
         async def agent() -> None:

@@ -95,7 +95,7 @@ async def test_near_identical_facts_are_duplicates_when_the_model_is_ready(index
                                                                            embed_model_dir: Path) -> None:
     async with mcp_client(db_path, write_enabled=True, project="/code/app", embed_model_dir=str(embed_model_dir)) \
             as client:
-        client.runner.ctx.services["semantic"].embedder.load()  # type: ignore[attr-defined]
+        client.runner.services.semantic.embedder.load()  # type: ignore[attr-defined]
         await ok(client, "kms_remember", remember("person", "The person prefers tabs over spaces for indentation"))
         near = await ok(client, "kms_remember", remember("person", "The person prefers tabs to spaces for indenting"))
         other = await ok(client, "kms_remember", remember("person", "The person drinks coffee every morning"))

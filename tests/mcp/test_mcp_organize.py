@@ -175,8 +175,8 @@ async def test_a_person_saving_a_linking_note_mid_rename_never_loses_text(
     real = multifile._prepare
     saved = {"n": 0}
 
-    def person_saves_once(vault_, plan, path):
-        prep = real(vault_, plan, path)
+    def person_saves_once(ctx, vault_, plan, path):
+        prep = real(ctx, vault_, plan, path)
         if plan.path == "Crlf.md" and not saved["n"]:
             saved["n"] = 1
             path.write_bytes(path.read_bytes() + b"typed by the person [[Target]]\r\n")
@@ -196,8 +196,8 @@ async def test_a_person_saving_continuously_gets_conflict_and_nothing_is_renamed
 
     real = multifile._prepare
 
-    def person_keeps_saving(vault_, plan, path):
-        prep = real(vault_, plan, path)
+    def person_keeps_saving(ctx, vault_, plan, path):
+        prep = real(ctx, vault_, plan, path)
         if plan.path == "Linker.md":
             path.write_bytes(path.read_bytes() + b"more\n")
         return prep

@@ -439,7 +439,7 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
                            (await ok(client, "kms_get_backlinks", {"noteId": vid}))["backlinks"]}
         inventory = (await ok(client, "kms_inventory", {"limit": 500}))["notes"]
         assert sid not in {n["noteId"] for n in inventory} and len(inventory) == visible_count(indexed)
-        client.runner.reads.flush()
+        client.runner.session.reads.flush()
         session = client.runner.config.session_id
     assert scalar(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ?", (session,)) >= 1
     assert scalar(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ? AND note_id = ?", (session, sid)) == 0
@@ -505,7 +505,7 @@ async def test_reads_are_tracked_per_session(indexed: apsw.Connection, db_path: 
         hits = (await ok(client, "kms_search", {"query": "kubernetes", "limit": 3}))["hits"]
         await ok(client, "kms_list_tags")
         await ok(client, "kms_inventory", {"limit": 5})
-        client.runner.reads.flush()
+        client.runner.session.reads.flush()
         reads = {r["note_id"]: r for r in rows(indexed, "SELECT * FROM note_reads WHERE session_id = ?", (session,))}
     assert reads[nid]["count"] == 2 and reads[nid]["last_at"] >= reads[nid]["first_at"] > 0
     assert {h["noteId"] for h in hits} <= set(reads)

@@ -113,7 +113,7 @@ async def test_recall_by_meaning_with_the_model(conn: apsw.Connection, db_path: 
     build(conn, tmp_path)
     embed_pending(conn, model_dir=embed_model_dir)
     async with mcp_client(db_path, vault="v", embed_model_dir=str(embed_model_dir)) as client:
-        client.runner.ctx.services["semantic"].embedder.load()
+        client.runner.services.semantic.embedder.load()
         data = await _recall(client, {"topic": "why do people get signed out when their computer's time is wrong"})
     _check_budget(data)
     assert data["mode"] == "hybrid"

@@ -126,8 +126,9 @@ def test_a_process_that_uses_the_sdk_client_keeps_the_whole_sdk(indexed: apsw.Co
 
 
 def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
-    """The writes and the folder listing run inline (no thread hand-offs); every other read keeps its worker
-    thread, so a slow one (a semantic search, an inventory walk) never holds up the session's other calls."""
+    """Only the folder listing runs inline (no thread hand-offs); every other read keeps its worker thread, so a
+    slow one (a semantic search, an inventory walk) never holds up the session's other calls, and the writes go
+    through ``call_write`` (worker threads, in the session's order): a write can wait on a lock or the person."""
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
@@ -136,7 +137,9 @@ def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
     try:
         inline_reads = {s.name for s in runner.registry if s.tier == "read" and runner.runs_inline(s.name)}
         assert inline_reads == {"kms_list_folder"}
-        assert all(runner.runs_inline(s.name) for s in runner.registry if s.tier != "read")
+        assert not any(runner.runs_inline(s.name) for s in runner.registry if s.tier != "read")
+        assert {s.name for s in runner.registry if runner.is_write(s.name)} == {
+            s.name for s in runner.registry if s.tier != "read"}
     finally:
         runner.close()
 

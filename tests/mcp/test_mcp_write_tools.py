@@ -207,17 +207,18 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
     from server.mcp.tools.dispatch import ToolRunner
     from server.mcp.tools.write_tools import ADD_ONLY, WriteOutput
     from server.writes import operations
-    from server.writes.guard import WriteTarget
+    from server.writes.context import WriteContext
+    from server.writes.outcome import WriteOutcome
     from server.writes.revert import revert
 
     class StampInput(StrictInput):
         noteId: str = Field(min_length=1)
 
-    def kms_stamp(target: WriteTarget, args: StampInput) -> operations.WriteOutcome:
-        note, vault = target.note(args.noteId)
+    def kms_stamp(ctx: WriteContext, args: StampInput) -> WriteOutcome:
+        note, vault = ctx.note(args.noteId)
         if note.title == "Home":
             raise RuntimeError("a bug in the new tool")
-        return operations.append(target.conn, vault, note, content="stamped", lock_dir=target.lock_dir)
+        return operations.append(ctx, vault, note, content="stamped")
 
     spec = ToolSpec(name="kms_stamp", tier="write", description="Stamp a note.", input_model=StampInput,
                     output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)

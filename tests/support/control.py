@@ -12,13 +12,13 @@ def seed_control(root: Path) -> Seeded:
     from server.activity import control
     from server.mcp.tools import REGISTRY
     from server.store.db import connect
-    from server.writes.guard import WriteService
+    from support.writes import write_service
 
     world = seed_fixed(root)
     conn = connect(world.db_path)
     try:
         scratch = conn.execute("SELECT id FROM notes WHERE path = 'drafts/Agent scratch.md'").fetchall()[0][0]
-        writes = WriteService(world.db_path, SESSION_A, approval="always", clock=lambda: world.now - 42)
+        writes = write_service(world.db_path, SESSION_A, approval="always", clock=lambda: world.now - 42)
         spec = next(s for s in REGISTRY if s.name == "kms_append")
         staged = writes.stage(spec, {"noteId": scratch, "heading": "Findings",
                                      "content": "- root cause: the token cache outlived its keys\n- fix: expire it"})

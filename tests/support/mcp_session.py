@@ -15,20 +15,14 @@ async def mcp_client(db_path: Path, **config: object) -> AsyncIterator[object]:
 
     from server.config.session import SessionConfig
     from server.mcp.serve import build_server
-    from server.mcp.services import register_services
     from server.mcp.tools.dispatch import ToolRunner
 
     env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]}
     cfg = SessionConfig.from_env(env, watch=False, **config)
-    runner = ToolRunner(cfg)
-    register_services(runner)
+    runner = ToolRunner(cfg)  # one session, with process services of its own
     try:
         async with Client(build_server(runner)) as client:
             client.runner = runner  # type: ignore[attr-defined]
             yield client
     finally:
         runner.close()
-        for service in runner.ctx.services.values():
-            close = getattr(service, "close", None)
-            if callable(close):
-                close()

@@ -70,18 +70,42 @@ def snapshot(top: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
     return out
 
 
+def write_service(db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None, *,
+                  enabled: bool = True, tiers: bool = True, vault: str | None = None, approval: str = "off",
+                  approval_lines: int = 20, approval_timeout: int = 120, max_files: int = 50,
+                  memory_folder: str | None = "kms-memory", clock: Any = None) -> Any:
+    """A real session's write guard (``WriteService(AgentSession)``) from plain values: every tier on unless
+    ``enabled`` (kms itself) or ``tiers`` (the edit and organize tiers) say otherwise."""
+    import time
+
+    from server.activity.agent_session import AgentSession
+    from server.config.session import SessionConfig
+    from server.writes.guard import WriteService
+
+    config = SessionConfig(
+        db_path=Path(db_path), config_path=Path(db_path).parent / "config.toml", enabled=enabled,
+        read_enabled=True, write_enabled=True, edit_enabled=tiers, organize_enabled=tiers, session_id=session_id,
+        approval=approval, approval_lines=approval_lines, approval_timeout=approval_timeout,
+        max_files_per_call=max_files, allowlist=tuple(allowlist or ()), vault=vault, memory_folder=memory_folder,
+        watch=False,
+    )
+    return WriteService(AgentSession.open(config, limits=limits, clock=clock or time.time))
+
+
 class Writer:
     """One session's write guard driven with Python arguments: every call goes through the real
     registry entry (``WriteService.call``: gate, input model, rate limit, operation, provenance)."""
 
     def __init__(self, db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None,
                  **kw: Any) -> None:
-        from server.writes.guard import WriteService
-
-        self.guard = WriteService(db_path, session_id, limits, allowlist, **kw)
+        self.guard = write_service(db_path, session_id, limits, allowlist, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.guard, name)
+
+    @property
+    def limits(self) -> Any:
+        return self.guard.session.limits
 
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         from server.mcp.tools.write_tools import WRITE_TOOLS

@@ -165,7 +165,7 @@ def test_poller_reports_only_changes(indexed: apsw.Connection, tmp_path: Path) -
 async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",)) as client:
         session = client.runner.config.session_id  # type: ignore[attr-defined]
-        client.runner.ctx.services["session"].start()  # type: ignore[attr-defined] - reports in, as `kms mcp` does
+        client.runner.services.heartbeat.add(client.runner.session)  # type: ignore[attr-defined] - as `kms mcp`
         made = await client.call_tool("kms_create", {"title": "Agent note", "content": "hello", "folder": "drafts"})
         nid = made.structured_content["noteId"]
         await client.call_tool("kms_append", {"noteId": nid, "content": "more"})
@@ -190,8 +190,13 @@ WRITER = """
 import json, sys, time
 from server.activity.ratelimit import RateLimiter, session_gauges
 from server.mcp.tools.write_tools import WRITE_TOOLS
+from pathlib import Path
+from server.activity.agent_session import AgentSession
+from server.config.session import SessionConfig
 from server.writes.guard import WriteService
-ws = WriteService(sys.argv[1], "sother0000001", RateLimiter(100, 1000), ["inbox"])
+config = SessionConfig(db_path=Path(sys.argv[1]), config_path=Path(sys.argv[1] + ".toml"), enabled=True,
+                       read_enabled=True, write_enabled=True, session_id="sother0000001", allowlist=("inbox",))
+ws = WriteService(AgentSession.open(config, limits=RateLimiter(100, 1000)))
 append = next(s for s in WRITE_TOOLS if s.name == "kms_append")
 print("ready", flush=True)
 sys.stdin.readline()
@@ -204,7 +209,7 @@ async def test_a_server_session_shows_its_limits_before_it_writes(db_path: Path,
                                                                    indexed: apsw.Connection) -> None:
     async with mcp_client(db_path, write_enabled=True, per_minute=10, per_session=200) as client:
         session = client.runner.config.session_id  # type: ignore[attr-defined]
-        client.runner.ctx.services["session"].start()  # type: ignore[attr-defined] - as `kms mcp` starts
+        client.runner.services.heartbeat.add(client.runner.session)  # type: ignore[attr-defined] - as `kms mcp`
         app = make_app(db_path, tmp_path)
         async with app.run_test(size=(120, 30)) as pilot:
             await open_settled(app, pilot)
@@ -385,7 +390,7 @@ async def test_open_note_and_session_reads(indexed: apsw.Connection, db_path: Pa
         await client.call_tool("kms_read", {"noteId": qid})
         r = await client.call_tool("kms_append", {"noteId": qid, "content": "- opened in the viewer"})
         inv = r.structured_content["invocationId"]
-        client.runner.reads.flush()  # type: ignore[attr-defined] - the tracker writes in batches
+        client.runner.session.reads.flush()  # type: ignore[attr-defined] - the tracker writes in batches
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_settled(app, pilot)

@@ -9,6 +9,7 @@ from typing import Any
 import apsw
 import pytest
 from support.organize import index, make_vault, vault_bytes
+from support.writes import write_service
 
 from server.activity import approvals, control
 from server.activity.sessions import start_session
@@ -27,7 +28,8 @@ def root(tmp_path: Path, conn: apsw.Connection) -> Path:
 
 
 def service(db_path: Path, **kw: Any) -> WriteService:
-    return WriteService(db_path, SID, vault="v", **kw)
+    kw.pop("tier_enabled", None)  # (every tier is on in these tests)
+    return write_service(db_path, SID, None, kw.pop("allowlist", None), vault="v", **kw)
 
 
 def nid(conn: apsw.Connection, path: str) -> str:

@@ -17,7 +17,8 @@ from support.writes import Env, make_env
 
 from server.store.db import connect, scalar
 from server.vault.parser import parse_note
-from server.writes import cas, operations
+from server.writes import operations
+from server.writes.context import WriteContext, load_note
 
 WORKER = Path(__file__).parents[1] / "support" / "write_workers.py"
 MARKER = re.compile(r"<<(A\d+-\d+)>>")
@@ -104,14 +105,15 @@ def _replay_states(tmp: Path, names: list[str], steps: int) -> dict[str, set[byt
     states = {n: {(env.root / f"{n}.md").read_bytes()} for n in names}
     for i in range(steps):
         nid = ids[i % len(ids)]
-        note, vault = cas.load_note(env.conn, nid)
+        note, vault = load_note(env.conn, nid)
         kind = i % 3
+        ctx = WriteContext.for_person(env.conn)
         if kind == 0:
-            operations.append(env.conn, vault, note, content=f"append {i} " + "x" * (i % 500))
+            operations.append(ctx, vault, note, content=f"append {i} " + "x" * (i % 500))
         elif kind == 1:
-            operations.insert_at(env.conn, vault, note, content=f"insert {i}", position={"afterHeading": "Log"})
+            operations.insert_at(ctx, vault, note, content=f"insert {i}", position={"afterHeading": "Log"})
         else:
-            operations.update_properties(env.conn, vault, note, set={"counter": i, "tags": ["t", f"n{i % 7}"]})
+            operations.update_properties(ctx, vault, note, set={"counter": i, "tags": ["t", f"n{i % 7}"]})
         name = names[i % len(names)]
         states[name].add((env.root / f"{name}.md").read_bytes())
     return states

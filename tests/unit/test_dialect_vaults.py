@@ -18,6 +18,7 @@ from server.index.notes import find_note, get_note, resolve_note, set_hidden
 from server.index.search import search
 from server.store.db import rows, scalar
 from server.vault.registry import get_vault, set_dialect
+from server.writes.context import WriteContext
 
 CHECKOUT_S = CHECKOUT_NS / 1e9
 
@@ -222,14 +223,14 @@ def test_logseq_as_logseq_shows_it(conn: apsw.Connection, tmp_path: Path) -> Non
 def test_renaming_a_logseq_page_leaves_block_references_as_they_are(conn: apsw.Connection, tmp_path: Path) -> None:
     """A block reference names the block, not the page: a rename rewrites ``[[Project Phoenix]]`` and leaves
     ``((uuid))`` alone, and the references still lead to the page under its new name."""
-    from server.writes.cas import load_note
+    from server.writes.context import load_note
     from server.writes.organize import rename
 
     vault = add_indexed(conn, "logseq", tmp_path / "logseq")
     journal = vault.root / "journals" / "2024_01_15.md"
     before = journal.read_text(encoding="utf-8")
     ref, v = load_note(conn, note(conn, "logseq", "pages/Project Phoenix.md")["id"])
-    out = rename(conn, v, ref, title="Project Firebird", lock_dir=tmp_path / "locks")
+    out = rename(WriteContext(conn, tmp_path / "locks"), v, ref, title="Project Firebird")
     assert out.result["linksRewritten"]["notes"] == ["journals/2024_01_15.md"]  # ([[Phoenix]]: an alias, kept)
     after = journal.read_text(encoding="utf-8")
     assert after == before.replace("[[Project Phoenix]]", "[[Project Firebird]]")

@@ -10,6 +10,7 @@ import pytest
 
 from server.store.db import connect, rows, scalar
 from server.store.migrations import MIGRATIONS, applied, migrate
+from server.writes.context import WriteContext
 
 NAMES = [m.__name__ for m in MIGRATIONS]
 
@@ -310,7 +311,7 @@ def test_upgrade_to_m019_lets_a_rename_journal_its_linking_notes(tmp_path: Path)
     from support.organize import index, make_vault
     from support.vaults import note_id
 
-    from server.writes.cas import load_note
+    from server.writes.context import load_note
     from server.writes.organize import rename
 
     path = tmp_path / "m018.db"
@@ -323,7 +324,7 @@ def test_upgrade_to_m019_lets_a_rename_journal_its_linking_notes(tmp_path: Path)
     root = make_vault(tmp_path / "v")
     index(conn, root)
     note, vault = load_note(conn, note_id(conn, "Target"))
-    out = rename(conn, vault, note, title="Goal", lock_dir=tmp_path / "locks")
+    out = rename(WriteContext(conn, tmp_path / "locks"), vault, note, title="Goal")
     assert "Linker.md" in out.result["linksRewritten"]["notes"]
     assert [r[0] for r in conn.execute("SELECT count(*) FROM applied_units")] == [1]
     assert not list((tmp_path / "locks" / "units").iterdir())

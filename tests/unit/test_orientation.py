@@ -15,6 +15,7 @@ from server.errors import KmsError
 from server.index.memory import parse_facts
 from server.index.orientation import normalize_folder, normalize_tag
 from server.vault.registry import get_vault
+from server.writes.context import WriteContext
 
 
 def _answer(n: int) -> dict:
@@ -73,8 +74,9 @@ def test_a_file_in_the_way_gets_a_memory_note_of_its_own(indexed: apsw.Connectio
 
     write(vault_dir / "kms-memory" / "person.md", "# person\n\nThe person's own note, not kms memory.\n")
     index_vault(indexed, get_vault(indexed, "sample"))
-    first = remember(indexed, folder="kms-memory", about="person", project=None, text="Likes tea", now=0.0)
-    second = remember(indexed, folder="kms-memory", about="person", project=None, text="Likes tea too", now=0.0)
+    ctx = WriteContext.for_person(indexed, memory_folder="kms-memory")
+    first = remember(ctx, about="person", text="Likes tea", now=0.0)
+    second = remember(ctx, about="person", text="Likes tea too", now=0.0)
     assert first.result["path"] == second.result["path"] != "kms-memory/person.md"
     own = "# person\n\nThe person's own note, not kms memory.\n"
     assert (vault_dir / "kms-memory" / "person.md").read_text() == own

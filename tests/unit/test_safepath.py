@@ -23,7 +23,8 @@ from server.vault.paths import (
     resolve_note_file,
     sanitize_title,
 )
-from server.writes import cas, operations
+from server.writes import operations
+from server.writes.context import WriteContext, load_note
 
 RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {f"LPT{i}" for i in range(1, 10)}
 NASTY = [
@@ -202,7 +203,8 @@ def test_any_folder_stays_in_the_vault(world: Env, folder: str) -> None:
 def test_create_never_escapes(world: Env, title: str, folder: str | None) -> None:
     before = _outside(world)
     try:
-        out = operations.create(world.conn, world.vault, title=title, content="hi", folder=folder)
+        ctx = WriteContext.for_person(world.conn)
+        out = operations.create(ctx, world.vault, title=title, content="hi", folder=folder)
     except KmsError as e:
         assert e.kind in ("invalid-input", "already-exists")
     else:
@@ -225,11 +227,11 @@ HEADINGS_NOTE = (
 def test_append_under_any_heading(world: Env, heading: str) -> None:
     if not (world.root / "h.md").exists():
         world.note("h.md", HEADINGS_NOTE)
-    note, vault = cas.load_note(world.conn, "h.md")
+    note, vault = load_note(world.conn, "h.md")
     before_outside = _outside(world)
     before = world.read("h.md")
     try:
-        out = operations.append(world.conn, vault, note, content="added line", heading=heading)
+        out = operations.append(WriteContext.for_person(world.conn), vault, note, content="added line", heading=heading)
     except KmsError as e:
         assert e.kind == "invalid-input"
         assert world.read("h.md") == before
@@ -247,6 +249,7 @@ def test_allowlist_cannot_be_escaped_by_symlink(world: Env) -> None:
     (world.root / "drafts").mkdir()
     os.symlink(world.root / "sub", world.root / "drafts" / "alias")
     with pytest.raises(KmsError) as e:
-        operations.create(world.conn, world.vault, title="x", folder="drafts/alias", allowlist=Allowlist(["drafts/*"]))
+        ctx = WriteContext.for_person(world.conn, allowlist=Allowlist(["drafts/*"]))
+        operations.create(ctx, world.vault, title="x", folder="drafts/alias")
     assert e.value.kind == "folder-denied"
     assert not (world.root / "sub" / "x.md").exists()

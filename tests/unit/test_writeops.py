@@ -16,7 +16,8 @@ from server.activity.provenance import list_invocations
 from server.errors import KmsError
 from server.vault.files import TextFormat, sha256_hex
 from server.writes import cas, operations
-from server.writes.cas import Edit
+from server.writes.context import WriteContext, load_note
+from server.writes.outcome import Edit
 
 
 @pytest.fixture
@@ -250,7 +251,7 @@ def test_version_token(env: Env) -> None:
 
 def test_person_edit_during_write_is_retried_then_conflicts(env: Env) -> None:
     nid = env.note("n.md", "start\n")
-    note, vault = cas.load_note(env.conn, nid)
+    note, vault = load_note(env.conn, nid)
     path = env.root / "n.md"
     calls = []
 
@@ -260,14 +261,14 @@ def test_person_edit_during_write_is_retried_then_conflicts(env: Env) -> None:
             path.write_text("person rewrote\n")  # a person's editor saves while kms computes
         return Edit(text + "agent\n")
 
-    cas.write_note(env.conn, vault, note, person_once)
+    cas.write_note(WriteContext.for_person(env.conn), vault, note, person_once)
     assert calls == ["start\n", "person rewrote\n"] and env.read("n.md") == "person rewrote\nagent\n"
 
     def person_always(text: str, fmt: TextFormat) -> Edit:
         path.write_text(f"person {len(text)}\n")
         return Edit(text + "agent\n")
 
-    e = err(cas.write_note, env.conn, vault, note, person_always)
+    e = err(cas.write_note, WriteContext.for_person(env.conn), vault, note, person_always)
     assert e.kind == "conflict" and e.extra["currentVersion"] == sha256_hex(path.read_bytes())
     assert "agent" not in env.read("n.md")
 
@@ -566,14 +567,15 @@ def test_limits_are_defined_once(env: Env) -> None:
     at_limit = "é" * (MAX_INSERT_BYTES // 2)  # two bytes each: exactly the limit
     ws.append(nid, at_limit)
     assert err(ws.append, nid, at_limit + "x").kind == "invalid-input"  # the model
-    note, vault = cas.load_note(env.conn, nid)
-    assert err(operations.append, env.conn, vault, note, content=at_limit + "x").kind == "invalid-input"
-    e = err(operations.append, env.conn, vault, note, content="x", separator="-" * (MAX_SEPARATOR_CHARS + 1))
+    note, vault = load_note(env.conn, nid)
+    ctx = WriteContext.for_person(env.conn)
+    assert err(operations.append, ctx, vault, note, content=at_limit + "x").kind == "invalid-input"
+    e = err(operations.append, ctx, vault, note, content="x", separator="-" * (MAX_SEPARATOR_CHARS + 1))
     assert e.kind == "invalid-input" and str(MAX_SEPARATOR_CHARS) in e.message
     assert err(ws.append, nid, "x", separator="-" * (MAX_SEPARATOR_CHARS + 1)).kind == "invalid-input"
     big = "y" * (MAX_CREATE_BYTES + 1)
     assert err(ws.create, "Big", big).kind == "invalid-input"
-    assert err(operations.create, env.conn, env.vault, title="Big", content=big).kind == "invalid-input"
+    assert err(operations.create, ctx, env.vault, title="Big", content=big).kind == "invalid-input"
     ws.create("Exactly", "y" * MAX_CREATE_BYTES)
     assert kb(MAX_CREATE_BYTES) in CreateInput.model_fields["content"].description
     for model in (AppendInput, InsertAtInput):

@@ -15,8 +15,11 @@ import apsw
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
+from server.activity.agent_session import AgentSession
+from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig, Tier
 from server.errors import KmsError
+from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
 
 PAYLOAD_CAP_BYTES = 100_000
@@ -75,11 +78,16 @@ class ToolSpec:
 
 @dataclass
 class ToolContext:
-    """Per-call view of the server: the session's config plus a connection owned by the calling thread."""
+    """What a read handler may reach: its session (config, identity), the process's services (model,
+    watcher) and a connection owned by the calling thread."""
 
-    config: SessionConfig
-    services: dict[str, Any] = field(default_factory=dict)
+    session: AgentSession
+    services: ProcessServices
     _scope_id: int | None = field(default=None, init=False, repr=False)
+
+    @property
+    def config(self) -> SessionConfig:
+        return self.session.config
 
     @property
     def conn(self) -> apsw.Connection:
@@ -87,7 +95,20 @@ class ToolContext:
 
     @property
     def session_id(self) -> str:
-        return self.config.session_id
+        return self.session.id
+
+    @property
+    def identity(self) -> SessionIdentity:
+        return self.session.identity
+
+    @property
+    def semantic(self) -> LazySemanticService | None:
+        return self.services.semantic
+
+    @property
+    def watching(self) -> bool:
+        """Whether this process keeps the index live (its watcher runs)."""
+        return self.services.watcher is not None and self.services.watcher.running
 
     def require_index(self) -> None:
         from server.index.notes import index_is_empty

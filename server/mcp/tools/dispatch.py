@@ -13,14 +13,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from server.activity.reads import ReadTracker
-from server.config.session import TIERS, SessionConfig
+from server.activity.agent_session import AgentSession
+from server.config.session import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
+from server.mcp.process import ProcessServices
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ToolContext, ToolSpec
 from server.store.health import UNUSABLE, database_error
 
 if TYPE_CHECKING:
+    import anyio
+
     from server.activity.approvals import Pending
     from server.writes.guard import Staged
 
@@ -44,37 +47,42 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
 
 
 class ToolRunner:
-    """Holds the frozen config and per-process services; ``call`` is safe from any thread."""
+    """One session served: its ``AgentSession`` and write guard over the process's services. ``call`` is
+    safe from any thread; the adapter runs reads on worker threads and writes through ``call_write``,
+    off the event loop and in order within the session.
 
-    def __init__(self, config: SessionConfig, registry: list[ToolSpec] | None = None) -> None:
+    ``ToolRunner(config)`` makes a session and, when no ``services`` are given, process services of its
+    own (closed with it): a one-session process such as ``kms mcp``, or a test."""
+
+    def __init__(self, config: SessionConfig | AgentSession, registry: list[ToolSpec] | None = None, *,
+                 services: ProcessServices | None = None) -> None:
         from server.mcp.tools import REGISTRY
-        from server.mcp.tools.write_tools import make_write_service
+        from server.writes.guard import WriteService
 
-        self.config = config
+        self.session = config if isinstance(config, AgentSession) else AgentSession.open(config)
+        self.config = self.session.config
+        self._owns_services = services is None
+        self.services = services if services is not None else ProcessServices.for_config(self.config)
         self.registry = registry if registry is not None else REGISTRY
         self.by_name = {s.name: s for s in self.registry}
-        self.ctx = ToolContext(config)
-        self.reads = ReadTracker(config.db_path, config.session_id)
-        self.writes = make_write_service(config, lambda name: self._disabled_message(name, self._tier_of(name)))
-        self.writes.services = self.ctx.services  # kms_remember reaches the session's identity and model
-        from server.activity.visits import SessionIdentity
-
-        self.ctx.services["identity"] = SessionIdentity(config.session_id, config.project)
+        self.ctx = ToolContext(self.session, self.services)
+        self.writes = WriteService(self.session, self.services.semantic)
+        self._write_order: anyio.Lock | None = None  # made on the event loop, at the first write
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""
         return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled(s.tier)]
 
-    def _tier_of(self, name: str) -> Tier:
-        spec = self.by_name.get(name)
-        return spec.tier if spec is not None else "write"
-
     def runs_inline(self, name: str) -> bool:
-        """Whether the adapter may run this tool on its event loop rather than a worker thread: the write
-        tools, which are short and serialised by the database's write lock anyway, and the reads marked
-        ``inline`` (bounded, well under a millisecond)."""
+        """Whether the adapter may run this read on its event loop rather than a worker thread: only the
+        reads marked ``inline`` (bounded, well under a millisecond). Writes never: one can wait on a note
+        lock, a busy database or the person."""
         spec = self.by_name.get(name)
-        return spec is not None and (spec.tier != "read" or spec.inline)
+        return spec is not None and spec.tier == "read" and spec.inline
+
+    def is_write(self, name: str) -> bool:
+        spec = self.by_name.get(name)
+        return spec is not None and spec.tier != "read"
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
@@ -87,14 +95,24 @@ class ToolRunner:
             return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))
         return self._answer(spec, arguments, lambda: self._read(spec, arguments))
 
+    async def _in_order(self, work: Callable[[], tuple[dict[str, Any], bool]]) -> tuple[dict[str, Any], bool]:
+        """Run one step of a write on a worker thread, after the session's earlier write steps: the event
+        loop (and so every other call, of this session or another) goes on while it runs or waits."""
+        import anyio
+
+        if self._write_order is None:
+            self._write_order = anyio.Lock()
+        async with self._write_order:
+            return await anyio.to_thread.run_sync(work)
+
     async def call_write(self, name: str, arguments: dict[str, Any] | None,
                          progress: Progress | None = None) -> tuple[dict[str, Any], bool]:
-        """A write-tier call on the event loop: one that waits for the person's approval awaits the decision
-        (polling the database, so the loop and the session's other calls go on) and reports progress while
-        it waits, so the host does not give up on it."""
+        """A write-tier call from the event loop: its steps run on worker threads in the session's order; one
+        that waits for the person's approval awaits the decision (polling the database, holding no thread
+        and not the session's order) and reports progress while it waits, so the host does not give up."""
         spec = self.by_name.get(name)
         if spec is None or spec.tier == "read":
-            return self.call(name, arguments)
+            return await self._in_order(lambda: self.call(name, arguments))
         arguments = arguments or {}
         staged: list[Staged | None] = [None]
 
@@ -102,7 +120,7 @@ class ToolRunner:
             staged[0] = self.writes.stage(spec, arguments)
             return {} if staged[0] is not None else self.writes.run(spec, arguments)
 
-        answer = self._answer(spec, arguments, stage)
+        answer = await self._in_order(lambda: self._answer(spec, arguments, stage))
         ticket = staged[0]
         if ticket is None:
             return answer
@@ -117,7 +135,8 @@ class ToolRunner:
                 raise
             failure: Exception = exc
         else:
-            return self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
+            return await self._in_order(
+                lambda: self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision)))
         return self._answer(spec, arguments, lambda: _reraise(failure))  # typed, like any other failure
 
     async def _decision(self, staged: Staged, progress: Progress | None) -> Pending:
@@ -132,7 +151,7 @@ class ToolRunner:
             if progress is not None and (not told or now - last >= PROGRESS_S):
                 told, last = True, now
                 try:
-                    await progress(now - started, float(self.writes.approval_timeout),
+                    await progress(now - started, self.writes.approval_timeout,
                                    f"waiting for the person to approve pending change #{staged.id} "
                                    "(kms dashboard, or `kms approve`)")
                 except Exception:  # the host went away: the decision (or the timeout) still ends the call
@@ -141,8 +160,8 @@ class ToolRunner:
         return item
 
     def _read(self, spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
-        if not self.config.tier_enabled(spec.tier):
-            raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
+        if not self.session.allows(spec.tier):
+            raise KmsError("feature-disabled", self.session.disabled_message(spec.name, spec.tier))
         return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
 
     def _answer(self, spec: ToolSpec, arguments: dict[str, Any],
@@ -151,10 +170,8 @@ class ToolRunner:
         name = spec.name
         try:
             result = run()
-            if spec.tier != "read":
-                semantic = self.ctx.services.get("semantic")
-                if semantic is not None and result:
-                    semantic.notify_changed()  # embed the new text in the background
+            if spec.tier != "read" and result:
+                self.services.notify_changed()  # embed the new text in the background
         except KmsError as exc:
             return exc.to_dict(), True
         except UNUSABLE as exc:  # a full disk, a damaged or unreachable database: typed, saying what to do
@@ -167,27 +184,8 @@ class ToolRunner:
         if spec.records_reads and not result.get("truncated"):
             ids = note_ids_in(result)
             if ids:
-                self.reads.record(ids)
+                self.session.reads.record(ids)
         return result, False
-
-    def _disabled_message(self, name: str, tier: Tier) -> str:
-        c = self.config
-        switches = (("KMS_ENABLED", "read", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", "read", c.read_enabled),
-                    ("KMS_AGENT_WRITE_TOOLS_ENABLED", "write", c.write_enabled),
-                    ("KMS_AGENT_EDIT_TOOLS_ENABLED", "edit", c.edit_enabled),
-                    ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "organize", c.organize_enabled))
-        needed = TIERS[: TIERS.index(tier) + 1]
-        off = [var for var, t, on in switches if t in needed and not on]
-        message = (f"{name} is turned off for this session ({', '.join(off)} off). The person can enable "
-                   f"it with `kms config set` and start a new session.")
-        # the agent tools default to on once a vault is registered: with none, that is the real fix
-        from server.index.notes import index_is_empty
-
-        try:
-            problem = index_is_empty(self.ctx.conn)
-        except Exception:  # the DB unreachable: the message above still holds
-            problem = None
-        return f"{message} Also, {problem}." if problem else message
 
     def _cap(self, spec: ToolSpec, arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         size = len(json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str).encode())
@@ -202,5 +200,8 @@ class ToolRunner:
                           else "narrow the query (or scope it to one vault) or lower limit"),
         }
 
-    def close(self) -> None:
-        self.reads.close()
+    def close(self) -> bool:
+        """End the session (its reads flushed); with services of its own, close those too and say whether
+        the process may exit normally."""
+        self.session.close()
+        return self.services.close() if self._owns_services else True

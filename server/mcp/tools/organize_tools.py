@@ -14,8 +14,7 @@ from pydantic import Field, model_validator
 
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
 from server.mcp.tools.write_tools import NoteIdField, _max_bytes
-from server.writes.cas import WriteOutcome
-from server.writes.guard import WriteTarget
+from server.writes.context import WriteContext
 from server.writes.limits import (
     MAX_CREATE_BYTES,
     MAX_FOLDER_CHARS,
@@ -26,6 +25,7 @@ from server.writes.limits import (
     MAX_TITLE_CHARS,
     kb,
 )
+from server.writes.outcome import WriteOutcome
 
 MAX_EDITS = 50
 MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may lower it
@@ -140,45 +140,41 @@ class OrganizeOutput(ToolOutput):
     bytesAfter: int
 
 
-def kms_link(target: WriteTarget, args: LinkInput) -> WriteOutcome:
+def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
     from server.writes import link_ops  # at first call: write_tools.OPERATIONS
-    note, vault = target.note(args.noteId)
-    return link_ops.link(target.conn, vault, note, target=args.target, prop=args.property, lock_dir=target.lock_dir)
+    note, vault = ctx.note(args.noteId)
+    return link_ops.link(ctx, vault, note, target=args.target, prop=args.property)
 
 
-def kms_create_many(target: WriteTarget, args: CreateManyInput) -> WriteOutcome:
+def kms_create_many(ctx: WriteContext, args: CreateManyInput) -> WriteOutcome:
     from server.writes import batch  # at first call: write_tools.OPERATIONS
     notes = [n.model_dump() for n in args.notes]
-    return batch.create_many(target.conn, target.vault(args.vault), notes, max_files=target.max_files,
-                             take_slot=target.take_slot, allowlist=target.allowlist, lock_dir=target.lock_dir)
+    return batch.create_many(ctx, ctx.vault(args.vault), notes)
 
 
-def kms_edit(target: WriteTarget, args: EditInput) -> WriteOutcome:
+def kms_edit(ctx: WriteContext, args: EditInput) -> WriteOutcome:
     from server.writes import edits  # at first call: write_tools.OPERATIONS
-    note, vault = target.note(args.noteId)
+    note, vault = ctx.note(args.noteId)
     steps = [s.model_dump(exclude_none=True) for s in args.edits]
-    return edits.edit(target.conn, vault, note, version=args.version, edits=steps, allowlist=target.allowlist,
-                      lock_dir=target.lock_dir)
+    return edits.edit(ctx, vault, note, version=args.version, edits=steps)
 
 
-def kms_move(target: WriteTarget, args: MoveInput) -> WriteOutcome:
+def kms_move(ctx: WriteContext, args: MoveInput) -> WriteOutcome:
     from server.writes import organize  # at first call: write_tools.OPERATIONS
-    note, vault = target.note(args.noteId)
-    return organize.move(target.conn, vault, note, folder=args.folder, max_files=target.max_files,
-                         allowlist=target.allowlist, lock_dir=target.lock_dir)
+    note, vault = ctx.note(args.noteId)
+    return organize.move(ctx, vault, note, folder=args.folder)
 
 
-def kms_rename(target: WriteTarget, args: RenameInput) -> WriteOutcome:
+def kms_rename(ctx: WriteContext, args: RenameInput) -> WriteOutcome:
     from server.writes import organize  # at first call: write_tools.OPERATIONS
-    note, vault = target.note(args.noteId)
-    return organize.rename(target.conn, vault, note, title=args.title, keep_alias=args.keepAlias,
-                           max_files=target.max_files, allowlist=target.allowlist, lock_dir=target.lock_dir)
+    note, vault = ctx.note(args.noteId)
+    return organize.rename(ctx, vault, note, title=args.title, keep_alias=args.keepAlias)
 
 
-def kms_trash(target: WriteTarget, args: TrashInput) -> WriteOutcome:
+def kms_trash(ctx: WriteContext, args: TrashInput) -> WriteOutcome:
     from server.writes import organize  # at first call: write_tools.OPERATIONS
-    note, vault = target.note(args.noteId)
-    return organize.trash(target.conn, vault, note, allowlist=target.allowlist, lock_dir=target.lock_dir)
+    note, vault = ctx.note(args.noteId)
+    return organize.trash(ctx, vault, note)
 
 
 _RECOVER = ("Errors: not-found, feature-disabled, rate-limited (wait retryAfterMs), conflict (kms_read again and "

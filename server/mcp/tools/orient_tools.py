@@ -14,9 +14,9 @@ from server.config.session import TIERS
 from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
 from server.mcp.tools.read_tools import READ_ONLY, VaultField, is_restart_cursor
 from server.mcp.tools.write_tools import ADD_ONLY
-from server.writes.cas import WriteOutcome
-from server.writes.guard import WriteTarget
+from server.writes.context import WriteContext
 from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS, MAX_FOLDER_CHARS
+from server.writes.outcome import WriteOutcome
 
 # kms_start ----------------------------------------------------------------------------------------
 
@@ -39,14 +39,13 @@ class StartOutput(ToolOutput):
 
 
 def _semantic(ctx: ToolContext) -> dict[str, Any]:
-    service = ctx.services.get("semantic")
+    service = ctx.semantic
     state = service.peek_state() if service is not None else "disabled"
     return {"ready": state == "ready", "state": state}
 
 
 def _watcher(ctx: ToolContext) -> bool:
-    watcher = ctx.services.get("watcher")
-    return bool(watcher is not None and watcher.running)
+    return ctx.watching
 
 
 def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
 
     ctx.require_index()
     vault_id = ctx.vault_filter()
-    project = ctx.services["identity"].use(ctx.conn, args.project, vault=ctx.config.vault)
+    project = ctx.identity.use(ctx.conn, args.project, vault=ctx.config.vault)
     return start_answer(ctx.conn, session=_session(ctx, project), vault_id=vault_id, project=project,
                         session_id=ctx.session_id, memory_folder=ctx.config.memory_folder, watcher=_watcher(ctx))
 
@@ -161,16 +160,10 @@ class RememberOutput(ToolOutput):
     category: str
 
 
-def kms_remember(target: WriteTarget, args: RememberInput) -> WriteOutcome:
-    from server.writes.memory import near_check, remember
+def kms_remember(ctx: WriteContext, args: RememberInput) -> WriteOutcome:
+    from server.writes.memory import remember
 
-    identity = target.services.get("identity")
-    semantic = target.services.get("semantic")
-    embedder = semantic.ready_embedder() if semantic is not None else None
-    return remember(target.conn, folder=target.memory_folder, about=args.about,
-                    project=identity.project if identity is not None else None, text=args.text,
-                    category=args.category, scope=target.scope, near=near_check(embedder) if embedder else None,
-                    lock_dir=target.lock_dir)
+    return remember(ctx, about=args.about, text=args.text, category=args.category)
 
 
 ORIENT_TOOLS: list[ToolSpec] = [

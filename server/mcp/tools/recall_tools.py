@@ -56,7 +56,7 @@ def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
     if not args.topic.strip():
         return {"topic": args.topic, "mode": "keyword-only", "budgetTokens": args.budgetTokens, "usedTokens": 0,
                 "omitted": 0, "items": []}
-    service = ctx.services.get("semantic")
+    service = ctx.semantic
     index = None
     if service is not None:
         service.wait_first_call()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Literal
 
 from pydantic import Field
 
-from server.config.session import SessionConfig
+from server.errors import KmsError
 from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
 from server.mcp.tools.read_tools import READ_ONLY, SearchHit
 
@@ -36,71 +35,10 @@ def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str
     if not args.query.strip():
         return {"query": args.query, "mode": args.mode, "hits": []}
     ctx.require_index()
-    service = ctx.services["semantic"]
+    service = ctx.semantic
+    if service is None:
+        raise KmsError("feature-disabled", "semantic search is not available in this process; use kms_search")
     return service.search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), mode=args.mode)
-
-
-class LazySemanticService:
-    """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
-    importing it (numpy, the embedding pipeline) costs ~0.15 s that ``tools/list`` must not wait for."""
-
-    starts_in_background = True  # the adapter calls ``start()`` once the tools are listed (``serve.Deferred``)
-
-    def __init__(self, config: SessionConfig) -> None:
-        self.config = config
-        self._service: Any = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def get(self) -> Any:
-        with self._lock:
-            if self._service is None:
-                from server.index.semantic import SemanticService
-
-                c = self.config
-                self._service = SemanticService(c.db_path, model_dir=c.embed_model_dir, enabled=c.embed_enabled,
-                                                download=c.embed_download)
-            return self._service
-
-    def start(self) -> None:
-        def build_and_start() -> None:
-            service = self.get()
-            if not self._closed:
-                service.start()
-
-        threading.Thread(target=build_and_start, name="kms-semantic-start", daemon=True).start()
-
-    def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return self.get().search(*args, **kwargs)
-
-    def wait_first_call(self) -> None:
-        self.get().wait_first_call()
-
-    def ready_embedder(self) -> Any:
-        """The loaded model, or None while there is none (never builds the service or waits for it)."""
-        service = self._service
-        return service.embedder if service is not None and service.embedder.ready else None
-
-    def peek_state(self) -> str:
-        """The model's state without building the service: "starting" until the server's start thread has."""
-        service = self._service
-        return service.embedder.state if service is not None else "starting"
-
-    def notify_changed(self) -> None:
-        if self._service is not None:  # nothing to re-embed for before the service exists
-            self._service.notify_changed()
-
-    def close(self) -> None:
-        self._closed = True
-        if self._service is not None:
-            self._service.close()
-
-    def __getattr__(self, name: str) -> Any:  # status(), embedder, index: the real service's
-        return getattr(self.get(), name)
-
-
-def make_semantic_service(config: SessionConfig) -> LazySemanticService:
-    return LazySemanticService(config)
 
 
 SEMANTIC_TOOL = ToolSpec(

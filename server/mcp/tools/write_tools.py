@@ -7,16 +7,12 @@ binds a validated model to its operation. Limits come from ``server.writes.limit
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from mcp_types import ToolAnnotations
 from pydantic import Field, model_validator
 
-from server.config.session import SessionConfig
 from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
 from server.vault.properties import RESERVED_KEYS, TAG_RE
-from server.writes.cas import WriteOutcome
-from server.writes.guard import WriteService, WriteTarget
+from server.writes.context import WriteContext
 from server.writes.limits import (
     MAX_CREATE_BYTES,
     MAX_FOLDER_CHARS,
@@ -30,6 +26,7 @@ from server.writes.limits import (
     MAX_VERSION_CHARS,
     kb,
 )
+from server.writes.outcome import WriteOutcome
 
 ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                            open_world_hint=False)
@@ -143,53 +140,31 @@ OPERATIONS = ("server.writes.operations", "server.writes.batch", "server.writes.
               "server.writes.organize")
 
 
-def kms_create(target: WriteTarget, args: CreateInput) -> WriteOutcome:
+def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
-    return operations.create(
-        target.conn, target.vault(args.vault), title=args.title, content=args.content, tags=args.tags or None,
-        folder=args.folder, allowlist=target.allowlist, lock_dir=target.lock_dir,
-    )
+    return operations.create(ctx, ctx.vault(args.vault), title=args.title, content=args.content,
+                             tags=args.tags or None, folder=args.folder)
 
 
-def kms_append(target: WriteTarget, args: AppendInput) -> WriteOutcome:
+def kms_append(ctx: WriteContext, args: AppendInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
-    note, vault = target.note(args.noteId)
-    return operations.append(
-        target.conn, vault, note, content=args.content, heading=args.heading, separator=args.separator,
-        version=args.version, allowlist=target.allowlist, lock_dir=target.lock_dir,
-    )
+    note, vault = ctx.note(args.noteId)
+    return operations.append(ctx, vault, note, content=args.content, heading=args.heading, separator=args.separator,
+                             version=args.version)
 
 
-def kms_update_properties(target: WriteTarget, args: UpdatePropertiesInput) -> WriteOutcome:
+def kms_update_properties(ctx: WriteContext, args: UpdatePropertiesInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
-    note, vault = target.note(args.noteId)
-    return operations.update_properties(
-        target.conn, vault, note, set=args.set, remove=args.remove or None, version=args.version,
-        lock_dir=target.lock_dir,
-    )
+    note, vault = ctx.note(args.noteId)
+    return operations.update_properties(ctx, vault, note, set=args.set, remove=args.remove or None,
+                                        version=args.version)
 
 
-def kms_insert_at(target: WriteTarget, args: InsertAtInput) -> WriteOutcome:
+def kms_insert_at(ctx: WriteContext, args: InsertAtInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
-    note, vault = target.note(args.noteId)
+    note, vault = ctx.note(args.noteId)
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
-    return operations.insert_at(
-        target.conn, vault, note, content=args.content, position=position, version=args.version,
-        allowlist=target.allowlist, lock_dir=target.lock_dir,
-    )
-
-
-def make_write_service(config: SessionConfig, disabled_message: Callable[[str], str] | None = None) -> WriteService:
-    """The session's write guard (the only place one is built for a server)."""
-    from server.activity.ratelimit import RateLimiter
-
-    limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
-    return WriteService(config.db_path, config.session_id, limits, list(config.allowlist),
-                        vault=config.vault, enabled=config.tier_enabled("write"),
-                        disabled_message=disabled_message, tier_enabled=config.tier_enabled,
-                        max_files=config.max_files_per_call, memory_folder=config.memory_folder,
-                        approval=config.approval, approval_lines=config.approval_lines,
-                        approval_timeout=config.approval_timeout)
+    return operations.insert_at(ctx, vault, note, content=args.content, position=position, version=args.version)
 
 
 _RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "

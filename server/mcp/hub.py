@@ -1,0 +1,110 @@
+"""Many sessions in one process: the session registry a serving process holds.
+
+A ``SessionHub`` pairs the process's services (``ProcessServices``: one model, one watcher, one
+heartbeat) with any number of sessions, each a ``ToolRunner`` over its own ``AgentSession`` with its own
+config (vault scope, tiers, allowlist, limits, approval mode, id, project). ``kms mcp`` opens one
+session in it; a process serving several hosts opens one per host session.
+
+Which session a request belongs to is decided where the connection is accepted, never by the client's
+say-so in a message: a connection-bound transport (stdio, the SDK's in-memory client) serves one session
+per connection, named by ``connection`` around the code that accepts it. The SDK enters the server's
+``lifespan`` once per such connection; it takes the session named then and keeps it in the connection's
+state, where ``resolve`` finds it for every request of that connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from server.activity.agent_session import AgentSession
+from server.config.session import SessionConfig
+from server.errors import KmsError
+from server.mcp.process import ProcessServices
+from server.mcp.tools.base import ToolSpec
+from server.mcp.tools.dispatch import ToolRunner
+
+# the session the next connection accepted here belongs to (``SessionHub.connection``)
+_ACCEPTING: ContextVar[ToolRunner | None] = ContextVar("kms_accepting_session", default=None)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One accepted connection's state (the SDK's lifespan context): the session it serves."""
+
+    runner: ToolRunner | None
+
+
+class SessionHub:
+    """The sessions one process serves over one database (see the module docstring). Thread-safe."""
+
+    def __init__(self, services: ProcessServices, registry: list[ToolSpec] | None = None) -> None:
+        self.services = services
+        self.registry = registry
+        self._runners: dict[str, ToolRunner] = {}
+        self._lock = threading.Lock()
+
+    def open(self, config: SessionConfig | AgentSession) -> ToolRunner:
+        """Serve one more session (``config`` over this process's database); reported in at once."""
+        session = config if isinstance(config, AgentSession) else AgentSession.open(config)
+        if session.config.db_path != self.services.db_path:
+            raise KmsError("invalid-input", f"this process serves {self.services.db_path}, not "
+                                            f"{session.config.db_path}")
+        with self._lock:
+            if session.id in self._runners:
+                raise KmsError("already-exists", f"session {session.id} is already served here")
+            runner = ToolRunner(session, self.registry, services=self.services)
+            self._runners[session.id] = runner
+        self.services.heartbeat.add(session)
+        return runner
+
+    def get(self, session_id: str) -> ToolRunner:
+        with self._lock:
+            runner = self._runners.get(session_id)
+        if runner is None:
+            raise KmsError("not-found", f"no session {session_id} is served here")
+        return runner
+
+    def sessions(self) -> list[ToolRunner]:
+        with self._lock:
+            return list(self._runners.values())
+
+    def close(self, session_id: str) -> None:
+        """The session ends: its reads are flushed and, if this process opened its row, it is marked ended."""
+        with self._lock:
+            runner = self._runners.pop(session_id, None)
+        if runner is not None:
+            runner.close()
+            self.services.heartbeat.remove(session_id)
+
+    def close_all(self) -> bool:
+        """End every session, then the process's services; whether the process may exit normally."""
+        for runner in self.sessions():
+            self.close(runner.session.id)
+        return self.services.close()
+
+    @contextlib.contextmanager
+    def connection(self, runner: ToolRunner) -> Iterator[None]:
+        """A connection accepted within this block serves ``runner``'s session."""
+        token = _ACCEPTING.set(runner)
+        try:
+            yield
+        finally:
+            _ACCEPTING.reset(token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _server: Any) -> AsyncIterator[Connection]:
+        """The SDK's per-connection lifespan (stdio, in-memory): remembers the session being accepted."""
+        yield Connection(_ACCEPTING.get())
+
+    def resolve(self, ctx: Any) -> ToolRunner:
+        """The session a request belongs to: its connection's, while the hub still serves it."""
+        state = getattr(ctx, "lifespan_context", None)
+        runner = state.runner if isinstance(state, Connection) else None
+        if runner is None or self._runners.get(runner.session.id) is not runner:
+            raise KmsError("not-found", "this connection has no kms session (or it has ended)")
+        return runner

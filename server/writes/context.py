@@ -1,0 +1,199 @@
+"""The write context: everything one write call may reach, in one explicit object.
+
+Every operation (``operations``, ``edits``, ``organize``, ``memory``, ``revert`` ...) takes a
+``WriteContext`` as its first argument instead of a connection plus repeated keyword arguments,
+and the three places that write a file (``cas.write_note``, ``operations.create``,
+``multifile.apply_plans``) read from it:
+
+- **where**: the connection, the session's vault scope, its allowlist, its lock folder (computed
+  once, when the context is made);
+- **the mode** (``staging``): ``None`` applies the call; a ``Capture`` computes every file's new bytes
+  and writes nothing (a preview for the person's approval); an ``Expected`` applies the call but
+  only if every file is still what the person was shown and becomes what they approved;
+- **put-back**: how to take back each file changed so far, should the database then fail to record
+  the call (``undone_unless_recorded``);
+- **who**: the calling session, for ``kms_remember``'s identity and the provenance row (``touched``).
+
+The guard (``server.writes.guard``) builds one per call; a person's revert builds one with
+``WriteContext.for_person``. Nothing here is ambient: a caller that wants a preview passes a context
+in capture mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import apsw
+
+from server.activity.visits import SessionIdentity
+from server.config.allowlist import Allowlist
+from server.errors import KmsError
+from server.vault.files import default_lock_dir
+from server.vault.registry import Vault, get_vault, list_vaults
+from server.writes.staging import Capture, Expected
+
+log = logging.getLogger("kms.writes")
+
+
+class ModelSource(Protocol):
+    """The process's embedding model, as a write may use it: only once it is loaded, never waiting."""
+
+    def ready_embedder(self) -> Any: ...
+
+
+def lock_dir_for(conn: apsw.Connection) -> Path:
+    """Lock files live next to the database: private to kms, shared by all its processes."""
+    name = conn.filename
+    return Path(name).parent / "locks" if name and name != ":memory:" else default_lock_dir()
+
+
+@dataclass(frozen=True)
+class NoteRef:
+    """The index's view of the note being written."""
+
+    id: str
+    vault_id: int
+    path: str
+    title: str
+    folder: str
+    size_bytes: int = 0  # as last indexed: an empty file where this is > 0 is probably mid-save
+
+
+def load_note(conn: apsw.Connection, ref: str, vault_id: int | None = None) -> tuple[NoteRef, Vault]:
+    """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise.
+    With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
+    from server.index.notes import find_note
+
+    if not isinstance(ref, str) or not ref.strip():
+        raise KmsError("invalid-input", "noteId is required")
+    row = find_note(conn, ref, vault_id=vault_id)
+    note = NoteRef(row["id"], row["vault_id"], row["path"], row["title"], row["folder"], row["size_bytes"])
+    return note, get_vault(conn, row["vault_id"])
+
+
+@dataclass
+class Touched:
+    """The note a call is about, as far as it got (for its provenance row)."""
+
+    note_id: str | None = None
+    vault: str | None = None
+    path: str | None = None
+    title: str | None = None
+
+
+@dataclass
+class WriteContext:
+    """One write call's reach: see the module docstring. Made per call, never shared between calls."""
+
+    conn: apsw.Connection
+    lock_dir: Path
+    allowlist: Allowlist = field(default_factory=Allowlist)
+    scope: str | None = None  # the session's vault: notes of other vaults do not exist for it
+    max_files: int = 50  # write.max_files_per_call
+    session_id: str = "person"
+    memory_folder: str | None = None  # memory.folder: kms_remember's own allowlist entry
+    identity: SessionIdentity | None = None  # who the session works for (kms_remember keys memory on it)
+    model: ModelSource | None = None  # the process's model (kms_remember compares by meaning before it writes)
+    staging: Capture | Expected | None = None  # None: apply; Capture: preview only; Expected: as approved
+    touched: Touched = field(default_factory=Touched)
+    extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
+    put_back: list[Callable[[], None]] | None = None  # set by ``undone_unless_recorded``
+
+    @classmethod
+    def for_person(cls, conn: apsw.Connection, **fields: Any) -> WriteContext:
+        """A context with no session rules: the person's own changes (a revert, a restore, a CLI write)."""
+        return cls(conn, lock_dir_for(conn), **fields)
+
+    def but(self, **changes: Any) -> WriteContext:
+        """The same call's context with some fields changed (``kms_remember``'s own allowlist)."""
+        return dataclasses.replace(self, **changes)
+
+    # ----- the mode ----------------------------------------------------------------------------
+
+    @property
+    def capture(self) -> Capture | None:
+        """The preview being recorded (the write points then write nothing), else None."""
+        return self.staging if isinstance(self.staging, Capture) else None
+
+    def check_approved(self, vault: str, path: str, before: bytes | None, after: bytes | None, *,
+                       hidden: bool = False) -> None:
+        """``conflict`` unless this file is what the person was shown and becomes what they approved;
+        nothing to check for a call that needed no approval."""
+        if isinstance(self.staging, Expected):
+            self.staging.check(vault, path, before, after, hidden=hidden)
+
+    # ----- put-back ----------------------------------------------------------------------------
+
+    def on_unrecorded(self, step: Callable[[], None]) -> None:
+        """Register how to take back a file change if the database then cannot record the call."""
+        if self.put_back is not None:
+            self.put_back.append(step)
+
+    # ----- lookups in the session's scope --------------------------------------------------------
+
+    def take_slot(self) -> Callable[[], None]:
+        """One more rate-limit slot for a call that writes several notes (``rate-limited`` when none is
+        left); returns the function that gives it back should that note not be written."""
+        return self.extra_slot() if self.extra_slot is not None else (lambda: None)
+
+    def check_breadth(self, count: int, what: str = "files") -> None:
+        """``too-broad`` (before anything is touched) for a call over ``write.max_files_per_call``."""
+        if count > self.max_files:
+            raise KmsError("too-broad", f"this call would touch {count} {what}; at most {self.max_files} per call "
+                           "(write.max_files_per_call). Nothing was changed.", count=count, limit=self.max_files)
+
+    def note(self, ref: str) -> tuple[NoteRef, Vault]:
+        """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
+        scope_id = get_vault(self.conn, self.scope).id if self.scope is not None else None
+        note, vault = load_note(self.conn, ref, scope_id)  # other vaults' notes are as if absent
+        self.touched = Touched(note.id, vault.name, note.path, note.title)
+        return note, vault
+
+    def vault(self, name: str | None) -> Vault:
+        """The vault a new note goes to: the one named, else the session's, else the only one."""
+        if self.scope is not None and name is not None and name != self.scope:
+            raise KmsError("invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}",
+                           vault=name)
+        name = name or self.scope
+        if name:
+            vault = get_vault(self.conn, name)
+        else:
+            vaults = list_vaults(self.conn)
+            if not vaults:
+                raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
+            if len(vaults) > 1:
+                raise KmsError(
+                    "invalid-input",
+                    f"several vaults are registered; say which: {', '.join(v.name for v in vaults)}",
+                    vaults=[v.name for v in vaults],
+                )
+            vault = vaults[0]
+        self.touched.vault = vault.name
+        return vault
+
+
+@contextlib.contextmanager
+def undone_unless_recorded(ctx: WriteContext) -> Iterator[None]:
+    """A write that cannot be recorded changes no note: if the database fails inside this block (a
+    full disk for it, damage), every file the call changed in it is put back as kms read it,
+    unless a save replaced kms's version meanwhile (that newer save is the person's and stays)."""
+    outer = ctx.put_back
+    steps: list[Callable[[], None]] = []
+    ctx.put_back = steps
+    try:
+        yield
+    except apsw.Error:
+        for step in reversed(steps):
+            try:
+                step()
+            except Exception:  # the vault's disk may be failing too: say so, go on with the others
+                log.exception("could not put a note back after the database failed")
+        raise
+    finally:
+        ctx.put_back = outer
