@@ -25,12 +25,12 @@ from server.vault import summary as summary_codec
 from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import SCHEME
 from server.vault.parser import (
-    _WIKILINK,
+    WIKILINK,
     MdLink,
-    _inside,
-    _merge,
-    _structure,
+    body_structure,
+    in_ranges,
     link_key,
+    merge_ranges,
 )
 
 _TARGET_END = re.compile(r"\\\||[|#^]")
@@ -49,18 +49,18 @@ def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     out: list[tuple[int, int]] = []
     dests: list[tuple[int, int]] = []
     if offset and "[[" in text[:offset]:
-        out += [(m.start(1), m.end(1)) for m in _WIKILINK.finditer(text, 0, offset)]
+        out += [(m.start(1), m.end(1)) for m in WIKILINK.finditer(text, 0, offset)]
     region = text[offset:]
     _summary, rest = summary_codec.decode(region)
     start = offset + len(region) - len(rest)
     if "[" not in rest:
         return out, dests
     mdlinks: list[MdLink] = []
-    code = _merge(_structure(rest, mdlinks)[0])
+    code = merge_ranges(body_structure(rest, mdlinks)[0])
     starts = [s for s, _ in code]
     wiki: list[tuple[int, int]] = []
-    for m in _WIKILINK.finditer(rest):
-        if not (code and _inside(code, starts, m.start())):
+    for m in WIKILINK.finditer(rest):
+        if not (code and in_ranges(code, starts, m.start())):
             wiki.append((m.start(), m.end()))
             out.append((start + m.start(1), start + m.end(1)))
     for a, b, _dest, label, _image in mdlinks:
@@ -74,7 +74,7 @@ def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
             dests.append((start + d0, start + d1))
     if "]:" in rest:
         for m in _REF_DEF.finditer(rest):
-            if not (code and _inside(code, starts, m.start())):
+            if not (code and in_ranges(code, starts, m.start())):
                 d0, d1 = m.span(2)
                 if rest[d0:d1].startswith("<"):
                     d0, d1 = d0 + 1, d1 - 1
