@@ -32,6 +32,7 @@ from server.vault.parser import (
     link_key,
     merge_ranges,
 )
+from server.vault.paths import NOTE_SUFFIX, is_note_path, strip_note_suffix
 
 _TARGET_END = re.compile(r"\\\||[|#^]")
 
@@ -127,10 +128,6 @@ def rewrite_links(text: str, new_target: Callable[[str], str | None], *, alias_f
     return "".join(pieces), len(edits)
 
 
-def _stem(path: str) -> str:
-    return path[:-3] if path.lower().endswith(".md") else path
-
-
 @dataclass(frozen=True)
 class Retarget:
     """The new target of each link to a note going from ``old_path`` to ``new_path``.
@@ -145,10 +142,10 @@ class Retarget:
     exists: Callable[[str], bool] | None = None
 
     def __call__(self, target: str) -> str | None:
-        old_key, new_stem = link_key(self.old_path), _stem(self.new_path)
+        old_key, new_stem = link_key(self.old_path), strip_note_suffix(self.new_path)
         name_key = old_key.rsplit("/", 1)[-1]
         key = link_key(target)
-        suffix = target[-3:] if target.lower().endswith(".md") else ""
+        suffix = target[-len(NOTE_SUFFIX):] if is_note_path(target) else ""
         if "/" in key and (key == old_key or old_key.endswith("/" + key)):
             return ("/" if target.startswith("/") else "") + new_stem + suffix
         if key == old_key or key == name_key:
@@ -164,7 +161,7 @@ class Retarget:
         decoded = unquote(path) if "%" in path else path
         relative = posixpath.normpath(posixpath.join(folder, decoded)) if folder else posixpath.normpath(decoded)
         old_key = link_key(self.old_path)
-        new_file = self.new_path if decoded.lower().endswith(".md") else _stem(self.new_path)
+        new_file = self.new_path if is_note_path(decoded) else strip_note_suffix(self.new_path)
         moving = new_folder is not None and new_folder != folder
         if decoded.startswith("/"):
             if link_key(decoded) != old_key:
@@ -196,7 +193,7 @@ class Retarget:
             return True
         if self.exists is None:
             return False
-        return self.exists(relative) or (not relative.lower().endswith(".md") and self.exists(relative + ".md"))
+        return self.exists(relative) or (not is_note_path(relative) and self.exists(relative + NOTE_SUFFIX))
 
 
 def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str = "",

@@ -21,6 +21,7 @@ from server.vault import summary as summary_codec
 from server.vault.dialects import OBSIDIAN, Dialect
 from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter, string_list, walk_strings
 from server.vault.markdown import markdown_target
+from server.vault.paths import strip_note_suffix
 
 # Patterns start with a literal so the regex engine can skip ahead (a leading
 # optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
@@ -94,7 +95,7 @@ def normalize_tag(tag: str) -> str:
 def link_key(target: str) -> str:
     """The lookup key a wiki-link target resolves by: lower-case, no leading '/', no '.md'."""
     key = target.strip().replace("\\", "/").lstrip("/").lower()
-    return key[:-3] if key.endswith(".md") else key
+    return strip_note_suffix(key)
 
 
 def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str,
