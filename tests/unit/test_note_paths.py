@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import apsw
 import pytest
+from support.organize import index, make_vault
+from support.vaults import write
 
+from server.index.notes import get_note
+from server.store.db import rows
 from server.vault.paths import is_note_path, strip_note_suffix
+from server.writes import trash
 
 NOTES = ["a.md", "A.MD", "x/y/Note.Md", "x/Note.mD", ".md", "İ.md", "naïve/Ünïcode.md", "a.md.md", "a b.md"]
 OTHERS = ["", "a", "md", "amd", "a.m", "a.markdown", "a.md.bak", "a.md/", "a.mdx", "photo.png", "x.mİ", "a.ｍｄ"]
@@ -34,3 +40,38 @@ def test_strip_note_suffix_keeps_folders_and_case() -> None:
     for other in OTHERS:
         assert strip_note_suffix(other) == other
 
+
+@pytest.fixture
+def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
+    root = make_vault(tmp_path / "v", {"Home.md": "home\n"})
+    index(conn, root)
+    return root
+
+
+def test_a_note_trashed_by_hand_with_an_upper_case_suffix_is_found_by_its_name(vault: Path,
+                                                                              conn: apsw.Connection) -> None:
+    write(vault / ".trash" / "Draft.MD", "kept\n")
+    done = trash.restore(conn, "Draft")  # ``removesuffix(".md")`` missed it: not-found
+    assert done["path"] == "Draft.MD" and done["title"] == "Draft"
+    assert (vault / "Draft.MD").read_text() == "kept\n"
+
+
+def test_an_attachment_restored_from_the_trash_keeps_its_whole_name_as_title(vault: Path,
+                                                                             conn: apsw.Connection) -> None:
+    write(vault / ".trash" / "img" / "photo.png", "not really a png\n")
+    done = trash.restore(conn, "img/photo.png")
+    assert done["title"] == "photo.png"  # ``[:-3]`` made it "photo."
+    assert (vault / "img" / "photo.png").exists()
+
+
+def test_a_dendron_note_with_an_upper_case_suffix_has_the_parent_its_name_gives(tmp_path: Path,
+                                                                                conn: apsw.Connection) -> None:
+    root = make_vault(tmp_path / "d", {"dendron.yml": "version: 5\n", "a.md": "top\n", "a.b.md": "lower\n",
+                                       "a.b.MD": "upper\n"})
+    if len({p.name for p in root.iterdir()}) < 4:
+        pytest.skip("a case-insensitive file system holds one a.b")
+    index(conn, root, "d")
+    found = rows(conn, "SELECT id, path FROM notes")
+    upper = next(r["id"] for r in found if r["path"] == "a.b.MD")
+    # ``a.b.MD`` is the note ``a.b``: its parent is ``a``, not its namesake ``a.b.md``
+    assert get_note(conn, upper)["parent"]["path"] == "a.md"
