@@ -4,10 +4,12 @@ links, lookups, the Dendron hierarchy, the trash) asks it the same way."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import apsw
 import pytest
+from support.modules import REPO, parse, project_modules
 from support.organize import index, make_vault
 from support.vaults import write
 
@@ -75,3 +77,16 @@ def test_a_dendron_note_with_an_upper_case_suffix_has_the_parent_its_name_gives(
     upper = next(r["id"] for r in found if r["path"] == "a.b.MD")
     # ``a.b.MD`` is the note ``a.b``: its parent is ``a``, not its namesake ``a.b.md``
     assert get_note(conn, upper)["parent"]["path"] == "a.md"
+
+
+def test_no_module_tests_for_a_note_by_hand() -> None:
+    """The ``.md`` literal lives in ``server/vault/paths.py``; elsewhere a site asks ``is_note_path`` or
+    builds a name with ``NOTE_SUFFIX``. ``server/config`` is below ``server/vault``, so its one test
+    (a shell-expanded glob looks like note names) stays by hand."""
+    allowed = {"server.vault.paths", "server.config.settings"}
+    by_hand = [f"{path.relative_to(REPO)}:{node.lineno}"
+               for module, path in project_modules().items() if module not in allowed
+               for node in ast.walk(parse(path))
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and node.value.lower() in (".md", "*.md", "md")]
+    assert not by_hand, "use server.vault.paths is_note_path / strip_note_suffix / NOTE_SUFFIX:\n" + "\n".join(by_hand)
