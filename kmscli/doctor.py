@@ -117,7 +117,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     pending: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
     from server.errors import KmsError
-    from server.store.health import check_database
+    from server.store.db import check_database
     from server.writes.context import lock_dir_for
     from server.writes.unit_journal import kept
 

@@ -133,7 +133,7 @@ def search_feed(
 ) -> list[dict[str, Any]]:
     """Full-text search over the provenance FTS index (tool, title, input, inserted text,
     message), newest first like the feed it replaces, narrowed by the same filters."""
-    match = provenance._fts_query(query)  # noqa: SLF001 - the one quoting rule for this index
+    match = provenance.fts_query(query)
     if not match:
         return []
     clauses, params = (flt or FeedFilter()).where()

@@ -198,15 +198,16 @@ def list_invocations(
     return [_decode(r) for r in rows(conn, sql, tuple(params))]
 
 
-def _fts_query(query: str) -> str:
-    """Every word as a quoted FTS5 string (AND-ed), so user text can't be an FTS syntax error."""
+def fts_query(query: str) -> str:
+    """Every word as a quoted FTS5 string (AND-ed), so user text can't be an FTS syntax error; the
+    dashboard's feed search quotes by this same rule."""
     words = [w for w in query.split() if w]
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 def search_invocations(conn: apsw.Connection, query: str, limit: int = 20) -> list[dict]:
     """Full-text search over tool, title, input summary, inserted text and message (best first)."""
-    q = _fts_query(query)
+    q = fts_query(query)
     if not q:
         return []
     sql = f"""

@@ -66,6 +66,7 @@ def shell_expansion_warning(key: str, values: Sequence[str], cwd: Path | None = 
             return False
 
     is_file = any((base / v).is_file() for v in values if v != "/")
+    # a note's name by hand: server.vault.paths.is_note_path is a layer above config
     pathlike = [v for v in values if v != "/" and (v.lower().endswith(".md") or exists(v))]
     if not is_file and len(pathlike) < 2:
         return None

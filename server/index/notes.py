@@ -15,6 +15,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.vault import dialects
+from server.vault.paths import NOTE_SUFFIX, strip_note_suffix
 
 VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
@@ -62,7 +63,7 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int
 def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hidden: bool) -> list[dict]:
     scope, scope_params = _scope(include_hidden, vault_id)
     ref_lc = ref.strip().lower()
-    path_lc = ref_lc[:-3] if ref_lc.endswith(".md") else ref_lc
+    path_lc = strip_note_suffix(ref_lc)
     by_id = rows(conn, f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {scope}", (ref.strip(), *scope_params))
     if by_id:
         return by_id
@@ -150,10 +151,11 @@ def _parent(conn: apsw.Connection, note: dict[str, Any], include_hidden: bool) -
     if not rules.hierarchy:
         return None
     folder = note["folder"] + "/" if note["folder"] else ""
-    name = dialects.parent(rules, note["path"][len(folder):].removesuffix(".md"))
+    name = dialects.parent(rules, strip_note_suffix(note["path"][len(folder):]))
     while name:
+        path = f"{folder}{name}{NOTE_SUFFIX}"
         found = rows(conn, "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
-                           + ("" if include_hidden else f" AND {VISIBLE}"), (note["vault_id"], f"{folder}{name}.md"))
+                           + ("" if include_hidden else f" AND {VISIBLE}"), (note["vault_id"], path))
         if found:
             return found[0]
         name = dialects.parent(rules, name)

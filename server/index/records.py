@@ -23,6 +23,7 @@ from pathlib import Path
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
 from server.vault.parser import ParsedNote, parse_note
+from server.vault.paths import is_note_path, strip_note_suffix
 
 Progress = Callable[[int, int], None]
 PARALLEL_THRESHOLD = 400  # below this many files to parse, worker start-up costs more than it saves
@@ -61,8 +62,7 @@ class FileRecord:
 
 
 def title_of(relpath: str) -> str:
-    name = relpath.rsplit("/", 1)[-1]
-    return name[:-3] if name.lower().endswith(".md") else name
+    return strip_note_suffix(relpath.rsplit("/", 1)[-1])
 
 
 def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
@@ -96,14 +96,14 @@ def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tu
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 if entry.is_symlink():
-                    if entry.is_dir() or not entry.name.lower().endswith(".md"):
+                    if entry.is_dir() or not is_note_path(entry.name):
                         continue
                     target = os.path.realpath(entry.path)
                     if os.path.commonpath([root_real, target]) != root_real:
                         continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(rel)
-                elif entry.name.lower().endswith(".md") and entry.is_file():
+                elif is_note_path(entry.name) and entry.is_file():
                     st = entry.stat()
                     files[rel] = (st.st_mtime_ns, st.st_size)
                 elif attachments is not None and not entry.is_symlink() and entry.is_file(follow_symlinks=False):
@@ -213,7 +213,7 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
     """What a link may name the note by: 1 its path, 2 its title and the file stem, 3 an alias,
     4 a shorter path ending (``[[folder/Note]]`` for ``a/folder/Note.md``), 5 the id its tool gave it,
     6 a block it holds (Logseq's ``((uuid))``: the key is written so, and no name can look like it)."""
-    path_key = relpath[:-3].lower() if relpath.lower().endswith(".md") else relpath.lower()
+    path_key = strip_note_suffix(relpath).lower()
     keys = {(path_key, 1), (parsed.title.lower(), 2)}
     keys.update((n.lower(), 2) for n in parsed.names)
     keys.update((a.lower(), 3) for a in parsed.aliases)

@@ -20,8 +20,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
-from server.store.db import connect
-from server.store.health import check_database
+from server.store.db import check_database, connect
 
 # state only the database holds, put back as it was (the index itself is rebuilt from the files)
 CARRIED = ("sessions", "tool_invocations", "note_reads", "write_counters", "write_events", "embeddings")

@@ -16,6 +16,7 @@ from server.index.privacy import KMSIGNORE, refresh
 from server.index.writer import add_attachments
 from server.store.db import connect, write_tx
 from server.store.locks import wait_own_writes
+from server.vault.paths import is_note_path
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
@@ -66,7 +67,7 @@ def _mine(vault: Vault, paths: set[str], real_root: Path) -> list[tuple[str, str
 def _relevant(vault: Vault, path: str) -> str | None:
     """Vault-relative path of a Markdown file outside dot-folders, else None."""
     rel = _in_vault(vault, path)
-    return rel if rel is not None and rel.lower().endswith(".md") else None
+    return rel if rel is not None and is_note_path(rel) else None
 
 
 def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex | None = None) -> int:
@@ -86,10 +87,10 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
         mine = _mine(vault, paths, real_root)
         if not mine:
             continue
-        notes = [rel for _p, rel in mine if rel.lower().endswith(".md")]
+        notes = [rel for _p, rel in mine if is_note_path(rel)]
         gone = [rel for p, rel in mine if not os.path.lexists(p)]
         structural = any(os.path.isdir(p) for p, _rel in mine) or bool(gone) and (
-            any(not rel.lower().endswith(".md") for rel in gone) or _still_indexed(conn, vault.id, gone))
+            any(not is_note_path(rel) for rel in gone) or _still_indexed(conn, vault.id, gone))
         if structural:
             index_vault(conn, vault)
             n += max(1, len(notes))
@@ -97,7 +98,7 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
             for rel in notes:
                 reindex_file(conn, vault, rel)
                 n += 1
-            files = [rel for p, rel in mine if not rel.lower().endswith(".md") and not os.path.islink(p)
+            files = [rel for p, rel in mine if not is_note_path(rel) and not os.path.islink(p)
                      and os.path.isfile(p)]  # a new attachment (a pasted image): links naming it resolve now
             if files:
                 with write_tx(conn):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import apsw
 
+from server.errors import KmsError
 from server.store.health import UNUSABLE, database_error
 from server.store.migrations import migrate
 
@@ -44,6 +45,27 @@ def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_s
         return _connect(target, readonly=readonly, migrate_schema=migrate_schema)
     except (*UNUSABLE, OSError) as e:
         raise database_error(e, target) from None
+
+
+def check_database(path: str | Path) -> KmsError | None:
+    """``kms doctor``: the database opens and SQLite's quick check finds no damage. It lives here, not
+    in ``health``, so the import goes one way: opening a database needs ``health``'s rules, never
+    the reverse."""
+    if not Path(path).exists():
+        return None  # created on first use
+    try:
+        conn = connect(path)
+    except KmsError as e:
+        return e
+    try:
+        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+        if rows and rows[0][0] != "ok":
+            return database_error(apsw.CorruptError(str(rows[0][0])), path)
+        return None
+    except UNUSABLE as e:
+        return database_error(e, path)
+    finally:
+        conn.close()
 
 
 def _connect(target: str, *, readonly: bool, migrate_schema: bool) -> apsw.Connection:

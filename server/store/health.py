@@ -4,7 +4,9 @@
 ``KmsError("database", ...)`` whose message says what is wrong and what to do; a damaged file
 found later (a truncated page read mid-command) goes through ``database_error`` as well. The
 CLI prints the message as one line with exit code 4, ``kms mcp`` refuses to start with it,
-the dashboard shows it, ``kms doctor`` reports it.
+the dashboard shows it, ``kms doctor`` reports it. ``db`` imports these rules and nothing here
+imports ``db``: the quick check ``kms doctor`` runs (``db.check_database``) opens a connection, so it
+lives there.
 """
 
 from __future__ import annotations
@@ -67,23 +69,3 @@ def is_database_failure(exc: BaseException) -> bool:
     """A failure ``database_error`` can explain (not a bug in kms)."""
     return isinstance(exc, UNUSABLE) or (isinstance(exc, OSError) and not isinstance(exc, apsw.Error))
 
-
-def check_database(path: str | Path) -> KmsError | None:
-    """``kms doctor``: the database opens and SQLite's quick check finds no damage."""
-    from server.store.db import connect
-
-    if not Path(path).exists():
-        return None  # created on first use
-    try:
-        conn = connect(path)
-    except KmsError as e:
-        return e
-    try:
-        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
-        if rows and rows[0][0] != "ok":
-            return database_error(apsw.CorruptError(str(rows[0][0])), path)
-        return None
-    except UNUSABLE as e:
-        return database_error(e, path)
-    finally:
-        conn.close()

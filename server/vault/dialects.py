@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from server.errors import KmsError
+from server.vault.paths import strip_note_suffix
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def stem_title(d: Dialect, relpath: str) -> tuple[str, list[str]]:
     Logseq: ``a___b.md`` and ``a%2Fb.md`` are the page ``a/b``; a journal ``journals/2024_01_15.md``
     is titled as Logseq shows it (``Jan 15th, 2024``) and also answers to ``2024-01-15``."""
     name = relpath.rsplit("/", 1)[-1]
-    stem = name[:-3] if name.lower().endswith(".md") else name
+    stem = strip_note_suffix(name)
     if not d.namespaces:
         return stem, []
     others: list[str] = []

@@ -25,13 +25,14 @@ from server.vault import summary as summary_codec
 from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import SCHEME
 from server.vault.parser import (
-    _WIKILINK,
+    WIKILINK,
     MdLink,
-    _inside,
-    _merge,
-    _structure,
+    body_structure,
+    in_ranges,
     link_key,
+    merge_ranges,
 )
+from server.vault.paths import NOTE_SUFFIX, is_note_path, strip_note_suffix
 
 _TARGET_END = re.compile(r"\\\||[|#^]")
 
@@ -49,18 +50,18 @@ def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     out: list[tuple[int, int]] = []
     dests: list[tuple[int, int]] = []
     if offset and "[[" in text[:offset]:
-        out += [(m.start(1), m.end(1)) for m in _WIKILINK.finditer(text, 0, offset)]
+        out += [(m.start(1), m.end(1)) for m in WIKILINK.finditer(text, 0, offset)]
     region = text[offset:]
     _summary, rest = summary_codec.decode(region)
     start = offset + len(region) - len(rest)
     if "[" not in rest:
         return out, dests
     mdlinks: list[MdLink] = []
-    code = _merge(_structure(rest, mdlinks)[0])
+    code = merge_ranges(body_structure(rest, mdlinks)[0])
     starts = [s for s, _ in code]
     wiki: list[tuple[int, int]] = []
-    for m in _WIKILINK.finditer(rest):
-        if not (code and _inside(code, starts, m.start())):
+    for m in WIKILINK.finditer(rest):
+        if not (code and in_ranges(code, starts, m.start())):
             wiki.append((m.start(), m.end()))
             out.append((start + m.start(1), start + m.end(1)))
     for a, b, _dest, label, _image in mdlinks:
@@ -74,7 +75,7 @@ def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
             dests.append((start + d0, start + d1))
     if "]:" in rest:
         for m in _REF_DEF.finditer(rest):
-            if not (code and _inside(code, starts, m.start())):
+            if not (code and in_ranges(code, starts, m.start())):
                 d0, d1 = m.span(2)
                 if rest[d0:d1].startswith("<"):
                     d0, d1 = d0 + 1, d1 - 1
@@ -127,10 +128,6 @@ def rewrite_links(text: str, new_target: Callable[[str], str | None], *, alias_f
     return "".join(pieces), len(edits)
 
 
-def _stem(path: str) -> str:
-    return path[:-3] if path.lower().endswith(".md") else path
-
-
 @dataclass(frozen=True)
 class Retarget:
     """The new target of each link to a note going from ``old_path`` to ``new_path``.
@@ -145,10 +142,10 @@ class Retarget:
     exists: Callable[[str], bool] | None = None
 
     def __call__(self, target: str) -> str | None:
-        old_key, new_stem = link_key(self.old_path), _stem(self.new_path)
+        old_key, new_stem = link_key(self.old_path), strip_note_suffix(self.new_path)
         name_key = old_key.rsplit("/", 1)[-1]
         key = link_key(target)
-        suffix = target[-3:] if target.lower().endswith(".md") else ""
+        suffix = target[-len(NOTE_SUFFIX):] if is_note_path(target) else ""
         if "/" in key and (key == old_key or old_key.endswith("/" + key)):
             return ("/" if target.startswith("/") else "") + new_stem + suffix
         if key == old_key or key == name_key:
@@ -164,7 +161,7 @@ class Retarget:
         decoded = unquote(path) if "%" in path else path
         relative = posixpath.normpath(posixpath.join(folder, decoded)) if folder else posixpath.normpath(decoded)
         old_key = link_key(self.old_path)
-        new_file = self.new_path if decoded.lower().endswith(".md") else _stem(self.new_path)
+        new_file = self.new_path if is_note_path(decoded) else strip_note_suffix(self.new_path)
         moving = new_folder is not None and new_folder != folder
         if decoded.startswith("/"):
             if link_key(decoded) != old_key:
@@ -196,7 +193,7 @@ class Retarget:
             return True
         if self.exists is None:
             return False
-        return self.exists(relative) or (not relative.lower().endswith(".md") and self.exists(relative + ".md"))
+        return self.exists(relative) or (not is_note_path(relative) and self.exists(relative + NOTE_SUFFIX))
 
 
 def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str = "",

@@ -21,10 +21,13 @@ from server.vault import summary as summary_codec
 from server.vault.dialects import OBSIDIAN, Dialect
 from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter, string_list, walk_strings
 from server.vault.markdown import markdown_target
+from server.vault.paths import strip_note_suffix
 
 # Patterns start with a literal so the regex engine can skip ahead (a leading
 # optional group or lookbehind makes them ~30x slower); the char before is checked by hand.
-_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+# The one wiki-link scanner (group 1: the inner text): the link rewriter (``server.vault.links``) and
+# ``kms_link`` use it too, so all three see the same ``[[...]]``.
+WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _TAG_BLOCKERS = frozenset("/#&:.[=\"'`\\-")
 _TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
 _DOTTED_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,:-@\[-\^`{-~]*)")  # Dendron: #a.b whole
@@ -92,7 +95,7 @@ def normalize_tag(tag: str) -> str:
 def link_key(target: str) -> str:
     """The lookup key a wiki-link target resolves by: lower-case, no leading '/', no '.md'."""
     key = target.strip().replace("\\", "/").lstrip("/").lower()
-    return key[:-3] if key.endswith(".md") else key
+    return strip_note_suffix(key)
 
 
 def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str,
@@ -161,10 +164,11 @@ def _to_char_offsets(body: str, events: list) -> list:
 MdLink = tuple[int, int, str, str, bool]  # start, end, destination, reference label, image
 
 
-def _structure(body: str, mdlinks: list[MdLink] | None = None
-               ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
+def body_structure(body: str, mdlinks: list[MdLink] | None = None
+                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
     """Ranges of code (no tags/links), of headings and links (no tags), and heading starts;
-    the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out)."""
+    the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out).
+    Public so the link rewriter skips exactly the code the parser skips."""
     code: list[tuple[int, int]] = []
     notags: list[tuple[int, int]] = []
     heads: list[tuple[int, int, int]] = []
@@ -202,8 +206,9 @@ def _structure(body: str, mdlinks: list[MdLink] | None = None
     return code, notags, heads
 
 
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint ranges covering the same positions (headings contain links, blocks contain lines)."""
+def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint ranges covering the same positions (headings contain links, blocks contain lines),
+    ready for ``in_ranges``."""
     merged: list[tuple[int, int]] = []
     for s, e in sorted(ranges):
         if merged and s <= merged[-1][1]:
@@ -214,8 +219,9 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _inside(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
-    """``ranges`` disjoint and sorted (see ``_merge``), ``starts`` their start offsets."""
+def in_ranges(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
+    """Whether ``pos`` falls in one of ``ranges`` (disjoint and sorted, see ``merge_ranges``; ``starts``
+    their start offsets), by bisection: a body with many code spans is checked per link in log time."""
     i = bisect.bisect_right(starts, pos) - 1
     return i >= 0 and ranges[i][0] <= pos < ranges[i][1]
 
@@ -285,7 +291,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
             aliases.extend(alias_list(props.get(key)))
         if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
             for s in walk_strings(frontmatter):
-                for m in _WIKILINK.finditer(s):
+                for m in WIKILINK.finditer(s):
                     link = _make_link(m, 1, True, title, alias_first)
                     if link:
                         links.append(link)
@@ -296,9 +302,9 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
     unsorted = False  # Markdown links come after the wiki-links: put back in text order
     if "[" in body or "#" in body or "=" in body or "-" in body:
         mdlinks: list[MdLink] | None = [] if _MD_LINK_HINT.search(body) else None
-        code, notags, heads = _structure(body, mdlinks)
-        code = _merge(code)
-        notags = _merge(notags)
+        code, notags, heads = body_structure(body, mdlinks)
+        code = merge_ranges(code)
+        notags = merge_ranges(notags)
         code_starts = [s for s, _ in code]
         notag_starts = [s for s, _ in notags]
         for start, end, level in heads:
@@ -309,8 +315,8 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
             refs = {}
             if dialect.ref_definitions and mdlinks:  # [[note]] with a [note]: path.md definition
                 refs = {label.lower(): dest for _s, _e, dest, label, _img in mdlinks if label}
-            for m in _WIKILINK.finditer(body):
-                if code and _inside(code, code_starts, m.start()):
+            for m in WIKILINK.finditer(body):
+                if code and in_ranges(code, code_starts, m.start()):
                     continue
                 wiki_spans.append((m.start(), m.end()))
                 if "|" in m.group(1):
@@ -335,23 +341,23 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                     unsorted = True
         if dialect.properties and "((" in body:  # Logseq block references: a link to the page holding the block
             for m in _BLOCK_REF.finditer(body):
-                if not (code and _inside(code, code_starts, m.start())):
+                if not (code and in_ranges(code, code_starts, m.start())):
                     ref = f"(({m.group(2).lower()}))"
                     links.append(Link(target=ref, target_key=ref, heading=None, block=m.group(2).lower(), alias=None,
                                       embed=bool(m.group(1)), in_frontmatter=False, line=line_of(m.start())))
                     unsorted = True
         if dialect.bracket_tags and "#[[" in body:
             for m in _BRACKET_TAG.finditer(body):
-                if not (code and _inside(code, code_starts, m.start())):
+                if not (code and in_ranges(code, code_starts, m.start())):
                     tags.append(normalize_tag(m.group(1)))
         if "#" in body:
             for m in (_DOTTED_TAG if dialect.dotted_tags else _TAG).finditer(body):
                 pos = m.start()
                 if pos and (body[pos - 1].isalnum() or body[pos - 1] in _TAG_BLOCKERS or body[pos - 1] == "_"):
                     continue
-                if (code and _inside(code, code_starts, pos)) or (notags and _inside(notags, notag_starts, pos)):
+                if (code and in_ranges(code, code_starts, pos)) or (notags and in_ranges(notags, notag_starts, pos)):
                     continue
-                if alias_spans and _inside(alias_spans, alias_starts, pos):
+                if alias_spans and in_ranges(alias_spans, alias_starts, pos):
                     continue
                 tag = m.group(1).rstrip("/.")
                 if tag and not _DIGITS.match(tag):

@@ -28,7 +28,7 @@ from server.errors import KmsError
 MAX_TITLE_CHARS = 200
 # A file name is at most 255 bytes on common file systems; leave room for ".md".
 MAX_NAME_BYTES = 250
-NOTE_SUFFIX = ".md"
+NOTE_SUFFIX = ".md"  # what a new note's file name ends in; ``is_note_path`` says what counts as a note
 
 # Characters Windows forbids in names plus those that break Obsidian [[links]].
 _TITLE_FORBIDDEN = set('<>:"/\\|?*#^[]')
@@ -82,6 +82,17 @@ def _strip_edges(s: str) -> str:
     return s
 
 
+def is_note_path(path: str | os.PathLike[str]) -> bool:
+    """Whether a file name or path names a note: it ends in ``.md``, in any case (``Old.MD`` is a note).
+    The one rule for the scan, the watcher, link rewriting, lookups and the trash."""
+    return os.fspath(path)[-len(NOTE_SUFFIX):].lower() == NOTE_SUFFIX
+
+
+def strip_note_suffix(path: str) -> str:
+    """``path`` without its note suffix, in any case (``a/Old.MD`` -> ``a/Old``); any other path as is."""
+    return path[: -len(NOTE_SUFFIX)] if is_note_path(path) else path
+
+
 def sanitize_title(title: str) -> str:
     """Turn a note title into a safe file-name stem (without ``.md``).
 
@@ -94,8 +105,7 @@ def sanitize_title(title: str) -> str:
     if not isinstance(title, str):
         raise KmsError("invalid-input", "title must be a string")
     s = unicodedata.normalize("NFC", title)
-    if s.lower().endswith(NOTE_SUFFIX):
-        s = s[: -len(NOTE_SUFFIX)]
+    s = strip_note_suffix(s)
     out: list[str] = []
     for ch in s:
         if ch in "\t\n\r\v\f" or unicodedata.category(ch) in ("Zl", "Zp"):

@@ -37,7 +37,7 @@ from server.vault.files import (
     write_stamp,
 )
 from server.vault.markdown import line_count
-from server.vault.paths import NOTE_SUFFIX, locate_note, open_folder
+from server.vault.paths import is_note_path, locate_note, open_folder
 from server.vault.registry import Vault
 from server.writes.context import NoteRef, WriteContext
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
@@ -264,7 +264,7 @@ def write_note(
     note_id = note.id
     if new_raw != raw:
         note_id = reindex_written(conn, vault, note.path, result, written) or note.id
-        if real_rel != note.path and real_rel.lower().endswith(NOTE_SUFFIX):
+        if real_rel != note.path and is_note_path(real_rel):
             reindex_written(conn, vault, real_rel, result)  # the symlink's target is a note of its own
         pending.wait_durable()  # the folder's fsync ran while the index was updated
     result["noteId"] = note_id

@@ -21,7 +21,7 @@ from server.vault.registry import Vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_INSERT_BYTES, kb
-from server.writes.operations import _check_note_folder, check_content
+from server.writes.operations import check_content, check_note_folder
 from server.writes.outcome import Edit, WriteOutcome
 from server.writes.positions import find_heading, headings, writable_start
 
@@ -146,7 +146,7 @@ def edit(
     """Apply ``edits`` to the note if it is still exactly ``version``; all or nothing."""
     if not version:
         raise KmsError("invalid-input", "version is required: pass the `version` kms_read returned")
-    _check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(vault, note, ctx.allowlist)
     seen: dict[str, Any] = {}
 
     def compute(text: str, fmt: TextFormat) -> Edit:

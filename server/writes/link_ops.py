@@ -12,7 +12,7 @@ from server.errors import KmsError
 from server.vault import frontmatter
 from server.vault.files import TextFormat
 from server.vault.markdown import Unclosed, frontmatter_span
-from server.vault.parser import _WIKILINK, link_key
+from server.vault.parser import WIKILINK, link_key
 from server.vault.properties import check_key
 from server.vault.registry import Vault
 from server.writes.cas import write_note
@@ -48,7 +48,7 @@ def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: s
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise KmsError("invalid-input", f"property {prop!r} holds {type(value).__name__}, not a list of links")
-        keys = {link_key(m.group(1).split("|")[0].split("#")[0]) for v in value for m in _WIKILINK.finditer(v)}
+        keys = {link_key(m.group(1).split("|")[0].split("#")[0]) for v in value for m in WIKILINK.finditer(v)}
         if link_key(target) in keys:
             return Edit(text, None)  # already linked: idempotent
         edit = frontmatter.apply_props(text, {prop: [*value, entry]}, [], newline=fmt.newline)

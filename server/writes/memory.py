@@ -138,11 +138,11 @@ def remember(
     indexed = _match(fact, parse_facts(existing["body"]), near)  # by meaning: outside the note's lock
     if indexed is not None:
         return _duplicate(existing, vault.name, about, indexed)
-    from server.writes.operations import _check_note_folder
+    from server.writes.operations import check_note_folder
 
     note = NoteRef(existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"],
                    existing["size_bytes"])
-    _check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(vault, note, ctx.allowlist)
     found: list[Fact] = []
 
     def compute(current: str, fmt: TextFormat) -> Edit:

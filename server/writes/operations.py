@@ -78,8 +78,9 @@ def _inserted(note: NoteRef, text: str, pos: int, ins: str) -> Edit:
     return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
 
 
-def _check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) -> None:
-    """Allowlist by the note's folder and, for a symlinked note, by where it really lives."""
+def check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) -> None:
+    """Allowlist by the note's folder and, for a symlinked note, by where it really lives: every
+    operation on an existing note (here, ``edits``, ``memory``) checks it this one way."""
     if not allowlist:
         return
     allowlist.check(note.folder)
@@ -261,7 +262,7 @@ def append(
     preceded by ``separator``; blank lines before the next heading and the note's
     trailing-newline convention are kept.
     """
-    _check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(vault, note, ctx.allowlist)
     check_content(content, MAX_INSERT_BYTES)
     if not isinstance(separator, str) or len(separator) > MAX_SEPARATOR_CHARS or "\x00" in separator:
         raise KmsError("invalid-input", f"separator must be a string of at most {MAX_SEPARATOR_CHARS} characters")
@@ -294,7 +295,7 @@ def insert_at(
     that line (1-based, file lines; not inside the frontmatter). Ambiguity is an error,
     never a guess.
     """
-    _check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(vault, note, ctx.allowlist)
     check_content(content, MAX_INSERT_BYTES)
     kind, arg = parse_position(position)
 

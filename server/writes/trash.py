@@ -21,6 +21,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault.files import fsync_dir
+from server.vault.paths import strip_note_suffix
 from server.vault.registry import Vault, list_vaults
 from server.writes.organize import TRASH
 
@@ -98,8 +99,8 @@ def listing(conn: apsw.Connection, vault: str | None = None) -> list[tuple[Trash
 def _find(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> tuple[Vault, Trashed]:
     items = list_trash(conn, in_vault)
     want = ref.strip().removeprefix(f"{TRASH}/")
-    found = [t for t in items if t.path == want or t.path.removesuffix(".md") == want
-             or t.path.rpartition("/")[2].removesuffix(".md") == want]
+    found = [t for t in items if t.path == want or strip_note_suffix(t.path) == want
+             or strip_note_suffix(t.path.rpartition("/")[2]) == want]
     if not found:
         raise KmsError("not-found", f"nothing named {ref!r} in the trash (`kms trash list` shows it)")
     if len(found) > 1:
@@ -142,7 +143,8 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
         try:
             plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
             files, warning = apply_plans(ctx, vault, [plan])
-            result = WriteResult(path=item.path, vault=vault.name, title=item.path.rpartition("/")[2][:-3],
+            result = WriteResult(path=item.path, vault=vault.name,
+                                 title=strip_note_suffix(item.path.rpartition("/")[2]),
                                  bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
             if warning:
                 result["indexWarning"] = warning

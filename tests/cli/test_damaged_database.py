@@ -19,8 +19,8 @@ from server.activity.provenance import record
 from server.activity.sessions import touch_session
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
-from server.store.db import connect
-from server.store.health import check_database, database_error
+from server.store.db import check_database, connect
+from server.store.health import database_error
 from server.vault.registry import add_vault
 
 

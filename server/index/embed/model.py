@@ -317,7 +317,9 @@ class Embedder:
         self.state, self.reason = READY, None
         self._done.set()
 
-    def _require(self) -> Any:
+    def require_ready(self) -> Any:
+        """The loaded model, else ``ModelNotReady`` saying why; ``embed_pending`` calls it first so a
+        run fails at once, before it reads any note."""
         model = self._model
         if self.state != READY or model is None:
             reason = self.reason or ("the model is still loading" if self.state == LOADING
@@ -328,12 +330,12 @@ class Embedder:
     # -- work ------------------------------------------------------------------------------
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word-piece counts without special tokens (what the 256-token window is spent on)."""
-        self._require()
+        self.require_ready()
         return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One batch -> ``(n, DIM)`` float32, L2-normalised. Callers batch; see ``embed_many``."""
-        model = self._require()
+        model = self.require_ready()
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         try:

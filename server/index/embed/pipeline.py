@@ -142,7 +142,7 @@ def embed_pending(conn: apsw.Connection, embedder: Embedder | None = None, *, mo
     if embedder is None:
         embedder = Embedder(model_dir)
         embedder.load()
-    embedder._require()
+    embedder.require_ready()
     last_rid = 0
     done = 0
     while True:
