@@ -171,6 +171,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     from kmscli.doctor import doctor_command
     from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
     from kmscli.servers_cmd import servers_app
+    from kmscli.service_cmds import serve_cmd, service_app, token_app
 
     app.command("status")(index_cmds.status_cmd)
     app.command("search")(notes_cmds.search_cmd)
@@ -200,6 +201,9 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("tui")(tui_cmd)
     app.command("embed")(index_cmds.embed_cmd)
     app.add_typer(index_cmds.model_app, name="model")
+    app.command("serve")(serve_cmd)
+    app.add_typer(service_app, name="service")
+    app.add_typer(token_app, name="token")
 
 
 _full: list[typer.Typer] = []

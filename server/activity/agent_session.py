@@ -42,7 +42,8 @@ class AgentSession:
         if limits is None:
             limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
         return cls(config, limits, SessionIdentity(config.session_id, config.project),
-                   ReadTracker(config.db_path, config.session_id), Allowlist(config.allowlist), clock)
+                   ReadTracker(config.db_path, config.session_id),
+                   Allowlist(config.allowlist).narrowed(config.token_folders), clock)
 
     @property
     def id(self) -> str:

@@ -49,16 +49,26 @@ def _norm(folder: str) -> str:
 
 
 class Allowlist:
-    """An immutable set of single-segment folder globs."""
+    """An immutable set of single-segment folder globs; ``narrowed`` adds a second set a folder must also
+    match (a service token's folders: they can only take away from ``write.allowlist``)."""
 
-    def __init__(self, patterns: Iterable[str] | None = None) -> None:
+    def __init__(self, patterns: Iterable[str] | None = None, *, also: Allowlist | None = None) -> None:
         self.patterns: tuple[str, ...] = tuple(_norm(p) for p in (patterns or ()))
+        self.also = also if also else None
+
+    def narrowed(self, patterns: Iterable[str]) -> Allowlist:
+        """This allowlist, and ``patterns`` too (no patterns: unchanged)."""
+        extra = Allowlist(patterns)
+        return Allowlist(self.patterns, also=extra if self.also is None else self.also.narrowed(extra.patterns)) \
+            if extra else self
 
     def __bool__(self) -> bool:
-        return bool(self.patterns)
+        return bool(self.patterns) or self.also is not None
 
     def allows(self, folder: str) -> bool:
         """True if agents may write notes directly in ``folder`` (vault-relative, '' = root)."""
+        if self.also is not None and not self.also.allows(folder):
+            return False
         if not self.patterns:
             return True
         f = _norm(folder)
@@ -72,6 +82,8 @@ class Allowlist:
     def check(self, folder: str, *, what: str = "folder") -> None:
         """Raise ``folder-denied`` naming the allowed folders."""
         if not self.allows(folder):
+            if self.also is not None and not self.also.allows(folder):
+                self.also.check(folder, what=what)  # (names the narrower list: the token's folders)
             shown = ", ".join(p or "(vault root)" for p in self.patterns)
             raise KmsError(
                 "folder-denied",

@@ -105,6 +105,9 @@ class SessionConfig:
     project: str | None = None  # the session's identity (kms claude: its working directory), see KMS_PROJECT
     memory_folder: str | None = "kms-memory"  # memory.folder: where kms_remember keeps memory notes
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
+    # a service token's ceiling (``server.config.scopes``): in-process only, never in the environment
+    token_folders: tuple[str, ...] = ()  # folders a write must also match (narrowing write.allowlist)
+    token_id: str | None = None  # the token this session is reached through
 
     def tier_enabled(self, tier: Tier) -> bool:
         """A tier is on when it and every tier below it (and kms itself) are on."""

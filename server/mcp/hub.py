@@ -6,7 +6,9 @@ config (vault scope, tiers, allowlist, limits, approval mode, id, project). ``km
 session in it; a process serving several hosts opens one per host session.
 
 Which session a request belongs to is decided where the connection is accepted, never by the client's
-say-so in a message: a connection-bound transport (stdio, the SDK's in-memory client) serves one session
+say-so in a message. Over HTTP (``server.mcp.http``) it is the verified bearer token's: each token
+stands for one session (``for_token``), opened at its first request with the person's settings narrowed
+by the token's scopes. A connection-bound transport (stdio, the SDK's in-memory client) serves one session
 per connection, named by ``connection`` around the code that accepts it. The SDK enters the server's
 ``lifespan`` once per such connection; it takes the session named then and keeps it in the connection's
 state, where ``resolve`` finds it for every request of that connection.
@@ -15,11 +17,12 @@ state, where ``resolve`` finds it for every request of that connection.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
 from server.config.session import SessionConfig
@@ -27,6 +30,9 @@ from server.errors import KmsError
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import ToolSpec
 from server.mcp.tools.dispatch import ToolRunner
+
+if TYPE_CHECKING:
+    from server.activity.tokens import Token
 
 # the session the next connection accepted here belongs to (``SessionHub.connection``)
 _ACCEPTING: ContextVar[ToolRunner | None] = ContextVar("kms_accepting_session", default=None)
@@ -42,9 +48,11 @@ class Connection:
 class SessionHub:
     """The sessions one process serves over one database (see the module docstring). Thread-safe."""
 
-    def __init__(self, services: ProcessServices, registry: list[ToolSpec] | None = None) -> None:
+    def __init__(self, services: ProcessServices, registry: list[ToolSpec] | None = None, *,
+                 settings: Callable[[str], SessionConfig] | None = None) -> None:
         self.services = services
         self.registry = registry
+        self.settings = settings  # session id -> the person's settings as a session (token sessions start there)
         self._runners: dict[str, ToolRunner] = {}
         self._lock = threading.Lock()
 
@@ -101,10 +109,42 @@ class SessionHub:
         """The SDK's per-connection lifespan (stdio, in-memory): remembers the session being accepted."""
         yield Connection(_ACCEPTING.get())
 
+    def for_token(self, token: Token) -> ToolRunner:
+        """The session ``token`` stands for: served already, or opened now from the person's settings as the
+        token narrows them (its tiers, vault, folders, approval)."""
+        with self._lock:
+            runner = self._runners.get(token.session_id)
+        if runner is not None:
+            return runner
+        if self.settings is None:
+            raise KmsError("not-found", "this process serves no token sessions")
+        config = dataclasses.replace(token.scopes.narrow(self.settings(token.session_id)), token_id=token.id)
+        try:
+            return self.open(config)
+        except KmsError as e:
+            if e.kind != "already-exists":
+                raise
+            return self.get(token.session_id)  # opened by a request of the same token meanwhile
+
     def resolve(self, ctx: Any) -> ToolRunner:
-        """The session a request belongs to: its connection's, while the hub still serves it."""
+        """The session a request belongs to: its connection's, or its verified token's."""
         state = getattr(ctx, "lifespan_context", None)
         runner = state.runner if isinstance(state, Connection) else None
+        if runner is None and (token_id := token_of(ctx)) is not None:
+            from server.activity import tokens
+            from server.store.db import thread_connection
+
+            runner = self.for_token(tokens.get(thread_connection(self.services.db_path), token_id))
         if runner is None or self._runners.get(runner.session.id) is not runner:
             raise KmsError("not-found", "this connection has no kms session (or it has ended)")
         return runner
+
+
+def token_of(ctx: Any) -> str | None:
+    """The verified token id of the HTTP request behind ``ctx``, if any (set by the SDK's bearer middleware)."""
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    access = getattr(user, "access_token", None)
+    token_id = getattr(access, "client_id", None)
+    return token_id if isinstance(token_id, str) else None

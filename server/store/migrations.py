@@ -425,6 +425,16 @@ def m020_logseq_block_refs(conn: apsw.Connection) -> None:
                  "WHERE vault_id IN (SELECT id FROM vaults WHERE dialect = 'logseq')")
 
 
+def m021_tokens(conn: apsw.Connection) -> None:
+    """Bearer tokens of the kms service (``server.activity.tokens``): the SHA-256 of each secret, never the
+    secret; the session each token stands for; its scopes; when it ends (expiry, revocation)."""
+    conn.execute(
+        "CREATE TABLE tokens (id TEXT PRIMARY KEY, label TEXT NOT NULL, kind TEXT NOT NULL, scopes TEXT NOT NULL, "
+        "hash TEXT NOT NULL, session_id TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL, "
+        "revoked_at REAL, last_used_at REAL) WITHOUT ROWID"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -442,6 +452,7 @@ MIGRATIONS: list[Migration] = [
     m018_folder_listing,
     m019_applied_units,
     m020_logseq_block_refs,
+    m021_tokens,
 ]
 
 

@@ -1,0 +1,231 @@
+"""``kms serve``, ``kms service start|stop|status|restart|logs`` and ``kms token create|list|revoke``.
+
+Thin adapters: the service is ``server.mcp.service`` (run, state file), tokens are
+``server.activity.tokens`` and their scopes ``server.config.scopes``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from server.errors import KmsError
+from server.humanize import ago
+from server.store.db import default_db_path
+
+service_app = typer.Typer(help="The kms service: one process serving every agent session over HTTP on loopback.",
+                          no_args_is_help=True)
+token_app = typer.Typer(help="Bearer tokens for the kms service: create (shown once), list, revoke.",
+                        no_args_is_help=True)
+
+PortOpt = Annotated[int, typer.Option("--port", help="TCP port on loopback (service.port).")]
+HostOpt = Annotated[str | None, typer.Option("--host", help="Bind only this address (default: 127.0.0.1 and ::1).")]
+RemoteOpt = Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (see the warning).")]
+START_WAIT_S = 2.0
+
+
+def _check_host(host: str | None, allow_remote: bool) -> None:
+    from server.mcp.http import LOOPBACK
+
+    if host is None or host in LOOPBACK:
+        return
+    if not allow_remote:
+        raise KmsError("invalid-input", f"--host {host} is not a loopback address: anyone who can reach it and holds "
+                       "a token could read (and, with its scopes, change) your notes. Add --allow-remote to accept "
+                       "that, preferably behind TLS and a firewall")
+    console.print(f"[yellow]warning:[/] serving on {host}: every machine that can reach it may try tokens; "
+                  "traffic is plain HTTP (no TLS)", highlight=False)
+
+
+def serve_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+    """Run the kms service in the foreground (for systemd, launchd or a terminal); Ctrl-C stops it."""
+    from server.mcp import service
+
+    with cli_errors():
+        _check_host(host, allow_remote)
+        db_path = default_db_path()
+        running = service.read_state(db_path)
+        if running is not None and running.pid != os.getpid():
+            raise KmsError("already-exists", f"a kms service already serves this database (pid {running.pid}, "
+                           f"{running.url}); stop it with `kms service stop`")
+
+        def ready(state: service.ServiceState) -> None:
+            console.print(f"kms service on {state.url} (pid {state.pid}); Ctrl-C stops it", highlight=False)
+
+        try:
+            code = service.run(db_path, port=port, host=host, on_ready=ready)
+        except OSError as e:
+            raise KmsError("conflict", f"cannot listen on port {port}: {e.strerror or e}") from None
+    raise typer.Exit(code)
+
+
+def _health(url: str, timeout: float = 0.5) -> bool:
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.removesuffix("/mcp") + "/health", timeout=timeout) as reply:  # noqa: S310
+            return bool(json.loads(reply.read()).get("kms"))
+    except (OSError, ValueError):
+        return False
+
+
+def start_service(db_path: Path, port: int, host: str | None, wait_s: float = START_WAIT_S) -> object:
+    """The running service for ``db_path``, started in the background if needed (health-checked)."""
+    from server import installed_version
+    from server.mcp import service
+
+    running = service.read_state(db_path)
+    if running is not None:
+        if running.version != (installed_version() or "0"):
+            raise KmsError("conflict", f"the running kms service is version {running.version}, this kms is "
+                           f"{installed_version()}: `kms service restart` replaces it")
+        return running
+    log = open(service.log_path(db_path), "ab")  # noqa: SIM115 - handed to the child
+    os.chmod(service.log_path(db_path), 0o600)
+    from kmscli.compose import ISOLATION_FLAGS
+
+    args = [sys.executable, *ISOLATION_FLAGS, "-m", "kmscli", "serve", "--port", str(port), *(["--host", host] if host
+                                                                                              else [])]
+    env = {**os.environ, "KMS_DB_PATH": str(db_path)}
+    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        state = service.read_state(db_path)
+        if state is not None and _health(state.url):
+            return state
+        time.sleep(0.05)
+    raise KmsError("conflict", f"the kms service did not answer within {wait_s:g} s; see `kms service logs`")
+
+
+@service_app.command("start")
+def start_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+    """Start the service in the background (one per database) and wait until it answers."""
+    with cli_errors():
+        _check_host(host, allow_remote)
+        state = start_service(default_db_path(), port, host)
+        console.print(f"kms service on {state.url} (pid {state.pid})", highlight=False)  # type: ignore[attr-defined]
+
+
+@service_app.command("stop")
+def stop_cmd() -> None:
+    """Stop the background service (sessions end; journals, staged calls and limits stay in the database)."""
+    from server.mcp import service
+
+    with cli_errors():
+        db_path = default_db_path()
+        state = service.read_state(db_path)
+        if state is None:
+            console.print("no kms service is running for this database")
+            return
+        os.kill(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while service.read_state(db_path) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        console.print(f"stopped the kms service (pid {state.pid})", highlight=False)
+
+
+@service_app.command("restart")
+def restart_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+    """Stop the service if it runs, then start it (as this kms version)."""
+    stop_cmd()
+    start_cmd(port, host, allow_remote)
+
+
+@service_app.command("status")
+def status_cmd(json_out: JsonOpt = False) -> None:
+    """Whether the service runs, where, as which version, since when (no secret is shown)."""
+    from server.mcp import service
+
+    with cli_errors():
+        state = service.read_state(default_db_path())
+        info = None if state is None else {"pid": state.pid, "url": state.url, "version": state.version,
+                                           "startedAt": state.started_at, "answers": _health(state.url)}
+        if json_out:
+            print_json({"running": state is not None, **(info or {})})
+            return
+        if state is None or info is None:
+            console.print("no kms service is running for this database (`kms service start`)")
+            return
+        console.print(f"kms service {state.version} on {state.url}, pid {state.pid}, started "
+                      f"{ago(state.started_at, time.time(), '?')}"
+                      + ("" if info["answers"] else " [red](not answering)[/]"), highlight=False)
+
+
+@service_app.command("logs")
+def logs_cmd(lines: Annotated[int, typer.Option("-n", help="How many of the last lines.")] = 50) -> None:
+    """The last lines of the background service's log."""
+    from server.mcp import service
+
+    path = service.log_path(default_db_path())
+    text = path.read_text(errors="replace") if path.exists() else ""
+    for line in text.splitlines()[-lines:]:
+        console.print(line, markup=False, highlight=False)
+
+
+@token_app.command("create")
+def token_create_cmd(
+    label: Annotated[str, typer.Option("--label", help="Who the token is for (shown in lists).")],
+    scopes: Annotated[str, typer.Option("--scopes", help="e.g. 'tier:write vault:notes folder:drafts approval'.")]
+    = "tier:read",
+    expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 45m.")] = None,
+) -> None:
+    """Create a token; it is printed once (only its hash is kept)."""
+    from server.activity import tokens
+    from server.config.scopes import ScopeError, Scopes
+
+    with cli_errors():
+        try:
+            parsed = Scopes.parse(scopes)
+        except ScopeError as e:
+            raise KmsError("invalid-input", str(e)) from None
+        token, secret = tokens.create(open_db(), label=label, scopes=parsed, kind="admin" if parsed.admin else "host",
+                                      expires_in_s=_duration(expires))
+        console.print(f"token {token.id} ({token.scopes.text()}); shown once, keep it:", highlight=False)
+        sys.stdout.write(secret + "\n")
+
+
+def _duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    t = text.strip().lower()
+    if len(t) < 2 or t[-1] not in units or not t[:-1].isdigit() or int(t[:-1]) == 0:
+        raise KmsError("invalid-input", f"--expires {text!r}: a whole number and d, h, m or s (30d, 12h)")
+    return int(t[:-1]) * units[t[-1]]
+
+
+@token_app.command("list")
+def token_list_cmd(all_tokens: Annotated[bool, typer.Option("--all", help="Revoked and expired too.")] = False,
+                   json_out: JsonOpt = False) -> None:
+    """Tokens with their label, scopes and last use (never a secret)."""
+    from server.activity import tokens
+
+    with cli_errors():
+        now = time.time()
+        found = tokens.list_tokens(open_db(), include_ended=all_tokens, now=now)
+        if json_out:
+            print_json([t.to_json(now) for t in found])
+            return
+        for t in found:
+            used = ago(t.last_used_at, now, "never") if t.last_used_at else "never used"
+            console.print(f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}, {used}", markup=False,
+                          highlight=False)
+
+
+@token_app.command("revoke")
+def token_revoke_cmd(token: Annotated[str, typer.Argument(help="The token's id or label.")]) -> None:
+    """Revoke a token: its next request is refused (401)."""
+    from server.activity import tokens
+
+    with cli_errors():
+        done = tokens.revoke(open_db(), token)
+        console.print(f"revoked {done.id} ({done.label})", highlight=False)

@@ -1,0 +1,138 @@
+"""Bearer tokens for the kms service: who may reach it, as which session, with which scopes.
+
+A token is printed once (``kms_<id>_<secret>``) and only the SHA-256 of its secret is stored (m021), so
+the database never holds a usable token. Each token stands for one kms session (``session_id``):
+provenance, rate limits and read tracking of every call made with it key on that session. ``kind``
+says who it was made for: ``session`` (one ``kms claude`` session, revoked when it ends), ``host`` (an
+agent host's standing entry, ``kms mcp-config --http``) or ``admin`` (the person's own tools).
+
+``verify`` is the one check: the token exists, its secret matches (constant-time), it is neither revoked
+nor expired. It runs on every request, so a revoked or expired token fails at its next request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from server.config.scopes import Scopes
+from server.config.session import new_session_id
+from server.errors import KmsError
+from server.store.db import rows, write_tx
+
+KINDS = ("session", "host", "admin")
+PREFIX = "kms_"
+LAST_USED_EVERY_S = 30.0  # how stale ``last_used_at`` may be (one write per token per half minute at most)
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token as stored: never its secret."""
+
+    id: str
+    label: str
+    kind: str
+    scopes: Scopes
+    session_id: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+    def state(self, now: float) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return "active"
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "kind": self.kind, "scopes": self.scopes.text(),
+                "sessionId": self.session_id, "createdAt": self.created_at, "expiresAt": self.expires_at,
+                "revokedAt": self.revoked_at, "lastUsedAt": self.last_used_at, "state": self.state(now)}
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _token(row: dict[str, Any]) -> Token:
+    return Token(row["id"], row["label"], row["kind"], Scopes.parse(row["scopes"]), row["session_id"],
+                 row["created_at"], row["expires_at"], row["revoked_at"], row["last_used_at"])
+
+
+def create(conn: apsw.Connection, *, label: str, scopes: Scopes, kind: str = "host", expires_in_s: float | None = None,
+           session_id: str | None = None, now: float | None = None) -> tuple[Token, str]:
+    """A new token and its one printable form (shown once, never stored)."""
+    if kind not in KINDS:
+        raise KmsError("invalid-input", f"token kind must be one of {', '.join(KINDS)}")
+    label = label.strip()
+    if not label or len(label) > 200 or any(c in label for c in "\n\r\x00"):
+        raise KmsError("invalid-input", "a token's label is one line of 1 to 200 characters")
+    if scopes.admin and kind != "admin":
+        raise KmsError("invalid-input", "the admin scope is only for the person's own admin tokens, never an agent's")
+    if expires_in_s is not None and expires_in_s <= 0:
+        raise KmsError("invalid-input", "a token's lifetime must be positive")
+    now = time.time() if now is None else now
+    token_id = "t" + secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    with write_tx(conn):
+        conn.execute("INSERT INTO tokens (id, label, kind, scopes, hash, session_id, created_at, expires_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (token_id, label, kind, scopes.text(), _digest(secret), session_id or new_session_id(), now,
+                      now + expires_in_s if expires_in_s is not None else None))
+    return get(conn, token_id), f"{PREFIX}{token_id}_{secret}"
+
+
+def get(conn: apsw.Connection, token_id: str) -> Token:
+    found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,))
+    if not found:
+        raise KmsError("not-found", f"no token {token_id!r}")
+    return _token(found[0])
+
+
+def list_tokens(conn: apsw.Connection, *, include_ended: bool = False, now: float | None = None) -> list[Token]:
+    now = time.time() if now is None else now
+    out = [_token(r) for r in rows(conn, "SELECT * FROM tokens ORDER BY created_at DESC")]
+    return out if include_ended else [t for t in out if t.state(now) == "active"]
+
+
+def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) -> Token:
+    """Revoke a token (by id, or by its label when one active token has it); idempotent."""
+    now = time.time() if now is None else now
+    with write_tx(conn):
+        found = rows(conn, "SELECT id FROM tokens WHERE id = ?", (token_id,)) or rows(
+            conn, "SELECT id FROM tokens WHERE label = ? AND revoked_at IS NULL", (token_id,))
+        if not found:
+            raise KmsError("not-found", f"no token {token_id!r} (kms token list shows them)")
+        if len(found) > 1:
+            raise KmsError("invalid-input", f"several tokens are labelled {token_id!r}: revoke one by its id")
+        conn.execute("UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", (now, found[0]["id"]))
+    return get(conn, found[0]["id"])
+
+
+def verify(conn: apsw.Connection, presented: str, *, now: float | None = None) -> Token | None:
+    """The active token ``presented`` is, else None (unknown, wrong secret, revoked, expired: all alike)."""
+    if not isinstance(presented, str) or not presented.startswith(PREFIX) or len(presented) > 200:
+        return None
+    token_id, sep, secret = presented[len(PREFIX):].partition("_")
+    if not sep or not secret:
+        return None
+    found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,))
+    if not found or not hmac.compare_digest(found[0]["hash"], _digest(secret)):
+        return None
+    token = _token(found[0])
+    now = time.time() if now is None else now
+    if token.state(now) != "active":
+        return None
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY_S:
+        with write_tx(conn):
+            conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (now, token.id))
+    return token
+

@@ -1,0 +1,92 @@
+"""A token's scopes: the ceiling on what a session reached through the service may do.
+
+Grammar (``kms token create --scopes``): words separated by spaces or commas.
+
+- ``tier:read`` | ``tier:write`` | ``tier:edit`` | ``tier:organize``: the highest tier (each implies the ones
+  before it); default ``read``;
+- ``vault:NAME``: the one vault the session sees (default: every vault the settings allow);
+- ``folder:GLOB``: folders a write may go to, narrowing ``write.allowlist`` (never widening it); repeatable;
+- ``approval``: every write waits for the person, whatever ``write.approval`` says;
+- ``admin``: the service's own management (never given to an agent; no tool is listed for it).
+
+A session's powers are the person's settings AND the token (``narrow``): a scope can only take away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from server.config.allowlist import folder_glob_problem, normalize_folder_glob
+from server.config.session import TIERS, SessionConfig, Tier
+
+_WORD = re.compile(r"[\s,]+")
+
+
+class ScopeError(ValueError):
+    """A scope string kms cannot read: says which word and what is valid."""
+
+
+@dataclass(frozen=True)
+class Scopes:
+    tier: Tier = "read"
+    vault: str | None = None  # None: every vault
+    folders: tuple[str, ...] = ()  # empty: no narrowing
+    approval: bool = False
+    admin: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Scopes:
+        tier: Tier = "read"
+        vault: str | None = None
+        folders: list[str] = []
+        approval = admin = False
+        for word in (w for w in _WORD.split(text.strip()) if w):
+            key, sep, value = word.partition(":")
+            if key == "tier" and sep and value in TIERS:
+                tier = value
+            elif key == "vault" and sep and value:
+                if vault is not None and vault != value:
+                    raise ScopeError(f"{word!r}: a token reaches one vault or all (omit vault:)")
+                vault = value
+            elif key == "folder" and sep and value:
+                problem = folder_glob_problem(value)
+                if problem:
+                    raise ScopeError(f"{word!r}: {problem}")
+                folders.append(normalize_folder_glob(value))
+            elif word == "approval":
+                approval = True
+            elif word == "admin":
+                admin = True
+            else:
+                raise ScopeError(f"unknown scope {word!r}; valid: tier:{'|'.join(TIERS)}, vault:NAME, "
+                                 "folder:GLOB, approval, admin")
+        return cls(tier, vault, tuple(folders), approval, admin)
+
+    def text(self) -> str:
+        """The canonical spelling (``parse`` gives this back)."""
+        words = [f"tier:{self.tier}"]
+        words += [f"vault:{self.vault}"] if self.vault else []
+        words += [f"folder:{f}" for f in self.folders]
+        words += ["approval"] if self.approval else []
+        words += ["admin"] if self.admin else []
+        return " ".join(words)
+
+    def narrow(self, config: SessionConfig) -> SessionConfig:
+        """The session a client with these scopes gets, from the person's ``config``: tiers above the ceiling
+        off, the vault pinned, the allowlist narrowed, approval forced. Never more than ``config``."""
+        ceiling = TIERS.index(self.tier)
+        tiers = {t: TIERS.index(t) <= ceiling for t in TIERS}
+        vault = config.vault
+        if self.vault is not None:
+            vault = self.vault if config.vault in (None, self.vault) else config.vault
+        return dataclasses.replace(
+            config,
+            write_enabled=config.write_enabled and tiers["write"],
+            edit_enabled=config.edit_enabled and tiers["edit"],
+            organize_enabled=config.organize_enabled and tiers["organize"],
+            vault=vault,
+            token_folders=config.token_folders + self.folders,
+            approval="always" if self.approval else config.approval,
+        )

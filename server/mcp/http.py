@@ -1,0 +1,76 @@
+"""The kms service's HTTP face: Streamable HTTP on loopback, one bearer token per session.
+
+``service_app(hub, ...)`` is the SDK's own Streamable HTTP app over the same server object stdio uses
+(``build_server(hub)``), with:
+
+- a ``TokenVerifier`` that checks every request's bearer token against the database
+  (``server.activity.tokens.verify``): unknown, wrong, revoked or expired tokens get 401 at once, an
+  admin token never reaches the tools;
+- the session a request belongs to taken from its token, never from the client: each token stands for
+  one kms session (``SessionHub.for_token``), whose config is the person's settings narrowed by the
+  token's scopes (``Scopes.narrow``), so ``tools/list`` shows only what the token allows and the guard
+  re-checks tier, vault, allowlist, rate limit and approval on every call;
+- the SDK's Host and Origin checks (on for a loopback host: a foreign Host is 421, a foreign Origin 403)
+  and its request body limit (413);
+- ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from server import installed_version
+from server.activity import tokens
+from server.store.db import thread_connection
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from server.mcp.hub import SessionHub
+
+log = logging.getLogger("kms.service")
+MAX_BODY_BYTES = 16 * 1024 * 1024  # as the stdio screen's line limit (``server.mcp.wire``)
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class KmsTokenVerifier:
+    """The SDK's ``TokenVerifier`` over kms's token table (one indexed lookup per request)."""
+
+    def __init__(self, hub: SessionHub) -> None:
+        self.hub = hub
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        found = await anyio.to_thread.run_sync(lambda: tokens.verify(thread_connection(self.hub.services.db_path),
+                                                                     token))
+        if found is None or found.scopes.admin:
+            return None
+        return AccessToken(token="", client_id=found.id, scopes=[], subject=found.session_id,
+                           expires_at=int(found.expires_at) if found.expires_at is not None else None)
+
+
+def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> Starlette:
+    """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens) and ``/health``."""
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from server.mcp.serve import build_server
+
+    async def health(_request: Request) -> JSONResponse:
+        return JSONResponse({"kms": True, "version": installed_version() or "0", "pid": os.getpid(),
+                             "sessions": len(hub.sessions())})
+
+    server = build_server(hub)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
+    auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
+    return server.streamable_http_app(host=host, token_verifier=KmsTokenVerifier(hub), auth=auth,
+                                      max_request_body_size=MAX_BODY_BYTES,
+                                      custom_starlette_routes=[Route("/health", health)])

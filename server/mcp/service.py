@@ -1,0 +1,182 @@
+"""The kms service: one long-lived process per database serving every session over Streamable HTTP.
+
+``run(options)`` is ``kms serve``: one ``ProcessServices`` (the watcher, the embedding model, the heartbeat)
+and one ``SessionHub`` for every token session, the HTTP app of ``server.mcp.http`` under uvicorn on
+loopback sockets (127.0.0.1, and ::1 where the machine has IPv6), a state file while it runs.
+
+The state file (``<database folder>/service/state.json``, 0600 in a 0700 folder) names the running
+instance: pid, host, port, version, database. ``kms service`` reads it to find, stop or replace the
+instance; it holds no secret. The service's log goes beside it (``service.log``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from server import installed_version
+
+log = logging.getLogger("kms.service")
+DEFAULT_PORT = 8765
+LOOPBACK_V4, LOOPBACK_V6 = "127.0.0.1", "::1"
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """The running instance, as its state file says."""
+
+    pid: int
+    host: str
+    port: int
+    version: str
+    db_path: str
+    started_at: float
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+
+def service_dir(db_path: Path) -> Path:
+    """The service's private folder beside the database (0700)."""
+    folder = Path(db_path).parent / "service"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def state_path(db_path: Path) -> Path:
+    return service_dir(db_path) / "state.json"
+
+
+def log_path(db_path: Path) -> Path:
+    return service_dir(db_path) / "service.log"
+
+
+def write_state(db_path: Path, state: ServiceState) -> None:
+    path = state_path(db_path)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(asdict(state), fh)
+    os.replace(tmp, path)
+
+
+def read_state(db_path: Path) -> ServiceState | None:
+    """The instance the state file names, if its process still runs (a stale file is removed)."""
+    path = state_path(db_path)
+    try:
+        data = json.loads(path.read_text())
+        state = ServiceState(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    if not _alive(state.pid):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return state
+
+
+def clear_state(db_path: Path, pid: int) -> None:
+    """Remove the state file if it still names ``pid`` (a newer instance's stays)."""
+    current = read_state(db_path)
+    if current is None or current.pid == pid:
+        with contextlib.suppress(OSError):
+            state_path(db_path).unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def loopback_sockets(port: int, host: str | None) -> list[socket.socket]:
+    """Listening sockets: ``host`` alone when given, else 127.0.0.1 and (where there is one) ::1, one port."""
+    hosts = [host] if host else [LOOPBACK_V4, LOOPBACK_V6]
+    out: list[socket.socket] = []
+    for h in hosts:
+        family = socket.AF_INET6 if ":" in h else socket.AF_INET
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 here
+            continue
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            sock.bind((h, port))
+        except OSError:
+            sock.close()
+            if h == LOOPBACK_V6 and out:
+                continue  # IPv4 loopback is enough
+            raise
+        port = port or sock.getsockname()[1]  # the IPv6 socket takes the port the first one got
+        sock.listen(128)
+        sock.setblocking(False)
+        out.append(sock)
+    return out
+
+
+def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
+        on_ready: Any = None, stop: threading.Event | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (or ``stop``). Returns the exit code."""
+    import anyio
+    import uvicorn
+
+    from server.config.session import SessionConfig
+    from server.mcp.http import service_app
+    from server.mcp.hub import SessionHub
+    from server.mcp.process import ProcessServices
+    from server.mcp.serve import start_background
+
+    base = SessionConfig.from_env(session_id="service")
+    services = ProcessServices.for_config(base)
+    hub = SessionHub(services, settings=lambda sid: SessionConfig.from_env(session_id=sid))
+    sockets = loopback_sockets(port, host)
+    bound = sockets[0].getsockname()
+    app = service_app(hub, host=bound[0], port=bound[1])
+    stop_event = stop or threading.Event()
+    start_background(hub, stop_event)()  # the watcher, the model: loaded once, for every session
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    server = uvicorn.Server(config)
+    state = ServiceState(os.getpid(), bound[0], bound[1], installed_version() or "0", str(db_path), time.time())
+    write_state(db_path, state)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            async def watch_stop() -> None:
+                while not stop_event.is_set() and not server.should_exit:
+                    await anyio.sleep(0.1)
+                server.should_exit = True
+
+            tg.start_soon(watch_stop)
+            if on_ready is not None:
+                on_ready(state)
+            await server.serve(sockets=sockets)
+            stop_event.set()
+
+    try:
+        anyio.run(main)
+    finally:
+        stop_event.set()
+        clear_state(db_path, state.pid)
+        settled = hub.close_all()
+        for sock in sockets:
+            sock.close()
+    if not settled:
+        os._exit(0)  # a model still loading: finalising under onnxruntime would abort
+    return 0

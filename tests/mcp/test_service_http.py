@@ -1,0 +1,157 @@
+"""The kms service over Streamable HTTP: a real service (uvicorn on a loopback port) spoken to by the SDK's
+real HTTP client in both protocol eras, with real tokens in the database.
+
+A token's scopes decide what its session sees and may do; every request is checked again (revoked and
+expired tokens fail at once; a paused session answers ``paused``); the transport refuses what it must
+(no or wrong token 401, foreign Host 421, foreign Origin 403, an oversized body 413) and keeps serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from support.vaults import write
+
+from server.activity import control, tokens
+from server.config.scopes import Scopes
+from server.index.indexer import index_vault
+from server.mcp import service
+from server.mcp.tools import REGISTRY
+from server.vault.registry import add_vault
+
+MODES = ("legacy", "auto")
+
+
+@pytest.fixture
+def two_vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
+    a, b = tmp_path / "vault-a", tmp_path / "vault-b"
+    write(a / "Alpha.md", "# Alpha\n\nThe lighthouse keeper's log.\n")
+    write(b / "Beta.md", "# Beta\n\nAnother lighthouse.\n")
+    for root, name in ((a, "a"), (b, "b")):
+        index_vault(conn, add_vault(conn, root, name))
+    return conn
+
+
+@pytest.fixture
+def running(two_vaults: apsw.Connection, db_path: Path, tmp_path: Path) -> Iterator[service.ServiceState]:
+    """The service in a thread of this process, on a free loopback port; stopped after the test."""
+    (tmp_path / "config.toml").write_text("[agent]\nwrite = true\nedit = true\norganize = true\n")
+    ready: list[service.ServiceState] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(db_path,),
+                              kwargs={"port": 0, "host": "127.0.0.1", "on_ready": ready.append, "stop": stop},
+                              daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not ready and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ready, "the service did not start"
+    try:
+        yield ready[0]
+    finally:
+        stop.set()
+        thread.join(20)
+        assert not thread.is_alive()
+
+
+def token(conn: apsw.Connection, scopes: str, **kw: Any) -> tuple[tokens.Token, str]:
+    return tokens.create(conn, label=f"test {scopes}", scopes=Scopes.parse(scopes), **kw)
+
+
+@contextlib.asynccontextmanager
+async def client(state: service.ServiceState, secret: str, mode: str = "auto") -> AsyncIterator[Any]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {secret}"})
+    async with http, Client(streamable_http_client(state.url, http_client=http), mode=mode) as c:
+        yield c
+
+
+async def call(c: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await c.call_tool(name, args)
+    return {**result.structured_content, "_error": bool(result.is_error)}
+
+
+def names(tier_ceiling: str) -> set[str]:
+    order = ("read", "write", "edit", "organize")
+    return {s.name for s in REGISTRY if order.index(s.tier) <= order.index(tier_ceiling)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_token_sees_only_its_tools_and_vault(running: service.ServiceState, two_vaults: apsw.Connection,
+                                                    mode: str) -> None:
+    reader, reader_secret = token(two_vaults, "tier:read vault:a")
+    editor, editor_secret = token(two_vaults, "tier:edit folder:drafts")
+    async with client(running, reader_secret, mode) as r, client(running, editor_secret, mode) as e:
+        assert {t.name for t in (await r.list_tools()).tools} == names("read")
+        assert {t.name for t in (await e.list_tools()).tools} == names("edit")
+        assert {h["vault"] for h in (await call(r, "kms_search", {"query": "lighthouse"}))["hits"]} == {"a"}
+        assert {h["vault"] for h in (await call(e, "kms_search", {"query": "lighthouse"}))["hits"]} == {"a", "b"}
+        beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
+        assert (await call(r, "kms_read", {"noteId": beta}))["error"] == "not-found"
+        assert (await call(r, "kms_create", {"title": "x", "vault": "a"}))["error"] == "feature-disabled"
+        assert (await call(e, "kms_create", {"title": "Out", "vault": "a"}))["error"] == "folder-denied"
+        made = await call(e, "kms_create", {"title": "In", "vault": "a", "folder": "drafts"})
+        assert not made["_error"], made
+        assert (await call(e, "kms_trash", {"noteId": made["noteId"]}))["error"] == "feature-disabled"
+    rows = two_vaults.execute("SELECT session_id, tool, coalesce(error, '') FROM tool_invocations "
+                              "ORDER BY id").fetchall()
+    assert rows == [(reader.session_id, "kms_create", "feature-disabled"),
+                    (editor.session_id, "kms_create", "folder-denied"),
+                    (editor.session_id, "kms_create", ""),
+                    (editor.session_id, "kms_trash", "feature-disabled")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_revoked_expired_and_paused(running: service.ServiceState, two_vaults: apsw.Connection,
+                                         mode: str) -> None:
+    writer, secret = token(two_vaults, "tier:write")
+    async with client(running, secret, mode) as w:
+        assert not (await call(w, "kms_create", {"title": "One", "vault": "a"}))["_error"]
+        control.set_state(two_vaults, writer.session_id, "paused", reason="checking")
+        assert (await call(w, "kms_create", {"title": "Two", "vault": "a"}))["error"] == "paused"
+        tokens.revoke(two_vaults, writer.id)
+        with pytest.raises(Exception):  # noqa: B017 - the SDK raises its own error for a 401
+            await w.list_tools()
+    _old, expired = token(two_vaults, "tier:read", expires_in_s=10, now=time.time() - 60)
+    assert _status(running, expired) == 401
+
+
+def _status(state: service.ServiceState, secret: str | None, **headers: str) -> int:
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if secret is not None:
+        base["Authorization"] = f"Bearer {secret}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    return httpx2.post(state.url, json=body, headers={**base, **headers}, timeout=10).status_code
+
+
+def test_the_transport_refuses_what_it_must_and_keeps_serving(running: service.ServiceState,
+                                                              two_vaults: apsw.Connection) -> None:
+    _t, secret = token(two_vaults, "tier:read")
+    _a, admin = tokens.create(two_vaults, label="me", scopes=Scopes.parse("admin"), kind="admin")
+    assert _status(running, None) == 401
+    assert _status(running, "kms_tnotatoken_secret") == 401
+    assert _status(running, secret[:-2] + "xx") == 401
+    assert _status(running, admin) == 401  # an admin token never reaches the tools
+    assert _status(running, secret, Host="evil.example") == 421
+    assert _status(running, secret, Origin="http://evil.example") == 403
+    big = httpx2.post(running.url, content=b"{" + b" " * (17 * 1024 * 1024) + b"}", timeout=30,
+                      headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
+                               "Accept": "application/json, text/event-stream"})
+    assert big.status_code == 413
+    assert _status(running, secret) == 200  # still serving
+    health = httpx2.get(running.url.removesuffix("/mcp") + "/health", timeout=10).json()
+    assert health["kms"] is True and "token" not in str(health)
+    state_file = service.state_path(Path(running.db_path))
+    assert state_file.stat().st_mode & 0o777 == 0o600 and state_file.parent.stat().st_mode & 0o777 == 0o700
