@@ -43,6 +43,7 @@ class Session:
     vault_roots: tuple[Path, ...] = ()
     vault: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
+    service_url: str | None = None  # the kms service serving this session (its token in $KMS_SESSION_TOKEN)
 
 
 # -E: no PYTHONPATH (or other PYTHON* variables) from the host; -P: no working directory on sys.path.
@@ -67,10 +68,18 @@ def kms_server(settings: Settings, session: Session) -> Built:
     """
     if not settings.active("agent.read"):
         return None
-    config = SessionConfig.from_settings(settings, db_path=session.db_path, session_id=session.id,
-                                         vault=session.vault, project=str(session.cwd))
+    if session.service_url is not None:  # the host expands ${VAR} from the environment kms claude gives it
+        return "kms", {"type": "http", "url": session.service_url,
+                       "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"}}
+    config = session_config(settings, session)
     command, args = kms_command(session.python)
     return "kms", {"command": command, "args": args, "env": config.to_env()}
+
+
+def session_config(settings: Settings, session: Session) -> SessionConfig:
+    """The session contract of a launched session (carried by env over stdio, by its token to the service)."""
+    return SessionConfig.from_settings(settings, db_path=session.db_path, session_id=session.id,
+                                       vault=session.vault, project=str(session.cwd))
 
 
 def playwright_server(settings: Settings, session: Session) -> Built:

@@ -19,6 +19,7 @@ Plain functions with Typer annotations; ``kmscli/main.py`` registers them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from server.activity import tokens
 from server.config.redact import redact
 from server.config.session import SessionConfigError, check_env
 from server.config.settings import Settings, load_settings
@@ -190,6 +192,7 @@ def run_claude(
     show_secrets: bool = False,
     env: Mapping[str, str] | None = None,
     approve: bool = False,
+    stdio: bool = False,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
     from server.activity.sessions import end_session, start_session
@@ -218,14 +221,18 @@ def run_claude(
         for w in warnings:
             _err(w)
         session = Session(new_session_id(), db_path.resolve(), Path.cwd(), tuple(roots), vault_name)
-        doc = compose(settings, session, isolated=isolated)
         if print_config:
+            doc = compose(settings, session, isolated=isolated)
             print(json.dumps(doc if show_secrets else redact(doc), indent=2))
             return 0
         claude = find_claude(env)
         if claude is None:
             _err(missing_claude_message(env), "red")
             return EXIT_NOT_FOUND
+        token = None
+        if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
+            session, token = _on_service(conn, settings, session, env)
+        doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
         returncode: int | None = None
@@ -252,12 +259,35 @@ def run_claude(
             return returncode
         finally:
             remove_session_config(config_path)
+            if token is not None:
+                with contextlib.suppress(Exception):  # it expires by itself should this fail
+                    tokens.revoke(conn, token.id)
             try:
                 end_session(conn, session.id, None if returncode is None else exit_code_of(returncode))
             except Exception as e:  # never let bookkeeping change claude's exit code
                 _err(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+def _on_service(conn: Any, settings: Settings, session: Session,
+                env: dict[str, str]) -> tuple[Session, tokens.Token | None]:
+    """Serve ``session`` from the kms service (reached, or started and health-checked): a token of its own,
+    handed to claude in ``$KMS_SESSION_TOKEN``. If the service cannot be had, the session keeps its own
+    ``kms mcp`` over stdio, and stderr says so."""
+    from kmscli.compose import session_config
+    from kmscli.service_cmds import start_service
+    from server.errors import KmsError
+
+    try:
+        state: Any = start_service(session.db_path, settings.get("service.port"), None)
+        token, secret = tokens.for_session(conn, session_config(settings, session))
+    except (KmsError, OSError) as e:
+        _err(f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
+             "kms mcp over stdio")
+        return session, None
+    env["KMS_SESSION_TOKEN"] = secret
+    return dataclasses.replace(session, service_url=state.url), token
 
 
 _OWN_CONVERSATION = ("-p", "--print", "-r", "--resume", "-c", "--continue", "--session-id", "--fork-session")
@@ -335,11 +365,14 @@ def claude_command(
     show_secrets: Annotated[
         bool, typer.Option("--show-secrets", help="With --print-config: print secrets in clear.")
     ] = False,
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Run this session's own `kms mcp` over stdio, not the kms service.")
+    ] = False,
 ) -> None:
     """Start Claude Code with kms (and your other enabled MCP servers) for this session."""
     returncode = run_claude(
         claude_args or [], vault=vault, write=write, isolated=isolated, print_config=print_config,
-        show_secrets=show_secrets, approve=approve,
+        show_secrets=show_secrets, approve=approve, stdio=stdio,
     )
     _die_like(returncode)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import apsw
 
 from server.config.scopes import Scopes
-from server.config.session import new_session_id
+from server.config.session import SessionConfig, new_session_id
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 
@@ -44,6 +45,7 @@ class Token:
     expires_at: float | None
     revoked_at: float | None
     last_used_at: float | None
+    config: dict[str, str] | None = None  # a launcher session's contract (``SessionConfig.to_env``), else None
 
     def state(self, now: float) -> str:
         if self.revoked_at is not None:
@@ -64,12 +66,15 @@ def _digest(secret: str) -> str:
 
 def _token(row: dict[str, Any]) -> Token:
     return Token(row["id"], row["label"], row["kind"], Scopes.parse(row["scopes"]), row["session_id"],
-                 row["created_at"], row["expires_at"], row["revoked_at"], row["last_used_at"])
+                 row["created_at"], row["expires_at"], row["revoked_at"], row["last_used_at"],
+                 json.loads(row["config"]) if row["config"] else None)
 
 
 def create(conn: apsw.Connection, *, label: str, scopes: Scopes, kind: str = "host", expires_in_s: float | None = None,
-           session_id: str | None = None, now: float | None = None) -> tuple[Token, str]:
-    """A new token and its one printable form (shown once, never stored)."""
+           session_id: str | None = None, config: dict[str, str] | None = None,
+           now: float | None = None) -> tuple[Token, str]:
+    """A new token and its one printable form (shown once, never stored). ``config``: the contract of the
+    launcher session it is made for (its settings as launched, which the token's scopes then narrow)."""
     if kind not in KINDS:
         raise KmsError("invalid-input", f"token kind must be one of {', '.join(KINDS)}")
     label = label.strip()
@@ -83,11 +88,26 @@ def create(conn: apsw.Connection, *, label: str, scopes: Scopes, kind: str = "ho
     token_id = "t" + secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     with write_tx(conn):
-        conn.execute("INSERT INTO tokens (id, label, kind, scopes, hash, session_id, created_at, expires_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                     (token_id, label, kind, scopes.text(), _digest(secret), session_id or new_session_id(), now,
+        conn.execute("INSERT INTO tokens (id, label, kind, scopes, hash, session_id, config, created_at, expires_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (token_id, label, kind, scopes.text(), _digest(secret), session_id or new_session_id(),
+                      json.dumps(config) if config else None, now,
                       now + expires_in_s if expires_in_s is not None else None))
     return get(conn, token_id), f"{PREFIX}{token_id}_{secret}"
+
+
+SESSION_TOKEN_S = 24 * 3600  # a launcher killed outright leaves its session's token: it ends by itself
+
+
+def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | None = None) -> tuple[Token, str]:
+    """The token of one launcher session served by the service: it stands for ``config.session_id``, carries
+    the session's own contract, and its scopes are the session's ceiling (tiers, vault, approval)."""
+    from server.config.session import TIERS
+
+    enabled = [t for t in TIERS if config.tier_enabled(t)]
+    scopes = Scopes(tier=enabled[-1] if enabled else "read", vault=config.vault, approval=config.approval == "always")
+    return create(conn, label=f"kms claude {config.session_id}", scopes=scopes, kind="session",
+                  expires_in_s=SESSION_TOKEN_S, session_id=config.session_id, config=config.to_env(), now=now)
 
 
 def get(conn: apsw.Connection, token_id: str) -> Token:

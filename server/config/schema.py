@@ -289,6 +289,23 @@ _SCHEMA: list[Setting] = [
         validator=validators.check_memory_folder,
         valid="a vault-relative folder such as 'kms-memory' ('' = no memory)",
     ),
+    Setting(
+        "service.use",
+        "bool",
+        True,
+        "`kms claude` serves its session from the kms service (one process for every session, over HTTP on "
+        "loopback), starting it when it is down; off (or `kms claude --stdio`): a `kms mcp` of its own.",
+        "KMS_SERVICE_USE",
+    ),
+    Setting(
+        "service.port",
+        "int",
+        8765,
+        "The loopback TCP port of the kms service (`kms serve`, `kms service start`, `kms claude`).",
+        "KMS_SERVICE_PORT",
+        validator=validators.int_range(1024, 65535),
+        valid="a whole number from 1024 to 65535",
+    ),
     *[
         Setting(
             f"servers.{name}.enabled",
@@ -416,6 +433,8 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
                     "any text, usually a folder path"),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
+    "KMS_SESSION_TOKEN": ("The bearer token of a `kms claude` session served by the kms service (`kms claude` "
+                          "sets it for the host's HTTP entry; revoked when the session ends).", None),
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -116,9 +116,13 @@ class SessionHub:
             runner = self._runners.get(token.session_id)
         if runner is not None:
             return runner
-        if self.settings is None:
+        if token.config is not None:
+            base = SessionConfig.from_env(token.config, session_id=token.session_id, watch=False)
+        elif self.settings is not None:
+            base = self.settings(token.session_id)
+        else:
             raise KmsError("not-found", "this process serves no token sessions")
-        config = dataclasses.replace(token.scopes.narrow(self.settings(token.session_id)), token_id=token.id)
+        config = dataclasses.replace(token.scopes.narrow(base), token_id=token.id)
         try:
             return self.open(config)
         except KmsError as e:

@@ -427,10 +427,11 @@ def m020_logseq_block_refs(conn: apsw.Connection) -> None:
 
 def m021_tokens(conn: apsw.Connection) -> None:
     """Bearer tokens of the kms service (``server.activity.tokens``): the SHA-256 of each secret, never the
-    secret; the session each token stands for; its scopes; when it ends (expiry, revocation)."""
+    secret; the session each token stands for; its scopes; a launcher session's own contract (``config``: the
+    ``SessionConfig.to_env`` it was launched with); when it ends (expiry, revocation)."""
     conn.execute(
         "CREATE TABLE tokens (id TEXT PRIMARY KEY, label TEXT NOT NULL, kind TEXT NOT NULL, scopes TEXT NOT NULL, "
-        "hash TEXT NOT NULL, session_id TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL, "
+        "hash TEXT NOT NULL, session_id TEXT NOT NULL, config TEXT, created_at REAL NOT NULL, expires_at REAL, "
         "revoked_at REAL, last_used_at REAL) WITHOUT ROWID"
     )
 

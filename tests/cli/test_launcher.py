@@ -96,6 +96,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "KMS_CLAUDE_BIN": str(fake),
         "XDG_RUNTIME_DIR": str(runtime),
         "FAKE_CLAUDE_RECORD": str(tmp_path / "record.json"),
+        "KMS_SERVICE_USE": "0",  # the service has tests of its own (tests/e2e/test_claude_service_e2e.py)
     }
     conn = connect(e["KMS_DB_PATH"])
     add_vault(conn, vault, "notes")
