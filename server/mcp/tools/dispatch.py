@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from server.activity.reads import ReadTracker
-from server.config.session import TIERS, SessionConfig
+from server.config import tiers
+from server.config.session import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
@@ -63,7 +64,7 @@ class ToolRunner:
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""
-        return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled(s.tier)]
+        return [s for s in self.registry if s.tier == "read" or tiers.tier_enabled(self.config, s.tier)]
 
     def _tier_of(self, name: str) -> Tier:
         spec = self.by_name.get(name)
@@ -141,7 +142,7 @@ class ToolRunner:
         return item
 
     def _read(self, spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
-        if not self.config.tier_enabled(spec.tier):
+        if not tiers.tier_enabled(self.config, spec.tier):
             raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
         return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
 
@@ -171,15 +172,7 @@ class ToolRunner:
         return result, False
 
     def _disabled_message(self, name: str, tier: Tier) -> str:
-        c = self.config
-        switches = (("KMS_ENABLED", "read", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", "read", c.read_enabled),
-                    ("KMS_AGENT_WRITE_TOOLS_ENABLED", "write", c.write_enabled),
-                    ("KMS_AGENT_EDIT_TOOLS_ENABLED", "edit", c.edit_enabled),
-                    ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "organize", c.organize_enabled))
-        needed = TIERS[: TIERS.index(tier) + 1]
-        off = [var for var, t, on in switches if t in needed and not on]
-        message = (f"{name} is turned off for this session ({', '.join(off)} off). The person can enable "
-                   f"it with `kms config set` and start a new session.")
+        message = tiers.disabled_message(self.config, name, tier)
         # the agent tools default to on once a vault is registered: with none, that is the real fix
         from server.index.notes import index_is_empty
 

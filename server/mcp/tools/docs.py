@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from server.config.tiers import tiers_prose
 from server.errors import HOST_INJECTED_ARGS
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import ToolSpec
@@ -43,12 +44,15 @@ def tools_markdown() -> str:
         "",
         "Generated from the tool registry (`server/mcp/tools/`) by `python -m server.mcp.tools.docs`; do not edit.",
         "",
-        "Read tools are listed whenever the server runs (a disabled tier answers `feature-disabled`); write tools",
-        "are listed only when all three flags (`KMS_ENABLED`, `KMS_AGENT_TOOLS_ENABLED`,",
-        "`KMS_AGENT_WRITE_TOOLS_ENABLED`) are on, edit tools when `KMS_AGENT_EDIT_TOOLS_ENABLED` is on too, and",
-        "organize tools when `KMS_AGENT_ORGANIZE_TOOLS_ENABLED` is on as well. A call to a tool of a tier that is",
-        "off answers `feature-disabled`. Every result is at most 100 KB of JSON; larger results answer",
-        '`{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`.',
+        "Each tool belongs to a tier; a tier is on for a session when every setting of its chain is on (each",
+        "tier needs every one before it):",
+        "",
+        *tiers_prose(),
+        "",
+        "Read tools are listed whenever the server runs (a disabled tier answers `feature-disabled`); the tools",
+        "of the other tiers are listed only when their tier is on. A call to a tool of a tier that is off answers",
+        "`feature-disabled`, naming the settings that are off. Every result is at most 100 KB of JSON; larger",
+        'results answer `{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`.',
         "",
         "Inputs are strict: an unknown argument is refused (`invalid-input`, naming the valid fields), except the",
         "names agent hosts add to every call on their own, which are accepted and ignored: "

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from server.activity.visits import MAX_PROJECT_CHARS
-from server.config.session import TIERS
+from server.config.tiers import TIERS, tier_enabled
 from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
 from server.mcp.tools.read_tools import READ_ONLY, VaultField, is_restart_cursor
 from server.mcp.tools.write_tools import ADD_ONLY
@@ -54,8 +54,8 @@ def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
 
     c = ctx.config
     out: dict[str, Any] = {"id": c.session_id, "project": project,
-                           "tiers": {t: c.tier_enabled(t) for t in TIERS}, "vaultScope": c.vault}
-    if c.tier_enabled("write"):
+                           "tiers": {t: tier_enabled(c, t) for t in TIERS}, "vaultScope": c.vault}
+    if tier_enabled(c, "write"):
         counters = RateLimiter(c.per_minute, c.per_session).counters(ctx.conn, c.session_id)
         out["allowlist"] = list(c.allowlist)  # empty: every folder
         out["memoryFolder"] = c.memory_folder
