@@ -203,9 +203,9 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
 
     from server.activity import feed
     from server.config.session import SessionConfig
-    from server.mcp.tools.base import StrictInput, ToolSpec
+    from server.mcp.tools.base import ADD_ONLY, StrictInput, WriteSpec
     from server.mcp.tools.dispatch import ToolRunner
-    from server.mcp.tools.write_tools import ADD_ONLY, WriteOutput
+    from server.mcp.tools.write_tools import WriteOutput
     from server.writes import operations
     from server.writes.guard import WriteTarget
     from server.writes.revert import revert
@@ -219,8 +219,8 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
             raise RuntimeError("a bug in the new tool")
         return operations.append(target.conn, vault, note, content="stamped", lock_dir=target.lock_dir)
 
-    spec = ToolSpec(name="kms_stamp", tier="write", description="Stamp a note.", input_model=StampInput,
-                    output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
+    spec = WriteSpec(name="kms_stamp", tier="write", about="Stamp a note.", input_model=StampInput,
+                     output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
     nid = note_id(indexed, "Indexing notes for coding agents")
     path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
     before = path.read_bytes()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from server.activity.reads import ReadTracker
@@ -18,7 +18,7 @@ from server.config import tiers
 from server.config.session import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, Tier, ToolContext, ToolSpec
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ReadSpec, Tier, ToolContext, ToolSpec, WriteSpec
 from server.store.health import UNUSABLE, database_error
 
 if TYPE_CHECKING:
@@ -47,12 +47,12 @@ def note_ids_in(result: dict[str, Any]) -> list[str]:
 class ToolRunner:
     """Holds the frozen config and per-process services; ``call`` is safe from any thread."""
 
-    def __init__(self, config: SessionConfig, registry: list[ToolSpec] | None = None) -> None:
+    def __init__(self, config: SessionConfig, registry: Sequence[ToolSpec] | None = None) -> None:
         from server.mcp.tools import REGISTRY
         from server.mcp.tools.write_tools import make_write_service
 
         self.config = config
-        self.registry = registry if registry is not None else REGISTRY
+        self.registry: Sequence[ToolSpec] = registry if registry is not None else REGISTRY
         self.by_name = {s.name: s for s in self.registry}
         self.ctx = ToolContext(config)
         self.reads = ReadTracker(config.db_path, config.session_id)
@@ -75,7 +75,7 @@ class ToolRunner:
         tools, which are short and serialised by the database's write lock anyway, and the reads marked
         ``inline`` (bounded, well under a millisecond)."""
         spec = self.by_name.get(name)
-        return spec is not None and (spec.tier != "read" or spec.inline)
+        return spec is not None and (isinstance(spec, WriteSpec) or spec.inline)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
@@ -84,9 +84,12 @@ class ToolRunner:
             tools = ", ".join(s.name for s in self.listed())  # only this session's: no hint of tiers it lacks
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {tools}").to_dict(), True
         arguments = arguments or {}
-        if spec.tier != "read":
-            return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))
-        return self._answer(spec, arguments, lambda: self._read(spec, arguments))
+        if isinstance(spec, WriteSpec):
+            write = spec
+            return self._answer(spec, arguments, lambda: self.writes.call(write, arguments))
+        assert isinstance(spec, ReadSpec), spec  # a spec is one or the other
+        read = spec
+        return self._answer(spec, arguments, lambda: self._read(read, arguments))
 
     async def call_write(self, name: str, arguments: dict[str, Any] | None,
                          progress: Progress | None = None) -> tuple[dict[str, Any], bool]:
@@ -94,7 +97,7 @@ class ToolRunner:
         (polling the database, so the loop and the session's other calls go on) and reports progress while
         it waits, so the host does not give up on it."""
         spec = self.by_name.get(name)
-        if spec is None or spec.tier == "read":
+        if not isinstance(spec, WriteSpec):
             return self.call(name, arguments)
         arguments = arguments or {}
         staged: list[Staged | None] = [None]
@@ -141,7 +144,7 @@ class ToolRunner:
             await anyio.sleep(POLL_S)
         return item
 
-    def _read(self, spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _read(self, spec: ReadSpec, arguments: dict[str, Any]) -> dict[str, Any]:
         if not tiers.tier_enabled(self.config, spec.tier):
             raise KmsError("feature-disabled", self._disabled_message(spec.name, spec.tier))
         return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
@@ -152,7 +155,7 @@ class ToolRunner:
         name = spec.name
         try:
             result = run()
-            if spec.tier != "read":
+            if isinstance(spec, WriteSpec):
                 semantic = self.ctx.services.get("semantic")
                 if semantic is not None and result:
                     semantic.notify_changed()  # embed the new text in the background

@@ -1,4 +1,4 @@
-"""``kms_semantic_search``: hybrid keyword + embedding search, backed by ``SemanticService``."""
+"""``kms_semantic_search`` (read tier): hybrid keyword + embedding search, backed by ``SemanticService``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from server.config.session import SessionConfig
-from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
-from server.mcp.tools.read_tools import READ_ONLY, SearchHit
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.notes_tools import SearchHit
 
 
 class SemanticSearchInput(StrictInput):
@@ -38,6 +38,24 @@ def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str
     ctx.require_index()
     service = ctx.services["semantic"]
     return service.search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), mode=args.mode)
+
+
+KMS_SEMANTIC_SEARCH = ReadSpec(
+    name="kms_semantic_search",
+    about=(
+        "Search the person's notes by meaning: use it when the notes may say it in other words than your "
+        "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
+        "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
+        "shows the best-matching section. If the model is not ready it answers keyword-only results and "
+        "says why (mode, reason)."
+    ),
+    errors=("not-found", "no-index"),
+    input_model=SemanticSearchInput,
+    output_model=SemanticSearchOutput,
+    handler=kms_semantic_search,
+    annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
+    records_reads=True,
+)
 
 
 class LazySemanticService:
@@ -101,21 +119,3 @@ class LazySemanticService:
 
 def make_semantic_service(config: SessionConfig) -> LazySemanticService:
     return LazySemanticService(config)
-
-
-SEMANTIC_TOOL = ToolSpec(
-    name="kms_semantic_search",
-    tier="read",
-    description=(
-        "Search the person's notes by meaning: use it when the notes may say it in other words than your "
-        "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
-        "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
-        "shows the best-matching section. If the model is not ready it answers keyword-only results and "
-        "says why (mode, reason)."
-    ),
-    input_model=SemanticSearchInput,
-    output_model=SemanticSearchOutput,
-    handler=kms_semantic_search,
-    annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
-    records_reads=True,
-)
