@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from server.config.tiers import tiers_prose
@@ -38,7 +39,7 @@ def _kind(prop: dict[str, Any]) -> str:
     return str(kind)
 
 
-def tools_markdown() -> str:
+def tools_markdown(registry: Sequence[ToolSpec] = REGISTRY) -> str:
     lines = [
         "# kms MCP tools",
         "",
@@ -61,10 +62,10 @@ def tools_markdown() -> str:
         "| tool | tier | read-only | destructive | idempotent |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for s in REGISTRY:
+    for s in registry:
         a = s.annotations
         lines.append(f"| `{s.name}` | {s.tier} | {a.read_only_hint} | {a.destructive_hint} | {a.idempotent_hint} |")
-    for s in REGISTRY:
+    for s in registry:
         lines += ["", f"## `{s.name}`", "", s.description, "", "| field | type | required | limits | about |",
                   "| --- | --- | --- | --- | --- |", *_fields(s)]
     return "\n".join(lines) + "\n"
