@@ -104,6 +104,10 @@ def test_tool_reference_tables_keep_their_columns_and_show_enum_values() -> None
     assert len(rows) > 20 and all(line.count("|") == 6 for line in rows), "a bare | in a cell breaks the table"
     assert "string or null" in doc and "one of `hybrid`, `semantic`" in doc
     assert "`wait_for_previous`" in doc
+    from server.config.tiers import CHAIN
+
+    for rule in CHAIN:  # the tiers' prose comes from the chain's one home
+        assert f"- **{rule.name}** ({rule.does}): `{rule.key}` (`{rule.env}`)" in doc
 
 
 async def test_the_server_says_which_kms_it_is(db_path: Path) -> None:

@@ -53,7 +53,8 @@ def tools_markdown(registry: Sequence[ToolSpec] = REGISTRY) -> str:
         "Read tools are listed whenever the server runs (a disabled tier answers `feature-disabled`); the tools",
         "of the other tiers are listed only when their tier is on. A call to a tool of a tier that is off answers",
         "`feature-disabled`, naming the settings that are off. Every result is at most 100 KB of JSON; larger",
-        'results answer `{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`.',
+        'results answer `{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`;',
+        "each tool's description ends with the kinds it can answer.",
         "",
         "Inputs are strict: an unknown argument is refused (`invalid-input`, naming the valid fields), except the",
         "names agent hosts add to every call on their own, which are accepted and ignored: "
