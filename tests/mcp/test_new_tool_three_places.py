@@ -141,6 +141,9 @@ def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
     with pytest.raises(ValueError, match="kms_shout.*'shouted-too-loud'"):
         WriteSpec(name="kms_shout", tier="edit", about="x", errors=("not-found", "shouted-too-loud"),
                   input_model=ShoutInput, output_model=WriteOutput, handler=kms_shout, annotations=DESTRUCTIVE)
+    with pytest.raises(ValueError, match="kms_shout: a WriteSpec is of tier write or edit or organize, not 'read'"):
+        WriteSpec(name="kms_shout", tier="read", about="x", input_model=ShoutInput,
+                  output_model=WriteOutput, handler=kms_shout, annotations=DESTRUCTIVE)
     with pytest.raises(ValueError, match="kms_shout filed under the write tier"):
         build_registry({**BY_TIER, "write": (*BY_TIER["write"], KMS_SHOUT)})
     with pytest.raises(ValueError, match="used twice"):

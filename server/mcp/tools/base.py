@@ -107,9 +107,13 @@ class ToolSpec:
     inline: bool = False
 
     path_kinds: ClassVar[tuple[str, ...]] = ()  # what the path every such tool takes can answer
+    tiers: ClassVar[tuple[Tier, ...]] = ()  # the tiers such a tool may be of
 
     def __post_init__(self) -> None:
         check_kinds(self.errors, self.name)
+        if self.tier not in self.tiers:
+            raise ValueError(f"{self.name}: a {type(self).__name__} is of tier {' or '.join(self.tiers) or 'none'}, "
+                             f"not {self.tier!r}")
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -129,6 +133,7 @@ class ReadSpec(ToolSpec, Generic[M]):
     input_model: type[M]
     handler: Callable[[ToolContext, M], dict[str, Any]]
     path_kinds: ClassVar[tuple[str, ...]] = READ_PATH_KINDS
+    tiers: ClassVar[tuple[Tier, ...]] = ("read",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +145,7 @@ class WriteSpec(ToolSpec, Generic[M]):
     input_model: type[M]
     handler: Callable[[WriteTarget, M], WriteOutcome]
     path_kinds: ClassVar[tuple[str, ...]] = GUARD_KINDS
+    tiers: ClassVar[tuple[Tier, ...]] = ("write", "edit", "organize")
 
 
 @dataclass

@@ -85,11 +85,10 @@ class ToolRunner:
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {tools}").to_dict(), True
         arguments = arguments or {}
         if isinstance(spec, WriteSpec):
-            write = spec
-            return self._answer(spec, arguments, lambda: self.writes.call(write, arguments))
-        assert isinstance(spec, ReadSpec), spec  # a spec is one or the other
-        read = spec
-        return self._answer(spec, arguments, lambda: self._read(read, arguments))
+            return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))
+        if isinstance(spec, ReadSpec):
+            return self._answer(spec, arguments, lambda: self._read(spec, arguments))
+        raise TypeError(f"{name}: a tool is a ReadSpec or a WriteSpec, not a bare {type(spec).__name__}")
 
     async def call_write(self, name: str, arguments: dict[str, Any] | None,
                          progress: Progress | None = None) -> tuple[dict[str, Any], bool]:
