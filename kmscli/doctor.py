@@ -22,6 +22,7 @@ from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
 from server.config.redact import redact
 from server.config.settings import Settings, load_settings
+from server.config.tiers import CHAIN
 from server.humanize import NEVER, ago
 from server.store import db
 
@@ -87,10 +88,6 @@ FILESYSTEM_WARNING = (
 def doctor_warnings(settings: Settings) -> list[str]:
     """What a session would get that undoes kms's guarantees."""
     return [FILESYSTEM_WARNING] if settings.get("servers.filesystem.enabled") else []
-
-
-TIER_KEYS = (("read", "agent.read"), ("write", "agent.write"), ("edit", "agent.edit"),
-             ("organize", "agent.organize"))
 
 
 def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
@@ -160,7 +157,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         report["settings"]["values"] = redact(report["settings"]["values"])
     report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
     report["embeddings"] = embeddings
-    report["tiers"] = {tier: settings.active(key) for tier, key in TIER_KEYS}
+    report["tiers"] = {t.name: settings.active(t.key) for t in CHAIN}  # active: the key's parent= chain on
     report["agent"] = {
         "read": settings.active("agent.read"), "write": settings.active("agent.write"),
         "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),

@@ -23,6 +23,7 @@ KINDS = (
     "conflict",
     "folder-denied",
     "already-exists",
+    "too-broad",  # a call over write.max_files_per_call, refused before anything is touched
     "no-index",
     "database",  # the database cannot be opened or is damaged (server/store/health.py)
     "disk-full",  # no room left for the database or a note
@@ -32,6 +33,41 @@ KINDS = (
     "approval-timeout",  # nobody decided on a staged call within write.approval_timeout
     "cancelled",  # the host cancelled a staged call while it waited (or its server stopped)
 )
+
+# what an agent can do about each kind, in a few words ('' when the message says all): the "Errors: ..."
+# sentence of every tool's description is rendered from these
+RECOVERY: dict[str, str] = {
+    "not-found": "",
+    "invalid-input": "",
+    "feature-disabled": "",
+    "rate-limited": "wait retryAfterMs",
+    "conflict": "kms_read again and retry",
+    "folder-denied": "use an allowed folder",
+    "already-exists": "",
+    "too-broad": "touch fewer notes per call",
+    "no-index": "",
+    "database": "",
+    "disk-full": "",
+    "paused": "the person paused this session's writes",
+    "revoked": "the person stopped this session's writes",
+    "rejected": "the person declined it: do not retry it unchanged",
+    "approval-timeout": "",
+    "cancelled": "",
+}
+
+
+def check_kinds(kinds: tuple[str, ...], owner: str) -> None:
+    """``ValueError`` naming any kind that is not in ``KINDS`` (a tool may only promise kinds that exist)."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"{owner}: unknown error kinds {unknown}; the kinds are {', '.join(KINDS)}")
+
+
+def errors_sentence(kinds: tuple[str, ...]) -> str:
+    """'Errors: not-found (check the noteId with kms_search), ...' for ``kinds``, in ``KINDS`` order."""
+    check_kinds(kinds, "errors_sentence")
+    parts = [f"{k} ({RECOVERY[k]})" if RECOVERY[k] else k for k in KINDS if k in kinds]
+    return "Errors: " + ", ".join(parts) + "." if parts else ""
 
 
 class KmsError(Exception):

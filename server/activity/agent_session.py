@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from server.activity.ratelimit import RateLimiter
 from server.activity.reads import ReadTracker
 from server.activity.visits import SessionIdentity
+from server.config import tiers
 from server.config.allowlist import Allowlist
-from server.config.session import TIERS, SessionConfig, Tier
+from server.config.session import SessionConfig
+from server.config.tiers import Tier
 
 
 @dataclass
@@ -51,19 +53,12 @@ class AgentSession:
 
     def allows(self, tier: Tier) -> bool:
         """Whether this session's settings turn on tools of ``tier`` (and every tier before it)."""
-        return self.config.tier_enabled(tier)
+        return tiers.tier_enabled(self.config, tier)
 
     def disabled_message(self, tool: str, tier: Tier) -> str:
         """Why ``tool`` is off for this session and what the person can do (``feature-disabled``)."""
         c = self.config
-        switches = (("KMS_ENABLED", "read", c.enabled), ("KMS_AGENT_TOOLS_ENABLED", "read", c.read_enabled),
-                    ("KMS_AGENT_WRITE_TOOLS_ENABLED", "write", c.write_enabled),
-                    ("KMS_AGENT_EDIT_TOOLS_ENABLED", "edit", c.edit_enabled),
-                    ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "organize", c.organize_enabled))
-        needed = TIERS[: TIERS.index(tier) + 1]
-        off = [var for var, t, on in switches if t in needed and not on]
-        message = (f"{tool} is turned off for this session ({', '.join(off)} off). The person can enable "
-                   f"it with `kms config set` and start a new session.")
+        message = tiers.disabled_message(c, tool, tier)
         # the agent tools default to on once a vault is registered: with none, that is the real fix
         from server.index.notes import index_is_empty
         from server.store.db import thread_connection

@@ -102,9 +102,9 @@ SESSION_TOKEN_S = 24 * 3600  # a launcher killed outright leaves its session's t
 def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | None = None) -> tuple[Token, str]:
     """The token of one launcher session served by the service: it stands for ``config.session_id``, carries
     the session's own contract, and its scopes are the session's ceiling (tiers, vault, approval)."""
-    from server.config.session import TIERS
+    from server.config.tiers import TIERS, tier_enabled
 
-    enabled = [t for t in TIERS if config.tier_enabled(t)]
+    enabled = [t for t in TIERS if tier_enabled(config, t)]
     scopes = Scopes(tier=enabled[-1] if enabled else "read", vault=config.vault, approval=config.approval == "always")
     return create(conn, label=f"kms claude {config.session_id}", scopes=scopes, kind="session",
                   expires_in_s=SESSION_TOKEN_S, session_id=config.session_id, config=config.to_env(), now=now)

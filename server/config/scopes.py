@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from server.config.allowlist import folder_glob_problem, normalize_folder_glob
-from server.config.session import TIERS, SessionConfig, Tier
+from server.config.session import SessionConfig
+from server.config.tiers import TIERS, Tier
 
 _WORD = re.compile(r"[\s,]+")
 
@@ -45,7 +46,7 @@ class Scopes:
         for word in (w for w in _WORD.split(text.strip()) if w):
             key, sep, value = word.partition(":")
             if key == "tier" and sep and value in TIERS:
-                tier = value
+                tier = TIERS[TIERS.index(value)]
             elif key == "vault" and sep and value:
                 if vault is not None and vault != value:
                     raise ScopeError(f"{word!r}: a token reaches one vault or all (omit vault:)")

@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from server.config.schema import (
     LOG_LEVELS,
@@ -32,18 +32,12 @@ from server.config.schema import (
     suggest_env,
 )
 from server.config.settings import Settings, load_settings
+from server.config.tiers import SWITCH_FIELDS, Tier, tier_enabled
 from server.store.db import default_db_path
-
-Tier = Literal["read", "write", "edit", "organize"]
-TIERS: tuple[Tier, ...] = ("read", "write", "edit", "organize")  # each needs every one before it
 
 # SessionConfig field -> the setting it carries (its variable and grammar are the schema's)
 SETTING_FIELDS: dict[str, str] = {
-    "enabled": "kms.enabled",
-    "read_enabled": "agent.read",
-    "write_enabled": "agent.write",
-    "edit_enabled": "agent.edit",
-    "organize_enabled": "agent.organize",
+    **{name: key for key, name in SWITCH_FIELDS.items()},  # the tier switches (server/config/tiers.py)
     "allowlist": "write.allowlist",
     "per_minute": "write.per_minute",
     "per_session": "write.per_session",
@@ -110,9 +104,8 @@ class SessionConfig:
     token_id: str | None = None  # the token this session is reached through
 
     def tier_enabled(self, tier: Tier) -> bool:
-        """A tier is on when it and every tier below it (and kms itself) are on."""
-        switches = (self.read_enabled, self.write_enabled, self.edit_enabled, self.organize_enabled)
-        return self.enabled and all(switches[: TIERS.index(tier) + 1])
+        """A tier is on when it and every tier below it (and kms itself) are on (``server.config.tiers``)."""
+        return tier_enabled(self, tier)
 
     @classmethod
     def from_settings(

@@ -24,3 +24,12 @@ MAX_CATEGORY_CHARS = 60  # its category (a heading of the memory note)
 def kb(limit: int) -> str:
     """``50_000`` -> ``"50 KB"``: how descriptions and messages state a byte limit."""
     return f"{limit // 1000} KB"
+
+
+def check_bytes(value: str, limit: int, name: str) -> str:
+    """``value`` if its UTF-8 form fits ``limit`` bytes; ``ValueError`` saying by how much otherwise (the
+    input models raise it inside their validators, so it answers ``invalid-input``)."""
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise ValueError(f"{name} is {size} bytes; at most {limit} bytes ({kb(limit)})")
+    return value

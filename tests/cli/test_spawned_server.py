@@ -19,12 +19,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from kmscli.compose import Session, kms_server, standalone_kms_entry
 from server.config import settings as st
+from server.mcp.tools import tool_names
 from server.store.db import rows
 
-ALL_TOOLS = {"kms_search", "kms_read", "kms_list_tags", "kms_list_recent", "kms_get_backlinks", "kms_inventory",
-             "kms_semantic_search", "kms_recall", "kms_create", "kms_append", "kms_update_properties",
-             "kms_insert_at", "kms_create_many", "kms_link", "kms_start", "kms_list_folder", "kms_status",
-             "kms_remember"}  # the write tier (edit and organize are off)
+ALL_TOOLS = {*tool_names("read"), *tool_names("write")}  # the write tier (edit and organize are off)
 
 
 def base_env() -> dict[str, str]:

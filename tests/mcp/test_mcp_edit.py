@@ -10,8 +10,12 @@ from support.mcp_session import mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
 from support.vaults import note_id, write
 
+from server.config.tiers import RULES
+from server.mcp.tools import REGISTRY, tool_names
+
 EDIT = {"write_enabled": True, "edit_enabled": True}
-ORGANIZE = {"kms_move", "kms_rename", "kms_trash"}
+EDITS = set(tool_names("edit"))
+ORGANIZE = set(tool_names("organize"))
 NOTE = ("---\ntags: [x]\n---\n<!-- kms:summary hash=abc -->\nsum\n<!-- /kms:summary -->\n# Draft\n\n"
         "first line\nsecond line\n\n## Tasks\n\n- one\n- two\n\n### Sub\n\nsub text\n\n## Done\n\nold\n")
 
@@ -35,21 +39,21 @@ async def version(client, nid: str) -> str:
 
 @pytest.mark.parametrize("tiers, listed", [
     ({"write_enabled": True}, set()),
-    (EDIT, {"kms_edit"}),
-    ({**EDIT, "organize_enabled": True}, {"kms_edit", *ORGANIZE}),
+    (EDIT, EDITS),
+    ({**EDIT, "organize_enabled": True}, EDITS | ORGANIZE),
     ({"write_enabled": False, "edit_enabled": True, "organize_enabled": True}, set()),  # each needs all below
 ])
 async def test_a_tier_lists_its_tools_only_when_it_and_every_tier_below_are_on(
         vault: Path, conn: apsw.Connection, db_path: Path, tiers: dict, listed: set) -> None:
     async with mcp_client(db_path, **tiers) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) & {"kms_edit", *ORGANIZE} == listed
-        for name in {"kms_edit", *ORGANIZE} - listed:
+        assert set(tools) & (EDITS | ORGANIZE) == listed
+        for name in (EDITS | ORGANIZE) - listed:
             out = await call(client, name, {"noteId": note_id(conn, "Draft"), "title": "x", "folder": "x",
                                             "version": "0" * 64, "edits": [{"prepend": "x"}]})
             assert out["error"] == "feature-disabled", (name, out)
-            var = "KMS_AGENT_EDIT_TOOLS_ENABLED" if name == "kms_edit" else "KMS_AGENT_ORGANIZE_TOOLS_ENABLED"
-            assert var in out["message"] or "KMS_AGENT_WRITE_TOOLS_ENABLED" in out["message"]
+            tier = next(s.tier for s in REGISTRY if s.name == name)
+            assert RULES[tier].env in out["message"] or RULES["write"].env in out["message"]
     for name in listed:
         a = tools[name].annotations
         assert a.destructive_hint is True and a.read_only_hint is False

@@ -8,7 +8,11 @@ import apsw
 from support.mcp_session import mcp_client
 from support.vaults import note_id
 
-WRITE_TOOLS = {"kms_create", "kms_append", "kms_update_properties", "kms_insert_at"}
+from server.mcp.tools import REGISTRY, tool_names
+
+WRITE_TOOLS = set(tool_names("write"))
+ABOVE_READ = {s.name for s in REGISTRY if s.tier != "read"}  # write, edit, organize
+IDEMPOTENT = {"kms_update_properties", "kms_link"}  # adding what is already there changes nothing
 
 
 def provenance(conn: apsw.Connection) -> list[tuple]:
@@ -18,7 +22,7 @@ def provenance(conn: apsw.Connection) -> list[tuple]:
 async def test_write_tools_hidden_from_listing_when_writes_off(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path, write_enabled=False) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert not names & WRITE_TOOLS
+        assert not names & ABOVE_READ
         result = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "x"})
         assert result.is_error and result.structured_content["error"] == "feature-disabled"
     assert provenance(indexed) == [("kms_append", "error", "feature-disabled")]
@@ -35,10 +39,11 @@ async def test_each_flag_gates_writes_independently(indexed: apsw.Connection, db
 async def test_annotations_of_write_tools(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path, write_enabled=True) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert WRITE_TOOLS <= set(tools) and not set(tools) & (ABOVE_READ - WRITE_TOOLS)  # edit and organize are off
     for name in WRITE_TOOLS:
         a = tools[name].annotations
         assert a.read_only_hint is False and a.destructive_hint is False and a.open_world_hint is False
-        assert a.idempotent_hint is (name == "kms_update_properties")
+        assert a.idempotent_hint is (name in IDEMPOTENT)
 
 
 async def test_create_append_insert_update_land_in_the_file(indexed: apsw.Connection, db_path: Path,
@@ -203,9 +208,9 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
 
     from server.activity import feed
     from server.config.session import SessionConfig
-    from server.mcp.tools.base import StrictInput, ToolSpec
+    from server.mcp.tools.base import ADD_ONLY, StrictInput, WriteSpec
     from server.mcp.tools.dispatch import ToolRunner
-    from server.mcp.tools.write_tools import ADD_ONLY, WriteOutput
+    from server.mcp.tools.write_tools import WriteOutput
     from server.writes import operations
     from server.writes.context import WriteContext
     from server.writes.outcome import WriteOutcome
@@ -220,8 +225,8 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
             raise RuntimeError("a bug in the new tool")
         return operations.append(ctx, vault, note, content="stamped")
 
-    spec = ToolSpec(name="kms_stamp", tier="write", description="Stamp a note.", input_model=StampInput,
-                    output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
+    spec = WriteSpec(name="kms_stamp", tier="write", about="Stamp a note.", input_model=StampInput,
+                     output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
     nid = note_id(indexed, "Indexing notes for coding agents")
     path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
     before = path.read_bytes()

@@ -11,9 +11,11 @@ import pytest
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
+from server.config.tiers import TIERS
+from server.errors import KINDS, RECOVERY
 from server.mcp.serve import output_schema, to_mcp_tool
-from server.mcp.tools import REGISTRY
-from server.mcp.tools.base import StrictInput, ToolSpec
+from server.mcp.tools import BY_TIER, REGISTRY
+from server.mcp.tools.base import ReadSpec, StrictInput, ToolSpec, WriteSpec
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
@@ -24,14 +26,35 @@ def other_test_text() -> str:
                      if p.name != Path(__file__).name)
 
 
-def test_registry_is_not_empty_and_names_are_unique() -> None:
+def test_registry_is_the_tiers_tuples_in_chain_order_and_names_are_unique() -> None:
     names = [s.name for s in REGISTRY]
     assert len(names) >= 6 and len(set(names)) == len(names)
-    assert {"kms_search", "kms_read", "kms_list_tags", "kms_list_recent", "kms_get_backlinks",
-            "kms_inventory"} <= set(names)
+    assert set(BY_TIER) == set(TIERS) and all(BY_TIER[t] for t in TIERS)  # every tier has its tools
+    assert REGISTRY == tuple(s for t in TIERS for s in BY_TIER[t])
     # read tools come first: a host that truncates the list keeps the safe ones
     tiers = [s.tier for s in REGISTRY]
-    assert tiers == sorted(tiers, key=lambda t: t != "read")
+    assert tiers == sorted(tiers, key=TIERS.index)
+
+
+@pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)
+def test_each_tool_declares_its_error_kinds_and_its_description_names_them(spec: ToolSpec) -> None:
+    assert isinstance(spec, ReadSpec) is (spec.tier == "read") and isinstance(spec, WriteSpec) is (spec.tier != "read")
+    assert set(spec.errors) <= set(KINDS) and set(spec.kinds) <= set(KINDS)
+    assert spec.description.startswith(spec.about) and "Errors:" not in spec.about  # rendered, never hand-written
+    sentence = spec.description[len(spec.about):].strip()
+    assert sentence.startswith("Errors: ") and sentence.endswith(".")
+    named = [part.split(" (")[0] for part in sentence[len("Errors: "):-1].split(", ")]
+    assert named == [k for k in KINDS if k in spec.kinds]
+    assert "invalid-input" in named and "feature-disabled" in named  # every tool validates and is gated
+    if spec.tier != "read":
+        assert {"rate-limited", "paused", "revoked", "rejected"} <= set(named)  # the guard's
+
+
+def test_every_error_kind_has_one_recovery_hint() -> None:
+    assert list(RECOVERY) == list(KINDS)
+    with pytest.raises(ValueError, match="no-such-kind"):
+        ReadSpec(name="kms_x", about="x", errors=("no-such-kind",), input_model=StrictInput,
+                 output_model=BaseModel, handler=lambda ctx, args: {}, annotations=ToolAnnotations(title="x"))
 
 
 @pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)
@@ -81,6 +104,11 @@ def test_tool_reference_tables_keep_their_columns_and_show_enum_values() -> None
     assert len(rows) > 20 and all(line.count("|") == 6 for line in rows), "a bare | in a cell breaks the table"
     assert "string or null" in doc and "one of `hybrid`, `semantic`" in doc
     assert "`wait_for_previous`" in doc
+    from server.config.tiers import CHAIN
+
+    for rule in CHAIN:  # the tiers' prose comes from the chain's one home
+        line = next(x for x in doc.splitlines() if x.startswith(f"- **{rule.name}** ({rule.does}): "))
+        assert f"`{rule.key}` (`{rule.env}`)" in line
 
 
 async def test_the_server_says_which_kms_it_is(db_path: Path) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(db_path: Path, **config: object) -> AsyncIterator[object]:
-    """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``)."""
+async def mcp_client(db_path: Path, registry: Sequence[Any] | None = None, **config: object) -> AsyncIterator[object]:
+    """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``);
+    ``registry`` serves other tools than ``server.mcp.tools.REGISTRY``."""
     from mcp.client import Client
 
     from server.config.session import SessionConfig
@@ -19,7 +21,7 @@ async def mcp_client(db_path: Path, **config: object) -> AsyncIterator[object]:
 
     env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]}
     cfg = SessionConfig.from_env(env, watch=False, **config)
-    runner = ToolRunner(cfg)  # one session, with process services of its own
+    runner = ToolRunner(cfg, registry)  # one session, with process services of its own
     try:
         async with Client(build_server(runner)) as client:
             client.runner = runner  # type: ignore[attr-defined]

@@ -19,10 +19,6 @@ from support.modules import REPO, imports, parse, project_modules
 
 # (importing module, "home module.private name") left to work under way elsewhere: each entry must
 # still be found, so it is removed here once that work lands
-PENDING = {
-    # the tool registry's restructuring (issue 24) owns write_tools._max_bytes
-    ("server.mcp.tools.organize_tools", "server.mcp.tools.write_tools._max_bytes"),
-}
 
 
 @dataclass(frozen=True)
@@ -126,15 +122,9 @@ def private_uses(root: Path = REPO) -> list[Use]:
 
 
 def test_no_module_uses_another_modules_private_names() -> None:
-    unexpected = [u.where for u in private_uses() if (u.module, u.name) not in PENDING]
+    unexpected = [u.where for u in private_uses()]
     assert not unexpected, ("private names used from another module; give the shared piece a public name "
                             "in its home:\n" + "\n".join(unexpected))
-
-
-def test_each_pending_exception_is_still_needed() -> None:
-    found = {(u.module, u.name) for u in private_uses()}
-    stale = sorted(PENDING - found)
-    assert not stale, f"no longer used privately, remove from PENDING: {stale}"
 
 
 def test_the_check_sees_every_form(tmp_path: Path) -> None:

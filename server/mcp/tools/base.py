@@ -1,15 +1,20 @@
-"""What every MCP tool is made of: a spec in one registry and a call context over the session's config.
+"""What every MCP tool is made of: a spec beside its handler, in its tier's tuple, and a call context.
 
-A handler is a plain function ``handler(ctx, args) -> dict`` over the store; it raises
-``KmsError`` for anything it refuses. The MCP adapter, the docs and the completeness test
-all derive from the registry, so a tool cannot exist half-way.
+A read tool is a ``ReadSpec``: its handler is ``handler(ctx: ToolContext, args) -> dict`` over the store.
+A tool of the write, edit or organize tier is a ``WriteSpec``: its handler is
+``handler(ctx: WriteContext, args) -> WriteOutcome``, run by the write guard. Both raise ``KmsError``
+for anything they refuse, and each spec declares the kinds it can answer (checked against
+``server.errors.KINDS`` when it is built, and rendered into its description from there). The
+spec types are generic in the input model, so the type checker matches each handler to its model.
+The MCP adapter, the docs and the completeness test all derive from the registry, so a tool
+cannot exist half-way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import apsw
 from mcp_types import ToolAnnotations
@@ -17,10 +22,15 @@ from pydantic import BaseModel, ConfigDict
 
 from server.activity.agent_session import AgentSession
 from server.activity.visits import SessionIdentity
-from server.config.session import SessionConfig, Tier
-from server.errors import KmsError
+from server.config.session import SessionConfig
+from server.config.tiers import Tier, WriteTier
+from server.errors import KINDS, KmsError, check_kinds, errors_sentence
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
+
+if TYPE_CHECKING:  # the write path's types only: the handlers import the operations when first called
+    from server.writes.cas import WriteOutcome
+    from server.writes.context import WriteContext
 
 PAYLOAD_CAP_BYTES = 100_000
 
@@ -60,20 +70,85 @@ class Truncated(BaseModel):
     message: str
 
 
-@dataclass(frozen=True)
+M = TypeVar("M", bound=StrictInput)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                           open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                              open_world_hint=False)
+
+REVERTIBLE = "A person can revert the whole call from the dashboard."  # said by the tools whose calls revert as one
+
+# what any read call can answer besides its own kinds: refused input, a tier that is off
+READ_PATH_KINDS = ("invalid-input", "feature-disabled")
+# what the write guard (server.writes.guard) can answer for any write call: its gate, the person's controls,
+# the rate limit and the approval flow
+GUARD_KINDS = ("invalid-input", "feature-disabled", "rate-limited", "paused", "revoked", "rejected",
+               "approval-timeout")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolSpec:
+    """What every tool declares; ``ReadSpec`` and ``WriteSpec`` add its handler, typed by tier.
+
+    ``about`` says what the tool does and when to use it (static); ``errors`` the kinds its own handler
+    can answer. ``description`` (what ``tools/list`` shows) is both, with the path's kinds too.
+    """
+
     name: str
     tier: Tier
-    description: str
+    about: str
+    errors: tuple[str, ...] = ()
     input_model: type[StrictInput]
     output_model: type[BaseModel]
-    handler: Callable[[Any, Any], Any]  # read: (ToolContext, args) -> dict; write: (WriteTarget, args) -> WriteOutcome
     annotations: ToolAnnotations
     records_reads: bool = False  # returns note content: record (note, session) access
     cursor_field: str | None = None  # input field that pages the result, echoed on truncation
     # a read that answers from an index in well under a millisecond runs on the server's event loop, as the
     # writes do: the two thread hand-offs it skips are most of its round trip (``kms_list_folder``)
     inline: bool = False
+
+    path_kinds: ClassVar[tuple[str, ...]] = ()  # what the path every such tool takes can answer
+    tiers: ClassVar[tuple[Tier, ...]] = ()  # the tiers such a tool may be of
+
+    def __post_init__(self) -> None:
+        check_kinds(self.errors, self.name)
+        if self.tier not in self.tiers:
+            raise ValueError(f"{self.name}: a {type(self).__name__} is of tier {' or '.join(self.tiers) or 'none'}, "
+                             f"not {self.tier!r}")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every error kind this tool can answer (its own and its path's), in ``KINDS`` order."""
+        return tuple(k for k in KINDS if k in self.errors or k in self.path_kinds)
+
+    @property
+    def description(self) -> str:
+        return f"{self.about} {errors_sentence(self.kinds)}".strip()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadSpec(ToolSpec, Generic[M]):
+    """A read tool: gated and run by ``ToolRunner`` on a worker thread (or inline), over a ``ToolContext``."""
+
+    tier: Literal["read"] = "read"
+    input_model: type[M]
+    handler: Callable[[ToolContext, M], dict[str, Any]]
+    path_kinds: ClassVar[tuple[str, ...]] = READ_PATH_KINDS
+    tiers: ClassVar[tuple[Tier, ...]] = ("read",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteSpec(ToolSpec, Generic[M]):
+    """A tool of the write, edit or organize tier: handed whole to the write guard, which gates, validates,
+    rate-limits, runs the handler over the call's ``WriteContext`` and records the call."""
+
+    tier: WriteTier
+    input_model: type[M]
+    handler: Callable[[WriteContext, M], WriteOutcome]
+    path_kinds: ClassVar[tuple[str, ...]] = GUARD_KINDS
+    tiers: ClassVar[tuple[Tier, ...]] = ("write", "edit", "organize")
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
@@ -18,7 +18,7 @@ from server.config.session import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index.listing import encode_cursor
 from server.mcp.process import ProcessServices
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ToolContext, ToolSpec
+from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ReadSpec, ToolContext, ToolSpec, WriteSpec
 from server.store.health import UNUSABLE, database_error
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class ToolRunner:
     ``ToolRunner(config)`` makes a session and, when no ``services`` are given, process services of its
     own (closed with it): a one-session process such as ``kms mcp``, or a test."""
 
-    def __init__(self, config: SessionConfig | AgentSession, registry: list[ToolSpec] | None = None, *,
+    def __init__(self, config: SessionConfig | AgentSession, registry: Sequence[ToolSpec] | None = None, *,
                  services: ProcessServices | None = None) -> None:
         from server.mcp.tools import REGISTRY
         from server.writes.guard import WriteService
@@ -63,7 +63,7 @@ class ToolRunner:
         self.config = self.session.config
         self._owns_services = services is None
         self.services = services if services is not None else ProcessServices.for_config(self.config)
-        self.registry = registry if registry is not None else REGISTRY
+        self.registry: Sequence[ToolSpec] = registry if registry is not None else REGISTRY
         self.by_name = {s.name: s for s in self.registry}
         self.ctx = ToolContext(self.session, self.services)
         self.writes = WriteService(self.session, self.services.semantic)
@@ -71,18 +71,17 @@ class ToolRunner:
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""
-        return [s for s in self.registry if s.tier == "read" or self.config.tier_enabled(s.tier)]
+        return [s for s in self.registry if s.tier == "read" or self.session.allows(s.tier)]
 
     def runs_inline(self, name: str) -> bool:
         """Whether the adapter may run this read on its event loop rather than a worker thread: only the
         reads marked ``inline`` (bounded, well under a millisecond). Writes never: one can wait on a note
         lock, a busy database or the person."""
         spec = self.by_name.get(name)
-        return spec is not None and spec.tier == "read" and spec.inline
+        return isinstance(spec, ReadSpec) and spec.inline
 
     def is_write(self, name: str) -> bool:
-        spec = self.by_name.get(name)
-        return spec is not None and spec.tier != "read"
+        return isinstance(self.by_name.get(name), WriteSpec)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         """One call, on this thread (a write waiting for approval blocks it: the adapter uses ``call_write``)."""
@@ -91,9 +90,11 @@ class ToolRunner:
             tools = ", ".join(s.name for s in self.listed())  # only this session's: no hint of tiers it lacks
             return KmsError("invalid-input", f"unknown tool {name!r}; tools: {tools}").to_dict(), True
         arguments = arguments or {}
-        if spec.tier != "read":
+        if isinstance(spec, WriteSpec):
             return self._answer(spec, arguments, lambda: self.writes.call(spec, arguments))
-        return self._answer(spec, arguments, lambda: self._read(spec, arguments))
+        if isinstance(spec, ReadSpec):
+            return self._answer(spec, arguments, lambda: self._read(spec, arguments))
+        raise TypeError(f"{name}: a tool is a ReadSpec or a WriteSpec, not a bare {type(spec).__name__}")
 
     async def _in_order(self, work: Callable[[], tuple[dict[str, Any], bool]]) -> tuple[dict[str, Any], bool]:
         """Run one step of a write on a worker thread, after the session's earlier write steps: the event
@@ -111,7 +112,7 @@ class ToolRunner:
         that waits for the person's approval awaits the decision (polling the database, holding no thread
         and not the session's order) and reports progress while it waits, so the host does not give up."""
         spec = self.by_name.get(name)
-        if spec is None or spec.tier == "read":
+        if not isinstance(spec, WriteSpec):
             return await self._in_order(lambda: self.call(name, arguments))
         arguments = arguments or {}
         staged: list[Staged | None] = [None]
@@ -159,7 +160,7 @@ class ToolRunner:
             await anyio.sleep(POLL_S)
         return item
 
-    def _read(self, spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _read(self, spec: ReadSpec, arguments: dict[str, Any]) -> dict[str, Any]:
         if not self.session.allows(spec.tier):
             raise KmsError("feature-disabled", self.session.disabled_message(spec.name, spec.tier))
         return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
@@ -170,7 +171,7 @@ class ToolRunner:
         name = spec.name
         try:
             result = run()
-            if spec.tier != "read" and result:
+            if isinstance(spec, WriteSpec) and result:
                 self.services.notify_changed()  # embed the new text in the background
         except KmsError as exc:
             return exc.to_dict(), True

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from server.config.tiers import tiers_prose
 from server.errors import HOST_INJECTED_ARGS
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import ToolSpec
@@ -37,18 +39,22 @@ def _kind(prop: dict[str, Any]) -> str:
     return str(kind)
 
 
-def tools_markdown() -> str:
+def tools_markdown(registry: Sequence[ToolSpec] = REGISTRY) -> str:
     lines = [
         "# kms MCP tools",
         "",
         "Generated from the tool registry (`server/mcp/tools/`) by `python -m server.mcp.tools.docs`; do not edit.",
         "",
-        "Read tools are listed whenever the server runs (a disabled tier answers `feature-disabled`); write tools",
-        "are listed only when all three flags (`KMS_ENABLED`, `KMS_AGENT_TOOLS_ENABLED`,",
-        "`KMS_AGENT_WRITE_TOOLS_ENABLED`) are on, edit tools when `KMS_AGENT_EDIT_TOOLS_ENABLED` is on too, and",
-        "organize tools when `KMS_AGENT_ORGANIZE_TOOLS_ENABLED` is on as well. A call to a tool of a tier that is",
-        "off answers `feature-disabled`. Every result is at most 100 KB of JSON; larger results answer",
-        '`{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`.',
+        "Each tool belongs to a tier; a tier is on for a session when every setting of its chain is on (each",
+        "tier needs every one before it):",
+        "",
+        *tiers_prose(),
+        "",
+        "Read tools are listed whenever the server runs (a disabled tier answers `feature-disabled`); the tools",
+        "of the other tiers are listed only when their tier is on. A call to a tool of a tier that is off answers",
+        "`feature-disabled`, naming the settings that are off. Every result is at most 100 KB of JSON; larger",
+        'results answer `{"truncated": true, "cursor": ...}`. Errors answer `{"error": kind, "message": ...}`;',
+        "each tool's description ends with the kinds it can answer.",
         "",
         "Inputs are strict: an unknown argument is refused (`invalid-input`, naming the valid fields), except the",
         "names agent hosts add to every call on their own, which are accepted and ignored: "
@@ -57,10 +63,10 @@ def tools_markdown() -> str:
         "| tool | tier | read-only | destructive | idempotent |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for s in REGISTRY:
+    for s in registry:
         a = s.annotations
         lines.append(f"| `{s.name}` | {s.tier} | {a.read_only_hint} | {a.destructive_hint} | {a.idempotent_hint} |")
-    for s in REGISTRY:
+    for s in registry:
         lines += ["", f"## `{s.name}`", "", s.description, "", "| field | type | required | limits | about |",
                   "| --- | --- | --- | --- | --- |", *_fields(s)]
     return "\n".join(lines) + "\n"

@@ -1,22 +1,19 @@
-"""The orientation tools: ``kms_start``, ``kms_list_folder``, ``kms_status`` (read) and ``kms_remember``
-(write tier). Handlers bind a validated input to the core (``server.activity.start``,
-``server.index.orientation``, ``server.writes.memory``), imported on first call so that listing the
-tools at server start loads no parser (``tests/mcp/test_tool_registry.py``)."""
+"""The orientation tools of the read tier: ``kms_start``, ``kms_list_folder``, ``kms_status``, each spec beside
+its handler. Handlers bind a validated input to the core (``server.activity.start``,
+``server.index.orientation``), imported on first call so that listing the tools at server start loads no
+parser (``tests/mcp/test_tool_registry.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from server.activity.visits import MAX_PROJECT_CHARS
-from server.config.session import TIERS
-from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
-from server.mcp.tools.read_tools import READ_ONLY, VaultField, is_restart_cursor
-from server.mcp.tools.write_tools import ADD_ONLY
-from server.writes.context import WriteContext
-from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS, MAX_FOLDER_CHARS
-from server.writes.outcome import WriteOutcome
+from server.config.tiers import TIERS, tier_enabled
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.notes_tools import VaultField, is_restart_cursor
+from server.writes.limits import MAX_FOLDER_CHARS
 
 # kms_start ----------------------------------------------------------------------------------------
 
@@ -53,8 +50,8 @@ def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
 
     c = ctx.config
     out: dict[str, Any] = {"id": c.session_id, "project": project,
-                           "tiers": {t: c.tier_enabled(t) for t in TIERS}, "vaultScope": c.vault}
-    if c.tier_enabled("write"):
+                           "tiers": {t: tier_enabled(c, t) for t in TIERS}, "vaultScope": c.vault}
+    if tier_enabled(c, "write"):
         counters = RateLimiter(c.per_minute, c.per_session).counters(ctx.conn, c.session_id)
         out["allowlist"] = list(c.allowlist)  # empty: every folder
         out["memoryFolder"] = c.memory_folder
@@ -72,6 +69,23 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
     project = ctx.identity.use(ctx.conn, args.project, vault=ctx.config.vault)
     return start_answer(ctx.conn, session=_session(ctx, project), vault_id=vault_id, project=project,
                         session_id=ctx.session_id, memory_folder=ctx.config.memory_folder, watcher=_watcher(ctx))
+
+
+KMS_START = ReadSpec(
+    name="kms_start",
+    about=(
+        "Call this first, once per session (it is idempotent and never required): in one short answer, "
+        "what this session may do (tiers, allowed folders, writes left, whether semantic search is ready), "
+        "the vaults with their top folders, the most linked and most recent notes, the tags in use, index "
+        "health, what changed since your project's previous session (who changed what: the person or an "
+        "agent session) and the person's and the project's memory. Pass project when the host has not."
+    ),
+    errors=("not-found", "no-index"),
+    input_model=StartInput,
+    output_model=StartOutput,
+    handler=kms_start,
+    annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
+)
 
 
 # kms_list_folder ----------------------------------------------------------------------------------
@@ -101,6 +115,23 @@ def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
     cursor = None if is_restart_cursor(args.cursor, "kms_list_folder") else args.cursor
     return list_folder(ctx.conn, args.path, ctx.vault_filter(args.vault), tag=args.tag, cursor=cursor,
                        limit=args.limit)
+
+
+KMS_LIST_FOLDER = ReadSpec(
+    name="kms_list_folder",
+    about=(
+        "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
+        "and AI summary, no bodies) and, on the first page, its subfolders with how many notes each holds. "
+        "Use it to browse the vault's structure; filter by tag; pass nextCursor to continue."
+    ),
+    errors=("not-found", "no-index"),
+    input_model=ListFolderInput,
+    output_model=ListFolderOutput,
+    handler=kms_list_folder,
+    annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
+    cursor_field="cursor",
+    inline=True,  # a page is its index entries (m018) and the folder counts: ~0.1-0.5 ms at 10k notes
+)
 
 
 # kms_status ---------------------------------------------------------------------------------------
@@ -139,91 +170,16 @@ def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
     }
 
 
-# kms_remember -------------------------------------------------------------------------------------
-
-
-class RememberInput(StrictInput):
-    about: Literal["person", "project"] = Field(description="person: about the human (preferences, how they "
-                                                            "work); project: about the current project.")
-    text: str = Field(min_length=1, max_length=2 * MAX_FACT_CHARS,
-                      description=f"One durable fact, one line, at most {MAX_FACT_CHARS} characters.")
-    category: str | None = Field(default=None, min_length=1, max_length=MAX_CATEGORY_CHARS,
-                                 description="A heading to file it under, e.g. 'Preferences', 'Decisions' "
-                                             "(default General).")
-
-
-class RememberOutput(ToolOutput):
-    status: Literal["added", "duplicate"]
-    about: str
-    noteId: str | None
-    path: str
-    category: str
-
-
-def kms_remember(ctx: WriteContext, args: RememberInput) -> WriteOutcome:
-    from server.writes.memory import remember
-
-    return remember(ctx, about=args.about, text=args.text, category=args.category)
-
-
-ORIENT_TOOLS: list[ToolSpec] = [
-    ToolSpec(
-        name="kms_start",
-        tier="read",
-        description=(
-            "Call this first, once per session (it is idempotent and never required): in one short answer, "
-            "what this session may do (tiers, allowed folders, writes left, whether semantic search is ready), "
-            "the vaults with their top folders, the most linked and most recent notes, the tags in use, index "
-            "health, what changed since your project's previous session (who changed what: the person or an "
-            "agent session) and the person's and the project's memory. Pass project when the host has not."
-        ),
-        input_model=StartInput,
-        output_model=StartOutput,
-        handler=kms_start,
-        annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
+KMS_STATUS = ReadSpec(
+    name="kms_status",
+    about=(
+        "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
+        "read (with why), the most named unresolved links, whether the index is kept live and how much "
+        "of the vault semantic search covers. Use it when results look stale or incomplete."
     ),
-    ToolSpec(
-        name="kms_list_folder",
-        tier="read",
-        description=(
-            "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
-            "and AI summary, no bodies) and, on the first page, its subfolders with how many notes each holds. "
-            "Use it to browse the vault's structure; filter by tag; pass nextCursor to continue."
-        ),
-        input_model=ListFolderInput,
-        output_model=ListFolderOutput,
-        handler=kms_list_folder,
-        annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
-        cursor_field="cursor",
-        inline=True,  # a page is its index entries (m018) and the folder counts: ~0.1-0.5 ms at 10k notes
-    ),
-    ToolSpec(
-        name="kms_status",
-        tier="read",
-        description=(
-            "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
-            "read (with why), the most named unresolved links, whether the index is kept live and how much "
-            "of the vault semantic search covers. Use it when results look stale or incomplete."
-        ),
-        input_model=StatusInput,
-        output_model=StatusOutput,
-        handler=kms_status,
-        annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
-    ),
-    ToolSpec(
-        name="kms_remember",
-        tier="write",
-        description=(
-            "Record one durable fact for future sessions: about the person (preferences, how they work) or "
-            "the current project (decisions, conventions, where things are). It becomes a dated list item "
-            "under its category in a memory note kms keeps; kms_start shows these facts next time. A fact "
-            "already recorded (the same, or the same in other words) answers status duplicate with the "
-            "existing line and adds nothing. Only adds. Errors: feature-disabled, rate-limited (wait "
-            "retryAfterMs), conflict (retry), folder-denied, invalid-input."
-        ),
-        input_model=RememberInput,
-        output_model=RememberOutput,
-        handler=kms_remember,
-        annotations=ADD_ONLY.model_copy(update={"title": "Remember a fact"}),
-    ),
-]
+    errors=("not-found", "no-index"),
+    input_model=StatusInput,
+    output_model=StatusOutput,
+    handler=kms_status,
+    annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
+)

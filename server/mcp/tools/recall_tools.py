@@ -1,4 +1,4 @@
-"""``kms_recall``: a token-budgeted context bundle about a topic (``server.index.recall``)."""
+"""``kms_recall`` (read tier): a token-budgeted context bundle about a topic (``server.index.recall``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from server.index.recall import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
-from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
-from server.mcp.tools.read_tools import READ_ONLY, VaultField
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.notes_tools import VaultField
 
 
 class RecallInput(StrictInput):
@@ -64,10 +64,9 @@ def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
     return recall(ctx.conn, args.topic, args.budgetTokens, vault_id, index)
 
 
-RECALL_TOOL = ToolSpec(
+KMS_RECALL = ReadSpec(
     name="kms_recall",
-    tier="read",
-    description=(
+    about=(
         "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): the "
         "best-matching sections of the notes a hybrid search finds (not whole notes), plus the notes they "
         "link to or are linked from, ranked and deduplicated. Use it before working on something the person "
@@ -75,6 +74,7 @@ RECALL_TOOL = ToolSpec(
         "how to read more (readMore: kms_read's noteId and section); the items' tokenEstimate never add up "
         "to more than the budget."
     ),
+    errors=("not-found", "no-index"),
     input_model=RecallInput,
     output_model=RecallOutput,
     handler=kms_recall,

@@ -1,4 +1,4 @@
-"""``kms_semantic_search``: hybrid keyword + embedding search, backed by ``SemanticService``."""
+"""``kms_semantic_search`` (read tier): hybrid keyword + embedding search, backed by ``SemanticService``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from server.errors import KmsError
-from server.mcp.tools.base import StrictInput, ToolContext, ToolOutput, ToolSpec
-from server.mcp.tools.read_tools import READ_ONLY, SearchHit
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.notes_tools import SearchHit
 
 
 class SemanticSearchInput(StrictInput):
@@ -41,16 +41,16 @@ def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str
     return service.search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), mode=args.mode)
 
 
-SEMANTIC_TOOL = ToolSpec(
+KMS_SEMANTIC_SEARCH = ReadSpec(
     name="kms_semantic_search",
-    tier="read",
-    description=(
+    about=(
         "Search the person's notes by meaning: use it when the notes may say it in other words than your "
         "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
         "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
         "shows the best-matching section. If the model is not ready it answers keyword-only results and "
         "says why (mode, reason)."
     ),
+    errors=("not-found", "no-index"),
     input_model=SemanticSearchInput,
     output_model=SemanticSearchOutput,
     handler=kms_semantic_search,

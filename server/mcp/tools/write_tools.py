@@ -1,4 +1,5 @@
-"""The guarded write tools: contracts, input models and handlers over the operations.
+"""The write tier: its tools' input models, handlers over the operations, each spec beside its handler,
+and ``WRITE_TOOLS``, the tier's tools in listing order.
 
 Every write-tier call goes through ``server.writes.guard.WriteService.call`` (gate, this
 module's input model, rate limit, the handler below, one provenance row). A handler only
@@ -7,14 +8,17 @@ binds a validated model to its operation. Limits come from ``server.writes.limit
 
 from __future__ import annotations
 
-from mcp_types import ToolAnnotations
+from typing import Literal
+
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import StrictInput, ToolOutput, ToolSpec
+from server.mcp.tools.base import ADD_ONLY, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
 from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.context import WriteContext
 from server.writes.limits import (
+    MAX_CATEGORY_CHARS,
     MAX_CREATE_BYTES,
+    MAX_FACT_CHARS,
     MAX_FOLDER_CHARS,
     MAX_HEADING_CHARS,
     MAX_INSERT_BYTES,
@@ -24,23 +28,16 @@ from server.writes.limits import (
     MAX_TAGS,
     MAX_TITLE_CHARS,
     MAX_VERSION_CHARS,
+    check_bytes,
     kb,
 )
 from server.writes.outcome import WriteOutcome
 
-ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                           open_world_hint=False)
 NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A noteId from kms_search / kms_read.")
 VersionField = Field(default=None, max_length=MAX_VERSION_CHARS,
                      description="Optional `version` from kms_read: write only if the note is still exactly that.")
 PropertyValue = str | int | float | bool | list[str | int | float | bool]
-
-
-def _max_bytes(value: str, limit: int, name: str) -> str:
-    size = len(value.encode("utf-8"))
-    if size > limit:
-        raise ValueError(f"{name} is {size} bytes; at most {limit} bytes ({kb(limit)})")
-    return value
+MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may lower it
 
 
 class CreateInput(StrictInput):
@@ -53,7 +50,7 @@ class CreateInput(StrictInput):
 
     @model_validator(mode="after")
     def _check(self) -> CreateInput:
-        _max_bytes(self.content, MAX_CREATE_BYTES, "content")
+        check_bytes(self.content, MAX_CREATE_BYTES, "content")
         bad = [t for t in self.tags if not TAG_RE.match(t)]
         if bad:
             raise ValueError(f"tags {bad} must match {TAG_RE.pattern} (letters, digits, '_' or '-', no '#')")
@@ -70,7 +67,7 @@ class AppendInput(StrictInput):
 
     @model_validator(mode="after")
     def _check(self) -> AppendInput:
-        _max_bytes(self.content, MAX_INSERT_BYTES, "content")
+        check_bytes(self.content, MAX_INSERT_BYTES, "content")
         return self
 
 
@@ -118,7 +115,7 @@ class InsertAtInput(StrictInput):
 
     @model_validator(mode="after")
     def _check(self) -> InsertAtInput:
-        _max_bytes(self.content, MAX_INSERT_BYTES, "content")
+        check_bytes(self.content, MAX_INSERT_BYTES, "content")
         return self
 
 
@@ -146,11 +143,37 @@ def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
                              tags=args.tags or None, folder=args.folder)
 
 
+KMS_CREATE = WriteSpec(
+    name="kms_create",
+    tier="write",
+    about="Create a new note (never overwrites). The title becomes the file name; put it in an "
+          "allowed folder. Returns noteId, path and the bytes/lines written.",
+    errors=("not-found", "folder-denied", "already-exists", "no-index"),
+    input_model=CreateInput,
+    output_model=CreateOutput,
+    handler=kms_create,
+    annotations=ADD_ONLY.model_copy(update={"title": "Create a note"}),
+)
+
+
 def kms_append(ctx: WriteContext, args: AppendInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
     note, vault = ctx.note(args.noteId)
     return operations.append(ctx, vault, note, content=args.content, heading=args.heading, separator=args.separator,
                              version=args.version)
+
+
+KMS_APPEND = WriteSpec(
+    name="kms_append",
+    tier="write",
+    about="Append Markdown to the end of a note, or to the end of one section (heading). Only adds; "
+          "nothing existing changes.",
+    errors=("not-found", "conflict", "folder-denied"),
+    input_model=AppendInput,
+    output_model=WriteOutput,
+    handler=kms_append,
+    annotations=ADD_ONLY.model_copy(update={"title": "Append to a note"}),
+)
 
 
 def kms_update_properties(ctx: WriteContext, args: UpdatePropertiesInput) -> WriteOutcome:
@@ -160,6 +183,19 @@ def kms_update_properties(ctx: WriteContext, args: UpdatePropertiesInput) -> Wri
                                         version=args.version)
 
 
+KMS_UPDATE_PROPERTIES = WriteSpec(
+    name="kms_update_properties",
+    tier="write",
+    about="Set or remove YAML frontmatter properties of a note (tags, status, dates...). The body "
+          "is never touched; the rest of the frontmatter is kept as written.",
+    errors=("not-found", "conflict"),
+    input_model=UpdatePropertiesInput,
+    output_model=WriteOutput,
+    handler=kms_update_properties,
+    annotations=ADD_ONLY.model_copy(update={"title": "Update note properties", "idempotent_hint": True}),
+)
+
+
 def kms_insert_at(ctx: WriteContext, args: InsertAtInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
     note, vault = ctx.note(args.noteId)
@@ -167,52 +203,148 @@ def kms_insert_at(ctx: WriteContext, args: InsertAtInput) -> WriteOutcome:
     return operations.insert_at(ctx, vault, note, content=args.content, position=position, version=args.version)
 
 
-_RECOVER = ("Errors: not-found (check the noteId with kms_search), feature-disabled, rate-limited (wait "
-            "retryAfterMs), conflict (kms_read again and retry), folder-denied (use an allowed folder), "
-            "already-exists, invalid-input; paused or revoked (the person stopped this session's writes), "
-            "rejected (the person declined this change: do not retry it unchanged), approval-timeout.")
+KMS_INSERT_AT = WriteSpec(
+    name="kms_insert_at",
+    tier="write",
+    about="Insert Markdown at one place in a note: afterHeading (at the end of that heading's "
+          "section, before the next heading of the same or a higher level, as its own paragraph), "
+          "beforeHeading, after the paragraph containing some text (afterBlockContaining), or at a "
+          "line number (atLine). Only adds.",
+    errors=("not-found", "conflict", "folder-denied"),
+    input_model=InsertAtInput,
+    output_model=WriteOutput,
+    handler=kms_insert_at,
+    annotations=ADD_ONLY.model_copy(update={"title": "Insert into a note"}),
+)
 
-WRITE_TOOLS: list[ToolSpec] = [
-    ToolSpec(
-        name="kms_create",
-        tier="write",
-        description="Create a new note (never overwrites). The title becomes the file name; put it in an "
-                    "allowed folder. Returns noteId, path and the bytes/lines written. " + _RECOVER,
-        input_model=CreateInput,
-        output_model=CreateOutput,
-        handler=kms_create,
-        annotations=ADD_ONLY.model_copy(update={"title": "Create a note"}),
+
+# kms_remember -------------------------------------------------------------------------------------
+
+
+class RememberInput(StrictInput):
+    about: Literal["person", "project"] = Field(description="person: about the human (preferences, how they "
+                                                            "work); project: about the current project.")
+    text: str = Field(min_length=1, max_length=2 * MAX_FACT_CHARS,
+                      description=f"One durable fact, one line, at most {MAX_FACT_CHARS} characters.")
+    category: str | None = Field(default=None, min_length=1, max_length=MAX_CATEGORY_CHARS,
+                                 description="A heading to file it under, e.g. 'Preferences', 'Decisions' "
+                                             "(default General).")
+
+
+class RememberOutput(ToolOutput):
+    status: Literal["added", "duplicate"]
+    about: str
+    noteId: str | None
+    path: str
+    category: str
+
+
+def kms_remember(ctx: WriteContext, args: RememberInput) -> WriteOutcome:
+    from server.writes.memory import remember
+
+    return remember(ctx, about=args.about, text=args.text, category=args.category)
+
+
+KMS_REMEMBER = WriteSpec(
+    name="kms_remember",
+    tier="write",
+    about=(
+        "Record one durable fact for future sessions: about the person (preferences, how they work) or "
+        "the current project (decisions, conventions, where things are). It becomes a dated list item "
+        "under its category in a memory note kms keeps; kms_start shows these facts next time. A fact "
+        "already recorded (the same, or the same in other words) answers status duplicate with the "
+        "existing line and adds nothing. Only adds."
     ),
-    ToolSpec(
-        name="kms_append",
-        tier="write",
-        description="Append Markdown to the end of a note, or to the end of one section (heading). Only adds; "
-                    "nothing existing changes. " + _RECOVER,
-        input_model=AppendInput,
-        output_model=WriteOutput,
-        handler=kms_append,
-        annotations=ADD_ONLY.model_copy(update={"title": "Append to a note"}),
-    ),
-    ToolSpec(
-        name="kms_update_properties",
-        tier="write",
-        description="Set or remove YAML frontmatter properties of a note (tags, status, dates...). The body "
-                    "is never touched; the rest of the frontmatter is kept as written. " + _RECOVER,
-        input_model=UpdatePropertiesInput,
-        output_model=WriteOutput,
-        handler=kms_update_properties,
-        annotations=ADD_ONLY.model_copy(update={"title": "Update note properties", "idempotent_hint": True}),
-    ),
-    ToolSpec(
-        name="kms_insert_at",
-        tier="write",
-        description="Insert Markdown at one place in a note: afterHeading (at the end of that heading's "
-                    "section, before the next heading of the same or a higher level, as its own paragraph), "
-                    "beforeHeading, after the paragraph containing some text (afterBlockContaining), or at a "
-                    "line number (atLine). Only adds. " + _RECOVER,
-        input_model=InsertAtInput,
-        output_model=WriteOutput,
-        handler=kms_insert_at,
-        annotations=ADD_ONLY.model_copy(update={"title": "Insert into a note"}),
-    ),
-]
+    errors=("conflict", "folder-denied", "no-index"),
+    input_model=RememberInput,
+    output_model=RememberOutput,
+    handler=kms_remember,
+    annotations=ADD_ONLY.model_copy(update={"title": "Remember a fact"}),
+)
+
+
+# kms_create_many, kms_link ---------------------------------------------------------------------
+
+
+class LinkInput(StrictInput):
+    noteId: str = NoteIdField
+    target: str = Field(min_length=1, max_length=MAX_TITLE_CHARS + 4,
+                        description="The note to link to, by title or path ('Target' or '[[Target]]'); it may not "
+                                    "exist yet.")
+    property: str = Field(default="related", min_length=1, max_length=64,
+                          description="The frontmatter list property to add it to (default related).")
+
+
+class BatchNote(StrictInput):
+    """One note of kms_create_many, as kms_create takes it (its content and tags are checked per note)."""
+
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="Note title; becomes the file name.")
+    content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder.")
+
+
+class CreateManyInput(StrictInput):
+    notes: list[BatchNote] = Field(min_length=1, max_length=MAX_BATCH,
+                                   description=f"Up to {MAX_BATCH} notes, each as kms_create takes it.")
+    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
+                              description="Vault name when several are registered (default: the session's vault).")
+
+
+class CreateManyOutput(ToolOutput):
+    results: list[dict]
+    created: int
+    failed: int
+
+
+class LinkOutput(ToolOutput):
+    noteId: str | None
+    path: str
+    changed: bool
+
+
+def kms_create_many(ctx: WriteContext, args: CreateManyInput) -> WriteOutcome:
+    from server.writes import batch  # at first call: OPERATIONS
+    notes = [n.model_dump() for n in args.notes]
+    return batch.create_many(ctx, ctx.vault(args.vault), notes)
+
+
+KMS_CREATE_MANY = WriteSpec(
+    name="kms_create_many",
+    tier="write",
+    about=f"Create up to {MAX_BATCH} new notes in one call (each as kms_create: never overwrites, "
+          "allowed folders only). Best effort: results[] marks each ok (with noteId and path) or "
+          "with an error kind; each note counts against the rate limit. Use it to file many notes "
+          f"at once; for one note use kms_create. {REVERTIBLE}",
+    errors=("not-found", "folder-denied", "already-exists", "too-broad", "no-index"),
+    input_model=CreateManyInput,
+    output_model=CreateManyOutput,
+    handler=kms_create_many,
+    annotations=ADD_ONLY.model_copy(update={"title": "Create several notes"}),
+)
+
+
+def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
+    from server.writes import link_ops  # at first call: OPERATIONS
+    note, vault = ctx.note(args.noteId)
+    return link_ops.link(ctx, vault, note, target=args.target, prop=args.property)
+
+
+KMS_LINK = WriteSpec(
+    name="kms_link",
+    tier="write",
+    about="Link a note to another in its frontmatter: adds \"[[Target]]\" to a list property "
+          "(default related). Only adds; a link already there changes nothing (changed false). The "
+          f"target may not exist yet. {REVERTIBLE}",
+    errors=("not-found", "conflict"),
+    input_model=LinkInput,
+    output_model=LinkOutput,
+    handler=kms_link,
+    annotations=ADD_ONLY.model_copy(update={"title": "Link two notes", "idempotent_hint": True}),
+)
+
+
+# the write tier, in listing order
+WRITE_TOOLS: tuple[WriteSpec, ...] = (
+    KMS_CREATE, KMS_APPEND, KMS_UPDATE_PROPERTIES, KMS_INSERT_AT, KMS_REMEMBER, KMS_CREATE_MANY, KMS_LINK,
+)

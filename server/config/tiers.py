@@ -1,0 +1,95 @@
+"""The tier chain, read → write → edit → organize: its one home.
+
+A tier is named by the setting that switches it (``agent.write``); the switches it needs are that
+setting and its ``parent=`` chain in the settings schema (``kms.enabled`` → ``agent.read`` → …), so
+each tier needs every tier before it and kms itself, and the environment variables come from the
+schema too. The tool listing, the read gate, the write guard, the disabled-tier message, ``kms doctor``
+and the generated tool reference read it from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from server.config.schema import SETTINGS
+
+if TYPE_CHECKING:
+    from server.config.session import SessionConfig
+
+Tier = Literal["read", "write", "edit", "organize"]
+WriteTier = Literal["write", "edit", "organize"]  # the tiers whose tools go through the write guard
+
+# the switches a tier's chain can hold -> the SessionConfig field carrying each (effective: auto resolved)
+SWITCH_FIELDS: dict[str, str] = {
+    "kms.enabled": "enabled",
+    "agent.read": "read_enabled",
+    "agent.write": "write_enabled",
+    "agent.edit": "edit_enabled",
+    "agent.organize": "organize_enabled",
+}
+
+
+@dataclass(frozen=True)
+class TierRule:
+    """One tier: its name, the setting that switches it, and what its tools do (for people)."""
+
+    name: Tier
+    key: str
+    does: str
+
+    @property
+    def env(self) -> str:
+        """The variable that carries the tier's switch into a session (the schema's)."""
+        return SETTINGS[self.key].env
+
+    @property
+    def switches(self) -> tuple[str, ...]:
+        """Every setting that must be on for this tier, outermost first: its ``parent=`` chain."""
+        chain: list[str] = []
+        key: str | None = self.key
+        while key is not None:
+            chain.append(key)
+            key = SETTINGS[key].parent
+        return tuple(reversed(chain))
+
+
+CHAIN: tuple[TierRule, ...] = (
+    TierRule("read", "agent.read", "search and read notes"),
+    TierRule("write", "agent.write", "create notes and add to them"),
+    TierRule("edit", "agent.edit", "replace and delete text in notes"),
+    TierRule("organize", "agent.organize", "move, rename and trash notes"),
+)
+TIERS: tuple[Tier, ...] = tuple(t.name for t in CHAIN)
+RULES: dict[Tier, TierRule] = {t.name: t for t in CHAIN}
+
+
+def tier_enabled(config: SessionConfig, tier: Tier) -> bool:
+    """A tier is on when every switch of its chain is (kms itself and every tier below it)."""
+    return not off_switches(config, tier)
+
+
+def off_switches(config: SessionConfig, tier: Tier) -> tuple[str, ...]:
+    """The settings of ``tier``'s chain that are off for this session, outermost first."""
+    return tuple(key for key in RULES[tier].switches if not getattr(config, SWITCH_FIELDS[key]))
+
+
+def disabled_message(config: SessionConfig, tool: str, tier: Tier) -> str:
+    """Why ``tool`` is refused (``feature-disabled``): the settings that are off and the command that fixes it."""
+    off = off_switches(config, tier) or RULES[tier].switches  # a gate that refused should name something
+    named = " and ".join(f"{key} ({SETTINGS[key].env})" for key in off)
+    fix = " and ".join(f"`kms config set {key} true`" for key in off)
+    verb = "is" if len(off) == 1 else "are"
+    return (f"{tool} is turned off for this session: {named} {verb} off. The person can turn it on with {fix} "
+            "and start a new session.")
+
+
+def tiers_prose() -> list[str]:
+    """What the tool reference says about tiers: the switches each tier adds to the one before (docs/tools.md)."""
+    lines = []
+    for prev, rule in zip((None, *CHAIN), CHAIN, strict=False):
+        had = prev.switches if prev is not None else ()
+        added = ", ".join(f"`{k}` (`{SETTINGS[k].env}`)" for k in rule.switches if k not in had)
+        also = f" on top of {prev.name}'s" if prev is not None else ""
+        lines.append(f"- **{rule.name}** ({rule.does}): {added}{also}.")
+    return lines
