@@ -29,7 +29,11 @@ token_app = typer.Typer(help="Bearer tokens for the kms service: create (shown o
 PortOpt = Annotated[int, typer.Option("--port", help="TCP port on loopback (service.port).")]
 HostOpt = Annotated[str | None, typer.Option("--host", help="Bind only this address (default: 127.0.0.1 and ::1).")]
 RemoteOpt = Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (see the warning).")]
-START_WAIT_S = 2.0
+# How long a start waits for the service's health check. A cold start imports the MCP SDK, uvicorn and
+# starlette: about a second on a quiet 2-core machine, several when it is loaded; `kms claude` gives up
+# sooner (LAUNCH_WAIT_S) and keeps its own stdio server rather than hold the person up.
+START_WAIT_S = 15.0
+LAUNCH_WAIT_S = 5.0
 
 
 def _check_host(host: str | None, allow_remote: bool) -> None:

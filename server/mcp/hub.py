@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -129,6 +130,27 @@ class SessionHub:
             if e.kind != "already-exists":
                 raise
             return self.get(token.session_id)  # opened by a request of the same token meanwhile
+
+    def close_ended_tokens(self, now: float | None = None) -> list[str]:
+        """End the sessions whose token was revoked or expired (their next request would be refused anyway):
+        the dashboard then shows them ended. Returns their ids."""
+        from server.activity import tokens
+        from server.store.db import thread_connection
+
+        conn = thread_connection(self.services.db_path)
+        ended = []
+        for runner in self.sessions():
+            token_id = runner.config.token_id
+            if token_id is None:
+                continue
+            try:
+                state = tokens.get(conn, token_id).state(time.time() if now is None else now)
+            except KmsError:
+                state = "gone"
+            if state != "active":
+                self.close(runner.session.id)
+                ended.append(runner.session.id)
+        return ended
 
     def resolve(self, ctx: Any) -> ToolRunner:
         """The session a request belongs to: its connection's, or its verified token's."""

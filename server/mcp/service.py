@@ -26,6 +26,7 @@ from server import installed_version
 
 log = logging.getLogger("kms.service")
 DEFAULT_PORT = 8765
+SWEEP_S = 2.0  # how often sessions of revoked or expired tokens are ended
 LOOPBACK_V4, LOOPBACK_V6 = "127.0.0.1", "::1"
 
 
@@ -150,7 +151,7 @@ def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
     bound = sockets[0].getsockname()
     app = service_app(hub, host=bound[0], port=bound[1])
     stop_event = stop or threading.Event()
-    start_background(hub, stop_event)()  # the watcher, the model: loaded once, for every session
+    start_rest = start_background(hub, stop_event)  # the watcher now; the model once the service answers
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
     state = ServiceState(os.getpid(), bound[0], bound[1], installed_version() or "0", str(db_path), time.time())
@@ -159,8 +160,19 @@ def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             async def watch_stop() -> None:
+                last_sweep = time.monotonic()
+                rest_started = False
                 while not stop_event.is_set() and not server.should_exit:
                     await anyio.sleep(0.1)
+                    if not rest_started and server.started:  # the model loads once, for every session
+                        rest_started = True
+                        start_rest()
+                    if time.monotonic() - last_sweep >= SWEEP_S:
+                        last_sweep = time.monotonic()
+                        try:  # sessions of revoked or expired tokens end (the dashboard shows it)
+                            await anyio.to_thread.run_sync(hub.close_ended_tokens)
+                        except Exception:
+                            log.exception("could not sweep ended token sessions")
                 server.should_exit = True
 
             tg.start_soon(watch_stop)

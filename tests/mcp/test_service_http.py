@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import apsw
 import httpx2
 import pytest
@@ -122,6 +123,10 @@ async def test_revoked_expired_and_paused(running: service.ServiceState, two_vau
         tokens.revoke(two_vaults, writer.id)
         with pytest.raises(Exception):  # noqa: B017 - the SDK raises its own error for a 401
             await w.list_tools()
+    with anyio.fail_after(15):  # the service ends the session of a revoked token (the dashboard shows it)
+        while not two_vaults.execute("SELECT ended_at IS NOT NULL FROM sessions WHERE id = ?",
+                                     (writer.session_id,)).fetchall()[0][0]:
+            await anyio.sleep(0.1)
     _old, expired = token(two_vaults, "tier:read", expires_in_s=10, now=time.time() - 60)
     assert _status(running, expired) == 401
 

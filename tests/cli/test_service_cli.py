@@ -1,0 +1,108 @@
+"""``kms service`` and ``kms token`` as a person uses them: real subprocesses, a real background service on a
+free loopback port, real tokens. The service killed outright mid-session: the next call fails cleanly, and
+``kms service start`` picks up with nothing lost (the token, its session, its rate-limit count)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import apsw
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from server.mcp import service
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def kms(db_path: Path, tmp_path: Path) -> Iterator[Any]:
+    env = {**os.environ, "KMS_SERVICE_PORT": str(free_port())}
+    env.pop("PYTHONUNBUFFERED", None)
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "kmscli", *args], env=env, capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        assert not check or proc.returncode == 0, proc.stderr + proc.stdout
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc
+
+    run.port = int(env["KMS_SERVICE_PORT"])  # type: ignore[attr-defined]
+    try:
+        yield run
+    finally:
+        state = service.read_state(db_path)
+        if state is not None:
+            os.kill(state.pid, signal.SIGKILL)
+
+
+async def search(url: str, secret: str) -> dict[str, Any]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {secret}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as c:
+        result = await c.call_tool("kms_search", {"query": "auth"})
+        return dict(result.structured_content)
+
+
+def test_service_start_status_stop_and_tokens(kms: Any, indexed: apsw.Connection, db_path: Path) -> None:
+    assert "no kms service is running" in kms("service", "status").stdout
+    started = kms("service", "start", "--port", str(kms.port))
+    state = service.read_state(db_path)
+    assert state is not None and state.url in started.stdout
+    status = json.loads(kms("service", "status", "--json").stdout)
+    assert status["running"] and status["answers"] and status["pid"] == state.pid
+    made = kms("token", "create", "--label", "cursor", "--scopes", "tier:read")
+    secret = made.stdout.strip().splitlines()[-1]
+    assert secret.startswith("kms_")
+    listed = kms("token", "list", "--json").stdout
+    assert "cursor" in listed and secret.split("_")[2] not in listed  # never the secret
+    assert "kms_" not in kms("service", "status").stdout
+    assert anyio.run(search, state.url, secret)["hits"]
+    again = kms("service", "start", "--port", str(kms.port))  # one instance per database
+    assert service.read_state(db_path) == state and state.url in again.stdout
+    token_id = json.loads(listed)[0]["id"]
+    kms("token", "revoke", token_id)
+    with pytest.raises(Exception):  # noqa: B017 - the SDK's own error for a 401
+        anyio.run(search, state.url, secret)
+    kms("service", "stop")
+    assert service.read_state(db_path) is None
+    bad = kms("token", "create", "--label", "x", "--scopes", "tier:everything", check=False)
+    assert bad.returncode != 0 and "tier:everything" in (bad.stderr + bad.stdout)
+
+
+def test_a_killed_service_fails_cleanly_and_a_new_one_picks_up(kms: Any, indexed: apsw.Connection,
+                                                                db_path: Path) -> None:
+    kms("service", "start", "--port", str(kms.port))
+    state = service.read_state(db_path)
+    assert state is not None
+    secret = kms("token", "create", "--label", "agent", "--scopes", "tier:read").stdout.strip().splitlines()[-1]
+    assert anyio.run(search, state.url, secret)["hits"]
+    os.kill(state.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while service.read_state(db_path) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(Exception):  # noqa: B017 - connection refused: the host's call fails, no hang
+        anyio.run(search, state.url, secret)
+    kms("service", "start", "--port", str(kms.port))
+    again = service.read_state(db_path)
+    assert again is not None and again.pid != state.pid
+    assert anyio.run(search, again.url, secret)["hits"]  # the same token, its session, after the restart
+    kms("service", "stop")  # (its reads are flushed as it stops)
+    token = json.loads(kms("token", "list", "--json").stdout)[0]
+    readers = {r[0] for r in indexed.execute("SELECT DISTINCT session_id FROM note_reads")}
+    assert readers == {token["sessionId"]}, "one session across the restart: the token's"
