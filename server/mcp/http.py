@@ -12,6 +12,9 @@
   re-checks tier, vault, allowlist, rate limit and approval on every call;
 - the SDK's Host and Origin checks (on for a loopback host: a foreign Host is 421, a foreign Origin 403)
   and its request body limit (413);
+- the stdio screen (``server.mcp.wire.screen``: depth, ids, surrogates, invalid UTF-8, shapes the SDK
+  drops or crashes on) on every authenticated POST body, so protocol abuse gets a typed JSON-RPC error
+  (400) over HTTP too and never reaches the SDK;
 - ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret).
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -54,6 +58,55 @@ class KmsTokenVerifier:
                            expires_at=int(found.expires_at) if found.expires_at is not None else None)
 
 
+class ScreenedBodies:
+    """ASGI wrapper of the ``/mcp`` endpoint: an authenticated POST whose body the stdio screen refuses is
+    answered here (400, the JSON-RPC error); anything else goes on unchanged, its body replayed. An
+    unauthenticated request goes straight on (401 first), as does one over the body limit (413)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        user = scope.get("user")
+        if scope.get("type") != "http" or scope.get("method") != "POST" or not getattr(user, "is_authenticated",
+                                                                                       False):
+            await self.app(scope, receive, send)
+            return
+        length = next((int(v) for k, v in scope.get("headers", []) if k == b"content-length" and v.isdigit()), 0)
+        if length > MAX_BODY_BYTES:
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                break
+        if len(body) <= MAX_BODY_BYTES:
+            from server.mcp.wire import screen
+
+            _msg, refusal = screen(body)
+            if refusal is not None:
+                log.info("refused an HTTP message: %s", refusal.reason)
+                reply = refusal.reply or b""
+                await send({"type": "http.response.start", "status": 400 if reply else 202,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(reply)).encode())]})
+                await send({"type": "http.response.body", "body": reply})
+                return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> Starlette:
     """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens) and ``/health``."""
     from mcp.server.auth.settings import AuthSettings
@@ -71,6 +124,10 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
     server = build_server(hub)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
     auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
-    return server.streamable_http_app(host=host, token_verifier=KmsTokenVerifier(hub), auth=auth,
-                                      max_request_body_size=MAX_BODY_BYTES,
-                                      custom_starlette_routes=[Route("/health", health)])
+    app = server.streamable_http_app(host=host, token_verifier=KmsTokenVerifier(hub), auth=auth,
+                                     max_request_body_size=MAX_BODY_BYTES,
+                                     custom_starlette_routes=[Route("/health", health)])
+    for route in app.routes:
+        if isinstance(route, Route) and route.path == "/mcp":
+            route.app = ScreenedBodies(route.app)
+    return app

@@ -160,3 +160,30 @@ def test_the_transport_refuses_what_it_must_and_keeps_serving(running: service.S
     assert health["kms"] is True and "token" not in str(health)
     state_file = service.state_path(Path(running.db_path))
     assert state_file.stat().st_mode & 0o777 == 0o600 and state_file.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_protocol_abuse_over_http_gets_typed_answers_and_the_service_keeps_serving(
+        running: service.ServiceState, two_vaults: apsw.Connection) -> None:
+    """The inputs the stdio screen refuses (depth, ids, surrogates, invalid UTF-8, huge integers, not an object)
+    are refused over HTTP too, each with a JSON-RPC error; unauthenticated ones get 401 first."""
+    _t, secret = token(two_vaults, "tier:read")
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    bodies = [
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 200 + b"]" * 200 + b"}",
+        b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":1000000000000000000000000000000,"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"kms_search","arguments":{"query":"\xed"}}}',
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
+        b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":[1,2]}',
+        b"not json at all",
+    ]
+    for body in bodies:
+        reply = httpx2.post(running.url, content=body, headers=headers, timeout=10)
+        assert reply.status_code == 400, (body[:80], reply.status_code, reply.text[:200])
+        error = reply.json()["error"]
+        assert error["code"] in (-32700, -32600, -32602) and error["message"], error
+        assert httpx2.post(running.url, content=body, headers={**headers, "Authorization": "Bearer x"},
+                           timeout=10).status_code == 401
+    assert _status(running, secret) == 200  # 0 crashes: still serving
