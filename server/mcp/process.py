@@ -29,7 +29,9 @@ HEARTBEAT_SECONDS = 15
 
 class LazySemanticService:
     """Builds the ``SemanticService`` on first use or in ``start()``'s thread, not at server start:
-    importing it (numpy, the embedding pipeline) must not delay ``tools/list``."""
+    importing it (numpy, the embedding pipeline) must not delay ``tools/list``. A search by meaning starts
+    the model if nothing did (``kms mcp`` leaves it to the first such search: a session that never searches
+    by meaning never pays for the model; the service preloads it once for every session)."""
 
     def __init__(self, db_path: Path, *, model_dir: str | None, enabled: bool, download: bool) -> None:
         self.db_path = db_path
@@ -37,6 +39,8 @@ class LazySemanticService:
         self._service: SemanticService | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._started = False
+        self._wanted = False  # start() was called: "starting" until the model's own state says more
 
     @classmethod
     def for_config(cls, config: SessionConfig) -> LazySemanticService:
@@ -53,19 +57,23 @@ class LazySemanticService:
 
     def start(self) -> None:
         """Build the service and start loading the model, on a thread of its own."""
+        self._wanted = True
+        threading.Thread(target=self.started, name="kms-semantic-start", daemon=True).start()
 
-        def build_and_start() -> None:
-            service = self.get()
-            if not self._closed:
-                service.start()
-
-        threading.Thread(target=build_and_start, name="kms-semantic-start", daemon=True).start()
+    def started(self) -> SemanticService:
+        """The service, its model loading (or loaded) and its background embedder running."""
+        service = self.get()
+        with self._lock:
+            begin, self._started = not self._started and not self._closed, True
+        if begin:
+            service.start()
+        return service
 
     def search(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return self.get().search(*args, **kwargs)
+        return self.started().search(*args, **kwargs)
 
     def wait_first_call(self) -> None:
-        self.get().wait_first_call()
+        self.started().wait_first_call()
 
     def status(self) -> dict[str, Any]:
         return self.get().status()
@@ -84,9 +92,12 @@ class LazySemanticService:
         return service.embedder if service is not None and service.embedder.ready else None
 
     def peek_state(self) -> str:
-        """The model's state without building the service: "starting" until the server's start thread has."""
+        """The model's state without building the service: "starting" while a start is on its way, else
+        "not-loaded" (it loads at the first search by meaning)."""
         service = self._service
-        return service.embedder.state if service is not None else "starting"
+        if service is not None and (self._started or service.embedder.state != "not-loaded"):
+            return str(service.embedder.state)
+        return "starting" if self._wanted else "not-loaded"
 
     def notify_changed(self) -> None:
         if self._service is not None:  # nothing to re-embed for before the service exists
@@ -193,6 +204,7 @@ class ProcessServices:
     heartbeat: Heartbeat
     watcher: WatcherState | None = None
     watch: bool = True  # run a watcher (tests turn it off)
+    preload_model: bool = False  # load the model at start (the service), else at the first search by meaning
     _closed: bool = field(default=False, repr=False)
 
     @classmethod

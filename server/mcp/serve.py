@@ -188,7 +188,7 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
         thread.start()
         services.watcher = WatcherState(thread)  # kms_start and kms_status tell whether the index is kept live
     later: list[Callable[[], None]] = []
-    if services.semantic is not None:
+    if services.semantic is not None and services.preload_model:
         later.append(services.semantic.start)
 
     def warm_writes() -> None:

@@ -146,6 +146,7 @@ def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
 
     base = SessionConfig.from_env(session_id="service")
     services = ProcessServices.for_config(base)
+    services.preload_model = True  # one model for every session, loaded once the service answers
     hub = SessionHub(services, settings=lambda sid: SessionConfig.from_env(session_id=sid))
     sockets = loopback_sockets(port, host)
     bound = sockets[0].getsockname()

@@ -1,0 +1,231 @@
+"""The kms service against one ``kms mcp`` per session (issue 25), every figure of a real server process.
+
+On the generated vault, embedded first (``kms embed``), with the semantic model on:
+
+- memory: the PSS of one idle ``kms mcp`` session, of N of them at once (today: every session loads its own
+  model and vectors), and of one ``kms serve`` holding N token sessions that have each listed their tools and
+  made one hybrid search (target: N sessions on the service <= 1.3x one stdio session);
+- connect -> ``tools/list`` through the SDK's HTTP client (target p95 <= 50 ms), against the same through
+  stdio (a process start each);
+- ``kms_search`` and ``kms_append`` p50 over HTTP against stdio, the same SDK client both ways (target: HTTP
+  <= stdio + 1 ms).
+
+Usage: python bench/bench_service.py [--notes N] [--sessions N] [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from common import HERE, fresh_db, percentiles, table, vault
+
+QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration"]
+
+
+def pss_mb(pid: int) -> float:
+    import psutil
+
+    proc = psutil.Process(pid)
+    return sum(p.memory_full_info().pss for p in [proc, *proc.children(recursive=True)]) / 2**20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def stdio_session(env: dict[str, str], pids: list[int], hold: anyio.Event, ready: list[int]) -> None:
+    """One ``kms mcp`` over stdio that lists its tools, searches by meaning once, then idles until ``hold``."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from kmscli.compose import kms_command
+
+    command, args = kms_command()
+    async with Client(StdioServerParameters(command=command, args=args, env=env)) as client:
+        await client.list_tools()
+        await client.call_tool("kms_semantic_search", {"query": "auth error handling"})
+        import psutil
+
+        me = psutil.Process()
+        pids += [c.pid for c in me.children() if c.pid not in pids]
+        ready.append(1)
+        await hold.wait()
+
+
+async def http_client(url: str, secret: str) -> Any:
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {secret}"})
+    return http, Client(streamable_http_client(url, http_client=http))
+
+
+async def round_trips(client: Any, tool: str, args_for: Any, calls: int) -> list[float]:
+    out = []
+    await client.call_tool(tool, args_for(0))
+    for i in range(calls):
+        t = time.perf_counter()
+        r = await client.call_tool(tool, args_for(i))
+        out.append(time.perf_counter() - t)
+        assert not r.is_error, r.structured_content
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--notes", type=int, default=2_000)
+    ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--calls", type=int, default=100)
+    args = ap.parse_args()
+    from server.activity import tokens
+    from server.config.scopes import Scopes
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
+
+    model = HERE.parent / ".cache" / "models" / "all-MiniLM-L6-v2"
+    assert model.is_dir(), "run scripts/fetch_model.py first"
+    root = vault(args.notes)
+    db = fresh_db("service.db")
+    config = db.parent / "service-config.toml"
+    config.write_text("[agent]\nwrite = true\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, "KMS_DB_PATH": str(db),
+           "KMS_CONFIG": str(config), "KMS_EMBED_MODEL_DIR": str(model), "KMS_EMBED_ENABLED": "1",
+           "KMS_WRITE_PER_MINUTE": "10000", "KMS_WRITE_PER_SESSION": "1000000"}
+    conn = connect(db)
+    index_vault(conn, add_vault(conn, root, "bench"))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kmscli", "embed"], env=env, check=True, capture_output=True)
+    embed_s = time.perf_counter() - t
+    note_id = conn.execute("SELECT id FROM notes WHERE folder = 'inbox' ORDER BY id LIMIT 1").fetchall()[0][0]
+    path = root / conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchall()[0][0]
+    original = path.read_bytes()
+    load = os.getloadavg()[0]
+    r: dict[str, Any] = {}
+
+    async def stdio_memory(n: int) -> float:
+        pids: list[int] = []
+        hold, ready = anyio.Event(), []
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(stdio_session, env, pids, hold, ready)
+            while len(ready) < n:
+                await anyio.sleep(0.05)
+            await anyio.sleep(1.0)  # the background embedders settle
+            total = sum(pss_mb(p) for p in pids)
+            hold.set()
+        return total
+
+    r["stdio_one"] = anyio.run(stdio_memory, 1)
+    r["stdio_n"] = anyio.run(stdio_memory, args.sessions)
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    secrets = [tokens.create(conn, label=f"bench {i}", scopes=Scopes.parse("tier:write"))[1]
+               for i in range(args.sessions)]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                import urllib.request
+
+                urllib.request.urlopen(url.removesuffix("/mcp") + "/health", timeout=0.5)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+        async def service_side() -> None:
+            from contextlib import AsyncExitStack
+
+            async with AsyncExitStack() as stack:
+                clients = []
+                for secret in secrets:
+                    http, client = await http_client(url, secret)
+                    await stack.enter_async_context(http)
+                    c = await stack.enter_async_context(client)
+                    await c.list_tools()
+                    await c.call_tool("kms_semantic_search", {"query": "auth error handling"})
+                    clients.append(c)
+                await anyio.sleep(1.0)
+                r["service_n"] = pss_mb(proc.pid)
+                r["http_search"] = await round_trips(clients[0], "kms_search",
+                                                     lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls)
+                r["http_append"] = await round_trips(clients[1], "kms_append",
+                                                     lambda i: {"noteId": note_id, "content": f"- h {i}"}, args.calls)
+            connects = []
+            for i in range(args.calls // 2):
+                t0 = time.perf_counter()
+                http, client = await http_client(url, secrets[i % len(secrets)])
+                async with http, client as c:
+                    await c.list_tools()
+                connects.append(time.perf_counter() - t0)
+            r["http_connect"] = connects
+
+        anyio.run(service_side)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+    async def stdio_side() -> None:
+        from mcp.client import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        from kmscli.compose import kms_command
+
+        command, cargs = kms_command()
+        async with Client(StdioServerParameters(command=command, args=cargs, env=env)) as c:
+            r["stdio_search"] = await round_trips(c, "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]},
+                                                  args.calls)
+            r["stdio_append"] = await round_trips(c, "kms_append", lambda i: {"noteId": note_id, "content": f"- s {i}"},
+                                                  args.calls)
+        starts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            async with Client(StdioServerParameters(command=command, args=cargs, env=env)) as c:
+                await c.list_tools()
+            starts.append(time.perf_counter() - t0)
+        r["stdio_connect"] = starts
+
+    try:
+        anyio.run(stdio_side)
+    finally:
+        path.write_bytes(original)
+    ms = 1000
+    hs, ss = percentiles(r["http_search"]), percentiles(r["stdio_search"])
+    ha, sa = percentiles(r["http_append"]), percentiles(r["stdio_append"])
+    hc, sc = percentiles(r["http_connect"]), percentiles(r["stdio_connect"])
+    n = args.sessions
+    table(f"kms service vs kms mcp: {args.notes} notes embedded ({embed_s:.0f} s), model on, {n} sessions, "
+          f"{args.calls} calls; load average {load:.1f} at the start", [
+        ("PSS, 1 stdio session (MiB)", f"{r['stdio_one']:.0f}", "", "", "idle, after one hybrid search"),
+        (f"PSS, {n} stdio sessions (MiB)", f"{r['stdio_n']:.0f}", f"{r['stdio_one']:.0f} (1 session)",
+         f"{r['stdio_n'] / r['stdio_one']:.2f}x", "today"),
+        (f"PSS, service with {n} sessions (MiB)", f"{r['service_n']:.0f}", f"{r['stdio_one']:.0f} (1 session)",
+         f"{r['service_n'] / r['stdio_one']:.2f}x",
+         f"<= 1.3x: {'PASS' if r['service_n'] <= 1.3 * r['stdio_one'] else 'FAIL'}"),
+        ("connect -> tools/list p95 (ms)", f"{hc[1] * ms:.1f} HTTP", f"{sc[1] * ms:.0f} stdio (a start)",
+         f"{hc[1] / sc[1]:.3f}x", f"<= 50 ms: {'PASS' if hc[1] * ms <= 50 else 'FAIL'}"),
+        ("kms_search p50 (ms)", f"{hs[0] * ms:.2f} HTTP", f"{ss[0] * ms:.2f} stdio", f"{hs[0] / ss[0]:.2f}x",
+         f"<= stdio + 1 ms: {'PASS' if hs[0] <= ss[0] + 0.001 else 'FAIL'}"),
+        ("kms_append p50 (ms)", f"{ha[0] * ms:.2f} HTTP", f"{sa[0] * ms:.2f} stdio", f"{ha[0] / sa[0]:.2f}x",
+         f"<= stdio + 1 ms: {'PASS' if ha[0] <= sa[0] + 0.001 else 'FAIL'}"),
+    ])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    main()
