@@ -110,6 +110,9 @@ BAD_VALUES = [
     ("KMS_MEMORY_FOLDER", "../notes", "vault-relative folder"),
     ("KMS_MEMORY_FOLDER", "memory/*", "vault-relative folder"),
     ("KMS_NOPE", "1", "docs/settings.md"),
+    ("KMS_SERVICE_USE", "maybe", "true/false"),
+    ("KMS_SERVICE_PORT", "80", "1024 to 65535"),
+    ("KMS_SERVICE_PORT", "http", "1024 to 65535"),
 ]
 
 
@@ -126,7 +129,7 @@ def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, 
 # Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
 # (tests/cli/test_spawned_server.py).
 FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR",
-             "KMS_PROJECT"}
+             "KMS_PROJECT", "KMS_SESSION_TOKEN"}
 
 
 def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
