@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from server import installed_version
+from server.activity.sessions import pid_alive
 
 log = logging.getLogger("kms.service")
 DEFAULT_PORT = 8765
@@ -80,7 +81,7 @@ def read_state(db_path: Path) -> ServiceState | None:
         state = ServiceState(**data)
     except (OSError, ValueError, TypeError):
         return None
-    if not _alive(state.pid):
+    if not pid_alive(state.pid):
         with contextlib.suppress(OSError):
             path.unlink()
         return None
@@ -93,16 +94,6 @@ def clear_state(db_path: Path, pid: int) -> None:
     if current is None or current.pid == pid:
         with contextlib.suppress(OSError):
             state_path(db_path).unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def loopback_sockets(port: int, host: str | None) -> list[socket.socket]:
