@@ -160,15 +160,16 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool, **extra)
 
 
-BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets the model loading
-BACKGROUND_GRACE_S = 0.3  # after the tool list is written, before the model's start (numpy, onnxruntime)
+BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets its writes warmed
+BACKGROUND_GRACE_S = 0.3  # after the tool list is written, before the background work competes with it
 
 
 def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], None]:
     """Start the watcher (index freshness: it sees edits from the server's first moment); return the function
-    that starts the rest, the semantic model's start and the write modules' import. Those import numpy, YAML
-    and the editors: on a 2-core machine, run while the SDK is still loading they would push ``tools/list``
-    well past the SDK's own minimal server, so ``Deferred`` runs them once the tools are listed."""
+    that starts the rest: the write modules' import and, where the process preloads it (the service), the
+    semantic model. Those import numpy, YAML and the editors: on a 2-core machine, run while the SDK is still
+    loading they would push ``tools/list`` well past the SDK's own minimal server, so ``Deferred`` runs them
+    once the tools are listed."""
     services = hub.services
     if services.watch:
 
