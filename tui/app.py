@@ -37,6 +37,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
 from tui.screens.pending import PendingScreen
+from tui.screens.service import ServiceScreen
 from tui.screens.settings import SettingsScreen
 from tui.screens.trash import TrashScreen
 from tui.state import DashboardState
@@ -155,6 +156,10 @@ class KmsDashboard(App[None]):
     def action_trash(self) -> None:
         if not isinstance(self.screen, TrashScreen):
             self.push_screen(TrashScreen())
+
+    def action_service(self) -> None:
+        if not isinstance(self.screen, ServiceScreen):
+            self.push_screen(ServiceScreen())
 
     def show_invocation(self, invocation_id: int) -> None:
         self.push_screen(InvocationScreen(self.state, invocation_id))
@@ -293,6 +298,8 @@ class KmsDashboard(App[None]):
         yield SystemCommand("Settings", "Agent switches, write allowlist and limits", self.action_settings)
         yield SystemCommand("Help", "Keys, symbols and panels", self.action_help)
         yield SystemCommand("Trash", "What agents trashed, from which session; restore one", self.action_trash)
+        yield SystemCommand("Service and tokens", "The kms service, its tokens; revoke one, pause its session",
+                            self.action_service)
         yield SystemCommand("Pending approvals", "Writes waiting for your approval", self.action_pending)
         if isinstance(screen, DashboardScreen):
             yield SystemCommand("Revert selected write", "Preview, then confirm", screen.action_revert)

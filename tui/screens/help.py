@@ -24,6 +24,7 @@ KEYS: list[tuple[str, str]] = [
     ("1 2 3", "focus sessions, feed, detail"),
     ("s", "settings (agent switches, allowlist, write limits)"),
     ("t", "the trash: what agents trashed, from which session, when; r restores one"),
+    ("k", "the kms service and its tokens: v revokes one, p pauses or resumes its session"),
     ("p", "writes waiting for your approval: a approves, x rejects (with a reason)"),
     ("P V U", "sessions: pause/resume, revoke, undo the whole session (preview, then confirm)"),
     ("Ctrl+P", "command palette"),

@@ -1,0 +1,50 @@
+"""The dashboard's service screen (``k``): the service's state and every token (label, kind, scopes, the
+session it stands for, last use, state); revoke one after a yes, pause and resume its session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.dashboard import seed_fixed, settled, wait_for
+
+from server.activity import control, tokens
+from server.activity.sessions import touch_session
+from server.config.scopes import Scopes
+from server.store.db import connect
+from tui.app import create_app
+from tui.screens.service import ConfirmRevoke, ServiceScreen
+
+
+async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
+    world = seed_fixed(tmp_path / "w")
+    conn = connect(world.db_path)
+    cursor, _s1 = tokens.create(conn, label="cursor", scopes=Scopes.parse("tier:write folder:drafts"), now=world.now)
+    gemini, _s2 = tokens.create(conn, label="gemini", scopes=Scopes.parse("tier:read vault:notes"),
+                                now=world.now - 10)
+    touch_session(conn, cursor.session_id, kind="server", now=world.now)  # cursor's session has connected
+    app = create_app(world.db_path, settings_path=tmp_path / "config.toml", clock=lambda: world.now,
+                     poll_interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: settled(app), what="the dashboard")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: isinstance(app.screen, ServiceScreen) and app.screen.loaded, what="tokens")
+        screen = app.screen
+        assert isinstance(screen, ServiceScreen)
+        assert [(t.label, t.scopes.text()) for t in screen.entries] == [
+            ("cursor", "tier:write folder:drafts"), ("gemini", "tier:read vault:notes")]
+        title = str(screen.query_one("#service-title").render())
+        assert "not running" in title and "kms_" not in title
+        await pilot.press("p")  # the highlighted row: cursor's session
+        await wait_for(pilot, lambda: control.state_of(conn, cursor.session_id)[0] == "paused", what="paused")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: control.state_of(conn, cursor.session_id)[0] == "active", what="resumed")
+        await pilot.press("down", "v")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRevoke), what="the confirmation")
+        await pilot.press("n")
+        assert tokens.get(conn, gemini.id).revoked_at is None
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRevoke), what="the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: tokens.get(conn, gemini.id).revoked_at is not None, what="the revoke")
+        assert tokens.get(conn, cursor.id).revoked_at is None
+    conn.close()

@@ -1,0 +1,160 @@
+"""The kms service and its tokens (``k``): whether the service runs, every token (label, kind, scopes, the
+session it stands for, last use); revoke one after a yes, pause or resume its session.
+
+The same core as ``kms service status`` and ``kms token list|revoke`` (``server.mcp.service`` state file,
+``server.activity.tokens``) and ``kms session pause`` (``server.activity.control``). A session served by the
+service shows in the dashboard's session list, feed, gauges and approvals like a stdio one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Label, Static
+
+from server import humanize
+from server.activity import control, tokens
+from server.errors import KmsError
+
+if TYPE_CHECKING:
+    from tui.app import KmsDashboard
+
+HINT = "v revokes a token · p pauses or resumes its session · g reloads"
+STATE_STYLE = {"active": "green", "revoked": "red", "expired": "yellow"}
+
+
+class ConfirmRevoke(ModalScreen[bool]):
+    """Revoke one token, after a yes: its next request is refused and its session ends."""
+
+    BINDINGS = [Binding("y", "confirm", "Revoke"), Binding("n,escape", "cancel", "Cancel")]
+
+    def __init__(self, token: tokens.Token) -> None:
+        super().__init__()
+        self.token = token
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog") as box:
+            box.border_title = "Revoke a token"
+            yield Label(Text(f"{self.token.label} ({self.token.id})", style="bold"))
+            yield Static(Text(f"Its next request is refused (401) and its session {self.token.session_id} ends. "
+                              "A host using it needs a new token."), id="reason")
+            with Horizontal(classes="buttons"):
+                yield Button("Revoke (y)", id="confirm", variant="error")
+                yield Button("Cancel (n)", id="cancel", variant="primary")
+        yield Footer()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+def _service_line(db_path: Path) -> Text:
+    from server.mcp import service
+
+    state = service.read_state(db_path)
+    if state is None:
+        return Text("kms service: not running (kms service start)", style="dim")
+    return Text.assemble(("kms service ", "bold"), (state.url, "cyan"), f"  pid {state.pid}  v{state.version}")
+
+
+class ServiceScreen(Screen[None]):
+    """The service's state and every token, newest first."""
+
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("v", "revoke", "Revoke"),
+        Binding("p", "pause", "Pause/resume"),
+        Binding("g", "reload", "Reload"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[tokens.Token] = []
+        self.loaded = False
+
+    @property
+    def kms(self) -> KmsDashboard:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("kms service", style="bold"), id="service-title")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="tokens")
+        yield Static(Text(HINT, style="dim"), id="service-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label, width in (("Label", 18), ("Kind", 7), ("Scopes", 22), ("Session", 14), ("Last used", 9),
+                             ("State", 8)):
+            table.add_column(label, width=width, key=label)
+        table.focus()
+        self.reload()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    @work(group="service", exclusive=True, exit_on_error=False)
+    async def reload(self) -> None:
+        now = self.kms.clock()
+        self.entries = await self.kms.db(lambda conn: tokens.list_tokens(conn, include_ended=True, now=now))
+        self.query_one("#service-title", Static).update(_service_line(Path(self.kms.db_path)))
+        table = self.query_one(DataTable)
+        table.clear()
+        for t in self.entries:
+            state = t.state(now)
+            table.add_row(Text(t.label, no_wrap=True, overflow="ellipsis"), t.kind,
+                          Text(t.scopes.text(), no_wrap=True, overflow="ellipsis"), t.session_id,
+                          humanize.ago(t.last_used_at, now, "never"), Text(state, style=STATE_STYLE.get(state, "")),
+                          key=t.id)
+        count = sum(t.state(now) == "active" for t in self.entries)
+        self.query_one("#service-status", Static).update(Text(f"{count} active token(s) · {HINT}", style="dim"))
+        self.loaded = True
+
+    def selected(self) -> tokens.Token | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((t for t in self.entries if t.id == key), None)
+
+    def action_revoke(self) -> None:
+        token = self.selected()
+        if token is not None and token.revoked_at is None:
+            self.revoke(token)
+
+    @work(group="service-revoke", exclusive=True, exit_on_error=False)
+    async def revoke(self, token: tokens.Token) -> None:
+        if not await self.app.push_screen_wait(ConfirmRevoke(token)):
+            return
+        await self.kms.db(tokens.revoke, token.id)
+        self.notify(f"{token.label} is revoked; its session ends.", title="Revoked")
+        self.reload()
+
+    def action_pause(self) -> None:
+        token = self.selected()
+        if token is not None:
+            self.toggle_pause(token)
+
+    @work(group="service-pause", exclusive=True, exit_on_error=False)
+    async def toggle_pause(self, token: tokens.Token) -> None:
+        try:
+            state, _reason = await self.kms.db(control.state_of, token.session_id)
+            new = "active" if state == "paused" else "paused"
+            await self.kms.db(control.set_state, token.session_id, new, reason="from the dashboard")
+        except KmsError as e:  # a session that never connected has no row yet
+            self.notify(e.message, title=f"Can't change {token.session_id}", severity="error", timeout=8)
+            return
+        self.notify(f"session {token.session_id} is {new}", title="Session")
