@@ -92,6 +92,35 @@ ALIASES = {"claude": "claude-code", "code": "vscode", "vs-code": "vscode", "code
            "gemini-cli": "gemini"}
 
 
+# Over HTTP (the kms service): each host's entry, its token read from where the host can read it and the
+# host's file never holds it (Claude Code runs a helper; the others expand an environment variable).
+STDIO_ONLY = {
+    "claude-desktop": "Claude Desktop reads only stdio servers from its config file: it keeps `kms mcp` "
+                      "(kms mcp-config claude-desktop, without --http)",
+    "zed": "Zed's HTTP servers are not written by kms yet: use its stdio entry (kms mcp-config zed, without --http)",
+}
+
+
+def http_entry(host: Host, url: str, helper: str) -> Entry:
+    """The host's entry for the kms service at ``url`` (``helper``: the command that prints the header)."""
+    from server.activity.tokens import HOST_TOKEN_VARS
+
+    if host.name in STDIO_ONLY:
+        raise KmsError("invalid-input", STDIO_ONLY[host.name])
+    if host.name == "claude-code":
+        return {"type": "http", "url": url, "headersHelper": helper}
+    var = HOST_TOKEN_VARS[host.name]
+    bearer = {"Authorization": f"Bearer ${{env:{var}}}"}
+    shapes: dict[str, Entry] = {
+        "cursor": {"url": url, "headers": bearer},
+        "vscode": {"type": "http", "url": url, "headers": bearer},
+        "windsurf": {"serverUrl": url, "headers": bearer},
+        "codex": {"url": url, "bearer_token_env_var": var},
+        "gemini": {"url": url, "type": "http", "headers": {"Authorization": f"Bearer ${{{var}}}"}},
+    }
+    return shapes[host.name]
+
+
 def get_host(name: str) -> Host:
     """The host called ``name`` (or an alias); a ``usage`` KmsError naming the choices otherwise."""
     host = HOSTS.get(ALIASES.get(name.lower(), name.lower()))
@@ -125,7 +154,7 @@ def document(host: Host, entry: Entry) -> str:
 def snippet(host: Host, entry: Entry) -> tuple[str, str]:
     """(document for stdout, hint for stderr). Claude Code's document is its ``claude mcp add`` line."""
     where = f"{host.config_path()}" + (f"; {host.note}" if host.note else "")
-    if host.name == "claude-code":
+    if host.name == "claude-code" and "command" in entry:
         envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry.get("env", {}).items())
         cmd = shlex.join([entry["command"], *entry["args"]])
         line = f"claude mcp add --scope user kms{envs} -- {cmd}\n"

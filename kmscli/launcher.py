@@ -380,6 +380,55 @@ def claude_command(
 # ----------------------------------------------------------------------------- kms mcp-config
 
 
+def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None, scopes: str) -> None:
+    """``kms mcp-config HOST --http``: the host's entry for the kms service and a token of its own (a new one
+    each time: the old is revoked); ``--uninstall`` also revokes it."""
+    import shlex
+
+    from kmscli import hosts
+    from kmscli.compose import ISOLATION_FLAGS
+    from server.activity.tokens import HOST_TOKEN_VARS
+    from server.config.scopes import ScopeError, Scopes
+    from server.errors import KmsError
+    from server.mcp import service
+
+    db_path = db.default_db_path().resolve()
+    conn = db.connect(db_path)
+    try:
+        if uninstall:
+            target, backup, found = hosts.uninstall(host, path)
+            revoked = tokens.forget_host(conn, db_path, host.name)
+            _err((f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found
+                  else f"kms was not in {target}") + f"; {revoked} token(s) of {host.name} revoked", "green")
+            return
+        try:
+            parsed = Scopes.parse(scopes)
+        except ScopeError as e:
+            raise KmsError("invalid-input", str(e)) from None
+        state = service.read_state(db_path)
+        port = state.port if state is not None else load_settings().get("service.port")
+        url = state.url if state is not None else f"http://127.0.0.1:{port}/mcp"
+        helper = shlex.join(["env", f"KMS_DB_PATH={db_path}", sys.executable, *ISOLATION_FLAGS, "-m", "kmscli",
+                             "token", "header", host.name])
+        entry = hosts.http_entry(host, url, helper)
+        token = tokens.for_host(conn, db_path, host.name, parsed)
+    finally:
+        conn.close()
+    var = HOST_TOKEN_VARS.get(host.name)
+    where = (f"export {var}=\"$(kms token secret {host.name})\" in the shell (profile) {host.label} starts from"
+             if var else "Claude Code asks kms for the header at each connection (headersHelper)")
+    if install:
+        target, backup = hosts.install(host, entry, path)
+        _err(f"kms (service, token {token.id}: {token.scopes.text()}) installed for {host.label} in {target}"
+             + (f" (backup: {backup})" if backup else "") + f"; {where}", "green")
+    else:
+        sys.stdout.write(hosts.document(host, entry))
+        sys.stdout.flush()
+        _err(f"{host.label}: merge this into {host.config_path()} (or --install); token {token.id}; {where}", "dim")
+    if state is None:
+        _err("the kms service is not running: kms service start", "yellow")
+
+
 def _complete_host(incomplete: str) -> list[str]:
     from kmscli.hosts import HOSTS
 
@@ -404,6 +453,11 @@ def mcp_config_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")]
     = False,
+    http: Annotated[bool, typer.Option("--http", help="Reach kms through the kms service (a token for this host; "
+                                       "its secret stays out of the host's file).")] = False,
+    scopes: Annotated[str, typer.Option("--scopes", help="With --http: the host token's scopes "
+                                        "(e.g. 'tier:write folder:drafts'); your settings still apply.")]
+    = "tier:organize",
 ) -> None:
     """Give another agent host the kms server: print its config document, or --install it in place."""
     from kmscli import hosts
@@ -418,6 +472,9 @@ def mcp_config_command(
         raise typer.Exit(2)
     try:
         host = hosts.get_host(host_arg or host_opt or "claude-code")
+        if http:
+            _http_config(host, install=install, uninstall=uninstall, path=path, scopes=scopes)
+            return
         if uninstall:
             target, backup, found = hosts.uninstall(host, path)
             _err(f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found

@@ -225,6 +225,26 @@ def token_list_cmd(all_tokens: Annotated[bool, typer.Option("--all", help="Revok
                           highlight=False)
 
 
+@token_app.command("secret")
+def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp-config HOST --http).")]) -> None:
+    """Print the secret of a host's token (for the variable its entry reads)."""
+    from server.activity import tokens
+
+    with cli_errors():
+        sys.stdout.write(tokens.host_secret(default_db_path(), host) + "\n")
+
+
+@token_app.command("header")
+def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp-config HOST --http).")]) -> None:
+    """Print a host's Authorization header as JSON (Claude Code's headersHelper runs this)."""
+    import json
+
+    from server.activity import tokens
+
+    with cli_errors():
+        sys.stdout.write(json.dumps({"Authorization": f"Bearer {tokens.host_secret(default_db_path(), host)}"}) + "\n")
+
+
 @token_app.command("revoke")
 def token_revoke_cmd(token: Annotated[str, typer.Argument(help="The token's id or label.")]) -> None:
     """Revoke a token: its next request is refused (401)."""

@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -108,6 +110,54 @@ def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | No
     scopes = Scopes(tier=enabled[-1] if enabled else "read", vault=config.vault, approval=config.approval == "always")
     return create(conn, label=f"kms claude {config.session_id}", scopes=scopes, kind="session",
                   expires_in_s=SESSION_TOKEN_S, session_id=config.session_id, config=config.to_env(), now=now)
+
+
+HOST_TOKEN_VARS = {"cursor": "KMS_TOKEN_CURSOR", "vscode": "KMS_TOKEN_VSCODE", "windsurf": "KMS_TOKEN_WINDSURF",
+                   "codex": "KMS_TOKEN_CODEX", "gemini": "KMS_TOKEN_GEMINI"}  # hosts that read it from the env
+
+
+def _secrets_dir(db_path: Path) -> Path:
+    folder = Path(db_path).parent / "service" / "hosts"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for f in (folder, folder.parent):
+        os.chmod(f, 0o700)
+    return folder
+
+
+def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *,
+             now: float | None = None) -> Token:
+    """A fresh token for an agent host (``host:<name>``; the host's previous one revoked), its secret kept
+    in kms's private folder (0600) for the host's helper or the person's shell, never in the host's file."""
+    label = f"host:{host}"
+    for old in list_tokens(conn, now=now):
+        if old.label == label:
+            revoke(conn, old.id, now=now)
+    token, secret = create(conn, label=label, scopes=scopes, kind="host", now=now)
+    path = _secrets_dir(db_path) / f"{host}.token"
+    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret)
+    os.replace(path.with_suffix(".tmp"), path)
+    return token
+
+
+def host_secret(db_path: Path, host: str) -> str:
+    """The secret of ``host``'s token (``kms token secret``, ``kms token header``)."""
+    try:
+        return (_secrets_dir(db_path) / f"{host}.token").read_text().strip()
+    except FileNotFoundError:
+        raise KmsError("not-found", f"no token is kept for {host}: run `kms mcp-config {host} --http`") from None
+
+
+def forget_host(conn: apsw.Connection, db_path: Path, host: str, *, now: float | None = None) -> int:
+    """Revoke ``host``'s tokens and delete its kept secret; how many tokens were revoked."""
+    revoked = 0
+    for old in list_tokens(conn, now=now):
+        if old.label == f"host:{host}":
+            revoke(conn, old.id, now=now)
+            revoked += 1
+    (_secrets_dir(db_path) / f"{host}.token").unlink(missing_ok=True)
+    return revoked
 
 
 def get(conn: apsw.Connection, token_id: str) -> Token:

@@ -435,6 +435,10 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
     "KMS_SESSION_TOKEN": ("The bearer token of a `kms claude` session served by the kms service (`kms claude` "
                           "sets it for the host's HTTP entry; revoked when the session ends).", None),
+    **{f"KMS_TOKEN_{host.upper()}": (f"The kms service token {label} reads for its HTTP entry "
+                                     f"(`kms mcp-config {host} --http`; `kms token secret {host}` prints it).", None)
+       for host, label in (("cursor", "Cursor"), ("vscode", "VS Code"), ("windsurf", "Windsurf"),
+                           ("codex", "Codex CLI"), ("gemini", "Gemini CLI"))},
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

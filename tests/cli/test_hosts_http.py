@@ -1,0 +1,67 @@
+"""``kms mcp-config HOST --http``: each HTTP-capable host's entry for the kms service, a token of its own whose
+secret never lands in the host's file (Claude Code asks kms through its headersHelper; the others expand an
+environment variable), a new token each time (the old one revoked), ``--uninstall`` revoking it; Claude
+Desktop and Zed keep their stdio entry and say why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import apsw
+import pytest
+from support.cli import kms, ok, refused, said
+
+from kmscli import jsonc
+from kmscli.hosts import HOSTS
+from server.activity import tokens
+
+HTTP_HOSTS = {"claude-code": "mcpServers", "cursor": "mcpServers", "windsurf": "mcpServers", "gemini": "mcpServers",
+              "vscode": "servers", "codex": "mcp_servers"}
+
+
+def installed(host: str, home: Path) -> dict:
+    path = HOSTS[host].config_path({"HOME": str(home)})
+    text = path.read_text()
+    if host == "codex":
+        return tomllib.loads(text)["mcp_servers"]["kms"]
+    return json.loads(jsonc.strip(text))[HTTP_HOSTS[host]]["kms"]
+
+
+@pytest.mark.parametrize("host", HTTP_HOSTS)
+def test_http_install_keeps_the_secret_out_of_the_hosts_file(host: str, tmp_path: Path, conn: apsw.Connection) -> None:
+    home = tmp_path / "home"
+    result = ok(kms("mcp-config", host, "--http", "--install", "--scopes", "tier:write", HOME=str(home)))
+    entry = installed(host, home)
+    url = entry.get("url") or entry.get("serverUrl")
+    assert url == "http://127.0.0.1:8765/mcp", entry
+    [token] = [t for t in tokens.list_tokens(conn) if t.label == f"host:{host}"]
+    assert token.kind == "host" and token.scopes.text() == "tier:write"
+    secret = ok(kms("token", "secret", host)).stdout.strip()
+    assert tokens.verify(conn, secret) is not None
+    file_text = HOSTS[host].config_path({"HOME": str(home)}).read_text()
+    assert secret not in file_text and secret.split("_")[-1] not in file_text
+    if host == "claude-code":  # Claude Code runs the helper for the header at each connection
+        out = subprocess.run(entry["headersHelper"], shell=True, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "HOME": str(home)})
+        assert json.loads(out.stdout) == {"Authorization": f"Bearer {secret}"}, out.stderr
+    else:
+        var = tokens.HOST_TOKEN_VARS[host]
+        assert var in json.dumps(entry) and var in said(result.stderr)
+    ok(kms("mcp-config", host, "--http", "--install", HOME=str(home)))  # again: a new token, the old one revoked
+    assert tokens.verify(conn, secret) is None
+    assert [t.label for t in tokens.list_tokens(conn)] == [f"host:{host}"]
+    ok(kms("mcp-config", host, "--http", "--uninstall", HOME=str(home)))
+    assert tokens.list_tokens(conn) == []
+    with pytest.raises(KeyError):
+        installed(host, home)
+
+
+@pytest.mark.parametrize("host", ["claude-desktop", "zed"])
+def test_stdio_only_hosts_say_why(host: str, tmp_path: Path, conn: apsw.Connection) -> None:
+    result = refused(kms("mcp-config", host, "--http", "--install", HOME=str(tmp_path)), 2)
+    assert "stdio" in said(result.stderr)
+    assert tokens.list_tokens(conn) == [] and not HOSTS[host].config_path({"HOME": str(tmp_path)}).exists()
