@@ -297,8 +297,14 @@ def open_folder(vault_root: str | os.PathLike[str], real_folder: str) -> int:
     """A descriptor of the vault folder ``real_folder`` (vault-relative, already resolved: no
     links in it), opened one component at a time without following links (``O_NOFOLLOW``). A
     write made through it lands in that folder even if a name on the way is swapped for a link to
-    somewhere else meanwhile; a link met on the way (the swap came first) is refused."""
-    fd = os.open(_realpath(vault_root), _DIR_FLAGS)
+    somewhere else meanwhile; a link met on the way (the swap came first) is refused. A vault folder
+    that is gone (moved, unmounted) is ``not-found``, saying so."""
+    try:
+        fd = os.open(_realpath(vault_root), _DIR_FLAGS)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        raise KmsError("not-found", f"the vault folder {os.fspath(vault_root)!r} is gone (moved, renamed or not "
+                                    "mounted); nothing was written. The person can move it back, or register its "
+                                    "new place with `kms vault add`") from e
     try:
         for seg in [s for s in real_folder.split("/") if s not in ("", ".")]:
             try:

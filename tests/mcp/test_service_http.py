@@ -187,3 +187,22 @@ def test_protocol_abuse_over_http_gets_typed_answers_and_the_service_keeps_servi
         assert httpx2.post(running.url, content=body, headers={**headers, "Authorization": "Bearer x"},
                            timeout=10).status_code == 401
     assert _status(running, secret) == 200  # 0 crashes: still serving
+
+
+async def test_a_broken_session_does_not_take_the_service_down(running: service.ServiceState,
+                                                              two_vaults: apsw.Connection) -> None:
+    """A token whose vault is gone, then a vault folder that vanished under a session: typed answers for that
+    session, the others served as before."""
+    _g, gone = token(two_vaults, "tier:read vault:nosuch")
+    _r, fine = token(two_vaults, "tier:write")
+    async with client(running, gone) as g, client(running, fine) as f:
+        answer = await call(g, "kms_search", {"query": "lighthouse"})
+        assert answer["_error"] and answer["error"] == "not-found", answer
+        assert (await call(f, "kms_search", {"query": "lighthouse"}))["hits"]
+        root = two_vaults.execute("SELECT root FROM vaults WHERE name = 'b'").fetchall()[0][0]
+        Path(root).rename(Path(root + "-moved"))
+        beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
+        answer = await call(f, "kms_append", {"noteId": beta, "content": "lost?"})
+        assert answer["_error"] and answer["error"] == "not-found", answer  # the file is gone: typed, no crash
+        assert (await call(f, "kms_search", {"query": "keeper"}))["hits"]
+    assert _status(running, fine) == 200

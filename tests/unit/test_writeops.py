@@ -581,3 +581,16 @@ def test_limits_are_defined_once(env: Env) -> None:
     for model in (AppendInput, InsertAtInput):
         assert kb(MAX_INSERT_BYTES) in model.model_fields["content"].description
     assert len(list_invocations(env.conn, limit=100)) == 5  # every guarded call recorded, none twice
+
+
+def test_a_vault_folder_that_is_gone_is_not_found_and_nothing_is_written(env: Env) -> None:
+    """The vault was moved or unmounted under a running session: a typed answer, never a traceback, and no
+    folder made in its old place."""
+    nid = env.note("n.md", "# N\n")
+    moved = env.root.with_name("moved-away")
+    env.root.rename(moved)
+    ws = svc(env)
+    assert err(ws.append, nid, "more").kind == "not-found"
+    made = err(ws.create, "New", "text")
+    assert made.kind == "not-found", made.message
+    assert not env.root.exists() and (moved / "n.md").read_text() == "# N\n"
