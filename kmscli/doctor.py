@@ -20,7 +20,7 @@ import typer
 
 from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
-from server.config.redact import redact
+from server.config.redact import redact, redact_settings
 from server.config.settings import Settings, load_settings
 from server.humanize import NEVER, ago
 from server.store import db
@@ -157,7 +157,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "values": {e.key: e.value for e in settings.all_entries()},
     }
     if not show_secrets:
-        report["settings"]["values"] = redact(report["settings"]["values"])
+        report["settings"]["values"] = redact_settings(report["settings"]["values"])
     report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
     report["embeddings"] = embeddings
     report["tiers"] = {tier: settings.active(key) for tier, key in TIER_KEYS}
