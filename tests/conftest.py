@@ -25,8 +25,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "kms.db"
     for var in [v for v in os.environ if v.startswith("XDG_")]:
         monkeypatch.delenv(var)
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
+    home = tmp_path / ".home"  # (tests make their own "home" folders)
+    home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KMS_DB_PATH", str(db))
     monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))

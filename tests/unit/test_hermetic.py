@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_no_test_sees_the_callers_xdg_or_home(tmp_path: Path) -> None:
     assert [v for v in os.environ if v.startswith("XDG_")] == []
-    assert Path(os.environ["HOME"]) == tmp_path / "home"
+    assert Path(os.environ["HOME"]) == tmp_path / ".home"
 
 
 def test_host_config_paths_pass_with_the_xdg_variables_set(tmp_path: Path) -> None:
