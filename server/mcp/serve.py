@@ -267,6 +267,7 @@ def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
     from server.errors import KmsError
     from server.store.db import connect
+    from server.store.health import wait_writable
     from server.vault.registry import get_vault, list_vaults
 
     try:
@@ -275,6 +276,9 @@ def check_session(config: SessionConfig) -> None:
         raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
                                  "a database file kms can create or open") from None
     try:
+        busy = wait_writable(conn, config.db_path)  # another process holds the write lock: one line, not a traceback
+        if busy is not None:
+            raise SessionConfigError("KMS_DB_PATH", str(config.db_path), busy.message, "a database kms can write")
         if config.vault is not None:
             try:
                 get_vault(conn, config.vault)

@@ -22,6 +22,8 @@ DAMAGED = (apsw.NotADBError, apsw.CorruptError)
 UNUSABLE = (*DAMAGED, apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.FullError,
             apsw.IOError, apsw.AuthError)
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# another process held the write lock for the whole busy timeout: said in one line, not a traceback
+BUSY = (apsw.BusyError, apsw.LockedError)
 
 
 def _where(path: Path) -> str:
@@ -49,6 +51,10 @@ def database_error(exc: BaseException, path: str | Path) -> KmsError:
     if isinstance(exc, apsw.CorruptError):
         return KmsError("database", f"the database file is damaged (truncated or corrupt): {repair}",
                         path=str(db), problem="corrupt")
+    if isinstance(exc, BUSY):
+        return KmsError("database", f"the database {db} is busy: another process held its write lock for the whole "
+                                    "wait (a long `kms index` or `kms repair`, or a process that hung); retry once it "
+                                    "has finished", path=str(db), problem="busy")
     if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS):
         return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry",
                         path=str(db), problem="disk-full")
@@ -61,6 +67,19 @@ def database_error(exc: BaseException, path: str | Path) -> KmsError:
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return KmsError("database", f"cannot open the database {db} ({detail}): check KMS_DB_PATH and that the "
                                 "file and its folder are readable and writable", path=str(db), problem="unreachable")
+
+
+def wait_writable(conn: apsw.Connection, path: str | Path) -> KmsError | None:
+    """Wait (the connection's busy timeout) until no other process holds the write lock: a server
+    that starts while one does says so in one line instead of failing at its first write."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except BUSY as e:
+        return database_error(e, path)
+    except (apsw.ReadOnlyError, apsw.PermissionsError):
+        return None  # a read-only database still serves reads; its writes say so when they come
+    return None
 
 
 def is_database_failure(exc: BaseException) -> bool:
