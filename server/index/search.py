@@ -16,6 +16,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 
 SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
@@ -76,12 +77,14 @@ def build_match(query: str) -> tuple[str, str | None]:
 
 # Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by the
 # rank column lets FTS5 stream hits in rank order. Snippets are built in the inner query, after
-# its LIMIT, so only shown hits pay for one; the inner limit is widened by the number of hidden
-# notes so filtering them out afterwards can never leave a page short.
-_SQL = """
+# its LIMIT, so only shown hits pay for one (a note over SNIPPET_MAX_BYTES gets its excerpt from
+# ``excerpt.window_excerpt`` instead: snippet()'s cost grows with the note); the inner limit is
+# widened by the number of hidden notes so filtering them out afterwards can never leave a page short.
+_SQL = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -f.rank AS score, f.excerpt
-FROM (SELECT rowid, rank, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+       -f.rank AS score, f.excerpt, n.rid
+FROM (SELECT rowid, rank, CASE WHEN (SELECT size_bytes FROM notes WHERE rid = notes_fts.rowid) > {SNIPPET_MAX_BYTES}
+                                 THEN NULL ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
       FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rank LIMIT ?) f
 JOIN notes n ON n.rid = f.rowid JOIN vaults v ON v.id = n.vault_id
 WHERE n.hidden_at IS NULL
@@ -91,9 +94,11 @@ LIMIT ?
 _HIDDEN = "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"
 # Scoped to one vault, the inner limit would have to cover every other vault's notes: filter in one
 # pass instead (snippets are then built for each candidate, which costs more but stays correct).
-_SQL_VAULT = """
+_SQL_VAULT = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -notes_fts.rank AS score, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+       -notes_fts.rank AS score, n.rid,
+       CASE WHEN n.size_bytes > {SNIPPET_MAX_BYTES} THEN NULL
+            ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
 WHERE notes_fts MATCH ? AND n.hidden_at IS NULL AND n.vault_id = ?
 ORDER BY notes_fts.rank
@@ -116,6 +121,9 @@ def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) ->
         hit["tags"] = hit["tags"].split() if hit["tags"] else []
         # significant digits, not decimals: a word in most notes scores ~1e-6 and must stay positive
         hit["score"] = float(f"{hit['score']:.6g}")
+        rid = hit.pop("rid")
+        if hit["excerpt"] is None:  # a large note: a window around its first match, not snippet() over it all
+            hit["excerpt"] = window_excerpt(conn, rid, match)
         if not hit["excerpt"].strip():
             hit["excerpt"] = hit["title"]
         out.append(hit)
