@@ -312,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     except SessionConfigError as e:
         sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
         return 2
+    if config.tier_enabled("write"):  # a disk that fills before the first write call still records its refusals
+        from server.activity.unrecorded import ensure_reserve
+
+        ensure_reserve(config.db_path)
     import_sdk_lean()
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
     runner = ToolRunner(config)
