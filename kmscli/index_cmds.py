@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, err_console, open_db, print_json, vault_id
 from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
@@ -190,13 +191,14 @@ def index_cmd(
         _run_index(conn, full=full, vault=vault, embed=embed)
 
 
-def status_cmd(json_out: JsonOpt = False) -> None:
-    """Database, vaults and index health at a glance, and the sessions connected now."""
+def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
+    """Database, vaults and index health at a glance, and the sessions connected now; hidden notes'
+    names only with --include-hidden."""
     from server.activity.feed import session_overview
 
     with cli_errors():
         conn = open_db()
-        data = listing.status(conn, str(default_db_path()))
+        data = HiddenView(conn, include_hidden).status(listing.status(conn, str(default_db_path())))
         now = time.time()
         sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
     data["sessions"] = [
@@ -224,7 +226,7 @@ def status_cmd(json_out: JsonOpt = False) -> None:
         console.print(f"  ambiguous {a['vault']}: [[{a['name']}]] ({a['links']} links) could be "
                       + ", ".join(a["candidates"]), highlight=False, markup=False)
     for f in data["flagged"]:
-        console.print(f"  [yellow]flagged[/] {f['path']}: {f['reason']}", highlight=False)
+        console.print(f"  [yellow]flagged[/] {f['path']}{mark(f)}: {f['reason']}", highlight=False)
     for s in data["sessions"]:
         console.print(f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
                       f" writes {s['writesThisMinute']} this minute, {s['writesTotal']} in all", highlight=False)

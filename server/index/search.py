@@ -87,7 +87,7 @@ FROM (SELECT rowid, rank, CASE WHEN (SELECT size_bytes FROM notes WHERE rid = no
                                  THEN NULL ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
       FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rank LIMIT ?) f
 JOIN notes n ON n.rid = f.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE n.hidden_at IS NULL
+WHERE (n.hidden_at IS NULL OR ?)
 ORDER BY f.rank
 LIMIT ?
 """
@@ -100,18 +100,19 @@ SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS
        CASE WHEN n.size_bytes > {SNIPPET_MAX_BYTES} THEN NULL
             ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE notes_fts MATCH ? AND n.hidden_at IS NULL AND n.vault_id = ?
+WHERE notes_fts MATCH ? AND (n.hidden_at IS NULL OR ?) AND n.vault_id = ?
 ORDER BY notes_fts.rank
 LIMIT ?
 """
 
 
-def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) -> list[dict[str, Any]]:
+def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None,
+         include_hidden: bool = False) -> list[dict[str, Any]]:
     if vault_id is None:
         inner = limit + next(conn.execute(_HIDDEN))[0]
-        cur = conn.execute(_SQL, (match, inner, limit))
+        cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
     else:
-        cur = conn.execute(_SQL_VAULT, (match, vault_id, limit))
+        cur = conn.execute(_SQL_VAULT, (match, include_hidden, vault_id, limit))
     names = None
     out = []
     for row in cur:
@@ -130,8 +131,10 @@ def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) ->
     return out
 
 
-def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None) -> dict[str, Any]:
-    """BM25-ranked hits (positive score, higher is better); hidden notes never appear."""
+def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *,
+           include_hidden: bool = False) -> dict[str, Any]:
+    """BM25-ranked hits (positive score, higher is better); hidden notes never appear, unless the person
+    asks (``kms search --include-hidden``; never an agent-facing caller)."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     if not query or not query.strip():
         return {"query": query, "hits": [], "relaxed": False}
@@ -139,7 +142,7 @@ def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | N
     if not strict:
         return {"query": query, "hits": [], "relaxed": False}
     try:
-        hits = _run(conn, strict, limit, vault_id)
+        hits = _run(conn, strict, limit, vault_id, include_hidden)
     except apsw.SQLError as exc:
         detail = str(exc).removeprefix("SQLError: ")
         raise KmsError(
@@ -148,7 +151,7 @@ def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | N
     result: dict[str, Any] = {"query": query, "hits": hits, "relaxed": False}
     if relaxed and len(hits) < min(RELAX_BELOW, limit):
         seen = {h["noteId"] for h in hits}
-        extra = [h for h in _run(conn, relaxed, limit, vault_id) if h["noteId"] not in seen]
+        extra = [h for h in _run(conn, relaxed, limit, vault_id, include_hidden) if h["noteId"] not in seen]
         if extra:
             result["hits"] = hits + extra[: limit - len(hits)]
             result["relaxed"] = True
