@@ -103,7 +103,8 @@ def test_ctrl_c_on_kms_embed_exits_130(indexed: apsw.Connection, vault_dir: Path
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
-    assert "run `kms embed` again to resume" in err and "Traceback" not in err
+    assert "run `kms embed` again to resume" in said(err) and "Traceback" not in err
+    assert "kept the" in err and "notes embedded so far" in said(err)
 
 
 def test_config_set_keeps_the_persons_comments(tmp_path: Path) -> None:

@@ -1,0 +1,65 @@
+"""Ctrl-C during ``kms vault add`` / ``kms index`` says what was kept and what to run next; a vault
+registered but never indexed is indexed by the next ``kms vault add`` of the same folder."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apsw
+from support.cli import kms, ok, refused, said
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def many_notes(folder: Path, count: int) -> Path:
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"note {i:05d}.md").write_text(f"# Note {i}\n\nwords about topic {i} and [[note {i + 1:05d}]]\n")
+    return folder
+
+
+def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tmp_path: Path,
+                                                                             db_path: Path) -> None:
+    vault = many_notes(tmp_path / "big", 6000)
+    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "vault", "add", str(vault)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # interrupt once the vault is registered
+        if db_path.exists():
+            try:
+                conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+                found = conn.execute("SELECT count(*) FROM vaults").fetchone()[0]
+                conn.close()
+            except apsw.Error:
+                found = 0
+            if found:
+                break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    text = said(err)
+    assert "stopped; kept vault big:" in text and "notes in the index" in text
+    assert "run `kms index --vault big` to finish indexing" in text
+    again = said(ok(kms("vault", "add", str(vault))).stdout)
+    assert "was registered but never indexed: indexing it now" in again
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("SELECT count(*) FROM notes").fetchone()[0] == 6000
+    conn.close()
+
+
+def test_a_vault_registered_without_its_index_is_indexed_by_the_next_add(vault_dir: Path, db_path: Path) -> None:
+    ok(kms("vault", "add", str(vault_dir), "--no-index"))
+    again = said(ok(kms("vault", "add", str(vault_dir))).stdout)
+    assert "registered but never indexed: indexing it now" in again and " new" in again
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("SELECT count(*) FROM notes").fetchone()[0] > 20
+    conn.close()
+    third = refused(kms("vault", "add", str(vault_dir)))
+    assert "already registered" in said(third.stderr) and "`kms index --vault vault` brings its index" in said(
+        third.stderr)
