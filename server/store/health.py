@@ -41,10 +41,36 @@ def _where(path: Path) -> str:
     return ""
 
 
+# text of kms's first tables, in the schema near the start of every kms database file (even one whose
+# 100-byte header was overwritten or whose end was cut off)
+_KMS_SCHEMA = (b"CREATE TABLE vaults", b"CREATE TABLE notes")
+_SCHEMA_SCAN_BYTES = 1024 * 1024
+
+
+def was_kms_database(path: str | Path) -> bool:
+    """Whether the file is, or was, a kms database: its first megabyte holds kms's schema. A file that
+    never was one (a note copied over ``KMS_DB_PATH``) is not kms's to repair or move."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SCHEMA_SCAN_BYTES)
+    except OSError:
+        return False
+    return all(mark in head for mark in _KMS_SCHEMA)
+
+
+def not_kms_database(path: str | Path) -> KmsError:
+    db = Path(path)
+    return KmsError("database", f"{db} is not a kms database (neither its header nor its schema say so); kms leaves it "
+                                "untouched: point KMS_DB_PATH at kms's database, or move this file away and kms "
+                                "starts a new one there", path=str(db), problem="not-kms")
+
+
 def database_error(exc: BaseException, path: str | Path) -> KmsError:
     """One clear sentence for a database failure: what is wrong and what to do."""
     db = Path(path)
     repair = f"run `kms repair` to move it aside and rebuild the index from your vaults (database: {db})"
+    if isinstance(exc, apsw.NotADBError | apsw.CorruptError) and db.is_file() and not was_kms_database(db):
+        return not_kms_database(db)
     if isinstance(exc, apsw.NotADBError):
         return KmsError("database", f"the database file is not an SQLite database (damaged or overwritten): {repair}",
                         path=str(db), problem="not-a-database")
