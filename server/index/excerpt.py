@@ -20,7 +20,7 @@ import apsw
 SNIPPET_MAX_BYTES = 64 * 1024  # notes up to this size keep FTS5's own snippet()
 CHUNK_BYTES = 64 * 1024
 OVERLAP_BYTES = 512  # a term cut by a chunk's end is found whole in the next one
-SCAN_MAX_BYTES = 4 * 1024 * 1024
+SCAN_MAX_BYTES = 8 * 1024 * 1024
 WORDS_BEFORE, WORDS_AFTER = 12, 19  # snippet()'s 32 tokens, the match among them
 
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
@@ -85,7 +85,9 @@ def _cut(text: str, start: int, end: int, at_start: bool, at_end: bool, pattern:
 
 def window_excerpt(conn: apsw.Connection, rid: int, match: str) -> str:
     """The excerpt of note ``rid`` for the FTS5 expression ``match``, reading at most ``SCAN_MAX_BYTES``."""
-    pattern = _pattern(terms_of(match))
+    terms = terms_of(match)
+    pattern = _pattern(terms)
+    plain = [t for t, _prefix in terms if t.isascii()] if all(t.isascii() for t, _ in terms) else None
     blob = conn.blob_open("main", "notes", "body", rid, False)
     try:
         size = blob.length()
@@ -98,7 +100,9 @@ def window_excerpt(conn: apsw.Connection, rid: int, match: str) -> str:
             text = data.decode("utf-8", "ignore")
             if first is None:
                 first = (text, at_start, at_end)
-            found = pattern.search(text) if pattern is not None else None
+            # a quick look first (ASCII terms in ASCII text: no accented letter can match there)
+            missed = plain is not None and text.isascii() and not any(t in text.lower() for t in plain)
+            found = pattern.search(text) if pattern is not None and not missed else None
             if found is not None:
                 return _cut(text, found.start(), found.end(), at_start, at_end, pattern)
             if at_end:

@@ -94,3 +94,8 @@ def test_the_search_reads_a_window_not_the_whole_note(big_vault: apsw.Connection
         conn.close()
         vfs.unregister()
     assert read < size // 4, (read, size)  # a window of the note, not all of it
+
+
+def test_a_match_at_the_very_end_of_a_large_note(big_vault: apsw.Connection) -> None:
+    got = excerpts(big_vault, "closing")["Huge"]
+    assert got.startswith("…") and got.rstrip().endswith("**closing** words")
