@@ -79,7 +79,8 @@ def sniff_id(head: bytes) -> object:
     if m is None or head[: m.start()].count(b"{") != 1 or b"[" in head[: m.start()]:
         return None
     if not m.group(1).startswith(b'"'):
-        return RawId(m.group(1))
+        digits = m.group(1)
+        return int(digits) if len(digits) <= 18 else RawId(digits)
     try:
         value = json.loads(m.group(1))
     except ValueError:
