@@ -21,12 +21,11 @@ pytest_plugins = ["support.embed_fixtures"]
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "kms.db"
     for var in [v for v in os.environ if v.startswith("XDG_")]:
         monkeypatch.delenv(var)
-    home = tmp_path / ".home"  # (tests make their own "home" folders)
-    home.mkdir()
+    home = tmp_path_factory.mktemp("home")  # beside tmp_path, not in it: tests list what they made there
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KMS_DB_PATH", str(db))
     monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))

@@ -11,9 +11,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_no_test_sees_the_callers_xdg_or_home(tmp_path: Path) -> None:
+def test_no_test_sees_the_callers_xdg_or_home(tmp_path_factory: object) -> None:
     assert [v for v in os.environ if v.startswith("XDG_")] == []
-    assert Path(os.environ["HOME"]) == tmp_path / ".home"
+    home = Path(os.environ["HOME"])
+    assert home.name.startswith("home") and home.parent == tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
 
 
 def test_host_config_paths_pass_with_the_xdg_variables_set(tmp_path: Path) -> None:
