@@ -230,6 +230,7 @@ def log_cmd(
         print_json(data)
         return
     table = Table("id", "time", "session", "tool", "status", "note", "+lines")
+    table.columns[5].overflow = "fold"  # the whole path, and the rule that hides it (--include-hidden)
     for r in data:
         ok = r["status"] == "success"
         table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
