@@ -214,6 +214,7 @@ def doctor_command(
         out.print(
             f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
+            + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
     if report["privacy"]:
         hidden_by = report["privacy"]["hiddenBy"]

@@ -63,3 +63,10 @@ def test_a_vault_registered_without_its_index_is_indexed_by_the_next_add(vault_d
     third = refused(kms("vault", "add", str(vault_dir)))
     assert "already registered" in said(third.stderr) and "`kms index --vault vault` brings its index" in said(
         third.stderr)
+
+
+def test_doctor_says_to_index_a_vault_that_never_was(vault_dir: Path) -> None:
+    ok(kms("vault", "add", str(vault_dir), "--no-index"))
+    assert "indexed never: kms index --vault vault" in said(kms("doctor").stdout)
+    ok(kms("index"))
+    assert "kms index --vault" not in said(kms("doctor").stdout)
