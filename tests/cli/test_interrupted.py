@@ -70,3 +70,33 @@ def test_doctor_says_to_index_a_vault_that_never_was(vault_dir: Path) -> None:
     assert "indexed never: kms index --vault vault" in said(kms("doctor").stdout)
     ok(kms("index"))
     assert "kms index --vault" not in said(kms("doctor").stdout)
+
+
+def test_ctrl_c_during_kms_index_says_what_was_kept(tmp_path: Path, db_path: Path) -> None:
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
+
+    vault = many_notes(tmp_path / "big", 6000)
+    conn = connect(db_path)
+    index_vault(conn, add_vault(conn, vault, "big"))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    for note in vault.iterdir():  # every note changed: the index writes them all again
+        note.write_text(note.read_text() + "one more line\n")
+    wal = Path(f"{db_path}-wal")
+    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "index", "--no-embed"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # interrupt once it writes rows
+        if wal.exists() and wal.stat().st_size > 1024 * 1024:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:  # it finished first: nothing to say about an interruption
+        return
+    assert proc.returncode == 130 and "Traceback" not in err, out + err
+    text = said(err)
+    assert "stopped; kept vault big:" in text and "run `kms index` to finish indexing" in text
+    ok(kms("index", "--no-embed"))
