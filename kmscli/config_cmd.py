@@ -132,7 +132,7 @@ def list_cmd(
     show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
 ) -> None:
     """Every setting with its value and where it comes from (default, file, env); secrets redacted."""
-    from server.config.redact import redact
+    from server.config.redact import redact, redact_settings
     try:
         loaded = st.load_settings()
     except schema.SettingsError as e:
@@ -155,7 +155,7 @@ def list_cmd(
         table.add_column(col, overflow="fold")
     for entry in entries:
         value = schema.format_value(entry.value) + (" (auto)" if entry.auto else "")
-        value = value if show_secrets else redact({entry.key: value})[entry.key]
+        value = value if show_secrets else redact_settings({entry.key: value})[entry.key]
         source = entry.source if entry.source != "env" else "[cyan]env[/]"
         table.add_row(entry.key, value, source, entry.setting.env)
     Console().print(table)

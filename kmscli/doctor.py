@@ -20,7 +20,7 @@ import typer
 
 from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
-from server.config.redact import redact
+from server.config.redact import redact, redact_settings
 from server.config.settings import Settings, load_settings
 from server.config.tiers import CHAIN
 from server.humanize import NEVER, ago
@@ -154,7 +154,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "values": {e.key: e.value for e in settings.all_entries()},
     }
     if not show_secrets:
-        report["settings"]["values"] = redact(report["settings"]["values"])
+        report["settings"]["values"] = redact_settings(report["settings"]["values"])
     report["model"] = {**_model_report(settings), "download": settings.get("embed.download")}
     report["embeddings"] = embeddings
     report["tiers"] = {t.name: settings.active(t.key) for t in CHAIN}  # active: the key's parent= chain on
@@ -211,6 +211,7 @@ def doctor_command(
         out.print(
             f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
+            + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
     if report["privacy"]:
         hidden_by = report["privacy"]["hiddenBy"]

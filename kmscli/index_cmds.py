@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, err_console, open_db, print_json, vault_id
 from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
@@ -33,15 +34,37 @@ def vault_add(
     dialect: Annotated[str | None, typer.Option(
         "--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder).")] = None,
 ) -> None:
-    """Register a vault (and index it)."""
-    from server.vault.registry import add_vault
+    """Register a vault (and index it). A folder registered before and never indexed (an interrupted
+    ``kms vault add``) is indexed now."""
+    from server.vault.registry import add_vault, list_vaults
 
     with cli_errors():
         conn = open_db()
-        vault = add_vault(conn, path, name, dialect)
-        console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
-        if not no_index:
-            _run_index(conn, full=False, vault=vault.name, embed=False)
+        known = None
+        try:
+            vault = add_vault(conn, path, name, dialect)
+        except KeyboardInterrupt:
+            err_console.print(f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add "
+                              f"{path}` again[/]", highlight=False)
+            raise typer.Exit(130) from None
+        except KmsError as exc:
+            root = path.expanduser().resolve()
+            known = next((v for v in list_vaults(conn) if v.root == root), None)
+            if known is None or exc.kind != "already-exists":
+                raise
+            if known.last_indexed_at is not None or no_index:
+                raise KmsError(exc.kind, f"{exc.message}; `kms index --vault {known.name}` brings its index up to date",
+                               **exc.extra) from None
+            console.print(f"Vault [bold]{known.name}[/] at {known.root} was registered but never indexed: "
+                          "indexing it now")
+            vault = known
+        try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
+            if vault is not known:
+                console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
+            if not no_index:
+                _run_index(conn, full=False, vault=vault.name, embed=False)
+        except KeyboardInterrupt:
+            _interrupted_index(conn, vault.name)
 
 
 @vault_app.command("list")
@@ -106,7 +129,11 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        reports = index_all(conn, full=full, vault=vault, progress=progress)
+        try:
+            reports = index_all(conn, full=full, vault=vault, progress=progress)
+        except KeyboardInterrupt:
+            bar.stop()
+            _interrupted_index(conn, vault)
     for r in reports:
         console.print(
             f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
@@ -121,6 +148,24 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
     elif embed is None:
         _embed_if_ready(conn)
     return reports
+
+
+def _interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
+    """Ctrl-C while indexing: what the index kept (every committed batch) and what to run next; exit 130."""
+    from server.vault.registry import list_vaults
+
+    kept = []
+    try:
+        for v in list_vaults(conn):
+            if vault is None or v.name == vault:
+                count = next(conn.execute("SELECT count(*) FROM notes WHERE vault_id = ?", (v.id,)))[0]
+                kept.append(f"vault {v.name}: {count} notes in the index")
+    except (apsw.Error, KmsError):
+        kept.append("the index as far as it got")
+    where = f" --vault {vault}" if vault else ""
+    err_console.print(f"[yellow]stopped; kept {'; '.join(kept) or 'nothing'} (the vault stays registered); run "
+                      f"`kms index{where}` to finish indexing[/]", highlight=False)
+    raise typer.Exit(130)
 
 
 def _embed_if_ready(conn: apsw.Connection) -> None:
@@ -169,7 +214,13 @@ def _run_embed(conn: apsw.Connection) -> None:
         console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
                       f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
     except KeyboardInterrupt:
-        err_console.print("[yellow]stopped; run `kms embed` again to resume[/]")
+        kept = ""
+        try:
+            done = next(conn.execute("SELECT count(*) FROM note_embed_state"))[0]
+            kept = f"kept the {done} notes embedded so far (semantic search uses them); "
+        except apsw.Error:
+            pass
+        err_console.print(f"[yellow]stopped; {kept}run `kms embed` again to resume[/]", highlight=False)
         raise typer.Exit(130) from None
 
 
@@ -190,13 +241,14 @@ def index_cmd(
         _run_index(conn, full=full, vault=vault, embed=embed)
 
 
-def status_cmd(json_out: JsonOpt = False) -> None:
-    """Database, vaults and index health at a glance, and the sessions connected now."""
+def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
+    """Database, vaults and index health at a glance, and the sessions connected now; hidden notes'
+    names only with --include-hidden."""
     from server.activity.feed import session_overview
 
     with cli_errors():
         conn = open_db()
-        data = listing.status(conn, str(default_db_path()))
+        data = HiddenView(conn, include_hidden).status(listing.status(conn, str(default_db_path())))
         now = time.time()
         sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
     data["sessions"] = [
@@ -224,7 +276,7 @@ def status_cmd(json_out: JsonOpt = False) -> None:
         console.print(f"  ambiguous {a['vault']}: [[{a['name']}]] ({a['links']} links) could be "
                       + ", ".join(a["candidates"]), highlight=False, markup=False)
     for f in data["flagged"]:
-        console.print(f"  [yellow]flagged[/] {f['path']}: {f['reason']}", highlight=False)
+        console.print(f"  [yellow]flagged[/] {f['path']}{mark(f)}: {f['reason']}", highlight=False)
     for s in data["sessions"]:
         console.print(f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
                       f" writes {s['writesThisMinute']} this minute, {s['writesTotal']} in all", highlight=False)

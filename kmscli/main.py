@@ -229,7 +229,21 @@ def main() -> None:
         if exit_.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or
                                 (_stdout_is_devnull() and not was_devnull)):
             _quiet_broken_pipe()
+        _flush_stdout()
         raise
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+    _flush_stdout()
+
+
+def _flush_stdout() -> None:
+    """Without ``PYTHONUNBUFFERED`` a command's output may still sit in stdout's buffer when it returns:
+    a reader that left (``| head -1``) is found here, not in the interpreter's exit flush (which would
+    print ``Exception ignored ... BrokenPipeError`` and exit 120)."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: stdout already closed
+        _quiet_broken_pipe()
 
 
 def _stdout_is_devnull() -> bool:

@@ -9,6 +9,7 @@ import apsw
 import typer
 from rich.table import Table
 
+from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import JsonOpt, LimitOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
 from server.errors import KmsError
 from server.humanize import stamp
@@ -21,21 +22,25 @@ def search_cmd(
     vault: VaultOpt = None,
     semantic: Annotated[bool, typer.Option("--semantic", help="Hybrid keyword + embedding search.")] = False,
     provenance: Annotated[bool, typer.Option("--provenance", help="Only agent write records.")] = False,
+    include_hidden: IncludeHiddenOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Search notes (BM25 ranked, highlighted) and agent write records."""
+    """Search notes (BM25 ranked, highlighted) and agent write records; hidden notes only with
+    --include-hidden (keyword search)."""
     from server.index.search import search
 
     with cli_errors():
         conn = open_db()
         vid = vault_id(conn, vault)
+        hidden = HiddenView(conn, include_hidden)
         result: dict = {"hits": [], "provenance": []}
         if not provenance:
             if semantic:
                 result = _semantic(conn, query, limit, vid)
             else:
-                result = search(conn, query, limit, vid)
-        result["provenance"] = _provenance_hits(conn, query, limit)
+                result = search(conn, query, limit, vid, include_hidden=include_hidden)
+            result["hits"] = hidden.shown(result["hits"])
+        result["provenance"] = hidden.shown(_provenance_hits(conn, query, limit), id_key="note_id")
     if json_out:
         print_json(result)
         return
@@ -45,11 +50,11 @@ def search_cmd(
             console.print("[dim]── notes with only some of the words (ranked apart) ──[/]")
         tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
         console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
-                      f"{h['score']:.3f}[/]{tag}", highlight=False)
+                      f"{h['score']:.3f}{mark(h)}[/]{tag}", highlight=False)
         console.print("  " + _highlight(h["excerpt"]), highlight=False)
     for p in result.get("provenance", []):
         console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
-                      f"session {p['session_id']} · {stamp(p['at'])}[/]", highlight=False)
+                      f"session {p['session_id']} · {stamp(p['at'])}{mark(p)}[/]", highlight=False)
     if result.get("relaxed"):
         console.print(f"[dim]{result.get('note')}[/]")
     if result.get("mode") == "keyword-only":
@@ -211,21 +216,25 @@ def hidden_cmd(
 def log_cmd(
     session: Annotated[str | None, typer.Option("--session", help="Only this session id.")] = None,
     limit: LimitOpt = 50,
+    include_hidden: IncludeHiddenOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Agent write calls (provenance), newest first."""
+    """Agent write calls (provenance), newest first; the calls on hidden notes only with --include-hidden."""
     from server.activity.provenance import list_invocations
 
     with cli_errors():
-        data = list_invocations(open_db(), session=session, limit=limit)
+        conn = open_db()
+        data = HiddenView(conn, include_hidden).shown(list_invocations(conn, session=session, limit=limit),
+                                                      id_key="note_id")
     if json_out:
         print_json(data)
         return
     table = Table("id", "time", "session", "tool", "status", "note", "+lines")
+    table.columns[5].overflow = "fold"  # the whole path, and the rule that hides it (--include-hidden)
     for r in data:
         ok = r["status"] == "success"
         table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
-                      ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", r.get("path") or "",
+                      ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", (r.get("path") or "") + mark(r),
                       str(r["lines_added"]))
     if data:
         console.print(table)

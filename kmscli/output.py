@@ -62,11 +62,11 @@ class KmsGroup(TyperGroup):
     database found by any command) ends as one line and an exit code, never a traceback."""
 
     def invoke(self, ctx: Any) -> Any:  # (Typer's own vendored click Context)
-        from server.store.health import UNUSABLE, database_error
+        from server.store.health import BUSY, UNUSABLE, database_error
 
         try:
             return super().invoke(ctx)
         except KmsError as exc:
             raise report_error(exc) from None
-        except UNUSABLE as exc:
+        except (*UNUSABLE, *BUSY) as exc:
             raise report_error(database_error(exc, default_db_path())) from None

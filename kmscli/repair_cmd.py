@@ -6,19 +6,30 @@ from typing import Annotated
 
 import typer
 
-from kmscli.output import JsonOpt, cli_errors, console, print_json
+from kmscli.output import JsonOpt, cli_errors, console, err_console, print_json
 from server.store.db import default_db_path
 
 
 def repair_cmd(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the database looks healthy.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Move the file aside without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rebuild a damaged database from your vaults, keeping what can still be read of it."""
-    from server.index.repair import repair_database
+    """Rebuild a damaged database from your vaults, keeping what can still be read of it. Only a file that
+    is (or was) a kms database is moved aside, and only once you agree (or with --yes)."""
+    from server.index.repair import needs_repair, repair_database
 
+    db = default_db_path()
     with cli_errors():
-        report = repair_database(default_db_path(), force=force)
+        damage = needs_repair(db, force=force)
+    if damage is not None and not yes:
+        err_console.print(f"[bold]{damage}[/]", highlight=False, soft_wrap=True)
+        if not typer.confirm(f"Move {db} aside (kept beside it as {db.name}.damaged-<time>) and rebuild it "
+                             "from your vaults?", default=False, err=True):
+            err_console.print(f"nothing changed: {db} is left as it is", highlight=False)
+            raise typer.Exit(1)
+    with cli_errors():
+        report = repair_database(db, force=force)
     if json_out:
         print_json(report.to_json())
         return

@@ -1,12 +1,14 @@
 """Shared fixtures: real files in tmp_path, a real APSW database on disk, and the embedding fixtures.
 Helpers live in ``tests/support`` (importable as ``support``: ``pythonpath`` in pyproject.toml).
 
-Every test runs with ``KMS_DB_PATH`` and ``KMS_CONFIG`` pointing into its own tmp_path, so
-nothing touches the developer's own database or settings.
+Every test runs with ``KMS_DB_PATH`` and ``KMS_CONFIG`` pointing into its own tmp_path, ``HOME`` in
+it too and no ``XDG_*`` variable, so nothing touches (or depends on) the developer's own database,
+settings or agent hosts' config files, whatever their shell sets.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +21,12 @@ pytest_plugins = ["support.embed_fixtures"]
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "kms.db"
+    for var in [v for v in os.environ if v.startswith("XDG_")]:
+        monkeypatch.delenv(var)
+    home = tmp_path_factory.mktemp("home")  # beside tmp_path, not in it: tests list what they made there
+    monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KMS_DB_PATH", str(db))
     monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("KMS_EMBED_DOWNLOAD", "0")  # never reach for a model hub

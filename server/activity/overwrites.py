@@ -7,6 +7,11 @@ own write costs one indexed query). "Is what it wrote still there" is ``changes.
 inserted text ``changes.locate``, the same answer the detail pane and revert give, so they never
 disagree). A row whose change is gone and that was not reverted gets ``overwritten_at``; if the
 change comes back (the person undid their save) the flag is cleared.
+
+The flag is exact: a note is judged by the bytes the index holds (a file read that differs from them is a
+save still landing, judged at its own event), and every flagged row of the note is judged again at each
+event, not only the newest ``MAX_CHECKED`` writes (a flag on a busy note would otherwise stay on text
+that came back).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import apsw
 
 from server.activity import changes, provenance
 from server.store.db import rows
-from server.vault.files import decode
+from server.vault.files import decode, sha256_hex
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault
 
@@ -34,6 +39,7 @@ _CANDIDATES = """
        AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
      ORDER BY t.id DESC LIMIT ?
 """
+_FLAGGED = _CANDIDATES.replace("AND t.at >= ?", "AND t.at >= ? AND t.overwritten_at IS NOT NULL")
 
 
 def check(conn: apsw.Connection, vault: Vault, relpaths: list[str], now: float | None = None) -> int:
@@ -48,10 +54,15 @@ def check(conn: apsw.Connection, vault: Vault, relpaths: list[str], now: float |
             continue
         note_id, current = note[0]
         found = rows(conn, _CANDIDATES, (note_id, now - RECENT_S, MAX_CHECKED))
+        newest = {r["id"] for r in found}
+        found += [r for r in rows(conn, _FLAGGED, (note_id, now - RECENT_S, -1)) if r["id"] not in newest]
         if not found or (found[0]["hash_after"] == current and all(r["overwritten_at"] is None for r in found)):
             continue  # no agent write to judge, or the file is the version kms wrote last
         try:
-            text = decode(resolve_note_file(str(vault.root), rel).read_bytes())[0]
+            raw = resolve_note_file(str(vault.root), rel).read_bytes()
+            if sha256_hex(raw) != current:
+                continue  # not the version the index holds: a save still landing, judged at its own event
+            text = decode(raw)[0]
         except Exception:  # gone, unreadable, not text: nothing to judge by
             continue
         for inv in found:

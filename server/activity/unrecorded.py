@@ -4,8 +4,10 @@ The note such a call touched was put back (``cas.undone_unless_recorded``), so w
 error row saying the call was refused. It is kept as one JSON line in a small journal next to the
 database (``<db>.unrecorded.jsonl``) and written into ``tool_invocations`` by the next write call
 that finds room; ``kms doctor`` counts what is still waiting. The journal keeps 64 KiB allocated
-(blank lines) from the first write call on, so refusals are written into space the file already
-owns and still fit on a disk with no byte free; past the reserve a refusal may only be logged.
+(blank lines), so refusals are written into space the file already
+owns and still fit on a disk with no byte free; past the reserve a refusal may only be logged. The
+reserve is made when a server with writes starts (``ensure_reserve``), not at its first write call:
+a disk that fills before that call would leave no room for the reserve.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def keep(db_path: str | os.PathLike[str], **row: Any) -> bool:
 
 
 def ensure_reserve(db_path: str | os.PathLike[str]) -> None:
-    """Make the journal (and its reserve) now, while there is room: the first write call does."""
+    """Make the journal (and its reserve) now, while there is room: ``kms mcp`` with writes on calls it at
+    start, and every write call makes sure of it (``replay``)."""
     if not journal_path(db_path).exists():
         with contextlib.suppress(OSError), _journal(db_path):
             pass

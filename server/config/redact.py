@@ -110,6 +110,13 @@ def redact_args(args: list[Any]) -> list[Any]:
     return out
 
 
+def redact_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """kms's own settings by key: no setting holds a secret, so a key's name says nothing (the
+    ``privacy.frontmatter_key`` setting holds a property name); only a value shaped like a credential or
+    a URL with one is masked."""
+    return {key: redact(value) for key, value in values.items()}
+
+
 def redact(doc: Any) -> Any:
     """A copy of ``doc`` (JSON-like) with every secret masked; the input is never changed."""
     if isinstance(doc, dict):

@@ -21,6 +21,7 @@ import apsw
 
 from server.errors import KmsError
 from server.store.db import check_database, connect
+from server.store.health import not_kms_database, was_kms_database
 
 # state only the database holds, put back as it was (the index itself is rebuilt from the files)
 CARRIED = ("sessions", "tool_invocations", "note_reads", "write_counters", "write_events", "embeddings")
@@ -126,6 +127,21 @@ def _fresh_header() -> bytes:
     return header
 
 
+def needs_repair(db_path: str | Path, *, force: bool = False) -> str | None:
+    """What is wrong with the database (or "rebuilt on request" with ``force``); None when it is healthy.
+    Refuses a folder and a file that never was a kms database: repair moves only kms's own files."""
+    db = Path(db_path)
+    if db.is_dir():
+        raise KmsError("database", f"{db} is a folder, not a database file: point KMS_DB_PATH at a file; "
+                                   "kms repair never moves folders", path=str(db))
+    if db.is_file() and db.stat().st_size and not was_kms_database(db):  # (an empty file becomes one)
+        raise not_kms_database(db)
+    damage = check_database(db) if db.exists() else None
+    if damage is None:
+        return "rebuilt on request (--force)" if force else None
+    return damage.message
+
+
 def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport:
     """Move a damaged database aside and rebuild it; ``force`` rebuilds a healthy one too."""
     from server.index.indexer import index_vault
@@ -134,14 +150,10 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
 
     db = Path(db_path)
     report = RepairReport(db_path=str(db))
-    if db.is_dir():
-        raise KmsError("database", f"{db} is a folder, not a database file: point KMS_DB_PATH at a file; "
-                                   "kms repair never moves folders", path=str(db))
-    damage = check_database(db) if db.exists() else None
-    if damage is None and not force:
-        report.damage = None
+    damage = needs_repair(db, force=force)
+    if damage is None:
         return report
-    report.damage = damage.message if damage else "rebuilt on request (--force)"
+    report.damage = damage
     moved = _move_aside(db, time.strftime("%Y%m%d-%H%M%S"))
     report.moved_to = str(moved)
     old = _open_damaged(moved, report)

@@ -16,6 +16,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 
 SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
@@ -76,37 +77,42 @@ def build_match(query: str) -> tuple[str, str | None]:
 
 # Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by the
 # rank column lets FTS5 stream hits in rank order. Snippets are built in the inner query, after
-# its LIMIT, so only shown hits pay for one; the inner limit is widened by the number of hidden
-# notes so filtering them out afterwards can never leave a page short.
-_SQL = """
+# its LIMIT, so only shown hits pay for one (a note over SNIPPET_MAX_BYTES gets its excerpt from
+# ``excerpt.window_excerpt`` instead: snippet()'s cost grows with the note); the inner limit is
+# widened by the number of hidden notes so filtering them out afterwards can never leave a page short.
+_SQL = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -f.rank AS score, f.excerpt
-FROM (SELECT rowid, rank, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+       -f.rank AS score, f.excerpt, n.rid
+FROM (SELECT rowid, rank, CASE WHEN (SELECT size_bytes FROM notes WHERE rid = notes_fts.rowid) > {SNIPPET_MAX_BYTES}
+                                 THEN NULL ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
       FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rank LIMIT ?) f
 JOIN notes n ON n.rid = f.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE n.hidden_at IS NULL
+WHERE (n.hidden_at IS NULL OR ?)
 ORDER BY f.rank
 LIMIT ?
 """
 _HIDDEN = "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"
 # Scoped to one vault, the inner limit would have to cover every other vault's notes: filter in one
 # pass instead (snippets are then built for each candidate, which costs more but stays correct).
-_SQL_VAULT = """
+_SQL_VAULT = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
-       -notes_fts.rank AS score, snippet(notes_fts, 1, '**', '**', '…', 32) AS excerpt
+       -notes_fts.rank AS score, n.rid,
+       CASE WHEN n.size_bytes > {SNIPPET_MAX_BYTES} THEN NULL
+            ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE notes_fts MATCH ? AND n.hidden_at IS NULL AND n.vault_id = ?
+WHERE notes_fts MATCH ? AND (n.hidden_at IS NULL OR ?) AND n.vault_id = ?
 ORDER BY notes_fts.rank
 LIMIT ?
 """
 
 
-def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) -> list[dict[str, Any]]:
+def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None,
+         include_hidden: bool = False) -> list[dict[str, Any]]:
     if vault_id is None:
         inner = limit + next(conn.execute(_HIDDEN))[0]
-        cur = conn.execute(_SQL, (match, inner, limit))
+        cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
     else:
-        cur = conn.execute(_SQL_VAULT, (match, vault_id, limit))
+        cur = conn.execute(_SQL_VAULT, (match, include_hidden, vault_id, limit))
     names = None
     out = []
     for row in cur:
@@ -116,14 +122,19 @@ def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None) ->
         hit["tags"] = hit["tags"].split() if hit["tags"] else []
         # significant digits, not decimals: a word in most notes scores ~1e-6 and must stay positive
         hit["score"] = float(f"{hit['score']:.6g}")
+        rid = hit.pop("rid")
+        if hit["excerpt"] is None:  # a large note: a window around its first match, not snippet() over it all
+            hit["excerpt"] = window_excerpt(conn, rid, match)
         if not hit["excerpt"].strip():
             hit["excerpt"] = hit["title"]
         out.append(hit)
     return out
 
 
-def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None) -> dict[str, Any]:
-    """BM25-ranked hits (positive score, higher is better); hidden notes never appear."""
+def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *,
+           include_hidden: bool = False) -> dict[str, Any]:
+    """BM25-ranked hits (positive score, higher is better); hidden notes never appear, unless the person
+    asks (``kms search --include-hidden``; never an agent-facing caller)."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     if not query or not query.strip():
         return {"query": query, "hits": [], "relaxed": False}
@@ -131,7 +142,7 @@ def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | N
     if not strict:
         return {"query": query, "hits": [], "relaxed": False}
     try:
-        hits = _run(conn, strict, limit, vault_id)
+        hits = _run(conn, strict, limit, vault_id, include_hidden)
     except apsw.SQLError as exc:
         detail = str(exc).removeprefix("SQLError: ")
         raise KmsError(
@@ -140,7 +151,7 @@ def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | N
     result: dict[str, Any] = {"query": query, "hits": hits, "relaxed": False}
     if relaxed and len(hits) < min(RELAX_BELOW, limit):
         seen = {h["noteId"] for h in hits}
-        extra = [h for h in _run(conn, relaxed, limit, vault_id) if h["noteId"] not in seen]
+        extra = [h for h in _run(conn, relaxed, limit, vault_id, include_hidden) if h["noteId"] not in seen]
         if extra:
             result["hits"] = hits + extra[: limit - len(hits)]
             result["relaxed"] = True

@@ -271,6 +271,7 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
 def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
     from server.store.db import connect
+    from server.store.health import wait_writable
     from server.vault.registry import get_vault, list_vaults
 
     try:
@@ -279,6 +280,9 @@ def check_session(config: SessionConfig) -> None:
         raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
                                  "a database file kms can create or open") from None
     try:
+        busy = wait_writable(conn, config.db_path)  # another process holds the write lock: one line, not a traceback
+        if busy is not None:
+            raise SessionConfigError("KMS_DB_PATH", str(config.db_path), busy.message, "a database kms can write")
         if config.vault is not None:
             try:
                 get_vault(conn, config.vault)
@@ -312,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     except SessionConfigError as e:
         sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
         return 2
+    if config.tier_enabled("write"):  # a disk that fills before the first write call still records its refusals
+        from server.activity.unrecorded import ensure_reserve
+
+        ensure_reserve(config.db_path)
     import_sdk_lean()
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
     from server.mcp.hub import SessionHub

@@ -6,6 +6,10 @@ it or the transport: JSON nested 1,000 deep (``RecursionError``), an ``id`` that
 below and says what to answer instead: a JSON-RPC error for a request (with its id when it has a
 usable one, ``null`` otherwise), a logged reason for a notification. The SDK then only ever sees
 messages it accepts, so every request is answered and the server goes on.
+
+A line must be valid UTF-8 (the SDK decodes it strictly: one raw byte such as ``0xED`` would end the
+server), and an integer id of any size is echoed in its refusal, digit for digit: the client can
+match the answer to its request even when the id breaks the 64-bit limit.
 """
 
 from __future__ import annotations
@@ -27,7 +31,16 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ID_IN_HEAD = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
+_ID_IN_HEAD = re.compile(rb'"id"\s*:\s*(-?(?:0|[1-9]\d*)(?![\d.eE])|"(?:[^"\\]|\\.){0,200}")')
+SNIFF_BYTES = 64 * 1024  # how far into an unparsable line its id is looked for
+
+
+@dataclass(frozen=True)
+class RawId:
+    """An integer id written back exactly as the client sent it (Python will not turn an integer of
+    more than 4,300 digits into text, and a client's own parser may not hold it in 64 bits either)."""
+
+    digits: bytes
 
 
 @dataclass(frozen=True)
@@ -40,8 +53,18 @@ class Refusal:
 
 
 def _error(request_id: object, code: int, message: str) -> bytes:
+    if isinstance(request_id, RawId):
+        error = json.dumps({"code": code, "message": message}, separators=(",", ":")).encode()
+        return b'{"jsonrpc":"2.0","id":' + request_id.digits + b',"error":' + error + b"}\n"
     body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+
+
+def _answer_id(value: object) -> object:
+    """The id a refusal carries: a usable id, or an integer of any size; None (``null``) otherwise."""
+    if type(value) is int:
+        return value  # it was parsed, so it has at most 4,300 digits and turns back into text
+    return value if usable_id(value) and not _has_surrogate(value) else None
 
 
 def usable_id(value: object) -> bool:
@@ -52,9 +75,12 @@ def usable_id(value: object) -> bool:
 def sniff_id(head: bytes) -> object:
     """The id of a request that cannot be parsed, read from its first bytes when it stands at the
     top level of the envelope (nothing nested opened before it); None otherwise."""
-    m = _ID_IN_HEAD.search(head[:4096])
+    m = _ID_IN_HEAD.search(head[:SNIFF_BYTES])
     if m is None or head[: m.start()].count(b"{") != 1 or b"[" in head[: m.start()]:
         return None
+    if not m.group(1).startswith(b'"'):
+        digits = m.group(1)
+        return int(digits) if len(digits) <= 18 else RawId(digits)
     try:
         value = json.loads(m.group(1))
     except ValueError:
@@ -107,6 +133,11 @@ def screen(line: bytes) -> tuple[object, Refusal | None]:
 
     reason: str | None
     try:
+        line.decode("utf-8")  # strictly: json.loads would let an encoded surrogate (ED A0 80) through
+    except UnicodeDecodeError as e:
+        reason = f"not valid UTF-8 (byte 0x{line[e.start]:02X} at offset {e.start})"
+        return None, Refusal(reason, _error(sniff_id(line), PARSE_ERROR, f"Parse error: {reason}"))
+    try:
         raw = json.loads(line, parse_constant=_reject_constant)
     except RecursionError:
         reason = f"nested deeper than {MAX_DEPTH} levels (the limit)"
@@ -119,10 +150,10 @@ def screen(line: bytes) -> tuple[object, Refusal | None]:
         return None, Refusal(reason, _error(None, INVALID_REQUEST, f"Invalid request: {reason}"))
     request_id = raw.get("id")
     is_notification = "method" in raw and "id" not in raw
-    answer_to = request_id if usable_id(request_id) and not _has_surrogate(request_id) else None
+    answer_to = _answer_id(request_id)
     code = INVALID_REQUEST
     reason = _problem(raw, b"\\u" in line)
-    if reason is None and "id" in raw and answer_to is None:
+    if reason is None and "id" in raw and not (usable_id(request_id) and not _has_surrogate(request_id)):
         reason = "id must be a string or a 64-bit integer"
     if reason is None and "params" in raw and not isinstance(raw["params"], dict | None):
         code, reason = INVALID_PARAMS, "params must be an object"

@@ -24,6 +24,8 @@ DAMAGED = (apsw.NotADBError, apsw.CorruptError)
 UNUSABLE = (*DAMAGED, apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.FullError,
             apsw.IOError, apsw.AuthError)
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# another process held the write lock for the whole busy timeout: said in one line, not a traceback
+BUSY = (apsw.BusyError, apsw.LockedError)
 
 
 def _where(path: Path) -> str:
@@ -41,16 +43,46 @@ def _where(path: Path) -> str:
     return ""
 
 
+# text of kms's first tables, in the schema near the start of every kms database file (even one whose
+# 100-byte header was overwritten or whose end was cut off)
+_KMS_SCHEMA = (b"CREATE TABLE vaults", b"CREATE TABLE notes")
+_SCHEMA_SCAN_BYTES = 1024 * 1024
+
+
+def was_kms_database(path: str | Path) -> bool:
+    """Whether the file is, or was, a kms database: its first megabyte holds kms's schema. A file that
+    never was one (a note copied over ``KMS_DB_PATH``) is not kms's to repair or move."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SCHEMA_SCAN_BYTES)
+    except OSError:
+        return False
+    return all(mark in head for mark in _KMS_SCHEMA)
+
+
+def not_kms_database(path: str | Path) -> KmsError:
+    db = Path(path)
+    return KmsError("database", f"{db} is not a kms database (neither its header nor its schema say so); kms leaves it "
+                                "untouched: point KMS_DB_PATH at kms's database, or move this file away and kms "
+                                "starts a new one there", path=str(db), problem="not-kms")
+
+
 def database_error(exc: BaseException, path: str | Path) -> KmsError:
     """One clear sentence for a database failure: what is wrong and what to do."""
     db = Path(path)
     repair = f"run `kms repair` to move it aside and rebuild the index from your vaults (database: {db})"
+    if isinstance(exc, apsw.NotADBError | apsw.CorruptError) and db.is_file() and not was_kms_database(db):
+        return not_kms_database(db)
     if isinstance(exc, apsw.NotADBError):
         return KmsError("database", f"the database file is not an SQLite database (damaged or overwritten): {repair}",
                         path=str(db), problem="not-a-database")
     if isinstance(exc, apsw.CorruptError):
         return KmsError("database", f"the database file is damaged (truncated or corrupt): {repair}",
                         path=str(db), problem="corrupt")
+    if isinstance(exc, BUSY):
+        return KmsError("database", f"the database {db} is busy: another process held its write lock for the whole "
+                                    "wait (a long `kms index` or `kms repair`, or a process that hung); retry once it "
+                                    "has finished", path=str(db), problem="busy")
     if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS):
         return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry",
                         path=str(db), problem="disk-full")
@@ -63,6 +95,19 @@ def database_error(exc: BaseException, path: str | Path) -> KmsError:
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return KmsError("database", f"cannot open the database {db} ({detail}): check KMS_DB_PATH and that the "
                                 "file and its folder are readable and writable", path=str(db), problem="unreachable")
+
+
+def wait_writable(conn: apsw.Connection, path: str | Path) -> KmsError | None:
+    """Wait (the connection's busy timeout) until no other process holds the write lock: a server
+    that starts while one does says so in one line instead of failing at its first write."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except BUSY as e:
+        return database_error(e, path)
+    except (apsw.ReadOnlyError, apsw.PermissionsError):
+        return None  # a read-only database still serves reads; its writes say so when they come
+    return None
 
 
 def is_database_failure(exc: BaseException) -> bool:

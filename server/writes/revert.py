@@ -3,8 +3,8 @@
 The provenance row says exactly what the write did, so a revert can undo exactly
 that: remove ``inserted_text`` at ``insert_offset`` (or, if the note changed around
 it, at its one exact occurrence), restore the frontmatter values it replaced (only
-while the keys still hold the values it set), or delete a note it created (only
-while the file is still exactly what it wrote). Whenever that can't be done
+while the keys still hold the values it set), or move a note it created to the trash
+(only while the file is still exactly what it wrote). Whenever that can't be done
 unambiguously the revert is refused with a reason; a revert never guesses.
 
 What a write did is its typed change record (``server.activity.changes``), and whether
@@ -16,8 +16,6 @@ confirmation dialog. A revert is itself recorded, by the guard's ``record_call``
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,6 @@ import apsw
 from server.activity import changes, provenance
 from server.activity.changes import (
     FileCreated,
-    FileDeleted,
     FilesChanged,
     PropertiesChanged,
     TextInserted,
@@ -35,9 +32,8 @@ from server.activity.changes import (
 )
 from server.errors import KmsError
 from server.store.db import rows
-from server.store.locks import file_lock
 from server.vault import frontmatter
-from server.vault.files import decode, detect_newline, fsync_dir, sha256_hex
+from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
 from server.vault.paths import resolve_note_file
 from server.vault.registry import Vault, get_vault
@@ -46,7 +42,6 @@ from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext, undone_unless_recorded
 from server.writes.guard import Touched, record_call
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
-from server.writes.unit_journal import recover
 
 TOOL_REVERT = "revert"
 
@@ -215,7 +210,7 @@ def _revert(ctx: WriteContext, invocation_id: int) -> dict[str, Any]:
             vault, note = _target(conn, inv)
             touched.note_id, touched.path = note.id or inv["note_id"], note.path
             if isinstance(change, FileCreated):
-                outcome = _delete_created(conn, vault, note, inv, ctx.lock_dir)
+                outcome = _trash_created(ctx, vault, note, inv)
             else:
                 holder: dict[str, Plan] = {}
 
@@ -248,33 +243,46 @@ def _revert(ctx: WriteContext, invocation_id: int) -> dict[str, Any]:
     return {**outcome.result, "invocationId": rid, "reverted": invocation_id}
 
 
-def _delete_created(
-    conn: apsw.Connection, vault: Vault, note: NoteRef, inv: dict, lock_dir: Path
-) -> WriteOutcome:
-    """Delete a note kms created, only while it is byte-for-byte what the agent wrote."""
-    from server.index.indexer import reindex_file
+def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) -> WriteOutcome:
+    """Move a note kms created into the vault's trash, only while it is byte-for-byte what the agent
+    wrote: nothing is deleted for good but by ``kms trash empty``, so ``kms trash restore`` brings it back."""
+    from server.writes.multifile import FilePlan, apply_plans
+    from server.writes.organize import TRASH
 
     real = resolve_note_file(vault.root, note.path)
-    with file_lock(real, lock_dir):
-        recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
-        try:
-            raw = real.read_bytes()
-        except FileNotFoundError as e:
-            raise KmsError("not-found", f"the note {note.path!r} no longer exists") from e
-        text, _fmt = decode(raw)
-        plan = plan_revert(inv, text, sha256_hex(raw))
-        if not plan.ok:
-            raise KmsError("conflict", f"can't revert #{inv['id']}: {plan.reason}", reason=plan.reason)
-        os.unlink(real)
-        with contextlib.suppress(OSError):
-            fsync_dir(real.parent)
+    try:
+        raw = real.read_bytes()
+    except FileNotFoundError as e:
+        raise KmsError("not-found", f"the note {note.path!r} no longer exists") from e
+    text, _fmt = decode(raw)
+    plan = plan_revert(inv, text, sha256_hex(raw))
+    if not plan.ok:
+        raise KmsError("conflict", f"can't revert #{inv['id']}: {plan.reason}", reason=plan.reason)
+    dest = _free_trash_path(vault, f"{TRASH}/{note.path}")
+    change = changes.from_row(inv)
+    assert isinstance(change, FileCreated)
+    try:  # the same check again under the unit's locks: a save that landed since is a conflict
+        files, warning = apply_plans(ctx, vault, [FilePlan(note.path, lambda t: t, new_path=dest,
+                                                           expect_hash=change.hash)])
+    except KmsError as e:
+        if e.kind != "conflict":
+            raise
+        reason = "the note was edited after it was created; delete it yourself if wanted"
+        raise KmsError("conflict", f"can't revert #{inv['id']}: {reason}", reason=reason) from None
     result = WriteResult(
         title=note.title, path=note.path, vault=vault.name, bytesBefore=len(raw), bytesAfter=0,
         linesAdded=-line_count(text), changed=True, noteId=None,
     )
-    try:
-        reindex_file(conn, vault, note.path)
-    except Exception as e:  # noqa: BLE001 - the file is gone either way; the watcher heals the index
-        result["indexWarning"] = f"deleted, but the index update failed: {e}"
-    digest = sha256_hex(raw)
-    return WriteOutcome(result, FileDeleted(note.path, digest), hash_before=digest, hash_after=None)
+    if warning:
+        result["indexWarning"] = warning
+    return WriteOutcome(result, FilesChanged(note.path, tuple(files)))
+
+
+def _free_trash_path(vault: Vault, wanted: str) -> str:
+    """``wanted``, or ``name 2.md``, ``name 3.md`` ... when an earlier note of that path is in the trash."""
+    stem, suffix = (wanted[:-3], ".md") if wanted.endswith(".md") else (wanted, "")
+    candidate, n = wanted, 1
+    while (vault.root / candidate).exists() or (vault.root / candidate).is_symlink():
+        n += 1
+        candidate = f"{stem} {n}{suffix}"
+    return candidate

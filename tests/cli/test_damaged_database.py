@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.cli import kms
+from support.cli import kms, said
 
 from server.activity.provenance import record
 from server.activity.sessions import touch_session
@@ -81,7 +81,7 @@ def test_every_command_says_what_is_wrong_in_one_line(db_path: Path, vault_dir: 
                                                       kind: str) -> None:
     if kind in DAMAGE:
         damaged(db_path, vault_dir, kind)
-        db, expect = db_path, "kms repair"
+        db, expect = db_path, "kms repair" if kind != "not-sqlite" else "is not a kms database"
     else:
         db, expect = unreachable(tmp_path, kind), "KMS_DB_PATH"
     env = {"KMS_DB_PATH": str(db)}
@@ -125,25 +125,21 @@ def test_read_only_and_full_disk_errors_say_so(tmp_path: Path) -> None:
     assert enospc.kind == "disk-full"
 
 
-@pytest.mark.parametrize("kind", list(DAMAGE))
+@pytest.mark.parametrize("kind", ["garbage-header", "truncated"])
 def test_repair_rebuilds_from_the_vaults_and_carries_over_what_can_be_read(
     db_path: Path, vault_dir: Path, kind: str
 ) -> None:
     ids = damaged(db_path, vault_dir, kind)
-    result = kms("repair", "--json")
+    result = kms("repair", "--json", "--yes")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     moved = Path(report["moved_to"])
     assert moved.exists() and moved.parent == db_path.parent  # kept, never deleted
     assert not list(db_path.parent.glob("*.header-rebuilt"))
-    assert report["vaults"] == (["sample"] if kind != "not-sqlite" else [])
+    assert report["vaults"] == ["sample"]
     conn = connect(db_path)
     try:
         assert check_database(db_path) is None
-        if kind == "not-sqlite":  # nothing readable: said so, the database is new and empty
-            assert report["errors"] and "nothing could be read" in report["errors"][0]
-            assert conn.execute("SELECT count(*) FROM vaults").fetchall()[0][0] == 0
-            return
         notes = dict(conn.execute("SELECT path, id FROM notes").fetchall())
         assert len(notes) == len(ids) - 1 and report["notes_indexed"] == len(notes)
         recovered = report["recovered"]
@@ -172,10 +168,31 @@ def test_repair_refuses_a_folder(tmp_path: Path) -> None:
 
 def test_repair_force_rebuilds_a_healthy_database_keeping_its_state(db_path: Path, vault_dir: Path) -> None:
     ids = healthy(db_path, vault_dir, rows=3)
-    result = kms("repair", "--force", "--json")
+    result = kms("repair", "--force", "--json", "--yes")
     report = json.loads(result.stdout)
     assert result.exit_code == 0 and report["recovered"]["tool_invocations"] == 3
     conn = connect(db_path)
     assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {p: i for p, i in ids.items()
                                                                            if p != "hidden"}
     conn.close()
+
+
+def test_repair_leaves_a_file_that_never_was_a_kms_database_untouched(db_path: Path, tmp_path: Path) -> None:
+    note = "# Groceries\n\n- eggs\n- flour\n" * 50  # a note copied over KMS_DB_PATH
+    db_path.write_text(note)
+    for args in (["repair"], ["repair", "--yes"], ["repair", "--force", "--yes"]):
+        result = kms(*args)
+        assert result.exit_code == 4, result.output
+        assert "is not a kms database" in said(result.output) and "kms repair" not in result.output
+    assert db_path.read_text() == note and [p.name for p in tmp_path.iterdir() if "damaged" in p.name] == []
+
+
+def test_repair_asks_before_moving_the_database_aside(db_path: Path, vault_dir: Path) -> None:
+    damaged(db_path, vault_dir, "garbage-header")
+    before = db_path.read_bytes()
+    declined = kms("repair", input="n\n")
+    assert declined.exit_code == 1 and "nothing changed" in said(declined.output)
+    assert db_path.read_bytes() == before and not list(db_path.parent.glob("*.damaged-*"))
+    accepted = kms("repair", input="y\n")
+    assert accepted.exit_code == 0 and "Move" in said(accepted.output) and "rebuilt" in accepted.output
+    assert len(list(db_path.parent.glob("kms.db.damaged-*"))) == 1 and check_database(db_path) is None

@@ -118,3 +118,29 @@ def test_print_config_show_secrets_prints_them_on_purpose(cfg: dict[str, str], i
     assert SECRETS["github"] in result.stdout and SECRETS["pg_password"] in result.stdout
     alone = kms("claude", "--show-secrets", **cfg)  # never starts claude with a flag that means nothing there
     assert alone.exit_code == 2 and "only goes with --print-config" in alone.output
+
+
+def test_no_setting_is_masked_for_its_name(tmp_path: Path) -> None:
+    """Every settings key, each set in the file: none holds a secret, so each prints as it is, in the
+    table and in both JSON documents (``privacy.frontmatter_key`` holds a property name)."""
+    from server.config import schema
+
+    values = {"privacy.frontmatter_key": "secret_stuff", "memory.folder": "mem", "write.approval": "always",
+              "embed.model_dir": str(tmp_path / "models"), "write.allowlist": ["drafts/**"]}
+    path = tmp_path / "every.toml"
+    for key, setting in schema.SETTINGS.items():
+        value = values.get(key, setting.default if setting.default is not None else True)
+        kms("config", "set", key, schema.format_value(value), KMS_CONFIG=str(path))
+    env = {"KMS_CONFIG": str(path), "COLUMNS": "400"}
+    shown = {s["key"]: s["value"] for s in json.loads(kms("config", "list", "--json", "--show-secrets",
+                                                          **env).stdout)["settings"]}
+    assert set(shown) == set(schema.SETTINGS) and shown["privacy.frontmatter_key"] == "secret_stuff"
+    listed = {s["key"]: s["value"] for s in json.loads(kms("config", "list", "--json", **env).stdout)["settings"]}
+    assert listed == shown
+    doctor = json.loads(kms("doctor", "--json", **env).stdout)["settings"]["values"]
+    assert doctor == shown
+    table = kms("config", "list", **env).stdout
+    assert REDACTED not in table
+    for key in schema.SETTINGS:
+        assert any(line.split("│")[1].strip() == key for line in table.splitlines() if line.count("│") > 2), key
+    assert "secret_stuff" in table

@@ -116,3 +116,55 @@ async def test_a_really_full_database_disk_changes_no_note(small_disk: Path, vau
                                                                    ("success", None)]
     finally:
         conn.close()
+
+
+def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(small_disk: Path, vault_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    """The journal's reserve is made when ``kms mcp`` starts with writes on: refusals of a server whose
+    database disk filled before its first write call are kept there, and recorded once there is room."""
+    import json
+    import sys
+
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.vault.registry import add_vault
+
+    db = small_disk / "kms.db"
+    conn = connect(db)
+    index_vault(conn, add_vault(conn, vault_dir, "sample"))
+    nid = note_id(conn, "Home")
+    env = {**os.environ, "KMS_DB_PATH": str(db), "KMS_CONFIG": str(tmp_path / "config.toml"), "KMS_ENABLED": "1",
+           "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_EMBED_ENABLED": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(rid: int, method: str, params: dict) -> dict:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+        proc.stdin.flush()
+        while True:
+            answer = json.loads(proc.stdout.readline())
+            if answer.get("id") == rid:
+                return answer
+
+    try:
+        ask(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "t", "version": "0"}})
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        filler = fill(small_disk)  # before any write call
+        for n in range(5):
+            args = {"noteId": nid, "content": f"no room {n}"}
+            r = ask(n + 1, "tools/call", {"name": "kms_append", "arguments": args})
+            assert r["result"]["isError"], r
+        filler.unlink()
+        r = ask(9, "tools/call", {"name": "kms_append", "arguments": {"noteId": nid, "content": "room again"}})
+        assert not r["result"]["isError"], r
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    try:
+        got = conn.execute("SELECT status FROM tool_invocations WHERE tool = 'kms_append' ORDER BY id").fetchall()
+        assert [s for (s,) in got] == ["error"] * 5 + ["success"]
+        assert unrecorded.waiting(db) == 0
+    finally:
+        conn.close()

@@ -52,6 +52,10 @@ def hostile(seed: int) -> list[tuple[object, str]]:
         (12, '{"jsonrpc":"1.0","id":12,"method":"ping"}'),
         (13, '{"jsonrpc":"2.0","id":13,"method":42}'),
         (14, '{"jsonrpc":"2.0","id":14,"method":"ping"'),  # cut short
+        # raw bytes (written through surrogateescape): a lone 0xED, an encoded surrogate (ED A0 80)
+        (15, call(15, '{"query":"a\udcedb"}')),
+        (16, call(16, '{"noteId":"x","content":"\udced\udca0\udc80"}', "kms_append")),
+        (10**30, '{"jsonrpc":"2.0","id":' + str(10**30) + ',"method":"ping"}'),  # answered with its id
         (None, "[]"),
         (None, '[{"jsonrpc":"2.0","id":15,"method":"ping"}]'),
         (None, "{}"),
@@ -119,3 +123,5 @@ def test_every_malformed_request_is_answered_and_the_server_goes_on(
     assert "surrogate" in by_id[3]["error"]["message"]
     assert "64 bits" in by_id[7]["error"]["message"]
     assert by_id[9]["error"] == {"code": -32602, "message": "Invalid params: params must be an object"}
+    assert by_id[15]["error"]["code"] == by_id[16]["error"]["code"] == -32700
+    assert "64 bits" in by_id[10**30]["error"]["message"]

@@ -27,5 +27,5 @@ async def test_the_dashboard_shows_what_is_wrong_with_the_database(tmp_path: Pat
                 break
             await asyncio.sleep(0.02)
         assert app.is_running
-    expected = "kms repair" if kind == "not-sqlite" else "is a folder, not a database file"
+    expected = "is not a kms database" if kind == "not-sqlite" else "is a folder, not a database file"
     assert any(m.startswith("Reading the database failed: ") and expected in m for m in messages), messages

@@ -131,6 +131,24 @@ def test_revert_create(env: Env, ws: Writer) -> None:
     assert (env.root / out2["path"]).exists()
 
 
+def test_reverting_a_create_moves_the_note_to_the_trash_and_it_can_be_restored(env: Env, ws: Writer) -> None:
+    """Nothing is deleted for good but by ``kms trash empty``: a revert of a create included."""
+    from server.writes.trash import list_trash, restore
+
+    out = ws.create("Kept note", "hello from the agent", folder="projects/deep")
+    path = env.root / out["path"]
+    data = path.read_bytes()
+    revert(env.conn, out["invocationId"])
+    assert not path.exists()
+    assert (env.root / ".trash" / out["path"]).read_bytes() == data
+    assert [t.path for t in list_trash(env.conn)] == [out["path"]]
+    again = ws.create("Kept note", "a second one", folder="projects/deep")  # same path, trashed again
+    revert(env.conn, again["invocationId"])
+    assert sorted(t.path for t in list_trash(env.conn)) == sorted([out["path"], out["path"][:-3] + " 2.md"])
+    restore(env.conn, out["path"])
+    assert path.read_bytes() == data
+
+
 def test_revert_follows_a_moved_note(env: Env, ws: Writer) -> None:
     nid = env.note("old.md", NOTE)
     out = ws.append(nid, "agent line")

@@ -29,7 +29,7 @@ from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
 
 if TYPE_CHECKING:  # the write path's types only: the handlers import the operations when first called
-    from server.writes.cas import WriteOutcome
+    from server.writes.outcome import WriteOutcome
     from server.writes.context import WriteContext
 
 PAYLOAD_CAP_BYTES = 100_000

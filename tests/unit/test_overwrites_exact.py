@@ -1,0 +1,71 @@
+"""The overwritten flag is exact: set only on text gone from the note as the index holds it, and
+cleared as soon as a later version shows it back, however many writes the note has had since."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from server.activity import overwrites
+from server.index.indexer import index_vault, reindex_file
+from server.vault.files import sha256_hex
+from server.vault.registry import Vault, add_vault
+
+
+def agent_append(conn: apsw.Connection, vault: Vault, path: Path, line: str, at: float) -> int:
+    """What an agent's kms_append leaves: the line at the end of the file and its provenance row."""
+    text = path.read_text()
+    path.write_text(text + line)
+    reindex_file(conn, vault, path.name)
+    nid = conn.execute("SELECT id FROM notes WHERE path = ?", (path.name,)).fetchone()[0]
+    conn.execute(
+        "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, actor, "
+        "inserted_text, insert_offset, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v', ?, 'x', "
+        "'success', 'agent', ?, ?, ?, 'text-inserted')",
+        (at, nid, path.name, line, len(text), sha256_hex(path.read_bytes())))
+    return conn.last_insert_rowid()
+
+
+def person_saves(conn: apsw.Connection, vault: Vault, path: Path, text: str, at: float) -> int:
+    path.write_text(text)
+    reindex_file(conn, vault, path.name)
+    return overwrites.check(conn, vault, [path.name], now=at)
+
+
+def flag(conn: apsw.Connection, rid: int) -> float | None:
+    return conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?", (rid,)).fetchone()[0]
+
+
+def setup(tmp_path: Path, conn: apsw.Connection) -> tuple[Vault, Path]:
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "n.md").write_text("# n\n\nbody\n")
+    vault = add_vault(conn, root, "v")
+    index_vault(conn, vault)
+    return vault, root / "n.md"
+
+
+def test_a_flag_is_cleared_when_the_text_comes_back_after_many_more_writes(tmp_path: Path,
+                                                                          conn: apsw.Connection) -> None:
+    vault, path = setup(tmp_path, conn)
+    first = agent_append(conn, vault, path, "first agent line\n", 1000.0)
+    person_saves(conn, vault, path, "# n\n\nbody\n", 1001.0)  # an editor that had the older version
+    assert flag(conn, first) == 1001.0
+    for i in range(overwrites.MAX_CHECKED + 10):  # a busy note: the flagged write is no longer among the newest
+        agent_append(conn, vault, path, f"more {i}\n", 1002.0 + i)
+    text = path.read_text()
+    assert person_saves(conn, vault, path, text + "first agent line\n", 1100.0) >= 1  # the person put it back
+    assert flag(conn, first) is None
+
+
+def test_a_note_is_judged_by_what_the_index_holds_not_by_a_save_still_landing(tmp_path: Path,
+                                                                             conn: apsw.Connection) -> None:
+    vault, path = setup(tmp_path, conn)
+    write = agent_append(conn, vault, path, "agent line\n", 1000.0)
+    kept = path.read_text() + "the person's line\n"
+    assert person_saves(conn, vault, path, kept, 1001.0) == 0  # the person's save kept the agent's line
+    path.write_text("")  # their next save, truncate-then-write, caught between the two (not indexed yet)
+    assert overwrites.check(conn, vault, [path.name], now=1002.0) == 0 and flag(conn, write) is None
+    assert person_saves(conn, vault, path, kept + "more\n", 1003.0) == 0
+    assert flag(conn, write) is None
