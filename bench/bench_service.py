@@ -1,6 +1,6 @@
 """The kms service against one ``kms mcp`` per session (issue 25), every figure of a real server process.
 
-On the generated vault, embedded first (``kms embed``), with the semantic model on:
+On the generated vault (embedded first with ``--embed``), with the semantic model on:
 
 - memory: the PSS of one idle ``kms mcp`` session, of N of them at once (today: every session loads its own
   model and vectors), and of one ``kms serve`` holding N token sessions that have each listed their tools and
@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--notes", type=int, default=2_000)
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--calls", type=int, default=100)
+    ap.add_argument("--embed", action="store_true", help="embed the vault first (kms embed): slow on a busy machine")
     args = ap.parse_args()
     from server.activity import tokens
     from server.config.scopes import Scopes
@@ -107,7 +108,8 @@ def main() -> None:
     conn = connect(db)
     index_vault(conn, add_vault(conn, root, "bench"))
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kmscli", "embed"], env=env, check=True, capture_output=True)
+    if args.embed:
+        subprocess.run([sys.executable, "-m", "kmscli", "embed"], env=env, check=True, capture_output=True)
     embed_s = time.perf_counter() - t
     note_id = conn.execute("SELECT id FROM notes WHERE folder = 'inbox' ORDER BY id LIMIT 1").fetchall()[0][0]
     path = root / conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchall()[0][0]
@@ -209,7 +211,8 @@ def main() -> None:
     ha, sa = percentiles(r["http_append"]), percentiles(r["stdio_append"])
     hc, sc = percentiles(r["http_connect"]), percentiles(r["stdio_connect"])
     n = args.sessions
-    table(f"kms service vs kms mcp: {args.notes} notes embedded ({embed_s:.0f} s), model on, {n} sessions, "
+    embedded = f"embedded ({embed_s:.0f} s)" if args.embed else "not embedded (the model loads all the same)"
+    table(f"kms service vs kms mcp: {args.notes} notes {embedded}, model on, {n} sessions, "
           f"{args.calls} calls; load average {load:.1f} at the start", [
         ("PSS, 1 stdio session (MiB)", f"{r['stdio_one']:.0f}", "", "", "idle, after one hybrid search"),
         (f"PSS, {n} stdio sessions (MiB)", f"{r['stdio_n']:.0f}", f"{r['stdio_one']:.0f} (1 session)",
