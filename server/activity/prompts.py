@@ -17,10 +17,8 @@ from typing import Any
 
 import apsw
 
-from server.activity import approvals
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
-from server.humanize import ago
 from server.index.notes import VISIBLE
 
 RECENT_CHANGES = 20  # agent changes a review shows
@@ -115,6 +113,9 @@ def review_data(conn: apsw.Connection, scope_name: str | None, vault_id: int | N
                 now: float | None = None) -> dict[str, Any]:
     """The calls waiting for the person and the agents' recent successful changes, on visible notes of the
     session's vaults only."""
+    from server.activity import approvals  # only when a review is asked for, not at the server's start
+    from server.humanize import ago
+
     at = time.time() if now is None else now
     pending = []
     for item in approvals.list_pending(conn, now=at):

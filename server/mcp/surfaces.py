@@ -10,16 +10,18 @@ turn its answers and ``KmsError`` into the protocol's types. A refused read or p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 
-from server.activity import note_resources as notes
-from server.activity import prompts
 from server.errors import KmsError
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES
 from server.mcp.tools.dispatch import ToolRunner
+
+if TYPE_CHECKING:  # imported by the first request that needs them, not on the way to the first tools/list
+    from server.activity import note_resources as notes
+    from server.activity import prompts
 
 Resolve = Callable[[Any], ToolRunner]  # the request's context -> the session it belongs to
 
@@ -40,16 +42,20 @@ async def _off_loop(resolve: Resolve, ctx: Any, work: Callable[[ToolRunner], Any
 
 
 def _resource(item: notes.NoteResource) -> types.Resource:
+    from server.activity import note_resources as notes
+
     return types.Resource(uri=item.uri, name=item.path, title=item.title, description=f"{item.vault}:{item.path}",
-                          mime_type=notes.MIME, size=item.size,
+                          mime_type=MIME, size=item.size,
                           annotations=types.Annotations(last_modified=notes.iso(item.updated_at)))
 
 
+NOTE_TEMPLATE = "kms://{vault}/{+path}"  # note_resources.TEMPLATE (a test keeps them one)
+MIME = "text/markdown"
 TEMPLATE = types.ResourceTemplate(
-    uri_template=notes.TEMPLATE, name="note", title="A note",
+    uri_template=NOTE_TEMPLATE, name="note", title="A note",
     description="A note of the person's vaults by vault name and vault-relative path (completes on paths and "
                 "titles). Hidden notes and other vaults' notes cannot be read.",
-    mime_type=notes.MIME)
+    mime_type=MIME)
 
 
 def _prompt(spec: prompts.PromptSpec) -> types.Prompt:
@@ -71,9 +77,12 @@ def _vault_in_context(runner: ToolRunner, params: types.CompleteRequestParams) -
 
 
 def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.Completion:
+    from server.activity import note_resources as notes
+    from server.activity import prompts
+
     ref, arg = params.ref, params.argument
     db = runner.config.db_path
-    if isinstance(ref, types.ResourceTemplateReference) and ref.uri == notes.TEMPLATE:
+    if isinstance(ref, types.ResourceTemplateReference) and ref.uri == NOTE_TEMPLATE:
         if arg.name == "vault":
             return notes.complete_vault(runner.ctx.conn, arg.value, runner.ctx.vault_filter())
         if arg.name == "path":
@@ -89,6 +98,8 @@ def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.
 
 
 def _get_prompt(runner: ToolRunner, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+    from server.activity import prompts
+
     spec = next((p for p in prompts.listed(runner.config) if p.name == name), None)
     if spec is None:  # only this session's: no hint of tiers it lacks
         names = ", ".join(p.name for p in prompts.listed(runner.config))
@@ -115,6 +126,8 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
     """The ``Server`` keyword arguments for resources, the template, completions and prompts."""
 
     async def on_list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        from server.activity import note_resources as notes
+
         cursor = params.cursor if params is not None else None
         page, next_cursor = await _off_loop(
             resolve, ctx, lambda r: notes.list_notes(r.ctx.conn, r.ctx.vault_filter(), cursor))
@@ -126,13 +139,15 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
         return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE], ttl_ms=0, cache_scope="private")
 
     async def on_read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        from server.activity import note_resources as notes
+
         uri = str(params.uri)
         note = await _off_loop(resolve, ctx, lambda r: notes.read_note(
             r.ctx.conn, r.session, uri, r.ctx.vault_filter(), PAYLOAD_CAP_BYTES))
         meta = {"noteId": note.note_id, "title": note.title, "version": note.version,
                 **({"truncated": True} if note.truncated else {})}
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=note.uri, mime_type=notes.MIME, text=note.text, _meta=meta)], ttl_ms=0, cache_scope="private")
+            uri=note.uri, mime_type=MIME, text=note.text, _meta=meta)], ttl_ms=0, cache_scope="private")
 
     async def on_completion(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         found = await _off_loop(resolve, ctx, lambda r: _complete(r, params))
@@ -140,6 +155,8 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
                                                                 has_more=found.has_more))
 
     async def on_list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        from server.activity import prompts
+
         try:
             listed = prompts.listed(resolve(ctx).config)
         except KmsError as e:
