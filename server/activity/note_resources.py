@@ -10,9 +10,11 @@ most recent notes only, a bounded few pages: never the whole vault.
 
 from __future__ import annotations
 
+import bisect
+import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -31,7 +33,8 @@ TEMPLATE = "kms://{vault}/{+path}"
 PAGE = 50  # resources per resources/list page
 LISTED = 100  # the most recent notes listed in all (hosts list on every connect)
 MAX_COMPLETIONS = 100  # the protocol's ceiling per completion answer
-FUZZY_CUTOFF = 60  # rapidfuzz partial_ratio below which a path or title is no match
+FUZZY_CUTOFF = 75  # rapidfuzz partial_ratio below which a path or title is no match
+FUZZY_BELOW = 10  # fewer notes than this hold the typed words: look for near matches too
 
 
 def note_uri(vault: str, path: str) -> str:
@@ -111,7 +114,10 @@ def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: 
     """The note ``uri`` names, as ``kms_read`` would serve it, recorded as this session's read."""
     vault, path = parse_uri(uri)
     in_vault = _in_scope_vault(conn, vault, vault_id)
-    note = get_note(conn, str(find_note(conn, path, vault_id=in_vault)["id"]), vault_id=in_vault)
+    exact = conn.execute(f"SELECT n.id FROM notes n WHERE n.vault_id = ? AND n.path = ? AND {VISIBLE}",
+                         (in_vault, path)).fetchall()  # the address as listed; else kms_read's resolver
+    note_id = str(exact[0][0]) if exact else str(find_note(conn, path, vault_id=in_vault)["id"])
+    note = get_note(conn, note_id, vault_id=in_vault)
     body: str = note["body"]  # stored without the summary block
     text, truncated = body, False
     if len(body.encode()) > cap_bytes:
@@ -145,6 +151,29 @@ class _Choices:
     stamp: tuple[int, int]
     rids: list[int]
     texts: list[str]
+    joined: str = ""  # every text, one a line: one C-speed search finds the notes holding a word
+    starts: list[int] = field(default_factory=list)  # where each text begins in ``joined``
+
+    def __post_init__(self) -> None:
+        self.joined = "\n".join(self.texts) + "\n"
+        at = 0
+        for text in self.texts:
+            self.starts.append(at)
+            at += len(text) + 1
+
+    def holding(self, words: list[str], enough: int) -> list[int]:
+        """The texts holding every word (in index order, so by path), at most ``enough``."""
+        rarest = max(words, key=len)
+        found: list[int] = []
+        last = -1
+        for m in re.finditer(re.escape(rarest), self.joined):
+            i = bisect.bisect_right(self.starts, m.start()) - 1
+            if i != last and all(w in self.texts[i] for w in words):
+                found.append(i)
+                if len(found) >= enough:
+                    break
+            last = i
+        return found
 
 
 _CHOICES: dict[tuple[Path, int | None], _Choices] = {}
@@ -191,9 +220,10 @@ def complete_vault(conn: apsw.Connection, value: str, vault_id: int | None) -> C
 
 
 def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
-    """Note paths for a partial path or title, best first: the most recent notes for nothing typed, else
-    rapidfuzz's ``partial_ratio`` over every visible path and title in scope (a typo still finds the note),
-    ties broken by a path that starts with what was typed, then the shorter path."""
+    """Note paths for a partial path or title, best first: the most recent notes for nothing typed; else the
+    notes whose path or title holds every typed word (one that starts with what was typed first, then the
+    shorter), and when those are few, the near matches by rapidfuzz's ``partial_ratio`` (a typo still finds
+    the note)."""
     where, params = _scope(vault_id)
     query = value.strip().lower()
     if not query:
@@ -201,21 +231,27 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
                            "ORDER BY n.updated_at DESC, n.path, n.id LIMIT ?", (*params, MAX_COMPLETIONS + 1))
         values = [r["path"] for r in found]
         return Completion(values[:MAX_COMPLETIONS], len(values), len(values) > MAX_COMPLETIONS)
-    from rapidfuzz import fuzz, process  # only a completion pays for it, not the server's start
-
     choices = _choices(conn, db_path, vault_id)
-    hits = process.extract(query, choices.texts, scorer=fuzz.partial_ratio, processor=None,
-                           limit=MAX_COMPLETIONS * 3, score_cutoff=FUZZY_CUTOFF)
-    best = sorted(hits, key=lambda h: (-round(h[1]), not choices.texts[h[2]].startswith(query),
-                                       len(choices.texts[h[2]]), h[2]))
-    rids = [choices.rids[h[2]] for h in best[:MAX_COMPLETIONS]]
+    held = choices.holding(query.split(), MAX_COMPLETIONS * 3)
+    ranked = sorted(held, key=lambda i: (not choices.texts[i].startswith(query), len(choices.texts[i]), i))
+    total = len(held)
+    if len(held) < FUZZY_BELOW:  # few notes hold the words as typed: a typo, or words out of order
+        from rapidfuzz import fuzz, process  # only such a completion pays for it, not the server's start
+
+        hits = process.extract(query, choices.texts, scorer=fuzz.partial_ratio, processor=None,
+                               limit=MAX_COMPLETIONS, score_cutoff=FUZZY_CUTOFF)
+        seen = set(held)
+        fuzzy = [h for h in hits if h[2] not in seen]
+        ranked += [h[2] for h in sorted(fuzzy, key=lambda h: (-round(h[1]), len(choices.texts[h[2]]), h[2]))]
+        total += len(fuzzy)
+    rids = [choices.rids[i] for i in ranked[:MAX_COMPLETIONS]]
     if not rids:
         return Completion([], 0, False)
     current = {r["rid"]: r["path"] for r in rows(  # still visible and in scope now
         conn, f"SELECT n.rid, n.path FROM notes n WHERE n.rid IN ({','.join('?' * len(rids))}) AND {VISIBLE} {where}",
         (*rids, *params))}
     values = [current[rid] for rid in rids if rid in current]
-    return Completion(values, len(hits), len(hits) > len(values))
+    return Completion(values, total, total > len(values))
 
 
 def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:

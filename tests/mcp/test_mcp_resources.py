@@ -127,6 +127,8 @@ async def test_reading_a_note_gives_its_body_without_the_summary_block_and_recor
         assert content.meta is not None and content.meta["noteId"].startswith("n")
         spaced = await client.read_resource("kms://a/projects/Lighthouse%20plan.md")
         assert "Keep the lamp lit." in spaced.contents[0].text
+        loose = await client.read_resource("kms://a/projects/lighthouse%20plan")  # kms_read's resolver
+        assert loose.contents[0].uri == "kms://a/projects/Lighthouse%20plan.md"
         client.runner.session.reads.flush()
     read = rows(vaults, "SELECT n.path FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?",
                 ("sresread0001",))
