@@ -11,9 +11,11 @@ most recent notes only, a bounded few pages: never the whole vault.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,21 @@ def _in_scope_vault(conn: apsw.Connection, name: str, vault_id: int | None) -> i
     return int(found[0][0])  # type: ignore[arg-type]  # vaults.id: INTEGER PRIMARY KEY
 
 
+ANSWER_ROOM = 1_000  # bytes of the answer besides the text: its address, _meta, the read-on line
+
+
+def _json_bytes(text: str) -> int:
+    return len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def _fitting(body: str, budget: int) -> str:
+    """The longest start of ``body`` (shortened by quarters) whose JSON encoding fits ``budget`` bytes."""
+    end = min(len(body), budget)
+    while end > 0 and _json_bytes(body[:end]) > budget:
+        end = end * 3 // 4
+    return body[:end]
+
+
 def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: int | None,
               cap_bytes: int) -> NoteText:
     """The note ``uri`` names, as ``kms_read`` would serve it, recorded as this session's read."""
@@ -120,11 +137,9 @@ def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: 
     note = get_note(conn, note_id, vault_id=in_vault)
     body: str = note["body"]  # stored without the summary block
     text, truncated = body, False
-    if len(body.encode()) > cap_bytes:
-        from server.index.listing import encode_cursor as cursor_of
-
-        cut = body.encode()[: cap_bytes - 400].decode(errors="ignore")
-        cursor = cursor_of({"n": note["id"], "o": len(cut), "v": note["content_hash"]})
+    if _json_bytes(body) > cap_bytes - ANSWER_ROOM:  # the cap is on the answer, as the host receives it
+        cut = _fitting(body, cap_bytes - ANSWER_ROOM)
+        cursor = encode_cursor({"n": note["id"], "o": len(cut), "v": note["content_hash"]})  # kms_read's
         text, truncated = (f"{cut}\n\n[kms: the note goes on ({len(body) - len(cut)} more characters): "
                            f"kms_read noteId={note['id']} cursor={cursor}]"), True
     session.reads.record([note["id"]])
@@ -147,7 +162,7 @@ class _Choices:
     """The visible notes of one scope as lower-cased ``path title`` strings, for fuzzy matching; valid while
     the connection that read them sees no commit (``PRAGMA data_version``) and made none itself."""
 
-    conn: apsw.Connection
+    conn: weakref.ref[apsw.Connection]  # the reading thread's: a stamp means nothing on another connection
     stamp: tuple[int, int]
     rids: list[int]
     texts: list[str]
@@ -189,7 +204,7 @@ def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Cho
     stamp = _stamp(conn)
     with _CHOICES_LOCK:
         cached = _CHOICES.get((db_path, vault_id))
-    if cached is not None and cached.conn is conn and cached.stamp == stamp:
+    if cached is not None and cached.conn() is conn and cached.stamp == stamp:
         return cached
     where, params = _scope(vault_id)
     paths = conn.execute(f"SELECT n.rid, n.path FROM notes n WHERE n.rid NOT IN {HIDDEN_RIDS} {where}",
@@ -206,7 +221,7 @@ def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Cho
                 text = f"{text} {title}"
         texts.append(text)
         rids.append(int(rid))  # type: ignore[arg-type]
-    made = _Choices(conn, stamp, rids, texts)
+    made = _Choices(weakref.ref(conn), stamp, rids, texts)
     with _CHOICES_LOCK:
         _CHOICES[(db_path, vault_id)] = made
     return made

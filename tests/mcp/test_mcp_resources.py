@@ -154,7 +154,8 @@ async def test_a_note_over_the_payload_cap_is_cut_and_says_how_to_read_on(vaults
     async with mcp_client(db_path) as client:
         result = await client.read_resource("kms://a/big/Long%20log.md")  # type: ignore[attr-defined]
         text = result.contents[0].text
-        assert len(text.encode()) <= PAYLOAD_CAP_BYTES and result.contents[0].meta["truncated"] is True
+        answer = result.model_dump_json(by_alias=True, exclude_none=True)
+        assert len(answer.encode()) <= PAYLOAD_CAP_BYTES and result.contents[0].meta["truncated"] is True
         cursor = text.rsplit("cursor=", 1)[1].rstrip("]")
         more = await client.call_tool("kms_read", {"noteId": result.contents[0].meta["noteId"],  # type: ignore[attr-defined]
                                                    "cursor": cursor})
