@@ -26,7 +26,9 @@ def _scope(include_hidden: bool, vault_id: int | None) -> tuple[str, tuple[Any, 
     sql = "" if include_hidden else f"AND {VISIBLE}"
     if vault_id is None:
         return sql, ()
-    return f"{sql} AND n.vault_id = ?", (vault_id,)
+    # unary +: the vault is checked on the rows a name found, never by walking the vault's notes in the
+    # (vault, path) index, which SQLite otherwise picks for a name lookup (a scan of the vault per kind)
+    return f"{sql} AND +n.vault_id = ?", (vault_id,)
 
 
 # What a name may be, most specific first: a path, a title (or file stem), an alias, a shorter path

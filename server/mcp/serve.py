@@ -155,9 +155,10 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
         )
 
     from server import installed_version
+    from server.mcp.surfaces import handlers
 
     return Server("kms", version=installed_version() or "0", instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, **extra)
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, **handlers(resolve), **extra)
 
 
 BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets its writes warmed

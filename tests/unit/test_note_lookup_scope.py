@@ -51,3 +51,26 @@ def test_a_title_in_two_vaults_is_one_note_within_a_scope(conn: apsw.Connection,
     assert e.value.kind == "invalid-input"  # unscoped: ambiguous
     assert resolve_note(conn, "Common", vault_id=a)["vault"] == "a"
     assert resolve_note(conn, "Common", vault_id=b)["vault"] == "b"
+
+
+def test_a_scoped_lookup_finds_names_through_the_key_index_not_a_walk_of_the_vault(
+        conn: apsw.Connection, two_vaults: tuple[int, int]) -> None:
+    """Every name query of a scoped lookup starts at the name (note_keys' primary key): with the vault as
+    an index condition SQLite walked all the vault's notes per kind of name."""
+    a, _ = two_vaults
+    seen: list[tuple[str, tuple]] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        if "note_keys" in sql and not sql.startswith("EXPLAIN"):
+            seen.append((sql, tuple(bindings) if isinstance(bindings, (list, tuple)) else ()))
+        return True
+
+    conn.exec_trace = trace
+    try:
+        find_note(conn, "a:Alpha.md", vault_id=a)
+    finally:
+        conn.exec_trace = None
+    assert seen
+    for sql, bindings in seen:
+        plan = [str(step[3]) for step in conn.execute("EXPLAIN QUERY PLAN " + sql, bindings)]
+        assert any("k USING PRIMARY KEY" in step for step in plan), (sql, plan)
