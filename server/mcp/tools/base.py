@@ -29,8 +29,8 @@ from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
 
 if TYPE_CHECKING:  # the write path's types only: the handlers import the operations when first called
-    from server.writes.outcome import WriteOutcome
     from server.writes.context import WriteContext
+    from server.writes.outcome import WriteOutcome
 
 PAYLOAD_CAP_BYTES = 100_000
 
