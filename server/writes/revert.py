@@ -35,7 +35,7 @@ from server.store.db import rows
 from server.vault import frontmatter
 from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
-from server.vault.paths import resolve_note_file
+from server.vault.paths import resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
 from server.writes.cas import write_note
@@ -280,7 +280,8 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
 
 def _free_trash_path(vault: Vault, wanted: str) -> str:
     """``wanted``, or ``name 2.md``, ``name 3.md`` ... when an earlier note of that path is in the trash."""
-    stem, suffix = (wanted[:-3], ".md") if wanted.endswith(".md") else (wanted, "")
+    stem = strip_note_suffix(wanted)
+    suffix = wanted[len(stem):]  # the note's own suffix, in its own case
     candidate, n = wanted, 1
     while (vault.root / candidate).exists() or (vault.root / candidate).is_symlink():
         n += 1
