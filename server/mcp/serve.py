@@ -131,7 +131,10 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if background is not None:
             background.listed()
-        return types.ListToolsResult(tools=[to_mcp_tool(s) for s in resolve(ctx).listed()])
+        runner = resolve(ctx)
+        if runner.tool_listing is None:  # a session's tiers are frozen: its list is built once
+            runner.tool_listing = [to_mcp_tool(s) for s in runner.listed()]
+        return types.ListToolsResult(tools=runner.tool_listing)
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if background is not None:

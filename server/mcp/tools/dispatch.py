@@ -68,6 +68,7 @@ class ToolRunner:
         self.ctx = ToolContext(self.session, self.services)
         self.writes = WriteService(self.session, self.services.semantic)
         self._write_order: anyio.Lock | None = None  # made on the event loop, at the first write
+        self.tool_listing: list[Any] | None = None  # what tools/list answers this session (the adapter's)
 
     def listed(self) -> list[ToolSpec]:
         """Read tools always (a disabled tier answers feature-disabled); the others only when their tier is on."""
