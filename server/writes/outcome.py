@@ -34,6 +34,13 @@ class WriteResult(TypedDict, total=False):
     version: str  # sha256 of the new file bytes: pass it as ``version`` to the next write
     changed: bool
     indexWarning: str
+    folder: str  # a folder moved or renamed: where it was
+    newFolder: str  # and where it is now
+    notesMoved: int  # its notes (the hidden ones counted, never named)
+    hiddenNotesMoved: int
+    linkingNotes: int  # the notes outside it linking to one of its notes
+    dryRun: bool  # nothing was written: the counts are what the call would change
+    withinLimit: bool  # whether the call fits in write.max_files_per_call
 
 
 @dataclass

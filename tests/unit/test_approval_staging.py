@@ -52,6 +52,7 @@ def approve_and_settle(conn: apsw.Connection, writes: WriteService, tool: str, a
                                                                     "private/Secret.md"]),
     ("kms_move", {"noteId": "drafts/Draft.md", "folder": "notes"}, ["drafts/Draft.md"]),
     ("kms_trash", {"noteId": "Other.md"}, ["Other.md"]),
+    ("kms_rename_folder", {"folder": "notes", "name": "goals"}, ["notes/Target.md", "Linker.md", "Crlf.md"]),
     ("kms_create_many", {"notes": [{"title": "A1", "folder": "drafts"}, {"title": "A2", "folder": "drafts"}]},
      ["drafts/A1.md", "drafts/A2.md"]),
 ])

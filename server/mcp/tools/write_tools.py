@@ -134,7 +134,7 @@ class CreateOutput(WriteOutput):
 # The operations load the YAML editors (ruamel, PyYAML: ~25 ms), so the handlers import them when
 # first called, not at server start; ``server.mcp.serve`` warms them in the background when writes are on.
 OPERATIONS = ("server.writes.operations", "server.writes.batch", "server.writes.edits", "server.writes.link_ops",
-              "server.writes.organize")
+              "server.writes.organize", "server.writes.folders")
 
 
 def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
