@@ -436,6 +436,12 @@ def m021_tokens(conn: apsw.Connection) -> None:
     )
 
 
+def m022_provenance_lookups(conn: apsw.Connection) -> None:
+    """Who last changed a note (``server.activity.authorship``): the file changes of a unit are looked up by
+    the hash a note holds now, so a ``kms_read`` finds the rename or move that wrote it without a scan."""
+    conn.execute("CREATE INDEX tool_file_changes_hash ON tool_file_changes(hash_after)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -454,6 +460,7 @@ MIGRATIONS: list[Migration] = [
     m019_applied_units,
     m020_logseq_block_refs,
     m021_tokens,
+    m022_provenance_lookups,
 ]
 
 

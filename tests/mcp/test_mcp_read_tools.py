@@ -332,7 +332,7 @@ async def test_list_recent_order_with_ties(indexed: apsw.Connection, db_path: Pa
         notes = (await ok(client, "kms_list_recent", {"limit": 50}))["notes"]
         again = (await ok(client, "kms_list_recent", {"limit": 50}))["notes"]
     assert notes == again
-    assert all(set(n) == CARD_KEYS for n in notes)
+    assert all(set(n) == CARD_KEYS | {"lastChangedBy"} for n in notes)
     keys = [(-n["updatedAt"], n["path"], n["noteId"]) for n in notes]  # ties: by path, never by random id
     assert keys == sorted(keys)
     top = notes[:3]

@@ -356,3 +356,37 @@ def test_upgrade_to_m020_reads_a_logseq_vault_again_for_its_block_references(tmp
     resolved = conn.execute("SELECT count(*) FROM links WHERE target LIKE '((%' AND dst_rid IS NOT NULL").fetchall()
     assert resolved == [(2,)]
     conn.close()
+
+
+def test_upgrade_to_m022_finds_who_last_changed_a_note_through_an_old_rename(tmp_path: Path) -> None:
+    """A rename recorded before m022 (its linking notes in ``tool_file_changes``) is found by the hash a
+    linking note holds, through the new index, once the database is upgraded."""
+    from support.organize import index, make_vault
+    from support.vaults import note_id
+
+    from server.activity import authorship
+    from server.writes.context import load_note
+    from server.writes.guard import record_call
+    from server.writes.organize import rename
+
+    path = tmp_path / "m021.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m021_tokens")
+    old.close()
+    conn = connect(path, migrate_schema=False)
+    index(conn, make_vault(tmp_path / "v"))
+    note, vault = load_note(conn, note_id(conn, "Target"))
+    ctx = WriteContext(conn, tmp_path / "locks")
+    out = rename(ctx, vault, note, title="Goal")
+    invocation = record_call(conn, tool="kms_rename", session_id="s1", input_summary="", touched=ctx.touched,
+                             outcome=out, failure=None)
+    conn.close()
+    conn = connect(path)
+    assert "m022_provenance_lookups" in applied(conn)
+    linker = rows(conn, "SELECT id, path, content_hash, updated_at FROM notes WHERE path = 'Linker.md'")[0]
+    who = authorship.last_change(conn, linker["id"], linker["path"], linker["content_hash"], linker["updated_at"])
+    assert (who["by"], who["how"], who["sessionId"], who["invocationId"]) == ("agent", "kms_rename", "s1", invocation)
+    plan = " ".join(str(r) for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM tool_file_changes WHERE hash_after = ?", ("x",)))
+    assert "tool_file_changes_hash" in plan
+    conn.close()
