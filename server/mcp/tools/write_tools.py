@@ -41,7 +41,9 @@ MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may l
 
 
 class CreateInput(StrictInput):
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="Note title; becomes the file name.")
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS,
+                              description="Note title; becomes the file name. Omit it when the content starts "
+                                          "with a '# Title' heading: that heading gives it.")
     content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder, e.g. 'drafts'.")
