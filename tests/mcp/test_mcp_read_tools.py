@@ -457,7 +457,7 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
 ARGS = {"kms_search": {"query": "x"}, "kms_read": {"noteId": "n000000000000"}, "kms_list_tags": {},
         "kms_list_recent": {}, "kms_get_backlinks": {"noteId": "n000000000000"}, "kms_inventory": {},
         "kms_start": {}, "kms_semantic_search": {"query": "x"}, "kms_recall": {"topic": "x"},
-        "kms_list_folder": {}, "kms_status": {}}
+        "kms_list_folder": {}, "kms_status": {}, "kms_reindex": {}}
 
 
 @pytest.mark.parametrize("flags", [{"enabled": False}, {"read_enabled": False}])
