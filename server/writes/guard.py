@@ -12,7 +12,9 @@
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 
-A slot is given back when the call did not change a file, so the limits count writes.
+A slot is given back when the call did not change a file, so the limits count writes. A call carrying an
+``idempotencyKey`` its session already used for a successful call is answered from that call's row after
+steps 1-2, and writes nothing (``server.activity.idempotency``).
 
 Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
 once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
