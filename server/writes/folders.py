@@ -4,8 +4,10 @@ The notes of the folder (its subfolders too, hidden notes included so the person
 and every note of the vault with a link the index resolved to one of them form one unit
 (``server.writes.multifile``): all change or none does, under one journal. Each link is rewritten in the
 style it was written (``server.vault.links.FolderMoves``); each note keeps its row, so its id. The call
-counts every file against ``write.max_files_per_call`` before anything is touched; ``dry_run`` answers the
-same counts and writes nothing, so an agent can see the blast radius first. The change is one
+counts every file against ``write.max_files_per_call`` before anything is touched, unless the session stages
+its calls for the person's approval (``write.approval``): then a larger unit is staged, every file's diff shown,
+and lands only as approved. ``dry_run`` answers the same counts and writes nothing, so an agent can see the
+blast radius first. The change is one
 ``FilesChanged`` record, which revert undoes exactly. Only notes move: other files stay where they are, and
 the moving notes' relative links to them are rewritten to keep naming them.
 """
@@ -87,7 +89,8 @@ def relocate_folder(ctx: WriteContext, vault: Vault, folder: str, new_folder: st
                              hiddenNotesMoved=hidden_moved, linkingNotes=len(linkers))
         result["withinLimit"] = count <= ctx.max_files
         return WriteOutcome(result)
-    ctx.check_breadth(count, "files (the folder's notes and the notes linking to them)")
+    if ctx.staging is None:  # a call shown to the person file by file (write.approval) may be larger
+        ctx.check_breadth(count, "files (the folder's notes and the notes linking to them)")
     targets = FolderMoves(moves, exists=lambda rel: (vault.root / rel).is_file())
     alias_first = vault.rules.alias_first
 

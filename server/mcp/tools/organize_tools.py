@@ -136,7 +136,8 @@ FOLDER_ERRORS = ("not-found", "conflict", "folder-denied", "already-exists", "to
 FOLDER_ANSWER = ("Every note in it (its subfolders too) moves as one unit, keeping its id; every link to any of "
                  "them in every note is rewritten in the style it was written. Other files stay. The call "
                  "counts the folder's notes and the notes linking to them against the per-call file limit "
-                 "(too-broad, nothing changed, when over); dryRun true answers those counts first, writing "
+                 "(too-broad, nothing changed, when over; staged for the person instead when they approve "
+                 "writes); dryRun true answers those counts first, writing "
                  "nothing. Returns notesMoved, hiddenNotesMoved (never named), linkingNotes, the notes whose "
                  "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE)
 
