@@ -53,6 +53,21 @@ def _links_into(ctx: WriteContext, vault: Vault, folder: str) -> tuple[dict[str,
     return linked, hidden
 
 
+def names_a_folder(ctx: WriteContext, ref: str) -> bool:
+    """Whether ``ref`` is a folder with visible notes in the session's scope (a note tool was given a folder)."""
+    try:
+        key = folder_key(ref)
+    except KmsError:
+        return False
+    if not key:
+        return False
+    scope = "AND v.name = ?" if ctx.scope is not None else ""
+    return bool(ctx.conn.execute(
+        f"""SELECT 1 FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.hidden_at IS NULL
+            AND substr(n.path, 1, ?) = ? {scope} LIMIT 1""",
+        (len(key) + 1, key + "/", *((ctx.scope,) if ctx.scope is not None else ()))).fetchall())
+
+
 def _check_folders(ctx: WriteContext, old: str, new: str) -> None:
     if not old:
         raise KmsError("invalid-input", "the vault root is not a folder that can move; name a folder in it")

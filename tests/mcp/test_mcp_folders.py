@@ -154,3 +154,14 @@ async def test_a_folder_of_hidden_notes_only_moves_without_naming_them(
     assert not out["_error"], out
     assert (out["notesMoved"], out["hiddenNotesMoved"], out["linkingNotes"]) == (1, 1, 0)
     assert "Hidden" not in str(out) and (vault / "vault/Hidden.md").exists()
+
+
+async def test_kms_move_given_a_folder_points_to_kms_move_folder(vault: Path, conn: apsw.Connection,
+                                                                 db_path: Path) -> None:
+    before = vault_bytes(vault)
+    async with mcp_client(db_path, **ON) as client:
+        folder = await call(client, "kms_move", {"noteId": "proj/sub", "folder": "archive"})
+        hidden_only = await call(client, "kms_move", {"noteId": "private", "folder": "archive"})
+    assert folder["error"] == "not-found" and "kms_move_folder" in folder["message"]
+    assert hidden_only["error"] == "not-found" and "folder" not in hidden_only["message"]  # hidden: not told
+    assert vault_bytes(vault) == before

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from server.errors import KmsError
 from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
 from server.mcp.tools.write_tools import NoteIdField
 from server.writes.context import WriteContext
@@ -44,8 +45,14 @@ class OrganizeOutput(ToolOutput):
 
 
 def kms_move(ctx: WriteContext, args: MoveInput) -> WriteOutcome:
-    from server.writes import organize  # at first call: write_tools.OPERATIONS
-    note, vault = ctx.note(args.noteId)
+    from server.writes import folders, organize  # at first call: write_tools.OPERATIONS
+    try:
+        note, vault = ctx.note(args.noteId)
+    except KmsError as e:
+        if e.kind == "not-found" and folders.names_a_folder(ctx, args.noteId):
+            raise KmsError("not-found", f"{args.noteId!r} is a folder, not a note: move it with kms_move_folder "
+                           "(every note in it, links kept)", folder=args.noteId) from None
+        raise
     return organize.move(ctx, vault, note, folder=args.folder)
 
 
