@@ -14,7 +14,13 @@ linking notes in place too, under the unit's write-ahead journal (``server/write
 For reference the bench also times the temp-file way (a temp file, its fsync and a rename per file, what
 kms did before the journal): on this machine a file create alone costs 0.15-0.8 ms, depending on the
 moment, which put that way at 1.2-2.9x the in-place rewrite before any of kms's own work.
-Usage: python bench/bench_organize.py [--notes N] [--calls N] [--linking N]
+- ``kms_rename_folder`` of a folder of 500 notes that 2,000 other notes link to (``--folder-only`` runs only
+  this): every note moved and every link rewritten as one unit, renamed back and forth. Its baseline, paired
+  the same way: copies of the same files outside the vault, the linking notes rewritten in place with an
+  fsync each and the folder's notes written to a new folder (create, write, fsync, then the old one
+  removed): the floor for moving and rewriting those files durably.
+Usage: python bench/bench_organize.py [--notes N] [--calls N] [--linking N] [--folder-notes N]
+       [--folder-linking N] [--folder-only]
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from bench_mcp import LeanClient
 from common import HERE, OUT, fresh_db, percentiles, table, timed, vault
 
 
-def setup(notes: int, linking: int) -> tuple[Path, Path, list[Path]]:
-    """A private copy of the vault plus a target note and ``linking`` notes linking to it."""
+def setup(notes: int, linking: int, folder: tuple[int, int] = (0, 0)) -> tuple[Path, Path, list[Path], tuple]:
+    """A private copy of the vault plus a target note and ``linking`` notes linking to it (and, with
+    ``folder``, the folder bench's notes: ``setup_folder``)."""
     root = OUT / f"organize-vault-{notes}"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(vault(notes), root)
@@ -46,6 +53,7 @@ def setup(notes: int, linking: int) -> tuple[Path, Path, list[Path]]:
         p.write_text(f"# Linker {i}\n\nsee [[Bench Target]] and [[bench-links/Bench Target|the target]].\n"
                      f"more text {i}\n", encoding="utf-8")
         files.append(p)
+    copies_folder = setup_folder(root, *folder) if folder[0] else ([], [])
     db = fresh_db("organize.db")
     from server.index.indexer import index_vault
     from server.store.db import connect
@@ -61,7 +69,7 @@ def setup(notes: int, linking: int) -> tuple[Path, Path, list[Path]]:
     for p in files:
         shutil.copy(p, raw / p.name)
         copies.append(raw / p.name)
-    return root, db, copies
+    return root, db, copies, copies_folder
 
 
 def raw_rewrite(files: list[Path], old: str, new: str) -> float:
@@ -100,7 +108,8 @@ def raw_atomic(files: list[Path], old: str, new: str) -> float:
 
 
 def run(args) -> None:
-    root, db, files = setup(args.notes, args.linking)
+    folder = (args.folder_notes, args.folder_linking) if args.folder_notes else (0, 0)
+    root, db, files, (moving, linkers) = setup(args.notes, args.linking, folder)
     from kmscli.compose import kms_command
     from server.config.session import SessionConfig
     from server.store.db import connect
@@ -117,36 +126,49 @@ def run(args) -> None:
     client = LeanClient([command, *cargs], env)
     r: dict[str, list[float]] = {"edit": [], "append": [], "rename": [], "raw": [], "atomic": []}
     try:
-        read = client.call("kms_read", {"noteId": target})
-        version = json.loads(read["content"][0]["text"])["version"]
-        words = ("line A", "line B")
-        for i in range(args.calls + 1):
-            old, new = words[i % 2], words[(i + 1) % 2]
-            args_ = {"noteId": target, "version": version, "edits": [{"replace": {"old": old, "new": new}}]}
-            out: dict[str, Any] = {}
-            t = timed(lambda a=args_, o=out: o.update(client.call("kms_edit", a)))
-            version = json.loads(out["content"][0]["text"])["version"]
-            if i:  # the first call pays for lazy imports
-                r["edit"].append(t)
-            if i % 2:  # kms_append on the same note, interleaved: what the machine gives a write right now
-                r["append"].append(timed(lambda: client.call("kms_append", {"noteId": target, "content": "- x"})))
-                version = json.loads(client.call("kms_read", {"noteId": target})["content"][0]["text"])["version"]
-        titles = ("Bench Target", "Bench Goal")
-        for i in range(-2, args.renames * 2):  # the first round trip warms up (imports, lock files): not timed
-            new_title = titles[(i + 1) % 2]
-            res: dict[str, Any] = {}
-            t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
-                                                                                      "keepAlias": False})))
-            body = json.loads(res["content"][0]["text"])
-            assert len(body["linksRewritten"]["notes"]) == args.linking, body
-            if i < 0:
-                continue
-            r["rename"].append(t)
-            r["raw"].append(raw_rewrite(files, "[[x", "[[x"))  # same files, same run (text kept)
-            r["atomic"].append(raw_atomic(files, "[[x", "[[x"))
+        if args.folder_only:
+            folder_r = run_folder(args, client, moving, linkers)
+        else:
+            folder_r = run_rest(args, client, target, files, r, moving, linkers)
     finally:
         client.close()
-    report(args, r)
+    if not args.folder_only:
+        report(args, r)
+    if folder_r is not None:
+        report_folder(args, folder_r)
+
+
+def run_rest(args, client: LeanClient, target: str, files: list[Path], r: dict[str, list[float]],
+             moving: list[Path], linkers: list[Path]) -> dict[str, list[float]] | None:
+    """The edit and note-rename part, then the folder part when asked."""
+    read = client.call("kms_read", {"noteId": target})
+    version = json.loads(read["content"][0]["text"])["version"]
+    words = ("line A", "line B")
+    for i in range(args.calls + 1):
+        old, new = words[i % 2], words[(i + 1) % 2]
+        args_ = {"noteId": target, "version": version, "edits": [{"replace": {"old": old, "new": new}}]}
+        out: dict[str, Any] = {}
+        t = timed(lambda a=args_, o=out: o.update(client.call("kms_edit", a)))
+        version = json.loads(out["content"][0]["text"])["version"]
+        if i:  # the first call pays for lazy imports
+            r["edit"].append(t)
+        if i % 2:  # kms_append on the same note, interleaved: what the machine gives a write right now
+            r["append"].append(timed(lambda: client.call("kms_append", {"noteId": target, "content": "- x"})))
+            version = json.loads(client.call("kms_read", {"noteId": target})["content"][0]["text"])["version"]
+    titles = ("Bench Target", "Bench Goal")
+    for i in range(-2, args.renames * 2):  # the first round trip warms up (imports, lock files): not timed
+        new_title = titles[(i + 1) % 2]
+        res: dict[str, Any] = {}
+        t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
+                                                                                  "keepAlias": False})))
+        body = json.loads(res["content"][0]["text"])
+        assert len(body["linksRewritten"]["notes"]) == args.linking, body
+        if i < 0:
+            continue
+        r["rename"].append(t)
+        r["raw"].append(raw_rewrite(files, "[[x", "[[x"))  # same files, same run (text kept)
+        r["atomic"].append(raw_atomic(files, "[[x", "[[x"))
+    return run_folder(args, client, moving, linkers) if args.folder_notes else None
 
 
 def report(args, r: dict[str, list[float]]) -> None:
@@ -169,12 +191,101 @@ def report(args, r: dict[str, list[float]]) -> None:
     ])
 
 
+def setup_folder(root: Path, members: int, linking: int) -> tuple[list[Path], list[Path]]:
+    """A folder of ``members`` notes (linking to each other) and ``linking`` notes outside it, each with links
+    into it in three styles; returns the baseline's copies of both (outside the vault)."""
+    folder, links = root / "bench-folder", root / "bench-folder-links"
+    folder.mkdir()
+    links.mkdir()
+    for i in range(members):
+        (folder / f"Member {i:04d}.md").write_text(
+            f"# Member {i}\n\nnext [[bench-folder/Member {(i + 1) % members:04d}]], by name [[Member {i:04d}]]\n"
+            f"text {i}\n", encoding="utf-8")
+    for i in range(linking):
+        j = i % members
+        (links / f"Folder linker {i:04d}.md").write_text(
+            f"# Folder linker {i}\n\nsee [[bench-folder/Member {j:04d}]], [[Member {j:04d}|by name]] and "
+            f"[md](../bench-folder/Member%20{(j + 7) % members:04d}.md).\nmore text {i}\n", encoding="utf-8")
+    raw = OUT / "organize-raw-folder"
+    shutil.rmtree(raw, ignore_errors=True)
+    (raw / "a").mkdir(parents=True)
+    (raw / "links").mkdir()
+    moving = [Path(shutil.copy(p, raw / "a" / p.name)) for p in sorted(folder.iterdir())]
+    linkers = [Path(shutil.copy(p, raw / "links" / p.name)) for p in sorted(links.iterdir())]
+    return moving, linkers
+
+
+def raw_folder_move(moving: list[Path], linkers: list[Path], dest: Path) -> tuple[float, list[Path]]:
+    """The linking notes rewritten in place (fsync each), the folder's notes written to ``dest`` (fsync each)
+    and the old ones removed, the two folders fsynced; returns the time and the notes' new paths."""
+    dest.mkdir(exist_ok=True)
+    out: list[Path] = []
+
+    def go() -> None:
+        for p in linkers:
+            text = p.read_text(encoding="utf-8")
+            with open(p, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for p in moving:
+            data = p.read_bytes()
+            fd = os.open(dest / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.unlink(p)
+            out.append(dest / p.name)
+        for d in (dest, moving[0].parent):
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    return timed(go), out
+
+
+def run_folder(args, client: LeanClient, moving: list[Path], linkers: list[Path]) -> dict[str, list[float]]:
+    """``kms_rename_folder`` there and back, each paired with the raw baseline."""
+    r: dict[str, list[float]] = {"folder": [], "folder_raw": []}
+    names = ("bench-folder", "bench-folder-2")
+    for i in range(-2, args.folder_moves * 2):  # the first round trip warms up: not timed
+        old, new = names[i % 2], names[(i + 1) % 2]
+        res: dict[str, Any] = {}
+        t = timed(lambda o=old, n=new, d=res: d.update(client.call("kms_rename_folder", {"folder": o, "name": n})))
+        body = json.loads(res["content"][0]["text"])
+        assert body["notesMoved"] == args.folder_notes and body["linkingNotes"] == args.folder_linking, body
+        if i < 0:
+            continue
+        r["folder"].append(t)
+        raw_t, moving = raw_folder_move(moving, linkers, moving[0].parent.parent / ("b" if i % 2 == 0 else "a"))
+        r["folder_raw"].append(raw_t)
+    return r
+
+
+def report_folder(args, r: dict[str, list[float]]) -> None:
+    kms, raw = statistics.median(r["folder"]), statistics.median(r["folder_raw"])
+    ratio = statistics.median(a / b for a, b in zip(r["folder"], r["folder_raw"], strict=True))
+    table(f"Folder rename over stdio: {args.folder_notes} notes moved, {args.folder_linking} linking notes, "
+          f"{len(r['folder'])} renames", [
+        (f"kms_rename_folder, {args.folder_notes + args.folder_linking} files (s)", f"{kms:.3f}",
+         f"{raw:.3f} (move {args.folder_notes} + rewrite {args.folder_linking}, fsync each)", f"{ratio:.2f}x",
+         f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
+    ])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes", type=int, default=10_000)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--linking", type=int, default=500)
     ap.add_argument("--renames", type=int, default=5, help="round trips (there and back)")
+    ap.add_argument("--folder-notes", type=int, default=500)
+    ap.add_argument("--folder-linking", type=int, default=2000)
+    ap.add_argument("--folder-moves", type=int, default=3, help="folder round trips (there and back)")
+    ap.add_argument("--folder-only", action="store_true", help="only the folder rename")
     run(ap.parse_args())
 
 

@@ -80,8 +80,11 @@ def record(
     hash_after: str | None = None,
     reverts_id: int | None = None,
     at: float | None = None,
+    idempotency_key: str | None = None,
+    answer: str | None = None,
 ) -> int:
-    """Insert one invocation row and return its id."""
+    """Insert one invocation row and return its id (``idempotency_key`` and ``answer``: a keyed call's,
+    for its retries: ``server.activity.idempotency``)."""
     payload = columns(change)
     with write_tx(conn):
         conn.execute(
@@ -89,8 +92,8 @@ def record(
             INSERT INTO tool_invocations(at, session_id, actor, tool, note_id, vault, path, title,
                 input_summary, status, error, message, lines_added, bytes_before, bytes_after,
                 inserted_text, insert_offset, props_before, props_after, hash_before, hash_after, reverts_id,
-                change_kind)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                change_kind, idempotency_key, answer)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             (
                 at if at is not None else time.time(),
@@ -116,6 +119,8 @@ def record(
                 hash_after,
                 reverts_id,
                 payload.get("change_kind"),
+                idempotency_key,
+                answer,
             ),
         )
         rid = conn.last_insert_rowid()

@@ -85,9 +85,16 @@ def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160
 
 
 def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25,
-              vault_id: int | None = None) -> list[dict[str, Any]]:
+              vault_id: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded.
-    With ``vault_id`` the note must be in that vault and only links from that vault are shown."""
+    With ``vault_id`` the note must be in that vault and only links from that vault are shown.
+    ``offset``: how many of them (in this order) to skip, for a page after the first."""
+    return backlink_page(conn, note_id, limit, vault_id, offset)[0]
+
+
+def backlink_page(conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None,
+                  offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """``backlinks`` and how many visible notes link to it in all (hidden ones never counted)."""
     scope = "AND n.vault_id = ?" if vault_id is not None else ""
     scope_params: tuple[Any, ...] = (vault_id,) if vault_id is not None else ()
     target = rows(conn, f"SELECT rid FROM notes n WHERE id = ? AND hidden_at IS NULL {scope}", (note_id, *scope_params))
@@ -100,15 +107,19 @@ def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25,
                    (SELECT count(*) FROM links l2 WHERE l2.src_rid = n.rid AND l2.dst_rid = ?) AS linkCount
             FROM links l JOIN notes n ON n.rid = l.src_rid JOIN vaults v ON v.id = n.vault_id
             WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL {scope}
-            GROUP BY n.rid ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
-        (rid, rid, rid, *scope_params, limit),
+            GROUP BY n.rid ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ? OFFSET ?""",
+        (rid, rid, rid, *scope_params, limit, offset),
     )
+    total = conn.execute(f"""SELECT count(DISTINCT l.src_rid) FROM links l JOIN notes n ON n.rid = l.src_rid
+                             WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL {scope}""",
+                         (rid, rid, *scope_params)).fetchall()[0][0]
+    assert isinstance(total, int)
     for r in found:
         body = r.pop("body")
         r["snippet"] = _link_snippet(body, conn, r["noteId"], rid)
         r["inFrontmatter"] = bool(r["inFrontmatter"])
         r.pop("line")
-    return _cards(found)
+    return _cards(found), total
 
 
 def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, width: int = 200) -> str:

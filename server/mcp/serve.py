@@ -278,11 +278,7 @@ def check_session(config: SessionConfig) -> None:
     from server.store.health import wait_writable
     from server.vault.registry import get_vault, list_vaults
 
-    try:
-        conn = connect(config.db_path)
-    except KmsError as e:
-        raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
-                                 "a database file kms can create or open") from None
+    conn = connect(config.db_path)  # a KmsError: the database itself (``main`` serves the stubs)
     try:
         busy = wait_writable(conn, config.db_path)  # another process holds the write lock: one line, not a traceback
         if busy is not None:
@@ -320,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     except SessionConfigError as e:
         sys.stderr.write(f"kms mcp: refusing to start: {e}\n")
         return 2
+    except KmsError as e:  # the database is damaged or unreachable: every tool says so, none vanishes
+        import_sdk_lean()
+        from server import installed_version
+        from server.mcp.tools import REGISTRY
+        from server.mcp.unavailable import serve_unavailable
+
+        return serve_unavailable(e, [to_mcp_tool(s) for s in REGISTRY], installed_version() or "0")
     if config.tier_enabled("write"):  # a disk that fills before the first write call still records its refusals
         from server.activity.unrecorded import ensure_reserve
 

@@ -436,6 +436,21 @@ def m021_tokens(conn: apsw.Connection) -> None:
     )
 
 
+def m022_provenance_lookups(conn: apsw.Connection) -> None:
+    """Who last changed a note (``server.activity.authorship``): the file changes of a unit are looked up by
+    the hash a note holds now, so a ``kms_read`` finds the rename or move that wrote it without a scan."""
+    conn.execute("CREATE INDEX tool_file_changes_hash ON tool_file_changes(hash_after)")
+
+
+def m023_idempotency_keys(conn: apsw.Connection) -> None:
+    """A write call's optional idempotency key and the answer it gave (``server.activity.idempotency``): a
+    retry with the same key in the same session is answered from its first call's row and writes nothing."""
+    conn.execute("ALTER TABLE tool_invocations ADD COLUMN idempotency_key TEXT")
+    conn.execute("ALTER TABLE tool_invocations ADD COLUMN answer TEXT")  # JSON: the arguments' digest, the result
+    conn.execute("CREATE INDEX tool_invocations_idempotency ON tool_invocations(session_id, idempotency_key) "
+                 "WHERE idempotency_key IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -454,6 +469,8 @@ MIGRATIONS: list[Migration] = [
     m019_applied_units,
     m020_logseq_block_refs,
     m021_tokens,
+    m022_provenance_lookups,
+    m023_idempotency_keys,
 ]
 
 

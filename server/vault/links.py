@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -201,3 +201,59 @@ def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str =
     """The ``new_target`` for a note going from ``old_path`` to ``new_path`` (see ``Retarget``);
     the titles are not needed: a link names a note by its file name, and its title stays."""
     return Retarget(old_path, new_path, exists)
+
+
+class FolderMoves:
+    """The ``Retarget`` of every note of a folder moving as one (a folder moved or renamed).
+
+    ``for_note(linked)`` is the ``new_target`` for one note's text: each link is rewritten by the
+    ``Retarget`` of the moving note it names, in its style. A wiki-link by path or path ending is
+    matched only among ``linked`` (the moving notes the index resolved that note's links to), so a
+    short ending several moving notes share goes where the index said; a link by name alone stays
+    (a folder move keeps every name). A moving note's own relative Markdown links to files that stay
+    are made relative to its new folder."""
+
+    def __init__(self, moves: dict[str, str], exists: Callable[[str], bool] | None = None) -> None:
+        self.retargets = {old: Retarget(old, new, exists) for old, new in moves.items()}
+        self.keys = {old: link_key(old) for old in moves}
+        self.by_key: dict[str, str] = {}
+        for old in sorted(moves, key=len, reverse=True):  # among case variants, the shortest path wins
+            self.by_key[self.keys[old]] = old
+        self.outside = Retarget("\0", "\0", exists)  # names no moving note: only a mover's own links change
+
+    def for_note(self, linked: Collection[str]) -> _NoteTargets:
+        return _NoteTargets(self, [p for p in linked if p in self.retargets])
+
+
+@dataclass(frozen=True)
+class _NoteTargets:
+    """``FolderMoves`` seen from one linking (or moving) note."""
+
+    moves: FolderMoves
+    linked: list[str]
+
+    def __call__(self, target: str) -> str | None:
+        key = link_key(target)
+        if "/" not in key:
+            return None  # by name (or alias): names do not change
+        keys = self.moves.keys
+        hits = sorted((p for p in self.linked if keys[p] == key or keys[p].endswith("/" + key)),
+                      key=lambda p: (keys[p] != key, len(p)))
+        return self.moves.retargets[hits[0]](target) if hits else None
+
+    def markdown(self, written: str, folder: str, new_folder: str | None, angle: bool) -> str | None:
+        if not written or written.startswith(("#", "//")) or SCHEME.match(written):
+            return None
+        path = written.partition("#")[0]
+        decoded = unquote(path) if "%" in path else path
+        by_key = self.moves.by_key
+        if decoded.startswith("/"):
+            hit = by_key.get(link_key(decoded))
+        else:
+            relative = posixpath.normpath(posixpath.join(folder, decoded)) if folder else posixpath.normpath(decoded)
+            hit = by_key.get(link_key(relative))
+            if hit is None and not decoded.startswith(("./", "../")) and "/" in decoded:
+                hit = by_key.get(link_key(decoded))  # from the vault root
+        if hit is not None:
+            return self.moves.retargets[hit].markdown(written, folder, new_folder, angle)
+        return self.moves.outside.markdown(written, folder, new_folder, angle) if new_folder is not None else None

@@ -3,9 +3,11 @@
 An edit is a list of steps applied in order to the body (never the frontmatter, which
 ``kms_update_properties`` owns): ``replace`` (the old text must occur exactly once),
 ``replaceSection`` (a heading's content up to the next heading of the same or a higher
-level) and ``prepend`` (after the frontmatter and the summary block). Any step that cannot
-apply refuses the whole call and the file is not touched. The change is recorded as a
-``FilesChanged`` (the one hunk that differs), which revert undoes exactly.
+level), ``replaceBody`` (the whole body, as ``kms_read`` gives it) and ``prepend`` (after the
+frontmatter and the summary block). Any step that cannot apply refuses the whole call and the
+file is not touched. The version is required, so a whole-body replace never lands on a note
+changed since it was read (``conflict``). The change is recorded as a ``FilesChanged`` (the one
+hunk that differs), which revert undoes exactly.
 """
 
 from __future__ import annotations
@@ -96,6 +98,18 @@ def _prepend(text: str, content: str, nl: str) -> tuple[str, int]:
     return text[:pos] + ins + text[pos:], k + 1
 
 
+def _replace_body(text: str, content: str, nl: str) -> tuple[str, int]:
+    """The whole body (what kms_read gives as ``body``: after frontmatter and summary) becomes ``content``."""
+    lines = split_lines(text)
+    k = writable_start(text)
+    pos = sum(len(x) for x in lines[:k])
+    body = content.rstrip("\r\n")
+    if not body:
+        return text[:pos], k + 1
+    lead = nl if pos and not text[:pos].endswith("\n") else ""
+    return text[:pos] + lead + body + nl, k + 1
+
+
 def blast_radius(before: str, after: str) -> tuple[int, int]:
     """(lines removed, lines added) between two texts, over the lines that differ."""
     a, b = before.splitlines(), after.splitlines()
@@ -118,6 +132,9 @@ def apply_edits(text: str, title: str, edits: list[dict[str, Any]], nl: str) -> 
             new = convert_newlines(arg["new"], nl)
             check_content(new, MAX_INSERT_BYTES, allow_empty=True)
             text, line = _replace(text, step, old, new)
+        elif kind == "replaceBody":
+            content = convert_newlines(check_content(arg, MAX_INSERT_BYTES, allow_empty=True), nl)
+            text, line = _replace_body(text, content, nl)
         elif kind == "replaceSection":
             content = convert_newlines(check_content(arg["content"], MAX_INSERT_BYTES, allow_empty=True), nl)
             text, line = _replace_section(text, title, step, arg["heading"], content, nl)

@@ -12,7 +12,9 @@
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 
-A slot is given back when the call did not change a file, so the limits count writes.
+A slot is given back when the call did not change a file, so the limits count writes. A call carrying an
+``idempotencyKey`` its session already used for a successful call is answered from that call's row after
+steps 1-2, and writes nothing (``server.activity.idempotency``).
 
 Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
 once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from server.activity import approvals, control, provenance, unrecorded
+from server.activity import approvals, control, idempotency, provenance, unrecorded
 from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import Slot
 from server.config.session import Tier
@@ -154,9 +156,14 @@ class WriteService:
 
     def _record(self, conn: apsw.Connection, tool: WriteTool, arguments: Mapping[str, Any], touched: Touched,
                 outcome: WriteOutcome | None, failure: BaseException | None, message: str | None = None) -> int:
+        key = arguments.get(idempotency.KEY_FIELD)
+        keyed = isinstance(key, str) and outcome is not None
         return record_call(conn, tool=tool.name, session_id=self.session_id,
                            input_summary=provenance.summarize_input(dict(arguments)), touched=touched,
-                           outcome=outcome, failure=failure, message=message)
+                           outcome=outcome, failure=failure, message=message,
+                           idempotency_key=key if keyed else None,
+                           answer=idempotency.answer_json(tool.name, arguments, outcome.result)
+                           if keyed and outcome is not None else None)
 
     def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``.
@@ -187,6 +194,8 @@ class WriteService:
         if c.approval == "off":
             return None
         conn = self.conn()
+        if self._replayable(conn, tool, arguments):
+            return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
         cap = Capture()
         ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), staging=cap,
                            slots=False)
@@ -240,10 +249,46 @@ class WriteService:
         invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
 
+    def _replayable(self, conn: apsw.Connection, tool: WriteTool, arguments: Mapping[str, Any]) -> bool:
+        """Whether this call carries an idempotency key its session already used (``idempotency``)."""
+        key = arguments.get(idempotency.KEY_FIELD)
+        if not isinstance(key, str):
+            return False
+        try:
+            return idempotency.replay(conn, self.session_id, tool.name, key, arguments) is not None
+        except KmsError:
+            return True  # (refused by ``run``, which records it)
+
+    def _replay(self, conn: apsw.Connection, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A retry of a call this session made with the same idempotency key: the first call's answer, and a
+        row saying so; nothing is written. None when the call must run (no key, a new one, or refused at the
+        gate or by its input: the guard's own path records those)."""
+        key = arguments.get(idempotency.KEY_FIELD)
+        if not isinstance(key, str):
+            return None
+        try:
+            self._gate(conn, tool)
+            validate_input(tool.input_model, arguments)
+        except KmsError:
+            return None
+        try:
+            answer = idempotency.replay(conn, self.session_id, tool.name, key, arguments)
+        except KmsError as e:
+            self._record(conn, tool, arguments, Touched(), None, e)
+            raise
+        if answer is not None:
+            touched = Touched(answer.get("noteId"), answer.get("vault"), answer.get("path"), answer.get("title"))
+            self._record(conn, tool, arguments, touched, None, None,
+                         message=f"a retry of #{answer['invocationId']} (same idempotencyKey): answered from it, "
+                                 "nothing written")
+        return answer
+
     def run(self, tool: WriteTool, arguments: Mapping[str, Any], *, pending: approvals.Pending | None = None,
             expected: Expected | None = None) -> dict[str, Any]:
         """Steps 1-5 for one call (``pending``: a call the person approved, to apply exactly as ``expected``)."""
         conn = self.conn()
+        if pending is None and (replayed := self._replay(conn, tool, arguments)) is not None:
+            return replayed
         limits = self.session.limits
         ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
                                          title=_text(arguments.get("title"), MAX_TITLE_CHARS)), staging=expected)
@@ -304,12 +349,18 @@ def record_call(
     actor: str = "agent",
     message: str | None = None,
     reverts_id: int | None = None,
+    idempotency_key: str | None = None,
+    answer: str | None = None,
 ) -> int:
-    """The one provenance row of a write call (an agent's through the guard, a person's revert)."""
+    """The one provenance row of a write call (an agent's through the guard, a person's revert). A row with
+    neither an outcome nor a failure is a retry answered from an earlier call (``idempotency``)."""
     common: dict[str, Any] = {
         "tool": tool, "session_id": session_id, "input_summary": input_summary, "actor": actor,
         "reverts_id": reverts_id, "note_id": touched.note_id,
     }
+    if outcome is None and failure is None:  # a retry answered from its first call: nothing written
+        return provenance.record(conn, **common, status="success", vault=touched.vault, path=touched.path,
+                                 title=touched.title, message=message)
     if outcome is None:
         if isinstance(failure, (KmsError, *UNUSABLE)):
             err = failure if isinstance(failure, KmsError) else database_error(failure, conn.filename)
@@ -328,5 +379,5 @@ def record_call(
         title=result.get("title"), message=message or result.get("indexWarning"),
         lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
         bytes_after=result.get("bytesAfter"), change=outcome.change, hash_before=outcome.hash_before,
-        hash_after=outcome.hash_after,
+        hash_after=outcome.hash_after, idempotency_key=idempotency_key, answer=answer,
     )

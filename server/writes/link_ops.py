@@ -1,11 +1,19 @@
 """``kms_link``: add ``"[[Target]]"`` to a frontmatter list property, additive and idempotent.
 
 The target need not exist yet (a forward link, resolved by the index once it does). A link
-already in the property (any spelling that resolves by the same key) changes nothing. The
-change is an ordinary ``PropertiesChanged``, so revert and the dashboard need nothing new.
+already in the property (any spelling that resolves by the same key) changes nothing. Several
+targets go in one write, best effort: each is reported (added, already there, or refused with its
+kind). A target naming another vault (``other:path``, ``dendron://other/...``) is refused: a link
+stays inside its note's vault, the session's. The change is an ordinary ``PropertiesChanged``, so
+revert and the dashboard need nothing new.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
+
+import apsw
 
 from server.activity.changes import PropertiesChanged
 from server.errors import KmsError
@@ -18,7 +26,7 @@ from server.vault.registry import Vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_TITLE_CHARS
-from server.writes.outcome import Edit, WriteOutcome
+from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
 
 def check_target(target: str) -> str:
@@ -31,11 +39,67 @@ def check_target(target: str) -> str:
     return t
 
 
+def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: str | None = None) -> str:
+    """``target`` as a link inside ``vault``: a ``vault:`` or ``dendron://vault/`` prefix naming this vault is
+    dropped; one naming another vault is refused (a link never leads out of its note's vault). In a session
+    scoped to one vault any such prefix is, with the same words whether that vault exists or not."""
+    if target.startswith(_DENDRON):
+        named, _, rest = target[len(_DENDRON):].partition("/")
+    else:
+        named, sep, rest = target.partition(":")
+        if not sep or not _VAULT_NAME.fullmatch(named) or rest[:1].isspace() or (
+                named != vault.name and scope is None
+                and not conn.execute("SELECT 1 FROM vaults WHERE name = ?", (named,)).fetchall()):
+            return target  # a title with a colon in it ('Meeting: notes')
+    if named != vault.name:
+        raise KmsError("invalid-input", f"{target!r} names vault {named!r}; a link stays in its note's vault "
+                       f"({vault.name!r}): link to a note of that vault", target=target)
+    return check_target(rest)
+
+
+_VAULT_NAME = re.compile(r"[\w][\w.-]{0,63}")  # (``registry.add_vault``'s rule)
+_DENDRON = "dendron://"
+
+
 def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: str = "related") -> WriteOutcome:
     """Add ``"[[target]]"`` to the list property ``prop`` (created if absent)."""
-    target = check_target(target)
+    return _link(ctx, vault, note, [in_vault(ctx.conn, vault, check_target(target), ctx.scope)], prop)
+
+
+def link_many(ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str],
+              prop: str = "related") -> WriteOutcome:
+    """Add each of ``targets`` to ``prop`` in one write, best effort: ``results`` says what became of each."""
     check_key(prop)
-    entry = f"[[{target}]]"
+    results: list[dict[str, Any]] = []
+    good: list[str] = []
+    for given in targets:
+        try:
+            t = in_vault(ctx.conn, vault, check_target(given), ctx.scope)
+        except KmsError as e:
+            results.append({"target": given, "ok": False, "error": e.kind, "message": e.message})
+            continue
+        good.append(t)
+        results.append({"target": given, "ok": True, "link": f"[[{t}]]"})
+    if good:
+        out = _link(ctx, vault, note, good, prop)
+    else:
+        out = WriteOutcome(WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name,
+                                       bytesBefore=note.size_bytes, bytesAfter=note.size_bytes, linesAdded=0,
+                                       changed=False))
+    added = list(out.result.get("added", []))
+    for r in results:
+        if r["ok"]:
+            r["added"] = r["link"] in added  # False: already linked (or by an earlier target of this call)
+            if r["added"]:
+                added.remove(r["link"])
+    out.result["results"] = results
+    out.result["failed"] = sum(not r["ok"] for r in results)
+    return out
+
+
+def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], prop: str) -> WriteOutcome:
+    check_key(prop)
+    added: list[str] = []
 
     def compute(text: str, fmt: TextFormat) -> Edit:
         try:
@@ -49,10 +113,17 @@ def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: s
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise KmsError("invalid-input", f"property {prop!r} holds {type(value).__name__}, not a list of links")
         keys = {link_key(m.group(1).split("|")[0].split("#")[0]) for v in value for m in WIKILINK.finditer(v)}
-        if link_key(target) in keys:
+        added.clear()
+        for target in targets:
+            if link_key(target) not in keys:
+                keys.add(link_key(target))
+                added.append(f"[[{target}]]")
+        if not added:
             return Edit(text, None)  # already linked: idempotent
-        edit = frontmatter.apply_props(text, {prop: [*value, entry]}, [], newline=fmt.newline)
+        edit = frontmatter.apply_props(text, {prop: [*value, *added]}, [], newline=fmt.newline)
         change = PropertiesChanged(note.path, edit.before, edit.after, edit.created_block) if edit.changed else None
         return Edit(edit.new_text, change)
 
-    return write_note(ctx, vault, note, compute)
+    out = write_note(ctx, vault, note, compute)
+    out.result["added"] = list(added)
+    return out

@@ -88,11 +88,26 @@ def check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) 
     allowlist.check(real_rel.rpartition("/")[0])
 
 
+_H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
+
+
+def heading_title(content: str) -> str | None:
+    """The text of the ``# H1`` the content starts with (after its frontmatter and blank lines), or None."""
+    from server.vault.frontmatter_read import split_frontmatter
+
+    _raw, body, _offset = split_frontmatter(content.lstrip("\ufeff"))
+    for line in body.splitlines():
+        if line.strip():
+            m = _H1.fullmatch(line)
+            return m.group(1).strip() if m else None
+    return None
+
+
 def create(
     ctx: WriteContext,
     vault: Vault,
     *,
-    title: str,
+    title: str | None = None,
     content: str = "",
     tags: list[str] | None = None,
     folder: str | None = None,
@@ -100,9 +115,14 @@ def create(
     """Create a new note ``<folder>/<sanitised title>.md``; never overwrites (``already-exists``).
 
     ``tags`` go into the frontmatter ``tags:`` list (merged into frontmatter the
-    content already has). The folder is created if missing, inside the vault only.
+    content already has). The folder is created if missing, inside the vault only. With no
+    ``title`` the content's leading ``# H1`` gives it (as an editor shows the note).
     """
     conn, allowlist = ctx.conn, ctx.allowlist
+    if not title:
+        title = heading_title(content or "")
+        if not title:
+            raise KmsError("invalid-input", "give a title, or start the content with a '# Title' heading")
     stem = sanitize_title(title)
     fkey = folder_key(folder)
     if allowlist:

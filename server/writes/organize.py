@@ -57,7 +57,7 @@ def _with_alias(text: str, alias: str) -> str:
     return frontmatter.apply_props(text, {"aliases": [*current, alias]}, [], newline=detect_newline(text)).new_text
 
 
-class _Radius:
+class Radius:
     """The blast radius of a unit, measured as each file's new text is computed (a file recomputed on a
     person's fresh save is measured again: the last computation is the one committed)."""
 
@@ -126,7 +126,7 @@ def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new
         folder = path.rpartition("/")[0]
         return lambda t: rewrite_links(t, new_target, alias_first=alias_first, folder=folder)[0]
 
-    radius = _Radius()
+    radius = Radius()
     plans = [FilePlan(note.path, radius.measured(note.path, own), new_path=new_path)]
     plans += [FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])),
                        hidden=bool(r["hidden"])) for r in linking]
@@ -166,7 +166,7 @@ def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     if ctx.allowlist:
         ctx.allowlist.check(note.folder)
     linking = _linking(ctx.conn, note)
-    radius = _Radius()
+    radius = Radius()
     files, warning = apply_plans(ctx, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t),
                                                        new_path=f"{TRASH}/{note.path}")])  # .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)

@@ -28,12 +28,20 @@ class WriteResult(TypedDict, total=False):
     oldPath: str  # a move, rename or trash: where the note was
     linksRewritten: dict  # a move or rename: the visible notes whose links changed, and a count of hidden ones
     linksLeft: dict  # a trash: the links now pointing at nothing
-    results: list[dict]  # kms_create_many: one per note, ok or an error kind
+    results: list[dict]  # kms_create_many: one per note, ok or an error kind; kms_link: one per target
+    added: list[str]  # kms_link: the links it added (one already there is not)
     created: int
     failed: int
     version: str  # sha256 of the new file bytes: pass it as ``version`` to the next write
     changed: bool
     indexWarning: str
+    folder: str  # a folder moved or renamed: where it was
+    newFolder: str  # and where it is now
+    notesMoved: int  # its notes (the hidden ones counted, never named)
+    hiddenNotesMoved: int
+    linkingNotes: int  # the notes outside it linking to one of its notes
+    dryRun: bool  # nothing was written: the counts are what the call would change
+    withinLimit: bool  # whether the call fits in write.max_files_per_call
 
 
 @dataclass

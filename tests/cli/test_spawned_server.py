@@ -110,7 +110,6 @@ BAD = [
     ("KMS_LOG_LEVEL", "loud"),
     ("KMS_EMBED_DOWNLOAD", "perhaps"),
     ("KMS_VAULT", "no-such-vault"),
-    ("KMS_DB_PATH", "{tmp}"),  # a directory, not a database
     ("KMS_WRITE_PER_MINUT", "3"),  # unknown
 ]
 
@@ -126,6 +125,17 @@ def test_a_bad_variable_stops_kms_mcp_with_one_line(indexed: apsw.Connection, db
     assert "Traceback" not in run.stderr and run.stdout == ""
     [line] = run.stderr.splitlines()
     assert line.startswith("kms mcp: refusing to start: ") and f"{var}={value!r}" in line and "Valid: " in line
+
+
+def test_a_db_path_kms_cannot_use_serves_tools_that_say_so(tmp_path: Path) -> None:
+    """A folder for KMS_DB_PATH: not a refusal (the host would show the agent no tools) but the stubs of
+    ``server.mcp.unavailable``, with one line on stderr naming the variable to fix."""
+    env = {**base_env(), "KMS_DB_PATH": str(tmp_path), "KMS_CONFIG": str(tmp_path / "config.toml")}
+    run = subprocess.run([sys.executable, "-E", "-P", "-m", "kmscli", "mcp"], env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "" and "Traceback" not in run.stderr
+    [line] = run.stderr.splitlines()
+    assert line.startswith("kms mcp: the database cannot be used (") and "KMS_DB_PATH" in line
 
 
 def test_auto_is_a_valid_switch_value(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:

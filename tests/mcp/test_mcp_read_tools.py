@@ -332,7 +332,7 @@ async def test_list_recent_order_with_ties(indexed: apsw.Connection, db_path: Pa
         notes = (await ok(client, "kms_list_recent", {"limit": 50}))["notes"]
         again = (await ok(client, "kms_list_recent", {"limit": 50}))["notes"]
     assert notes == again
-    assert all(set(n) == CARD_KEYS for n in notes)
+    assert all(set(n) == CARD_KEYS | {"lastChangedBy"} for n in notes)
     keys = [(-n["updatedAt"], n["path"], n["noteId"]) for n in notes]  # ties: by path, never by random id
     assert keys == sorted(keys)
     top = notes[:3]
@@ -457,7 +457,7 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
 ARGS = {"kms_search": {"query": "x"}, "kms_read": {"noteId": "n000000000000"}, "kms_list_tags": {},
         "kms_list_recent": {}, "kms_get_backlinks": {"noteId": "n000000000000"}, "kms_inventory": {},
         "kms_start": {}, "kms_semantic_search": {"query": "x"}, "kms_recall": {"topic": "x"},
-        "kms_list_folder": {}, "kms_status": {}}
+        "kms_list_folder": {}, "kms_status": {}, "kms_reindex": {}}
 
 
 @pytest.mark.parametrize("flags", [{"enabled": False}, {"read_enabled": False}])

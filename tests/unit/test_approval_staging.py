@@ -52,6 +52,7 @@ def approve_and_settle(conn: apsw.Connection, writes: WriteService, tool: str, a
                                                                     "private/Secret.md"]),
     ("kms_move", {"noteId": "drafts/Draft.md", "folder": "notes"}, ["drafts/Draft.md"]),
     ("kms_trash", {"noteId": "Other.md"}, ["Other.md"]),
+    ("kms_rename_folder", {"folder": "notes", "name": "goals"}, ["notes/Target.md", "Linker.md", "Crlf.md"]),
     ("kms_create_many", {"notes": [{"title": "A1", "folder": "drafts"}, {"title": "A2", "folder": "drafts"}]},
      ["drafts/A1.md", "drafts/A2.md"]),
 ])
@@ -205,3 +206,22 @@ def test_undo_since_takes_back_only_the_later_changes(root: Path, conn: apsw.Con
     with pytest.raises(KmsError) as e:
         preview(conn, "s-nobody")
     assert e.value.kind == "not-found"
+
+
+def test_a_folder_move_over_the_file_limit_is_staged_for_the_person_not_refused(
+        root: Path, conn: apsw.Connection, db_path: Path) -> None:
+    """write.max_files_per_call refuses an unapproved folder move; with write.approval on, the person is shown
+    every file of it instead, and exactly that lands once approved."""
+    args = {"folder": "notes", "name": "goals"}
+    before = vault_bytes(root)
+    with pytest.raises(KmsError) as refused:
+        service(db_path, max_files=2).call(SPECS["kms_rename_folder"], args)
+    assert refused.value.kind == "too-broad" and vault_bytes(root) == before
+    writes = service(db_path, approval="bulk", max_files=2)
+    staged = writes.stage(SPECS["kms_rename_folder"], args)
+    assert staged is not None and len(staged.files) == 3 and vault_bytes(root) == before
+    approvals.decide(conn, staged.id, approve=True)
+    decision = writes.decision(staged)
+    assert decision is not None
+    out = writes.settle(SPECS["kms_rename_folder"], args, staged, decision)
+    assert out["notesMoved"] == 1 and (root / "goals/Target.md").exists()

@@ -356,3 +356,64 @@ def test_upgrade_to_m020_reads_a_logseq_vault_again_for_its_block_references(tmp
     resolved = conn.execute("SELECT count(*) FROM links WHERE target LIKE '((%' AND dst_rid IS NOT NULL").fetchall()
     assert resolved == [(2,)]
     conn.close()
+
+
+def test_upgrade_to_m022_finds_who_last_changed_a_note_through_an_old_rename(tmp_path: Path) -> None:
+    """A rename recorded before m022 (its linking notes in ``tool_file_changes``) is found by the hash a
+    linking note holds, through the new index, once the database is upgraded."""
+    from support.organize import index, make_vault
+    from support.vaults import note_id
+
+    from server.activity import authorship
+    from server.writes.context import load_note
+    from server.writes.organize import rename
+
+    path = tmp_path / "m021.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m021_tokens")
+    old.close()
+    conn = connect(path, migrate_schema=False)
+    index(conn, make_vault(tmp_path / "v"))
+    note, vault = load_note(conn, note_id(conn, "Target"))
+    ctx = WriteContext(conn, tmp_path / "locks")
+    out = rename(ctx, vault, note, title="Goal")
+    conn.execute("INSERT INTO tool_invocations(at, session_id, tool, input_summary, status, change_kind) "
+                 "VALUES (1, 's1', 'kms_rename', '', 'success', 'files-changed')")  # the row as m021 kept it
+    invocation = conn.last_insert_rowid()
+    conn.executemany("INSERT INTO tool_file_changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(invocation, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, 0)
+                      for i, f in enumerate(out.change.files)])  # type: ignore[union-attr]
+    conn.close()
+    conn = connect(path)
+    assert "m022_provenance_lookups" in applied(conn)
+    linker = rows(conn, "SELECT id, path, content_hash, updated_at FROM notes WHERE path = 'Linker.md'")[0]
+    who = authorship.last_change(conn, linker["id"], linker["path"], linker["content_hash"], linker["updated_at"])
+    assert (who["by"], who["how"], who["sessionId"], who["invocationId"]) == ("agent", "kms_rename", "s1", invocation)
+    plan = " ".join(str(r) for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM tool_file_changes WHERE hash_after = ?", ("x",)))
+    assert "tool_file_changes_hash" in plan
+    conn.close()
+
+
+def test_upgrade_to_m023_keeps_old_rows_unkeyed_and_answers_a_keyed_retry(tmp_path: Path) -> None:
+    """An m022 database gains the idempotency columns: an old row has no key (never replayed), and a keyed
+    call's retry is answered from its row."""
+    from server.activity import idempotency, provenance
+
+    path = tmp_path / "m022.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m022_provenance_lookups")
+    old.execute("INSERT INTO tool_invocations(at, session_id, tool, input_summary, status) "
+                "VALUES (1, 's1', 'kms_append', 'noteId=\"x\"', 'success')")
+    old.close()
+    conn = connect(path)
+    assert "m023_idempotency_keys" in applied(conn)
+    assert conn.execute("SELECT idempotency_key, answer FROM tool_invocations").fetchall() == [(None, None)]
+    args = {"noteId": "x", "content": "y", "idempotencyKey": "k"}
+    assert idempotency.replay(conn, "s1", "kms_append", "k", args) is None
+    rid = provenance.record(conn, tool="kms_append", session_id="s1", status="success", idempotency_key="k",
+                            answer=idempotency.answer_json("kms_append", args, {"noteId": "x", "changed": True}))
+    assert idempotency.replay(conn, "s1", "kms_append", "k", args) == {"noteId": "x", "changed": True,
+                                                                       "invocationId": rid, "replayed": True}
+    assert idempotency.replay(conn, "s2", "kms_append", "k", args) is None  # another session's key
+    conn.close()

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import apsw
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from server.activity.agent_session import AgentSession
+from server.activity.idempotency import KEY_FIELD, MAX_KEY_CHARS
 from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig
 from server.config.tiers import Tier, WriteTier
@@ -149,6 +150,23 @@ class WriteSpec(ToolSpec, Generic[M]):
     handler: Callable[[WriteContext, M], WriteOutcome]
     path_kinds: ClassVar[tuple[str, ...]] = GUARD_KINDS
     tiers: ClassVar[tuple[Tier, ...]] = ("write", "edit", "organize")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if KEY_FIELD not in self.input_model.model_fields:  # every write tool takes one, declared once here
+            object.__setattr__(self, "input_model", with_idempotency_key(self.input_model))
+
+
+def with_idempotency_key(model: type[M]) -> type[M]:
+    """``model`` with the optional ``idempotencyKey`` every write tool takes (``server.activity.idempotency``)."""
+    optional_str: Any = str | None
+    keyed: type[M] = create_model(
+        model.__name__, __base__=model, __module__=model.__module__,
+        idempotencyKey=(optional_str, Field(default=None, min_length=1, max_length=MAX_KEY_CHARS, description=(
+            "Optional: a key of your choosing for this call. A retry with the same key in this session "
+            "answers the first call's result (replayed true) and writes nothing."))))
+    keyed.__doc__ = model.__doc__
+    return keyed
 
 
 @dataclass

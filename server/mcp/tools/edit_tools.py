@@ -34,14 +34,18 @@ class EditStep(StrictInput):
     replaceSection: ReplaceSection | None = None
     prepend: str | None = Field(default=None, min_length=1,
                                 description="Markdown put at the top of the body (after frontmatter and summary).")
+    replaceBody: str | None = Field(default=None, description="The whole new body (frontmatter and summary stay); "
+                                    "what kms_read gave as body, rewritten. Empty empties it.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> EditStep:
-        given = [k for k in ("replace", "replaceSection", "prepend") if getattr(self, k) is not None]
+        kinds = ("replace", "replaceSection", "prepend", "replaceBody")
+        given = [k for k in kinds if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"each edit needs exactly one of replace, replaceSection, prepend (got {given or 'none'})")
+            raise ValueError(f"each edit needs exactly one of {', '.join(kinds)} (got {given or 'none'})")
         for text in (self.replace.old if self.replace else "", self.replace.new if self.replace else "",
-                     self.replaceSection.content if self.replaceSection else "", self.prepend or ""):
+                     self.replaceSection.content if self.replaceSection else "", self.prepend or "",
+                     self.replaceBody or ""):
             check_bytes(text, MAX_INSERT_BYTES, "edit text")
         return self
 
@@ -75,7 +79,8 @@ KMS_EDIT = WriteSpec(
     about="Correct or delete text in a note's body: a list of edits applied in order, all or nothing, "
           "only if the note is still the `version` kms_read gave. replace {old, new} (old must occur "
           "exactly once; new may be empty), replaceSection {heading, content} (up to the next heading "
-          "of the same or a higher level), prepend (after frontmatter and summary). Not for "
+          "of the same or a higher level), prepend (after frontmatter and summary), replaceBody (the "
+          "whole body kms_read gave, rewritten; frontmatter and summary stay). Not for "
           "frontmatter (kms_update_properties) nor for only adding (kms_append, kms_insert_at). "
           f"At most {MAX_EDITS} edits of {kb(MAX_INSERT_BYTES)}. Returns lines removed and added, "
           f"bytes before and after and the new version. {REVERTIBLE}",

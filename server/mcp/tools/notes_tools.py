@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from server.activity import authorship
 from server.errors import KmsError
 from server.index import listing
 from server.index.notes import find_note, get_note
@@ -98,6 +99,16 @@ class ReadInput(StrictInput):
     cursor: str | None = Field(default=None, max_length=300, description="nextCursor from a previous page.")
 
 
+class Author(BaseModel):
+    """Who made a change and how: ``by`` agent or person; ``how`` the tool (or outside kms); the agent's session."""
+
+    by: str
+    how: str
+    sessionId: str | None
+    at: float
+    invocationId: int | None
+
+
 class ReadOutput(ToolOutput):
     noteId: str
     title: str
@@ -115,6 +126,8 @@ class ReadOutput(ToolOutput):
     links: list[dict[str, Any]]
     unresolvedLinks: list[str]
     parent: dict[str, Any] | None = None  # a hierarchical vault's (Dendron) nearest visible ancestor
+    createdBy: Author
+    lastChangedBy: Author
 
 
 PAGE_BUDGET = PAYLOAD_CAP_BYTES - 8_000  # room for everything but the body
@@ -228,6 +241,7 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
                                              **({"s": section} if section else {})})
         if end < len(body) else None,
         **links,
+        **authorship.provenance(ctx.conn, note),
     }
 
 
@@ -235,8 +249,9 @@ KMS_READ = ReadSpec(
     name="kms_read",
     about=(
         "Read one note by noteId (or its title or path): body (Markdown), tags, frontmatter, AI summary if "
-        "any, headings, outgoing links (resolved noteIds and unresolved names) and a version token for the "
-        "write tools. Pass section to read one heading's section only. Long bodies come in pages of "
+        "any, headings, outgoing links (resolved noteIds and unresolved names), who created it and who last "
+        "changed it and how (createdBy, lastChangedBy: agent or person, the tool, the session) and a version "
+        "token for the write tools. Pass section to read one heading's section only. Long bodies come in pages of "
         "maxTokens: pass nextCursor back to read on."
     ),
     errors=("not-found", "conflict", "no-index"),
@@ -294,22 +309,28 @@ class ListRecentInput(StrictInput):
     vault: str | None = VaultField
 
 
-class NotesOutput(ToolOutput):
-    notes: list[Card]
+class RecentCard(Card):
+    lastChangedBy: Author
+
+
+class RecentOutput(ToolOutput):
+    notes: list[RecentCard]
 
 
 def kms_list_recent(ctx: ToolContext, args: ListRecentInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"notes": listing.list_recent(ctx.conn, args.limit, ctx.vault_filter(args.vault))}
+    return {"notes": authorship.for_cards(ctx.conn, listing.list_recent(ctx.conn, args.limit,
+                                                                          ctx.vault_filter(args.vault)))}
 
 
 KMS_LIST_RECENT = ReadSpec(
     name="kms_list_recent",
-    about="List the most recently changed notes (newest first). Use it to see what the person is "
+    about="List the most recently changed notes (newest first), each with who changed it last and how "
+          "(lastChangedBy: agent or person, the tool, the session). Use it to see what the person is "
           "working on now.",
     errors=("not-found", "no-index"),
     input_model=ListRecentInput,
-    output_model=NotesOutput,
+    output_model=RecentOutput,
     handler=kms_list_recent,
     annotations=READ_ONLY.model_copy(update={"title": "Recent notes"}),
 )
@@ -320,6 +341,7 @@ KMS_LIST_RECENT = ReadSpec(
 class BacklinksInput(StrictInput):
     noteId: str = NoteIdField
     limit: int = Field(default=25, ge=1, le=50)
+    cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
 
 
 class Backlink(Card):
@@ -331,25 +353,37 @@ class Backlink(Card):
 class BacklinksOutput(ToolOutput):
     noteId: str
     backlinks: list[Backlink]
+    total: int
+    nextCursor: str | None
 
 
 def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
     ctx.require_index()
     note_id = note_id_of(ctx, args.noteId)
-    found = listing.backlinks(ctx.conn, note_id, args.limit, ctx.vault_filter())
-    return {"noteId": note_id, "backlinks": found}
+    offset = 0
+    if args.cursor and not is_restart_cursor(args.cursor, "kms_get_backlinks"):
+        data = listing.decode_cursor(args.cursor)
+        if data.get("n") != note_id or not isinstance(data.get("o"), int) or data["o"] < 0:
+            raise KmsError("invalid-input", "cursor does not belong to this note's backlinks; omit it to start over")
+        offset = data["o"]
+    found, total = listing.backlink_page(ctx.conn, note_id, args.limit, ctx.vault_filter(), offset)
+    end = offset + len(found)
+    return {"noteId": note_id, "backlinks": found, "total": total,
+            "nextCursor": listing.encode_cursor({"n": note_id, "o": end}) if end < total else None}
 
 
 KMS_GET_BACKLINKS = ReadSpec(
     name="kms_get_backlinks",
     about="List the notes that link to a note (wiki-links by title, alias or path), each with a "
-          "snippet around the link. Use it to follow how ideas connect.",
+          "snippet around the link, and how many link to it in all (total); pass nextCursor to read on. "
+          "Use it to follow how ideas connect.",
     errors=("not-found", "no-index"),
     input_model=BacklinksInput,
     output_model=BacklinksOutput,
     handler=kms_get_backlinks,
     annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
     records_reads=True,
+    cursor_field="cursor",
 )
 
 

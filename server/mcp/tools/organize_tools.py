@@ -1,5 +1,5 @@
-"""The organize tier: ``kms_move``, ``kms_rename``, ``kms_trash``, each spec beside its handler, and
-``ORGANIZE_TOOLS``, the tier's tools in listing order.
+"""The organize tier: ``kms_move``, ``kms_rename``, ``kms_trash``, ``kms_move_folder``, ``kms_rename_folder``,
+each spec beside its handler, and ``ORGANIZE_TOOLS``, the tier's tools in listing order.
 
 Each is run by the write guard (``server.writes.guard``) like every write tool: the organize tier's
 gate, this module's strict input, the rate limit, the operation (``server.writes.organize``), one
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from server.errors import KmsError
 from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
 from server.mcp.tools.write_tools import NoteIdField
 from server.writes.context import WriteContext
-from server.writes.limits import MAX_FOLDER_CHARS, MAX_TITLE_CHARS
+from server.writes.limits import MAX_FOLDER_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 
 
@@ -44,8 +45,14 @@ class OrganizeOutput(ToolOutput):
 
 
 def kms_move(ctx: WriteContext, args: MoveInput) -> WriteOutcome:
-    from server.writes import organize  # at first call: write_tools.OPERATIONS
-    note, vault = ctx.note(args.noteId)
+    from server.writes import folders, organize  # at first call: write_tools.OPERATIONS
+    try:
+        note, vault = ctx.note(args.noteId)
+    except KmsError as e:
+        if e.kind == "not-found" and folders.names_a_folder(ctx, args.noteId):
+            raise KmsError("not-found", f"{args.noteId!r} is a folder, not a note: move it with kms_move_folder "
+                           "(every note in it, links kept)", folder=args.noteId) from None
+        raise
     return organize.move(ctx, vault, note, folder=args.folder)
 
 
@@ -107,5 +114,74 @@ KMS_TRASH = WriteSpec(
 )
 
 
+class FolderInput(StrictInput):
+    folder: str = Field(min_length=1, max_length=MAX_FOLDER_CHARS, description="The folder, from the vault root.")
+    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
+                              description="The vault (default: the session's, or the only one).")
+    dryRun: bool = Field(default=False, description="Only count what the call would change (notes moved, "
+                         "linking notes, whether it fits the per-call limit); write nothing.")
+
+
+class MoveFolderInput(FolderInput):
+    to: str = Field(max_length=MAX_FOLDER_CHARS, description="The folder it goes into ('' = the vault root).")
+
+
+class RenameFolderInput(FolderInput):
+    name: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="The folder's new name (one name).")
+
+
+class FolderOutput(ToolOutput):
+    folder: str
+    newFolder: str
+    notesMoved: int
+    hiddenNotesMoved: int
+    linkingNotes: int
+    filesChanged: int
+
+
+FOLDER_ERRORS = ("not-found", "conflict", "folder-denied", "already-exists", "too-broad")
+FOLDER_ANSWER = ("Every note in it (its subfolders too) moves as one unit, keeping its id; every link to any of "
+                 "them in every note is rewritten in the style it was written. Other files stay. The call "
+                 "counts the folder's notes and the notes linking to them against the per-call file limit "
+                 "(too-broad, nothing changed, when over; staged for the person instead when they approve "
+                 "writes); dryRun true answers those counts first, writing "
+                 "nothing. Returns notesMoved, hiddenNotesMoved (never named), linkingNotes, the notes whose "
+                 "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE)
+
+
+def kms_move_folder(ctx: WriteContext, args: MoveFolderInput) -> WriteOutcome:
+    from server.writes import folders  # at first call: write_tools.OPERATIONS
+    return folders.move_folder(ctx, ctx.vault(args.vault), args.folder, to=args.to, dry_run=args.dryRun)
+
+
+KMS_MOVE_FOLDER = WriteSpec(
+    name="kms_move_folder",
+    tier="organize",
+    about="Move a folder into another folder, keeping its name. " + FOLDER_ANSWER,
+    errors=FOLDER_ERRORS,
+    input_model=MoveFolderInput,
+    output_model=FolderOutput,
+    handler=kms_move_folder,
+    annotations=DESTRUCTIVE.model_copy(update={"title": "Move a folder"}),
+)
+
+
+def kms_rename_folder(ctx: WriteContext, args: RenameFolderInput) -> WriteOutcome:
+    from server.writes import folders  # at first call: write_tools.OPERATIONS
+    return folders.rename_folder(ctx, ctx.vault(args.vault), args.folder, name=args.name, dry_run=args.dryRun)
+
+
+KMS_RENAME_FOLDER = WriteSpec(
+    name="kms_rename_folder",
+    tier="organize",
+    about="Rename a folder where it is. " + FOLDER_ANSWER,
+    errors=FOLDER_ERRORS,
+    input_model=RenameFolderInput,
+    output_model=FolderOutput,
+    handler=kms_rename_folder,
+    annotations=DESTRUCTIVE.model_copy(update={"title": "Rename a folder"}),
+)
+
+
 # the organize tier, in listing order
-ORGANIZE_TOOLS: tuple[WriteSpec, ...] = (KMS_MOVE, KMS_RENAME, KMS_TRASH)
+ORGANIZE_TOOLS: tuple[WriteSpec, ...] = (KMS_MOVE, KMS_RENAME, KMS_TRASH, KMS_MOVE_FOLDER, KMS_RENAME_FOLDER)

@@ -1,7 +1,7 @@
-"""The orientation tools of the read tier: ``kms_start``, ``kms_list_folder``, ``kms_status``, each spec beside
-its handler. Handlers bind a validated input to the core (``server.activity.start``,
-``server.index.orientation``), imported on first call so that listing the tools at server start loads no
-parser (``tests/mcp/test_tool_registry.py``)."""
+"""The orientation tools of the read tier: ``kms_start``, ``kms_list_folder``, ``kms_status``, ``kms_reindex``,
+each spec beside its handler. Handlers bind a validated input to the core (``server.activity.start``,
+``server.index.orientation``, ``server.index.agent_reindex``), imported on first call so that listing the
+tools at server start loads no parser (``tests/mcp/test_tool_registry.py``)."""
 
 from __future__ import annotations
 
@@ -182,4 +182,38 @@ KMS_STATUS = ReadSpec(
     output_model=StatusOutput,
     handler=kms_status,
     annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
+)
+
+
+# kms_reindex --------------------------------------------------------------------------------------
+
+
+class ReindexInput(StrictInput):
+    vault: str | None = VaultField
+
+
+class ReindexOutput(ToolOutput):
+    vaults: list[dict[str, Any]]
+    changed: int
+    nextAllowedIn: float
+
+
+def kms_reindex(ctx: ToolContext, args: ReindexInput) -> dict[str, Any]:
+    from server.index.agent_reindex import refresh
+
+    return refresh(ctx.conn, ctx.vault_filter(args.vault))
+
+
+KMS_REINDEX = ReadSpec(
+    name="kms_reindex",
+    about=(
+        "Look at the vault's files again and bring the index up to date (notes added, changed, removed or "
+        "renamed outside kms). Use it when kms_status or a result looks stale; the watcher normally keeps "
+        "the index live. At most once a minute per vault. Returns the counts of what changed."
+    ),
+    errors=("not-found", "no-index", "rate-limited"),
+    input_model=ReindexInput,
+    output_model=ReindexOutput,
+    handler=kms_reindex,
+    annotations=READ_ONLY.model_copy(update={"title": "Refresh the index"}),  # (no note changes: only the index)
 )

@@ -16,11 +16,11 @@ from server.mcp.tools.notes_tools import (
     KMS_READ,
     KMS_SEARCH,
 )
-from server.mcp.tools.orient_tools import KMS_LIST_FOLDER, KMS_START, KMS_STATUS
+from server.mcp.tools.orient_tools import KMS_LIST_FOLDER, KMS_REINDEX, KMS_START, KMS_STATUS
 from server.mcp.tools.recall_tools import KMS_RECALL
 from server.mcp.tools.semantic_tool import KMS_SEMANTIC_SEARCH
 
 READ_TOOLS: tuple[ReadSpec, ...] = (
     KMS_START, KMS_SEARCH, KMS_READ, KMS_LIST_TAGS, KMS_LIST_RECENT, KMS_GET_BACKLINKS, KMS_SEMANTIC_SEARCH,
-    KMS_RECALL, KMS_INVENTORY, KMS_LIST_FOLDER, KMS_STATUS,
+    KMS_RECALL, KMS_INVENTORY, KMS_LIST_FOLDER, KMS_STATUS, KMS_REINDEX,
 )

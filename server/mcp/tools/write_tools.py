@@ -8,7 +8,7 @@ binds a validated model to its operation. Limits come from ``server.writes.limit
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -41,7 +41,9 @@ MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may l
 
 
 class CreateInput(StrictInput):
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, description="Note title; becomes the file name.")
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS,
+                              description="Note title; becomes the file name. Omit it when the content starts "
+                                          "with a '# Title' heading: that heading gives it.")
     content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder, e.g. 'drafts'.")
@@ -134,7 +136,7 @@ class CreateOutput(WriteOutput):
 # The operations load the YAML editors (ruamel, PyYAML: ~25 ms), so the handlers import them when
 # first called, not at server start; ``server.mcp.serve`` warms them in the background when writes are on.
 OPERATIONS = ("server.writes.operations", "server.writes.batch", "server.writes.edits", "server.writes.link_ops",
-              "server.writes.organize")
+              "server.writes.organize", "server.writes.folders")
 
 
 def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
@@ -268,11 +270,21 @@ KMS_REMEMBER = WriteSpec(
 
 class LinkInput(StrictInput):
     noteId: str = NoteIdField
-    target: str = Field(min_length=1, max_length=MAX_TITLE_CHARS + 4,
-                        description="The note to link to, by title or path ('Target' or '[[Target]]'); it may not "
-                                    "exist yet.")
+    target: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS + 4,
+                               description="The note to link to, by title or path ('Target' or '[[Target]]'); it "
+                                           "may not exist yet. Give target or targets.")
+    targets: list[Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS + 4)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_BATCH,
+        description=f"Up to {MAX_BATCH} notes to link to in one write, best effort: results[] says of each "
+                    "whether it was added, already there, or refused (with its error kind).")
     property: str = Field(default="related", min_length=1, max_length=64,
                           description="The frontmatter list property to add it to (default related).")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> LinkInput:
+        if (self.target is None) == (self.targets is None):
+            raise ValueError("give target (one note) or targets (several), not both")
+        return self
 
 
 class BatchNote(StrictInput):
@@ -301,6 +313,8 @@ class LinkOutput(ToolOutput):
     noteId: str | None
     path: str
     changed: bool
+    added: list[str]
+    results: list[dict] | None = None
 
 
 def kms_create_many(ctx: WriteContext, args: CreateManyInput) -> WriteOutcome:
@@ -327,15 +341,19 @@ KMS_CREATE_MANY = WriteSpec(
 def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
     from server.writes import link_ops  # at first call: OPERATIONS
     note, vault = ctx.note(args.noteId)
+    if args.targets is not None:
+        return link_ops.link_many(ctx, vault, note, targets=args.targets, prop=args.property)
+    assert args.target is not None  # (the input model's rule)
     return link_ops.link(ctx, vault, note, target=args.target, prop=args.property)
 
 
 KMS_LINK = WriteSpec(
     name="kms_link",
     tier="write",
-    about="Link a note to another in its frontmatter: adds \"[[Target]]\" to a list property "
+    about="Link a note to others in its frontmatter: adds \"[[Target]]\" to a list property "
           "(default related). Only adds; a link already there changes nothing (changed false). The "
-          f"target may not exist yet. {REVERTIBLE}",
+          "target may not exist yet, but must be in the note's vault (another vault's note is refused). "
+          f"targets adds several in one write, each reported in results[]. {REVERTIBLE}",
     errors=("not-found", "conflict"),
     input_model=LinkInput,
     output_model=LinkOutput,

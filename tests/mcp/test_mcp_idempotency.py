@@ -1,0 +1,94 @@
+"""Idempotent retries of every write tool through a real MCP client: a retry with the same idempotencyKey in
+the same session answers the first call's result and writes nothing; the key is the session's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from support.mcp_session import mcp_client
+from support.organize import index, make_vault, vault_bytes
+
+from server.mcp.tools import REGISTRY, tool_names
+
+ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+CASES: dict[str, dict[str, Any]] = {
+    "kms_create": {"title": "Fresh", "folder": "drafts", "content": "x"},
+    "kms_append": {"noteId": "drafts/Draft.md", "content": "appended"},
+    "kms_update_properties": {"noteId": "drafts/Draft.md", "set": {"status": "x"}},
+    "kms_insert_at": {"noteId": "drafts/Draft.md", "content": "ins", "position": {"beforeHeading": "Draft"}},
+    "kms_remember": {"about": "person", "text": "Likes tea in the morning"},
+    "kms_create_many": {"notes": [{"title": "M1", "folder": "drafts"}, {"title": "M2", "folder": "drafts"}]},
+    "kms_link": {"noteId": "drafts/Draft.md", "targets": ["Other", "Elsewhere"]},
+    "kms_edit": {"noteId": "drafts/Draft.md", "edits": [{"replace": {"old": "first line", "new": "1st line"}}]},
+    "kms_move": {"noteId": "drafts/Draft.md", "folder": "notes"},
+    "kms_rename": {"noteId": "notes/Target.md", "title": "Goal"},
+    "kms_trash": {"noteId": "Other.md"},
+    "kms_move_folder": {"folder": "drafts", "to": "archive"},
+    "kms_rename_folder": {"folder": "notes", "name": "goals"},
+}
+WRITE_TOOLS = [*tool_names("write"), *tool_names("edit"), *tool_names("organize")]
+
+
+@pytest.fixture
+def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
+    root = make_vault(tmp_path / "v")
+    index(conn, root)
+    return root
+
+
+async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    return {**result.structured_content, "_error": bool(result.is_error)}
+
+
+def test_every_write_tool_is_covered_and_lists_the_key() -> None:
+    assert sorted(CASES) == sorted(WRITE_TOOLS)
+    for spec in REGISTRY:
+        props = spec.input_model.model_json_schema()["properties"]
+        assert ("idempotencyKey" in props) == (spec.tier != "read"), spec.name
+
+
+@pytest.mark.parametrize("tool", WRITE_TOOLS)
+async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_nothing(
+        tool: str, vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    args = {**CASES[tool], "idempotencyKey": f"k-{tool}"}
+    async with mcp_client(db_path, **ON) as client:
+        if tool == "kms_edit":
+            args["version"] = (await call(client, "kms_read", {"noteId": args["noteId"]}))["version"]
+        first = await call(client, tool, args)
+        assert not first["_error"], first
+        after = vault_bytes(vault)
+        retry = await call(client, tool, args)
+        after_retry = vault_bytes(vault)
+        other = await call(client, tool, {**args, "idempotencyKey": "k-other"}) if tool == "kms_append" else None
+        reused = await call(client, "kms_append", {"noteId": "Linker.md", "content": "z",
+                                                   "idempotencyKey": f"k-{tool}"}) if tool != "kms_append" else None
+    assert not retry["_error"], retry
+    assert retry.pop("replayed") is True
+    assert retry == first  # the first call's answer, its invocationId included
+    assert after_retry == after  # the retry wrote nothing
+    rows = conn.execute("SELECT tool, status, message FROM tool_invocations WHERE tool = ? ORDER BY id",
+                        (tool,)).fetchall()
+    assert rows[1][1] == "success" and f"a retry of #{first['invocationId']}" in rows[1][2]
+    if other is not None:  # a new key is a new call
+        assert not other["_error"] and other["invocationId"] != first["invocationId"]
+        assert (vault / "drafts/Draft.md").read_text().count("appended") == 2
+    if reused is not None:  # the same key for another call is refused, nothing written
+        assert reused["error"] == "invalid-input" and "used for another call" in reused["message"]
+        assert vault_bytes(vault) == after
+
+
+async def test_keys_are_per_session_and_a_failed_call_can_be_retried(
+        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    args = {"noteId": "drafts/Draft.md", "content": "once", "idempotencyKey": "same"}
+    async with mcp_client(db_path, **ON) as client:
+        failed = await call(client, "kms_append", {**args, "version": "0" * 64})
+        first = await call(client, "kms_append", args)  # the failed call kept no answer: this one runs
+    async with mcp_client(db_path, **ON) as client:  # another session: its own keys
+        second = await call(client, "kms_append", args)
+    assert failed["error"] == "conflict"
+    assert not first["_error"] and not second["_error"] and "replayed" not in second
+    assert (vault / "drafts/Draft.md").read_text().count("once") == 2
