@@ -102,8 +102,8 @@ def loopback_sockets(port: int, host: str | None) -> list[socket.socket]:
     out: list[socket.socket] = []
     for h in hosts:
         family = socket.AF_INET6 if ":" in h else socket.AF_INET
-        try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
+        try:  # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so (Nagle stalls replies)
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         except OSError:  # no IPv6 here
             continue
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
