@@ -9,12 +9,18 @@ import pytest
 from support.mcp_stdio import stdio_server
 
 from server.mcp.tools import REGISTRY
+from server.store.db import connect
 
 
-@pytest.mark.parametrize("kind", ["damaged", "unreachable"])
+@pytest.mark.parametrize("kind", ["damaged", "not-kms", "unreachable"])
 async def test_every_tool_is_listed_and_answers_what_to_run(tmp_path: Path, kind: str) -> None:
-    if kind == "damaged":
+    if kind == "damaged":  # a kms database whose header was overwritten: kms repair rebuilds it
         db, expect = tmp_path / "kms.db", "kms repair"
+        connect(db).close()
+        data = db.read_bytes()
+        db.write_bytes(b"\x00GARBAGE" * 8 + data[64:])
+    elif kind == "not-kms":  # a note copied over KMS_DB_PATH: never kms's to repair
+        db, expect = tmp_path / "kms.db", "not a kms database"
         db.write_text("# not a database\nsome notes\n" * 100)
     else:
         (tmp_path / "a-file").write_text("x")
@@ -29,4 +35,7 @@ async def test_every_tool_is_listed_and_answers_what_to_run(tmp_path: Path, kind
         data = result.structured_content
         assert data["error"] == "database" and expect in data["message"], (name, data)
         assert "no tool works until the person fixes it" in data["message"]
-    assert db.read_bytes()[:16] == b"# not a database" if kind == "damaged" else not db.exists()  # untouched
+    if kind == "not-kms":
+        assert db.read_bytes()[:16] == b"# not a database"  # untouched
+    elif kind == "unreachable":
+        assert not db.exists()

@@ -129,7 +129,8 @@ def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, 
 # Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
 # (tests/cli/test_spawned_server.py).
 FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR",
-             "KMS_PROJECT", "KMS_SESSION_TOKEN"}
+             "KMS_PROJECT", "KMS_SESSION_TOKEN", "KMS_TOKEN_CURSOR", "KMS_TOKEN_VSCODE", "KMS_TOKEN_WINDSURF",
+             "KMS_TOKEN_CODEX", "KMS_TOKEN_GEMINI"}
 
 
 def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
