@@ -13,6 +13,7 @@ import contextlib
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -114,14 +115,26 @@ def _enable_wal(conn: apsw.Connection) -> None:
             delay = min(delay * 2, 0.05)
 
 
+THREAD_CONNECTIONS = 4  # databases one thread keeps open at once (a process serves one; tests open many)
+
+
 def thread_connection(path: str | Path | None = None) -> apsw.Connection:
-    """A connection owned by the calling thread (cached per thread and path)."""
+    """A connection owned by the calling thread (cached per thread and path). A pool thread that served
+    other databases closes the least recently used past ``THREAD_CONNECTIONS``: its cache never holds
+    descriptors for databases nobody uses any more."""
     key = str(path if path is not None else default_db_path())
-    cache: dict[str, apsw.Connection] = getattr(_local, "conns", None) or {}
-    _local.conns = cache
+    cache: OrderedDict[str, apsw.Connection] | None = getattr(_local, "conns", None)
+    if cache is None:
+        cache = _local.conns = OrderedDict()
     conn = cache.get(key)
     if conn is None:
         conn = cache[key] = connect(key)
+        while len(cache) > THREAD_CONNECTIONS:
+            _old, stale = cache.popitem(last=False)
+            with contextlib.suppress(apsw.Error):
+                stale.close()
+    else:
+        cache.move_to_end(key)
     return conn
 
 
