@@ -213,6 +213,8 @@ def main() -> None:
 
         command, cargs = kms_command()
         async with Client(StdioServerParameters(command=command, args=cargs, env=env)) as c:
+            # the model on here too: the service's sessions run with it (and its background embedder) loaded
+            await c.call_tool("kms_semantic_search", {"query": "auth error handling"})
             r["stdio_search"] = await round_trips(c, "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]},
                                                   args.calls)
             r["stdio_append"] = await round_trips(c, "kms_append", lambda i: {"noteId": note_id, "content": f"- s {i}"},
