@@ -12,7 +12,8 @@ from server.activity.sessions import touch_session
 from server.config.scopes import Scopes
 from server.store.db import connect
 from tui.app import create_app
-from tui.screens.service import ConfirmRevoke, ServiceScreen
+from tui.screens.control import ConfirmScreen
+from tui.screens.service import ServiceScreen
 
 
 async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
@@ -39,11 +40,11 @@ async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
         await pilot.press("p")
         await wait_for(pilot, lambda: control.state_of(conn, cursor.session_id)[0] == "active", what="resumed")
         await pilot.press("down", "v")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRevoke), what="the confirmation")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await pilot.press("n")
         assert tokens.get(conn, gemini.id).revoked_at is None
         await pilot.press("v")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRevoke), what="the confirmation")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await pilot.press("y")
         await wait_for(pilot, lambda: tokens.get(conn, gemini.id).revoked_at is not None, what="the revoke")
         assert tokens.get(conn, cursor.id).revoked_at is None

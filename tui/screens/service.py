@@ -15,13 +15,13 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Label, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
 
 from server import humanize
 from server.activity import control, tokens
 from server.errors import KmsError
+from tui.screens.control import ConfirmScreen
 
 if TYPE_CHECKING:
     from tui.app import KmsDashboard
@@ -30,34 +30,10 @@ HINT = "v revokes a token · p pauses or resumes its session · g reloads"
 STATE_STYLE = {"active": "green", "revoked": "red", "expired": "yellow"}
 
 
-class ConfirmRevoke(ModalScreen[bool]):
+def revoke_question(token: tokens.Token) -> ConfirmScreen:
     """Revoke one token, after a yes: its next request is refused and its session ends."""
-
-    BINDINGS = [Binding("y", "confirm", "Revoke"), Binding("n,escape", "cancel", "Cancel")]
-
-    def __init__(self, token: tokens.Token) -> None:
-        super().__init__()
-        self.token = token
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog") as box:
-            box.border_title = "Revoke a token"
-            yield Label(Text(f"{self.token.label} ({self.token.id})", style="bold"))
-            yield Static(Text(f"Its next request is refused (401) and its session {self.token.session_id} ends. "
-                              "A host using it needs a new token."), id="reason")
-            with Horizontal(classes="buttons"):
-                yield Button("Revoke (y)", id="confirm", variant="error")
-                yield Button("Cancel (n)", id="cancel", variant="primary")
-        yield Footer()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
-
-    def action_confirm(self) -> None:
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
+    return ConfirmScreen("Revoke a token", f"{token.label} ({token.id}): its next request is refused (401) and its "
+                         f"session {token.session_id} ends. A host using it needs a new token.", "Revoke")
 
 
 def _service_line(db_path: Path) -> Text:
@@ -137,7 +113,7 @@ class ServiceScreen(Screen[None]):
 
     @work(group="service-revoke", exclusive=True, exit_on_error=False)
     async def revoke(self, token: tokens.Token) -> None:
-        if not await self.app.push_screen_wait(ConfirmRevoke(token)):
+        if not await self.app.push_screen_wait(revoke_question(token)):
             return
         await self.kms.db(tokens.revoke, token.id)
         self.notify(f"{token.label} is revoked; its session ends.", title="Revoked")
