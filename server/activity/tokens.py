@@ -187,8 +187,10 @@ def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) ->
     return get(conn, found[0]["id"])
 
 
-def verify(conn: apsw.Connection, presented: str, *, now: float | None = None) -> Token | None:
-    """The active token ``presented`` is, else None (unknown, wrong secret, revoked, expired: all alike)."""
+def verify(conn: apsw.Connection, presented: str, *, now: float | None = None, touch: bool = True) -> Token | None:
+    """The active token ``presented`` is, else None (unknown, wrong secret, revoked, expired: all alike).
+    ``touch``: record its use (``last_used_at``, at most every ``LAST_USED_EVERY_S``) here; the service does
+    that off its event loop instead (``touch_due``, ``touch``), since it is a write."""
     if not isinstance(presented, str) or not presented.startswith(PREFIX) or len(presented) > 200:
         return None
     token_id, sep, secret = presented[len(PREFIX):].partition("_")
@@ -201,8 +203,18 @@ def verify(conn: apsw.Connection, presented: str, *, now: float | None = None) -
     now = time.time() if now is None else now
     if token.state(now) != "active":
         return None
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY_S:
-        with write_tx(conn):
-            conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (now, token.id))
+    if touch and touch_due(token, now):
+        mark_used(conn, token.id, now)
     return token
+
+
+def touch_due(token: Token, now: float) -> bool:
+    return token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY_S
+
+
+def mark_used(conn: apsw.Connection, token_id: str, now: float | None = None) -> None:
+    """Record a token's use now (what ``kms token list`` and the dashboard show as last used)."""
+    with write_tx(conn):
+        conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (time.time() if now is None else now,
+                                                                            token_id))
 

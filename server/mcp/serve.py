@@ -125,8 +125,21 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     if isinstance(sessions, ToolRunner):
         runner_of_all = sessions
         resolve: Resolve = lambda _ctx: runner_of_all  # noqa: E731 - one session, whatever the request
+        specs = runner_of_all.by_name
     else:
         resolve, extra["lifespan"] = sessions.resolve, sessions.lifespan
+        from server.mcp.tools import REGISTRY
+
+        specs = {s.name: s for s in sessions.registry or REGISTRY}
+    schemas: dict[str, Any] = {}
+
+    def input_schema(name: str) -> Any:
+        """A tool's input schema, the same in every session: the SDK checks ``Mcp-Param-*`` headers against it
+        (without it, it would run a whole ``tools/list`` before every call of the 2026 era)."""
+        if name not in schemas:
+            spec = specs.get(name)
+            schemas[name] = spec.input_model.model_json_schema() if spec is not None else None
+        return schemas[name]
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if background is not None:
@@ -161,7 +174,8 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     from server.mcp.surfaces import handlers
 
     return Server("kms", version=installed_version() or "0", instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, **handlers(resolve), **extra)
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, get_tool_input_schema=input_schema,
+                  **handlers(resolve), **extra)
 
 
 BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets its writes warmed
