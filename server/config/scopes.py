@@ -76,12 +76,15 @@ class Scopes:
 
     def narrow(self, config: SessionConfig) -> SessionConfig:
         """The session a client with these scopes gets, from the person's ``config``: tiers above the ceiling
-        off, the vault pinned, the allowlist narrowed, approval forced. Never more than ``config``."""
+        off, the vault pinned, the allowlist narrowed, approval forced. Never more than ``config`` nor than the
+        token: a token and settings with no vault in common are a ``ScopeError``."""
         ceiling = TIERS.index(self.tier)
         tiers = {t: TIERS.index(t) <= ceiling for t in TIERS}
         vault = config.vault
         if self.vault is not None:
-            vault = self.vault if config.vault in (None, self.vault) else config.vault
+            if config.vault not in (None, self.vault):  # the two leave no vault in common
+                raise ScopeError(f"the token reaches vault {self.vault!r}, the settings only {config.vault!r}")
+            vault = self.vault
         return dataclasses.replace(
             config,
             write_enabled=config.write_enabled and tiers["write"],

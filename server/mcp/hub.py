@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
+from server.config.scopes import ScopeError
 from server.config.session import SessionConfig
 from server.errors import KmsError
 from server.mcp.process import ProcessServices
@@ -123,7 +124,10 @@ class SessionHub:
             base = self.settings(token.session_id)
         else:
             raise KmsError("not-found", "this process serves no token sessions")
-        config = dataclasses.replace(token.scopes.narrow(base), token_id=token.id)
+        try:
+            config = dataclasses.replace(token.scopes.narrow(base), token_id=token.id)
+        except ScopeError as e:
+            raise KmsError("not-found", f"this token's session cannot be served: {e}") from None
         try:
             return self.open(config)
         except KmsError as e:

@@ -59,3 +59,4 @@ def test_doctor_reports_the_tiers_of_the_chain(tmp_path: Path, write: bool) -> N
            "KMS_AGENT_EDIT_TOOLS_ENABLED": "1", "KMS_CLAUDE_BIN": str(tmp_path / "no-claude")}
     report = doctor_report(env)
     assert report["tiers"] == {"read": True, "write": write, "edit": write, "organize": False}
+
