@@ -1,0 +1,110 @@
+"""The ``kms claude`` harness: a fake ``claude`` (a small Python script written into tmp_path) that records its
+argv, env, the MCP config file's content and modes while it runs, and its signal handling, into a JSON
+file; a private environment for it; the launcher run as ``python -m kmscli claude ...`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from server.store.db import connect
+from server.vault.registry import add_vault
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE_CLAUDE = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, signal, stat, sys, time
+    record = os.environ["FAKE_CLAUDE_RECORD"]
+    argv = sys.argv[1:]
+    out = {{"argv": argv, "env": {{k: v for k, v in os.environ.items() if k.startswith(("KMS_", "FAKE_"))}},
+            "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            "signals": [], "pid": os.getpid()}}
+    configs = [a for a in argv if a.startswith("--mcp-config=")]
+    if configs:
+        path = configs[0].split("=", 1)[1]
+        out["config_path"] = path
+        out["config"] = json.load(open(path))
+        out["mode"] = stat.S_IMODE(os.stat(path).st_mode)
+        out["dir_mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
+    def save():
+        with open(record + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(record + ".tmp", record)
+    if os.environ.get("FAKE_CLAUDE_WAIT"):
+        # Take signals one delivery at a time (sigtimedwait), so a doubled one is seen, with its sender.
+        watch = {{signal.SIGTERM, signal.SIGINT, signal.SIGWINCH, signal.SIGHUP}}
+        signal.pthread_sigmask(signal.SIG_BLOCK, watch)
+        out["ready"] = True
+        save()
+        stop, deadline = None, time.time() + 30
+        while time.time() < deadline and (stop is None or time.time() < stop):
+            info = signal.sigtimedwait(watch, 0.02)
+            if info is None:
+                continue
+            out["signals"].append(signal.Signals(info.si_signo).name)
+            out.setdefault("senders", []).append("kernel" if info.si_code > 0 else info.si_pid)
+            save()
+            if info.si_signo in (signal.SIGTERM, signal.SIGINT) and stop is None:
+                stop = time.time() + 1.0  # linger: a doubled signal would show up
+        save()
+        sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
+    save()
+    if os.environ.get("FAKE_CLAUDE_KILL_SELF"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
+    """
+)
+
+
+def launcher_env(tmp_path: Path) -> dict[str, str]:
+    """A private environment: own config, DB, runtime dir and a fake claude; one vault registered."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"
+    fake.write_text(FAKE_CLAUDE.format(python=sys.executable))
+    fake.chmod(0o755)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KMS_", "FAKE_", "XDG_"))}
+    e = {
+        **base,
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path / "home"),
+        "KMS_CONFIG": str(tmp_path / "config" / "config.toml"),
+        "KMS_DB_PATH": str(tmp_path / "kms.db"),
+        "KMS_CLAUDE_BIN": str(fake),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "FAKE_CLAUDE_RECORD": str(tmp_path / "record.json"),
+        "KMS_SERVICE_USE": "0",  # the service has tests of its own (tests/e2e/test_claude_service_e2e.py)
+    }
+    conn = connect(e["KMS_DB_PATH"])
+    add_vault(conn, vault, "notes")
+    conn.close()
+    return e
+
+
+def kms(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kmscli", *args],
+        env=env,
+        cwd=kw.pop("cwd", env["HOME"] if Path(env["HOME"]).is_dir() else None),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
+    )
+
+
+def record(env: dict[str, str]) -> dict:
+    return json.loads(Path(env["FAKE_CLAUDE_RECORD"]).read_text())
+
+
