@@ -83,9 +83,12 @@ def vault_list(json_out: JsonOpt = False) -> None:
     console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
 
 
+VaultNameArg = Annotated[str, typer.Argument(help="The vault's name (kms vault list).")]
+
+
 @vault_app.command("set")
 def vault_set(
-    name: str,
+    name: VaultNameArg,
     assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
 ) -> None:
     """Change a vault's setting (its dialect); its notes are read again by the new rules."""
@@ -105,7 +108,7 @@ def vault_set(
 
 
 @vault_app.command("remove")
-def vault_remove(name: str) -> None:
+def vault_remove(name: VaultNameArg) -> None:
     """Forget a vault: its index rows go, its files are never touched."""
     from server.index.indexer import remove_vault
 

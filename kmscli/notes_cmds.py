@@ -98,7 +98,10 @@ def _camel(key: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def show_cmd(note: str, json_out: JsonOpt = False) -> None:
+NoteArg = Annotated[str, typer.Argument(help="The note: its id, title, path or vault:path.")]
+
+
+def show_cmd(note: NoteArg, json_out: JsonOpt = False) -> None:
     """Show one note (id, title or path)."""
     from server.index.notes import resolve_note
 
@@ -149,7 +152,7 @@ def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt =
     console.print(table)
 
 
-def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
+def backlinks_cmd(note: NoteArg, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
     """Notes that link to NOTE."""
     from server.index.notes import resolve_note
 
@@ -167,7 +170,7 @@ def backlinks_cmd(note: str, limit: LimitOpt = 25, json_out: JsonOpt = False) ->
         console.print(f"Nothing links to {target['title']}.")
 
 
-def hide_cmd(note: str) -> None:
+def hide_cmd(note: NoteArg) -> None:
     """Hide a note from every agent-facing listing and search."""
     from server.index.notes import set_hidden
 
@@ -176,7 +179,7 @@ def hide_cmd(note: str) -> None:
     console.print(f"{'Hidden' if n['changed'] else 'Already hidden'}: {n['title']} ({n['path']})")
 
 
-def unhide_cmd(note: str) -> None:
+def unhide_cmd(note: NoteArg) -> None:
     """Make a hidden note visible to agents again."""
     from server.index.notes import set_hidden
 
