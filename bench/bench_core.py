@@ -62,10 +62,28 @@ import time
 from common import HERE, OUT, fresh_db, percentiles, table, timed, vault
 from raw_index import baseline_index
 
-QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration plan",
-           "socket timeout", "json", "decimal context precision", "budget", "hiring loop questions",
-           "subprocess pipe", "unicode", "archive", "zip file", "osprey launch", "email header",
-           "default value", "the file", "incident", "review"]
+QUERIES = [
+    "auth error handling",
+    "release checklist",
+    "python logging",
+    "thread",
+    "database migration plan",
+    "socket timeout",
+    "json",
+    "decimal context precision",
+    "budget",
+    "hiring loop questions",
+    "subprocess pipe",
+    "unicode",
+    "archive",
+    "zip file",
+    "osprey launch",
+    "email header",
+    "default value",
+    "the file",
+    "incident",
+    "review",
+]
 
 
 def kms(*args: str) -> list[str]:
@@ -109,8 +127,12 @@ def compile_bytecode(env: dict[str, str]) -> None:
     """Compile kms's modules as installing it does (pip writes the ``.pyc`` files): a checkout run with
     ``PYTHONDONTWRITEBYTECODE`` set would compile every module from source in every process (~40 ms)."""
     env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(HERE.parent / "server"), str(HERE.parent / "kmscli")],
-                   env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(HERE.parent / "server"), str(HERE.parent / "kmscli")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
 
 
 def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]:
@@ -137,18 +159,48 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
     floor = min(start) + 0.3
     return [
         ("process: start-up, kms --version (s)", spread(start), "", "", ""),
-        ("process: kms vault add, cold (s)", spread(add), spread(raw),
-         f"{min(add) / min(raw):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f}x)", "<= 1.5x"),
-        ("process: kms index --full (s)", spread(full), spread(raw),
-         f"{min(full) / min(raw):.2f}x ({paired_full[0]:.2f}-{paired_full[-1]:.2f}x)", "<= 1.5x"),
-        ("process: kms index, no change (s)", spread(noop), f"start-up + 0.3 = {floor:.2f}", "",
-         "ok" if min(noop) <= floor else "over"),
-        ("process CPU: kms vault add (s)", spread(cpu["add"]), spread(cpu["raw"]),
-         f"{min(cpu['add']) / min(cpu['raw']):.2f}x", "(user + system, workers included)"),
-        ("process CPU: kms index --full (s)", spread(cpu["full"]), spread(cpu["raw"]),
-         f"{min(cpu['full']) / min(cpu['raw']):.2f}x", ""),
-        ("process CPU: no-change kms index (s)", spread(cpu["noop"]), f"start-up {spread(cpu['start'])}", "",
-         "ok" if min(cpu["noop"]) <= min(cpu["start"]) + 0.3 else "over"),
+        (
+            "process: kms vault add, cold (s)",
+            spread(add),
+            spread(raw),
+            f"{min(add) / min(raw):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f}x)",
+            "<= 1.5x",
+        ),
+        (
+            "process: kms index --full (s)",
+            spread(full),
+            spread(raw),
+            f"{min(full) / min(raw):.2f}x ({paired_full[0]:.2f}-{paired_full[-1]:.2f}x)",
+            "<= 1.5x",
+        ),
+        (
+            "process: kms index, no change (s)",
+            spread(noop),
+            f"start-up + 0.3 = {floor:.2f}",
+            "",
+            "ok" if min(noop) <= floor else "over",
+        ),
+        (
+            "process CPU: kms vault add (s)",
+            spread(cpu["add"]),
+            spread(cpu["raw"]),
+            f"{min(cpu['add']) / min(cpu['raw']):.2f}x",
+            "(user + system, workers included)",
+        ),
+        (
+            "process CPU: kms index --full (s)",
+            spread(cpu["full"]),
+            spread(cpu["raw"]),
+            f"{min(cpu['full']) / min(cpu['raw']):.2f}x",
+            "",
+        ),
+        (
+            "process CPU: no-change kms index (s)",
+            spread(cpu["noop"]),
+            f"start-up {spread(cpu['start'])}",
+            "",
+            "ok" if min(cpu["noop"]) <= min(cpu["start"]) + 0.3 else "over",
+        ),
     ]
 
 
@@ -205,14 +257,17 @@ def main() -> None:
     b50, b95 = percentiles(base_s)
     mb = sum(f.stat().st_size for f in root.rglob("*.md")) / 1e6
     ms = 1000
-    table(f"vault core: {n} notes, {mb:.1f} MB (min of {args.rounds} cold runs; {len(ours_s)} queries)", [
-        ("cold index (s)", f"{ours_cold:.2f}", f"{base_cold:.2f}", f"{ours_cold / base_cold:.2f}x", "<= 1.5x"),
-        ("cold index (notes/s)", f"{n / ours_cold:.0f}", f"{n / base_cold:.0f}", "", ""),
-        ("no-change reindex (s)", f"{noop:.3f}", "", "", "<= 0.3 s"),
-        ("search p50 (ms)", f"{o50 * ms:.2f}", f"{b50 * ms:.2f}", f"{o50 / b50:.2f}x", "<= 1.2x"),
-        ("search p95 (ms)", f"{o95 * ms:.2f}", f"{b95 * ms:.2f}", f"{o95 / b95:.2f}x", "<= 1.2x"),
-        *procs,
-    ])
+    table(
+        f"vault core: {n} notes, {mb:.1f} MB (min of {args.rounds} cold runs; {len(ours_s)} queries)",
+        [
+            ("cold index (s)", f"{ours_cold:.2f}", f"{base_cold:.2f}", f"{ours_cold / base_cold:.2f}x", "<= 1.5x"),
+            ("cold index (notes/s)", f"{n / ours_cold:.0f}", f"{n / base_cold:.0f}", "", ""),
+            ("no-change reindex (s)", f"{noop:.3f}", "", "", "<= 0.3 s"),
+            ("search p50 (ms)", f"{o50 * ms:.2f}", f"{b50 * ms:.2f}", f"{o50 / b50:.2f}x", "<= 1.2x"),
+            ("search p95 (ms)", f"{o95 * ms:.2f}", f"{b95 * ms:.2f}", f"{o95 / b95:.2f}x", "<= 1.2x"),
+            *procs,
+        ],
+    )
     del v
 
 

@@ -55,9 +55,14 @@ def queries_for(conn, count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     bodies = [r[0] for r in conn.execute("SELECT body FROM notes ORDER BY rid LIMIT 500")]
     words = sorted({w.lower() for b in bodies for w in re.findall(r"[A-Za-z]{4,}", b)})
-    questions = ["how do I retry a failed request", "where is the release checklist",
-                 "what did we decide about the database migration", "notes about hiring",
-                 "why does the socket connection time out", "budget for next quarter"]
+    questions = [
+        "how do I retry a failed request",
+        "where is the release checklist",
+        "what did we decide about the database migration",
+        "notes about hiring",
+        "why does the socket connection time out",
+        "budget for next quarter",
+    ]
     out = []
     for i in range(count):
         out.append(questions[i % len(questions)] if i % 4 == 0 else " ".join(rng.sample(words, rng.randint(2, 6))))
@@ -68,9 +73,14 @@ def chunk_texts(conn, rids: list[int]) -> list[str]:
     from server.index.embed.chunker import prefix
 
     marks = ",".join("?" * len(rids))
-    return [prefix(title, heading) + text for title, heading, text in conn.execute(
-        f"SELECT n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.rid = c.rid "
-        f"WHERE c.rid IN ({marks}) ORDER BY c.rid, c.ord", rids)]
+    return [
+        prefix(title, heading) + text
+        for title, heading, text in conn.execute(
+            f"SELECT n.title, c.heading, c.text FROM chunks c JOIN notes n ON n.rid = c.rid "
+            f"WHERE c.rid IN ({marks}) ORDER BY c.rid, c.ord",
+            rids,
+        )
+    ]
 
 
 def throughput(conn, embedder, notes: int, group: int) -> dict:
@@ -81,8 +91,9 @@ def throughput(conn, embedder, notes: int, group: int) -> dict:
     from server.index.embed.model import MODEL_NAME
 
     # the baseline: fastembed itself, with the session options kms uses (kms runs the model without it)
-    raw_model = TextEmbedding(MODEL_NAME, specific_model_path=str(embedder.model_dir), threads=embedder.threads,
-                              enable_cpu_mem_arena=False)
+    raw_model = TextEmbedding(
+        MODEL_NAME, specific_model_path=str(embedder.model_dir), threads=embedder.threads, enable_cpu_mem_arena=False
+    )
     ours = raw = 0.0
     done = chunks = 0
     while done < notes:
@@ -90,8 +101,12 @@ def throughput(conn, embedder, notes: int, group: int) -> dict:
         started = time.perf_counter()
         report = embed_pending(conn, embedder, batch_notes=take, max_notes=take)
         ours += time.perf_counter() - started
-        rids = [r[0] for r in conn.execute("SELECT rid FROM note_embed_state ORDER BY embedded_at DESC, rid DESC "
-                                           "LIMIT ?", (report.notes,))]
+        rids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rid FROM note_embed_state ORDER BY embedded_at DESC, rid DESC LIMIT ?", (report.notes,)
+            )
+        ]
         texts = chunk_texts(conn, rids)
         started = time.perf_counter()
         list(raw_model.embed(texts))  # fastembed defaults: batch_size=256, input order
@@ -116,8 +131,12 @@ def synthetic_fill(conn) -> int:
 
     real = np.stack([np.frombuffer(b, dtype="<f4") for (b,) in conn.execute("SELECT vector FROM embeddings")])
     rng = np.random.default_rng(3)
-    pending = list(conn.execute("SELECT n.rid, n.title, n.body, n.content_hash FROM notes n "
-                                "WHERE n.rid NOT IN (SELECT rid FROM note_embed_state) ORDER BY n.rid"))
+    pending = list(
+        conn.execute(
+            "SELECT n.rid, n.title, n.body, n.content_hash FROM notes n "
+            "WHERE n.rid NOT IN (SELECT rid FROM note_embed_state) ORDER BY n.rid"
+        )
+    )
     total = 0
     for i in range(0, len(pending), 500):
         part = pending[i : i + 500]
@@ -126,12 +145,18 @@ def synthetic_fill(conn) -> int:
                 chunks = chunk_note(title, body, approx_tokens)
                 vecs = real[rng.integers(0, len(real), len(chunks))] + rng.normal(0, 0.03, (len(chunks), DIM))
                 vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype("<f4")
-                conn.executemany("INSERT OR IGNORE INTO embeddings(hash, vector, created_at) VALUES (?, ?, 0)",
-                                 [(c.hash, v.tobytes()) for c, v in zip(chunks, vecs, strict=True)])
-                conn.executemany("INSERT INTO chunks(rid, ord, heading, hash, text, tokens) VALUES (?, ?, ?, ?, ?, ?)",
-                                 [(rid, c.ord, c.heading, c.hash, c.content, c.tokens) for c in chunks])
-                conn.execute("INSERT INTO note_embed_state VALUES (?, ?, ?, ?, ?, 0)",
-                             (rid, chash, title, MODEL_NAME, len(chunks)))
+                conn.executemany(
+                    "INSERT OR IGNORE INTO embeddings(hash, vector, created_at) VALUES (?, ?, 0)",
+                    [(c.hash, v.tobytes()) for c, v in zip(chunks, vecs, strict=True)],
+                )
+                conn.executemany(
+                    "INSERT INTO chunks(rid, ord, heading, hash, text, tokens) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(rid, c.ord, c.heading, c.hash, c.content, c.tokens) for c in chunks],
+                )
+                conn.execute(
+                    "INSERT INTO note_embed_state VALUES (?, ?, ?, ?, ?, 0)",
+                    (rid, chash, title, MODEL_NAME, len(chunks)),
+                )
                 total += len(chunks)
         print(f"  synthetic vectors: {min(i + 500, len(pending))}/{len(pending)} notes", flush=True)
     return total
@@ -190,11 +215,23 @@ def probe(db: str, mdir: str, queries: list[str]) -> dict:
     _release_free_memory()
     pct = {name: percentiles(v) for name, v in parts.items()}
     vectors_mb = sum(getattr(a, "nbytes", 0) for a in index._data) / 1e6
-    return {"python_rss": base, "load_s": load_s, "rss_model": rss_model, "rss_index": rss_mb(),
-            "rss_loaded": rss_loaded, "refresh_s": refresh_s, "chunks": len(index), "matrix_mb": vectors_mb,
-            "projected": index.projected,
-            "p50": pct["total"][0], "p95": pct["total"][1], "parts": pct, "recall": pct["recall"],
-            "loadavg": (load_before + os.getloadavg()[0]) / 2, "cpu_ref_s": cpu_reference()}
+    return {
+        "python_rss": base,
+        "load_s": load_s,
+        "rss_model": rss_model,
+        "rss_index": rss_mb(),
+        "rss_loaded": rss_loaded,
+        "refresh_s": refresh_s,
+        "chunks": len(index),
+        "matrix_mb": vectors_mb,
+        "projected": index.projected,
+        "p50": pct["total"][0],
+        "p95": pct["total"][1],
+        "parts": pct,
+        "recall": pct["recall"],
+        "loadavg": (load_before + os.getloadavg()[0]) / 2,
+        "cpu_ref_s": cpu_reference(),
+    }
 
 
 def cpu_reference() -> float:
@@ -223,18 +260,24 @@ def quality(embedder) -> dict:
         index = SemanticIndex(embedder)
         ranks: dict[str, dict[str, list[int]]] = {}
         for q in json.loads((DATA / "semantic_queries.json").read_text())["queries"]:
-            runs = {"keyword": [h["path"] for h in search(conn, q["query"], 50)["hits"]],
-                    "semantic": [h["path"] for h in semantic_search(conn, index, q["query"], 50,
-                                                                    mode="semantic")["hits"]],
-                    "hybrid": [h["path"] for h in semantic_search(conn, index, q["query"], 50)["hits"]]}
+            runs = {
+                "keyword": [h["path"] for h in search(conn, q["query"], 50)["hits"]],
+                "semantic": [h["path"] for h in semantic_search(conn, index, q["query"], 50, mode="semantic")["hits"]],
+                "hybrid": [h["path"] for h in semantic_search(conn, index, q["query"], 50)["hits"]],
+            }
             for name, got in runs.items():
                 rank = min((got.index(p) + 1 for p in q["relevant"] if p in got), default=10**6)
                 ranks.setdefault(q["kind"], {}).setdefault(name, []).append(rank)
         conn.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {kind: {name: {"recall@5": sum(r <= 5 for r in rs) / len(rs), "mrr": sum(1 / r for r in rs) / len(rs),
-                          "n": len(rs)} for name, rs in runs.items()} for kind, runs in ranks.items()}
+    return {
+        kind: {
+            name: {"recall@5": sum(r <= 5 for r in rs) / len(rs), "mrr": sum(1 / r for r in rs) / len(rs), "n": len(rs)}
+            for name, rs in runs.items()
+        }
+        for kind, runs in ranks.items()
+    }
 
 
 def main() -> None:
@@ -278,46 +321,104 @@ def main() -> None:
     print("quality: tests/data/semantic_vault", flush=True)
     q = quality(emb)
     print("probe: fresh process (load, RSS, queries)", flush=True)
-    out = subprocess.run([sys.executable, __file__, "--model-dir", str(mdir), "--probe", str(db), str(qfile)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--model-dir", str(mdir), "--probe", str(db), str(qfile)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pr = json.loads(out.stdout.strip().splitlines()[-1])
 
     ours_nps = tp["notes"] / tp["ours_s"]
     raw_nps = tp["notes"] / tp["raw_s"]
     ratio = ours_nps / raw_nps
     rows = [
-        ("embed notes/s", f"{ours_nps:.2f}", f"{raw_nps:.2f} (raw fastembed)", f"{ratio:.2f}",
-         f">= 0.90 {'ok' if ratio >= 0.9 else 'MISSED'}"),
-        ("embed chunks/s", f"{tp['chunks'] / tp['ours_s']:.1f}", f"{tp['chunks'] / tp['raw_s']:.1f}", "",
-         f"{tp['chunks']} chunks of {tp['notes']} notes"),
+        (
+            "embed notes/s",
+            f"{ours_nps:.2f}",
+            f"{raw_nps:.2f} (raw fastembed)",
+            f"{ratio:.2f}",
+            f">= 0.90 {'ok' if ratio >= 0.9 else 'MISSED'}",
+        ),
+        (
+            "embed chunks/s",
+            f"{tp['chunks'] / tp['ours_s']:.1f}",
+            f"{tp['chunks'] / tp['raw_s']:.1f}",
+            "",
+            f"{tp['chunks']} chunks of {tp['notes']} notes",
+        ),
         ("hybrid query p50 ms", f"{pr['p50']:.1f}", "", "", f"{scale} notes, {pr['chunks']} chunks"),
         ("hybrid query p95 ms", f"{pr['p95']:.1f}", "", "", f"<= 40 {'ok' if pr['p95'] <= 40 else 'MISSED'}"),
-        *[(f"  alone: {name} p50 / p95 ms", f"{pr['parts'][name][0]:.1f} / {pr['parts'][name][1]:.1f}", "", "",
-           note) for name, note in (("embed", "query vector"), ("matrix", "cosine vs all chunks, best per note"),
-                                    ("keyword", "BM25, any-word fallback as kms_search; runs alongside"))],
-        ("kms_recall p50 / p95 ms", f"{pr['recall'][0]:.1f} / {pr['recall'][1]:.1f}", "", "",
-         f"default budget (4,000 tokens); p95 <= 150 {'ok' if pr['recall'][1] <= 150 else 'MISSED'}"),
+        *[
+            (f"  alone: {name} p50 / p95 ms", f"{pr['parts'][name][0]:.1f} / {pr['parts'][name][1]:.1f}", "", "", note)
+            for name, note in (
+                ("embed", "query vector"),
+                ("matrix", "cosine vs all chunks, best per note"),
+                ("keyword", "BM25, any-word fallback as kms_search; runs alongside"),
+            )
+        ],
+        (
+            "kms_recall p50 / p95 ms",
+            f"{pr['recall'][0]:.1f} / {pr['recall'][1]:.1f}",
+            "",
+            "",
+            f"default budget (4,000 tokens); p95 <= 150 {'ok' if pr['recall'][1] <= 150 else 'MISSED'}",
+        ),
         ("model load s (incl. import)", f"{pr['load_s']:.2f}", "", "", "background thread"),
-        ("RSS MB, model loaded", f"{pr['rss_model']:.0f}", f"{pr['python_rss']:.0f} (bare python)", "",
-         f"<= 250 {'ok' if pr['rss_model'] <= 250 else 'MISSED'}"),
-        ("RSS MB, model + vector index loaded", f"{pr['rss_loaded']:.0f}", "", "",
-         f"<= 300 {'ok' if pr['rss_loaded'] <= 300 else 'MISSED'}"),
-        ("RSS MB, same after the queries", f"{pr['rss_index']:.0f}", "", "",
-         f"+ SQLite's page cache (32 MB a connection); vectors {pr['matrix_mb']:.0f} MB"
-         f"{' (projected + int8)' if pr['projected'] else ''}, "
-         f"loaded in {pr['refresh_s']:.2f}s"),
+        (
+            "RSS MB, model loaded",
+            f"{pr['rss_model']:.0f}",
+            f"{pr['python_rss']:.0f} (bare python)",
+            "",
+            f"<= 250 {'ok' if pr['rss_model'] <= 250 else 'MISSED'}",
+        ),
+        (
+            "RSS MB, model + vector index loaded",
+            f"{pr['rss_loaded']:.0f}",
+            "",
+            "",
+            f"<= 300 {'ok' if pr['rss_loaded'] <= 300 else 'MISSED'}",
+        ),
+        (
+            "RSS MB, same after the queries",
+            f"{pr['rss_index']:.0f}",
+            "",
+            "",
+            f"+ SQLite's page cache (32 MB a connection); vectors {pr['matrix_mb']:.0f} MB"
+            f"{' (projected + int8)' if pr['projected'] else ''}, "
+            f"loaded in {pr['refresh_s']:.2f}s",
+        ),
     ]
     for kind in ("paraphrase", "exact"):
         r = q[kind]
-        rows.append((f"recall@5 {kind} (n={r['hybrid']['n']})", f"{r['hybrid']['recall@5']:.2f} hybrid",
-                     f"{r['keyword']['recall@5']:.2f} keyword", "",
-                     f"semantic-only {r['semantic']['recall@5']:.2f}"))
-        rows.append((f"MRR {kind}", f"{r['hybrid']['mrr']:.2f} hybrid", f"{r['keyword']['mrr']:.2f} keyword", "",
-                     f"semantic-only {r['semantic']['mrr']:.2f}"))
-    rows.append(("machine load during queries", f"{pr['loadavg']:.1f}", "", "",
-                 f"{os.cpu_count()} cores; CPU reference loop {pr['cpu_ref_s']:.2f}s (idle ~0.25s)"))
-    table(f"bench_embed: {args.notes} notes embedded for real, {filled} synthetic chunks, "
-          f"{os.cpu_count()} cores", rows)
+        rows.append(
+            (
+                f"recall@5 {kind} (n={r['hybrid']['n']})",
+                f"{r['hybrid']['recall@5']:.2f} hybrid",
+                f"{r['keyword']['recall@5']:.2f} keyword",
+                "",
+                f"semantic-only {r['semantic']['recall@5']:.2f}",
+            )
+        )
+        rows.append(
+            (
+                f"MRR {kind}",
+                f"{r['hybrid']['mrr']:.2f} hybrid",
+                f"{r['keyword']['mrr']:.2f} keyword",
+                "",
+                f"semantic-only {r['semantic']['mrr']:.2f}",
+            )
+        )
+    rows.append(
+        (
+            "machine load during queries",
+            f"{pr['loadavg']:.1f}",
+            "",
+            "",
+            f"{os.cpu_count()} cores; CPU reference loop {pr['cpu_ref_s']:.2f}s (idle ~0.25s)",
+        )
+    )
+    table(f"bench_embed: {args.notes} notes embedded for real, {filled} synthetic chunks, {os.cpu_count()} cores", rows)
 
 
 if __name__ == "__main__":

@@ -90,17 +90,30 @@ def main() -> None:
     snippet_the = timed(lambda: conn.execute(reference, ("the", rid)).fetchall())
     ms = 1000
     load = os.getloadavg()[0]
-    table(f"search with one {size / 1e6:.1f} MB note beside {args.notes} notes (baseline: those notes alone, "
-          f"{len(QUERIES)} queries x {args.rounds}; load average {load:.1f})", [
-        (f"search p50 (ms), {len(queries)} queries", f"{b50 * ms:.2f}", f"{a50 * ms:.2f}", f"{b50 / a50:.2f}x", ""),
-        (f"search p95 (ms), {len(queries)} queries", f"{b95 * ms:.2f}", f"{a95 * ms:.2f}", f"{b95 / a95:.2f}x",
-         "<= 2x"),
-        (f"search p50 (ms), the {shown} showing it", f"{l50 * ms:.2f}", f"{a50 * ms:.2f}", f"{l50 / a50:.2f}x", ""),
-        (f"search p95 (ms), the {shown} showing it", f"{l95 * ms:.2f}", f"{a95 * ms:.2f}", f"{l95 / a95:.2f}x",
-         "<= 2x"),
-        ("snippet() over the large note, alpha (ms)", f"{snippet_s * ms:.1f}", "", "", "reference: before"),
-        ("snippet() over the large note, the (ms)", f"{snippet_the * ms:.1f}", "", "", "reference: before"),
-    ])
+    table(
+        f"search with one {size / 1e6:.1f} MB note beside {args.notes} notes (baseline: those notes alone, "
+        f"{len(QUERIES)} queries x {args.rounds}; load average {load:.1f})",
+        [
+            (f"search p50 (ms), {len(queries)} queries", f"{b50 * ms:.2f}", f"{a50 * ms:.2f}", f"{b50 / a50:.2f}x", ""),
+            (
+                f"search p95 (ms), {len(queries)} queries",
+                f"{b95 * ms:.2f}",
+                f"{a95 * ms:.2f}",
+                f"{b95 / a95:.2f}x",
+                "<= 2x",
+            ),
+            (f"search p50 (ms), the {shown} showing it", f"{l50 * ms:.2f}", f"{a50 * ms:.2f}", f"{l50 / a50:.2f}x", ""),
+            (
+                f"search p95 (ms), the {shown} showing it",
+                f"{l95 * ms:.2f}",
+                f"{a95 * ms:.2f}",
+                f"{l95 / a95:.2f}x",
+                "<= 2x",
+            ),
+            ("snippet() over the large note, alpha (ms)", f"{snippet_s * ms:.1f}", "", "", "reference: before"),
+            ("snippet() over the large note, the (ms)", f"{snippet_the * ms:.1f}", "", "", "reference: before"),
+        ],
+    )
     del matched
     conn.close()
 

@@ -38,8 +38,18 @@ from bench_core import baseline_index
 from common import HERE, fresh_db, percentiles, rss_mb, table, timed, vault
 
 FOLDERS = ["", "projects", "areas", "areas/work", "journal/2026", "archive/old-notes", "inbox"]
-QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration",
-           "socket timeout", "json", "decimal context", "budget", "hiring loop"]
+QUERIES = [
+    "auth error handling",
+    "release checklist",
+    "python logging",
+    "thread",
+    "database migration",
+    "socket timeout",
+    "json",
+    "decimal context",
+    "budget",
+    "hiring loop",
+]
 
 
 class LeanClient:
@@ -48,8 +58,10 @@ class LeanClient:
     def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+        )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _send(self, msg: dict[str, Any]) -> None:
@@ -152,8 +164,9 @@ def approval_round_trips(cmd: list[str], env: dict[str, str], db: Path, note_id:
     out: list[float] = []
     try:
         for i in range(calls):
-            done = threading.Thread(target=client.call, args=("kms_append", {"noteId": note_id,
-                                                                              "content": f"- approved {i}"}))
+            done = threading.Thread(
+                target=client.call, args=("kms_append", {"noteId": note_id, "content": f"- approved {i}"})
+            )
             done.start()
             while not (items := approvals.list_pending(conn)):
                 time.sleep(0.001)
@@ -184,10 +197,20 @@ def run(args) -> None:
     from kmscli.compose import kms_command
     from server.config.session import SessionConfig
 
-    session = SessionConfig(db_path=db, config_path=HERE / "out" / "bench-config.toml", enabled=True,
-                            read_enabled=True, write_enabled=True, edit_enabled=True, organize_enabled=True,
-                            session_id="bench", per_minute=10_000, per_session=1_000_000, embed_enabled=False,
-                            project="/bench/project")  # the highest limits the schema allows
+    session = SessionConfig(
+        db_path=db,
+        config_path=HERE / "out" / "bench-config.toml",
+        enabled=True,
+        read_enabled=True,
+        write_enabled=True,
+        edit_enabled=True,
+        organize_enabled=True,
+        session_id="bench",
+        per_minute=10_000,
+        per_session=1_000_000,
+        embed_enabled=False,
+        project="/bench/project",
+    )  # the highest limits the schema allows
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
     command, kms_args = kms_command()  # not `args`: that is the bench's own options
     kms_cmd = [command, *kms_args]
@@ -198,6 +221,7 @@ def run(args) -> None:
 
     def search_args_as_topic(i: int) -> dict[str, Any]:  # kms_recall at its default budget (keyword-only here)
         return {"topic": QUERIES[i % len(QUERIES)]}
+
     def folder_args(i: int) -> dict[str, Any]:
         return {"path": FOLDERS[i % len(FOLDERS)]}
 
@@ -231,9 +255,11 @@ def run(args) -> None:
         r["approved"] = approval_round_trips(kms_cmd, env, db, note_id, max(5, args.calls // 20))
 
         async def sdk_kms(client):
-            return (await sdk_round_trips(client, "kms_search", search_args, args.calls),
-                    await sdk_round_trips(client, "kms_append", append_args, args.calls),
-                    await inventory_walk(client))
+            return (
+                await sdk_round_trips(client, "kms_search", search_args, args.calls),
+                await sdk_round_trips(client, "kms_append", append_args, args.calls),
+                await inventory_walk(client),
+            )
 
         async def sdk_base(client):
             return await sdk_round_trips(client, "echo", search_args, args.calls)
@@ -261,37 +287,51 @@ def report(args, r: dict[str, Any], walk: float, notes: int) -> None:
     def row(name: str, ours: str, base: str, pct: int, target: str, limit: float | None = None):
         o, b = p[ours][pct] * ms, p[base][pct] * ms
         verdict = f"<= {limit:g} ms: {'PASS' if o <= limit else 'FAIL'}" if limit else target
+
         def fmt(v: float) -> str:
             return f"{v:.1f}" if v >= 1 else f"{v:.3f}"
 
         return (name, fmt(o), f"{fmt(b)} ({base})", f"{o / b:.2f}x", verdict)
 
     tiers = "every tier" + (" and the semantic model" if r["semantic_on"] else " (no model: semantic off)")
-    table(f"MCP over stdio: {notes} notes, {args.calls} calls each, start-up median of {args.starts} "
-          f"alternating starts, {tiers}", [
-        ("start -> tools/list (s)", f"{ks:.2f}", f"{bs:.2f} (SDK minimal)", f"{ks / bs:.2f}x",
-         f"<= 1.2x: {'PASS' if ks <= 1.2 * bs else 'FAIL'}"),
-        ("  start ratio per pair, min-max", "", "", f"{pairs[0]:.2f}-{pairs[-1]:.2f}x", ""),
-        row("kms_search p50 (ms)", "search", "raw_fts", 0, "", 5),
-        row("kms_search p95 (ms)", "search", "raw_fts", 1, "", 15),
-        row("  same, lean echo (ms)", "search", "echo", 0, "SDK minimal server"),
-        row("kms_append p50 (ms)", "append", "raw_fsync", 0, "", 10),
-        row("kms_append p95 (ms)", "append", "raw_fsync", 1, ""),
-        row("kms_recall p50 (ms)", "recall", "raw_fts", 0, "4,000-token bundle, keyword-only (no model here)"),
-        row("kms_recall p95 (ms)", "recall", "raw_fts", 1, "", 150),
-        row("session-state check per write (ms)", "state_check", "select_1", 0, "", 0.2),
-        row("approve -> call returns p50 (ms)", "approved", "append", 0, "", 500),
-        row("approve -> call returns p95 (ms)", "approved", "append", 1, "", 500),
-        row("SDK client: kms_search p50", "sdk_search", "sdk_echo", 0, "for reference"),
-        row("SDK client: kms_append p50", "sdk_append", "sdk_echo", 0, "for reference"),
-        row("kms_start p50 (ms)", "start", "echo", 0, "echo: SDK minimal server"),
-        row("kms_start p95 (ms)", "start", "echo", 1, "", 50),
-        row("kms_list_folder p50 (ms)", "folder", "echo", 0, "echo: SDK minimal server"),
-        row("kms_list_folder p95 (ms)", "folder", "echo", 1, "", 10),
-        ("kms_inventory full walk (s)", f"{walk:.2f}", "", "", f"{notes} notes"),
-        ("server RSS (MB)", f"{r['kms_rss']:.0f}", f"{r['base_rss']:.0f} (SDK minimal)",
-         f"{r['kms_rss'] / r['base_rss']:.2f}x", ""),
-    ])
+    table(
+        f"MCP over stdio: {notes} notes, {args.calls} calls each, start-up median of {args.starts} "
+        f"alternating starts, {tiers}",
+        [
+            (
+                "start -> tools/list (s)",
+                f"{ks:.2f}",
+                f"{bs:.2f} (SDK minimal)",
+                f"{ks / bs:.2f}x",
+                f"<= 1.2x: {'PASS' if ks <= 1.2 * bs else 'FAIL'}",
+            ),
+            ("  start ratio per pair, min-max", "", "", f"{pairs[0]:.2f}-{pairs[-1]:.2f}x", ""),
+            row("kms_search p50 (ms)", "search", "raw_fts", 0, "", 5),
+            row("kms_search p95 (ms)", "search", "raw_fts", 1, "", 15),
+            row("  same, lean echo (ms)", "search", "echo", 0, "SDK minimal server"),
+            row("kms_append p50 (ms)", "append", "raw_fsync", 0, "", 10),
+            row("kms_append p95 (ms)", "append", "raw_fsync", 1, ""),
+            row("kms_recall p50 (ms)", "recall", "raw_fts", 0, "4,000-token bundle, keyword-only (no model here)"),
+            row("kms_recall p95 (ms)", "recall", "raw_fts", 1, "", 150),
+            row("session-state check per write (ms)", "state_check", "select_1", 0, "", 0.2),
+            row("approve -> call returns p50 (ms)", "approved", "append", 0, "", 500),
+            row("approve -> call returns p95 (ms)", "approved", "append", 1, "", 500),
+            row("SDK client: kms_search p50", "sdk_search", "sdk_echo", 0, "for reference"),
+            row("SDK client: kms_append p50", "sdk_append", "sdk_echo", 0, "for reference"),
+            row("kms_start p50 (ms)", "start", "echo", 0, "echo: SDK minimal server"),
+            row("kms_start p95 (ms)", "start", "echo", 1, "", 50),
+            row("kms_list_folder p50 (ms)", "folder", "echo", 0, "echo: SDK minimal server"),
+            row("kms_list_folder p95 (ms)", "folder", "echo", 1, "", 10),
+            ("kms_inventory full walk (s)", f"{walk:.2f}", "", "", f"{notes} notes"),
+            (
+                "server RSS (MB)",
+                f"{r['kms_rss']:.0f}",
+                f"{r['base_rss']:.0f} (SDK minimal)",
+                f"{r['kms_rss'] / r['base_rss']:.2f}x",
+                "",
+            ),
+        ],
+    )
 
 
 def main() -> None:

@@ -50,8 +50,10 @@ def setup(notes: int, linking: int, folder: tuple[int, int] = (0, 0)) -> tuple[P
     files = []
     for i in range(linking):
         p = root / "bench-links" / f"Linker {i:04d}.md"
-        p.write_text(f"# Linker {i}\n\nsee [[Bench Target]] and [[bench-links/Bench Target|the target]].\n"
-                     f"more text {i}\n", encoding="utf-8")
+        p.write_text(
+            f"# Linker {i}\n\nsee [[Bench Target]] and [[bench-links/Bench Target|the target]].\nmore text {i}\n",
+            encoding="utf-8",
+        )
         files.append(p)
     copies_folder = setup_folder(root, *folder) if folder[0] else ([], [])
     db = fresh_db("organize.db")
@@ -74,6 +76,7 @@ def setup(notes: int, linking: int, folder: tuple[int, int] = (0, 0)) -> tuple[P
 
 def raw_rewrite(files: list[Path], old: str, new: str) -> float:
     """Rewrite every file with the link replaced, in place, fsync each."""
+
     def go() -> None:
         for p in files:
             text = p.read_text(encoding="utf-8").replace(old, new)
@@ -81,6 +84,7 @@ def raw_rewrite(files: list[Path], old: str, new: str) -> float:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
+
     return timed(go)
 
 
@@ -88,6 +92,7 @@ def raw_atomic(files: list[Path], old: str, new: str) -> float:
     """The same rewrite the temp-file way, and nothing else (no lock, no re-check, no index): each file
     through a temp file (create, write, fsync) renamed over it, then one fsync of the folder. What kms
     did before its unit journal, for reference: what the creates cost at the moment."""
+
     def go() -> None:
         for p in files:
             data = p.read_text(encoding="utf-8").replace(old, new).encode("utf-8")
@@ -104,6 +109,7 @@ def raw_atomic(files: list[Path], old: str, new: str) -> float:
             os.fsync(fd)
         finally:
             os.close(fd)
+
     return timed(go)
 
 
@@ -114,10 +120,20 @@ def run(args) -> None:
     from server.config.session import SessionConfig
     from server.store.db import connect
 
-    session = SessionConfig(db_path=db, config_path=HERE / "out" / "bench-config.toml", enabled=True,
-                            read_enabled=True, write_enabled=True, edit_enabled=True, organize_enabled=True,
-                            session_id="bench", per_minute=10_000, per_session=1_000_000,
-                            max_files_per_call=100_000, embed_enabled=False)
+    session = SessionConfig(
+        db_path=db,
+        config_path=HERE / "out" / "bench-config.toml",
+        enabled=True,
+        read_enabled=True,
+        write_enabled=True,
+        edit_enabled=True,
+        organize_enabled=True,
+        session_id="bench",
+        per_minute=10_000,
+        per_session=1_000_000,
+        max_files_per_call=100_000,
+        embed_enabled=False,
+    )
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
     command, cargs = kms_command()
     conn = connect(db)
@@ -138,8 +154,15 @@ def run(args) -> None:
         report_folder(args, folder_r)
 
 
-def run_rest(args, client: LeanClient, target: str, files: list[Path], r: dict[str, list[float]],
-             moving: list[Path], linkers: list[Path]) -> dict[str, list[float]] | None:
+def run_rest(
+    args,
+    client: LeanClient,
+    target: str,
+    files: list[Path],
+    r: dict[str, list[float]],
+    moving: list[Path],
+    linkers: list[Path],
+) -> dict[str, list[float]] | None:
     """The edit and note-rename part, then the folder part when asked."""
     read = client.call("kms_read", {"noteId": target})
     version = json.loads(read["content"][0]["text"])["version"]
@@ -159,8 +182,11 @@ def run_rest(args, client: LeanClient, target: str, files: list[Path], r: dict[s
     for i in range(-2, args.renames * 2):  # the first round trip warms up (imports, lock files): not timed
         new_title = titles[(i + 1) % 2]
         res: dict[str, Any] = {}
-        t = timed(lambda nt=new_title, o=res: o.update(client.call("kms_rename", {"noteId": target, "title": nt,
-                                                                                  "keepAlias": False})))
+        t = timed(
+            lambda nt=new_title, o=res: o.update(
+                client.call("kms_rename", {"noteId": target, "title": nt, "keepAlias": False})
+            )
+        )
         body = json.loads(res["content"][0]["text"])
         assert len(body["linksRewritten"]["notes"]) == args.linking, body
         if i < 0:
@@ -176,19 +202,36 @@ def report(args, r: dict[str, list[float]]) -> None:
     ren, raw = statistics.median(r["rename"]), statistics.median(r["raw"])
     ratio = statistics.median(a / b for a, b in zip(r["rename"], r["raw"], strict=True))  # paired: same moment
     floor = statistics.median(a / b for a, b in zip(r["atomic"], r["raw"], strict=True))
-    table(f"Edit and organise over stdio: {args.notes} notes + {args.linking} linking, {args.calls} edits, "
-          f"{len(r['rename'])} renames", [
-        ("kms_edit p50 (ms)", f"{e50:.1f}", "", "", f"<= 10 ms: {'PASS' if e50 <= 10 else 'FAIL'}"),
-        ("kms_edit p95 (ms)", f"{e95:.1f}", "", "", ""),
-        ("  kms_append p50, same run (ms)", f"{percentiles(r['append'])[0] * 1000:.1f}", "", "",
-         "for reference: the same write path"),
-        (f"kms_rename, {args.linking} linking notes (s)", f"{ren:.3f}",
-         f"{raw:.3f} (rewrite {args.linking} files + fsync)", f"{ratio:.2f}x",
-         f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
-        ("  temp-file way, no kms (s)", f"{statistics.median(r['atomic']):.3f}",
-         f"{raw:.3f} (in place)", f"{floor:.2f}x",
-         f"temp file + fsync + rename per file, for reference; kms = {ren / statistics.median(r['atomic']):.2f}x"),
-    ])
+    table(
+        f"Edit and organise over stdio: {args.notes} notes + {args.linking} linking, {args.calls} edits, "
+        f"{len(r['rename'])} renames",
+        [
+            ("kms_edit p50 (ms)", f"{e50:.1f}", "", "", f"<= 10 ms: {'PASS' if e50 <= 10 else 'FAIL'}"),
+            ("kms_edit p95 (ms)", f"{e95:.1f}", "", "", ""),
+            (
+                "  kms_append p50, same run (ms)",
+                f"{percentiles(r['append'])[0] * 1000:.1f}",
+                "",
+                "",
+                "for reference: the same write path",
+            ),
+            (
+                f"kms_rename, {args.linking} linking notes (s)",
+                f"{ren:.3f}",
+                f"{raw:.3f} (rewrite {args.linking} files + fsync)",
+                f"{ratio:.2f}x",
+                f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)",
+            ),
+            (
+                "  temp-file way, no kms (s)",
+                f"{statistics.median(r['atomic']):.3f}",
+                f"{raw:.3f} (in place)",
+                f"{floor:.2f}x",
+                "temp file + fsync + rename per file, for reference; "
+                f"kms = {ren / statistics.median(r['atomic']):.2f}x",
+            ),
+        ],
+    )
 
 
 def setup_folder(root: Path, members: int, linking: int) -> tuple[list[Path], list[Path]]:
@@ -200,12 +243,16 @@ def setup_folder(root: Path, members: int, linking: int) -> tuple[list[Path], li
     for i in range(members):
         (folder / f"Member {i:04d}.md").write_text(
             f"# Member {i}\n\nnext [[bench-folder/Member {(i + 1) % members:04d}]], by name [[Member {i:04d}]]\n"
-            f"text {i}\n", encoding="utf-8")
+            f"text {i}\n",
+            encoding="utf-8",
+        )
     for i in range(linking):
         j = i % members
         (links / f"Folder linker {i:04d}.md").write_text(
             f"# Folder linker {i}\n\nsee [[bench-folder/Member {j:04d}]], [[Member {j:04d}|by name]] and "
-            f"[md](../bench-folder/Member%20{(j + 7) % members:04d}.md).\nmore text {i}\n", encoding="utf-8")
+            f"[md](../bench-folder/Member%20{(j + 7) % members:04d}.md).\nmore text {i}\n",
+            encoding="utf-8",
+        )
     raw = OUT / "organize-raw-folder"
     shutil.rmtree(raw, ignore_errors=True)
     (raw / "a").mkdir(parents=True)
@@ -244,6 +291,7 @@ def raw_folder_move(moving: list[Path], linkers: list[Path], dest: Path) -> tupl
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
     return timed(go), out
 
 
@@ -268,12 +316,19 @@ def run_folder(args, client: LeanClient, moving: list[Path], linkers: list[Path]
 def report_folder(args, r: dict[str, list[float]]) -> None:
     kms, raw = statistics.median(r["folder"]), statistics.median(r["folder_raw"])
     ratio = statistics.median(a / b for a, b in zip(r["folder"], r["folder_raw"], strict=True))
-    table(f"Folder rename over stdio: {args.folder_notes} notes moved, {args.folder_linking} linking notes, "
-          f"{len(r['folder'])} renames", [
-        (f"kms_rename_folder, {args.folder_notes + args.folder_linking} files (s)", f"{kms:.3f}",
-         f"{raw:.3f} (move {args.folder_notes} + rewrite {args.folder_linking}, fsync each)", f"{ratio:.2f}x",
-         f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)"),
-    ])
+    table(
+        f"Folder rename over stdio: {args.folder_notes} notes moved, {args.folder_linking} linking notes, "
+        f"{len(r['folder'])} renames",
+        [
+            (
+                f"kms_rename_folder, {args.folder_notes + args.folder_linking} files (s)",
+                f"{kms:.3f}",
+                f"{raw:.3f} (move {args.folder_notes} + rewrite {args.folder_linking}, fsync each)",
+                f"{ratio:.2f}x",
+                f"<= 2x: {'PASS' if ratio <= 2 else 'FAIL'} (median of paired runs)",
+            ),
+        ],
+    )
 
 
 def main() -> None:

@@ -23,8 +23,13 @@ from bench_mcp import LeanClient
 from common import HERE, fresh_db, percentiles, table, timed, vault
 
 TEMPLATE = {"type": "ref/resource", "uri": "kms://{vault}/{+path}"}
-PARTIALS = {"nothing typed": "", "folder prefix": "projects/api des", "title words": "database migration check",
-            "typo": "databse migraton", "no match": "zqxjv"}
+PARTIALS = {
+    "nothing typed": "",
+    "folder prefix": "projects/api des",
+    "title words": "database migration check",
+    "typo": "databse migraton",
+    "no match": "zqxjv",
+}
 
 
 def ms(samples: list[float]) -> str:
@@ -43,16 +48,25 @@ def run(args: argparse.Namespace) -> None:
 
     conn = connect(db)
     index_vault(conn, add_vault(conn, root, "bench"))
-    session = SessionConfig(db_path=db, config_path=HERE / "out" / "bench-config.toml", enabled=True,
-                            read_enabled=True, write_enabled=False, session_id="benchres", embed_enabled=False)
+    session = SessionConfig(
+        db_path=db,
+        config_path=HERE / "out" / "bench-config.toml",
+        enabled=True,
+        read_enabled=True,
+        write_enabled=False,
+        session_id="benchres",
+        embed_enabled=False,
+    )
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
     command, kms_args = kms_command()
     client = LeanClient([command, *kms_args], env)
     rows = []
     try:
+
         def complete(value: str) -> dict[str, Any]:
-            return client.request("completion/complete", {"ref": TEMPLATE, "argument": {"name": "path",
-                                                                                          "value": value}})
+            return client.request(
+                "completion/complete", {"ref": TEMPLATE, "argument": {"name": "path", "value": value}}
+            )
 
         for label, value in PARTIALS.items():
             first = complete(value)["completion"]

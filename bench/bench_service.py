@@ -94,22 +94,33 @@ def lean_http(url: str, secret: str, tool: str, args_for: Any, calls: int) -> li
     """The least an HTTP client does (2026-07-28: one POST a call, JSON back): what the service costs."""
     import httpx2
 
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
-    headers = {"Authorization": f"Bearer {secret}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-               "Mcp-Name": tool}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    headers = {
+        "Authorization": f"Bearer {secret}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
     out = []
     with httpx2.Client() as http:
         for i in range(calls + 1):
-            body = {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                    "params": {"name": tool, "arguments": args_for(i), "_meta": meta}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": i + 1,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": args_for(i), "_meta": meta},
+            }
             t = time.perf_counter()
             reply = http.post(url, json=body, headers=headers)
             if i:  # (the first pays for lazy imports)
                 out.append(time.perf_counter() - t)
-            assert reply.status_code == 200 and "isError\":true" not in reply.text, reply.text[:300]
+            assert reply.status_code == 200 and 'isError":true' not in reply.text, reply.text[:300]
     return out
 
 
@@ -142,9 +153,14 @@ def main() -> None:
     root = vault(args.notes)
     config = HERE / "out" / "service-config.toml"
     config.write_text("[agent]\nwrite = true\n")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, "KMS_CONFIG": str(config),
-           "KMS_EMBED_MODEL_DIR": str(model), "KMS_EMBED_ENABLED": "1",
-           "KMS_WRITE_PER_MINUTE": "10000", "KMS_WRITE_PER_SESSION": "1000000"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
+        "KMS_CONFIG": str(config),
+        "KMS_EMBED_MODEL_DIR": str(model),
+        "KMS_EMBED_ENABLED": "1",
+        "KMS_WRITE_PER_MINUTE": "10000",
+        "KMS_WRITE_PER_SESSION": "1000000",
+    }
     # the vault indexed and embedded once (embedding is the slow part), copied for every run
     cached = HERE / "out" / f"service-{args.notes}-{'embedded' if args.embed else 'plain'}.db"
     embed_s = 0.0
@@ -155,8 +171,12 @@ def main() -> None:
         conn.close()
         t = time.perf_counter()
         if args.embed:
-            subprocess.run([sys.executable, "-m", "kmscli", "embed"], env={**env, "KMS_DB_PATH": str(building)},
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "kmscli", "embed"],
+                env={**env, "KMS_DB_PATH": str(building)},
+                check=True,
+                capture_output=True,
+            )
         embed_s = time.perf_counter() - t
         apsw_copy(building, cached)
     db = fresh_db("service.db")
@@ -186,11 +206,16 @@ def main() -> None:
     r["stdio_n"] = anyio.run(stdio_memory, args.sessions)
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
-    secrets = [tokens.create(conn, label=f"bench {i}", scopes=Scopes.parse("tier:write"))[1]
-               for i in range(args.sessions)]
+    secrets = [
+        tokens.create(conn, label=f"bench {i}", scopes=Scopes.parse("tier:write"))[1] for i in range(args.sessions)
+    ]
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -216,16 +241,23 @@ def main() -> None:
                     clients.append(c)
                 await anyio.sleep(1.0)
                 r["service_n"] = pss_mb(proc.pid)
-                r["http_search"] = await round_trips(clients[0], "kms_search",
-                                                     lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls)
-                r["http_append"] = await round_trips(clients[1], "kms_append",
-                                                     lambda i: {"noteId": note_id, "content": f"- h {i}"}, args.calls)
+                r["http_search"] = await round_trips(
+                    clients[0], "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls
+                )
+                r["http_append"] = await round_trips(
+                    clients[1], "kms_append", lambda i: {"noteId": note_id, "content": f"- h {i}"}, args.calls
+                )
                 r["lean_http_search"] = await anyio.to_thread.run_sync(
-                    lean_http, url, secrets[2], "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]},
-                    args.calls)
+                    lean_http, url, secrets[2], "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls
+                )
                 r["lean_http_append"] = await anyio.to_thread.run_sync(
-                    lean_http, url, secrets[3], "kms_append", lambda i: {"noteId": note_id, "content": f"- l {i}"},
-                    args.calls)
+                    lean_http,
+                    url,
+                    secrets[3],
+                    "kms_append",
+                    lambda i: {"noteId": note_id, "content": f"- l {i}"},
+                    args.calls,
+                )
             connects = []
             for i in range(args.calls // 2):
                 t0 = time.perf_counter()
@@ -250,10 +282,12 @@ def main() -> None:
         async with Client(StdioServerParameters(command=command, args=cargs, env=env)) as c:
             # the model on here too: the service's sessions run with it (and its background embedder) loaded
             await c.call_tool("kms_semantic_search", {"query": "auth error handling"})
-            r["stdio_search"] = await round_trips(c, "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]},
-                                                  args.calls)
-            r["stdio_append"] = await round_trips(c, "kms_append", lambda i: {"noteId": note_id, "content": f"- s {i}"},
-                                                  args.calls)
+            r["stdio_search"] = await round_trips(
+                c, "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls
+            )
+            r["stdio_append"] = await round_trips(
+                c, "kms_append", lambda i: {"noteId": note_id, "content": f"- s {i}"}, args.calls
+            )
         starts = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -268,12 +302,14 @@ def main() -> None:
     lean = LeanClient([command, *cargs], env)
     try:
         lean.call("kms_semantic_search", {"query": "auth error handling"})  # the model on, as in the service
+
         def query(i: int) -> dict[str, Any]:
             return {"query": QUERIES[i % len(QUERIES)]}
 
-        for name, tool, args_for in (("lean_stdio_search", "kms_search", query),
-                                     ("lean_stdio_append", "kms_append",
-                                      lambda i: {"noteId": note_id, "content": f"- m {i}"})):
+        for name, tool, args_for in (
+            ("lean_stdio_search", "kms_search", query),
+            ("lean_stdio_append", "kms_append", lambda i: {"noteId": note_id, "content": f"- m {i}"}),
+        ):
             lean.call(tool, args_for(0))
             r[name] = []
             for i in range(args.calls):
@@ -293,27 +329,67 @@ def main() -> None:
     ha, sa = percentiles(r["http_append"]), percentiles(r["stdio_append"])
     hc, sc = percentiles(r["http_connect"]), percentiles(r["stdio_connect"])
     n = args.sessions
-    embedded = ("embedded" + (f" ({embed_s:.0f} s)" if embed_s else "") if args.embed
-                else "not embedded (the model loads all the same)")
-    table(f"kms service vs kms mcp: {args.notes} notes {embedded}, model on, {n} sessions, "
-          f"{args.calls} calls; load average {load:.1f} at the start", [
-        ("PSS, 1 stdio session (MiB)", f"{r['stdio_one']:.0f}", "", "", "idle, after one hybrid search"),
-        (f"PSS, {n} stdio sessions (MiB)", f"{r['stdio_n']:.0f}", f"{r['stdio_one']:.0f} (1 session)",
-         f"{r['stdio_n'] / r['stdio_one']:.2f}x", "today"),
-        (f"PSS, service with {n} sessions (MiB)", f"{r['service_n']:.0f}", f"{r['stdio_one']:.0f} (1 session)",
-         f"{r['service_n'] / r['stdio_one']:.2f}x",
-         f"<= 1.3x: {'PASS' if r['service_n'] <= 1.3 * r['stdio_one'] else 'FAIL'}"),
-        ("connect -> tools/list p95 (ms)", f"{hc[1] * ms:.1f} HTTP", f"{sc[1] * ms:.0f} stdio (a start)",
-         f"{hc[1] / sc[1]:.3f}x", f"<= 50 ms: {'PASS' if hc[1] * ms <= 50 else 'FAIL'}"),
-        ("kms_search p50, lean clients (ms)", f"{lhs[0] * ms:.2f} HTTP", f"{lss[0] * ms:.2f} stdio",
-         f"{lhs[0] / lss[0]:.2f}x", f"<= stdio + 1 ms: {'PASS' if lhs[0] <= lss[0] + 0.001 else 'FAIL'}"),
-        ("kms_append p50, lean clients (ms)", f"{lha[0] * ms:.2f} HTTP", f"{lsa[0] * ms:.2f} stdio",
-         f"{lha[0] / lsa[0]:.2f}x", f"<= stdio + 1 ms: {'PASS' if lha[0] <= lsa[0] + 0.001 else 'FAIL'}"),
-        ("kms_search p50, SDK client (ms)", f"{hs[0] * ms:.2f} HTTP", f"{ss[0] * ms:.2f} stdio",
-         f"{hs[0] / ss[0]:.2f}x", "for reference: the SDK's HTTP client costs more than its stdio one"),
-        ("kms_append p50, SDK client (ms)", f"{ha[0] * ms:.2f} HTTP", f"{sa[0] * ms:.2f} stdio",
-         f"{ha[0] / sa[0]:.2f}x", "for reference"),
-    ])
+    embedded = (
+        "embedded" + (f" ({embed_s:.0f} s)" if embed_s else "")
+        if args.embed
+        else "not embedded (the model loads all the same)"
+    )
+    table(
+        f"kms service vs kms mcp: {args.notes} notes {embedded}, model on, {n} sessions, "
+        f"{args.calls} calls; load average {load:.1f} at the start",
+        [
+            ("PSS, 1 stdio session (MiB)", f"{r['stdio_one']:.0f}", "", "", "idle, after one hybrid search"),
+            (
+                f"PSS, {n} stdio sessions (MiB)",
+                f"{r['stdio_n']:.0f}",
+                f"{r['stdio_one']:.0f} (1 session)",
+                f"{r['stdio_n'] / r['stdio_one']:.2f}x",
+                "today",
+            ),
+            (
+                f"PSS, service with {n} sessions (MiB)",
+                f"{r['service_n']:.0f}",
+                f"{r['stdio_one']:.0f} (1 session)",
+                f"{r['service_n'] / r['stdio_one']:.2f}x",
+                f"<= 1.3x: {'PASS' if r['service_n'] <= 1.3 * r['stdio_one'] else 'FAIL'}",
+            ),
+            (
+                "connect -> tools/list p95 (ms)",
+                f"{hc[1] * ms:.1f} HTTP",
+                f"{sc[1] * ms:.0f} stdio (a start)",
+                f"{hc[1] / sc[1]:.3f}x",
+                f"<= 50 ms: {'PASS' if hc[1] * ms <= 50 else 'FAIL'}",
+            ),
+            (
+                "kms_search p50, lean clients (ms)",
+                f"{lhs[0] * ms:.2f} HTTP",
+                f"{lss[0] * ms:.2f} stdio",
+                f"{lhs[0] / lss[0]:.2f}x",
+                f"<= stdio + 1 ms: {'PASS' if lhs[0] <= lss[0] + 0.001 else 'FAIL'}",
+            ),
+            (
+                "kms_append p50, lean clients (ms)",
+                f"{lha[0] * ms:.2f} HTTP",
+                f"{lsa[0] * ms:.2f} stdio",
+                f"{lha[0] / lsa[0]:.2f}x",
+                f"<= stdio + 1 ms: {'PASS' if lha[0] <= lsa[0] + 0.001 else 'FAIL'}",
+            ),
+            (
+                "kms_search p50, SDK client (ms)",
+                f"{hs[0] * ms:.2f} HTTP",
+                f"{ss[0] * ms:.2f} stdio",
+                f"{hs[0] / ss[0]:.2f}x",
+                "for reference: the SDK's HTTP client costs more than its stdio one",
+            ),
+            (
+                "kms_append p50, SDK client (ms)",
+                f"{ha[0] * ms:.2f} HTTP",
+                f"{sa[0] * ms:.2f} stdio",
+                f"{ha[0] / sa[0]:.2f}x",
+                "for reference",
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -26,15 +26,28 @@ from typing import Any
 import anyio
 from common import fresh_db, percentiles, table, vault
 
-QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration",
-           "socket timeout", "json", "decimal context", "budget", "hiring loop"]
+QUERIES = [
+    "auth error handling",
+    "release checklist",
+    "python logging",
+    "thread",
+    "database migration",
+    "socket timeout",
+    "json",
+    "decimal context",
+    "budget",
+    "hiring loop",
+]
 
 
 async def reads(client: Any, note_ids: list[str], calls: int) -> list[float]:
     out = []
     for i in range(calls):
-        name, args = (("kms_search", {"query": QUERIES[i % len(QUERIES)]}) if i % 2 == 0
-                      else ("kms_read", {"noteId": note_ids[i % len(note_ids)]}))
+        name, args = (
+            ("kms_search", {"query": QUERIES[i % len(QUERIES)]})
+            if i % 2 == 0
+            else ("kms_read", {"noteId": note_ids[i % len(note_ids)]})
+        )
         t = time.perf_counter()
         result = await client.call_tool(name, args)
         out.append(time.perf_counter() - t)
@@ -54,13 +67,23 @@ async def measure(db: Path, calls: int) -> dict[str, list[float]]:
     from server.writes.context import lock_dir_for
 
     def config(session_id: str) -> SessionConfig:
-        return SessionConfig(db_path=db, config_path=db.parent / "bench-config.toml", enabled=True,
-                             read_enabled=True, write_enabled=True, session_id=session_id, per_minute=10_000,
-                             per_session=1_000_000, embed_enabled=False, watch=False)
+        return SessionConfig(
+            db_path=db,
+            config_path=db.parent / "bench-config.toml",
+            enabled=True,
+            read_enabled=True,
+            write_enabled=True,
+            session_id=session_id,
+            per_minute=10_000,
+            per_session=1_000_000,
+            embed_enabled=False,
+            watch=False,
+        )
 
     conn = connect(db)
-    rows = conn.execute("SELECT n.id, v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id "
-                        "ORDER BY n.id LIMIT 50").fetchall()
+    rows = conn.execute(
+        "SELECT n.id, v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id ORDER BY n.id LIMIT 50"
+    ).fetchall()
     note_ids = [r[0] for r in rows]
     held_id, held_file = rows[0]
     hub = SessionHub(ProcessServices.for_config(config("sbenchA000000")))
@@ -121,14 +144,25 @@ def main() -> None:
             idle, held = percentiles(r[f"{who}_idle"])[1], percentiles(r[f"{who}_held"])[1]
             ratios[who].append(held / idle)
             label = "B (another session)" if who == "b" else "A (its own reads)"
-            rows.append((f"run {run + 1}: {label} read p95 (ms)", f"{held * 1000:.2f} held",
-                         f"{idle * 1000:.2f} idle", f"{held / idle:.2f}x", "<= 1.5x"))
+            rows.append(
+                (
+                    f"run {run + 1}: {label} read p95 (ms)",
+                    f"{held * 1000:.2f} held",
+                    f"{idle * 1000:.2f} idle",
+                    f"{held / idle:.2f}x",
+                    "<= 1.5x",
+                )
+            )
     for who, label in (("b", "B"), ("a", "A")):
         lo, hi = min(ratios[who]), max(ratios[who])
-        rows.append((f"{label}: ratio over {args.runs} runs", "", "", f"{lo:.2f}-{hi:.2f}x",
-                     "PASS" if hi <= 1.5 else "FAIL"))
-    table(f"Sessions in one process: {args.notes} notes, {args.calls} reads per phase, load average "
-          f"{load:.1f} at the start", rows)
+        rows.append(
+            (f"{label}: ratio over {args.runs} runs", "", "", f"{lo:.2f}-{hi:.2f}x", "PASS" if hi <= 1.5 else "FAIL")
+        )
+    table(
+        f"Sessions in one process: {args.notes} notes, {args.calls} reads per phase, load average "
+        f"{load:.1f} at the start",
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -58,14 +58,29 @@ def seed(db_path: Path, rows: int) -> float:
         tool = rng.choice(TOOLS)
         status = rng.choice(STATUSES)
         text = f"\n\n- bench line {i} about {rng.choice(['auth', 'outage', 'release', 'budget'])}"
-        batch.append((now - rows + i, f"s{i % 100:012x}", tool, f"n{i % 5000:012x}", "bench",
-                      f"drafts/note {i % 5000}.md", f"note {i % 5000}", f'noteId="n{i % 5000:012x}" content="..."',
-                      status, None if status == "success" else status, 2 if status == "success" else 0,
-                      text if status == "success" else None, 100 if status == "success" else None))
+        batch.append(
+            (
+                now - rows + i,
+                f"s{i % 100:012x}",
+                tool,
+                f"n{i % 5000:012x}",
+                "bench",
+                f"drafts/note {i % 5000}.md",
+                f"note {i % 5000}",
+                f'noteId="n{i % 5000:012x}" content="..."',
+                status,
+                None if status == "success" else status,
+                2 if status == "success" else 0,
+                text if status == "success" else None,
+                100 if status == "success" else None,
+            )
+        )
     with write_tx(conn):
         conn.executemany(
             "INSERT INTO tool_invocations(at, session_id, tool, note_id, vault, path, title, input_summary, status,"
-            " error, lines_added, inserted_text, insert_offset) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", batch)
+            " error, lines_added, inserted_text, insert_offset) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            batch,
+        )
     conn.close()
     return time.perf_counter() - start
 
@@ -131,8 +146,16 @@ async def measure(db_path: str, settings: str) -> dict[str, float]:
         out["tail_ms"] = (app.state.arrivals[new] - committed) * 1000
         from server.activity import approvals
 
-        staged = approvals.stage(conn, session_id="sbench", tool="kms_append", arguments={"content": "x"},
-                                 input_summary='content="x"', files=[], lines=1, timeout_s=60)
+        staged = approvals.stage(
+            conn,
+            session_id="sbench",
+            tool="kms_append",
+            arguments={"content": "x"},
+            input_summary='content="x"',
+            files=[],
+            lines=1,
+            timeout_s=60,
+        )
         committed = time.perf_counter()  # as a server in another process stages a call for approval
         await until(lambda: any(p.id == staged for p in app.state.pending), "the staged write")
         out["staged_ms"] = (time.perf_counter() - committed) * 1000
@@ -150,8 +173,13 @@ def run_child(db_path: Path, settings: Path) -> dict[str, float]:
     for suffix in ("-wal", "-shm"):
         Path(str(run) + suffix).unlink(missing_ok=True)
     shutil.copyfile(db_path, run)
-    out = subprocess.run([sys.executable, __file__, "--child", str(run), str(settings)],
-                         capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(run), str(settings)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -201,8 +229,9 @@ def main() -> None:
     rows.append(("UI loop stall while paging max", f"{med(ours, 'stall_max_ms'):.1f} ms", "-", "-", ""))
     rows.append(("end of window -> older rows shown", f"{med(ours, 'older_ms'):.0f} ms", "-", "-", ""))
     rows.append(("rows in the window", f"{med(ours, 'rows'):.0f}", f"{med(base, 'rows'):.0f}", "-", "500 of all"))
-    table(f"kms tui with {args.rows:,} provenance rows vs an empty DB (median of {args.runs} runs, headless 80x24)",
-          rows)
+    table(
+        f"kms tui with {args.rows:,} provenance rows vs an empty DB (median of {args.runs} runs, headless 80x24)", rows
+    )
 
 
 if __name__ == "__main__":

@@ -15,16 +15,77 @@ import random
 import re
 from pathlib import Path
 
-MODULES = ["os", "json", "logging", "threading", "asyncio", "pathlib", "sqlite3", "email", "http.client",
-           "argparse", "collections", "functools", "itertools", "subprocess", "textwrap", "unittest", "zipfile",
-           "tarfile", "csv", "shutil", "socket", "ssl", "string", "typing", "dataclasses", "decimal"]
-FOLDERS = ["projects", "areas/work", "areas/home", "areas/finance", "journal/2026", "reference", "people",
-           "meetings", "archive/old-notes", "inbox"]
-TOPICS = ["Auth Error Handling", "Release Checklist", "Incident Postmortem", "Api Design Review", "Reading List",
-          "Onboarding retro", "Hiring Loop", "Osprey Launch", "Budget Planning", "Database Migration"]
+MODULES = [
+    "os",
+    "json",
+    "logging",
+    "threading",
+    "asyncio",
+    "pathlib",
+    "sqlite3",
+    "email",
+    "http.client",
+    "argparse",
+    "collections",
+    "functools",
+    "itertools",
+    "subprocess",
+    "textwrap",
+    "unittest",
+    "zipfile",
+    "tarfile",
+    "csv",
+    "shutil",
+    "socket",
+    "ssl",
+    "string",
+    "typing",
+    "dataclasses",
+    "decimal",
+]
+FOLDERS = [
+    "projects",
+    "areas/work",
+    "areas/home",
+    "areas/finance",
+    "journal/2026",
+    "reference",
+    "people",
+    "meetings",
+    "archive/old-notes",
+    "inbox",
+]
+TOPICS = [
+    "Auth Error Handling",
+    "Release Checklist",
+    "Incident Postmortem",
+    "Api Design Review",
+    "Reading List",
+    "Onboarding retro",
+    "Hiring Loop",
+    "Osprey Launch",
+    "Budget Planning",
+    "Database Migration",
+]
 KINDS = ["notes", "plan", "summary", "ideas", "checklist", "questions", "log"]
-TAGS = ["project", "meeting", "people", "reference", "journal", "draft", "review", "design", "bug", "health",
-        "area/home", "area/work", "status/active", "status/done", "idea", "python"]
+TAGS = [
+    "project",
+    "meeting",
+    "people",
+    "reference",
+    "journal",
+    "draft",
+    "review",
+    "design",
+    "bug",
+    "health",
+    "area/home",
+    "area/work",
+    "status/active",
+    "status/done",
+    "idea",
+    "python",
+]
 
 
 def sentences() -> list[str]:

@@ -10,8 +10,9 @@ from rich.table import Table
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
-trash_app = typer.Typer(help="The vaults' .trash/ folders: what agents trashed, restore it, empty it.",
-                        no_args_is_help=True)
+trash_app = typer.Typer(
+    help="The vaults' .trash/ folders: what agents trashed, restore it, empty it.", no_args_is_help=True
+)
 
 
 def _show_preview(plan: dict[str, Any]) -> None:
@@ -70,9 +71,16 @@ def trash_list(json_out: JsonOpt = False) -> None:
     with cli_errors():
         items = listing(open_db())
     if json_out:
-        print_json([{**t.to_json(), "trashedBy": by and {"invocationId": by.invocation_id, "session": by.session_id,
-                                                         "actor": by.actor, "at": by.at}}
-                    for t, by in items])
+        print_json(
+            [
+                {
+                    **t.to_json(),
+                    "trashedBy": by
+                    and {"invocationId": by.invocation_id, "session": by.session_id, "actor": by.actor, "at": by.at},
+                }
+                for t, by in items
+            ]
+        )
         return
     if not items:
         console.print("The trash is empty.")
@@ -80,8 +88,13 @@ def trash_list(json_out: JsonOpt = False) -> None:
     table = Table("trashed", "vault", "path", "bytes", "by")
     now = time.time()
     for t, by in items:
-        table.add_row(ago(t.trashed_at, now, "?"), t.vault, t.path, str(t.size),
-                      f"session {by.session_id} (#{by.invocation_id})" if by else "by hand")
+        table.add_row(
+            ago(t.trashed_at, now, "?"),
+            t.vault,
+            t.path,
+            str(t.size),
+            f"session {by.session_id} (#{by.invocation_id})" if by else "by hand",
+        )
     console.print(table)
 
 
@@ -103,8 +116,9 @@ def trash_restore(
 
 @trash_app.command("empty")
 def trash_empty(
-    older_than: Annotated[str | None, typer.Option("--older-than", help="Only what was trashed before this long "
-                                                   "ago, e.g. 30d, 12h, 2w.")] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Only what was trashed before this long ago, e.g. 30d, 12h, 2w.")
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:

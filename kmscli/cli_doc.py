@@ -49,9 +49,12 @@ def cli_markdown() -> str:
 
     root = typer.main.get_command(app)
     ctx = root.make_context("kms", [], resilient_parsing=True)
-    lines = ["# kms command reference", "",
-             "Generated from the CLI by `python scripts/gen_cli_doc.py`; do not edit. Every command takes `--help`.",
-             ""]
+    lines = [
+        "# kms command reference",
+        "",
+        "Generated from the CLI by `python scripts/gen_cli_doc.py`; do not edit. Every command takes `--help`.",
+        "",
+    ]
     for path, command in walk_commands(root, ctx, "kms"):
         lines += [f"## `{path}`", ""]
         help_text: Any = command.help or command.short_help or ""

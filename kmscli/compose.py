@@ -69,8 +69,11 @@ def kms_server(settings: Settings, session: Session) -> Built:
     if not settings.active("agent.read"):
         return None
     if session.service_url is not None:  # the host expands ${VAR} from the environment kms claude gives it
-        return "kms", {"type": "http", "url": session.service_url,
-                       "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"}}
+        return "kms", {
+            "type": "http",
+            "url": session.service_url,
+            "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"},
+        }
     config = session_config(settings, session)
     command, args = kms_command(session.python)
     return "kms", {"command": command, "args": args, "env": config.to_env()}
@@ -78,8 +81,9 @@ def kms_server(settings: Settings, session: Session) -> Built:
 
 def session_config(settings: Settings, session: Session) -> SessionConfig:
     """The session contract of a launched session (carried by env over stdio, by its token to the service)."""
-    return SessionConfig.from_settings(settings, db_path=session.db_path, session_id=session.id,
-                                       vault=session.vault, project=str(session.cwd))
+    return SessionConfig.from_settings(
+        settings, db_path=session.db_path, session_id=session.id, vault=session.vault, project=str(session.cwd)
+    )
 
 
 def playwright_server(settings: Settings, session: Session) -> Built:
@@ -219,7 +223,8 @@ def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
 def standalone_kms_entry(settings: Settings, db_path: Path, python: str | None = None) -> Entry:
     """kms for a host other than ``kms claude``: it pins the DB and the settings file, and reads
     the rest from that file at each start (so ``kms config set`` applies to the next session)."""
-    config = SessionConfig.from_settings(settings, db_path=db_path.resolve(), session_id="",
-                                         config_path=settings.path.resolve())
+    config = SessionConfig.from_settings(
+        settings, db_path=db_path.resolve(), session_id="", config_path=settings.path.resolve()
+    )
     command, args = kms_command(python)
     return {"command": command, "args": args, "env": config.to_env(fields=("db_path", "config_path"))}

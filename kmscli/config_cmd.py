@@ -56,9 +56,7 @@ def _plain(value: Any) -> str:
 @config_app.command("get")
 def get_cmd(
     key: Annotated[str, typer.Argument(help="Setting key, e.g. agent.write.", autocompletion=complete_keys)],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print value, source and env var as JSON.")
-    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print value, source and env var as JSON.")] = False,
 ) -> None:
     """Print one setting's effective value."""
     try:
@@ -133,6 +131,7 @@ def list_cmd(
 ) -> None:
     """Every setting with its value and where it comes from (default, file, env); secrets redacted."""
     from server.config.redact import redact, redact_settings
+
     try:
         loaded = st.load_settings()
     except schema.SettingsError as e:
@@ -209,8 +208,13 @@ def edit_cmd() -> None:
     except OSError as e:
         _fail(RuntimeError(f"could not start the editor {shlex.join(editor)}: {e}; set $EDITOR"), 1)
     if rc != 0:
-        _fail(RuntimeError(f"the editor `{shlex.join(editor)}` exited with {rc}; {path} was not checked "
-                           "(`kms config list` checks it)"), rc if 0 < rc < 126 else 1)
+        _fail(
+            RuntimeError(
+                f"the editor `{shlex.join(editor)}` exited with {rc}; {path} was not checked "
+                "(`kms config list` checks it)"
+            ),
+            rc if 0 < rc < 126 else 1,
+        )
     problems = st.load_settings().problems
     if problems:
         print_warnings(problems)

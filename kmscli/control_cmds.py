@@ -15,8 +15,9 @@ from rich.table import Column, Table
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
-session_app = typer.Typer(help="Agent sessions: list them, pause, resume or revoke their writes, undo one.",
-                          no_args_is_help=True)
+session_app = typer.Typer(
+    help="Agent sessions: list them, pause, resume or revoke their writes, undo one.", no_args_is_help=True
+)
 
 SidArg = Annotated[str, typer.Argument(help="The session id (`kms session list`, the dashboard).")]
 ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent is told).")]
@@ -24,8 +25,11 @@ ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent 
 
 def _show_pending(p: Any, now: float) -> None:
     left = max(0, int(p.expires_at - now))
-    console.print(f"[bold]#{p.id}[/] {p.tool} · session {p.session_id} · {ago(p.created_at, now, '?')} · "
-                  f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left", highlight=False)
+    console.print(
+        f"[bold]#{p.id}[/] {p.tool} · session {p.session_id} · {ago(p.created_at, now, '?')} · "
+        f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left",
+        highlight=False,
+    )
     console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
     for f in p.files:
         where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
@@ -60,18 +64,25 @@ def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) 
         print_json(done.to_json())
         return
     verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
-    console.print(f"{verb} #{done.id} ({done.tool}, session {done.session_id}); the waiting call now "
-                  f"{'applies it' if approve else 'tells the agent'}", highlight=False)
+    console.print(
+        f"{verb} #{done.id} ({done.tool}, session {done.session_id}); the waiting call now "
+        f"{'applies it' if approve else 'tells the agent'}",
+        highlight=False,
+    )
 
 
-def approve_cmd(pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
-                json_out: JsonOpt = False) -> None:
+def approve_cmd(
+    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")], json_out: JsonOpt = False
+) -> None:
     """Approve a waiting write: the agent's call applies it (or answers conflict if the note changed since)."""
     _decide(pending_id, True, None, json_out)
 
 
-def reject_cmd(pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
-               reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+def reject_cmd(
+    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
+    reason: ReasonOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Reject a waiting write: nothing is written, the agent is told (with your reason)."""
     _decide(pending_id, False, reason, json_out)
 
@@ -92,11 +103,30 @@ def session_list(
         counts = session_counts(conn)
     none = {"calls": 0, "refused": 0, "reads": 0}
     if json_out:
-        print_json([{"id": s.id, "kind": s.kind, "state": s.state, "control": s.control, "vault": s.vault,
-                     "startedAt": s.started_at, "lastSeenAt": s.last_seen_at, "endedAt": s.ended_at,
-                     "exitCode": s.exit_code, "pending": s.pending, **counts.get(s.id, none),
-                     "writes": {"thisMinute": s.gauge.window_count, "perMinute": s.gauge.per_minute,
-                                "total": s.gauge.total, "perSession": s.gauge.per_session}} for s in items])
+        print_json(
+            [
+                {
+                    "id": s.id,
+                    "kind": s.kind,
+                    "state": s.state,
+                    "control": s.control,
+                    "vault": s.vault,
+                    "startedAt": s.started_at,
+                    "lastSeenAt": s.last_seen_at,
+                    "endedAt": s.ended_at,
+                    "exitCode": s.exit_code,
+                    "pending": s.pending,
+                    **counts.get(s.id, none),
+                    "writes": {
+                        "thisMinute": s.gauge.window_count,
+                        "perMinute": s.gauge.per_minute,
+                        "total": s.gauge.total,
+                        "perSession": s.gauge.per_session,
+                    },
+                }
+                for s in items
+            ]
+        )
         return
     if not items:
         console.print("No sessions recorded yet.")
@@ -105,9 +135,18 @@ def session_list(
     table.columns.insert(0, Column("session", no_wrap=True, min_width=13))
     for s in items:
         c = counts.get(s.id, none)
-        table.add_row(s.id, s.kind, s.state, s.control, s.gauge.minute_text, s.gauge.total_text,
-                      f"{c['calls']}" + (f" ({c['refused']} refused)" if c["refused"] else ""), str(c["reads"]),
-                      str(s.pending), ago(s.started_at, now, "?") if s.started_at else "?")
+        table.add_row(
+            s.id,
+            s.kind,
+            s.state,
+            s.control,
+            s.gauge.minute_text,
+            s.gauge.total_text,
+            f"{c['calls']}" + (f" ({c['refused']} refused)" if c["refused"] else ""),
+            str(c["reads"]),
+            str(s.pending),
+            ago(s.started_at, now, "?") if s.started_at else "?",
+        )
     console.print(table)
 
 
@@ -143,18 +182,27 @@ def session_revoke(session_id: SidArg, reason: ReasonOpt = None, json_out: JsonO
 def _show_undo(plan: dict[str, Any], now: float) -> None:
     for item in plan["revert"]:
         note = f" [dim]({item['reason']})[/]" if item.get("reason") else ""
-        console.print(f"[green]✓[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']} · "
-                      f"{ago(item['at'], now, '?')}{note}", highlight=False)
+        console.print(
+            f"[green]✓[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']} · "
+            f"{ago(item['at'], now, '?')}{note}",
+            highlight=False,
+        )
     for item in plan["skip"]:
-        console.print(f"[red]✗[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']}: "
-                      f"{item['reason']}", highlight=False)
+        console.print(
+            f"[red]✗[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']}: {item['reason']}",
+            highlight=False,
+        )
 
 
 @session_app.command("undo")
 def session_undo(
     session_id: SidArg,
-    since: Annotated[str | None, typer.Option("--since", help="Only changes since then: a duration (30m, 2h) "
-                                              "or a date-time (2026-12-01 10:30).")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="Only changes since then: a duration (30m, 2h) or a date-time (2026-12-01 10:30)."
+        ),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Undo without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -181,7 +229,10 @@ def session_undo(
     if json_out:
         print_json(done)
         return
-    console.print(f"[green]reverted {len(done['reverted'])} change(s)[/]"
-                  + (f", skipped {len(done['skipped'])}" if done["skipped"] else ""), highlight=False)
+    console.print(
+        f"[green]reverted {len(done['reverted'])} change(s)[/]"
+        + (f", skipped {len(done['skipped'])}" if done["skipped"] else ""),
+        highlight=False,
+    )
     for item in done["skipped"]:
         console.print(f"  [red]✗[/] #{item['invocationId']} {item['path']}: {item['reason']}", highlight=False)

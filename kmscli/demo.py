@@ -41,10 +41,17 @@ class DemoWorkspace:
     session_id: str = "demo-agent"
 
     def server_env(self) -> dict[str, str]:
-        config = SessionConfig(db_path=self.db_path, config_path=self.config_path, enabled=True, read_enabled=True,
-                               write_enabled=True, session_id=self.session_id, per_minute=PER_MINUTE,
-                               allowlist=tuple(ALLOWLIST.split(",")),
-                               embed_enabled=False)  # the story does not need the model; never fetch it for a demo
+        config = SessionConfig(
+            db_path=self.db_path,
+            config_path=self.config_path,
+            enabled=True,
+            read_enabled=True,
+            write_enabled=True,
+            session_id=self.session_id,
+            per_minute=PER_MINUTE,
+            allowlist=tuple(ALLOWLIST.split(",")),
+            embed_enabled=False,
+        )  # the story does not need the model; never fetch it for a demo
         return {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **config.to_env()}
 
 
@@ -57,14 +64,16 @@ def prepare(root: Path | None = None) -> DemoWorkspace:
     # the demo's private settings say what its server runs with, so the dashboard header agrees
     from server.config.settings import set_value
 
-    for key, value in (("agent.write", "on"), ("write.allowlist", ALLOWLIST.split(",")),
-                       ("write.per_minute", str(PER_MINUTE))):
+    for key, value in (
+        ("agent.write", "on"),
+        ("write.allowlist", ALLOWLIST.split(",")),
+        ("write.per_minute", str(PER_MINUTE)),
+    ):
         set_value(key, value, path=ws.config_path, env={}, has_vault=True)
     conn = connect(ws.db_path)
     try:
         index_vault(conn, add_vault(conn, vault, "sample"))
-        start_session(conn, kind="demo", session_id=ws.session_id, argv=["kms", "demo"], vault="sample",
-                      cwd=str(root))
+        start_session(conn, kind="demo", session_id=ws.session_id, argv=["kms", "demo"], vault="sample", cwd=str(root))
     finally:
         conn.close()
     return ws
@@ -94,8 +103,7 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
 
     async with Client(params) as client:
         tools = await client.list_tools()
-        emit("info", f"connected to kms mcp: {len(tools.tools)} tools "
-                     f"({', '.join(t.name for t in tools.tools)})")
+        emit("info", f"connected to kms mcp: {len(tools.tools)} tools ({', '.join(t.name for t in tools.tools)})")
 
         await step("agent orients itself: kms_start (what it may do, what is in the vault)")
         start, _ = await _call(client, "kms_start", {})
@@ -122,11 +130,17 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
         emit("ok", f"  {len(hidden['hits'])} hits: hidden notes never reach an agent")
 
         await step("agent creates a note in drafts/ (an allowed folder)")
-        created, err = await _call(client, "kms_create", {
-            "title": "Auth errors - agent summary", "folder": "drafts", "tags": ["agent", "auth"],
-            "content": "Summary of [[Auth service error handling]]: classify once at the boundary; "
-                       "callers handle four categories.",
-        })
+        created, err = await _call(
+            client,
+            "kms_create",
+            {
+                "title": "Auth errors - agent summary",
+                "folder": "drafts",
+                "tags": ["agent", "auth"],
+                "content": "Summary of [[Auth service error handling]]: classify once at the boundary; "
+                "callers handle four categories.",
+            },
+        )
         if err:
             emit("denied", f"  {created['error']}: {created['message']}")
         else:
@@ -167,6 +181,9 @@ async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[s
         summary["provenance_rows"] = conn.execute("SELECT count(*) FROM tool_invocations").fetchall()[0][0]
     finally:
         conn.close()
-    emit("info", f"done: {summary['writes']} writes, {summary['denied']} denied, "
-                 f"{summary['rate_limited']} rate-limited, {summary['provenance_rows']} provenance rows recorded")
+    emit(
+        "info",
+        f"done: {summary['writes']} writes, {summary['denied']} denied, "
+        f"{summary['rate_limited']} rate-limited, {summary['provenance_rows']} provenance rows recorded",
+    )
     return summary

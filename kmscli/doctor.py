@@ -35,9 +35,7 @@ def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
         out = subprocess.run(
             [claude, "--version"], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
         )
-        version = (
-            (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
-        )
+        version = (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
         ok = out.returncode == 0
         message = "" if ok else f"`claude --version` exited with {out.returncode}"
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -49,8 +47,15 @@ def _index_report(conn: Any) -> list[dict[str, Any]]:
     from server.index.overview import overview
 
     return [
-        {"name": v.name, "root": v.root, "root_exists": v.root_exists, "last_indexed_at": v.last_indexed_at,
-         "notes": v.notes, "hidden": v.hidden, "frontmatter_errors": v.flagged}
+        {
+            "name": v.name,
+            "root": v.root,
+            "root_exists": v.root_exists,
+            "last_indexed_at": v.last_indexed_at,
+            "notes": v.notes,
+            "hidden": v.hidden,
+            "frontmatter_errors": v.flagged,
+        }
         for v in overview(conn, flagged=True).vaults
     ]
 
@@ -129,12 +134,19 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
 
             vaults = _index_report(conn)
             writes, embeddings = write_totals(conn), embed_stats(conn)
-            pending = [{"id": p.id, "tool": p.tool, "sessionId": p.session_id, "createdAt": p.created_at,
-                        "expiresAt": p.expires_at, "files": [f["path"] for f in p.files], "lines": p.lines}
-                       for p in list_pending(conn)]
-            active = [
-                {**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)
+            pending = [
+                {
+                    "id": p.id,
+                    "tool": p.tool,
+                    "sessionId": p.session_id,
+                    "createdAt": p.created_at,
+                    "expiresAt": p.expires_at,
+                    "files": [f["path"] for f in p.files],
+                    "lines": p.lines,
+                }
+                for p in list_pending(conn)
             ]
+            active = [{**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)]
             unfinished = kept(lock_dir_for(conn))
         finally:
             conn.close()
@@ -142,8 +154,14 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         db_error = db_error or (e.message if isinstance(e, KmsError) else str(e))
     from server.activity.unrecorded import room_report
 
-    report["database"] = {"path": str(db_path), "ok": db_error is None, "error": db_error, "vaults": vaults,
-                          "room": room_report(db_path), "unfinishedUnits": unfinished}
+    report["database"] = {
+        "path": str(db_path),
+        "ok": db_error is None,
+        "error": db_error,
+        "vaults": vaults,
+        "room": room_report(db_path),
+        "unfinishedUnits": unfinished,
+    }
     report["active_sessions"] = active
     report["pending"] = pending
     settings = load_settings(env=env, has_vault=bool(vaults))
@@ -159,9 +177,12 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     report["embeddings"] = embeddings
     report["tiers"] = {t.name: settings.active(t.key) for t in CHAIN}  # active: the key's parent= chain on
     report["agent"] = {
-        "read": settings.active("agent.read"), "write": settings.active("agent.write"),
-        "allowlist": list(settings.get("write.allowlist")), "perMinute": settings.get("write.per_minute"),
-        "perSession": settings.get("write.per_session"), "writes": writes,
+        "read": settings.active("agent.read"),
+        "write": settings.active("agent.write"),
+        "allowlist": list(settings.get("write.allowlist")),
+        "perMinute": settings.get("write.per_minute"),
+        "perSession": settings.get("write.per_session"),
+        "writes": writes,
         "approval": settings.get("write.approval") or "off",
     }
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
@@ -197,12 +218,16 @@ def doctor_command(
         out.print(f"{meh} {d['room']['warning']}")
     for unit in d["unfinishedUnits"]:  # a crash in mid-unit, and a person saved one of its notes before it was undone
         if unit["notes"]:
-            out.print(f"{meh} a change of several notes a crash interrupted was undone except where a note was "
-                      f"saved since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in "
-                      f"{unit['journal']}")
+            out.print(
+                f"{meh} a change of several notes a crash interrupted was undone except where a note was "
+                f"saved since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in "
+                f"{unit['journal']}"
+            )
         else:
-            out.print(f"{meh} a damaged journal of a change of several notes was kept at {unit['journal']}: "
-                      "check the notes the last rename or move touched")
+            out.print(
+                f"{meh} a damaged journal of a change of several notes was kept at {unit['journal']}: "
+                "check the notes the last rename or move touched"
+            )
     if d["ok"] and not d["vaults"]:
         out.print(f"{meh} no vault registered: kms vault add PATH")
     for v in d["vaults"]:
@@ -226,31 +251,37 @@ def doctor_command(
     e = report["embeddings"]
     if e:
         mark = ok if not e["pendingNotes"] else meh
-        out.print(f"{mark} embeddings: {e['embeddedNotes']} of {e['notes']} notes embedded ({e['chunks']} chunks)"
-                  + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else ""))
+        out.print(
+            f"{mark} embeddings: {e['embeddedNotes']} of {e['notes']} notes embedded ({e['chunks']} chunks)"
+            + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else "")
+        )
     a = report["agent"]
     w = a["writes"]
     tiers = " ".join(f"{tier} {'on' if on else 'off'}" for tier, on in report["tiers"].items())
-    out.print(f"{ok} agent tiers: {tiers}; "
-              f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
-              f"limits {a['perMinute']}/min, {a['perSession']}/session")
+    out.print(
+        f"{ok} agent tiers: {tiers}; "
+        f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
+        f"limits {a['perMinute']}/min, {a['perSession']}/session"
+    )
     if w:
         last = f", last {ago(w['lastAt'], now, NEVER)}" if w["lastAt"] else ""
-        out.print(f"    agent writes so far: {w['calls']} calls ({w['succeeded']} succeeded, {w['refused']} refused) "
-                  f"in {w['sessions']} sessions{last} (kms log)")
+        out.print(
+            f"    agent writes so far: {w['calls']} calls ({w['succeeded']} succeeded, {w['refused']} refused) "
+            f"in {w['sessions']} sessions{last} (kms log)"
+        )
     if a["approval"] != "off":
         out.print(f"    writes wait for your approval: {a['approval']} (write.approval)")
     if report["pending"]:
         out.print(f"{meh} {len(report['pending'])} write(s) wait for your approval (kms pending, or the dashboard):")
         for p in report["pending"]:
-            out.print(f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
-                      f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}")
+            out.print(
+                f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
+                f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}"
+            )
     for warning in report["warnings"]:
         out.print(f"{meh} {warning}")
     s = report["settings"]
-    out.print(
-        f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)")
-    )
+    out.print(f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)"))
     for p in s["problems"]:
         out.print(f"    {bad} {p}")
     servers = report["session_servers"]

@@ -9,9 +9,14 @@ from typing import Annotated, Any
 import apsw
 import typer
 
-IncludeHiddenOpt = Annotated[bool, typer.Option(
-    "--include-hidden", help="Also show hidden notes (left out by default, as agents never see them), "
-                             "each marked with the rule that hides it.")]
+IncludeHiddenOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-hidden",
+        help="Also show hidden notes (left out by default, as agents never see them), "
+        "each marked with the rule that hides it.",
+    ),
+]
 
 
 class HiddenView:
@@ -36,8 +41,9 @@ class HiddenView:
             return self.by_path.get((vault, path))
         return None
 
-    def shown(self, items: list[dict[str, Any]], id_key: str = "noteId", vault_key: str = "vault",
-              path_key: str = "path") -> list[dict[str, Any]]:
+    def shown(
+        self, items: list[dict[str, Any]], id_key: str = "noteId", vault_key: str = "vault", path_key: str = "path"
+    ) -> list[dict[str, Any]]:
         """``items`` without the hidden notes' ones, or (``--include-hidden``) each marked ``hidden``."""
         out = []
         for item in items:

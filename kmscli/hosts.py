@@ -66,37 +66,83 @@ _MAC = "~/Library/Application Support"
 HOSTS: dict[str, Host] = {
     h.name: h
     for h in (
-        Host("claude-code", "Claude Code", "json", ("mcpServers",), {"*": "~/.claude.json"}, _plain,
-             "user scope, every project (or commit the document as .mcp.json in one project)"),
-        Host("claude-desktop", "Claude Desktop", "json", ("mcpServers",),
-             {"darwin": f"{_MAC}/Claude/claude_desktop_config.json",
-              "win32": "%APPDATA%/Claude/claude_desktop_config.json",
-              "*": "$XDG_CONFIG_HOME/Claude/claude_desktop_config.json"}, _plain, "then restart Claude Desktop"),
-        Host("cursor", "Cursor", "json", ("mcpServers",), {"*": "~/.cursor/mcp.json"}, _plain,
-             "all projects (or .cursor/mcp.json in one project)"),
-        Host("vscode", "VS Code", "jsonc", ("servers",),
-             {"darwin": f"{_MAC}/Code/User/mcp.json", "win32": "%APPDATA%/Code/User/mcp.json",
-              "*": "$XDG_CONFIG_HOME/Code/User/mcp.json"}, _typed,
-             "your user mcp.json (or .vscode/mcp.json in one project)"),
-        Host("windsurf", "Windsurf", "json", ("mcpServers",), {"*": "~/.codeium/windsurf/mcp_config.json"},
-             _plain),
-        Host("zed", "Zed", "jsonc", ("context_servers",),
-             {"darwin": "~/.config/zed/settings.json", "win32": "%APPDATA%/Zed/settings.json",
-              "*": "$XDG_CONFIG_HOME/zed/settings.json"}, _plain),
-        Host("codex", "Codex CLI", "toml", ("mcp_servers",), {"*": "~/.codex/config.toml"}, _plain,
-             "Codex passes servers only a whitelist of variables, so every KMS_* is in env"),
+        Host(
+            "claude-code",
+            "Claude Code",
+            "json",
+            ("mcpServers",),
+            {"*": "~/.claude.json"},
+            _plain,
+            "user scope, every project (or commit the document as .mcp.json in one project)",
+        ),
+        Host(
+            "claude-desktop",
+            "Claude Desktop",
+            "json",
+            ("mcpServers",),
+            {
+                "darwin": f"{_MAC}/Claude/claude_desktop_config.json",
+                "win32": "%APPDATA%/Claude/claude_desktop_config.json",
+                "*": "$XDG_CONFIG_HOME/Claude/claude_desktop_config.json",
+            },
+            _plain,
+            "then restart Claude Desktop",
+        ),
+        Host(
+            "cursor",
+            "Cursor",
+            "json",
+            ("mcpServers",),
+            {"*": "~/.cursor/mcp.json"},
+            _plain,
+            "all projects (or .cursor/mcp.json in one project)",
+        ),
+        Host(
+            "vscode",
+            "VS Code",
+            "jsonc",
+            ("servers",),
+            {
+                "darwin": f"{_MAC}/Code/User/mcp.json",
+                "win32": "%APPDATA%/Code/User/mcp.json",
+                "*": "$XDG_CONFIG_HOME/Code/User/mcp.json",
+            },
+            _typed,
+            "your user mcp.json (or .vscode/mcp.json in one project)",
+        ),
+        Host("windsurf", "Windsurf", "json", ("mcpServers",), {"*": "~/.codeium/windsurf/mcp_config.json"}, _plain),
+        Host(
+            "zed",
+            "Zed",
+            "jsonc",
+            ("context_servers",),
+            {
+                "darwin": "~/.config/zed/settings.json",
+                "win32": "%APPDATA%/Zed/settings.json",
+                "*": "$XDG_CONFIG_HOME/zed/settings.json",
+            },
+            _plain,
+        ),
+        Host(
+            "codex",
+            "Codex CLI",
+            "toml",
+            ("mcp_servers",),
+            {"*": "~/.codex/config.toml"},
+            _plain,
+            "Codex passes servers only a whitelist of variables, so every KMS_* is in env",
+        ),
         Host("gemini", "Gemini CLI", "jsonc", ("mcpServers",), {"*": "~/.gemini/settings.json"}, _plain),
     )
 }
-ALIASES = {"claude": "claude-code", "code": "vscode", "vs-code": "vscode", "codex-cli": "codex",
-           "gemini-cli": "gemini"}
+ALIASES = {"claude": "claude-code", "code": "vscode", "vs-code": "vscode", "codex-cli": "codex", "gemini-cli": "gemini"}
 
 
 # Over HTTP (the kms service): each host's entry, its token read from where the host can read it and the
 # host's file never holds it (Claude Code runs a helper; the others expand an environment variable).
 STDIO_ONLY = {
     "claude-desktop": "Claude Desktop reads only stdio servers from its config file: it keeps `kms mcp` "
-                      "(kms mcp-config claude-desktop, without --http)",
+    "(kms mcp-config claude-desktop, without --http)",
     "zed": "Zed's HTTP servers are not written by kms yet: use its stdio entry (kms mcp-config zed, without --http)",
 }
 
@@ -158,8 +204,10 @@ def snippet(host: Host, entry: Entry) -> tuple[str, str]:
         envs = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in entry.get("env", {}).items())
         cmd = shlex.join([entry["command"], *entry["args"]])
         line = f"claude mcp add --scope user kms{envs} -- {cmd}\n"
-        return line, (f"Run this to register kms with Claude Code, or `kms mcp-config claude-code --json` for "
-                      f"a .mcp.json, or `--install` to merge it into {host.config_path()}.")
+        return line, (
+            f"Run this to register kms with Claude Code, or `kms mcp-config claude-code --json` for "
+            f"a .mcp.json, or `--install` to merge it into {host.config_path()}."
+        )
     return document(host, entry), f"{host.label}: merge this into {where}. Or: kms mcp-config {host.name} --install"
 
 

@@ -31,8 +31,10 @@ def vault_add(
     path: Annotated[Path, typer.Argument(help="Folder of Markdown notes.")],
     name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
-    dialect: Annotated[str | None, typer.Option(
-        "--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder).")] = None,
+    dialect: Annotated[
+        str | None,
+        typer.Option("--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder)."),
+    ] = None,
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
@@ -44,8 +46,10 @@ def vault_add(
         try:
             vault = add_vault(conn, path, name, dialect)
         except KeyboardInterrupt:
-            err_console.print(f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add "
-                              f"{path}` again[/]", highlight=False)
+            err_console.print(
+                f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add {path}` again[/]",
+                highlight=False,
+            )
             raise typer.Exit(130) from None
         except KmsError as exc:
             root = path.expanduser().resolve()
@@ -53,10 +57,14 @@ def vault_add(
             if known is None or exc.kind != "already-exists":
                 raise
             if known.last_indexed_at is not None or no_index:
-                raise KmsError(exc.kind, f"{exc.message}; `kms index --vault {known.name}` brings its index up to date",
-                               **exc.extra) from None
-            console.print(f"Vault [bold]{known.name}[/] at {known.root} was registered but never indexed: "
-                          "indexing it now")
+                raise KmsError(
+                    exc.kind,
+                    f"{exc.message}; `kms index --vault {known.name}` brings its index up to date",
+                    **exc.extra,
+                ) from None
+            console.print(
+                f"Vault [bold]{known.name}[/] at {known.root} was registered but never indexed: indexing it now"
+            )
             vault = known
         try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
             if vault is not known:
@@ -125,8 +133,15 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
 
     if vault is not None:
         vault_id(conn, vault)
-    with Progress(TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(
+        TextColumn("[bold]indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
         task = bar.add_task("index", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -166,8 +181,11 @@ def _interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
     except (apsw.Error, KmsError):
         kept.append("the index as far as it got")
     where = f" --vault {vault}" if vault else ""
-    err_console.print(f"[yellow]stopped; kept {'; '.join(kept) or 'nothing'} (the vault stays registered); run "
-                      f"`kms index{where}` to finish indexing[/]", highlight=False)
+    err_console.print(
+        f"[yellow]stopped; kept {'; '.join(kept) or 'nothing'} (the vault stays registered); run "
+        f"`kms index{where}` to finish indexing[/]",
+        highlight=False,
+    )
     raise typer.Exit(130)
 
 
@@ -183,8 +201,10 @@ def _embed_if_ready(conn: apsw.Connection) -> None:
         return
     found = locate_model(settings.get("embed.model_dir") or None)
     if found["dir"] is None or found["missing"]:
-        console.print(f"[dim]{pending} notes not embedded for semantic search: no model installed "
-                      "(`kms model download`, then `kms embed`)[/]")
+        console.print(
+            f"[dim]{pending} notes not embedded for semantic search: no model installed "
+            "(`kms model download`, then `kms embed`)[/]"
+        )
         return
     try:
         _run_embed(conn)
@@ -200,8 +220,15 @@ def _run_embed(conn: apsw.Connection) -> None:
     model_dir = load_settings().get("embed.model_dir") or None
     try:  # Ctrl-C at any moment: what is embedded is committed; the shell's convention for Ctrl-C is 130
         total = pending_count(conn)
-        with Progress(TextColumn("[bold]embedding notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True, disable=not console.is_terminal) as bar:
+        with Progress(
+            TextColumn("[bold]embedding notes"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        ) as bar:
             task = bar.add_task("embed", total=total)
 
             def progress(report: EmbedReport) -> None:
@@ -210,12 +237,15 @@ def _run_embed(conn: apsw.Connection) -> None:
             try:
                 report = embed_pending(conn, model_dir=model_dir, progress=progress)
             except ModelNotReady as exc:
-                raise KmsError("no-index",
-                               f"the embedding model is not ready ({exc}); see `kms model status`") from None
+                raise KmsError(
+                    "no-index", f"the embedding model is not ready ({exc}); see `kms model status`"
+                ) from None
         if not report.stopped and not report.pending:
             prune_embeddings(conn)
-        console.print(f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
-                      f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else ""))
+        console.print(
+            f"embedded {report.embedded} chunks ({report.reused} reused) of {report.notes} notes "
+            f"in {report.seconds:.1f}s" + (f"; {report.pending} notes pending" if report.pending else "")
+        )
     except KeyboardInterrupt:
         kept = ""
         try:
@@ -230,9 +260,12 @@ def _run_embed(conn: apsw.Connection) -> None:
 def index_cmd(
     full: Annotated[bool, typer.Option("--full", help="Re-parse every file (ids and hidden stamps kept).")] = False,
     vault: VaultOpt = None,
-    embed: Annotated[bool | None, typer.Option(
-        "--embed/--no-embed",
-        help="Embed changed notes for semantic search (default: when the model is installed).")] = None,
+    embed: Annotated[
+        bool | None,
+        typer.Option(
+            "--embed/--no-embed", help="Embed changed notes for semantic search (default: when the model is installed)."
+        ),
+    ] = None,
 ) -> None:
     """Bring the index up to date with the files (incremental unless --full)."""
     from server.vault.registry import list_vaults
@@ -255,9 +288,16 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
         now = time.time()
         sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
     data["sessions"] = [
-        {"id": s.id, "kind": s.kind, "state": s.state, "startedAt": s.started_at,
-         "writesThisMinute": s.gauge.minute_text, "writesTotal": s.gauge.total_text,
-         "nextWriteAt": s.gauge.next_write_at, "exhausted": s.gauge.exhausted}
+        {
+            "id": s.id,
+            "kind": s.kind,
+            "state": s.state,
+            "startedAt": s.started_at,
+            "writesThisMinute": s.gauge.minute_text,
+            "writesTotal": s.gauge.total_text,
+            "nextWriteAt": s.gauge.next_write_at,
+            "exhausted": s.gauge.exhausted,
+        }
         for s in sessions
     ]
     if json_out:
@@ -265,24 +305,39 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
         return
     console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
     for v in data["vaults"]:
-        console.print(f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
-                      f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}")
+        console.print(
+            f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
+            f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}"
+        )
     if data["hiddenBy"]:
-        console.print("hidden from agents by " + ", ".join(f"{w}: {n}" for w, n in data["hiddenBy"].items())
-                      + " (kms hidden --why)", markup=False, highlight=False)
+        console.print(
+            "hidden from agents by "
+            + ", ".join(f"{w}: {n}" for w, n in data["hiddenBy"].items())
+            + " (kms hidden --why)",
+            markup=False,
+            highlight=False,
+        )
     if not data["vaults"]:
         console.print("No vaults yet: [bold]kms vault add PATH[/]")
-    console.print(f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
-                  f" ({data['unresolvedLinks']} unresolved, {data['attachmentLinks']} to attachments,"
-                  f" {data['ambiguousLinks']} ambiguous) · flagged {data['flaggedCount']}")
+    console.print(
+        f"notes {data['notes']} · tags {data['tags']} · links {data['links']}"
+        f" ({data['unresolvedLinks']} unresolved, {data['attachmentLinks']} to attachments,"
+        f" {data['ambiguousLinks']} ambiguous) · flagged {data['flaggedCount']}"
+    )
     for a in data["ambiguous"]:
-        console.print(f"  ambiguous {a['vault']}: [[{a['name']}]] ({a['links']} links) could be "
-                      + ", ".join(a["candidates"]), highlight=False, markup=False)
+        console.print(
+            f"  ambiguous {a['vault']}: [[{a['name']}]] ({a['links']} links) could be " + ", ".join(a["candidates"]),
+            highlight=False,
+            markup=False,
+        )
     for f in data["flagged"]:
         console.print(f"  [yellow]flagged[/] {f['path']}{mark(f)}: {f['reason']}", highlight=False)
     for s in data["sessions"]:
-        console.print(f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
-                      f" writes {s['writesThisMinute']} this minute, {s['writesTotal']} in all", highlight=False)
+        console.print(
+            f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
+            f" writes {s['writesThisMinute']} this minute, {s['writesTotal']} in all",
+            highlight=False,
+        )
 
 
 def watch_cmd(vault: VaultOpt = None) -> None:
@@ -331,9 +386,11 @@ def model_status_cmd(
     console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
     console.print(f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})", highlight=False)
     idx = data["index"]
-    console.print(f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
-                  f"{idx['vectors']} vectors" + (f", {idx['pendingNotes']} pending (run `kms embed`)"
-                                                 if idx["pendingNotes"] else ""))
+    console.print(
+        f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
+        f"{idx['vectors']} vectors"
+        + (f", {idx['pendingNotes']} pending (run `kms embed`)" if idx["pendingNotes"] else "")
+    )
 
 
 @model_app.command("install")

@@ -98,8 +98,9 @@ def parse(text: str) -> tuple[Any, Span]:
 def strip(text: str) -> str:
     """Plain JSON: comments blanked out (strings untouched), trailing commas dropped."""
     out, pos = [], 0
-    for match in re.finditer(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?:\s|//[^\n]*|/\*.*?\*/)*[}\]])',
-                             text, re.S):
+    for match in re.finditer(
+        r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?:\s|//[^\n]*|/\*.*?\*/)*[}\]])', text, re.S
+    ):
         out.append(text[pos : match.start()])
         out.append(match.group() if match.group().startswith('"') else " ")
         pos = match.end()
@@ -180,7 +181,7 @@ def remove_member(text: str, path: tuple[str, ...]) -> tuple[str, bool]:
         start = line_start if not text[line_start:key_start].strip() else key_start
         end = scanner.pos + 1
         if text.startswith("\n", _WS.match(text, end).start()) and start == line_start:  # type: ignore[union-attr]
-            end = text.find("\n", end) + 1 if text[end:text.find("\n", end)].strip() == "" else end
+            end = text.find("\n", end) + 1 if text[end : text.find("\n", end)].strip() == "" else end
         return text[:start] + text[end:], True
     before = text[:key_start].rstrip()  # the last member: take the comma before it
     start = len(before) - 1 if before.endswith(",") else key_start

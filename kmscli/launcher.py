@@ -49,9 +49,7 @@ from server.store import db
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 EXIT_NOT_FOUND = 127
 FORWARDED_SIGNALS: tuple[signal.Signals, ...] = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGWINCH", "SIGQUIT")
-    if hasattr(signal, name)
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGWINCH", "SIGQUIT") if hasattr(signal, name)
 )
 CLAUDE_CONTEXT_SETTINGS: dict[str, Any] = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 """Register ``claude_command`` with these so ``kms claude -c`` passes ``-c`` to claude."""
@@ -201,8 +199,7 @@ def run_claude(
 
     env = dict(os.environ if env is None else env)
     if show_secrets and not print_config:
-        _err("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)",
-             "red")
+        _err("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)", "red")
         return 2
     try:  # claude hands its environment on to the kms server, which would refuse to start
         check_env(env)
@@ -213,8 +210,9 @@ def run_claude(
     conn = db.connect(db_path)
     try:
         try:
-            settings, roots, vault_name, warnings = session_settings(conn, vault=vault, write=write, env=env,
-                                                                       approve=approve)
+            settings, roots, vault_name, warnings = session_settings(
+                conn, vault=vault, write=write, env=env, approve=approve
+            )
         except KmsError as e:
             _err(e.message, "red")
             return 2
@@ -270,8 +268,9 @@ def run_claude(
         conn.close()
 
 
-def _on_service(conn: Any, settings: Settings, session: Session,
-                env: dict[str, str]) -> tuple[Session, tokens.Token | None]:
+def _on_service(
+    conn: Any, settings: Settings, session: Session, env: dict[str, str]
+) -> tuple[Session, tokens.Token | None]:
     """Serve ``session`` from the kms service (reached, or started and health-checked): a token of its own,
     handed to claude in ``$KMS_SESSION_TOKEN``. If the service cannot be had, the session keeps its own
     ``kms mcp`` over stdio, and stderr says so."""
@@ -283,8 +282,10 @@ def _on_service(conn: Any, settings: Settings, session: Session,
         state: Any = start_service(session.db_path, settings.get("service.port"), None, LAUNCH_WAIT_S)
         token, secret = tokens.for_session(conn, session_config(settings, session))
     except (KmsError, OSError) as e:
-        _err(f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
-             "kms mcp over stdio")
+        _err(
+            f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
+            "kms mcp over stdio"
+        )
         return session, None
     env["KMS_SESSION_TOKEN"] = secret
     return dataclasses.replace(session, service_url=state.url), token
@@ -338,13 +339,9 @@ def _sweep_stale_configs(conn: Any) -> None:
 def claude_command(
     claude_args: Annotated[
         list[str] | None,
-        typer.Argument(
-            help="Arguments for claude, passed through untouched (put them after --).", show_default=False
-        ),
+        typer.Argument(help="Arguments for claude, passed through untouched (put them after --).", show_default=False),
     ] = None,
-    vault: Annotated[
-        str | None, typer.Option("--vault", help="Scope the session to one vault (name or id).")
-    ] = None,
+    vault: Annotated[str | None, typer.Option("--vault", help="Scope the session to one vault (name or id).")] = None,
     write: Annotated[
         bool | None,
         typer.Option(
@@ -352,8 +349,12 @@ def claude_command(
         ),
     ] = None,
     approve: Annotated[
-        bool, typer.Option("--approve", help="Every write of this session waits for your approval (the dashboard's "
-                           "pending pane, `kms approve`): write.approval = always for this session.")
+        bool,
+        typer.Option(
+            "--approve",
+            help="Every write of this session waits for your approval (the dashboard's "
+            "pending pane, `kms approve`): write.approval = always for this session.",
+        ),
     ] = False,
     isolated: Annotated[
         bool, typer.Option("--isolated", help="Leave the kms server out; only other enabled servers.")
@@ -371,8 +372,14 @@ def claude_command(
 ) -> None:
     """Start Claude Code with kms (and your other enabled MCP servers) for this session."""
     returncode = run_claude(
-        claude_args or [], vault=vault, write=write, isolated=isolated, print_config=print_config,
-        show_secrets=show_secrets, approve=approve, stdio=stdio,
+        claude_args or [],
+        vault=vault,
+        write=write,
+        isolated=isolated,
+        print_config=print_config,
+        show_secrets=show_secrets,
+        approve=approve,
+        stdio=stdio,
     )
     _die_like(returncode)
 
@@ -398,8 +405,15 @@ def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None
         if uninstall:
             target, backup, found = hosts.uninstall(host, path)
             revoked = tokens.forget_host(conn, db_path, host.name)
-            _err((f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found
-                  else f"kms was not in {target}") + f"; {revoked} token(s) of {host.name} revoked", "green")
+            _err(
+                (
+                    f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
+                    if found
+                    else f"kms was not in {target}"
+                )
+                + f"; {revoked} token(s) of {host.name} revoked",
+                "green",
+            )
             return
         try:
             parsed = Scopes.parse(scopes)
@@ -408,19 +422,37 @@ def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None
         state = service.read_state(db_path)
         port = state.port if state is not None else load_settings().get("service.port")
         url = state.url if state is not None else f"http://127.0.0.1:{port}/mcp"
-        helper = shlex.join(["env", f"KMS_DB_PATH={db_path}", sys.executable, *ISOLATION_FLAGS, "-m", "kmscli",
-                             "token", "header", host.name])
+        helper = shlex.join(
+            [
+                "env",
+                f"KMS_DB_PATH={db_path}",
+                sys.executable,
+                *ISOLATION_FLAGS,
+                "-m",
+                "kmscli",
+                "token",
+                "header",
+                host.name,
+            ]
+        )
         entry = hosts.http_entry(host, url, helper)
         token = tokens.for_host(conn, db_path, host.name, parsed)
     finally:
         conn.close()
     var = HOST_TOKEN_VARS.get(host.name)
-    where = (f"export {var}=\"$(kms token secret {host.name})\" in the shell (profile) {host.label} starts from"
-             if var else "Claude Code asks kms for the header at each connection (headersHelper)")
+    where = (
+        f'export {var}="$(kms token secret {host.name})" in the shell (profile) {host.label} starts from'
+        if var
+        else "Claude Code asks kms for the header at each connection (headersHelper)"
+    )
     if install:
         target, backup = hosts.install(host, entry, path)
-        _err(f"kms (service, token {token.id}: {token.scopes.text()}) installed for {host.label} in {target}"
-             + (f" (backup: {backup})" if backup else "") + f"; {where}", "green")
+        _err(
+            f"kms (service, token {token.id}: {token.scopes.text()}) installed for {host.label} in {target}"
+            + (f" (backup: {backup})" if backup else "")
+            + f"; {where}",
+            "green",
+        )
     else:
         sys.stdout.write(hosts.document(host, entry))
         sys.stdout.flush()
@@ -438,26 +470,39 @@ def _complete_host(incomplete: str) -> list[str]:
 def mcp_config_command(
     host_arg: Annotated[
         str | None,
-        typer.Argument(metavar="HOST", help="claude-code, claude-desktop, cursor, vscode, windsurf, zed, codex or "
-                       "gemini.", autocompletion=_complete_host, show_default=False),
+        typer.Argument(
+            metavar="HOST",
+            help="claude-code, claude-desktop, cursor, vscode, windsurf, zed, codex or gemini.",
+            autocompletion=_complete_host,
+            show_default=False,
+        ),
     ] = None,
     host_opt: Annotated[
-        str | None, typer.Option("--host", metavar="HOST", help="The same as the HOST argument.",
-                                 autocompletion=_complete_host)
+        str | None,
+        typer.Option("--host", metavar="HOST", help="The same as the HOST argument.", autocompletion=_complete_host),
     ] = None,
-    install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")]
-    = False,
+    install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")] = False,
     uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
     path: Annotated[
         Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")]
-    = False,
-    http: Annotated[bool, typer.Option("--http", help="Reach kms through the kms service (a token for this host; "
-                                       "its secret stays out of the host's file).")] = False,
-    scopes: Annotated[str, typer.Option("--scopes", help="With --http: the host token's scopes "
-                                        "(e.g. 'tier:write folder:drafts'); your settings still apply.")]
-    = "tier:organize",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")
+    ] = False,
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Reach kms through the kms service (a token for this host; its secret stays out of the host's file).",
+        ),
+    ] = False,
+    scopes: Annotated[
+        str,
+        typer.Option(
+            "--scopes",
+            help="With --http: the host token's scopes (e.g. 'tier:write folder:drafts'); your settings still apply.",
+        ),
+    ] = "tier:organize",
 ) -> None:
     """Give another agent host the kms server: print its config document, or --install it in place."""
     from kmscli import hosts
@@ -477,14 +522,17 @@ def mcp_config_command(
             return
         if uninstall:
             target, backup, found = hosts.uninstall(host, path)
-            _err(f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found
-                 else f"kms was not in {target}; nothing changed", "green" if found else "yellow")
+            _err(
+                f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
+                if found
+                else f"kms was not in {target}; nothing changed",
+                "green" if found else "yellow",
+            )
             return
         entry = hosts.host_entry(host, standalone_kms_entry(load_settings(), db.default_db_path().resolve()))
         if install:
             target, backup = hosts.install(host, entry, path)
-            _err(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""),
-                 "green")
+            _err(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""), "green")
             return
     except KmsError as e:
         _err(e.message, "red")

@@ -43,6 +43,7 @@ def _flags_without_metavar() -> None:
 
 _flags_without_metavar()
 
+
 def _new_app() -> typer.Typer:
     return typer.Typer(
         name="kms",
@@ -67,8 +68,9 @@ def _show_version(value: bool) -> None:
 
 
 def root(
-    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True,
-                                          callback=_show_version)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True, callback=_show_version)
+    ] = False,
 ) -> None:
     """Safe, fast, observable access to your Markdown notes for AI coding agents."""
 
@@ -81,10 +83,12 @@ def mcp_cmd() -> None:
 
 
 def demo_cmd(
-    headless: Annotated[bool, typer.Option("--headless", help="Print the story as text instead of the dashboard.")]
-    = False,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the demo's temporary workspace (its path is printed).")]
-    = False,
+    headless: Annotated[
+        bool, typer.Option("--headless", help="Print the story as text instead of the dashboard.")
+    ] = False,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the demo's temporary workspace (its path is printed).")
+    ] = False,
 ) -> None:
     """Zero-setup demo: a scripted agent works on a copy of the sample vault while you watch."""
     import shutil
@@ -110,6 +114,7 @@ def _run_demo(ws: DemoWorkspace, headless: bool) -> int:
 
     styles = {"step": "bold", "ok": "green", "denied": "yellow", "info": "cyan"}
     if headless:
+
         def emit(kind: str, text: str) -> None:
             console.print(f"[{styles[kind]}]{'▶ ' if kind == 'step' else ''}{text}[/]", highlight=False)
 
@@ -226,8 +231,9 @@ def main() -> None:
         app(prog_name="kms")
     except SystemExit as exit_:
         # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
-        if exit_.code == 1 and (type(sys.stdout).__name__ == "PacifyFlushWrapper" or
-                                (_stdout_is_devnull() and not was_devnull)):
+        if exit_.code == 1 and (
+            type(sys.stdout).__name__ == "PacifyFlushWrapper" or (_stdout_is_devnull() and not was_devnull)
+        ):
             _quiet_broken_pipe()
         _flush_stdout()
         raise

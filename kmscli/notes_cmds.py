@@ -17,7 +17,7 @@ from server.index import listing
 
 
 def search_cmd(
-    query: Annotated[str, typer.Argument(help="Words, or FTS5 syntax (\"phrase\", prefix*, AND/OR/NOT).")],
+    query: Annotated[str, typer.Argument(help='Words, or FTS5 syntax ("phrase", prefix*, AND/OR/NOT).')],
     limit: LimitOpt = 10,
     vault: VaultOpt = None,
     semantic: Annotated[bool, typer.Option("--semantic", help="Hybrid keyword + embedding search.")] = False,
@@ -49,12 +49,18 @@ def search_cmd(
         if i == apart:  # two queries' scores are not comparable: each part is in its own order
             console.print("[dim]── notes with only some of the words (ranked apart) ──[/]")
         tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
-        console.print(f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
-                      f"{h['score']:.3f}{mark(h)}[/]{tag}", highlight=False)
+        console.print(
+            f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
+            f"{h['score']:.3f}{mark(h)}[/]{tag}",
+            highlight=False,
+        )
         console.print("  " + _highlight(h["excerpt"]), highlight=False)
     for p in result.get("provenance", []):
-        console.print(f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
-                      f"session {p['session_id']} · {stamp(p['at'])}{mark(p)}[/]", highlight=False)
+        console.print(
+            f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
+            f"session {p['session_id']} · {stamp(p['at'])}{mark(p)}[/]",
+            highlight=False,
+        )
     if result.get("relaxed"):
         console.print(f"[dim]{result.get('note')}[/]")
     if result.get("mode") == "keyword-only":
@@ -111,8 +117,10 @@ def show_cmd(note: NoteArg, json_out: JsonOpt = False) -> None:
     if json_out:  # the same key style as every other --json (and the MCP tools)
         print_json({("noteId" if k == "id" else _camel(k)): v for k, v in n.items()})
         return
-    console.print(f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}"
-                  f"{' · HIDDEN' if n['hidden_at'] else ''}[/]", highlight=False)
+    console.print(
+        f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}{' · HIDDEN' if n['hidden_at'] else ''}[/]",
+        highlight=False,
+    )
     if n["tags"]:
         console.print("tags: " + ", ".join("#" + t for t in n["tags"]))
     if n["parent"]:
@@ -186,8 +194,11 @@ def unhide_cmd(note: NoteArg) -> None:
     with cli_errors():
         n = set_hidden(open_db(), note, False)
     if n["hidden_rule"]:
-        console.print(f"Still hidden: {n['title']} ({n['path']}) by the rule {n['hidden_rule']} "
-                      "(`kms hidden --why` lists the rules; docs/settings.md: privacy.*)", markup=False)
+        console.print(
+            f"Still hidden: {n['title']} ({n['path']}) by the rule {n['hidden_rule']} "
+            "(`kms hidden --why` lists the rules; docs/settings.md: privacy.*)",
+            markup=False,
+        )
     elif n["changed"]:
         console.print(f"Visible again: {n['title']} ({n['path']})")
     else:
@@ -210,8 +221,9 @@ def hidden_cmd(
         print_json(found)
         return
     for n in found:
-        console.print(f"{n['vault']}/{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""),
-                      markup=False, highlight=False)
+        console.print(
+            f"{n['vault']}/{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""), markup=False, highlight=False
+        )
     if not found:
         console.print("No note is hidden from agents.")
 
@@ -227,8 +239,9 @@ def log_cmd(
 
     with cli_errors():
         conn = open_db()
-        data = HiddenView(conn, include_hidden).shown(list_invocations(conn, session=session, limit=limit),
-                                                      id_key="note_id")
+        data = HiddenView(conn, include_hidden).shown(
+            list_invocations(conn, session=session, limit=limit), id_key="note_id"
+        )
     if json_out:
         print_json(data)
         return
@@ -236,13 +249,22 @@ def log_cmd(
     table.columns[5].overflow = "fold"  # the whole path, and the rule that hides it (--include-hidden)
     for r in data:
         ok = r["status"] == "success"
-        table.add_row(str(r["id"]), stamp(r["at"]), r["session_id"], r["tool"],
-                      ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]", (r.get("path") or "") + mark(r),
-                      str(r["lines_added"]))
+        table.add_row(
+            str(r["id"]),
+            stamp(r["at"]),
+            r["session_id"],
+            r["tool"],
+            ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]",
+            (r.get("path") or "") + mark(r),
+            str(r["lines_added"]),
+        )
     if data:
         console.print(table)
     elif session is not None:
-        console.print(f"No agent writes recorded for session {session!r}. `kms log` lists every session's; "
-                      "`kms tui` shows the sessions.", highlight=False)
+        console.print(
+            f"No agent writes recorded for session {session!r}. `kms log` lists every session's; "
+            "`kms tui` shows the sessions.",
+            highlight=False,
+        )
     else:
         console.print("No agent writes recorded yet.")

@@ -24,8 +24,11 @@ def repair_cmd(
         damage = needs_repair(db, force=force)
     if damage is not None and not yes:
         err_console.print(f"[bold]{damage}[/]", highlight=False, soft_wrap=True)
-        if not typer.confirm(f"Move {db} aside (kept beside it as {db.name}.damaged-<time>) and rebuild it "
-                             "from your vaults?", default=False, err=True):
+        if not typer.confirm(
+            f"Move {db} aside (kept beside it as {db.name}.damaged-<time>) and rebuild it from your vaults?",
+            default=False,
+            err=True,
+        ):
             err_console.print(f"nothing changed: {db} is left as it is", highlight=False)
             raise typer.Exit(1)
     with cli_errors():
@@ -34,16 +37,20 @@ def repair_cmd(
         print_json(report.to_json())
         return
     if report.moved_to is None:
-        console.print(f"the database is healthy, nothing to repair ({report.db_path}); --force rebuilds it anyway",
-                      highlight=False)
+        console.print(
+            f"the database is healthy, nothing to repair ({report.db_path}); --force rebuilds it anyway",
+            highlight=False,
+        )
         return
     console.print(f"[bold]damage[/]: {report.damage}", highlight=False, soft_wrap=True)
     console.print(f"moved aside to {report.moved_to} (kept; delete it once you are satisfied)", highlight=False)
     if report.header_rebuilt:
         console.print("the file's header was garbage: read through a rebuilt header", highlight=False)
-    console.print(f"rebuilt {report.db_path}: {len(report.vaults)} vault(s) "
-                  f"({', '.join(report.vaults) or 'none'}), {report.notes_indexed} notes indexed from the files",
-                  highlight=False)
+    console.print(
+        f"rebuilt {report.db_path}: {len(report.vaults)} vault(s) "
+        f"({', '.join(report.vaults) or 'none'}), {report.notes_indexed} notes indexed from the files",
+        highlight=False,
+    )
     for table, count in report.recovered.items():
         lost = report.unreadable.get(table)
         console.print(f"  recovered {count} {table}" + (f" [yellow]— {lost}[/]" if lost else ""), highlight=False)

@@ -20,9 +20,7 @@ from server.config import settings as st
 from server.config.redact import redact
 from server.store import db
 
-servers_app = typer.Typer(
-    help="MCP servers for `kms claude` sessions (built-in and your own).", no_args_is_help=True
-)
+servers_app = typer.Typer(help="MCP servers for `kms claude` sessions (built-in and your own).", no_args_is_help=True)
 
 
 def complete_server_names(incomplete: str) -> list[str]:
@@ -56,9 +54,7 @@ def add_cmd(
     name: Annotated[str, typer.Argument(help="A name for the server (letters, digits, - and _).")],
     command: Annotated[
         list[str] | None,
-        typer.Argument(
-            help="For a stdio server: the command and its arguments, after --.", show_default=False
-        ),
+        typer.Argument(help="For a stdio server: the command and its arguments, after --.", show_default=False),
     ] = None,
     url: Annotated[str | None, typer.Option("--url", help="For an HTTP server: its URL.")] = None,
     env: Annotated[
@@ -70,9 +66,7 @@ def add_cmd(
         typer.Option("--header", "-H", help="HTTP header 'K: V' for an HTTP server (repeat)."),
     ] = None,
     disabled: Annotated[bool, typer.Option("--disabled", help="Add it switched off.")] = False,
-    replace: Annotated[
-        bool, typer.Option("--replace", help="Overwrite a server with the same name.")
-    ] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Overwrite a server with the same name.")] = False,
 ) -> None:
     """Add a custom server: `kms servers add NAME -- COMMAND ARGS...` or `kms servers add NAME --url URL`."""
     if bool(command) == bool(url):
@@ -82,9 +76,7 @@ def add_cmd(
     if command and header:
         _fail("--header is for HTTP servers; use --env for stdio servers")
     if url:
-        server = cs.CustomServer(
-            name, url=url, headers=_pairs(header or [], ":", "header"), enabled=not disabled
-        )
+        server = cs.CustomServer(name, url=url, headers=_pairs(header or [], ":", "header"), enabled=not disabled)
     else:
         assert command
         server = cs.CustomServer(

@@ -21,10 +21,12 @@ from server.errors import KmsError
 from server.humanize import ago
 from server.store.db import default_db_path
 
-service_app = typer.Typer(help="The kms service: one process serving every agent session over HTTP on loopback.",
-                          no_args_is_help=True)
-token_app = typer.Typer(help="Bearer tokens for the kms service: create (shown once), list, revoke.",
-                        no_args_is_help=True)
+service_app = typer.Typer(
+    help="The kms service: one process serving every agent session over HTTP on loopback.", no_args_is_help=True
+)
+token_app = typer.Typer(
+    help="Bearer tokens for the kms service: create (shown once), list, revoke.", no_args_is_help=True
+)
 
 PortOpt = Annotated[int, typer.Option("--port", help="TCP port on loopback (service.port).")]
 HostOpt = Annotated[str | None, typer.Option("--host", help="Bind only this address (default: 127.0.0.1 and ::1).")]
@@ -42,11 +44,17 @@ def _check_host(host: str | None, allow_remote: bool) -> None:
     if host is None or host in LOOPBACK:
         return
     if not allow_remote:
-        raise KmsError("invalid-input", f"--host {host} is not a loopback address: anyone who can reach it and holds "
-                       "a token could read (and, with its scopes, change) your notes. Add --allow-remote to accept "
-                       "that, preferably behind TLS and a firewall")
-    console.print(f"[yellow]warning:[/] serving on {host}: every machine that can reach it may try tokens; "
-                  "traffic is plain HTTP (no TLS)", highlight=False)
+        raise KmsError(
+            "invalid-input",
+            f"--host {host} is not a loopback address: anyone who can reach it and holds "
+            "a token could read (and, with its scopes, change) your notes. Add --allow-remote to accept "
+            "that, preferably behind TLS and a firewall",
+        )
+    console.print(
+        f"[yellow]warning:[/] serving on {host}: every machine that can reach it may try tokens; "
+        "traffic is plain HTTP (no TLS)",
+        highlight=False,
+    )
 
 
 def serve_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
@@ -58,8 +66,11 @@ def serve_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOp
         db_path = default_db_path()
         running = service.read_state(db_path)
         if running is not None and running.pid != os.getpid():
-            raise KmsError("already-exists", f"a kms service already serves this database (pid {running.pid}, "
-                           f"{running.url}); stop it with `kms service stop`")
+            raise KmsError(
+                "already-exists",
+                f"a kms service already serves this database (pid {running.pid}, "
+                f"{running.url}); stop it with `kms service stop`",
+            )
 
         def ready(state: service.ServiceState) -> None:
             console.print(f"kms service on {state.url} (pid {state.pid}); Ctrl-C stops it", highlight=False)
@@ -90,15 +101,26 @@ def start_service(db_path: Path, port: int, host: str | None, wait_s: float = ST
     running = service.read_state(db_path)
     if running is not None:
         if running.version != (installed_version() or "0"):
-            raise KmsError("conflict", f"the running kms service is version {running.version}, this kms is "
-                           f"{installed_version()}: `kms service restart` replaces it")
+            raise KmsError(
+                "conflict",
+                f"the running kms service is version {running.version}, this kms is "
+                f"{installed_version()}: `kms service restart` replaces it",
+            )
         return running
     log = open(service.log_path(db_path), "ab")  # noqa: SIM115 - handed to the child
     os.chmod(service.log_path(db_path), 0o600)
     from kmscli.compose import ISOLATION_FLAGS
 
-    args = [sys.executable, *ISOLATION_FLAGS, "-m", "kmscli", "serve", "--port", str(port), *(["--host", host] if host
-                                                                                              else [])]
+    args = [
+        sys.executable,
+        *ISOLATION_FLAGS,
+        "-m",
+        "kmscli",
+        "serve",
+        "--port",
+        str(port),
+        *(["--host", host] if host else []),
+    ]
     env = {**os.environ, "KMS_DB_PATH": str(db_path)}
     subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
     deadline = time.monotonic() + wait_s
@@ -151,17 +173,28 @@ def status_cmd(json_out: JsonOpt = False) -> None:
 
     with cli_errors():
         state = service.read_state(default_db_path())
-        info = None if state is None else {"pid": state.pid, "url": state.url, "version": state.version,
-                                           "startedAt": state.started_at, "answers": _health(state.url)}
+        info = (
+            None
+            if state is None
+            else {
+                "pid": state.pid,
+                "url": state.url,
+                "version": state.version,
+                "startedAt": state.started_at,
+                "answers": _health(state.url),
+            }
+        )
         if json_out:
             print_json({"running": state is not None, **(info or {})})
             return
         if state is None or info is None:
             console.print("no kms service is running for this database (`kms service start`)")
             return
-        console.print(f"kms service {state.version} on {state.url}, pid {state.pid}, started "
-                      f"{ago(state.started_at, time.time(), '?')}"
-                      + ("" if info["answers"] else " [red](not answering)[/]"), highlight=False)
+        console.print(
+            f"kms service {state.version} on {state.url}, pid {state.pid}, started "
+            f"{ago(state.started_at, time.time(), '?')}" + ("" if info["answers"] else " [red](not answering)[/]"),
+            highlight=False,
+        )
 
 
 @service_app.command("logs")
@@ -178,8 +211,9 @@ def logs_cmd(lines: Annotated[int, typer.Option("-n", help="How many of the last
 @token_app.command("create")
 def token_create_cmd(
     label: Annotated[str, typer.Option("--label", help="Who the token is for (shown in lists).")],
-    scopes: Annotated[str, typer.Option("--scopes", help="e.g. 'tier:write vault:notes folder:drafts approval'.")]
-    = "tier:read",
+    scopes: Annotated[
+        str, typer.Option("--scopes", help="e.g. 'tier:write vault:notes folder:drafts approval'.")
+    ] = "tier:read",
     expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 45m.")] = None,
 ) -> None:
     """Create a token; it is printed once (only its hash is kept)."""
@@ -191,8 +225,13 @@ def token_create_cmd(
             parsed = Scopes.parse(scopes)
         except ScopeError as e:
             raise KmsError("invalid-input", str(e)) from None
-        token, secret = tokens.create(open_db(), label=label, scopes=parsed, kind="admin" if parsed.admin else "host",
-                                      expires_in_s=_duration(expires))
+        token, secret = tokens.create(
+            open_db(),
+            label=label,
+            scopes=parsed,
+            kind="admin" if parsed.admin else "host",
+            expires_in_s=_duration(expires),
+        )
         console.print(f"token {token.id} ({token.scopes.text()}); shown once, keep it:", highlight=False)
         sys.stdout.write(secret + "\n")
 
@@ -208,8 +247,10 @@ def _duration(text: str | None) -> float | None:
 
 
 @token_app.command("list")
-def token_list_cmd(all_tokens: Annotated[bool, typer.Option("--all", help="Revoked and expired too.")] = False,
-                   json_out: JsonOpt = False) -> None:
+def token_list_cmd(
+    all_tokens: Annotated[bool, typer.Option("--all", help="Revoked and expired too.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
     """Tokens with their label, scopes and last use (never a secret)."""
     from server.activity import tokens
 
@@ -221,8 +262,11 @@ def token_list_cmd(all_tokens: Annotated[bool, typer.Option("--all", help="Revok
             return
         for t in found:
             used = ago(t.last_used_at, now, "never") if t.last_used_at else "never used"
-            console.print(f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}, {used}", markup=False,
-                          highlight=False)
+            console.print(
+                f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}, {used}",
+                markup=False,
+                highlight=False,
+            )
 
 
 @token_app.command("secret")

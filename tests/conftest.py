@@ -33,10 +33,21 @@ def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monke
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # `kms claude` keeps its own `kms mcp` unless a test asks for the service (which it then stops itself)
     monkeypatch.setenv("KMS_SERVICE_USE", "0")
-    for var in ("KMS_ENABLED", "KMS_AGENT_TOOLS_ENABLED", "KMS_AGENT_WRITE_TOOLS_ENABLED", "KMS_SESSION_ID",
-                "KMS_AGENT_EDIT_TOOLS_ENABLED", "KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "KMS_WRITE_MAX_FILES_PER_CALL",
-                "KMS_WRITE_ALLOWLIST", "KMS_WRITE_PER_MINUTE", "KMS_WRITE_PER_SESSION", "KMS_WRITE_APPROVAL",
-                "KMS_WRITE_APPROVAL_LINES", "KMS_WRITE_APPROVAL_TIMEOUT"):
+    for var in (
+        "KMS_ENABLED",
+        "KMS_AGENT_TOOLS_ENABLED",
+        "KMS_AGENT_WRITE_TOOLS_ENABLED",
+        "KMS_SESSION_ID",
+        "KMS_AGENT_EDIT_TOOLS_ENABLED",
+        "KMS_AGENT_ORGANIZE_TOOLS_ENABLED",
+        "KMS_WRITE_MAX_FILES_PER_CALL",
+        "KMS_WRITE_ALLOWLIST",
+        "KMS_WRITE_PER_MINUTE",
+        "KMS_WRITE_PER_SESSION",
+        "KMS_WRITE_APPROVAL",
+        "KMS_WRITE_APPROVAL_LINES",
+        "KMS_WRITE_APPROVAL_TIMEOUT",
+    ):
         monkeypatch.delenv(var, raising=False)
     return db
 

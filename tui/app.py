@@ -254,8 +254,10 @@ class KmsDashboard(App[None]):
             return
         self.last_control = done
         verb = "Approved" if approve else "Rejected"
-        self.notify(f"{verb} #{pending_id} ({done.tool}); the agent's call now "
-                    f"{'applies it' if approve else 'is told'}.", title=verb)
+        self.notify(
+            f"{verb} #{pending_id} ({done.tool}); the agent's call now {'applies it' if approve else 'is told'}.",
+            title=verb,
+        )
 
     @work(group="control", exit_on_error=False)
     async def session_control(self, session_id: str, what: str) -> None:
@@ -268,8 +270,10 @@ class KmsDashboard(App[None]):
                 current = next((s.control for s in self.state.sessions if s.id == session_id), "active")
                 state = "active" if current == "paused" else "paused"
             else:
-                question = (f"Revoke session {session_id}? Its writes are refused for the rest of it (reads keep "
-                            "working) and its calls waiting for approval are rejected. This cannot be undone.")
+                question = (
+                    f"Revoke session {session_id}? Its writes are refused for the rest of it (reads keep "
+                    "working) and its calls waiting for approval are rejected. This cannot be undone."
+                )
                 if not await self.push_screen_wait(ConfirmScreen("Revoke session", question, "Revoke")):
                     return
                 state = "revoked"
@@ -298,8 +302,9 @@ class KmsDashboard(App[None]):
         yield SystemCommand("Settings", "Agent switches, write allowlist and limits", self.action_settings)
         yield SystemCommand("Help", "Keys, symbols and panels", self.action_help)
         yield SystemCommand("Trash", "What agents trashed, from which session; restore one", self.action_trash)
-        yield SystemCommand("Service and tokens", "The kms service, its tokens; revoke one, pause its session",
-                            self.action_service)
+        yield SystemCommand(
+            "Service and tokens", "The kms service, its tokens; revoke one, pause its session", self.action_service
+        )
         yield SystemCommand("Pending approvals", "Writes waiting for your approval", self.action_pending)
         if isinstance(screen, DashboardScreen):
             yield SystemCommand("Revert selected write", "Preview, then confirm", screen.action_revert)
@@ -309,7 +314,8 @@ class KmsDashboard(App[None]):
             yield SystemCommand("Load older rows", "Page back through the provenance", screen.action_load_older)
             for status in feed.STATUSES:
                 yield SystemCommand(
-                    f"Show only status: {status}", f"Filter the feed to {status} rows",
+                    f"Show only status: {status}",
+                    f"Filter the feed to {status} rows",
                     lambda s=status: screen.filters.set_status(s),
                 )
 

@@ -73,8 +73,9 @@ def _gauge_style(count: int, limit: int | None) -> str:
 
 def minute_gauge(g: Gauge) -> Text:
     """Writes in the current minute against the per-minute limit: ``███░░ 3/5``."""
-    return Text(f"{bar(g.window_count, g.per_minute)} {g.minute_text}",
-                style=_gauge_style(g.window_count, g.per_minute))
+    return Text(
+        f"{bar(g.window_count, g.per_minute)} {g.minute_text}", style=_gauge_style(g.window_count, g.per_minute)
+    )
 
 
 def total_gauge(g: Gauge) -> Text:

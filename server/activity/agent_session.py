@@ -38,14 +38,20 @@ class AgentSession:
     clock: Callable[[], float] = field(default=time.time)
 
     @classmethod
-    def open(cls, config: SessionConfig, *, limits: RateLimiter | None = None,
-             clock: Callable[[], float] = time.time) -> AgentSession:
+    def open(
+        cls, config: SessionConfig, *, limits: RateLimiter | None = None, clock: Callable[[], float] = time.time
+    ) -> AgentSession:
         """A session for ``config``: its limiter from the config's limits (0: unlimited) unless given."""
         if limits is None:
             limits = RateLimiter(per_minute=config.per_minute or None, per_session=config.per_session or None)
-        return cls(config, limits, SessionIdentity(config.session_id, config.project),
-                   ReadTracker(config.db_path, config.session_id),
-                   Allowlist(config.allowlist).narrowed(config.token_folders), clock)
+        return cls(
+            config,
+            limits,
+            SessionIdentity(config.session_id, config.project),
+            ReadTracker(config.db_path, config.session_id),
+            Allowlist(config.allowlist).narrowed(config.token_folders),
+            clock,
+        )
 
     @property
     def id(self) -> str:

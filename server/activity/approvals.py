@@ -46,29 +46,72 @@ class Pending:
     outcome: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "createdAt": self.created_at, "expiresAt": self.expires_at,
-                "sessionId": self.session_id, "tool": self.tool, "input": self.arguments,
-                "inputSummary": self.input_summary, "files": self.files, "lines": self.lines,
-                "status": self.status, "decidedAt": self.decided_at, "reason": self.reason,
-                "invocationId": self.invocation_id, "outcome": self.outcome}
+        return {
+            "id": self.id,
+            "createdAt": self.created_at,
+            "expiresAt": self.expires_at,
+            "sessionId": self.session_id,
+            "tool": self.tool,
+            "input": self.arguments,
+            "inputSummary": self.input_summary,
+            "files": self.files,
+            "lines": self.lines,
+            "status": self.status,
+            "decidedAt": self.decided_at,
+            "reason": self.reason,
+            "invocationId": self.invocation_id,
+            "outcome": self.outcome,
+        }
 
 
 def _pending(d: dict[str, Any]) -> Pending:
-    return Pending(d["id"], d["created_at"], d["expires_at"], d["session_id"], d["tool"], d["input_summary"],
-                   json.loads(d["input_json"]), json.loads(d["files_json"]), d["lines"], d["status"],
-                   d["decided_at"], d["reason"], d["invocation_id"], d["outcome"])
+    return Pending(
+        d["id"],
+        d["created_at"],
+        d["expires_at"],
+        d["session_id"],
+        d["tool"],
+        d["input_summary"],
+        json.loads(d["input_json"]),
+        json.loads(d["files_json"]),
+        d["lines"],
+        d["status"],
+        d["decided_at"],
+        d["reason"],
+        d["invocation_id"],
+        d["outcome"],
+    )
 
 
-def stage(conn: apsw.Connection, *, session_id: str, tool: str, arguments: dict[str, Any], input_summary: str,
-          files: list[dict[str, Any]], lines: int, timeout_s: float, now: float | None = None) -> int:
+def stage(
+    conn: apsw.Connection,
+    *,
+    session_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+    input_summary: str,
+    files: list[dict[str, Any]],
+    lines: int,
+    timeout_s: float,
+    now: float | None = None,
+) -> int:
     """Record a call waiting for the person; return its id."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
             "INSERT INTO pending_writes (created_at, expires_at, session_id, tool, input_summary, input_json,"
             " files_json, lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (at, at + timeout_s, session_id, tool, input_summary,
-             json.dumps(arguments, ensure_ascii=False, default=str), json.dumps(files, ensure_ascii=False), lines))
+            (
+                at,
+                at + timeout_s,
+                session_id,
+                tool,
+                input_summary,
+                json.dumps(arguments, ensure_ascii=False, default=str),
+                json.dumps(files, ensure_ascii=False),
+                lines,
+            ),
+        )
         return int(conn.last_insert_rowid())
 
 
@@ -80,31 +123,46 @@ def get(conn: apsw.Connection, pending_id: int) -> Pending | None:
 LIST_LIMIT = 200  # the most waiting calls listed at once (the dashboard's pane, `kms pending`)
 
 
-def list_pending(conn: apsw.Connection, *, status: str | None = OPEN, limit: int = LIST_LIMIT,
-                 now: float | None = None) -> list[Pending]:
+def list_pending(
+    conn: apsw.Connection, *, status: str | None = OPEN, limit: int = LIST_LIMIT, now: float | None = None
+) -> list[Pending]:
     """Oldest first (the one waiting longest at the top); a waiting call past its time is left out (its
     server turns it ``expired``; one whose server died never will). ``status=None``: every row, newest first."""
     if status is None:
         return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes ORDER BY id DESC LIMIT ?", (limit,))]
     at = time.time() if now is None else now
     cutoff = at if status == OPEN else float("-inf")
-    return [_pending(r) for r in rows(conn, "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ?"
-                                      " ORDER BY id LIMIT ?", (status, cutoff, limit))]
+    return [
+        _pending(r)
+        for r in rows(
+            conn,
+            "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ? ORDER BY id LIMIT ?",
+            (status, cutoff, limit),
+        )
+    ]
 
 
 def open_ids(conn: apsw.Connection, *, now: float | None = None) -> tuple[int, ...]:
     """The ids ``list_pending`` would answer, from the (status, id) index alone: the dashboard's poll
     looks at these every tick and reads the staged calls (their diffs and inputs) only when they change."""
     at = time.time() if now is None else now
-    return tuple(r[0] for r in conn.execute("SELECT id FROM pending_writes WHERE status = ? AND expires_at > ?"
-                                            " ORDER BY id LIMIT ?", (OPEN, at, LIST_LIMIT)))
+    return tuple(
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM pending_writes WHERE status = ? AND expires_at > ? ORDER BY id LIMIT ?",
+            (OPEN, at, LIST_LIMIT),
+        )
+    )
 
 
 def count_open(conn: apsw.Connection, *, now: float | None = None) -> int:
     """How many calls wait for the person (the dashboard's badge, ``kms doctor``)."""
     at = time.time() if now is None else now
-    return int(next(iter(conn.execute("SELECT count(*) FROM pending_writes WHERE status = 'pending'"
-                                      " AND expires_at > ?", (at,))))[0])
+    return int(
+        next(
+            iter(conn.execute("SELECT count(*) FROM pending_writes WHERE status = 'pending' AND expires_at > ?", (at,)))
+        )[0]
+    )
 
 
 def latest_id(conn: apsw.Connection) -> int:
@@ -112,8 +170,9 @@ def latest_id(conn: apsw.Connection) -> int:
     return int(next(iter(conn.execute("SELECT coalesce(max(id), 0) FROM pending_writes")))[0])
 
 
-def decide(conn: apsw.Connection, pending_id: int, *, approve: bool, reason: str | None = None,
-           now: float | None = None) -> Pending:
+def decide(
+    conn: apsw.Connection, pending_id: int, *, approve: bool, reason: str | None = None, now: float | None = None
+) -> Pending:
     """The person's decision on a waiting call, recorded in provenance; ``not-found`` for an unknown id,
     ``conflict`` for one that is no longer waiting (decided, expired or ended)."""
     at = time.time() if now is None else now
@@ -124,17 +183,30 @@ def decide(conn: apsw.Connection, pending_id: int, *, approve: bool, reason: str
             raise KmsError("not-found", f"no pending change #{pending_id}; `kms pending` lists them", id=pending_id)
         if item.status != OPEN or at >= item.expires_at:
             state = item.status if item.status != OPEN else "expired"
-            raise KmsError("conflict", f"pending change #{pending_id} is no longer waiting ({state}); nothing was "
-                           "changed", id=pending_id, status=state)
+            raise KmsError(
+                "conflict",
+                f"pending change #{pending_id} is no longer waiting ({state}); nothing was changed",
+                id=pending_id,
+                status=state,
+            )
         first = item.files[0] if item.files else {}
         verb = "approve" if approve else "reject"
         decision = provenance.record(
-            conn, tool=verb, session_id=item.session_id, status="success", actor="person",
-            input_summary=f"pending=#{pending_id} tool={item.tool}", vault=first.get("vault"),
+            conn,
+            tool=verb,
+            session_id=item.session_id,
+            status="success",
+            actor="person",
+            input_summary=f"pending=#{pending_id} tool={item.tool}",
+            vault=first.get("vault"),
             path=None if first.get("hidden") else first.get("path"),
-            message=f"{verb}d by the person" + (f": {reason}" if reason else ""), at=at)
-        conn.execute("UPDATE pending_writes SET status = ?, decided_at = ?, reason = ?, decision_id = ? WHERE id = ?",
-                     ("approved" if approve else "rejected", at, reason, decision, pending_id))
+            message=f"{verb}d by the person" + (f": {reason}" if reason else ""),
+            at=at,
+        )
+        conn.execute(
+            "UPDATE pending_writes SET status = ?, decided_at = ?, reason = ?, decision_id = ? WHERE id = ?",
+            ("approved" if approve else "rejected", at, reason, decision, pending_id),
+        )
     found = get(conn, pending_id)
     assert found is not None
     return found
@@ -148,8 +220,10 @@ def poll(conn: apsw.Connection, pending_id: int, *, now: float | None = None) ->
         raise KmsError("not-found", f"pending change #{pending_id} is gone", id=pending_id)
     if item.status == OPEN and at >= item.expires_at:
         with write_tx(conn):
-            conn.execute("UPDATE pending_writes SET status = 'expired', decided_at = ? WHERE id = ? AND status = ?",
-                         (at, pending_id, OPEN))
+            conn.execute(
+                "UPDATE pending_writes SET status = 'expired', decided_at = ? WHERE id = ? AND status = ?",
+                (at, pending_id, OPEN),
+            )
         found = get(conn, pending_id)
         assert found is not None
         return found
@@ -161,22 +235,28 @@ def cancel(conn: apsw.Connection, pending_id: int, *, now: float | None = None) 
     True if it was still waiting."""
     at = time.time() if now is None else now
     with write_tx(conn):
-        conn.execute("UPDATE pending_writes SET status = 'cancelled', decided_at = ? WHERE id = ? AND status = ?",
-                     (at, pending_id, OPEN))
+        conn.execute(
+            "UPDATE pending_writes SET status = 'cancelled', decided_at = ? WHERE id = ? AND status = ?",
+            (at, pending_id, OPEN),
+        )
         return conn.changes() > 0
 
 
 def finish(conn: apsw.Connection, pending_id: int, *, invocation_id: int | None, outcome: str) -> None:
     """Link the call's own provenance row and say how it ended (``applied`` or an error kind)."""
     with write_tx(conn):
-        conn.execute("UPDATE pending_writes SET invocation_id = ?, outcome = ? WHERE id = ?",
-                     (invocation_id, outcome, pending_id))
+        conn.execute(
+            "UPDATE pending_writes SET invocation_id = ?, outcome = ? WHERE id = ?",
+            (invocation_id, outcome, pending_id),
+        )
 
 
 def reject_session(conn: apsw.Connection, session_id: str, reason: str, *, now: float | None = None) -> int:
     """Reject every call of a session still waiting (a revoke); returns how many."""
-    ids = [int(r[0]) for r in conn.execute("SELECT id FROM pending_writes WHERE session_id = ? AND status = ?",
-                                           (session_id, OPEN))]
+    ids = [
+        int(r[0])
+        for r in conn.execute("SELECT id FROM pending_writes WHERE session_id = ? AND status = ?", (session_id, OPEN))
+    ]
     done = 0
     for pid in ids:
         try:

@@ -25,49 +25,69 @@ def _who(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
     if row is None:
         return None
     invocation, at, actor, tool, session = row
-    return {"by": actor, "how": tool, "sessionId": session if actor == "agent" else None, "at": at,
-            "invocationId": invocation}
+    return {
+        "by": actor,
+        "how": tool,
+        "sessionId": session if actor == "agent" else None,
+        "at": at,
+        "invocationId": invocation,
+    }
 
 
 def _outside(at: float) -> dict[str, Any]:
-    return {"by": "person", "how": "outside kms (an editor, a sync)", "sessionId": None, "at": at,
-            "invocationId": None}
+    return {"by": "person", "how": "outside kms (an editor, a sync)", "sessionId": None, "at": at, "invocationId": None}
 
 
 def last_change(conn: apsw.Connection, note_id: str, path: str, content_hash: str, updated_at: float) -> dict[str, Any]:
     """The call that wrote the bytes the note holds now, else the person (outside kms)."""
-    found = conn.execute(f"""
+    found = conn.execute(
+        f"""
         SELECT {_ROW} FROM tool_invocations t
         WHERE t.note_id = ? AND t.status = 'success' AND t.hash_after = ?
         UNION ALL
         SELECT {_ROW} FROM tool_file_changes f JOIN tool_invocations t ON t.id = f.invocation_id
         WHERE f.hash_after = ? AND coalesce(f.new_path, f.path) = ? AND t.status = 'success'
-        ORDER BY 1 DESC LIMIT 1""", (note_id, content_hash, content_hash, path)).fetchall()
+        ORDER BY 1 DESC LIMIT 1""",
+        (note_id, content_hash, content_hash, path),
+    ).fetchall()
     return _who(found[0] if found else None) or _outside(updated_at)
 
 
 def created(conn: apsw.Connection, note_id: str, path: str, created_at: float) -> dict[str, Any]:
     """The call that created the note, else the person."""
-    found = conn.execute(f"""
+    found = conn.execute(
+        f"""
         SELECT {_ROW} FROM tool_invocations t
         WHERE t.note_id = ? AND t.status = 'success' AND t.change_kind = ? AND t.reverts_id IS NULL
         UNION ALL
         SELECT {_ROW} FROM tool_file_changes f JOIN tool_invocations t ON t.id = f.invocation_id
         WHERE f.path = ? AND f.hash_before = '' AND t.status = 'success' AND t.reverts_id IS NULL
-        ORDER BY 1 LIMIT 1""", (note_id, FILE_CREATED, path)).fetchall()
+        ORDER BY 1 LIMIT 1""",
+        (note_id, FILE_CREATED, path),
+    ).fetchall()
     return _who(found[0] if found else None) or _outside(created_at)
 
 
 def provenance(conn: apsw.Connection, note: dict[str, Any]) -> dict[str, Any]:
     """``createdBy`` and ``lastChangedBy`` of a visible note row (``id``, ``path``, ``content_hash``, times)."""
-    return {"createdBy": created(conn, note["id"], note["path"], note["created_at"]),
-            "lastChangedBy": last_change(conn, note["id"], note["path"], note["content_hash"], note["updated_at"])}
+    return {
+        "createdBy": created(conn, note["id"], note["path"], note["created_at"]),
+        "lastChangedBy": last_change(conn, note["id"], note["path"], note["content_hash"], note["updated_at"]),
+    }
 
 
 def for_cards(conn: apsw.Connection, cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each card (``noteId``, ``path``, ``updatedAt``: a listing's) with its ``lastChangedBy``."""
-    hashes = dict(conn.execute(f"SELECT id, content_hash FROM notes WHERE id IN ({','.join('?' * len(cards))})",
-                               [c["noteId"] for c in cards])) if cards else {}
+    hashes = (
+        dict(
+            conn.execute(
+                f"SELECT id, content_hash FROM notes WHERE id IN ({','.join('?' * len(cards))})",
+                [c["noteId"] for c in cards],
+            )
+        )
+        if cards
+        else {}
+    )
     for c in cards:
         c["lastChangedBy"] = last_change(conn, c["noteId"], c["path"], hashes.get(c["noteId"], ""), c["updatedAt"])
     return cards

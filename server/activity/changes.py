@@ -100,8 +100,16 @@ class FileChange:
         return text[: self.offset] + self.old + text[self.offset + len(self.new) :]
 
 
-def file_change(path: str, before: str, after: str, hash_before: str, hash_after: str, *,
-                new_path: str | None = None, hidden: bool = False) -> FileChange:
+def file_change(
+    path: str,
+    before: str,
+    after: str,
+    hash_before: str,
+    hash_after: str,
+    *,
+    new_path: str | None = None,
+    hidden: bool = False,
+) -> FileChange:
     """The ``FileChange`` from ``before`` to ``after``: the common prefix and suffix are dropped."""
     limit = min(len(before), len(after))
     start = 0
@@ -110,8 +118,16 @@ def file_change(path: str, before: str, after: str, hash_before: str, hash_after
     end = 0
     while end < limit - start and before[-1 - end] == after[-1 - end]:
         end += 1
-    return FileChange(path, new_path, start, before[start : len(before) - end], after[start : len(after) - end],
-                      hash_before, hash_after, hidden)
+    return FileChange(
+        path,
+        new_path,
+        start,
+        before[start : len(before) - end],
+        after[start : len(after) - end],
+        hash_before,
+        hash_after,
+        hidden,
+    )
 
 
 def whole_lines(change: FileChange, before: str) -> FileChange:
@@ -123,8 +139,16 @@ def whole_lines(change: FileChange, before: str) -> FileChange:
     nl = before.find("\n", end)
     tail = before[end : nl + 1 if nl >= 0 else len(before)]
     head = before[start : change.offset]
-    return FileChange(change.path, change.new_path, start, head + change.old + tail, head + change.new + tail,
-                      change.hash_before, change.hash_after, change.hidden)
+    return FileChange(
+        change.path,
+        change.new_path,
+        start,
+        head + change.old + tail,
+        head + change.new + tail,
+        change.hash_before,
+        change.hash_after,
+        change.hidden,
+    )
 
 
 @dataclass(frozen=True)
@@ -232,8 +256,11 @@ def locate(change: Change | None, text: str) -> Located:
     if len(hits) == 1:
         return Located("moved", hits[0], "the note changed around it; the inserted text is intact elsewhere")
     if hits:
-        return Located("ambiguous", None, "the note moved around the inserted text and it now occurs more than "
-                       "once; can't tell which")
+        return Located(
+            "ambiguous",
+            None,
+            "the note moved around the inserted text and it now occurs more than once; can't tell which",
+        )
     return Located("edited", None, "the inserted text is no longer in the note (it was edited since)")
 
 

@@ -33,15 +33,24 @@ def refusal(conn: apsw.Connection, session_id: str) -> KmsError | None:
         return None
     why = f" ({reason})" if reason else ""
     if state == "paused":
-        return KmsError("paused", f"the person paused this session's writes{why}; nothing was written. Wait and "
-                        "retry later, or carry on with reads: the person resumes it from the dashboard or with "
-                        "`kms session resume`", sessionId=session_id)
-    return KmsError("revoked", f"the person revoked this session's write access{why}; no write will be accepted "
-                    "for the rest of this session (reads keep working)", sessionId=session_id)
+        return KmsError(
+            "paused",
+            f"the person paused this session's writes{why}; nothing was written. Wait and "
+            "retry later, or carry on with reads: the person resumes it from the dashboard or with "
+            "`kms session resume`",
+            sessionId=session_id,
+        )
+    return KmsError(
+        "revoked",
+        f"the person revoked this session's write access{why}; no write will be accepted "
+        "for the rest of this session (reads keep working)",
+        sessionId=session_id,
+    )
 
 
-def set_state(conn: apsw.Connection, session_id: str, state: str, *, reason: str | None = None,
-              now: float | None = None) -> str:
+def set_state(
+    conn: apsw.Connection, session_id: str, state: str, *, reason: str | None = None, now: float | None = None
+) -> str:
     """Set a session's state (``not-found`` for an unknown session; ``invalid-input`` to un-revoke one).
     Returns the state it had. Revoking rejects the session's calls waiting for approval."""
     if state not in STATES:
@@ -50,14 +59,18 @@ def set_state(conn: apsw.Connection, session_id: str, state: str, *, reason: str
     with write_tx(conn):
         found = list(conn.execute("SELECT control FROM sessions WHERE id = ?", (session_id,)))
         if not found:
-            raise KmsError("not-found", f"no session {session_id!r}; `kms session list` shows them",
-                           sessionId=session_id)
+            raise KmsError(
+                "not-found", f"no session {session_id!r}; `kms session list` shows them", sessionId=session_id
+            )
         before = found[0][0]
         if before == "revoked" and state != "revoked":
-            raise KmsError("invalid-input", f"session {session_id} is revoked for good; start a new session",
-                           sessionId=session_id)
-        conn.execute("UPDATE sessions SET control = ?, control_at = ?, control_reason = ? WHERE id = ?",
-                     (state, at, reason, session_id))
+            raise KmsError(
+                "invalid-input", f"session {session_id} is revoked for good; start a new session", sessionId=session_id
+            )
+        conn.execute(
+            "UPDATE sessions SET control = ?, control_at = ?, control_reason = ? WHERE id = ?",
+            (state, at, reason, session_id),
+        )
     if state == "revoked":
         from server.activity.approvals import reject_session
 

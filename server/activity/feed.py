@@ -160,8 +160,11 @@ def reverted_ids(conn: apsw.Connection) -> dict[int, int]:
 def overwritten_ids(conn: apsw.Connection, from_id: int = 0) -> set[int]:
     """Ids (from ``from_id`` up) of agent writes a later save dropped (``server.activity.overwrites``);
     the m010 partial index holds only those rows, so a live dashboard can ask on every commit."""
-    found = conn.execute("SELECT id FROM tool_invocations INDEXED BY tool_invocations_overwritten "
-                         "WHERE overwritten_at IS NOT NULL AND id >= ?", (from_id,))
+    found = conn.execute(
+        "SELECT id FROM tool_invocations INDEXED BY tool_invocations_overwritten "
+        "WHERE overwritten_at IS NOT NULL AND id >= ?",
+        (from_id,),
+    )
     return {int(r[0]) for r in found}
 
 
@@ -200,11 +203,23 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
     listed too, so every write the feed shows has a gauge somewhere.
     """
     gauges = session_gauges(conn, now)
-    pending = dict(conn.execute("SELECT session_id, count(*) FROM pending_writes WHERE status = 'pending'"
-                                " GROUP BY session_id"))
+    pending = dict(
+        conn.execute("SELECT session_id, count(*) FROM pending_writes WHERE status = 'pending' GROUP BY session_id")
+    )
     out = [
-        SessionInfo(s.id, s.kind, _state(s, now), s.started_at, s.last_seen_at, s.ended_at, s.exit_code,
-                    s.vault, gauges.pop(s.id, Gauge()), s.control, pending.get(s.id, 0))
+        SessionInfo(
+            s.id,
+            s.kind,
+            _state(s, now),
+            s.started_at,
+            s.last_seen_at,
+            s.ended_at,
+            s.exit_code,
+            s.vault,
+            gauges.pop(s.id, Gauge()),
+            s.control,
+            pending.get(s.id, 0),
+        )
         for s in list_sessions(conn, limit=limit)
     ]
     for sid, g in gauges.items():

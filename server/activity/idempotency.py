@@ -34,17 +34,25 @@ def answer_json(tool: str, arguments: Mapping[str, Any], result: Mapping[str, An
     return json.dumps({"digest": digest(tool, arguments), "result": result}, default=str)
 
 
-def replay(conn: apsw.Connection, session_id: str, tool: str, key: str,
-           arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+def replay(
+    conn: apsw.Connection, session_id: str, tool: str, key: str, arguments: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """The first call's answer for ``key`` in this session, or None when there was none (or it failed)."""
-    found = conn.execute("""SELECT id, tool, answer FROM tool_invocations
+    found = conn.execute(
+        """SELECT id, tool, answer FROM tool_invocations
                             WHERE session_id = ? AND idempotency_key = ? AND answer IS NOT NULL
-                            ORDER BY id LIMIT 1""", (session_id, key)).fetchall()
+                            ORDER BY id LIMIT 1""",
+        (session_id, key),
+    ).fetchall()
     if not found:
         return None
     invocation_id, first_tool, answer = found[0]
     stored = json.loads(str(answer))
     if first_tool != tool or stored["digest"] != digest(tool, arguments):
-        raise KmsError("invalid-input", f"idempotencyKey {key!r} was used for another call in this session "
-                       f"(#{invocation_id}, {first_tool}); use a new key for a new call", invocationId=invocation_id)
+        raise KmsError(
+            "invalid-input",
+            f"idempotencyKey {key!r} was used for another call in this session "
+            f"(#{invocation_id}, {first_tool}); use a new key for a new call",
+            invocationId=invocation_id,
+        )
     return {**stored["result"], "invocationId": invocation_id, "replayed": True}

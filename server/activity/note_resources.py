@@ -45,9 +45,9 @@ def note_uri(vault: str, path: str) -> str:
 
 def parse_uri(uri: str) -> tuple[str, str]:
     """(vault, path) of a note's address; ``invalid-input`` for anything else."""
-    if not uri.startswith(SCHEME) or "/" not in uri[len(SCHEME):]:
+    if not uri.startswith(SCHEME) or "/" not in uri[len(SCHEME) :]:
         raise KmsError("invalid-input", f"{uri!r} is not a kms note address: kms://<vault>/<path>")
-    vault, _, path = uri[len(SCHEME):].partition("/")
+    vault, _, path = uri[len(SCHEME) :].partition("/")
     vault, path = unquote(vault), unquote(path)
     if not vault or not path.strip("/"):
         raise KmsError("invalid-input", f"{uri!r} is not a kms note address: kms://<vault>/<path>")
@@ -70,8 +70,9 @@ class NoteResource:
     updated_at: float
 
 
-def list_notes(conn: apsw.Connection, vault_id: int | None,
-               cursor: str | None = None) -> tuple[list[NoteResource], str | None]:
+def list_notes(
+    conn: apsw.Connection, vault_id: int | None, cursor: str | None = None
+) -> tuple[list[NoteResource], str | None]:
     """A page of the most recent visible notes in scope (``notes_recent`` order) and the next page's cursor;
     ``LISTED`` in all, whatever the vault holds."""
     offset = 0
@@ -82,12 +83,17 @@ def list_notes(conn: apsw.Connection, vault_id: int | None,
         offset = data["o"]
     where, params = _scope(vault_id)
     count = min(PAGE, LISTED - offset)
-    found = rows(conn, f"""SELECT n.path, n.title, v.name AS vault, length(CAST(n.body AS BLOB)) AS size, n.updated_at
+    found = rows(
+        conn,
+        f"""SELECT n.path, n.title, v.name AS vault, length(CAST(n.body AS BLOB)) AS size, n.updated_at
                            FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE {VISIBLE} {where}
                            ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ? OFFSET ?""",
-                 (*params, count + 1, offset))
-    page = [NoteResource(note_uri(r["vault"], r["path"]), r["path"], r["title"], r["vault"], r["size"],
-                         r["updated_at"]) for r in found[:count]]
+        (*params, count + 1, offset),
+    )
+    page = [
+        NoteResource(note_uri(r["vault"], r["path"]), r["path"], r["title"], r["vault"], r["size"], r["updated_at"])
+        for r in found[:count]
+    ]
     more = len(found) > count and offset + count < LISTED
     return page, encode_cursor({"t": "resources", "o": offset + count}) if more else None
 
@@ -126,13 +132,13 @@ def _fitting(body: str, budget: int) -> str:
     return body[:end]
 
 
-def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: int | None,
-              cap_bytes: int) -> NoteText:
+def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: int | None, cap_bytes: int) -> NoteText:
     """The note ``uri`` names, as ``kms_read`` would serve it, recorded as this session's read."""
     vault, path = parse_uri(uri)
     in_vault = _in_scope_vault(conn, vault, vault_id)
-    exact = conn.execute(f"SELECT n.id FROM notes n WHERE n.vault_id = ? AND n.path = ? AND {VISIBLE}",
-                         (in_vault, path)).fetchall()  # the address as listed; else kms_read's resolver
+    exact = conn.execute(
+        f"SELECT n.id FROM notes n WHERE n.vault_id = ? AND n.path = ? AND {VISIBLE}", (in_vault, path)
+    ).fetchall()  # the address as listed; else kms_read's resolver
     note_id = str(exact[0][0]) if exact else str(find_note(conn, path, vault_id=in_vault)["id"])
     note = get_note(conn, note_id, vault_id=in_vault)
     body: str = note["body"]  # stored without the summary block
@@ -140,11 +146,17 @@ def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: 
     if _json_bytes(body) > cap_bytes - ANSWER_ROOM:  # the cap is on the answer, as the host receives it
         cut = _fitting(body, cap_bytes - ANSWER_ROOM)
         cursor = encode_cursor({"n": note["id"], "o": len(cut), "v": note["content_hash"]})  # kms_read's
-        text, truncated = (f"{cut}\n\n[kms: the note goes on ({len(body) - len(cut)} more characters): "
-                           f"kms_read noteId={note['id']} cursor={cursor}]"), True
+        text, truncated = (
+            (
+                f"{cut}\n\n[kms: the note goes on ({len(body) - len(cut)} more characters): "
+                f"kms_read noteId={note['id']} cursor={cursor}]"
+            ),
+            True,
+        )
     session.reads.record([note["id"]])
-    return NoteText(note_uri(note["vault"], note["path"]), text, note["id"], note["title"], note["content_hash"],
-                    truncated)
+    return NoteText(
+        note_uri(note["vault"], note["path"]), text, note["id"], note["title"], note["content_hash"], truncated
+    )
 
 
 # completion ---------------------------------------------------------------------------------------
@@ -207,8 +219,9 @@ def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Cho
     if cached is not None and cached.conn() is conn and cached.stamp == stamp:
         return cached
     where, params = _scope(vault_id)
-    paths = conn.execute(f"SELECT n.rid, n.path FROM notes n WHERE n.rid NOT IN {HIDDEN_RIDS} {where}",
-                         params).fetchall()
+    paths = conn.execute(
+        f"SELECT n.rid, n.path FROM notes n WHERE n.rid NOT IN {HIDDEN_RIDS} {where}", params
+    ).fetchall()
     keys_where = "AND vault_id = ?" if vault_id is not None else ""
     titles: dict[Any, list[str]] = {}  # a note's title and its file's stem
     for rid, key in conn.execute(f"SELECT rid, key FROM note_keys WHERE kind = 2 {keys_where}", params):
@@ -242,8 +255,11 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
     where, params = _scope(vault_id)
     query = value.strip().lower()
     if not query:
-        found = rows(conn, f"SELECT n.path FROM notes n WHERE {VISIBLE} {where} "
-                           "ORDER BY n.updated_at DESC, n.path, n.id LIMIT ?", (*params, MAX_COMPLETIONS + 1))
+        found = rows(
+            conn,
+            f"SELECT n.path FROM notes n WHERE {VISIBLE} {where} ORDER BY n.updated_at DESC, n.path, n.id LIMIT ?",
+            (*params, MAX_COMPLETIONS + 1),
+        )
         values = [r["path"] for r in found]
         return Completion(values[:MAX_COMPLETIONS], len(values), len(values) > MAX_COMPLETIONS)
     choices = _choices(conn, db_path, vault_id)
@@ -253,8 +269,14 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
     if len(held) < FUZZY_BELOW:  # few notes hold the words as typed: a typo, or words out of order
         from rapidfuzz import fuzz, process  # only such a completion pays for it, not the server's start
 
-        hits = process.extract(query, choices.texts, scorer=fuzz.partial_ratio, processor=None,
-                               limit=MAX_COMPLETIONS, score_cutoff=FUZZY_CUTOFF)
+        hits = process.extract(
+            query,
+            choices.texts,
+            scorer=fuzz.partial_ratio,
+            processor=None,
+            limit=MAX_COMPLETIONS,
+            score_cutoff=FUZZY_CUTOFF,
+        )
         seen = set(held)
         fuzzy = [h for h in hits if h[2] not in seen]
         ranked += [h[2] for h in sorted(fuzzy, key=lambda h: (-round(h[1]), len(choices.texts[h[2]]), h[2]))]
@@ -262,9 +284,14 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
     rids = [choices.rids[i] for i in ranked[:MAX_COMPLETIONS]]
     if not rids:
         return Completion([], 0, False)
-    current = {r["rid"]: r["path"] for r in rows(  # still visible and in scope now
-        conn, f"SELECT n.rid, n.path FROM notes n WHERE n.rid IN ({','.join('?' * len(rids))}) AND {VISIBLE} {where}",
-        (*rids, *params))}
+    current = {
+        r["rid"]: r["path"]
+        for r in rows(  # still visible and in scope now
+            conn,
+            f"SELECT n.rid, n.path FROM notes n WHERE n.rid IN ({','.join('?' * len(rids))}) AND {VISIBLE} {where}",
+            (*rids, *params),
+        )
+    }
     values = [current[rid] for rid in rids if rid in current]
     return Completion(values, total, total > len(values))
 
@@ -275,9 +302,15 @@ def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: i
     if not paths.values:
         return paths
     where, params = _scope(vault_id)
-    titles = {r["path"]: r["title"] for r in rows(
-        conn, f"SELECT n.path, n.title FROM notes n WHERE n.path IN ({','.join('?' * len(paths.values))}) "
-              f"AND {VISIBLE} {where}", (*paths.values, *params))}
+    titles = {
+        r["path"]: r["title"]
+        for r in rows(
+            conn,
+            f"SELECT n.path, n.title FROM notes n WHERE n.path IN ({','.join('?' * len(paths.values))}) "
+            f"AND {VISIBLE} {where}",
+            (*paths.values, *params),
+        )
+    }
     values = list(dict.fromkeys(titles[p] for p in paths.values if p in titles))
     return Completion(values, paths.total, paths.has_more)
 

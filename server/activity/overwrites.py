@@ -48,8 +48,9 @@ def check(conn: apsw.Connection, vault: Vault, relpaths: list[str], now: float |
     now = time.time() if now is None else now
     changed = 0
     for rel in relpaths:
-        note = conn.execute("SELECT id, content_hash FROM notes WHERE vault_id = ? AND path = ?",
-                            (vault.id, rel)).fetchall()
+        note = conn.execute(
+            "SELECT id, content_hash FROM notes WHERE vault_id = ? AND path = ?", (vault.id, rel)
+        ).fetchall()
         if not note:
             continue
         note_id, current = note[0]

@@ -45,19 +45,34 @@ class PromptSpec:
     arguments: tuple[PromptArg, ...] = ()
 
 
-START = PromptSpec("start", "Orient in the notes",
-                   "Brief the agent on the person's notes: what this session may do, the map of the vaults, what "
-                   "changed since the last visit, remembered facts (kms_start).", "read")
-RECALL = PromptSpec("recall", "Recall notes about a topic",
-                    "Bring what the notes say about a topic into the conversation, within a token budget "
-                    "(kms_recall).", "read",
-                    (PromptArg("topic", "What to recall, in a few words.", required=True),))
-CAPTURE = PromptSpec("capture", "Record this session's decisions",
-                     "Ask the agent to record the decisions made in this session in the notes (kms_remember, "
-                     "kms_append), where this session may write.", "write")
-REVIEW = PromptSpec("review", "Review agents' changes",
-                    "What waits for the person's approval and what agents changed in the notes recently, for the "
-                    "agent to review with the person.", "read")
+START = PromptSpec(
+    "start",
+    "Orient in the notes",
+    "Brief the agent on the person's notes: what this session may do, the map of the vaults, what "
+    "changed since the last visit, remembered facts (kms_start).",
+    "read",
+)
+RECALL = PromptSpec(
+    "recall",
+    "Recall notes about a topic",
+    "Bring what the notes say about a topic into the conversation, within a token budget (kms_recall).",
+    "read",
+    (PromptArg("topic", "What to recall, in a few words.", required=True),),
+)
+CAPTURE = PromptSpec(
+    "capture",
+    "Record this session's decisions",
+    "Ask the agent to record the decisions made in this session in the notes (kms_remember, "
+    "kms_append), where this session may write.",
+    "write",
+)
+REVIEW = PromptSpec(
+    "review",
+    "Review agents' changes",
+    "What waits for the person's approval and what agents changed in the notes recently, for the "
+    "agent to review with the person.",
+    "read",
+)
 PROMPTS = (START, RECALL, CAPTURE, REVIEW)
 
 
@@ -72,22 +87,27 @@ def _block(data: Any) -> str:
 
 
 def start_text(answer: dict[str, Any]) -> str:
-    return ("Orient yourself in my notes (kms) with this brief before we go on. Tell me in two or three sentences "
-            "what you now know about my notes and what you may do with them; then wait for my request.\n\n"
-            + _block(answer))
+    return (
+        "Orient yourself in my notes (kms) with this brief before we go on. Tell me in two or three sentences "
+        "what you now know about my notes and what you may do with them; then wait for my request.\n\n" + _block(answer)
+    )
 
 
 def recall_text(topic: str, bundle: dict[str, Any]) -> str:
     if bundle.get("error"):
         return f"Recalling {topic!r} from my notes (kms) failed: {bundle.get('message')}. Tell me, and suggest a fix."
-    parts = [f"Here is what my notes (kms) say about {topic!r}: the best-matching sections and the notes they link, "
-             f"within {bundle.get('budgetTokens')} tokens. Use it as context for what we do next; read more with "
-             "kms_read (noteId and section as given) only where it is not enough. Say which notes you relied on."]
+    parts = [
+        f"Here is what my notes (kms) say about {topic!r}: the best-matching sections and the notes they link, "
+        f"within {bundle.get('budgetTokens')} tokens. Use it as context for what we do next; read more with "
+        "kms_read (noteId and section as given) only where it is not enough. Say which notes you relied on."
+    ]
     for item in bundle.get("items", []):
         where = f"{item.get('title')}" + (f" › {item['heading']}" if item.get("heading") else "")
         more = item.get("readMore") or {}
-        parts.append(f"## {where}\n(noteId {more.get('noteId', item.get('noteId'))}; {item.get('why', '')})\n\n"
-                     f"{item.get('text', '')}")
+        parts.append(
+            f"## {where}\n(noteId {more.get('noteId', item.get('noteId'))}; {item.get('why', '')})\n\n"
+            f"{item.get('text', '')}"
+        )
     if not bundle.get("items"):
         parts.append("(The notes hold nothing on this topic.)")
     return "\n\n".join(parts)
@@ -109,8 +129,9 @@ def capture_text(config: SessionConfig, project: str | None) -> str:
     )
 
 
-def review_data(conn: apsw.Connection, scope_name: str | None, vault_id: int | None,
-                now: float | None = None) -> dict[str, Any]:
+def review_data(
+    conn: apsw.Connection, scope_name: str | None, vault_id: int | None, now: float | None = None
+) -> dict[str, Any]:
     """The calls waiting for the person and the agents' recent successful changes, on visible notes of the
     session's vaults only."""
     from server.activity import approvals  # only when a review is asked for, not at the server's start
@@ -120,31 +141,62 @@ def review_data(conn: apsw.Connection, scope_name: str | None, vault_id: int | N
     pending = []
     for item in approvals.list_pending(conn, now=at):
         files = item.files
-        if any(f.get("hidden") for f in files) or (scope_name is not None and any(f.get("vault") != scope_name
-                                                                                   for f in files)):
+        if any(f.get("hidden") for f in files) or (
+            scope_name is not None and any(f.get("vault") != scope_name for f in files)
+        ):
             continue
-        pending.append({"id": item.id, "tool": item.tool, "session": item.session_id,
-                        "waiting": ago(item.created_at, at), "summary": item.input_summary,
-                        "files": [{"path": f.get("newPath") or f.get("path"), "added": f.get("added", 0),
-                                   "removed": f.get("removed", 0)} for f in files]})
+        pending.append(
+            {
+                "id": item.id,
+                "tool": item.tool,
+                "session": item.session_id,
+                "waiting": ago(item.created_at, at),
+                "summary": item.input_summary,
+                "files": [
+                    {
+                        "path": f.get("newPath") or f.get("path"),
+                        "added": f.get("added", 0),
+                        "removed": f.get("removed", 0),
+                    }
+                    for f in files
+                ],
+            }
+        )
     scope = "AND n.vault_id = ?" if vault_id is not None else ""
-    changes = [{"id": r[0], "when": ago(float(r[1]), at), "session": r[2], "tool": r[3], "noteId": r[4],
-                "path": r[5], "title": r[6], "linesAdded": r[7]} for r in conn.execute(
-        f"""SELECT t.id, t.at, t.session_id, t.tool, n.id, n.path, n.title, t.lines_added FROM tool_invocations t
+    changes = [
+        {
+            "id": r[0],
+            "when": ago(float(r[1]), at),
+            "session": r[2],
+            "tool": r[3],
+            "noteId": r[4],
+            "path": r[5],
+            "title": r[6],
+            "linesAdded": r[7],
+        }
+        for r in conn.execute(
+            f"""SELECT t.id, t.at, t.session_id, t.tool, n.id, n.path, n.title, t.lines_added FROM tool_invocations t
             JOIN notes n ON n.id = t.note_id
             WHERE t.id > (SELECT coalesce(max(id), 0) FROM tool_invocations) - ? AND t.actor = 'agent'
               AND t.status = 'success' AND t.at > ? AND {VISIBLE} {scope}
             ORDER BY t.id DESC LIMIT ?""",
-        (REVIEW_SCAN, at - RECENT_WINDOW_S, *((vault_id,) if vault_id is not None else ()), RECENT_CHANGES))]
-    return {"pending": pending[:PENDING_SHOWN], "pendingMore": max(0, len(pending) - PENDING_SHOWN),
-            "recentChanges": changes}
+            (REVIEW_SCAN, at - RECENT_WINDOW_S, *((vault_id,) if vault_id is not None else ()), RECENT_CHANGES),
+        )
+    ]
+    return {
+        "pending": pending[:PENDING_SHOWN],
+        "pendingMore": max(0, len(pending) - PENDING_SHOWN),
+        "recentChanges": changes,
+    }
 
 
 def review_text(data: dict[str, Any]) -> str:
-    head = ("Review with me what agents did in my notes (kms). For each change below, read the note (kms_read) "
-            "where needed and tell me in one line whether it looks right; flag anything wrong, duplicated or "
-            "surprising. I approve or reject waiting calls myself, in the kms dashboard or with `kms approve` / "
-            "`kms reject`; a change can be reverted from the dashboard.")
+    head = (
+        "Review with me what agents did in my notes (kms). For each change below, read the note (kms_read) "
+        "where needed and tell me in one line whether it looks right; flag anything wrong, duplicated or "
+        "surprising. I approve or reject waiting calls myself, in the kms dashboard or with `kms approve` / "
+        "`kms reject`; a change can be reverted from the dashboard."
+    )
     if not data["pending"] and not data["recentChanges"]:
         return head + "\n\nNothing waits for approval and no agent changed a note recently: say so."
     return head + "\n\n" + _block(data)

@@ -127,8 +127,10 @@ def record(
         if isinstance(change, FilesChanged):
             conn.executemany(
                 "INSERT INTO tool_file_changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(rid, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, int(f.hidden))
-                 for i, f in enumerate(change.files)],
+                [
+                    (rid, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, int(f.hidden))
+                    for i, f in enumerate(change.files)
+                ],
             )
         return rid
 
@@ -136,8 +138,16 @@ def record(
 def file_changes(conn: apsw.Connection, invocation_id: int) -> list[FileChange]:
     """The per-file changes of one invocation, in the order they were made."""
     return [
-        FileChange(r["path"], r["new_path"], r["hunk_offset"], r["old_text"], r["new_text"], r["hash_before"],
-                   r["hash_after"], bool(r["hidden"]))
+        FileChange(
+            r["path"],
+            r["new_path"],
+            r["hunk_offset"],
+            r["old_text"],
+            r["new_text"],
+            r["hash_before"],
+            r["hash_after"],
+            bool(r["hidden"]),
+        )
         for r in rows(conn, "SELECT * FROM tool_file_changes WHERE invocation_id = ? ORDER BY seq", (invocation_id,))
     ]
 
@@ -227,8 +237,16 @@ def search_invocations(conn: apsw.Connection, query: str, limit: int = 20) -> li
 
 def write_totals(conn: apsw.Connection) -> dict[str, Any]:
     """What agents have written so far (``kms doctor``): calls, how many succeeded, sessions, the last one."""
-    calls, ok, sessions, last = next(conn.execute(
-        "SELECT count(*), coalesce(sum(status = 'success'), 0), count(DISTINCT session_id), max(at) "
-        "FROM tool_invocations WHERE actor = 'agent'"))
-    return {"calls": int(calls), "succeeded": int(ok), "refused": int(calls) - int(ok),
-            "sessions": int(sessions), "lastAt": last}
+    calls, ok, sessions, last = next(
+        conn.execute(
+            "SELECT count(*), coalesce(sum(status = 'success'), 0), count(DISTINCT session_id), max(at) "
+            "FROM tool_invocations WHERE actor = 'agent'"
+        )
+    )
+    return {
+        "calls": int(calls),
+        "succeeded": int(ok),
+        "refused": int(calls) - int(ok),
+        "sessions": int(sessions),
+        "lastAt": last,
+    }

@@ -143,7 +143,12 @@ class RateLimiter:
         self._store(conn, session_id, window or 0, total, oldest, now)
 
     def _store(
-        self, conn: apsw.Connection, session_id: str, window: int, total: int, oldest: float | None,
+        self,
+        conn: apsw.Connection,
+        session_id: str,
+        window: int,
+        total: int,
+        oldest: float | None,
         now: float,
     ) -> None:
         """Upsert the row the dashboard reads (0 stands for 'unlimited' in the NOT NULL limit columns)."""

@@ -64,8 +64,6 @@ class SessionRow:
         }
 
 
-
-
 def _row(d: dict[str, Any]) -> SessionRow:
     argv = json.loads(d["argv"]) if d.get("argv") else None
     return SessionRow(**{**d, "argv": argv})
@@ -144,15 +142,12 @@ def touch_session(
         )
 
 
-def end_session(
-    conn: apsw.Connection, session_id: str, exit_code: int | None, *, now: float | None = None
-) -> bool:
+def end_session(conn: apsw.Connection, session_id: str, exit_code: int | None, *, now: float | None = None) -> bool:
     """Record the end and exit code; True if the session existed."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
-            "UPDATE sessions SET ended_at = ?, last_seen_at = max(last_seen_at, ?), exit_code = ?"
-            " WHERE id = ?",
+            "UPDATE sessions SET ended_at = ?, last_seen_at = max(last_seen_at, ?), exit_code = ? WHERE id = ?",
             (at, at, exit_code, session_id),
         )
         return conn.changes() > 0
@@ -190,8 +185,9 @@ def session_counts(conn: apsw.Connection) -> dict[str, dict[str, int]]:
     """Per session: agent write calls (and how many were refused) and notes read (``kms session list``)."""
     out: dict[str, dict[str, int]] = {}
     for sid, calls, refused in conn.execute(
-            "SELECT session_id, count(*), sum(status != 'success') FROM tool_invocations WHERE actor = 'agent'"
-            " GROUP BY session_id"):
+        "SELECT session_id, count(*), sum(status != 'success') FROM tool_invocations WHERE actor = 'agent'"
+        " GROUP BY session_id"
+    ):
         out[sid] = {"calls": calls, "refused": refused or 0, "reads": 0}
     for sid, reads in conn.execute("SELECT session_id, count(*) FROM note_reads GROUP BY session_id"):
         out.setdefault(sid, {"calls": 0, "refused": 0, "reads": 0})["reads"] = reads

@@ -24,8 +24,18 @@ from server.index.listing import list_recent
 from server.index.records import estimate_tokens
 
 START_BUDGET_TOKENS = 2_500
-CAPS = {"folders": 12, "mostLinked": 8, "recent": 8, "tags": 25, "flagged": 5, "unresolved": 5, "changes": 15,
-        "memory": 15, "vaults": 10, "allowlist": 20}
+CAPS = {
+    "folders": 12,
+    "mostLinked": 8,
+    "recent": 8,
+    "tags": 25,
+    "flagged": 5,
+    "unresolved": 5,
+    "changes": 15,
+    "memory": 15,
+    "vaults": 10,
+    "allowlist": 20,
+}
 # (section path, the tool that lists it all), least useful first: what gives way when over budget
 SHRINK_ORDER: list[tuple[tuple[str, ...], str]] = [
     (("map", "tags"), "kms_list_tags"),
@@ -71,11 +81,17 @@ def start_answer(
     for v in vaults[: CAPS["vaults"]]:
         folders, more = orientation.subfolders(conn, "", v["id"], limit=CAPS["folders"])
         root_notes = v["notes"] - sum(f["notes"] for f in folders)  # at the root, or in folders beyond the cap
-        out_vaults.append({"name": v["name"], "dialect": v["dialect"], "notes": v["notes"],
-                           "lastIndexedAt": v["lastIndexedAt"],
-                           "folders": [{"path": f["path"], "notes": f["notes"]} for f in folders],
-                           **({"moreFolders": more} if more else {}),
-                           **({"notesElsewhere": root_notes} if root_notes > 0 else {})})
+        out_vaults.append(
+            {
+                "name": v["name"],
+                "dialect": v["dialect"],
+                "notes": v["notes"],
+                "lastIndexedAt": v["lastIndexedAt"],
+                "folders": [{"path": f["path"], "notes": f["notes"]} for f in folders],
+                **({"moreFolders": more} if more else {}),
+                **({"notesElsewhere": root_notes} if root_notes > 0 else {}),
+            }
+        )
     tags, tag_total = orientation.tags(conn, vault_id, CAPS["tags"])
     flagged, flagged_total = orientation.flagged(conn, vault_id, CAPS["flagged"])
     unresolved, unresolved_total = orientation.unresolved(conn, vault_id, CAPS["unresolved"])
@@ -83,36 +99,48 @@ def start_answer(
         "session": session,
         "vaults": out_vaults,
         "map": {
-            "mostLinked": _compact(orientation.most_linked(conn, vault_id, CAPS["mostLinked"]),
-                                   ("noteId", "title", "path", "vault", "backlinks"), many),
-            "recent": _compact(list_recent(conn, CAPS["recent"], vault_id),
-                               ("noteId", "title", "path", "vault", "updatedAt"), many),
+            "mostLinked": _compact(
+                orientation.most_linked(conn, vault_id, CAPS["mostLinked"]),
+                ("noteId", "title", "path", "vault", "backlinks"),
+                many,
+            ),
+            "recent": _compact(
+                list_recent(conn, CAPS["recent"], vault_id), ("noteId", "title", "path", "vault", "updatedAt"), many
+            ),
             "tags": [{"tag": t["tag"], "count": t["count"]} for t in tags],
             "tagsInAll": tag_total,
         },
         "health": {
             "lastIndexedAt": max((v["lastIndexedAt"] or 0 for v in vaults), default=None) or None,
             "watcherRunning": watcher,
-            "flagged": {"count": flagged_total,
-                        "notes": _compact(flagged, ("noteId", "path", "vault", "reason"), many)},
-            "unresolvedLinks": {"count": unresolved_total,
-                                "top": [{"target": u["target"], "links": u["links"]} for u in unresolved]},
+            "flagged": {
+                "count": flagged_total,
+                "notes": _compact(flagged, ("noteId", "path", "vault", "reason"), many),
+            },
+            "unresolvedLinks": {
+                "count": unresolved_total,
+                "top": [{"target": u["target"], "links": u["links"]} for u in unresolved],
+            },
         },
         "sinceLastVisit": _since(conn, project, session_id, vault_id, at, many),
         "memory": memory.read_memory(conn, memory_folder, project, vault_id, CAPS["memory"]),
         "next": "Browse with kms_list_folder, find with kms_search or kms_semantic_search, open a noteId with "
-                "kms_read; kms_status for index health.",
+        "kms_read; kms_status for index health.",
     }
     if len(vaults) > CAPS["vaults"]:
         answer["moreVaults"] = len(vaults) - CAPS["vaults"]
     return fit(answer, budget)
 
 
-def _since(conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None, now: float,
-           many: bool) -> dict[str, Any]:
+def _since(
+    conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None, now: float, many: bool
+) -> dict[str, Any]:
     if not project:
-        return {"since": None, "reason": "this session has no project identity; pass project to kms_start (your "
-                                         "working folder or repository) to see what changed since your last visit"}
+        return {
+            "since": None,
+            "reason": "this session has no project identity; pass project to kms_start (your "
+            "working folder or repository) to see what changed since your last visit",
+        }
     prev = previous_visit(conn, project, session_id, now)
     if prev is None:
         return {"since": None, "firstVisit": True, "project": project}
@@ -140,8 +168,9 @@ def _lists(answer: dict[str, Any], path: tuple[str, ...]) -> list[tuple[dict[str
     return [(h, path[-1]) for h in holders if isinstance(h, dict) and isinstance(h.get(path[-1]), list)]
 
 
-def fit(answer: dict[str, Any], budget: int,
-        measure: Callable[[dict[str, Any]], int] = answer_tokens) -> dict[str, Any]:
+def fit(
+    answer: dict[str, Any], budget: int, measure: Callable[[dict[str, Any]], int] = answer_tokens
+) -> dict[str, Any]:
     """Drop whole items from the least useful lists until the answer is within ``budget`` tokens."""
     omitted: dict[str, Any] = {}
     answer["tokenEstimate"] = measure(answer)

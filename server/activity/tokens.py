@@ -57,9 +57,18 @@ class Token:
         return "active"
 
     def to_json(self, now: float) -> dict[str, Any]:
-        return {"id": self.id, "label": self.label, "kind": self.kind, "scopes": self.scopes.text(),
-                "sessionId": self.session_id, "createdAt": self.created_at, "expiresAt": self.expires_at,
-                "revokedAt": self.revoked_at, "lastUsedAt": self.last_used_at, "state": self.state(now)}
+        return {
+            "id": self.id,
+            "label": self.label,
+            "kind": self.kind,
+            "scopes": self.scopes.text(),
+            "sessionId": self.session_id,
+            "createdAt": self.created_at,
+            "expiresAt": self.expires_at,
+            "revokedAt": self.revoked_at,
+            "lastUsedAt": self.last_used_at,
+            "state": self.state(now),
+        }
 
 
 def _digest(secret: str) -> str:
@@ -67,14 +76,31 @@ def _digest(secret: str) -> str:
 
 
 def _token(row: dict[str, Any]) -> Token:
-    return Token(row["id"], row["label"], row["kind"], Scopes.parse(row["scopes"]), row["session_id"],
-                 row["created_at"], row["expires_at"], row["revoked_at"], row["last_used_at"],
-                 json.loads(row["config"]) if row["config"] else None)
+    return Token(
+        row["id"],
+        row["label"],
+        row["kind"],
+        Scopes.parse(row["scopes"]),
+        row["session_id"],
+        row["created_at"],
+        row["expires_at"],
+        row["revoked_at"],
+        row["last_used_at"],
+        json.loads(row["config"]) if row["config"] else None,
+    )
 
 
-def create(conn: apsw.Connection, *, label: str, scopes: Scopes, kind: str = "host", expires_in_s: float | None = None,
-           session_id: str | None = None, config: dict[str, str] | None = None,
-           now: float | None = None) -> tuple[Token, str]:
+def create(
+    conn: apsw.Connection,
+    *,
+    label: str,
+    scopes: Scopes,
+    kind: str = "host",
+    expires_in_s: float | None = None,
+    session_id: str | None = None,
+    config: dict[str, str] | None = None,
+    now: float | None = None,
+) -> tuple[Token, str]:
     """A new token and its one printable form (shown once, never stored). ``config``: the contract of the
     launcher session it is made for (its settings as launched, which the token's scopes then narrow)."""
     if kind not in KINDS:
@@ -90,11 +116,21 @@ def create(conn: apsw.Connection, *, label: str, scopes: Scopes, kind: str = "ho
     token_id = "t" + secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     with write_tx(conn):
-        conn.execute("INSERT INTO tokens (id, label, kind, scopes, hash, session_id, config, created_at, expires_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (token_id, label, kind, scopes.text(), _digest(secret), session_id or new_session_id(),
-                      json.dumps(config) if config else None, now,
-                      now + expires_in_s if expires_in_s is not None else None))
+        conn.execute(
+            "INSERT INTO tokens (id, label, kind, scopes, hash, session_id, config, created_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                token_id,
+                label,
+                kind,
+                scopes.text(),
+                _digest(secret),
+                session_id or new_session_id(),
+                json.dumps(config) if config else None,
+                now,
+                now + expires_in_s if expires_in_s is not None else None,
+            ),
+        )
     return get(conn, token_id), f"{PREFIX}{token_id}_{secret}"
 
 
@@ -108,12 +144,25 @@ def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | No
 
     enabled = [t for t in TIERS if tier_enabled(config, t)]
     scopes = Scopes(tier=enabled[-1] if enabled else "read", vault=config.vault, approval=config.approval == "always")
-    return create(conn, label=f"kms claude {config.session_id}", scopes=scopes, kind="session",
-                  expires_in_s=SESSION_TOKEN_S, session_id=config.session_id, config=config.to_env(), now=now)
+    return create(
+        conn,
+        label=f"kms claude {config.session_id}",
+        scopes=scopes,
+        kind="session",
+        expires_in_s=SESSION_TOKEN_S,
+        session_id=config.session_id,
+        config=config.to_env(),
+        now=now,
+    )
 
 
-HOST_TOKEN_VARS = {"cursor": "KMS_TOKEN_CURSOR", "vscode": "KMS_TOKEN_VSCODE", "windsurf": "KMS_TOKEN_WINDSURF",
-                   "codex": "KMS_TOKEN_CODEX", "gemini": "KMS_TOKEN_GEMINI"}  # hosts that read it from the env
+HOST_TOKEN_VARS = {
+    "cursor": "KMS_TOKEN_CURSOR",
+    "vscode": "KMS_TOKEN_VSCODE",
+    "windsurf": "KMS_TOKEN_WINDSURF",
+    "codex": "KMS_TOKEN_CODEX",
+    "gemini": "KMS_TOKEN_GEMINI",
+}  # hosts that read it from the env
 
 
 def _secrets_dir(db_path: Path) -> Path:
@@ -124,8 +173,7 @@ def _secrets_dir(db_path: Path) -> Path:
     return folder
 
 
-def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *,
-             now: float | None = None) -> Token:
+def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *, now: float | None = None) -> Token:
     """A fresh token for an agent host (``host:<name>``; the host's previous one revoked), its secret kept
     in kms's private folder (0600) for the host's helper or the person's shell, never in the host's file."""
     label = f"host:{host}"
@@ -178,7 +226,8 @@ def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) ->
     now = time.time() if now is None else now
     with write_tx(conn):
         found = rows(conn, "SELECT id FROM tokens WHERE id = ?", (token_id,)) or rows(
-            conn, "SELECT id FROM tokens WHERE label = ? AND revoked_at IS NULL", (token_id,))
+            conn, "SELECT id FROM tokens WHERE label = ? AND revoked_at IS NULL", (token_id,)
+        )
         if not found:
             raise KmsError("not-found", f"no token {token_id!r} (kms token list shows them)")
         if len(found) > 1:
@@ -193,7 +242,7 @@ def verify(conn: apsw.Connection, presented: str, *, now: float | None = None, t
     that off its event loop instead (``touch_due``, ``touch``), since it is a write."""
     if not isinstance(presented, str) or not presented.startswith(PREFIX) or len(presented) > 200:
         return None
-    token_id, sep, secret = presented[len(PREFIX):].partition("_")
+    token_id, sep, secret = presented[len(PREFIX) :].partition("_")
     if not sep or not secret:
         return None
     found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,))
@@ -215,6 +264,4 @@ def touch_due(token: Token, now: float) -> bool:
 def mark_used(conn: apsw.Connection, token_id: str, now: float | None = None) -> None:
     """Record a token's use now (what ``kms token list`` and the dashboard show as last used)."""
     with write_tx(conn):
-        conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (time.time() if now is None else now,
-                                                                            token_id))
-
+        conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (time.time() if now is None else now, token_id))

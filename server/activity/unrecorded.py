@@ -30,8 +30,20 @@ from server.activity import provenance
 log = logging.getLogger("kms.writes")
 SUFFIX = ".unrecorded.jsonl"
 LOW_SPACE_BYTES = 16 * 1024 * 1024  # below this a large write's index update and provenance row may not fit
-FIELDS = ("tool", "session_id", "status", "input_summary", "actor", "note_id", "vault", "path", "title", "error",
-          "message", "at")
+FIELDS = (
+    "tool",
+    "session_id",
+    "status",
+    "input_summary",
+    "actor",
+    "note_id",
+    "vault",
+    "path",
+    "title",
+    "error",
+    "message",
+    "at",
+)
 
 
 def journal_path(db_path: str | os.PathLike[str]) -> Path:
@@ -71,8 +83,12 @@ def _read_all(fd: int) -> bytes:
 def keep(db_path: str | os.PathLike[str], **row: Any) -> bool:
     """Write one call's row (``provenance.record`` keywords) into the journal's reserve (or after it);
     False if it did not fit even there (then it is only logged)."""
-    line = json.dumps({k: v for k, v in row.items() if k in FIELDS} | {"at": row.get("at") or time.time()},
-                      ensure_ascii=False).encode() + b"\n"
+    line = (
+        json.dumps(
+            {k: v for k, v in row.items() if k in FIELDS} | {"at": row.get("at") or time.time()}, ensure_ascii=False
+        ).encode()
+        + b"\n"
+    )
     try:
         with _journal(db_path) as fd:
             used = len(_read_all(fd).rstrip(b"\n"))
@@ -138,10 +154,13 @@ def room_report(db_path: str | os.PathLike[str]) -> dict[str, Any]:
     count = waiting(db_path)
     problems = []
     if free is not None and free < LOW_SPACE_BYTES:
-        problems.append(f"the disk holding the database has {free // 1024} KiB free: writes may be refused "
-                        "(disk-full) until some space is freed")
+        problems.append(
+            f"the disk holding the database has {free // 1024} KiB free: writes may be refused "
+            "(disk-full) until some space is freed"
+        )
     if count:
-        problems.append(f"{count} refused write call(s) are waiting in {journal_path(db_path)} to be recorded; "
-                        "the next write call records them once there is room")
+        problems.append(
+            f"{count} refused write call(s) are waiting in {journal_path(db_path)} to be recorded; "
+            "the next write call records them once there is room"
+        )
     return {"freeBytes": free, "unrecorded": count, "warning": "; ".join(problems) or None}
-

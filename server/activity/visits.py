@@ -65,8 +65,15 @@ class SessionIdentity:
         with self._lock:
             return self._project
 
-    def use(self, conn: apsw.Connection, project: str | None = None, *, kind: str = "server",
-            vault: str | None = None, now: float | None = None) -> str | None:
+    def use(
+        self,
+        conn: apsw.Connection,
+        project: str | None = None,
+        *,
+        kind: str = "server",
+        vault: str | None = None,
+        now: float | None = None,
+    ) -> str | None:
         """Take ``project`` (when given) as this session's identity and record it on the session row."""
         from server.activity.sessions import touch_session
 
@@ -81,8 +88,9 @@ class SessionIdentity:
         return current
 
 
-def previous_visit(conn: apsw.Connection, project: str, session_id: str,
-                   now: float | None = None) -> dict[str, Any] | None:
+def previous_visit(
+    conn: apsw.Connection, project: str, session_id: str, now: float | None = None
+) -> dict[str, Any] | None:
     """The latest other session of ``project`` that has left (ended, or unseen for ``STALE_S``): its id
     and when it left. None on a first visit. Sessions still running beside this one do not count."""
     at = time.time() if now is None else now
@@ -105,8 +113,7 @@ TIE = {"updated_at": "n.id", "created_at": "n.rid DESC"}  # each index's own ord
 COUNT_CAP = 500  # counted exactly up to here (each counted note is a row read), then "at least"
 
 
-def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = None,
-                  limit: int = 15) -> dict[str, Any]:
+def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = None, limit: int = 15) -> dict[str, Any]:
     """Visible notes created or edited after ``since`` (newest first, at most ``limit``), each with who.
 
     The newest by edit time and the newest by creation time are each read down their own index and
@@ -123,16 +130,35 @@ def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = No
     found = sorted(picked.values(), key=lambda r: (-max(r["updated_at"], r["created_at"]), r["noteId"]))[:limit]
 
     def count(cond: str) -> int:
-        return int(rows(conn, f"""SELECT count(*) AS n FROM (SELECT 1 FROM notes n WHERE +n.hidden_at IS NULL
-                                  {scope} AND {cond} LIMIT :cap)""", params)[0]["n"])
+        return int(
+            rows(
+                conn,
+                f"""SELECT count(*) AS n FROM (SELECT 1 FROM notes n WHERE +n.hidden_at IS NULL
+                                  {scope} AND {cond} LIMIT :cap)""",
+                params,
+            )[0]["n"]
+        )
 
     changed, created = count("(n.updated_at > :since OR n.created_at > :since)"), count("n.created_at > :since")
     who = _editors(conn, found, since)
-    notes = [{"noteId": r["noteId"], "title": r["title"], "path": r["path"], "vault": r["vault"],
-              "change": "created" if r["created_at"] > since else "edited",
-              "at": max(r["updated_at"], r["created_at"]), "by": who[r["noteId"]]} for r in found]
-    out: dict[str, Any] = {"created": min(created, COUNT_CAP), "edited": max(0, min(changed, COUNT_CAP) - created),
-                           "notes": notes, "more": max(0, min(changed, COUNT_CAP) - len(notes))}
+    notes = [
+        {
+            "noteId": r["noteId"],
+            "title": r["title"],
+            "path": r["path"],
+            "vault": r["vault"],
+            "change": "created" if r["created_at"] > since else "edited",
+            "at": max(r["updated_at"], r["created_at"]),
+            "by": who[r["noteId"]],
+        }
+        for r in found
+    ]
+    out: dict[str, Any] = {
+        "created": min(created, COUNT_CAP),
+        "edited": max(0, min(changed, COUNT_CAP) - created),
+        "notes": notes,
+        "more": max(0, min(changed, COUNT_CAP) - len(notes)),
+    }
     if changed > COUNT_CAP:
         out["countsAtLeast"] = True  # more changed than were counted
     return out
@@ -155,14 +181,19 @@ def _editors(conn: apsw.Connection, notes: list[dict[str, Any]], since: float) -
     by_path = {(n["vault"], n["path"]): n["noteId"] for n in notes}
     files: dict[int, list[tuple[str, str]]] = {}
     for inv, path, digest in conn.execute(
-            "SELECT invocation_id, coalesce(new_path, path), hash_after FROM tool_file_changes WHERE invocation_id > ?",
-            (after,)):
+        "SELECT invocation_id, coalesce(new_path, path), hash_after FROM tool_file_changes WHERE invocation_id > ?",
+        (after,),
+    ):
         files.setdefault(inv, []).append((path, digest))
     writes: dict[str, list[tuple[str, str, str | None]]] = {}  # note -> (actor, session, hash after)
     projects: dict[str, str | None] = {}
-    for w in rows(conn, """SELECT i.id, i.session_id, i.actor, i.note_id, i.vault, i.hash_after, s.project
+    for w in rows(
+        conn,
+        """SELECT i.id, i.session_id, i.actor, i.note_id, i.vault, i.hash_after, s.project
                            FROM tool_invocations i LEFT JOIN sessions s ON s.id = i.session_id
-                           WHERE i.id > ? AND i.status = 'success' ORDER BY i.id LIMIT ?""", (after, WRITES_CAP)):
+                           WHERE i.id > ? AND i.status = 'success' ORDER BY i.id LIMIT ?""",
+        (after, WRITES_CAP),
+    ):
         projects[w["session_id"]] = w["project"]
         touched = [(nid, w["hash_after"]) for nid in (w["note_id"],) if nid in by_note]
         touched += [(by_path[(w["vault"], p)], h) for p, h in files.get(w["id"], []) if (w["vault"], p) in by_path]

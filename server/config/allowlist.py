@@ -59,8 +59,11 @@ class Allowlist:
     def narrowed(self, patterns: Iterable[str]) -> Allowlist:
         """This allowlist, and ``patterns`` too (no patterns: unchanged)."""
         extra = Allowlist(patterns)
-        return Allowlist(self.patterns, also=extra if self.also is None else self.also.narrowed(extra.patterns)) \
-            if extra else self
+        return (
+            Allowlist(self.patterns, also=extra if self.also is None else self.also.narrowed(extra.patterns))
+            if extra
+            else self
+        )
 
     def __bool__(self) -> bool:
         return bool(self.patterns) or self.also is not None

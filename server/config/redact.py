@@ -25,15 +25,18 @@ REDACTED = "***"
 
 _SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASS(WORD|WD|PHRASE)?|PWD|AUTH|CREDENTIAL|COOKIE|BEARER|PRIVATE|DSN|SIG(NATURE)?|"
-    r"WEBHOOK", re.I)
+    r"WEBHOOK",
+    re.I,
+)
 # field names of kms's own documents that only look secret ({"key": "agent.read", ...})
 _NOT_SECRET_NAME = re.compile(r"^(keys?|keywords?|passthrough|author|auth_type|env)$", re.I)
 _SECRET_VALUE = re.compile(
     r"^(bearer|basic|token|digest)\s+\S|^(sk|pk|rk)-[A-Za-z0-9_-]{8,}|^(ghp|gho|ghs|ghu|github_pat|glpat|xox[abprs])[_-]"
-    r"|^AKIA[0-9A-Z]{12,}|^eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.", re.I)
+    r"|^AKIA[0-9A-Z]{12,}|^eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.",
+    re.I,
+)
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|auth|sig|signature|credential|code|session|jwt", re.I)
-_SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|pass(word|wd|phrase)?|pwd|auth|credential|bearer)[\w-]*$",
-                          re.I)
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|pass(word|wd|phrase)?|pwd|auth|credential|bearer)[\w-]*$", re.I)
 _WEBHOOK = re.compile(r"hooks?\.|webhook", re.I)
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
 
@@ -124,8 +127,13 @@ def redact(doc: Any) -> Any:
         for key, value in doc.items():
             if key == "args" and isinstance(value, list):
                 out[key] = redact_args(value)
-            elif isinstance(key, str) and secret_name(key) and isinstance(value, str | int | float) \
-                    and not isinstance(value, bool) and value != "":
+            elif (
+                isinstance(key, str)
+                and secret_name(key)
+                and isinstance(value, str | int | float)
+                and not isinstance(value, bool)
+                and value != ""
+            ):
                 out[key] = REDACTED
             else:
                 out[key] = redact(value)

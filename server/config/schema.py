@@ -205,8 +205,7 @@ _SCHEMA: list[Setting] = [
         "write.approval_lines",
         "int",
         20,
-        "With write.approval = bulk: a call touching more lines than this (added plus removed) waits for "
-        "approval.",
+        "With write.approval = bulk: a call touching more lines than this (added plus removed) waits for approval.",
         "KMS_WRITE_APPROVAL_LINES",
         validator=validators.int_range(0, 1_000_000),
         valid="a whole number from 0 to 1000000",
@@ -427,18 +426,33 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
     "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
     "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
     "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
-    "KMS_PROJECT": ("The project a session works on (`kms claude` passes its working directory): what "
-                    "kms_start reports as changed since that project's last session, and whose memory "
-                    "kms_remember keeps. Unset: the server's working directory (unless it is / or home).",
-                    "any text, usually a folder path"),
+    "KMS_PROJECT": (
+        "The project a session works on (`kms claude` passes its working directory): what "
+        "kms_start reports as changed since that project's last session, and whose memory "
+        "kms_remember keeps. Unset: the server's working directory (unless it is / or home).",
+        "any text, usually a folder path",
+    ),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
-    "KMS_SESSION_TOKEN": ("The bearer token of a `kms claude` session served by the kms service (`kms claude` "
-                          "sets it for the host's HTTP entry; revoked when the session ends).", None),
-    **{f"KMS_TOKEN_{host.upper()}": (f"The kms service token {label} reads for its HTTP entry "
-                                     f"(`kms mcp-config {host} --http`; `kms token secret {host}` prints it).", None)
-       for host, label in (("cursor", "Cursor"), ("vscode", "VS Code"), ("windsurf", "Windsurf"),
-                           ("codex", "Codex CLI"), ("gemini", "Gemini CLI"))},
+    "KMS_SESSION_TOKEN": (
+        "The bearer token of a `kms claude` session served by the kms service (`kms claude` "
+        "sets it for the host's HTTP entry; revoked when the session ends).",
+        None,
+    ),
+    **{
+        f"KMS_TOKEN_{host.upper()}": (
+            f"The kms service token {label} reads for its HTTP entry "
+            f"(`kms mcp-config {host} --http`; `kms token secret {host}` prints it).",
+            None,
+        )
+        for host, label in (
+            ("cursor", "Cursor"),
+            ("vscode", "VS Code"),
+            ("windsurf", "Windsurf"),
+            ("codex", "Codex CLI"),
+            ("gemini", "Gemini CLI"),
+        )
+    },
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

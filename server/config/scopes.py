@@ -61,8 +61,9 @@ class Scopes:
             elif word == "admin":
                 admin = True
             else:
-                raise ScopeError(f"unknown scope {word!r}; valid: tier:{'|'.join(TIERS)}, vault:NAME, "
-                                 "folder:GLOB, approval, admin")
+                raise ScopeError(
+                    f"unknown scope {word!r}; valid: tier:{'|'.join(TIERS)}, vault:NAME, folder:GLOB, approval, admin"
+                )
         return cls(tier, vault, tuple(folders), approval, admin)
 
     def text(self) -> str:

@@ -373,9 +373,11 @@ def set_value(
             f"effect. Turn {'it' if len(off) == 1 else 'them'} on with: {fix}"
         )
     if s.type == "path" and value not in (AUTO, None) and not Path(str(value)).expanduser().is_dir():
-        warnings.append(f"{key}: {value} is not a folder (yet); saved anyway, but nothing will be found there "
-                        "until it exists" + (" and holds the model (kms model status checks it)"
-                                             if key == "embed.model_dir" else ""))
+        warnings.append(
+            f"{key}: {value} is not a folder (yet); saved anyway, but nothing will be found there "
+            "until it exists"
+            + (" and holds the model (kms model status checks it)" if key == "embed.model_dir" else "")
+        )
     if key in ("agent.write", "write.allowlist") and now.active("agent.write") and not now.get("write.allowlist"):
         warnings.append(
             "agent.write is on and write.allowlist is empty, so agents may write in every folder. "

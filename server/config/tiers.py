@@ -80,8 +80,10 @@ def disabled_message(config: SessionConfig, tool: str, tier: Tier) -> str:
     named = " and ".join(f"{key} ({SETTINGS[key].env})" for key in off)
     fix = " and ".join(f"`kms config set {key} true`" for key in off)
     verb = "is" if len(off) == 1 else "are"
-    return (f"{tool} is turned off for this session: {named} {verb} off. The person can turn it on with {fix} "
-            "and start a new session.")
+    return (
+        f"{tool} is turned off for this session: {named} {verb} off. The person can turn it on with {fix} "
+        "and start a new session."
+    )
 
 
 def tiers_prose() -> list[str]:

@@ -17,5 +17,7 @@ def find_unexpanded(argv: list[str], env: Mapping[str, str]) -> list[str]:
 
 
 def refusal(bad: list[str]) -> str:
-    return ("kms mcp: refusing to start: these still hold an unexpanded ${VAR} (the MCP host did not expand "
-            "them): " + "; ".join(bad) + "\nFix the host's config (write the real value) and restart.\n")
+    return (
+        "kms mcp: refusing to start: these still hold an unexpanded ${VAR} (the MCP host did not expand "
+        "them): " + "; ".join(bad) + "\nFix the host's config (write the real value) and restart.\n"
+    )

@@ -34,13 +34,20 @@ def refresh(conn: apsw.Connection, vault_id: int | None, *, now: float | None = 
     vaults = [v for v in list_vaults(conn) if vault_id is None or v.id == vault_id]
     if not vaults:
         raise KmsError("no-index", "no vault is registered; the person adds one with `kms vault add`")
-    last = {r[0]: float(r[1]) for r in conn.execute(
-        f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(vaults))})", [_key(v) for v in vaults])}
+    last = {
+        r[0]: float(r[1])
+        for r in conn.execute(
+            f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(vaults))})", [_key(v) for v in vaults]
+        )
+    }
     wait = max((last[_key(v)] + INTERVAL_S - now for v in vaults if _key(v) in last), default=0.0)
     if wait > 0:
-        raise KmsError("rate-limited", f"the index was refreshed for an agent less than {INTERVAL_S:g} s ago; "
-                       f"try again in {wait:.0f} s (the watcher keeps it live meanwhile)",
-                       retryAfterMs=int(wait * 1000) + 1)
+        raise KmsError(
+            "rate-limited",
+            f"the index was refreshed for an agent less than {INTERVAL_S:g} s ago; "
+            f"try again in {wait:.0f} s (the watcher keeps it live meanwhile)",
+            retryAfterMs=int(wait * 1000) + 1,
+        )
     for v in vaults:  # taken before the work: two agents asking at once get one refresh
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_key(v), str(now)))
     out: list[dict[str, Any]] = []
@@ -48,7 +55,17 @@ def refresh(conn: apsw.Connection, vault_id: int | None, *, now: float | None = 
     for v in vaults:
         r = index_vault(conn, v)
         changed += r.changed
-        out.append({"vault": v.name, "scanned": r.scanned, "added": r.added, "updated": r.updated,
-                    "removed": r.deleted, "renamed": r.renamed, "unchanged": r.unchanged, "errors": len(r.errors),
-                    "seconds": round(r.seconds, 3)})
+        out.append(
+            {
+                "vault": v.name,
+                "scanned": r.scanned,
+                "added": r.added,
+                "updated": r.updated,
+                "removed": r.deleted,
+                "renamed": r.renamed,
+                "unchanged": r.unchanged,
+                "errors": len(r.errors),
+                "seconds": round(r.seconds, 3),
+            }
+        )
     return {"vaults": out, "changed": changed, "nextAllowedIn": INTERVAL_S}

@@ -18,7 +18,11 @@ import apsw
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIRNAME = "all-MiniLM-L6-v2"
 REQUIRED_FILES = (
-    "model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json",
+    "model.onnx",
+    "tokenizer.json",
+    "config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
 )
 # fastembed's hub cache layouts for this model (current snapshot layout, then the legacy tarball one).
 _FASTEMBED_CACHE_GLOBS = ("models--Qdrant--all-MiniLM-L6-v2-onnx/snapshots/*", "fast-all-MiniLM-L6-v2")

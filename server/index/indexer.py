@@ -39,8 +39,10 @@ from server.store.db import write_tx
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
-_TOUCHED = ("UPDATE notes SET updated_at = CASE WHEN updated_at = mtime_ns / 1e9 THEN ? ELSE updated_at END, "
-            "mtime_ns = ? WHERE rid = ?")
+_TOUCHED = (
+    "UPDATE notes SET updated_at = CASE WHEN updated_at = mtime_ns / 1e9 THEN ? ELSE updated_at END, "
+    "mtime_ns = ? WHERE rid = ?"
+)
 
 
 @dataclass
@@ -153,8 +155,9 @@ def index_vault(
                 continue
             values = rec.values  # the record's own: filled in place
             values["indexed_at"] = now
-            values["hidden_rule"] = rules.reason(values["path"], values["frontmatter"], values["tags"],
-                                                 values["link_to"], rec.fm_raw)
+            values["hidden_rule"] = rules.reason(
+                values["path"], values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw
+            )
             if rec.flagged:
                 report.flagged += 1
             if known:
@@ -164,8 +167,13 @@ def index_vault(
                     report.unchanged += 1
                 else:
                     report.updated += 1
-            elif old_path := (by_hash[rec.content_hash].pop(0) if by_hash.get(rec.content_hash)
-                              else similar_note(stamped, values) if stamped else None):
+            elif old_path := (
+                by_hash[rec.content_hash].pop(0)
+                if by_hash.get(rec.content_hash)
+                else similar_note(stamped, values)
+                if stamped
+                else None
+            ):
                 stamped.pop(old_path, None)
                 rid = gone.pop(old_path)[0]
                 changed.add(rid, values)
@@ -176,8 +184,9 @@ def index_vault(
                 continue
             if values["hidden_rule"]:
                 hidden_rids.append(rid)
-            changed_keys, links_changed = write_children(conn, rid, vault.id, rec,
-                                                         stored.children_of(rid) if stored else None)
+            changed_keys, links_changed = write_children(
+                conn, rid, vault.id, rec, stored.children_of(rid) if stored else None
+            )
             keys.update(changed_keys)
             if links_changed:
                 srcs.add(rid)
@@ -211,8 +220,10 @@ def stamped_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dic
     if not gone:
         return {}
     marks = ",".join("?" * len(gone))
-    found = conn.execute(f"SELECT path, body FROM notes WHERE hidden_stamp IS NOT NULL AND rid IN ({marks})",
-                         tuple(rid for rid, _h in gone.values()))
+    found = conn.execute(
+        f"SELECT path, body FROM notes WHERE hidden_stamp IS NOT NULL AND rid IN ({marks})",
+        tuple(rid for rid, _h in gone.values()),
+    )
     return {path: Counter(body.lower().split()) for path, body in found}
 
 
@@ -265,8 +276,9 @@ class LinkWork:
             sync_symlinks(conn, vault_id)
 
 
-def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None,
-                 batch: LinkWork | None = None) -> str | None:
+def reindex_file(
+    conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None, batch: LinkWork | None = None
+) -> str | None:
     """Index one file now (after a write, or a watcher event); return its note id, None if gone.
 
     ``written``: the record of the bytes kms itself just renamed into place (``record_of_bytes``,
@@ -293,8 +305,9 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
             ).fetchall()
             if indexed and indexed[0][1:3] == (st.st_mtime_ns, st.st_size):
                 note_id, known_hash = str(indexed[0][0]), str(indexed[0][3])
-                same = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known_hash,
-                                   dialect=vault.rules)
+                same = read_record(
+                    str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known_hash, dialect=vault.rules
+                )
                 if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
                     return note_id
     # in a batch the caller's transaction is the unit: a savepoint per file (500 of them) cost a quarter of
@@ -303,10 +316,12 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)
         row = next(
-            iter(conn.execute(
-                "SELECT rid, content_hash, mtime_ns, id, hidden_at FROM notes WHERE vault_id = ? AND path = ?",
-                (vault.id, relpath),
-            )),
+            iter(
+                conn.execute(
+                    "SELECT rid, content_hash, mtime_ns, id, hidden_at FROM notes WHERE vault_id = ? AND path = ?",
+                    (vault.id, relpath),
+                )
+            ),
             None,
         )
         if written is None:  # the file as it is now: the stat above came before the lock, and a kms move
@@ -327,8 +342,9 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         known = row[1] if row else None
         if written is None:
             assert st is not None
-            rec = read_record(str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known,
-                              dialect=vault.rules)
+            rec = read_record(
+                str(vault.root), relpath, st.st_mtime_ns, st.st_size, known_hash=known, dialect=vault.rules
+            )
         elif written.content_hash == known:
             rec = FileRecord(relpath, written.mtime_ns, written.size, written.content_hash, unchanged=True)
         else:
@@ -342,7 +358,8 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         values = {**rec.values, "indexed_at": time.time()}
         rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
         values["hidden_rule"] = rules.reason(
-            relpath, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
+            relpath, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw
+        )
         if row:
             rid = row[0]
             update_note(conn, rid, values)
@@ -361,8 +378,9 @@ def reindex_file(conn: apsw.Connection, vault: Vault, relpath: str, written: Fil
         return next(conn.execute("SELECT id FROM notes WHERE rid = ?", (rid,)))[0]
 
 
-def reindex_written(conn: apsw.Connection, vault: Vault, written: dict[str, FileRecord],
-                    work: LinkWork) -> dict[str, str | None]:
+def reindex_written(
+    conn: apsw.Connection, vault: Vault, written: dict[str, FileRecord], work: LinkWork
+) -> dict[str, str | None]:
     """``reindex_file`` for many files kms itself just rewrote where they are (a rename's 500 linking
     notes), inside the caller's transaction, links left to ``work``: their rows read a chunk at a time
     and written in batches, every FTS delete before any insert (one note at a time made one FTS segment
@@ -370,10 +388,15 @@ def reindex_written(conn: apsw.Connection, vault: Vault, written: dict[str, File
     paths = list(written)
     rows: dict[str, tuple] = {}
     for at in range(0, len(paths), 500):
-        chunk = paths[at:at + 500]
-        rows.update((r[0], tuple(r[1:])) for r in conn.execute(
-            "SELECT path, rid, content_hash, mtime_ns, id, hidden_at FROM notes "
-            f"WHERE vault_id = ? AND path IN ({','.join('?' * len(chunk))})", (vault.id, *chunk)))
+        chunk = paths[at : at + 500]
+        rows.update(
+            (r[0], tuple(r[1:]))
+            for r in conn.execute(
+                "SELECT path, rid, content_hash, mtime_ns, id, hidden_at FROM notes "
+                f"WHERE vault_id = ? AND path IN ({','.join('?' * len(chunk))})",
+                (vault.id, *chunk),
+            )
+        )
     stored = StoredRows(conn, [rows[p][0] for p in paths if p in rows], notes=False)  # (only changed ones are written)
     changed = ChangedNotes(conn)
     rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
@@ -388,8 +411,7 @@ def reindex_written(conn: apsw.Connection, vault: Vault, written: dict[str, File
                 conn.execute(_TOUCHED, (rec.mtime_ns / 1e9, rec.mtime_ns, rid))
             continue
         values = {**rec.values, "indexed_at": now}
-        values["hidden_rule"] = rules.reason(path, values["frontmatter"], values["tags"], values["link_to"],
-                                             rec.fm_raw)
+        values["hidden_rule"] = rules.reason(path, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
         changed.queue(rid, values)
         keys, links_changed = write_children(conn, rid, vault.id, rec, stored.children_of(rid))
         work.keys.update(keys)

@@ -24,8 +24,9 @@ HIDDEN_RIDS = "(SELECT rid FROM notes WHERE hidden_at IS NOT NULL)"
 VAULT_RIDS = "(SELECT rid FROM notes WHERE vault_id = ?)"
 
 
-def list_tags(conn: apsw.Connection, vault_id: int | None = None, limit: int | None = None,
-              cursor: str | None = None) -> dict[str, Any]:
+def list_tags(
+    conn: apsw.Connection, vault_id: int | None = None, limit: int | None = None, cursor: str | None = None
+) -> dict[str, Any]:
     """Tags of visible notes with counts, most used first (then by name); keyset paging on (count, tag),
     so a vault with thousands of tags can be listed whole, a page at a time. Read from the tag index
     alone (joining every tag row to its note cost 70 ms at 10,000 notes; the hidden and vault rid sets
@@ -69,12 +70,14 @@ def _cards(found: list[dict]) -> list[dict]:
 def list_recent(conn: apsw.Connection, limit: int = 10, vault_id: int | None = None) -> list[dict[str, Any]]:
     where = "AND n.vault_id = ?" if vault_id is not None else ""
     params: tuple = (vault_id, limit) if vault_id is not None else (limit,)
-    return _cards(rows(
-        conn,
-        f"""SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id
+    return _cards(
+        rows(
+            conn,
+            f"""SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id
             WHERE n.hidden_at IS NULL {where} ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
-        params,
-    ))
+            params,
+        )
+    )
 
 
 def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160) -> str:
@@ -84,16 +87,18 @@ def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def backlinks(conn: apsw.Connection, note_id: str, limit: int = 25,
-              vault_id: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+def backlinks(
+    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None, offset: int = 0
+) -> list[dict[str, Any]]:
     """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded.
     With ``vault_id`` the note must be in that vault and only links from that vault are shown.
     ``offset``: how many of them (in this order) to skip, for a page after the first."""
     return backlink_page(conn, note_id, limit, vault_id, offset)[0]
 
 
-def backlink_page(conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None,
-                  offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+def backlink_page(
+    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None, offset: int = 0
+) -> tuple[list[dict[str, Any]], int]:
     """``backlinks`` and how many visible notes link to it in all (hidden ones never counted)."""
     scope = "AND n.vault_id = ?" if vault_id is not None else ""
     scope_params: tuple[Any, ...] = (vault_id,) if vault_id is not None else ()
@@ -110,9 +115,11 @@ def backlink_page(conn: apsw.Connection, note_id: str, limit: int = 25, vault_id
             GROUP BY n.rid ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ? OFFSET ?""",
         (rid, rid, rid, *scope_params, limit, offset),
     )
-    total = conn.execute(f"""SELECT count(DISTINCT l.src_rid) FROM links l JOIN notes n ON n.rid = l.src_rid
+    total = conn.execute(
+        f"""SELECT count(DISTINCT l.src_rid) FROM links l JOIN notes n ON n.rid = l.src_rid
                              WHERE l.dst_rid = ? AND l.src_rid != ? AND n.hidden_at IS NULL {scope}""",
-                         (rid, rid, *scope_params)).fetchall()[0][0]
+        (rid, rid, *scope_params),
+    ).fetchall()[0][0]
     assert isinstance(total, int)
     for r in found:
         body = r.pop("body")
@@ -124,9 +131,13 @@ def backlink_page(conn: apsw.Connection, note_id: str, limit: int = 25, vault_id
 
 def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, width: int = 200) -> str:
     """A short window of the source body around its first link to the target."""
-    targets = [r[0] for r in conn.execute(
-        "SELECT DISTINCT l.target FROM links l JOIN notes n ON n.rid = l.src_rid WHERE n.id = ? AND l.dst_rid = ?",
-        (src_id, dst_rid))]
+    targets = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT l.target FROM links l JOIN notes n ON n.rid = l.src_rid WHERE n.id = ? AND l.dst_rid = ?",
+            (src_id, dst_rid),
+        )
+    ]
     lowered = body.lower()
     for t in targets:
         pos = lowered.find("[[" + t.lower())
@@ -144,7 +155,9 @@ def ambiguous_links(conn: apsw.Connection, limit: int = 20) -> dict[str, Any]:
     """Links whose name several notes of their vault answer to equally (a bare title two folders both
     have): resolved the way Obsidian does (same folder first, then the shortest path), and reported so
     the person can write the path. ``ambiguousLinks`` counts links; ``ambiguous`` lists names."""
-    found = rows(conn, """
+    found = rows(
+        conn,
+        """
         SELECT v.name AS vault, l.target_key AS name, count(DISTINCT l.src_rid || ':' || l.ord) AS links,
                (SELECT group_concat(p, '') FROM (SELECT DISTINCT d.path AS p FROM note_keys k
                   JOIN notes d ON d.rid = k.rid WHERE k.key = l.target_key AND k.vault_id = s.vault_id
@@ -153,9 +166,12 @@ def ambiguous_links(conn: apsw.Connection, limit: int = 20) -> dict[str, Any]:
         WHERE l.dst_rid IS NOT NULL AND l.target_vault IS NULL AND (
             SELECT count(DISTINCT k.rid) FROM note_keys k
             WHERE k.key = l.target_key AND k.vault_id = s.vault_id AND k.kind <= 2) > 1
-        GROUP BY s.vault_id, l.target_key ORDER BY v.name, l.target_key""")
-    return {"ambiguousLinks": sum(r["links"] for r in found),
-            "ambiguous": [{**r, "candidates": r["candidates"].split("")} for r in found[:limit]]}
+        GROUP BY s.vault_id, l.target_key ORDER BY v.name, l.target_key""",
+    )
+    return {
+        "ambiguousLinks": sum(r["links"] for r in found),
+        "ambiguous": [{**r, "candidates": r["candidates"].split("")} for r in found[:limit]],
+    }
 
 
 def encode_cursor(data: dict[str, Any]) -> str:
@@ -175,8 +191,10 @@ def decode_cursor(cursor: str) -> dict[str, Any]:
 
 def tag_condition(tag: str) -> tuple[str, tuple[str, ...]]:
     """SQL (over ``n``) for "carries ``tag`` or a tag nested under it" (``project`` takes ``project/x``)."""
-    return ("EXISTS (SELECT 1 FROM note_tags t WHERE t.rid = n.rid AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))",
-            (tag, tag + "/", tag + "0"))  # '0' follows '/': the range is every "tag/..."
+    return (
+        "EXISTS (SELECT 1 FROM note_tags t WHERE t.rid = n.rid AND (t.tag = ? OR (t.tag > ? AND t.tag < ?)))",
+        (tag, tag + "/", tag + "0"),
+    )  # '0' follows '/': the range is every "tag/..."
 
 
 # An inventory page stops early when its cards (mostly their AI summaries, which have no length limit)
@@ -186,8 +204,15 @@ CARD_CHARS = 250  # a card's JSON besides its title, path and summary (id, vault
 CARD_SUMMARY_CHARS = 2_000  # a card's summary is cut here (``clipped``): one card never fills a page
 
 
-def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100,
-              vault_id: int | None = None, *, folder: str | None = None, tag: str | None = None) -> dict[str, Any]:
+def inventory(
+    conn: apsw.Connection,
+    cursor: str | None = None,
+    limit: int = 100,
+    vault_id: int | None = None,
+    *,
+    folder: str | None = None,
+    tag: str | None = None,
+) -> dict[str, Any]:
     """Every visible note, newest first (then by path: a checkout gives every file one date), without
     bodies; keyset paging on (updatedAt, path, noteId). ``folder`` keeps the notes directly in that
     folder ('' = the vault root), ``tag`` those carrying it. A page holds ``limit`` cards, or fewer when
@@ -206,8 +231,11 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
         params += tag_params
     if cursor:
         c = decode_cursor(cursor)
-        if (not isinstance(c.get("u"), int | float) or not isinstance(c.get("i"), str)
-                or not isinstance(c.get("p"), str)):
+        if (
+            not isinstance(c.get("u"), int | float)
+            or not isinstance(c.get("i"), str)
+            or not isinstance(c.get("p"), str)
+        ):
             raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over")
         where.append("(n.updated_at < ? OR (n.updated_at = ? AND (n.path > ? OR (n.path = ? AND n.id > ?))))")
         params += [c["u"], c["u"], c["p"], c["p"], c["i"]]
@@ -217,7 +245,7 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
         f"""SELECT {_CARD}, n.summary_state, n.summary_text, n.token_estimate AS tokenEstimate,
                    n.size_bytes AS sizeBytes
             FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE {' AND '.join(where)} ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
+            WHERE {" AND ".join(where)} ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT ?""",
         tuple(params),
     )
     more = len(found) > limit
@@ -233,8 +261,11 @@ def inventory(conn: apsw.Connection, cursor: str | None = None, limit: int = 100
             found, more = found[:n], True
             break
     for r in found:
-        r["summary"] = {"state": r.pop("summary_state"), "text": r.pop("summary_text"),
-                        **({"clipped": True} if r.pop("summary_clipped", False) else {})}
+        r["summary"] = {
+            "state": r.pop("summary_state"),
+            "text": r.pop("summary_text"),
+            **({"clipped": True} if r.pop("summary_clipped", False) else {}),
+        }
     out: dict[str, Any] = {"notes": _cards(found), "nextCursor": None}
     if more and found:
         last = found[-1]
@@ -265,15 +296,17 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
         "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL AND dst_file IS NULL"),
         "attachmentLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_file IS NOT NULL"),
         **ambiguous_links(conn),
-        "flagged": rows(conn, "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
-                              " ORDER BY path LIMIT 50"),
+        "flagged": rows(
+            conn,
+            "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
+            " ORDER BY path LIMIT 50",
+        ),
         "flaggedCount": ov.flagged or 0,
         "lastIndexedAt": ov.last_indexed_at,
     }
 
 
-def outgoing_links(conn: apsw.Connection, rid: int, vault_id: int | None = None,
-                   limit: int = 100) -> dict[str, Any]:
+def outgoing_links(conn: apsw.Connection, rid: int, vault_id: int | None = None, limit: int = 100) -> dict[str, Any]:
     """Where a note's wiki-links go: the visible notes they resolve to (in link order, each once) and the
     names of the rest. A link to a hidden note or to another vault than the session's is unresolved for
     an agent: those notes are as if absent."""

@@ -65,8 +65,9 @@ def parse_facts(body: str) -> list[Fact]:
     return facts
 
 
-def find_memory_note(conn: apsw.Connection, folder: str, about: About, project: str | None,
-                     vault_id: int | None = None) -> dict[str, Any] | None:
+def find_memory_note(
+    conn: apsw.Connection, folder: str, about: About, project: str | None, vault_id: int | None = None
+) -> dict[str, Any] | None:
     """The visible memory note of ``about`` (the person, or ``project``) in ``folder``, in scope; the
     oldest when several vaults have one."""
     scope = "AND n.vault_id = ?" if vault_id is not None else ""
@@ -84,8 +85,9 @@ def find_memory_note(conn: apsw.Connection, folder: str, about: About, project: 
     return found[0] if found else None
 
 
-def read_memory(conn: apsw.Connection, folder: str | None, project: str | None, vault_id: int | None = None,
-                limit: int = 20) -> dict[str, Any]:
+def read_memory(
+    conn: apsw.Connection, folder: str | None, project: str | None, vault_id: int | None = None, limit: int = 20
+) -> dict[str, Any]:
     """The person's and the project's facts, newest first (the last written is the most current), at
     most ``limit`` each, with where to read the rest."""
     out: dict[str, Any] = {}
@@ -99,6 +101,10 @@ def read_memory(conn: apsw.Connection, folder: str | None, project: str | None, 
         if note is None:
             continue
         facts = list(reversed(parse_facts(note["body"])))
-        out[about] = {"noteId": note["noteId"], "path": note["path"], "facts": [f.to_json() for f in facts[:limit]],
-                      "more": max(0, len(facts) - limit)}
+        out[about] = {
+            "noteId": note["noteId"],
+            "path": note["path"],
+            "facts": [f.to_json() for f in facts[:limit]],
+            "more": max(0, len(facts) - limit),
+        }
     return out

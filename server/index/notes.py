@@ -74,17 +74,21 @@ def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hi
     for kind in _NAME_KINDS:
         # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
         # fold ASCII only, so 'Éclair' would not find 'éclair'
-        hits = rows(conn, f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
-                          f"WHERE k.key = ? AND k.kind = {kind} {scope} ORDER BY n.vault_id, n.path",
-                    (ref_lc if kind in (2, 5) else path_lc, *scope_params))
+        hits = rows(
+            conn,
+            f"SELECT DISTINCT {_REF_COLS} FROM note_keys k JOIN notes n ON n.rid = k.rid "
+            f"WHERE k.key = ? AND k.kind = {kind} {scope} ORDER BY n.vault_id, n.path",
+            (ref_lc if kind in (2, 5) else path_lc, *scope_params),
+        )
         new = [h for h in hits if h["vault_id"] not in settled]
         found += new
         settled.update(h["vault_id"] for h in new)
     return found
 
 
-def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5,
-                vault_id: int | None = None) -> list[str]:
+def suggestions(
+    conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5, vault_id: int | None = None
+) -> list[str]:
     from rapidfuzz import process  # only a miss pays for it, not the server's start (tools/list)
 
     scope, params = _scope(include_hidden, vault_id)
@@ -92,8 +96,9 @@ def suggestions(conn: apsw.Connection, ref: str, include_hidden: bool = False, l
     return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]
 
 
-def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
-              vault_id: int | None = None) -> dict[str, Any]:
+def find_note(
+    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: int | None = None
+) -> dict[str, Any]:
     """Who ``ref`` names (id, title, path or alias): rid, id, vault_id, path, title, folder and
     size_bytes only, which is all a write needs; a not-found error with close matches otherwise.
     With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
@@ -106,23 +111,29 @@ def find_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
         if len({r["vault_id"] for r in found}) > 1:  # across vaults: never picked silently
             names = {r["id"]: r["name"] for r in rows(conn, "SELECT id, name FROM vaults")}
             paths = [f"{names[r['vault_id']]}:{r['path']}" for r in found]
-            raise KmsError("invalid-input", f"{ref!r} names notes in several vaults; use vault:path or an id: "
-                           f"{', '.join(paths)}", candidates=paths)
+            raise KmsError(
+                "invalid-input",
+                f"{ref!r} names notes in several vaults; use vault:path or an id: {', '.join(paths)}",
+                candidates=paths,
+            )
         paths = [r["path"] for r in found]
-        raise KmsError("invalid-input", f"{ref!r} names several notes; use an id or a path: {', '.join(paths)}",
-                       candidates=paths)
+        raise KmsError(
+            "invalid-input", f"{ref!r} names several notes; use an id or a path: {', '.join(paths)}", candidates=paths
+        )
     return found[0]
 
 
-def resolve_note(conn: apsw.Connection, ref: str, *, include_hidden: bool = False,
-                 vault_id: int | None = None) -> dict[str, Any]:
+def resolve_note(
+    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: int | None = None
+) -> dict[str, Any]:
     """The whole note ``ref`` names (see ``find_note``)."""
     note_id = find_note(conn, ref, include_hidden=include_hidden, vault_id=vault_id)["id"]
     return get_note(conn, note_id, include_hidden=include_hidden)
 
 
-def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = False,
-             vault_id: int | None = None) -> dict[str, Any]:
+def get_note(
+    conn: apsw.Connection, note_id: str, *, include_hidden: bool = False, vault_id: int | None = None
+) -> dict[str, Any]:
     """One note by id, with its vault; not-found when hidden (unless asked) or outside ``vault_id``."""
     scope, params = _scope(include_hidden, vault_id)
     found = rows(
@@ -132,8 +143,11 @@ def get_note(conn: apsw.Connection, note_id: str, *, include_hidden: bool = Fals
         (note_id, *params),
     )
     if not found:
-        tool_id = rows(conn, "SELECT n.id FROM note_keys k JOIN notes n ON n.rid = k.rid "
-                             f"WHERE k.key = ? AND k.kind = 5 {scope}", (note_id.strip().lower(), *params))
+        tool_id = rows(
+            conn,
+            f"SELECT n.id FROM note_keys k JOIN notes n ON n.rid = k.rid WHERE k.key = ? AND k.kind = 5 {scope}",
+            (note_id.strip().lower(), *params),
+        )
         if len(tool_id) != 1 or tool_id[0]["id"] == note_id:  # an id the vault's tool gave it (Dendron)
             raise KmsError("not-found", f"no note with id {note_id!r}")
         return get_note(conn, tool_id[0]["id"], include_hidden=include_hidden, vault_id=vault_id)
@@ -153,11 +167,15 @@ def _parent(conn: apsw.Connection, note: dict[str, Any], include_hidden: bool) -
     if not rules.hierarchy:
         return None
     folder = note["folder"] + "/" if note["folder"] else ""
-    name = dialects.parent(rules, strip_note_suffix(note["path"][len(folder):]))
+    name = dialects.parent(rules, strip_note_suffix(note["path"][len(folder) :]))
     while name:
         path = f"{folder}{name}{NOTE_SUFFIX}"
-        found = rows(conn, "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
-                           + ("" if include_hidden else f" AND {VISIBLE}"), (note["vault_id"], path))
+        found = rows(
+            conn,
+            "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
+            + ("" if include_hidden else f" AND {VISIBLE}"),
+            (note["vault_id"], path),
+        )
         if found:
             return found[0]
         name = dialects.parent(rules, name)

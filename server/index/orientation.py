@@ -34,8 +34,15 @@ def vaults(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str,
     for v in overview(conn).vaults:
         vid = int(scalar(conn, "SELECT id FROM vaults WHERE name = ?", (v.name,)))
         if vault_id is None or vid == vault_id:
-            out.append({"id": vid, "name": v.name, "dialect": v.dialect or dialects.OBSIDIAN.name,
-                        "notes": v.notes - v.hidden, "lastIndexedAt": v.last_indexed_at})
+            out.append(
+                {
+                    "id": vid,
+                    "name": v.name,
+                    "dialect": v.dialect or dialects.OBSIDIAN.name,
+                    "notes": v.notes - v.hidden,
+                    "lastIndexedAt": v.last_indexed_at,
+                }
+            )
     return out
 
 
@@ -46,8 +53,11 @@ def normalize_folder(path: str | None) -> str:
         return ""
     parts = text.split("/") if text else []
     if any(p in ("", ".", "..") for p in parts) or "\x00" in text:
-        raise KmsError("invalid-input", f"{path!r} is not a vault folder: use a vault-relative path such as "
-                                        "'projects/kms' ('' or '/' for the root)")
+        raise KmsError(
+            "invalid-input",
+            f"{path!r} is not a vault folder: use a vault-relative path such as "
+            "'projects/kms' ('' or '/' for the root)",
+        )
     return text
 
 
@@ -60,8 +70,9 @@ def normalize_tag(tag: str | None) -> str | None:
     return text
 
 
-def subfolders(conn: apsw.Connection, parent: str, vault_id: int | None = None, *, tag: str | None = None,
-               limit: int = 200) -> tuple[list[dict[str, Any]], int]:
+def subfolders(
+    conn: apsw.Connection, parent: str, vault_id: int | None = None, *, tag: str | None = None, limit: int = 200
+) -> tuple[list[dict[str, Any]], int]:
     """The folders directly under ``parent`` that hold visible notes (at any depth), by name, each with
     how many; and how many more folders there are beyond ``limit``. Counted per stored folder from the
     visible-folder index (in its order, no sort), then summed per first path segment."""
@@ -76,18 +87,27 @@ def subfolders(conn: apsw.Connection, parent: str, vault_id: int | None = None, 
     names = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM vaults")}
     counts: dict[tuple[str, str], int] = {}
     for vid, folder, n in conn.execute(
-            f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
+        f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
                 WHERE n.hidden_at IS NULL AND {cond} {where} {tag_sql} GROUP BY n.folder, n.vault_id""",
-            (*cond_params, *params, *tag_params)):
-        key = (folder[len(prefix):].split("/", 1)[0], names[vid])
+        (*cond_params, *params, *tag_params),
+    ):
+        key = (folder[len(prefix) :].split("/", 1)[0], names[vid])
         counts[key] = counts.get(key, 0) + n
-    found = [{"path": prefix + name, "name": name, "vault": vault, "notes": n}
-             for (name, vault), n in sorted(counts.items())]
+    found = [
+        {"path": prefix + name, "name": name, "vault": vault, "notes": n} for (name, vault), n in sorted(counts.items())
+    ]
     return found[:limit], max(0, len(found) - limit)
 
 
-def list_folder(conn: apsw.Connection, path: str | None, vault_id: int | None = None, *, tag: str | None = None,
-                cursor: str | None = None, limit: int = 100) -> dict[str, Any]:
+def list_folder(
+    conn: apsw.Connection,
+    path: str | None,
+    vault_id: int | None = None,
+    *,
+    tag: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> dict[str, Any]:
     """One folder: its notes (inventory cards, newest first, paged as ``kms_inventory``) and, on the first
     page, its subfolders with counts. A folder with no visible note at any depth is ``not-found``."""
     folder = normalize_folder(path)
@@ -97,8 +117,9 @@ def list_folder(conn: apsw.Connection, path: str | None, vault_id: int | None = 
     if cursor is None:
         folders, more = subfolders(conn, folder, vault_id, tag=tag)
         if folder and not folders and not page["notes"] and not _holds_notes(conn, folder, vault_id):
-            raise KmsError("not-found", f"no folder {folder!r} with notes"
-                           + _close_folders(conn, folder, vault_id), path=folder)
+            raise KmsError(
+                "not-found", f"no folder {folder!r} with notes" + _close_folders(conn, folder, vault_id), path=folder
+            )
         out["folders"] = folders
         if more:
             out["moreFolders"] = more
@@ -107,17 +128,27 @@ def list_folder(conn: apsw.Connection, path: str | None, vault_id: int | None = 
 
 def _holds_notes(conn: apsw.Connection, folder: str, vault_id: int | None) -> bool:
     where, params = _scope(vault_id, by_folder=True)
-    return scalar(conn, f"""SELECT 1 FROM notes n WHERE n.hidden_at IS NULL AND (n.folder = ? OR
+    return (
+        scalar(
+            conn,
+            f"""SELECT 1 FROM notes n WHERE n.hidden_at IS NULL AND (n.folder = ? OR
                             (n.folder > ? AND n.folder < ?)) {where} LIMIT 1""",
-                  (folder, folder + "/", folder + "0", *params)) is not None
+            (folder, folder + "/", folder + "0", *params),
+        )
+        is not None
+    )
 
 
 def _close_folders(conn: apsw.Connection, folder: str, vault_id: int | None) -> str:
     from rapidfuzz import process
 
     where, params = _scope(vault_id)
-    names = [r[0] for r in conn.execute(
-        f"SELECT DISTINCT n.folder FROM notes n WHERE n.hidden_at IS NULL AND n.folder != '' {where}", params)]
+    names = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT n.folder FROM notes n WHERE n.hidden_at IS NULL AND n.folder != '' {where}", params
+        )
+    ]
     close = [name for name, score, _ in process.extract(folder, names, limit=5) if score >= 60]
     return f"; did you mean: {', '.join(close)}?" if close else " (kms_list_folder without path lists the root)"
 
@@ -135,20 +166,34 @@ def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int =
             GROUP BY l.dst_rid ORDER BY backlinks DESC, l.dst_rid LIMIT ?""",
         (*((vault_id,) if vault_id is not None else ()), limit),
     )
-    cards = {r["rid"]: r for r in rows(
-        conn, f"""SELECT n.rid, n.id AS noteId, n.title, n.path, v.name AS vault FROM notes n
-                  JOIN vaults v ON v.id = n.vault_id WHERE n.rid IN ({','.join('?' * len(top))})""",
-        tuple(t["rid"] for t in top))} if top else {}
+    cards = (
+        {
+            r["rid"]: r
+            for r in rows(
+                conn,
+                f"""SELECT n.rid, n.id AS noteId, n.title, n.path, v.name AS vault FROM notes n
+                  JOIN vaults v ON v.id = n.vault_id WHERE n.rid IN ({",".join("?" * len(top))})""",
+                tuple(t["rid"] for t in top),
+            )
+        }
+        if top
+        else {}
+    )
     return [{**{k: v for k, v in cards[t["rid"]].items() if k != "rid"}, "backlinks": t["backlinks"]} for t in top]
 
 
 def flagged(conn: apsw.Connection, vault_id: int | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
     """Visible notes whose frontmatter could not be read, with why; and how many there are."""
     where, params = _scope(vault_id)
-    base = ("FROM notes n JOIN vaults v ON v.id = n.vault_id "
-            f"WHERE n.fm_error IS NOT NULL AND n.hidden_at IS NULL {where}")
-    found = rows(conn, f"SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.fm_error AS reason {base} "
-                       "ORDER BY v.name, n.path LIMIT ?", (*params, limit))
+    base = (
+        f"FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.fm_error IS NOT NULL AND n.hidden_at IS NULL {where}"
+    )
+    found = rows(
+        conn,
+        f"SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.fm_error AS reason {base} "
+        "ORDER BY v.name, n.path LIMIT ?",
+        (*params, limit),
+    )
     return found, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
 
@@ -159,13 +204,23 @@ def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 
     the links alone (hidden and vault notes as index-made rid sets); only the winners' notes are read."""
     scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
     # the partial index of unresolved links (m012) holds target, key and source: no link row is read
-    base = (f"FROM links l INDEXED BY links_unresolved WHERE l.dst_rid IS NULL "
-            f"AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}")
+    base = (
+        f"FROM links l INDEXED BY links_unresolved WHERE l.dst_rid IS NULL "
+        f"AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}"
+    )
     params = (vault_id,) if vault_id is not None else ()
-    found = rows(conn, f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
-                           GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""", (*params, limit))
-    ids: dict[Any, Any] = {r[0]: r[1] for r in conn.execute(
-        f"SELECT rid, id FROM notes WHERE rid IN ({','.join('?' * len(found))})", tuple(f["src"] for f in found))}
+    found = rows(
+        conn,
+        f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
+                           GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""",
+        (*params, limit),
+    )
+    ids: dict[Any, Any] = {
+        r[0]: r[1]
+        for r in conn.execute(
+            f"SELECT rid, id FROM notes WHERE rid IN ({','.join('?' * len(found))})", tuple(f["src"] for f in found)
+        )
+    }
     top = [{"target": f["target"], "links": f["links"], "fromNoteId": ids[f["src"]]} for f in found]
     return top, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
@@ -182,18 +237,32 @@ def index_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str
     return {
         "notes": sum(v["notes"] for v in vaults(conn, vault_id)),
         "tags": len(listing.list_tags(conn, vault_id)["tags"]),
-        "links": int(scalar(conn, f"SELECT count(*) FROM links l WHERE l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}",
-                            (vault_id,) if vault_id is not None else ()) or 0),
+        "links": int(
+            scalar(
+                conn,
+                f"SELECT count(*) FROM links l WHERE l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}",
+                (vault_id,) if vault_id is not None else (),
+            )
+            or 0
+        ),
     }
 
 
 def embedding_coverage(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, Any]:
     """How many visible notes have embeddings of their current text (semantic search finds them)."""
     where, params = _scope(vault_id)
-    found = rows(conn, f"""SELECT count(*) AS notes, count(s.rid) AS embedded FROM notes n
+    found = rows(
+        conn,
+        f"""SELECT count(*) AS notes, count(s.rid) AS embedded FROM notes n
                            LEFT JOIN note_embed_state s ON s.rid = n.rid AND s.content_hash = n.content_hash
                                                        AND s.title = n.title
-                           WHERE n.hidden_at IS NULL {where}""", params)[0]
+                           WHERE n.hidden_at IS NULL {where}""",
+        params,
+    )[0]
     total, done = found["notes"], found["embedded"]
-    return {"notes": total, "embeddedNotes": done, "pendingNotes": total - done,
-            "coverage": round(done / total, 3) if total else 1.0}
+    return {
+        "notes": total,
+        "embeddedNotes": done,
+        "pendingNotes": total - done,
+        "coverage": round(done / total, 3) if total else 1.0,
+    }

@@ -32,8 +32,14 @@ class VaultSummary:
         return Path(self.root).is_dir()
 
     def to_json(self) -> dict[str, Any]:
-        out = {"name": self.name, "root": self.root, "notes": self.notes, "hidden": self.hidden,
-               "lastIndexedAt": self.last_indexed_at, "dialect": self.dialect}
+        out = {
+            "name": self.name,
+            "root": self.root,
+            "notes": self.notes,
+            "hidden": self.hidden,
+            "lastIndexedAt": self.last_indexed_at,
+            "dialect": self.dialect,
+        }
         if self.flagged is not None:
             out["flagged"] = self.flagged
         return out

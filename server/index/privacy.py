@@ -68,15 +68,22 @@ class Rules:
     @property
     def fingerprint(self) -> str:
         """The rules as JSON: stored per vault, to notice a change and to fall back on (``vault_rules``)."""
-        return json.dumps({"frontmatter_key": self.frontmatter_key, "hide_folders": list(self.hide_folders),
-                           "hide_tags": [t.lower() for t in self.hide_tags], "kmsignore": list(self.kmsignore)})
+        return json.dumps(
+            {
+                "frontmatter_key": self.frontmatter_key,
+                "hide_folders": list(self.hide_folders),
+                "hide_tags": [t.lower() for t in self.hide_tags],
+                "kmsignore": list(self.kmsignore),
+            }
+        )
 
     @classmethod
     def from_fingerprint(cls, text: str) -> Rules | None:
         try:
             doc = json.loads(text)
-            return cls(doc["frontmatter_key"], tuple(doc["hide_folders"]), tuple(doc["hide_tags"]),
-                       tuple(doc["kmsignore"]))
+            return cls(
+                doc["frontmatter_key"], tuple(doc["hide_folders"]), tuple(doc["hide_tags"]), tuple(doc["kmsignore"])
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -97,8 +104,9 @@ class Rules:
                 return f"kmsignore:{self._ignore.patterns[hit.index].pattern}"
         return None
 
-    def reason(self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None,
-               raw: str | None = None) -> str | None:
+    def reason(
+        self, path: str, frontmatter: str | None, tags: str, link_to: str | None = None, raw: str | None = None
+    ) -> str | None:
         """Why a note is hidden by rule, or None; the arguments are its ``notes`` columns
         (frontmatter as JSON text, tags space-separated) and, when its frontmatter could not be
         parsed, the raw start of the file (``raw``): a broken YAML block still hides its note."""
@@ -134,7 +142,6 @@ class Rules:
         if isinstance(vis, str) and vis.strip().lower() == "private":
             return "frontmatter:visibility"
         return None
-
 
     def _raw_reason(self, head: str) -> str | None:
         """Fail closed on a frontmatter block YAML could not read: a line that looks like the
@@ -241,8 +248,10 @@ def vault_rules(conn: apsw.Connection, vault_id: int, root: Path) -> Rules:
 # ----------------------------------------------------------------------------- applying
 
 # the effective flag of an updated row: the stamp, else the rule (keeping when it first hid the note)
-HIDDEN_AT_SQL = ("CASE WHEN hidden_stamp IS NOT NULL THEN hidden_stamp WHEN :hidden_rule IS NULL THEN NULL "
-                 "ELSE coalesce(hidden_at, :indexed_at) END")
+HIDDEN_AT_SQL = (
+    "CASE WHEN hidden_stamp IS NOT NULL THEN hidden_stamp WHEN :hidden_rule IS NULL THEN NULL "
+    "ELSE coalesce(hidden_at, :indexed_at) END"
+)
 
 
 def purge_embeddings(conn: apsw.Connection, rids: list[int] | None = None) -> int:
@@ -260,8 +269,10 @@ def purge_embeddings(conn: apsw.Connection, rids: list[int] | None = None) -> in
     if not hashes:
         return 0
     conn.execute(f"DELETE FROM chunks WHERE {where}", params)
-    conn.executemany("DELETE FROM embeddings WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash = ?)",
-                     [(h, h) for h in hashes])
+    conn.executemany(
+        "DELETE FROM embeddings WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash = ?)",
+        [(h, h) for h in hashes],
+    )
     return len(hashes)
 
 
@@ -269,8 +280,9 @@ def sync_symlinks(conn: apsw.Connection, vault_id: int) -> None:
     """A symlinked file follows the note it points at: hidden while that note is hidden. Free in a
     vault without symlinks (the partial ``notes_link_to`` index holds only symlinks; ``+vault_id``
     keeps SQLite on it)."""
-    if not conn.execute("SELECT 1 FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? LIMIT 1",
-                        (vault_id,)).fetchall():
+    if not conn.execute(
+        "SELECT 1 FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? LIMIT 1", (vault_id,)
+    ).fetchall():
         return
     now = time.time()
     conn.execute(
@@ -285,8 +297,16 @@ def sync_symlinks(conn: apsw.Connection, vault_id: int) -> None:
              AND link_to NOT IN (SELECT path FROM notes WHERE vault_id = ? AND hidden_at IS NOT NULL)""",
         (vault_id, SYMLINK, vault_id),
     )
-    purge_embeddings(conn, [r[0] for r in conn.execute(
-        "SELECT rid FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_at IS NOT NULL", (vault_id,))])
+    purge_embeddings(
+        conn,
+        [
+            r[0]
+            for r in conn.execute(
+                "SELECT rid FROM notes WHERE link_to IS NOT NULL AND +vault_id = ? AND hidden_at IS NOT NULL",
+                (vault_id,),
+            )
+        ],
+    )
 
 
 def apply_rules(conn: apsw.Connection, vault_id: int, root: Path, rules: Rules) -> int:
@@ -304,8 +324,9 @@ def apply_rules(conn: apsw.Connection, vault_id: int, root: Path, rules: Rules) 
             continue  # sync_symlinks decides: the target may still be hidden
         if new != old:
             changes.append({"rid": rid, "hidden_rule": new, "indexed_at": now})
-    conn.executemany(f"UPDATE notes SET hidden_rule = :hidden_rule, hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid",
-                     changes)
+    conn.executemany(
+        f"UPDATE notes SET hidden_rule = :hidden_rule, hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid", changes
+    )
     sync_symlinks(conn, vault_id)
     purge_embeddings(conn, [c["rid"] for c in changes if c["hidden_rule"]])
     conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (rules.fingerprint, vault_id))
@@ -329,8 +350,11 @@ def refresh(conn: apsw.Connection, vault_id: int, root: Path) -> bool:
 def refresh_all(conn: apsw.Connection) -> int:
     """``refresh`` every registered vault whose folder exists; how many were re-judged."""
     found = conn.execute("SELECT id, root FROM vaults").fetchall()
-    return sum(refresh(conn, int(vid), Path(str(root)))  # type: ignore[arg-type]  # INTEGER PRIMARY KEY
-               for vid, root in found if Path(str(root)).is_dir())
+    return sum(
+        refresh(conn, int(vid), Path(str(root)))  # type: ignore[arg-type]  # INTEGER PRIMARY KEY
+        for vid, root in found
+        if Path(str(root)).is_dir()
+    )
 
 
 STAMP = "kms hide"
@@ -355,9 +379,13 @@ def hidden_notes(conn: apsw.Connection, vault_id: int | None = None) -> list[dic
     from server.store.db import rows
 
     scope, params = ("AND n.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
-    found = rows(conn, f"""SELECT n.id AS noteId, v.name AS vault, n.path, n.title, n.hidden_rule, n.hidden_stamp
+    found = rows(
+        conn,
+        f"""SELECT n.id AS noteId, v.name AS vault, n.path, n.title, n.hidden_rule, n.hidden_stamp
                           FROM notes n JOIN vaults v ON v.id = n.vault_id
-                          WHERE n.hidden_at IS NOT NULL {scope} ORDER BY v.name, n.path""", params)
+                          WHERE n.hidden_at IS NOT NULL {scope} ORDER BY v.name, n.path""",
+        params,
+    )
     for r in found:
         rule, stamp = r.pop("hidden_rule"), r.pop("hidden_stamp")
         r["why"] = [w for w in (STAMP if stamp is not None else None, rule) if w]
@@ -370,10 +398,13 @@ def privacy_report(conn: apsw.Connection, settings: Any) -> dict[str, Any]:
     it would show agents the notes kms keeps from them."""
     counts = hidden_counts(conn)
     configured = bool(settings.get("privacy.hide_folders") or settings.get("privacy.hide_tags")) or any(
-        (Path(str(root)) / KMSIGNORE).exists() for (root,) in conn.execute("SELECT root FROM vaults"))
+        (Path(str(root)) / KMSIGNORE).exists() for (root,) in conn.execute("SELECT root FROM vaults")
+    )
     warning = None
     if settings.active("servers.filesystem.enabled") and (counts or configured):
-        warning = (f"the filesystem server is on for sessions (servers.filesystem.enabled) while privacy rules "
-                   f"hide {sum(counts.values())} note(s): it reads the vault folders directly, bypassing them "
-                   "(kms config set servers.filesystem.enabled off)")
+        warning = (
+            f"the filesystem server is on for sessions (servers.filesystem.enabled) while privacy rules "
+            f"hide {sum(counts.values())} note(s): it reads the vault folders directly, bypassing them "
+            "(kms config set servers.filesystem.enabled off)"
+        )
     return {"hiddenBy": counts, "warning": warning}

@@ -57,12 +57,18 @@ def _cut(text: str, max_chars: int) -> str:
 class _Note:
     """One candidate note: its card, its sections and how well each matches the topic."""
 
-    def __init__(self, row: dict[str, Any], terms: re.Pattern[str] | None, n_terms: int,
-                 sims: dict[str | None, float]) -> None:
+    def __init__(
+        self, row: dict[str, Any], terms: re.Pattern[str] | None, n_terms: int, sims: dict[str | None, float]
+    ) -> None:
         from server.index.embed.chunker import sections  # the chunks' own sections; loads numpy, so not at import
 
-        self.rid, self.id, self.title, self.path, self.vault = (row["rid"], row["id"], row["title"], row["path"],
-                                                                row["vault"])
+        self.rid, self.id, self.title, self.path, self.vault = (
+            row["rid"],
+            row["id"],
+            row["title"],
+            row["path"],
+            row["vault"],
+        )
         self.summary = row["summary_text"] if row["summary_state"] != "none" and row["summary_text"] else None
         self.sections = sections(row["body"], row["title"]) or [(None, row["title"])]
         self.relevance = []
@@ -80,9 +86,19 @@ class _Note:
             heading, text = None, self.summary
         shown = _cut(text, max_chars)
         last = heading.rsplit(" > ", 1)[-1] if heading else None
-        return {"noteId": self.id, "title": self.title, "path": self.path, "vault": self.vault,
-                "heading": heading, "kind": kind, "why": why, "text": shown, "truncated": shown != text,
-                "score": round(score, 4), "readMore": {"noteId": self.id, "section": last}}
+        return {
+            "noteId": self.id,
+            "title": self.title,
+            "path": self.path,
+            "vault": self.vault,
+            "heading": heading,
+            "kind": kind,
+            "why": why,
+            "text": shown,
+            "truncated": shown != text,
+            "score": round(score, 4),
+            "readMore": {"noteId": self.id, "section": last},
+        }
 
 
 def _load(conn: apsw.Connection, rids: list[int], vault_id: int | None) -> dict[int, dict[str, Any]]:
@@ -90,11 +106,14 @@ def _load(conn: apsw.Connection, rids: list[int], vault_id: int | None) -> dict[
     if not rids:
         return {}
     scope, params = ("AND n.vault_id = ?", [vault_id]) if vault_id is not None else ("", [])
-    found = rows(conn, f"""SELECT n.rid, n.id, n.title, n.path, v.name AS vault, n.body, n.summary_state,
+    found = rows(
+        conn,
+        f"""SELECT n.rid, n.id, n.title, n.path, v.name AS vault, n.body, n.summary_state,
                                   n.summary_text
                            FROM notes n JOIN vaults v ON v.id = n.vault_id
-                           WHERE n.rid IN ({','.join('?' * len(rids))}) AND n.hidden_at IS NULL {scope}""",
-                 (*rids, *params))
+                           WHERE n.rid IN ({",".join("?" * len(rids))}) AND n.hidden_at IS NULL {scope}""",
+        (*rids, *params),
+    )
     return {r["rid"]: r for r in found}
 
 
@@ -102,8 +121,7 @@ def _section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) 
     """Per note, the best cosine of the topic with the chunks of each section heading."""
     if vec is None or not rids:
         return {}
-    chunks = list(conn.execute(f"SELECT id, rid, heading FROM chunks WHERE rid IN ({','.join('?' * len(rids))})",
-                               rids))
+    chunks = list(conn.execute(f"SELECT id, rid, heading FROM chunks WHERE rid IN ({','.join('?' * len(rids))})", rids))
     sims = index.similarities(vec, [c[0] for c in chunks])
     out: dict[int, dict[str | None, float]] = {}
     for cid, rid, heading in chunks:
@@ -116,9 +134,15 @@ def _section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) 
 def _edges(conn: apsw.Connection, rids: list[int]) -> list[tuple[int, int]]:
     """(source, target) of every resolved link from or to these notes, self-links left out."""
     marks = ",".join("?" * len(rids))
-    return [(s, d) for s, d in conn.execute(
-        f"""SELECT src_rid, dst_rid FROM links WHERE src_rid IN ({marks}) AND dst_rid IS NOT NULL
-            UNION SELECT src_rid, dst_rid FROM links WHERE dst_rid IN ({marks})""", (*rids, *rids)) if s != d]
+    return [
+        (s, d)
+        for s, d in conn.execute(
+            f"""SELECT src_rid, dst_rid FROM links WHERE src_rid IN ({marks}) AND dst_rid IS NOT NULL
+            UNION SELECT src_rid, dst_rid FROM links WHERE dst_rid IN ({marks})""",
+            (*rids, *rids),
+        )
+        if s != d
+    ]
 
 
 def _names(titles: list[str]) -> str:
@@ -126,8 +150,9 @@ def _names(titles: list[str]) -> str:
     return shown + (f" and {len(titles) - 2} more" if len(titles) > 2 else "")
 
 
-def _hits(conn: apsw.Connection, topic: str, limit: int, vault_id: int | None,
-          index: Any) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
+def _hits(
+    conn: apsw.Connection, topic: str, limit: int, vault_id: int | None, index: Any
+) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
     """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason."""
     from server.index.semantic import keyword_hits, semantic_search
 
@@ -149,8 +174,9 @@ def _hits(conn: apsw.Connection, topic: str, limit: int, vault_id: int | None,
     return found["hits"], (vec if found["mode"] == "hybrid" else None), info
 
 
-def recall(conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: int | None = None,
-           index: Any = None) -> dict[str, Any]:
+def recall(
+    conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: int | None = None, index: Any = None
+) -> dict[str, Any]:
     """The bundle for ``topic``: ``items`` (best first), ``usedTokens`` <= ``budget``, ``omitted`` (items
     that did not fit), and the search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``).
     ``index``: the process's ``SemanticIndex`` (None: keywords only)."""
@@ -158,8 +184,11 @@ def recall(conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vaul
     limit = min(20, max(8, budget // 500))
     hits, vec, info = _hits(conn, topic, limit, vault_id, index)
     by_id = {h["noteId"]: h for h in hits}
-    id_rows = rows(conn, f"SELECT rid, id FROM notes WHERE id IN ({','.join('?' * len(by_id))})", tuple(by_id)) \
-        if by_id else []
+    id_rows = (
+        rows(conn, f"SELECT rid, id FROM notes WHERE id IN ({','.join('?' * len(by_id))})", tuple(by_id))
+        if by_id
+        else []
+    )
     rid_of = {r["id"]: r["rid"] for r in id_rows}
     hit_rids = [rid_of[h["noteId"]] for h in hits if h["noteId"] in rid_of]
     edges = set(_edges(conn, hit_rids)) if hit_rids else set()
@@ -194,8 +223,9 @@ def recall(conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vaul
         note = notes[rid]
         order = note.ranked_sections()
         best = note.relevance[order[0]] or 1.0
-        related = [notes[o].title for o in hit_set if o in notes and o != rid
-                   and ((rid, o) in edges or (o, rid) in edges)]
+        related = [
+            notes[o].title for o in hit_set if o in notes and o != rid and ((rid, o) in edges or (o, rid) in edges)
+        ]
         why = f"search hit {rank} ({hit.get('matchType', 'keyword')} match); its best-matching section"
         if related:
             why += f"; connected to {_names(sorted(related))}"
@@ -204,18 +234,27 @@ def recall(conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vaul
             rel = note.relevance[idx]
             if rel <= 0 or rel < 0.5 * best:
                 break
-            candidates.append(note.item(idx, "section", f"another section of search hit {rank} that matches",
-                                        base[rid] * 0.6 * rel / best, max_chars))
+            candidates.append(
+                note.item(
+                    idx,
+                    "section",
+                    f"another section of search hit {rank} that matches",
+                    base[rid] * 0.6 * rel / best,
+                    max_chars,
+                )
+            )
     for n in neighbours:
         note = notes[n]
         linked_from = sorted(notes[h].title for h, how in touch[n].items() if how == "from" and h in notes)
         links_to = sorted(notes[h].title for h, how in touch[n].items() if how == "to" and h in notes)
         parts = ([f"linked from {_names(linked_from)}"] if linked_from else []) + (
-            [f"links to {_names(links_to)}"] if links_to else [])
+            [f"links to {_names(links_to)}"] if links_to else []
+        )
         idx = note.ranked_sections()[0]
         score = 0.45 * strength[n] + 0.1 * min(1.0, note.relevance[idx])
-        candidates.append(note.item(idx, "linked", "; ".join(parts) or "linked with a search hit", score,
-                                    NEIGHBOUR_CHARS))
+        candidates.append(
+            note.item(idx, "linked", "; ".join(parts) or "linked with a search hit", score, NEIGHBOUR_CHARS)
+        )
     return {"topic": topic, **info, **_pack(candidates, budget), "budgetTokens": budget}
 
 

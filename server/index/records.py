@@ -114,8 +114,9 @@ def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tu
     return files, unreadable, errors
 
 
-def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None,
-                dialect: Dialect = OBSIDIAN) -> FileRecord:
+def read_record(
+    root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None, dialect: Dialect = OBSIDIAN
+) -> FileRecord:
     """Read, hash and parse one file; never raises. A file whose hash is ``known_hash`` is not
     parsed again: the record comes back with ``unchanged`` set and no rows."""
     full = os.path.join(root, relpath)
@@ -130,8 +131,9 @@ def read_record(root: str, relpath: str, mtime_ns: int, size: int, known_hash: s
     return rec
 
 
-def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None,
-                    dialect: Dialect = OBSIDIAN) -> FileRecord:
+def record_of_bytes(
+    relpath: str, mtime_ns: int, data: bytes, known_hash: str | None = None, dialect: Dialect = OBSIDIAN
+) -> FileRecord:
     """The index record of a file's bytes (see ``read_record``); also for bytes kms is writing."""
     digest = hashlib.sha256(data).hexdigest()
     if digest == known_hash:
@@ -155,8 +157,19 @@ def record_of_bytes(relpath: str, mtime_ns: int, data: bytes, known_hash: str | 
     rec.tags = parsed.tags
     rec.keys = _note_keys(relpath, parsed)
     rec.links = [
-        (i, ln.target, ln.target_key, ln.heading, ln.block, ln.alias, ln.embed, ln.in_frontmatter, ln.line,
-         ln.alt_key, ln.vault)
+        (
+            i,
+            ln.target,
+            ln.target_key,
+            ln.heading,
+            ln.block,
+            ln.alias,
+            ln.embed,
+            ln.in_frontmatter,
+            ln.line,
+            ln.alt_key,
+            ln.vault,
+        )
         for i, ln in enumerate(parsed.links)
     ]
     rec.headings = [(i, h.level, h.text, h.line) for i, h in enumerate(parsed.headings)]
@@ -182,8 +195,9 @@ def _read_batch(root: str, items: list[tuple[str, int, int]], dialect: Dialect =
         return [read_record(root, p, m, s, dialect=dialect) for p, m, s in items]
 
 
-def read_all(root: Path, items: list[tuple[str, int, int]], progress: Progress | None,
-             dialect: Dialect = OBSIDIAN) -> Iterable[FileRecord]:
+def read_all(
+    root: Path, items: list[tuple[str, int, int]], progress: Progress | None, dialect: Dialect = OBSIDIAN
+) -> Iterable[FileRecord]:
     total = len(items)
     done = 0
     workers = min(os.cpu_count() or 1, 4)  # the writer (this process) mostly waits on SQLite, not the GIL
@@ -246,9 +260,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "body": p.body,
         "tags": " ".join(p.tags),
         "aliases": json.dumps(p.aliases) if p.aliases else None,
-        "frontmatter": _FM_JSON(p.frontmatter)
-        if p.frontmatter is not None
-        else None,
+        "frontmatter": _FM_JSON(p.frontmatter) if p.frontmatter is not None else None,
         "fm_error": p.fm_error,
         "summary_state": s.state if s else "none",
         "summary_hash": s.hash if s else None,

@@ -116,6 +116,7 @@ def _open_damaged(path: Path, report: RepairReport) -> apsw.Connection | None:
 def _fresh_header() -> bytes:
     """A valid 100-byte SQLite header for a kms database: 16 KiB pages, UTF-8, schema format 4; the
     change counter differs from version-valid-for, so SQLite takes the page count from the file."""
+
     def u32(n: int) -> bytes:
         return n.to_bytes(4, "big")
 
@@ -132,8 +133,11 @@ def needs_repair(db_path: str | Path, *, force: bool = False) -> str | None:
     Refuses a folder and a file that never was a kms database: repair moves only kms's own files."""
     db = Path(db_path)
     if db.is_dir():
-        raise KmsError("database", f"{db} is a folder, not a database file: point KMS_DB_PATH at a file; "
-                                   "kms repair never moves folders", path=str(db))
+        raise KmsError(
+            "database",
+            f"{db} is a folder, not a database file: point KMS_DB_PATH at a file; kms repair never moves folders",
+            path=str(db),
+        )
     if db.is_file() and db.stat().st_size and not was_kms_database(db):  # (an empty file becomes one)
         raise not_kms_database(db)
     damage = check_database(db) if db.exists() else None
@@ -180,8 +184,7 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
             report.notes_indexed += index.added
             report.errors.extend(index.errors)
         report.recovered["vaults"] = len(report.vaults)
-        report.recovered["notes"], report.hidden_restored = _restore_notes(conn, salvaged.get("notes", []),
-                                                                           vault_names)
+        report.recovered["notes"], report.hidden_restored = _restore_notes(conn, salvaged.get("notes", []), vault_names)
         for table in CARRIED:
             report.recovered[table] = _put_back(conn, table, salvaged.get(table, []))
     finally:
@@ -195,8 +198,15 @@ def _note_rows(old: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:
     """Only what the files cannot tell: each note's public id and hidden stamp, by vault and path."""
     rows, problem = _rows(old, "notes")
     # the person's stamp: ``hidden_stamp`` since m008; before it, ``hidden_at`` was the stamp itself
-    return [{"vault_id": r.get("vault_id"), "path": r.get("path"), "id": r.get("id"),
-             "stamp": r.get("hidden_stamp") if "hidden_stamp" in r else r.get("hidden_at")} for r in rows], problem
+    return [
+        {
+            "vault_id": r.get("vault_id"),
+            "path": r.get("path"),
+            "id": r.get("id"),
+            "stamp": r.get("hidden_stamp") if "hidden_stamp" in r else r.get("hidden_at"),
+        }
+        for r in rows
+    ], problem
 
 
 def _restore_notes(conn: apsw.Connection, rows: list[dict[str, Any]], vault_names: dict[int, str]) -> tuple[int, int]:
@@ -218,8 +228,9 @@ def _restore_notes(conn: apsw.Connection, rows: list[dict[str, Any]], vault_name
             if not taken:
                 conn.execute("UPDATE notes SET id = ? WHERE rid = ?", (r["id"], found[0][0]))
             if r["stamp"] is not None:  # a rule-hidden note stays hidden by its rule anyway
-                conn.execute("UPDATE notes SET hidden_stamp = ?1, hidden_at = ?1 WHERE rid = ?2",
-                             (r["stamp"], found[0][0]))
+                conn.execute(
+                    "UPDATE notes SET hidden_stamp = ?1, hidden_at = ?1 WHERE rid = ?2", (r["stamp"], found[0][0])
+                )
                 hidden += 1
             matched += 1
     return matched, hidden

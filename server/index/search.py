@@ -52,10 +52,12 @@ def plain_terms(query: str) -> list[str]:
 
 # Words a question is made of that say nothing about its topic: the any-word fallback leaves them out
 # (a note holding only "how" and "the" is no match, and ranking every note holding them is slow).
-STOPWORDS = frozenset("""a about after all also am an and any are as at be been but by can could did do does
+STOPWORDS = frozenset(
+    """a about after all also am an and any are as at be been but by can could did do does
 doing for from had has have how i if in into is it its me my no not of on or our should so than that the their
 them then there these they this to too us was we were what what's when where which who why will with would you
-your""".split())
+your""".split()
+)
 
 
 def _quote(term: str) -> str:
@@ -106,8 +108,9 @@ LIMIT ?
 """
 
 
-def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None,
-         include_hidden: bool = False) -> list[dict[str, Any]]:
+def _run(
+    conn: apsw.Connection, match: str, limit: int, vault_id: int | None, include_hidden: bool = False
+) -> list[dict[str, Any]]:
     if vault_id is None:
         inner = limit + next(conn.execute(_HIDDEN))[0]
         cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
@@ -131,8 +134,9 @@ def _run(conn: apsw.Connection, match: str, limit: int, vault_id: int | None,
     return out
 
 
-def search(conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *,
-           include_hidden: bool = False) -> dict[str, Any]:
+def search(
+    conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *, include_hidden: bool = False
+) -> dict[str, Any]:
     """BM25-ranked hits (positive score, higher is better); hidden notes never appear, unless the person
     asks (``kms search --include-hidden``; never an agent-facing caller)."""
     limit = max(1, min(int(limit), MAX_LIMIT))

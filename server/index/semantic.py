@@ -40,8 +40,9 @@ _FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
 _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt"
 
 
-def keyword_hits(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *,
-                 strict: bool = False) -> tuple[list[dict[str, Any]], bool]:
+def keyword_hits(
+    conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *, strict: bool = False
+) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
     The hybrid search takes it as ``kms_search`` gives it: when few notes hold every word, any
@@ -86,29 +87,57 @@ def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
     if not rids:
         return {}
     marks = ",".join("?" * len(rids))
-    cur = conn.execute(f"SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id "
-                       f"WHERE n.rid IN ({marks}) AND n.hidden_at IS NULL", rids)
+    cur = conn.execute(
+        f"SELECT {_CARD} FROM notes n JOIN vaults v ON v.id = n.vault_id "
+        f"WHERE n.rid IN ({marks}) AND n.hidden_at IS NULL",
+        rids,
+    )
     out = {}
     for row in cur:
         rid, note_id, title, path, vault, tags, updated = row
-        out[rid] = {"noteId": note_id, "title": title, "path": path, "vault": vault,
-                    "tags": tags.split() if tags else [], "updatedAt": updated}
+        out[rid] = {
+            "noteId": note_id,
+            "title": title,
+            "path": path,
+            "vault": vault,
+            "tags": tags.split() if tags else [],
+            "updatedAt": updated,
+        }
     return out
 
 
-def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None,
-                  reason: str) -> dict[str, Any]:
+def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, reason: str) -> dict[str, Any]:
     """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
     kw, relaxed = keyword_hits(conn, query, limit, vault_id)
-    hits = [{"noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
-             "excerpt": h["excerpt"], "heading": None, "score": h["score"], "matchType": "keyword",
-             "similarity": None, "tags": h["tags"], "updatedAt": h["updatedAt"]} for h in kw[:limit]]
+    hits = [
+        {
+            "noteId": h["noteId"],
+            "title": h["title"],
+            "path": h["path"],
+            "vault": h["vault"],
+            "excerpt": h["excerpt"],
+            "heading": None,
+            "score": h["score"],
+            "matchType": "keyword",
+            "similarity": None,
+            "tags": h["tags"],
+            "updatedAt": h["updatedAt"],
+        }
+        for h in kw[:limit]
+    ]
     return {"query": query, "mode": "keyword-only", "reason": reason, "relaxed": relaxed, "hits": hits}
 
 
-def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, limit: int = 10,
-                    vault_id: int | None = None, *, mode: str = "hybrid",
-                    query_vec: np.ndarray | None = None) -> dict[str, Any]:
+def semantic_search(
+    conn: apsw.Connection,
+    index: SemanticIndex,
+    query: str,
+    limit: int = 10,
+    vault_id: int | None = None,
+    *,
+    mode: str = "hybrid",
+    query_vec: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
     ``vault_id`` limits every part (keyword and embedding hits) to one vault; None = every vault.
@@ -131,6 +160,7 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     index.refresh(conn)
     if not len(index):
         return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
+
     # The model and the matrix product run in a worker thread while this thread runs the
     # keyword search on its own connection: both release the GIL, so on 2 cores the query
     # costs about max(keyword, embedding) instead of their sum.
@@ -175,8 +205,12 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
     chunks: dict[int, tuple[str | None, str]] = {}
     if wanted:
         marks = ",".join("?" * len(wanted))
-        chunks = {cid: (heading, text) for cid, heading, text in
-                  conn.execute(f"SELECT id, heading, text FROM chunks WHERE id IN ({marks})", wanted)}
+        chunks = {
+            cid: (heading, text)
+            for cid, heading, text in conn.execute(
+                f"SELECT id, heading, text FROM chunks WHERE id IN ({marks})", wanted
+            )
+        }
     hits = []
     for h in ranked:
         cid = chunk_for.get(h["noteId"])
@@ -184,12 +218,21 @@ def semantic_search(conn: apsw.Connection, index: SemanticIndex, query: str, lim
         if cid is not None and cid in chunks:
             heading, text = chunks[cid]
             h["excerpt"] = _excerpt(heading, text) or h.get("excerpt") or h["title"]
-        hits.append({
-            "noteId": h["noteId"], "title": h["title"], "path": h["path"], "vault": h["vault"],
-            "excerpt": h.get("excerpt") or h["title"], "heading": heading, "score": round(h["score"], 5),
-            "matchType": h["matchType"], "similarity": h.get("similarity"), "tags": h["tags"],
-            "updatedAt": h["updatedAt"],
-        })
+        hits.append(
+            {
+                "noteId": h["noteId"],
+                "title": h["title"],
+                "path": h["path"],
+                "vault": h["vault"],
+                "excerpt": h.get("excerpt") or h["title"],
+                "heading": heading,
+                "score": round(h["score"], 5),
+                "matchType": h["matchType"],
+                "similarity": h.get("similarity"),
+                "tags": h["tags"],
+                "updatedAt": h["updatedAt"],
+            }
+        )
     return {"query": query, "mode": mode, "hits": hits, **({"relaxed": True} if relaxed else {})}
 
 
@@ -202,16 +245,27 @@ class SemanticService:
     ``interval`` seconds. Until the model is ready, ``search`` answers keyword-only.
     """
 
-    def __init__(self, db_path: str | Path, *, model_dir: str | Path | None = None, enabled: bool = True,
-                 background_embedding: bool = True, interval: float = 30.0, threads: int | None = None,
-                 download: bool = False, first_call_wait_s: float = FIRST_CALL_WAIT_S) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        model_dir: str | Path | None = None,
+        enabled: bool = True,
+        background_embedding: bool = True,
+        interval: float = 30.0,
+        threads: int | None = None,
+        download: bool = False,
+        first_call_wait_s: float = FIRST_CALL_WAIT_S,
+    ) -> None:
         from server.index.embed.pipeline import BackgroundEmbedder
 
         self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
         self.index = SemanticIndex(self.embedder)
-        self.background = (BackgroundEmbedder(db_path, self.embedder, interval=interval,
-                                              after_pass=self.index.refresh)
-                           if background_embedding and enabled else None)
+        self.background = (
+            BackgroundEmbedder(db_path, self.embedder, interval=interval, after_pass=self.index.refresh)
+            if background_embedding and enabled
+            else None
+        )
         self._started = False
         self._first_call_wait_s = first_call_wait_s
 
@@ -230,8 +284,9 @@ class SemanticService:
         if wait > 0 and self.embedder.state == LOADING:
             self.embedder.wait(wait)
 
-    def search(self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None,
-               *, mode: str = "hybrid") -> dict[str, Any]:
+    def search(
+        self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *, mode: str = "hybrid"
+    ) -> dict[str, Any]:
         self.wait_first_call()
         return semantic_search(conn, self.index, query, limit, vault_id, mode=mode)
 

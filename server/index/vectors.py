@@ -150,15 +150,19 @@ class SemanticIndex:
             # Filled in place (no list of blobs, one copy of the kept rows): at 10k notes the
             # matrix is ~140 MB and a refresh must not need three of it.
             m = int(np.count_nonzero(live > last))
-            out_ids, out_rids, out_vaults = np.empty(k + m, np.int64), np.empty(k + m, np.int64), np.empty(k + m,
-                                                                                                        np.int64)
+            out_ids, out_rids, out_vaults = (
+                np.empty(k + m, np.int64),
+                np.empty(k + m, np.int64),
+                np.empty(k + m, np.int64),
+            )
             for src, dst in ((ids, out_ids), (rids, out_rids), (vaults, out_vaults)):
                 np.compress(keep, src, axis=0, out=dst[:k])
             fresh = np.empty((m, DIM), np.float32)
             j = 0
             for cid, rid, vid, blob in conn.execute(
                 "SELECT c.id, c.rid, n.vault_id, e.vector FROM chunks c JOIN notes n ON n.rid = c.rid "
-                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? AND c.id <= ? ORDER BY c.id", (last, top)
+                "JOIN embeddings e ON e.hash = c.hash WHERE c.id > ? AND c.id <= ? ORDER BY c.id",
+                (last, top),
             ):
                 if j == m:  # cannot happen (ids are never reused); be safe anyway
                     break
@@ -194,8 +198,9 @@ class SemanticIndex:
     @staticmethod
     def _empty() -> _Vectors:
         none = np.zeros(0, np.int64)
-        return _Vectors(none, none, none, np.zeros((0, DIM), np.float32), None, np.zeros((0, DIM), np.int8),
-                        np.zeros(0, np.float32))
+        return _Vectors(
+            none, none, none, np.zeros((0, DIM), np.float32), None, np.zeros((0, DIM), np.int8), np.zeros(0, np.float32)
+        )
 
     def _exact(self, rows: np.ndarray, query_vec: np.ndarray) -> np.ndarray:
         """Cosines of the query with these rows of a projected index, from their int8 copies (within ~1e-3
@@ -217,8 +222,14 @@ class SemanticIndex:
             scores = d.mat[pos[found]] @ query_vec.astype(np.float32)
         return {int(c): float(v) for c, v in zip(want[found], scores, strict=True)}
 
-    def best_notes(self, query_vec: np.ndarray, *, vault_id: int | None = None, depth: int = DEPTH,
-                   min_similarity: float = MIN_SIMILARITY) -> list[tuple[int, int, float]]:
+    def best_notes(
+        self,
+        query_vec: np.ndarray,
+        *,
+        vault_id: int | None = None,
+        depth: int = DEPTH,
+        min_similarity: float = MIN_SIMILARITY,
+    ) -> list[tuple[int, int, float]]:
         """``(rid, chunk id, cosine)`` of the ``depth`` most similar notes, by each note's best chunk."""
         ids, rids, vaults, mat, basis = self._data[:5]
         if not len(ids):
@@ -238,8 +249,9 @@ class SemanticIndex:
             out = self._walk(scores, rids, ids, np.argsort(-scores, kind="stable"), depth, min_similarity)
         return out
 
-    def _best_projected(self, query_vec: np.ndarray, depth: int, min_similarity: float,
-                        vault_id: int | None) -> list[tuple[int, int, float]]:
+    def _best_projected(
+        self, query_vec: np.ndarray, depth: int, min_similarity: float, vault_id: int | None
+    ) -> list[tuple[int, int, float]]:
         """The projected matrix picks candidates (a third of the bytes to multiply), their exact cosines
         (vectors from the database) rank them; more candidates while too few notes clear the bar."""
         ids, rids, vaults, mat, basis = self._data[:5]
@@ -259,8 +271,9 @@ class SemanticIndex:
             take = min(len(approx), take * 4)
 
     @staticmethod
-    def _walk(scores: np.ndarray, rids: np.ndarray, ids: np.ndarray, order: np.ndarray, depth: int,
-              min_similarity: float) -> list[tuple[int, int, float]]:
+    def _walk(
+        scores: np.ndarray, rids: np.ndarray, ids: np.ndarray, order: np.ndarray, depth: int, min_similarity: float
+    ) -> list[tuple[int, int, float]]:
         out: list[tuple[int, int, float]] = []
         seen: set[int] = set()
         for i in order:

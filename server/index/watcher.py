@@ -89,8 +89,11 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
             continue
         notes = [rel for _p, rel in mine if is_note_path(rel)]
         gone = [rel for p, rel in mine if not os.path.lexists(p)]
-        structural = any(os.path.isdir(p) for p, _rel in mine) or bool(gone) and (
-            any(not is_note_path(rel) for rel in gone) or _still_indexed(conn, vault.id, gone))
+        structural = (
+            any(os.path.isdir(p) for p, _rel in mine)
+            or bool(gone)
+            and (any(not is_note_path(rel) for rel in gone) or _still_indexed(conn, vault.id, gone))
+        )
         if structural:
             index_vault(conn, vault)
             n += max(1, len(notes))
@@ -98,8 +101,9 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
             for rel in notes:
                 reindex_file(conn, vault, rel)
                 n += 1
-            files = [rel for p, rel in mine if not is_note_path(rel) and not os.path.islink(p)
-                     and os.path.isfile(p)]  # a new attachment (a pasted image): links naming it resolve now
+            files = [
+                rel for p, rel in mine if not is_note_path(rel) and not os.path.islink(p) and os.path.isfile(p)
+            ]  # a new attachment (a pasted image): links naming it resolve now
             if files:
                 with write_tx(conn):
                     n += len(files) if add_attachments(conn, vault.id, files) else 0
@@ -114,13 +118,23 @@ def _still_indexed(conn, vault_id: int, gone: list[str]) -> bool:
     moved, so the answer waits for that, and kms's own moves then cost the watcher a stat and a hash
     per file instead of a scan of the whole vault (a person's move is still indexed, so it is one)."""
     with write_tx(conn):
-        return any(conn.execute("SELECT 1 FROM notes WHERE vault_id = ? AND (path = ? OR path >= ? AND path < ?) "
-                                "LIMIT 1", (vault_id, rel, rel + "/", rel + "0")).fetchall() for rel in gone)
+        return any(
+            conn.execute(
+                "SELECT 1 FROM notes WHERE vault_id = ? AND (path = ? OR path >= ? AND path < ?) LIMIT 1",
+                (vault_id, rel, rel + "/", rel + "0"),
+            ).fetchall()
+            for rel in gone
+        )
 
 
-def watch_vaults(db_path: str | Path, *, vault: str | None = None,
-                 on_change: Callable[[int, float], None] | None = None,
-                 stop: threading.Event | None = None, after: AfterIndex | None = None) -> None:
+def watch_vaults(
+    db_path: str | Path,
+    *,
+    vault: str | None = None,
+    on_change: Callable[[int, float], None] | None = None,
+    stop: threading.Event | None = None,
+    after: AfterIndex | None = None,
+) -> None:
     """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C)."""
     from watchfiles import watch
 
@@ -133,8 +147,9 @@ def watch_vaults(db_path: str | Path, *, vault: str | None = None,
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
     caught_up = False
-    for changes in watch(*roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True,
-                         rust_timeout=RULES_CHECK_MS):
+    for changes in watch(
+        *roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True, rust_timeout=RULES_CHECK_MS
+    ):
         wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
         started = time.perf_counter()
         try:

@@ -28,8 +28,9 @@ def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list,
     )
 
 
-_LINK_COLS = ("src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, alt_key, "
-              "target_vault")
+_LINK_COLS = (
+    "src_rid, ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, alt_key, target_vault"
+)
 
 
 def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
@@ -48,8 +49,9 @@ _CHILD_TABLES = (
 )
 
 
-def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord,
-                   stored: list[list[tuple]] | None = None) -> tuple[set[str], bool]:
+def write_children(
+    conn: apsw.Connection, rid: int, vault_id: int, rec: FileRecord, stored: list[list[tuple]] | None = None
+) -> tuple[set[str], bool]:
     """Bring the note's tags, keys, links and headings in line with ``rec``, rewriting only the tables
     whose rows changed (an edit to a note's text usually changes none: far fewer pages to commit).
     ``stored``: the note's rows per table as they are (``StoredRows``), else they are read here.
@@ -60,8 +62,11 @@ def write_children(conn: apsw.Connection, rid: int, vault_id: int, rec: FileReco
     changed: list[bool] = []
     old_keys: set[tuple] = set()
     for i, ((table, col, cols), rows) in enumerate(zip(_CHILD_TABLES, new_rows, strict=True)):
-        old = stored[i] if stored is not None else [
-            tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
+        old = (
+            stored[i]
+            if stored is not None
+            else [tuple(r) for r in conn.execute(f"SELECT {cols} FROM {table} WHERE {col} = ? ORDER BY {cols}", (rid,))]
+        )
         if table == "note_keys":
             old_keys = set(old)
         same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
@@ -77,8 +82,11 @@ UPDATE_COLS = (
     "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
-UPDATE_SQL = ("UPDATE notes SET " + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS)
-              + f", created_at = coalesce(:created, created_at), hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid")
+UPDATE_SQL = (
+    "UPDATE notes SET "
+    + ", ".join(f"{c} = :{c}" for c in UPDATE_COLS)
+    + f", created_at = coalesce(:created, created_at), hidden_at = {HIDDEN_AT_SQL} WHERE rid = :rid"
+)
 INSERT_SQL = (
     "INSERT INTO notes(id, vault_id, created_at, hidden_at, "
     + ", ".join(UPDATE_COLS)
@@ -109,8 +117,13 @@ def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
 
 def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) -> int:
     """One new note (a new id, created ``now``); returns its rid."""
-    values = {**values, "id": new_note_id(), "vault_id": vault_id, "created_at": values.get("created") or now,
-              "hidden_at": now if values["hidden_rule"] else None}
+    values = {
+        **values,
+        "id": new_note_id(),
+        "vault_id": vault_id,
+        "created_at": values.get("created") or now,
+        "hidden_at": now if values["hidden_rule"] else None,
+    }
     conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
     rid = conn.last_insert_rowid()
     conn.execute(FTS_INSERT, fts_entry(rid, values))
@@ -143,13 +156,19 @@ class NewNotes:
         pending, self.pending = self.pending, []
         conn.executemany(
             self._SQL,
-            [(first + i, new_note_id(), vid, v.get("created") or v["indexed_at"],
-              v["indexed_at"] if v["hidden_rule"] else None,
-              *update_values(v))
-             for i, (_rec, v) in enumerate(pending)],
+            [
+                (
+                    first + i,
+                    new_note_id(),
+                    vid,
+                    v.get("created") or v["indexed_at"],
+                    v["indexed_at"] if v["hidden_rule"] else None,
+                    *update_values(v),
+                )
+                for i, (_rec, v) in enumerate(pending)
+            ],
         )
-        conn.executemany(FTS_INSERT, [fts_entry(first + i, v)
-                                       for i, (_rec, v) in enumerate(pending)])
+        conn.executemany(FTS_INSERT, [fts_entry(first + i, v) for i, (_rec, v) in enumerate(pending)])
         tags: list = []
         keys: list = []
         links: list = []
@@ -236,12 +255,19 @@ class StoredRows:
     def _load(self, rid: int) -> None:
         chunk = self.rids[self.at[rid] : self.at[rid] + self.CHUNK]
         marks = ",".join("?" * len(chunk))
-        self.notes = {r[0]: tuple(r[1:]) for r in self.conn.execute(
-            f"SELECT rid, {_STORED} FROM notes WHERE rid IN ({marks})", chunk)} if self.with_notes else {}
+        self.notes = (
+            {
+                r[0]: tuple(r[1:])
+                for r in self.conn.execute(f"SELECT rid, {_STORED} FROM notes WHERE rid IN ({marks})", chunk)
+            }
+            if self.with_notes
+            else {}
+        )
         self.children = {r: [[] for _ in _CHILD_TABLES] for r in chunk}
         for i, (table, col, cols) in enumerate(_CHILD_TABLES):  # in each note's own order (write_children's)
-            for row in self.conn.execute(f"SELECT {col}, {cols} FROM {table} WHERE {col} IN ({marks}) ORDER BY {cols}",
-                                         chunk):
+            for row in self.conn.execute(
+                f"SELECT {col}, {cols} FROM {table} WHERE {col} IN ({marks}) ORDER BY {cols}", chunk
+            ):
                 self.children[row[0]][i].append(tuple(row[1:]))
 
     def note(self, rid: int) -> tuple | None:
@@ -294,9 +320,11 @@ def _only_changed(column: str, value: str) -> str:
     """Every link's ``column`` set to ``value``, rewriting only the links whose target that changes: a full
     reindex resolves every link again and nearly all come out as they were, and rewriting them all (their
     rows, the indexes on their targets, the pages to commit) cost about twice the resolving."""
-    return (f"WITH r AS MATERIALIZED (SELECT src_rid AS src, ord AS n, {value} AS v FROM links) "
-            f"UPDATE links SET {column} = r.v FROM r WHERE links.src_rid = r.src AND links.ord = r.n "
-            f"AND links.{column} IS NOT r.v")
+    return (
+        f"WITH r AS MATERIALIZED (SELECT src_rid AS src, ord AS n, {value} AS v FROM links) "
+        f"UPDATE links SET {column} = r.v FROM r WHERE links.src_rid = r.src AND links.ord = r.n "
+        f"AND links.{column} IS NOT r.v"
+    )
 
 
 _TO_NOTE_ALL, _TO_FILE_ALL = _only_changed("dst_rid", _NOTE_OF_LINK), _only_changed("dst_file", _FILE_OF_LINK)
@@ -321,9 +349,11 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     conn.executemany("INSERT OR IGNORE INTO _affected_src VALUES (?)", [(r,) for r in src_rids or ()])
     # Indexed passes, not one OR: a link can only change target if its source changed or a note
     # that gained or lost one of the keys it names changed (this also resolves forward links).
-    for where in (" WHERE src_rid IN (SELECT rid FROM temp._affected_src)",
-                  " WHERE target_key IN (SELECT key FROM temp._affected_keys)",
-                  " WHERE alt_key IN (SELECT key FROM temp._affected_keys)"):
+    for where in (
+        " WHERE src_rid IN (SELECT rid FROM temp._affected_src)",
+        " WHERE target_key IN (SELECT key FROM temp._affected_keys)",
+        " WHERE alt_key IN (SELECT key FROM temp._affected_keys)",
+    ):
         conn.execute(_TO_NOTE + where)
         conn.execute(_TO_FILE + where)
 
@@ -345,9 +375,13 @@ def sync_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> 
 def add_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> bool:
     """Files that just appeared in the vault (the watcher's events; a removal makes it scan): their rows,
     and the vault's links that name no note resolved again. True if any was new."""
-    known = {r[0] for r in conn.execute(
-        f"SELECT DISTINCT path FROM attachments WHERE vault_id = ? AND path IN ({','.join('?' * len(paths))})",
-        (vault_id, *paths))}
+    known = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT path FROM attachments WHERE vault_id = ? AND path IN ({','.join('?' * len(paths))})",
+            (vault_id, *paths),
+        )
+    }
     new = [p for p in dict.fromkeys(paths) if p not in known]
     if new:
         _add_attachment_rows(conn, vault_id, new)
@@ -356,9 +390,10 @@ def add_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> b
 
 def _add_attachment_rows(conn: apsw.Connection, vault_id: int, paths: list[str]) -> None:
     """The rows of new attachments (if any), then every link of the vault that names no note resolved again."""
-    conn.executemany("INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
-                     [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in paths
-                      for key, kind in attachment_keys(p)])
+    conn.executemany(
+        "INSERT OR IGNORE INTO attachments VALUES (?, ?, ?, ?, ?)",
+        [(key, vault_id, kind, p, p.rpartition("/")[0]) for p in paths for key, kind in attachment_keys(p)],
+    )
     conn.execute(_TO_FILE + " WHERE src_rid IN (SELECT rid FROM notes WHERE vault_id = ?)", (vault_id,))
 
 

@@ -58,8 +58,13 @@ class KmsTokenVerifier:
             return None
         if tokens.touch_due(found, now):  # a write (at most every 30 s a token): off the event loop
             await anyio.to_thread.run_sync(lambda: tokens.mark_used(thread_connection(db), found.id, now))
-        return AccessToken(token="", client_id=found.id, scopes=[], subject=found.session_id,
-                           expires_at=int(found.expires_at) if found.expires_at is not None else None)
+        return AccessToken(
+            token="",
+            client_id=found.id,
+            scopes=[],
+            subject=found.session_id,
+            expires_at=int(found.expires_at) if found.expires_at is not None else None,
+        )
 
 
 class ScreenedBodies:
@@ -72,8 +77,7 @@ class ScreenedBodies:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         user = scope.get("user")
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not getattr(user, "is_authenticated",
-                                                                                       False):
+        if scope.get("type") != "http" or scope.get("method") != "POST" or not getattr(user, "is_authenticated", False):
             await self.app(scope, receive, send)
             return
         length = next((int(v) for k, v in scope.get("headers", []) if k == b"content-length" and v.isdigit()), 0)
@@ -94,9 +98,16 @@ class ScreenedBodies:
             if refusal is not None:
                 log.info("refused an HTTP message: %s", refusal.reason)
                 reply = refusal.reply or b""
-                await send({"type": "http.response.start", "status": 400 if reply else 202,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(reply)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400 if reply else 202,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(reply)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": reply})
                 return
         sent = False
@@ -122,15 +133,20 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
     from server.mcp.serve import build_server
 
     async def health(_request: Request) -> JSONResponse:
-        return JSONResponse({"kms": True, "version": installed_version() or "0", "pid": os.getpid(),
-                             "sessions": len(hub.sessions())})
+        return JSONResponse(
+            {"kms": True, "version": installed_version() or "0", "pid": os.getpid(), "sessions": len(hub.sessions())}
+        )
 
     server = build_server(hub)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
     auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
-    app = server.streamable_http_app(host=host, token_verifier=KmsTokenVerifier(hub), auth=auth,
-                                     max_request_body_size=MAX_BODY_BYTES,
-                                     custom_starlette_routes=[Route("/health", health)])
+    app = server.streamable_http_app(
+        host=host,
+        token_verifier=KmsTokenVerifier(hub),
+        auth=auth,
+        max_request_body_size=MAX_BODY_BYTES,
+        custom_starlette_routes=[Route("/health", health)],
+    )
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             route.app = ScreenedBodies(route.app)

@@ -50,8 +50,13 @@ class Connection:
 class SessionHub:
     """The sessions one process serves over one database (see the module docstring). Thread-safe."""
 
-    def __init__(self, services: ProcessServices, registry: list[ToolSpec] | None = None, *,
-                 settings: Callable[[str], SessionConfig] | None = None) -> None:
+    def __init__(
+        self,
+        services: ProcessServices,
+        registry: list[ToolSpec] | None = None,
+        *,
+        settings: Callable[[str], SessionConfig] | None = None,
+    ) -> None:
         self.services = services
         self.registry = registry
         self.settings = settings  # session id -> the person's settings as a session (token sessions start there)
@@ -62,8 +67,9 @@ class SessionHub:
         """Serve one more session (``config`` over this process's database); reported in at once."""
         session = config if isinstance(config, AgentSession) else AgentSession.open(config)
         if session.config.db_path != self.services.db_path:
-            raise KmsError("invalid-input", f"this process serves {self.services.db_path}, not "
-                                            f"{session.config.db_path}")
+            raise KmsError(
+                "invalid-input", f"this process serves {self.services.db_path}, not {session.config.db_path}"
+            )
         with self._lock:
             if session.id in self._runners:
                 raise KmsError("already-exists", f"session {session.id} is already served here")

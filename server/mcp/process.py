@@ -44,8 +44,12 @@ class LazySemanticService:
 
     @classmethod
     def for_config(cls, config: SessionConfig) -> LazySemanticService:
-        return cls(config.db_path, model_dir=config.embed_model_dir, enabled=config.embed_enabled,
-                   download=config.embed_download)
+        return cls(
+            config.db_path,
+            model_dir=config.embed_model_dir,
+            enabled=config.embed_enabled,
+            download=config.embed_download,
+        )
 
     def get(self) -> SemanticService:
         with self._lock:
@@ -210,8 +214,9 @@ class ProcessServices:
     @classmethod
     def for_config(cls, config: SessionConfig) -> ProcessServices:
         """The services for a process over ``config``'s database and model settings."""
-        return cls(config.db_path, LazySemanticService.for_config(config), Heartbeat(config.db_path),
-                   watch=config.watch)
+        return cls(
+            config.db_path, LazySemanticService.for_config(config), Heartbeat(config.db_path), watch=config.watch
+        )
 
     def notify_changed(self) -> None:
         """Notes changed (a write, the watcher): re-embed them in the background."""

@@ -155,8 +155,9 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
         try:
             runner = resolve(ctx)
         except KmsError as e:  # the connection's session ended (a service dropped it): typed, not a crash
-            return types.CallToolResult(content=[types.TextContent(type="text", text=e.message)],
-                                        structured_content=e.to_dict(), is_error=True)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=e.message)], structured_content=e.to_dict(), is_error=True
+            )
         if runner.is_write(params.name):
             result, is_error = await runner.call_write(params.name, params.arguments, ctx.session.report_progress)
         elif runner.runs_inline(params.name):
@@ -173,9 +174,16 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     from server import installed_version
     from server.mcp.surfaces import handlers
 
-    return Server("kms", version=installed_version() or "0", instructions=INSTRUCTIONS,
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool, get_tool_input_schema=input_schema,
-                  **handlers(resolve), **extra)
+    return Server(
+        "kms",
+        version=installed_version() or "0",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=input_schema,
+        **handlers(resolve),
+        **extra,
+    )
 
 
 BACKGROUND_AFTER_S = 3.0  # at the latest: a host that never lists the tools still gets its writes warmed
@@ -234,8 +242,9 @@ class Deferred:
     what it waits for at start-up and a moment to take it in: on 2 cores the model's start would compete with
     it), at the first tool call, or ``after_s`` after ``arm()``, whichever comes first."""
 
-    def __init__(self, start: Callable[[], None], after_s: float = BACKGROUND_AFTER_S,
-                 grace_s: float = BACKGROUND_GRACE_S) -> None:
+    def __init__(
+        self, start: Callable[[], None], after_s: float = BACKGROUND_AFTER_S, grace_s: float = BACKGROUND_GRACE_S
+    ) -> None:
         self._start = start
         self.reason: str | None = None  # why it started: "listed", "called" or "timer"
         self._after_s = after_s
@@ -308,8 +317,9 @@ def check_session(config: SessionConfig) -> None:
         try:
             refresh_all(conn)  # a privacy rule changed since the notes were judged: applied before serving
         except KmsError as e:  # never serve notes a new rule hides
-            raise SessionConfigError("KMS_DB_PATH", str(config.db_path), e.message,
-                                     "a database file kms can write") from None
+            raise SessionConfigError(
+                "KMS_DB_PATH", str(config.db_path), e.message, "a database file kms can write"
+            ) from None
     finally:
         conn.close()
 
@@ -321,8 +331,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(refusal(bad))
         return 2
     if argv:  # a host's typo or a flag for another server must not start a server that ignores it
-        sys.stderr.write(f"kms mcp: unknown argument {argv[0]!r}: kms mcp takes no arguments; it is configured "
-                         "by KMS_* variables and the settings file (docs/settings.md)\n")
+        sys.stderr.write(
+            f"kms mcp: unknown argument {argv[0]!r}: kms mcp takes no arguments; it is configured "
+            "by KMS_* variables and the settings file (docs/settings.md)\n"
+        )
         return 2
     try:
         config = SessionConfig.from_env()

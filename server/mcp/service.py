@@ -123,8 +123,14 @@ def loopback_sockets(port: int, host: str | None) -> list[socket.socket]:
     return out
 
 
-def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
-        on_ready: Any = None, stop: threading.Event | None = None) -> int:
+def run(
+    db_path: Path,
+    *,
+    port: int = DEFAULT_PORT,
+    host: str | None = None,
+    on_ready: Any = None,
+    stop: threading.Event | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT (or ``stop``). Returns the exit code."""
     import anyio
     import uvicorn
@@ -151,6 +157,7 @@ def run(db_path: Path, *, port: int = DEFAULT_PORT, host: str | None = None,
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
+
             async def watch_stop() -> None:
                 last_sweep = time.monotonic()
                 rest_started = False

@@ -90,8 +90,12 @@ class _Lines:
     """``async for line in stdin``: only lines ``wire.screen`` accepts reach the SDK; the others are
     answered here (or dropped with a logged reason). The end of input waits for the answers owed."""
 
-    def __init__(self, readline: Callable[[], Awaitable[bytes]], unanswered: _Unanswered,
-                 reply: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        readline: Callable[[], Awaitable[bytes]],
+        unanswered: _Unanswered,
+        reply: Callable[[bytes], Awaitable[None]],
+    ) -> None:
         self._readline = readline
         self._unanswered = unanswered
         self._reply = reply
@@ -184,8 +188,12 @@ class _FlowControl(asyncio.Protocol):
 class _Out:
     """``await stdout.write(text)`` / ``flush()``."""
 
-    def __init__(self, write: Callable[[bytes], Awaitable[None]], unanswered: _Unanswered,
-                 after_write: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        write: Callable[[bytes], Awaitable[None]],
+        unanswered: _Unanswered,
+        after_write: Callable[[], None] | None = None,
+    ) -> None:
         self._write = write
         self._unanswered = unanswered
         self._after_write = after_write

@@ -44,24 +44,39 @@ async def _off_loop(resolve: Resolve, ctx: Any, work: Callable[[ToolRunner], Any
 def _resource(item: notes.NoteResource) -> types.Resource:
     from server.activity import note_resources as notes
 
-    return types.Resource(uri=item.uri, name=item.path, title=item.title, description=f"{item.vault}:{item.path}",
-                          mime_type=MIME, size=item.size,
-                          annotations=types.Annotations(last_modified=notes.iso(item.updated_at)))
+    return types.Resource(
+        uri=item.uri,
+        name=item.path,
+        title=item.title,
+        description=f"{item.vault}:{item.path}",
+        mime_type=MIME,
+        size=item.size,
+        annotations=types.Annotations(last_modified=notes.iso(item.updated_at)),
+    )
 
 
 NOTE_TEMPLATE = "kms://{vault}/{+path}"  # note_resources.TEMPLATE (a test keeps them one)
 MIME = "text/markdown"
 TEMPLATE = types.ResourceTemplate(
-    uri_template=NOTE_TEMPLATE, name="note", title="A note",
+    uri_template=NOTE_TEMPLATE,
+    name="note",
+    title="A note",
     description="A note of the person's vaults by vault name and vault-relative path (completes on paths and "
-                "titles). Hidden notes and other vaults' notes cannot be read.",
-    mime_type=MIME)
+    "titles). Hidden notes and other vaults' notes cannot be read.",
+    mime_type=MIME,
+)
 
 
 def _prompt(spec: prompts.PromptSpec) -> types.Prompt:
-    return types.Prompt(name=spec.name, title=spec.title, description=spec.description,
-                        arguments=[types.PromptArgument(name=a.name, description=a.description, required=a.required)
-                                   for a in spec.arguments] or None)
+    return types.Prompt(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        arguments=[
+            types.PromptArgument(name=a.name, description=a.description, required=a.required) for a in spec.arguments
+        ]
+        or None,
+    )
 
 
 def _vault_in_context(runner: ToolRunner, params: types.CompleteRequestParams) -> int | None:
@@ -91,8 +106,12 @@ def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.
             except KmsError:
                 return notes.Completion([], 0, False)
             return notes.complete_path(runner.ctx.conn, db, arg.value, vault_id)
-    if isinstance(ref, types.PromptReference) and ref.name == prompts.RECALL.name and arg.name == "topic" \
-            and prompts.RECALL in prompts.listed(runner.config):
+    if (
+        isinstance(ref, types.PromptReference)
+        and ref.name == prompts.RECALL.name
+        and arg.name == "topic"
+        and prompts.RECALL in prompts.listed(runner.config)
+    ):
         return notes.complete_title(runner.ctx.conn, db, arg.value, runner.ctx.vault_filter())
     return notes.Completion([], 0, False)
 
@@ -118,8 +137,10 @@ def _get_prompt(runner: ToolRunner, name: str, arguments: dict[str, str]) -> typ
     else:
         scope = runner.ctx.vault_filter()
         text = prompts.review_text(prompts.review_data(runner.ctx.conn, runner.config.vault, scope))
-    return types.GetPromptResult(description=spec.description, messages=[
-        types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+    return types.GetPromptResult(
+        description=spec.description,
+        messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
+    )
 
 
 def handlers(resolve: Resolve) -> dict[str, Any]:
@@ -130,29 +151,41 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
 
         cursor = params.cursor if params is not None else None
         page, next_cursor = await _off_loop(
-            resolve, ctx, lambda r: notes.list_notes(r.ctx.conn, r.ctx.vault_filter(), cursor))
-        return types.ListResourcesResult(resources=[_resource(i) for i in page], next_cursor=next_cursor,
-                                         ttl_ms=0, cache_scope="private")
+            resolve, ctx, lambda r: notes.list_notes(r.ctx.conn, r.ctx.vault_filter(), cursor)
+        )
+        return types.ListResourcesResult(
+            resources=[_resource(i) for i in page], next_cursor=next_cursor, ttl_ms=0, cache_scope="private"
+        )
 
-    async def on_list_resource_templates(ctx: Any, params: types.PaginatedRequestParams | None
-                                         ) -> types.ListResourceTemplatesResult:
+    async def on_list_resource_templates(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE], ttl_ms=0, cache_scope="private")
 
     async def on_read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         from server.activity import note_resources as notes
 
         uri = str(params.uri)
-        note = await _off_loop(resolve, ctx, lambda r: notes.read_note(
-            r.ctx.conn, r.session, uri, r.ctx.vault_filter(), PAYLOAD_CAP_BYTES))
-        meta = {"noteId": note.note_id, "title": note.title, "version": note.version,
-                **({"truncated": True} if note.truncated else {})}
-        return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=note.uri, mime_type=MIME, text=note.text, _meta=meta)], ttl_ms=0, cache_scope="private")
+        note = await _off_loop(
+            resolve, ctx, lambda r: notes.read_note(r.ctx.conn, r.session, uri, r.ctx.vault_filter(), PAYLOAD_CAP_BYTES)
+        )
+        meta = {
+            "noteId": note.note_id,
+            "title": note.title,
+            "version": note.version,
+            **({"truncated": True} if note.truncated else {}),
+        }
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=note.uri, mime_type=MIME, text=note.text, _meta=meta)],
+            ttl_ms=0,
+            cache_scope="private",
+        )
 
     async def on_completion(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         found = await _off_loop(resolve, ctx, lambda r: _complete(r, params))
-        return types.CompleteResult(completion=types.Completion(values=found.values, total=found.total,
-                                                                has_more=found.has_more))
+        return types.CompleteResult(
+            completion=types.Completion(values=found.values, total=found.total, has_more=found.has_more)
+        )
 
     async def on_list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         from server.activity import prompts
@@ -168,6 +201,11 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
         result: types.GetPromptResult = await _off_loop(resolve, ctx, lambda r: _get_prompt(r, params.name, arguments))
         return result
 
-    return {"on_list_resources": on_list_resources, "on_list_resource_templates": on_list_resource_templates,
-            "on_read_resource": on_read_resource, "on_completion": on_completion,
-            "on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
+    return {
+        "on_list_resources": on_list_resources,
+        "on_list_resource_templates": on_list_resource_templates,
+        "on_read_resource": on_read_resource,
+        "on_completion": on_completion,
+        "on_list_prompts": on_list_prompts,
+        "on_get_prompt": on_get_prompt,
+    }

@@ -27,14 +27,20 @@ if TYPE_CHECKING:
 
 def answer(error: KmsError) -> KmsError:
     """The one answer of every call: typed ``database``, saying what is wrong and what the person should run."""
-    fix = "" if "kms repair" in error.message or "KMS_DB_PATH" in error.message else \
-        " Ask the person to run `kms doctor`."
-    return KmsError("database", f"kms cannot use its database, so no tool works until the person fixes it: "
-                    f"{error.message}.{fix} Then start a new session.", cause=error.kind)
+    fix = (
+        ""
+        if "kms repair" in error.message or "KMS_DB_PATH" in error.message
+        else " Ask the person to run `kms doctor`."
+    )
+    return KmsError(
+        "database",
+        f"kms cannot use its database, so no tool works until the person fixes it: "
+        f"{error.message}.{fix} Then start a new session.",
+        cause=error.kind,
+    )
 
 
-def unavailable_server(error: KmsError, tools: Sequence[types.Tool], name: str = "kms",
-                       version: str = "0") -> Server:
+def unavailable_server(error: KmsError, tools: Sequence[types.Tool], name: str = "kms", version: str = "0") -> Server:
     """An SDK server listing ``tools`` and answering every call with ``answer(error)``."""
     from mcp.server.lowlevel import Server
 
@@ -45,11 +51,13 @@ def unavailable_server(error: KmsError, tools: Sequence[types.Tool], name: str =
         return types.ListToolsResult(tools=list(tools))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=reply.to_dict(), is_error=True)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=reply.to_dict(), is_error=True
+        )
 
-    return Server(name, version=version, instructions=reply.message, on_list_tools=on_list_tools,
-                  on_call_tool=on_call_tool)
+    return Server(
+        name, version=version, instructions=reply.message, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
 
 
 def serve_unavailable(error: KmsError, tools: Sequence[types.Tool], version: str = "0") -> int:

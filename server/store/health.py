@@ -21,8 +21,15 @@ from server.errors import KmsError
 
 # the damage or refusal classes: a busy or locked database is a wait, not a fault
 DAMAGED = (apsw.NotADBError, apsw.CorruptError)
-UNUSABLE = (*DAMAGED, apsw.CantOpenError, apsw.ReadOnlyError, apsw.PermissionsError, apsw.FullError,
-            apsw.IOError, apsw.AuthError)
+UNUSABLE = (
+    *DAMAGED,
+    apsw.CantOpenError,
+    apsw.ReadOnlyError,
+    apsw.PermissionsError,
+    apsw.FullError,
+    apsw.IOError,
+    apsw.AuthError,
+)
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 # another process held the write lock for the whole busy timeout: said in one line, not a traceback
 BUSY = (apsw.BusyError, apsw.LockedError)
@@ -37,8 +44,10 @@ def _where(path: Path) -> str:
             if not parent.is_dir():
                 return f"{parent} is a file, so {path} cannot exist: point KMS_DB_PATH elsewhere"
             if not os.access(parent, os.W_OK | os.X_OK):
-                return (f"the folder {parent} is not writable, so the database cannot be created or written "
-                        "there: make it writable or point KMS_DB_PATH elsewhere")
+                return (
+                    f"the folder {parent} is not writable, so the database cannot be created or written "
+                    "there: make it writable or point KMS_DB_PATH elsewhere"
+                )
             return ""
     return ""
 
@@ -62,9 +71,14 @@ def was_kms_database(path: str | Path) -> bool:
 
 def not_kms_database(path: str | Path) -> KmsError:
     db = Path(path)
-    return KmsError("database", f"{db} is not a kms database (neither its header nor its schema say so); kms leaves it "
-                                "untouched: point KMS_DB_PATH at kms's database, or move this file away and kms "
-                                "starts a new one there", path=str(db), problem="not-kms")
+    return KmsError(
+        "database",
+        f"{db} is not a kms database (neither its header nor its schema say so); kms leaves it "
+        "untouched: point KMS_DB_PATH at kms's database, or move this file away and kms "
+        "starts a new one there",
+        path=str(db),
+        problem="not-kms",
+    )
 
 
 def database_error(exc: BaseException, path: str | Path) -> KmsError:
@@ -74,27 +88,54 @@ def database_error(exc: BaseException, path: str | Path) -> KmsError:
     if isinstance(exc, apsw.NotADBError | apsw.CorruptError) and db.is_file() and not was_kms_database(db):
         return not_kms_database(db)
     if isinstance(exc, apsw.NotADBError):
-        return KmsError("database", f"the database file is not an SQLite database (damaged or overwritten): {repair}",
-                        path=str(db), problem="not-a-database")
+        return KmsError(
+            "database",
+            f"the database file is not an SQLite database (damaged or overwritten): {repair}",
+            path=str(db),
+            problem="not-a-database",
+        )
     if isinstance(exc, apsw.CorruptError):
-        return KmsError("database", f"the database file is damaged (truncated or corrupt): {repair}",
-                        path=str(db), problem="corrupt")
+        return KmsError(
+            "database",
+            f"the database file is damaged (truncated or corrupt): {repair}",
+            path=str(db),
+            problem="corrupt",
+        )
     if isinstance(exc, BUSY):
-        return KmsError("database", f"the database {db} is busy: another process held its write lock for the whole "
-                                    "wait (a long `kms index` or `kms repair`, or a process that hung); retry once it "
-                                    "has finished", path=str(db), problem="busy")
+        return KmsError(
+            "database",
+            f"the database {db} is busy: another process held its write lock for the whole "
+            "wait (a long `kms index` or `kms repair`, or a process that hung); retry once it "
+            "has finished",
+            path=str(db),
+            problem="busy",
+        )
     if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS):
-        return KmsError("disk-full", f"the disk holding the database is full ({db}): free some space and retry",
-                        path=str(db), problem="disk-full")
+        return KmsError(
+            "disk-full",
+            f"the disk holding the database is full ({db}): free some space and retry",
+            path=str(db),
+            problem="disk-full",
+        )
     where = _where(db)
     if where:
         return KmsError("database", where, path=str(db), problem="unreachable")
     if isinstance(exc, apsw.ReadOnlyError | apsw.PermissionsError | PermissionError):
-        return KmsError("database", f"the database {db} is read-only for kms: make the file and its folder "
-                                    "writable or point KMS_DB_PATH elsewhere", path=str(db), problem="read-only")
+        return KmsError(
+            "database",
+            f"the database {db} is read-only for kms: make the file and its folder "
+            "writable or point KMS_DB_PATH elsewhere",
+            path=str(db),
+            problem="read-only",
+        )
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return KmsError("database", f"cannot open the database {db} ({detail}): check KMS_DB_PATH and that the "
-                                "file and its folder are readable and writable", path=str(db), problem="unreachable")
+    return KmsError(
+        "database",
+        f"cannot open the database {db} ({detail}): check KMS_DB_PATH and that the "
+        "file and its folder are readable and writable",
+        path=str(db),
+        problem="unreachable",
+    )
 
 
 def wait_writable(conn: apsw.Connection, path: str | Path) -> KmsError | None:
@@ -113,4 +154,3 @@ def wait_writable(conn: apsw.Connection, path: str | Path) -> KmsError | None:
 def is_database_failure(exc: BaseException) -> bool:
     """A failure ``database_error`` can explain (not a bug in kms)."""
     return isinstance(exc, UNUSABLE) or (isinstance(exc, OSError) and not isinstance(exc, apsw.Error))
-

@@ -58,8 +58,9 @@ def lock_file(path: str | os.PathLike[str], *, wait: float | None = None) -> Ite
 
 
 @contextlib.contextmanager
-def file_lock(target: str | os.PathLike[str], lock_dir: str | os.PathLike[str], *,
-              wait: float | None = None) -> Iterator[int]:
+def file_lock(
+    target: str | os.PathLike[str], lock_dir: str | os.PathLike[str], *, wait: float | None = None
+) -> Iterator[int]:
     """Exclusive lock for one note, shared by every kms thread and process; yields the lock fd.
 
     The lock file lives in a kms-private folder (next to the database), not on the

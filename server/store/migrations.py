@@ -234,7 +234,7 @@ def m004_hidden_index(conn: apsw.Connection) -> None:
 
 
 def m005_reverts_index(conn: apsw.Connection) -> None:
-    """"Was this write reverted?" is asked for every listed invocation; without an index each
+    """ "Was this write reverted?" is asked for every listed invocation; without an index each
     question scanned the whole provenance table."""
     conn.execute("CREATE INDEX tool_invocations_reverts ON tool_invocations(reverts_id) WHERE reverts_id IS NOT NULL")
 
@@ -365,8 +365,9 @@ def m012_orientation(conn: apsw.Connection) -> None:
     entries, not 10,000 rows."""
     conn.execute("ALTER TABLE sessions ADD COLUMN project TEXT")
     conn.execute("CREATE INDEX sessions_project ON sessions(project, ended_at) WHERE project IS NOT NULL")
-    conn.execute("CREATE INDEX notes_visible_folder ON notes(folder, vault_id, updated_at DESC, id) "
-                 "WHERE hidden_at IS NULL")
+    conn.execute(
+        "CREATE INDEX notes_visible_folder ON notes(folder, vault_id, updated_at DESC, id) WHERE hidden_at IS NULL"
+    )
     conn.execute("CREATE INDEX notes_flagged ON notes(vault_id) WHERE fm_error IS NOT NULL")  # few: health is free
     conn.execute("CREATE INDEX notes_created ON notes(created_at)")  # "created since your last visit"
     conn.execute("CREATE INDEX links_unresolved ON links(target_key, target) WHERE dst_rid IS NULL")  # the few missing
@@ -406,8 +407,7 @@ def m018_folder_listing(conn: apsw.Connection) -> None:
     without it an unscoped ``kms_list_folder`` read and sorted every note of the folder (1,000 rows, ~1 ms)
     for each 50-card page; with it a page is its 51 index entries. (``notes_visible_folder`` serves the
     vault-scoped listing and the counts by folder.)"""
-    conn.execute("CREATE INDEX notes_folder_recent ON notes(folder, updated_at DESC, path, id) "
-                 "WHERE hidden_at IS NULL")
+    conn.execute("CREATE INDEX notes_folder_recent ON notes(folder, updated_at DESC, path, id) WHERE hidden_at IS NULL")
 
 
 def m019_applied_units(conn: apsw.Connection) -> None:
@@ -421,8 +421,10 @@ def m020_logseq_block_refs(conn: apsw.Connection) -> None:
     """Logseq block references (``((uuid))``) are links now, and a page answers to the ids of its blocks
     (note_keys kind 6): a Logseq vault's notes are read again at the next ``kms index`` or watcher scan
     (their mtime and hash forgotten), since their rows say nothing of either yet."""
-    conn.execute("UPDATE notes SET content_hash = '', mtime_ns = 0 "
-                 "WHERE vault_id IN (SELECT id FROM vaults WHERE dialect = 'logseq')")
+    conn.execute(
+        "UPDATE notes SET content_hash = '', mtime_ns = 0 "
+        "WHERE vault_id IN (SELECT id FROM vaults WHERE dialect = 'logseq')"
+    )
 
 
 def m021_tokens(conn: apsw.Connection) -> None:
@@ -447,8 +449,10 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
     retry with the same key in the same session is answered from its first call's row and writes nothing."""
     conn.execute("ALTER TABLE tool_invocations ADD COLUMN idempotency_key TEXT")
     conn.execute("ALTER TABLE tool_invocations ADD COLUMN answer TEXT")  # JSON: the arguments' digest, the result
-    conn.execute("CREATE INDEX tool_invocations_idempotency ON tool_invocations(session_id, idempotency_key) "
-                 "WHERE idempotency_key IS NOT NULL")
+    conn.execute(
+        "CREATE INDEX tool_invocations_idempotency ON tool_invocations(session_id, idempotency_key) "
+        "WHERE idempotency_key IS NOT NULL"
+    )
 
 
 MIGRATIONS: list[Migration] = [

@@ -42,8 +42,7 @@ class Dialect:
 
 
 OBSIDIAN = Dialect("obsidian")
-DENDRON = Dialect("dendron", alias_first=True, dotted_tags=True, hierarchy=True, id_names=True,
-                  epoch_ms_dates=True)
+DENDRON = Dialect("dendron", alias_first=True, dotted_tags=True, hierarchy=True, id_names=True, epoch_ms_dates=True)
 FOAM = Dialect("foam", ref_definitions=True)
 LOGSEQ = Dialect("logseq", properties=True, bracket_tags=True, namespaces=True, updated_keys=(), created_keys=())
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (OBSIDIAN, DENDRON, FOAM, LOGSEQ)}
@@ -112,6 +111,7 @@ def parent(d: Dialect, title_stem: str) -> str | None:
 
 
 # --- dates -----------------------------------------------------------------------------------------
+
 
 def _epoch(value: Any, ms: bool) -> float | None:
     if isinstance(value, bool):

@@ -118,8 +118,9 @@ def is_leftover(name: str, mtime: float, now: float) -> bool:
     return _LEFTOVER.fullmatch(name) is not None and now - mtime >= LEFTOVER_AGE_S
 
 
-def sweep_leftovers(folder: str | os.PathLike[str], *, dir_fd: int | None = None, now: float | None = None,
-                    force: bool = False) -> int:
+def sweep_leftovers(
+    folder: str | os.PathLike[str], *, dir_fd: int | None = None, now: float | None = None, force: bool = False
+) -> int:
     """Remove the temp files a killed writer left in ``folder`` (at the next write there, or at the
     next index); returns how many. ``dir_fd``: the folder, already open (listed and cleaned through
     it). Never raises: a leftover costs nothing but clutter."""
@@ -136,8 +137,11 @@ def sweep_leftovers(folder: str | os.PathLike[str], *, dir_fd: int | None = None
                 if not entry.name.startswith(".kms-"):
                     continue
                 with contextlib.suppress(OSError):
-                    st = os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False) if dir_fd is not None \
+                    st = (
+                        os.stat(entry.name, dir_fd=dir_fd, follow_symlinks=False)
+                        if dir_fd is not None
                         else entry.stat(follow_symlinks=False)
+                    )
                     if stat.S_ISREG(st.st_mode) and is_leftover(entry.name, st.st_mtime, now):
                         os.unlink(entry.name if dir_fd is not None else entry.path, dir_fd=dir_fd)
                         removed += 1
@@ -150,13 +154,21 @@ def write_failure(exc: OSError, name: str) -> KmsError:
     """A typed error for a write the file system refused: a full disk says so; a folder moved,
     removed or swapped for a link mid-write is a ``conflict`` to retry. Nothing was changed."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return KmsError("disk-full", f"the disk holding the vault is full: {name} was not changed; free some "
-                                     "space and retry", path=name)
+        return KmsError(
+            "disk-full",
+            f"the disk holding the vault is full: {name} was not changed; free some space and retry",
+            path=name,
+        )
     if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
-        return KmsError("conflict", f"the folder of {name} was moved, removed or replaced by a link while kms "
-                                    "was writing; nothing was written, try again", path=name)
-    return KmsError("conflict", f"the file system refused the write of {name} ({exc.strerror}); nothing was "
-                                "written", path=name)
+        return KmsError(
+            "conflict",
+            f"the folder of {name} was moved, removed or replaced by a link while kms "
+            "was writing; nothing was written, try again",
+            path=name,
+        )
+    return KmsError(
+        "conflict", f"the file system refused the write of {name} ({exc.strerror}); nothing was written", path=name
+    )
 
 
 def _sync_and_close(fd: int) -> None:
@@ -236,8 +248,15 @@ class PendingWrite:
     folder's fsync after the rename runs in the background until ``wait_durable``.
     """
 
-    def __init__(self, target: str | os.PathLike[str], data: bytes, *, keep_mode: bool = True,
-                 sync_now: bool = True, dir_fd: int | None = None) -> None:
+    def __init__(
+        self,
+        target: str | os.PathLike[str],
+        data: bytes,
+        *,
+        keep_mode: bool = True,
+        sync_now: bool = True,
+        dir_fd: int | None = None,
+    ) -> None:
         """``dir_fd``: the target's folder, already open (``paths.open_folder``): every name is then
         taken in that folder, so a folder swapped for a link meanwhile cannot redirect the write."""
         self.target = Path(target)
@@ -246,8 +265,11 @@ class PendingWrite:
         mode = None
         if keep_mode:
             with contextlib.suppress(FileNotFoundError):
-                mode = stat.S_IMODE(os.stat(self.target.name, dir_fd=self._dir_fd, follow_symlinks=True).st_mode
-                                    if self._dir_fd is not None else os.stat(self.target).st_mode)
+                mode = stat.S_IMODE(
+                    os.stat(self.target.name, dir_fd=self._dir_fd, follow_symlinks=True).st_mode
+                    if self._dir_fd is not None
+                    else os.stat(self.target).st_mode
+                )
         self._synced: Future[None] | None = None
         self._dir_synced: Future[None] | None = None
         self.tmp: Path | None = None

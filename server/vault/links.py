@@ -38,8 +38,10 @@ _TARGET_END = re.compile(r"\\\||[|#^]")
 
 
 # an inline destination at the end of a link's source: ](dest "title") or ](<dest>)
-_INLINE_DEST = re.compile(r"\]\(\s*(<[^<>\n]*>|[^\s<>()]*(?:\([^\s()]*\)[^\s<>()]*)*)"
-                          r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)$")
+_INLINE_DEST = re.compile(
+    r"\]\(\s*(<[^<>\n]*>|[^\s<>()]*(?:\([^\s()]*\)[^\s<>()]*)*)"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)$"
+)
 _REF_DEF = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)", re.M)
 
 
@@ -83,8 +85,14 @@ def _spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     return out, sorted(dests)
 
 
-def rewrite_links(text: str, new_target: Callable[[str], str | None], *, alias_first: bool = False,
-                  folder: str = "", new_folder: str | None = None) -> tuple[str, int]:
+def rewrite_links(
+    text: str,
+    new_target: Callable[[str], str | None],
+    *,
+    alias_first: bool = False,
+    folder: str = "",
+    new_folder: str | None = None,
+) -> tuple[str, int]:
     """``text`` with each link's target replaced by ``new_target(target as written)`` where that is
     not None; returns the new text and how many links changed.
 
@@ -145,7 +153,7 @@ class Retarget:
         old_key, new_stem = link_key(self.old_path), strip_note_suffix(self.new_path)
         name_key = old_key.rsplit("/", 1)[-1]
         key = link_key(target)
-        suffix = target[-len(NOTE_SUFFIX):] if is_note_path(target) else ""
+        suffix = target[-len(NOTE_SUFFIX) :] if is_note_path(target) else ""
         if "/" in key and (key == old_key or old_key.endswith("/" + key)):
             return ("/" if target.startswith("/") else "") + new_stem + suffix
         if key == old_key or key == name_key:
@@ -196,8 +204,9 @@ class Retarget:
         return self.exists(relative) or (not is_note_path(relative) and self.exists(relative + NOTE_SUFFIX))
 
 
-def retarget(old_path: str, new_path: str, old_title: str = "", new_title: str = "",
-             exists: Callable[[str], bool] | None = None) -> Retarget:
+def retarget(
+    old_path: str, new_path: str, old_title: str = "", new_title: str = "", exists: Callable[[str], bool] | None = None
+) -> Retarget:
     """The ``new_target`` for a note going from ``old_path`` to ``new_path`` (see ``Retarget``);
     the titles are not needed: a link names a note by its file name, and its title stays."""
     return Retarget(old_path, new_path, exists)
@@ -237,8 +246,10 @@ class _NoteTargets:
         if "/" not in key:
             return None  # by name (or alias): names do not change
         keys = self.moves.keys
-        hits = sorted((p for p in self.linked if keys[p] == key or keys[p].endswith("/" + key)),
-                      key=lambda p: (keys[p] != key, len(p)))
+        hits = sorted(
+            (p for p in self.linked if keys[p] == key or keys[p].endswith("/" + key)),
+            key=lambda p: (keys[p] != key, len(p)),
+        )
         return self.moves.retargets[hits[0]](target) if hits else None
 
     def markdown(self, written: str, folder: str, new_folder: str | None, angle: bool) -> str | None:

@@ -60,8 +60,12 @@ def fence_closes(opening: str, line: str) -> bool:
     """Does ``line`` close the fenced code block ``opening`` started? The same character, at least as
     many, and nothing after them (CommonMark: a fence with an info string opens a block)."""
     m = FENCE.match(line)
-    return (m is not None and m.group(1)[0] == opening[0] and len(m.group(1)) >= len(opening)
-            and not line[m.end() :].strip(" \t"))
+    return (
+        m is not None
+        and m.group(1)[0] == opening[0]
+        and len(m.group(1)) >= len(opening)
+        and not line[m.end() :].strip(" \t")
+    )
 
 
 # ----- frontmatter ------------------------------------------------------------------------------

@@ -98,8 +98,9 @@ def link_key(target: str) -> str:
     return strip_note_suffix(key)
 
 
-def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title: str,
-               alias_first: bool = False) -> Link | None:
+def _make_link(
+    match: re.Match[str], line: int, in_frontmatter: bool, own_title: str, alias_first: bool = False
+) -> Link | None:
     inner = match.group(1).replace("\\|", "|")
     if alias_first and "|" in inner:
         alias, _, target_part = inner.partition("|")
@@ -107,7 +108,7 @@ def _make_link(match: re.Match[str], line: int, in_frontmatter: bool, own_title:
         target_part, _, alias = inner.partition("|")
     vault = None
     if target_part.startswith(_CROSS_VAULT):
-        vault, _, target_part = target_part[len(_CROSS_VAULT):].partition("/")
+        vault, _, target_part = target_part[len(_CROSS_VAULT) :].partition("/")
         vault = vault.strip() or None
     heading = block = None
     if "#" in target_part:
@@ -144,8 +145,17 @@ def _markdown_link(dest: str, folder: str, line: int, embed: bool, text: str) ->
         block, heading = heading[1:] or None, None
     key = link_key(full)
     plain = not path.startswith(("./", "../"))  # Obsidian also reads it from the vault root, then by name
-    return Link(target=path, target_key=key, heading=heading, block=block, alias=text or None, embed=embed,
-                in_frontmatter=False, line=line, alt_key=link_key(path) if plain and link_key(path) != key else None)
+    return Link(
+        target=path,
+        target_key=key,
+        heading=heading,
+        block=block,
+        alias=text or None,
+        embed=embed,
+        in_frontmatter=False,
+        line=line,
+        alt_key=link_key(path) if plain and link_key(path) != key else None,
+    )
 
 
 def _to_char_offsets(body: str, events: list) -> list:
@@ -164,8 +174,9 @@ def _to_char_offsets(body: str, events: list) -> list:
 MdLink = tuple[int, int, str, str, bool]  # start, end, destination, reference label, image
 
 
-def body_structure(body: str, mdlinks: list[MdLink] | None = None
-                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
+def body_structure(
+    body: str, mdlinks: list[MdLink] | None = None
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
     """Ranges of code (no tags/links), of headings and links (no tags), and heading starts;
     the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out).
     Public so the link rewriter skips exactly the code the parser skips."""
@@ -249,8 +260,11 @@ def _logseq_properties(body: str) -> dict[str, Any]:
             break
         key, value = m[1].lower(), m[2].strip()
         if key in ("tags", "alias", "aliases"):
-            values = [v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]").strip()
-                      for v in value.split(",") if v.strip()]
+            values = [
+                v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]").strip()
+                for v in value.split(",")
+                if v.strip()
+            ]
             props[key] = [normalize_tag(v) for v in values] if key == "tags" else values
         else:
             props[key] = value
@@ -334,7 +348,7 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
                 if wiki_spans and _inside_any(wiki_spans, start, end):
                     continue  # [[note]] read by CommonMark as a reference to a [note]: definition
                 text_start = body.find("[", start, end) + 1
-                label = body[text_start:max(text_start, body.find("]", text_start, end))].strip()
+                label = body[text_start : max(text_start, body.find("]", text_start, end))].strip()
                 link = _markdown_link(dest, folder, line_of(start), image, label)
                 if link:
                     links.append(link)
@@ -343,8 +357,18 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
             for m in _BLOCK_REF.finditer(body):
                 if not (code and in_ranges(code, code_starts, m.start())):
                     ref = f"(({m.group(2).lower()}))"
-                    links.append(Link(target=ref, target_key=ref, heading=None, block=m.group(2).lower(), alias=None,
-                                      embed=bool(m.group(1)), in_frontmatter=False, line=line_of(m.start())))
+                    links.append(
+                        Link(
+                            target=ref,
+                            target_key=ref,
+                            heading=None,
+                            block=m.group(2).lower(),
+                            alias=None,
+                            embed=bool(m.group(1)),
+                            in_frontmatter=False,
+                            line=line_of(m.start()),
+                        )
+                    )
                     unsorted = True
         if dialect.bracket_tags and "#[[" in body:
             for m in _BRACKET_TAG.finditer(body):

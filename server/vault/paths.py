@@ -50,8 +50,11 @@ def _realpath(path: str | os.PathLike[str]) -> str:
             return os.path.realpath(path)
         except OSError:
             continue
-    raise KmsError("conflict", f"{os.fspath(path)!r} kept changing (a folder moved or swapped for a link) while "
-                               "kms resolved it; nothing was written, try again")
+    raise KmsError(
+        "conflict",
+        f"{os.fspath(path)!r} kept changing (a folder moved or swapped for a link) while "
+        "kms resolved it; nothing was written, try again",
+    )
 
 
 def _nfkc(s: str) -> str:
@@ -85,7 +88,7 @@ def _strip_edges(s: str) -> str:
 def is_note_path(path: str | os.PathLike[str]) -> bool:
     """Whether a file name or path names a note: it ends in ``.md``, in any case (``Old.MD`` is a note).
     The one rule for the scan, the watcher, link rewriting, lookups and the trash."""
-    return os.fspath(path)[-len(NOTE_SUFFIX):].lower() == NOTE_SUFFIX
+    return os.fspath(path)[-len(NOTE_SUFFIX) :].lower() == NOTE_SUFFIX
 
 
 def strip_note_suffix(path: str) -> str:
@@ -262,8 +265,13 @@ def locate_notes(vault_root: str | os.PathLike[str], relpaths: list[str]) -> lis
     out: list[tuple[Path, str]] = []
     for rel in relpaths:
         folder, _, name = rel.rpartition("/")
-        if (not name or "\x00" in rel or rel.startswith("/") or _DRIVE.match(rel)
-                or any(seg in ("", ".", "..") for seg in rel.split("/"))):
+        if (
+            not name
+            or "\x00" in rel
+            or rel.startswith("/")
+            or _DRIVE.match(rel)
+            or any(seg in ("", ".", "..") for seg in rel.split("/"))
+        ):
             out.append(locate_note(vault_root, rel))  # (refused there, with its reason)
             continue
         real_folder = folders.get(folder)
@@ -302,16 +310,22 @@ def open_folder(vault_root: str | os.PathLike[str], real_folder: str) -> int:
     try:
         fd = os.open(_realpath(vault_root), _DIR_FLAGS)
     except (FileNotFoundError, NotADirectoryError) as e:
-        raise KmsError("not-found", f"the vault folder {os.fspath(vault_root)!r} is gone (moved, renamed or not "
-                                    "mounted); nothing was written. The person can move it back, or register its "
-                                    "new place with `kms vault add`") from e
+        raise KmsError(
+            "not-found",
+            f"the vault folder {os.fspath(vault_root)!r} is gone (moved, renamed or not "
+            "mounted); nothing was written. The person can move it back, or register its "
+            "new place with `kms vault add`",
+        ) from e
     try:
         for seg in [s for s in real_folder.split("/") if s not in ("", ".")]:
             try:
                 child = os.open(seg, _DIR_FLAGS | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
             except OSError as e:
-                raise KmsError("conflict", f"the folder {real_folder!r} was moved or replaced by a link while kms "
-                                           "was writing into it; nothing was written, try again") from e
+                raise KmsError(
+                    "conflict",
+                    f"the folder {real_folder!r} was moved or replaced by a link while kms "
+                    "was writing into it; nothing was written, try again",
+                ) from e
             os.close(fd)
             fd = child
         return fd

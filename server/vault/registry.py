@@ -31,8 +31,7 @@ class Vault:
 
 
 def _vault(row: dict) -> Vault:
-    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"],
-                 row.get("dialect"))
+    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"], row.get("dialect"))
 
 
 def list_vaults(conn: apsw.Connection) -> list[Vault]:
@@ -47,8 +46,7 @@ def get_vault(conn: apsw.Connection, name_or_id: str | int) -> Vault:
     return _vault(found[0])
 
 
-def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None,
-              dialect: str | None = None) -> Vault:
+def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, dialect: str | None = None) -> Vault:
     """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``)."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
@@ -63,8 +61,10 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None,
                 raise KmsError("already-exists", f"{root} is already registered as vault {v.name!r}")
             if v.name == name:
                 raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
-        conn.execute("INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
-                     (name, str(root), time.time(), rules.name))
+        conn.execute(
+            "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
+            (name, str(root), time.time(), rules.name),
+        )
     return get_vault(conn, name)
 
 

@@ -32,24 +32,42 @@ def create_many(ctx: WriteContext, vault: Vault, notes: list[dict[str, Any]]) ->
         try:
             if not own_slot:
                 release = ctx.take_slot()
-            out = create(ctx, vault, title=spec["title"], content=spec.get("content") or "", tags=spec.get("tags"),
-                         folder=spec.get("folder"))
+            out = create(
+                ctx,
+                vault,
+                title=spec["title"],
+                content=spec.get("content") or "",
+                tags=spec.get("tags"),
+                folder=spec.get("folder"),
+            )
         except KmsError as e:
             if release is not None:
                 release()
-            results.append({"title": spec["title"], "error": e.kind, "message": e.message,
-                            **({"retryAfterMs": e.extra["retryAfterMs"]} if "retryAfterMs" in e.extra else {})})
+            results.append(
+                {
+                    "title": spec["title"],
+                    "error": e.kind,
+                    "message": e.message,
+                    **({"retryAfterMs": e.extra["retryAfterMs"]} if "retryAfterMs" in e.extra else {}),
+                }
+            )
             continue
         own_slot = False
         made = out.change
         assert isinstance(made, FileCreated)
         files.append(FileChange(made.path, None, 0, "", made.text, "", made.hash))
         bytes_after += out.result.get("bytesAfter", 0)
-        results.append({"title": spec["title"], "ok": True, "noteId": out.result.get("noteId"),
-                        "path": made.path})
+        results.append({"title": spec["title"], "ok": True, "noteId": out.result.get("noteId"), "path": made.path})
     created = [r for r in results if r.get("ok")]
-    result = WriteResult(noteId=created[0]["noteId"] if created else None, title=created[0]["title"] if created
-                         else "", path=files[0].path if files else "", vault=vault.name, bytesBefore=0,
-                         bytesAfter=bytes_after, linesAdded=0, changed=bool(files))
+    result = WriteResult(
+        noteId=created[0]["noteId"] if created else None,
+        title=created[0]["title"] if created else "",
+        path=files[0].path if files else "",
+        vault=vault.name,
+        bytesBefore=0,
+        bytesAfter=bytes_after,
+        linesAdded=0,
+        changed=bool(files),
+    )
     result["results"], result["created"], result["failed"] = results, len(created), len(results) - len(created)
     return WriteOutcome(result, FilesChanged(result["path"], tuple(files)) if files else None)

@@ -49,8 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kms.writes")
 
 
-def remove_created(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes,
-                   lock_dir: Path) -> None:
+def remove_created(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes, lock_dir: Path) -> None:
     """Take back a create: the new note goes only while it still holds exactly what kms wrote."""
     folder = "" if real_folder == "." else real_folder
     with file_lock(folder_path / name.casefold(), lock_dir), _folder_of(vault, f"{folder}/{name}") as fd:
@@ -225,8 +224,12 @@ def write_note(
                 break
             try:
                 with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
-                    written = record_of_bytes(note.path, pending.mtime_ns, new_raw,  # ...while it is parsed
-                                              dialect=vault.rules)
+                    written = record_of_bytes(
+                        note.path,
+                        pending.mtime_ns,
+                        new_raw,  # ...while it is parsed
+                        dialect=vault.rules,
+                    )
                     committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
                     if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
                         if sha256_hex(_read(real, note)) != before:
@@ -247,8 +250,12 @@ def write_note(
             )
     after = sha256_hex(new_raw)
     if ctx.capture is not None:
-        return WriteOutcome(WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name,
-                                        changed=new_raw != raw), edit.change, hash_before=before, hash_after=after)
+        return WriteOutcome(
+            WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name, changed=new_raw != raw),
+            edit.change,
+            hash_before=before,
+            hash_after=after,
+        )
     if new_raw != raw:
         ctx.on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, lock_dir))
     result = WriteResult(

@@ -121,8 +121,9 @@ class WriteContext:
         """The preview being recorded (the write points then write nothing), else None."""
         return self.staging if isinstance(self.staging, Capture) else None
 
-    def check_approved(self, vault: str, path: str, before: bytes | None, after: bytes | None, *,
-                       hidden: bool = False) -> None:
+    def check_approved(
+        self, vault: str, path: str, before: bytes | None, after: bytes | None, *, hidden: bool = False
+    ) -> None:
         """``conflict`` unless this file is what the person was shown and becomes what they approved;
         nothing to check for a call that needed no approval."""
         if isinstance(self.staging, Expected):
@@ -145,8 +146,13 @@ class WriteContext:
     def check_breadth(self, count: int, what: str = "files") -> None:
         """``too-broad`` (before anything is touched) for a call over ``write.max_files_per_call``."""
         if count > self.max_files:
-            raise KmsError("too-broad", f"this call would touch {count} {what}; at most {self.max_files} per call "
-                           "(write.max_files_per_call). Nothing was changed.", count=count, limit=self.max_files)
+            raise KmsError(
+                "too-broad",
+                f"this call would touch {count} {what}; at most {self.max_files} per call "
+                "(write.max_files_per_call). Nothing was changed.",
+                count=count,
+                limit=self.max_files,
+            )
 
     def note(self, ref: str) -> tuple[NoteRef, Vault]:
         """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
@@ -158,8 +164,9 @@ class WriteContext:
     def vault(self, name: str | None) -> Vault:
         """The vault a new note goes to: the one named, else the session's, else the only one."""
         if self.scope is not None and name is not None and name != self.scope:
-            raise KmsError("invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}",
-                           vault=name)
+            raise KmsError(
+                "invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}", vault=name
+            )
         name = name or self.scope
         if name:
             vault = get_vault(self.conn, name)

@@ -48,11 +48,16 @@ def _replace(text: str, step: int, old: str, new: str) -> tuple[str, int]:
     if len(hits) != 1:
         lines = [_line_of(text, i) for i in hits[:50]]
         where = f" (lines {', '.join(map(str, lines))})" if hits else ""
-        raise KmsError("invalid-input", f"edit {step}: the old text occurs {len(hits)} times in the body{where}; "
-                       "it must occur exactly once: quote more of the surrounding text",
-                       edit=step, count=len(hits), lines=lines)
+        raise KmsError(
+            "invalid-input",
+            f"edit {step}: the old text occurs {len(hits)} times in the body{where}; "
+            "it must occur exactly once: quote more of the surrounding text",
+            edit=step,
+            count=len(hits),
+            lines=lines,
+        )
     pos = hits[0]
-    return text[:pos] + new + text[pos + len(old):], _line_of(text, pos)
+    return text[:pos] + new + text[pos + len(old) :], _line_of(text, pos)
 
 
 def _replace_section(text: str, title: str, step: int, heading: str, content: str, nl: str) -> tuple[str, int]:
@@ -63,7 +68,7 @@ def _replace_section(text: str, title: str, step: int, heading: str, content: st
     except KmsError as e:
         raise KmsError(e.kind, f"edit {step}: {e.message}", edit=step, **e.extra) from None
     lines = split_lines(text)
-    end = next((h.line for h in heads[idx + 1:] if h.level <= head.level), len(lines))
+    end = next((h.line for h in heads[idx + 1 :] if h.level <= head.level), len(lines))
     a, b = head.last + 1, end  # the section's content lines [a, b)
     while a < b and not bare(lines[a]).strip():
         a += 1
@@ -148,8 +153,11 @@ def apply_edits(text: str, title: str, edits: list[dict[str, Any]], nl: str) -> 
 def _same_frontmatter(before: str, after: str) -> None:
     """The body's edits may not make, break or change a frontmatter block (kms_update_properties does)."""
     if before[: body_offset(before)] != after[: body_offset(after)]:
-        raise KmsError("invalid-input", "these edits would change the note's frontmatter; kms_edit edits the body "
-                       "only (use kms_update_properties for properties)")
+        raise KmsError(
+            "invalid-input",
+            "these edits would change the note's frontmatter; kms_edit edits the body "
+            "only (use kms_update_properties for properties)",
+        )
 
 
 def edit(
@@ -181,6 +189,12 @@ def edit(
     outcome.result["linesRemoved"], outcome.result["linesAdded"] = removed, added
     outcome.result["edits"] = seen["applied"]
     if outcome.changed and outcome.hash_before and outcome.hash_after:
-        outcome.change = FilesChanged(note.path, (whole_lines(  # (whole lines: see ``changes.survives``)
-            file_change(note.path, before, after, outcome.hash_before, outcome.hash_after), before),))
+        outcome.change = FilesChanged(
+            note.path,
+            (
+                whole_lines(  # (whole lines: see ``changes.survives``)
+                    file_change(note.path, before, after, outcome.hash_before, outcome.hash_after), before
+                ),
+            ),
+        )
     return outcome

@@ -33,9 +33,13 @@ from server.writes.outcome import WriteOutcome, WriteResult
 
 def _members(ctx: WriteContext, vault: Vault, folder: str) -> list[dict]:
     """Every indexed note under ``folder`` (its subfolders too), hidden ones included."""
-    return rows(ctx.conn, """
+    return rows(
+        ctx.conn,
+        """
         SELECT path, hidden_at IS NOT NULL AS hidden FROM notes
-        WHERE vault_id = ? AND substr(path, 1, ?) = ? ORDER BY path""", (vault.id, len(folder) + 1, folder + "/"))
+        WHERE vault_id = ? AND substr(path, 1, ?) = ? ORDER BY path""",
+        (vault.id, len(folder) + 1, folder + "/"),
+    )
 
 
 def _links_into(ctx: WriteContext, vault: Vault, folder: str) -> tuple[dict[str, set[str]], dict[str, bool]]:
@@ -43,11 +47,14 @@ def _links_into(ctx: WriteContext, vault: Vault, folder: str) -> tuple[dict[str,
     the vault linking into the folder. A Logseq block reference names no note and stays."""
     linked: dict[str, set[str]] = defaultdict(set)
     hidden: dict[str, bool] = {}
-    for r in rows(ctx.conn, """
+    for r in rows(
+        ctx.conn,
+        """
             SELECT s.path AS src, d.path AS dst, s.hidden_at IS NOT NULL AS hidden FROM notes d
             JOIN links l ON l.dst_rid = d.rid JOIN notes s ON s.rid = l.src_rid
             WHERE d.vault_id = ? AND substr(d.path, 1, ?) = ? AND s.vault_id = ? AND l.target NOT LIKE '((%'""",
-            (vault.id, len(folder) + 1, folder + "/", vault.id)):
+        (vault.id, len(folder) + 1, folder + "/", vault.id),
+    ):
         linked[r["src"]].add(r["dst"])
         hidden[r["src"]] = bool(r["hidden"])
     return linked, hidden
@@ -62,10 +69,13 @@ def names_a_folder(ctx: WriteContext, ref: str) -> bool:
     if not key:
         return False
     scope = "AND v.name = ?" if ctx.scope is not None else ""
-    return bool(ctx.conn.execute(
-        f"""SELECT 1 FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.hidden_at IS NULL
+    return bool(
+        ctx.conn.execute(
+            f"""SELECT 1 FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.hidden_at IS NULL
             AND substr(n.path, 1, ?) = ? {scope} LIMIT 1""",
-        (len(key) + 1, key + "/", *((ctx.scope,) if ctx.scope is not None else ()))).fetchall())
+            (len(key) + 1, key + "/", *((ctx.scope,) if ctx.scope is not None else ())),
+        ).fetchall()
+    )
 
 
 def _check_folders(ctx: WriteContext, old: str, new: str) -> None:
@@ -80,8 +90,9 @@ def _check_folders(ctx: WriteContext, old: str, new: str) -> None:
         raise KmsError("invalid-input", f"{new!r} is a hidden folder: {what}")
 
 
-def relocate_folder(ctx: WriteContext, vault: Vault, folder: str, new_folder: str, *,
-                    dry_run: bool = False) -> WriteOutcome:
+def relocate_folder(
+    ctx: WriteContext, vault: Vault, folder: str, new_folder: str, *, dry_run: bool = False
+) -> WriteOutcome:
     """Move every note under ``folder`` to the same place under ``new_folder``, rewriting every link to them."""
     old, new = folder_key(folder), folder_key(new_folder)
     ctx.touched = Touched(None, vault.name, old or None, None)
@@ -89,7 +100,7 @@ def relocate_folder(ctx: WriteContext, vault: Vault, folder: str, new_folder: st
     members = _members(ctx, vault, old)
     if not members:
         raise KmsError("not-found", f"no note in folder {old!r} of vault {vault.name!r}", folder=old)
-    moves = {m["path"]: new + m["path"][len(old):] for m in members}
+    moves = {m["path"]: new + m["path"][len(old) :] for m in members}
     if ctx.allowlist:  # every folder a note leaves and every one it enters (an allowlist names exact folders)
         for path in sorted({p.rpartition("/")[0] for p in (*moves, *moves.values())}):
             ctx.allowlist.check(path)
@@ -98,10 +109,24 @@ def relocate_folder(ctx: WriteContext, vault: Vault, folder: str, new_folder: st
     count = len(members) + len(linkers)
     moved, hidden_moved = len(members), sum(bool(m["hidden"]) for m in members)
     if dry_run:
-        result = WriteResult(noteId=None, title=new.rpartition("/")[2], path=new, vault=vault.name, bytesBefore=0,
-                             bytesAfter=0, linesAdded=0, changed=False, folder=old, newFolder=new, dryRun=True,
-                             filesChanged=0, linesRemoved=0, notesMoved=moved,
-                             hiddenNotesMoved=hidden_moved, linkingNotes=len(linkers))
+        result = WriteResult(
+            noteId=None,
+            title=new.rpartition("/")[2],
+            path=new,
+            vault=vault.name,
+            bytesBefore=0,
+            bytesAfter=0,
+            linesAdded=0,
+            changed=False,
+            folder=old,
+            newFolder=new,
+            dryRun=True,
+            filesChanged=0,
+            linesRemoved=0,
+            notesMoved=moved,
+            hiddenNotesMoved=hidden_moved,
+            linkingNotes=len(linkers),
+        )
         result["withinLimit"] = count <= ctx.max_files
         return WriteOutcome(result)
     if ctx.staging is None:  # a call shown to the person file by file (write.approval) may be larger
@@ -114,23 +139,45 @@ def relocate_folder(ctx: WriteContext, vault: Vault, folder: str, new_folder: st
         moving = path in moves
         note_targets = targets.for_note({*linked.get(path, ()), path} if moving else linked.get(path, ()))
         new_folder_of = moves[path].rpartition("/")[0] if moving else None
-        return lambda text: rewrite_links(text, note_targets, alias_first=alias_first, folder=folder_of,
-                                          new_folder=new_folder_of)[0]
+        return lambda text: rewrite_links(
+            text, note_targets, alias_first=alias_first, folder=folder_of, new_folder=new_folder_of
+        )[0]
 
     measure = Radius()
-    plans = [FilePlan(m["path"], measure.measured(m["path"], compute(m["path"])), new_path=moves[m["path"]],
-                      hidden=bool(m["hidden"])) for m in members]
+    plans = [
+        FilePlan(
+            m["path"],
+            measure.measured(m["path"], compute(m["path"])),
+            new_path=moves[m["path"]],
+            hidden=bool(m["hidden"]),
+        )
+        for m in members
+    ]
     plans += [FilePlan(p, measure.measured(p, compute(p)), hidden=hidden[p]) for p in linkers]
     files, warning = apply_plans(ctx, vault, plans)
     if ctx.capture is None:
         _prune(vault, old, moves)
-    result = WriteResult(noteId=None, title=new.rpartition("/")[2], path=new, vault=vault.name, bytesBefore=0,
-                         bytesAfter=0, linesAdded=0, changed=bool(files), folder=old, newFolder=new,
-                         notesMoved=moved, hiddenNotesMoved=hidden_moved, linkingNotes=len(linkers))
+    result = WriteResult(
+        noteId=None,
+        title=new.rpartition("/")[2],
+        path=new,
+        vault=vault.name,
+        bytesBefore=0,
+        bytesAfter=0,
+        linesAdded=0,
+        changed=bool(files),
+        folder=old,
+        newFolder=new,
+        notesMoved=moved,
+        hiddenNotesMoved=hidden_moved,
+        linkingNotes=len(linkers),
+    )
     measure.fill(result, files)
     changed = [f for f in files if f.path not in moves]
-    result["linksRewritten"] = {"notes": [f.path for f in changed if not f.hidden],
-                                "hiddenNotes": sum(f.hidden for f in changed)}
+    result["linksRewritten"] = {
+        "notes": [f.path for f in changed if not f.hidden],
+        "hiddenNotes": sum(f.hidden for f in changed),
+    }
     if warning:
         result["indexWarning"] = warning
     return WriteOutcome(result, FilesChanged(old, tuple(files)))

@@ -117,13 +117,25 @@ class WriteService:
         """This thread's connection (never shared across threads)."""
         return thread_connection(self.session.config.db_path)
 
-    def context(self, conn: apsw.Connection, touched: Touched, *,
-                staging: Capture | Expected | None = None, slots: bool = True) -> WriteContext:
+    def context(
+        self, conn: apsw.Connection, touched: Touched, *, staging: Capture | Expected | None = None, slots: bool = True
+    ) -> WriteContext:
         """The one write context of a call: the session's scope, allowlist, limits and identity."""
         c = self.session.config
-        return WriteContext(conn, self.lock_dir, self.session.allowlist, c.vault, c.max_files_per_call,
-                            self.session_id, c.memory_folder, self.session.identity, self.model, staging,
-                            touched, (lambda: self._extra_slot(conn)) if slots else None)
+        return WriteContext(
+            conn,
+            self.lock_dir,
+            self.session.allowlist,
+            c.vault,
+            c.max_files_per_call,
+            self.session_id,
+            c.memory_folder,
+            self.session.identity,
+            self.model,
+            staging,
+            touched,
+            (lambda: self._extra_slot(conn)) if slots else None,
+        )
 
     def recover_units(self) -> None:
         """Undo what a dead writer left half done (``unit_journal.recover``): before every write call, and
@@ -154,16 +166,32 @@ class WriteService:
         if refused is not None:
             raise refused
 
-    def _record(self, conn: apsw.Connection, tool: WriteTool, arguments: Mapping[str, Any], touched: Touched,
-                outcome: WriteOutcome | None, failure: BaseException | None, message: str | None = None) -> int:
+    def _record(
+        self,
+        conn: apsw.Connection,
+        tool: WriteTool,
+        arguments: Mapping[str, Any],
+        touched: Touched,
+        outcome: WriteOutcome | None,
+        failure: BaseException | None,
+        message: str | None = None,
+    ) -> int:
         key = arguments.get(idempotency.KEY_FIELD)
         keyed = isinstance(key, str) and outcome is not None
-        return record_call(conn, tool=tool.name, session_id=self.session_id,
-                           input_summary=provenance.summarize_input(dict(arguments)), touched=touched,
-                           outcome=outcome, failure=failure, message=message,
-                           idempotency_key=key if keyed else None,
-                           answer=idempotency.answer_json(tool.name, arguments, outcome.result)
-                           if keyed and outcome is not None else None)
+        return record_call(
+            conn,
+            tool=tool.name,
+            session_id=self.session_id,
+            input_summary=provenance.summarize_input(dict(arguments)),
+            touched=touched,
+            outcome=outcome,
+            failure=failure,
+            message=message,
+            idempotency_key=key if keyed else None,
+            answer=idempotency.answer_json(tool.name, arguments, outcome.result)
+            if keyed and outcome is not None
+            else None,
+        )
 
     def call(self, tool: WriteTool, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Run one write-tool call through the whole guard; return the agent's result or raise ``KmsError``.
@@ -197,8 +225,9 @@ class WriteService:
         if self._replayable(conn, tool, arguments):
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
         cap = Capture()
-        ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), staging=cap,
-                           slots=False)
+        ctx = self.context(
+            conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), staging=cap, slots=False
+        )
         try:
             self._gate(conn, tool)
             args = validate_input(tool.input_model, arguments)
@@ -210,29 +239,48 @@ class WriteService:
         if not cap.files or (c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines):
             return None
         now = self.session.clock()
-        pending_id = approvals.stage(conn, session_id=self.session_id, tool=tool.name, arguments=dict(arguments),
-                                     input_summary=provenance.summarize_input(dict(arguments)),
-                                     files=[f.to_json() for f in cap.files], lines=cap.lines,
-                                     timeout_s=self.approval_timeout, now=now)
+        pending_id = approvals.stage(
+            conn,
+            session_id=self.session_id,
+            tool=tool.name,
+            arguments=dict(arguments),
+            input_summary=provenance.summarize_input(dict(arguments)),
+            files=[f.to_json() for f in cap.files],
+            lines=cap.lines,
+            timeout_s=self.approval_timeout,
+            now=now,
+        )
         return Staged(pending_id, tuple(cap.files), now + self.approval_timeout)
 
-    def settle(self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged,
-               decision: approvals.Pending) -> dict[str, Any]:
+    def settle(
+        self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged, decision: approvals.Pending
+    ) -> dict[str, Any]:
         """The end of a staged call: applied exactly as shown when approved, else refused and recorded."""
         if decision.status == "approved":
             return self.run(tool, arguments, pending=decision, expected=Expected.of(staged.files))
         conn = self.conn()
         if decision.status == "rejected":
             why = f": {decision.reason}" if decision.reason else ""
-            err = KmsError("rejected", f"the person rejected this change{why}; nothing was written",
-                           pendingId=staged.id, reason=decision.reason)
+            err = KmsError(
+                "rejected",
+                f"the person rejected this change{why}; nothing was written",
+                pendingId=staged.id,
+                reason=decision.reason,
+            )
         else:
-            err = KmsError("approval-timeout", f"the person did not decide within {self.approval_timeout:g} s "
-                           "(write.approval_timeout); nothing was written. Ask them to look at the dashboard's "
-                           "pending pane, or retry later", pendingId=staged.id)
+            err = KmsError(
+                "approval-timeout",
+                f"the person did not decide within {self.approval_timeout:g} s "
+                "(write.approval_timeout); nothing was written. Ask them to look at the dashboard's "
+                "pending pane, or retry later",
+                pendingId=staged.id,
+            )
         first = next((f for f in staged.files if not f.hidden), None)
-        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
-                          vault=first.vault if first else None, path=first.path if first else None)
+        touched = Touched(
+            note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+            vault=first.vault if first else None,
+            path=first.path if first else None,
+        )
         invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
         raise err
@@ -243,8 +291,11 @@ class WriteService:
         conn = self.conn()
         if not approvals.cancel(conn, staged.id, now=self.session.clock()):
             return  # decided or expired just now: nobody will apply it either, but the decision stands
-        err = KmsError("cancelled", "the call was cancelled while it waited for the person's approval; nothing "
-                       "was written", pendingId=staged.id)
+        err = KmsError(
+            "cancelled",
+            "the call was cancelled while it waited for the person's approval; nothing was written",
+            pendingId=staged.id,
+        )
         touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS))
         invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
@@ -278,20 +329,39 @@ class WriteService:
             raise
         if answer is not None:
             touched = Touched(answer.get("noteId"), answer.get("vault"), answer.get("path"), answer.get("title"))
-            self._record(conn, tool, arguments, touched, None, None,
-                         message=f"a retry of #{answer['invocationId']} (same idempotencyKey): answered from it, "
-                                 "nothing written")
+            self._record(
+                conn,
+                tool,
+                arguments,
+                touched,
+                None,
+                None,
+                message=f"a retry of #{answer['invocationId']} (same idempotencyKey): answered from it, "
+                "nothing written",
+            )
         return answer
 
-    def run(self, tool: WriteTool, arguments: Mapping[str, Any], *, pending: approvals.Pending | None = None,
-            expected: Expected | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        tool: WriteTool,
+        arguments: Mapping[str, Any],
+        *,
+        pending: approvals.Pending | None = None,
+        expected: Expected | None = None,
+    ) -> dict[str, Any]:
         """Steps 1-5 for one call (``pending``: a call the person approved, to apply exactly as ``expected``)."""
         conn = self.conn()
         if pending is None and (replayed := self._replay(conn, tool, arguments)) is not None:
             return replayed
         limits = self.session.limits
-        ctx = self.context(conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
-                                         title=_text(arguments.get("title"), MAX_TITLE_CHARS)), staging=expected)
+        ctx = self.context(
+            conn,
+            Touched(
+                note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                title=_text(arguments.get("title"), MAX_TITLE_CHARS),
+            ),
+            staging=expected,
+        )
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
@@ -319,19 +389,37 @@ class WriteService:
                         limits.release(conn, slot)  # a failed write or an idempotent no-op is not a write
                     if not isinstance(failure, UNUSABLE):  # (the database failed: kept beside it, below)
                         invocation_id = self._record(
-                            conn, tool, arguments, ctx.touched, outcome, failure,
-                            message=None if pending is None else f"approved by the person (pending #{pending.id})")
+                            conn,
+                            tool,
+                            arguments,
+                            ctx.touched,
+                            outcome,
+                            failure,
+                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
+                        )
                         if pending is not None:
-                            approvals.finish(conn, pending.id, invocation_id=invocation_id,
-                                             outcome="applied" if outcome is not None else
-                                             getattr(failure, "kind", "internal"))
+                            approvals.finish(
+                                conn,
+                                pending.id,
+                                invocation_id=invocation_id,
+                                outcome="applied" if outcome is not None else getattr(failure, "kind", "internal"),
+                            )
         except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
             err = database_error(e, conn.filename)
             t = ctx.touched
-            unrecorded.keep(conn.filename, tool=tool.name, session_id=self.session_id,
-                            input_summary=provenance.summarize_input(dict(arguments)),
-                            status=provenance.status_for(err.kind), note_id=t.note_id, vault=t.vault, path=t.path,
-                            title=t.title, error=err.kind, message=f"{err.message} (the note was left as it was)")
+            unrecorded.keep(
+                conn.filename,
+                tool=tool.name,
+                session_id=self.session_id,
+                input_summary=provenance.summarize_input(dict(arguments)),
+                status=provenance.status_for(err.kind),
+                note_id=t.note_id,
+                vault=t.vault,
+                path=t.path,
+                title=t.title,
+                error=err.kind,
+                message=f"{err.message} (the note was left as it was)",
+            )
             raise
         assert outcome is not None
         return {**outcome.result, "invocationId": invocation_id}
@@ -355,12 +443,23 @@ def record_call(
     """The one provenance row of a write call (an agent's through the guard, a person's revert). A row with
     neither an outcome nor a failure is a retry answered from an earlier call (``idempotency``)."""
     common: dict[str, Any] = {
-        "tool": tool, "session_id": session_id, "input_summary": input_summary, "actor": actor,
-        "reverts_id": reverts_id, "note_id": touched.note_id,
+        "tool": tool,
+        "session_id": session_id,
+        "input_summary": input_summary,
+        "actor": actor,
+        "reverts_id": reverts_id,
+        "note_id": touched.note_id,
     }
     if outcome is None and failure is None:  # a retry answered from its first call: nothing written
-        return provenance.record(conn, **common, status="success", vault=touched.vault, path=touched.path,
-                                 title=touched.title, message=message)
+        return provenance.record(
+            conn,
+            **common,
+            status="success",
+            vault=touched.vault,
+            path=touched.path,
+            title=touched.title,
+            message=message,
+        )
     if outcome is None:
         if isinstance(failure, (KmsError, *UNUSABLE)):
             err = failure if isinstance(failure, KmsError) else database_error(failure, conn.filename)
@@ -369,15 +468,31 @@ def record_call(
         else:  # a bug: recorded too, then the caller answers "internal"
             kind, path, text = "internal", touched.path, f"{type(failure).__name__}: {failure}"[:1000]
         return provenance.record(
-            conn, **common, status=provenance.status_for(kind), vault=touched.vault, path=path,
-            title=touched.title, error=kind, message=text,
+            conn,
+            **common,
+            status=provenance.status_for(kind),
+            vault=touched.vault,
+            path=path,
+            title=touched.title,
+            error=kind,
+            message=text,
         )
     result = outcome.result
     common["note_id"] = result.get("noteId") or touched.note_id
     return provenance.record(
-        conn, **common, status="success", vault=result.get("vault"), path=result.get("path"),
-        title=result.get("title"), message=message or result.get("indexWarning"),
-        lines_added=result.get("linesAdded", 0), bytes_before=result.get("bytesBefore"),
-        bytes_after=result.get("bytesAfter"), change=outcome.change, hash_before=outcome.hash_before,
-        hash_after=outcome.hash_after, idempotency_key=idempotency_key, answer=answer,
+        conn,
+        **common,
+        status="success",
+        vault=result.get("vault"),
+        path=result.get("path"),
+        title=result.get("title"),
+        message=message or result.get("indexWarning"),
+        lines_added=result.get("linesAdded", 0),
+        bytes_before=result.get("bytesBefore"),
+        bytes_after=result.get("bytesAfter"),
+        change=outcome.change,
+        hash_before=outcome.hash_before,
+        hash_after=outcome.hash_after,
+        idempotency_key=idempotency_key,
+        answer=answer,
     )

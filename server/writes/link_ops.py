@@ -44,16 +44,27 @@ def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: str | None
     dropped; one naming another vault is refused (a link never leads out of its note's vault). In a session
     scoped to one vault any such prefix is, with the same words whether that vault exists or not."""
     if target.startswith(_DENDRON):
-        named, _, rest = target[len(_DENDRON):].partition("/")
+        named, _, rest = target[len(_DENDRON) :].partition("/")
     else:
         named, sep, rest = target.partition(":")
-        if not sep or not _VAULT_NAME.fullmatch(named) or rest[:1].isspace() or (
-                named != vault.name and scope is None
-                and not conn.execute("SELECT 1 FROM vaults WHERE name = ?", (named,)).fetchall()):
+        if (
+            not sep
+            or not _VAULT_NAME.fullmatch(named)
+            or rest[:1].isspace()
+            or (
+                named != vault.name
+                and scope is None
+                and not conn.execute("SELECT 1 FROM vaults WHERE name = ?", (named,)).fetchall()
+            )
+        ):
             return target  # a title with a colon in it ('Meeting: notes')
     if named != vault.name:
-        raise KmsError("invalid-input", f"{target!r} names vault {named!r}; a link stays in its note's vault "
-                       f"({vault.name!r}): link to a note of that vault", target=target)
+        raise KmsError(
+            "invalid-input",
+            f"{target!r} names vault {named!r}; a link stays in its note's vault "
+            f"({vault.name!r}): link to a note of that vault",
+            target=target,
+        )
     return check_target(rest)
 
 
@@ -66,8 +77,9 @@ def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: s
     return _link(ctx, vault, note, [in_vault(ctx.conn, vault, check_target(target), ctx.scope)], prop)
 
 
-def link_many(ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str],
-              prop: str = "related") -> WriteOutcome:
+def link_many(
+    ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str], prop: str = "related"
+) -> WriteOutcome:
     """Add each of ``targets`` to ``prop`` in one write, best effort: ``results`` says what became of each."""
     check_key(prop)
     results: list[dict[str, Any]] = []
@@ -83,9 +95,18 @@ def link_many(ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[s
     if good:
         out = _link(ctx, vault, note, good, prop)
     else:
-        out = WriteOutcome(WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name,
-                                       bytesBefore=note.size_bytes, bytesAfter=note.size_bytes, linesAdded=0,
-                                       changed=False))
+        out = WriteOutcome(
+            WriteResult(
+                noteId=note.id,
+                title=note.title,
+                path=note.path,
+                vault=vault.name,
+                bytesBefore=note.size_bytes,
+                bytesAfter=note.size_bytes,
+                linesAdded=0,
+                changed=False,
+            )
+        )
     added = list(out.result.get("added", []))
     for r in results:
         if r["ok"]:

@@ -41,14 +41,18 @@ def check_fact(text: str, category: str | None) -> tuple[str, str]:
     if not fact:
         raise KmsError("invalid-input", "text is empty: give the fact to remember")
     if len(fact) > MAX_FACT_CHARS:
-        raise KmsError("invalid-input", f"text is {len(fact)} characters; a fact is at most {MAX_FACT_CHARS}: "
-                                        "record one fact per call")
+        raise KmsError(
+            "invalid-input",
+            f"text is {len(fact)} characters; a fact is at most {MAX_FACT_CHARS}: record one fact per call",
+        )
     if "\x00" in fact:
         raise KmsError("invalid-input", "text contains a NUL character")
     cat = " ".join((category or DEFAULT_CATEGORY).split()).lstrip("#").strip() or DEFAULT_CATEGORY
     if len(cat) > MAX_CATEGORY_CHARS or "\x00" in cat:
-        raise KmsError("invalid-input", f"category is at most {MAX_CATEGORY_CHARS} characters (a heading such "
-                                        "as 'Preferences' or 'Decisions')")
+        raise KmsError(
+            "invalid-input",
+            f"category is at most {MAX_CATEGORY_CHARS} characters (a heading such as 'Preferences' or 'Decisions')",
+        )
     return fact, cat[:1].upper() + cat[1:]
 
 
@@ -71,9 +75,19 @@ def _new_note_text(about: About, project: str | None, category: str, item: str) 
     head = ["---", f"memory: {about}"]
     if about == "project":
         head.append(f"project: {json.dumps(project, ensure_ascii=False)}")
-    head += [f"tags: [{MEMORY_TAG}]", "---", f"# Memory: {subject}", "",
-             f"Durable facts agents recorded with kms_remember about {subject}, one dated list item per fact "
-             "under its category. Edit or delete them freely.", "", f"## {category}", "", item, ""]
+    head += [
+        f"tags: [{MEMORY_TAG}]",
+        "---",
+        f"# Memory: {subject}",
+        "",
+        f"Durable facts agents recorded with kms_remember about {subject}, one dated list item per fact "
+        "under its category. Edit or delete them freely.",
+        "",
+        f"## {category}",
+        "",
+        item,
+        "",
+    ]
     return "\n".join(head)
 
 
@@ -99,9 +113,20 @@ def _match(fact: str, facts: Sequence[Fact], near: NearCheck | None) -> Fact | N
 
 def _duplicate(note: dict[str, Any] | NoteRef, vault: str, about: About, line: Fact) -> WriteOutcome:
     ref = note if isinstance(note, dict) else {"noteId": note.id, "path": note.path, "title": note.title}
-    result: Any = {"status": "duplicate", "about": about, "existing": line.line, "category": line.category,
-                   "noteId": ref["noteId"], "path": ref["path"], "title": ref["title"], "vault": vault,
-                   "bytesBefore": 0, "bytesAfter": 0, "linesAdded": 0, "changed": False}
+    result: Any = {
+        "status": "duplicate",
+        "about": about,
+        "existing": line.line,
+        "category": line.category,
+        "noteId": ref["noteId"],
+        "path": ref["path"],
+        "title": ref["title"],
+        "vault": vault,
+        "bytesBefore": 0,
+        "bytesAfter": 0,
+        "linesAdded": 0,
+        "changed": False,
+    }
     return WriteOutcome(result)
 
 
@@ -121,11 +146,17 @@ def remember(
     embedder = ctx.model.ready_embedder() if ctx.model is not None else None
     near = near_check(embedder) if embedder is not None else None
     if not folder:
-        raise KmsError("feature-disabled", "agent memory is off: memory.folder is empty (a person can set it with "
-                                           "`kms config set memory.folder kms-memory`)")
+        raise KmsError(
+            "feature-disabled",
+            "agent memory is off: memory.folder is empty (a person can set it with "
+            "`kms config set memory.folder kms-memory`)",
+        )
     if about == "project" and not project:
-        raise KmsError("invalid-input", "this session has no project: call kms_start with project (your working "
-                                        "folder or repository), or remember about the person")
+        raise KmsError(
+            "invalid-input",
+            "this session has no project: call kms_start with project (your working "
+            "folder or repository), or remember about the person",
+        )
     fact, cat = check_fact(text, category)
     item = f"- {time.strftime('%Y-%m-%d', time.localtime(time.time() if now is None else now))}: {fact}"
     scope_id = get_vault(conn, scope).id if scope is not None else None
@@ -140,8 +171,9 @@ def remember(
         return _duplicate(existing, vault.name, about, indexed)
     from server.writes.operations import check_note_folder
 
-    note = NoteRef(existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"],
-                   existing["size_bytes"])
+    note = NoteRef(
+        existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"], existing["size_bytes"]
+    )
     check_note_folder(vault, note, ctx.allowlist)
     found: list[Fact] = []
 
@@ -156,8 +188,9 @@ def remember(
         nl = fmt.newline
         heading_known = any(f.category.casefold() == cat.casefold() for f in facts)
         try:
-            pos, ins = after_section(current, note.title, cat, convert_newlines(item, nl), nl if heading_known
-                                     else nl + nl, nl)
+            pos, ins = after_section(
+                current, note.title, cat, convert_newlines(item, nl), nl if heading_known else nl + nl, nl
+            )
         except KmsError:  # no such heading yet: a new section at the end
             pos, ins = after_section(current, note.title, None, f"## {cat}{nl}{nl}{item}", nl + nl, nl)
         return Edit(current[:pos] + ins + current[pos:], TextInserted(note.path, pos, ins))
@@ -169,13 +202,13 @@ def remember(
 
 
 def _added(outcome: WriteOutcome, about: About, category: str, line: str) -> WriteOutcome:
-    cast(dict[str, Any], outcome.result).update({"status": "added", "about": about, "category": category,
-                                                 "line": line})
+    cast(dict[str, Any], outcome.result).update({"status": "added", "about": about, "category": category, "line": line})
     return outcome
 
 
-def _create(ctx: WriteContext, vault: Vault, folder: str, about: About, project: str | None, cat: str,
-            item: str) -> WriteOutcome:
+def _create(
+    ctx: WriteContext, vault: Vault, folder: str, about: About, project: str | None, cat: str, item: str
+) -> WriteOutcome:
     from server.writes.operations import create
 
     content = _new_note_text(about, project, cat, item)
@@ -194,6 +227,7 @@ def _create(ctx: WriteContext, vault: Vault, folder: str, about: About, project:
 def near_check(embedder: Any) -> NearCheck:
     """A check by meaning over the loaded model: the existing fact most similar to the new one, if
     its cosine similarity is at least ``NEAR_DUPLICATE``."""
+
     def check(fact: str, facts: Sequence[Fact]) -> Fact | None:
         vecs = embedder.embed_many([fact, *(f.text for f in facts)])
         sims = vecs[1:] @ vecs[0]

@@ -88,8 +88,7 @@ def _name(plan: FilePlan) -> str:
 
 
 def _gone(plan: FilePlan) -> KmsError:
-    return KmsError("conflict", f"{_name(plan)} is gone; nothing was changed",
-                    path=None if plan.hidden else plan.path)
+    return KmsError("conflict", f"{_name(plan)} is gone; nothing was changed", path=None if plan.hidden else plan.path)
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int]:
@@ -118,16 +117,20 @@ def _read(real: Path, plan: FilePlan) -> tuple[bytes, os.stat_result]:
 def _prepare(ctx: WriteContext, vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
     raw, st = _read(real, plan)
     if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
-        raise KmsError("conflict", f"{_name(plan)} changed since; nothing was changed",
-                       path=None if plan.hidden else plan.path)
+        raise KmsError(
+            "conflict", f"{_name(plan)} changed since; nothing was changed", path=None if plan.hidden else plan.path
+        )
     text, fmt = decode(raw)
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     ctx.check_approved(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
     prep = _Prepared(plan, real, raw, text, new_text, new_raw, _signature(st), st.st_nlink > 1)
     if _in_place(prep) and not os.access(real, os.W_OK):
-        raise KmsError("conflict", f"{_name(plan)} is read-only (its file permissions); nothing was changed",
-                       path=None if plan.hidden else plan.path)
+        raise KmsError(
+            "conflict",
+            f"{_name(plan)} is read-only (its file permissions); nothing was changed",
+            path=None if plan.hidden else plan.path,
+        )
     return prep
 
 
@@ -157,9 +160,11 @@ def _recheck(ctx: WriteContext, vault: Vault, prepared: list[_Prepared]) -> None
         if _seen(prep.real) != prep.seen:
             prepared[k] = prep = _with_record(vault, _prepare(ctx, vault, prep.plan, prep.real))
             if _seen(prep.real) != prep.seen:
-                raise KmsError("conflict", f"{_name(prep.plan)} kept changing while kms was rewriting it; "
-                               "nothing was changed: try again", path=None if prep.plan.hidden
-                               else prep.plan.path)
+                raise KmsError(
+                    "conflict",
+                    f"{_name(prep.plan)} kept changing while kms was rewriting it; nothing was changed: try again",
+                    path=None if prep.plan.hidden else prep.plan.path,
+                )
 
 
 def _case_only(real: Path, dest: Path) -> bool:
@@ -210,9 +215,14 @@ def _move(real: Path, dest: Path, new_raw: bytes) -> None:
         os.unlink(real)
 
 
-def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, str | None]],
-                  keep_ids: dict[str, str] | None = None, written: dict[str, FileRecord] | None = None,
-                  ready: Callable[[], object] = lambda: None) -> str | None:
+def reindex_moves(
+    conn: apsw.Connection,
+    vault: Vault,
+    files: list[tuple[str, str | None]],
+    keep_ids: dict[str, str] | None = None,
+    written: dict[str, FileRecord] | None = None,
+    ready: Callable[[], object] = lambda: None,
+) -> str | None:
     """Bring the index in step with files just changed: ``files`` are (path before, path after or None).
 
     A file that moved keeps its notes row, so its id; one moved into a hidden folder (``.trash/``) leaves
@@ -233,12 +243,19 @@ def reindex_moves(conn: apsw.Connection, vault: Vault, files: list[tuple[str, st
         with shared_commit(conn), write_tx(conn):  # one transaction: the moved rows and their re-parse
             for old, new in files:
                 if new:  # re-parsed at its new path (content_hash '' forces the parse)
-                    conn.execute("UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
-                                 (new, vault.id, old))
+                    conn.execute(
+                        "UPDATE notes SET path = ?, content_hash = '' WHERE vault_id = ? AND path = ?",
+                        (new, vault.id, old),
+                    )
+
             def keep_id(path: str, note_id: str | None) -> None:
                 want = (keep_ids or {}).get(path)
-                if note_id and want and note_id != want and not conn.execute(
-                        "SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall():
+                if (
+                    note_id
+                    and want
+                    and note_id != want
+                    and not conn.execute("SELECT 1 FROM notes WHERE id = ?", (want,)).fetchall()
+                ):
                     conn.execute("UPDATE notes SET id = ? WHERE vault_id = ? AND path = ?", (want, vault.id, path))
 
             for path, note_id in reindex_written(conn, vault, early, batch).items():  # no file is read for
@@ -272,8 +289,9 @@ class _NotReady(Exception):
 _committer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kms-commit")  # (one unit uses one)
 
 
-def apply_plans(ctx: WriteContext, vault: Vault, plans: list[FilePlan], *,
-                keep_ids: dict[str, str] | None = None) -> tuple[list[FileChange], str | None]:
+def apply_plans(
+    ctx: WriteContext, vault: Vault, plans: list[FilePlan], *, keep_ids: dict[str, str] | None = None
+) -> tuple[list[FileChange], str | None]:
     """Apply every plan or none, and update the index; return what changed in each file that changed (in
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
     locks, as every writer does) before the first write and held until the index is updated, so the
@@ -294,12 +312,16 @@ def apply_plans(ctx: WriteContext, vault: Vault, plans: list[FilePlan], *,
         for i, p in enumerate(plans):
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])
-        prepared = [_with_record(vault, _prepare(ctx, vault, plan, real))
-                    for plan, real in zip(plans, reals, strict=True)]
+        prepared = [
+            _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
+        ]
         _recheck(ctx, vault, prepared)
         out = _changes(prepared, dests)
-        entries = [_entry(prep, dests.get(i)) for i, prep in enumerate(prepared)
-                   if _in_place(prep) or prep.plan.delete or i in dests]
+        entries = [
+            _entry(prep, dests.get(i))
+            for i, prep in enumerate(prepared)
+            if _in_place(prep) or prep.plan.delete or i in dests
+        ]
         journal = UnitJournal.begin(journal_dir(lock_dir), entries) if entries else None
         done: list[tuple[_Prepared, Path | None]] = []
         ends_at_commit = False
@@ -312,8 +334,9 @@ def apply_plans(ctx: WriteContext, vault: Vault, plans: list[FilePlan], *,
                     # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
                     durable = _committer.submit(_make_durable, done)
                     try:
-                        warning = reindex_moves(conn, vault, [(f.path, f.new_path) for f in out], keep_ids,
-                                                written, ready=durable.result)
+                        warning = reindex_moves(
+                            conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written, ready=durable.result
+                        )
                     finally:
                         with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
                             durable.result()
@@ -354,8 +377,17 @@ def _preview(cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path
         moved = plan.new_path if plan.new_path and plan.new_path != plan.path else None
         if new_raw != raw or moved or plan.delete:
             cap.add(vault.name, plan.path, raw, None if plan.delete else new_raw, new_path=moved, hidden=plan.hidden)
-            out.append(file_change(plan.path, text, new_text, sha256_hex(raw),
-                                   "" if plan.delete else sha256_hex(new_raw), new_path=moved, hidden=plan.hidden))
+            out.append(
+                file_change(
+                    plan.path,
+                    text,
+                    new_text,
+                    sha256_hex(raw),
+                    "" if plan.delete else sha256_hex(new_raw),
+                    new_path=moved,
+                    hidden=plan.hidden,
+                )
+            )
     return out
 
 
@@ -364,9 +396,17 @@ def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChan
     for i, prep in enumerate(prepared):
         moved = prep.plan.new_path if i in dests else None
         if prep.new_raw != prep.raw or moved or prep.plan.delete:
-            out.append(file_change(prep.plan.path, prep.text, prep.new_text, sha256_hex(prep.raw),
-                                   "" if prep.plan.delete else sha256_hex(prep.new_raw), new_path=moved,
-                                   hidden=prep.plan.hidden))
+            out.append(
+                file_change(
+                    prep.plan.path,
+                    prep.text,
+                    prep.new_text,
+                    sha256_hex(prep.raw),
+                    "" if prep.plan.delete else sha256_hex(prep.new_raw),
+                    new_path=moved,
+                    hidden=prep.plan.hidden,
+                )
+            )
     return out
 
 
@@ -400,8 +440,11 @@ def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, 
 
 
 def _saved_meanwhile(plan: FilePlan) -> KmsError:
-    return KmsError("conflict", f"{_name(plan)} was saved by someone else just now; nothing was changed: "
-                    "try again", path=None if plan.hidden else plan.path)
+    return KmsError(
+        "conflict",
+        f"{_name(plan)} was saved by someone else just now; nothing was changed: try again",
+        path=None if plan.hidden else plan.path,
+    )
 
 
 def _write_in_place(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) -> None:
@@ -448,8 +491,9 @@ def _make_durable(done: list[tuple[_Prepared, Path | None]]) -> None:
     sync_and_close_all(fds)
 
 
-def _take_back(vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path,
-               journal: UnitJournal | None) -> None:
+def _take_back(
+    vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path, journal: UnitJournal | None
+) -> None:
     """The database could not record the unit: every file goes back to what kms read, under the locks
     again (in path order), each only while it still holds what kms wrote."""
     with contextlib.ExitStack() as stack:

@@ -145,11 +145,18 @@ def create(
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
     if (cap := ctx.capture) is not None:  # staged for approval: no folder, no file
-        relpath = (relpath_in_vault(vault.root, existing_folder / name) if existing_folder.is_dir()
-                   else f"{fkey}/{name}" if fkey else name)
+        relpath = (
+            relpath_in_vault(vault.root, existing_folder / name)
+            if existing_folder.is_dir()
+            else f"{fkey}/{name}"
+            if fkey
+            else name
+        )
         cap.add(vault.name, relpath, None, data)
-        return WriteOutcome(WriteResult(title=stem, path=relpath, vault=vault.name, changed=True),
-                            FileCreated(relpath, text, sha256_hex(data)))
+        return WriteOutcome(
+            WriteResult(title=stem, path=relpath, vault=vault.name, changed=True),
+            FileCreated(relpath, text, sha256_hex(data)),
+        )
     folder_path = ensure_folder(vault.root, fkey)
     real_folder = relpath_in_vault(vault.root, folder_path)
     if allowlist:
@@ -182,8 +189,11 @@ def _refuse_private(conn: apsw.Connection, vault: Vault, folder: str, name: str)
 
     relpath = f"{folder}/{name}" if folder else name
     if vault_rules(conn, vault.id, vault.root).path_reason(relpath):
-        raise KmsError("folder-denied", "that folder is private: agents cannot write there; pick another folder",
-                       folder=folder)
+        raise KmsError(
+            "folder-denied", "that folder is private: agents cannot write there; pick another folder", folder=folder
+        )
+
+
 def _create_in_folder(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes) -> None:
     """Create ``name`` in the vault folder through a descriptor opened without following links,
     then check the folder is still where it was; if it was moved or swapped meanwhile, the new
@@ -197,13 +207,19 @@ def _create_in_folder(vault: Vault, folder_path: Path, real_folder: str, name: s
         except KmsError as e:
             if e.kind != "already-exists":
                 raise
-            raise KmsError("already-exists", f"a note named {name!r} already exists in that folder",
-                           path=relpath_in_vault(vault.root, folder_path / name)) from e
+            raise KmsError(
+                "already-exists",
+                f"a note named {name!r} already exists in that folder",
+                path=relpath_in_vault(vault.root, folder_path / name),
+            ) from e
         if not same_folder(vault.root, real_folder, dir_fd):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dir_fd)
-            raise KmsError("conflict", f"the folder {real_folder!r} was moved or replaced while kms was creating "
-                                       f"{name!r}; nothing was written, try again")
+            raise KmsError(
+                "conflict",
+                f"the folder {real_folder!r} was moved or replaced while kms was creating "
+                f"{name!r}; nothing was written, try again",
+            )
     finally:
         os.close(dir_fd)
 
@@ -225,8 +241,7 @@ def _refuse_existing(vault: Vault, folder_path: Path, name: str) -> None:
             folder = relpath_in_vault(vault.root, folder_path)
             raise KmsError(
                 "already-exists",
-                "a note with this name already exists in that folder (names match ignoring case); "
-                "pick another title",
+                "a note with this name already exists in that folder (names match ignoring case); pick another title",
                 path=name if folder == "." else f"{folder}/{name}",
             )
 
@@ -347,7 +362,8 @@ def insert_at(
                 candidates = [f"line {a + 1}: {bare(lines[a]).strip()[:80]}" for a, _b in found[:30]]
                 raise KmsError(
                     "invalid-input",
-                    f"{arg!r} is in no block of the note" if not found
+                    f"{arg!r} is in no block of the note"
+                    if not found
                     else f"{arg!r} is in {len(found)} blocks; quote more text: " + "; ".join(candidates),
                     candidates=candidates,
                 )

@@ -37,12 +37,16 @@ def _linking(conn: apsw.Connection, note: NoteRef) -> list[dict[str, Any]]:
     """The other notes of its vault with a link the index resolved to ``note``: path and whether hidden.
     (A link from another vault resolves there first; kms never writes outside the note's vault. A Logseq
     block reference, ``((uuid))``, names no note, so a move or rename leaves it as it is.)"""
-    return rows(conn, """
+    return rows(
+        conn,
+        """
         SELECT DISTINCT n.path, n.hidden_at IS NOT NULL AS hidden FROM links l
         JOIN notes n ON n.rid = l.src_rid
         WHERE l.dst_rid = (SELECT rid FROM notes WHERE id = ?) AND n.vault_id = ? AND n.path != ?
           AND l.target NOT LIKE '((%'
-        ORDER BY n.path""", (note.id, note.vault_id, note.path))
+        ORDER BY n.path""",
+        (note.id, note.vault_id, note.path),
+    )
 
 
 def _with_alias(text: str, alias: str) -> str:
@@ -69,6 +73,7 @@ class Radius:
             new = compute(text)
             self.by_path[path] = (len(text.encode("utf-8")), len(new.encode("utf-8")), *_line_radius(text, new))
             return new
+
         return go
 
     def fill(self, result: WriteResult, files: list[FileChange]) -> None:
@@ -88,18 +93,34 @@ def _line_radius(before: str, after: str) -> tuple[int, int]:
     end = hunk.offset + len(hunk.old)
     nl = before.find("\n", end)
     tail = (nl if nl >= 0 else len(before)) - end  # the rest of the last line, the same in both texts
-    return blast_radius(before[start:end + tail], after[start:hunk.offset + len(hunk.new) + tail])
+    return blast_radius(before[start : end + tail], after[start : hunk.offset + len(hunk.new) + tail])
 
 
 def _result(vault: Vault, note: NoteRef, files: list[FileChange], new_path: str, title: str) -> WriteResult:
     own = next((f for f in files if f.path == note.path), None)
-    return WriteResult(noteId=note.id, title=title, path=new_path, vault=vault.name,
-                       bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(files),
-                       version=own.hash_after if own else "")
+    return WriteResult(
+        noteId=note.id,
+        title=title,
+        path=new_path,
+        vault=vault.name,
+        bytesBefore=0,
+        bytesAfter=0,
+        linesAdded=0,
+        changed=bool(files),
+        version=own.hash_after if own else "",
+    )
 
 
-def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new_title: str, *,
-              keep_alias: bool, rewrite: bool = True) -> WriteOutcome:
+def _relocate(
+    ctx: WriteContext,
+    vault: Vault,
+    note: NoteRef,
+    new_path: str,
+    new_title: str,
+    *,
+    keep_alias: bool,
+    rewrite: bool = True,
+) -> WriteOutcome:
     if new_path == note.path:
         raise KmsError("invalid-input", f"the note is already at {note.path!r}")
     conn, allowlist, max_files = ctx.conn, ctx.allowlist, ctx.max_files
@@ -108,9 +129,14 @@ def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new
         allowlist.check(new_path.rpartition("/")[0])
     linking = _linking(conn, note) if rewrite else []
     if 1 + len(linking) > max_files:
-        raise KmsError("too-broad", f"this would rewrite {len(linking)} linking notes besides the note itself "
-                       f"({1 + len(linking)} files); at most {max_files} per call (write.max_files_per_call). "
-                       "Nothing was changed.", count=1 + len(linking), limit=max_files)
+        raise KmsError(
+            "too-broad",
+            f"this would rewrite {len(linking)} linking notes besides the note itself "
+            f"({1 + len(linking)} files); at most {max_files} per call (write.max_files_per_call). "
+            "Nothing was changed.",
+            count=1 + len(linking),
+            limit=max_files,
+        )
     new_target = retarget(note.path, new_path, exists=lambda rel: (vault.root / rel).is_file())
     alias = note.title if keep_alias and new_title != note.title else None
     alias_first = vault.rules.alias_first
@@ -118,8 +144,9 @@ def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new
 
     def own(text: str) -> str:
         if rewrite:  # links to itself, and its own relative Markdown links when its folder changes
-            text = rewrite_links(text, new_target, alias_first=alias_first, folder=note.folder,
-                                 new_folder=new_folder)[0]
+            text = rewrite_links(text, new_target, alias_first=alias_first, folder=note.folder, new_folder=new_folder)[
+                0
+            ]
         return _with_alias(text, alias) if alias else text
 
     def linked(path: str) -> Callable[[str], str]:
@@ -128,14 +155,17 @@ def _relocate(ctx: WriteContext, vault: Vault, note: NoteRef, new_path: str, new
 
     radius = Radius()
     plans = [FilePlan(note.path, radius.measured(note.path, own), new_path=new_path)]
-    plans += [FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])),
-                       hidden=bool(r["hidden"])) for r in linking]
+    plans += [
+        FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])), hidden=bool(r["hidden"])) for r in linking
+    ]
     files, warning = apply_plans(ctx, vault, plans)
     result = _result(vault, note, files, new_path, new_title)
     radius.fill(result, files)
     others = [f for f in files if f.path != note.path]
-    result["linksRewritten"] = {"notes": [f.path for f in others if not f.hidden],
-                                "hiddenNotes": sum(f.hidden for f in others)}
+    result["linksRewritten"] = {
+        "notes": [f.path for f in others if not f.hidden],
+        "hiddenNotes": sum(f.hidden for f in others),
+    }
     result["oldPath"] = note.path
     if warning:
         result["indexWarning"] = warning
@@ -167,8 +197,9 @@ def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
         ctx.allowlist.check(note.folder)
     linking = _linking(ctx.conn, note)
     radius = Radius()
-    files, warning = apply_plans(ctx, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t),
-                                                       new_path=f"{TRASH}/{note.path}")])  # .trash is not indexed
+    files, warning = apply_plans(
+        ctx, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t), new_path=f"{TRASH}/{note.path}")]
+    )  # .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
     radius.fill(result, files)
     visible = [r["path"] for r in linking if not r["hidden"]]

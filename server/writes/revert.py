@@ -128,8 +128,10 @@ def _plan_props(change: PropertiesChanged, text: str) -> Plan:
         restore[key] = {"from": now, "to": before.get(key, frontmatter.ABSENT)}
     if changed:
         return Plan(
-            "restore-properties", False,
-            f"properties changed since: {', '.join(changed)}; not reverting over a newer edit", restore=restore,
+            "restore-properties",
+            False,
+            f"properties changed since: {', '.join(changed)}; not reverting over a newer edit",
+            restore=restore,
         )
     created = change.created_block
     if created and text.startswith(created):
@@ -158,8 +160,14 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
     change = changes.from_row(inv)
     if isinstance(change, FilesChanged):
         vault = get_vault(conn, inv["vault"])
-        return {"invocationId": invocation_id, "tool": inv["tool"], "noteId": inv["note_id"], "vault": vault.name,
-                "path": inv["path"], **revert_files.preview(vault, change)}
+        return {
+            "invocationId": invocation_id,
+            "tool": inv["tool"],
+            "noteId": inv["note_id"],
+            "vault": vault.name,
+            "path": inv["path"],
+            **revert_files.preview(vault, change),
+        }
     vault, note = _target(conn, inv)
     _real, raw = _read_current(vault, note)
     text, _fmt = decode(raw)
@@ -221,23 +229,35 @@ def _revert(ctx: WriteContext, invocation_id: int) -> dict[str, Any]:
                     holder["plan"] = plan
                     if plan.action == "remove-text":
                         return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
-                    restored = PropertiesChanged(note.path, {k: v["from"] for k, v in plan.restore.items()},
-                                                 {k: v["to"] for k, v in plan.restore.items()})
+                    restored = PropertiesChanged(
+                        note.path,
+                        {k: v["from"] for k, v in plan.restore.items()},
+                        {k: v["to"] for k, v in plan.restore.items()},
+                    )
                     return Edit(plan.new_text, restored)
 
                 outcome = write_note(ctx, vault, note, compute)
                 plan = holder["plan"]
                 message = (
                     f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
-                    if plan.action == "remove-text" else "restored properties"
+                    if plan.action == "remove-text"
+                    else "restored properties"
                 )
     except BaseException as e:
         failure = e
         raise
     finally:
         rid = record_call(
-            conn, tool=TOOL_REVERT, session_id=session_id, actor="person", input_summary=summary, touched=touched,
-            outcome=outcome, failure=failure, message=message, reverts_id=invocation_id,
+            conn,
+            tool=TOOL_REVERT,
+            session_id=session_id,
+            actor="person",
+            input_summary=summary,
+            touched=touched,
+            outcome=outcome,
+            failure=failure,
+            message=message,
+            reverts_id=invocation_id,
         )
     assert outcome is not None
     return {**outcome.result, "invocationId": rid, "reverted": invocation_id}
@@ -262,16 +282,23 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
     change = changes.from_row(inv)
     assert isinstance(change, FileCreated)
     try:  # the same check again under the unit's locks: a save that landed since is a conflict
-        files, warning = apply_plans(ctx, vault, [FilePlan(note.path, lambda t: t, new_path=dest,
-                                                           expect_hash=change.hash)])
+        files, warning = apply_plans(
+            ctx, vault, [FilePlan(note.path, lambda t: t, new_path=dest, expect_hash=change.hash)]
+        )
     except KmsError as e:
         if e.kind != "conflict":
             raise
         reason = "the note was edited after it was created; delete it yourself if wanted"
         raise KmsError("conflict", f"can't revert #{inv['id']}: {reason}", reason=reason) from None
     result = WriteResult(
-        title=note.title, path=note.path, vault=vault.name, bytesBefore=len(raw), bytesAfter=0,
-        linesAdded=-line_count(text), changed=True, noteId=None,
+        title=note.title,
+        path=note.path,
+        vault=vault.name,
+        bytesBefore=len(raw),
+        bytesAfter=0,
+        linesAdded=-line_count(text),
+        changed=True,
+        noteId=None,
     )
     if warning:
         result["indexWarning"] = warning
@@ -281,7 +308,7 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
 def _free_trash_path(vault: Vault, wanted: str) -> str:
     """``wanted``, or ``name 2.md``, ``name 3.md`` ... when an earlier note of that path is in the trash."""
     stem = strip_note_suffix(wanted)
-    suffix = wanted[len(stem):]  # the note's own suffix, in its own case
+    suffix = wanted[len(stem) :]  # the note's own suffix, in its own case
     candidate, n = wanted, 1
     while (vault.root / candidate).exists() or (vault.root / candidate).is_symlink():
         n += 1

@@ -38,8 +38,9 @@ def _state(vault: Vault, f: FileChange) -> tuple[str | None, str | None]:
 
 def diff_text(before: str, after: str, path: str, new_path: str | None = None) -> str:
     """A unified diff of one file, as the dashboard and ``kms revert`` show it."""
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 fromfile=path, tofile=new_path or path, n=2)
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=path, tofile=new_path or path, n=2
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -52,23 +53,56 @@ def preview(vault: Vault, change: FilesChanged) -> dict[str, Any]:
         if problem:
             problems.append(problem)
         after = text if text is not None else None
-        diff = diff_text(f.undo(after), after, f.path, f.new_path) if after is not None else \
-            diff_text(f.old, f.new, f.path, f.new_path)
-        files.append({"path": f.path, "newPath": f.new_path, "ok": problem is None, "problem": problem,
-                      "diff": diff, "hidden": f.hidden})
-    reason = None if not problems else "; ".join(problems[:5]) + ("; …" if len(problems) > 5 else "") + \
-        ": not reverting over a newer edit (nothing will be changed)"
+        diff = (
+            diff_text(f.undo(after), after, f.path, f.new_path)
+            if after is not None
+            else diff_text(f.old, f.new, f.path, f.new_path)
+        )
+        files.append(
+            {
+                "path": f.path,
+                "newPath": f.new_path,
+                "ok": problem is None,
+                "problem": problem,
+                "diff": diff,
+                "hidden": f.hidden,
+            }
+        )
+    reason = (
+        None
+        if not problems
+        else "; ".join(problems[:5])
+        + ("; …" if len(problems) > 5 else "")
+        + ": not reverting over a newer edit (nothing will be changed)"
+    )
     return {"action": "restore-files", "canRevert": not problems, "reason": reason, "files": files}
 
 
 def revert(ctx: WriteContext, vault: Vault, change: FilesChanged, note_id: str | None) -> WriteOutcome:
     """Put every file back as it was, all or nothing (``conflict`` naming a file that changed)."""
-    plans = [FilePlan(f.now_path, f.undo, new_path=f.path if f.new_path else None, hidden=f.hidden,
-                      expect_hash=f.hash_after, delete=not f.hash_before) for f in change.files]
+    plans = [
+        FilePlan(
+            f.now_path,
+            f.undo,
+            new_path=f.path if f.new_path else None,
+            hidden=f.hidden,
+            expect_hash=f.hash_after,
+            delete=not f.hash_before,
+        )
+        for f in change.files
+    ]
     home = change.files[0].path if change.files else change.path  # the note the call was about comes first
     done, warning = apply_plans(ctx, vault, plans, keep_ids={home: note_id} if note_id else None)
-    result = WriteResult(noteId=note_id, title=Path(home).stem, path=home, vault=vault.name,
-                         bytesBefore=0, bytesAfter=0, linesAdded=0, changed=bool(done))
+    result = WriteResult(
+        noteId=note_id,
+        title=Path(home).stem,
+        path=home,
+        vault=vault.name,
+        bytesBefore=0,
+        bytesAfter=0,
+        linesAdded=0,
+        changed=bool(done),
+    )
     if warning:
         result["indexWarning"] = warning
     return WriteOutcome(result, FilesChanged(change.path, tuple(done)))

@@ -40,33 +40,72 @@ class StagedFile:
     hidden: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"vault": self.vault, "path": self.path, "newPath": self.new_path, "hashBefore": self.hash_before,
-                "hashAfter": self.hash_after, "added": self.added, "removed": self.removed, "diff": self.diff,
-                "hidden": self.hidden}
+        return {
+            "vault": self.vault,
+            "path": self.path,
+            "newPath": self.new_path,
+            "hashBefore": self.hash_before,
+            "hashAfter": self.hash_after,
+            "added": self.added,
+            "removed": self.removed,
+            "diff": self.diff,
+            "hidden": self.hidden,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StagedFile:
-        return cls(d["vault"], d["path"], d.get("newPath"), d.get("hashBefore"), d.get("hashAfter"),
-                   d.get("added", 0), d.get("removed", 0), d.get("diff", ""), d.get("hidden", False))
+        return cls(
+            d["vault"],
+            d["path"],
+            d.get("newPath"),
+            d.get("hashBefore"),
+            d.get("hashAfter"),
+            d.get("added", 0),
+            d.get("removed", 0),
+            d.get("diff", ""),
+            d.get("hidden", False),
+        )
 
 
-def staged_file(vault: str, path: str, before: bytes | None, after: bytes | None, *,
-                new_path: str | None = None, hidden: bool = False) -> StagedFile:
+def staged_file(
+    vault: str,
+    path: str,
+    before: bytes | None,
+    after: bytes | None,
+    *,
+    new_path: str | None = None,
+    hidden: bool = False,
+) -> StagedFile:
     """The ``StagedFile`` for ``before`` -> ``after`` (None: absent), with a unified diff of the text."""
     import difflib  # only when a call is staged
 
     old = decode(before)[0] if before else ""
     new = decode(after)[0] if after else ""
-    lines = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                      fromfile=f"a/{path}" if before is not None else "/dev/null",
-                                      tofile=f"b/{new_path or path}" if after is not None else "/dev/null", n=2))
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{path}" if before is not None else "/dev/null",
+            tofile=f"b/{new_path or path}" if after is not None else "/dev/null",
+            n=2,
+        )
+    )
     added = sum(1 for x in lines if x.startswith("+") and not x.startswith("+++"))
     removed = sum(1 for x in lines if x.startswith("-") and not x.startswith("---"))
     text = "".join(x if x.endswith("\n") else x + "\n\\ No newline at end of file\n" for x in lines)
     if len(text) > DIFF_MAX_CHARS:
         text = text[:DIFF_MAX_CHARS] + f"\n… ({len(text) - DIFF_MAX_CHARS} more characters of diff)\n"
-    return StagedFile(vault, path, new_path, sha256_hex(before) if before is not None else None,
-                      sha256_hex(after) if after is not None else None, added, removed, text, hidden)
+    return StagedFile(
+        vault,
+        path,
+        new_path,
+        sha256_hex(before) if before is not None else None,
+        sha256_hex(after) if after is not None else None,
+        added,
+        removed,
+        text,
+        hidden,
+    )
 
 
 @dataclass
@@ -75,8 +114,16 @@ class Capture:
 
     files: list[StagedFile] = field(default_factory=list)
 
-    def add(self, vault: str, path: str, before: bytes | None, after: bytes | None, *,
-            new_path: str | None = None, hidden: bool = False) -> None:
+    def add(
+        self,
+        vault: str,
+        path: str,
+        before: bytes | None,
+        after: bytes | None,
+        *,
+        new_path: str | None = None,
+        hidden: bool = False,
+    ) -> None:
         if before != after or (new_path and new_path != path):
             self.files.append(staged_file(vault, path, before, after, new_path=new_path, hidden=hidden))
 
@@ -96,18 +143,24 @@ class Expected:
     def of(cls, files: Sequence[StagedFile]) -> Expected:
         return cls({(f.vault, f.path): f for f in files})
 
-    def check(self, vault: str, path: str, before: bytes | None, after: bytes | None, *,
-              hidden: bool = False) -> None:
+    def check(self, vault: str, path: str, before: bytes | None, after: bytes | None, *, hidden: bool = False) -> None:
         """``conflict`` unless this file is still what the person was shown and becomes what they approved."""
         staged = self.files.get((vault, path))
         name = "a note you cannot see" if hidden else repr(path)
         if staged is None:
             if before == after:
                 return
-            raise KmsError("conflict", f"the approved change did not include {name}, which this call would now "
-                           "change too (the notes changed since); nothing was written", path=None if hidden else path)
+            raise KmsError(
+                "conflict",
+                f"the approved change did not include {name}, which this call would now "
+                "change too (the notes changed since); nothing was written",
+                path=None if hidden else path,
+            )
         now_before = sha256_hex(before) if before is not None else None
         now_after = sha256_hex(after) if after is not None else None
         if now_before != staged.hash_before or now_after != staged.hash_after:
-            raise KmsError("conflict", f"{name} changed since the change was shown for approval; nothing was "
-                           "written: read it again and retry", path=None if hidden else path)
+            raise KmsError(
+                "conflict",
+                f"{name} changed since the change was shown for approval; nothing was written: read it again and retry",
+                path=None if hidden else path,
+            )

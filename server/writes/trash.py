@@ -91,21 +91,28 @@ def listing(conn: apsw.Connection, vault: str | None = None) -> list[tuple[Trash
     by: dict[tuple[str, str], TrashedBy] = {}
     if items:
         for r in rows(conn, _TRASH_CALLS):  # oldest first: the newest call for a path wins
-            by[(r["vault"], r["new_path"][len(TRASH) + 1 :])] = TrashedBy(r["id"], r["session_id"], r["actor"],
-                                                                           r["at"], r["tool"])
+            by[(r["vault"], r["new_path"][len(TRASH) + 1 :])] = TrashedBy(
+                r["id"], r["session_id"], r["actor"], r["at"], r["tool"]
+            )
     return [(t, by.get((t.vault, t.path))) for t in items]
 
 
 def _find(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> tuple[Vault, Trashed]:
     items = list_trash(conn, in_vault)
     want = ref.strip().removeprefix(f"{TRASH}/")
-    found = [t for t in items if t.path == want or strip_note_suffix(t.path) == want
-             or strip_note_suffix(t.path.rpartition("/")[2]) == want]
+    found = [
+        t
+        for t in items
+        if t.path == want or strip_note_suffix(t.path) == want or strip_note_suffix(t.path.rpartition("/")[2]) == want
+    ]
     if not found:
         raise KmsError("not-found", f"nothing named {ref!r} in the trash (`kms trash list` shows it)")
     if len(found) > 1:
-        raise KmsError("invalid-input", f"{ref!r} names {len(found)} trashed files; give the path: "
-                       + ", ".join(f"{t.vault}:{t.path}" for t in found[:10]))
+        raise KmsError(
+            "invalid-input",
+            f"{ref!r} names {len(found)} trashed files; give the path: "
+            + ", ".join(f"{t.vault}:{t.path}" for t in found[:10]),
+        )
     vault = next(v for v in list_vaults(conn) if v.name == found[0].vault)
     return vault, found[0]
 
@@ -117,11 +124,15 @@ def restore(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> dic
 
     vault, item = _find(conn, ref, in_vault)
     trashed = f"{TRASH}/{item.path}"
-    calls = rows(conn, """
+    calls = rows(
+        conn,
+        """
         SELECT c.invocation_id FROM tool_file_changes c JOIN tool_invocations t ON t.id = c.invocation_id
         WHERE c.new_path = ? AND t.vault = ? AND t.status = 'success' AND t.reverts_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM tool_invocations r WHERE r.reverts_id = t.id AND r.status = 'success')
-        ORDER BY c.invocation_id DESC LIMIT 1""", (trashed, vault.name))
+        ORDER BY c.invocation_id DESC LIMIT 1""",
+        (trashed, vault.name),
+    )
     if calls:
         if (vault.root / item.path).exists():
             raise KmsError("already-exists", f"{item.path!r} exists again; move it away first", path=item.path)
@@ -143,9 +154,15 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
         try:
             plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
             files, warning = apply_plans(ctx, vault, [plan])
-            result = WriteResult(path=item.path, vault=vault.name,
-                                 title=strip_note_suffix(item.path.rpartition("/")[2]),
-                                 bytesBefore=item.size, bytesAfter=item.size, linesAdded=0, changed=True)
+            result = WriteResult(
+                path=item.path,
+                vault=vault.name,
+                title=strip_note_suffix(item.path.rpartition("/")[2]),
+                bytesBefore=item.size,
+                bytesAfter=item.size,
+                linesAdded=0,
+                changed=True,
+            )
             if warning:
                 result["indexWarning"] = warning
             outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
@@ -153,14 +170,22 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
             failure = e
             raise
         finally:
-            rid = record_call(conn, tool="trash-restore", session_id="person", actor="person",
-                              input_summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path),
-                              outcome=outcome, failure=failure)
+            rid = record_call(
+                conn,
+                tool="trash-restore",
+                session_id="person",
+                actor="person",
+                input_summary=f"restore {item.path}",
+                touched=Touched(None, vault.name, item.path),
+                outcome=outcome,
+                failure=failure,
+            )
     return {**outcome.result, "invocationId": rid}
 
 
-def empty(conn: apsw.Connection, older_than_s: float | None = None, *, now: float | None = None,
-          vault: str | None = None) -> list[Trashed]:
+def empty(
+    conn: apsw.Connection, older_than_s: float | None = None, *, now: float | None = None, vault: str | None = None
+) -> list[Trashed]:
     """Delete for good what has been in the trash longer than ``older_than_s`` (everything: None)."""
     now = time.time() if now is None else now
     gone: list[Trashed] = []

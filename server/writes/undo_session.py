@@ -39,21 +39,27 @@ def parse_since(text: str | None, *, now: float | None = None) -> float | None:
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise KmsError("invalid-input", f"{text!r} is neither a duration (30m, 2h, 1d) nor a date-time "
-                       "(2026-12-01 10:30)") from None
+        raise KmsError(
+            "invalid-input", f"{text!r} is neither a duration (30m, 2h, 1d) nor a date-time (2026-12-01 10:30)"
+        ) from None
 
 
 def _changes(conn: apsw.Connection, session_id: str, since: float | None) -> list[dict[str, Any]]:
     """The session's successful agent changes not yet reverted, newest first."""
     if not rows(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)) and not rows(
-            conn, "SELECT 1 FROM tool_invocations WHERE session_id = ? LIMIT 1", (session_id,)):
+        conn, "SELECT 1 FROM tool_invocations WHERE session_id = ? LIMIT 1", (session_id,)
+    ):
         raise KmsError("not-found", f"no session {session_id!r}; `kms session list` shows them", sessionId=session_id)
-    return rows(conn, """
+    return rows(
+        conn,
+        """
         SELECT t.id, t.at, t.tool, t.vault, t.path, t.note_id FROM tool_invocations t
          WHERE t.session_id = ? AND t.actor = 'agent' AND t.status = 'success' AND t.change_kind IS NOT NULL
            AND t.at >= ? AND NOT EXISTS (SELECT 1 FROM tool_invocations r
                                           WHERE r.reverts_id = t.id AND r.status = 'success')
-         ORDER BY t.id DESC""", (session_id, since if since is not None else 0.0))
+         ORDER BY t.id DESC""",
+        (session_id, since if since is not None else 0.0),
+    )
 
 
 class _Simulation:
@@ -110,8 +116,14 @@ def preview(conn: apsw.Connection, session_id: str, *, since: float | None = Non
     sim = _Simulation(conn)
     for row in _changes(conn, session_id, since):
         inv = provenance.get_invocation(conn, row["id"]) or {}
-        item = {"invocationId": row["id"], "at": row["at"], "tool": row["tool"], "vault": row["vault"],
-                "path": row["path"], "noteId": row["note_id"]}
+        item = {
+            "invocationId": row["id"],
+            "at": row["at"],
+            "tool": row["tool"],
+            "vault": row["vault"],
+            "path": row["path"],
+            "noteId": row["note_id"],
+        }
         reason = sim.judge(inv)
         if reason is None:
             out["revert"].append({**item, "reason": None})

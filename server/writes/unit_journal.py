@@ -120,8 +120,10 @@ class UnitJournal:
 
 
 def _encode(token: str, entries: list[Entry]) -> bytes:
-    header = json.dumps({"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted]
-                                                   for e in entries]}, ensure_ascii=False).encode("utf-8")
+    header = json.dumps(
+        {"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted] for e in entries]},
+        ensure_ascii=False,
+    ).encode("utf-8")
     parts = [MAGIC, len(header).to_bytes(8, "big"), header]
     for e in entries:
         parts += [e.old, e.new]
@@ -136,12 +138,12 @@ def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
     if not body.startswith(MAGIC) or hashlib.sha256(body).digest() != digest:
         return None
     at = len(MAGIC)
-    size = int.from_bytes(body[at:at + 8], "big")
-    header = json.loads(body[at + 8:at + 8 + size])
+    size = int.from_bytes(body[at : at + 8], "big")
+    header = json.loads(body[at + 8 : at + 8 + size])
     at += 8 + size
     entries = []
     for path, n_old, n_new, dest, deleted in header["files"]:
-        entries.append(Entry(path, body[at:at + n_old], body[at + n_old:at + n_old + n_new], dest, deleted))
+        entries.append(Entry(path, body[at : at + n_old], body[at + n_old : at + n_old + n_new], dest, deleted))
         at += n_old + n_new
     return str(header["token"]), entries
 
@@ -229,8 +231,11 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: fr
             try:  # (a caller holding locks already must not wait out of order: bounded)
                 stack.enter_context(file_lock(target, lock_dir, wait=2.0 if held else None))
             except TimeoutError:
-                raise KmsError("conflict", "a change of several notes that a crash interrupted is being "
-                               "undone; nothing was changed: try again") from None
+                raise KmsError(
+                    "conflict",
+                    "a change of several notes that a crash interrupted is being "
+                    "undone; nothing was changed: try again",
+                ) from None
         with write_tx(conn):
             if not path.exists():
                 return 0
@@ -297,9 +302,9 @@ def _ours(current: bytes, old: bytes, new: bytes) -> bool:
     if not min(len(old), len(new)) <= len(current) <= max(len(old), len(new)):
         return False  # (the file is cut to the new length only once the new bytes are all written)
     for at in range(0, len(current), BLOCK):
-        block = current[at:at + BLOCK]
-        cut = len(os.path.commonprefix([block, new[at:at + len(block)]]))
-        if block[cut:] != old[at + cut:at + len(block)]:
+        block = current[at : at + BLOCK]
+        cut = len(os.path.commonprefix([block, new[at : at + len(block)]]))
+        if block[cut:] != old[at + cut : at + len(block)]:
             return False
     return True
 
@@ -320,4 +325,3 @@ def write_all(fd: int, data: bytes) -> None:
         while done < len(view):
             done += os.pwrite(fd, view[done:], done)
     os.ftruncate(fd, len(data))
-

@@ -11,24 +11,40 @@ from pathlib import Path
 import apsw
 
 ROOT = Path(__file__).resolve().parents[2]
-INIT = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        b'"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n')
-LOCKER = ("import apsw, sys\nc = apsw.Connection(sys.argv[1])\nc.execute('BEGIN IMMEDIATE')\n"
-          "print('locked', flush=True)\nsys.stdin.read()\n")
+INIT = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+)
+LOCKER = (
+    "import apsw, sys\nc = apsw.Connection(sys.argv[1])\nc.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\nsys.stdin.read()\n"
+)
 
 
 def test_a_write_lock_held_by_another_process_is_one_line_from_every_command(
-        indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db_path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert locker.stdin is not None and locker.stdout is not None
     try:
         assert locker.stdout.readline().strip() == "locked"
         writers = [["mcp"], ["index"], ["vault", "add", str(vault_dir)], ["hide", "Shakshuka"]]
         readers = [["search", "shakshuka"], ["status", "--json"], ["log"]]
-        procs = [(args, subprocess.Popen([sys.executable, "-m", "kmscli", *args], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT))
-                 for args in writers + readers]  # all at once: one wait for the lock, not one per command
+        procs = [
+            (
+                args,
+                subprocess.Popen(
+                    [sys.executable, "-m", "kmscli", *args],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=ROOT,
+                ),
+            )
+            for args in writers + readers
+        ]  # all at once: one wait for the lock, not one per command
         for args, proc in procs:
             out, err = proc.communicate(INIT if args == ["mcp"] else b"", timeout=240)
             text = err.decode()

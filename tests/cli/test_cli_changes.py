@@ -24,8 +24,13 @@ def agent(db_path: Path, tool: str, args: dict) -> dict:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
-                                 watch=False, write_enabled=True, edit_enabled=True, organize_enabled=True)
+    cfg = SessionConfig.from_env(
+        {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
+        watch=False,
+        write_enabled=True,
+        edit_enabled=True,
+        organize_enabled=True,
+    )
     runner = ToolRunner(cfg)
     try:
         result, is_error = runner.call(tool, args)
@@ -35,8 +40,9 @@ def agent(db_path: Path, tool: str, args: dict) -> dict:
     return result
 
 
-def test_revert_shows_every_file_asks_and_reverts_as_one_unit(vault: Path, conn: apsw.Connection,
-                                                               db_path: Path, tmp_path: Path) -> None:
+def test_revert_shows_every_file_asks_and_reverts_as_one_unit(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     before = vault_bytes(vault)
     out = agent(db_path, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     inv = str(out["invocationId"])
@@ -87,4 +93,3 @@ def test_trash_list_restore_and_empty(vault: Path, conn: apsw.Connection, db_pat
     refused(kms("trash", "empty", "--older-than", "soon", "--yes"), 2)
     ok(kms("trash", "empty", "--yes"))
     assert "The trash is empty." in ok(kms("trash", "list")).stdout
-

@@ -21,8 +21,13 @@ def _runner(db_path: Path, **config: object):  # -> ToolRunner
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
-                                 watch=False, write_enabled=True, edit_enabled=True, **config)
+    cfg = SessionConfig.from_env(
+        {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
+        watch=False,
+        write_enabled=True,
+        edit_enabled=True,
+        **config,
+    )
     return ToolRunner(cfg)
 
 
@@ -78,7 +83,11 @@ def test_session_list_pause_resume_revoke(indexed: apsw.Connection, db_path: Pat
     listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
     assert listed[sid]["control"] == "paused"
     assert {k: listed[sid][k] for k in ("calls", "refused", "reads", "pending")} == {
-        "calls": 0, "refused": 0, "reads": 0, "pending": 0}
+        "calls": 0,
+        "refused": 0,
+        "reads": 0,
+        "pending": 0,
+    }
     ok(kms("session", "resume", sid))
     ok(kms("session", "revoke", sid))
     assert "revoked for good" in said(refused(kms("session", "resume", sid)).stderr)
@@ -87,8 +96,9 @@ def test_session_list_pause_resume_revoke(indexed: apsw.Connection, db_path: Pat
     assert listed[sid]["control"] == "revoked"
 
 
-def test_session_undo_restores_bytes_and_lists_what_it_skips(indexed: apsw.Connection, db_path: Path,
-                                                             vault_dir: Path) -> None:
+def test_session_undo_restores_bytes_and_lists_what_it_skips(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     home, other = vault_dir / "Home.md", vault_dir / "reference" / "Shakshuka.md"
     before_home = home.read_bytes()
     runner = _runner(db_path)
@@ -102,8 +112,9 @@ def test_session_undo_restores_bytes_and_lists_what_it_skips(indexed: apsw.Conne
         assert not err, res
         read, _ = runner.call("kms_read", {"noteId": note_id(indexed, "Home")})
         edit = {"replace": {"old": "agent line alpha", "new": "AGENT LINE ALPHA"}}
-        res, err = runner.call("kms_edit", {"noteId": note_id(indexed, "Home"), "version": read["version"],
-                                            "edits": [edit]})
+        res, err = runner.call(
+            "kms_edit", {"noteId": note_id(indexed, "Home"), "version": read["version"], "edits": [edit]}
+        )
         assert not err, res
         res, err = runner.call("kms_append", {"noteId": note_id(indexed, "Shakshuka"), "content": "agent tip"})
         assert not err, res
@@ -122,8 +133,9 @@ def test_session_undo_restores_bytes_and_lists_what_it_skips(indexed: apsw.Conne
     assert rows.fetchall() == [("person", 4)]
 
 
-async def test_running_server_obeys_cli_pause_resume_revoke(indexed: apsw.Connection, db_path: Path,
-                                                            tmp_path: Path, vault_dir: Path) -> None:
+async def test_running_server_obeys_cli_pause_resume_revoke(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     sid = "s0123456789ab"
     nid = note_id(indexed, "Home")
     async with stdio_server(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_SESSION_ID=sid) as client:
@@ -141,12 +153,15 @@ async def test_running_server_obeys_cli_pause_resume_revoke(indexed: apsw.Connec
     assert "zz-first" in text and "zz-third" in text and "zz-second" not in text and "zz-fourth" not in text
 
 
-async def test_running_server_waits_for_kms_approve(indexed: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                    vault_dir: Path) -> None:
+async def test_running_server_waits_for_kms_approve(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     results: dict[str, object] = {}
-    async with stdio_server(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1",
-                            KMS_WRITE_APPROVAL="always") as client:
+    async with stdio_server(
+        db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_WRITE_APPROVAL="always"
+    ) as client:
+
         async def agent() -> None:
             results["r"] = await client.call_tool("kms_append", {"noteId": nid, "content": "needs a yes"})
 
@@ -164,8 +179,9 @@ async def test_running_server_waits_for_kms_approve(indexed: apsw.Connection, db
 def test_doctor_lists_pending_and_settings_validate(indexed: apsw.Connection, db_path: Path) -> None:
     runner = _runner(db_path, approval="always")
     try:
-        staged = runner.writes.stage(runner.by_name["kms_append"], {"noteId": note_id(indexed, "Home"),
-                                                                    "content": "waits"})
+        staged = runner.writes.stage(
+            runner.by_name["kms_append"], {"noteId": note_id(indexed, "Home"), "content": "waits"}
+        )
     finally:
         runner.close()
     assert staged is not None

@@ -24,13 +24,24 @@ def colored_search(tmp_path: Path, query: str) -> subprocess.CompletedProcess:
     console is created at start-up (``FORCE_COLOR``), which an in-process runner cannot redo."""
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update(FORCE_COLOR="1", TERM="xterm-256color", COLUMNS="200", PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, "-m", "kmscli", "search", query], capture_output=True, text=True,
-                          encoding="utf-8", env=env, cwd=tmp_path, timeout=90, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "kmscli", "search", query],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        cwd=tmp_path,
+        timeout=90,
+        check=True,
+    )
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def md_count(root: Path) -> int:
@@ -46,8 +57,10 @@ def cli_vault(tmp_path: Path) -> Path:
 
     root = tmp_path / "notes"
     shutil.copytree(SAMPLE_VAULT, root)
-    write(root / "cli" / "Widget manual.md",
-          "---\ntags: [manual]\n---\n# Widget manual\n\nThe sprocket calibration routine for widgets. [[Widget FAQ]]\n")
+    write(
+        root / "cli" / "Widget manual.md",
+        "---\ntags: [manual]\n---\n# Widget manual\n\nThe sprocket calibration routine for widgets. [[Widget FAQ]]\n",
+    )
     write(root / "cli" / "Widget FAQ.md", "# Widget FAQ\n\nQuestions about the sprocket. See [[Widget manual]].\n")
     conn = connect(tmp_path / "kms.db")
     assert not index_vault(conn, add_vault(conn, root, "notes")).errors
@@ -66,7 +79,8 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
 
     data = json.loads(ok(kms("vault", "list", "--json")).stdout)
     assert [(v["name"], v["root"], v["notes"], v["hidden"]) for v in data] == [
-        ("mine", str(root.resolve()), md_count(root), 1)]  # "Therapy notes" has private: true
+        ("mine", str(root.resolve()), md_count(root), 1)
+    ]  # "Therapy notes" has private: true
     assert "already registered" in said(refused(kms("vault", "add", str(root))).stderr)
     assert "is not a folder" in said(refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr)
     table = said(ok(kms("vault", "list")).stdout)
@@ -181,9 +195,16 @@ def test_status_shows_connected_sessions_with_their_write_limits(tmp_path: Path,
     end_session(conn, "sended0000001", 0)
     conn.close()
     out = said(ok(kms("status")).stdout)
-    assert re.search(r"session sfresh0000001 \(launcher, live, started \d+s ago\): "
-                     r"writes 0/10 this minute, 0/200 in all", out), out
+    assert re.search(
+        r"session sfresh0000001 \(launcher, live, started \d+s ago\): "
+        r"writes 0/10 this minute, 0/200 in all",
+        out,
+    ), out
     assert "sended0000001" not in out  # only sessions that are still there
     [s] = json.loads(ok(kms("status", "--json")).stdout)["sessions"]
-    assert (s["id"], s["writesThisMinute"], s["writesTotal"], s["exhausted"]) == ("sfresh0000001", "0/10", "0/200",
-                                                                                  False)
+    assert (s["id"], s["writesThisMinute"], s["writesTotal"], s["exhausted"]) == (
+        "sfresh0000001",
+        "0/10",
+        "0/200",
+        False,
+    )

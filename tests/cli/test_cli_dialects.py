@@ -26,7 +26,9 @@ def test_vault_add_detects_the_dialect_and_list_and_status_show_it(tmp_path: Pat
     assert {v["name"]: v["dialect"] for v in data["vaults"]} == listed
     assert data["attachmentLinks"] == 3 and data["unresolvedLinks"] == 3  # dendron's cross-vault link too
     assert data["ambiguousLinks"] == 2 and data["ambiguous"][0]["candidates"] == [
-        "Archive/2023/Meeting.md", "Projects/Meeting.md"]
+        "Archive/2023/Meeting.md",
+        "Projects/Meeting.md",
+    ]
     text = said(ok(kms("status")).stdout)
     assert "vault dendron (dendron)" in text and "2 ambiguous" in text
     assert "ambiguous plain: [[meeting]] (2 links) could be Archive/2023/Meeting.md, Projects/Meeting.md" in text
@@ -56,7 +58,8 @@ def test_hide_refuses_a_name_two_vaults_share_and_takes_vault_path(tmp_path: Pat
         ok(kms("vault", "add", str(tmp_path / name)))
     result = refused(kms("hide", "Shared"))
     assert "several vaults" in said(result.stderr + result.stdout) and "a:Shared.md, b:Shared.md" in said(
-        result.stderr + result.stdout)
+        result.stderr + result.stdout
+    )
     assert json.loads(ok(kms("hidden", "--json")).stdout) == []
     ok(kms("hide", "b:Shared.md"))
     [hidden] = json.loads(ok(kms("hidden", "--json")).stdout)

@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_reference_is_current() -> None:
     assert (ROOT / "docs" / "cli.md").read_text() == cli_markdown(), "run: python scripts/gen_cli_doc.py"
-    check = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_doc.py"), "--check"],
-                           capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_cli_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -27,7 +31,8 @@ def test_every_command_argument_and_option_says_what_it_is_for() -> None:
     ctx = root.make_context("kms", [], resilient_parsing=True)
     commands = walk_commands(root, ctx, "kms")
     assert {"kms serve", "kms service start", "kms token create", "kms claude", "kms mcp-config"} <= {
-        path for path, _ in commands}
+        path for path, _ in commands
+    }
     missing = []
     for path, command in commands:
         if not (command.help or command.short_help):

@@ -12,8 +12,9 @@ from support.cli import kms, said
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, recover
 
 
-def test_doctor_names_an_unfinished_unit_and_where_the_old_text_is(indexed: apsw.Connection, db_path: Path,
-                                                                   vault_dir: Path) -> None:
+def test_doctor_names_an_unfinished_unit_and_where_the_old_text_is(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     locks = db_path.parent / "locks"
     home, saved = vault_dir / "Home.md", b"the person saved this after the crash\n"
     old = home.read_bytes()

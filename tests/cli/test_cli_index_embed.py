@@ -82,10 +82,17 @@ def test_index_with_nothing_to_embed_loads_no_embedding_stack(tmp_path: Path, em
     _setup(tmp_path)
     _use_model(embed_model_dir)
     ok(kms("index"))  # everything embedded now
-    code = ("import sys\nfrom kmscli.main import app\ntry:\n    app(['index'])\nexcept SystemExit as e:\n"
-            "    assert not e.code, e.code\nprint('numpy' in sys.modules, 'onnxruntime' in sys.modules)\n")
+    code = (
+        "import sys\nfrom kmscli.main import app\ntry:\n    app(['index'])\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\nprint('numpy' in sys.modules, 'onnxruntime' in sys.modules)\n"
+    )
     for model in (str(embed_model_dir), str(tmp_path / "no-model")):
         _use_model(Path(model))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "COLUMNS": "200"})
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert out.stdout.split()[-2:] == ["False", "False"], out.stdout + out.stderr

@@ -35,8 +35,9 @@ def healthy(db: Path, vault_dir: Path, rows: int = 400) -> dict[str, str]:
     set_hidden(conn, ids[hidden_path], True)
     for i in range(rows):
         touch_session(conn, f"s{i}", kind="server", now=1000.0 + i)
-        record(conn, tool="kms_append", session_id=f"s{i}", status="success", note_id=ids[hidden_path],
-               message="x" * 2000)  # enough rows to span many pages
+        record(
+            conn, tool="kms_append", session_id=f"s{i}", status="success", note_id=ids[hidden_path], message="x" * 2000
+        )  # enough rows to span many pages
         conn.execute("INSERT INTO embeddings VALUES (?, ?, ?)", (f"h{i}", b"\0" * 1536, 1.0))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -57,8 +58,11 @@ def truncated(db: Path) -> None:
     db.write_bytes(data[: len(data) // 2])
 
 
-DAMAGE: dict[str, Callable[[Path], None]] = {"not-sqlite": not_sqlite, "garbage-header": garbage_header,
-                                             "truncated": truncated}
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "not-sqlite": not_sqlite,
+    "garbage-header": garbage_header,
+    "truncated": truncated,
+}
 
 
 def damaged(db: Path, vault_dir: Path, kind: str) -> dict[str, str]:
@@ -78,8 +82,9 @@ def unreachable(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", [*DAMAGE, "folder", "cannot-exist"])
-def test_every_command_says_what_is_wrong_in_one_line(db_path: Path, vault_dir: Path, tmp_path: Path,
-                                                      kind: str) -> None:
+def test_every_command_says_what_is_wrong_in_one_line(
+    db_path: Path, vault_dir: Path, tmp_path: Path, kind: str
+) -> None:
     if kind in DAMAGE:
         damaged(db_path, vault_dir, kind)
         db, expect = db_path, "kms repair" if kind != "not-sqlite" else "is not a kms database"
@@ -92,8 +97,13 @@ def test_every_command_says_what_is_wrong_in_one_line(db_path: Path, vault_dir: 
         assert isinstance(result.exception, SystemExit), result.exception  # typer.Exit, not a crash
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error (database): ") and expect in lines[0], result.output
-    served = subprocess.run([sys.executable, "-m", "kmscli", "mcp"], input=b"", capture_output=True, timeout=60,
-                            env={**os.environ, "KMS_DB_PATH": str(db), "KMS_ENABLED": "1"})
+    served = subprocess.run(
+        [sys.executable, "-m", "kmscli", "mcp"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "KMS_DB_PATH": str(db), "KMS_ENABLED": "1"},
+    )
     assert served.returncode == 0 and served.stdout == b""  # it serves (tests/mcp/test_mcp_unavailable.py)
     err = served.stderr.decode().strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kms mcp: the database cannot be used (") and expect in err[0]
@@ -109,7 +119,7 @@ def test_doctor_finds_damage_that_opening_does_not(db_path: Path, vault_dir: Pat
     data = bytearray(db_path.read_bytes())
     page = 16384
     for n in range(3, len(data) // page - 1, 2):
-        data[n * page: n * page + 64] = b"\xff" * 64
+        data[n * page : n * page + 64] = b"\xff" * 64
     db_path.write_bytes(bytes(data))
     problem = check_database(db_path)
     assert problem is not None and problem.kind == "database" and "kms repair" in problem.message
@@ -173,8 +183,9 @@ def test_repair_force_rebuilds_a_healthy_database_keeping_its_state(db_path: Pat
     report = json.loads(result.stdout)
     assert result.exit_code == 0 and report["recovered"]["tool_invocations"] == 3
     conn = connect(db_path)
-    assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {p: i for p, i in ids.items()
-                                                                           if p != "hidden"}
+    assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {
+        p: i for p, i in ids.items() if p != "hidden"
+    }
     conn.close()
 
 

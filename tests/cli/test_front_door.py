@@ -23,8 +23,9 @@ from server.config import settings as st
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_doctor_reports_agent_writes_allowlist_coverage_and_the_filesystem_warning(indexed: apsw.Connection,
-                                                                                 tmp_path: Path) -> None:
+def test_doctor_reports_agent_writes_allowlist_coverage_and_the_filesystem_warning(
+    indexed: apsw.Connection, tmp_path: Path
+) -> None:
     cfg = Path(os.environ["KMS_CONFIG"])
     st.set_value("agent.write", "on", path=cfg, env={}, has_vault=True)
     st.set_value("write.allowlist", "drafts", path=cfg, env={}, has_vault=True)
@@ -57,26 +58,47 @@ def test_help_shows_no_bool_metavar_after_flags() -> None:
 
 
 def test_kms_mcp_refuses_an_unknown_argument(db_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "kmscli", "mcp", "--bogus"], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmscli", "mcp", "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2 and "unknown argument '--bogus'" in proc.stderr and proc.stdout == ""
 
 
-CLOSED_PIPE_COMMANDS = (["--help"], ["doctor", "--json"], ["status", "--json"], ["search", "auth", "--json"],
-                        ["config", "list"], ["log", "--json"], ["vault", "list"])
+CLOSED_PIPE_COMMANDS = (
+    ["--help"],
+    ["doctor", "--json"],
+    ["status", "--json"],
+    ["search", "auth", "--json"],
+    ["config", "list"],
+    ["log", "--json"],
+    ["vault", "list"],
+)
 
 
 @pytest.mark.parametrize("read_first", [0, 1], ids=["closed-at-once", "closed-after-one-byte"])
 def test_a_closed_pipe_exits_zero_quietly(indexed: apsw.Connection, read_first: int) -> None:
     """Without ``PYTHONUNBUFFERED`` (users do not set it) the output sits in a buffer until exit."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    verdict = {tuple(args): subprocess.run([sys.executable, "-m", "kmscli", *args], stdout=subprocess.DEVNULL,
-                                           cwd=ROOT, env=env, timeout=60).returncode
-               for args in CLOSED_PIPE_COMMANDS}  # doctor finds no `claude` here: 1
+    verdict = {
+        tuple(args): subprocess.run(
+            [sys.executable, "-m", "kmscli", *args], stdout=subprocess.DEVNULL, cwd=ROOT, env=env, timeout=60
+        ).returncode
+        for args in CLOSED_PIPE_COMMANDS
+    }  # doctor finds no `claude` here: 1
     for _ in range(3):
         for args in CLOSED_PIPE_COMMANDS:
-            proc = subprocess.Popen([sys.executable, "-m", "kmscli", *args], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, cwd=ROOT, env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kmscli", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=ROOT,
+                env=env,
+            )
             assert proc.stdout is not None and proc.stderr is not None
             proc.stdout.read(read_first)
             proc.stdout.close()  # like `| head -c1` that has read all it wanted, or `| true`
@@ -93,8 +115,9 @@ def test_ctrl_c_on_kms_embed_exits_130(indexed: apsw.Connection, vault_dir: Path
     index_all(indexed)
     cfg = Path(os.environ["KMS_CONFIG"])
     st.set_value("embed.model_dir", str(embed_model_dir), path=cfg, env={}, has_vault=True)
-    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "embed"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "embed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # interrupt once embedding is under way (a committed batch)
         if indexed.execute("SELECT count(*) FROM note_embed_state").fetchone()[0]:
@@ -122,8 +145,9 @@ def test_config_set_keeps_the_persons_comments(tmp_path: Path) -> None:
 def test_config_set_of_a_missing_model_dir_warns(tmp_path: Path) -> None:
     result = ok(kms("config", "set", "embed.model_dir", str(tmp_path / "nonexistent")))
     assert "is not a folder" in said(result.stderr + result.stdout)
-    assert "not a folder" not in said((r := ok(kms("config", "set", "embed.model_dir", str(tmp_path)))).stderr
-                                      + r.stdout)
+    assert "not a folder" not in said(
+        (r := ok(kms("config", "set", "embed.model_dir", str(tmp_path)))).stderr + r.stdout
+    )
 
 
 def test_config_edit_reports_a_failing_editor(tmp_path: Path) -> None:

@@ -17,15 +17,26 @@ SECRET = "Therapy notes"  # hidden by the sample vault's frontmatter `private: t
 
 def planted(conn: apsw.Connection) -> None:
     nid, path = conn.execute("SELECT id, path FROM notes WHERE title = ?", (SECRET,)).fetchone()
-    record(conn, tool="kms_append", session_id="s1", status="success", note_id=nid, vault="sample", path=path,
-           title=SECRET, input_summary="zebracorn", message="appended zebracorn")
+    record(
+        conn,
+        tool="kms_append",
+        session_id="s1",
+        status="success",
+        note_id=nid,
+        vault="sample",
+        path=path,
+        title=SECRET,
+        input_summary="zebracorn",
+        message="appended zebracorn",
+    )
     set_hidden(conn, "Daily template", True)  # a flagged note (invalid YAML), hidden by the person
 
 
 def test_search_leaves_hidden_notes_out_unless_asked(indexed: apsw.Connection) -> None:
     planted(indexed)
-    assert [h["title"] for h in json.loads(ok(kms("search", "sessions", "--json")).stdout)["hits"]
-            if h["title"] == SECRET] == []
+    assert [
+        h["title"] for h in json.loads(ok(kms("search", "sessions", "--json")).stdout)["hits"] if h["title"] == SECRET
+    ] == []
     hits = json.loads(ok(kms("search", "sessions", "--include-hidden", "--json")).stdout)["hits"]
     assert [h["hidden"] for h in hits if h["title"] == SECRET] == ["frontmatter:private"]
     assert all("hidden" not in h for h in hits if h["title"] != SECRET)

@@ -16,8 +16,14 @@ from support.cli import kms, ok, refused, said
 from kmscli import jsonc
 from kmscli.hosts import HOSTS
 
-JSON_HOSTS = {"claude-desktop": "mcpServers", "cursor": "mcpServers", "windsurf": "mcpServers",
-              "gemini": "mcpServers", "vscode": "servers", "zed": "context_servers"}
+JSON_HOSTS = {
+    "claude-desktop": "mcpServers",
+    "cursor": "mcpServers",
+    "windsurf": "mcpServers",
+    "gemini": "mcpServers",
+    "vscode": "servers",
+    "zed": "context_servers",
+}
 
 
 def kms_entry_of(host: str, stdout: str) -> dict:
@@ -115,8 +121,10 @@ def test_codex_install_keeps_the_toml_comments(tmp_path: Path) -> None:
     assert tomllib.loads(path.read_text()) == tomllib.loads(original) and "# the model" in path.read_text()
 
 
-@pytest.mark.parametrize("host,bad", [("cursor", '{"mcpServers": {'), ("cursor", "// comment\n{}"),
-                                      ("zed", '{"a": [1,}'), ("codex", "[mcp_servers\n")])
+@pytest.mark.parametrize(
+    "host,bad",
+    [("cursor", '{"mcpServers": {'), ("cursor", "// comment\n{}"), ("zed", '{"a": [1,}'), ("codex", "[mcp_servers\n")],
+)
 def test_a_file_it_cannot_parse_is_refused_and_left_alone(host: str, bad: str, tmp_path: Path) -> None:
     path = tmp_path / "cfg"
     path.write_text(bad)
@@ -134,8 +142,15 @@ def test_claude_code_lists_the_installed_kms_as_connected(indexed, tmp_path: Pat
     ok(kms("mcp-config", "claude-code", "--install", HOME=str(home)))
     env = claude_env("http://127.0.0.1:9", home)
     env.update({k: v for k, v in os.environ.items() if k.startswith("KMS_")})
-    listed = subprocess.run([str(claude_bin()), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    listed = subprocess.run(
+        [str(claude_bin()), "mcp", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     line = next((x for x in listed.stdout.splitlines() if x.startswith("kms:")), "")
     assert "Connected" in line and "-m kmscli mcp" in line, listed.stdout + listed.stderr
 
@@ -151,10 +166,24 @@ def test_the_printed_claude_mcp_add_line_registers_a_connected_kms(indexed, tmp_
     words = shlex.split(ok(kms("mcp-config", "claude-code")).stdout)
     assert words[0] == "claude"
     env = claude_env("http://127.0.0.1:9", home)
-    added = subprocess.run([str(claude_bin()), *words[1:]], env=env, cwd=tmp_path, capture_output=True,
-                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+    added = subprocess.run(
+        [str(claude_bin()), *words[1:]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert added.returncode == 0, added.stdout + added.stderr
-    listed = subprocess.run([str(claude_bin()), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    listed = subprocess.run(
+        [str(claude_bin()), "mcp", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     line = next((x for x in listed.stdout.splitlines() if x.startswith("kms:")), "")
     assert "Connected" in line, listed.stdout + listed.stderr

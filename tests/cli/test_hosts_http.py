@@ -19,8 +19,14 @@ from kmscli import jsonc
 from kmscli.hosts import HOSTS
 from server.activity import tokens
 
-HTTP_HOSTS = {"claude-code": "mcpServers", "cursor": "mcpServers", "windsurf": "mcpServers", "gemini": "mcpServers",
-              "vscode": "servers", "codex": "mcp_servers"}
+HTTP_HOSTS = {
+    "claude-code": "mcpServers",
+    "cursor": "mcpServers",
+    "windsurf": "mcpServers",
+    "gemini": "mcpServers",
+    "vscode": "servers",
+    "codex": "mcp_servers",
+}
 
 
 def installed(host: str, home: Path) -> dict:
@@ -45,8 +51,14 @@ def test_http_install_keeps_the_secret_out_of_the_hosts_file(host: str, tmp_path
     file_text = HOSTS[host].config_path({"HOME": str(home)}).read_text()
     assert secret not in file_text and secret.split("_")[-1] not in file_text
     if host == "claude-code":  # Claude Code runs the helper for the header at each connection
-        out = subprocess.run(entry["headersHelper"], shell=True, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "HOME": str(home)})
+        out = subprocess.run(
+            entry["headersHelper"],
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(home)},
+        )
         assert json.loads(out.stdout) == {"Authorization": f"Bearer {secret}"}, out.stderr
     else:
         var = tokens.HOST_TOKEN_VARS[host]

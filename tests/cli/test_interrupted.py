@@ -22,11 +22,15 @@ def many_notes(folder: Path, count: int) -> Path:
     return folder
 
 
-def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tmp_path: Path,
-                                                                             db_path: Path) -> None:
+def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tmp_path: Path, db_path: Path) -> None:
     vault = many_notes(tmp_path / "big", 6000)
-    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "vault", "add", str(vault)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "vault", "add", str(vault)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:  # interrupt once the vault is registered
         if db_path.exists():
@@ -62,7 +66,8 @@ def test_a_vault_registered_without_its_index_is_indexed_by_the_next_add(vault_d
     conn.close()
     third = refused(kms("vault", "add", str(vault_dir)))
     assert "already registered" in said(third.stderr) and "`kms index --vault vault` brings its index" in said(
-        third.stderr)
+        third.stderr
+    )
 
 
 def test_doctor_says_to_index_a_vault_that_never_was(vault_dir: Path) -> None:
@@ -85,8 +90,13 @@ def test_ctrl_c_during_kms_index_says_what_was_kept(tmp_path: Path, db_path: Pat
     for note in vault.iterdir():  # every note changed: the index writes them all again
         note.write_text(note.read_text() + "one more line\n")
     wal = Path(f"{db_path}-wal")
-    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "index", "--no-embed"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "index", "--no-embed"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:  # interrupt once it writes rows
         if wal.exists() and wal.stat().st_size > 1024 * 1024:

@@ -39,9 +39,7 @@ def sessions(env: dict[str, str]) -> list:
         conn.close()
 
 
-def test_claude_passes_args_and_exit_code_and_records_the_session(
-    env: dict[str, str], tmp_path: Path
-) -> None:
+def test_claude_passes_args_and_exit_code_and_records_the_session(env: dict[str, str], tmp_path: Path) -> None:
     env["FAKE_CLAUDE_EXIT"] = "3"
     run = kms(env, "claude", "--", "-p", "hello world", "--model", "x", "--print-config")
     assert run.returncode == 3, run.stderr
@@ -136,14 +134,10 @@ def test_vault_option_scopes_the_session(env: dict[str, str], tmp_path: Path) ->
 
 
 def test_print_config_redacts_and_does_not_launch(env: dict[str, str]) -> None:
-    run = kms(
-        env, "servers", "add", "gh", "--env", "GITHUB_TOKEN=ghp_supersecret", "--", "npx", "-y", "gh-mcp"
-    )
+    run = kms(env, "servers", "add", "gh", "--env", "GITHUB_TOKEN=ghp_supersecret", "--", "npx", "-y", "gh-mcp")
     assert run.returncode == 0, run.stderr
     assert "ghp_supersecret" not in run.stdout
-    run = kms(
-        env, "servers", "add", "docs", "--url", "https://d.test/mcp", "--header", "Authorization: Bearer abc"
-    )
+    run = kms(env, "servers", "add", "docs", "--url", "https://d.test/mcp", "--header", "Authorization: Bearer abc")
     assert run.returncode == 0, run.stderr
     run = kms(env, "claude", "--print-config")
     assert run.returncode == 0, run.stderr
@@ -345,7 +339,11 @@ def test_doctor_reports(env: dict[str, str]) -> None:
     assert "agent tiers: read on write off edit off organize off" in text.stdout
     on = {**env, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_AGENT_EDIT_TOOLS_ENABLED": "1"}
     assert json.loads(kms(on, "doctor", "--json").stdout)["tiers"] == {
-        "read": True, "write": True, "edit": True, "organize": False}
+        "read": True,
+        "write": True,
+        "edit": True,
+        "organize": False,
+    }
     listing = {e["key"]: e for e in json.loads(kms(on, "config", "list", "--json").stdout)["settings"]}
     assert listing["agent.edit"]["value"] is True and listing["agent.organize"]["value"] is False
     assert listing["agent.edit"]["source"] == "env"

@@ -43,8 +43,11 @@ def test_a_session_on_the_service_gets_a_token_of_its_own_revoked_at_exit(env: d
     rec = record(env)
     entry = rec["config"]["mcpServers"]["kms"]
     state = service.read_state(Path(env["KMS_DB_PATH"]))
-    assert state is not None and entry == {"type": "http", "url": state.url,
-                                           "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"}}
+    assert state is not None and entry == {
+        "type": "http",
+        "url": state.url,
+        "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"},
+    }
     secret = rec["env"]["KMS_SESSION_TOKEN"]
     assert secret not in str(rec["config"])  # the file holds the variable, never the token
     conn = connect(env["KMS_DB_PATH"])

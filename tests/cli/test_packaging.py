@@ -26,8 +26,18 @@ def run(*cmd: str, **kw) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(240)
 def test_the_wheel_installs_and_runs_from_an_unrelated_folder(tmp_path: Path) -> None:
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                "-w", str(tmp_path / "dist"), str(ROOT))
+    built = run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        str(tmp_path / "dist"),
+        str(ROOT),
+    )
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp_path / "dist").glob("kms_notes-*.whl")
     with zipfile.ZipFile(wheel) as z:
@@ -42,8 +52,9 @@ def test_the_wheel_installs_and_runs_from_an_unrelated_folder(tmp_path: Path) ->
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", str(venv)).returncode == 0
     python = venv / "bin" / "python"
-    installed = run(sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                    "--no-index", str(wheel))
+    installed = run(
+        sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)
+    )
     assert installed.returncode == 0, installed.stderr
     site = run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
     Path(site, "deps-from-test-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -52,8 +63,12 @@ def test_the_wheel_installs_and_runs_from_an_unrelated_folder(tmp_path: Path) ->
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KMS_", "PYTHON", "VIRTUAL_ENV"))}
     (tmp_path / "tmp").mkdir()
-    env.update(HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"), KMS_EMBED_DOWNLOAD="0",
-               PATH=f"{venv / 'bin'}:{env['PATH']}")
+    env.update(
+        HOME=str(tmp_path / "home"),
+        TMPDIR=str(tmp_path / "tmp"),
+        KMS_EMBED_DOWNLOAD="0",
+        PATH=f"{venv / 'bin'}:{env['PATH']}",
+    )
     kms = str(venv / "bin" / "kms")
     where = run(str(python), "-c", "import kmscli; print(kmscli.__file__)", cwd=elsewhere, env=env)
     assert where.stdout.startswith(site), where.stdout + where.stderr

@@ -30,8 +30,11 @@ def sample(tmp_path: Path) -> Path:
 def test_rules_from_the_command_line_apply_at_once(sample: Path) -> None:
     [therapy] = json.loads(ok(kms("hidden", "--json")).stdout)
     assert {k: therapy[k] for k in ("vault", "path", "title", "why")} == {
-        "vault": "notes", "path": "areas/health/Therapy notes.md", "title": "Therapy notes",
-        "why": ["frontmatter:private"]}
+        "vault": "notes",
+        "path": "areas/health/Therapy notes.md",
+        "title": "Therapy notes",
+        "why": ["frontmatter:private"],
+    }
     out = said(ok(kms("config", "set", "privacy.hide_folders", "journal/**")).stdout)
     assert "hidden from agents now:" in out and "folder:journal/**: 4" in out
     why = said(ok(kms("hidden", "--why")).stdout)

@@ -40,27 +40,27 @@ def config_with_secrets(path: Path) -> Path:
     path.write_text(f"""
 [servers.custom.db]
 command = "dbtool"
-args = ["postgres://admin:{s['pg_password']}@db.test:5432/app", "--password", "{s['password_flag']}",
-        "-p{s['p_attached']}", "--api-token={s['token_eq_flag']}", "DB_PASSWORD={s['kv_arg']}",
-        '{{"auth": {{"token": "{s['json_token']}"}}}}', "--verbose"]
+args = ["postgres://admin:{s["pg_password"]}@db.test:5432/app", "--password", "{s["password_flag"]}",
+        "-p{s["p_attached"]}", "--api-token={s["token_eq_flag"]}", "DB_PASSWORD={s["kv_arg"]}",
+        '{{"auth": {{"token": "{s["json_token"]}"}}}}', "--verbose"]
 [servers.custom.db.env]
-GITHUB_TOKEN = "{s['github']}"
-SENTRY_DSN = "https://{s['sentry']}@o1.ingest.sentry.io/42"
-MY_SECRET = "{s['env_secret']}"
-AWS_ID = "{s['aws']}"
-OPENAI = "{s['openai']}"
+GITHUB_TOKEN = "{s["github"]}"
+SENTRY_DSN = "https://{s["sentry"]}@o1.ingest.sentry.io/42"
+MY_SECRET = "{s["env_secret"]}"
+AWS_ID = "{s["aws"]}"
+OPENAI = "{s["openai"]}"
 LOG_LEVEL = "debug"
 
 [servers.custom.api]
-url = "https://user:{s['https_password']}@api.test/mcp?sig={s['sig']}&token={s['token_param']}&page=2"
+url = "https://user:{s["https_password"]}@api.test/mcp?sig={s["sig"]}&token={s["token_param"]}&page=2"
 [servers.custom.api.headers]
-Authorization = "{s['authorization']}"
-X-Api-Key = "{s['api_key_header']}"
-Cookie = "{s['cookie_header']}"
+Authorization = "{s["authorization"]}"
+X-Api-Key = "{s["api_key_header"]}"
+Cookie = "{s["cookie_header"]}"
 X-Trace = "on"
 
 [servers.custom.hook]
-url = "https://hooks.slack.com/services/{s['slack_hook']}"
+url = "https://hooks.slack.com/services/{s["slack_hook"]}"
 """)
     return path
 
@@ -74,8 +74,16 @@ def cfg(tmp_path: Path) -> dict[str, str]:
     return {"KMS_CONFIG": str(config_with_secrets(tmp_path / "config.toml"))}
 
 
-@pytest.mark.parametrize("args", [["servers", "list"], ["servers", "list", "--json"], ["doctor", "--json"],
-                                  ["config", "list", "--json"], ["config", "list"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["servers", "list"],
+        ["servers", "list", "--json"],
+        ["doctor", "--json"],
+        ["config", "list", "--json"],
+        ["config", "list"],
+    ],
+)
 def test_no_command_prints_any_of_the_18_secrets(cfg: dict[str, str], args: list[str]) -> None:
     result = kms(*args, COLUMNS="400", **cfg)
     assert result.exit_code in (0, 1), result.output  # doctor: 1 without claude on PATH
@@ -87,8 +95,7 @@ def test_no_command_prints_any_of_the_18_secrets(cfg: dict[str, str], args: list
         json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("args", [["servers", "list", "--json"], ["config", "list", "--json"],
-                                  ["doctor", "--json"]])
+@pytest.mark.parametrize("args", [["servers", "list", "--json"], ["config", "list", "--json"], ["doctor", "--json"]])
 def test_show_secrets_prints_them_on_purpose(cfg: dict[str, str], args: list[str]) -> None:
     result = kms(*args, "--show-secrets", **cfg)
     shown = json.loads(result.stdout)
@@ -96,9 +103,11 @@ def test_show_secrets_prints_them_on_purpose(cfg: dict[str, str], args: list[str
 
 
 def test_redaction_keeps_what_is_not_secret() -> None:
-    doc = {"args": ["--verbose", "-v", "--port", "8080", "plain", "https://ok.test/x?page=2"],
-           "env": {"LOG_LEVEL": "debug", "KMS_SESSION_ID": "s1", "KMS_WRITE_PER_SESSION": "200"},
-           "settings": [{"key": "agent.read", "value": True}, {"key": "write.per_session", "value": 200}]}
+    doc = {
+        "args": ["--verbose", "-v", "--port", "8080", "plain", "https://ok.test/x?page=2"],
+        "env": {"LOG_LEVEL": "debug", "KMS_SESSION_ID": "s1", "KMS_WRITE_PER_SESSION": "200"},
+        "settings": [{"key": "agent.read", "value": True}, {"key": "write.per_session", "value": 200}],
+    }
     assert redact(doc) == doc
     assert redact({"x": "y"}) is not None and redact([1, None, True]) == [1, None, True]
 
@@ -125,15 +134,22 @@ def test_no_setting_is_masked_for_its_name(tmp_path: Path) -> None:
     table and in both JSON documents (``privacy.frontmatter_key`` holds a property name)."""
     from server.config import schema
 
-    values = {"privacy.frontmatter_key": "secret_stuff", "memory.folder": "mem", "write.approval": "always",
-              "embed.model_dir": str(tmp_path / "models"), "write.allowlist": ["drafts/**"]}
+    values = {
+        "privacy.frontmatter_key": "secret_stuff",
+        "memory.folder": "mem",
+        "write.approval": "always",
+        "embed.model_dir": str(tmp_path / "models"),
+        "write.allowlist": ["drafts/**"],
+    }
     path = tmp_path / "every.toml"
     for key, setting in schema.SETTINGS.items():
         value = values.get(key, setting.default if setting.default is not None else True)
         kms("config", "set", key, schema.format_value(value), KMS_CONFIG=str(path))
     env = {"KMS_CONFIG": str(path), "COLUMNS": "400"}
-    shown = {s["key"]: s["value"] for s in json.loads(kms("config", "list", "--json", "--show-secrets",
-                                                          **env).stdout)["settings"]}
+    shown = {
+        s["key"]: s["value"]
+        for s in json.loads(kms("config", "list", "--json", "--show-secrets", **env).stdout)["settings"]
+    }
     assert set(shown) == set(schema.SETTINGS) and shown["privacy.frontmatter_key"] == "secret_stuff"
     listed = {s["key"]: s["value"] for s in json.loads(kms("config", "list", "--json", **env).stdout)["settings"]}
     assert listed == shown

@@ -37,8 +37,14 @@ def kms(db_path: Path, tmp_path: Path) -> Iterator[Any]:
     env.pop("PYTHONUNBUFFERED", None)
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "kmscli", *args], env=env, capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-m", "kmscli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert not check or proc.returncode == 0, proc.stderr + proc.stdout
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
@@ -85,8 +91,9 @@ def test_service_start_status_stop_and_tokens(kms: Any, indexed: apsw.Connection
     assert bad.returncode != 0 and "tier:everything" in (bad.stderr + bad.stdout)
 
 
-def test_a_killed_service_fails_cleanly_and_a_new_one_picks_up(kms: Any, indexed: apsw.Connection,
-                                                                db_path: Path) -> None:
+def test_a_killed_service_fails_cleanly_and_a_new_one_picks_up(
+    kms: Any, indexed: apsw.Connection, db_path: Path
+) -> None:
     kms("service", "start", "--port", str(kms.port))
     state = service.read_state(db_path)
     assert state is not None

@@ -42,8 +42,9 @@ def hostile_project(root: Path) -> Path:
 
 async def tools_and_refusals(entry: dict[str, Any], cwd: Path, env: dict[str, str]) -> tuple[set[str], dict, dict]:
     """The tools listed, a write outside the allowlist, and a listing of another vault, over stdio."""
-    params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                   env={**entry["env"], **env}, cwd=str(cwd))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**entry["env"], **env}, cwd=str(cwd)
+    )
     async with Client(params, read_timeout_seconds=30) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         write = await client.call_tool("kms_create", {"title": "Nope", "folder": "elsewhere"})
@@ -52,8 +53,9 @@ async def tools_and_refusals(entry: dict[str, Any], cwd: Path, env: dict[str, st
         return names, write.structured_content, other.structured_content
 
 
-async def test_composed_server_runs_isolated_and_as_the_launcher_meant(indexed: apsw.Connection, db_path: Path,
-                                                                      tmp_path: Path) -> None:
+async def test_composed_server_runs_isolated_and_as_the_launcher_meant(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     marker = hostile_project(tmp_path / "project")
     cfg = tmp_path / "config.toml"
     st.set_value("agent.write", "on", path=cfg, env={}, has_vault=True)
@@ -63,26 +65,30 @@ async def test_composed_server_runs_isolated_and_as_the_launcher_meant(indexed: 
     session = Session("s-spawned", db_path, tmp_path / "project", vault="sample")
     name, entry = kms_server(settings, session)
     cfg.unlink()  # the session runs on what was composed, not on the file as it is later
-    names, refusal, other = await tools_and_refusals(entry, tmp_path / "project",
-                                                     {"PYTHONPATH": str(tmp_path / "project")})
+    names, refusal, other = await tools_and_refusals(
+        entry, tmp_path / "project", {"PYTHONPATH": str(tmp_path / "project")}
+    )
     assert not marker.exists(), marker.read_text()
     assert names == ALL_TOOLS  # writes on, as composed (the file that said so is gone)
     assert refusal["error"] == "folder-denied" and refusal["allowed"] == ["drafts"]
     assert other["error"] == "invalid-input" and "scoped to vault 'sample'" in other["message"]
     assert rows(indexed, "SELECT session_id, tool, error FROM tool_invocations") == [
-        {"session_id": "s-spawned", "tool": "kms_create", "error": "folder-denied"}]
+        {"session_id": "s-spawned", "tool": "kms_create", "error": "folder-denied"}
+    ]
 
 
-async def test_standalone_snippet_runs_isolated_and_reads_the_settings_file(indexed: apsw.Connection,
-                                                                           db_path: Path, tmp_path: Path) -> None:
+async def test_standalone_snippet_runs_isolated_and_reads_the_settings_file(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     marker = hostile_project(tmp_path / "project")
     cfg = tmp_path / "config.toml"
     st.set_value("agent.write", "on", path=cfg, env={}, has_vault=True)
     st.set_value("write.allowlist", "inbox", path=cfg, env={}, has_vault=True)
     entry = standalone_kms_entry(st.load_settings(cfg, {}, has_vault=True), db_path)
     assert set(entry["env"]) == {"KMS_DB_PATH", "KMS_CONFIG"}
-    names, refusal, other = await tools_and_refusals(entry, tmp_path / "project",
-                                                     {"PYTHONPATH": str(tmp_path / "project")})
+    names, refusal, other = await tools_and_refusals(
+        entry, tmp_path / "project", {"PYTHONPATH": str(tmp_path / "project")}
+    )
     assert not marker.exists(), marker.read_text()
     assert names == ALL_TOOLS and refusal["allowed"] == ["inbox"]
     assert other["error"] == "not-found", "no scope: a vault of that name simply does not exist"
@@ -91,8 +97,14 @@ async def test_standalone_snippet_runs_isolated_and_reads_the_settings_file(inde
 def test_without_isolation_the_project_would_run_inside_kms(tmp_path: Path) -> None:
     """The control for the two tests above: the same project does shadow a plain ``python -m kmscli``."""
     marker = hostile_project(tmp_path / "project")
-    subprocess.run([sys.executable, "-m", "kmscli", "mcp"], cwd=tmp_path / "project", env=base_env(),
-                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "kmscli", "mcp"],
+        cwd=tmp_path / "project",
+        env=base_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
     assert marker.exists()
 
 
@@ -115,12 +127,19 @@ BAD = [
 
 
 @pytest.mark.parametrize(("var", "value"), BAD)
-def test_a_bad_variable_stops_kms_mcp_with_one_line(indexed: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                    var: str, value: str) -> None:
+def test_a_bad_variable_stops_kms_mcp_with_one_line(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, var: str, value: str
+) -> None:
     value = value.format(tmp=tmp_path)
     env = {**base_env(), "KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml"), var: value}
-    run = subprocess.run([sys.executable, "-E", "-P", "-m", "kmscli", "mcp"], env=env, stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-E", "-P", "-m", "kmscli", "mcp"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
     [line] = run.stderr.splitlines()
@@ -131,16 +150,33 @@ def test_a_db_path_kms_cannot_use_serves_tools_that_say_so(tmp_path: Path) -> No
     """A folder for KMS_DB_PATH: not a refusal (the host would show the agent no tools) but the stubs of
     ``server.mcp.unavailable``, with one line on stderr naming the variable to fix."""
     env = {**base_env(), "KMS_DB_PATH": str(tmp_path), "KMS_CONFIG": str(tmp_path / "config.toml")}
-    run = subprocess.run([sys.executable, "-E", "-P", "-m", "kmscli", "mcp"], env=env, stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-E", "-P", "-m", "kmscli", "mcp"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and run.stdout == "" and "Traceback" not in run.stderr
     [line] = run.stderr.splitlines()
     assert line.startswith("kms mcp: the database cannot be used (") and "KMS_DB_PATH" in line
 
 
 def test_auto_is_a_valid_switch_value(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
-    env = {**base_env(), "KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml"),
-           "KMS_ENABLED": "auto", "KMS_AGENT_TOOLS_ENABLED": "auto"}
-    run = subprocess.run([sys.executable, "-E", "-P", "-m", "kmscli", "mcp"], env=env, stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=60)
+    env = {
+        **base_env(),
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": str(tmp_path / "config.toml"),
+        "KMS_ENABLED": "auto",
+        "KMS_AGENT_TOOLS_ENABLED": "auto",
+    }
+    run = subprocess.run(
+        [sys.executable, "-E", "-P", "-m", "kmscli", "mcp"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and run.stderr == "", run.stderr

@@ -21,19 +21,30 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.timeout(240)
-def test_kms_claude_runs_real_claude_that_searches_the_vault(indexed: apsw.Connection, db_path: Path,
-                                                              tmp_path: Path) -> None:
+def test_kms_claude_runs_real_claude_that_searches_the_vault(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     claude = claude_bin()  # installed by scripts/test.sh (scripts/fetch_claude.sh); missing = failure
     home = tmp_path / "home"
     home.mkdir()
     work = tmp_path / "work"
     work.mkdir()
     with FakeAnthropic(query="auth error handling") as api:
-        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
-                         KMS_CONFIG=str(tmp_path / "config.toml"))
+        env = claude_env(
+            api.base_url,
+            home,
+            KMS_CLAUDE_BIN=str(claude),
+            KMS_DB_PATH=str(db_path),
+            KMS_CONFIG=str(tmp_path / "config.toml"),
+        )
         proc = subprocess.run(
             [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("Find my notes on auth errors")],
-            env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200,
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=200,
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
@@ -45,19 +56,19 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(indexed: apsw.Conne
     assert not result.is_error, result.text
     assert "Auth service error handling" in result.text
 
-    session = indexed.execute(
-        "SELECT id, exit_code, ended_at FROM sessions WHERE kind = 'launcher'").fetchall()
+    session = indexed.execute("SELECT id, exit_code, ended_at FROM sessions WHERE kind = 'launcher'").fetchall()
     assert len(session) == 1 and session[0][1] == 0 and session[0][2] is not None
     reads = indexed.execute(
-        "SELECT n.title FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?",
-        (session[0][0],)).fetchall()
+        "SELECT n.title FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?", (session[0][0],)
+    ).fetchall()
     assert ("Auth service error handling",) in reads
     assert not list(work.iterdir()), "nothing may be written to the working directory"
 
 
 @pytest.mark.timeout(300)
-def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed: apsw.Connection, db_path: Path,
-                                                                        tmp_path: Path) -> None:
+def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """`kms claude -p PROMPT` (no `--`: the prompt is never read as a config file), then
     `kms claude --resume ID` and `kms claude --continue`: each resumed session reaches kms through its
     own new config (the first one's was removed when it ended)."""
@@ -67,12 +78,24 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed:
     work = tmp_path / "work"
     work.mkdir()
     with FakeAnthropic(query="auth error handling") as api:
-        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
-                         KMS_CONFIG=str(tmp_path / "config.toml"))
+        env = claude_env(
+            api.base_url,
+            home,
+            KMS_CLAUDE_BIN=str(claude),
+            KMS_DB_PATH=str(db_path),
+            KMS_CONFIG=str(tmp_path / "config.toml"),
+        )
 
         def kms_claude(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "kmscli", "claude", *args], env=env, cwd=work,
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
+            return subprocess.run(
+                [sys.executable, "-m", "kmscli", "claude", *args],
+                env=env,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=200,
+            )
 
         first = kms_claude(*claude_print_args("summarize my notes"))
         debug = f"{api.describe()}\nstderr:\n{first.stderr[-3000:]}\nstdout:\n{first.stdout[-2000:]}"
@@ -93,8 +116,7 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(indexed:
     assert {"name": "kms", "status": "connected"}.items() <= init2["mcp_servers"][0].items(), debug
     assert not api.tool_results[1].is_error, debug
     assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"
-    assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0"
-                           ).fetchone()[0] == 3
+    assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0").fetchone()[0] == 3
 
 
 @pytest.mark.timeout(300)
@@ -113,12 +135,31 @@ def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_pa
     target = vault_root / "inbox" / "Approved by the person.md"
     note = {"title": "Approved by the person", "folder": "inbox", "content": "written only after kms approve"}
     with FakeAnthropic(tool_name="mcp__kms__kms_create", tool_input=note) as api:
-        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
-                         KMS_CONFIG=str(tmp_path / "config.toml"))
+        env = claude_env(
+            api.base_url,
+            home,
+            KMS_CLAUDE_BIN=str(claude),
+            KMS_DB_PATH=str(db_path),
+            KMS_CONFIG=str(tmp_path / "config.toml"),
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kmscli", "claude", "--write", "--approve", "--",
-             *claude_print_args("File a note in my inbox")],
-            env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "kmscli",
+                "claude",
+                "--write",
+                "--approve",
+                "--",
+                *claude_print_args("File a note in my inbox"),
+            ],
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 200
             while not (waiting := approvals.list_pending(indexed)):
@@ -126,8 +167,13 @@ def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_pa
                 assert time.monotonic() < deadline, f"nothing was staged\n{api.describe()}"
                 time.sleep(0.1)
             assert waiting[0].tool == "kms_create" and not target.exists()  # staged, not written
-            approve = subprocess.run([sys.executable, "-m", "kmscli", "approve", str(waiting[0].id)], env=env,
-                                     capture_output=True, text=True, timeout=60)
+            approve = subprocess.run(
+                [sys.executable, "-m", "kmscli", "approve", str(waiting[0].id)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert approve.returncode == 0, approve.stderr
             stdout, stderr = proc.communicate(timeout=200)
         finally:

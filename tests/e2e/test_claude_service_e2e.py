@@ -30,25 +30,40 @@ def free_port() -> int:
 
 
 @pytest.mark.timeout(240)
-def test_kms_claude_starts_the_service_and_runs_over_http(indexed: apsw.Connection, db_path: Path,
-                                                          tmp_path: Path) -> None:
+def test_kms_claude_starts_the_service_and_runs_over_http(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     claude = claude_bin()
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
     assert service.read_state(db_path) is None
     with FakeAnthropic(query="auth error handling") as api:
-        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
-                         KMS_CONFIG=str(tmp_path / "config.toml"), KMS_SERVICE_USE="1",
-                         KMS_SERVICE_PORT=str(free_port()), ENABLE_TOOL_SEARCH="false")  # every tool offered
+        env = claude_env(
+            api.base_url,
+            home,
+            KMS_CLAUDE_BIN=str(claude),
+            KMS_DB_PATH=str(db_path),
+            KMS_CONFIG=str(tmp_path / "config.toml"),
+            KMS_SERVICE_USE="1",
+            KMS_SERVICE_PORT=str(free_port()),
+            ENABLE_TOOL_SEARCH="false",
+        )  # every tool offered
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("Find my notes on auth errors")],
-                env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
+                env=env,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=200,
+            )
             state = service.read_state(db_path)
         finally:
-            subprocess.run([sys.executable, "-m", "kmscli", "service", "stop"], env=env, capture_output=True,
-                           timeout=60)
+            subprocess.run(
+                [sys.executable, "-m", "kmscli", "service", "stop"], env=env, capture_output=True, timeout=60
+            )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
     assert state is not None, "kms claude should have started the service\n" + debug
@@ -64,7 +79,8 @@ def test_kms_claude_starts_the_service_and_runs_over_http(indexed: apsw.Connecti
     assert reads[0][0] >= 1, "the read is recorded under the launcher's session"
     made = tokens.list_tokens(indexed, include_ended=True)
     assert [(t.kind, t.session_id, t.state(0) if t.revoked_at else "active") for t in made] == [
-        ("session", launcher[0][0], "revoked")], "the session's token is revoked when claude exits"
+        ("session", launcher[0][0], "revoked")
+    ], "the session's token is revoked when claude exits"
     assert service.read_state(db_path) is None
 
 
@@ -75,13 +91,32 @@ def test_kms_claude_stdio_keeps_its_own_server(indexed: apsw.Connection, db_path
     home.mkdir()
     work.mkdir()
     with FakeAnthropic(query="auth error handling") as api:
-        env = claude_env(api.base_url, home, KMS_CLAUDE_BIN=str(claude), KMS_DB_PATH=str(db_path),
-                         KMS_CONFIG=str(tmp_path / "config.toml"), KMS_SERVICE_USE="1",
-                         KMS_SERVICE_PORT=str(free_port()))
+        env = claude_env(
+            api.base_url,
+            home,
+            KMS_CLAUDE_BIN=str(claude),
+            KMS_DB_PATH=str(db_path),
+            KMS_CONFIG=str(tmp_path / "config.toml"),
+            KMS_SERVICE_USE="1",
+            KMS_SERVICE_PORT=str(free_port()),
+        )
         proc = subprocess.run(
-            [sys.executable, "-m", "kmscli", "claude", "--stdio", "--",
-             *claude_print_args("Find my notes on auth errors")],
-            env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
+            [
+                sys.executable,
+                "-m",
+                "kmscli",
+                "claude",
+                "--stdio",
+                "--",
+                *claude_print_args("Find my notes on auth errors"),
+            ],
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=200,
+        )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, debug
     assert service.read_state(db_path) is None, "--stdio starts no service"

@@ -29,8 +29,15 @@ def test_gemini_cli_lists_the_installed_kms_as_connected(indexed: apsw.Connectio
     # the test's folder is not one the person trusted; Gemini would list the server as disabled
     (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": False}}}))
     ok(kms("mcp-config", "gemini", "--install", HOME=str(home)))
-    listed = subprocess.run([str(BIN / "gemini"), "mcp", "list"], env=host_env(home), cwd=tmp_path,
-                            capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
+    listed = subprocess.run(
+        [str(BIN / "gemini"), "mcp", "list"],
+        env=host_env(home),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        stdin=subprocess.DEVNULL,
+    )
     output = listed.stdout + listed.stderr  # Gemini CLI writes the listing to stderr
     line = next((x for x in output.splitlines() if "kms:" in x), "")
     assert "Connected" in line and "-m kmscli mcp" in line, output
@@ -41,8 +48,15 @@ def test_codex_cli_lists_the_installed_kms(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     ok(kms("mcp-config", "codex", "--install", HOME=str(home)))
-    listed = subprocess.run([str(BIN / "codex"), "mcp", "list", "--json"], env=host_env(home), cwd=tmp_path,
-                            capture_output=True, text=True, timeout=100, stdin=subprocess.DEVNULL)
+    listed = subprocess.run(
+        [str(BIN / "codex"), "mcp", "list", "--json"],
+        env=host_env(home),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        stdin=subprocess.DEVNULL,
+    )
     assert listed.returncode == 0, listed.stderr
     [server] = [s for s in json.loads(listed.stdout) if s["name"] == "kms"]
     assert server["enabled"] is True, server
@@ -67,23 +81,43 @@ def test_gemini_and_codex_read_the_http_entries(indexed: apsw.Connection, tmp_pa
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": False}}}))
-    serve = subprocess.Popen([sys.executable, "-m", "kmscli", "serve", "--port", str(port)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while service.read_state(Path(os.environ["KMS_DB_PATH"])) is None and time.monotonic() < deadline:
             time.sleep(0.1)
         ok(kms("mcp-config", "gemini", "--http", "--install", HOME=str(home)))
         ok(kms("mcp-config", "codex", "--http", "--install", HOME=str(home)))
-        env = {**host_env(home), "KMS_TOKEN_GEMINI": ok(kms("token", "secret", "gemini")).stdout.strip(),
-               "KMS_TOKEN_CODEX": ok(kms("token", "secret", "codex")).stdout.strip()}
-        listed = subprocess.run([str(BIN / "gemini"), "mcp", "list"], env=env, cwd=tmp_path, capture_output=True,
-                                text=True, timeout=150, stdin=subprocess.DEVNULL)
+        env = {
+            **host_env(home),
+            "KMS_TOKEN_GEMINI": ok(kms("token", "secret", "gemini")).stdout.strip(),
+            "KMS_TOKEN_CODEX": ok(kms("token", "secret", "codex")).stdout.strip(),
+        }
+        listed = subprocess.run(
+            [str(BIN / "gemini"), "mcp", "list"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=150,
+            stdin=subprocess.DEVNULL,
+        )
         output = listed.stdout + listed.stderr
         line = next((x for x in output.splitlines() if "kms:" in x), "")
         assert "Connected" in line and f"127.0.0.1:{port}/mcp" in line, output
-        codex = subprocess.run([str(BIN / "codex"), "mcp", "list", "--json"], env=env, cwd=tmp_path,
-                               capture_output=True, text=True, timeout=100, stdin=subprocess.DEVNULL)
+        codex = subprocess.run(
+            [str(BIN / "codex"), "mcp", "list", "--json"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=100,
+            stdin=subprocess.DEVNULL,
+        )
         assert codex.returncode == 0, codex.stderr
         [server] = [s for s in json.loads(codex.stdout) if s["name"] == "kms"]
         assert server["enabled"] is True and f":{port}/mcp" in json.dumps(server["transport"]), server

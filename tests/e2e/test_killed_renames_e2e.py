@@ -56,7 +56,8 @@ def _start(db_path: Path, kind: str, n: int) -> subprocess.Popen[str]:
 
 @pytest.mark.timeout(240)
 def test_killed_renames_never_lose_an_append_nor_leave_a_link_half_renamed(
-        conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "v"
     root.mkdir()
     (root / "Target.md").write_text("# Target\n", encoding="utf-8")

@@ -59,8 +59,9 @@ def runner(db_path: Path, vault: Path) -> Iterator[ToolRunner]:
 
 def killed(db_path: Path, where: str, nid: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.run([sys.executable, "-c", DIE, str(db_path), where, nid], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", DIE, str(db_path), where, nid], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
 
 
@@ -69,7 +70,8 @@ def journals(db_path: Path) -> list[str]:
 
 
 def test_a_server_killed_in_mid_unit_is_undone_as_a_whole_at_the_next_call(
-        vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     before = vault_bytes(vault)
     killed(db_path, "mid-unit", nid)
@@ -88,7 +90,8 @@ def test_a_server_killed_in_mid_unit_is_undone_as_a_whole_at_the_next_call(
 
 
 def test_a_server_killed_after_the_unit_was_recorded_leaves_it_done(
-        vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     killed(db_path, "after-commit", nid)
     assert len(journals(db_path)) == 1
@@ -97,7 +100,8 @@ def test_a_server_killed_after_the_unit_was_recorded_leaves_it_done(
     answer, is_error = runner.call("kms_append", {"noteId": note_id(conn, "Other"), "content": "later"})
     assert not is_error, answer
     assert {p: b for p, b in vault_bytes(vault).items() if p != "Other.md"} == {
-        p: b for p, b in renamed.items() if p != "Other.md"}
+        p: b for p, b in renamed.items() if p != "Other.md"
+    }
     assert journals(db_path) == []
     assert conn.execute("SELECT count(*) FROM applied_units").fetchall() == [(0,)]
     rows = conn.execute("SELECT status, change_kind FROM tool_invocations WHERE tool = 'kms_rename'").fetchall()
@@ -106,8 +110,13 @@ def test_a_server_killed_after_the_unit_was_recorded_leaves_it_done(
 
 
 def test_a_vault_disk_filling_up_in_mid_write_puts_every_note_back(
-        vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path,
+    conn: apsw.Connection,
+    db_path: Path,
+    runner: ToolRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Half of a linking note's new bytes land, then the vault's disk is full: the call answers
     ``disk-full``, that note and every one before it get their old bytes back, the journal goes."""
     from server.writes import multifile
@@ -130,8 +139,13 @@ def test_a_vault_disk_filling_up_in_mid_write_puts_every_note_back(
 
 
 def test_a_move_that_fails_half_way_is_taken_back(
-        vault: Path, conn: apsw.Connection, db_path: Path, runner: ToolRunner, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path,
+    conn: apsw.Connection,
+    db_path: Path,
+    runner: ToolRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The note is made at its new path, then removing the old one fails: the new one goes again, and
     no linking note keeps a rewritten link."""
     from server.vault.files import atomic_write
@@ -150,7 +164,8 @@ def test_a_move_that_fails_half_way_is_taken_back(
 
 
 def test_a_write_that_gets_the_lock_a_dead_unit_let_go_undoes_that_unit_first(
-        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """The person's note was half way through a rename when its server died; the next writer of one of
     its linking notes (here an append, straight to the operation, with no guard call before it) finishes
     the dead unit before it reads the note: its text lands on the old text, the unit is undone whole."""

@@ -21,8 +21,7 @@ from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import thread_connection
 
 
-def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path: Path,
-                                                                     vault_dir: Path) -> None:
+def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     nid = note_id(indexed, "Home")
     path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
     config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, watch=False)
@@ -47,11 +46,13 @@ def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path
         assert not is_error, answer
         assert path.read_bytes().endswith(b"room again\n")
         assert unrecorded.waiting(db_path) == 0  # (the journal stays, blank: its reserve)
-        rows = indexed.execute("SELECT status, error, message, input_summary FROM tool_invocations "
-                               "WHERE tool = 'kms_append' ORDER BY id").fetchall()
+        rows = indexed.execute(
+            "SELECT status, error, message, input_summary FROM tool_invocations WHERE tool = 'kms_append' ORDER BY id"
+        ).fetchall()
         assert [(s, e) for s, e, _m, _i in rows] == [("success", None), ("error", "disk-full"), ("success", None)]
         assert indexed.execute("SELECT error FROM tool_invocations WHERE tool = 'kms_create'").fetchall() == [
-            ("disk-full",)]
+            ("disk-full",)
+        ]
         assert "the note was left as it was" in rows[1][2] and "(40000 chars)" in rows[1][3]
     finally:
         runner.close()
@@ -80,8 +81,9 @@ def fill(folder: Path) -> Path:
     return filler
 
 
-async def test_a_really_full_database_disk_changes_no_note(small_disk: Path, vault_dir: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_really_full_database_disk_changes_no_note(
+    small_disk: Path, vault_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from server.index.indexer import index_vault
     from server.store.db import connect
     from server.vault.registry import add_vault
@@ -111,15 +113,17 @@ async def test_a_really_full_database_disk_changes_no_note(small_disk: Path, vau
             assert path.read_bytes().endswith(b"room again\n")
             assert unrecorded.room_report(db)["warning"] is None
         # the refusal was kept beside the database and recorded by the next call that had room
-        assert [tuple(r) for r in conn.execute("SELECT status, error FROM tool_invocations WHERE tool = 'kms_append' "
-                                               "ORDER BY id")] == [("success", None), ("error", "disk-full"),
-                                                                   ("success", None)]
+        assert [
+            tuple(r)
+            for r in conn.execute("SELECT status, error FROM tool_invocations WHERE tool = 'kms_append' ORDER BY id")
+        ] == [("success", None), ("error", "disk-full"), ("success", None)]
     finally:
         conn.close()
 
 
-def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(small_disk: Path, vault_dir: Path,
-                                                                             tmp_path: Path) -> None:
+def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(
+    small_disk: Path, vault_dir: Path, tmp_path: Path
+) -> None:
     """The journal's reserve is made when ``kms mcp`` starts with writes on: refusals of a server whose
     database disk filled before its first write call are kept there, and recorded once there is room."""
     import json
@@ -133,10 +137,22 @@ def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(sma
     conn = connect(db)
     index_vault(conn, add_vault(conn, vault_dir, "sample"))
     nid = note_id(conn, "Home")
-    env = {**os.environ, "KMS_DB_PATH": str(db), "KMS_CONFIG": str(tmp_path / "config.toml"), "KMS_ENABLED": "1",
-           "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_EMBED_ENABLED": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "kmscli", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    env = {
+        **os.environ,
+        "KMS_DB_PATH": str(db),
+        "KMS_CONFIG": str(tmp_path / "config.toml"),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
+        "KMS_EMBED_ENABLED": "0",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmscli", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stdin is not None and proc.stdout is not None
 
     def ask(rid: int, method: str, params: dict) -> dict:
@@ -148,8 +164,11 @@ def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(sma
                 return answer
 
     try:
-        ask(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                              "clientInfo": {"name": "t", "version": "0"}})
+        ask(
+            0,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+        )
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         filler = fill(small_disk)  # before any write call
         for n in range(5):

@@ -60,8 +60,8 @@ CALLS = [
 
 @pytest.mark.parametrize(("tool", "args", "lands"), CALLS, ids=[c[0] for c in CALLS])
 def test_a_multi_file_change_the_database_cannot_record_changes_no_file(
-        tool: str, args, lands: str, runner: ToolRunner, vault: Path, conn: apsw.Connection, db_path: Path,
-        tmp_path: Path) -> None:
+    tool: str, args, lands: str, runner: ToolRunner, vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     before = vault_bytes(vault)
     pages = disk_full(db_path)
@@ -77,14 +77,14 @@ def test_a_multi_file_change_the_database_cannot_record_changes_no_file(
     assert not is_error, answer
     assert (vault / lands).exists() and not (vault / "notes/Target.md").exists()
     assert unrecorded.waiting(db_path) == 0
-    rows = conn.execute("SELECT status, error, message FROM tool_invocations WHERE tool = ? ORDER BY id",
-                        (tool,)).fetchall()
+    rows = conn.execute(
+        "SELECT status, error, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,)
+    ).fetchall()
     assert [(s, e) for s, e, _m in rows] == [("error", "disk-full"), ("success", None)]
     assert "left as it was" in rows[0][2]
 
 
-def test_a_save_after_the_change_is_never_put_back_over(vault: Path, conn: apsw.Connection,
-                                                        db_path: Path) -> None:
+def test_a_save_after_the_change_is_never_put_back_over(vault: Path, conn: apsw.Connection, db_path: Path) -> None:
     """The put-back is a compare-and-swap: a linking note a person saved after kms rewrote it keeps the
     person's bytes (the others go back). The database fails for real (no room) after the rename."""
     from server.writes.context import WriteContext, load_note, undone_unless_recorded
@@ -108,25 +108,29 @@ def test_a_save_after_the_change_is_never_put_back_over(vault: Path, conn: apsw.
     assert after == {k: v for k, v in before.items() if k != "Crlf.md"}
 
 
-def test_a_batch_and_an_edit_the_database_cannot_record_change_nothing(runner: ToolRunner, vault: Path,
-                                                                       conn: apsw.Connection,
-                                                                       db_path: Path) -> None:
+def test_a_batch_and_an_edit_the_database_cannot_record_change_nothing(
+    runner: ToolRunner, vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     nid = note_id(conn, "Draft")
     version = runner.call("kms_read", {"noteId": nid})[0]["version"]
     before = vault_bytes(vault)
     disk_full(db_path)
-    answer, is_error = runner.call("kms_create_many", {"notes": [
-        {"title": f"Batch {i}", "folder": "drafts", "content": "z" * 20_000} for i in range(3)]})
+    answer, is_error = runner.call(
+        "kms_create_many",
+        {"notes": [{"title": f"Batch {i}", "folder": "drafts", "content": "z" * 20_000} for i in range(3)]},
+    )
     assert is_error and answer["error"] == "disk-full", answer
-    answer, is_error = runner.call("kms_edit", {"noteId": nid, "version": version, "edits": [
-        {"replace": {"old": "first line", "new": "y" * 40_000}}]})
+    answer, is_error = runner.call(
+        "kms_edit",
+        {"noteId": nid, "version": version, "edits": [{"replace": {"old": "first line", "new": "y" * 40_000}}]},
+    )
     assert is_error and answer["error"] == "disk-full", answer
     assert vault_bytes(vault) == before
 
 
-def test_a_revert_the_database_cannot_record_changes_no_file(runner: ToolRunner, vault: Path,
-                                                              conn: apsw.Connection, db_path: Path,
-                                                              tmp_path: Path) -> None:
+def test_a_revert_the_database_cannot_record_changes_no_file(
+    runner: ToolRunner, vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """The person's revert (dashboard, ``kms revert``) of a rename: refused as a whole on a full disk."""
     from server.writes.revert import revert
 

@@ -72,12 +72,15 @@ def expected_tools(cfg: SessionConfig) -> set[str]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits(
-        two_vaults: apsw.Connection, db_path: Path, mode: str) -> None:
+    two_vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     reader = config(db_path, "sreader00000a", vault="a")
-    writer = config(db_path, "swriter00000b", vault="b", write_enabled=True, edit_enabled=True,
-                    allowlist=("drafts",), per_minute=2)
-    admin = config(db_path, "sadmin000000c", write_enabled=True, edit_enabled=True, organize_enabled=True,
-                   per_minute=10)
+    writer = config(
+        db_path, "swriter00000b", vault="b", write_enabled=True, edit_enabled=True, allowlist=("drafts",), per_minute=2
+    )
+    admin = config(
+        db_path, "sadmin000000c", write_enabled=True, edit_enabled=True, organize_enabled=True, per_minute=10
+    )
     hub = SessionHub(ProcessServices.for_config(reader))
     runners = [hub.open(c) for c in (reader, writer, admin)]
     try:
@@ -110,8 +113,9 @@ async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits
     finally:
         assert hub.close_all()
 
-    rows = two_vaults.execute("SELECT session_id, tool, status, coalesce(error, '') FROM tool_invocations "
-                              "ORDER BY id").fetchall()
+    rows = two_vaults.execute(
+        "SELECT session_id, tool, status, coalesce(error, '') FROM tool_invocations ORDER BY id"
+    ).fetchall()
     assert rows == [
         ("sreader00000a", "kms_create", "error", "feature-disabled"),
         ("swriter00000b", "kms_trash", "error", "feature-disabled"),
@@ -126,7 +130,8 @@ async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits
 
 
 async def test_a_held_write_holds_up_no_other_session_nor_its_own_reads(
-        two_vaults: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
+    two_vaults: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     """Session A's append waits on a note another writer holds locked; meanwhile A's own reads and session
     B's reads and writes are answered. Once the lock is let go, A's append lands."""
     from server.store.locks import file_lock
@@ -138,8 +143,9 @@ async def test_a_held_write_holds_up_no_other_session_nor_its_own_reads(
     runners = [hub.open(a), hub.open(b)]
     beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
     alpha = two_vaults.execute("SELECT id FROM notes WHERE title = 'Alpha'").fetchall()[0][0]
-    beta_file = two_vaults.execute("SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id "
-                                   "WHERE n.id = ?", (beta,)).fetchall()[0][0]
+    beta_file = two_vaults.execute(
+        "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.id = ?", (beta,)
+    ).fetchall()[0][0]
     try:
         async with served(hub, "auto", *runners) as (ca, cb):
             held: list[dict[str, Any]] = []

@@ -38,8 +38,9 @@ def _home(vault_dir: Path) -> Path:
     return vault_dir / "Home.md"
 
 
-async def test_approved_call_is_written_and_returns_success(indexed: apsw.Connection, db_path: Path,
-                                                            vault_dir: Path) -> None:
+async def test_approved_call_is_written_and_returns_success(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     before = _home(vault_dir).read_bytes()
     results: dict[str, object] = {}
@@ -49,9 +50,11 @@ async def test_approved_call_is_written_and_returns_success(indexed: apsw.Connec
         progress.append((value, total, message))
 
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
+
         async def agent() -> None:
-            results["append"] = await client.call_tool("kms_append", {"noteId": nid, "content": "approved line"},
-                                                       progress_callback=on_progress)
+            results["append"] = await client.call_tool(
+                "kms_append", {"noteId": nid, "content": "approved line"}, progress_callback=on_progress
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(agent)
@@ -76,12 +79,14 @@ async def test_approved_call_is_written_and_returns_success(indexed: apsw.Connec
     assert done is not None and done.status == "approved" and done.outcome == "applied"
 
 
-async def test_rejected_call_writes_nothing_and_returns_the_reason(indexed: apsw.Connection, db_path: Path,
-                                                                   vault_dir: Path) -> None:
+async def test_rejected_call_writes_nothing_and_returns_the_reason(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     before = _home(vault_dir).read_bytes()
     results: dict[str, object] = {}
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
+
         async def agent() -> None:
             results["r"] = await client.call_tool("kms_append", {"noteId": nid, "content": "nope"})
 
@@ -121,11 +126,13 @@ async def test_timeout_writes_nothing(indexed: apsw.Connection, db_path: Path, v
     assert done is not None and done.status == "expired" and done.outcome == "approval-timeout"
 
 
-async def test_note_changed_while_waiting_is_a_conflict(indexed: apsw.Connection, db_path: Path,
-                                                        vault_dir: Path) -> None:
+async def test_note_changed_while_waiting_is_a_conflict(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     results: dict[str, object] = {}
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
+
         async def agent() -> None:
             results["r"] = await client.call_tool("kms_append", {"noteId": nid, "content": "agent text"})
 
@@ -160,8 +167,9 @@ async def test_bulk_stages_only_big_calls(indexed: apsw.Connection, db_path: Pat
     assert "line 9" in _home(vault_dir).read_text()
 
 
-async def test_pause_resume_revoke_take_effect_on_the_next_call(indexed: apsw.Connection, db_path: Path,
-                                                                vault_dir: Path) -> None:
+async def test_pause_resume_revoke_take_effect_on_the_next_call(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     async with mcp_client(db_path, write_enabled=True) as client:
         sid = client.runner.config.session_id  # type: ignore[attr-defined]
@@ -180,8 +188,9 @@ async def test_pause_resume_revoke_take_effect_on_the_next_call(indexed: apsw.Co
     assert "\na\n" in text and "\nc\n" in text and "\nb\n" not in text and "\nd\n" not in text
 
 
-async def test_a_call_cancelled_while_waiting_can_no_longer_be_approved(indexed: apsw.Connection, db_path: Path,
-                                                                        vault_dir: Path) -> None:
+async def test_a_call_cancelled_while_waiting_can_no_longer_be_approved(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     before = _home(vault_dir).read_bytes()
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:

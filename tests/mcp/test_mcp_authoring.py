@@ -12,8 +12,10 @@ from support.organize import assert_index_is_fresh, index, make_vault
 from support.vaults import write
 
 EDIT = {"write_enabled": True, "edit_enabled": True}
-NOTE = ("---\ntags: [x]\n---\n<!-- kms:summary hash=abc -->\nsum\n<!-- /kms:summary -->\n# Draft\n\n"
-        "first line\nsecond line\n")
+NOTE = (
+    "---\ntags: [x]\n---\n<!-- kms:summary hash=abc -->\nsum\n<!-- /kms:summary -->\n# Draft\n\n"
+    "first line\nsecond line\n"
+)
 
 
 @pytest.fixture
@@ -43,20 +45,27 @@ async def test_create_takes_its_title_from_a_leading_h1(vault: Path, conn: apsw.
     assert none["error"] == "invalid-input" and "# Title" in none["message"] and h2["error"] == "invalid-input"
 
 
-async def test_edit_replaces_the_whole_body_under_its_version_only(vault: Path, conn: apsw.Connection,
-                                                                   db_path: Path, tmp_path: Path) -> None:
+async def test_edit_replaces_the_whole_body_under_its_version_only(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import revert
 
     async with mcp_client(db_path, **EDIT) as client:
         read = await call(client, "kms_read", {"noteId": "drafts/Draft.md"})
-        out = await call(client, "kms_edit", {"noteId": read["noteId"], "version": read["version"],
-                                              "edits": [{"replaceBody": "# Draft\n\nall new\n"}]})
-        stale = await call(client, "kms_edit", {"noteId": read["noteId"], "version": read["version"],
-                                                "edits": [{"replaceBody": "lost?\n"}]})
+        out = await call(
+            client,
+            "kms_edit",
+            {"noteId": read["noteId"], "version": read["version"], "edits": [{"replaceBody": "# Draft\n\nall new\n"}]},
+        )
+        stale = await call(
+            client,
+            "kms_edit",
+            {"noteId": read["noteId"], "version": read["version"], "edits": [{"replaceBody": "lost?\n"}]},
+        )
         again = await call(client, "kms_read", {"noteId": read["noteId"]})
     assert not out["_error"], out
     text = (vault / "drafts/Draft.md").read_text()
-    assert text == NOTE[:NOTE.index("# Draft")] + "# Draft\n\nall new\n"  # frontmatter and summary kept
+    assert text == NOTE[: NOTE.index("# Draft")] + "# Draft\n\nall new\n"  # frontmatter and summary kept
     assert again["body"] == "# Draft\n\nall new\n" and again["version"] == out["version"]
     assert stale["error"] == "conflict" and stale["currentVersion"] == out["version"]
     assert (vault / "drafts/Draft.md").read_text() == text  # the stale call wrote nothing

@@ -20,8 +20,9 @@ async def call(client, tool: str, args: dict) -> dict:
     return {**result.structured_content, "_error": result.is_error}
 
 
-async def test_markdown_links_are_backlinks_and_titles_are_searched(conn: apsw.Connection, db_path: Path,
-                                                                    tmp_path: Path) -> None:
+async def test_markdown_links_are_backlinks_and_titles_are_searched(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     add_indexed(conn, "obsidian", tmp_path / "obsidian")
     add_indexed(conn, "dendron", tmp_path / "dendron")
     async with mcp_client(db_path) as client:
@@ -33,8 +34,11 @@ async def test_markdown_links_are_backlinks_and_titles_are_searched(conn: apsw.C
         assert [(h["vault"], h["path"], h["title"]) for h in hits] == [("dendron", "dendron.topic.lookup.md", "Lookup")]
         read = await call(client, "kms_read", {"noteId": "9a2lookupzz0p1q7x3mm4kd"})  # Dendron's own id
         assert not read["_error"] and read["noteId"] == by_path(conn, "dendron", "dendron.topic.lookup.md")
-        assert read["parent"] == {"noteId": by_path(conn, "dendron", "dendron.topic.md"), "title": "Topic",
-                                  "path": "dendron.topic.md"}  # its Dendron hierarchy, as kms show gives it
+        assert read["parent"] == {
+            "noteId": by_path(conn, "dendron", "dendron.topic.md"),
+            "title": "Topic",
+            "path": "dendron.topic.md",
+        }  # its Dendron hierarchy, as kms show gives it
         assert "parent" not in await call(client, "kms_read", {"noteId": by_path(conn, "obsidian", "Home.md")})
         from server.index.notes import set_hidden
 
@@ -43,20 +47,23 @@ async def test_markdown_links_are_backlinks_and_titles_are_searched(conn: apsw.C
         assert not read["_error"] and "parent" not in read and "Topic" not in str(read)
 
 
-async def test_rename_and_move_rewrite_markdown_links_in_their_style(conn: apsw.Connection, db_path: Path,
-                                                                      tmp_path: Path) -> None:
+async def test_rename_and_move_rewrite_markdown_links_in_their_style(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "obsidian"
     add_indexed(conn, "obsidian", root)
     async with mcp_client(db_path, **ON) as client:
-        out = await call(client, "kms_rename", {"noteId": by_path(conn, "obsidian", "Projects/Beta.md"),
-                                                "title": "Beta launch"})
+        out = await call(
+            client, "kms_rename", {"noteId": by_path(conn, "obsidian", "Projects/Beta.md"), "title": "Beta launch"}
+        )
         assert not out["_error"], out
         assert out["linksRewritten"]["notes"] == ["Home.md", "Projects/Alpha.md"]
         home = (root / "Home.md").read_text()
         assert "[Beta](Projects/Beta%20launch.md)" in home and "[the plan](<Projects/Beta launch.md#Plan>)" in home
         assert "[beta](Beta%20launch.md)" in (root / "Projects/Alpha.md").read_text()
-        out = await call(client, "kms_move", {"noteId": by_path(conn, "obsidian", "Projects/Alpha.md"),
-                                              "folder": "Archive/2024"})
+        out = await call(
+            client, "kms_move", {"noteId": by_path(conn, "obsidian", "Projects/Alpha.md"), "folder": "Archive/2024"}
+        )
         assert not out["_error"], out
         assert "[[Projects/Alpha]]" not in (root / "Home.md").read_text()
         assert "[[Archive/2024/Alpha]]" in (root / "Home.md").read_text()
@@ -68,7 +75,8 @@ async def test_rename_and_move_rewrite_markdown_links_in_their_style(conn: apsw.
 
 
 async def test_a_name_in_two_vaults_is_refused_with_candidates_and_vault_path_names_one(
-        conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.index.indexer import index_vault
     from server.vault.registry import add_vault
 

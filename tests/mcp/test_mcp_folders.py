@@ -25,9 +25,9 @@ FILES = {
     "Home.md": HOME,
     "notes/Deep.md": "see [b](../proj/sub/Beta%20Two.md) and [[proj/Alpha#Part|p]]\r\n",
     "proj/Alpha.md": "# Alpha\n\n## Part\n\nsibling [[sub/Beta Two]] and [s](sub/Beta%20Two.md), "
-                     "home [h](../Home.md), self [[proj/Alpha#Part]]\n",
+    "home [h](../Home.md), self [[proj/Alpha#Part]]\n",
     "proj/sub/Beta Two.md": "# Beta Two\n\n## Part\n\n"
-                            "up [[proj/Alpha]] and [u](../Alpha.md) and [home](../../Home.md)\n",
+    "up [[proj/Alpha]] and [u](../Alpha.md) and [home](../../Home.md)\n",
     "proj/Secret.md": "secret [[proj/Alpha]]\n",
     "private/Hidden.md": "hidden link [[proj/sub/Beta Two]]\n",
     "Other.md": "# Other\n\nonly [[Alpha]] by name\n",
@@ -57,7 +57,8 @@ async def call(client, tool: str, args: dict) -> dict:
 
 
 async def test_move_folder_moves_every_note_and_rewrites_every_link_style(
-        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     before_ids = ids(conn)
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_move_folder", {"folder": "proj", "to": "archive/2024"})
@@ -69,16 +70,20 @@ async def test_move_folder_moves_every_note_and_rewrites_every_link_style(
     assert "Secret" not in str(out) and "Hidden" not in str(out)
     new = "archive/2024/proj"
     assert (vault / "Home.md").read_text() == HOME.replace("[[proj/", f"[[{new}/").replace(
-        "[[/proj/", f"[[/{new}/").replace("(proj/", f"({new}/").replace("(/proj/", f"(/{new}/").replace(
-        "(<proj/", f"(<{new}/").replace("[r]: proj/", f"[r]: {new}/").replace(
-        "[[sub/Beta Two#Part]]", f"[[{new}/sub/Beta Two#Part]]").replace(f"`[[{new}/Alpha]]`", "`[[proj/Alpha]]`")
+        "[[/proj/", f"[[/{new}/"
+    ).replace("(proj/", f"({new}/").replace("(/proj/", f"(/{new}/").replace("(<proj/", f"(<{new}/").replace(
+        "[r]: proj/", f"[r]: {new}/"
+    ).replace("[[sub/Beta Two#Part]]", f"[[{new}/sub/Beta Two#Part]]").replace(f"`[[{new}/Alpha]]`", "`[[proj/Alpha]]`")
     assert (vault / "notes/Deep.md").read_bytes() == (
-        f"see [b](../{new}/sub/Beta%20Two.md) and [[{new}/Alpha#Part|p]]\r\n".encode())
+        f"see [b](../{new}/sub/Beta%20Two.md) and [[{new}/Alpha#Part|p]]\r\n".encode()
+    )
     assert (vault / new / "Alpha.md").read_text() == (
         f"# Alpha\n\n## Part\n\nsibling [[{new}/sub/Beta Two]] and [s](sub/Beta%20Two.md), "
-        f"home [h](../../../Home.md), self [[{new}/Alpha#Part]]\n")
+        f"home [h](../../../Home.md), self [[{new}/Alpha#Part]]\n"
+    )
     assert (vault / new / "sub/Beta Two.md").read_text() == (
-        f"# Beta Two\n\n## Part\n\nup [[{new}/Alpha]] and [u](../Alpha.md) and [home](../../../../Home.md)\n")
+        f"# Beta Two\n\n## Part\n\nup [[{new}/Alpha]] and [u](../Alpha.md) and [home](../../../../Home.md)\n"
+    )
     assert (vault / new / "Secret.md").read_text() == f"secret [[{new}/Alpha]]\n"
     assert (vault / "private/Hidden.md").read_text() == f"hidden link [[{new}/sub/Beta Two]]\n"
     assert (vault / "Other.md").read_text() == FILES["Other.md"]
@@ -90,7 +95,8 @@ async def test_move_folder_moves_every_note_and_rewrites_every_link_style(
 
 
 async def test_rename_folder_then_revert_gives_back_every_byte_and_the_index(
-        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import preview_revert, revert
 
     before, before_ids = vault_bytes(vault), ids(conn)
@@ -110,7 +116,8 @@ async def test_rename_folder_then_revert_gives_back_every_byte_and_the_index(
 
 
 async def test_dry_run_counts_and_the_limit_refuses_before_anything_changes(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     before = vault_bytes(vault)
     async with mcp_client(db_path, **ON, max_files_per_call=5) as client:
         dry = await call(client, "kms_move_folder", {"folder": "proj", "to": "archive", "dryRun": True})
@@ -127,8 +134,11 @@ async def test_refusals_change_nothing(vault: Path, conn: apsw.Connection, db_pa
 
     write(vault / "taken/proj/Alpha.md", "already here\n")
     before = vault_bytes(vault)
-    async with mcp_client(db_path, **ON, allowlist=("proj", "proj/sub", "archive/proj", "archive/proj/sub",
-                                                    "taken/proj", "taken/proj/sub")) as client:
+    async with mcp_client(
+        db_path,
+        **ON,
+        allowlist=("proj", "proj/sub", "archive/proj", "archive/proj/sub", "taken/proj", "taken/proj/sub"),
+    ) as client:
         missing = await call(client, "kms_move_folder", {"folder": "proj/nope", "to": "archive"})
         into_self = await call(client, "kms_move_folder", {"folder": "proj", "to": "proj/sub"})
         escape = await call(client, "kms_move_folder", {"folder": "proj", "to": "../out"})
@@ -148,7 +158,8 @@ async def test_refusals_change_nothing(vault: Path, conn: apsw.Connection, db_pa
 
 
 async def test_a_folder_of_hidden_notes_only_moves_without_naming_them(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename_folder", {"folder": "private", "name": "vault"})
     assert not out["_error"], out
@@ -156,8 +167,9 @@ async def test_a_folder_of_hidden_notes_only_moves_without_naming_them(
     assert "Hidden" not in str(out) and (vault / "vault/Hidden.md").exists()
 
 
-async def test_kms_move_given_a_folder_points_to_kms_move_folder(vault: Path, conn: apsw.Connection,
-                                                                 db_path: Path) -> None:
+async def test_kms_move_given_a_folder_points_to_kms_move_folder(
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     before = vault_bytes(vault)
     async with mcp_client(db_path, **ON) as client:
         folder = await call(client, "kms_move", {"noteId": "proj/sub", "folder": "archive"})

@@ -53,7 +53,8 @@ def test_every_write_tool_is_covered_and_lists_the_key() -> None:
 
 @pytest.mark.parametrize("tool", WRITE_TOOLS)
 async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_nothing(
-        tool: str, vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    tool: str, vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     args = {**CASES[tool], "idempotencyKey": f"k-{tool}"}
     async with mcp_client(db_path, **ON) as client:
         if tool == "kms_edit":
@@ -64,14 +65,18 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
         retry = await call(client, tool, args)
         after_retry = vault_bytes(vault)
         other = await call(client, tool, {**args, "idempotencyKey": "k-other"}) if tool == "kms_append" else None
-        reused = await call(client, "kms_append", {"noteId": "Linker.md", "content": "z",
-                                                   "idempotencyKey": f"k-{tool}"}) if tool != "kms_append" else None
+        reused = (
+            await call(client, "kms_append", {"noteId": "Linker.md", "content": "z", "idempotencyKey": f"k-{tool}"})
+            if tool != "kms_append"
+            else None
+        )
     assert not retry["_error"], retry
     assert retry.pop("replayed") is True
     assert retry == first  # the first call's answer, its invocationId included
     assert after_retry == after  # the retry wrote nothing
-    rows = conn.execute("SELECT tool, status, message FROM tool_invocations WHERE tool = ? ORDER BY id",
-                        (tool,)).fetchall()
+    rows = conn.execute(
+        "SELECT tool, status, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,)
+    ).fetchall()
     assert rows[1][1] == "success" and f"a retry of #{first['invocationId']}" in rows[1][2]
     if other is not None:  # a new key is a new call
         assert not other["_error"] and other["invocationId"] != first["invocationId"]
@@ -82,7 +87,8 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
 
 
 async def test_keys_are_per_session_and_a_failed_call_can_be_retried(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     args = {"noteId": "drafts/Draft.md", "content": "once", "idempotencyKey": "same"}
     async with mcp_client(db_path, **ON) as client:
         failed = await call(client, "kms_append", {**args, "version": "0" * 64})

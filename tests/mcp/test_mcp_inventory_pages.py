@@ -16,12 +16,15 @@ from server.store.db import scalar
 from server.vault.registry import get_vault
 
 
-async def test_long_summaries_shorten_the_page_not_the_walk(indexed: apsw.Connection, db_path: Path,
-                                                            vault_dir: Path) -> None:
+async def test_long_summaries_shorten_the_page_not_the_walk(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     summary = "A long summary sentence about this note. " * 45  # ~1,900 characters each (unclipped)
     for i in range(120):
-        write(vault_dir / "summarised" / f"Long {i:02}.md",
-              f"<!-- kms:summary hash=000000000000 -->\n{summary}\n<!-- /kms:summary -->\n\n# Long {i}\n\nbody\n")
+        write(
+            vault_dir / "summarised" / f"Long {i:02}.md",
+            f"<!-- kms:summary hash=000000000000 -->\n{summary}\n<!-- /kms:summary -->\n\n# Long {i}\n\nbody\n",
+        )
     index_vault(indexed, get_vault(indexed, "sample"))
     visible = scalar(indexed, "SELECT count(*) FROM notes WHERE hidden_at IS NULL")
 

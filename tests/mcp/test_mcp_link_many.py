@@ -32,12 +32,21 @@ async def call(client: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_several_targets_in_one_write_each_reported_and_reverted(
-        two_vaults: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    two_vaults: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import revert
 
     before = (two_vaults / "Alpha.md").read_bytes()
-    targets = ["Common", "[[Not Yet]]", "a:Common", "b:Beta", "dendron://b/Beta", "x|y", "nosuch:Thing",
-               "Meeting: notes"]
+    targets = [
+        "Common",
+        "[[Not Yet]]",
+        "a:Common",
+        "b:Beta",
+        "dendron://b/Beta",
+        "x|y",
+        "nosuch:Thing",
+        "Meeting: notes",
+    ]
     async with mcp_client(db_path, write_enabled=True, vault="a") as client:
         out = await call(client, "kms_link", {"noteId": "Alpha", "targets": targets})
         both = await call(client, "kms_link", {"noteId": "Alpha", "target": "X", "targets": ["Y"]})
@@ -45,14 +54,21 @@ async def test_several_targets_in_one_write_each_reported_and_reverted(
     assert not out["_error"] and out["changed"] is True, out
     assert out["added"] == ["[[Common]]", "[[Not Yet]]", "[[Meeting: notes]]"]
     got = {r["target"]: (r.get("added"), r.get("error")) for r in out["results"]}
-    assert got == {"Common": (True, None), "[[Not Yet]]": (True, None), "a:Common": (False, None),
-                   "b:Beta": (None, "invalid-input"), "dendron://b/Beta": (None, "invalid-input"),
-                   "x|y": (None, "invalid-input"), "nosuch:Thing": (None, "invalid-input"),
-                   "Meeting: notes": (True, None)}
+    assert got == {
+        "Common": (True, None),
+        "[[Not Yet]]": (True, None),
+        "a:Common": (False, None),
+        "b:Beta": (None, "invalid-input"),
+        "dendron://b/Beta": (None, "invalid-input"),
+        "x|y": (None, "invalid-input"),
+        "nosuch:Thing": (None, "invalid-input"),
+        "Meeting: notes": (True, None),
+    }
     assert out["failed"] == 4
     refusals = {r["target"]: r["message"] for r in out["results"] if r.get("error")}
-    assert refusals["b:Beta"].replace("b:Beta", "T").replace("'b'", "V") == \
-        refusals["nosuch:Thing"].replace("nosuch:Thing", "T").replace("'nosuch'", "V")  # existence not told
+    assert refusals["b:Beta"].replace("b:Beta", "T").replace("'b'", "V") == refusals["nosuch:Thing"].replace(
+        "nosuch:Thing", "T"
+    ).replace("'nosuch'", "V")  # existence not told
     assert both["error"] == "invalid-input" and neither["error"] == "invalid-input"
     text = (two_vaults / "Alpha.md").read_text()
     assert text.startswith("---\nrelated:\n  - '[[Common]]'\n  - '[[Not Yet]]'\n  - '[[Meeting: notes]]'\n---\n")
@@ -62,7 +78,8 @@ async def test_several_targets_in_one_write_each_reported_and_reverted(
 
 
 async def test_a_target_in_another_vault_is_refused_and_nothing_written(
-        two_vaults: Path, conn: apsw.Connection, db_path: Path) -> None:
+    two_vaults: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     before = (two_vaults / "Alpha.md").read_bytes()
     async with mcp_client(db_path, write_enabled=True, vault="a") as client:
         scoped = await call(client, "kms_link", {"noteId": "Alpha", "target": "b:Beta"})

@@ -43,8 +43,9 @@ def remember(about: str, text: str, category: str | None = None) -> dict:
     return {"about": about, "text": text, **({"category": category} if category else {})}
 
 
-async def test_facts_land_in_one_note_per_project_and_one_for_the_person(indexed: apsw.Connection, db_path: Path,
-                                                                         vault_dir: Path) -> None:
+async def test_facts_land_in_one_note_per_project_and_one_for_the_person(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     async with mcp_client(db_path, write_enabled=True, project="/code/app") as client:
         a = await ok(client, "kms_remember", remember("project", "The build uses uv, not pip.", "tools"))
         b = await ok(client, "kms_remember", remember("project", "Tests run with pytest -n 2", "Tools"))
@@ -58,15 +59,18 @@ async def test_facts_land_in_one_note_per_project_and_one_for_the_person(indexed
     text = (vault_dir / a["path"]).read_text()
     assert text.startswith('---\nmemory: project\nproject: "/code/app"\n')
     facts = parse_facts(text)
-    assert [(f.category, f.text) for f in facts] == [("Tools", "The build uses uv, not pip."),
-                                                     ("Tools", "Tests run with pytest -n 2"),
-                                                     ("Decisions", "APSW, never sqlite3")]
+    assert [(f.category, f.text) for f in facts] == [
+        ("Tools", "The build uses uv, not pip."),
+        ("Tools", "Tests run with pytest -n 2"),
+        ("Decisions", "APSW, never sqlite3"),
+    ]
     assert "## Tools\n\n- " in text and "pip.\n- " in text  # one tight list per category
     assert "Other project" not in text and "Prefers" not in text
 
 
-async def test_the_same_fact_again_is_a_duplicate_and_writes_nothing(indexed: apsw.Connection, db_path: Path,
-                                                                     vault_dir: Path) -> None:
+async def test_the_same_fact_again_is_a_duplicate_and_writes_nothing(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     async with mcp_client(db_path, write_enabled=True, project="/code/app") as client:
         first = await ok(client, "kms_remember", remember("project", "The build uses uv, not pip.", "Tools"))
         before = (vault_dir / first["path"]).read_bytes()
@@ -78,8 +82,9 @@ async def test_the_same_fact_again_is_a_duplicate_and_writes_nothing(indexed: ap
     assert normalized("Uses  UV.") == normalized("uses uv")
 
 
-async def test_a_fact_the_person_wrote_by_hand_is_found_too(indexed: apsw.Connection, db_path: Path,
-                                                             vault_dir: Path) -> None:
+async def test_a_fact_the_person_wrote_by_hand_is_found_too(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     async with mcp_client(db_path, write_enabled=True, project="/code/app") as client:
         first = await ok(client, "kms_remember", remember("project", "Deploys go through CI"))
         path = vault_dir / first["path"]
@@ -91,10 +96,12 @@ async def test_a_fact_the_person_wrote_by_hand_is_found_too(indexed: apsw.Connec
     assert added["status"] == "added" and "- Releases are cut on Fridays\n- " in path.read_text()
 
 
-async def test_near_identical_facts_are_duplicates_when_the_model_is_ready(indexed: apsw.Connection, db_path: Path,
-                                                                           embed_model_dir: Path) -> None:
-    async with mcp_client(db_path, write_enabled=True, project="/code/app", embed_model_dir=str(embed_model_dir)) \
-            as client:
+async def test_near_identical_facts_are_duplicates_when_the_model_is_ready(
+    indexed: apsw.Connection, db_path: Path, embed_model_dir: Path
+) -> None:
+    async with mcp_client(
+        db_path, write_enabled=True, project="/code/app", embed_model_dir=str(embed_model_dir)
+    ) as client:
         client.runner.services.semantic.embedder.load()  # type: ignore[attr-defined]
         await ok(client, "kms_remember", remember("person", "The person prefers tabs over spaces for indentation"))
         near = await ok(client, "kms_remember", remember("person", "The person prefers tabs to spaces for indenting"))
@@ -117,15 +124,17 @@ async def test_memory_folder_is_a_setting(indexed: apsw.Connection, db_path: Pat
         start = await ok(client, "kms_start")
     assert fact["path"] == "agents/memory/person.md" and (vault_dir / fact["path"]).is_file()
     assert start["session"]["memoryFolder"] == "agents/memory"
-    assert start["memory"]["person"]["facts"] == [{"category": "General", "text": "Lives in Lisbon",
-                                                   "date": fact["line"][2:12]}]
+    assert start["memory"]["person"]["facts"] == [
+        {"category": "General", "text": "Lives in Lisbon", "date": fact["line"][2:12]}
+    ]
     async with mcp_client(db_path, write_enabled=True, project="/a", memory_folder=None) as client:
         off = await err(client, "kms_remember", remember("person", "x"), "feature-disabled")
     assert "memory.folder" in off["message"]
 
 
-async def test_refusals_change_nothing(indexed: apsw.Connection, db_path: Path, vault_dir: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_refusals_change_nothing(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir("/")  # a server started in / has no project
     async with mcp_client(db_path) as client:  # read-only session
         await err(client, "kms_remember", remember("person", "x"), "feature-disabled")
@@ -138,8 +147,9 @@ async def test_refusals_change_nothing(indexed: apsw.Connection, db_path: Path, 
     assert not (vault_dir / "kms-memory").exists()
 
 
-async def test_every_call_is_recorded_once_rate_limited_and_revertible(indexed: apsw.Connection, db_path: Path,
-                                                                       vault_dir: Path) -> None:
+async def test_every_call_is_recorded_once_rate_limited_and_revertible(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     from server.writes.revert import revert
 
     async with mcp_client(db_path, write_enabled=True, project="/code/app", per_minute=3) as client:
@@ -168,10 +178,13 @@ async def test_a_private_memory_folder_is_refused(indexed: apsw.Connection, db_p
     assert not (vault_dir / "kms-memory").exists()
 
 
-async def test_a_hidden_memory_note_is_never_read_or_written(indexed: apsw.Connection, db_path: Path,
-                                                              vault_dir: Path) -> None:
-    write(vault_dir / "kms-memory" / "person.md",
-          "---\nmemory: person\nprivate: true\n---\n# M\n\n## General\n\n- 2026-01-01: zqxsecret fact\n")
+async def test_a_hidden_memory_note_is_never_read_or_written(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
+    write(
+        vault_dir / "kms-memory" / "person.md",
+        "---\nmemory: person\nprivate: true\n---\n# M\n\n## General\n\n- 2026-01-01: zqxsecret fact\n",
+    )
     index_vault(indexed, get_vault(indexed, "sample"))
     async with mcp_client(db_path, write_enabled=True, project="/p") as client:
         start = await ok(client, "kms_start")
@@ -204,8 +217,9 @@ async def test_memory_stays_in_the_sessions_vault(conn: apsw.Connection, db_path
     assert set(start["memory"]) == {"project"}  # the first vault's session sees only the first vault's memory
 
 
-async def test_with_approval_on_a_fact_waits_for_the_person(indexed: apsw.Connection, db_path: Path,
-                                                            vault_dir: Path) -> None:
+async def test_with_approval_on_a_fact_waits_for_the_person(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     """``write.approval = always``: kms_remember is staged with its diff like any write, lands once approved."""
     import anyio
 
@@ -227,6 +241,7 @@ async def test_with_approval_on_a_fact_waits_for_the_person(indexed: apsw.Connec
 
     async with mcp_client(db_path, write_enabled=True, project="/p", approval="always") as client:
         for text in ("First fact", "Second fact"):
+
             async def agent(text: str = text) -> None:
                 results[text] = await client.call_tool("kms_remember", remember("project", text))
 

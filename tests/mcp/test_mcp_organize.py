@@ -29,8 +29,9 @@ async def call(client, tool: str, args: dict) -> dict:
     return {**result.structured_content, "_error": result.is_error}
 
 
-async def test_rename_rewrites_every_link_form_in_its_style(vault: Path, conn: apsw.Connection,
-                                                            db_path: Path, tmp_path: Path) -> None:
+async def test_rename_rewrites_every_link_form_in_its_style(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": nid, "title": "Goal"})
@@ -57,8 +58,9 @@ async def test_rename_rewrites_every_link_form_in_its_style(vault: Path, conn: a
     assert_index_is_fresh(conn, vault, tmp_path)
 
 
-async def test_rename_then_revert_gives_back_every_byte_and_the_index(vault: Path, conn: apsw.Connection,
-                                                                      db_path: Path, tmp_path: Path) -> None:
+async def test_rename_then_revert_gives_back_every_byte_and_the_index(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import preview_revert, revert
 
     before = vault_bytes(vault)
@@ -67,7 +69,11 @@ async def test_rename_then_revert_gives_back_every_byte_and_the_index(vault: Pat
         out = await call(client, "kms_rename", {"noteId": nid, "title": "Goal"})
     plan = preview_revert(conn, out["invocationId"])
     assert plan["canRevert"] and [f["path"] for f in plan["files"]] == [
-        "notes/Target.md", "Crlf.md", "Linker.md", "private/Secret.md"]
+        "notes/Target.md",
+        "Crlf.md",
+        "Linker.md",
+        "private/Secret.md",
+    ]
     assert plan["files"][0]["newPath"] == "notes/Goal.md"
     assert "\n-title [[Target]]," in plan["files"][2]["diff"] and "\n+title [[Goal]]," in plan["files"][2]["diff"]
     done = revert(conn, out["invocationId"])
@@ -80,7 +86,8 @@ async def test_rename_then_revert_gives_back_every_byte_and_the_index(vault: Pat
 
 
 async def test_revert_refuses_when_any_touched_file_changed_and_changes_nothing(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     from server.errors import KmsError
     from server.writes.revert import preview_revert, revert
 
@@ -97,8 +104,9 @@ async def test_revert_refuses_when_any_touched_file_changed_and_changes_nothing(
     assert vault_bytes(vault) == now
 
 
-async def test_move_rewrites_path_links_keeps_title_links_and_the_id(vault: Path, conn: apsw.Connection,
-                                                                    db_path: Path, tmp_path: Path) -> None:
+async def test_move_rewrites_path_links_keeps_title_links_and_the_id(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_move", {"noteId": nid, "folder": "archive/2024"})
@@ -137,8 +145,9 @@ async def test_move_and_rename_refusals_change_nothing(vault: Path, conn: apsw.C
     assert vault_bytes(vault) == before
 
 
-async def test_too_broad_counts_every_file_and_changes_nothing(vault: Path, conn: apsw.Connection,
-                                                               db_path: Path) -> None:
+async def test_too_broad_counts_every_file_and_changes_nothing(
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     before = vault_bytes(vault)
     async with mcp_client(db_path, **ON, max_files_per_call=3) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
@@ -146,8 +155,9 @@ async def test_too_broad_counts_every_file_and_changes_nothing(vault: Path, conn
     assert vault_bytes(vault) == before
 
 
-async def test_trash_moves_into_dot_trash_reports_links_and_restores(vault: Path, conn: apsw.Connection,
-                                                                     db_path: Path, tmp_path: Path) -> None:
+async def test_trash_moves_into_dot_trash_reports_links_and_restores(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import revert
 
     before = vault_bytes(vault)
@@ -168,7 +178,8 @@ async def test_trash_moves_into_dot_trash_reports_links_and_restores(vault: Path
 
 
 async def test_a_person_saving_a_linking_note_mid_rename_never_loses_text(
-        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The person's save lands between kms's read and its rename: the file is rewritten from their text."""
     from server.writes import multifile
 
@@ -186,12 +197,14 @@ async def test_a_person_saving_a_linking_note_mid_rename_never_loses_text(
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     assert not out["_error"], out
-    assert (vault / "Crlf.md").read_bytes() == (b"# Crlf\r\n\r\nsee [[Goal]] and [[notes/Goal#Part|p]]\r\n"
-                                                b"typed by the person [[Goal]]\r\n")
+    assert (vault / "Crlf.md").read_bytes() == (
+        b"# Crlf\r\n\r\nsee [[Goal]] and [[notes/Goal#Part|p]]\r\ntyped by the person [[Goal]]\r\n"
+    )
 
 
 async def test_a_person_saving_continuously_gets_conflict_and_nothing_is_renamed(
-        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from server.writes import multifile
 
     real = multifile._prepare
@@ -209,12 +222,12 @@ async def test_a_person_saving_continuously_gets_conflict_and_nothing_is_renamed
     assert out["error"] == "conflict" and "Linker.md" in out["message"]
     after = vault_bytes(vault)
     assert after["Linker.md"] == before["Linker.md"] + b"more\nmore\n"  # the person's text, unrenamed
-    assert {k: v for k, v in after.items() if k != "Linker.md"} == {
-        k: v for k, v in before.items() if k != "Linker.md"}
+    assert {k: v for k, v in after.items() if k != "Linker.md"} == {k: v for k, v in before.items() if k != "Linker.md"}
 
 
-async def test_rename_never_writes_outside_the_notes_vault(vault: Path, conn: apsw.Connection, db_path: Path,
-                                                           tmp_path: Path) -> None:
+async def test_rename_never_writes_outside_the_notes_vault(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """A note of another vault whose link resolved here (no note of that title in its own vault) is left."""
     from support.vaults import write
 
@@ -227,7 +240,8 @@ async def test_rename_never_writes_outside_the_notes_vault(vault: Path, conn: ap
 
 
 async def test_a_save_during_the_writes_puts_back_every_file_already_written(
-        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The person saves a linking note after kms's last check but before kms writes it: conflict, and the
     files kms had already written get their old bytes back (never half-renamed), the journal goes."""
     from server.writes import multifile
@@ -249,13 +263,13 @@ async def test_a_save_during_the_writes_puts_back_every_file_already_written(
     assert out["error"] == "conflict" and "Linker.md" in out["message"]
     after = vault_bytes(vault)
     assert after["Linker.md"] == before["Linker.md"] + b"person\n"
-    assert {k: v for k, v in after.items() if k != "Linker.md"} == {
-        k: v for k, v in before.items() if k != "Linker.md"}
+    assert {k: v for k, v in after.items() if k != "Linker.md"} == {k: v for k, v in before.items() if k != "Linker.md"}
     assert not list((db_path.parent / "locks" / "units").iterdir())
 
 
 async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_a_note(
-        vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A watcher indexing the old path between the rename of the file and of its row would drop the note
     and index it again under a new id: the database's write lock is held across both."""
     from server.vault import files as vault_files
@@ -288,7 +302,8 @@ async def test_the_index_is_locked_while_files_move_so_the_watcher_cannot_split_
 
 
 async def test_linking_notes_are_rewritten_in_place_keeping_their_inode_and_mode(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     """A linking note keeps what lives on its inode (creation time, mode): kms rewrites it where it is,
     under the unit's journal, which is gone once the rename is recorded. One with another hard link
     (here from outside the vault) gets a file of its own instead: the other name keeps its bytes."""
@@ -306,8 +321,9 @@ async def test_linking_notes_are_rewritten_in_place_keeping_their_inode_and_mode
     assert not list((db_path.parent / "locks" / "units").iterdir())
 
 
-async def test_rename_without_alias_and_to_a_sanitised_title(vault: Path, conn: apsw.Connection,
-                                                             db_path: Path, tmp_path: Path) -> None:
+async def test_rename_without_alias_and_to_a_sanitised_title(
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     nid = note_id(conn, "Target")
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": nid, "title": "Plan: v2", "keepAlias": False})

@@ -34,8 +34,12 @@ def _full_diff(before: str, after: str) -> tuple[int, int]:
 
 
 async def test_rename_reports_its_real_blast_radius(vault: Path, conn: apsw.Connection, db_path: Path) -> None:
-    paths = {"notes/Target.md": "notes/Goal.md", "Linker.md": "Linker.md", "Crlf.md": "Crlf.md",
-             "private/Secret.md": "private/Secret.md"}
+    paths = {
+        "notes/Target.md": "notes/Goal.md",
+        "Linker.md": "Linker.md",
+        "Crlf.md": "Crlf.md",
+        "private/Secret.md": "private/Secret.md",
+    }
     before = {p: (vault / p).read_bytes() for p in paths}
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
@@ -47,8 +51,9 @@ async def test_rename_reports_its_real_blast_radius(vault: Path, conn: apsw.Conn
     radius = [_full_diff(before[p].decode(), after[p].decode()) for p in paths]
     assert (out["linesRemoved"], out["linesAdded"]) == (sum(r[0] for r in radius), sum(r[1] for r in radius))
     assert out["linesRemoved"] >= 8  # Linker.md alone changes 6 lines, Crlf.md and Secret.md one each
-    row = conn.execute("SELECT bytes_before, bytes_after FROM tool_invocations WHERE id = ?",
-                       (out["invocationId"],)).fetchall()
+    row = conn.execute(
+        "SELECT bytes_before, bytes_after FROM tool_invocations WHERE id = ?", (out["invocationId"],)
+    ).fetchall()
     assert row == [(out["bytesBefore"], out["bytesAfter"])]  # what the dashboard shows
 
 
@@ -64,7 +69,8 @@ async def test_trash_and_move_report_bytes_and_files(vault: Path, conn: apsw.Con
 
 
 async def test_a_case_only_rename_goes_through_a_temp_name_and_reverts(
-        vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.writes.revert import revert
 
     before = vault_bytes(vault)
@@ -75,7 +81,8 @@ async def test_a_case_only_rename_goes_through_a_temp_name_and_reverts(
     assert out["path"] == "notes/TARGET.md" and out["noteId"] == nid
     assert sorted(p.name for p in (vault / "notes").iterdir()) == ["TARGET.md"]  # no temp file, no old name
     assert (vault / "notes/TARGET.md").read_bytes() == before["notes/Target.md"].replace(
-        b"[[Target#Part]]", b"[[TARGET#Part]]")
+        b"[[Target#Part]]", b"[[TARGET#Part]]"
+    )
     assert "title [[TARGET]], path [[notes/TARGET]]," in (vault / "Linker.md").read_text()
     assert conn.execute("SELECT id, title FROM notes WHERE path = 'notes/TARGET.md'").fetchall() == [(nid, "TARGET")]
     assert_index_is_fresh(conn, vault, tmp_path)
@@ -93,10 +100,16 @@ async def test_renaming_to_the_very_same_name_is_refused(vault: Path, conn: apsw
     assert vault_bytes(vault) == before
 
 
-@pytest.mark.parametrize("first", [{"title": "Draft", "folder": "drafts"},  # exists already
-                                   {"title": "Out", "folder": "private"}])  # a denied folder
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"title": "Draft", "folder": "drafts"},  # exists already
+        {"title": "Out", "folder": "private"},
+    ],
+)  # a denied folder
 async def test_create_many_whose_first_note_fails_takes_one_slot_per_note_written(
-        vault: Path, db_path: Path, first: dict) -> None:
+    vault: Path, db_path: Path, first: dict
+) -> None:
     notes = [first, {"title": "One", "folder": "drafts"}, {"title": "Two", "folder": "drafts"}]
     async with mcp_client(db_path, write_enabled=True, per_minute=3, allowlist=("drafts",)) as client:
         out = await call(client, "kms_create_many", {"notes": notes})

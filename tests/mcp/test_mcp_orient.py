@@ -45,13 +45,18 @@ def tokens(answer: dict) -> int:
 
 # kms_start ----------------------------------------------------------------------------------------
 
+
 async def test_start_orients_in_one_answer(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path, project="/work/proj", write_enabled=True, allowlist=("drafts",)) as client:
         first = await ok(client, "kms_start")
         again = await ok(client, "kms_start")
     s = first["session"]
-    assert s["project"] == "/work/proj" and s["tiers"] == {"read": True, "write": True, "edit": False,
-                                                           "organize": False}
+    assert s["project"] == "/work/proj" and s["tiers"] == {
+        "read": True,
+        "write": True,
+        "edit": False,
+        "organize": False,
+    }
     assert s["allowlist"] == ["drafts"] and s["memoryFolder"] == "kms-memory"
     assert s["writes"] == {"perMinute": 10, "leftThisMinute": 10, "perSession": 200, "leftThisSession": 200}
     assert s["semanticSearch"]["ready"] is False
@@ -80,8 +85,9 @@ async def test_read_only_session_is_told_what_it_may_not_do(indexed: apsw.Connec
     assert s["tiers"]["write"] is False and "writes" not in s and "allowlist" not in s
 
 
-async def test_a_host_names_its_project_and_no_identity_says_how(indexed: apsw.Connection, db_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_host_names_its_project_and_no_identity_says_how(
+    indexed: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(Path.home())  # the home folder names no project
     async with mcp_client(db_path) as client:
         bare = await ok(client, "kms_start")
@@ -97,8 +103,9 @@ def _edit(root: Path, rel: str, text: str, mtime: float) -> None:
     os.utime(root / rel, (mtime, mtime))
 
 
-async def test_since_last_visit_across_two_sessions_of_one_identity(indexed: apsw.Connection, db_path: Path,
-                                                                    vault_dir: Path) -> None:
+async def test_since_last_visit_across_two_sessions_of_one_identity(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     vault = get_vault(indexed, "sample")
     home, lisbon = note_id(indexed, "Home"), note_id(indexed, "Lisbon trip")
     set_hidden(indexed, "Weekly review", True)
@@ -116,8 +123,12 @@ async def test_since_last_visit_across_two_sessions_of_one_identity(indexed: aps
     _edit(vault_dir, "Weekly review.md", "# Weekly review\n\nzqxhidden edit\n", left + 50)  # hidden: never shown
     for rel in ("reference/Git tips.md", "inbox/New idea.md", "Weekly review.md"):
         reindex_file(indexed, vault, rel)
-    _edit(vault_dir, "projects/Lisbon trip.md", (vault_dir / "projects/Lisbon trip.md").read_text() + "\nperson\n",
-          left + 60)  # the person edits after the other agent: both are named
+    _edit(
+        vault_dir,
+        "projects/Lisbon trip.md",
+        (vault_dir / "projects/Lisbon trip.md").read_text() + "\nperson\n",
+        left + 60,
+    )  # the person edits after the other agent: both are named
     reindex_file(indexed, vault, "projects/Lisbon trip.md")
     async with mcp_client(db_path, project="/work/proj/", session_id="s-second") as client:
         since = (await ok(client, "kms_start"))["sinceLastVisit"]
@@ -125,15 +136,18 @@ async def test_since_last_visit_across_two_sessions_of_one_identity(indexed: aps
     by = {n["path"]: (n["change"], n["by"]) for n in since["notes"]}
     assert by["reference/Git tips.md"] == ("edited", [{"person": True}])
     assert by["inbox/New idea.md"] == ("created", [{"person": True}])
-    assert by["projects/Lisbon trip.md"] == ("edited", [{"agent": "s-other", "project": "/work/other"},
-                                                        {"person": True}])
+    assert by["projects/Lisbon trip.md"] == (
+        "edited",
+        [{"agent": "s-other", "project": "/work/other"}, {"person": True}],
+    )
     assert "Home.md" not in by and "Weekly review.md" not in by and "zqx" not in json.dumps(since)
     assert since["created"] == 1 and since["edited"] == 2 and since["more"] == 0
     assert [n["at"] for n in since["notes"]] == sorted((n["at"] for n in since["notes"]), reverse=True)
 
 
-async def test_an_agents_own_write_since_the_last_visit_is_not_the_persons(indexed: apsw.Connection,
-                                                                           db_path: Path) -> None:
+async def test_an_agents_own_write_since_the_last_visit_is_not_the_persons(
+    indexed: apsw.Connection, db_path: Path
+) -> None:
     end = time.time()  # after the sample vault was indexed
     from server.activity.sessions import start_session
 
@@ -155,15 +169,17 @@ def _big_vault(root: Path) -> None:
     long = "A very long note title about many things " * 5  # ~210 characters
     for i in range(120):
         folder = f"folder {i:03d} with a long name that goes on and on for a while"
-        links = " ".join(f"[[{long.strip()} {j}]] [[missing target number {i}-{j} with a long name]]"
-                         for j in range(i % 7))
+        links = " ".join(
+            f"[[{long.strip()} {j}]] [[missing target number {i}-{j} with a long name]]" for j in range(i % 7)
+        )
         tags = " ".join(f"#tag-{i}-{j}-with-a-long-suffix" for j in range(4))
         fm = "---\ntitle: [broken\n---\n" if i % 3 == 0 else ""
         write(root / folder / f"{long.strip()} {i}.md", f"{fm}# {long} {i}\n\n{links}\n\n{tags}\n")
 
 
-async def test_start_stays_within_its_budget_whatever_the_vault(conn: apsw.Connection, db_path: Path,
-                                                                tmp_path: Path) -> None:
+async def test_start_stays_within_its_budget_whatever_the_vault(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     from server.index.memory import parse_facts
 
     root = tmp_path / "big"
@@ -176,8 +192,9 @@ async def test_start_stays_within_its_budget_whatever_the_vault(conn: apsw.Conne
 
     start_session(conn, kind="launcher", session_id="s-old", project="/big", now=1.0)
     end_session(conn, "s-old", 0, now=2.0)  # everything changed since
-    async with mcp_client(db_path, project="/big", write_enabled=True, allowlist=tuple(f"d{i}" for i in range(40))) \
-            as client:
+    async with mcp_client(
+        db_path, project="/big", write_enabled=True, allowlist=tuple(f"d{i}" for i in range(40))
+    ) as client:
         answer = await ok(client, "kms_start")
     assert tokens(answer) <= 2_500 and answer["tokenEstimate"] <= 2_500
     assert answer["omitted"] and all(v["items"] > 0 and v["see"].startswith("kms_") for v in answer["omitted"].values())
@@ -199,8 +216,10 @@ def _copy(src: Path, dest: Path) -> Path:
 async def test_start_sees_only_the_sessions_vault(conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     for name in ("work", "zqxprivate"):
         write(tmp_path / name / "zqxfolder" / f"{name} note.md", f"# {name} note\n\n[[{name} missing]] #{name}\n")
-    write(tmp_path / "zqxprivate" / "kms-memory" / "person.md",  # the other vault's memory is not this session's
-          "---\nmemory: person\n---\n# M\n\n## General\n\n- 2026-01-01: zqxprivate fact\n")
+    write(
+        tmp_path / "zqxprivate" / "kms-memory" / "person.md",  # the other vault's memory is not this session's
+        "---\nmemory: person\n---\n# M\n\n## General\n\n- 2026-01-01: zqxprivate fact\n",
+    )
     for name in ("work", "zqxprivate"):
         index_vault(conn, add_vault(conn, tmp_path / name, name))
     async with mcp_client(db_path, vault="work", project="p") as client:
@@ -216,6 +235,7 @@ async def test_start_sees_only_the_sessions_vault(conn: apsw.Connection, db_path
 
 # kms_list_folder ----------------------------------------------------------------------------------
 
+
 async def test_list_folder_shows_notes_and_subfolders_with_counts(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path) as client:
         root = await ok(client, "kms_list_folder")
@@ -225,11 +245,13 @@ async def test_list_folder_shows_notes_and_subfolders_with_counts(indexed: apsw.
     assert root == same and root["path"] == ""
     assert [f["path"] for f in root["folders"]] == sorted(f["path"] for f in root["folders"])
     assert {f["path"]: f["notes"] for f in root["folders"]}["projects"] == 5
-    assert {n["path"] for n in root["notes"]} == {r[0] for r in indexed.execute(
-        "SELECT path FROM notes WHERE folder = '' AND hidden_at IS NULL")}
+    assert {n["path"] for n in root["notes"]} == {
+        r[0] for r in indexed.execute("SELECT path FROM notes WHERE folder = '' AND hidden_at IS NULL")
+    }
     card = projects["notes"][0]
-    assert {"noteId", "title", "path", "vault", "tags", "updatedAt", "summary", "tokenEstimate",
-            "sizeBytes"} <= set(card)
+    assert {"noteId", "title", "path", "vault", "tags", "updatedAt", "summary", "tokenEstimate", "sizeBytes"} <= set(
+        card
+    )
     assert len(projects["notes"]) == 5 and projects["folders"] == [] and projects["nextCursor"] is None
     assert tagged["tag"] == "project" and {n["title"] for n in tagged["notes"]} == {"Home"}  # project/kms, nested
     assert all(f["notes"] >= 1 for f in tagged["folders"])
@@ -240,8 +262,9 @@ async def test_list_folder_pages_like_the_inventory(indexed: apsw.Connection, db
         whole = await ok(client, "kms_list_folder", {"path": "reference"})
         seen, cursor, pages = [], None, 0
         while True:
-            page = await ok(client, "kms_list_folder", {"path": "reference", "limit": 2,
-                                                        **({"cursor": cursor} if cursor else {})})
+            page = await ok(
+                client, "kms_list_folder", {"path": "reference", "limit": 2, **({"cursor": cursor} if cursor else {})}
+            )
             assert ("folders" in page) is (cursor is None)
             seen += [n["noteId"] for n in page["notes"]]
             pages += 1
@@ -252,8 +275,9 @@ async def test_list_folder_pages_like_the_inventory(indexed: apsw.Connection, db
     assert seen == [n["noteId"] for n in whole["notes"]] and len(seen) == 9 and pages == 5
 
 
-async def test_list_folder_refuses_what_is_not_a_visible_folder(indexed: apsw.Connection, db_path: Path,
-                                                                vault_dir: Path) -> None:
+async def test_list_folder_refuses_what_is_not_a_visible_folder(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     write(vault_dir / "zqxsecret" / "deep" / "Only hidden.md", "---\nprivate: true\n---\n# zqx\n")
     index_vault(indexed, get_vault(indexed, "sample"))
     async with mcp_client(db_path) as client:
@@ -265,16 +289,19 @@ async def test_list_folder_refuses_what_is_not_a_visible_folder(indexed: apsw.Co
         await err(client, "kms_list_folder", {"path": "projects", "bogus": 1}, "invalid-input")
         empty_tag = await ok(client, "kms_list_folder", {"path": "projects", "tag": "nothing-carries-this"})
     assert "zqx" not in json.dumps(root)
-    assert set(hidden) == set(missing) and hidden["message"].replace("zqxsecret", "") == \
-        missing["message"].replace("zqxsecret/deep", "")  # a hidden folder answers as a missing one
+    assert set(hidden) == set(missing) and hidden["message"].replace("zqxsecret", "") == missing["message"].replace(
+        "zqxsecret/deep", ""
+    )  # a hidden folder answers as a missing one
     assert "projects" in typo["message"]
     assert empty_tag["notes"] == [] and empty_tag["folders"] == []
 
 
 # kms_status ---------------------------------------------------------------------------------------
 
-async def test_status_reports_index_health_for_visible_notes(indexed: apsw.Connection, db_path: Path,
-                                                             vault_dir: Path) -> None:
+
+async def test_status_reports_index_health_for_visible_notes(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     write(vault_dir / "Broken zqx.md", "---\nprivate: true\ntitle: [zqx\n---\n# zqx\n\n[[zqx missing]]\n")
     index_vault(indexed, get_vault(indexed, "sample"))
     async with mcp_client(db_path) as client:
@@ -302,9 +329,9 @@ async def test_status_counts_embedded_notes(indexed: apsw.Connection, db_path: P
     assert start["session"]["semanticSearch"] == {"ready": True, "state": "ready"}
 
 
-async def test_a_real_server_carries_kms_project_from_one_process_to_the_next(indexed: apsw.Connection,
-                                                                             db_path: Path, vault_dir: Path,
-                                                                             tmp_path: Path) -> None:
+async def test_a_real_server_carries_kms_project_from_one_process_to_the_next(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path, tmp_path: Path
+) -> None:
     """``python -m kmscli mcp`` as ``kms claude`` starts it (``KMS_PROJECT``): the heartbeat records the
     identity, the end of the process ends the session, and the next process of the project sees the
     person's edit made in between; the watcher is reported running."""
@@ -313,9 +340,15 @@ async def test_a_real_server_carries_kms_project_from_one_process_to_the_next(in
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
-    env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"], "KMS_ENABLED": "1",
-           "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_PROJECT": str(tmp_path / "proj"), "KMS_EMBED_ENABLED": "0",
-           "PYTHONIOENCODING": "utf-8"}
+    env = {
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": os.environ["KMS_CONFIG"],
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "KMS_PROJECT": str(tmp_path / "proj"),
+        "KMS_EMBED_ENABLED": "0",
+        "PYTHONIOENCODING": "utf-8",
+    }
     params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=env, cwd=str(tmp_path))
 
     async def start() -> dict:

@@ -37,8 +37,9 @@ def text_of(result: Any) -> str:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_prompts_are_listed_by_what_the_sessions_tiers_allow(vaults: apsw.Connection, db_path: Path,
-                                                                   mode: str) -> None:
+async def test_prompts_are_listed_by_what_the_sessions_tiers_allow(
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     reader = config(db_path, "sprmread0001")
     writer = config(db_path, "sprmwrit0001", write_enabled=True, allowlist=("drafts",))
     async with clients(db_path, mode, reader, writer) as (read_client, write_client):
@@ -56,9 +57,11 @@ async def test_prompts_are_listed_by_what_the_sessions_tiers_allow(vaults: apsw.
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_start_and_recall_bring_the_vaults_data_within_the_sessions_scope(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
-    async with clients(db_path, mode, config(db_path, "sprmscop0001", vault="a"),
-                       config(db_path, "sprmscop0002", vault="b")) as (in_a, in_b):
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
+    async with clients(
+        db_path, mode, config(db_path, "sprmscop0001", vault="a"), config(db_path, "sprmscop0002", vault="b")
+    ) as (in_a, in_b):
         start = text_of(await in_a.get_prompt("start"))
         assert '"vaultScope": "a"' in start and "Lighthouse" in start and "Beta" not in start
         recall = text_of(await in_a.get_prompt("recall", {"topic": "lamp whale oil"}))
@@ -71,19 +74,34 @@ async def test_start_and_recall_bring_the_vaults_data_within_the_sessions_scope(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_review_shows_waiting_calls_and_agent_changes_on_visible_notes_of_the_sessions_vaults(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     writer = config(db_path, "sprmrevw0001", write_enabled=True, allowlist=("drafts",))
     async with clients(db_path, mode, writer, config(db_path, "sprmrevw0002", vault="b")) as (agent, other):
         for note in ("drafts/Log.md", "drafts/Private log.md"):
             done = await agent.call_tool("kms_append", {"noteId": f"a:{note}", "content": "Lamp trimmed."})
             assert not done.is_error, done.structured_content
         set_hidden(vaults, "Private log", True)
-        waiting = approvals.stage(vaults, session_id="sprmrevw0001", tool="kms_create", arguments={},
-                                  input_summary="create drafts/Plan.md", lines=3, timeout_s=600,
-                                  files=[{"vault": "a", "path": "drafts/Plan.md", "added": 3, "removed": 0}])
-        approvals.stage(vaults, session_id="sprmrevw0001", tool="kms_append", arguments={},
-                        input_summary="append to a hidden note", lines=1, timeout_s=600,
-                        files=[{"vault": "a", "path": "drafts/Private log.md", "hidden": True}])
+        waiting = approvals.stage(
+            vaults,
+            session_id="sprmrevw0001",
+            tool="kms_create",
+            arguments={},
+            input_summary="create drafts/Plan.md",
+            lines=3,
+            timeout_s=600,
+            files=[{"vault": "a", "path": "drafts/Plan.md", "added": 3, "removed": 0}],
+        )
+        approvals.stage(
+            vaults,
+            session_id="sprmrevw0001",
+            tool="kms_append",
+            arguments={},
+            input_summary="append to a hidden note",
+            lines=1,
+            timeout_s=600,
+            files=[{"vault": "a", "path": "drafts/Private log.md", "hidden": True}],
+        )
         review = text_of(await agent.get_prompt("review"))
         assert "drafts/Log.md" in review and f'"id": {waiting}' in review and "create drafts/Plan.md" in review
         assert "Private log" not in review and "hidden note" not in review

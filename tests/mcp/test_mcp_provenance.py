@@ -44,7 +44,8 @@ def reindex(conn: apsw.Connection) -> None:
 
 
 async def test_read_tells_who_created_and_last_changed_a_note_and_how(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     async with mcp_client(db_path, **ON) as client:
         session = client.runner.session.id  # type: ignore[attr-defined]
         home = await call(client, "kms_read", {"noteId": "Home"})
@@ -62,7 +63,9 @@ async def test_read_tells_who_created_and_last_changed_a_note_and_how(
     assert new["createdBy"]["invocationId"] == made["invocationId"] == new["lastChangedBy"]["invocationId"]
     assert home2["createdBy"]["by"] == "person"
     assert (home2["lastChangedBy"]["how"], home2["lastChangedBy"]["invocationId"]) == (
-        "kms_append", appended["invocationId"])
+        "kms_append",
+        appended["invocationId"],
+    )
     for read in (goal, linker):  # the moved note, and a note whose link the rename rewrote
         assert (read["lastChangedBy"]["how"], read["lastChangedBy"]["sessionId"]) == ("kms_rename", session)
         assert read["lastChangedBy"]["invocationId"] == renamed["invocationId"]
@@ -81,7 +84,8 @@ async def test_read_tells_who_created_and_last_changed_a_note_and_how(
 
 
 async def test_backlinks_give_their_total_and_a_cursor_past_the_limit(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     target = note_id(conn, "Target")
     async with mcp_client(db_path) as client:
         first = await call(client, "kms_get_backlinks", {"noteId": target})

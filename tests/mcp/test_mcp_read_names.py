@@ -16,8 +16,10 @@ from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.vault.registry import add_vault
 
-PLAN = ("# Plan\n\nIntro line.\n\n## Tasks\n\n- buy seeds\n- dig beds\n\n### Later\n\n- mulch\n\n"
-        "## Notes\n\nSee [[Seeds]], [[Seeds|again]], [[Tools]], [[Nowhere]], [[Plan]] and [[Secret]].\n")
+PLAN = (
+    "# Plan\n\nIntro line.\n\n## Tasks\n\n- buy seeds\n- dig beds\n\n### Later\n\n- mulch\n\n"
+    "## Notes\n\nSee [[Seeds]], [[Seeds|again]], [[Tools]], [[Nowhere]], [[Plan]] and [[Secret]].\n"
+)
 
 
 async def call(client: Any, name: str, args: dict) -> tuple[dict, bool]:
@@ -36,8 +38,7 @@ def _vault(conn: apsw.Connection, tmp_path: Path) -> dict[str, str]:
     return {t: note_id(conn, t) for t in ("Plan", "Seeds", "Tools")}
 
 
-async def test_read_tools_take_a_title_path_or_alias(conn: apsw.Connection, db_path: Path,
-                                                                tmp_path: Path) -> None:
+async def test_read_tools_take_a_title_path_or_alias(conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     ids = _vault(conn, tmp_path)
     async with mcp_client(db_path) as client:
         for ref in (ids["Tools"], "Tools", "tools", "sheds/Tools.md", "sheds/Tools", "Kit", "garden:sheds/Tools.md"):
@@ -59,8 +60,10 @@ async def test_read_gives_links_and_one_section(conn: apsw.Connection, db_path: 
     ids = _vault(conn, tmp_path)
     async with mcp_client(db_path) as client:
         data, _ = await call(client, "kms_read", {"noteId": "Plan"})
-        assert data["links"] == [{"noteId": ids["Seeds"], "title": "Seeds", "path": "Seeds.md"},
-                                 {"noteId": ids["Tools"], "title": "Tools", "path": "sheds/Tools.md"}]
+        assert data["links"] == [
+            {"noteId": ids["Seeds"], "title": "Seeds", "path": "Seeds.md"},
+            {"noteId": ids["Tools"], "title": "Tools", "path": "sheds/Tools.md"},
+        ]
         assert data["unresolvedLinks"] == ["Nowhere", "Secret"]  # a hidden note is as if absent
         assert "section" not in data and data["body"] == PLAN
         tasks, is_error = await call(client, "kms_read", {"noteId": "Plan", "section": "Tasks"})
@@ -96,8 +99,9 @@ async def test_read_pages_by_tokens(conn: apsw.Connection, db_path: Path, tmp_pa
         assert "".join(pages) == body and len(pages) > 20
         # a section pages too, and its cursor is the section's
         part, _ = await call(client, "kms_read", {"noteId": "Long", "section": "Part 3", "maxTokens": 200})
-        rest, is_error = await call(client, "kms_read", {"noteId": "Long", "section": "Part 3", "maxTokens": 200,
-                                                         "cursor": part["nextCursor"]})
+        rest, is_error = await call(
+            client, "kms_read", {"noteId": "Long", "section": "Part 3", "maxTokens": 200, "cursor": part["nextCursor"]}
+        )
         assert not is_error and (part["body"] + rest["body"]).startswith("## Part 3\n\nword word")
         data, is_error = await call(client, "kms_read", {"noteId": "Long", "cursor": part["nextCursor"]})
         assert is_error and data["error"] == "invalid-input"
@@ -106,8 +110,7 @@ async def test_read_pages_by_tokens(conn: apsw.Connection, db_path: Path, tmp_pa
             assert is_error and data["error"] == "invalid-input"
 
 
-async def test_list_tags_pages_through_thousands_of_tags(conn: apsw.Connection, db_path: Path,
-                                                         tmp_path: Path) -> None:
+async def test_list_tags_pages_through_thousands_of_tags(conn: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     root = tmp_path / "tags"
     for n in range(50):
         tags = " ".join(f"#t{n}x{k}" for k in range(100)) + (" #common" if n % 2 else "") + " #all"
@@ -132,8 +135,9 @@ async def test_list_tags_pages_through_thousands_of_tags(conn: apsw.Connection, 
         assert is_error and data["error"] == "invalid-input"
 
 
-async def test_unknown_tool_lists_only_this_sessions_tools(conn: apsw.Connection, db_path: Path,
-                                                           tmp_path: Path) -> None:
+async def test_unknown_tool_lists_only_this_sessions_tools(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     _vault(conn, tmp_path)
     async with mcp_client(db_path) as client:
         data, is_error = await call(client, "kms_nope", {})

@@ -60,6 +60,7 @@ def visible_count(conn: apsw.Connection) -> int:
 
 # --- listing, schemas, annotations ------------------------------------------------------------------
 
+
 async def test_read_tools_listed_with_schemas_and_annotations(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path) as client:
         tools = (await client.list_tools()).tools
@@ -81,6 +82,7 @@ async def test_read_tools_listed_with_schemas_and_annotations(indexed: apsw.Conn
 
 
 # --- kms_search ----------------------------------------------------------------------------------------
+
 
 async def test_search_hits_contract_and_order(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path) as client:
@@ -124,17 +126,28 @@ async def test_punctuated_words_search_fine(indexed: apsw.Connection, db_path: P
             assert nid in [h["noteId"] for h in hits], q
 
 
-async def test_natural_language_punctuation_searches_as_words(indexed: apsw.Connection, db_path: Path,
-                                                               vault_dir: Path) -> None:
+async def test_natural_language_punctuation_searches_as_words(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     """Only the real columns (title:, body:, tags:) filter; any other ``word:`` is text, so a question or
     a note-to-self never fails on its punctuation."""
-    write(vault_dir / "standup.md", "# Standup\n\nMeeting at 10:30 about the login bug.\n\nTODO: fix login "
-                                    "(urgent). What's new? Ask about deploys.\n")
+    write(
+        vault_dir / "standup.md",
+        "# Standup\n\nMeeting at 10:30 about the login bug.\n\nTODO: fix login "
+        "(urgent). What's new? Ask about deploys.\n",
+    )
     reindex(indexed)
     nid = note_id(indexed, "standup")
     async with mcp_client(db_path) as client:
-        for q in ("meeting at 10:30", "TODO: fix login", "what's new?", "TODO: fix login (urgent)", "foo: login",
-                  "10:30", "login: the bug"):
+        for q in (
+            "meeting at 10:30",
+            "TODO: fix login",
+            "what's new?",
+            "TODO: fix login (urgent)",
+            "foo: login",
+            "10:30",
+            "login: the bug",
+        ):
             for tool in ("kms_search", "kms_semantic_search"):
                 hits = (await ok(client, tool, {"query": q}))["hits"]
                 assert nid in [h["noteId"] for h in hits], (tool, q)
@@ -193,8 +206,12 @@ async def test_out_of_bounds_input_is_invalid(indexed: apsw.Connection, db_path:
             assert "cursor" in data["message"]
         nid = note_id(indexed, "Shakshuka")
         await err(client, "kms_read", {"noteId": nid, "cursor": "garbage"}, "invalid-input")
-        await err(client, "kms_read", {"noteId": nid, "cursor": encode_cursor({"n": nid, "o": 10**9, "v": "x"})},
-                  "invalid-input")
+        await err(
+            client,
+            "kms_read",
+            {"noteId": nid, "cursor": encode_cursor({"n": nid, "o": 10**9, "v": "x"})},
+            "invalid-input",
+        )
 
 
 async def test_limit_bounds_are_inclusive(indexed: apsw.Connection, db_path: Path) -> None:
@@ -220,6 +237,7 @@ async def test_unknown_ids_are_not_found(indexed: apsw.Connection, db_path: Path
 
 
 # --- kms_read --------------------------------------------------------------------------------------------
+
 
 async def test_read_returns_the_note(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     body = "# Gist test\n\nA body with [[Kubernetes]] and #inline.\n"
@@ -309,13 +327,17 @@ async def test_many_headings_still_readable(indexed: apsw.Connection, db_path: P
 
 # --- listings --------------------------------------------------------------------------------------------
 
+
 async def test_list_tags_order_and_counts(indexed: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path) as client:
         tags = (await ok(client, "kms_list_tags"))["tags"]
         again = (await ok(client, "kms_list_tags"))["tags"]
     assert tags == again
-    expected = rows(indexed, "SELECT tag, count(*) AS count FROM note_tags t JOIN notes n ON n.rid = t.rid"
-                             " WHERE n.hidden_at IS NULL GROUP BY tag")
+    expected = rows(
+        indexed,
+        "SELECT tag, count(*) AS count FROM note_tags t JOIN notes n ON n.rid = t.rid"
+        " WHERE n.hidden_at IS NULL GROUP BY tag",
+    )
     assert sorted(tags, key=lambda t: t["tag"]) == sorted(expected, key=lambda t: t["tag"])
     keys = [(-t["count"], t["tag"]) for t in tags]
     assert keys == sorted(keys)
@@ -350,9 +372,15 @@ async def test_backlinks_contract(indexed: apsw.Connection, db_path: Path, vault
         mine = await ok(client, "kms_get_backlinks", {"noteId": note_id(indexed, "self")})
     assert data["noteId"] == target
     sources = {b["title"]: b for b in data["backlinks"]}
-    expected = {r["title"] for r in rows(indexed, """SELECT DISTINCT s.title FROM links l JOIN notes s
+    expected = {
+        r["title"]
+        for r in rows(
+            indexed,
+            """SELECT DISTINCT s.title FROM links l JOIN notes s
                 ON s.rid = l.src_rid JOIN notes d ON d.rid = l.dst_rid WHERE d.id = ? AND s.rid != d.rid""",
-                                           (target,))}
+            (target,),
+        )
+    }
     assert set(sources) == expected and {"self", "fm"} <= expected
     assert "[[Shakshuka]]" in sources["self"]["snippet"]
     assert sources["fm"]["inFrontmatter"] is True and sources["self"]["inFrontmatter"] is False
@@ -363,8 +391,7 @@ async def test_backlinks_contract(indexed: apsw.Connection, db_path: Path, vault
     assert mine["backlinks"] == []  # a self-link is not a backlink
 
 
-async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_path: Path,
-                                                   vault_dir: Path) -> None:
+async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     same = 1_700_000_000_123_456_789  # several notes with one mtime: page boundaries fall inside the tie
     for i in range(9):
         os.utime(write(vault_dir / "ties" / f"tie {i}.md", f"tie {i}"), ns=(same, same))
@@ -390,8 +417,9 @@ async def test_inventory_pages_through_everything(indexed: apsw.Connection, db_p
         assert n["summary"]["state"] in ("none", "fresh", "stale")
 
 
-async def test_inventory_pages_with_long_summaries_stop_early_and_go_on(indexed: apsw.Connection, db_path: Path,
-                                                                       vault_dir: Path) -> None:
+async def test_inventory_pages_with_long_summaries_stop_early_and_go_on(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     gist = "A long summary sentence that takes room in the inventory listing. " * 20
     for i in range(150):
         write(vault_dir / "bulk" / f"bulk {i:03}.md", summary.encode(f"body {i}\n", gist))
@@ -415,8 +443,8 @@ async def test_inventory_pages_with_long_summaries_stop_early_and_go_on(indexed:
 
 # --- hidden notes never reach an agent -------------------------------------------------------------------
 
-async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, db_path: Path,
-                                                     vault_dir: Path) -> None:
+
+async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     write(vault_dir / "secret.md", "---\ntags: [onlysecret]\n---\nThe quokka plan. [[Shakshuka]] [[visible]]")
     write(vault_dir / "visible.md", "quokka mention, links to [[secret]]")
     reindex(indexed)
@@ -435,8 +463,7 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
         assert sid not in {n["noteId"] for n in recent} and vid in {n["noteId"] for n in recent}
         await err(client, "kms_get_backlinks", {"noteId": sid}, "not-found")
         assert sid not in {b["noteId"] for b in (await ok(client, "kms_get_backlinks", {"noteId": shak}))["backlinks"]}
-        assert sid not in {b["noteId"] for b in
-                           (await ok(client, "kms_get_backlinks", {"noteId": vid}))["backlinks"]}
+        assert sid not in {b["noteId"] for b in (await ok(client, "kms_get_backlinks", {"noteId": vid}))["backlinks"]}
         inventory = (await ok(client, "kms_inventory", {"limit": 500}))["notes"]
         assert sid not in {n["noteId"] for n in inventory} and len(inventory) == visible_count(indexed)
         client.runner.session.reads.flush()
@@ -454,10 +481,20 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
 
 # --- gates and empty states ------------------------------------------------------------------------------
 
-ARGS = {"kms_search": {"query": "x"}, "kms_read": {"noteId": "n000000000000"}, "kms_list_tags": {},
-        "kms_list_recent": {}, "kms_get_backlinks": {"noteId": "n000000000000"}, "kms_inventory": {},
-        "kms_start": {}, "kms_semantic_search": {"query": "x"}, "kms_recall": {"topic": "x"},
-        "kms_list_folder": {}, "kms_status": {}, "kms_reindex": {}}
+ARGS = {
+    "kms_search": {"query": "x"},
+    "kms_read": {"noteId": "n000000000000"},
+    "kms_list_tags": {},
+    "kms_list_recent": {},
+    "kms_get_backlinks": {"noteId": "n000000000000"},
+    "kms_inventory": {},
+    "kms_start": {},
+    "kms_semantic_search": {"query": "x"},
+    "kms_recall": {"topic": "x"},
+    "kms_list_folder": {},
+    "kms_status": {},
+    "kms_reindex": {},
+}
 
 
 @pytest.mark.parametrize("flags", [{"enabled": False}, {"read_enabled": False}])
@@ -498,6 +535,7 @@ async def test_no_vault_and_empty_index_say_what_to_run(db_path: Path, tmp_path:
 
 # --- read tracking, vault scoping -----------------------------------------------------------------------
 
+
 async def test_reads_are_tracked_per_session(indexed: apsw.Connection, db_path: Path) -> None:
     nid = note_id(indexed, "Shakshuka")
     async with mcp_client(db_path) as client:
@@ -514,8 +552,9 @@ async def test_reads_are_tracked_per_session(indexed: apsw.Connection, db_path: 
     assert len(reads) == 1 + len({h["noteId"] for h in hits} - {nid})
 
 
-async def test_results_name_their_vault_and_vault_scopes(indexed: apsw.Connection, db_path: Path,
-                                                         tmp_path: Path) -> None:
+async def test_results_name_their_vault_and_vault_scopes(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     other = tmp_path / "work"
     write(other / "Kubernetes at work.md", "---\ntags: [worktag]\n---\nkubernetes cluster notes [[Kubernetes]]")
     index_vault(indexed, add_vault(indexed, other, "work"))

@@ -34,8 +34,9 @@ def _check_budget(data: dict) -> None:
     assert len(keys) == len(set(keys))  # deduplicated
 
 
-async def test_recall_bundles_best_sections_and_linked_notes(conn: apsw.Connection, db_path: Path,
-                                                             tmp_path: Path) -> None:
+async def test_recall_bundles_best_sections_and_linked_notes(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     build(conn, tmp_path)
     async with mcp_client(db_path, vault="v", embed_enabled=False) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -69,11 +70,13 @@ async def test_recall_bundles_best_sections_and_linked_notes(conn: apsw.Connecti
     assert "zqx" not in text.lower() and "Secret login" not in text  # hidden, and the other vault
 
 
-async def test_recall_never_exceeds_small_or_large_budgets(conn: apsw.Connection, db_path: Path,
-                                                           tmp_path: Path) -> None:
+async def test_recall_never_exceeds_small_or_large_budgets(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     build(conn, tmp_path)
-    big = "\n\n".join(f"Token refresh detail {i}: the login token refresh path, clock drift case {i}." for i in
-                      range(400))
+    big = "\n\n".join(
+        f"Token refresh detail {i}: the login token refresh path, clock drift case {i}." for i in range(400)
+    )
     (tmp_path / "v" / "Long log.md").write_text(f"# Long log\n\n## Refresh\n\n{big}\n")
     from server.index.indexer import index_vault
     from server.vault.registry import get_vault
@@ -87,14 +90,20 @@ async def test_recall_never_exceeds_small_or_large_budgets(conn: apsw.Connection
             long = [i for i in data["items"] if i["title"] == "Long log"]
             if budget <= 4000:
                 assert long and long[0]["truncated"] is True and long[0]["text"].endswith("…")
-        for bad in ({"topic": TOPIC, "budgetTokens": 20001}, {"topic": TOPIC, "budgetTokens": 199},
-                    {"topic": ""}, {"topic": TOPIC, "extra": 1}, {"budgetTokens": 4000}):
+        for bad in (
+            {"topic": TOPIC, "budgetTokens": 20001},
+            {"topic": TOPIC, "budgetTokens": 199},
+            {"topic": ""},
+            {"topic": TOPIC, "extra": 1},
+            {"budgetTokens": 4000},
+        ):
             r = await client.call_tool("kms_recall", bad)
             assert r.is_error and r.structured_content["error"] == "invalid-input", bad
 
 
-async def test_recall_reads_are_tracked_and_unscoped_sessions_see_every_vault(conn: apsw.Connection, db_path: Path,
-                                                                               tmp_path: Path) -> None:
+async def test_recall_reads_are_tracked_and_unscoped_sessions_see_every_vault(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     build(conn, tmp_path)
     async with mcp_client(db_path, embed_enabled=False) as client:
         data = await _recall(client, {"topic": "token refresh clock drift"})
@@ -106,8 +115,9 @@ async def test_recall_reads_are_tracked_and_unscoped_sessions_see_every_vault(co
     assert {i["noteId"] for i in data["items"]} <= read and note_id(conn, "Auth service") in read
 
 
-async def test_recall_by_meaning_with_the_model(conn: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                embed_model_dir: Path) -> None:
+async def test_recall_by_meaning_with_the_model(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, embed_model_dir: Path
+) -> None:
     from server.index.embed import embed_pending
 
     build(conn, tmp_path)

@@ -10,8 +10,9 @@ from support.mcp_session import mcp_client
 from support.vaults import write
 
 
-async def test_reindex_reports_what_changed_and_is_rate_limited(indexed: apsw.Connection, db_path: Path,
-                                                                vault_dir: Path) -> None:
+async def test_reindex_reports_what_changed_and_is_rate_limited(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     from server.index.notes import set_hidden
 
     set_hidden(indexed, "Home.md", True)  # a hidden note changed outside kms: counted, never named

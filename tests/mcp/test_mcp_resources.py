@@ -40,8 +40,10 @@ def vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
     write(a / "projects" / "Lighthouse plan.md", "# Lighthouse plan\n\nKeep the lamp lit.\n")
     write(a / "projects" / "Harbour budget.md", "---\ntitle: Money for the harbour\n---\n# Budget\n\nThree coins.\n")
     write(a / "Secret diary.md", "# Secret diary\n\nNothing to see.\n")
-    write(a / "notes" / "Summarised.md", "<!-- kms:summary hash=abc -->\nA short summary.\n<!-- /kms:summary -->\n"
-                                         "# Summarised\n\nThe body proper.\n")
+    write(
+        a / "notes" / "Summarised.md",
+        "<!-- kms:summary hash=abc -->\nA short summary.\n<!-- /kms:summary -->\n# Summarised\n\nThe body proper.\n",
+    )
     write(a / "big" / "Long log.md", "# Long log\n\n" + "A line of the log that goes on.\n" * 4_000)
     write(b / "Beta lighthouse.md", "# Beta lighthouse\n\nAnother vault's lamp.\n")
     for root, name in ((a, "a"), (b, "b")):
@@ -86,15 +88,23 @@ async def all_resources(client: Any) -> list[Any]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_each_session_lists_its_visible_notes_as_percent_encoded_markdown_resources(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     scoped, everywhere = config(db_path, "sresa0000001", vault="a"), config(db_path, "sresall00002")
     async with clients(db_path, mode, scoped, everywhere) as (in_a, in_all):
         mine = {r.uri: r for r in await all_resources(in_a)}
-        assert set(mine) == {"kms://a/projects/Lighthouse%20plan.md", "kms://a/projects/Harbour%20budget.md",
-                             "kms://a/notes/Summarised.md", "kms://a/big/Long%20log.md"}  # no hidden, no vault b
+        assert set(mine) == {
+            "kms://a/projects/Lighthouse%20plan.md",
+            "kms://a/projects/Harbour%20budget.md",
+            "kms://a/notes/Summarised.md",
+            "kms://a/big/Long%20log.md",
+        }  # no hidden, no vault b
         budget = mine["kms://a/projects/Harbour%20budget.md"]
-        assert (budget.name, budget.title, budget.mime_type) == ("projects/Harbour budget.md",
-                                                                 "Money for the harbour", "text/markdown")
+        assert (budget.name, budget.title, budget.mime_type) == (
+            "projects/Harbour budget.md",
+            "Money for the harbour",
+            "text/markdown",
+        )
         assert budget.annotations is not None and budget.annotations.last_modified
         everything = {r.uri for r in await all_resources(in_all)}
         assert "kms://b/Beta%20lighthouse.md" in everything and not any("Secret" in u for u in everything)
@@ -104,7 +114,8 @@ async def test_each_session_lists_its_visible_notes_as_percent_encoded_markdown_
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_list_is_the_most_recent_notes_in_pages_never_the_whole_vault(
-        conn: apsw.Connection, tmp_path: Path, db_path: Path, mode: str) -> None:
+    conn: apsw.Connection, tmp_path: Path, db_path: Path, mode: str
+) -> None:
     root = tmp_path / "many"
     for i in range(note_resources.LISTED + 30):
         os.utime(write(root / f"n{i:03}.md", f"# n{i:03}\n"), (1_000_000 + i, 1_000_000 + i))
@@ -119,7 +130,8 @@ async def test_the_list_is_the_most_recent_notes_in_pages_never_the_whole_vault(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_reading_a_note_gives_its_body_without_the_summary_block_and_records_the_read(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     async with clients(db_path, mode, config(db_path, "sresread0001", vault="a")) as (client,):
         result = await client.read_resource("kms://a/notes/Summarised.md")
         [content] = result.contents
@@ -130,17 +142,24 @@ async def test_reading_a_note_gives_its_body_without_the_summary_block_and_recor
         loose = await client.read_resource("kms://a/projects/lighthouse%20plan")  # kms_read's resolver
         assert loose.contents[0].uri == "kms://a/projects/Lighthouse%20plan.md"
         client.runner.session.reads.flush()
-    read = rows(vaults, "SELECT n.path FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?",
-                ("sresread0001",))
+    read = rows(
+        vaults,
+        "SELECT n.path FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?",
+        ("sresread0001",),
+    )
     assert {r["path"] for r in read} == {"notes/Summarised.md", "projects/Lighthouse plan.md"}
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_hidden_note_another_vault_and_a_foreign_address_are_refused_with_a_typed_error(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
     async with clients(db_path, mode, config(db_path, "sresdeny0001", vault="a")) as (client,):
-        for uri, kind in (("kms://a/Secret%20diary.md", "not-found"), ("kms://b/Beta%20lighthouse.md", "not-found"),
-                          ("file:///etc/passwd", "invalid-input")):
+        for uri, kind in (
+            ("kms://a/Secret%20diary.md", "not-found"),
+            ("kms://b/Beta%20lighthouse.md", "not-found"),
+            ("file:///etc/passwd", "invalid-input"),
+        ):
             with pytest.raises(MCPError) as refused:
                 await client.read_resource(uri)
             assert refused.value.data["error"] == kind, uri
@@ -149,24 +168,34 @@ async def test_a_hidden_note_another_vault_and_a_foreign_address_are_refused_wit
     assert not rows(vaults, "SELECT 1 FROM note_reads WHERE session_id = 'sresdeny0001'")
 
 
-async def test_a_note_over_the_payload_cap_is_cut_and_says_how_to_read_on(vaults: apsw.Connection,
-                                                                          db_path: Path) -> None:
+async def test_a_note_over_the_payload_cap_is_cut_and_says_how_to_read_on(
+    vaults: apsw.Connection, db_path: Path
+) -> None:
     async with mcp_client(db_path) as client:
         result = await client.read_resource("kms://a/big/Long%20log.md")  # type: ignore[attr-defined]
         text = result.contents[0].text
         answer = result.model_dump_json(by_alias=True, exclude_none=True)
         assert len(answer.encode()) <= PAYLOAD_CAP_BYTES and result.contents[0].meta["truncated"] is True
         cursor = text.rsplit("cursor=", 1)[1].rstrip("]")
-        more = await client.call_tool("kms_read", {"noteId": result.contents[0].meta["noteId"],  # type: ignore[attr-defined]
-                                                   "cursor": cursor})
+        more = await client.call_tool(
+            "kms_read",
+            {
+                "noteId": result.contents[0].meta["noteId"],  # type: ignore[attr-defined]
+                "cursor": cursor,
+            },
+        )
         assert not more.is_error and more.structured_content["offset"] > 0
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_completion_finds_paths_by_partial_path_title_or_typo_within_the_sessions_vaults(
-        vaults: apsw.Connection, db_path: Path, mode: str) -> None:
-    async with clients(db_path, mode, config(db_path, "srescomp0001", vault="a"),
-                       config(db_path, "srescomp0002")) as (in_a, in_all):
+    vaults: apsw.Connection, db_path: Path, mode: str
+) -> None:
+    async with clients(db_path, mode, config(db_path, "srescomp0001", vault="a"), config(db_path, "srescomp0002")) as (
+        in_a,
+        in_all,
+    ):
+
         async def paths(client: Any, value: str, **context: str) -> list[str]:
             found = await client.complete(TEMPLATE, {"name": "path", "value": value}, context or None)
             return found.completion.values
@@ -198,7 +227,13 @@ def test_the_runner_of_mcp_client_is_a_tool_runner(vaults: apsw.Connection, db_p
     runner = ToolRunner(config(db_path, "sresone00001"))
     try:
         server = build_server(runner)
-        assert {"resources/list", "resources/read", "resources/templates/list", "completion/complete",
-                "prompts/list", "prompts/get"} <= set(server._request_handlers)
+        assert {
+            "resources/list",
+            "resources/read",
+            "resources/templates/list",
+            "completion/complete",
+            "prompts/list",
+            "prompts/get",
+        } <= set(server._request_handlers)
     finally:
         runner.close()

@@ -17,8 +17,9 @@ async def _ready_client(db_path: Path, model_dir: Path):
     return cm, client, semantic
 
 
-async def test_semantic_search_finds_paraphrases_and_says_how(indexed: apsw.Connection, db_path: Path,
-                                                              embed_model_dir: Path) -> None:
+async def test_semantic_search_finds_paraphrases_and_says_how(
+    indexed: apsw.Connection, db_path: Path, embed_model_dir: Path
+) -> None:
     from server.index.embed import embed_pending
 
     embed_pending(indexed, model_dir=embed_model_dir)
@@ -27,8 +28,9 @@ async def test_semantic_search_finds_paraphrases_and_says_how(indexed: apsw.Conn
         semantic.index.refresh(indexed)
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["kms_semantic_search"].annotations.read_only_hint is True
-        r = await client.call_tool("kms_semantic_search",
-                                   {"query": "what went wrong when people could not sign in", "limit": 5})
+        r = await client.call_tool(
+            "kms_semantic_search", {"query": "what went wrong when people could not sign in", "limit": 5}
+        )
         data = r.structured_content
         assert not r.is_error and data["mode"] == "hybrid"
         titles = [h["title"] for h in data["hits"]]
@@ -57,8 +59,9 @@ async def test_semantic_search_finds_paraphrases_and_says_how(indexed: apsw.Conn
         await cm.__aexit__(None, None, None)
 
 
-async def test_semantic_search_falls_back_to_keywords_when_model_is_broken(indexed: apsw.Connection, db_path: Path,
-                                                                           tmp_path: Path) -> None:
+async def test_semantic_search_falls_back_to_keywords_when_model_is_broken(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()
     for name in ("model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"):
@@ -75,7 +78,8 @@ async def test_semantic_search_falls_back_to_keywords_when_model_is_broken(index
 
 
 async def test_without_a_model_nothing_is_downloaded_and_the_answer_says_how_to_get_it(
-        indexed: apsw.Connection, db_path: Path, tmp_path: Path, monkeypatch) -> None:
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, monkeypatch
+) -> None:
     """No network unless asked: ``embed.download`` is off by default, so a server that finds no model
     answers keyword-only at once, naming the ways to get one, and never tries the model hub."""
     monkeypatch.delenv("KMS_EMBED_DOWNLOAD", raising=False)  # the default, not the test suite's setting

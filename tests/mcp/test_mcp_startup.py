@@ -22,8 +22,12 @@ from server.mcp.serve import Deferred
 
 REPO = Path(__file__).resolve().parents[2]
 HANDSHAKE = [
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    },
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
 ]
@@ -68,29 +72,48 @@ def test_background_starts_after_the_delay_when_nothing_is_asked() -> None:
 
 
 def _env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
-            **server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_LOG_LEVEL="DEBUG", **extra)}
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("KMS_")},
+        **server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_LOG_LEVEL="DEBUG", **extra),
+    }
 
 
 def _serve(db_path: Path, tmp_path: Path, code: str, **extra: str) -> tuple[list[dict], str]:
     stdin = "".join(json.dumps(m) + "\n" for m in HANDSHAKE)
-    out = subprocess.run([sys.executable, "-E", "-P", "-c", code], input=stdin, capture_output=True, text=True,
-                         env=_env(db_path, tmp_path, **extra), cwd=REPO, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-E", "-P", "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=_env(db_path, tmp_path, **extra),
+        cwd=REPO,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
 
 def test_kms_mcp_lists_every_tool_without_the_sdk_client_and_starts_the_rest_after(
-        indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """The real server process: every tier on, the list answered, the background work begun because the list
     was written (not by the fallback timer), and the SDK's client and high-level server never loaded."""
-    code = ("import sys; from server.mcp.serve import main; rc = main([]); "
-            "sys.stderr.write('\\nLOADED ' + ' '.join(sorted(m for m in sys.modules if m in "
-            "{'mcp.client', 'mcp.client.stdio', 'mcp.server.mcpserver', 'mcp.server.lowlevel', 'mcp_types'})) "
-            "+ '\\n'); sys.exit(rc)")
+    code = (
+        "import sys; from server.mcp.serve import main; rc = main([]); "
+        "sys.stderr.write('\\nLOADED ' + ' '.join(sorted(m for m in sys.modules if m in "
+        "{'mcp.client', 'mcp.client.stdio', 'mcp.server.mcpserver', 'mcp.server.lowlevel', 'mcp_types'})) "
+        "+ '\\n'); sys.exit(rc)"
+    )
     env = _env(db_path, tmp_path, KMS_AGENT_EDIT_TOOLS_ENABLED="1", KMS_AGENT_ORGANIZE_TOOLS_ENABLED="1")
-    proc = subprocess.Popen([sys.executable, "-E", "-P", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-E", "-P", "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in HANDSHAKE))
@@ -115,12 +138,15 @@ def test_kms_mcp_lists_every_tool_without_the_sdk_client_and_starts_the_rest_aft
     assert err.strip().splitlines()[-1] == "LOADED mcp.server.lowlevel mcp_types"
 
 
-def test_a_process_that_uses_the_sdk_client_keeps_the_whole_sdk(indexed: apsw.Connection, db_path: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_process_that_uses_the_sdk_client_keeps_the_whole_sdk(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """``import_sdk_lean`` leaves an already imported SDK alone: ``mcp``'s names stay importable."""
-    code = ("import sys, mcp; from server.mcp.serve import import_sdk_lean; import_sdk_lean(); "
-            "from mcp import Client; from mcp.server import Server; from mcp.server.lowlevel import Server as S; "
-            "assert Server is S; print('{}')")
+    code = (
+        "import sys, mcp; from server.mcp.serve import import_sdk_lean; import_sdk_lean(); "
+        "from mcp import Client; from mcp.server import Server; from mcp.server.lowlevel import Server as S; "
+        "assert Server is S; print('{}')"
+    )
     replies, _err = _serve(db_path, tmp_path, code)
     assert replies == [{}]
 
@@ -132,14 +158,16 @@ def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    runner = ToolRunner(SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]},
-                                               watch=False))
+    runner = ToolRunner(
+        SessionConfig.from_env({"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"]}, watch=False)
+    )
     try:
         inline_reads = {s.name for s in runner.registry if s.tier == "read" and runner.runs_inline(s.name)}
         assert inline_reads == {"kms_list_folder"}
         assert not any(runner.runs_inline(s.name) for s in runner.registry if s.tier != "read")
         assert {s.name for s in runner.registry if runner.is_write(s.name)} == {
-            s.name for s in runner.registry if s.tier != "read"}
+            s.name for s in runner.registry if s.tier != "read"
+        }
     finally:
         runner.close()
 

@@ -24,14 +24,24 @@ READ_TOOLS = set(tool_names("read"))
 
 
 def server_env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml"), "KMS_ENABLED": "1",
-            "KMS_AGENT_TOOLS_ENABLED": "1", "PYTHONIOENCODING": "utf-8", **extra}
+    return {
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": str(tmp_path / "config.toml"),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "PYTHONIOENCODING": "utf-8",
+        **extra,
+    }
 
 
 @asynccontextmanager
 async def stdio_server(db_path: Path, tmp_path: Path, **extra: str) -> AsyncIterator[Any]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"],
-                                   env=server_env(db_path, tmp_path, **extra), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kmscli", "mcp"],
+        env=server_env(db_path, tmp_path, **extra),
+        cwd=str(tmp_path),
+    )
     async with Client(params, read_timeout_seconds=30) as client:
         yield client
 
@@ -70,9 +80,18 @@ async def test_tools_list_and_search_round_trip(indexed: apsw.Connection, db_pat
 def test_unexpanded_variable_refuses_to_start(db_path: Path, tmp_path: Path) -> None:
     base = {**os.environ, **server_env(db_path, tmp_path)}
     runs = [([], {**base, "KMS_DB_PATH": "${KMS_HOME}/kms.db"}), (["--vault=${VAULT}"], base)]
-    procs = [subprocess.Popen([sys.executable, "-m", "kmscli", "mcp", *args], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-             for args, env in runs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kmscli", "mcp", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        for args, env in runs
+    ]
     (env_out, env_err), (arg_out, arg_err) = (p.communicate("", timeout=60) for p in procs)
     assert procs[0].returncode != 0
     assert "unexpanded ${VAR}" in env_err and "KMS_DB_PATH='${KMS_HOME}/kms.db'" in env_err
@@ -81,8 +100,9 @@ def test_unexpanded_variable_refuses_to_start(db_path: Path, tmp_path: Path) -> 
     assert procs[1].returncode != 0 and "${VAULT}" in arg_err and "Traceback" not in arg_err and arg_out == ""
 
 
-async def test_human_edit_is_visible_to_the_next_call(indexed: apsw.Connection, db_path: Path, vault_dir: Path,
-                                                      tmp_path: Path) -> None:
+async def test_human_edit_is_visible_to_the_next_call(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path, tmp_path: Path
+) -> None:
     async with stdio_server(db_path, tmp_path) as client:
         # warm-up: the watcher thread starts with the server; wait until it sees a first change
         write(vault_dir / "inbox" / "warmup.md", "warmupword")
@@ -105,11 +125,12 @@ async def test_human_edit_is_visible_to_the_next_call(indexed: apsw.Connection, 
     assert "freshlyaddedword" in target.read_text(encoding="utf-8")
 
 
-async def test_two_servers_on_one_db(indexed: apsw.Connection, db_path: Path, vault_dir: Path,
-                                     tmp_path: Path) -> None:
+async def test_two_servers_on_one_db(indexed: apsw.Connection, db_path: Path, vault_dir: Path, tmp_path: Path) -> None:
     nid = indexed.execute("SELECT id FROM notes WHERE title = 'Kubernetes'").fetchall()[0][0]
-    async with stdio_server(db_path, tmp_path, KMS_SESSION_ID="sA") as a, \
-            stdio_server(db_path, tmp_path, KMS_SESSION_ID="sB") as b:
+    async with (
+        stdio_server(db_path, tmp_path, KMS_SESSION_ID="sA") as a,
+        stdio_server(db_path, tmp_path, KMS_SESSION_ID="sB") as b,
+    ):
         # concurrent calls on both servers
         calls = [c.call_tool("kms_read", {"noteId": nid}) for c in (a, b) for _ in range(3)]
         calls += [c.call_tool("kms_search", {"query": "kubernetes"}) for c in (a, b)]

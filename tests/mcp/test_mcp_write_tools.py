@@ -46,19 +46,22 @@ async def test_annotations_of_write_tools(indexed: apsw.Connection, db_path: Pat
         assert a.idempotent_hint is (name in IDEMPOTENT)
 
 
-async def test_create_append_insert_update_land_in_the_file(indexed: apsw.Connection, db_path: Path,
-                                                            vault_dir: Path) -> None:
+async def test_create_append_insert_update_land_in_the_file(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",)) as client:
-        created = await client.call_tool("kms_create", {"title": "Plan: v2/next", "folder": "drafts",
-                                                         "content": "# Plan\n\nfirst", "tags": ["plan"]})
+        created = await client.call_tool(
+            "kms_create", {"title": "Plan: v2/next", "folder": "drafts", "content": "# Plan\n\nfirst", "tags": ["plan"]}
+        )
         assert not created.is_error, created.structured_content
         c = created.structured_content
         assert c["path"] == "drafts/Plan- v2-next.md" and c["bytesBefore"] == 0 and c["bytesAfter"] > 0
         nid = c["noteId"]
         appended = (await client.call_tool("kms_append", {"noteId": nid, "content": "second"})).structured_content
         assert appended["linesAdded"] >= 1 and appended["bytesAfter"] > appended["bytesBefore"]
-        inserted = await client.call_tool("kms_insert_at", {"noteId": nid, "content": "zero",
-                                                            "position": {"beforeHeading": "Plan"}})
+        inserted = await client.call_tool(
+            "kms_insert_at", {"noteId": nid, "content": "zero", "position": {"beforeHeading": "Plan"}}
+        )
         assert not inserted.is_error, inserted.structured_content
         props = await client.call_tool("kms_update_properties", {"noteId": nid, "set": {"status": "draft"}})
         assert not props.is_error, props.structured_content
@@ -69,11 +72,13 @@ async def test_create_append_insert_update_land_in_the_file(indexed: apsw.Connec
     assert [s for _t, s, _e in provenance(indexed)] == ["success"] * 4
 
 
-async def test_error_kinds_come_back_typed_and_recorded(indexed: apsw.Connection, db_path: Path,
-                                                        vault_dir: Path) -> None:
+async def test_error_kinds_come_back_typed_and_recorded(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     home = note_id(indexed, "Home")
     before = (vault_dir / "Home.md").read_bytes()
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",), per_minute=100) as client:
+
         async def err(tool: str, args: dict) -> str:
             r = await client.call_tool(tool, args)
             assert r.is_error, r.structured_content
@@ -85,14 +90,16 @@ async def test_error_kinds_come_back_typed_and_recorded(indexed: apsw.Connection
         assert await err("kms_create", {"title": "Home", "folder": "projects"}) == "folder-denied"
         assert await err("kms_create", {"title": "x", "tags": ["#bad"]}) == "invalid-input"
         assert await err("kms_create", {"title": "x", "content": "y" * 100_001}) == "invalid-input"
-        assert await err("kms_update_properties", {"noteId": home, "set": {"kms_provenance": "x"}}) == \
-            "invalid-input"
-        assert await err("kms_update_properties", {"noteId": home, "set": {"a": 1}, "version": "0" * 64}) == \
-            "conflict"
-        assert await err("kms_insert_at", {"noteId": home, "content": "x",
-                                           "position": {"afterHeading": "x", "atLine": 1}}) == "invalid-input"
-        assert await err("kms_create", {"title": "Indexing notes for coding agents", "folder": "drafts"}) == \
-            "already-exists"
+        assert await err("kms_update_properties", {"noteId": home, "set": {"kms_provenance": "x"}}) == "invalid-input"
+        assert await err("kms_update_properties", {"noteId": home, "set": {"a": 1}, "version": "0" * 64}) == "conflict"
+        assert (
+            await err("kms_insert_at", {"noteId": home, "content": "x", "position": {"afterHeading": "x", "atLine": 1}})
+            == "invalid-input"
+        )
+        assert (
+            await err("kms_create", {"title": "Indexing notes for coding agents", "folder": "drafts"})
+            == "already-exists"
+        )
     assert (vault_dir / "Home.md").read_bytes() == before
     statuses = [s for _t, s, _e in provenance(indexed)]
     assert len(statuses) == 9 and "success" not in statuses
@@ -122,17 +129,22 @@ def two_vaults(conn: apsw.Connection, tmp_path: Path) -> dict[str, str]:
     return {name: note_id(conn, f"Note {name}") for name in ("a", "b")}
 
 
-async def test_a_session_scoped_to_one_vault_never_writes_another(conn: apsw.Connection, db_path: Path,
-                                                                  tmp_path: Path) -> None:
+async def test_a_session_scoped_to_one_vault_never_writes_another(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     ids = two_vaults(conn, tmp_path)
     b_file = tmp_path / "vault-b" / "drafts" / "Note b.md"
     b_before = b_file.read_bytes()
     async with mcp_client(db_path, write_enabled=True, vault="a") as client:
+
         async def call(tool: str, args: dict) -> dict:
             return (await client.call_tool(tool, args)).structured_content
 
-        for tool, args in (("kms_append", {"content": "x"}), ("kms_insert_at", {"content": "x", "position": {
-                "atLine": 1}}), ("kms_update_properties", {"set": {"s": 1}})):
+        for tool, args in (
+            ("kms_append", {"content": "x"}),
+            ("kms_insert_at", {"content": "x", "position": {"atLine": 1}}),
+            ("kms_update_properties", {"set": {"s": 1}}),
+        ):
             out = await call(tool, {"noteId": ids["b"], **args})
             assert out["error"] == "not-found", (tool, out)  # as if the note did not exist
             assert "vault-b" not in out["message"] and "vault" not in out  # nothing about b leaks
@@ -149,8 +161,9 @@ async def test_a_session_scoped_to_one_vault_never_writes_another(conn: apsw.Con
     assert all(r[3] in (None, "a") for r in rows)  # nothing recorded against vault b
 
 
-async def test_a_scoped_write_by_title_finds_the_note_of_its_own_vault(conn: apsw.Connection, db_path: Path,
-                                                                       tmp_path: Path) -> None:
+async def test_a_scoped_write_by_title_finds_the_note_of_its_own_vault(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """The same title in both vaults: within the scope it names one note, never 'several notes'."""
     from server.index.indexer import index_all
 
@@ -167,13 +180,14 @@ async def test_a_scoped_write_by_title_finds_the_note_of_its_own_vault(conn: aps
     assert (tmp_path / "vault-a" / "drafts" / "Shared.md").read_text() == "# Shared\n\nin a\n"
 
 
-async def test_unscoped_create_with_two_vaults_must_name_one(conn: apsw.Connection, db_path: Path,
-                                                             tmp_path: Path) -> None:
+async def test_unscoped_create_with_two_vaults_must_name_one(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     two_vaults(conn, tmp_path)
     async with mcp_client(db_path, write_enabled=True) as client:
         out = (await client.call_tool("kms_create", {"title": "Where", "folder": "drafts"})).structured_content
         assert out["error"] == "invalid-input" and out["vaults"] == ["a", "b"]
-        ok = (await client.call_tool("kms_create", {"title": "Here", "folder": "drafts", "vault": "b"}))
+        ok = await client.call_tool("kms_create", {"title": "Here", "folder": "drafts", "vault": "b"})
         assert ok.structured_content["vault"] == "b"
 
 
@@ -185,9 +199,14 @@ async def test_every_write_call_gets_exactly_one_provenance_row(indexed: apsw.Co
         off = (await client.call_tool("kms_append", {"noteId": nid, "content": "x"})).structured_content
     async with mcp_client(db_path, write_enabled=True, per_minute=2, session_id="s-one") as client:
         answers = [off]
-        for args in ({"noteId": nid}, {"noteId": nid, "content": "x", "bogus": 1}, {"noteId": "nope", "content": "x"},
-                     {"noteId": nid, "content": "one"}, {"noteId": nid, "content": "two"},
-                     {"noteId": nid, "content": "three"}):
+        for args in (
+            {"noteId": nid},
+            {"noteId": nid, "content": "x", "bogus": 1},
+            {"noteId": "nope", "content": "x"},
+            {"noteId": nid, "content": "one"},
+            {"noteId": nid, "content": "two"},
+            {"noteId": nid, "content": "three"},
+        ):
             answers.append((await client.call_tool("kms_append", args)).structured_content)
     kinds = [a.get("error") for a in answers]
     assert kinds == ["feature-disabled", "invalid-input", "invalid-input", "not-found", None, None, "rate-limited"]
@@ -199,8 +218,9 @@ async def test_every_write_call_gets_exactly_one_provenance_row(indexed: apsw.Co
     assert indexed.execute("SELECT total FROM write_counters WHERE session_id = 's-one'").fetchall() == [(2,)]
 
 
-def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Connection, db_path: Path,
-                                                                vault_dir: Path) -> None:
+def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     """A tool defined only here (an entry and an operation, nothing else anywhere) is gated, validated,
     rate-limited, recorded once, shown by the dashboard and reverted like the built-in ones; a bug in
     it is recorded and answered, not raised."""
@@ -225,8 +245,15 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
             raise RuntimeError("a bug in the new tool")
         return operations.append(ctx, vault, note, content="stamped")
 
-    spec = WriteSpec(name="kms_stamp", tier="write", about="Stamp a note.", input_model=StampInput,
-                     output_model=WriteOutput, handler=kms_stamp, annotations=ADD_ONLY)
+    spec = WriteSpec(
+        name="kms_stamp",
+        tier="write",
+        about="Stamp a note.",
+        input_model=StampInput,
+        output_model=WriteOutput,
+        handler=kms_stamp,
+        annotations=ADD_ONLY,
+    )
     nid = note_id(indexed, "Indexing notes for coding agents")
     path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
     before = path.read_bytes()
@@ -244,9 +271,13 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
     finally:
         runner.close()
     rows = indexed.execute("SELECT tool, status, error, change_kind FROM tool_invocations ORDER BY id").fetchall()
-    assert rows == [("kms_stamp", "success", None, "text-inserted"), ("kms_stamp", "error", "invalid-input", None),
-                    ("kms_stamp", "error", "internal", None), ("kms_stamp", "success", None, "text-inserted"),
-                    ("kms_stamp", "rate-limited", "rate-limited", None)]
+    assert rows == [
+        ("kms_stamp", "success", None, "text-inserted"),
+        ("kms_stamp", "error", "invalid-input", None),
+        ("kms_stamp", "error", "internal", None),
+        ("kms_stamp", "success", None, "text-inserted"),
+        ("kms_stamp", "rate-limited", "rate-limited", None),
+    ]
     detail = feed.invocation_detail(indexed, done["invocationId"])
     assert detail is not None and detail.note.state == "present"  # the second stamp went after it
     assert path.read_bytes() == body + b"\n\nstamped\n\nstamped" + trail
@@ -254,8 +285,9 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(indexed: apsw.Co
     assert path.read_bytes() == body + b"\n\nstamped" + trail
 
 
-async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(indexed: apsw.Connection,
-                                                                         db_path: Path) -> None:
+async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(
+    indexed: apsw.Connection, db_path: Path
+) -> None:
     async with mcp_client(db_path, write_enabled=True) as client:
         out = (await client.call_tool("kms_append", {"noteId": "n" * 10_000, "content": "x"})).structured_content
     assert out["error"] == "invalid-input" and "noteId" in out["message"]
@@ -263,19 +295,27 @@ async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(indexe
     assert row == [(None, row[0][1], "error")] and row[0][1] <= 400
 
 
-async def test_host_injected_arguments_are_ignored_and_others_still_refused(indexed: apsw.Connection,
-                                                                            db_path: Path) -> None:
+async def test_host_injected_arguments_are_ignored_and_others_still_refused(
+    indexed: apsw.Connection, db_path: Path
+) -> None:
     """Gemini CLI sends ``wait_for_previous`` with every call: read and write tools accept and ignore it."""
     async with mcp_client(db_path, write_enabled=True) as client:
         found = await client.call_tool("kms_search", {"query": "auth", "wait_for_previous": True})
         assert not found.is_error, found.structured_content
-        appended = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "x",
-                                                         "wait_for_previous": False})
+        appended = await client.call_tool(
+            "kms_append", {"noteId": note_id(indexed, "Home"), "content": "x", "wait_for_previous": False}
+        )
         assert not appended.is_error, appended.structured_content
-        for tool, args in (("kms_search", {"query": "auth", "wait_for_prev": True}),
-                           ("kms_append", {"noteId": note_id(indexed, "Home"), "content": "y", "extra": 1})):
+        for tool, args in (
+            ("kms_search", {"query": "auth", "wait_for_prev": True}),
+            ("kms_append", {"noteId": note_id(indexed, "Home"), "content": "y", "extra": 1}),
+        ):
             refused = await client.call_tool(tool, args)
             assert refused.is_error and refused.structured_content["error"] == "invalid-input", tool
-    assert "\ny\n" not in (Path(indexed.execute("SELECT v.root || '/' || n.path FROM notes n JOIN vaults v "
-                                                "ON v.id = n.vault_id WHERE n.title = 'Home'").fetchone()[0])
-                           .read_text())
+    assert "\ny\n" not in (
+        Path(
+            indexed.execute(
+                "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.title = 'Home'"
+            ).fetchone()[0]
+        ).read_text()
+    )

@@ -16,10 +16,12 @@ async def semantic_state(client: object) -> str:
     return str(result.structured_content["embeddings"]["state"])
 
 
-async def test_the_model_loads_at_the_first_search_by_meaning(indexed: apsw.Connection, db_path: Path,
-                                                              tmp_path: Path, embed_model_dir: Path) -> None:
-    async with stdio_server(db_path, tmp_path, KMS_EMBED_MODEL_DIR=str(embed_model_dir),
-                            KMS_EMBED_ENABLED="1") as client:
+async def test_the_model_loads_at_the_first_search_by_meaning(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, embed_model_dir: Path
+) -> None:
+    async with stdio_server(
+        db_path, tmp_path, KMS_EMBED_MODEL_DIR=str(embed_model_dir), KMS_EMBED_ENABLED="1"
+    ) as client:
         await client.list_tools()
         await client.call_tool("kms_search", {"query": "auth"})
         started = time.monotonic()

@@ -85,8 +85,9 @@ def calls(conn: apsw.Connection) -> list[tuple]:
     return conn.execute("SELECT tool, status, error FROM tool_invocations ORDER BY id").fetchall()
 
 
-async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(indexed: apsw.Connection, db_path: Path,
-                                                                          vault_dir: Path) -> None:
+async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
     home = note_id(indexed, "Home")
     before = (vault_dir / "Home.md").read_bytes()
     async with mcp_client(db_path, registry=REGISTRY, write_enabled=True) as client:
@@ -95,8 +96,9 @@ async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(index
     assert "kms_shout" not in names and "kms_title_length" in names
     assert off.is_error and off.structured_content["error"] == "feature-disabled"
     assert RULES["edit"].env in off.structured_content["message"]  # names the setting that is off
-    assert (vault_dir / "Home.md").read_bytes() == before and calls(indexed) == [("kms_shout", "error",
-                                                                                   "feature-disabled")]
+    assert (vault_dir / "Home.md").read_bytes() == before and calls(indexed) == [
+        ("kms_shout", "error", "feature-disabled")
+    ]
 
     async with mcp_client(db_path, registry=REGISTRY, write_enabled=True, edit_enabled=True) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -104,19 +106,23 @@ async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(index
         bad = await client.call_tool("kms_shout", {"noteId": home, "loud": True})
         missing = await client.call_tool("kms_shout", {"noteId": "No such note"})
     names = list(tools)
-    assert names[-len(EDIT_TOOLS) - 1:] == [*(s.name for s in EDIT_TOOLS), "kms_shout"]  # its tuple's place
+    assert names[-len(EDIT_TOOLS) - 1 :] == [*(s.name for s in EDIT_TOOLS), "kms_shout"]  # its tuple's place
     assert tools["kms_shout"].description == KMS_SHOUT.description
     assert "Errors: not-found, invalid-input, feature-disabled, rate-limited" in tools["kms_shout"].description
     assert tools["kms_shout"].annotations.destructive_hint is True
     assert not done.is_error, done.structured_content
     assert (vault_dir / "Home.md").read_bytes().rstrip().endswith(b"SHOUT")
     assert bad.structured_content["error"] == "invalid-input" and missing.structured_content["error"] == "not-found"
-    assert calls(indexed)[1:] == [("kms_shout", "success", None), ("kms_shout", "error", "invalid-input"),
-                                  ("kms_shout", "error", "not-found")]
+    assert calls(indexed)[1:] == [
+        ("kms_shout", "success", None),
+        ("kms_shout", "error", "invalid-input"),
+        ("kms_shout", "error", "not-found"),
+    ]
 
 
-async def test_a_new_read_tool_is_listed_always_and_gated_by_the_read_tier(indexed: apsw.Connection,
-                                                                           db_path: Path) -> None:
+async def test_a_new_read_tool_is_listed_always_and_gated_by_the_read_tier(
+    indexed: apsw.Connection, db_path: Path
+) -> None:
     async with mcp_client(db_path, registry=REGISTRY) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         answer = await client.call_tool("kms_title_length", {"noteId": "Home"})
@@ -138,11 +144,26 @@ def test_the_docs_generator_documents_a_new_tool_under_its_tier() -> None:
 
 def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
     with pytest.raises(ValueError, match="kms_shout.*'shouted-too-loud'"):
-        WriteSpec(name="kms_shout", tier="edit", about="x", errors=("not-found", "shouted-too-loud"),
-                  input_model=ShoutInput, output_model=WriteOutput, handler=kms_shout, annotations=DESTRUCTIVE)
+        WriteSpec(
+            name="kms_shout",
+            tier="edit",
+            about="x",
+            errors=("not-found", "shouted-too-loud"),
+            input_model=ShoutInput,
+            output_model=WriteOutput,
+            handler=kms_shout,
+            annotations=DESTRUCTIVE,
+        )
     with pytest.raises(ValueError, match="kms_shout: a WriteSpec is of tier write or edit or organize, not 'read'"):
-        WriteSpec(name="kms_shout", tier="read", about="x", input_model=ShoutInput,
-                  output_model=WriteOutput, handler=kms_shout, annotations=DESTRUCTIVE)
+        WriteSpec(
+            name="kms_shout",
+            tier="read",
+            about="x",
+            input_model=ShoutInput,
+            output_model=WriteOutput,
+            handler=kms_shout,
+            annotations=DESTRUCTIVE,
+        )
     with pytest.raises(ValueError, match="kms_shout filed under the write tier"):
         build_registry({**BY_TIER, "write": (*BY_TIER["write"], KMS_SHOUT)})
     with pytest.raises(ValueError, match="used twice"):

@@ -44,7 +44,8 @@ def wait_flagged(conn: apsw.Connection, invocation_id: int) -> float | None:
 
 
 async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
-        tmp_path: Path, conn: apsw.Connection, db_path: Path) -> None:
+    tmp_path: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     from server.writes.revert import revert
 
     root = tmp_path / "vault"
@@ -54,8 +55,9 @@ async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
         (root / "drafts" / f"{name}.md").write_text(f"# {name}\n\nthe person's first line\n")
     index_vault(conn, add_vault(conn, root, "v"))
     stop = threading.Event()
-    thread = threading.Thread(target=watcher.watch_vaults, args=(db_path,),
-                              kwargs={"stop": stop, "after": overwrites.check}, daemon=True)
+    thread = threading.Thread(
+        target=watcher.watch_vaults, args=(db_path,), kwargs={"stop": stop, "after": overwrites.check}, daemon=True
+    )
     thread.start()
     try:
         async with mcp_client(db_path, write_enabled=True) as client:
@@ -102,7 +104,8 @@ async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
 
 
 def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
-        tmp_path: Path, conn: apsw.Connection) -> None:
+    tmp_path: Path, conn: apsw.Connection
+) -> None:
     """The cheap paths: a note no agent wrote, a write older than the window, kms's own version."""
     root = tmp_path / "vault"
     root.mkdir()
@@ -114,7 +117,9 @@ def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     conn.execute(
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, "
         "inserted_text, insert_offset, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v', 'n.md', "
-        "'x', 'success', 'gone text\n', 12, ?, 'text-inserted')", (1000.0, nid, digest))
+        "'x', 'success', 'gone text\n', 12, ?, 'text-inserted')",
+        (1000.0, nid, digest),
+    )
     assert overwrites.check(conn, vault, ["n.md"], now=1001.0) == 0  # the file is the version kms wrote
     conn.execute("UPDATE tool_invocations SET hash_after = 'older'")
     assert overwrites.check(conn, vault, ["n.md"], now=1000.0 + overwrites.RECENT_S + 1) == 0  # too old

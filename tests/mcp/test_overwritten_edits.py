@@ -18,8 +18,10 @@ from server.index.indexer import index_vault
 from server.index.watcher import apply_changes
 from server.vault.registry import add_vault, list_vaults
 
-NOTE = ("---\nstatus: draft\nowner: ana\n---\n# Plan\n\nintro line\n\n## Risks\n\nold risk one\nold risk two\n\n"
-        "## Steps\n\nstep A\nstep B\n")
+NOTE = (
+    "---\nstatus: draft\nowner: ana\n---\n# Plan\n\nintro line\n\n## Risks\n\nold risk one\nold risk two\n\n"
+    "## Steps\n\nstep A\nstep B\n"
+)
 
 CALLS = {  # name: (tool, arguments without noteId/version)
     "replace": ("kms_edit", {"edits": [{"replace": {"old": "step A", "new": "step A, done"}}]}),
@@ -44,8 +46,10 @@ def seen(conn: apsw.Connection, root: Path, *paths: Path) -> None:
 
 
 def flagged(conn: apsw.Connection, invocation_id: int) -> bool:
-    return conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?",
-                        (invocation_id,)).fetchone()[0] is not None
+    return (
+        conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?", (invocation_id,)).fetchone()[0]
+        is not None
+    )
 
 
 @pytest.fixture
@@ -59,12 +63,14 @@ def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
     return root
 
 
-async def test_a_save_that_drops_an_edit_or_a_property_change_is_flagged(vault: Path, conn: apsw.Connection,
-                                                                         db_path: Path) -> None:
+async def test_a_save_that_drops_an_edit_or_a_property_change_is_flagged(
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     ids: dict[str, int] = {}
     after: dict[str, str] = {}
-    async with mcp_client(db_path, write_enabled=True, edit_enabled=True, organize_enabled=True,
-                          per_minute=100) as client:
+    async with mcp_client(
+        db_path, write_enabled=True, edit_enabled=True, organize_enabled=True, per_minute=100
+    ) as client:
         for name, (tool, args) in CALLS.items():
             for stem in (name, f"{name} kept"):
                 nid = conn.execute("SELECT id FROM notes WHERE path = ?", (f"{stem}.md",)).fetchone()[0]
@@ -90,15 +96,17 @@ async def test_a_save_that_drops_an_edit_or_a_property_change_is_flagged(vault: 
 
 
 async def test_an_edit_whose_lines_a_person_changed_later_is_flagged_but_not_one_beside_it(
-        vault: Path, conn: apsw.Connection, db_path: Path) -> None:
+    vault: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     """The edit is judged by the whole lines it wrote: the person rewriting those lines drops it; the
     person editing another line of the note does not."""
     path = vault / "replace.md"
     async with mcp_client(db_path, write_enabled=True, edit_enabled=True) as client:
         nid = conn.execute("SELECT id FROM notes WHERE path = 'replace.md'").fetchone()[0]
         version = (await client.call_tool("kms_read", {"noteId": nid})).structured_content["version"]
-        r = await client.call_tool("kms_edit", {"noteId": nid, "version": version,
-                                                "edits": [{"replace": {"old": "step A", "new": "step A2"}}]})
+        r = await client.call_tool(
+            "kms_edit", {"noteId": nid, "version": version, "edits": [{"replace": {"old": "step A", "new": "step A2"}}]}
+        )
         assert not r.is_error, r.structured_content
         inv = r.structured_content["invocationId"]
     text = path.read_text(encoding="utf-8")

@@ -19,8 +19,23 @@ from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.vault.registry import add_vault, get_vault
 
-QUERIES = ["zqxbody", "zqxheading", "zqxsection", "zqxtag", "zqxlinktarget", "zqxfolder", "zqxjournal",
-           "zqxignored", "zqxlink", "zqx*", "garden", "beans peas", "Zqx title", "secret", "private"]
+QUERIES = [
+    "zqxbody",
+    "zqxheading",
+    "zqxsection",
+    "zqxtag",
+    "zqxlinktarget",
+    "zqxfolder",
+    "zqxjournal",
+    "zqxignored",
+    "zqxlink",
+    "zqx*",
+    "garden",
+    "beans peas",
+    "Zqx title",
+    "secret",
+    "private",
+]
 
 
 def _setup(conn: apsw.Connection, tmp_path: Path, kind: str) -> dict:
@@ -47,11 +62,16 @@ def _calls(info: dict, plans: str, home: str) -> list[tuple[str, dict]]:
     # the orientation tools (issue 14): start, status, folder listings in and around the hidden note's folder
     calls += [("kms_start", {}), ("kms_start", {"project": "garden"}), ("kms_status", {})]
     parts = folder.split("/")
-    calls += [("kms_list_folder", {"path": p, "limit": 500}) for p in ("", "public", *("/".join(parts[:i + 1])
-                                                                                    for i in range(len(parts))))]
+    calls += [
+        ("kms_list_folder", {"path": p, "limit": 500})
+        for p in ("", "public", *("/".join(parts[: i + 1]) for i in range(len(parts))))
+    ]
     calls += [("kms_list_folder", {"tag": t, "limit": 500}) for t in (f"zqxtag-{info['kind']}", "garden")]
-    calls += [("kms_remember", {"about": a, "text": "garden beans and peas", "category": c})
-              for a in ("person", "project") for c in ("General", f"zqxheading {info['kind']}")]
+    calls += [
+        ("kms_remember", {"about": a, "text": "garden beans and peas", "category": c})
+        for a in ("person", "project")
+        for c in ("General", f"zqxheading {info['kind']}")
+    ]
     calls += [("kms_start", {}), ("kms_list_folder", {"path": "kms-memory"})]  # now with memory notes
     # write tools: on the hidden note (by id, title, path), and beside it
     for r in refs:
@@ -74,8 +94,9 @@ def _calls(info: dict, plans: str, home: str) -> list[tuple[str, dict]]:
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-async def test_no_tool_answer_or_error_names_a_hidden_note(conn: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                           kind: str) -> None:
+async def test_no_tool_answer_or_error_names_a_hidden_note(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, kind: str
+) -> None:
     info = _setup(conn, tmp_path, kind)
     hidden_paths = {p for p, _why, _stamp in hidden_rows(conn)}
     assert info["path"] in hidden_paths and (info["link"] is None or info["link"] in hidden_paths)
@@ -100,8 +121,9 @@ async def test_no_tool_answer_or_error_names_a_hidden_note(conn: apsw.Connection
     assert "agent text" not in (tmp_path / "vault" / info["path"]).read_text()
 
 
-async def test_create_on_a_hidden_note_answers_like_any_collision(conn: apsw.Connection, db_path: Path,
-                                                                  tmp_path: Path) -> None:
+async def test_create_on_a_hidden_note_answers_like_any_collision(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     info = _setup(conn, tmp_path, "frontmatter")
     write(tmp_path / "vault" / info["folder"] / "Visible twin.md", "# Visible twin\n")
     index_vault(conn, get_vault(conn, "v"))
@@ -114,8 +136,9 @@ async def test_create_on_a_hidden_note_answers_like_any_collision(conn: apsw.Con
     assert a["path"] == f"{info['folder']}/{info['title']}.md"  # what was asked for, nothing more
 
 
-async def test_nothing_hidden_is_embedded(conn: apsw.Connection, db_path: Path, tmp_path: Path,
-                                          embed_model_dir: Path) -> None:
+async def test_nothing_hidden_is_embedded(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, embed_model_dir: Path
+) -> None:
     from server.index.embed import embed_pending
 
     root = tmp_path / "vault"
@@ -132,8 +155,10 @@ async def test_nothing_hidden_is_embedded(conn: apsw.Connection, db_path: Path, 
     set_hidden(conn, "Zqx title stamp", True)
     embed_pending(conn, model_dir=embed_model_dir)
     assert len(hidden_rows(conn)) == 5
-    leaked = conn.execute("SELECT count(*) FROM chunks c JOIN notes n ON n.rid = c.rid WHERE n.hidden_at IS NOT NULL"
-                          " OR c.text LIKE '%zqx%' OR c.heading LIKE '%zqx%'").fetchall()
+    leaked = conn.execute(
+        "SELECT count(*) FROM chunks c JOIN notes n ON n.rid = c.rid WHERE n.hidden_at IS NOT NULL"
+        " OR c.text LIKE '%zqx%' OR c.heading LIKE '%zqx%'"
+    ).fetchall()
     assert leaked == [(0,)] and conn.execute("SELECT count(*) FROM chunks").fetchall() != [(0,)]
     # hiding a note later deletes its chunks and the vectors no other chunk shares
     plans_rid = conn.execute("SELECT rid FROM notes WHERE title = 'Plans'").fetchall()[0][0]
@@ -147,8 +172,9 @@ async def test_nothing_hidden_is_embedded(conn: apsw.Connection, db_path: Path, 
     assert conn.execute("SELECT count(*) FROM chunks WHERE rid = ?", (plans_rid,)).fetchall() == [(0,)]
 
 
-async def test_a_running_server_sees_a_rule_change(conn: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_running_server_sees_a_rule_change(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server's watcher thread (as ``kms mcp`` runs it) re-judges the notes within seconds of a
     settings change made by hand (no ``kms`` command) and of a ``.kmsignore`` edit."""
     from server.config.settings import set_value
@@ -188,8 +214,9 @@ async def test_a_running_server_sees_a_rule_change(conn: apsw.Connection, db_pat
         thread.join(10)
 
 
-def test_a_new_server_applies_a_changed_rule_before_serving(conn: apsw.Connection, db_path: Path,
-                                                            tmp_path: Path) -> None:
+def test_a_new_server_applies_a_changed_rule_before_serving(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """``kms mcp`` re-judges the notes at start when the rules changed while no watcher ran."""
     from server.config.session import SessionConfig
     from server.config.settings import set_value
@@ -205,8 +232,9 @@ def test_a_new_server_applies_a_changed_rule_before_serving(conn: apsw.Connectio
     assert hidden_rows(conn) == [("public/Log.md", "folder:public", 0)]
 
 
-async def test_a_real_kms_mcp_process_sees_a_rule_change_within_seconds(conn: apsw.Connection, db_path: Path,
-                                                                         tmp_path: Path) -> None:
+async def test_a_real_kms_mcp_process_sees_a_rule_change_within_seconds(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """``python -m kmscli mcp`` over stdio, as a host runs it: a rule set by hand in the settings
     file (no kms command to apply it) hides notes at the server's next rules check (~2 s)."""
     import sys
@@ -220,10 +248,16 @@ async def test_a_real_kms_mcp_process_sees_a_rule_change_within_seconds(conn: ap
     for rel, text in VISIBLE.items():
         write(root / rel, text)
     index_vault(conn, add_vault(conn, root, "v"))
-    env = {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": os.environ["KMS_CONFIG"], "KMS_ENABLED": "1",
-           "KMS_AGENT_TOOLS_ENABLED": "1", "PYTHONIOENCODING": "utf-8"}
+    env = {
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": os.environ["KMS_CONFIG"],
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
     params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=env, cwd=str(tmp_path))
     async with Client(params, read_timeout_seconds=30) as client:
+
         async def titles() -> set[str]:
             r = await client.call_tool("kms_search", {"query": "garden", "limit": 50})
             return {h["title"] for h in r.structured_content["hits"]}

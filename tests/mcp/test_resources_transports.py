@@ -22,8 +22,9 @@ from server.vault.registry import add_vault
 TEMPLATE = ResourceTemplateReference(uri="kms://{vault}/{+path}")
 
 
-async def test_a_spawned_kms_mcp_serves_notes_completions_and_prompts(conn: apsw.Connection, db_path: Path,
-                                                                      tmp_path: Path) -> None:
+async def test_a_spawned_kms_mcp_serves_notes_completions_and_prompts(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "vault"
     write(root / "Lighthouse.md", "# Lighthouse\n\nThe lamp is trimmed at dusk.\n")
     write(root / "Diary.md", "# Diary\n\nPrivate.\n")
@@ -44,7 +45,10 @@ async def test_a_spawned_kms_mcp_serves_notes_completions_and_prompts(conn: apsw
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_over_http_a_tokens_session_lists_and_reads_only_its_vault(
-        running: service.ServiceState, two_vaults: apsw.Connection, mode: str) -> None:  # noqa: F811
+    running: service.ServiceState,  # noqa: F811 - the fixtures imported above
+    two_vaults: apsw.Connection,  # noqa: F811
+    mode: str,
+) -> None:
     _, reader_secret = token(two_vaults, "tier:read vault:a")
     _, writer_secret = token(two_vaults, "tier:write")
     async with client(running, reader_secret, mode) as r, client(running, writer_secret, mode) as w:

@@ -50,9 +50,12 @@ def running(two_vaults: apsw.Connection, db_path: Path, tmp_path: Path) -> Itera
     (tmp_path / "config.toml").write_text("[agent]\nwrite = true\nedit = true\norganize = true\n")
     ready: list[service.ServiceState] = []
     stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(db_path,),
-                              kwargs={"port": 0, "host": "127.0.0.1", "on_ready": ready.append, "stop": stop},
-                              daemon=True)
+    thread = threading.Thread(
+        target=service.run,
+        args=(db_path,),
+        kwargs={"port": 0, "host": "127.0.0.1", "on_ready": ready.append, "stop": stop},
+        daemon=True,
+    )
     thread.start()
     deadline = time.monotonic() + 20
     while not ready and time.monotonic() < deadline:
@@ -88,8 +91,9 @@ def names(tier_ceiling: str) -> set[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_token_sees_only_its_tools_and_vault(running: service.ServiceState, two_vaults: apsw.Connection,
-                                                    mode: str) -> None:
+async def test_a_token_sees_only_its_tools_and_vault(
+    running: service.ServiceState, two_vaults: apsw.Connection, mode: str
+) -> None:
     reader, reader_secret = token(two_vaults, "tier:read vault:a")
     editor, editor_secret = token(two_vaults, "tier:edit folder:drafts")
     async with client(running, reader_secret, mode) as r, client(running, editor_secret, mode) as e:
@@ -104,17 +108,21 @@ async def test_a_token_sees_only_its_tools_and_vault(running: service.ServiceSta
         made = await call(e, "kms_create", {"title": "In", "vault": "a", "folder": "drafts"})
         assert not made["_error"], made
         assert (await call(e, "kms_trash", {"noteId": made["noteId"]}))["error"] == "feature-disabled"
-    rows = two_vaults.execute("SELECT session_id, tool, coalesce(error, '') FROM tool_invocations "
-                              "ORDER BY id").fetchall()
-    assert rows == [(reader.session_id, "kms_create", "feature-disabled"),
-                    (editor.session_id, "kms_create", "folder-denied"),
-                    (editor.session_id, "kms_create", ""),
-                    (editor.session_id, "kms_trash", "feature-disabled")]
+    rows = two_vaults.execute(
+        "SELECT session_id, tool, coalesce(error, '') FROM tool_invocations ORDER BY id"
+    ).fetchall()
+    assert rows == [
+        (reader.session_id, "kms_create", "feature-disabled"),
+        (editor.session_id, "kms_create", "folder-denied"),
+        (editor.session_id, "kms_create", ""),
+        (editor.session_id, "kms_trash", "feature-disabled"),
+    ]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_revoked_expired_and_paused(running: service.ServiceState, two_vaults: apsw.Connection,
-                                         mode: str) -> None:
+async def test_revoked_expired_and_paused(
+    running: service.ServiceState, two_vaults: apsw.Connection, mode: str
+) -> None:
     writer, secret = token(two_vaults, "tier:write")
     async with client(running, secret, mode) as w:
         assert not (await call(w, "kms_create", {"title": "One", "vault": "a"}))["_error"]
@@ -124,8 +132,9 @@ async def test_revoked_expired_and_paused(running: service.ServiceState, two_vau
         with pytest.raises(Exception):  # noqa: B017 - the SDK raises its own error for a 401
             await w.list_tools()
     with anyio.fail_after(15):  # the service ends the session of a revoked token (the dashboard shows it)
-        while not two_vaults.execute("SELECT ended_at IS NOT NULL FROM sessions WHERE id = ?",
-                                     (writer.session_id,)).fetchall()[0][0]:
+        while not two_vaults.execute(
+            "SELECT ended_at IS NOT NULL FROM sessions WHERE id = ?", (writer.session_id,)
+        ).fetchall()[0][0]:
             await anyio.sleep(0.1)
     _old, expired = token(two_vaults, "tier:read", expires_in_s=10, now=time.time() - 60)
     assert _status(running, expired) == 401
@@ -135,14 +144,18 @@ def _status(state: service.ServiceState, secret: str | None, **headers: str) -> 
     base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if secret is not None:
         base["Authorization"] = f"Bearer {secret}"
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     return httpx2.post(state.url, json=body, headers={**base, **headers}, timeout=10).status_code
 
 
-def test_the_transport_refuses_what_it_must_and_keeps_serving(running: service.ServiceState,
-                                                              two_vaults: apsw.Connection) -> None:
+def test_the_transport_refuses_what_it_must_and_keeps_serving(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
     _t, secret = token(two_vaults, "tier:read")
     _a, admin = tokens.create(two_vaults, label="me", scopes=Scopes.parse("admin"), kind="admin")
     assert _status(running, None) == 401
@@ -151,9 +164,16 @@ def test_the_transport_refuses_what_it_must_and_keeps_serving(running: service.S
     assert _status(running, admin) == 401  # an admin token never reaches the tools
     assert _status(running, secret, Host="evil.example") == 421
     assert _status(running, secret, Origin="http://evil.example") == 403
-    big = httpx2.post(running.url, content=b"{" + b" " * (17 * 1024 * 1024) + b"}", timeout=30,
-                      headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
-                               "Accept": "application/json, text/event-stream"})
+    big = httpx2.post(
+        running.url,
+        content=b"{" + b" " * (17 * 1024 * 1024) + b"}",
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {secret}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
     assert big.status_code == 413
     assert _status(running, secret) == 200  # still serving
     health = httpx2.get(running.url.removesuffix("/mcp") + "/health", timeout=10).json()
@@ -163,12 +183,16 @@ def test_the_transport_refuses_what_it_must_and_keeps_serving(running: service.S
 
 
 def test_protocol_abuse_over_http_gets_typed_answers_and_the_service_keeps_serving(
-        running: service.ServiceState, two_vaults: apsw.Connection) -> None:
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
     """The inputs the stdio screen refuses (depth, ids, surrogates, invalid UTF-8, huge integers, not an object)
     are refused over HTTP too, each with a JSON-RPC error; unauthenticated ones get 401 first."""
     _t, secret = token(two_vaults, "tier:read")
-    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json",
-               "Accept": "application/json, text/event-stream"}
+    headers = {
+        "Authorization": f"Bearer {secret}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
     bodies = [
         b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 200 + b"]" * 200 + b"}",
         b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
@@ -184,13 +208,18 @@ def test_protocol_abuse_over_http_gets_typed_answers_and_the_service_keeps_servi
         assert reply.status_code == 400, (body[:80], reply.status_code, reply.text[:200])
         error = reply.json()["error"]
         assert error["code"] in (-32700, -32600, -32602) and error["message"], error
-        assert httpx2.post(running.url, content=body, headers={**headers, "Authorization": "Bearer x"},
-                           timeout=10).status_code == 401
+        assert (
+            httpx2.post(
+                running.url, content=body, headers={**headers, "Authorization": "Bearer x"}, timeout=10
+            ).status_code
+            == 401
+        )
     assert _status(running, secret) == 200  # 0 crashes: still serving
 
 
-async def test_a_broken_session_does_not_take_the_service_down(running: service.ServiceState,
-                                                              two_vaults: apsw.Connection) -> None:
+async def test_a_broken_session_does_not_take_the_service_down(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
     """A token whose vault is gone, then a vault folder that vanished under a session: typed answers for that
     session, the others served as before."""
     _g, gone = token(two_vaults, "tier:read vault:nosuch")

@@ -17,8 +17,12 @@ import pytest
 from support.vaults import write
 from test_mcp_stdio import server_env, stdio_server
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -38,10 +42,15 @@ def test_requests_sent_before_the_input_ends_are_all_answered(
     """``printf ... | kms mcp``: the client is done sending, not gone (the SDK's own transport
     cancels what is still running). A pipe is read by the event loop, a file on a thread."""
     requests = lines(
-        INIT, INITIALIZED,
+        INIT,
+        INITIALIZED,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
-        {"jsonrpc": "2.0", "id": "s", "method": "tools/call",
-         "params": {"name": "kms_search", "arguments": {"query": "shakshuka"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": "s",
+            "method": "tools/call",
+            "params": {"name": "kms_search", "arguments": {"query": "shakshuka"}},
+        },
     )
     cmd = [sys.executable, "-m", "kmscli", "mcp"]
     env = server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0")
@@ -73,16 +82,29 @@ def test_stray_output_in_the_server_never_reaches_the_wire(
         "from server.mcp.serve import main\n"
         "sys.exit(main([]))\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", noisy], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0"),
-                            cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", noisy],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0"),
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(lines(INIT, INITIALIZED))
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 1
     for i in range(40):  # calls while the noise runs
-        proc.stdin.write(lines({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-                                "params": {"name": "kms_list_tags", "arguments": {}}}))
+        proc.stdin.write(
+            lines(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 10 + i,
+                    "method": "tools/call",
+                    "params": {"name": "kms_list_tags", "arguments": {}},
+                }
+            )
+        )
         proc.stdin.flush()
         reply = json.loads(proc.stdout.readline())
         assert reply["id"] == 10 + i and not reply["result"]["isError"]
@@ -147,18 +169,27 @@ def test_sigterm_ends_the_session_cleanly(indexed: apsw.Connection, db_path: Pat
     assert ended and ended[0][0] is not None
 
 
-def test_a_cancelled_request_does_not_hold_up_the_end(indexed: apsw.Connection, db_path: Path,
-                                                     tmp_path: Path) -> None:
+def test_a_cancelled_request_does_not_hold_up_the_end(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     """The SDK never answers a request the client cancelled: the end of input must not wait for it."""
     requests = lines(
-        INIT, INITIALIZED,
-        {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-         "params": {"name": "kms_inventory", "arguments": {"limit": 500}}},
+        INIT,
+        INITIALIZED,
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "kms_inventory", "arguments": {"limit": 500}},
+        },
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}},
     )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "kmscli", "mcp"], input=requests, capture_output=True,
-                          env=server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0"), timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "kmscli", "mcp"],
+        input=requests,
+        capture_output=True,
+        env=server_env(db_path, tmp_path, KMS_EMBED_ENABLED="0"),
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert time.monotonic() - started < 8  # the end of input waits up to 10 s only for owed answers
     assert 1 in replies(done.stdout)
@@ -173,8 +204,13 @@ def test_the_server_ends_cleanly_while_the_model_is_still_loading(
     the load, it always exits 0 (SIGTERM once serving: the handler is installed with the session)."""
     env = server_env(db_path, tmp_path, KMS_EMBED_MODEL_DIR=str(embed_model_dir), KMS_EMBED_DOWNLOAD="0")
     for delay in (0.0, 0.3, 0.6, 0.9, 1.2) if how == "end of input" else (0.3, 0.6, 0.9, 1.2):
-        proc = subprocess.Popen([sys.executable, "-m", "kmscli", "mcp"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kmscli", "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         if delay:
             assert _initialize_over(proc.stdin.fileno(), proc.stdout.fileno())["id"] == 1

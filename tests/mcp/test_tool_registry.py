@@ -22,8 +22,9 @@ REPO = TESTS.parent
 
 
 def other_test_text() -> str:
-    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(TESTS.rglob("test_*.py"))
-                     if p.name != Path(__file__).name)
+    return "\n".join(
+        p.read_text(encoding="utf-8") for p in sorted(TESTS.rglob("test_*.py")) if p.name != Path(__file__).name
+    )
 
 
 def test_registry_is_the_tiers_tuples_in_chain_order_and_names_are_unique() -> None:
@@ -41,9 +42,9 @@ def test_each_tool_declares_its_error_kinds_and_its_description_names_them(spec:
     assert isinstance(spec, ReadSpec) is (spec.tier == "read") and isinstance(spec, WriteSpec) is (spec.tier != "read")
     assert set(spec.errors) <= set(KINDS) and set(spec.kinds) <= set(KINDS)
     assert spec.description.startswith(spec.about) and "Errors:" not in spec.about  # rendered, never hand-written
-    sentence = spec.description[len(spec.about):].strip()
+    sentence = spec.description[len(spec.about) :].strip()
     assert sentence.startswith("Errors: ") and sentence.endswith(".")
-    named = [part.split(" (")[0] for part in sentence[len("Errors: "):-1].split(", ")]
+    named = [part.split(" (")[0] for part in sentence[len("Errors: ") : -1].split(", ")]
     assert named == [k for k in KINDS if k in spec.kinds]
     assert "invalid-input" in named and "feature-disabled" in named  # every tool validates and is gated
     if spec.tier != "read":
@@ -53,8 +54,15 @@ def test_each_tool_declares_its_error_kinds_and_its_description_names_them(spec:
 def test_every_error_kind_has_one_recovery_hint() -> None:
     assert list(RECOVERY) == list(KINDS)
     with pytest.raises(ValueError, match="no-such-kind"):
-        ReadSpec(name="kms_x", about="x", errors=("no-such-kind",), input_model=StrictInput,
-                 output_model=BaseModel, handler=lambda ctx, args: {}, annotations=ToolAnnotations(title="x"))
+        ReadSpec(
+            name="kms_x",
+            about="x",
+            errors=("no-such-kind",),
+            input_model=StrictInput,
+            output_model=BaseModel,
+            handler=lambda ctx, args: {},
+            annotations=ToolAnnotations(title="x"),
+        )
 
 
 @pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)
@@ -126,8 +134,10 @@ def test_listing_the_tools_loads_no_note_editor() -> None:
     """Server start builds the registry: the YAML editors, the Markdown parser and pathspec are loaded
     on first use (a write, the watcher's first index), fuzzy matching on the first miss, not on the way to
     ``tools/list``; the SDK itself (``mcp``, not its types) only by ``serve.main``, without its client."""
-    code = ("import sys, server.mcp.serve; from server.mcp.tools import REGISTRY; "
-            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'ruamel', 'yaml', 'pyromark', 'yaml_rs', 'pathspec', 'numpy', 'mcp', 'rapidfuzz'})))")
+    code = (
+        "import sys, server.mcp.serve; from server.mcp.tools import REGISTRY; "
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'ruamel', 'yaml', 'pyromark', 'yaml_rs', 'pathspec', 'numpy', 'mcp', 'rapidfuzz'})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == ""

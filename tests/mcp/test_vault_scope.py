@@ -23,8 +23,10 @@ def two_vaults(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
     a, b = tmp_path / "vault-a", tmp_path / "vault-b"
     write(a / "Alpha.md", "# Alpha\n\nThe lighthouse keeper's log. See [[Common]].\n\n#shared #only-a\n")
     write(a / "Common.md", "# Common\n\nA lighthouse on the cliff.\n\n#shared\n")
-    write(b / "Beta.md",
-          "# Beta\n\nAnother lighthouse, linked to [[dendron://a/Alpha]] and [[Common]].\n\n#shared #only-b\n")
+    write(
+        b / "Beta.md",
+        "# Beta\n\nAnother lighthouse, linked to [[dendron://a/Alpha]] and [[Common]].\n\n#shared #only-b\n",
+    )
     write(b / "Common.md", "# Common\n\nThe lighthouse of vault b.\n\n#shared\n")
     write(b / "Gamma.md", "# Gamma\n\nLighthouse lighthouse lighthouse.\n\n#only-b\n")
     for root, name in ((a, "a"), (b, "b")):
@@ -100,10 +102,12 @@ async def test_scoped_session_sees_only_its_vault(two_vaults: apsw.Connection, d
             assert data["message"] == absent["message"].replace("n000000000000", note["b", "Beta"])
 
 
-@pytest.mark.parametrize("tool", ["kms_search", "kms_semantic_search", "kms_list_recent", "kms_list_tags",
-                                  "kms_inventory", "kms_recall"])
-async def test_a_vault_argument_outside_the_scope_is_refused(two_vaults: apsw.Connection, db_path: Path,
-                                                             tool: str) -> None:
+@pytest.mark.parametrize(
+    "tool", ["kms_search", "kms_semantic_search", "kms_list_recent", "kms_list_tags", "kms_inventory", "kms_recall"]
+)
+async def test_a_vault_argument_outside_the_scope_is_refused(
+    two_vaults: apsw.Connection, db_path: Path, tool: str
+) -> None:
     args = {"query": "lighthouse"} if "search" in tool else {"topic": "lighthouse"} if tool == "kms_recall" else {}
     async with mcp_client(db_path, vault="a") as client:
         data, is_error = await call(client, tool, {**args, "vault": "a"})
@@ -127,7 +131,10 @@ async def test_semantic_search_is_scoped(two_vaults: apsw.Connection, db_path: P
             semantic.embedder.load()
             semantic.index.refresh(two_vaults)
             for mode in ("semantic", "hybrid"):
-                data, is_error = await call(client, "kms_semantic_search",
-                                            {"query": "a tower with a light by the sea", "mode": mode, "limit": 50})
+                data, is_error = await call(
+                    client,
+                    "kms_semantic_search",
+                    {"query": "a tower with a light by the sea", "mode": mode, "limit": 50},
+                )
                 assert not is_error and data["mode"] == mode, data
                 assert vaults_of(data["hits"]) == seen, (vault, mode)

@@ -13,8 +13,7 @@ from hypothesis import strategies as hs
 
 from server.mcp import stdio
 
-TEMPLATE = (b'{"jsonrpc":"2.0","id":%s,"method":"tools/call",'
-            b'"params":{"name":"kms_search","arguments":{"query":"%s"}}}')
+TEMPLATE = b'{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"kms_search","arguments":{"query":"%s"}}}'
 
 
 def through_reader(lines: list[bytes]) -> tuple[list[str], list[bytes]]:
@@ -43,8 +42,11 @@ def _loads(data: bytes | str) -> dict:
     return json.loads(data, parse_int=lambda s: int(s) if len(s) < 1000 else s)
 
 
-request_ids = hs.one_of(hs.integers(min_value=-(10**40), max_value=10**40), hs.text(max_size=20),
-                        hs.integers(min_value=1001, max_value=5000).map(lambda n: "9" * n))
+request_ids = hs.one_of(
+    hs.integers(min_value=-(10**40), max_value=10**40),
+    hs.text(max_size=20),
+    hs.integers(min_value=1001, max_value=5000).map(lambda n: "9" * n),
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

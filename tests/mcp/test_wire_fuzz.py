@@ -12,19 +12,36 @@ from pathlib import Path
 import apsw
 import pytest
 
-INIT = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def env(db_path: Path, tmp_path: Path) -> dict[str, str]:
-    return {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml"), "KMS_ENABLED": "1",
-            "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_EMBED_ENABLED": "0", "PYTHONIOENCODING": "utf-8"}
+    return {
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": str(tmp_path / "config.toml"),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "KMS_EMBED_ENABLED": "0",
+        "PYTHONIOENCODING": "utf-8",
+    }
 
 
 def call(rid: object, arguments: str, name: str = "kms_search") -> str:
-    return ('{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"method":"tools/call","params":{"name":"'
-            + name + '","arguments":' + arguments + "}}")
+    return (
+        '{"jsonrpc":"2.0","id":'
+        + json.dumps(rid)
+        + ',"method":"tools/call","params":{"name":"'
+        + name
+        + '","arguments":'
+        + arguments
+        + "}}"
+    )
 
 
 def hostile(seed: int) -> list[tuple[object, str]]:
@@ -64,9 +81,11 @@ def hostile(seed: int) -> list[tuple[object, str]]:
     ]
     cases += [(100 + n, call(100 + n, '{"query":' + deep(n) + "}")) for n in range(200, 901, 100)]
     # notifications: dropped (logged), never answered, never fatal
-    cases += [(None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}'),
-              (None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":[]}'),
-              (None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":' + deep(500) + "}}")]
+    cases += [
+        (None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}'),
+        (None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":[]}'),
+        (None, '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":' + deep(500) + "}}"),
+    ]
     rng = random.Random(seed)
     pieces = ['"\\ud800"', "[", "]", "{", "}", '"a":', "1" * 40, "null", ",", '"x"', "NaN", "-", "1e999"]
     for n in range(60):

@@ -84,9 +84,7 @@ def claude_env(base_url: str, home: Path | str, **extra: str) -> dict[str, str]:
     return env
 
 
-def claude_print_args(
-    prompt: str, mcp_config: Path | str | None = None, allowed_tools: str = "mcp__kms"
-) -> list[str]:
+def claude_print_args(prompt: str, mcp_config: Path | str | None = None, allowed_tools: str = "mcp__kms") -> list[str]:
     """Arguments (after the executable) for one non-interactive turn with stream-json output."""
     args = ["-p", prompt]
     if mcp_config is not None:

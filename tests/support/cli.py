@@ -19,7 +19,8 @@ def kms(*args: str, input: str | None = None, **env: str) -> Result:  # noqa: A0
 def ok(result: Result) -> Result:
     """The command succeeded: exit 0 and nothing raised past the CLI's own error handling."""
     assert result.exit_code == 0 and result.exception is None, (
-        f"kms exited {result.exit_code}\n{result.stdout}\n{result.stderr}\n{result.exception!r}")
+        f"kms exited {result.exit_code}\n{result.stdout}\n{result.stderr}\n{result.exception!r}"
+    )
     return result
 
 

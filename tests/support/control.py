@@ -20,8 +20,14 @@ def seed_control(root: Path) -> Seeded:
         scratch = conn.execute("SELECT id FROM notes WHERE path = 'drafts/Agent scratch.md'").fetchall()[0][0]
         writes = write_service(world.db_path, SESSION_A, approval="always", clock=lambda: world.now - 42)
         spec = next(s for s in REGISTRY if s.name == "kms_append")
-        staged = writes.stage(spec, {"noteId": scratch, "heading": "Findings",
-                                     "content": "- root cause: the token cache outlived its keys\n- fix: expire it"})
+        staged = writes.stage(
+            spec,
+            {
+                "noteId": scratch,
+                "heading": "Findings",
+                "content": "- root cause: the token cache outlived its keys\n- fix: expire it",
+            },
+        )
         assert staged is not None
         control.set_state(conn, SESSION_B, "paused", reason="too many findings", now=world.now - 10)
     finally:

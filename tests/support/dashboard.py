@@ -98,12 +98,22 @@ def seed_fixed(root: Path) -> Seeded:
 
         start_session(conn, kind="launcher", session_id=SESSION_A, pid=1, cwd="/work", now=T0 + 150)
         a = Writer(db_path, SESSION_A, limiter(10, 200), ["drafts", "inbox"])
-        step("a_create", lambda: a.create(
-            "Agent scratch", "# Plan\n\n- read the outage notes\n- draft a summary\n\n# Findings\n",
-            folder="drafts", tags=["agent"]))
+        step(
+            "a_create",
+            lambda: a.create(
+                "Agent scratch",
+                "# Plan\n\n- read the outage notes\n- draft a summary\n\n# Findings\n",
+                folder="drafts",
+                tags=["agent"],
+            ),
+        )
         scratch = conn.execute("SELECT id FROM notes WHERE path = 'drafts/Agent scratch.md'").fetchall()[0][0]
-        step("a_insert", lambda: a.insert_at(
-            scratch, "The login outage began with an expired refresh token cache.", {"afterHeading": "Findings"}))
+        step(
+            "a_insert",
+            lambda: a.insert_at(
+                scratch, "The login outage began with an expired refresh token cache.", {"afterHeading": "Findings"}
+            ),
+        )
         step("a_props", lambda: a.update_properties(quick, set={"status": "triaged"}))
         step("a_denied", lambda: a.create("Elsewhere", "x", folder="projects"))
         step("a_conflict", lambda: a.append(scratch, "stale", version="0" * 64))
@@ -112,8 +122,11 @@ def seed_fixed(root: Path) -> Seeded:
         start_session(conn, kind="server", session_id=SESSION_B, pid=1, cwd="/work", now=T0 + 400)
         b = Writer(db_path, SESSION_B, limiter(3, 50), ["drafts"])
         for i in range(1, 4):
-            step(f"b_append{i}", lambda i=i: b.append(scratch, f"- finding {i}: see [[Login outage 2026-10]]",
-                                                       heading="Findings"), dt=5)
+            step(
+                f"b_append{i}",
+                lambda i=i: b.append(scratch, f"- finding {i}: see [[Login outage 2026-10]]", heading="Findings"),
+                dt=5,
+            )
         step("b_limited", lambda: b.append(scratch, "- one too many"), dt=5)
         clock[0] += STEP
         ids["revert"] = revert.revert(conn, ids["c_append"])["invocationId"]
@@ -127,12 +140,16 @@ def seed_fixed(root: Path) -> Seeded:
             conn.execute("UPDATE write_events SET at = ? WHERE session_id != ?", (T0, SESSION_B))
             conn.execute(
                 "UPDATE write_events SET at = ? + rowid - (SELECT max(rowid) FROM write_events WHERE session_id = ?)"
-                " WHERE session_id = ?", (now - 20, SESSION_B, SESSION_B))
+                " WHERE session_id = ?",
+                (now - 20, SESSION_B, SESSION_B),
+            )
             conn.execute("UPDATE sessions SET last_seen_at = ? WHERE ended_at IS NULL", (now - 5,))
             for i, path in enumerate(("projects/Login outage 2026-10.md", "inbox/Quick capture.md", "Home.md")):
                 nid = conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchall()[0][0]
-                conn.execute("INSERT INTO note_reads VALUES (?, ?, ?, ?, ?)",
-                             (nid, SESSION_A, 3 - i, T0 + 160 + i, T0 + 500 + 60 * i))
+                conn.execute(
+                    "INSERT INTO note_reads VALUES (?, ?, ?, ?, ?)",
+                    (nid, SESSION_A, 3 - i, T0 + 160 + i, T0 + 500 + 60 * i),
+                )
     conn.close()
     return Seeded(db_path, vault_dir, now, ids)
 
@@ -152,7 +169,10 @@ def settled(app: Any) -> bool:
     screen = app.dashboard
     detail = screen.query_one("#detail").detail
     return bool(
-        app.state.loaded and app.state.sessions_at and app.state.settings is not None and app.state.overview
+        app.state.loaded
+        and app.state.sessions_at
+        and app.state.settings is not None
+        and app.state.overview
         and not screen.feed.filling
         and (screen.feed.row_count == 0 or (detail is not None and detail.invocation["id"] == screen.detail_id))
     )

@@ -25,8 +25,9 @@ def checkout(name: str, dest: Path) -> Path:
     return dest
 
 
-def add_indexed(conn: apsw.Connection, name: str, dest: Path, vault_name: str | None = None,
-                dialect: str | None = None) -> Any:
+def add_indexed(
+    conn: apsw.Connection, name: str, dest: Path, vault_name: str | None = None, dialect: str | None = None
+) -> Any:
     """Check out the test vault ``name``, register it (dialect detected unless given) and index it;
     returns the ``Vault``."""
     from server.index.indexer import index_vault
@@ -40,8 +41,9 @@ def add_indexed(conn: apsw.Connection, name: str, dest: Path, vault_name: str | 
 
 def by_path(conn: apsw.Connection, vault: str, path: str) -> str:
     """The note id of ``vault:path``."""
-    row = conn.execute("SELECT n.id FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE v.name = ? AND n.path = ?",
-                       (vault, path)).fetchall()
+    row = conn.execute(
+        "SELECT n.id FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE v.name = ? AND n.path = ?", (vault, path)
+    ).fetchall()
     assert row, f"no note {vault}:{path}"
     return str(row[0][0])
 

@@ -77,9 +77,7 @@ def _block_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
     return ""
 
 
@@ -91,9 +89,7 @@ def latest_tool_results(body: Any) -> list[ToolResult]:
     if last.get("role") != "user" or not isinstance(last.get("content"), list):
         return []
     return [
-        ToolResult(
-            str(b.get("tool_use_id", "")), _block_text(b.get("content")), bool(b.get("is_error", False))
-        )
+        ToolResult(str(b.get("tool_use_id", "")), _block_text(b.get("content")), bool(b.get("is_error", False)))
         for b in last["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
     ]
@@ -122,9 +118,7 @@ def _chunks(text: str, n: int = 2) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def sse_events(
-    reply: Reply, model: str, message_id: str, input_tokens: int = 10
-) -> list[tuple[str, dict[str, Any]]]:
+def sse_events(reply: Reply, model: str, message_id: str, input_tokens: int = 10) -> list[tuple[str, dict[str, Any]]]:
     """The (event, data) sequence the real API streams for ``reply``."""
     events: list[tuple[str, dict[str, Any]]] = [
         (
@@ -160,12 +154,9 @@ def sse_events(
             deltas = [{"type": "input_json_delta", "partial_json": part} for part in ["", *_chunks(raw)]]
         else:  # pragma: no cover - only text and tool_use are produced
             raise ValueError(f"unsupported block type {block['type']!r}")
-        events.append(
-            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
-        )
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
         events.extend(
-            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-            for d in deltas
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas
         )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(
@@ -249,9 +240,7 @@ class FakeAnthropic:
         for r in reqs:
             extra = ""
             if isinstance(r.body, dict) and "messages" in r.body:
-                extra = (
-                    f" model={r.body.get('model')} tools={len(r.tool_names)} msgs={len(r.body['messages'])}"
-                )
+                extra = f" model={r.body.get('model')} tools={len(r.tool_names)} msgs={len(r.body['messages'])}"
             lines.append(f"{r.method} {r.path}{extra}")
         return "\n".join(lines) or "(no requests)"
 
@@ -270,8 +259,9 @@ class FakeAnthropic:
             return _text(self.final_prefix + "\n".join(r.text for r in ours))
         offered = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
         if self.tool_name in offered:
-            return self._tool_use(self.tool_name, self.tool_input if self.tool_input is not None
-                                  else {"query": self.query})
+            return self._tool_use(
+                self.tool_name, self.tool_input if self.tool_input is not None else {"query": self.query}
+            )
         searched = TOOL_SEARCH in names.values()
         if TOOL_SEARCH in offered and not searched and self.tool_name in json.dumps(body):
             # Claude Code defers MCP tools behind ToolSearch: load the schema first, as a real model would.
@@ -331,9 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), "application/json")
 
     def _not_found(self) -> None:
-        self._json(
-            404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}}
-        )
+        self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}})
 
     def _handle(self) -> None:
         body = self._read_body() if self.command in ("POST", "PUT", "PATCH") else None
@@ -367,9 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         if route == "/v1/models":
             data = [model("claude-sonnet-4-5"), model("claude-haiku-4-5")]
-            self._json(
-                200, {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
-            )
+            self._json(200, {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]})
         else:
             self._json(200, model(route.rsplit("/", 1)[-1]))
 
@@ -398,7 +384,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         stream = "".join(
-            f"event: {event}\ndata: {json.dumps(data)}\n\n"
-            for event, data in sse_events(reply, model, message_id)
+            f"event: {event}\ndata: {json.dumps(data)}\n\n" for event, data in sse_events(reply, model, message_id)
         )
         self._send(200, stream.encode(), "text/event-stream; charset=utf-8")

@@ -106,5 +106,3 @@ def kms(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess:
 
 def record(env: dict[str, str]) -> dict:
     return json.loads(Path(env["FAKE_CLAUDE_RECORD"]).read_text())
-
-

@@ -11,8 +11,14 @@ from typing import Any
 
 
 def server_env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml"), "KMS_ENABLED": "1",
-            "KMS_AGENT_TOOLS_ENABLED": "1", "PYTHONIOENCODING": "utf-8", **extra}
+    return {
+        "KMS_DB_PATH": str(db_path),
+        "KMS_CONFIG": str(tmp_path / "config.toml"),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "PYTHONIOENCODING": "utf-8",
+        **extra,
+    }
 
 
 @asynccontextmanager
@@ -21,7 +27,11 @@ async def stdio_server(db_path: Path, tmp_path: Path, **extra: str) -> AsyncIter
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"],
-                                   env=server_env(db_path, tmp_path, **extra), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kmscli", "mcp"],
+        env=server_env(db_path, tmp_path, **extra),
+        cwd=str(tmp_path),
+    )
     async with Client(params, read_timeout_seconds=60) as client:
         yield client

@@ -51,7 +51,8 @@ def _type_checking_only(node: ast.AST) -> bool:
         return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:

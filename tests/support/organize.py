@@ -48,6 +48,7 @@ def index(conn: apsw.Connection, root: Path, name: str = "v") -> Any:
 
 def snapshot(conn: apsw.Connection) -> dict[str, Any]:
     """Everything the index says about the files, keyed by path (ids and times left out)."""
+
     def q(sql: str) -> list[tuple]:
         return sorted(tuple(r) for r in conn.execute(sql))
 
@@ -55,9 +56,11 @@ def snapshot(conn: apsw.Connection) -> dict[str, Any]:
         "notes": q("SELECT path, title, folder, content_hash, size_bytes, body, tags FROM notes"),
         "tags": q("SELECT n.path, t.tag FROM note_tags t JOIN notes n ON n.rid = t.rid"),
         "keys": q("SELECT n.path, k.key, k.kind FROM note_keys k JOIN notes n ON n.rid = k.rid"),
-        "links": q("SELECT s.path, l.ord, l.target, l.target_key, l.heading, l.block, l.alias, l.embed, "
-                   "l.in_frontmatter, l.line, d.path FROM links l JOIN notes s ON s.rid = l.src_rid "
-                   "LEFT JOIN notes d ON d.rid = l.dst_rid"),
+        "links": q(
+            "SELECT s.path, l.ord, l.target, l.target_key, l.heading, l.block, l.alias, l.embed, "
+            "l.in_frontmatter, l.line, d.path FROM links l JOIN notes s ON s.rid = l.src_rid "
+            "LEFT JOIN notes d ON d.rid = l.dst_rid"
+        ),
         "headings": q("SELECT n.path, h.ord, h.level, h.text, h.line FROM headings h JOIN notes n ON n.rid = h.rid"),
         "fts": q("SELECT rowid, title, body, tags FROM notes_fts"),
     }
@@ -85,8 +88,13 @@ def assert_index_is_fresh(conn: apsw.Connection, root: Path, tmp: Path) -> None:
     # the FTS index itself answers like the rows it was built from
     for path, title, *_rest in now["notes"]:
         word = title.split()[0]
-        hits = [r[0] for r in conn.execute("SELECT n.path FROM notes_fts f JOIN notes n ON n.rid = f.rowid "
-                                           "WHERE notes_fts MATCH ?", (f'title:"{word}"',))]
+        hits = [
+            r[0]
+            for r in conn.execute(
+                "SELECT n.path FROM notes_fts f JOIN notes n ON n.rid = f.rowid WHERE notes_fts MATCH ?",
+                (f'title:"{word}"',),
+            )
+        ]
         assert path in hits, (path, hits)
 
 
@@ -101,8 +109,9 @@ def organize_runner(db_path: Path) -> Iterator[Any]:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, edit_enabled=True,
-                                    organize_enabled=True, watch=False)
+    config = SessionConfig.from_env(
+        {"KMS_DB_PATH": str(db_path)}, write_enabled=True, edit_enabled=True, organize_enabled=True, watch=False
+    )
     runner = ToolRunner(config)
     try:
         yield runner

@@ -34,9 +34,11 @@ KINDS: dict[str, tuple[str, str, dict[str, list[str]], str]] = {
 
 
 def hidden_text(kind: str, fm: str) -> str:
-    return (f"---\ntags: [zqxtag-{kind}, garden]\n{fm}---\n# zqxheading {kind}\n\n"
-            f"zqxbody {kind}: the garden plan, beans and peas. See [[Plans]] and [[zqxlinktarget {kind}]].\n\n"
-            f"## zqxsection {kind}\n\nMore garden words.\n")
+    return (
+        f"---\ntags: [zqxtag-{kind}, garden]\n{fm}---\n# zqxheading {kind}\n\n"
+        f"zqxbody {kind}: the garden plan, beans and peas. See [[Plans]] and [[zqxlinktarget {kind}]].\n\n"
+        f"## zqxsection {kind}\n\nMore garden words.\n"
+    )
 
 
 def build(root: Path, kind: str, config: Path) -> dict[str, Any]:
@@ -86,5 +88,6 @@ def answer_text(result: Any) -> str:
 
 
 def hidden_rows(conn: apsw.Connection) -> list[tuple]:
-    return conn.execute("SELECT path, hidden_rule, hidden_stamp IS NOT NULL FROM notes WHERE hidden_at IS NOT NULL"
-                        " ORDER BY path").fetchall()
+    return conn.execute(
+        "SELECT path, hidden_rule, hidden_stamp IS NOT NULL FROM notes WHERE hidden_at IS NOT NULL ORDER BY path"
+    ).fetchall()

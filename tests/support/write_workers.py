@@ -1,10 +1,10 @@
 """Worker processes for the multi-process write tests (run as a script; prints one JSON line).
 
-    python write_workers.py acquire DB SESSION N PER_MINUTE PER_SESSION START_FILE
-    python write_workers.py append DB SESSION NOTE_ID COUNT TAG START_FILE
-    python write_workers.py person NOTE_PATH SECONDS START_FILE MODE LOCK_DIR
-    python write_workers.py loop DB SESSION NOTE_IDS_JSON
-    python write_workers.py saver NOTE_PATHS_JSON SECONDS START_FILE [KINDS]
+python write_workers.py acquire DB SESSION N PER_MINUTE PER_SESSION START_FILE
+python write_workers.py append DB SESSION NOTE_ID COUNT TAG START_FILE
+python write_workers.py person NOTE_PATH SECONDS START_FILE MODE LOCK_DIR
+python write_workers.py loop DB SESSION NOTE_IDS_JSON
+python write_workers.py saver NOTE_PATHS_JSON SECONDS START_FILE [KINDS]
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,ch
                     f.write(data[: len(data) // 2])
                     f.flush()
                     time.sleep(0.002)
-                    f.write(data[len(data) // 2:])
+                    f.write(data[len(data) // 2 :])
                 else:
                     f.write(data)
         saved.append(f"P-{n}")

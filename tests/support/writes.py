@@ -70,10 +70,22 @@ def snapshot(top: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
     return out
 
 
-def write_service(db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None, *,
-                  enabled: bool = True, tiers: bool = True, vault: str | None = None, approval: str = "off",
-                  approval_lines: int = 20, approval_timeout: int = 120, max_files: int = 50,
-                  memory_folder: str | None = "kms-memory", clock: Any = None) -> Any:
+def write_service(
+    db_path: Path | str,
+    session_id: str,
+    limits: Any = None,
+    allowlist: Any = None,
+    *,
+    enabled: bool = True,
+    tiers: bool = True,
+    vault: str | None = None,
+    approval: str = "off",
+    approval_lines: int = 20,
+    approval_timeout: int = 120,
+    max_files: int = 50,
+    memory_folder: str | None = "kms-memory",
+    clock: Any = None,
+) -> Any:
     """A real session's write guard (``WriteService(AgentSession)``) from plain values: every tier on unless
     ``enabled`` (kms itself) or ``tiers`` (the edit and organize tiers) say otherwise."""
     import time
@@ -83,10 +95,21 @@ def write_service(db_path: Path | str, session_id: str, limits: Any = None, allo
     from server.writes.guard import WriteService
 
     config = SessionConfig(
-        db_path=Path(db_path), config_path=Path(db_path).parent / "config.toml", enabled=enabled,
-        read_enabled=True, write_enabled=True, edit_enabled=tiers, organize_enabled=tiers, session_id=session_id,
-        approval=approval, approval_lines=approval_lines, approval_timeout=approval_timeout,
-        max_files_per_call=max_files, allowlist=tuple(allowlist or ()), vault=vault, memory_folder=memory_folder,
+        db_path=Path(db_path),
+        config_path=Path(db_path).parent / "config.toml",
+        enabled=enabled,
+        read_enabled=True,
+        write_enabled=True,
+        edit_enabled=tiers,
+        organize_enabled=tiers,
+        session_id=session_id,
+        approval=approval,
+        approval_lines=approval_lines,
+        approval_timeout=approval_timeout,
+        max_files_per_call=max_files,
+        allowlist=tuple(allowlist or ()),
+        vault=vault,
+        memory_folder=memory_folder,
         watch=False,
     )
     return WriteService(AgentSession.open(config, limits=limits, clock=clock or time.time))
@@ -96,8 +119,9 @@ class Writer:
     """One session's write guard driven with Python arguments: every call goes through the real
     registry entry (``WriteService.call``: gate, input model, rate limit, operation, provenance)."""
 
-    def __init__(self, db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None,
-                 **kw: Any) -> None:
+    def __init__(
+        self, db_path: Path | str, session_id: str, limits: Any = None, allowlist: Any = None, **kw: Any
+    ) -> None:
         self.guard = write_service(db_path, session_id, limits, allowlist, **kw)
 
     def __getattr__(self, name: str) -> Any:
@@ -113,17 +137,25 @@ class Writer:
         spec = next(s for s in WRITE_TOOLS if s.name == tool)
         return self.guard.call(spec, {k: v for k, v in arguments.items() if v is not None})
 
-    def create(self, title: Any, content: Any = None, tags: Any = None, folder: Any = None,
-               vault: Any = None) -> dict[str, Any]:
+    def create(
+        self, title: Any, content: Any = None, tags: Any = None, folder: Any = None, vault: Any = None
+    ) -> dict[str, Any]:
         return self.call("kms_create", title=title, content=content, tags=tags, folder=folder, vault=vault)
 
-    def append(self, note_id: Any, content: Any, heading: Any = None, separator: Any = None,
-               version: Any = None) -> dict[str, Any]:
-        return self.call("kms_append", noteId=note_id, content=content, heading=heading, separator=separator,
-                         version=version)
+    def append(
+        self, note_id: Any, content: Any, heading: Any = None, separator: Any = None, version: Any = None
+    ) -> dict[str, Any]:
+        return self.call(
+            "kms_append", noteId=note_id, content=content, heading=heading, separator=separator, version=version
+        )
 
-    def update_properties(self, note_id: Any, set: Any = None, remove: Any = None,  # noqa: A002
-                          version: Any = None) -> dict[str, Any]:
+    def update_properties(
+        self,
+        note_id: Any,
+        set: Any = None,
+        remove: Any = None,  # noqa: A002
+        version: Any = None,
+    ) -> dict[str, Any]:
         return self.call("kms_update_properties", noteId=note_id, set=set, remove=remove, version=version)
 
     def insert_at(self, note_id: Any, content: Any, position: Any, version: Any = None) -> dict[str, Any]:

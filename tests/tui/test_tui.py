@@ -59,8 +59,11 @@ async def open_settled(app: KmsDashboard, pilot: Any) -> None:
 
 async def select_row(app: KmsDashboard, pilot: Any, invocation_id: int) -> None:
     app.dashboard.feed.select(invocation_id)
-    await wait_for(pilot, lambda: (d := detail_of(app)) is not None and d.invocation["id"] == invocation_id,
-                   what=f"detail of #{invocation_id}")
+    await wait_for(
+        pilot,
+        lambda: (d := detail_of(app)) is not None and d.invocation["id"] == invocation_id,
+        what=f"detail of #{invocation_id}",
+    )
 
 
 # ----------------------------------------------------------------------------- headless core
@@ -176,7 +179,10 @@ async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path
             await open_settled(app, pilot)
             assert feed_ids(app) == [3, 2, 1]
             assert [app.dashboard.feed.rows_by_id[i]["status"] for i in (3, 2, 1)] == [
-                "folder-denied", "success", "success"]
+                "folder-denied",
+                "success",
+                "success",
+            ]
             sessions = {s.id: s for s in app.state.sessions}
             assert sessions[session].kind == "server" and sessions[session].state == "live"
             assert sessions[session].gauge.total == 2 and sessions[session].gauge.per_minute == 10
@@ -205,8 +211,9 @@ print(json.dumps({"id": result["invocationId"], "at": time.time()}), flush=True)
 """
 
 
-async def test_a_server_session_shows_its_limits_before_it_writes(db_path: Path, tmp_path: Path,
-                                                                   indexed: apsw.Connection) -> None:
+async def test_a_server_session_shows_its_limits_before_it_writes(
+    db_path: Path, tmp_path: Path, indexed: apsw.Connection
+) -> None:
     async with mcp_client(db_path, write_enabled=True, per_minute=10, per_session=200) as client:
         session = client.runner.config.session_id  # type: ignore[attr-defined]
         client.runner.services.heartbeat.add(client.runner.session)  # type: ignore[attr-defined] - as `kms mcp`
@@ -219,22 +226,27 @@ async def test_a_server_session_shows_its_limits_before_it_writes(db_path: Path,
             assert str(table.get_cell(session, "next")) == "✓ now"  # type: ignore[attr-defined]
 
 
-async def test_row_from_another_process_arrives_live(
-    indexed: apsw.Connection, db_path: Path, tmp_path: Path
-) -> None:
+async def test_row_from_another_process_arrives_live(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     """Another process's write reaches the open dashboard through the poller, without a reload. How
     fast is measured by ``bench/bench_tui.py`` (tail latency), not asserted here: a timed assertion
     on a shared machine fails under load without telling anything."""
     qid = note_id(indexed, QUICK)
     app = make_app(db_path, tmp_path, poll_interval=0.25)
     seen: list[InvocationsArrived] = []
-    async with app.run_test(message_hook=lambda m: seen.append(m) if isinstance(m, InvocationsArrived) else None) \
-            as pilot:
+    async with app.run_test(
+        message_hook=lambda m: seen.append(m) if isinstance(m, InvocationsArrived) else None
+    ) as pilot:
         await open_settled(app, pilot)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", WRITER, str(db_path), qid, cwd=REPO,
+            sys.executable,
+            "-c",
+            WRITER,
+            str(db_path),
+            qid,
+            cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
         assert proc.stdin is not None and proc.stdout is not None
         assert (await asyncio.wait_for(proc.stdout.readline(), 30)).strip() == b"ready"  # imports done
@@ -442,8 +454,9 @@ async def test_settings_screen_validates_and_saves(indexed: apsw.Connection, db_
         assert "next agent session" in status
         await pilot.press("escape")
         settings = lambda: app.state.settings  # noqa: E731
-        await wait_for(pilot, lambda: settings() is not None and settings().get("write.per_minute") == 5,
-                       what="header settings")
+        await wait_for(
+            pilot, lambda: settings() is not None and settings().get("write.per_minute") == 5, what="header settings"
+        )
         top = str(app.dashboard.query_one("#topbar").render_text())  # type: ignore[attr-defined]
         assert "write ✓" in top and "drafts inbox/*" in top
 
@@ -501,8 +514,12 @@ async def test_gauge_shows_the_limit_and_when_it_lifts(indexed: apsw.Connection,
         assert str(table.get_cell("slimited00001", "minute")).endswith("2/2")  # type: ignore[attr-defined]
         assert str(table.get_cell("slimited00001", "next")).startswith("◷ in ")  # type: ignore[attr-defined]
         offset[0] = 61.0
-        await wait_for(pilot, lambda: str(table.get_cell("slimited00001", "next")) == "✓ now",  # type: ignore[attr-defined]
-                       timeout=3, what="the limit to lift")
+        await wait_for(
+            pilot,
+            lambda: str(table.get_cell("slimited00001", "next")) == "✓ now",  # type: ignore[attr-defined]
+            timeout=3,
+            what="the limit to lift",
+        )
         assert str(table.get_cell("slimited00001", "minute")).endswith("0/2")  # type: ignore[attr-defined]
 
 
@@ -536,8 +553,9 @@ async def test_header_is_one_line_and_keeps_what_matters_when_narrow(
         assert "10/min 200/session" in str(bar.render()) and bar.size.height == 1
 
 
-async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(indexed: apsw.Connection,
-                                                                              db_path: Path, tmp_path: Path) -> None:
+async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     for i in range(7):
         start_session(indexed, kind="server", session_id=f"s{i:012d}", argv=["kms", "mcp"])
     app = make_app(db_path, tmp_path)
@@ -548,13 +566,15 @@ async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(i
         top = str(app.dashboard.query_one("#topbar").render())
         assert "/min" in top and "/s" in top and "allow" in top and "w✗" in top and "…" not in top
         assert app.dashboard.query_one("#sessions").region.height == 7, "border, header and five sessions"
-        await wait_for(pilot, lambda: "Quit" in (s := app.export_screenshot()) and "Help" in s,
-                       what="Quit and Help in the footer")
+        await wait_for(
+            pilot, lambda: "Quit" in (s := app.export_screenshot()) and "Help" in s, what="Quit and Help in the footer"
+        )
         assert app.dashboard.query_one("#feed").region.height >= 8, "the feed keeps most of the height"
 
 
-async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(indexed: apsw.Connection, db_path: Path,
-                                                                       tmp_path: Path) -> None:
+async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_settled(app, pilot)

@@ -37,8 +37,9 @@ async def _staged(app: KmsDashboard, pilot: Any, count: int = 1) -> float:
     return await wait_for(pilot, lambda: len(app.state.pending) == count, timeout=20, what="the staged write")
 
 
-async def test_staged_write_appears_and_approve_returns_success(indexed: apsw.Connection, db_path: Path,
-                                                                tmp_path: Path, vault_dir: Path) -> None:
+async def test_staged_write_appears_and_approve_returns_success(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot, server(db_path, tmp_path, KMS_WRITE_APPROVAL="always") as c:
@@ -66,8 +67,9 @@ async def test_staged_write_appears_and_approve_returns_success(indexed: apsw.Co
     assert app.last_control is not None and app.last_control.status == "approved"
 
 
-async def test_reject_with_reason_from_the_pane(indexed: apsw.Connection, db_path: Path, tmp_path: Path,
-                                                vault_dir: Path) -> None:
+async def test_reject_with_reason_from_the_pane(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     before = (vault_dir / "Home.md").read_bytes()
     app = make_app(db_path, tmp_path)
@@ -90,9 +92,12 @@ async def test_reject_with_reason_from_the_pane(indexed: apsw.Connection, db_pat
 async def test_timeout_and_bulk(indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path) -> None:
     nid = note_id(indexed, "Home")
     app = make_app(db_path, tmp_path)
-    async with app.run_test(size=(120, 40)) as pilot, server(
-            db_path, tmp_path, KMS_WRITE_APPROVAL="bulk", KMS_WRITE_APPROVAL_LINES="3",
-            KMS_WRITE_APPROVAL_TIMEOUT="4") as c:
+    async with (
+        app.run_test(size=(120, 40)) as pilot,
+        server(
+            db_path, tmp_path, KMS_WRITE_APPROVAL="bulk", KMS_WRITE_APPROVAL_LINES="3", KMS_WRITE_APPROVAL_TIMEOUT="4"
+        ) as c,
+    ):
         await wait_for(pilot, lambda: settled(app), what="the dashboard")
         small = await c.call_tool("kms_append", {"noteId": nid, "content": "small"})
         assert not small.is_error and not app.state.pending and app.state.bells == 0
@@ -120,7 +125,8 @@ def _control(app: KmsDashboard) -> str:
 
 
 async def test_running_server_obeys_pause_resume_revoke_from_the_dashboard(
-        indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path) -> None:
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     nid = note_id(indexed, "Home")
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot, server(db_path, tmp_path) as c:
@@ -130,7 +136,8 @@ async def test_running_server_obeys_pause_resume_revoke_from_the_dashboard(
         await pilot.press("P")
         await wait_for(pilot, lambda: _control(app) == "paused", what="paused")
         assert (await c.call_tool("kms_append", {"noteId": nid, "content": "zz-two"})).structured_content[
-            "error"] == "paused"
+            "error"
+        ] == "paused"
         await pilot.press("P")
         await wait_for(pilot, lambda: _control(app) == "active", what="resumed")
         assert not (await c.call_tool("kms_append", {"noteId": nid, "content": "zz-three"})).is_error
@@ -139,24 +146,26 @@ async def test_running_server_obeys_pause_resume_revoke_from_the_dashboard(
         await pilot.press("y")
         await wait_for(pilot, lambda: _control(app) == "revoked", what="revoked")
         assert (await c.call_tool("kms_append", {"noteId": nid, "content": "zz-four"})).structured_content[
-            "error"] == "revoked"
+            "error"
+        ] == "revoked"
         assert not (await c.call_tool("kms_read", {"noteId": nid})).is_error
     text = (vault_dir / "Home.md").read_text()
     assert "zz-one" in text and "zz-three" in text and "zz-two" not in text and "zz-four" not in text
 
 
-async def test_undo_session_with_preview(indexed: apsw.Connection, db_path: Path, tmp_path: Path,
-                                         vault_dir: Path) -> None:
+async def test_undo_session_with_preview(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
     home, recipe = vault_dir / "Home.md", vault_dir / "reference" / "Shakshuka.md"
     before = home.read_bytes()
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(120, 40)) as pilot, server(db_path, tmp_path) as c:
         await wait_for(pilot, lambda: settled(app), what="the dashboard")
         for text in ("undo one", "undo two"):
-            assert not (await c.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": text}
-                                          )).is_error
-        assert not (await c.call_tool("kms_append", {"noteId": note_id(indexed, "Shakshuka"),
-                                                     "content": "agent tip"})).is_error
+            assert not (await c.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": text})).is_error
+        assert not (
+            await c.call_tool("kms_append", {"noteId": note_id(indexed, "Shakshuka"), "content": "agent tip"})
+        ).is_error
         recipe.write_text(recipe.read_text().replace("agent tip", "my tip"))
         await _select_session(app, pilot)
         await pilot.press("U")
@@ -164,7 +173,8 @@ async def test_undo_session_with_preview(indexed: apsw.Connection, db_path: Path
         screen = app.screen
         assert isinstance(screen, UndoScreen)
         assert len(screen.plan["revert"]) == 2 and [s["path"] for s in screen.plan["skip"]] == [
-            "reference/Shakshuka.md"]
+            "reference/Shakshuka.md"
+        ]
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.last_control, dict), what="the undo")
     assert home.read_bytes() == before

@@ -40,8 +40,7 @@ def app_for(world: Seeded) -> KmsDashboard:
     return create_app(world.db_path, settings_path=Path("config.toml"), clock=lambda: world.now, poll_interval=0.05)
 
 
-def driver(app: KmsDashboard, keys: tuple[str, ...] = (), until: type | None = None,
-           session: str | None = None) -> Any:
+def driver(app: KmsDashboard, keys: tuple[str, ...] = (), until: type | None = None, session: str | None = None) -> Any:
     async def run_before(pilot: Any) -> None:
         await wait_for(pilot, lambda: settled(app) and bool(app.state.pending), what="the dashboard to settle")
         if session:

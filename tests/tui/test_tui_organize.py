@@ -18,8 +18,9 @@ from tui.widgets.detail import DetailView
 ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 
 
-async def test_rename_diff_per_file_then_revert_as_one_unit(conn: apsw.Connection, db_path: Path,
-                                                             tmp_path: Path) -> None:
+async def test_rename_diff_per_file_then_revert_as_one_unit(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     root = make_vault(tmp_path / "v")
     index(conn, root)
     before = vault_bytes(root)
@@ -30,8 +31,11 @@ async def test_rename_diff_per_file_then_revert_as_one_unit(conn: apsw.Connectio
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: settled(app), what="the dashboard to load")
         app.dashboard.feed.select(inv)
-        await wait_for(pilot, lambda: (d := app.dashboard.query_one(DetailView).detail) is not None
-                       and d.invocation["id"] == inv, what="the detail")
+        await wait_for(
+            pilot,
+            lambda: (d := app.dashboard.query_one(DetailView).detail) is not None and d.invocation["id"] == inv,
+            what="the detail",
+        )
         text = app.dashboard.query_one(DetailView).text()
         assert "notes/Target.md → notes/Goal.md" in text and "Linker.md" in text
         assert "-title [[Target]]" in text and "+title [[Goal]]" in text

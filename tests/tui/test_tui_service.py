@@ -20,11 +20,9 @@ async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
     world = seed_fixed(tmp_path / "w")
     conn = connect(world.db_path)
     cursor, _s1 = tokens.create(conn, label="cursor", scopes=Scopes.parse("tier:write folder:drafts"), now=world.now)
-    gemini, _s2 = tokens.create(conn, label="gemini", scopes=Scopes.parse("tier:read vault:notes"),
-                                now=world.now - 10)
+    gemini, _s2 = tokens.create(conn, label="gemini", scopes=Scopes.parse("tier:read vault:notes"), now=world.now - 10)
     touch_session(conn, cursor.session_id, kind="server", now=world.now)  # cursor's session has connected
-    app = create_app(world.db_path, settings_path=tmp_path / "config.toml", clock=lambda: world.now,
-                     poll_interval=0.05)
+    app = create_app(world.db_path, settings_path=tmp_path / "config.toml", clock=lambda: world.now, poll_interval=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: settled(app), what="the dashboard")
         await pilot.press("k")
@@ -32,7 +30,9 @@ async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
         screen = app.screen
         assert isinstance(screen, ServiceScreen)
         assert [(t.label, t.scopes.text()) for t in screen.entries] == [
-            ("cursor", "tier:write folder:drafts"), ("gemini", "tier:read vault:notes")]
+            ("cursor", "tier:write folder:drafts"),
+            ("gemini", "tier:read vault:notes"),
+        ]
         title = str(screen.query_one("#service-title").render())
         assert "not running" in title and "kms_" not in title
         await pilot.press("p")  # the highlighted row: cursor's session

@@ -46,7 +46,11 @@ def app_for(world: Seeded) -> KmsDashboard:
 
 
 def driver(
-    app: KmsDashboard, world: Seeded, *, select: str | None = None, keys: tuple[str, ...] = (),
+    app: KmsDashboard,
+    world: Seeded,
+    *,
+    select: str | None = None,
+    keys: tuple[str, ...] = (),
     until: Callable[[KmsDashboard], bool] | None = None,
 ) -> Callable[[Any], Any]:
     """Wait for the app to settle, select a row, press keys, wait for the resulting screen."""
@@ -116,8 +120,9 @@ def vault_edit(world: Seeded) -> Iterator[None]:
 @pytest.mark.parametrize("size", [NARROW, WIDE], ids=["80x24", "160x48"])
 def test_settings_screen(snap_compare: Any, world: Seeded, size: tuple[int, int]) -> None:
     app = app_for(world)
-    assert snap_compare(app, terminal_size=size, run_before=driver(app, world, keys=("s",),
-                                                                     until=shows(SettingsScreen)))
+    assert snap_compare(
+        app, terminal_size=size, run_before=driver(app, world, keys=("s",), until=shows(SettingsScreen))
+    )
 
 
 def test_help_screen(snap_compare: Any, world: Seeded) -> None:

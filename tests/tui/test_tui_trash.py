@@ -30,8 +30,14 @@ def trashed_world(root: Path) -> tuple[Seeded, dict[str, Any]]:
     conn = connect(world.db_path)
     nid = conn.execute("SELECT id FROM notes WHERE path = 'inbox/Quick capture.md'").fetchall()[0][0]
     conn.close()
-    config = SessionConfig.from_env({"KMS_DB_PATH": str(world.db_path)}, write_enabled=True, edit_enabled=True,
-                                    organize_enabled=True, watch=False, session_id=SESSION)
+    config = SessionConfig.from_env(
+        {"KMS_DB_PATH": str(world.db_path)},
+        write_enabled=True,
+        edit_enabled=True,
+        organize_enabled=True,
+        watch=False,
+        session_id=SESSION,
+    )
     runner = ToolRunner(config)
     try:
         answer, is_error = runner.call("kms_trash", {"noteId": nid})
@@ -62,8 +68,7 @@ def utc(monkeypatch: pytest.MonkeyPatch, world: tuple[Seeded, dict[str, Any]]) -
 
 
 def app_for(seeded: Seeded) -> KmsDashboard:
-    return create_app(seeded.db_path, settings_path=Path("config.toml"), clock=lambda: seeded.now,
-                      poll_interval=0.05)
+    return create_app(seeded.db_path, settings_path=Path("config.toml"), clock=lambda: seeded.now, poll_interval=0.05)
 
 
 def trash_loaded(app: KmsDashboard) -> bool:
@@ -94,9 +99,9 @@ async def test_restore_from_the_dashboard(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: trash_loaded(app), what="the trash")
         screen = app.screen
         assert isinstance(screen, TrashScreen)
-        assert [(t.path, by.session_id if by else None, by.invocation_id if by else None)
-                for t, by in screen.entries] == [("inbox/Quick capture.md", SESSION, made["invocation"]),
-                                                 ("Home.md", None, None)]
+        assert [
+            (t.path, by.session_id if by else None, by.invocation_id if by else None) for t, by in screen.entries
+        ] == [("inbox/Quick capture.md", SESSION, made["invocation"]), ("Home.md", None, None)]
         table = screen.query_one("#trash")
         assert table.row_count == 2  # type: ignore[attr-defined]
 
@@ -131,8 +136,10 @@ async def test_restore_from_the_dashboard(tmp_path: Path) -> None:
     conn = connect(seeded.db_path)
     try:  # the note came back with its id, and the restore is recorded as the person's revert
         assert conn.execute("SELECT id FROM notes WHERE path = 'inbox/Quick capture.md'").fetchall() == [
-            (made["note_id"],)]
-        assert conn.execute("SELECT actor, tool, reverts_id FROM tool_invocations ORDER BY id DESC LIMIT 1"
-                            ).fetchall() == [("person", "revert", made["invocation"])]
+            (made["note_id"],)
+        ]
+        assert conn.execute(
+            "SELECT actor, tool, reverts_id FROM tool_invocations ORDER BY id DESC LIMIT 1"
+        ).fetchall() == [("person", "revert", made["invocation"])]
     finally:
         conn.close()

@@ -45,20 +45,29 @@ def approve_and_settle(conn: apsw.Connection, writes: WriteService, tool: str, a
     return writes.settle(SPECS[tool], args, staged, decision)
 
 
-@pytest.mark.parametrize("tool,args,files", [
-    ("kms_create", {"title": "New", "folder": "drafts", "content": "hello"}, ["drafts/New.md"]),
-    ("kms_append", {"noteId": "drafts/Draft.md", "content": "more"}, ["drafts/Draft.md"]),
-    ("kms_rename", {"noteId": "notes/Target.md", "title": "Goal"}, ["notes/Target.md", "Linker.md", "Crlf.md",
-                                                                    "private/Secret.md"]),
-    ("kms_move", {"noteId": "drafts/Draft.md", "folder": "notes"}, ["drafts/Draft.md"]),
-    ("kms_trash", {"noteId": "Other.md"}, ["Other.md"]),
-    ("kms_rename_folder", {"folder": "notes", "name": "goals"}, ["notes/Target.md", "Linker.md", "Crlf.md"]),
-    ("kms_create_many", {"notes": [{"title": "A1", "folder": "drafts"}, {"title": "A2", "folder": "drafts"}]},
-     ["drafts/A1.md", "drafts/A2.md"]),
-])
-def test_every_tier_stages_its_exact_files_and_writes_nothing(root: Path, conn: apsw.Connection, db_path: Path,
-                                                             tool: str, args: dict[str, Any],
-                                                             files: list[str]) -> None:
+@pytest.mark.parametrize(
+    "tool,args,files",
+    [
+        ("kms_create", {"title": "New", "folder": "drafts", "content": "hello"}, ["drafts/New.md"]),
+        ("kms_append", {"noteId": "drafts/Draft.md", "content": "more"}, ["drafts/Draft.md"]),
+        (
+            "kms_rename",
+            {"noteId": "notes/Target.md", "title": "Goal"},
+            ["notes/Target.md", "Linker.md", "Crlf.md", "private/Secret.md"],
+        ),
+        ("kms_move", {"noteId": "drafts/Draft.md", "folder": "notes"}, ["drafts/Draft.md"]),
+        ("kms_trash", {"noteId": "Other.md"}, ["Other.md"]),
+        ("kms_rename_folder", {"folder": "notes", "name": "goals"}, ["notes/Target.md", "Linker.md", "Crlf.md"]),
+        (
+            "kms_create_many",
+            {"notes": [{"title": "A1", "folder": "drafts"}, {"title": "A2", "folder": "drafts"}]},
+            ["drafts/A1.md", "drafts/A2.md"],
+        ),
+    ],
+)
+def test_every_tier_stages_its_exact_files_and_writes_nothing(
+    root: Path, conn: apsw.Connection, db_path: Path, tool: str, args: dict[str, Any], files: list[str]
+) -> None:
     writes = service(db_path, approval="always", tier_enabled=lambda _t: True)
     if "noteId" in args:
         args = {**args, "noteId": nid(conn, args["noteId"])}
@@ -81,8 +90,7 @@ def test_every_tier_stages_its_exact_files_and_writes_nothing(root: Path, conn: 
     assert statuses == [("approve", "person", "success"), (tool, "agent", "success")]
 
 
-def test_approved_edit_lands_byte_identical_to_the_diff_shown(root: Path, conn: apsw.Connection,
-                                                              db_path: Path) -> None:
+def test_approved_edit_lands_byte_identical_to_the_diff_shown(root: Path, conn: apsw.Connection, db_path: Path) -> None:
     writes = service(db_path, approval="always", tier_enabled=lambda _t: True)
     note = nid(conn, "drafts/Draft.md")
     version = writes.conn().execute("SELECT content_hash FROM notes WHERE id = ?", (note,)).fetchall()[0][0]
@@ -97,8 +105,9 @@ def test_approved_edit_lands_byte_identical_to_the_diff_shown(root: Path, conn: 
     assert hashlib.sha256((root / "drafts/Draft.md").read_bytes()).hexdigest() == staged.files[0].hash_after
 
 
-def test_a_linking_note_changed_meanwhile_is_a_conflict_and_nothing_moves(root: Path, conn: apsw.Connection,
-                                                                          db_path: Path) -> None:
+def test_a_linking_note_changed_meanwhile_is_a_conflict_and_nothing_moves(
+    root: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     writes = service(db_path, approval="always", tier_enabled=lambda _t: True)
     args = {"noteId": nid(conn, "notes/Target.md"), "title": "Goal"}
     staged = writes.stage(SPECS["kms_rename"], args)
@@ -124,8 +133,7 @@ def test_bulk_threshold_and_off(root: Path, conn: apsw.Connection, db_path: Path
         service(db_path, approval="sometimes")
 
 
-def test_refusals_before_staging_are_recorded_and_never_run(root: Path, conn: apsw.Connection,
-                                                           db_path: Path) -> None:
+def test_refusals_before_staging_are_recorded_and_never_run(root: Path, conn: apsw.Connection, db_path: Path) -> None:
     writes = service(db_path, approval="always", allowlist=["drafts"])
     before = vault_bytes(root)
     with pytest.raises(KmsError) as e:
@@ -166,16 +174,16 @@ def test_revoke_rejects_waiting_calls(root: Path, conn: apsw.Connection, db_path
     assert decision is not None and decision.status == "rejected" and "revoked" in (decision.reason or "")
 
 
-def test_undo_two_edits_of_one_note_comes_back_byte_for_byte(root: Path, conn: apsw.Connection,
-                                                             db_path: Path) -> None:
+def test_undo_two_edits_of_one_note_comes_back_byte_for_byte(root: Path, conn: apsw.Connection, db_path: Path) -> None:
     start_session(conn, kind="server", session_id=SID)
     writes = service(db_path, tier_enabled=lambda _t: True)
     before = vault_bytes(root)
     note = nid(conn, "drafts/Draft.md")
     for old, new in (("first line", "1st line"), ("second line", "2nd line")):
         version = conn.execute("SELECT content_hash FROM notes WHERE id = ?", (note,)).fetchall()[0][0]
-        writes.call(SPECS["kms_edit"], {"noteId": note, "version": version,
-                                        "edits": [{"replace": {"old": old, "new": new}}]})
+        writes.call(
+            SPECS["kms_edit"], {"noteId": note, "version": version, "edits": [{"replace": {"old": old, "new": new}}]}
+        )
     writes.call(SPECS["kms_rename"], {"noteId": nid(conn, "notes/Target.md"), "title": "Goal"})
     plan = preview(conn, SID)
     assert len(plan["revert"]) == 3 and not plan["skip"]
@@ -209,7 +217,8 @@ def test_undo_since_takes_back_only_the_later_changes(root: Path, conn: apsw.Con
 
 
 def test_a_folder_move_over_the_file_limit_is_staged_for_the_person_not_refused(
-        root: Path, conn: apsw.Connection, db_path: Path) -> None:
+    root: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     """write.max_files_per_call refuses an unapproved folder move; with write.approval on, the person is shown
     every file of it instead, and exactly that lands once approved."""
     args = {"folder": "notes", "name": "goals"}

@@ -71,12 +71,18 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()
     back = SessionConfig.from_env(env)
-    assert back == SessionConfig.from_settings(settings_for(cfg.with_name("gone.toml")), db_path=tmp_path / "kms.db",
-                                               session_id="s0123456789ab", vault="notes",
-                                               config_path=cfg, write_enabled=True, per_minute=7,
-                                               allowlist=("drafts/*", "inbox"),
-                                               embed_model_dir=str(tmp_path / "models"),
-                                               project=str(tmp_path / "work"))
+    assert back == SessionConfig.from_settings(
+        settings_for(cfg.with_name("gone.toml")),
+        db_path=tmp_path / "kms.db",
+        session_id="s0123456789ab",
+        vault="notes",
+        config_path=cfg,
+        write_enabled=True,
+        per_minute=7,
+        allowlist=("drafts/*", "inbox"),
+        embed_model_dir=str(tmp_path / "models"),
+        project=str(tmp_path / "work"),
+    )
 
 
 def test_kms_block_left_out_when_agents_may_not_read(cfg: Path, tmp_path: Path) -> None:
@@ -143,12 +149,8 @@ def test_compose_merges_enabled_and_isolated_drops_kms(cfg: Path, tmp_path: Path
     isolated = c.compose(s, session(tmp_path), isolated=True)
     assert "kms" not in isolated["mcpServers"] and "playwright" in isolated["mcpServers"]
     # nothing enabled -> empty
-    assert c.compose(settings_for(tmp_path / "none.toml", has_vault=False), session(tmp_path)) == {
-        "mcpServers": {}
-    }
-    assert c.compose(settings_for(tmp_path / "none.toml"), session(tmp_path), isolated=True) == {
-        "mcpServers": {}
-    }
+    assert c.compose(settings_for(tmp_path / "none.toml", has_vault=False), session(tmp_path)) == {"mcpServers": {}}
+    assert c.compose(settings_for(tmp_path / "none.toml"), session(tmp_path), isolated=True) == {"mcpServers": {}}
 
 
 def test_every_builtin_has_a_settings_switch() -> None:

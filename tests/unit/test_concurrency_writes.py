@@ -45,12 +45,9 @@ def _run_agents_and_person(env: Env, mode: str, agents: int = 3, per_agent: int 
     nid = env.note("shared.md", "person edit -\n# Shared\n\nbody\n")
     start = env.tmp / f"go-{mode}"
     procs = [
-        _spawn("append", str(env.db_path), f"agent{k}", nid, str(per_agent), f"A{k}", str(start))
-        for k in range(agents)
+        _spawn("append", str(env.db_path), f"agent{k}", nid, str(per_agent), f"A{k}", str(start)) for k in range(agents)
     ]
-    person = _spawn(
-        "person", str(env.root / "shared.md"), "2.5", str(start), mode, str(env.db_path.parent / "locks")
-    )
+    person = _spawn("person", str(env.root / "shared.md"), "2.5", str(start), mode, str(env.db_path.parent / "locks"))
     start.touch()
     results = [r for p in procs for r in _result(p)["results"]]
     edits = _result(person)["edits"]
@@ -71,9 +68,11 @@ def test_appends_exactly_once_with_a_person_editing(tmp_path: Path) -> None:
     assert set(found) == ok and not (refused & set(found))
     assert all(status in ("success", "conflict") for _m, status in results)
     assert final.startswith(f"person edit {info['edits'] - 1}\n# Shared\n\nbody\n")
-    rows = connect(env.db_path).execute(
-        "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_append' AND status = 'success'"
-    ).fetchone()[0]
+    rows = (
+        connect(env.db_path)
+        .execute("SELECT count(*) FROM tool_invocations WHERE tool = 'kms_append' AND status = 'success'")
+        .fetchone()[0]
+    )
     assert rows == len(ok)
     env.reindex()
     _index_matches_files(env)
@@ -126,7 +125,8 @@ def test_kill_during_writes_leaves_whole_notes_and_index_heals(tmp_path: Path) -
         ids = [env.note(f"{n}.md", LOG_NOTE.format(name=n)) for n in names]
         p = subprocess.Popen(
             [sys.executable, str(WORKER), "loop", str(env.db_path), "crashy", json.dumps(ids)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert p.stdout is not None
         done = 0

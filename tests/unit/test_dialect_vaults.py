@@ -28,9 +28,16 @@ def note(conn: apsw.Connection, vault: str, path: str) -> dict:
 
 
 def link_rows(conn: apsw.Connection, path: str) -> list[tuple]:
-    return [tuple(r.values()) for r in rows(conn, """
+    return [
+        tuple(r.values())
+        for r in rows(
+            conn,
+            """
         SELECT l.target, d.path AS dst, l.dst_file FROM links l JOIN notes s ON s.rid = l.src_rid
-        LEFT JOIN notes d ON d.rid = l.dst_rid WHERE s.path = ? ORDER BY l.ord""", (path,))]
+        LEFT JOIN notes d ON d.rid = l.dst_rid WHERE s.path = ? ORDER BY l.ord""",
+            (path,),
+        )
+    ]
 
 
 def search_paths(conn: apsw.Connection, query: str) -> list[str]:
@@ -38,6 +45,7 @@ def search_paths(conn: apsw.Connection, query: str) -> list[str]:
 
 
 # --- obsidian ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def obsidian(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
@@ -56,8 +64,9 @@ def test_obsidian_backlinks_count_markdown_links_like_wiki_links(obsidian: apsw.
     assert "[Gamma](Projects/Sub%20Folder/Gamma.md)" in home["snippet"]  # the link, percent-encoded as written
 
 
-def test_obsidian_attachments_resolve_and_only_the_missing_are_unresolved(obsidian: apsw.Connection,
-                                                                          tmp_path: Path) -> None:
+def test_obsidian_attachments_resolve_and_only_the_missing_are_unresolved(
+    obsidian: apsw.Connection, tmp_path: Path
+) -> None:
     home = link_rows(obsidian, "Home.md")
     assert ("diagram.png", None, "Attachments/diagram.png") in home
     assert ("Attachments/photo.jpg", None, "Attachments/photo.jpg") in home
@@ -75,7 +84,8 @@ def test_obsidian_attachments_resolve_and_only_the_missing_are_unresolved(obsidi
 
 
 def test_obsidian_frontmatter_title_is_shown_and_searched_and_the_stem_still_names_it(
-        obsidian: apsw.Connection) -> None:
+    obsidian: apsw.Connection,
+) -> None:
     alpha = note(obsidian, "obsidian", "Projects/Alpha.md")
     assert alpha["title"] == "Project Alpha" and alpha["tags"] == ["project", "status/active"]
     assert alpha["parent"] is None  # no hierarchy in Obsidian
@@ -87,25 +97,39 @@ def test_obsidian_frontmatter_title_is_shown_and_searched_and_the_stem_still_nam
 def test_obsidian_dates_from_frontmatter_else_mtime_and_ties_by_path(obsidian: apsw.Connection) -> None:
     assert note(obsidian, "obsidian", "Projects/Alpha.md")["updated_at"] == 1709287200.0  # updated: 2024-03-01T10Z
     recent = list_recent(obsidian, limit=20)
-    assert [n["path"] for n in recent] == ["Archive/2023/Meeting.md", "Home.md", "Projects/Beta.md",
-                                           "Projects/Meeting.md", "Projects/Sub Folder/Gamma.md",
-                                           "Projects/Alpha.md"]
+    assert [n["path"] for n in recent] == [
+        "Archive/2023/Meeting.md",
+        "Home.md",
+        "Projects/Beta.md",
+        "Projects/Meeting.md",
+        "Projects/Sub Folder/Gamma.md",
+        "Projects/Alpha.md",
+    ]
     assert all(n["updatedAt"] == CHECKOUT_S for n in recent[:-1])
     assert list_recent(obsidian, limit=20) == recent
 
 
-def test_obsidian_bare_title_same_folder_first_then_shortest_path_and_reported(obsidian: apsw.Connection,
-                                                                              tmp_path: Path) -> None:
+def test_obsidian_bare_title_same_folder_first_then_shortest_path_and_reported(
+    obsidian: apsw.Connection, tmp_path: Path
+) -> None:
     assert ("Meeting", "Projects/Meeting.md", None) in link_rows(obsidian, "Projects/Beta.md")  # same folder
     assert ("Meeting", "Projects/Meeting.md", None) in link_rows(obsidian, "Home.md")  # the shortest path
     write(tmp_path / "obsidian" / "Archive" / "2023" / "Retro.md", "see [[Meeting]] and [[2023/Meeting]]")
     index_vault(obsidian, get_vault(obsidian, "obsidian"))
-    assert link_rows(obsidian, "Archive/2023/Retro.md") == [("Meeting", "Archive/2023/Meeting.md", None),
-                                                           ("2023/Meeting", "Archive/2023/Meeting.md", None)]
+    assert link_rows(obsidian, "Archive/2023/Retro.md") == [
+        ("Meeting", "Archive/2023/Meeting.md", None),
+        ("2023/Meeting", "Archive/2023/Meeting.md", None),
+    ]
     st = status(obsidian)
     assert st["ambiguousLinks"] == 3
-    assert st["ambiguous"] == [{"vault": "obsidian", "name": "meeting", "links": 3,
-                                "candidates": ["Archive/2023/Meeting.md", "Projects/Meeting.md"]}]
+    assert st["ambiguous"] == [
+        {
+            "vault": "obsidian",
+            "name": "meeting",
+            "links": 3,
+            "candidates": ["Archive/2023/Meeting.md", "Projects/Meeting.md"],
+        }
+    ]
     with pytest.raises(KmsError) as e:
         find_note(obsidian, "Meeting")
     assert e.value.extra["candidates"] == ["Archive/2023/Meeting.md", "Projects/Meeting.md"]
@@ -113,6 +137,7 @@ def test_obsidian_bare_title_same_folder_first_then_shortest_path_and_reported(o
 
 
 # --- dendron -------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def dendron(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
@@ -123,8 +148,10 @@ def dendron(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
 
 def test_dendron_as_dendron_shows_it(dendron: apsw.Connection) -> None:
     assert backlink_paths(dendron, "dendron", "dendron.topic.md") == ["dendron.topic.lookup.md", "root.md"]
-    assert backlink_paths(dendron, "dendron", "dendron.topic.lookup.md") == ["dendron.topic.md",
-                                                                             "dendron.topic.schema.md"]
+    assert backlink_paths(dendron, "dendron", "dendron.topic.lookup.md") == [
+        "dendron.topic.md",
+        "dendron.topic.schema.md",
+    ]
     lookup = note(dendron, "dendron", "dendron.topic.lookup.md")
     assert lookup["title"] == "Lookup" and lookup["tags"] == ["role.bugcatcher"]
     assert (lookup["created_at"], lookup["updated_at"]) == (1690000000.0, 1710000000.0)
@@ -134,8 +161,7 @@ def test_dendron_as_dendron_shows_it(dendron: apsw.Connection) -> None:
     assert resolve_note(dendron, "9a2lookupzz0p1q7x3mm4kd")["id"] == lookup["id"]
     assert get_note(dendron, "9a2lookupzz0p1q7x3mm4kd")["id"] == lookup["id"]
     assert resolve_note(dendron, "dendron.topic.lookup")["id"] == lookup["id"]
-    assert [n["path"] for n in list_recent(dendron, limit=2)] == ["dendron.topic.lookup.md",
-                                                                  "dendron.topic.schema.md"]
+    assert [n["path"] for n in list_recent(dendron, limit=2)] == ["dendron.topic.lookup.md", "dendron.topic.schema.md"]
 
 
 def test_dendron_hierarchy_gives_the_nearest_existing_parent(dendron: apsw.Connection, tmp_path: Path) -> None:
@@ -145,12 +171,16 @@ def test_dendron_hierarchy_gives_the_nearest_existing_parent(dendron: apsw.Conne
     write(tmp_path / "dendron" / "dendron.topic.deep.leaf.md", "under a stub")
     index_vault(dendron, get_vault(dendron, "dendron"))
     parent = note(dendron, "dendron", "dendron.topic.deep.leaf.md")["parent"]
-    assert parent == {"noteId": by_path(dendron, "dendron", "dendron.topic.md"), "title": "Topic",
-                      "path": "dendron.topic.md"}
+    assert parent == {
+        "noteId": by_path(dendron, "dendron", "dendron.topic.md"),
+        "title": "Topic",
+        "path": "dendron.topic.md",
+    }
 
 
-def test_dendron_cross_vault_link_resolves_only_into_the_vault_it_names(dendron: apsw.Connection,
-                                                                        tmp_path: Path) -> None:
+def test_dendron_cross_vault_link_resolves_only_into_the_vault_it_names(
+    dendron: apsw.Connection, tmp_path: Path
+) -> None:
     assert ("shared.glossary", None, None) in link_rows(dendron, "dendron.topic.lookup.md")
     write(tmp_path / "other" / "shared.glossary.md", "# elsewhere")  # same name, a vault not named
     write(tmp_path / "team" / "shared.glossary.md", "# Glossary")
@@ -164,8 +194,7 @@ def test_dendron_cross_vault_link_resolves_only_into_the_vault_it_names(dendron:
     assert backlink_paths(dendron, "other", "shared.glossary.md") == []
 
 
-def test_a_vault_indexed_as_obsidian_then_set_to_dendron_is_read_again(conn: apsw.Connection,
-                                                                       tmp_path: Path) -> None:
+def test_a_vault_indexed_as_obsidian_then_set_to_dendron_is_read_again(conn: apsw.Connection, tmp_path: Path) -> None:
     add_indexed(conn, "dendron", tmp_path / "d", "d", dialect="obsidian")
     lookup = note(conn, "d", "dendron.topic.lookup.md")
     assert lookup["tags"] == ["role"]
@@ -181,6 +210,7 @@ def test_a_vault_indexed_as_obsidian_then_set_to_dendron_is_read_again(conn: aps
 
 # --- foam ----------------------------------------------------------------------------------------------
 
+
 def test_foam_as_foam_shows_it(conn: apsw.Connection, tmp_path: Path) -> None:
     assert add_indexed(conn, "foam", tmp_path / "foam").dialect == "foam"
     assert backlink_paths(conn, "foam", "docs/getting-started.md") == ["readme.md"]
@@ -195,12 +225,17 @@ def test_foam_as_foam_shows_it(conn: apsw.Connection, tmp_path: Path) -> None:
 
 # --- logseq --------------------------------------------------------------------------------------------
 
+
 def test_logseq_as_logseq_shows_it(conn: apsw.Connection, tmp_path: Path) -> None:
     assert add_indexed(conn, "logseq", tmp_path / "logseq").dialect == "logseq"
-    assert backlink_paths(conn, "logseq", "pages/Work___Roadmap.md") == ["pages/Project Phoenix.md",
-                                                                         "pages/Work%2FTeam.md"]
-    assert backlink_paths(conn, "logseq", "pages/Project Phoenix.md") == ["journals/2024_01_15.md",
-                                                                          "pages/Work___Roadmap.md"]
+    assert backlink_paths(conn, "logseq", "pages/Work___Roadmap.md") == [
+        "pages/Project Phoenix.md",
+        "pages/Work%2FTeam.md",
+    ]
+    assert backlink_paths(conn, "logseq", "pages/Project Phoenix.md") == [
+        "journals/2024_01_15.md",
+        "pages/Work___Roadmap.md",
+    ]
     assert backlink_paths(conn, "logseq", "journals/2024_01_15.md") == ["pages/Project Phoenix.md"]
     assert note(conn, "logseq", "pages/Work___Roadmap.md")["title"] == "Work/Roadmap"
     assert note(conn, "logseq", "pages/Work%2FTeam.md")["title"] == "Work/Team"
@@ -215,8 +250,11 @@ def test_logseq_as_logseq_shows_it(conn: apsw.Connection, tmp_path: Path) -> Non
     assert resolve_note(conn, "2024-01-15")["path"] == "journals/2024_01_15.md"
     block = "((65a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b))"  # a block reference: a link to the page holding it
     assert link_rows(conn, "journals/2024_01_15.md") == [
-        ("Project Phoenix", "pages/Project Phoenix.md", None), (block, "pages/Project Phoenix.md", None),
-        (block, "pages/Project Phoenix.md", None), ("((00000000-0000-4000-8000-000000000000))", None, None)]
+        ("Project Phoenix", "pages/Project Phoenix.md", None),
+        (block, "pages/Project Phoenix.md", None),
+        (block, "pages/Project Phoenix.md", None),
+        ("((00000000-0000-4000-8000-000000000000))", None, None),
+    ]
     assert link_rows(conn, "pages/Work___Roadmap.md") == [("Phoenix", "pages/Project Phoenix.md", None)]
 
 
@@ -241,6 +279,7 @@ def test_renaming_a_logseq_page_leaves_block_references_as_they_are(conn: apsw.C
 
 # --- two vaults, one database --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def two(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
     from server.vault.registry import add_vault
@@ -259,22 +298,35 @@ def two(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
 
 
 def test_no_link_resolves_across_vaults(two: apsw.Connection) -> None:
-    crossed = rows(two, """SELECT s.path, l.target FROM links l JOIN notes s ON s.rid = l.src_rid
-                           JOIN notes d ON d.rid = l.dst_rid WHERE d.vault_id != s.vault_id""")
+    crossed = rows(
+        two,
+        """SELECT s.path, l.target FROM links l JOIN notes s ON s.rid = l.src_rid
+                           JOIN notes d ON d.rid = l.dst_rid WHERE d.vault_id != s.vault_id""",
+    )
     assert crossed == []
-    got = rows(two, """SELECT v.name AS vault, l.target, d.path AS dst FROM links l JOIN notes s ON s.rid = l.src_rid
+    got = rows(
+        two,
+        """SELECT v.name AS vault, l.target, d.path AS dst FROM links l JOIN notes s ON s.rid = l.src_rid
                        JOIN vaults v ON v.id = s.vault_id LEFT JOIN notes d ON d.rid = l.dst_rid
-                       ORDER BY v.name, l.ord""")
+                       ORDER BY v.name, l.ord""",
+    )
     assert [(r["vault"], r["target"], r["dst"]) for r in got] == [
-        ("a", "Shared", "Shared.md"), ("a", "Only in b", None), ("a", "Only in a", "Only in a.md"),
+        ("a", "Shared", "Shared.md"),
+        ("a", "Only in b", None),
+        ("a", "Only in a", "Only in a.md"),
         ("a", "Only in b.md", None),
-        ("b", "Shared", "Shared.md"), ("b", "Only in a", None), ("b", "Topic", "x/Topic.md")]
+        ("b", "Shared", "Shared.md"),
+        ("b", "Only in a", None),
+        ("b", "Topic", "x/Topic.md"),
+    ]
     assert backlink_paths(two, "b", "Only in b.md") == []
 
 
 def test_a_name_in_two_vaults_is_refused_with_candidates(two: apsw.Connection) -> None:
-    for ref, candidates in (("Shared", ["a:Shared.md", "b:Shared.md"]),
-                            ("Topic", ["a:Topic.md", "b:x/Topic.md"])):  # a path in a, a title in b
+    for ref, candidates in (
+        ("Shared", ["a:Shared.md", "b:Shared.md"]),
+        ("Topic", ["a:Topic.md", "b:x/Topic.md"]),
+    ):  # a path in a, a title in b
         with pytest.raises(KmsError) as e:
             find_note(two, ref)
         assert e.value.kind == "invalid-input" and e.value.extra["candidates"] == candidates
@@ -295,14 +347,14 @@ def test_a_name_in_two_vaults_is_refused_with_candidates(two: apsw.Connection) -
     assert hidden["changed"] and hidden["vault"] == "b"
 
 
-def test_a_title_that_only_looks_like_vault_path_still_names_its_note(two: apsw.Connection,
-                                                                      tmp_path: Path) -> None:
+def test_a_title_that_only_looks_like_vault_path_still_names_its_note(two: apsw.Connection, tmp_path: Path) -> None:
     write(tmp_path / "b" / "a: plan.md", "a colon in the name")
     index_vault(two, get_vault(two, "b"))
     assert find_note(two, "a: plan")["path"] == "a: plan.md"
 
 
 # --- the upgrade from the schema before dialects ------------------------------------------------------
+
 
 def test_upgrade_from_m010_detects_the_dialect_and_reads_every_note_again(tmp_path: Path) -> None:
     from server.store.db import connect
@@ -317,8 +369,9 @@ def test_upgrade_from_m010_detects_the_dialect_and_reads_every_note_again(tmp_pa
                                      token_estimate, mtime_ns, created_at, updated_at, indexed_at, body)
                    VALUES (1, 'nkeepthisid01', 1, 'dendron.topic.lookup.md', '', 'dendron.topic.lookup', 'role',
                            'old', 1, 1, 1, 1.0, 1.0, 1.0, 'old body')""")
-    old.execute("INSERT INTO notes_fts(rowid, title, body, tags) VALUES (1, 'dendron.topic.lookup', 'old body', "
-                "'role')")
+    old.execute(
+        "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (1, 'dendron.topic.lookup', 'old body', 'role')"
+    )
     old.close()
     conn = connect(path)
     vault = get_vault(conn, "d")

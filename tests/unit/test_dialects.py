@@ -23,9 +23,12 @@ def keys(text: str, path: str = "Note.md", dialect: dialects.Dialect = OBSIDIAN)
 
 # --- Markdown links ------------------------------------------------------------------------------------
 
+
 def test_markdown_link_forms_resolve_relative_to_the_note() -> None:
-    text = ("[a](Other%20note.md) [b](../f/Other.md#Heading) [c](<Other note.md>) [d](Plain) "
-            "[e](./Here.md#^blk) [f](/Root/Abs.md)\n")
+    text = (
+        "[a](Other%20note.md) [b](../f/Other.md#Heading) [c](<Other note.md>) [d](Plain) "
+        "[e](./Here.md#^blk) [f](/Root/Abs.md)\n"
+    )
     got = links(text, "notes/sub/Linking.md")
     assert [(ln.target, ln.target_key, ln.heading, ln.block, ln.alias) for ln in got] == [
         ("Other note.md", "notes/sub/other note", None, None, "a"),
@@ -40,14 +43,16 @@ def test_markdown_link_forms_resolve_relative_to_the_note() -> None:
 
 
 def test_external_urls_anchors_and_code_are_not_links() -> None:
-    text = ("[web](https://x.org/a.md) [mail](mailto:a@b.c) [app](obsidian://open?file=X) <https://auto.link> "
-            "[here](#Heading) [proto](//cdn.x/y.md) `[code](Code.md)`\n\n```\n[fenced](Fenced.md)\n```\n"
-            "<!-- [commented](Hidden.md) -->\n")
+    text = (
+        "[web](https://x.org/a.md) [mail](mailto:a@b.c) [app](obsidian://open?file=X) <https://auto.link> "
+        "[here](#Heading) [proto](//cdn.x/y.md) `[code](Code.md)`\n\n```\n[fenced](Fenced.md)\n```\n"
+        "<!-- [commented](Hidden.md) -->\n"
+    )
     assert links(text) == []
 
 
 def test_images_are_embeds_and_reference_links_count() -> None:
-    text = "![pic](img/pic.png) and [ref][r]\n\n[r]: docs/Ref.md \"Ref\"\n"
+    text = '![pic](img/pic.png) and [ref][r]\n\n[r]: docs/Ref.md "Ref"\n'
     got = links(text, "a/N.md")
     assert [(ln.target_key, ln.embed) for ln in got] == [("a/img/pic.png", True), ("a/docs/ref", False)]
 
@@ -59,7 +64,10 @@ def test_a_link_leaving_the_vault_names_nothing_in_it() -> None:
 
 def test_wiki_link_to_an_attachment_keeps_its_extension() -> None:
     assert [(ln.target_key, ln.embed) for ln in links("![[pic.png]] [[file.pdf]] [[Note.md]]")] == [
-        ("pic.png", True), ("file.pdf", False), ("note", False)]
+        ("pic.png", True),
+        ("file.pdf", False),
+        ("note", False),
+    ]
 
 
 def test_the_alias_part_of_a_link_is_never_a_tag() -> None:
@@ -68,6 +76,7 @@ def test_the_alias_part_of_a_link_is_never_a_tag() -> None:
 
 
 # --- titles and dates, every dialect -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dialect", [OBSIDIAN, DENDRON, FOAM, LOGSEQ])
 def test_frontmatter_title_is_shown_and_the_stem_stays_a_name(dialect: dialects.Dialect) -> None:
@@ -89,12 +98,20 @@ def test_obsidian_ignores_cssclasses_and_reads_alias_and_tag() -> None:
 
 # --- Dendron ---------------------------------------------------------------------------------------------
 
+
 def test_dendron_alias_first_anchor_and_cross_vault() -> None:
-    got = links("[[the parent|dendron.topic]] [[dendron.topic.schema#Usage]] [[dendron://team/shared.glossary]] "
-                "[[Shown|dendron://team/a.b#H]]", "dendron.topic.lookup.md", DENDRON)
+    got = links(
+        "[[the parent|dendron.topic]] [[dendron.topic.schema#Usage]] [[dendron://team/shared.glossary]] "
+        "[[Shown|dendron://team/a.b#H]]",
+        "dendron.topic.lookup.md",
+        DENDRON,
+    )
     assert [(ln.target, ln.alias, ln.heading, ln.vault) for ln in got] == [
-        ("dendron.topic", "the parent", None, None), ("dendron.topic.schema", None, "Usage", None),
-        ("shared.glossary", None, None, "team"), ("a.b", "Shown", "H", "team")]
+        ("dendron.topic", "the parent", None, None),
+        ("dendron.topic.schema", None, "Usage", None),
+        ("shared.glossary", None, None, "team"),
+        ("a.b", "Shown", "H", "team"),
+    ]
     # the same text in Obsidian: target first
     assert links("[[the parent|dendron.topic]]")[0].target == "the parent"
 
@@ -106,8 +123,10 @@ def test_dendron_tags_are_kept_whole_and_obsidian_cuts_at_the_dot() -> None:
 
 
 def test_dendron_id_desc_and_epoch_millisecond_dates() -> None:
-    fm = ("---\nid: 9a2lookup\ntitle: Lookup\ndesc: Find notes fast\nupdated: 1710000000000\n"
-          "created: 1690000000000\n---\n")
+    fm = (
+        "---\nid: 9a2lookup\ntitle: Lookup\ndesc: Find notes fast\nupdated: 1710000000000\n"
+        "created: 1690000000000\n---\n"
+    )
     p = parse_note(fm, "dendron.topic.lookup", DENDRON, "dendron.topic.lookup.md")
     assert (p.note_id, p.desc) == ("9a2lookup", "Find notes fast")
     assert (p.created, p.updated) == (1690000000.0, 1710000000.0)
@@ -122,17 +141,21 @@ def test_dendron_hierarchy_parent() -> None:
 
 # --- Foam ------------------------------------------------------------------------------------------------
 
+
 def test_foam_reference_definitions_give_a_wiki_link_its_file() -> None:
-    text = "read the [[guide]] and [[inbox]]\n\n[guide]: docs/getting-started.md \"Getting Started\"\n"
+    text = 'read the [[guide]] and [[inbox]]\n\n[guide]: docs/getting-started.md "Getting Started"\n'
     assert keys(text, "readme.md", FOAM) == [("docs/getting-started", "guide"), ("inbox", None)]
     assert keys(text, "readme.md", OBSIDIAN) == [("guide", None), ("inbox", None)]  # a plain definition elsewhere
 
 
 # --- Logseq ----------------------------------------------------------------------------------------------
 
+
 def test_logseq_properties_tags_and_bracket_tags() -> None:
-    text = ("title:: Project Phoenix\ntags:: project, [[big idea]]\nalias:: Phoenix, PX\nstatus:: active\n\n"
-            "- kickoff #[[multi word tag]] #meeting\n- later:: not a page property\n")
+    text = (
+        "title:: Project Phoenix\ntags:: project, [[big idea]]\nalias:: Phoenix, PX\nstatus:: active\n\n"
+        "- kickoff #[[multi word tag]] #meeting\n- later:: not a page property\n"
+    )
     p = parse_note(text, "Project Phoenix", LOGSEQ, "pages/Project Phoenix.md")
     assert p.title == "Project Phoenix"
     assert p.tags == ["project", "big-idea", "multi-word-tag", "meeting"]
@@ -144,12 +167,16 @@ def test_logseq_properties_tags_and_bracket_tags() -> None:
 
 def test_logseq_block_ids_and_references() -> None:
     uid = "65a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b"
-    text = (f"- a block\n  id:: {uid.upper()}\n- see (({uid}))\n- {{{{embed (({uid}))}}}}\n"
-            f"- code `(({uid}))` and a fence\n```\n(({uid}))\n```\n- not an id:: 123\n")
+    text = (
+        f"- a block\n  id:: {uid.upper()}\n- see (({uid}))\n- {{{{embed (({uid}))}}}}\n"
+        f"- code `(({uid}))` and a fence\n```\n(({uid}))\n```\n- not an id:: 123\n"
+    )
     p = parse_note(text, "Page", LOGSEQ)
     assert p.block_ids == [uid]
     assert [(ln.target, ln.block, ln.embed, ln.line) for ln in p.links] == [
-        (f"(({uid}))", uid, False, 3), (f"(({uid}))", uid, True, 4)]
+        (f"(({uid}))", uid, False, 3),
+        (f"(({uid}))", uid, True, 4),
+    ]
     other = parse_note(text, "Page", OBSIDIAN)  # only Logseq reads them so
     assert other.block_ids == [] and other.links == []
 
@@ -164,9 +191,17 @@ def test_logseq_namespaces_and_journals_by_file_name() -> None:
 
 # --- detection --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("marker", "expected"), [
-    ("dendron.yml", "dendron"), ("logseq/config.edn", "logseq"), (".foam/x", "foam"),
-    (".vscode/foam.json", "foam"), ("notes.md", "obsidian")])
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("dendron.yml", "dendron"),
+        ("logseq/config.edn", "logseq"),
+        (".foam/x", "foam"),
+        (".vscode/foam.json", "foam"),
+        ("notes.md", "obsidian"),
+    ],
+)
 def test_detect_by_marker_file(tmp_path: Path, marker: str, expected: str) -> None:
     (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / marker).write_text("x")

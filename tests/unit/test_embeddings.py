@@ -53,12 +53,18 @@ def section(name: str, sentence: str, n: int = 3) -> str:
 @pytest.fixture
 def small_vault(tmp_path: Path) -> Path:
     root = tmp_path / "vault"
-    write(root / "Garden.md", "# Garden\n\n"
-          + section("Roses", "Prune roses in late winter above an outward bud")
-          + section("Compost", "Turn the compost heap every fortnight to keep it aerobic")
-          + section("Lawn", "Mow high in summer so the grass shades its own roots"))
-    write(root / "Cycling.md", section("Chain", "Clean and lube the chain every few hundred kilometres")
-          + section("Brakes", "Replace rim brake pads before the grooves disappear"))
+    write(
+        root / "Garden.md",
+        "# Garden\n\n"
+        + section("Roses", "Prune roses in late winter above an outward bud")
+        + section("Compost", "Turn the compost heap every fortnight to keep it aerobic")
+        + section("Lawn", "Mow high in summer so the grass shades its own roots"),
+    )
+    write(
+        root / "Cycling.md",
+        section("Chain", "Clean and lube the chain every few hundred kilometres")
+        + section("Brakes", "Replace rim brake pads before the grooves disappear"),
+    )
     write(root / "Empty.md", "")
     return root
 
@@ -71,9 +77,13 @@ def vault_conn(conn: apsw.Connection, small_vault: Path):
 
 
 def chunk_rows(conn: apsw.Connection, title: str) -> list[tuple]:
-    return list(conn.execute(
-        "SELECT c.ord, c.heading, c.hash FROM chunks c JOIN notes n ON n.rid = c.rid "
-        "WHERE n.title = ? ORDER BY c.ord", (title,)))
+    return list(
+        conn.execute(
+            "SELECT c.ord, c.heading, c.hash FROM chunks c JOIN notes n ON n.rid = c.rid "
+            "WHERE n.title = ? ORDER BY c.ord",
+            (title,),
+        )
+    )
 
 
 # --- fetching, locating, installing ------------------------------------------------------------
@@ -81,16 +91,18 @@ def chunk_rows(conn: apsw.Connection, title: str) -> list[tuple]:
 
 def test_fetch_model_script_verifies_the_pinned_files(embed_model_dir: Path) -> None:
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "fetch_model.py"), "--check"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "fetch_model.py"), "--check"], capture_output=True, text=True
+    )
     if embed_model_dir.resolve() == (REPO / ".cache/models/all-MiniLM-L6-v2").resolve():
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == str(embed_model_dir.resolve())
         assert time.perf_counter() - started < 10  # a verified dir is a fast no-op
 
 
-def test_locate_prefers_setting_then_env_then_installed(tmp_path: Path, embed_model_dir: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_locate_prefers_setting_then_env_then_installed(
+    tmp_path: Path, embed_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KMS_EMBED_MODEL_DIR", raising=False)
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "no-fastembed-cache"))
     nothing = locate_model()
@@ -101,16 +113,24 @@ def test_locate_prefers_setting_then_env_then_installed(tmp_path: Path, embed_mo
     snapshot = tmp_path / "fe" / "models--Qdrant--all-MiniLM-L6-v2-onnx" / "snapshots" / "0123abc"
     shutil.copytree(embed_model_dir, snapshot)
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "fe"))
-    assert locate_model() == {"dir": snapshot, "source": "fastembed-cache", "missing": [],
-                              "searched": [str(tmp_path / "models" / "all-MiniLM-L6-v2"), "fastembed cache"]}
+    assert locate_model() == {
+        "dir": snapshot,
+        "source": "fastembed-cache",
+        "missing": [],
+        "searched": [str(tmp_path / "models" / "all-MiniLM-L6-v2"), "fastembed cache"],
+    }
 
     installed = install_model(embed_model_dir)
     assert installed == (tmp_path / "models" / "all-MiniLM-L6-v2").resolve()  # next to KMS_DB_PATH
     assert locate_model()["source"] == "installed"
     monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))  # the settings' business, not the locator's
     assert locate_model()["source"] == "installed"
-    assert locate_model(embed_model_dir) == {"dir": embed_model_dir, "source": "setting", "missing": [],
-                                             "searched": [str(embed_model_dir)]}
+    assert locate_model(embed_model_dir) == {
+        "dir": embed_model_dir,
+        "source": "setting",
+        "missing": [],
+        "searched": [str(embed_model_dir)],
+    }
     broken = tmp_path / "broken"
     broken.mkdir()
     loc = locate_model(broken)  # a configured dir is authoritative, even when incomplete
@@ -207,10 +227,21 @@ def test_vectors_are_exactly_fastembeds(embedder: Embedder, embed_model_dir: Pat
     and batched, and the token counts the chunker budgets with."""
     from fastembed import TextEmbedding
 
-    texts = ["how do I retry a failed request", "Sourdough\nFeed it daily.", "Ünïcödé ☕ 日本語 naïve", "x", "",
-             "word " * 700, "Pods get OOMKilled when the memory limit is too low. " * 12]
-    theirs = TextEmbedding("sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(embed_model_dir),
-                           threads=1, enable_cpu_mem_arena=False)
+    texts = [
+        "how do I retry a failed request",
+        "Sourdough\nFeed it daily.",
+        "Ünïcödé ☕ 日本語 naïve",
+        "x",
+        "",
+        "word " * 700,
+        "Pods get OOMKilled when the memory limit is too low. " * 12,
+    ]
+    theirs = TextEmbedding(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        specific_model_path=str(embed_model_dir),
+        threads=1,
+        enable_cpu_mem_arena=False,
+    )
     for batch in ([texts[0]], texts, texts[5:6], texts[2:4]):
         expected = np.asarray(list(theirs.embed(batch, batch_size=len(batch))), dtype=np.float32)
         assert np.abs(embedder.embed(batch) - expected).max() < 1e-5, batch
@@ -220,16 +251,21 @@ def test_vectors_are_exactly_fastembeds(embedder: Embedder, embed_model_dir: Pat
 
 
 def test_loading_the_model_does_not_import_fastembed(embed_model_dir: Path) -> None:
-    code = ("import sys; from server.index.embed import Embedder; e = Embedder(sys.argv[1]); "
-            "assert e.load(), e.reason; e.embed_query('x'); print('fastembed' in sys.modules, 'PIL' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code, str(embed_model_dir)], capture_output=True, text=True,
-                         cwd=REPO, check=True)
+    code = (
+        "import sys; from server.index.embed import Embedder; e = Embedder(sys.argv[1]); "
+        "assert e.load(), e.reason; e.embed_query('x'); print('fastembed' in sys.modules, 'PIL' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(embed_model_dir)], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert out.stdout.split() == ["False", "False"]
 
 
 def test_sections_follow_headings_outside_code() -> None:
-    body = ("Intro line.\n\n# Title\n\n## Setup\nInstall it.\n```bash\n# not a heading\necho hi\n```\n"
-            "### Linux\nUse apt.\n## Empty\n## Usage\nRun it.\n")
+    body = (
+        "Intro line.\n\n# Title\n\n## Setup\nInstall it.\n```bash\n# not a heading\necho hi\n```\n"
+        "### Linux\nUse apt.\n## Empty\n## Usage\nRun it.\n"
+    )
     assert sections(body, "Title") == [
         (None, "Intro line."),
         ("Setup", "Install it.\n```bash\n# not a heading\necho hi\n```"),
@@ -239,8 +275,9 @@ def test_sections_follow_headings_outside_code() -> None:
 
 
 def test_chunks_fit_the_window_and_split_on_paragraphs(embedder: Embedder) -> None:
-    paragraphs = [f"Paragraph {i} explains a detail of the deployment pipeline and its rollback rules. " * 6
-                  for i in range(8)]
+    paragraphs = [
+        f"Paragraph {i} explains a detail of the deployment pipeline and its rollback rules. " * 6 for i in range(8)
+    ]
     body = "## Deploys\n" + "\n\n".join(p.strip() for p in paragraphs) + "\n## Tiny\nJust this.\n"
     chunks = chunk_note("Release handbook", body, embedder.count_tokens)
     assert len(chunks) > 3 and all(c.tokens + 2 <= MAX_TOKENS for c in chunks)
@@ -325,8 +362,7 @@ def test_embedding_is_resumable_and_skips_hidden_notes(vault_conn, embedder: Emb
     conn, _vault = vault_conn
     set_hidden(conn, "Empty", True)
     calls = []
-    part = embed_pending(conn, embedder, batch_notes=1,
-                         should_stop=lambda: bool(calls.append(1)) or len(calls) > 1)
+    part = embed_pending(conn, embedder, batch_notes=1, should_stop=lambda: bool(calls.append(1)) or len(calls) > 1)
     assert part.stopped and part.notes == 1 and part.pending == 1
     rest = embed_pending(conn, embedder, batch_notes=1)
     assert rest.notes == 1 and rest.pending == 0
@@ -382,7 +418,9 @@ def test_loading_the_model_writes_no_onnxruntime_telemetry(tmp_path: Path, embed
     not to; a fresh process (it must not have imported onnxruntime yet) with its own HOME shows it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "ORT_"))}
     env["HOME"] = str(tmp_path)
-    code = ("from server.index.embed.model import Embedder; import sys; "
-            f"sys.exit(0 if Embedder({str(embed_model_dir)!r}).load() else 1)")
+    code = (
+        "from server.index.embed.model import Embedder; import sys; "
+        f"sys.exit(0 if Embedder({str(embed_model_dir)!r}).load() else 1)"
+    )
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=REPO, timeout=120)
     assert not (tmp_path / ".cache" / "Microsoft").exists()

@@ -16,17 +16,26 @@ from support.organize import assert_index_is_fresh, index, vault_bytes
 TITLES = ["Alpha", "Beta note", "Gamma", "Delta", "Eps"]
 FOLDERS = ["", "a", "a/b", "c d", "a/e f"]
 NEWLINES = ["\n", "\r\n"]
-PAIRS = ("SELECT s.id, l.ord, d.id FROM links l JOIN notes s ON s.rid = l.src_rid "
-         "LEFT JOIN notes d ON d.rid = l.dst_rid")
+PAIRS = "SELECT s.id, l.ord, d.id FROM links l JOIN notes s ON s.rid = l.src_rid LEFT JOIN notes d ON d.rid = l.dst_rid"
 
 
 def link(src_folder: str, target: str, form: int) -> str:
     stem, title = target[:-3], target.rpartition("/")[2][:-3]
     rel = posixpath.relpath(target, src_folder or ".")
     ending = "/".join(stem.split("/")[-2:])
-    return [f"[[{title}]]", f"[[{stem}]]", f"[[{stem}|x]]", f"[[{stem}#H]]", f"![[{stem}.md]]",
-            f"[m]({quote(rel)})", f"[m](/{quote(target)})", f"[[/{stem}]]", f"[[{ending}]]",
-            f"[m](<{rel}#H>)", f"`[[{stem}]]`"][form]
+    return [
+        f"[[{title}]]",
+        f"[[{stem}]]",
+        f"[[{stem}|x]]",
+        f"[[{stem}#H]]",
+        f"![[{stem}.md]]",
+        f"[m]({quote(rel)})",
+        f"[m](/{quote(target)})",
+        f"[[/{stem}]]",
+        f"[[{ending}]]",
+        f"[m](<{rel}#H>)",
+        f"`[[{stem}]]`",
+    ][form]
 
 
 @hs.composite
@@ -47,8 +56,9 @@ def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str, str]:
 
 
 @given(vaults())
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 def test_folder_move_then_revert_is_byte_identical_and_the_index_fresh(tmp_path: Path, case: tuple) -> None:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
@@ -63,9 +73,15 @@ def test_folder_move_then_revert_is_byte_identical_and_the_index_fresh(tmp_path:
             (root / rel).write_bytes(text.encode("utf-8"))
         db = Path(tmp) / "kms.db"
         conn = connect(db)
-        cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db), "KMS_CONFIG": str(Path(tmp) / "c.toml")}, watch=False,
-                                     enabled=True, read_enabled=True, write_enabled=True, edit_enabled=True,
-                                     organize_enabled=True)
+        cfg = SessionConfig.from_env(
+            {"KMS_DB_PATH": str(db), "KMS_CONFIG": str(Path(tmp) / "c.toml")},
+            watch=False,
+            enabled=True,
+            read_enabled=True,
+            write_enabled=True,
+            edit_enabled=True,
+            organize_enabled=True,
+        )
         runner = ToolRunner(cfg)
         try:
             index(conn, root)

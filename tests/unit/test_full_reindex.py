@@ -31,11 +31,14 @@ def state(conn: apsw.Connection) -> dict[str, tuple]:
         rid = row.pop("rid")
         children = tuple(
             tuple(tuple(r) for r in conn.execute(sql, (rid,)))
-            for sql in ("SELECT tag FROM note_tags WHERE rid = ? ORDER BY tag",
-                        "SELECT key, kind FROM note_keys WHERE rid = ? ORDER BY key, kind",
-                        "SELECT l.ord, l.target, l.heading, l.alias, l.embed, l.line, d.path FROM links l "
-                        "LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord",
-                        "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord"))
+            for sql in (
+                "SELECT tag FROM note_tags WHERE rid = ? ORDER BY tag",
+                "SELECT key, kind FROM note_keys WHERE rid = ? ORDER BY key, kind",
+                "SELECT l.ord, l.target, l.heading, l.alias, l.embed, l.line, d.path FROM links l "
+                "LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord",
+                "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord",
+            )
+        )
         out[row["path"]] = (tuple(row.items()), children)
     return out
 
@@ -49,8 +52,9 @@ def fresh_state(root: Path, tmp_path: Path, name: str = "fresh") -> dict[str, tu
     return found
 
 
-def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(indexed: apsw.Connection, vault_dir: Path,
-                                                                      tmp_path: Path) -> None:
+def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(
+    indexed: apsw.Connection, vault_dir: Path, tmp_path: Path
+) -> None:
     """An index an older parser wrote (a body, a title, headings, tags, a link, a frontmatter column
     that the files no longer give) is brought back to what the files say, and only those rows are
     rewritten."""
@@ -59,10 +63,13 @@ def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(indexed: a
     others = indexed.execute("SELECT rid FROM notes WHERE rid != ? ORDER BY rid LIMIT 3", (stale_rid,)).fetchall()
     with write_tx(indexed):  # the FTS entry kept in step by hand, as the writer does
         indexed.execute(FTS_DELETE, (stale_rid,))
-        indexed.execute("UPDATE notes SET title = 'Stale', body = 'quokka words', indexed_at = 1.0 WHERE rid = ?",
-                        (stale_rid,))
-        indexed.execute("INSERT INTO notes_fts(rowid, title, body, tags) SELECT rid, title, body, tags FROM notes "
-                        "WHERE rid = ?", (stale_rid,))
+        indexed.execute(
+            "UPDATE notes SET title = 'Stale', body = 'quokka words', indexed_at = 1.0 WHERE rid = ?", (stale_rid,)
+        )
+        indexed.execute(
+            "INSERT INTO notes_fts(rowid, title, body, tags) SELECT rid, title, body, tags FROM notes WHERE rid = ?",
+            (stale_rid,),
+        )
         indexed.execute("DELETE FROM headings WHERE rid = ?", others[0])
         indexed.execute("DELETE FROM note_tags WHERE rid = ?", others[1])
         indexed.execute("INSERT INTO note_tags VALUES (?, 'stale-tag')", others[1])
@@ -80,13 +87,20 @@ def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(indexed: a
     assert state(indexed) == fresh_state(vault_dir, tmp_path)
     # the two stale rows were written again; the rest were not (indexed_at: when a row was last written)
     assert indexed.execute("SELECT count(*) FROM notes WHERE indexed_at = 1.0").fetchall() == [(0,)]
-    assert dict(indexed.execute(f"SELECT rid, indexed_at FROM notes WHERE rid IN ({','.join('?' * len(untouched))})",
-                                tuple(untouched)).fetchall()) == untouched
+    assert (
+        dict(
+            indexed.execute(
+                f"SELECT rid, indexed_at FROM notes WHERE rid IN ({','.join('?' * len(untouched))})", tuple(untouched)
+            ).fetchall()
+        )
+        == untouched
+    )
     assert stale_path in state(indexed)
 
 
-def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(conn: apsw.Connection,
-                                                                          tmp_path: Path) -> None:
+def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(
+    conn: apsw.Connection, tmp_path: Path
+) -> None:
     """More changed notes than one batch holds (``ChangedNotes.SIZE``), renames among them: every
     delete of a batch before its inserts, the FTS index still exact, the result a fresh index's."""
     root = tmp_path / "v"
@@ -122,13 +136,14 @@ def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(conn: 
     assert state(conn) == fresh_state(root, tmp_path, "after-full")
 
 
-def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes(indexed: apsw.Connection,
-                                                                                  vault_dir: Path,
-                                                                                  tmp_path: Path) -> None:
+def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes(
+    indexed: apsw.Connection, vault_dir: Path, tmp_path: Path
+) -> None:
     """A full reindex resolves every link again (``resolve_links(conn, None, None)``): a link resolved to
     the wrong note or to a file that is not its target is set right, and only those rows are written."""
-    links = indexed.execute("SELECT src_rid, ord, dst_rid FROM links WHERE dst_rid IS NOT NULL "
-                            "ORDER BY src_rid, ord LIMIT 2").fetchall()
+    links = indexed.execute(
+        "SELECT src_rid, ord, dst_rid FROM links WHERE dst_rid IS NOT NULL ORDER BY src_rid, ord LIMIT 2"
+    ).fetchall()
     assert len(links) == 2 and indexed.execute("SELECT count(*) FROM links").fetchall()[0][0] > 10
     (src, n, dst), (src2, n2, _dst2) = links
     wrong = indexed.execute("SELECT rid FROM notes WHERE rid != ? LIMIT 1", (dst,)).fetchall()[0][0]
@@ -141,7 +156,8 @@ def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes
     assert indexed.total_changes() - before == 2
     assert indexed.execute("SELECT dst_rid FROM links WHERE src_rid = ? AND ord = ?", (src, n)).fetchall() == [(dst,)]
     assert indexed.execute("SELECT dst_file FROM links WHERE src_rid = ? AND ord = ?", (src2, n2)).fetchall() == [
-        (None,)]
+        (None,)
+    ]
     assert state(indexed) == fresh_state(vault_dir, tmp_path)
 
 

@@ -20,8 +20,23 @@ def test_no_test_sees_the_callers_xdg_or_home(tmp_path_factory: object) -> None:
 def test_host_config_paths_pass_with_the_xdg_variables_set(tmp_path: Path) -> None:
     """The tests whose paths follow ``XDG_CONFIG_HOME`` (host config files), run as a caller would."""
     xdg = {f"XDG_{name}_HOME": str(tmp_path / "caller" / name.lower()) for name in ("CONFIG", "DATA", "STATE", "CACHE")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/cli/test_hosts.py", "-k", "document_on_stdout"],
-                          cwd=ROOT, env={**os.environ, **xdg}, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/cli/test_hosts.py",
+            "-k",
+            "document_on_stdout",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **xdg},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     assert not (tmp_path / "caller").exists()  # nothing was written where the caller's XDG points

@@ -13,7 +13,15 @@ NOW = time.mktime((2026, 3, 14, 15, 9, 26, 0, 0, -1))  # local 2026-03-14 15:09:
 
 def test_duration_picks_the_largest_unit() -> None:
     assert [humanize.duration(s) for s in (-5, 0, 42, 60, 3599, 3600, 86399, 86400 * 3)] == [
-        "0s", "0s", "42s", "1m", "59m", "1h", "23h", "3d"]
+        "0s",
+        "0s",
+        "42s",
+        "1m",
+        "59m",
+        "1h",
+        "23h",
+        "3d",
+    ]
 
 
 def test_ago_and_its_missing_word() -> None:

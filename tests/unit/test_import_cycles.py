@@ -40,8 +40,14 @@ def import_cycles(root: Path = REPO) -> list[list[str]]:
                 on_stack.discard(group[-1])
             if len(group) > 1:
                 members = set(group)
-                cycles.append(sorted(f"{a}:{imp.line} imports {b}{' (in a function)' if imp.lazy else ''}"
-                                     for a in group for b, imp in graph[a].items() if b in members))
+                cycles.append(
+                    sorted(
+                        f"{a}:{imp.line} imports {b}{' (in a function)' if imp.lazy else ''}"
+                        for a in group
+                        for b, imp in graph[a].items()
+                        if b in members
+                    )
+                )
 
     for module in modules:
         if module not in index:
@@ -52,7 +58,8 @@ def import_cycles(root: Path = REPO) -> list[list[str]]:
 def test_no_runtime_import_cycle() -> None:
     cycles = import_cycles()
     assert not cycles, "modules that import each other; move the shared piece so imports go one way:\n" + "\n".join(
-        "  " + "; ".join(c) for c in cycles)
+        "  " + "; ".join(c) for c in cycles
+    )
 
 
 def test_the_check_sees_a_lazy_cycle_and_skips_type_checking(tmp_path: Path) -> None:
@@ -64,11 +71,15 @@ def test_the_check_sees_a_lazy_cycle_and_skips_type_checking(tmp_path: Path) -> 
         (tmp_path / init / "__init__.py").write_text("")
     (tmp_path / "server/store/db.py").write_text("from server.store.health import UNUSABLE\n")
     (tmp_path / "server/store/health.py").write_text(
-        "UNUSABLE = ()\n\ndef check():\n    from server.store.db import connect\n")
-    (tmp_path / "server/store/locks.py").write_text("from typing import TYPE_CHECKING\n"
-                                                    "from . import db\nif TYPE_CHECKING:\n    from . import locks2\n")
+        "UNUSABLE = ()\n\ndef check():\n    from server.store.db import connect\n"
+    )
+    (tmp_path / "server/store/locks.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom . import db\nif TYPE_CHECKING:\n    from . import locks2\n"
+    )
     (tmp_path / "server/store/locks2.py").write_text("from server.store import locks\n")
-    assert import_cycles(tmp_path) == [[
-        "server.store.db:1 imports server.store.health",
-        "server.store.health:4 imports server.store.db (in a function)",
-    ]]
+    assert import_cycles(tmp_path) == [
+        [
+            "server.store.db:1 imports server.store.health",
+            "server.store.health:4 imports server.store.db (in a function)",
+        ]
+    ]

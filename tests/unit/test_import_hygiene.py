@@ -82,20 +82,44 @@ TUI_MODULES = modules_of("tui")
 
 
 # heavy third-party libraries the children may share (never a watched module unless allowed, checked by the driver)
-SHARED = ["apsw", "yaml", "pyromark", "pydantic", "anyio", "rapidfuzz.process", "platformdirs", "watchfiles", "numpy",
-          "ruamel.yaml", "tomli_w", "tomllib"]
+SHARED = [
+    "apsw",
+    "yaml",
+    "pyromark",
+    "pydantic",
+    "anyio",
+    "rapidfuzz.process",
+    "platformdirs",
+    "watchfiles",
+    "numpy",
+    "ruamel.yaml",
+    "tomli_w",
+    "tomllib",
+]
 SDK_SHARED = SHARED + ["mcp_types", "mcp.server.lowlevel", "mcp.server.stdio"]
 TUI_SHARED = SDK_SHARED + ["rich.console", "rich.text", "textual.app", "textual.widgets", "textual.containers"]
 
 
 @pytest.fixture(scope="module")
 def imported() -> dict[str, dict]:
-    jobs = [{"modules": CORE_MODULES, "preload": SHARED, "allowed": []},
-            {"modules": SDK_MODULES, "preload": SDK_SHARED, "allowed": list(SDK)},
-            {"modules": TUI_MODULES, "preload": TUI_SHARED, "allowed": ["textual", "rich", *SDK]}]
+    jobs = [
+        {"modules": CORE_MODULES, "preload": SHARED, "allowed": []},
+        {"modules": SDK_MODULES, "preload": SDK_SHARED, "allowed": list(SDK)},
+        {"modules": TUI_MODULES, "preload": TUI_SHARED, "allowed": ["textual", "rich", *SDK]},
+    ]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(job)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env) for job in jobs if job["modules"]]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", DRIVER, json.dumps(job)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
+        for job in jobs
+        if job["modules"]
+    ]
     results: dict[str, dict] = {}
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -107,8 +131,15 @@ def imported() -> dict[str, dict]:
 
 
 def test_the_walk_finds_the_core() -> None:
-    for mod in ("server", "server.store.db", "server.vault.parser", "server.index.indexer", "server.mcp.serve",
-                "server.mcp.tools", "server.mcp.tools.read_tools"):
+    for mod in (
+        "server",
+        "server.store.db",
+        "server.vault.parser",
+        "server.index.indexer",
+        "server.mcp.serve",
+        "server.mcp.tools",
+        "server.mcp.tools.read_tools",
+    ):
         assert mod in SERVER_MODULES
     assert not any("sample_vault" in m for m in SERVER_MODULES)
 

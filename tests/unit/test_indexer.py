@@ -68,8 +68,10 @@ def links_from(conn: apsw.Connection, path: str) -> list[dict]:
 
 
 def snapshot(conn: apsw.Connection) -> dict[str, list]:
-    return {t: list(conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2"))
-            for t in ("notes", "note_tags", "note_keys", "links", "headings")}
+    return {
+        t: list(conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2"))
+        for t in ("notes", "note_tags", "note_keys", "links", "headings")
+    }
 
 
 @pytest.fixture
@@ -80,6 +82,7 @@ def vault(conn: apsw.Connection, tmp_path: Path):
 
 
 # --- the sample vault ------------------------------------------------------------------------------
+
 
 def test_sample_vault_indexes_every_markdown_file(conn: apsw.Connection, vault_dir: Path) -> None:
     v = add_vault(conn, vault_dir, "sample")
@@ -153,6 +156,7 @@ def test_touch_without_content_change_is_not_reparsed(indexed: apsw.Connection, 
 
 
 # --- incremental changes -----------------------------------------------------------------------------
+
 
 def test_incremental_add_edit_delete(conn: apsw.Connection, vault) -> None:
     write(vault.root / "a.md", "# A\n\nalpha words #one [[B]]\n")
@@ -229,7 +233,9 @@ def test_watcher_folder_rename_moves_its_notes(conn: apsw.Connection, vault) -> 
     os.rename(vault.root / "old", vault.root / "new")
     apply_changes(conn, [vault], {str(vault.root / "old"), str(vault.root / "new")})
     assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {
-        "new/one.md": ids["old/one.md"], "new/two.md": ids["old/two.md"]}
+        "new/one.md": ids["old/one.md"],
+        "new/two.md": ids["old/two.md"],
+    }
 
 
 def test_watcher_edit_and_delete_of_single_files(conn: apsw.Connection, vault) -> None:
@@ -239,8 +245,14 @@ def test_watcher_edit_and_delete_of_single_files(conn: apsw.Connection, vault) -
     write(vault.root / "n.md", "edited words")
     write(vault.root / ".obsidian" / "workspace.json", "{}")
     write(vault.root / "notes.txt", "not markdown")
-    assert apply_changes(conn, [vault], {str(vault.root / "n.md"), str(vault.root / ".obsidian" / "workspace.json"),
-                                         str(vault.root / "notes.txt")}) == 2  # the note, and notes.txt as a file
+    assert (
+        apply_changes(
+            conn,
+            [vault],
+            {str(vault.root / "n.md"), str(vault.root / ".obsidian" / "workspace.json"), str(vault.root / "notes.txt")},
+        )
+        == 2
+    )  # the note, and notes.txt as a file
     assert scalar(conn, "SELECT count(*) FROM attachments WHERE path = 'notes.txt'") >= 1
     assert note_row(conn, "n.md")["body"] == "edited words" and note_row(conn, "n.md")["id"] == nid
     (vault.root / "n.md").unlink()
@@ -257,8 +269,12 @@ def test_watcher_resolves_links_to_an_attachment_that_appears(conn: apsw.Connect
     assert conn.execute(resolved).fetchall() == [("pic.png", None), ("img/chart.svg", None)]
     write(vault.root / "attachments" / "pic.png", "png")
     write(vault.root / "img" / "chart.svg", "<svg/>")
-    assert apply_changes(conn, [vault], {str(vault.root / "attachments" / "pic.png"),
-                                         str(vault.root / "img" / "chart.svg")}) == 2
+    assert (
+        apply_changes(
+            conn, [vault], {str(vault.root / "attachments" / "pic.png"), str(vault.root / "img" / "chart.svg")}
+        )
+        == 2
+    )
     assert [t for t, f in conn.execute(resolved).fetchall() if f is not None] == ["pic.png", "img/chart.svg"]
     (vault.root / "attachments" / "pic.png").unlink()
     apply_changes(conn, [vault], {str(vault.root / "attachments" / "pic.png")})
@@ -266,7 +282,8 @@ def test_watcher_resolves_links_to_an_attachment_that_appears(conn: apsw.Connect
 
 
 def test_a_watcher_that_saw_a_path_gone_keeps_the_note_a_move_brought_there_meanwhile(
-        conn: apsw.Connection, vault, db_path: Path) -> None:
+    conn: apsw.Connection, vault, db_path: Path
+) -> None:
     """The watcher finds ``B.md`` gone, then waits for the write lock while a kms move (holding it) brings
     a note there: under the lock the file is looked at again, so the moved note keeps its row and id (the
     stale "gone" deleted it, and the next event indexed it as a new note)."""
@@ -309,7 +326,9 @@ def test_reindex_file_adds_updates_and_removes(conn: apsw.Connection, vault) -> 
     nid = reindex_file(conn, vault, "new.md")
     assert nid and nid == note_row(conn, "new.md")["id"]
     assert [(ln["target"], ln["dst_path"]) for ln in links_from(conn, "new.md")] == [
-        ("Target", "target.md"), ("Later", None)]
+        ("Target", "target.md"),
+        ("Later", None),
+    ]
     write(vault.root / "Later.md", "now it exists")
     reindex_file(conn, vault, "Later.md")
     assert [ln["dst_path"] for ln in links_from(conn, "new.md")] == ["target.md", "Later.md"]
@@ -382,8 +401,12 @@ def test_link_resolution_is_case_insensitive(conn: apsw.Connection, vault) -> No
     write(vault.root / "src.md", "[[KUBERNETES]] [[K8S]] [[Reference/kubernetes.MD]] [[café ☕ NOTES]] [[éCLAIR]]")
     index_vault(conn, vault)
     assert [ln["dst_path"] for ln in links_from(conn, "src.md")] == [
-        "reference/Kubernetes.md", "reference/Kubernetes.md", "reference/Kubernetes.md",
-        "Café ☕ Notes.md", "Éclair.md"]
+        "reference/Kubernetes.md",
+        "reference/Kubernetes.md",
+        "reference/Kubernetes.md",
+        "Café ☕ Notes.md",
+        "Éclair.md",
+    ]
     # looking a note up by what a person types is case-insensitive too (non-ASCII included)
     for ref in ("kubernetes", "K8s", "REFERENCE/KUBERNETES.md", "éclair", "ÉCLAIR.md", "CAFÉ ☕ notes"):
         assert resolve_note(conn, ref)["title"] in ("Kubernetes", "Éclair", "Café ☕ Notes"), ref
@@ -401,12 +424,16 @@ def test_links_prefer_path_then_title_then_alias_and_own_vault(conn: apsw.Connec
     write(b.root / "src.md", "[[Topic]]")
     reports = index_all(conn)
     assert [r.vault for r in reports] == ["a", "b"] and all(not r.errors for r in reports)
-    got = rows(conn, """SELECT v.name, d.body FROM links l JOIN notes s ON s.rid = l.src_rid
-                        JOIN vaults v ON v.id = s.vault_id JOIN notes d ON d.rid = l.dst_rid ORDER BY v.name""")
+    got = rows(
+        conn,
+        """SELECT v.name, d.body FROM links l JOIN notes s ON s.rid = l.src_rid
+                        JOIN vaults v ON v.id = s.vault_id JOIN notes d ON d.rid = l.dst_rid ORDER BY v.name""",
+    )
     assert got == [{"name": "a", "body": "title match in a"}, {"name": "b", "body": "title match in b"}]
 
 
 # --- what is not indexed ---------------------------------------------------------------------------
+
 
 def test_dot_folders_non_markdown_and_outside_symlinks_ignored(conn: apsw.Connection, vault, tmp_path: Path) -> None:
     write(vault.root / "real.md", "a real note")
@@ -433,6 +460,7 @@ def test_upper_case_md_extension_is_markdown(conn: apsw.Connection, vault) -> No
 
 
 # --- unreadable things never drop notes ------------------------------------------------------------
+
 
 def test_file_replaced_by_fifo_or_dangling_symlink_or_folder_keeps_its_note(conn: apsw.Connection, vault) -> None:
     for name in ("fifo", "dangling", "folder"):
@@ -559,6 +587,7 @@ def test_bad_utf8_is_flagged_and_indexed(conn: apsw.Connection, vault) -> None:
 
 # --- size, and the files are never touched ---------------------------------------------------------
 
+
 def test_every_byte_of_a_long_note_is_indexed(conn: apsw.Connection, vault) -> None:
     filler = "".join(f"Paragraph {i} about ordinary things, nothing special here.\n\n" for i in range(20_000))
     text = "# Long\n\n" + filler + "The very last word is zanzibarterminus #endtag [[Tail link]]\n"
@@ -612,9 +641,13 @@ def test_parallel_parse_matches_serial(conn: apsw.Connection, tmp_path: Path, mo
         assert (7, 30) in seen
 
     def state(vault_name: str) -> list:
-        return rows(conn, """SELECT n.path, n.tags, n.body, count(l.ord) AS links, count(l.dst_rid) AS resolved
+        return rows(
+            conn,
+            """SELECT n.path, n.tags, n.body, count(l.ord) AS links, count(l.dst_rid) AS resolved
                              FROM notes n JOIN vaults v ON v.id = n.vault_id LEFT JOIN links l ON l.src_rid = n.rid
-                             WHERE v.name = ? GROUP BY n.rid ORDER BY n.path""", (vault_name,))
+                             WHERE v.name = ? GROUP BY n.rid ORDER BY n.path""",
+            (vault_name,),
+        )
 
     assert state("serial") == state("parallel")
     assert sum(r["resolved"] for r in state("parallel")) == 29
@@ -627,11 +660,18 @@ def _children_by_path(conn: apsw.Connection) -> dict[str, dict[str, list]]:
         out[path] = {
             "tags": sorted(r[0] for r in conn.execute("SELECT tag FROM note_tags WHERE rid = ?", (rid,))),
             "keys": sorted(tuple(r) for r in conn.execute("SELECT key, kind FROM note_keys WHERE rid = ?", (rid,))),
-            "links": [tuple(r) for r in conn.execute(
-                """SELECT l.ord, l.target, l.heading, l.line, d.path FROM links l
-                   LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord""", (rid,))],
-            "headings": [tuple(r) for r in conn.execute(
-                "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord", (rid,))],
+            "links": [
+                tuple(r)
+                for r in conn.execute(
+                    """SELECT l.ord, l.target, l.heading, l.line, d.path FROM links l
+                   LEFT JOIN notes d ON d.rid = l.dst_rid WHERE l.src_rid = ? ORDER BY l.ord""",
+                    (rid,),
+                )
+            ],
+            "headings": [
+                tuple(r)
+                for r in conn.execute("SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord", (rid,))
+            ],
         }
     return out
 
@@ -662,8 +702,10 @@ def test_incremental_updates_match_a_fresh_index(conn: apsw.Connection, vault, t
     fresh = connect(tmp_path / "fresh.db")
     index_vault(fresh, add_vault(fresh, root, "v"))
     assert _children_by_path(conn) == _children_by_path(fresh)
-    assert _children_by_path(conn)["new.md"]["links"] == [(0, "Other", None, 1, "people.md"),
-                                                         (1, "Later", None, 1, "later.md")]
+    assert _children_by_path(conn)["new.md"]["links"] == [
+        (0, "Other", None, 1, "people.md"),
+        (1, "Later", None, 1, "later.md"),
+    ]
 
 
 def test_gc_pause_is_undone_by_the_outermost_caller_even_on_error() -> None:

@@ -24,7 +24,8 @@ def big_vault(tmp_path: Path, db_path: Path) -> apsw.Connection:
     filler = FILLER * (3 * 1024 * 1024 // len(FILLER))  # ~3 MB
     half = len(filler) // 2
     (vault / "Huge.md").write_text(
-        "# Huge\n\n" + filler[:half] + "the Café where zanzibar quokka met\n" + filler[half:] + "closing words\n")
+        "# Huge\n\n" + filler[:half] + "the Café where zanzibar quokka met\n" + filler[half:] + "closing words\n"
+    )
     (vault / "Small.md").write_text("# Small\n\nA short note about a zanzibar quokka and a cafe.\n")
     conn = connect(db_path)
     index_vault(conn, add_vault(conn, vault, "big"))
@@ -65,12 +66,15 @@ def test_a_large_note_gets_a_window_around_its_match(big_vault: apsw.Connection)
     assert "A short note about a **zanzibar** quokka and a cafe." in got["Small"]  # snippet(), as before
 
 
-@pytest.mark.parametrize(("query", "marked"), [
-    ("cafe", "**Café**"),  # folded as FTS5 folds: case and diacritics
-    ("quok*", "**quokka**"),
-    ('"zanzibar quokka"', "**zanzibar** **quokka**"),
-    ("body:zanzibar AND quokka", "**zanzibar** **quokka**"),
-])
+@pytest.mark.parametrize(
+    ("query", "marked"),
+    [
+        ("cafe", "**Café**"),  # folded as FTS5 folds: case and diacritics
+        ("quok*", "**quokka**"),
+        ('"zanzibar quokka"', "**zanzibar** **quokka**"),
+        ("body:zanzibar AND quokka", "**zanzibar** **quokka**"),
+    ],
+)
 def test_the_window_marks_what_the_query_matched(big_vault: apsw.Connection, query: str, marked: str) -> None:
     assert marked in excerpts(big_vault, query)["Huge"]
 

@@ -35,8 +35,7 @@ def test_no_save_of_the_person_is_lost_to_an_agent_write(tmp_path: Path) -> None
     names = [f"shared{i}.md" for i in range(3)]
     ids = [env.note(n, f"# Shared {i}\n\nbody\n") for i, n in enumerate(names)]
     start = env.tmp / "go"
-    agents = [spawn("append", str(env.db_path), f"agent{k}", ids[k % 3], "120", f"A{k}", str(start))
-              for k in range(4)]
+    agents = [spawn("append", str(env.db_path), f"agent{k}", ids[k % 3], "120", f"A{k}", str(start)) for k in range(4)]
     person = spawn("saver", json.dumps([str(env.root / n) for n in names]), "5", str(start), "rename,truncate,chunks")
     start.touch()
     appended = [r for p in agents for r in result(p)["results"]]
@@ -45,8 +44,10 @@ def test_no_save_of_the_person_is_lost_to_an_agent_write(tmp_path: Path) -> None
     texts = [env.read(n) for n in names]
     found_p = {m for t in texts for m in re.findall(r"\{\{(P-\d+)\}\}", t)}
     lost = [m for m in saved if m not in found_p]
-    print(f"person saves: {len(saved)}, lost: {len(lost)}; agent appends answered success: "
-          f"{sum(1 for _m, s in appended if s == 'success')}")
+    print(
+        f"person saves: {len(saved)}, lost: {len(lost)}; agent appends answered success: "
+        f"{sum(1 for _m, s in appended if s == 'success')}"
+    )
     assert lost == [], f"{len(lost)} of the person's {len(saved)} saves were overwritten by kms"
     for t in texts:  # never applied twice, never a refused one
         markers = re.findall(r"<<(A\d+-\d+)>>", t)

@@ -63,9 +63,17 @@ def test_the_editor_edits_the_block_the_index_reads() -> None:
 
 @pytest.mark.parametrize(
     ("line", "heading"),
-    [("# Title", (1, "Title")), ("###### six", (6, "six")), ("####### seven", None), ("#", (1, "")),
-     ("## closed ##", (2, "closed")), ("#tag", None), ("   # indented", (1, "indented")),
-     ("    # code", None), ("#\tTab", (1, "Tab"))],
+    [
+        ("# Title", (1, "Title")),
+        ("###### six", (6, "six")),
+        ("####### seven", None),
+        ("#", (1, "")),
+        ("## closed ##", (2, "closed")),
+        ("#tag", None),
+        ("   # indented", (1, "indented")),
+        ("    # code", None),
+        ("#\tTab", (1, "Tab")),
+    ],
 )
 def test_atx_heading(line: str, heading: tuple[int, str] | None) -> None:
     assert atx_heading(line) == heading

@@ -31,8 +31,20 @@ def test_fresh_db_records_every_migration(tmp_path: Path) -> None:
     assert applied(conn) == NAMES
     recorded = rows(conn, "SELECT name, applied_at FROM _migrations ORDER BY name")
     assert [r["name"] for r in recorded] == NAMES and all(r["applied_at"] > 0 for r in recorded)
-    assert {"vaults", "notes", "notes_fts", "note_tags", "note_keys", "links", "headings", "meta",
-            "sessions", "note_reads", "tool_invocations", "write_counters"} <= tables(conn)
+    assert {
+        "vaults",
+        "notes",
+        "notes_fts",
+        "note_tags",
+        "note_keys",
+        "links",
+        "headings",
+        "meta",
+        "sessions",
+        "note_reads",
+        "tool_invocations",
+        "write_counters",
+    } <= tables(conn)
     assert scalar(conn, "PRAGMA journal_mode") == "wal"
     assert scalar(conn, "PRAGMA foreign_keys") == 1
     conn.close()
@@ -49,9 +61,11 @@ def test_upgrade_from_m001_keeps_data(tmp_path: Path) -> None:
         """INSERT INTO notes(rid, id, vault_id, path, folder, title, tags, content_hash, size_bytes,
                              token_estimate, mtime_ns, created_at, updated_at, indexed_at, hidden_at, body)
            VALUES (7, 'nabcdefabcdef', 1, 'a/Old note.md', 'a', 'Old note', 'legacy', 'h', 10, 3, 1, 1.0, 2.0,
-                   3.0, 4.0, 'the body of an old note')""")
-    old.execute("INSERT INTO notes_fts(rowid, title, body, tags) VALUES (7, 'Old note', 'the body of an old note', "
-                "'legacy')")
+                   3.0, 4.0, 'the body of an old note')"""
+    )
+    old.execute(
+        "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (7, 'Old note', 'the body of an old note', 'legacy')"
+    )
     old.execute("INSERT INTO note_tags VALUES (7, 'legacy')")
     old.close()
 
@@ -59,8 +73,15 @@ def test_upgrade_from_m001_keeps_data(tmp_path: Path) -> None:
     assert applied(conn) == NAMES
     assert {"note_reads", "tool_invocations", "sessions"} <= tables(conn)
     note = rows(conn, "SELECT id, path, title, hidden_at, body FROM notes")
-    assert note == [{"id": "nabcdefabcdef", "path": "a/Old note.md", "title": "Old note", "hidden_at": 4.0,
-                     "body": "the body of an old note"}]
+    assert note == [
+        {
+            "id": "nabcdefabcdef",
+            "path": "a/Old note.md",
+            "title": "Old note",
+            "hidden_at": 4.0,
+            "body": "the body of an old note",
+        }
+    ]
     assert scalar(conn, "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'body'") == 7
     assert scalar(conn, "SELECT tag FROM note_tags") == "legacy"
     # the new tables work against the old data
@@ -125,21 +146,68 @@ def test_upgrade_to_m007_names_the_kind_of_change_of_old_rows(tmp_path: Path) ->
     old = apsw.Connection(str(path))
     migrate(old, upto="m006_fts_tuning")
     assert "m007_change_kind" not in applied(old)
-    cols = "(id, at, session_id, actor, tool, input_summary, status, path, inserted_text, insert_offset, " \
-           "props_before, props_after, hash_before, hash_after, reverts_id)"
+    cols = (
+        "(id, at, session_id, actor, tool, input_summary, status, path, inserted_text, insert_offset, "
+        "props_before, props_after, hash_before, hash_after, reverts_id)"
+    )
     for row in (
         (1, 1.0, "s", "agent", "kms_create", "", "success", "a.md", "# A\n", 0, None, None, None, "h1", None),
         (2, 2.0, "s", "agent", "kms_append", "", "success", "a.md", "\n\nmore", 4, None, None, "h1", "h2", None),
         (3, 3.0, "s", "agent", "kms_insert_at", "", "success", "a.md", "top\n", 0, None, None, "h2", "h3", None),
-        (4, 4.0, "s", "agent", "kms_update_properties", "", "success", "a.md", None, None, '{"s": 1}', '{"s": 2}',
-         "h3", "h4", None),
-        (5, 5.0, "s", "agent", "kms_update_properties", "", "success", "a.md", None, None, "{}", "{}", "h4", "h4",
-         None),  # an idempotent no-op
+        (
+            4,
+            4.0,
+            "s",
+            "agent",
+            "kms_update_properties",
+            "",
+            "success",
+            "a.md",
+            None,
+            None,
+            '{"s": 1}',
+            '{"s": 2}',
+            "h3",
+            "h4",
+            None,
+        ),
+        (
+            5,
+            5.0,
+            "s",
+            "agent",
+            "kms_update_properties",
+            "",
+            "success",
+            "a.md",
+            None,
+            None,
+            "{}",
+            "{}",
+            "h4",
+            "h4",
+            None,
+        ),  # an idempotent no-op
         (6, 6.0, "s", "agent", "kms_append", "", "success", "a.md", None, None, None, None, "h4", "h4", None),
         (7, 7.0, "s", "agent", "kms_append", "", "folder-denied", None, None, None, None, None, None, None, None),
         (8, 8.0, "person", "person", "revert", "", "success", "a.md", None, None, None, None, "h4", "h5", 2),
-        (9, 9.0, "person", "person", "revert", "", "success", "a.md", None, None, '{"s": 2}', '{"s": 1}', "h5",
-         "h6", 4),
+        (
+            9,
+            9.0,
+            "person",
+            "person",
+            "revert",
+            "",
+            "success",
+            "a.md",
+            None,
+            None,
+            '{"s": 2}',
+            '{"s": 1}',
+            "h5",
+            "h6",
+            4,
+        ),
         (10, 10.0, "person", "person", "revert", "", "success", "a.md", None, None, None, None, "h6", None, 1),
         (11, 11.0, "person", "person", "revert", "", "conflict", "a.md", None, None, None, None, None, None, 3),
     ):
@@ -149,8 +217,19 @@ def test_upgrade_to_m007_names_the_kind_of_change_of_old_rows(tmp_path: Path) ->
     conn = connect(path)
     assert applied(conn) == NAMES
     kinds = [r[0] for r in conn.execute("SELECT change_kind FROM tool_invocations ORDER BY id")]
-    assert kinds == ["file-created", "text-inserted", "text-inserted", "properties-changed", None, None, None,
-                     "text-removed", "properties-changed", "file-deleted", None]
+    assert kinds == [
+        "file-created",
+        "text-inserted",
+        "text-inserted",
+        "properties-changed",
+        None,
+        None,
+        None,
+        "text-removed",
+        "properties-changed",
+        "file-deleted",
+        None,
+    ]
     read = [from_row(get_invocation(conn, i) or {}) for i in (1, 2, 4, 5)]
     assert read[0] == FileCreated("a.md", "# A\n", "h1")
     assert read[1] == TextInserted("a.md", 4, "\n\nmore")
@@ -169,17 +248,22 @@ def test_upgrade_to_m009_keeps_old_rows_and_records_file_changes(tmp_path: Path)
     old = apsw.Connection(str(path))
     migrate(old, upto="m007_change_kind")
     assert "m009_file_changes" not in applied(old)
-    old.execute("INSERT INTO tool_invocations (id, at, session_id, actor, tool, input_summary, status, path, "
-                "inserted_text, insert_offset, hash_before, hash_after, change_kind) VALUES "
-                "(1, 1.0, 's', 'agent', 'kms_append', '', 'success', 'a.md', 'x', 3, 'h0', 'h1', 'text-inserted')")
+    old.execute(
+        "INSERT INTO tool_invocations (id, at, session_id, actor, tool, input_summary, status, path, "
+        "inserted_text, insert_offset, hash_before, hash_after, change_kind) VALUES "
+        "(1, 1.0, 's', 'agent', 'kms_append', '', 'success', 'a.md', 'x', 3, 'h0', 'h1', 'text-inserted')"
+    )
     old.close()
     conn = connect(path)
     assert applied(conn) == NAMES
     assert from_row(provenance.get_invocation(conn, 1) or {}) == TextInserted("a.md", 3, "x")
-    files = (FileChange("n/A.md", "n/B.md", 0, "", "", "h1", "h1"), FileChange("L.md", None, 4, "[[A]]", "[[B]]",
-                                                                              "h2", "h3", hidden=True))
-    rid = provenance.record(conn, tool="kms_rename", session_id="s", status="success", path="n/B.md",
-                            change=FilesChanged("n/B.md", files))
+    files = (
+        FileChange("n/A.md", "n/B.md", 0, "", "", "h1", "h1"),
+        FileChange("L.md", None, 4, "[[A]]", "[[B]]", "h2", "h3", hidden=True),
+    )
+    rid = provenance.record(
+        conn, tool="kms_rename", session_id="s", status="success", path="n/B.md", change=FilesChanged("n/B.md", files)
+    )
     assert from_row(provenance.get_invocation(conn, rid) or {}) == FilesChanged("n/B.md", files)
     conn.close()
 
@@ -193,8 +277,11 @@ def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(t
     migrate(old, upto="m009_file_changes")
     assert "m010_overwritten" not in applied(old)
     for i in (1, 2):
-        old.execute("INSERT INTO tool_invocations (id, at, session_id, tool, input_summary, status) "
-                    "VALUES (?, 1.0, 's', 'kms_append', '', 'success')", (i,))
+        old.execute(
+            "INSERT INTO tool_invocations (id, at, session_id, tool, input_summary, status) "
+            "VALUES (?, 1.0, 's', 'kms_append', '', 'success')",
+            (i,),
+        )
     old.close()
     conn = connect(path)
     assert applied(conn) == NAMES
@@ -215,8 +302,10 @@ def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_
     old = apsw.Connection(str(path))
     migrate(old, upto="m010_overwritten")
     assert "m012_orientation" not in applied(old)
-    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, ended_at, cwd) "
-                "VALUES ('s-old', 'launcher', 1.0, 2.0, 2.0, '/work/proj')")
+    old.execute(
+        "INSERT INTO sessions (id, kind, started_at, last_seen_at, ended_at, cwd) "
+        "VALUES ('s-old', 'launcher', 1.0, 2.0, 2.0, '/work/proj')"
+    )
     old.close()
     conn = connect(path)
     assert applied(conn) == NAMES
@@ -225,8 +314,10 @@ def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_
     assert previous_visit(conn, "/work/proj", "s-new", now=10.0) is None
     touch_session(conn, "s-new", project="/work/proj", now=5.0)
     assert previous_visit(conn, "/work/proj", "s-other", now=500.0) == {"id": "s-new", "kind": "server", "leftAt": 5.0}
-    plan = " ".join(r[-1] for r in conn.execute(
-        "EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'"))
+    plan = " ".join(
+        r[-1]
+        for r in conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM notes WHERE hidden_at IS NULL AND folder = 'a'")
+    )
     assert "notes_visible_folder" in plan or "notes_folder_recent" in plan  # m018's, in page order, also serves
     conn.close()
 
@@ -242,8 +333,9 @@ def test_a_database_with_m013_but_not_m012_gains_m012(tmp_path: Path) -> None:
     migrate(old, upto="m010_overwritten")
     m013_control(old)
     old.execute("INSERT INTO _migrations VALUES ('m013_control', 1.0)")
-    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at, control) VALUES ('s1', 'server', 1, 1, "
-                "'paused')")
+    old.execute(
+        "INSERT INTO sessions (id, kind, started_at, last_seen_at, control) VALUES ('s1', 'server', 1, 1, 'paused')"
+    )
     old.close()
     conn = connect(path)
     assert applied(conn) == NAMES
@@ -287,16 +379,22 @@ def test_upgrade_to_m018_lists_a_folder_from_its_index_in_page_order(tmp_path: P
     old.execute("INSERT INTO vaults (id, name, root, added_at) VALUES (1, 'v', '/nowhere', 1.0)")
     for i, (name, updated) in enumerate([("b", 2.0), ("a", 2.0), ("c", 3.0), ("d", 1.0), ("h", 9.0)]):
         hidden = 5.0 if name == "h" else None
-        old.execute("INSERT INTO notes (id, vault_id, path, folder, title, updated_at, mtime_ns, size_bytes, "
-                    "token_estimate, content_hash, created_at, indexed_at, body, hidden_at) "
-                    "VALUES (?, 1, ?, 'f', ?, ?, 0, 1, 1, 'x', 1.0, 1.0, '', ?)",
-                    (f"n{i}", f"f/{name}.md", name, updated, hidden))
+        old.execute(
+            "INSERT INTO notes (id, vault_id, path, folder, title, updated_at, mtime_ns, size_bytes, "
+            "token_estimate, content_hash, created_at, indexed_at, body, hidden_at) "
+            "VALUES (?, 1, ?, 'f', ?, ?, 0, 1, 1, 'x', 1.0, 1.0, '', ?)",
+            (f"n{i}", f"f/{name}.md", name, updated, hidden),
+        )
     old.close()
     conn = connect(path)
     assert applied(conn) == NAMES
-    plan = " ".join(r[-1] for r in conn.execute(
-        "EXPLAIN QUERY PLAN SELECT id FROM notes n WHERE n.hidden_at IS NULL AND n.folder = 'f' "
-        "ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT 3"))
+    plan = " ".join(
+        r[-1]
+        for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM notes n WHERE n.hidden_at IS NULL AND n.folder = 'f' "
+            "ORDER BY n.updated_at DESC, n.path ASC, n.id ASC LIMIT 3"
+        )
+    )
     assert "notes_folder_recent" in plan and "TEMP B-TREE" not in plan
     first = list_folder(conn, "f", None, limit=3)
     assert [n["path"] for n in first["notes"]] == ["f/c.md", "f/a.md", "f/b.md"]
@@ -377,20 +475,27 @@ def test_upgrade_to_m022_finds_who_last_changed_a_note_through_an_old_rename(tmp
     note, vault = load_note(conn, note_id(conn, "Target"))
     ctx = WriteContext(conn, tmp_path / "locks")
     out = rename(ctx, vault, note, title="Goal")
-    conn.execute("INSERT INTO tool_invocations(at, session_id, tool, input_summary, status, change_kind) "
-                 "VALUES (1, 's1', 'kms_rename', '', 'success', 'files-changed')")  # the row as m021 kept it
+    conn.execute(
+        "INSERT INTO tool_invocations(at, session_id, tool, input_summary, status, change_kind) "
+        "VALUES (1, 's1', 'kms_rename', '', 'success', 'files-changed')"
+    )  # the row as m021 kept it
     invocation = conn.last_insert_rowid()
-    conn.executemany("INSERT INTO tool_file_changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(invocation, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, 0)
-                      for i, f in enumerate(out.change.files)])  # type: ignore[union-attr]
+    conn.executemany(
+        "INSERT INTO tool_file_changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (invocation, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, 0)
+            for i, f in enumerate(out.change.files)
+        ],
+    )  # type: ignore[union-attr]
     conn.close()
     conn = connect(path)
     assert "m022_provenance_lookups" in applied(conn)
     linker = rows(conn, "SELECT id, path, content_hash, updated_at FROM notes WHERE path = 'Linker.md'")[0]
     who = authorship.last_change(conn, linker["id"], linker["path"], linker["content_hash"], linker["updated_at"])
     assert (who["by"], who["how"], who["sessionId"], who["invocationId"]) == ("agent", "kms_rename", "s1", invocation)
-    plan = " ".join(str(r) for r in conn.execute(
-        "EXPLAIN QUERY PLAN SELECT 1 FROM tool_file_changes WHERE hash_after = ?", ("x",)))
+    plan = " ".join(
+        str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT 1 FROM tool_file_changes WHERE hash_after = ?", ("x",))
+    )
     assert "tool_file_changes_hash" in plan
     conn.close()
 
@@ -403,17 +508,29 @@ def test_upgrade_to_m023_keeps_old_rows_unkeyed_and_answers_a_keyed_retry(tmp_pa
     path = tmp_path / "m022.db"
     old = apsw.Connection(str(path))
     migrate(old, upto="m022_provenance_lookups")
-    old.execute("INSERT INTO tool_invocations(at, session_id, tool, input_summary, status) "
-                "VALUES (1, 's1', 'kms_append', 'noteId=\"x\"', 'success')")
+    old.execute(
+        "INSERT INTO tool_invocations(at, session_id, tool, input_summary, status) "
+        "VALUES (1, 's1', 'kms_append', 'noteId=\"x\"', 'success')"
+    )
     old.close()
     conn = connect(path)
     assert "m023_idempotency_keys" in applied(conn)
     assert conn.execute("SELECT idempotency_key, answer FROM tool_invocations").fetchall() == [(None, None)]
     args = {"noteId": "x", "content": "y", "idempotencyKey": "k"}
     assert idempotency.replay(conn, "s1", "kms_append", "k", args) is None
-    rid = provenance.record(conn, tool="kms_append", session_id="s1", status="success", idempotency_key="k",
-                            answer=idempotency.answer_json("kms_append", args, {"noteId": "x", "changed": True}))
-    assert idempotency.replay(conn, "s1", "kms_append", "k", args) == {"noteId": "x", "changed": True,
-                                                                       "invocationId": rid, "replayed": True}
+    rid = provenance.record(
+        conn,
+        tool="kms_append",
+        session_id="s1",
+        status="success",
+        idempotency_key="k",
+        answer=idempotency.answer_json("kms_append", args, {"noteId": "x", "changed": True}),
+    )
+    assert idempotency.replay(conn, "s1", "kms_append", "k", args) == {
+        "noteId": "x",
+        "changed": True,
+        "invocationId": rid,
+        "replayed": True,
+    }
     assert idempotency.replay(conn, "s2", "kms_append", "k", args) is None  # another session's key
     conn.close()

@@ -54,7 +54,8 @@ def test_a_title_in_two_vaults_is_one_note_within_a_scope(conn: apsw.Connection,
 
 
 def test_a_scoped_lookup_finds_names_through_the_key_index_not_a_walk_of_the_vault(
-        conn: apsw.Connection, two_vaults: tuple[int, int]) -> None:
+    conn: apsw.Connection, two_vaults: tuple[int, int]
+) -> None:
     """Every name query of a scoped lookup starts at the name (note_keys' primary key): with the vault as
     an index condition SQLite walked all the vault's notes per kind of name."""
     a, _ = two_vaults

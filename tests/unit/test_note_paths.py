@@ -50,26 +50,30 @@ def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
     return root
 
 
-def test_a_note_trashed_by_hand_with_an_upper_case_suffix_is_found_by_its_name(vault: Path,
-                                                                              conn: apsw.Connection) -> None:
+def test_a_note_trashed_by_hand_with_an_upper_case_suffix_is_found_by_its_name(
+    vault: Path, conn: apsw.Connection
+) -> None:
     write(vault / ".trash" / "Draft.MD", "kept\n")
     done = trash.restore(conn, "Draft")  # ``removesuffix(".md")`` missed it: not-found
     assert done["path"] == "Draft.MD" and done["title"] == "Draft"
     assert (vault / "Draft.MD").read_text() == "kept\n"
 
 
-def test_an_attachment_restored_from_the_trash_keeps_its_whole_name_as_title(vault: Path,
-                                                                             conn: apsw.Connection) -> None:
+def test_an_attachment_restored_from_the_trash_keeps_its_whole_name_as_title(
+    vault: Path, conn: apsw.Connection
+) -> None:
     write(vault / ".trash" / "img" / "photo.png", "not really a png\n")
     done = trash.restore(conn, "img/photo.png")
     assert done["title"] == "photo.png"  # ``[:-3]`` made it "photo."
     assert (vault / "img" / "photo.png").exists()
 
 
-def test_a_dendron_note_with_an_upper_case_suffix_has_the_parent_its_name_gives(tmp_path: Path,
-                                                                                conn: apsw.Connection) -> None:
-    root = make_vault(tmp_path / "d", {"dendron.yml": "version: 5\n", "a.md": "top\n", "a.b.md": "lower\n",
-                                       "a.b.MD": "upper\n"})
+def test_a_dendron_note_with_an_upper_case_suffix_has_the_parent_its_name_gives(
+    tmp_path: Path, conn: apsw.Connection
+) -> None:
+    root = make_vault(
+        tmp_path / "d", {"dendron.yml": "version: 5\n", "a.md": "top\n", "a.b.md": "lower\n", "a.b.MD": "upper\n"}
+    )
     if len({p.name for p in root.iterdir()}) < 4:
         pytest.skip("a case-insensitive file system holds one a.b")
     index(conn, root, "d")
@@ -84,9 +88,13 @@ def test_no_module_tests_for_a_note_by_hand() -> None:
     builds a name with ``NOTE_SUFFIX``. ``server/config`` is below ``server/vault``, so its one test
     (a shell-expanded glob looks like note names) stays by hand."""
     allowed = {"server.vault.paths", "server.config.settings"}
-    by_hand = [f"{path.relative_to(REPO)}:{node.lineno}"
-               for module, path in project_modules().items() if module not in allowed
-               for node in ast.walk(parse(path))
-               if isinstance(node, ast.Constant) and isinstance(node.value, str)
-               and node.value.lower() in (".md", "*.md", "md")]
+    by_hand = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for module, path in project_modules().items()
+        if module not in allowed
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.lower() in (".md", "*.md", "md")
+    ]
     assert not by_hand, "use server.vault.paths is_note_path / strip_note_suffix / NOTE_SUFFIX:\n" + "\n".join(by_hand)

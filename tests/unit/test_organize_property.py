@@ -17,9 +17,18 @@ NEWLINES = ["\n", "\r\n"]
 
 def link(target_path: str, title: str, form: int, extra: str) -> str:
     stem = target_path[:-3]
-    return [f"[[{title}]]", f"[[{stem}]]", f"[[{title}|{extra}]]", f"[[{title}#{extra}]]", f"![[{title}]]",
-            f"[[{stem}.md|{extra}]]", f"[[{title}#^b{len(extra)}]]", f"`[[{title}]]`", f"[[{title.lower()}]]",
-            f"[[{title}\\|{extra}]]"][form]
+    return [
+        f"[[{title}]]",
+        f"[[{stem}]]",
+        f"[[{title}|{extra}]]",
+        f"[[{title}#{extra}]]",
+        f"![[{title}]]",
+        f"[[{stem}.md|{extra}]]",
+        f"[[{title}#^b{len(extra)}]]",
+        f"`[[{title}]]`",
+        f"[[{title.lower()}]]",
+        f"[[{title}\\|{extra}]]",
+    ][form]
 
 
 @hs.composite
@@ -49,8 +58,9 @@ def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str, str, str | None]:
 
 
 @given(vaults())
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 def test_rename_or_move_then_revert_is_byte_identical(tmp_path: Path, case: tuple) -> None:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
@@ -65,9 +75,15 @@ def test_rename_or_move_then_revert_is_byte_identical(tmp_path: Path, case: tupl
             (root / rel).write_bytes(text.encode("utf-8"))
         db = Path(tmp) / "kms.db"
         conn = connect(db)
-        cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db), "KMS_CONFIG": str(Path(tmp) / "c.toml")}, watch=False,
-                                     enabled=True, read_enabled=True, write_enabled=True, edit_enabled=True,
-                                     organize_enabled=True)
+        cfg = SessionConfig.from_env(
+            {"KMS_DB_PATH": str(db), "KMS_CONFIG": str(Path(tmp) / "c.toml")},
+            watch=False,
+            enabled=True,
+            read_enabled=True,
+            write_enabled=True,
+            edit_enabled=True,
+            organize_enabled=True,
+        )
         runner = ToolRunner(cfg)
         try:
             index(conn, root)

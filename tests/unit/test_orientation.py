@@ -20,9 +20,14 @@ from server.writes.context import WriteContext
 
 def _answer(n: int) -> dict:
     card = {"noteId": "n" + "0" * 12, "title": "t" * 80, "path": "p" * 80}
-    return {"session": {"tiers": {"read": True}}, "vaults": [{"name": "v", "folders": [card] * n}],
-            "map": {"tags": [{"tag": "x" * 30, "count": 1}] * n, "mostLinked": [card] * n, "recent": [card] * n},
-            "health": {}, "sinceLastVisit": {"notes": [card] * 10}, "memory": {}}
+    return {
+        "session": {"tiers": {"read": True}},
+        "vaults": [{"name": "v", "folders": [card] * n}],
+        "map": {"tags": [{"tag": "x" * 30, "count": 1}] * n, "mostLinked": [card] * n, "recent": [card] * n},
+        "health": {},
+        "sinceLastVisit": {"notes": [card] * 10},
+        "memory": {},
+    }
 
 
 def test_fit_drops_whole_items_least_useful_first() -> None:
@@ -43,12 +48,16 @@ def test_fit_leaves_a_small_answer_alone() -> None:
 
 
 def test_parse_facts_reads_items_under_headings_only() -> None:
-    body = ("intro\n- not a fact (no heading yet)\n## Tools\n\n- 2026-12-01: uses uv\n* plain item\n"
-            "```\n- 2026-01-01: in code\n```\n### Deep ##\n  - 2026-02-02: nested heading fact\n")
+    body = (
+        "intro\n- not a fact (no heading yet)\n## Tools\n\n- 2026-12-01: uses uv\n* plain item\n"
+        "```\n- 2026-01-01: in code\n```\n### Deep ##\n  - 2026-02-02: nested heading fact\n"
+    )
     facts = parse_facts(body)
     assert [(f.category, f.date, f.text) for f in facts] == [
-        ("Tools", "2026-12-01", "uses uv"), ("Tools", None, "plain item"),
-        ("Deep", "2026-02-02", "nested heading fact")]
+        ("Tools", "2026-12-01", "uses uv"),
+        ("Tools", None, "plain item"),
+        ("Deep", "2026-02-02", "nested heading fact"),
+    ]
     assert facts[0].line == "- 2026-12-01: uses uv"
 
 

@@ -27,7 +27,9 @@ def test_counts_per_vault_and_in_total(indexed: apsw.Connection, tmp_path: Path)
 
     cheap = overview(indexed)
     assert [(v.name, v.notes, v.hidden, v.flagged) for v in cheap.vaults] == [
-        ("other", 2, 1, None), ("sample", sample_notes, 1, None)]  # the sample's "Therapy notes": private: true
+        ("other", 2, 1, None),
+        ("sample", sample_notes, 1, None),
+    ]  # the sample's "Therapy notes": private: true
     assert (cheap.notes, cheap.hidden, cheap.flagged) == (sample_notes + 2, 2, None)
     assert cheap.last_indexed_at == max(v.last_indexed_at or 0 for v in cheap.vaults)
 

@@ -23,7 +23,8 @@ def agent_append(conn: apsw.Connection, vault: Vault, path: Path, line: str, at:
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, actor, "
         "inserted_text, insert_offset, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v', ?, 'x', "
         "'success', 'agent', ?, ?, ?, 'text-inserted')",
-        (at, nid, path.name, line, len(text), sha256_hex(path.read_bytes())))
+        (at, nid, path.name, line, len(text), sha256_hex(path.read_bytes())),
+    )
     return conn.last_insert_rowid()
 
 
@@ -46,8 +47,9 @@ def setup(tmp_path: Path, conn: apsw.Connection) -> tuple[Vault, Path]:
     return vault, root / "n.md"
 
 
-def test_a_flag_is_cleared_when_the_text_comes_back_after_many_more_writes(tmp_path: Path,
-                                                                          conn: apsw.Connection) -> None:
+def test_a_flag_is_cleared_when_the_text_comes_back_after_many_more_writes(
+    tmp_path: Path, conn: apsw.Connection
+) -> None:
     vault, path = setup(tmp_path, conn)
     first = agent_append(conn, vault, path, "first agent line\n", 1000.0)
     person_saves(conn, vault, path, "# n\n\nbody\n", 1001.0)  # an editor that had the older version
@@ -59,8 +61,9 @@ def test_a_flag_is_cleared_when_the_text_comes_back_after_many_more_writes(tmp_p
     assert flag(conn, first) is None
 
 
-def test_a_note_is_judged_by_what_the_index_holds_not_by_a_save_still_landing(tmp_path: Path,
-                                                                             conn: apsw.Connection) -> None:
+def test_a_note_is_judged_by_what_the_index_holds_not_by_a_save_still_landing(
+    tmp_path: Path, conn: apsw.Connection
+) -> None:
     vault, path = setup(tmp_path, conn)
     write = agent_append(conn, vault, path, "agent line\n", 1000.0)
     kept = path.read_text() + "the person's line\n"

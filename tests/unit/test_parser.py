@@ -20,6 +20,7 @@ def targets(text: str) -> list[str]:
 
 # --- code hides tags and links ---------------------------------------------------------------------
 
+
 def test_fenced_code_hides_tags_and_links() -> None:
     text = "before #outside [[Outside]]\n\n```python\n# comment #incode [[InCode]]\nx = 1\n```\n\nafter #after\n"
     p = parse_note(text, "Note")
@@ -52,6 +53,7 @@ def test_html_comments_hide_tags_and_links() -> None:
 
 
 # --- line endings, BOM, unicode --------------------------------------------------------------------
+
 
 def test_crlf_note_parses_like_lf() -> None:
     lf = "---\ntags: [a, b]\naliases: [Alias]\n---\n# Title\n\nSetext\n------\n\ntext #inline [[Link|shown]]\n"
@@ -93,6 +95,7 @@ def test_non_ascii_before_code_keeps_offsets_right() -> None:
 
 
 # --- tags -------------------------------------------------------------------------------------------
+
 
 def test_nested_tags_and_case_folding() -> None:
     assert tags("#area/work #Area/Work #project/kms/parser #AREA") == ["area/work", "project/kms/parser", "area"]
@@ -142,6 +145,7 @@ def test_normalize_tag() -> None:
 
 # --- frontmatter -------------------------------------------------------------------------------------
 
+
 def test_aliases_list_string_and_alias_key() -> None:
     assert parse_note("---\naliases: [k8s, Kube]\n---\n", "T").aliases == ["k8s", "Kube"]
     assert parse_note("---\naliases: Single alias, with comma\n---\n", "T").aliases == ["Single alias, with comma"]
@@ -149,8 +153,10 @@ def test_aliases_list_string_and_alias_key() -> None:
 
 
 def test_invalid_yaml_template_placeholders_flagged_body_still_parsed() -> None:
-    text = ("---\ntitle: {{title}}\ndate: {{date:YYYY-MM-DD}}\ntags: template\n---\n"
-            "# {{title}}\n\nbody #stillatag [[StillLinked]]\n")
+    text = (
+        "---\ntitle: {{title}}\ndate: {{date:YYYY-MM-DD}}\ntags: template\n---\n"
+        "# {{title}}\n\nbody #stillatag [[StillLinked]]\n"
+    )
     p = parse_note(text, "Daily template")
     assert p.frontmatter is None
     assert p.fm_error and p.fm_error.startswith("invalid YAML")
@@ -209,6 +215,7 @@ def test_unclosed_frontmatter_is_body() -> None:
 
 # --- links ---------------------------------------------------------------------------------------------
 
+
 def test_every_wikilink_form() -> None:
     text = (
         "[[Plain]] [[Target|Alias text]] [[Target#Heading]] [[Target^block1]] [[Target#^block2]] "
@@ -246,7 +253,11 @@ def test_links_in_frontmatter_properties() -> None:
     text = "---\nup: '[[Home]]'\nrelated:\n  - '[[A]]'\n  - nested: '[[B|bee]]'\ntags: [x]\n---\nbody [[C]]\n"
     links = parse_note(text, "T").links
     assert [(ln.target, ln.alias, ln.in_frontmatter) for ln in links] == [
-        ("Home", None, True), ("A", None, True), ("B", "bee", True), ("C", None, False)]
+        ("Home", None, True),
+        ("A", None, True),
+        ("B", "bee", True),
+        ("C", None, False),
+    ]
     assert links[-1].line == 8
 
 
@@ -263,11 +274,16 @@ def test_link_line_numbers_after_frontmatter() -> None:
 
 # --- headings ------------------------------------------------------------------------------------------
 
+
 def test_atx_and_setext_headings() -> None:
     text = "Top\n===\n\nSecond\n---\n\n# ATX one #\n\n### Three ###\n\n####### not a heading\n\n```\n# in code\n```\n"
     hs = parse_note(text, "T").headings
-    assert [(h.level, h.text, h.line) for h in hs] == [(1, "Top", 1), (2, "Second", 4), (1, "ATX one", 7),
-                                                       (3, "Three", 9)]
+    assert [(h.level, h.text, h.line) for h in hs] == [
+        (1, "Top", 1),
+        (2, "Second", 4),
+        (1, "ATX one", 7),
+        (3, "Three", 9),
+    ]
 
 
 def test_thematic_break_is_not_a_heading() -> None:
@@ -356,9 +372,16 @@ def test_summary_block_with_blank_lines_before_it() -> None:
 def test_line_numbers_of_headings_wikilinks_and_markdown_links_in_any_order() -> None:
     """Lines are counted incrementally (``markdown.LineCounter``): the Markdown links are read after the
     wiki-links and headings, so the offsets asked for go back, and each must still get its own line."""
-    text = ("---\ntitle: T\n---\n[early](Early.md)\n\n# One\ntext [[Wiki]] and [[Other]]\n\n"
-            "## Two\n[late](sub/Late.md) [[Last]]\n")
+    text = (
+        "---\ntitle: T\n---\n[early](Early.md)\n\n# One\ntext [[Wiki]] and [[Other]]\n\n"
+        "## Two\n[late](sub/Late.md) [[Last]]\n"
+    )
     p = parse_note(text, "T", path="n.md")
     assert [(h.text, h.line) for h in p.headings] == [("One", 6), ("Two", 9)]
     assert sorted((ln.target, ln.line) for ln in p.links) == [
-        ("Early.md", 4), ("Last", 10), ("Other", 7), ("Wiki", 7), ("sub/Late.md", 10)]
+        ("Early.md", 4),
+        ("Last", 10),
+        ("Other", 7),
+        ("Wiki", 7),
+        ("sub/Late.md", 10),
+    ]

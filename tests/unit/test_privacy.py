@@ -31,8 +31,18 @@ def _config(key: str, *values: str) -> None:
 
 
 def test_kmsignore_is_gitignore_syntax_read_by_pathspec() -> None:
-    rules = Rules(kmsignore=("# comment", "", "journal/", "*.private.md", "!keep.private.md", "/top.md",
-                             "areas/**/health/", "\\#hash.md"))
+    rules = Rules(
+        kmsignore=(
+            "# comment",
+            "",
+            "journal/",
+            "*.private.md",
+            "!keep.private.md",
+            "/top.md",
+            "areas/**/health/",
+            "\\#hash.md",
+        )
+    )
     assert rules.path_reason("journal/2026/a.md") == "kmsignore:journal/"
     assert rules.path_reason("x/journal/a.md") == "kmsignore:journal/"  # unanchored, as git reads it
     assert rules.path_reason("notes/a.private.md") == "kmsignore:*.private.md"
@@ -72,8 +82,12 @@ def test_tags_and_frontmatter() -> None:
 def test_settings_grammar() -> None:
     assert parse_value("privacy.hide_folders", ["journal/**", "areas/health/"]) == ["journal/**", "areas/health"]
     assert parse_value("privacy.frontmatter_key", "") is None
-    for key, bad in (("privacy.hide_folders", "/abs"), ("privacy.hide_folders", "../up"),
-                     ("privacy.hide_tags", "two words"), ("privacy.frontmatter_key", "a: b")):
+    for key, bad in (
+        ("privacy.hide_folders", "/abs"),
+        ("privacy.hide_folders", "../up"),
+        ("privacy.hide_tags", "two words"),
+        ("privacy.frontmatter_key", "a: b"),
+    ):
         with pytest.raises(SettingValueError):
             parse_value(key, [bad])
 
@@ -98,8 +112,11 @@ def test_each_rule_at_index_time_and_a_rule_change(conn: apsw.Connection, tmp_pa
     (vault_dir / ".kmsignore").write_text("health/\n")
     vault = add_vault(conn, vault_dir, "v")
     index_vault(conn, vault)
-    assert _hidden(conn) == {"journal/day.md": "folder:journal/**", "health/blood.md": "kmsignore:health/",
-                             "tagged.md": "tag:personal/*"}
+    assert _hidden(conn) == {
+        "journal/day.md": "folder:journal/**",
+        "health/blood.md": "kmsignore:health/",
+        "tagged.md": "tag:personal/*",
+    }
     set_hidden(conn, "Open", True)
     assert refresh(conn, vault.id, vault.root) is False  # same rules: nothing to re-judge
 
@@ -121,8 +138,9 @@ def test_an_edit_that_adds_a_rule_hides_the_note_and_drops_its_chunks(conn: apsw
     vault = add_vault(conn, vault_dir, "v")
     index_vault(conn, vault)
     rid = conn.execute("SELECT rid FROM notes").fetchall()[0][0]
-    conn.execute("INSERT INTO chunks(rid, ord, heading, hash, text, tokens) VALUES (?, 0, NULL, 'h', 'plain', 1)",
-                 (rid,))
+    conn.execute(
+        "INSERT INTO chunks(rid, ord, heading, hash, text, tokens) VALUES (?, 0, NULL, 'h', 'plain', 1)", (rid,)
+    )
     conn.execute("INSERT INTO embeddings VALUES ('h', x'00', 0)")
     write(vault_dir / "a.md", "---\nprivate: true\n---\n# A\n\nplain\n")
     reindex_file(conn, vault, "a.md")
@@ -216,8 +234,11 @@ def test_a_broken_settings_file_never_makes_hidden_notes_visible(conn: apsw.Conn
     index_vault(conn, vault)
     assert _hidden(conn) == {"journal/day.md": "folder:journal"}
     config = Path(os.environ["KMS_CONFIG"])
-    for broken in ('[privacy\nhide_folders = "journal"\n', '[privacy]\nhide_folders = "not a list"\n',
-                   '[privacy]\nhide_foldrs = []\n'):
+    for broken in (
+        '[privacy\nhide_folders = "journal"\n',
+        '[privacy]\nhide_folders = "not a list"\n',
+        "[privacy]\nhide_foldrs = []\n",
+    ):
         config.write_text(broken)
         assert rules_for(vault_dir).unreadable
         assert refresh(conn, vault.id, vault.root) is False  # the rules the vault was judged by are kept

@@ -86,16 +86,24 @@ class _Project:
         path = self.modules[module]
         rel = path.relative_to(self.root)
         found = imports(module, self.modules)
-        out = [Use(module, f"{imp.target}.{imp.name}", f"{rel}:{imp.line}: from {imp.target} import {imp.name}")
-               for imp in found if imp.name is not None and _private(imp.name) and imp.target != module]
+        out = [
+            Use(module, f"{imp.target}.{imp.name}", f"{rel}:{imp.line}: from {imp.target} import {imp.name}")
+            for imp in found
+            if imp.name is not None and _private(imp.name) and imp.target != module
+        ]
         means = {imp.bound: imp.means for imp in found}
         for node in ast.walk(parse(path)):
             if isinstance(node, ast.Attribute) and _private(node.attr):
                 obj, attr = node.value, node.attr
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                  and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) >= 2
-                  and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-                  and _private(node.args[1].value)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and _private(node.args[1].value)
+            ):
                 obj, attr = node.args[0], node.args[1].value
             else:
                 continue
@@ -123,8 +131,10 @@ def private_uses(root: Path = REPO) -> list[Use]:
 
 def test_no_module_uses_another_modules_private_names() -> None:
     unexpected = [u.where for u in private_uses()]
-    assert not unexpected, ("private names used from another module; give the shared piece a public name "
-                            "in its home:\n" + "\n".join(unexpected))
+    assert not unexpected, (
+        "private names used from another module; give the shared piece a public name "
+        "in its home:\n" + "\n".join(unexpected)
+    )
 
 
 def test_the_check_sees_every_form(tmp_path: Path) -> None:
@@ -137,7 +147,8 @@ def test_the_check_sees_every_form(tmp_path: Path) -> None:
     (tmp_path / "server" / "vault" / "parser.py").write_text(
         "import re\n_WIKILINK = re.compile('x')\n\ndef _inside(): ...\n\n"
         "class Embedder:\n    def _require(self): ...\n    def load(self):\n        self._require()\n"
-        "    def __len__(self): return 0\n")
+        "    def __len__(self): return 0\n"
+    )
     (tmp_path / "server" / "vault" / "links.py").write_text(
         "from server.vault.parser import _WIKILINK, Embedder\n"
         "from . import parser\n"
@@ -148,9 +159,11 @@ def test_the_check_sees_every_form(tmp_path: Path) -> None:
         "    getattr(e, '_require')\n"
         "    p._inside()\n"
         "    server.vault.parser._inside()\n"
-        "    return parser._WIKILINK, len(e), e.__len__(), Embedder.__name__\n")
+        "    return parser._WIKILINK, len(e), e.__len__(), Embedder.__name__\n"
+    )
     (tmp_path / "tui" / "own.py").write_text(
-        "import os\n\nclass A:\n    def _own(self): ...\n\ndef g(a: A):\n    a._own()\n    os._exit(0)\n")
+        "import os\n\nclass A:\n    def _own(self): ...\n\ndef g(a: A):\n    a._own()\n    os._exit(0)\n"
+    )
     uses = {(u.module, u.name, u.where.split(": ", 1)[1]) for u in private_uses(tmp_path)}
     home = "server.vault.parser"
     assert uses == {

@@ -95,7 +95,8 @@ def test_process_flood_is_exact(db: Path, tmp_path: Path) -> None:
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), "acquire", str(db), "pflood", "15", "20", "1000", str(start)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]

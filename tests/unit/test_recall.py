@@ -16,8 +16,26 @@ from server.index.indexer import index_vault
 from server.index.recall import MAX_BUDGET, MIN_BUDGET, item_tokens, recall
 from server.vault.registry import add_vault
 
-WORDS = ["login", "token", "refresh", "clock", "drift", "deploy", "garden", "beans", "Ünïcödé", "☕", '"quoted"',
-         "back\\slash", "tab\there", "naïve", "日本語", "C++", "what's", "10:30"]
+WORDS = [
+    "login",
+    "token",
+    "refresh",
+    "clock",
+    "drift",
+    "deploy",
+    "garden",
+    "beans",
+    "Ünïcödé",
+    "☕",
+    '"quoted"',
+    "back\\slash",
+    "tab\there",
+    "naïve",
+    "日本語",
+    "C++",
+    "what's",
+    "10:30",
+]
 
 
 @pytest.fixture
@@ -41,16 +59,19 @@ def linked_vault(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(MIN_BUDGET, MAX_BUDGET),
-       topic=st.lists(st.sampled_from(WORDS + ["nothing", "hub"]), min_size=1, max_size=5).map(" ".join))
+@given(
+    budget=st.integers(MIN_BUDGET, MAX_BUDGET),
+    topic=st.lists(st.sampled_from(WORDS + ["nothing", "hub"]), min_size=1, max_size=5).map(" ".join),
+)
 def test_the_budget_is_never_exceeded(linked_vault: apsw.Connection, budget: int, topic: str) -> None:
     data = recall(linked_vault, topic, budget)
     total = sum(i["tokenEstimate"] for i in data["items"])
     assert total == data["usedTokens"] <= budget == data["budgetTokens"]
     for item in data["items"]:
         assert item_tokens(item) <= item["tokenEstimate"]
-        assert -(-len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) // 4) <= \
-            item["tokenEstimate"]
+        assert (
+            -(-len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) // 4) <= item["tokenEstimate"]
+        )
     keys = [(i["noteId"], i["heading"]) for i in data["items"]]
     assert len(keys) == len(set(keys))
     assert [i["score"] for i in data["items"]] == sorted((i["score"] for i in data["items"]), reverse=True)

@@ -182,7 +182,8 @@ def test_listing_and_search(env: Env, ws: Writer) -> None:
     assert newest[0]["status"] == "error" and newest[0]["error"] == "not-found"
     assert newest[0]["note_id"] == "missing-note"
     assert [r["id"] for r in list_invocations(env.conn, since_id=a["invocationId"])] == [
-        a["invocationId"] + 1, a["invocationId"] + 2
+        a["invocationId"] + 1,
+        a["invocationId"] + 2,
     ]
     assert len(list_invocations(env.conn, tool="kms_update_properties", session="agent")) == 1
     hits = search_invocations(env.conn, "zebra", 5)

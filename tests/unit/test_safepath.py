@@ -28,9 +28,56 @@ from server.writes.context import WriteContext, load_note
 
 RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"COM{i}" for i in range(1, 10)} | {f"LPT{i}" for i in range(1, 10)}
 NASTY = [
-    "..", ".", "", "a", "b", "．．", "．", "\u2215", "\u2044", "／", "＼", "C:", "c:", "\\", "/", "\x00", " ", "\t",
-    "\n", "link_out", "link_in", "CON", "com1", "LPT9", "COM¹", "~", "ａ", "\u202e", "\u200b", "\ufeff", "...", "a.",
-    "a ", "é", "e\u0301", ":", "*", "?", "<", ">", "|", '"', "#", "^", "[", "]", "\u2025", "\u2024", "$HOME", "%",
+    "..",
+    ".",
+    "",
+    "a",
+    "b",
+    "．．",
+    "．",
+    "\u2215",
+    "\u2044",
+    "／",
+    "＼",
+    "C:",
+    "c:",
+    "\\",
+    "/",
+    "\x00",
+    " ",
+    "\t",
+    "\n",
+    "link_out",
+    "link_in",
+    "CON",
+    "com1",
+    "LPT9",
+    "COM¹",
+    "~",
+    "ａ",
+    "\u202e",
+    "\u200b",
+    "\ufeff",
+    "...",
+    "a.",
+    "a ",
+    "é",
+    "e\u0301",
+    ":",
+    "*",
+    "?",
+    "<",
+    ">",
+    "|",
+    '"',
+    "#",
+    "^",
+    "[",
+    "]",
+    "\u2025",
+    "\u2024",
+    "$HOME",
+    "%",
 ]
 
 
@@ -133,9 +180,35 @@ def test_sanitized_titles_stay_in_the_vault(world: Env, title: str) -> None:
 @pytest.mark.parametrize(
     "folder",
     [
-        "..", "../x", "a/../b", "a/..", "/etc", "/", "C:/x", "C:", "c:x", "a\\b", "a\x00b", "．．", "a/．．/b",
-        "a\u2215b", "a／b", "a./b", "a /b", " a", ".obsidian", ".trash/x", "a//b", "con", "x/AUX/y", "link_out",
-        "link_out/x", "a\u202eb", "a\nb", "\u2025", "a:b",
+        "..",
+        "../x",
+        "a/../b",
+        "a/..",
+        "/etc",
+        "/",
+        "C:/x",
+        "C:",
+        "c:x",
+        "a\\b",
+        "a\x00b",
+        "．．",
+        "a/．．/b",
+        "a\u2215b",
+        "a／b",
+        "a./b",
+        "a /b",
+        " a",
+        ".obsidian",
+        ".trash/x",
+        "a//b",
+        "con",
+        "x/AUX/y",
+        "link_out",
+        "link_out/x",
+        "a\u202eb",
+        "a\nb",
+        "\u2025",
+        "a:b",
     ],
 )
 def test_bad_folders_refused(world: Env, folder: str) -> None:
@@ -221,9 +294,14 @@ HEADINGS_NOTE = (
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(heading=st.one_of(st.text(max_size=30), st.sampled_from(
-    ["Tasks", "## Tasks", "Top", "# Top", "Sub", "Setext", "ünïcode 🚀", "../x", "#notaheading", "###", ""]
-)))
+@given(
+    heading=st.one_of(
+        st.text(max_size=30),
+        st.sampled_from(
+            ["Tasks", "## Tasks", "Top", "# Top", "Sub", "Setext", "ünïcode 🚀", "../x", "#notaheading", "###", ""]
+        ),
+    )
+)
 def test_append_under_any_heading(world: Env, heading: str) -> None:
     if not (world.root / "h.md").exists():
         world.note("h.md", HEADINGS_NOTE)

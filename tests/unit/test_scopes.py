@@ -16,11 +16,16 @@ def test_a_tokens_scopes_only_take_away(tmp_path: Path) -> None:
     """``Scopes.narrow``: tiers above the ceiling off, the vault pinned, folders added to the allowlist, approval
     forced; never a tier, vault or folder the settings do not allow."""
 
-
-
-    base = SessionConfig(db_path=tmp_path / "kms.db", config_path=tmp_path / "c.toml", enabled=True,
-                         read_enabled=True, write_enabled=True, edit_enabled=False, session_id="s",
-                         allowlist=("drafts", "inbox"))
+    base = SessionConfig(
+        db_path=tmp_path / "kms.db",
+        config_path=tmp_path / "c.toml",
+        enabled=True,
+        read_enabled=True,
+        write_enabled=True,
+        edit_enabled=False,
+        session_id="s",
+        allowlist=("drafts", "inbox"),
+    )
     narrowed = Scopes.parse("tier:organize vault:work folder:drafts approval").narrow(base)
     assert narrowed.tier_enabled("write") and not narrowed.tier_enabled("edit")  # the settings' ceiling stays
     assert narrowed.vault == "work" and narrowed.approval == "always"
@@ -33,4 +38,5 @@ def test_a_tokens_scopes_only_take_away(tmp_path: Path) -> None:
     with pytest.raises(ScopeError):
         Scopes.parse("tier:everything")
     assert Scopes.parse(Scopes.parse("folder:a/* tier:edit, approval").text()) == Scopes.parse(
-        "tier:edit folder:a/* approval")
+        "tier:edit folder:a/* approval"
+    )

@@ -23,8 +23,19 @@ from server.index.writer import delete_note_row
 from server.store.db import connect
 from server.vault.registry import add_vault, get_vault
 
-HIT_KEYS = {"noteId", "title", "path", "vault", "excerpt", "heading", "score", "matchType", "similarity",
-            "tags", "updatedAt"}
+HIT_KEYS = {
+    "noteId",
+    "title",
+    "path",
+    "vault",
+    "excerpt",
+    "heading",
+    "score",
+    "matchType",
+    "similarity",
+    "tags",
+    "updatedAt",
+}
 
 
 def paths(result: dict) -> list[str]:
@@ -48,15 +59,19 @@ def test_hits_have_the_documented_shape(semantic_conn: apsw.Connection, embedder
     assert top["heading"] in ("Symptom", "Fix") and top["excerpt"].startswith(top["heading"] + ": ")
 
 
-@pytest.mark.parametrize("query", ["glass", "week", "running out of memory", "restic", "I can't doze off",
-                                   "how do I fix bread that came out flat"])
+@pytest.mark.parametrize(
+    "query",
+    ["glass", "week", "running out of memory", "restic", "I can't doze off", "how do I fix bread that came out flat"],
+)
 def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder, query: str) -> None:
     index = SemanticIndex(embedder)
     kw = search(semantic_conn, query, 50)  # kms_search's list, any-word relaxation included
     kw_rank = {h["noteId"]: r for r, h in enumerate(kw["hits"], 1)}
     # a hit holding only some of the words (after the first allWords) has a smaller share
-    weight = {h["noteId"]: RELAXED_WEIGHT if kw["relaxed"] and r > kw["allWords"] else 1.0
-              for r, h in enumerate(kw["hits"], 1)}
+    weight = {
+        h["noteId"]: RELAXED_WEIGHT if kw["relaxed"] and r > kw["allWords"] else 1.0
+        for r, h in enumerate(kw["hits"], 1)
+    }
     sem = semantic_search(semantic_conn, index, query, 50, mode="semantic")
     assert all(h["matchType"] == "semantic" for h in sem["hits"])
     sem_rank = {h["noteId"]: r for r, h in enumerate(sem["hits"], 1)}
@@ -64,10 +79,13 @@ def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder
     assert {h["noteId"] for h in hybrid["hits"]} == set(kw_rank) | set(sem_rank)
     for h in hybrid["hits"]:
         in_kw, in_sem = h["noteId"] in kw_rank, h["noteId"] in sem_rank
-        assert h["matchType"] == {(True, True): "both", (True, False): "keyword", (False, True): "semantic"}[
-            (in_kw, in_sem)]
+        assert (
+            h["matchType"]
+            == {(True, True): "both", (True, False): "keyword", (False, True): "semantic"}[(in_kw, in_sem)]
+        )
         expected = (weight[h["noteId"]] / (RRF_K + kw_rank[h["noteId"]]) if in_kw else 0.0) + (
-            1 / (RRF_K + sem_rank[h["noteId"]]) if in_sem else 0.0)
+            1 / (RRF_K + sem_rank[h["noteId"]]) if in_sem else 0.0
+        )
         assert h["score"] == pytest.approx(expected, abs=1e-5)
         assert (h["similarity"] is None) == (not in_sem)
     scores = [h["score"] for h in hybrid["hits"]]
@@ -76,8 +94,11 @@ def test_fusion_is_rrf_of_the_keyword_and_semantic_lists(semantic_conn, embedder
 
 def test_all_three_match_types_occur(semantic_conn, embedder) -> None:
     index = SemanticIndex(embedder)
-    seen = {h["matchType"] for q in ("glass", "week", "running out of memory")
-            for h in semantic_search(semantic_conn, index, q)["hits"]}
+    seen = {
+        h["matchType"]
+        for q in ("glass", "week", "running out of memory")
+        for h in semantic_search(semantic_conn, index, q)["hits"]
+    }
     assert seen == {"keyword", "semantic", "both"}
 
 
@@ -108,8 +129,9 @@ def test_limits_and_bad_input(semantic_conn, embedder) -> None:
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "disabled", "loading"])
-def test_model_not_ready_falls_back_to_keywords(semantic_conn, embed_model_dir: Path, tmp_path: Path,
-                                                kind: str) -> None:
+def test_model_not_ready_falls_back_to_keywords(
+    semantic_conn, embed_model_dir: Path, tmp_path: Path, kind: str
+) -> None:
     if kind == "missing":
         emb = Embedder(tmp_path / "no-model")
         emb.load()
@@ -149,8 +171,9 @@ def test_nothing_embedded_yet_is_keyword_only(conn: apsw.Connection, embedder, t
 
 
 @pytest.mark.parametrize("project_above", [None, 0], ids=["exact", "projected"])
-def test_index_follows_new_edited_and_deleted_notes(conn: apsw.Connection, embedder, tmp_path: Path,
-                                                    project_above: int | None) -> None:
+def test_index_follows_new_edited_and_deleted_notes(
+    conn: apsw.Connection, embedder, tmp_path: Path, project_above: int | None
+) -> None:
     root = tmp_path / "notes"
     write(root / "Kettle.md", "## Descaling\nBoil a mix of water and citric acid, then rinse twice.\n")
     vault = add_vault(conn, root, "notes")
@@ -269,13 +292,19 @@ def test_connections_per_thread_share_one_index(semantic_db_template: Path, embe
         t.start()
     for t in threads:
         t.join(60)
-    assert not errors and sorted(results) == sorted([
-        "tech/Backup strategy 3-2-1.md", "life/Chess opening repertoire.md",
-        "life/Kyoto and Tokyo itinerary.md", "tech/SSH keys setup.md"])
+    assert not errors and sorted(results) == sorted(
+        [
+            "tech/Backup strategy 3-2-1.md",
+            "life/Chess opening repertoire.md",
+            "life/Kyoto and Tokyo itinerary.md",
+            "tech/SSH keys setup.md",
+        ]
+    )
 
 
-def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn: apsw.Connection,
-                                                              embed_model_dir: Path, tmp_path: Path) -> None:
+def test_service_starts_at_once_and_embeds_in_the_background(
+    db_path: Path, conn: apsw.Connection, embed_model_dir: Path, tmp_path: Path
+) -> None:
     from server.index.semantic import SemanticService
 
     root = tmp_path / "notes"
@@ -306,15 +335,18 @@ def test_service_starts_at_once_and_embeds_in_the_background(db_path: Path, conn
         service.close()
 
 
-def test_the_first_call_waits_for_a_loading_model_and_later_ones_do_not(semantic_db_template: Path,
-                                                                         embed_model_dir: Path) -> None:
+def test_the_first_call_waits_for_a_loading_model_and_later_ones_do_not(
+    semantic_db_template: Path, embed_model_dir: Path
+) -> None:
     from server.index.semantic import SemanticService
 
     conn = connect(semantic_db_template)
-    waiting = SemanticService(semantic_db_template, model_dir=embed_model_dir, background_embedding=False,
-                              first_call_wait_s=120)
-    eager = SemanticService(semantic_db_template, model_dir=embed_model_dir, background_embedding=False,
-                            first_call_wait_s=0)
+    waiting = SemanticService(
+        semantic_db_template, model_dir=embed_model_dir, background_embedding=False, first_call_wait_s=120
+    )
+    eager = SemanticService(
+        semantic_db_template, model_dir=embed_model_dir, background_embedding=False, first_call_wait_s=0
+    )
     try:
         waiting.start()
         assert waiting.embedder.state == "loading"

@@ -128,9 +128,21 @@ def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, 
 
 # Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
 # (tests/cli/test_spawned_server.py).
-FREE_TEXT = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SESSION_ID", "KMS_VAULT", "KMS_CLAUDE_BIN", "KMS_EMBED_MODEL_DIR",
-             "KMS_PROJECT", "KMS_SESSION_TOKEN", "KMS_TOKEN_CURSOR", "KMS_TOKEN_VSCODE", "KMS_TOKEN_WINDSURF",
-             "KMS_TOKEN_CODEX", "KMS_TOKEN_GEMINI"}
+FREE_TEXT = {
+    "KMS_DB_PATH",
+    "KMS_CONFIG",
+    "KMS_SESSION_ID",
+    "KMS_VAULT",
+    "KMS_CLAUDE_BIN",
+    "KMS_EMBED_MODEL_DIR",
+    "KMS_PROJECT",
+    "KMS_SESSION_TOKEN",
+    "KMS_TOKEN_CURSOR",
+    "KMS_TOKEN_VSCODE",
+    "KMS_TOKEN_WINDSURF",
+    "KMS_TOKEN_CODEX",
+    "KMS_TOKEN_GEMINI",
+}
 
 
 def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
@@ -140,15 +152,27 @@ def test_bad_values_cover_every_variable_that_can_be_wrong() -> None:
 
 def test_edit_and_organize_tiers_need_every_tier_below_and_are_frozen(tmp_path: Path) -> None:
     cfg_path = tmp_path / "c.toml"
-    base = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(cfg_path), "KMS_ENABLED": "1",
-            "KMS_AGENT_TOOLS_ENABLED": "1"}
+    base = {
+        "KMS_DB_PATH": str(tmp_path / "kms.db"),
+        "KMS_CONFIG": str(cfg_path),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+    }
     off = SessionConfig.from_env(base)
     assert not off.tier_enabled("edit") and not off.tier_enabled("organize") and off.max_files_per_call == 50
-    organize_only = SessionConfig.from_env({**base, "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1",
-                                            "KMS_AGENT_WRITE_TOOLS_ENABLED": "1"})
+    organize_only = SessionConfig.from_env(
+        {**base, "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1", "KMS_AGENT_WRITE_TOOLS_ENABLED": "1"}
+    )
     assert not organize_only.tier_enabled("organize") and not organize_only.organize_enabled  # edit is off
-    on = SessionConfig.from_env({**base, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1", "KMS_AGENT_EDIT_TOOLS_ENABLED": "1",
-                                 "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1", "KMS_WRITE_MAX_FILES_PER_CALL": "7"})
+    on = SessionConfig.from_env(
+        {
+            **base,
+            "KMS_AGENT_WRITE_TOOLS_ENABLED": "1",
+            "KMS_AGENT_EDIT_TOOLS_ENABLED": "1",
+            "KMS_AGENT_ORGANIZE_TOOLS_ENABLED": "1",
+            "KMS_WRITE_MAX_FILES_PER_CALL": "7",
+        }
+    )
     assert on.tier_enabled("edit") and on.tier_enabled("organize") and on.max_files_per_call == 7
     st.set_value("agent.edit", "false", path=cfg_path, env={}, has_vault=True)  # a later change: not this session's
     assert on.tier_enabled("edit")

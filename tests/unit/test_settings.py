@@ -111,9 +111,7 @@ def test_unknown_key_suggests_closest(cfg: Path) -> None:
 
 
 def test_globs_parse_normalize_and_dedupe(cfg: Path) -> None:
-    st.set_value(
-        "write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True
-    )
+    st.set_value("write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True)
     assert load(cfg).get("write.allowlist") == ["drafts/*", "inbox", "a", "b", "/"]
     assert schema.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
     assert schema.parse_value("write.allowlist", ".") == ["."]
@@ -132,9 +130,7 @@ def test_shell_expanded_glob_warns_with_quoted_form(cfg: Path, tmp_path: Path) -
     warnings = st.set_value("write.allowlist", ["notes.md"], path=cfg, env={}, has_vault=True, cwd=tmp_path)
     assert any("unquoted glob" in w for w in warnings)
     # a quoted glob that names no files is fine
-    warnings = st.set_value(
-        "write.allowlist", ["drafts/*", "inbox"], path=cfg, env={}, has_vault=True, cwd=tmp_path
-    )
+    warnings = st.set_value("write.allowlist", ["drafts/*", "inbox"], path=cfg, env={}, has_vault=True, cwd=tmp_path)
     assert not any("unquoted" in w for w in warnings)
 
 
@@ -183,9 +179,7 @@ def test_env_overrides_file_and_is_reported(cfg: Path) -> None:
 
 def test_list_reports_sources(cfg: Path) -> None:
     st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
-    entries = {
-        e.key: e for e in st.list_settings(path=cfg, env={"KMS_WRITE_PER_SESSION": "7"}, has_vault=True)
-    }
+    entries = {e.key: e for e in st.list_settings(path=cfg, env={"KMS_WRITE_PER_SESSION": "7"}, has_vault=True)}
     assert list(entries) == list(schema.SETTINGS)
     assert entries["agent.write"].source == "file"
     assert entries["write.per_session"].source == "env" and entries["write.per_session"].value == 7
@@ -200,9 +194,7 @@ def test_bad_file_never_breaks_loading(cfg: Path) -> None:
     assert s.get("agent.write") is False  # default used
     assert s.get("write.per_minute") == 20  # the good key still applies
     text = "\n".join(s.problems)
-    assert (
-        "agent.write" in text and "unknown key 'agent.wirte'" in text and "did you mean agent.write" in text
-    )
+    assert "agent.write" in text and "unknown key 'agent.wirte'" in text and "did you mean agent.write" in text
     assert "$KMS_WRITE_PER_SESSION" in text
     # unknown keys survive a write
     st.set_value("write.per_session", "9", path=cfg, env={}, has_vault=True)
@@ -277,7 +269,10 @@ def test_schema_is_well_formed() -> None:
     assert len(set(envs)) == len(envs) and all(e.startswith("KMS_") for e in envs)
     # privacy rules judge the shared index, so no session may carry its own: settings file only
     assert [s.key for s in schema.SETTINGS.values() if not s.env] == [
-        "privacy.frontmatter_key", "privacy.hide_folders", "privacy.hide_tags"]
+        "privacy.frontmatter_key",
+        "privacy.hide_folders",
+        "privacy.hide_tags",
+    ]
     for s in schema.SETTINGS.values():
         assert s.description and s.valid_values()
         if s.parent:
@@ -336,8 +331,10 @@ def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:
 
 def test_settings_lock_excludes_a_second_process(cfg: Path) -> None:
     st.set_value("write.per_minute", "11", path=cfg, env={}, has_vault=True)
-    child = ("import sys\nfrom server.config import settings as st\nprint('ready', flush=True)\n"
-             "st.set_value('write.per_session', '22', path=sys.argv[1], env={}, has_vault=True)\n")
+    child = (
+        "import sys\nfrom server.config import settings as st\nprint('ready', flush=True)\n"
+        "st.set_value('write.per_session', '22', path=sys.argv[1], env={}, has_vault=True)\n"
+    )
     with st.settings_lock(cfg):
         proc = subprocess.Popen([sys.executable, "-c", child, str(cfg)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"

@@ -16,8 +16,12 @@ SWITCHES = ("enabled", "read_enabled", "write_enabled", "edit_enabled", "organiz
 
 
 def config(tmp_path: Path, **on: bool) -> SessionConfig:
-    return SessionConfig(db_path=tmp_path / "kms.db", config_path=tmp_path / "c.toml", session_id="s1",
-                         **{name: on.get(name, False) for name in SWITCHES})  # type: ignore[arg-type]
+    return SessionConfig(
+        db_path=tmp_path / "kms.db",
+        config_path=tmp_path / "c.toml",
+        session_id="s1",
+        **{name: on.get(name, False) for name in SWITCHES},
+    )  # type: ignore[arg-type]
 
 
 def test_each_tier_needs_every_tier_before_it_as_the_schema_chains_them() -> None:
@@ -54,9 +58,14 @@ def test_the_disabled_message_names_the_settings_that_are_off_and_the_fix(tmp_pa
 def test_doctor_reports_the_tiers_of_the_chain(tmp_path: Path, write: bool) -> None:
     from kmscli.doctor import doctor_report
 
-    env = {"KMS_DB_PATH": str(tmp_path / "kms.db"), "KMS_CONFIG": str(tmp_path / "c.toml"), "KMS_ENABLED": "1",
-           "KMS_AGENT_TOOLS_ENABLED": "1", "KMS_AGENT_WRITE_TOOLS_ENABLED": "1" if write else "0",
-           "KMS_AGENT_EDIT_TOOLS_ENABLED": "1", "KMS_CLAUDE_BIN": str(tmp_path / "no-claude")}
+    env = {
+        "KMS_DB_PATH": str(tmp_path / "kms.db"),
+        "KMS_CONFIG": str(tmp_path / "c.toml"),
+        "KMS_ENABLED": "1",
+        "KMS_AGENT_TOOLS_ENABLED": "1",
+        "KMS_AGENT_WRITE_TOOLS_ENABLED": "1" if write else "0",
+        "KMS_AGENT_EDIT_TOOLS_ENABLED": "1",
+        "KMS_CLAUDE_BIN": str(tmp_path / "no-claude"),
+    }
     report = doctor_report(env)
     assert report["tiers"] == {"read": True, "write": write, "edit": write, "organize": False}
-

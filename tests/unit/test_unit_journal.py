@@ -39,8 +39,9 @@ def test_a_torn_note_gets_its_old_bytes_back(tmp_path: Path, conn: apsw.Connecti
     assert not journal.path.exists() and kept(locks) == []
 
 
-def test_a_note_a_person_saved_since_is_left_and_the_journal_kept(tmp_path: Path, conn: apsw.Connection,
-                                                                  locks: Path) -> None:
+def test_a_note_a_person_saved_since_is_left_and_the_journal_kept(
+    tmp_path: Path, conn: apsw.Connection, locks: Path
+) -> None:
     mine, theirs, typed = tmp_path / "mine.md", tmp_path / "theirs.md", tmp_path / "typed.md"
     mine.write_bytes(NEW)
     theirs.write_bytes(b"the person's own text\n")
@@ -49,8 +50,9 @@ def test_a_note_a_person_saved_since_is_left_and_the_journal_kept(tmp_path: Path
     recover(conn, locks)
     assert mine.read_bytes() == OLD and theirs.read_bytes() == b"the person's own text\n"
     assert typed.read_bytes() == OLD[:100] + b"XYZ" + OLD[103:]
-    assert kept(locks) == [{"journal": str(journal.path.with_suffix(KEPT)), "notes": [str(mine), str(theirs),
-                                                                                      str(typed)]}]
+    assert kept(locks) == [
+        {"journal": str(journal.path.with_suffix(KEPT)), "notes": [str(mine), str(theirs), str(typed)]}
+    ]
     assert recover(conn, locks) == 0  # a kept journal is the person's to look at, never replayed
 
 
@@ -99,8 +101,9 @@ def test_a_recorded_unit_stays_done(tmp_path: Path, conn: apsw.Connection, locks
     assert conn.execute("SELECT count(*) FROM applied_units").fetchall() == [(0,)]
 
 
-def test_a_moved_note_goes_back_and_a_deleted_one_comes_back(tmp_path: Path, conn: apsw.Connection,
-                                                             locks: Path) -> None:
+def test_a_moved_note_goes_back_and_a_deleted_one_comes_back(
+    tmp_path: Path, conn: apsw.Connection, locks: Path
+) -> None:
     source, dest, deleted = tmp_path / "a" / "Target.md", tmp_path / "b" / "Goal.md", tmp_path / "Gone.md"
     dest.parent.mkdir()
     dest.write_bytes(NEW)  # created at its new path; the source was removed; then death
@@ -109,8 +112,9 @@ def test_a_moved_note_goes_back_and_a_deleted_one_comes_back(tmp_path: Path, con
     assert source.read_bytes() == OLD and not dest.exists() and deleted.read_bytes() == OLD
 
 
-def test_a_moved_note_a_person_edited_at_its_new_path_stays_there(tmp_path: Path, conn: apsw.Connection,
-                                                                   locks: Path) -> None:
+def test_a_moved_note_a_person_edited_at_its_new_path_stays_there(
+    tmp_path: Path, conn: apsw.Connection, locks: Path
+) -> None:
     source, dest = tmp_path / "Target.md", tmp_path / "Goal.md"
     dest.write_bytes(b"edited by the person at its new name\n")
     dead_writer(locks, [Entry(str(source), OLD, NEW, dest=str(dest))])

@@ -14,14 +14,21 @@ def _runner(db: Path, tmp: Path):
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
-    cfg = SessionConfig.from_env({"KMS_DB_PATH": str(db), "KMS_CONFIG": str(tmp / "c.toml")}, watch=False,
-                                 enabled=True, read_enabled=True, write_enabled=True, edit_enabled=True,
-                                 organize_enabled=True)
+    cfg = SessionConfig.from_env(
+        {"KMS_DB_PATH": str(db), "KMS_CONFIG": str(tmp / "c.toml")},
+        watch=False,
+        enabled=True,
+        read_enabled=True,
+        write_enabled=True,
+        edit_enabled=True,
+        organize_enabled=True,
+    )
     return ToolRunner(cfg)
 
 
 def test_the_watcher_takes_in_a_kms_rename_without_scanning_the_vault(
-        tmp_path: Path, conn: apsw.Connection, db_path: Path) -> None:
+    tmp_path: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     from server.index.watcher import apply_changes
     from server.vault.registry import get_vault
 
@@ -35,8 +42,7 @@ def test_the_watcher_takes_in_a_kms_rename_without_scanning_the_vault(
         runner.close()
     assert not is_error, out
     (root / "Stray.md").write_text("# Stray\n\ndropped in, no event for it\n")  # only a scan would find it
-    events = {str(root / p) for p in ("notes/Target.md", "notes/Goal.md", "Linker.md", "Crlf.md",
-                                      "private/Secret.md")}
+    events = {str(root / p) for p in ("notes/Target.md", "notes/Goal.md", "Linker.md", "Crlf.md", "private/Secret.md")}
     events |= {str(root / "notes" / ".kms-0123456789abcdef.tmp")}  # kms's temp file, gone since
     assert apply_changes(conn, [get_vault(conn, "v")], events) == 5
     assert conn.execute("SELECT count(*) FROM notes WHERE path = 'Stray.md'").fetchall() == [(0,)]
@@ -45,8 +51,7 @@ def test_the_watcher_takes_in_a_kms_rename_without_scanning_the_vault(
     assert_index_is_fresh(conn, root, tmp_path)
 
 
-def test_a_persons_rename_is_still_followed_by_a_scan_and_keeps_the_id(
-        tmp_path: Path, conn: apsw.Connection) -> None:
+def test_a_persons_rename_is_still_followed_by_a_scan_and_keeps_the_id(tmp_path: Path, conn: apsw.Connection) -> None:
     from server.index.watcher import apply_changes
     from server.vault.registry import get_vault
 
@@ -59,8 +64,9 @@ def test_a_persons_rename_is_still_followed_by_a_scan_and_keeps_the_id(
     assert_index_is_fresh(conn, root, tmp_path)
 
 
-def test_a_change_made_before_the_watch_was_set_up_is_taken_in(tmp_path: Path, conn: apsw.Connection,
-                                                                db_path: Path) -> None:
+def test_a_change_made_before_the_watch_was_set_up_is_taken_in(
+    tmp_path: Path, conn: apsw.Connection, db_path: Path
+) -> None:
     """A file system watch reports only what happens after it is set up: an edit made while no watcher ran
     (or in the moment a server takes to start) is found by the scan the watcher makes once it watches."""
     import threading
@@ -78,8 +84,10 @@ def test_a_change_made_before_the_watch_was_set_up_is_taken_in(tmp_path: Path, c
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            found = conn.execute("SELECT count(*) FROM notes WHERE path = 'Stray.md' OR "
-                                 "(path = 'drafts/Draft.md' AND body LIKE '%catchupword%')").fetchall()[0][0]
+            found = conn.execute(
+                "SELECT count(*) FROM notes WHERE path = 'Stray.md' OR "
+                "(path = 'drafts/Draft.md' AND body LIKE '%catchupword%')"
+            ).fetchall()[0][0]
             if found == 2:
                 break
             time.sleep(0.05)

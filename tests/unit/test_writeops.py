@@ -38,8 +38,12 @@ def err(fn, *args, **kwargs) -> KmsError:
 
 
 def tags_of(env: Env, note_id: str) -> list[str]:
-    return sorted(r[0] for r in env.conn.execute(
-        "SELECT tag FROM note_tags t JOIN notes n ON n.rid = t.rid WHERE n.id = ?", (note_id,)))
+    return sorted(
+        r[0]
+        for r in env.conn.execute(
+            "SELECT tag FROM note_tags t JOIN notes n ON n.rid = t.rid WHERE n.id = ?", (note_id,)
+        )
+    )
 
 
 def last_row(env: Env) -> dict:
@@ -144,12 +148,16 @@ def test_index_after_a_write_is_what_reading_the_file_gives(env: Env) -> None:
     assert (fresh.values["mtime_ns"], fresh.values["size_bytes"]) == (st.st_mtime_ns, st.st_size)
     rid, indexed_at = row[-2:]
     assert tags_of(env, nid) == sorted(fresh.tags) == ["day1", "day2", "log"]
-    links = env.conn.execute("SELECT ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, "
-                             "alt_key, target_vault "
-                             "FROM links WHERE src_rid = ? ORDER BY ord", (rid,)).fetchall()
+    links = env.conn.execute(
+        "SELECT ord, target, target_key, heading, block, alias, embed, in_frontmatter, line, "
+        "alt_key, target_vault "
+        "FROM links WHERE src_rid = ? ORDER BY ord",
+        (rid,),
+    ).fetchall()
     assert [tuple(r) for r in links] == [tuple(x) for x in fresh.links]
-    heads = env.conn.execute("SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord",
-                             (rid,)).fetchall()
+    heads = env.conn.execute(
+        "SELECT ord, level, text, line FROM headings WHERE rid = ? ORDER BY ord", (rid,)
+    ).fetchall()
     assert [tuple(r) for r in heads] == [tuple(x) for x in fresh.headings]
     assert reindex_file(env.conn, env.vault, "log.md") == nid  # the watcher's echo: a no-op
     assert env.conn.execute("SELECT indexed_at FROM notes WHERE id = ?", (nid,)).fetchall()[0][0] == indexed_at
@@ -376,7 +384,7 @@ def test_insert_keeps_summary_block_first(env: Env) -> None:
 
 FM = (
     "---\n"
-    "title: \"Quoted\"   # a comment\n"
+    'title: "Quoted"   # a comment\n'
     "created: 2024-01-02\n"
     "tags:\n  - a\n  - b\n"
     "flow: [x, 'y']\n"
@@ -399,8 +407,10 @@ def test_update_properties_touches_only_changed_keys(env: Env) -> None:
     assert fm["status"] == "yes" and fm["count"] == 3 and "created" not in fm and fm["nested"] == {"k": 1}
     row = last_row(env)
     assert json.loads(json.dumps(row["props_before"])) == {
-        "created": {"__yaml__": "v: 2024-01-02\n"}, "status": {"__absent__": True},
-        "flow": ["x", "y"], "count": {"__absent__": True},
+        "created": {"__yaml__": "v: 2024-01-02\n"},
+        "status": {"__absent__": True},
+        "flow": ["x", "y"],
+        "count": {"__absent__": True},
     }
     assert row["props_after"] == {"created": {"__absent__": True}, "status": "yes", "flow": ["z"], "count": 3}
     assert out["linesAdded"] == 1
@@ -481,8 +491,18 @@ def test_update_properties_input_refusals(env: Env, set_: dict, remove: list | N
 
 def test_quoting_survives_yaml11_and_yaml12_readers(env: Env) -> None:
     nid = env.note("q.md", "x\n")
-    values = {"a": "yes", "b": "1:20", "c": "0777", "d": "2024-01-01", "e": "null", "f": "multi\nline", "g": "",
-              "h": "1e3", "i": "0o17", "j": "on"}
+    values = {
+        "a": "yes",
+        "b": "1:20",
+        "c": "0777",
+        "d": "2024-01-01",
+        "e": "null",
+        "f": "multi\nline",
+        "g": "",
+        "h": "1e3",
+        "i": "0o17",
+        "j": "on",
+    }
     svc(env).update_properties(nid, values)
     text = env.read("q.md")
     assert yaml.safe_load(text.split("---\n")[1]) == values

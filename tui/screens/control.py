@@ -57,10 +57,14 @@ class UndoScreen(ModalScreen[bool]):
         with Vertical(id="dialog", classes="wide") as box:
             box.border_title = f"Undo session {p['sessionId']}"
             n, m = len(p["revert"]), len(p["skip"])
-            head = (f"Revert {n} change(s), newest first; every revert is recorded as yours."
-                    if n else "Nothing of this session can be reverted.")
-            yield Label(Text(head + (f" {m} cannot be reverted (listed, left as they are)." if m else ""),
-                             style="bold"))
+            head = (
+                f"Revert {n} change(s), newest first; every revert is recorded as yours."
+                if n
+                else "Nothing of this session can be reverted."
+            )
+            yield Label(
+                Text(head + (f" {m} cannot be reverted (listed, left as they are)." if m else ""), style="bold")
+            )
             with VerticalScroll(id="undo-list"):
                 yield Static(self._lines())
             with Horizontal(classes="buttons"):

@@ -49,12 +49,15 @@ def help_text() -> Table:
     grid.add_row("", "")
     grid.add_row(Text("Sessions", style="bold underline"), "")
     for state, (symbol, style) in fmt.STATE_STYLE.items():
-        grid.add_row(Text(f"{symbol} {state}", style=style), {
-            "live": "reported in during the last 45 s",
-            "idle": "not ended, quiet for a while, its process is still there",
-            "gone": "not ended, its process is gone (crashed)",
-            "ended": "ended (exit code shown when not 0)",
-        }[state])
+        grid.add_row(
+            Text(f"{symbol} {state}", style=style),
+            {
+                "live": "reported in during the last 45 s",
+                "idle": "not ended, quiet for a while, its process is still there",
+                "gone": "not ended, its process is gone (crashed)",
+                "ended": "ended (exit code shown when not 0)",
+            }[state],
+        )
     grid.add_row("This minute", "writes in the last 60 s / the per-minute limit")
     grid.add_row("Total", "writes in the session / the per-session limit")
     grid.add_row("Can write", "now, or when a limited session may write again (never: session total used up)")

@@ -53,12 +53,16 @@ class ReviewScreen(ModalScreen[bool]):
         p = self.preview
         if p["action"] == "remove-text":
             n = len(p["removeText"] or "")
-            return Text(f"Remove these {n} characters at offset {p['offset']} ({p['linesRemoved']} lines); "
-                        "nothing else in the note changes:")
+            return Text(
+                f"Remove these {n} characters at offset {p['offset']} ({p['linesRemoved']} lines); "
+                "nothing else in the note changes:"
+            )
         if p["action"] == "restore-files":
             n = len(p.get("files") or [])
-            return Text(f"Put back all {n} file(s) exactly as they were before the call (each is still what the "
-                        "call left). The call's changes, which the revert takes back:")
+            return Text(
+                f"Put back all {n} file(s) exactly as they were before the call (each is still what the "
+                "call left). The call's changes, which the revert takes back:"
+            )
         if p["action"] == "delete-note":
             return Text("Delete the note this call created (it is still exactly what the agent wrote):")
         return Text("Restore these properties to their values before the call:")
@@ -79,8 +83,9 @@ class ReviewScreen(ModalScreen[bool]):
                 t.append(f["path"], style="bold")
                 t.append(f" → {f['newPath']}\n" if f.get("newPath") else "\n", style="bold cyan")
                 for line in f["diff"].splitlines()[2:]:
-                    t.append(line + "\n", style="green" if line.startswith("+") else
-                             "red" if line.startswith("-") else "dim")
+                    t.append(
+                        line + "\n", style="green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+                    )
             return t
         t = Text()
         for i, line in enumerate((p.get("removeText") or "").split("\n")):
@@ -168,8 +173,12 @@ class ReadsScreen(ModalScreen[None]):
         for r in self.reads:
             table.add_row(
                 Text(r.get("title") or r["note_id"], no_wrap=True, overflow="ellipsis"),
-                Text(f"{r['vault']}/{r['path']}" if r.get("path") else "(no longer indexed)", style="dim",
-                     no_wrap=True, overflow="ellipsis"),
+                Text(
+                    f"{r['vault']}/{r['path']}" if r.get("path") else "(no longer indexed)",
+                    style="dim",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                ),
                 r["count"],
                 humanize.clock_time(r["last_at"], self.now),
                 key=r["note_id"],

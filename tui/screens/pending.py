@@ -67,9 +67,18 @@ class PendingScreen(Screen[None]):
         """Re-render from the dashboard's state (called on every ``PendingChanged``)."""
         items = self.state.pending
         n = len(items)
-        self.query_one("#pending-title", Static).update(Text.assemble(
-            ("Waiting for your approval", "bold"), f" · {n} call{'s' if n != 1 else ''} · ", ("a", "bold"),
-            " approve · ", ("x", "bold"), " reject · ", ("esc", "bold"), " back"))
+        self.query_one("#pending-title", Static).update(
+            Text.assemble(
+                ("Waiting for your approval", "bold"),
+                f" · {n} call{'s' if n != 1 else ''} · ",
+                ("a", "bold"),
+                " approve · ",
+                ("x", "bold"),
+                " reject · ",
+                ("esc", "bold"),
+                " back",
+            )
+        )
         table = self.query_one(PendingTable)
         table.show(items, self.state.clock())
         self.query_one("#pending-empty").display = not items

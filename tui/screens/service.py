@@ -32,8 +32,12 @@ STATE_STYLE = {"active": "green", "revoked": "red", "expired": "yellow"}
 
 def revoke_question(token: tokens.Token) -> ConfirmScreen:
     """Revoke one token, after a yes: its next request is refused and its session ends."""
-    return ConfirmScreen("Revoke a token", f"{token.label} ({token.id}): its next request is refused (401) and its "
-                         f"session {token.session_id} ends. A host using it needs a new token.", "Revoke")
+    return ConfirmScreen(
+        "Revoke a token",
+        f"{token.label} ({token.id}): its next request is refused (401) and its "
+        f"session {token.session_id} ends. A host using it needs a new token.",
+        "Revoke",
+    )
 
 
 def _service_line(db_path: Path) -> Text:
@@ -73,8 +77,14 @@ class ServiceScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in (("Label", 18), ("Kind", 7), ("Scopes", 22), ("Session", 14), ("Last used", 9),
-                             ("State", 8)):
+        for label, width in (
+            ("Label", 18),
+            ("Kind", 7),
+            ("Scopes", 22),
+            ("Session", 14),
+            ("Last used", 9),
+            ("State", 8),
+        ):
             table.add_column(label, width=width, key=label)
         table.focus()
         self.reload()
@@ -91,10 +101,15 @@ class ServiceScreen(Screen[None]):
         table.clear()
         for t in self.entries:
             state = t.state(now)
-            table.add_row(Text(t.label, no_wrap=True, overflow="ellipsis"), t.kind,
-                          Text(t.scopes.text(), no_wrap=True, overflow="ellipsis"), t.session_id,
-                          humanize.ago(t.last_used_at, now, "never"), Text(state, style=STATE_STYLE.get(state, "")),
-                          key=t.id)
+            table.add_row(
+                Text(t.label, no_wrap=True, overflow="ellipsis"),
+                t.kind,
+                Text(t.scopes.text(), no_wrap=True, overflow="ellipsis"),
+                t.session_id,
+                humanize.ago(t.last_used_at, now, "never"),
+                Text(state, style=STATE_STYLE.get(state, "")),
+                key=t.id,
+            )
         count = sum(t.state(now) == "active" for t in self.entries)
         self.query_one("#service-status", Static).update(Text(f"{count} active token(s) · {HINT}", style="dim"))
         self.loaded = True

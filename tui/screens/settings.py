@@ -22,8 +22,19 @@ from textual.widgets import Button, Footer, Input, Label, Select, Static
 from server.config.schema import AUTO, SettingsError, format_value, parse_value, setting
 from server.config.settings import load_settings, set_value
 
-KEYS = ("kms.enabled", "agent.read", "agent.write", "agent.edit", "agent.organize", "write.allowlist",
-        "write.per_minute", "write.per_session", "write.approval", "write.approval_lines", "write.approval_timeout")
+KEYS = (
+    "kms.enabled",
+    "agent.read",
+    "agent.write",
+    "agent.edit",
+    "agent.organize",
+    "write.allowlist",
+    "write.per_minute",
+    "write.per_session",
+    "write.approval",
+    "write.approval_lines",
+    "write.approval_timeout",
+)
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."
 
 
@@ -95,7 +106,9 @@ class SettingsScreen(Screen[bool]):
                 yield Select(options, value=self.initial[key], allow_blank=False, id=f"set-{wid}", compact=True)
             else:
                 yield Input(
-                    self.initial[key], id=f"set-{wid}", compact=True,
+                    self.initial[key],
+                    id=f"set-{wid}",
+                    compact=True,
                     type="integer" if s.type == "int" else "text",
                     placeholder="folder globs, e.g. inbox drafts/*" if s.type == "globs" else s.valid_values(),
                 )

@@ -50,11 +50,15 @@ class ConfirmRestore(ModalScreen[bool]):
         with Vertical(id="dialog") as box:
             box.border_title = "Restore from the trash"
             yield Label(Text(f"{self.item.vault}/{self.item.path}", style="bold"))
-            how = (f"the revert of #{self.by.invocation_id} (session {self.by.session_id}): the note gets its id "
-                   "back and the revert is recorded as yours" if self.by is not None
-                   else "moved back as it is, recorded as yours")
-            yield Static(Text(f"Put it back at {self.item.path}: {how}. Refused if a note took that place."),
-                         id="reason")
+            how = (
+                f"the revert of #{self.by.invocation_id} (session {self.by.session_id}): the note gets its id "
+                "back and the revert is recorded as yours"
+                if self.by is not None
+                else "moved back as it is, recorded as yours"
+            )
+            yield Static(
+                Text(f"Put it back at {self.item.path}: {how}. Refused if a note took that place."), id="reason"
+            )
             with Horizontal(classes="buttons"):
                 yield Button("Restore (y)", id="confirm", variant="warning")
                 yield Button("Cancel (n)", id="cancel", variant="primary")
@@ -91,16 +95,23 @@ class TrashScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("Trash", "bold"), "  ·  what agents (and you) put in the vaults' .trash/"),
-                     id="trash-title")
+        yield Static(
+            Text.assemble(("Trash", "bold"), "  ·  what agents (and you) put in the vaults' .trash/"), id="trash-title"
+        )
         yield DataTable(cursor_type="row", zebra_stripes=True, id="trash")
         yield Static(Text(HINT, style="dim"), id="trash-status")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in (("Trashed", 7), ("Note (goes back to)", 23), ("By session", 16), ("Call", 5),
-                             ("Vault", 8), ("Bytes", 6)):
+        for label, width in (
+            ("Trashed", 7),
+            ("Note (goes back to)", 23),
+            ("By session", 16),
+            ("Call", 5),
+            ("Vault", 8),
+            ("Bytes", 6),
+        ):
             table.add_column(label, width=width, key=label)
         table.focus()
         self.reload()

@@ -59,15 +59,26 @@ def render_detail(d: Detail, now: float) -> RenderableType:
         facts.add_row("Bytes", f"{b0} → {b1} ({b1 - b0:+d}), {inv.get('lines_added') or 0:+d} lines")
     facts.add_row("Input", Text(inv.get("input_summary") or "-"))
     if inv["status"] != "success" or inv.get("message"):
-        facts.add_row("Result", Text(f"{inv.get('error') or ''} {inv.get('message') or ''}".strip(), style="red"
-                                     if inv["status"] != "success" else ""))
+        facts.add_row(
+            "Result",
+            Text(
+                f"{inv.get('error') or ''} {inv.get('message') or ''}".strip(),
+                style="red" if inv["status"] != "success" else "",
+            ),
+        )
     if inv.get("reverts_id"):
         facts.add_row("Reverts", f"#{inv['reverts_id']}")
     if reverted_by is not None:
         facts.add_row("Reverted", f"by #{reverted_by}")
     elif overwritten_at is not None:
-        facts.add_row("Overwritten", Text(f"{humanize.clock_time(overwritten_at, now)}: a later save of the note "
-                                          "dropped the text this call wrote", style="yellow"))
+        facts.add_row(
+            "Overwritten",
+            Text(
+                f"{humanize.clock_time(overwritten_at, now)}: a later save of the note "
+                "dropped the text this call wrote",
+                style="yellow",
+            ),
+        )
     parts: list[RenderableType] = [head, facts]
 
     change = changes.from_row(inv)  # what the call did decides what is shown, not which tool did it
@@ -161,9 +172,7 @@ class DetailView(VerticalScroll):
     def show(self, detail: Detail | None, now: float) -> None:
         self.detail = detail
         body = self.query_one("#detail-body", Static)
-        self.renderable = (
-            Text("No such invocation.", style="dim") if detail is None else render_detail(detail, now)
-        )
+        self.renderable = Text("No such invocation.", style="dim") if detail is None else render_detail(detail, now)
         body.update(self.renderable)
         self.scroll_home(animate=False)
 

@@ -30,8 +30,7 @@ NARROW = 90  # below this table width session ids are shortened to their first 8
 
 def column_widths(table_width: int) -> dict[str, int]:
     """Fixed widths (so new rows never make the table scroll sideways); the note gets the rest."""
-    widths = {"id": 5, "time": 11, "session": 13 if table_width >= NARROW else 9, "tool": 6,
-              "status": 10, "lines": 4}
+    widths = {"id": 5, "time": 11, "session": 13 if table_width >= NARROW else 9, "tool": 6, "status": 10, "lines": 4}
     spare = table_width - sum(widths.values()) - 2 * (len(widths) + 1) - 2  # cell padding, scrollbar
     widths["note"] = max(NOTE_MIN, min(NOTE_MAX, spare))
     return widths
@@ -61,8 +60,15 @@ class FeedTable(DataTable[Any]):
         self._add_columns()
 
     def _add_columns(self) -> None:
-        for label, key in (("#", "id"), ("Time", "time"), ("Session", "session"), ("Tool", "tool"),
-                           ("Note", "note"), ("Status", "status"), ("+Ln", "lines")):
+        for label, key in (
+            ("#", "id"),
+            ("Time", "time"),
+            ("Session", "session"),
+            ("Tool", "tool"),
+            ("Note", "note"),
+            ("Status", "status"),
+            ("+Ln", "lines"),
+        ):
             self.add_column(label, key=key, width=self.widths[key])
 
     def on_resize(self) -> None:
@@ -166,8 +172,11 @@ class FeedTable(DataTable[Any]):
         for i in ids:
             r = self.rows_by_id.get(i)
             if r is not None:
-                self.update_cell(str(i), "status", fmt.status_text(r["status"], i in self.state.reverted,
-                                                                   i in self.state.overwritten))
+                self.update_cell(
+                    str(i),
+                    "status",
+                    fmt.status_text(r["status"], i in self.state.reverted, i in self.state.overwritten),
+                )
 
     # ----- selection ----------------------------------------------------------------------------
 

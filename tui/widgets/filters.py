@@ -25,9 +25,7 @@ class FilterBar(Horizontal):
         yield Input(placeholder="search provenance  (/)", id="search", compact=True)
         yield Select[str]([], prompt="any session", id="f-session", compact=True)
         yield Select[str](self._tool_options(), prompt="any tool", id="f-tool", compact=True)
-        yield Select[str](
-            [(fmt.status_text(s), s) for s in STATUSES], prompt="any status", id="f-status", compact=True
-        )
+        yield Select[str]([(fmt.status_text(s), s) for s in STATUSES], prompt="any status", id="f-status", compact=True)
 
     def _tool_options(self) -> list[tuple[str, str]]:
         return [(fmt.short_tool(t), t) for t in self._tools]

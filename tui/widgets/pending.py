@@ -21,8 +21,13 @@ class PendingBadge(Static):
     def show(self, count: int) -> None:
         self.display = count > 0
         if count:
-            self.update(Text.assemble(("⚑ ", "bold"), (f"{count} write{' waits' if count == 1 else 's wait'} for "
-                                                         "your approval", "bold"), "  press p to review"))
+            self.update(
+                Text.assemble(
+                    ("⚑ ", "bold"),
+                    (f"{count} write{' waits' if count == 1 else 's wait'} for your approval", "bold"),
+                    "  press p to review",
+                )
+            )
 
 
 class PendingTable(DataTable[Any]):
@@ -33,9 +38,16 @@ class PendingTable(DataTable[Any]):
         self.border_title = "Waiting for your approval"
 
     def on_mount(self) -> None:
-        for label, key, width in (("#", "id", 4), ("Session", "session", 13), ("Tool", "tool", 16),
-                                  ("Files", "files", 5), ("Lines", "lines", 5), ("Waiting", "age", 7),
-                                  ("Left", "left", 5), ("Note", "note", 24)):
+        for label, key, width in (
+            ("#", "id", 4),
+            ("Session", "session", 13),
+            ("Tool", "tool", 16),
+            ("Files", "files", 5),
+            ("Lines", "lines", 5),
+            ("Waiting", "age", 7),
+            ("Left", "left", 5),
+            ("Note", "note", 24),
+        ):
             self.add_column(label, key=key, width=width)
 
     def show(self, items: list[Pending], now: float) -> None:
@@ -46,9 +58,17 @@ class PendingTable(DataTable[Any]):
             where = first.get("path", "")
             if first.get("newPath"):
                 where = f"{where} → {first['newPath']}"
-            self.add_row(str(p.id), p.session_id, p.tool, str(len(p.files)), str(p.lines),
-                         humanize.duration(max(0.0, now - p.created_at)),
-                         humanize.duration(max(0.0, p.expires_at - now)), where, key=str(p.id))
+            self.add_row(
+                str(p.id),
+                p.session_id,
+                p.tool,
+                str(len(p.files)),
+                str(p.lines),
+                humanize.duration(max(0.0, now - p.created_at)),
+                humanize.duration(max(0.0, p.expires_at - now)),
+                where,
+                key=str(p.id),
+            )
         if selected is not None and str(selected) in self.rows:
             self.move_cursor(row=self.get_row_index(str(selected)), animate=False)
 
@@ -74,13 +94,22 @@ def diff_text(p: Pending) -> Text:
         t.append(f"{f['vault']}:{f['path']}", style="bold cyan")
         if f.get("newPath"):
             t.append(f" → {f['newPath']}", style="bold cyan")
-        t.append(f"  +{f['added']} -{f['removed']}" + ("  (hidden from agents)" if f.get("hidden") else "") + "\n",
-                 style="dim")
+        t.append(
+            f"  +{f['added']} -{f['removed']}" + ("  (hidden from agents)" if f.get("hidden") else "") + "\n",
+            style="dim",
+        )
         for line in f["diff"].splitlines():
             if line.startswith(("+++", "---")):
                 continue
-            style = "green" if line.startswith("+") else "red" if line.startswith("-") else \
-                "cyan" if line.startswith("@@") else ""
+            style = (
+                "green"
+                if line.startswith("+")
+                else "red"
+                if line.startswith("-")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
+            )
             t.append(line + "\n", style=style)
         t.append("\n")
     return t

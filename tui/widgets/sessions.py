@@ -16,8 +16,15 @@ from tui.state import DashboardState
 
 # fixed widths: a gauge growing from 9/10 to 10/10 must not re-flow the table
 # (at 80 columns the table fits with its scrollbar)
-COLUMNS = (("Session", "id", 13), ("Kind", "kind", 8), ("State", "state", 9), ("This minute", "minute", 11),
-           ("Total", "total", 8), ("Can write", "next", 9), ("Start", "started", 5))
+COLUMNS = (
+    ("Session", "id", 13),
+    ("Kind", "kind", 8),
+    ("State", "state", 9),
+    ("This minute", "minute", 11),
+    ("Total", "total", 8),
+    ("Can write", "next", 9),
+    ("Start", "started", 5),
+)
 
 
 CONTROL_STYLE = {"paused": ("⏸", "bold yellow"), "revoked": ("⊘", "bold red")}

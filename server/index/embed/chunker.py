@@ -134,8 +134,9 @@ def _pack(pieces: list[str], budget: int, count: _CachedCounter, sep: str) -> li
     return out
 
 
-def chunk_note(title: str, body: str, count_tokens: TokenCounter = approx_tokens,
-               max_tokens: int = MAX_TOKENS) -> list[Chunk]:
+def chunk_note(
+    title: str, body: str, count_tokens: TokenCounter = approx_tokens, max_tokens: int = MAX_TOKENS
+) -> list[Chunk]:
     """The chunks of one note, in order; a note with no body text still gets its title chunk.
 
     Word-piece counts add up across whitespace (BERT pre-tokenises on it), so the size of a
@@ -144,7 +145,7 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter = approx_tokens
     secs = sections(body, title) or [(None, "")]
     prefixes = [prefix(title, h) for h, _ in secs]
     counts = count_tokens(prefixes + [t for _, t in secs])
-    pre_counts, sec_counts = counts[: len(secs)], counts[len(secs):]
+    pre_counts, sec_counts = counts[: len(secs)], counts[len(secs) :]
     pieces: list[tuple[str | None, str]] = []
     for (heading, text), pre_n, n in zip(secs, pre_counts, sec_counts, strict=True):
         budget = max(MIN_BUDGET, max_tokens - 2 - pre_n)
@@ -157,8 +158,9 @@ def chunk_note(title: str, body: str, count_tokens: TokenCounter = approx_tokens
         pieces.extend((heading, part) for part in _pack(paragraphs, budget, count, "\n\n"))
     texts = [prefix(title, h) + c for h, c in pieces]
     final = count_tokens(texts)
-    return [Chunk(i, h, c, t, n, chunk_hash(t))
-            for i, ((h, c), t, n) in enumerate(zip(pieces, texts, final, strict=True))]
+    return [
+        Chunk(i, h, c, t, n, chunk_hash(t)) for i, ((h, c), t, n) in enumerate(zip(pieces, texts, final, strict=True))
+    ]
 
 
 class _CachedCounter:

@@ -71,8 +71,10 @@ def download_allowed(setting: bool) -> bool:
     return setting and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
 
 
-GET_MODEL_HINT = ("get it with `kms model download` (about 90 MB, from the model hub) or "
-                  "`kms model install --from DIR`, or let kms fetch it: `kms config set embed.download on`")
+GET_MODEL_HINT = (
+    "get it with `kms model download` (about 90 MB, from the model hub) or "
+    "`kms model install --from DIR`, or let kms fetch it: `kms config set embed.download on`"
+)
 
 
 def no_telemetry() -> None:
@@ -101,8 +103,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def model_status(model_dir: str | Path | None = None, *, verify: bool = False,
-                 load: bool = False) -> dict[str, Any]:
+def model_status(model_dir: str | Path | None = None, *, verify: bool = False, load: bool = False) -> dict[str, Any]:
     """What ``kms model status`` prints: which model, where, and whether it is usable.
 
     ``verify`` hashes ``model.onnx`` (reports whether it is the pinned int8 build); ``load``
@@ -140,8 +141,10 @@ def model_status(model_dir: str | Path | None = None, *, verify: bool = False,
 
 def _missing_reason(loc: dict[str, Any]) -> str:
     if loc["dir"] is not None:
-        return (f"model dir {loc['dir']} (from {loc['source']}) lacks {', '.join(loc['missing'])}; "
-                f"`kms model install --from DIR` copies a complete one")
+        return (
+            f"model dir {loc['dir']} (from {loc['source']}) lacks {', '.join(loc['missing'])}; "
+            f"`kms model install --from DIR` copies a complete one"
+        )
     return f"no {MODEL_DIRNAME} model found (looked in {', '.join(loc['searched'])}); {GET_MODEL_HINT}"
 
 
@@ -158,8 +161,11 @@ def install_model(src: str | Path, dest: str | Path | None = None) -> Path:
         raise KmsError("invalid-input", f"{src_dir} is not a directory")
     absent = missing_files(src_dir)
     if absent:
-        raise KmsError("invalid-input", f"{src_dir} is not a model dir: it lacks {', '.join(absent)}",
-                       required=list(REQUIRED_FILES))
+        raise KmsError(
+            "invalid-input",
+            f"{src_dir} is not a model dir: it lacks {', '.join(absent)}",
+            required=list(REQUIRED_FILES),
+        )
     target = Path(dest) if dest is not None else installed_model_dir()
     target = target.expanduser().resolve()
     if target == src_dir:
@@ -214,8 +220,14 @@ class Embedder:
     embedder at once.
     """
 
-    def __init__(self, model_dir: str | Path | None = None, *, threads: int | None = None,
-                 enabled: bool = True, download: bool = False) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        threads: int | None = None,
+        enabled: bool = True,
+        download: bool = False,
+    ) -> None:
         self.configured_dir = model_dir
         self.download = download
         self.threads = threads or default_threads()
@@ -237,9 +249,15 @@ class Embedder:
         return self.state == READY
 
     def status(self) -> dict[str, Any]:
-        return {"model": MODEL_NAME, "state": self.state, "reason": self.reason,
-                "dir": str(self.model_dir) if self.model_dir else None, "source": self.source,
-                "loadSeconds": self.load_seconds, "threads": self.threads}
+        return {
+            "model": MODEL_NAME,
+            "state": self.state,
+            "reason": self.reason,
+            "dir": str(self.model_dir) if self.model_dir else None,
+            "source": self.source,
+            "loadSeconds": self.load_seconds,
+            "threads": self.threads,
+        }
 
     def start(self) -> threading.Thread | None:
         """Load in a daemon thread (server start-up); a no-op unless ``not-loaded``."""
@@ -290,8 +308,11 @@ class Embedder:
                 try:
                     loc = {**loc, "dir": download_model(), "source": "fastembed-cache", "missing": []}
                 except Exception as exc:  # offline or hub down: remembered like any failure
-                    self._fail(MISSING, f"model not found locally and the download failed ({type(exc).__name__}: "
-                                        f"{exc}); {_missing_reason(loc)}")
+                    self._fail(
+                        MISSING,
+                        f"model not found locally and the download failed ({type(exc).__name__}: "
+                        f"{exc}); {_missing_reason(loc)}",
+                    )
                     return
             self.model_dir, self.source = loc["dir"], loc["source"]
             if loc["dir"] is None or loc["missing"]:
@@ -304,8 +325,7 @@ class Embedder:
             tokenizer = model.tokenizer
             probe = model.embed(["probe"])[0]
             if probe.shape != (DIM,) or not np.all(np.isfinite(probe)):
-                self._fail(FAILED, f"model in {loc['dir']} gives vectors of shape {probe.shape}, "
-                                   f"expected ({DIM},)")
+                self._fail(FAILED, f"model in {loc['dir']} gives vectors of shape {probe.shape}, expected ({DIM},)")
                 return
         except Exception as exc:  # a corrupt or incompatible model: remember, never retry per call
             self._fail(FAILED, f"could not load the model from {self.model_dir}: {type(exc).__name__}: {exc}")
@@ -322,8 +342,9 @@ class Embedder:
         run fails at once, before it reads any note."""
         model = self._model
         if self.state != READY or model is None:
-            reason = self.reason or ("the model is still loading" if self.state == LOADING
-                                     else "the model has not been loaded")
+            reason = self.reason or (
+                "the model is still loading" if self.state == LOADING else "the model has not been loaded"
+            )
             raise ModelNotReady(self.state, reason)
         return model
 
@@ -347,8 +368,14 @@ class Embedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
-    def embed_many(self, texts: Sequence[str], token_counts: Sequence[int] | None = None, *,
-                   max_batch: int = 32, max_batch_tokens: int = 4096) -> np.ndarray:
+    def embed_many(
+        self,
+        texts: Sequence[str],
+        token_counts: Sequence[int] | None = None,
+        *,
+        max_batch: int = 32,
+        max_batch_tokens: int = 4096,
+    ) -> np.ndarray:
         """Embed any number of texts, batched by similar length; rows in the input order.
 
         Sorting by token count means a batch pads to nearly its own length instead of the

@@ -71,8 +71,13 @@ def _chunk_all(embedder: Embedder, notes: list[tuple]) -> list[list[Chunk]]:
     return [chunk_note(title, body, embedder.count_tokens) for _rid, title, body, _h in notes]
 
 
-def _store(conn: apsw.Connection, notes: list[tuple], chunked: list[list[Chunk]],
-           vectors: dict[str, np.ndarray], report: EmbedReport) -> None:
+def _store(
+    conn: apsw.Connection,
+    notes: list[tuple],
+    chunked: list[list[Chunk]],
+    vectors: dict[str, np.ndarray],
+    report: EmbedReport,
+) -> None:
     now = time.time()
     with write_tx(conn):
         conn.executemany(
@@ -81,19 +86,25 @@ def _store(conn: apsw.Connection, notes: list[tuple], chunked: list[list[Chunk]]
         )
         for (rid, title, _body, chash), chunks in zip(notes, chunked, strict=True):
             # (a note hidden while its batch was embedded is never stored: its chunks were purged)
-            live = next(conn.execute("SELECT content_hash, title FROM notes WHERE rid = ? AND hidden_at IS NULL",
-                                     (rid,)), None)
+            live = next(
+                conn.execute("SELECT content_hash, title FROM notes WHERE rid = ? AND hidden_at IS NULL", (rid,)), None
+            )
             if live is None or live[0] != chash or live[1] != title:
                 report.skipped += 1
                 continue
             new = [(c.ord, c.heading, c.hash, c.content, c.tokens) for c in chunks]
-            old = [tuple(r) for r in conn.execute(
-                "SELECT ord, heading, hash, text, tokens FROM chunks WHERE rid = ? ORDER BY ord", (rid,))]
+            old = [
+                tuple(r)
+                for r in conn.execute(
+                    "SELECT ord, heading, hash, text, tokens FROM chunks WHERE rid = ? ORDER BY ord", (rid,)
+                )
+            ]
             if old != new:  # untouched rows keep their ids: no index refresh
                 conn.execute("DELETE FROM chunks WHERE rid = ?", (rid,))
                 conn.executemany(
                     "INSERT INTO chunks(rid, ord, heading, hash, text, tokens) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(rid, *row) for row in new])
+                    [(rid, *row) for row in new],
+                )
             conn.execute(
                 "INSERT OR REPLACE INTO note_embed_state"
                 "(rid, content_hash, title, model, chunks, embedded_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -126,9 +137,16 @@ def embed_batch(conn: apsw.Connection, embedder: Embedder, notes: list[tuple], r
     _store(conn, notes, chunked, vectors, report)
 
 
-def embed_pending(conn: apsw.Connection, embedder: Embedder | None = None, *, model_dir: str | Path | None = None,
-                  batch_notes: int = 32, max_notes: int | None = None,
-                  should_stop: Callable[[], bool] | None = None, progress: Progress | None = None) -> EmbedReport:
+def embed_pending(
+    conn: apsw.Connection,
+    embedder: Embedder | None = None,
+    *,
+    model_dir: str | Path | None = None,
+    batch_notes: int = 32,
+    max_notes: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+) -> EmbedReport:
     """Embed pending notes in batches of ``batch_notes`` until none are left (one pass).
 
     Without an ``embedder`` (the CLI's ``kms embed`` / ``kms index --embed``) one is made for
@@ -199,8 +217,15 @@ class BackgroundEmbedder:
     and the CPU are never held for long.
     """
 
-    def __init__(self, db_path: str | Path, embedder: Embedder, *, interval: float = 30.0,
-                 batch_notes: int = 8, after_pass: Callable[[apsw.Connection], None] | None = None) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        embedder: Embedder,
+        *,
+        interval: float = 30.0,
+        batch_notes: int = 8,
+        after_pass: Callable[[apsw.Connection], None] | None = None,
+    ) -> None:
         self.db_path = str(db_path)
         self.after_pass = after_pass  # e.g. SemanticIndex.refresh: load new vectors off the query path
         self.embedder = embedder
@@ -236,8 +261,9 @@ class BackgroundEmbedder:
                 self._wake.clear()  # a wake() during the pass below triggers one more pass
                 if self.embedder.ready:
                     try:
-                        self.last_report = embed_pending(conn, self.embedder, batch_notes=self.batch_notes,
-                                                         should_stop=self._stop.is_set)
+                        self.last_report = embed_pending(
+                            conn, self.embedder, batch_notes=self.batch_notes, should_stop=self._stop.is_set
+                        )
                         self.last_error = None
                         if self.after_pass is not None:
                             self.after_pass(conn)

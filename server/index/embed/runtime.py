@@ -25,8 +25,11 @@ import numpy as np
 
 def _max_context(config: dict[str, Any]) -> int:
     """fastembed's rule: the stricter of ``model_max_length`` and ``max_length`` (1e30 and 0 mean unset)."""
-    found = [v for v in (config.get("model_max_length"), config.get("max_length"))
-             if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 62]
+    found = [
+        v
+        for v in (config.get("model_max_length"), config.get("max_length"))
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 62
+    ]
     if not found:
         raise ValueError("tokenizer_config.json gives no model_max_length")
     return min(found)
@@ -58,8 +61,9 @@ class MiniLM:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = threads
         options.enable_cpu_mem_arena = False
-        self.session = ort.InferenceSession(str(d / "model.onnx"), sess_options=options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(d / "model.onnx"), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def count(self, texts: Sequence[str]) -> list[int]:

@@ -31,8 +31,12 @@ def build_registry(by_tier: Mapping[Tier, Sequence[ToolSpec]]) -> tuple[ToolSpec
     return registry
 
 
-BY_TIER: dict[Tier, tuple[ToolSpec, ...]] = {"read": READ_TOOLS, "write": WRITE_TOOLS, "edit": EDIT_TOOLS,
-                                             "organize": ORGANIZE_TOOLS}
+BY_TIER: dict[Tier, tuple[ToolSpec, ...]] = {
+    "read": READ_TOOLS,
+    "write": WRITE_TOOLS,
+    "edit": EDIT_TOOLS,
+    "organize": ORGANIZE_TOOLS,
+}
 REGISTRY: tuple[ToolSpec, ...] = build_registry(BY_TIER)
 
 

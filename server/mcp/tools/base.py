@@ -74,10 +74,8 @@ class Truncated(BaseModel):
 M = TypeVar("M", bound=StrictInput)
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                           open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-                              open_world_hint=False)
+ADD_ONLY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 REVERTIBLE = "A person can revert the whole call from the dashboard."  # said by the tools whose calls revert as one
 
@@ -85,8 +83,7 @@ REVERTIBLE = "A person can revert the whole call from the dashboard."  # said by
 READ_PATH_KINDS = ("invalid-input", "feature-disabled")
 # what the write guard (server.writes.guard) can answer for any write call: its gate, the person's controls,
 # the rate limit and the approval flow
-GUARD_KINDS = ("invalid-input", "feature-disabled", "rate-limited", "paused", "revoked", "rejected",
-               "approval-timeout")
+GUARD_KINDS = ("invalid-input", "feature-disabled", "rate-limited", "paused", "revoked", "rejected", "approval-timeout")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,8 +113,10 @@ class ToolSpec:
     def __post_init__(self) -> None:
         check_kinds(self.errors, self.name)
         if self.tier not in self.tiers:
-            raise ValueError(f"{self.name}: a {type(self).__name__} is of tier {' or '.join(self.tiers) or 'none'}, "
-                             f"not {self.tier!r}")
+            raise ValueError(
+                f"{self.name}: a {type(self).__name__} is of tier {' or '.join(self.tiers) or 'none'}, "
+                f"not {self.tier!r}"
+            )
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -161,10 +160,22 @@ def with_idempotency_key(model: type[M]) -> type[M]:
     """``model`` with the optional ``idempotencyKey`` every write tool takes (``server.activity.idempotency``)."""
     optional_str: Any = str | None
     keyed: type[M] = create_model(
-        model.__name__, __base__=model, __module__=model.__module__,
-        idempotencyKey=(optional_str, Field(default=None, min_length=1, max_length=MAX_KEY_CHARS, description=(
-            "Optional: a key of your choosing for this call. A retry with the same key in this session "
-            "answers the first call's result (replayed true) and writes nothing."))))
+        model.__name__,
+        __base__=model,
+        __module__=model.__module__,
+        idempotencyKey=(
+            optional_str,
+            Field(
+                default=None,
+                min_length=1,
+                max_length=MAX_KEY_CHARS,
+                description=(
+                    "Optional: a key of your choosing for this call. A retry with the same key in this session "
+                    "answers the first call's result (replayed true) and writes nothing."
+                ),
+            ),
+        ),
+    )
     keyed.__doc__ = model.__doc__
     return keyed
 
@@ -226,10 +237,17 @@ class ToolContext:
             try:
                 self._scope_id = get_vault(self.conn, scope).id
             except KmsError:
-                raise KmsError("not-found", f"this session is scoped to vault {scope!r}, which is not "
-                                            "registered (any more): start a new session") from None
+                raise KmsError(
+                    "not-found",
+                    f"this session is scoped to vault {scope!r}, which is not "
+                    "registered (any more): start a new session",
+                ) from None
         if name is not None and name != scope and name != str(self._scope_id):
-            raise KmsError("invalid-input", f"this session is scoped to vault {scope!r}; it cannot see vault "
-                                            f"{name!r} (omit vault, or start a session for that vault)",
-                           vault=name, scope=scope)
+            raise KmsError(
+                "invalid-input",
+                f"this session is scoped to vault {scope!r}; it cannot see vault "
+                f"{name!r} (omit vault, or start a session for that vault)",
+                vault=name,
+                scope=scope,
+            )
         return self._scope_id

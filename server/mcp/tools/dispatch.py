@@ -54,8 +54,13 @@ class ToolRunner:
     ``ToolRunner(config)`` makes a session and, when no ``services`` are given, process services of its
     own (closed with it): a one-session process such as ``kms mcp``, or a test."""
 
-    def __init__(self, config: SessionConfig | AgentSession, registry: Sequence[ToolSpec] | None = None, *,
-                 services: ProcessServices | None = None) -> None:
+    def __init__(
+        self,
+        config: SessionConfig | AgentSession,
+        registry: Sequence[ToolSpec] | None = None,
+        *,
+        services: ProcessServices | None = None,
+    ) -> None:
         from server.mcp.tools import REGISTRY
         from server.writes.guard import WriteService
 
@@ -107,8 +112,9 @@ class ToolRunner:
         async with self._write_order:
             return await anyio.to_thread.run_sync(work)
 
-    async def call_write(self, name: str, arguments: dict[str, Any] | None,
-                         progress: Progress | None = None) -> tuple[dict[str, Any], bool]:
+    async def call_write(
+        self, name: str, arguments: dict[str, Any] | None, progress: Progress | None = None
+    ) -> tuple[dict[str, Any], bool]:
         """A write-tier call from the event loop: its steps run on worker threads in the session's order; one
         that waits for the person's approval awaits the decision (polling the database, holding no thread
         and not the session's order) and reports progress while it waits, so the host does not give up."""
@@ -138,7 +144,8 @@ class ToolRunner:
             failure: Exception = exc
         else:
             return await self._in_order(
-                lambda: self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision)))
+                lambda: self._answer(spec, arguments, lambda: self.writes.settle(spec, arguments, ticket, decision))
+            )
         return self._answer(spec, arguments, lambda: _reraise(failure))  # typed, like any other failure
 
     async def _decision(self, staged: Staged, progress: Progress | None) -> Pending:
@@ -153,9 +160,12 @@ class ToolRunner:
             if progress is not None and (not told or now - last >= PROGRESS_S):
                 told, last = True, now
                 try:
-                    await progress(now - started, self.writes.approval_timeout,
-                                   f"waiting for the person to approve pending change #{staged.id} "
-                                   "(kms dashboard, or `kms approve`)")
+                    await progress(
+                        now - started,
+                        self.writes.approval_timeout,
+                        f"waiting for the person to approve pending change #{staged.id} "
+                        "(kms dashboard, or `kms approve`)",
+                    )
                 except Exception:  # the host went away: the decision (or the timeout) still ends the call
                     log.debug("progress notification failed", exc_info=True)
             await anyio.sleep(POLL_S)
@@ -166,8 +176,9 @@ class ToolRunner:
             raise KmsError("feature-disabled", self.session.disabled_message(spec.name, spec.tier))
         return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
 
-    def _answer(self, spec: ToolSpec, arguments: dict[str, Any],
-                run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    def _answer(
+        self, spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], dict[str, Any]]
+    ) -> tuple[dict[str, Any], bool]:
         """``run`` answered as the client sees it: errors as dicts, the payload capped, reads tracked."""
         name = spec.name
         try:
@@ -198,8 +209,11 @@ class ToolRunner:
             "truncated": True,
             "cursor": cursor or encode_cursor({"t": spec.name, "o": 0}),
             "message": f"the result is {size // 1000} KB, over the {PAYLOAD_CAP_BYTES // 1000} KB cap; "
-                       + ("narrow the query or lower limit and call again with this cursor" if spec.cursor_field
-                          else "narrow the query (or scope it to one vault) or lower limit"),
+            + (
+                "narrow the query or lower limit and call again with this cursor"
+                if spec.cursor_field
+                else "narrow the query (or scope it to one vault) or lower limit"
+            ),
         }
 
     def close(self) -> bool:

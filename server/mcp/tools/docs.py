@@ -22,8 +22,7 @@ def _fields(spec: ToolSpec) -> list[str]:
         if "default" in prop and prop["default"] not in (None, [], {}):
             limits.append(f"default `{json.dumps(prop['default'])}`")
         desc = prop.get("description", "")
-        out.append(f"| `{name}` | {kind} | {'yes' if name in required else 'no'} | "
-                   f"{', '.join(limits)} | {desc} |")
+        out.append(f"| `{name}` | {kind} | {'yes' if name in required else 'no'} | {', '.join(limits)} | {desc} |")
     return out
 
 
@@ -58,7 +57,8 @@ def tools_markdown(registry: Sequence[ToolSpec] = REGISTRY) -> str:
         "",
         "Inputs are strict: an unknown argument is refused (`invalid-input`, naming the valid fields), except the",
         "names agent hosts add to every call on their own, which are accepted and ignored: "
-        + ", ".join(f"`{n}`" for n in sorted(HOST_INJECTED_ARGS)) + " (Gemini CLI).",
+        + ", ".join(f"`{n}`" for n in sorted(HOST_INJECTED_ARGS))
+        + " (Gemini CLI).",
         "",
         "| tool | tier | read-only | destructive | idempotent |",
         "| --- | --- | --- | --- | --- |",
@@ -67,8 +67,16 @@ def tools_markdown(registry: Sequence[ToolSpec] = REGISTRY) -> str:
         a = s.annotations
         lines.append(f"| `{s.name}` | {s.tier} | {a.read_only_hint} | {a.destructive_hint} | {a.idempotent_hint} |")
     for s in registry:
-        lines += ["", f"## `{s.name}`", "", s.description, "", "| field | type | required | limits | about |",
-                  "| --- | --- | --- | --- | --- |", *_fields(s)]
+        lines += [
+            "",
+            f"## `{s.name}`",
+            "",
+            s.description,
+            "",
+            "| field | type | required | limits | about |",
+            "| --- | --- | --- | --- | --- |",
+            *_fields(s),
+        ]
     return "\n".join(lines) + "\n"
 
 

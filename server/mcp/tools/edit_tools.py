@@ -32,10 +32,14 @@ class ReplaceSection(StrictInput):
 class EditStep(StrictInput):
     replace: Replace | None = None
     replaceSection: ReplaceSection | None = None
-    prepend: str | None = Field(default=None, min_length=1,
-                                description="Markdown put at the top of the body (after frontmatter and summary).")
-    replaceBody: str | None = Field(default=None, description="The whole new body (frontmatter and summary stay); "
-                                    "what kms_read gave as body, rewritten. Empty empties it.")
+    prepend: str | None = Field(
+        default=None, min_length=1, description="Markdown put at the top of the body (after frontmatter and summary)."
+    )
+    replaceBody: str | None = Field(
+        default=None,
+        description="The whole new body (frontmatter and summary stay); "
+        "what kms_read gave as body, rewritten. Empty empties it.",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> EditStep:
@@ -43,9 +47,13 @@ class EditStep(StrictInput):
         given = [k for k in kinds if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"each edit needs exactly one of {', '.join(kinds)} (got {given or 'none'})")
-        for text in (self.replace.old if self.replace else "", self.replace.new if self.replace else "",
-                     self.replaceSection.content if self.replaceSection else "", self.prepend or "",
-                     self.replaceBody or ""):
+        for text in (
+            self.replace.old if self.replace else "",
+            self.replace.new if self.replace else "",
+            self.replaceSection.content if self.replaceSection else "",
+            self.prepend or "",
+            self.replaceBody or "",
+        ):
             check_bytes(text, MAX_INSERT_BYTES, "edit text")
         return self
 
@@ -68,6 +76,7 @@ class EditOutput(ToolOutput):
 
 def kms_edit(ctx: WriteContext, args: EditInput) -> WriteOutcome:
     from server.writes import edits  # at first call: write_tools.OPERATIONS
+
     note, vault = ctx.note(args.noteId)
     steps = [s.model_dump(exclude_none=True) for s in args.edits]
     return edits.edit(ctx, vault, note, version=args.version, edits=steps)
@@ -77,13 +86,13 @@ KMS_EDIT = WriteSpec(
     name="kms_edit",
     tier="edit",
     about="Correct or delete text in a note's body: a list of edits applied in order, all or nothing, "
-          "only if the note is still the `version` kms_read gave. replace {old, new} (old must occur "
-          "exactly once; new may be empty), replaceSection {heading, content} (up to the next heading "
-          "of the same or a higher level), prepend (after frontmatter and summary), replaceBody (the "
-          "whole body kms_read gave, rewritten; frontmatter and summary stay). Not for "
-          "frontmatter (kms_update_properties) nor for only adding (kms_append, kms_insert_at). "
-          f"At most {MAX_EDITS} edits of {kb(MAX_INSERT_BYTES)}. Returns lines removed and added, "
-          f"bytes before and after and the new version. {REVERTIBLE}",
+    "only if the note is still the `version` kms_read gave. replace {old, new} (old must occur "
+    "exactly once; new may be empty), replaceSection {heading, content} (up to the next heading "
+    "of the same or a higher level), prepend (after frontmatter and summary), replaceBody (the "
+    "whole body kms_read gave, rewritten; frontmatter and summary stay). Not for "
+    "frontmatter (kms_update_properties) nor for only adding (kms_append, kms_insert_at). "
+    f"At most {MAX_EDITS} edits of {kb(MAX_INSERT_BYTES)}. Returns lines removed and added, "
+    f"bytes before and after and the new version. {REVERTIBLE}",
     errors=("not-found", "conflict", "folder-denied"),
     input_model=EditInput,
     output_model=EditOutput,

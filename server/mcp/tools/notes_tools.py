@@ -18,8 +18,11 @@ from server.vault.markdown import split_lines
 from server.writes.limits import MAX_HEADING_CHARS, MAX_NAME_CHARS
 
 VaultField = Field(default=None, min_length=1, max_length=64, description="Only this vault (name); default all.")
-NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS,
-                    description="The note: a noteId from another kms tool, or its title, path or vault:path.")
+NoteIdField = Field(
+    min_length=1,
+    max_length=MAX_NAME_CHARS,
+    description="The note: a noteId from another kms tool, or its title, path or vault:path.",
+)
 
 
 def note_id_of(ctx: ToolContext, ref: str) -> str:
@@ -38,6 +41,7 @@ class Card(BaseModel):
 
 
 # kms_search ---------------------------------------------------------------------------------------
+
 
 class SearchInput(StrictInput):
     query: str = Field(max_length=1000, description="Words to find; FTS5 syntax allowed.")
@@ -70,7 +74,7 @@ KMS_SEARCH = ReadSpec(
     about=(
         "Full-text search (BM25) across the person's Markdown notes. Use it first to find notes about a "
         "topic by the words they contain; returns ranked hits with a highlighted excerpt and a noteId for "
-        "kms_read. Plain words work; FTS5 syntax (\"phrase\", prefix*, AND/OR/NOT) is accepted. If few "
+        'kms_read. Plain words work; FTS5 syntax ("phrase", prefix*, AND/OR/NOT) is accepted. If few '
         "notes contain every word it also returns notes with any word and sets relaxed=true."
     ),
     errors=("not-found", "no-index"),
@@ -90,12 +94,18 @@ MAX_READ_TOKENS = 24_000  # the 100 KB payload cap stays the ceiling
 
 class ReadInput(StrictInput):
     noteId: str = NoteIdField
-    section: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
-                                description="Only this heading's section ('Tasks' or '## Tasks'), "
-                                            "e.g. the heading a kms_recall item names.")
-    maxTokens: int = Field(default=DEFAULT_READ_TOKENS, ge=200, le=MAX_READ_TOKENS,
-                           description="Page size in estimated tokens (about 4 bytes each); longer bodies "
-                                       "come in pages.")
+    section: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_HEADING_CHARS,
+        description="Only this heading's section ('Tasks' or '## Tasks'), e.g. the heading a kms_recall item names.",
+    )
+    maxTokens: int = Field(
+        default=DEFAULT_READ_TOKENS,
+        ge=200,
+        le=MAX_READ_TOKENS,
+        description="Page size in estimated tokens (about 4 bytes each); longer bodies come in pages.",
+    )
     cursor: str | None = Field(default=None, max_length=300, description="nextCursor from a previous page.")
 
 
@@ -201,19 +211,37 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
     offset = 0
     if args.cursor and not is_restart_cursor(args.cursor, "kms_read"):
         data = listing.decode_cursor(args.cursor)
-        if data.get("n") != note["id"] or not isinstance(data.get("o"), int) or not 0 <= data["o"] <= len(body) \
-                or data.get("s") != section:
-            raise KmsError("invalid-input", "cursor does not belong to this note (and section); omit it to read "
-                                            "from the start")
+        if (
+            data.get("n") != note["id"]
+            or not isinstance(data.get("o"), int)
+            or not 0 <= data["o"] <= len(body)
+            or data.get("s") != section
+        ):
+            raise KmsError(
+                "invalid-input", "cursor does not belong to this note (and section); omit it to read from the start"
+            )
         if data.get("v") != note["content_hash"]:
-            raise KmsError("conflict", "the note changed since the first page; read it again from the start",
-                           version=note["content_hash"])
+            raise KmsError(
+                "conflict",
+                "the note changed since the first page; read it again from the start",
+                version=note["content_hash"],
+            )
         offset = data["o"]
     headings, headings_cut = _outline(note)
     links = listing.outgoing_links(ctx.conn, note["rid"], scope)
     # everything but the body counts against the page budget (the headings of a long log can be 100s of KB)
-    meta_size = _json_size([note["frontmatter"], note["summary_text"], headings, note["tags"], note["fm_error"],
-                            note["title"], note["path"], links])
+    meta_size = _json_size(
+        [
+            note["frontmatter"],
+            note["summary_text"],
+            headings,
+            note["tags"],
+            note["fm_error"],
+            note["title"],
+            note["path"],
+            links,
+        ]
+    )
     page = _page(body, offset, max(800, min(args.maxTokens * 4, max(4_000, PAGE_BUDGET - meta_size))))
     end = offset + len(page)
     summary = None
@@ -237,9 +265,11 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
         **({"parent": note["parent"]} if note["parent"] else {}),  # (only visible ancestors: get_note's rule)
         "bodyChars": len(body),
         "offset": offset,
-        "nextCursor": listing.encode_cursor({"n": note["id"], "o": end, "v": note["content_hash"],
-                                             **({"s": section} if section else {})})
-        if end < len(body) else None,
+        "nextCursor": listing.encode_cursor(
+            {"n": note["id"], "o": end, "v": note["content_hash"], **({"s": section} if section else {})}
+        )
+        if end < len(body)
+        else None,
         **links,
         **authorship.provenance(ctx.conn, note),
     }
@@ -266,6 +296,7 @@ KMS_READ = ReadSpec(
 
 # kms_list_tags ------------------------------------------------------------------------------------
 
+
 class ListTagsInput(StrictInput):
     limit: int = Field(default=500, ge=1, le=2000)
     cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
@@ -291,8 +322,8 @@ def kms_list_tags(ctx: ToolContext, args: ListTagsInput) -> dict[str, Any]:
 KMS_LIST_TAGS = ReadSpec(
     name="kms_list_tags",
     about="List every tag in the notes with how many notes carry it, most used first. Use it to "
-          "learn how the person organises their notes before searching by tag; pass nextCursor to "
-          "continue.",
+    "learn how the person organises their notes before searching by tag; pass nextCursor to "
+    "continue.",
     errors=("not-found", "no-index"),
     input_model=ListTagsInput,
     output_model=ListTagsOutput,
@@ -303,6 +334,7 @@ KMS_LIST_TAGS = ReadSpec(
 
 
 # kms_list_recent ----------------------------------------------------------------------------------
+
 
 class ListRecentInput(StrictInput):
     limit: int = Field(default=10, ge=1, le=50)
@@ -319,15 +351,16 @@ class RecentOutput(ToolOutput):
 
 def kms_list_recent(ctx: ToolContext, args: ListRecentInput) -> dict[str, Any]:
     ctx.require_index()
-    return {"notes": authorship.for_cards(ctx.conn, listing.list_recent(ctx.conn, args.limit,
-                                                                          ctx.vault_filter(args.vault)))}
+    return {
+        "notes": authorship.for_cards(ctx.conn, listing.list_recent(ctx.conn, args.limit, ctx.vault_filter(args.vault)))
+    }
 
 
 KMS_LIST_RECENT = ReadSpec(
     name="kms_list_recent",
     about="List the most recently changed notes (newest first), each with who changed it last and how "
-          "(lastChangedBy: agent or person, the tool, the session). Use it to see what the person is "
-          "working on now.",
+    "(lastChangedBy: agent or person, the tool, the session). Use it to see what the person is "
+    "working on now.",
     errors=("not-found", "no-index"),
     input_model=ListRecentInput,
     output_model=RecentOutput,
@@ -337,6 +370,7 @@ KMS_LIST_RECENT = ReadSpec(
 
 
 # kms_get_backlinks --------------------------------------------------------------------------------
+
 
 class BacklinksInput(StrictInput):
     noteId: str = NoteIdField
@@ -368,15 +402,19 @@ def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
         offset = data["o"]
     found, total = listing.backlink_page(ctx.conn, note_id, args.limit, ctx.vault_filter(), offset)
     end = offset + len(found)
-    return {"noteId": note_id, "backlinks": found, "total": total,
-            "nextCursor": listing.encode_cursor({"n": note_id, "o": end}) if end < total else None}
+    return {
+        "noteId": note_id,
+        "backlinks": found,
+        "total": total,
+        "nextCursor": listing.encode_cursor({"n": note_id, "o": end}) if end < total else None,
+    }
 
 
 KMS_GET_BACKLINKS = ReadSpec(
     name="kms_get_backlinks",
     about="List the notes that link to a note (wiki-links by title, alias or path), each with a "
-          "snippet around the link, and how many link to it in all (total); pass nextCursor to read on. "
-          "Use it to follow how ideas connect.",
+    "snippet around the link, and how many link to it in all (total); pass nextCursor to read on. "
+    "Use it to follow how ideas connect.",
     errors=("not-found", "no-index"),
     input_model=BacklinksInput,
     output_model=BacklinksOutput,
@@ -388,6 +426,7 @@ KMS_GET_BACKLINKS = ReadSpec(
 
 
 # kms_inventory ------------------------------------------------------------------------------------
+
 
 class InventoryInput(StrictInput):
     cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
@@ -412,14 +451,12 @@ def kms_inventory(ctx: ToolContext, args: InventoryInput) -> dict[str, Any]:
     return listing.inventory(ctx.conn, cursor, args.limit, ctx.vault_filter(args.vault))
 
 
-
-
 KMS_INVENTORY = ReadSpec(
     name="kms_inventory",
     about="Page through every note (newest first) with title, tags, size, token estimate and AI "
-          "summary (clipped at 2,000 characters), without bodies. Use it to survey the whole vault "
-          "cheaply; a page holds up to `limit` notes, fewer when summaries are long; pass nextCursor "
-          "to continue.",
+    "summary (clipped at 2,000 characters), without bodies. Use it to survey the whole vault "
+    "cheaply; a page holds up to `limit` notes, fewer when summaries are long; pass nextCursor "
+    "to continue.",
     errors=("not-found", "no-index"),
     input_model=InventoryInput,
     output_model=InventoryOutput,

@@ -46,12 +46,16 @@ class OrganizeOutput(ToolOutput):
 
 def kms_move(ctx: WriteContext, args: MoveInput) -> WriteOutcome:
     from server.writes import folders, organize  # at first call: write_tools.OPERATIONS
+
     try:
         note, vault = ctx.note(args.noteId)
     except KmsError as e:
         if e.kind == "not-found" and folders.names_a_folder(ctx, args.noteId):
-            raise KmsError("not-found", f"{args.noteId!r} is a folder, not a note: move it with kms_move_folder "
-                           "(every note in it, links kept)", folder=args.noteId) from None
+            raise KmsError(
+                "not-found",
+                f"{args.noteId!r} is a folder, not a note: move it with kms_move_folder (every note in it, links kept)",
+                folder=args.noteId,
+            ) from None
         raise
     return organize.move(ctx, vault, note, folder=args.folder)
 
@@ -60,9 +64,9 @@ KMS_MOVE = WriteSpec(
     name="kms_move",
     tier="organize",
     about="Move a note to another folder, keeping its id and name. Every link to it written as a "
-          "path is rewritten in every note, in the style it was written; links by title keep "
-          "working. Both folders must be allowed. Returns the new path and the notes whose links "
-          "changed. " + REVERTIBLE,
+    "path is rewritten in every note, in the style it was written; links by title keep "
+    "working. Both folders must be allowed. Returns the new path and the notes whose links "
+    "changed. " + REVERTIBLE,
     errors=("not-found", "conflict", "folder-denied", "already-exists", "too-broad"),
     input_model=MoveInput,
     output_model=OrganizeOutput,
@@ -73,6 +77,7 @@ KMS_MOVE = WriteSpec(
 
 def kms_rename(ctx: WriteContext, args: RenameInput) -> WriteOutcome:
     from server.writes import organize  # at first call: write_tools.OPERATIONS
+
     note, vault = ctx.note(args.noteId)
     return organize.rename(ctx, vault, note, title=args.title, keep_alias=args.keepAlias)
 
@@ -81,11 +86,11 @@ KMS_RENAME = WriteSpec(
     name="kms_rename",
     tier="organize",
     about="Rename a note (its title and file name), keeping its id. Every link to it in every note "
-          "is rewritten in the style it was written (path, alias, heading and embed kept); the old "
-          "title is added to its aliases unless keepAlias is false. The note's own text, its "
-          "# heading included, is left as written (as Obsidian does): change it with kms_edit. A "
-          "change of case only is a rename too. Returns the new path, the notes whose links changed "
-          "and the blast radius (files, lines and bytes). " + REVERTIBLE,
+    "is rewritten in the style it was written (path, alias, heading and embed kept); the old "
+    "title is added to its aliases unless keepAlias is false. The note's own text, its "
+    "# heading included, is left as written (as Obsidian does): change it with kms_edit. A "
+    "change of case only is a rename too. Returns the new path, the notes whose links changed "
+    "and the blast radius (files, lines and bytes). " + REVERTIBLE,
     errors=("not-found", "conflict", "folder-denied", "already-exists", "too-broad"),
     input_model=RenameInput,
     output_model=OrganizeOutput,
@@ -96,6 +101,7 @@ KMS_RENAME = WriteSpec(
 
 def kms_trash(ctx: WriteContext, args: TrashInput) -> WriteOutcome:
     from server.writes import organize  # at first call: write_tools.OPERATIONS
+
     note, vault = ctx.note(args.noteId)
     return organize.trash(ctx, vault, note)
 
@@ -104,8 +110,7 @@ KMS_TRASH = WriteSpec(
     name="kms_trash",
     tier="organize",
     about="Put a note in the vault's .trash/ folder (never deleted for good; the person restores or "
-          "empties it). Links to it are left as they are and reported, so fix or remove them next. "
-          + REVERTIBLE,
+    "empties it). Links to it are left as they are and reported, so fix or remove them next. " + REVERTIBLE,
     errors=("not-found", "conflict", "folder-denied"),
     input_model=TrashInput,
     output_model=OrganizeOutput,
@@ -116,10 +121,14 @@ KMS_TRASH = WriteSpec(
 
 class FolderInput(StrictInput):
     folder: str = Field(min_length=1, max_length=MAX_FOLDER_CHARS, description="The folder, from the vault root.")
-    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
-                              description="The vault (default: the session's, or the only one).")
-    dryRun: bool = Field(default=False, description="Only count what the call would change (notes moved, "
-                         "linking notes, whether it fits the per-call limit); write nothing.")
+    vault: str | None = Field(
+        default=None, max_length=MAX_NAME_CHARS, description="The vault (default: the session's, or the only one)."
+    )
+    dryRun: bool = Field(
+        default=False,
+        description="Only count what the call would change (notes moved, "
+        "linking notes, whether it fits the per-call limit); write nothing.",
+    )
 
 
 class MoveFolderInput(FolderInput):
@@ -140,17 +149,20 @@ class FolderOutput(ToolOutput):
 
 
 FOLDER_ERRORS = ("not-found", "conflict", "folder-denied", "already-exists", "too-broad")
-FOLDER_ANSWER = ("Every note in it (its subfolders too) moves as one unit, keeping its id; every link to any of "
-                 "them in every note is rewritten in the style it was written. Other files stay. The call "
-                 "counts the folder's notes and the notes linking to them against the per-call file limit "
-                 "(too-broad, nothing changed, when over; staged for the person instead when they approve "
-                 "writes); dryRun true answers those counts first, writing "
-                 "nothing. Returns notesMoved, hiddenNotesMoved (never named), linkingNotes, the notes whose "
-                 "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE)
+FOLDER_ANSWER = (
+    "Every note in it (its subfolders too) moves as one unit, keeping its id; every link to any of "
+    "them in every note is rewritten in the style it was written. Other files stay. The call "
+    "counts the folder's notes and the notes linking to them against the per-call file limit "
+    "(too-broad, nothing changed, when over; staged for the person instead when they approve "
+    "writes); dryRun true answers those counts first, writing "
+    "nothing. Returns notesMoved, hiddenNotesMoved (never named), linkingNotes, the notes whose "
+    "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE
+)
 
 
 def kms_move_folder(ctx: WriteContext, args: MoveFolderInput) -> WriteOutcome:
     from server.writes import folders  # at first call: write_tools.OPERATIONS
+
     return folders.move_folder(ctx, ctx.vault(args.vault), args.folder, to=args.to, dry_run=args.dryRun)
 
 
@@ -168,6 +180,7 @@ KMS_MOVE_FOLDER = WriteSpec(
 
 def kms_rename_folder(ctx: WriteContext, args: RenameFolderInput) -> WriteOutcome:
     from server.writes import folders  # at first call: write_tools.OPERATIONS
+
     return folders.rename_folder(ctx, ctx.vault(args.vault), args.folder, name=args.name, dry_run=args.dryRun)
 
 

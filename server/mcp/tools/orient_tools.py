@@ -19,10 +19,14 @@ from server.writes.limits import MAX_FOLDER_CHARS
 
 
 class StartInput(StrictInput):
-    project: str | None = Field(default=None, min_length=1, max_length=MAX_PROJECT_CHARS,
-                                description="Your project (its folder path or repository); default: the one "
-                                            "the host gave this session. Keys 'since your last visit' and "
-                                            "the project's memory.")
+    project: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PROJECT_CHARS,
+        description="Your project (its folder path or repository); default: the one "
+        "the host gave this session. Keys 'since your last visit' and "
+        "the project's memory.",
+    )
 
 
 class StartOutput(ToolOutput):
@@ -49,14 +53,22 @@ def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
     from server.activity.ratelimit import RateLimiter
 
     c = ctx.config
-    out: dict[str, Any] = {"id": c.session_id, "project": project,
-                           "tiers": {t: tier_enabled(c, t) for t in TIERS}, "vaultScope": c.vault}
+    out: dict[str, Any] = {
+        "id": c.session_id,
+        "project": project,
+        "tiers": {t: tier_enabled(c, t) for t in TIERS},
+        "vaultScope": c.vault,
+    }
     if tier_enabled(c, "write"):
         counters = RateLimiter(c.per_minute, c.per_session).counters(ctx.conn, c.session_id)
         out["allowlist"] = list(c.allowlist)  # empty: every folder
         out["memoryFolder"] = c.memory_folder
-        out["writes"] = {"perMinute": c.per_minute, "leftThisMinute": max(0, c.per_minute - counters["windowCount"]),
-                         "perSession": c.per_session, "leftThisSession": max(0, c.per_session - counters["total"])}
+        out["writes"] = {
+            "perMinute": c.per_minute,
+            "leftThisMinute": max(0, c.per_minute - counters["windowCount"]),
+            "perSession": c.per_session,
+            "leftThisSession": max(0, c.per_session - counters["total"]),
+        }
     out["semanticSearch"] = _semantic(ctx)
     return out
 
@@ -67,8 +79,15 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
     ctx.require_index()
     vault_id = ctx.vault_filter()
     project = ctx.identity.use(ctx.conn, args.project, vault=ctx.config.vault)
-    return start_answer(ctx.conn, session=_session(ctx, project), vault_id=vault_id, project=project,
-                        session_id=ctx.session_id, memory_folder=ctx.config.memory_folder, watcher=_watcher(ctx))
+    return start_answer(
+        ctx.conn,
+        session=_session(ctx, project),
+        vault_id=vault_id,
+        project=project,
+        session_id=ctx.session_id,
+        memory_folder=ctx.config.memory_folder,
+        watcher=_watcher(ctx),
+    )
 
 
 KMS_START = ReadSpec(
@@ -92,11 +111,15 @@ KMS_START = ReadSpec(
 
 
 class ListFolderInput(StrictInput):
-    path: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS,
-                             description="Vault-relative folder, e.g. 'projects/kms'; default the root.")
+    path: str | None = Field(
+        default=None,
+        max_length=MAX_FOLDER_CHARS,
+        description="Vault-relative folder, e.g. 'projects/kms'; default the root.",
+    )
     vault: str | None = VaultField
-    tag: str | None = Field(default=None, min_length=1, max_length=200,
-                            description="Only notes with this tag (or a tag nested under it).")
+    tag: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Only notes with this tag (or a tag nested under it)."
+    )
     cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
     limit: int = Field(default=50, ge=1, le=500, description="Notes per page (default 50).")
 
@@ -113,8 +136,7 @@ def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
 
     ctx.require_index()
     cursor = None if is_restart_cursor(args.cursor, "kms_list_folder") else args.cursor
-    return list_folder(ctx.conn, args.path, ctx.vault_filter(args.vault), tag=args.tag, cursor=cursor,
-                       limit=args.limit)
+    return list_folder(ctx.conn, args.path, ctx.vault_filter(args.vault), tag=args.tag, cursor=cursor, limit=args.limit)
 
 
 KMS_LIST_FOLDER = ReadSpec(

@@ -13,8 +13,12 @@ from server.mcp.tools.notes_tools import VaultField
 
 class RecallInput(StrictInput):
     topic: str = Field(min_length=1, max_length=1000, description="What you need context about, in your own words.")
-    budgetTokens: int = Field(default=DEFAULT_BUDGET, ge=MIN_BUDGET, le=MAX_BUDGET,
-                              description="Most tokens the items may take together (by their tokenEstimate).")
+    budgetTokens: int = Field(
+        default=DEFAULT_BUDGET,
+        ge=MIN_BUDGET,
+        le=MAX_BUDGET,
+        description="Most tokens the items may take together (by their tokenEstimate).",
+    )
     vault: str | None = VaultField
 
 
@@ -54,8 +58,14 @@ def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
     ctx.require_index()
     vault_id = ctx.vault_filter(args.vault)
     if not args.topic.strip():
-        return {"topic": args.topic, "mode": "keyword-only", "budgetTokens": args.budgetTokens, "usedTokens": 0,
-                "omitted": 0, "items": []}
+        return {
+            "topic": args.topic,
+            "mode": "keyword-only",
+            "budgetTokens": args.budgetTokens,
+            "usedTokens": 0,
+            "omitted": 0,
+            "items": [],
+        }
     service = ctx.semantic
     index = None
     if service is not None:

@@ -15,8 +15,9 @@ class SemanticSearchInput(StrictInput):
     query: str = Field(max_length=1000, description="A question or topic in your own words.")
     limit: int = Field(default=10, ge=1, le=50)
     vault: str | None = Field(default=None, min_length=1, max_length=64, description="Only this vault.")
-    mode: Literal["hybrid", "semantic"] = Field(default="hybrid",
-                                                description="hybrid (default) fuses keyword and meaning.")
+    mode: Literal["hybrid", "semantic"] = Field(
+        default="hybrid", description="hybrid (default) fuses keyword and meaning."
+    )
 
 
 class SemanticHit(SearchHit):
@@ -45,7 +46,7 @@ KMS_SEMANTIC_SEARCH = ReadSpec(
     name="kms_semantic_search",
     about=(
         "Search the person's notes by meaning: use it when the notes may say it in other words than your "
-        "question (\"how do we handle auth failures\" finds \"error categories in the login service\"). "
+        'question ("how do we handle auth failures" finds "error categories in the login service"). '
         "Fuses keyword (BM25) and embedding similarity; each hit says matchType keyword/semantic/both and "
         "shows the best-matching section. If the model is not ready it answers keyword-only results and "
         "says why (mode, reason)."

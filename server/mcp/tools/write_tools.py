@@ -34,21 +34,31 @@ from server.writes.limits import (
 from server.writes.outcome import WriteOutcome
 
 NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A noteId from kms_search / kms_read.")
-VersionField = Field(default=None, max_length=MAX_VERSION_CHARS,
-                     description="Optional `version` from kms_read: write only if the note is still exactly that.")
+VersionField = Field(
+    default=None,
+    max_length=MAX_VERSION_CHARS,
+    description="Optional `version` from kms_read: write only if the note is still exactly that.",
+)
 PropertyValue = str | int | float | bool | list[str | int | float | bool]
 MAX_BATCH = 50  # kms_create_many's schema bound; write.max_files_per_call may lower it
 
 
 class CreateInput(StrictInput):
-    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS,
-                              description="Note title; becomes the file name. Omit it when the content starts "
-                                          "with a '# Title' heading: that heading gives it.")
+    title: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TITLE_CHARS,
+        description="Note title; becomes the file name. Omit it when the content starts "
+        "with a '# Title' heading: that heading gives it.",
+    )
     content: str = Field(default="", description=f"Markdown body, at most {kb(MAX_CREATE_BYTES)}.")
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     folder: str | None = Field(default=None, max_length=MAX_FOLDER_CHARS, description="Vault subfolder, e.g. 'drafts'.")
-    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
-                              description="Vault name when several are registered (default: the session's vault).")
+    vault: str | None = Field(
+        default=None,
+        max_length=MAX_NAME_CHARS,
+        description="Vault name when several are registered (default: the session's vault).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> CreateInput:
@@ -62,8 +72,9 @@ class CreateInput(StrictInput):
 class AppendInput(StrictInput):
     noteId: str = NoteIdField
     content: str = Field(min_length=1, description=f"Markdown to add, at most {kb(MAX_INSERT_BYTES)}.")
-    heading: str | None = Field(default=None, max_length=MAX_HEADING_CHARS,
-                                description="Append at the end of this section instead of the note.")
+    heading: str | None = Field(
+        default=None, max_length=MAX_HEADING_CHARS, description="Append at the end of this section instead of the note."
+    )
     separator: str = Field(default="\n\n", max_length=MAX_SEPARATOR_CHARS)
     version: str | None = VersionField
 
@@ -90,22 +101,32 @@ class UpdatePropertiesInput(StrictInput):
 
 
 class Position(StrictInput):
-    afterHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
-                                     description="'Tasks' or '## Tasks': at the end of that heading's section, "
-                                                 "after a blank line (as kms_append with heading).")
-    beforeHeading: str | None = Field(default=None, min_length=1, max_length=MAX_HEADING_CHARS,
-                                      description="As whole lines right above that heading.")
-    afterBlockContaining: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS,
-                                             description="As its own block after the one paragraph (or code "
-                                                         "block) containing this text.")
+    afterHeading: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_HEADING_CHARS,
+        description="'Tasks' or '## Tasks': at the end of that heading's section, "
+        "after a blank line (as kms_append with heading).",
+    )
+    beforeHeading: str | None = Field(
+        default=None, min_length=1, max_length=MAX_HEADING_CHARS, description="As whole lines right above that heading."
+    )
+    afterBlockContaining: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="As its own block after the one paragraph (or code block) containing this text.",
+    )
     atLine: int | None = Field(default=None, ge=1, description="So that the text starts at this line (1-based).")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Position:
         given = [k for k, v in self.model_dump().items() if v is not None]
         if len(given) != 1:
-            raise ValueError("position needs exactly one of afterHeading, beforeHeading, afterBlockContaining, "
-                             f"atLine (got {given or 'none'})")
+            raise ValueError(
+                "position needs exactly one of afterHeading, beforeHeading, afterBlockContaining, "
+                f"atLine (got {given or 'none'})"
+            )
         return self
 
 
@@ -135,21 +156,29 @@ class CreateOutput(WriteOutput):
 
 # The operations load the YAML editors (ruamel, PyYAML: ~25 ms), so the handlers import them when
 # first called, not at server start; ``server.mcp.serve`` warms them in the background when writes are on.
-OPERATIONS = ("server.writes.operations", "server.writes.batch", "server.writes.edits", "server.writes.link_ops",
-              "server.writes.organize", "server.writes.folders")
+OPERATIONS = (
+    "server.writes.operations",
+    "server.writes.batch",
+    "server.writes.edits",
+    "server.writes.link_ops",
+    "server.writes.organize",
+    "server.writes.folders",
+)
 
 
 def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
-    return operations.create(ctx, ctx.vault(args.vault), title=args.title, content=args.content,
-                             tags=args.tags or None, folder=args.folder)
+
+    return operations.create(
+        ctx, ctx.vault(args.vault), title=args.title, content=args.content, tags=args.tags or None, folder=args.folder
+    )
 
 
 KMS_CREATE = WriteSpec(
     name="kms_create",
     tier="write",
     about="Create a new note (never overwrites). The title becomes the file name; put it in an "
-          "allowed folder. Returns noteId, path and the bytes/lines written.",
+    "allowed folder. Returns noteId, path and the bytes/lines written.",
     errors=("not-found", "folder-denied", "already-exists", "no-index"),
     input_model=CreateInput,
     output_model=CreateOutput,
@@ -160,16 +189,18 @@ KMS_CREATE = WriteSpec(
 
 def kms_append(ctx: WriteContext, args: AppendInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
+
     note, vault = ctx.note(args.noteId)
-    return operations.append(ctx, vault, note, content=args.content, heading=args.heading, separator=args.separator,
-                             version=args.version)
+    return operations.append(
+        ctx, vault, note, content=args.content, heading=args.heading, separator=args.separator, version=args.version
+    )
 
 
 KMS_APPEND = WriteSpec(
     name="kms_append",
     tier="write",
     about="Append Markdown to the end of a note, or to the end of one section (heading). Only adds; "
-          "nothing existing changes.",
+    "nothing existing changes.",
     errors=("not-found", "conflict", "folder-denied"),
     input_model=AppendInput,
     output_model=WriteOutput,
@@ -180,16 +211,18 @@ KMS_APPEND = WriteSpec(
 
 def kms_update_properties(ctx: WriteContext, args: UpdatePropertiesInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
+
     note, vault = ctx.note(args.noteId)
-    return operations.update_properties(ctx, vault, note, set=args.set, remove=args.remove or None,
-                                        version=args.version)
+    return operations.update_properties(
+        ctx, vault, note, set=args.set, remove=args.remove or None, version=args.version
+    )
 
 
 KMS_UPDATE_PROPERTIES = WriteSpec(
     name="kms_update_properties",
     tier="write",
     about="Set or remove YAML frontmatter properties of a note (tags, status, dates...). The body "
-          "is never touched; the rest of the frontmatter is kept as written.",
+    "is never touched; the rest of the frontmatter is kept as written.",
     errors=("not-found", "conflict"),
     input_model=UpdatePropertiesInput,
     output_model=WriteOutput,
@@ -200,6 +233,7 @@ KMS_UPDATE_PROPERTIES = WriteSpec(
 
 def kms_insert_at(ctx: WriteContext, args: InsertAtInput) -> WriteOutcome:
     from server.writes import operations  # see OPERATIONS
+
     note, vault = ctx.note(args.noteId)
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
     return operations.insert_at(ctx, vault, note, content=args.content, position=position, version=args.version)
@@ -209,9 +243,9 @@ KMS_INSERT_AT = WriteSpec(
     name="kms_insert_at",
     tier="write",
     about="Insert Markdown at one place in a note: afterHeading (at the end of that heading's "
-          "section, before the next heading of the same or a higher level, as its own paragraph), "
-          "beforeHeading, after the paragraph containing some text (afterBlockContaining), or at a "
-          "line number (atLine). Only adds.",
+    "section, before the next heading of the same or a higher level, as its own paragraph), "
+    "beforeHeading, after the paragraph containing some text (afterBlockContaining), or at a "
+    "line number (atLine). Only adds.",
     errors=("not-found", "conflict", "folder-denied"),
     input_model=InsertAtInput,
     output_model=WriteOutput,
@@ -224,13 +258,20 @@ KMS_INSERT_AT = WriteSpec(
 
 
 class RememberInput(StrictInput):
-    about: Literal["person", "project"] = Field(description="person: about the human (preferences, how they "
-                                                            "work); project: about the current project.")
-    text: str = Field(min_length=1, max_length=2 * MAX_FACT_CHARS,
-                      description=f"One durable fact, one line, at most {MAX_FACT_CHARS} characters.")
-    category: str | None = Field(default=None, min_length=1, max_length=MAX_CATEGORY_CHARS,
-                                 description="A heading to file it under, e.g. 'Preferences', 'Decisions' "
-                                             "(default General).")
+    about: Literal["person", "project"] = Field(
+        description="person: about the human (preferences, how they work); project: about the current project."
+    )
+    text: str = Field(
+        min_length=1,
+        max_length=2 * MAX_FACT_CHARS,
+        description=f"One durable fact, one line, at most {MAX_FACT_CHARS} characters.",
+    )
+    category: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CATEGORY_CHARS,
+        description="A heading to file it under, e.g. 'Preferences', 'Decisions' (default General).",
+    )
 
 
 class RememberOutput(ToolOutput):
@@ -270,15 +311,26 @@ KMS_REMEMBER = WriteSpec(
 
 class LinkInput(StrictInput):
     noteId: str = NoteIdField
-    target: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS + 4,
-                               description="The note to link to, by title or path ('Target' or '[[Target]]'); it "
-                                           "may not exist yet. Give target or targets.")
+    target: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TITLE_CHARS + 4,
+        description="The note to link to, by title or path ('Target' or '[[Target]]'); it "
+        "may not exist yet. Give target or targets.",
+    )
     targets: list[Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS + 4)]] | None = Field(
-        default=None, min_length=1, max_length=MAX_BATCH,
+        default=None,
+        min_length=1,
+        max_length=MAX_BATCH,
         description=f"Up to {MAX_BATCH} notes to link to in one write, best effort: results[] says of each "
-                    "whether it was added, already there, or refused (with its error kind).")
-    property: str = Field(default="related", min_length=1, max_length=64,
-                          description="The frontmatter list property to add it to (default related).")
+        "whether it was added, already there, or refused (with its error kind).",
+    )
+    property: str = Field(
+        default="related",
+        min_length=1,
+        max_length=64,
+        description="The frontmatter list property to add it to (default related).",
+    )
 
     @model_validator(mode="after")
     def _one_way(self) -> LinkInput:
@@ -297,10 +349,14 @@ class BatchNote(StrictInput):
 
 
 class CreateManyInput(StrictInput):
-    notes: list[BatchNote] = Field(min_length=1, max_length=MAX_BATCH,
-                                   description=f"Up to {MAX_BATCH} notes, each as kms_create takes it.")
-    vault: str | None = Field(default=None, max_length=MAX_NAME_CHARS,
-                              description="Vault name when several are registered (default: the session's vault).")
+    notes: list[BatchNote] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"Up to {MAX_BATCH} notes, each as kms_create takes it."
+    )
+    vault: str | None = Field(
+        default=None,
+        max_length=MAX_NAME_CHARS,
+        description="Vault name when several are registered (default: the session's vault).",
+    )
 
 
 class CreateManyOutput(ToolOutput):
@@ -319,6 +375,7 @@ class LinkOutput(ToolOutput):
 
 def kms_create_many(ctx: WriteContext, args: CreateManyInput) -> WriteOutcome:
     from server.writes import batch  # at first call: OPERATIONS
+
     notes = [n.model_dump() for n in args.notes]
     return batch.create_many(ctx, ctx.vault(args.vault), notes)
 
@@ -327,9 +384,9 @@ KMS_CREATE_MANY = WriteSpec(
     name="kms_create_many",
     tier="write",
     about=f"Create up to {MAX_BATCH} new notes in one call (each as kms_create: never overwrites, "
-          "allowed folders only). Best effort: results[] marks each ok (with noteId and path) or "
-          "with an error kind; each note counts against the rate limit. Use it to file many notes "
-          f"at once; for one note use kms_create. {REVERTIBLE}",
+    "allowed folders only). Best effort: results[] marks each ok (with noteId and path) or "
+    "with an error kind; each note counts against the rate limit. Use it to file many notes "
+    f"at once; for one note use kms_create. {REVERTIBLE}",
     errors=("not-found", "folder-denied", "already-exists", "too-broad", "no-index"),
     input_model=CreateManyInput,
     output_model=CreateManyOutput,
@@ -340,6 +397,7 @@ KMS_CREATE_MANY = WriteSpec(
 
 def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
     from server.writes import link_ops  # at first call: OPERATIONS
+
     note, vault = ctx.note(args.noteId)
     if args.targets is not None:
         return link_ops.link_many(ctx, vault, note, targets=args.targets, prop=args.property)
@@ -350,10 +408,10 @@ def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
 KMS_LINK = WriteSpec(
     name="kms_link",
     tier="write",
-    about="Link a note to others in its frontmatter: adds \"[[Target]]\" to a list property "
-          "(default related). Only adds; a link already there changes nothing (changed false). The "
-          "target may not exist yet, but must be in the note's vault (another vault's note is refused). "
-          f"targets adds several in one write, each reported in results[]. {REVERTIBLE}",
+    about='Link a note to others in its frontmatter: adds "[[Target]]" to a list property '
+    "(default related). Only adds; a link already there changes nothing (changed false). The "
+    "target may not exist yet, but must be in the note's vault (another vault's note is refused). "
+    f"targets adds several in one write, each reported in results[]. {REVERTIBLE}",
     errors=("not-found", "conflict"),
     input_model=LinkInput,
     output_model=LinkOutput,
@@ -364,5 +422,11 @@ KMS_LINK = WriteSpec(
 
 # the write tier, in listing order
 WRITE_TOOLS: tuple[WriteSpec, ...] = (
-    KMS_CREATE, KMS_APPEND, KMS_UPDATE_PROPERTIES, KMS_INSERT_AT, KMS_REMEMBER, KMS_CREATE_MANY, KMS_LINK,
+    KMS_CREATE,
+    KMS_APPEND,
+    KMS_UPDATE_PROPERTIES,
+    KMS_INSERT_AT,
+    KMS_REMEMBER,
+    KMS_CREATE_MANY,
+    KMS_LINK,
 )
