@@ -152,13 +152,19 @@ def test_sigterm_ends_the_session_cleanly(indexed: apsw.Connection, db_path: Pat
     if wire == "pipes":
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert proc.stdin is not None and proc.stdout is not None
-        reply = _initialize_over(proc.stdin.fileno(), proc.stdout.fileno())
+        fds = (proc.stdin.fileno(), proc.stdout.fileno())
     else:
         main, child = pty.openpty()
         tty.setraw(child)
         proc = subprocess.Popen(cmd, stdin=child, stdout=child, stderr=subprocess.PIPE, env=env)
         os.close(child)
-        reply = _initialize_over(main, main)
+        fds = (main, main)
+    try:
+        reply = _initialize_over(*fds)
+    except BaseException:
+        proc.kill()  # a failed start must not leave a server behind
+        proc.wait(timeout=15)
+        raise
     assert reply["id"] == 1 and "result" in reply
     started = time.monotonic()
     proc.terminate()
