@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bench_mcp import QUERIES  # the same words as the stdio benchmark
 from common import HERE, fresh_db, percentiles, table, vault
-
-QUERIES = ["auth error handling", "release checklist", "python logging", "thread", "database migration"]
 
 
 def pss_mb(pid: int) -> float:

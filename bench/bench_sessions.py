@@ -24,20 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bench_mcp import QUERIES  # the same words as the stdio benchmark
 from common import fresh_db, percentiles, table, vault
-
-QUERIES = [
-    "auth error handling",
-    "release checklist",
-    "python logging",
-    "thread",
-    "database migration",
-    "socket timeout",
-    "json",
-    "decimal context",
-    "budget",
-    "hiring loop",
-]
 
 
 async def reads(client: Any, note_ids: list[str], calls: int) -> list[float]:
