@@ -55,7 +55,8 @@ CLAUDE_CONTEXT_SETTINGS: dict[str, Any] = {"ignore_unknown_options": True, "allo
 """Register ``claude_command`` with these so ``kms claude -c`` passes ``-c`` to claude."""
 
 
-def _err(message: str, style: str = "yellow") -> None:
+def say(message: str, style: str = "yellow") -> None:
+    """One line for the person on stderr, prefixed ``kms:`` (the launcher's and ``kms mcp-config``'s)."""
     from rich.console import Console
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[{style}]kms:[/] {message}", markup=True)
@@ -199,12 +200,12 @@ def run_claude(
 
     env = dict(os.environ if env is None else env)
     if show_secrets and not print_config:
-        _err("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)", "red")
+        say("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)", "red")
         return 2
     try:  # claude hands its environment on to the kms server, which would refuse to start
         check_env(env)
     except SessionConfigError as e:
-        _err(str(e), "red")
+        say(str(e), "red")
         return 2
     db_path = db.default_db_path(env)
     conn = db.connect(db_path)
@@ -214,10 +215,10 @@ def run_claude(
                 conn, vault=vault, write=write, env=env, approve=approve
             )
         except KmsError as e:
-            _err(e.message, "red")
+            say(e.message, "red")
             return 2
         for w in warnings:
-            _err(w)
+            say(w)
         session = Session(new_session_id(), db_path.resolve(), Path.cwd(), tuple(roots), vault_name)
         if print_config:
             doc = compose(settings, session, isolated=isolated)
@@ -225,7 +226,7 @@ def run_claude(
             return 0
         claude = find_claude(env)
         if claude is None:
-            _err(missing_claude_message(env), "red")
+            say(missing_claude_message(env), "red")
             return EXIT_NOT_FOUND
         token = None
         if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
@@ -250,10 +251,10 @@ def run_claude(
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
-                _err(f"could not start {claude}: {e}", "red")
+                say(f"could not start {claude}: {e}", "red")
                 returncode = 126
             if conversation and returncode == 0:
-                _err(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")
+                say(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")
             return returncode
         finally:
             remove_session_config(config_path)
@@ -263,7 +264,7 @@ def run_claude(
             try:
                 end_session(conn, session.id, None if returncode is None else exit_code_of(returncode))
             except Exception as e:  # never let bookkeeping change claude's exit code
-                _err(f"could not record the end of session {session.id}: {e}")
+                say(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
 
@@ -282,7 +283,7 @@ def _on_service(
         state: Any = start_service(session.db_path, settings.get("service.port"), None, LAUNCH_WAIT_S)
         token, secret = tokens.for_session(conn, session_config(settings, session))
     except (KmsError, OSError) as e:
-        _err(
+        say(
             f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
             "kms mcp over stdio"
         )
@@ -333,7 +334,7 @@ def _sweep_stale_configs(conn: Any) -> None:
     try:
         sweep_session_configs(stale)
     except Exception as e:  # cleanup must never stop claude from starting
-        _err(f"could not sweep old session configs: {e}")
+        say(f"could not sweep old session configs: {e}")
 
 
 def claude_command(
@@ -382,165 +383,3 @@ def claude_command(
         stdio=stdio,
     )
     _die_like(returncode)
-
-
-# ----------------------------------------------------------------------------- kms mcp-config
-
-
-def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None, scopes: str) -> None:
-    """``kms mcp-config HOST --http``: the host's entry for the kms service and a token of its own (a new one
-    each time: the old is revoked); ``--uninstall`` also revokes it."""
-    import shlex
-
-    from kmscli import hosts
-    from kmscli.compose import ISOLATION_FLAGS
-    from server.activity.tokens import HOST_TOKEN_VARS
-    from server.config.scopes import ScopeError, Scopes
-    from server.errors import KmsError
-    from server.mcp import service
-
-    db_path = db.default_db_path().resolve()
-    conn = db.connect(db_path)
-    try:
-        if uninstall:
-            target, backup, found = hosts.uninstall(host, path)
-            revoked = tokens.forget_host(conn, db_path, host.name)
-            _err(
-                (
-                    f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
-                    if found
-                    else f"kms was not in {target}"
-                )
-                + f"; {revoked} token(s) of {host.name} revoked",
-                "green",
-            )
-            return
-        try:
-            parsed = Scopes.parse(scopes)
-        except ScopeError as e:
-            raise KmsError("invalid-input", str(e)) from None
-        state = service.read_state(db_path)
-        port = state.port if state is not None else load_settings().get("service.port")
-        url = state.url if state is not None else f"http://127.0.0.1:{port}/mcp"
-        helper = shlex.join(
-            [
-                "env",
-                f"KMS_DB_PATH={db_path}",
-                sys.executable,
-                *ISOLATION_FLAGS,
-                "-m",
-                "kmscli",
-                "token",
-                "header",
-                host.name,
-            ]
-        )
-        entry = hosts.http_entry(host, url, helper)
-        token = tokens.for_host(conn, db_path, host.name, parsed)
-    finally:
-        conn.close()
-    var = HOST_TOKEN_VARS.get(host.name)
-    where = (
-        f'export {var}="$(kms token secret {host.name})" in the shell (profile) {host.label} starts from'
-        if var
-        else "Claude Code asks kms for the header at each connection (headersHelper)"
-    )
-    if install:
-        target, backup = hosts.install(host, entry, path)
-        _err(
-            f"kms (service, token {token.id}: {token.scopes.text()}) installed for {host.label} in {target}"
-            + (f" (backup: {backup})" if backup else "")
-            + f"; {where}",
-            "green",
-        )
-    else:
-        sys.stdout.write(hosts.document(host, entry))
-        sys.stdout.flush()
-        _err(f"{host.label}: merge this into {host.config_path()} (or --install); token {token.id}; {where}", "dim")
-    if state is None:
-        _err("the kms service is not running: kms service start", "yellow")
-
-
-def _complete_host(incomplete: str) -> list[str]:
-    from kmscli.hosts import HOSTS
-
-    return [h for h in HOSTS if h.startswith(incomplete)]
-
-
-def mcp_config_command(
-    host_arg: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="HOST",
-            help="claude-code, claude-desktop, cursor, vscode, windsurf, zed, codex or gemini.",
-            autocompletion=_complete_host,
-            show_default=False,
-        ),
-    ] = None,
-    host_opt: Annotated[
-        str | None,
-        typer.Option("--host", metavar="HOST", help="The same as the HOST argument.", autocompletion=_complete_host),
-    ] = None,
-    install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")] = False,
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
-    path: Annotated[
-        Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="claude-code: the .mcp.json document, not the command.")
-    ] = False,
-    http: Annotated[
-        bool,
-        typer.Option(
-            "--http",
-            help="Reach kms through the kms service (a token for this host; its secret stays out of the host's file).",
-        ),
-    ] = False,
-    scopes: Annotated[
-        str,
-        typer.Option(
-            "--scopes",
-            help="With --http: the host token's scopes (e.g. 'tier:write folder:drafts'); your settings still apply.",
-        ),
-    ] = "tier:organize",
-) -> None:
-    """Give another agent host the kms server: print its config document, or --install it in place."""
-    from kmscli import hosts
-    from kmscli.compose import standalone_kms_entry
-    from server.errors import KmsError
-
-    if host_arg and host_opt and host_arg != host_opt:
-        _err(f"two hosts given ({host_arg}, {host_opt}); give one", "red")
-        raise typer.Exit(2)
-    if install and uninstall:
-        _err("--install and --uninstall exclude each other", "red")
-        raise typer.Exit(2)
-    try:
-        host = hosts.get_host(host_arg or host_opt or "claude-code")
-        if http:
-            _http_config(host, install=install, uninstall=uninstall, path=path, scopes=scopes)
-            return
-        if uninstall:
-            target, backup, found = hosts.uninstall(host, path)
-            _err(
-                f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
-                if found
-                else f"kms was not in {target}; nothing changed",
-                "green" if found else "yellow",
-            )
-            return
-        entry = hosts.host_entry(host, standalone_kms_entry(load_settings(), db.default_db_path().resolve()))
-        if install:
-            target, backup = hosts.install(host, entry, path)
-            _err(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""), "green")
-            return
-    except KmsError as e:
-        _err(e.message, "red")
-        raise typer.Exit(2) from None
-    if as_json and host.name == "claude-code":
-        doc, hint = hosts.document(host, entry), "Commit this as .mcp.json in a project."
-    else:
-        doc, hint = hosts.snippet(host, entry)
-    sys.stdout.write(doc)
-    sys.stdout.flush()
-    _err(hint, "dim")

@@ -174,7 +174,8 @@ def _add_the_rest(app: typer.Typer) -> None:
     from kmscli import changes_cmds, control_cmds, notes_cmds, repair_cmd
     from kmscli.config_cmd import config_app
     from kmscli.doctor import doctor_command
-    from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command, mcp_config_command
+    from kmscli.hosts_cmd import mcp_config_command
+    from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command
     from kmscli.servers_cmd import servers_app
     from kmscli.service_cmds import serve_cmd, service_app, token_app
 

@@ -15,7 +15,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.vault import dialects
-from server.vault.paths import NOTE_SUFFIX, strip_note_suffix
+from server.vault.paths import NOTE_SUFFIX, note_suffix_spellings, strip_note_suffix
 
 VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
@@ -168,13 +168,15 @@ def _parent(conn: apsw.Connection, note: dict[str, Any], include_hidden: bool) -
         return None
     folder = note["folder"] + "/" if note["folder"] else ""
     name = dialects.parent(rules, strip_note_suffix(note["path"][len(folder) :]))
+    suffixes = note_suffix_spellings()  # the parent's suffix may be in any case
+    marks = ", ".join("?" * len(suffixes))
     while name:
-        path = f"{folder}{name}{NOTE_SUFFIX}"
         found = rows(
             conn,
-            "SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path = ?"
-            + ("" if include_hidden else f" AND {VISIBLE}"),
-            (note["vault_id"], path),
+            f"SELECT n.id AS noteId, n.title, n.path FROM notes n WHERE n.vault_id = ? AND n.path IN ({marks})"
+            + ("" if include_hidden else f" AND {VISIBLE}")
+            + " ORDER BY n.path = ? DESC",
+            (note["vault_id"], *(f"{folder}{name}{x}" for x in suffixes), f"{folder}{name}{NOTE_SUFFIX}"),
         )
         if found:
             return found[0]

@@ -91,6 +91,14 @@ def is_note_path(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path)[-len(NOTE_SUFFIX) :].lower() == NOTE_SUFFIX
 
 
+def note_suffix_spellings() -> tuple[str, ...]:
+    """Every case of ``NOTE_SUFFIX`` (``.md``, ``.MD``, ``.Md``, ``.mD``): for an indexed ``IN`` lookup of a
+    note whose suffix a person may have typed in any case."""
+    import itertools
+
+    return tuple("".join(c) for c in itertools.product(*({ch.lower(), ch.upper()} for ch in NOTE_SUFFIX)))
+
+
 def strip_note_suffix(path: str) -> str:
     """``path`` without its note suffix, in any case (``a/Old.MD`` -> ``a/Old``); any other path as is."""
     return path[: -len(NOTE_SUFFIX)] if is_note_path(path) else path
