@@ -214,11 +214,12 @@ def token_create_cmd(
     scopes: Annotated[
         str, typer.Option("--scopes", help="e.g. 'tier:write vault:notes folder:drafts approval'.")
     ] = "tier:read",
-    expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 45m.")] = None,
+    expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 2w.")] = None,
 ) -> None:
     """Create a token; it is printed once (only its hash is kept)."""
     from server.activity import tokens
     from server.config.scopes import ScopeError, Scopes
+    from server.writes.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
 
     with cli_errors():
         try:
@@ -230,20 +231,10 @@ def token_create_cmd(
             label=label,
             scopes=parsed,
             kind="admin" if parsed.admin else "host",
-            expires_in_s=_duration(expires),
+            expires_in_s=parse_duration(expires) if expires else None,
         )
         console.print(f"token {token.id} ({token.scopes.text()}); shown once, keep it:", highlight=False)
         sys.stdout.write(secret + "\n")
-
-
-def _duration(text: str | None) -> float | None:
-    if text is None:
-        return None
-    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-    t = text.strip().lower()
-    if len(t) < 2 or t[-1] not in units or not t[:-1].isdigit() or int(t[:-1]) == 0:
-        raise KmsError("invalid-input", f"--expires {text!r}: a whole number and d, h, m or s (30d, 12h)")
-    return int(t[:-1]) * units[t[-1]]
 
 
 @token_app.command("list")
