@@ -7,8 +7,10 @@ On the generated vault (embedded first with ``--embed``), with the semantic mode
   made one hybrid search (target: N sessions on the service <= 1.3x one stdio session);
 - connect -> ``tools/list`` through the SDK's HTTP client (target p95 <= 50 ms), against the same through
   stdio (a process start each);
-- ``kms_search`` and ``kms_append`` p50 over HTTP against stdio, the same SDK client both ways (target: HTTP
-  <= stdio + 1 ms).
+- ``kms_search`` and ``kms_append`` p50 over HTTP against stdio (target: HTTP <= stdio + 1 ms), with lean
+  clients both ways (one request, one answer) taking turns in blocks of ten calls against a service and a
+  ``kms mcp`` running side by side, so that the machine's load drifts over both alike; and with the SDK's
+  client both ways, one after the other.
 
 Usage: python bench/bench_service.py [--notes N] [--sessions N] [--calls N]
 """
@@ -89,37 +91,71 @@ async def http_client(url: str, secret: str) -> Any:
     return http, Client(streamable_http_client(url, http_client=http))
 
 
-def lean_http(url: str, secret: str, tool: str, args_for: Any, calls: int) -> list[float]:
+class LeanHttp:
     """The least an HTTP client does (2026-07-28: one POST a call, JSON back): what the service costs."""
-    import httpx2
 
-    meta = {
+    META = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
         "io.modelcontextprotocol/clientCapabilities": {},
     }
-    headers = {
-        "Authorization": f"Bearer {secret}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": tool,
-    }
-    out = []
-    with httpx2.Client() as http:
-        for i in range(calls + 1):
-            body = {
-                "jsonrpc": "2.0",
-                "id": i + 1,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": args_for(i), "_meta": meta},
-            }
-            t = time.perf_counter()
-            reply = http.post(url, json=body, headers=headers)
-            if i:  # (the first pays for lazy imports)
-                out.append(time.perf_counter() - t)
-            assert reply.status_code == 200 and 'isError":true' not in reply.text, reply.text[:300]
+
+    def __init__(self, url: str, secret: str) -> None:
+        import httpx2
+
+        self.url, self.secret, self.next_id = url, secret, 0
+        self.http = httpx2.Client()
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> None:
+        self.next_id += 1
+        headers = {
+            "Authorization": f"Bearer {self.secret}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": self.META},
+        }
+        reply = self.http.post(self.url, json=body, headers=headers)
+        assert reply.status_code == 200 and 'isError":true' not in reply.text, reply.text[:300]
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def cpu_s(pid: int) -> float:
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def alternating(
+    clients: dict[str, Any], pids: dict[str, int], tool: str, args_for: Any, calls: int, block: int = 10
+) -> dict[str, list[float]]:
+    """Round trips of each client in turn, ``block`` calls at a time, so that a shared machine's load drifts
+    over all of them alike; the first call of each is not counted (lazy imports). Also each server process's
+    CPU time over its blocks (``<name>_cpu``, one figure a call): what a busy machine cannot inflate much."""
+    out: dict[str, list[float]] = {name: [] for name in clients}
+    cpu = dict.fromkeys(clients, 0.0)
+    for c in clients.values():
+        c.call(tool, args_for(0))
+    for start in range(0, calls, block):
+        for name, c in clients.items():
+            before = cpu_s(pids[name])
+            for i in range(start, min(calls, start + block)):
+                t = time.perf_counter()
+                c.call(tool, args_for(i))
+                out[name].append(time.perf_counter() - t)
+            cpu[name] += cpu_s(pids[name]) - before
+    for name in clients:
+        out[f"{name}_cpu"] = [cpu[name] / max(1, len(out[name]))]
     return out
 
 
@@ -204,6 +240,11 @@ def main() -> None:
     r["stdio_one"] = anyio.run(stdio_memory, 1)
     r["stdio_n"] = anyio.run(stdio_memory, args.sessions)
 
+    from bench_mcp import LeanClient
+
+    command, cargs = kms_command_now()
+    lean = LeanClient([command, *cargs], env)  # a stdio session beside the service: the lean pair alternates
+    lean.call("kms_semantic_search", {"query": "auth error handling"})  # the model on, as in the service
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmscli", "serve", "--port", str(port)],
@@ -246,17 +287,26 @@ def main() -> None:
                 r["http_append"] = await round_trips(
                     clients[1], "kms_append", lambda i: {"noteId": note_id, "content": f"- h {i}"}, args.calls
                 )
-                r["lean_http_search"] = await anyio.to_thread.run_sync(
-                    lean_http, url, secrets[2], "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls
-                )
-                r["lean_http_append"] = await anyio.to_thread.run_sync(
-                    lean_http,
-                    url,
-                    secrets[3],
-                    "kms_append",
-                    lambda i: {"noteId": note_id, "content": f"- l {i}"},
-                    args.calls,
-                )
+
+                def lean_pair() -> None:
+                    http = LeanHttp(url, secrets[2])
+                    try:
+                        both = {"http": http, "stdio": lean}
+                        pids = {"http": proc.pid, "stdio": lean.proc.pid}
+                        found = alternating(
+                            both, pids, "kms_search", lambda i: {"query": QUERIES[i % len(QUERIES)]}, args.calls
+                        )
+                        r["lean_http_search"], r["lean_stdio_search"] = found["http"], found["stdio"]
+                        r["cpu_search"] = (found["http_cpu"][0], found["stdio_cpu"][0])
+                        added = alternating(
+                            both, pids, "kms_append", lambda i: {"noteId": note_id, "content": f"- l {i}"}, args.calls
+                        )
+                        r["lean_http_append"], r["lean_stdio_append"] = added["http"], added["stdio"]
+                        r["cpu_append"] = (added["http_cpu"][0], added["stdio_cpu"][0])
+                    finally:
+                        http.close()
+
+                await anyio.to_thread.run_sync(lean_pair)
             connects = []
             for i in range(args.calls // 2):
                 t0 = time.perf_counter()
@@ -268,6 +318,7 @@ def main() -> None:
 
         anyio.run(service_side)
     finally:
+        lean.close()
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
 
@@ -295,28 +346,6 @@ def main() -> None:
             starts.append(time.perf_counter() - t0)
         r["stdio_connect"] = starts
 
-    from bench_mcp import LeanClient
-
-    command, cargs = kms_command_now()
-    lean = LeanClient([command, *cargs], env)
-    try:
-        lean.call("kms_semantic_search", {"query": "auth error handling"})  # the model on, as in the service
-
-        def query(i: int) -> dict[str, Any]:
-            return {"query": QUERIES[i % len(QUERIES)]}
-
-        for name, tool, args_for in (
-            ("lean_stdio_search", "kms_search", query),
-            ("lean_stdio_append", "kms_append", lambda i: {"noteId": note_id, "content": f"- m {i}"}),
-        ):
-            lean.call(tool, args_for(0))
-            r[name] = []
-            for i in range(args.calls):
-                t = time.perf_counter()
-                lean.call(tool, args_for(i))
-                r[name].append(time.perf_counter() - t)
-    finally:
-        lean.close()
     try:
         anyio.run(stdio_side)
     finally:
@@ -372,6 +401,16 @@ def main() -> None:
                 f"{lsa[0] * ms:.2f} stdio",
                 f"{lha[0] / lsa[0]:.2f}x",
                 f"<= stdio + 1 ms: {'PASS' if lha[0] <= lsa[0] + 0.001 else 'FAIL'}",
+            ),
+            *(
+                (
+                    f"{tool}: server CPU a call (ms)",
+                    f"{r[key][0] * ms:.2f} HTTP",
+                    f"{r[key][1] * ms:.2f} stdio",
+                    f"{r[key][0] / r[key][1]:.2f}x",
+                    f"+{(r[key][0] - r[key][1]) * ms:.2f} ms (for reference: what load cannot inflate)",
+                )
+                for tool, key in (("kms_search", "cpu_search"), ("kms_append", "cpu_append"))
             ),
             (
                 "kms_search p50, SDK client (ms)",

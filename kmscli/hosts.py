@@ -147,6 +147,38 @@ STDIO_ONLY = {
 }
 
 
+# VS Code asks for the token once (a password prompt) and keeps it in its own secret storage: the entry names
+# this input, which goes in the document's top-level ``inputs`` beside the server.
+VSCODE_INPUT = {
+    "type": "promptString",
+    "id": "kms-token",
+    "description": "kms service token for VS Code (print it with: kms token secret vscode)",
+    "password": True,
+}
+
+
+def _uses_input(entry: Entry | None) -> bool:
+    return entry is not None and f"${{input:{VSCODE_INPUT['id']}}}" in json.dumps(entry)
+
+
+def _inputs(host: Host, text: str, keep: bool) -> str:
+    """``text`` with kms's prompted input in VS Code's ``inputs`` (``keep``) or without it; others unchanged."""
+    if host.name != "vscode":
+        return text
+    doc = jsonc.parse(text)[0]
+    found = doc.get("inputs") if isinstance(doc, dict) else None
+    others = (
+        [i for i in found if not (isinstance(i, dict) and i.get("id") == VSCODE_INPUT["id"])]
+        if isinstance(found, list)
+        else []
+    )
+    if keep:
+        return jsonc.set_member(text, ("inputs",), [*others, VSCODE_INPUT])
+    if isinstance(found, list) and len(others) == len(found):
+        return text  # not ours to touch
+    return jsonc.set_member(text, ("inputs",), others) if others else jsonc.remove_member(text, ("inputs",))[0]
+
+
 def http_entry(host: Host, url: str, helper: str) -> Entry:
     """The host's entry for the kms service at ``url`` (``helper``: the command that prints the header)."""
     from server.activity.tokens import HOST_TOKEN_VARS
@@ -159,7 +191,7 @@ def http_entry(host: Host, url: str, helper: str) -> Entry:
     bearer = {"Authorization": f"Bearer ${{env:{var}}}"}
     shapes: dict[str, Entry] = {
         "cursor": {"url": url, "headers": bearer},
-        "vscode": {"type": "http", "url": url, "headers": bearer},
+        "vscode": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{input:{VSCODE_INPUT['id']}}}"}},
         "windsurf": {"serverUrl": url, "headers": bearer},
         "codex": {"url": url, "bearer_token_env_var": var},
         "gemini": {"url": url, "type": "http", "headers": {"Authorization": f"Bearer ${{{var}}}"}},
@@ -190,6 +222,8 @@ def document(host: Host, entry: Entry) -> str:
     doc: Any = {SERVER_NAME: entry}
     for key in reversed(host.key):
         doc = {key: doc}
+    if host.name == "vscode" and _uses_input(entry):
+        doc = {"inputs": [VSCODE_INPUT], **doc}
     if host.fmt == "toml":
         import tomlkit
 
@@ -254,8 +288,9 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
             raise KmsError("invalid-input", f"not valid JSON ({e})") from None
     try:
         if entry is None:
-            return jsonc.remove_member(text, path)
-        return jsonc.set_member(text, path, entry), True
+            without, found = jsonc.remove_member(text, path)
+            return (_inputs(host, without, keep=False), True) if found else (text, False)
+        return _inputs(host, jsonc.set_member(text, path, entry), keep=_uses_input(entry)), True
     except jsonc.JsoncError as e:
         raise KmsError("invalid-input", f"cannot parse it ({e}); fix it or merge the document by hand") from None
 

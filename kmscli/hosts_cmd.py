@@ -69,11 +69,12 @@ def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None
     finally:
         conn.close()
     var = HOST_TOKEN_VARS.get(host.name)
-    where = (
-        f'export {var}="$(kms token secret {host.name})" in the shell (profile) {host.label} starts from'
-        if var
-        else "Claude Code asks kms for the header at each connection (headersHelper)"
-    )
+    if host.name == "vscode":
+        where = "VS Code asks for the token once and keeps it in its secret storage: paste `kms token secret vscode`"
+    elif var:
+        where = f'export {var}="$(kms token secret {host.name})" in the shell (profile) {host.label} starts from'
+    else:
+        where = "Claude Code asks kms for the header at each connection (headersHelper)"
     if install:
         target, backup = hosts.install(host, entry, path)
         say(

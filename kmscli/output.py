@@ -59,14 +59,18 @@ def report_error(exc: KmsError) -> typer.Exit:
 
 class KmsGroup(TyperGroup):
     """The root command: a core error that no command turned into output (a damaged or unreachable
-    database found by any command) ends as one line and an exit code, never a traceback."""
+    database found by any command, a ``KMS_*`` variable that does not fit) ends as one line and an exit
+    code, never a traceback."""
 
     def invoke(self, ctx: Any) -> Any:  # (Typer's own vendored click Context)
+        from server.config.session import SessionConfigError
         from server.store.health import BUSY, UNUSABLE, database_error
 
         try:
             return super().invoke(ctx)
         except KmsError as exc:
             raise report_error(exc) from None
+        except SessionConfigError as exc:  # a KMS_* variable that does not fit (kms serve, kms claude, ...)
+            raise report_error(KmsError("invalid-input", str(exc))) from None
         except (*UNUSABLE, *BUSY) as exc:
             raise report_error(database_error(exc, default_db_path())) from None

@@ -167,20 +167,28 @@ class SessionHub:
         state = getattr(ctx, "lifespan_context", None)
         runner = state.runner if isinstance(state, Connection) else None
         if runner is None and (token_id := token_of(ctx)) is not None:
-            from server.activity import tokens
-            from server.store.db import thread_connection
+            with self._lock:  # the token's session, named by the verifier (``AccessToken.subject``)
+                runner = self._runners.get(_access(ctx).subject or "")
+            if runner is None:  # its first request: open it from the token's row
+                from server.activity import tokens
+                from server.store.db import thread_connection
 
-            runner = self.for_token(tokens.get(thread_connection(self.services.db_path), token_id))
+                runner = self.for_token(tokens.get(thread_connection(self.services.db_path), token_id))
         if runner is None or self._runners.get(runner.session.id) is not runner:
             raise KmsError("not-found", "this connection has no kms session (or it has ended)")
         return runner
 
 
-def token_of(ctx: Any) -> str | None:
-    """The verified token id of the HTTP request behind ``ctx``, if any (set by the SDK's bearer middleware)."""
+def _access(ctx: Any) -> Any:
+    """The verified ``AccessToken`` of the HTTP request behind ``ctx`` (set by the SDK's bearer middleware from
+    ``KmsTokenVerifier``: its ``client_id`` is the token's id, its ``subject`` the token's session), else None."""
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
-    access = getattr(user, "access_token", None)
-    token_id = getattr(access, "client_id", None)
+    return getattr(user, "access_token", None)
+
+
+def token_of(ctx: Any) -> str | None:
+    """The verified token id of the HTTP request behind ``ctx``, if any."""
+    token_id = getattr(_access(ctx), "client_id", None)
     return token_id if isinstance(token_id, str) else None

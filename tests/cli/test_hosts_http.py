@@ -60,6 +60,18 @@ def test_http_install_keeps_the_secret_out_of_the_hosts_file(host: str, tmp_path
             env={**os.environ, "HOME": str(home)},
         )
         assert json.loads(out.stdout) == {"Authorization": f"Bearer {secret}"}, out.stderr
+    elif host == "vscode":  # VS Code prompts for it once (a password input) and keeps it in its secret storage
+        assert entry["headers"] == {"Authorization": "Bearer ${input:kms-token}"}
+        doc = json.loads(jsonc.strip(HOSTS[host].config_path({"HOME": str(home)}).read_text()))
+        assert [i for i in doc["inputs"] if i["id"] == "kms-token"] == [
+            {
+                "type": "promptString",
+                "id": "kms-token",
+                "description": "kms service token for VS Code (print it with: kms token secret vscode)",
+                "password": True,
+            }
+        ]
+        assert "kms token secret vscode" in said(result.stderr)
     else:
         var = tokens.HOST_TOKEN_VARS[host]
         assert var in json.dumps(entry) and var in said(result.stderr)
@@ -77,3 +89,23 @@ def test_stdio_only_hosts_say_why(host: str, tmp_path: Path, conn: apsw.Connecti
     result = refused(kms("mcp-config", host, "--http", "--install", HOME=str(tmp_path)), 2)
     assert "stdio" in said(result.stderr)
     assert tokens.list_tokens(conn) == [] and not HOSTS[host].config_path({"HOME": str(tmp_path)}).exists()
+
+
+def test_vscode_keeps_its_other_inputs_and_servers(tmp_path: Path, conn: apsw.Connection) -> None:
+    """The person's own inputs and servers in VS Code's mcp.json survive install and uninstall; kms's input goes
+    with kms's server."""
+    home = tmp_path / "home"
+    path = HOSTS["vscode"].config_path({"HOME": str(home)})
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        '{\n  // mine\n  "inputs": [{"type": "promptString", "id": "gh", "description": "GitHub"}],\n'
+        '  "servers": {"gh": {"type": "http", "url": "https://example.invalid/mcp"}}\n}\n'
+    )
+    ok(kms("mcp-config", "vscode", "--http", "--install", HOME=str(home)))
+    ok(kms("mcp-config", "vscode", "--http", "--install", HOME=str(home)))  # twice: one kms input, not two
+    doc = json.loads(jsonc.strip(path.read_text()))
+    assert [i["id"] for i in doc["inputs"]] == ["gh", "kms-token"] and set(doc["servers"]) == {"gh", "kms"}
+    ok(kms("mcp-config", "vscode", "--http", "--uninstall", HOME=str(home)))
+    text = path.read_text()
+    doc = json.loads(jsonc.strip(text))
+    assert "// mine" in text and [i["id"] for i in doc["inputs"]] == ["gh"] and set(doc["servers"]) == {"gh"}

@@ -113,3 +113,24 @@ def test_a_killed_service_fails_cleanly_and_a_new_one_picks_up(
     token = json.loads(kms("token", "list", "--json").stdout)[0]
     readers = {r[0] for r in indexed.execute("SELECT DISTINCT session_id FROM note_reads")}
     assert readers == {token["sessionId"]}, "one session across the restart: the token's"
+
+
+def test_kms_serve_with_a_variable_that_does_not_fit_says_so_in_one_line(db_path: Path) -> None:
+    """A ``KMS_*`` value out of range stops ``kms serve`` before it binds: one line naming the variable, no
+    traceback, no state file left behind."""
+    env = {**os.environ, "KMS_WRITE_PER_MINUTE": "100000"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmscli", "serve", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "│" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error (invalid-input): KMS_WRITE_PER_MINUTE='100000': 100000 is outside 1..10000 (write.per_minute). "
+        "Valid: a whole number from 1 to 10000"
+    ]
+    assert service.read_state(db_path) is None

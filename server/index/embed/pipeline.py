@@ -215,7 +215,13 @@ class BackgroundEmbedder:
     ``wake()`` after a ``reset()``), then runs ``embed_pending`` whenever woken (after a write
     or a watcher reindex) or every ``interval`` seconds, in small batches so the write lock
     and the CPU are never held for long.
+
+    A wake is settled first: the pass starts once no other wake came for ``settle`` seconds (at
+    most ``MAX_SETTLE_S`` after the first), so an agent appending to a note ten times in a row has
+    it embedded once, after the burst, instead of competing with its own calls for the CPU.
     """
+
+    MAX_SETTLE_S = 5.0
 
     def __init__(
         self,
@@ -225,8 +231,10 @@ class BackgroundEmbedder:
         interval: float = 30.0,
         batch_notes: int = 8,
         after_pass: Callable[[apsw.Connection], None] | None = None,
+        settle: float = 0.5,
     ) -> None:
         self.db_path = str(db_path)
+        self.settle = settle
         self.after_pass = after_pass  # e.g. SemanticIndex.refresh: load new vectors off the query path
         self.embedder = embedder
         self.interval = interval
@@ -277,6 +285,15 @@ class BackgroundEmbedder:
                 elif self.embedder.state in ("not-loaded", "loading"):
                     self.embedder.wait(1.0)  # short, so stop() is prompt
                     continue
-                self._wake.wait(self.interval)
+                if self._wake.wait(self.interval):
+                    self._settle()
         finally:
             conn.close()
+
+    def _settle(self) -> None:
+        """Wait until the wakes stop for ``settle`` seconds (bounded), then let the next pass run."""
+        deadline = time.monotonic() + self.MAX_SETTLE_S
+        while self.settle > 0 and not self._stop.is_set() and time.monotonic() < deadline:
+            self._wake.clear()
+            if not self._wake.wait(min(self.settle, max(0.0, deadline - time.monotonic()))):
+                break
