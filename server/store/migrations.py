@@ -33,9 +33,9 @@ Migration = Callable[[apsw.Connection], None]
 
 def m018_folder_listing(conn: apsw.Connection) -> None:
     """A folder's visible notes in the order a folder listing pages them (newest first, then path, then id):
-    without it an unscoped ``kms_list_folder`` read and sorted every note of the folder (1,000 rows, ~1 ms)
-    for each 50-card page; with it a page is its 51 index entries. (``notes_visible_folder`` serves the
-    vault-scoped listing and the counts by folder.)"""
+    without it an unscoped ``kms_list_folder`` read and sorted every note of the folder for each 50-card
+    page, a cost that grew with the folder; with it a page is its 51 index entries.
+    (``notes_visible_folder`` serves the vault-scoped listing and the counts by folder.)"""
     conn.execute("CREATE INDEX notes_folder_recent ON notes(folder, updated_at DESC, path, id) WHERE hidden_at IS NULL")
 
 
