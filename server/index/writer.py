@@ -1,7 +1,11 @@
 """Writing a note's rows: the notes row and its FTS entry, tags, keys, links and headings.
 
-The FTS table is kept in step here by direct statements (triggers halve insert speed), and
-new notes go in by batches (``NewNotes``). ``server.index.indexer`` decides what to write.
+The FTS table is kept in step here by direct statements (a trigger would run per row and slow the
+bulk inserts of a cold index), and new notes go in by batches (``NewNotes``). ``notes_fts`` is an
+external-content FTS5 table over the view ``notes_fts_source`` (m011), whose title is
+``coalesce(search_title, title)``: a frontmatter title, the file stem behind it and a Dendron ``desc``
+are searched at the title's weight (the table's rank is ``bm25(10, 1, 5)``: title, body, tags).
+``server.index.indexer`` decides what to write.
 """
 
 from __future__ import annotations

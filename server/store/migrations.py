@@ -2,7 +2,9 @@
 
 Each migration is a function ``mNNN_name(conn)`` appended to ``MIGRATIONS``.
 Never edit one that has shipped: add a new one. Applied names are recorded in
-``_migrations`` so every process upgrades an older database on open.
+``_migrations`` so every process upgrades an older database on open. The first thirteen are
+``server.store.migrations_first``; m014-m017 never existed (the numbers were skipped), so the list
+goes from m013 to m018.
 """
 
 from __future__ import annotations
