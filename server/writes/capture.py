@@ -1,0 +1,208 @@
+"""The session note written through the write guard: by kms itself (actor ``capture``) when the host's hooks
+say a session compacts or ends, and by the agent's ``kms_capture`` (its decisions, findings, next steps,
+links). Both render the whole note from kms's records (``server.activity.session_note``) and write it in
+``capture.folder`` (its own allowlist entry, as ``memory.folder`` is kms_remember's): created the first time,
+rewritten in place after, so one session has one note, and ``kms revert`` takes back each version.
+
+A note the person edited since kms last wrote it is left alone (``conflict``): kms never writes over a
+person's text. A session that read and wrote nothing gets no note, and a note that would not change is not
+written again (no provenance row either).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.activity import session_record
+from server.activity.agent_session import AgentSession
+from server.activity.changes import FilesChanged, file_change, whole_lines
+from server.activity.ratelimit import Unmetered
+from server.activity.session_note import SessionFacts, gather, note_title, render
+from server.config.allowlist import Allowlist
+from server.config.session import SessionConfig
+from server.config.tiers import Tier
+from server.errors import KmsError
+from server.vault.files import encode, sha256_hex
+from server.vault.registry import Vault, get_vault, list_vaults
+from server.writes.context import NoteRef, WriteContext
+from server.writes.outcome import Edit, WriteOutcome, WriteResult
+
+TOOL = "session-note"  # the provenance rows of kms's own capture (actor ``capture``)
+
+
+def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, str | None] | None:
+    """The session's note if kms wrote one and it is still indexed (by its id: a rename keeps it)."""
+    record = session_record.get(conn, session_id)
+    if record is None or not record.note_id:
+        return None
+    found = conn.execute(
+        "SELECT id, vault_id, path, title, folder, size_bytes FROM notes WHERE id = ?", (record.note_id,)
+    ).fetchall()
+    if not found:
+        return None
+    nid, vault_id, path, title, folder, size = found[0]
+    return NoteRef(nid, vault_id, path, title, folder, size), get_vault(conn, vault_id), record.note_hash
+
+
+def _vault(conn: apsw.Connection, scope: str | None) -> Vault:
+    """The session's vault, else the first one registered (where memory notes go too)."""
+    if scope is not None:
+        return get_vault(conn, scope)
+    vaults = list_vaults(conn)
+    if not vaults:
+        raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
+    return min(vaults, key=lambda v: (v.added_at, v.id))
+
+
+def _facts(conn: apsw.Connection, session_id: str, extra: Sequence[tuple[str, str]]) -> SessionFacts:
+    facts = gather(conn, session_id)
+    for kind, text in extra:
+        facts.captures.setdefault(kind, []).append(text)
+    return facts
+
+
+def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple[str, str]] = ()) -> WriteOutcome:
+    """Create or rewrite ``session_id``'s note from its records (plus ``extra`` captured items, stored once
+    the note is written)."""
+    folder = ctx.capture_folder
+    if not folder:
+        raise KmsError(
+            "feature-disabled",
+            "session capture is off (capture.enabled, capture.folder); a person can turn it on with "
+            "`kms config set capture.enabled true`",
+        )
+    conn = ctx.conn
+    facts = _facts(conn, session_id, extra)
+    text = render(facts)
+    ctx = ctx.but(allowlist=Allowlist([folder]))
+    existing = _existing(conn, session_id)
+    if existing is None:
+        if facts.empty:
+            return WriteOutcome(WriteResult(changed=False))
+        from server.writes.operations import create
+
+        outcome = create(ctx, _vault(conn, ctx.scope), title=note_title(facts), content=text, folder=folder)
+    else:
+        from server.writes.cas import write_note
+
+        note, vault, written = existing
+        seen: dict[str, str] = {}
+
+        def compute(current: str, fmt: Any) -> Edit:
+            if written is not None and sha256_hex(encode(current, fmt)) != written:
+                raise KmsError(
+                    "conflict",
+                    "the session note was changed outside kms since kms wrote it; kms leaves it as it is",
+                    noteId=note.id,
+                )
+            seen["before"] = current
+            return Edit(text, None)
+
+        outcome = write_note(ctx, vault, note, compute)
+        if outcome.changed and outcome.hash_before and outcome.hash_after:
+            change = file_change(note.path, seen["before"], text, outcome.hash_before, outcome.hash_after)
+            outcome.change = FilesChanged(note.path, (whole_lines(change, seen["before"]),))
+    result: Any = outcome.result
+    if ctx.capture is None and outcome.changed and outcome.hash_after and result.get("noteId"):
+        session_record.set_note(
+            conn,
+            session_id,
+            note_id=result["noteId"],
+            vault=result["vault"],
+            path=result["path"],
+            digest=outcome.hash_after,
+        )
+    if ctx.capture is None and extra:
+        session_record.add_captures(conn, session_id, extra)
+    return outcome
+
+
+# ----------------------------------------------------------------------------- kms's own capture
+
+
+class SessionNoteInput(BaseModel):
+    """What a capture is asked for: the host event that asked (for the provenance row)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    event: str = Field(min_length=1, max_length=40)
+
+
+@dataclass(frozen=True)
+class SessionNoteTool:
+    """kms's capture as the guard sees a tool (``guard.WriteTool``); not an MCP tool."""
+
+    name: str = TOOL
+    tier: Tier = "write"
+    input_model: type[BaseModel] = SessionNoteInput
+    handler: Callable[[WriteContext, Any], WriteOutcome] = lambda ctx, _args: write_session_note(ctx, ctx.session_id)
+
+
+SESSION_NOTE = SessionNoteTool()
+
+
+def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | None:
+    """Why no capture is due now (None: write): capture off, an empty session, or the note already says it."""
+    if not folder:
+        return "capture is off"
+    existing = _existing(conn, session_id)
+    facts = gather(conn, session_id)
+    if existing is None:
+        return "the session read and wrote nothing" if facts.empty else None
+    note, vault, written = existing
+    from server.vault.paths import locate_note
+
+    try:
+        real, _rel = locate_note(vault.root, note.path)
+        raw = real.read_bytes()
+    except (OSError, KmsError):
+        return None  # the write says what is wrong
+    if sha256_hex(raw) != written:
+        return "the person changed the session note since kms wrote it"
+    return "the session note is up to date" if raw == encode(render(facts), _format_of(raw)) else None
+
+
+def _format_of(raw: bytes) -> Any:
+    from server.vault.files import decode
+
+    return decode(raw)[1]
+
+
+def capture(
+    config: SessionConfig, event: str, *, later: Callable[[Callable[[], None]], None] | None = None
+) -> dict[str, Any]:
+    """Write ``config``'s session note now through the guard as the ``capture`` actor (no write slot of the
+    agent's is used; the session's tier, control state and ``write.approval`` apply). When the person must
+    approve, the wait is handed to ``later`` (a thread of the service, a detached process), else done here."""
+    from server.store.db import thread_connection
+    from server.writes.guard import WriteService
+
+    folder = config.capture_folder if config.capture_enabled else None
+    why = due(thread_connection(config.db_path), config.session_id, folder)
+    if why is not None:
+        return {"written": False, "reason": why}
+    own = dataclasses.replace(
+        config, enabled=True, read_enabled=True, write_enabled=True, allowlist=(), token_folders=(), per_minute=0
+    )
+    session = AgentSession.open(own, limits=Unmetered())
+    service = WriteService(session, actor="capture")
+    args = {"event": event}
+    try:
+        staged = service.stage(SESSION_NOTE, args)
+        if staged is None:
+            result = service.run(SESSION_NOTE, args)
+            return {"written": bool(result.get("changed", True)), **result}
+
+        def settle() -> None:
+            service.settle(SESSION_NOTE, args, staged, service.wait(staged, time.sleep))
+
+        (later or (lambda work: work()))(settle)
+        return {"written": False, "pendingId": staged.id, "reason": "waiting for the person's approval"}
+    finally:
+        session.close()
