@@ -26,6 +26,7 @@ from server.store.db import rows
 
 NOTE_TYPE = "session"
 CAPTURE_TOOL = "kms_capture"  # the agent's own capture call: it writes the session note, listed as captures
+NOTE_TOOL = "session-note"  # kms's own capture (actor ``capture``): the note's own versions, never listed
 LIST_CAP = 100  # items per list section; the rest are counted
 SECTION_TITLES = {"decision": "Decisions", "finding": "Findings", "next": "Next steps", "link": "Links"}
 _VERBS = {
@@ -180,7 +181,7 @@ def gather(conn: apsw.Connection, session_id: str, *, note_path: tuple[str, str]
         "SELECT id, tool, status, outcome, files_json FROM pending_writes WHERE session_id = ? ORDER BY id",
         (session_id,),
     ):
-        if r["tool"] == CAPTURE_TOOL:
+        if r["tool"] in (CAPTURE_TOOL, NOTE_TOOL):
             continue
         files = [f for f in json.loads(r["files_json"] or "[]") if isinstance(f, dict)]
         shown = [f for f in files if not f.get("hidden") and not privacy.hidden(f.get("vault"), f.get("path"))]

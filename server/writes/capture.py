@@ -24,7 +24,7 @@ from server.activity import session_record
 from server.activity.agent_session import AgentSession
 from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.activity.ratelimit import Unmetered
-from server.activity.session_note import SessionFacts, gather, note_title, render
+from server.activity.session_note import NOTE_TOOL, SessionFacts, gather, note_title, render
 from server.config.allowlist import Allowlist
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
@@ -34,7 +34,7 @@ from server.vault.registry import Vault, get_vault, list_vaults
 from server.writes.context import NoteRef, WriteContext
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
-TOOL = "session-note"  # the provenance rows of kms's own capture (actor ``capture``)
+TOOL = NOTE_TOOL  # the provenance rows of kms's own capture (actor ``capture``)
 
 
 def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, str | None] | None:
@@ -174,35 +174,57 @@ def _format_of(raw: bytes) -> Any:
     return decode(raw)[1]
 
 
-def capture(
-    config: SessionConfig, event: str, *, later: Callable[[Callable[[], None]], None] | None = None
-) -> dict[str, Any]:
-    """Write ``config``'s session note now through the guard as the ``capture`` actor (no write slot of the
-    agent's is used; the session's tier, control state and ``write.approval`` apply). When the person must
-    approve, the wait is handed to ``later`` (a thread of the service, a detached process), else done here."""
-    from server.store.db import thread_connection
+def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
+    """The guard for kms's own capture of ``config``'s session: write tier on (the note is kms's, not the
+    agent's), no folder of the agent's allowlist, no write slot of the agent's; the session's scope,
+    control state and ``write.approval`` as they are."""
     from server.writes.guard import WriteService
+
+    own = dataclasses.replace(
+        config, enabled=True, read_enabled=True, write_enabled=True, allowlist=(), token_folders=(), per_minute=0
+    )
+    session = AgentSession.open(own, limits=Unmetered())
+    return WriteService(session, actor="capture"), session
+
+
+def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[str, Any]:
+    """Write ``config``'s session note now through the guard as the ``capture`` actor. When the person must
+    approve it, the staged call's ``pendingId`` is answered (``settle_staged`` waits for the decision and
+    applies it), unless ``wait``: then it is waited for here."""
+    from server.store.db import thread_connection
 
     folder = config.capture_folder if config.capture_enabled else None
     why = due(thread_connection(config.db_path), config.session_id, folder)
     if why is not None:
         return {"written": False, "reason": why}
-    own = dataclasses.replace(
-        config, enabled=True, read_enabled=True, write_enabled=True, allowlist=(), token_folders=(), per_minute=0
-    )
-    session = AgentSession.open(own, limits=Unmetered())
-    service = WriteService(session, actor="capture")
+    service, session = _service(config)
     args = {"event": event}
     try:
         staged = service.stage(SESSION_NOTE, args)
         if staged is None:
             result = service.run(SESSION_NOTE, args)
             return {"written": bool(result.get("changed", True)), **result}
-
-        def settle() -> None:
-            service.settle(SESSION_NOTE, args, staged, service.wait(staged, time.sleep))
-
-        (later or (lambda work: work()))(settle)
+        if wait:
+            result = service.settle(SESSION_NOTE, args, staged, service.wait(staged, time.sleep))
+            return {"written": bool(result.get("changed", True)), **result}
         return {"written": False, "pendingId": staged.id, "reason": "waiting for the person's approval"}
+    finally:
+        session.close()
+
+
+def settle_staged(config: SessionConfig, pending_id: int) -> dict[str, Any]:
+    """Wait for the person's decision on a staged session note and apply it as approved (or record the
+    refusal): what a service thread or a detached ``kms hook settle`` does after ``capture``."""
+    from server.activity import approvals
+    from server.writes.guard import Staged
+    from server.writes.staging import StagedFile
+
+    service, session = _service(config)
+    try:
+        item = approvals.get(service.conn(), pending_id)
+        if item is None or item.tool != TOOL or item.session_id != config.session_id:
+            raise KmsError("not-found", f"no staged session note #{pending_id} for this session")
+        staged = Staged(item.id, tuple(StagedFile.from_json(f) for f in item.files), item.expires_at)
+        return service.settle(SESSION_NOTE, item.arguments, staged, service.wait(staged, time.sleep))
     finally:
         session.close()

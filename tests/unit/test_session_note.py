@@ -15,7 +15,7 @@ from server.activity.reads import ReadTracker
 from server.activity.session_note import gather, render
 from server.activity.sessions import start_session
 from server.config.session import SessionConfig
-from server.writes.capture import capture
+from server.writes.capture import capture, settle_staged
 from server.writes.revert import revert
 
 
@@ -124,12 +124,18 @@ def test_a_note_the_person_edited_is_left_alone(env: Env) -> None:
 def test_write_approval_stages_the_note_for_the_person(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
     read(env, "s1", "projects/alpha.md")
-    waiting: list[object] = []
-    answer = capture(config(env, "s1", approval="always"), "SessionEnd", later=waiting.append)
-    assert answer["written"] is False and answer["pendingId"] and len(waiting) == 1
+    cfg = config(env, "s1", approval="always")
+    answer = capture(cfg, "SessionEnd")
+    assert answer["written"] is False and answer["pendingId"]
     assert session_notes(env) == []
     [pending] = approvals.list_pending(env.conn)
     assert pending.tool == "session-note" and pending.session_id == "s1"
+    approvals.decide(env.conn, pending.id, approve=True)
+    settled = settle_staged(cfg, pending.id)
+    [note] = session_notes(env)
+    assert settled["path"] == f"kms-sessions/{note.name}"
+    row = provenance.get_invocation(env.conn, settled["invocationId"])
+    assert row is not None and row["actor"] == "capture" and "approved by the person" in (row["message"] or "")
 
 
 def test_a_hidden_capture_folder_is_refused(env: Env) -> None:
