@@ -145,12 +145,11 @@ def mark_asked(conn: apsw.Connection, session_id: str, now: float | None = None)
 
 
 def record_searches(conn: apsw.Connection, session_id: str, searches: Sequence[tuple[str, str, float]]) -> None:
-    """(tool, query, at) of search calls; the read tracker batches them."""
-    with write_tx(conn):
-        conn.executemany(
-            "INSERT INTO session_searches(session_id, at, tool, query) VALUES (?, ?, ?, ?)",
-            [(session_id, at, tool, q[:MAX_QUERY_CHARS]) for tool, q, at in searches],
-        )
+    """(tool, query, at) of search calls, inside the caller's transaction (the read tracker batches them)."""
+    conn.executemany(
+        "INSERT INTO session_searches(session_id, at, tool, query) VALUES (?, ?, ?, ?)",
+        [(session_id, at, tool, q[:MAX_QUERY_CHARS]) for tool, q, at in searches],
+    )
 
 
 def searches(conn: apsw.Connection, session_id: str, limit: int = 200) -> list[dict[str, Any]]:
