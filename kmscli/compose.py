@@ -241,15 +241,28 @@ HOOK_TIMEOUT_S = 30  # a capture at SessionEnd writes one note; the host stops w
 TOKEN_VAR = "KMS_SESSION_TOKEN"
 
 
-def hook_command(python: str | None, event: str, contract: Path | None = None) -> str:
-    """The shell command of a command hook: kms isolated as its server is (``ISOLATION_FLAGS``)."""
+def hook_command(python: str | None, event: str, contract: Path | None = None, pins: tuple[str, ...] = ()) -> str:
+    """The shell command of a command hook: kms isolated as its server is (``ISOLATION_FLAGS``); ``pins``:
+    more options (``--db=FILE``, ``--config=FILE``)."""
     import shlex
 
     interpreter, _args = kms_command(python)
-    words = [interpreter, *ISOLATION_FLAGS, "-m", "kmscli", "hook", event]
+    words = [interpreter, *ISOLATION_FLAGS, "-m", "kmscli", "hook", event, *pins]
     if contract is not None:
         words.append(f"--contract={contract}")
     return " ".join(shlex.quote(w) for w in words)
+
+
+def hook_entries(make: Callable[[str, str], Entry]) -> dict[str, Any]:
+    """The ``hooks`` object of a host's settings: for each event kms listens to, one hook ``make(event,
+    argument)`` (PostToolUse only for the host's file tools)."""
+    hooks: dict[str, Any] = {}
+    for event, arg in HOOK_EVENTS.items():
+        entry: dict[str, Any] = {"hooks": [{**make(event, arg), "timeout": HOOK_TIMEOUT_S}]}
+        if event == "PostToolUse":
+            entry["matcher"] = FILE_TOOL_MATCHER
+        hooks[event] = [entry]
+    return hooks
 
 
 def hooks_doc(settings: Settings, session: Session, contract: Path | None) -> dict[str, Any] | None:
@@ -260,24 +273,27 @@ def hooks_doc(settings: Settings, session: Session, contract: Path | None) -> di
     expands from its environment), else to ``kms hook`` too."""
     if not settings.active("capture.enabled") or not settings.active("agent.read"):
         return None
-    hooks: dict[str, Any] = {}
     base = session.service_url.rsplit("/mcp", 1)[0] if session.service_url else None
-    for event, arg in HOOK_EVENTS.items():
+
+    def make(event: str, arg: str) -> Entry:
         if base is not None and event != "SessionStart":
-            hook: dict[str, Any] = {
+            return {
                 "type": "http",
                 "url": f"{base}/hooks/{arg}",
                 "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"},
                 "allowedEnvVars": [TOKEN_VAR],
             }
-        else:
-            hook = {"type": "command", "command": hook_command(session.python, arg, contract)}
-        hook["timeout"] = HOOK_TIMEOUT_S
-        entry: dict[str, Any] = {"hooks": [hook]}
-        if event == "PostToolUse":
-            entry["matcher"] = FILE_TOOL_MATCHER
-        hooks[event] = [entry]
-    return {"hooks": hooks}
+        return {"type": "command", "command": hook_command(session.python, arg, contract)}
+
+    return {"hooks": hook_entries(make)}
+
+
+def standalone_hooks(settings: Settings, db_path: Path, python: str | None = None) -> dict[str, Any]:
+    """kms's hooks for a host kms does not launch (a plugin, the person's own settings): command hooks pinning
+    the database and the settings file (as ``standalone_kms_entry`` does), the session taken from the host's
+    own session id (``kms hook``)."""
+    pins = (f"--db={db_path.resolve()}", f"--config={settings.path.resolve()}")
+    return hook_entries(lambda _event, arg: {"type": "command", "command": hook_command(python, arg, None, pins)})
 
 
 def write_session_hooks(settings: Settings, session: Session, config_path: Path | None) -> Path | None:

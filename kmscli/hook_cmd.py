@@ -7,8 +7,9 @@ exits 0, so a session always starts and never stops on kms's account; what went 
 ``kms-hooks.log`` beside the database.
 
 The session: ``--contract FILE`` (the ``KMS_*`` variables ``kms claude`` wrote for this session, 0600, beside
-its ``--mcp-config``), else the environment (``KMS_SESSION_ID``, else one derived from the host's own session
-id, so every event of one host session lands on one kms session). The rules are the core's
+its ``--mcp-config``), else the environment (``--db`` and ``--config`` pin the database and the settings file,
+as a plugin's MCP entry does; ``KMS_SESSION_ID``, else one derived from the host's own session id, so every
+event of one host session lands on one kms session). The rules are the core's
 (``server.writes.session_hooks``); this module only reads, calls and prints.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # a PostToolUse event carries the tool's whole answer
 LOG_NAME = "kms-hooks.log"
-USAGE = "usage: kms hook EVENT [--contract FILE]   (EVENT: {})".format
+USAGE = "usage: kms hook EVENT [--contract FILE | --db FILE --config FILE]   (EVENT: {})".format
 
 
 def log_path(env: Mapping[str, str]) -> Path:
@@ -85,21 +86,29 @@ def settle_detached(session: Mapping[str, str], pending_id: int) -> None:
     )
 
 
+def _options(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The words that are not ``--name=VALUE`` / ``--name VALUE`` options, and those options."""
+    args, options, words = [], {}, list(argv)
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if name in names:
+            options[name] = value if eq else words.pop(0)
+        else:
+            args.append(word)
+    return args, options
+
+
 def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, Any] | None:
     """One hook call; raises on anything wrong (``main`` turns that into a log line and exit 0)."""
     from server.config.session import SessionConfig
     from server.store.db import connect
     from server.writes.session_hooks import EVENTS, handle
 
-    args = list(argv)
-    contract: Path | None = None
-    if "--contract" in args:
-        i = args.index("--contract")
-        contract = Path(args[i + 1])
-        del args[i : i + 2]
-    elif any(a.startswith("--contract=") for a in args):
-        i = next(i for i, a in enumerate(args) if a.startswith("--contract="))
-        contract = Path(args.pop(i).split("=", 1)[1])
+    args, options = _options(argv, ("--contract", "--db", "--config"))
+    contract = Path(options["--contract"]) if "--contract" in options else None
+    pinned = {var: options[opt] for opt, var in (("--db", "KMS_DB_PATH"), ("--config", "KMS_CONFIG")) if opt in options}
+    env = {**env, **pinned}
     if len(args) == 2 and args[0] == "settle":  # a detached wait for the person's decision
         from server.writes.capture import settle_staged
 

@@ -228,6 +228,10 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.add_typer(service_app, name="service")
     app.add_typer(token_app, name="token")
+    from kmscli.plugin_cmds import hooks_app, plugin_app
+
+    app.add_typer(plugin_app, name="plugin")
+    app.add_typer(hooks_app, name="hooks")
 
 
 _full: list[typer.Typer] = []

@@ -147,3 +147,43 @@ def test_a_session_gets_its_brief_and_leaves_one_revertible_note(
         )
         assert undo.returncode == 0, undo.stderr
     assert not list((vault_dir / "kms-sessions").glob("*.md"))
+
+
+@pytest.mark.timeout(240)
+def test_the_exported_plugin_loads_with_its_tools_and_its_brief(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    from support.fake_anthropic import FakeAnthropic
+
+    claude = claude_bin()
+    home, work, plugin = tmp_path / "home", tmp_path / "work", tmp_path / "plugin"
+    home.mkdir()
+    work.mkdir()
+    made = subprocess.run(
+        [sys.executable, "-m", "kmscli", "plugin", "export", "claude-code", str(plugin)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    tool = "mcp__plugin_kms_kms__kms_search"  # Claude Code's name for a plugin's MCP tool
+    with FakeAnthropic(tool_name=tool, query="auth error handling") as api:
+        env = claude_env(api.base_url, home, ENABLE_TOOL_SEARCH="false")
+        args = ["--plugin-dir", str(plugin), "-p", "Find my auth notes", "--allowedTools", "mcp__plugin_kms_kms"]
+        proc = subprocess.run(
+            [str(claude), *args, "--output-format", "stream-json", "--verbose"],
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=200,
+        )
+    debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, debug
+    init = next(e for e in stream_events(proc.stdout) if e.get("subtype") == "init")
+    assert {"name": "plugin:kms:kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
+    listed = {t for t in init["tools"] if t.startswith("mcp__plugin_kms_kms__")}
+    assert {"mcp__plugin_kms_kms__kms_start", tool} <= listed, debug
+    assert api.tool_results and "Auth service error handling" in api.tool_results[-1].text, debug
+    assert brief_in(api.message_requests[0].body) is not None, debug  # the plugin's SessionStart hook
