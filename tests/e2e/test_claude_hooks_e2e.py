@@ -187,3 +187,47 @@ def test_the_exported_plugin_loads_with_its_tools_and_its_brief(
     assert {"mcp__plugin_kms_kms__kms_start", tool} <= listed, debug
     assert api.tool_results and "Auth service error handling" in api.tool_results[-1].text, debug
     assert brief_in(api.message_requests[0].body) is not None, debug  # the plugin's SessionStart hook
+
+
+@pytest.mark.timeout(240)
+def test_a_bare_session_runs_no_hook_and_leaves_no_note(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
+    """``claude --bare`` runs no hook: no brief, no record, no note, and nothing fails (a plain session beside
+    it, from the same launcher, shows the hooks are there)."""
+    from support.fake_anthropic import FakeAnthropic
+
+    claude = claude_bin()
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    runs = {}
+    for kind, extra in (("plain", ()), ("bare", ("--bare",))):
+        with FakeAnthropic(query="auth error handling") as api:
+            env = claude_env(
+                api.base_url,
+                home,
+                KMS_CLAUDE_BIN=str(claude),
+                KMS_DB_PATH=str(db_path),
+                KMS_CONFIG=str(tmp_path / "config.toml"),
+                ENABLE_TOOL_SEARCH="false",
+            )
+            args = [*extra, "-p", "Find my auth notes", "--allowedTools", "mcp__kms", "--output-format", "json"]
+            proc = subprocess.run(
+                [sys.executable, "-m", "kmscli", "claude", "--stdio", "--", *args],
+                env=env,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=200,
+            )
+            runs[kind] = (proc, api.message_requests, api.tool_results)
+    for kind, (proc, _requests, results) in runs.items():
+        assert proc.returncode == 0 and results, f"{kind}: {proc.stderr[-3000:]}"
+    assert brief_in(runs["plain"][1][0].body) is not None
+    assert all(BRIEF_HEAD not in json.dumps(r.body) for r in runs["bare"][1])
+    plain, bare = [r[0] for r in indexed.execute("SELECT id FROM sessions WHERE kind = 'launcher' ORDER BY started_at")]
+    assert session_record.get(indexed, plain) is not None and session_record.get(indexed, bare) is None
+    [note] = (vault_dir / "kms-sessions").glob("*.md")  # the plain session's note only
+    assert f"session: {plain}\n" in note.read_text()
