@@ -131,6 +131,16 @@ def record_event(
 _EMPTY = SessionRecord("", None, None, None, None, None, [], None, None, None, None, None, 0.0)
 
 
+def note_of(conn: apsw.Connection, session_id: str) -> str | None:
+    """The id of the session's note, while it is indexed and visible (the dashboard opens it)."""
+    found = conn.execute(
+        "SELECT n.id FROM session_records r JOIN notes n ON n.id = r.note_id "
+        "WHERE r.session_id = ? AND n.hidden_at IS NULL",
+        (session_id,),
+    ).fetchall()
+    return found[0][0] if found else None
+
+
 def set_note(conn: apsw.Connection, session_id: str, *, note_id: str, vault: str, path: str, digest: str) -> None:
     """The session note kms wrote (its id, place and the hash of the bytes it wrote)."""
     _upsert(conn, session_id, time.time(), note_id=note_id, note_vault=vault, note_path=path, note_hash=digest)
