@@ -109,8 +109,11 @@ def settings_path() -> Path:
 
 
 def is_ours(group: Any) -> bool:
+    """A matcher group kms wrote: every hook in it is a ``kms hook`` command."""
     hooks = group.get("hooks") if isinstance(group, dict) else None
-    return bool(hooks) and all(MARK in str(h.get("command", "")) for h in hooks if isinstance(h, dict))
+    if not isinstance(hooks, list) or not hooks:
+        return False
+    return all(isinstance(h, dict) and MARK in str(h.get("command", "")) for h in hooks)
 
 
 def merged(text: str, ours: dict[str, Any] | None) -> tuple[str, bool]:
@@ -119,11 +122,12 @@ def merged(text: str, ours: dict[str, Any] | None) -> tuple[str, bool]:
         doc, _span = jsonc.parse(text) if text.strip() else ({}, None)
     except jsonc.JsoncError as e:
         raise KmsError("invalid-input", f"cannot parse it ({e}); fix it first") from None
-    current = doc.get("hooks") if isinstance(doc, dict) else None
-    current = current if isinstance(current, dict) else {}
+    found = doc.get("hooks") if isinstance(doc, dict) else None
+    current: dict[str, Any] = found if isinstance(found, dict) else {}
     changed = False
     for event in HOOK_EVENTS:
-        groups = current.get(event) if isinstance(current.get(event), list) else []
+        listed = current.get(event)
+        groups: list[Any] = listed if isinstance(listed, list) else []
         kept = [g for g in groups if not is_ours(g)]
         new = kept + (ours[event] if ours is not None else [])
         if new != groups:

@@ -138,7 +138,7 @@ def note_of(conn: apsw.Connection, session_id: str) -> str | None:
         "WHERE r.session_id = ? AND n.hidden_at IS NULL",
         (session_id,),
     ).fetchall()
-    return found[0][0] if found else None
+    return str(found[0][0]) if found else None
 
 
 def set_note(conn: apsw.Connection, session_id: str, *, note_id: str, vault: str, path: str, digest: str) -> None:
@@ -241,7 +241,8 @@ def record_tool_use(
         )
         fid = conn.last_insert_rowid()
     assert isinstance(tool, str)
-    return OutsideFile(fid, session_id, at, tool, str(named), *(where or (None, None)), digest)
+    vault_id, path = where if where else (None, None)
+    return OutsideFile(fid, session_id, at, tool, str(named), vault_id, path, digest)
 
 
 def files_for_session(conn: apsw.Connection, session_id: str) -> list[OutsideFile]:

@@ -29,6 +29,7 @@ from server.config.allowlist import Allowlist
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
 from server.errors import KmsError
+from server.store.db import rows
 from server.vault.files import encode, sha256_hex
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.writes.context import NoteRef, WriteContext
@@ -42,13 +43,14 @@ def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, s
     record = session_record.get(conn, session_id)
     if record is None or not record.note_id:
         return None
-    found = conn.execute(
-        "SELECT id, vault_id, path, title, folder, size_bytes FROM notes WHERE id = ?", (record.note_id,)
-    ).fetchall()
+    found = rows(
+        conn, "SELECT id, vault_id, path, title, folder, size_bytes FROM notes WHERE id = ?", (record.note_id,)
+    )
     if not found:
         return None
-    nid, vault_id, path, title, folder, size = found[0]
-    return NoteRef(nid, vault_id, path, title, folder, size), get_vault(conn, vault_id), record.note_hash
+    r = found[0]
+    note = NoteRef(r["id"], r["vault_id"], r["path"], r["title"], r["folder"], r["size_bytes"])
+    return note, get_vault(conn, note.vault_id), record.note_hash
 
 
 def _vault(conn: apsw.Connection, scope: str | None) -> Vault:
