@@ -91,6 +91,10 @@ def test_capture_writes_one_note_updates_it_in_place_and_revert_takes_each_versi
     )
     assert env.conn.execute("SELECT total FROM write_counters WHERE session_id = 's1'").fetchall() == [(1,)]
 
+    from server.activity.visits import changes_since
+
+    mine = next(n for n in changes_since(env.conn, 0, None, 50)["notes"] if n["path"] == first["path"])
+    assert mine["by"] == [{"agent": "s1", "project": "/work/p"}]  # kms wrote it for s1: not "the person"
     again = capture(config(env, "s1"), "PreCompact")  # nothing new: not written, no row
     assert again == {"written": False, "reason": "the session note is up to date"}
 
