@@ -39,14 +39,17 @@ TOOL = NOTE_TOOL  # the provenance rows of kms's own capture (actor ``capture``)
 
 
 def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, str | None] | None:
-    """The session's note if kms wrote one and it is still indexed (by its id: a rename keeps it)."""
+    """The session's note if kms wrote one and it is still indexed and visible (by its id: a rename keeps
+    it)."""
     record = session_record.get(conn, session_id)
     if record is None or not record.note_id:
         return None
     found = rows(
-        conn, "SELECT id, vault_id, path, title, folder, size_bytes FROM notes WHERE id = ?", (record.note_id,)
+        conn,
+        "SELECT id, vault_id, path, title, folder, size_bytes FROM notes WHERE id = ? AND hidden_at IS NULL",
+        (record.note_id,),
     )
-    if not found:
+    if not found:  # gone, or hidden now (a person moved it into a private folder): kms writes no more there
         return None
     r = found[0]
     note = NoteRef(r["id"], r["vault_id"], r["path"], r["title"], r["folder"], r["size_bytes"])
@@ -95,6 +98,9 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
         from server.writes.cas import write_note
 
         note, vault, written = existing
+        from server.writes.operations import check_note_folder
+
+        check_note_folder(vault, note, ctx.allowlist)  # moved out of the capture folder: left where it is
         seen: dict[str, str] = {}
 
         def compute(current: str, fmt: Any) -> Edit:
@@ -153,8 +159,11 @@ def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | Non
     """Why no capture is due now (None: write): capture off, an empty session, or the note already says it."""
     if not folder:
         return "capture is off"
+    record = session_record.get(conn, session_id)
     existing = _existing(conn, session_id)
     facts = gather(conn, session_id)
+    if existing is None and record is not None and record.note_id:
+        return "the session note is no longer where agents may see it (moved, hidden or deleted)"
     if existing is None:
         return "the session read and wrote nothing" if facts.empty else None
     note, vault, written = existing

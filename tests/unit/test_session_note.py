@@ -180,3 +180,17 @@ def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     read(env, "s1", "projects/alpha.md")
     assert "> look at alpha" in render(gather(env.conn, "s1"))
     assert json.loads(env.conn.execute("SELECT prompts FROM session_records").fetchall()[0][0]) == ["look at alpha"]
+
+
+def test_a_session_note_the_person_hid_or_took_back_is_never_written_again(env: Env) -> None:
+    from server.index.notes import set_hidden
+
+    start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
+    read(env, "s1", "projects/alpha.md")
+    first = capture(config(env, "s1"), "PreCompact")
+    [note] = session_notes(env)
+    set_hidden(env.conn, first["noteId"], True)  # `kms hide`: agents may not see it any more
+    session_record.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "other"})
+    answer = capture(config(env, "s1"), "SessionEnd")
+    assert answer["written"] is False and "no longer where agents may see it" in answer["reason"]
+    assert session_notes(env) == [note] and "reason:" not in note.read_text()  # neither rewritten nor a second
