@@ -333,7 +333,7 @@ def render(facts: SessionFacts) -> str:
         for s in facts.staged
     ]
     if facts.refused:
-        staged.append(f"- {facts.refused} write call(s) refused or failed (see `kms session show {facts.session_id}`)")
+        staged.append(f"- {facts.refused} write call(s) refused or failed (see `kms log --session {facts.session_id}`)")
     section("Writes for approval and refused", staged)
     section(
         "Notes read",
