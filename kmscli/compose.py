@@ -162,6 +162,8 @@ def _private_base() -> Path | None:
 
 
 CONFIG_NAME = "mcp-config.json"
+SETTINGS_NAME = "settings.json"  # the session's hooks (``claude --settings=FILE``)
+CONTRACT_NAME = "session.json"  # the session contract the command hooks read (``kms hook --contract``)
 
 
 def write_session_config(doc: dict[str, Any], session_id: str) -> Path | None:
@@ -171,7 +173,11 @@ def write_session_config(doc: dict[str, Any], session_id: str) -> Path | None:
     safe_id = re.sub(r"[^A-Za-z0-9_-]", "", session_id)[:32] or "session"
     folder = Path(tempfile.mkdtemp(prefix=f"kms-{safe_id}-", dir=_private_base()))
     os.chmod(folder, 0o700)
-    path = folder / CONFIG_NAME
+    return write_private(folder / CONFIG_NAME, doc)
+
+
+def write_private(path: Path, doc: dict[str, Any]) -> Path:
+    """A new 0600 JSON file (in a session's private directory)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=2)
@@ -183,10 +189,11 @@ def remove_session_config(path: Path | None) -> None:
     """Remove the file and its private directory (tolerates either being gone already)."""
     if path is None:
         return
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+    for name in (path.name, SETTINGS_NAME, CONTRACT_NAME):
+        try:
+            (path.parent / name).unlink()
+        except FileNotFoundError:
+            pass
     try:
         path.parent.rmdir()
     except (FileNotFoundError, OSError):
@@ -215,6 +222,91 @@ def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
                 remove_session_config(path)
                 removed += 1
     return removed
+
+
+# ----------------------------------------------------------------------------- hooks
+
+# the host's hook events kms listens to -> the ``kms hook`` argument (``server.writes.session_hooks.EVENTS``)
+HOOK_EVENTS: dict[str, str] = {
+    "SessionStart": "session-start",
+    "UserPromptSubmit": "user-prompt-submit",
+    "PostToolUse": "post-tool-use",
+    "PreCompact": "pre-compact",
+    "PostCompact": "post-compact",
+    "Stop": "stop",
+    "SessionEnd": "session-end",
+}
+FILE_TOOL_MATCHER = "Write|Edit|MultiEdit|NotebookEdit"  # the host's tools whose calls name the file they change
+HOOK_TIMEOUT_S = 30  # a capture at SessionEnd writes one note; the host stops waiting after this
+TOKEN_VAR = "KMS_SESSION_TOKEN"
+
+
+def hook_command(python: str | None, event: str, contract: Path | None = None, pins: tuple[str, ...] = ()) -> str:
+    """The shell command of a command hook: kms isolated as its server is (``ISOLATION_FLAGS``); ``pins``:
+    more options (``--db=FILE``, ``--config=FILE``)."""
+    import shlex
+
+    interpreter, _args = kms_command(python)
+    words = [interpreter, *ISOLATION_FLAGS, "-m", "kmscli", "hook", event, *pins]
+    if contract is not None:
+        words.append(f"--contract={contract}")
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def hook_entries(make: Callable[[str, str], Entry]) -> dict[str, Any]:
+    """The ``hooks`` object of a host's settings: for each event kms listens to, one hook ``make(event,
+    argument)`` (PostToolUse only for the host's file tools)."""
+    hooks: dict[str, Any] = {}
+    for event, arg in HOOK_EVENTS.items():
+        entry: dict[str, Any] = {"hooks": [{**make(event, arg), "timeout": HOOK_TIMEOUT_S}]}
+        if event == "PostToolUse":
+            entry["matcher"] = FILE_TOOL_MATCHER
+        hooks[event] = [entry]
+    return hooks
+
+
+def hooks_doc(settings: Settings, session: Session, contract: Path | None) -> dict[str, Any] | None:
+    """The ``hooks`` of a ``kms claude`` session's settings file, or None when capture is off.
+
+    SessionStart is a command hook (the host refuses any other kind there); the other events go to the kms
+    service over HTTP when it serves the session (authenticated by the session's token, which the host
+    expands from its environment), else to ``kms hook`` too."""
+    if not settings.active("capture.enabled") or not settings.active("agent.read"):
+        return None
+    base = session.service_url.rsplit("/mcp", 1)[0] if session.service_url else None
+
+    def make(event: str, arg: str) -> Entry:
+        if base is not None and event != "SessionStart":
+            return {
+                "type": "http",
+                "url": f"{base}/hooks/{arg}",
+                "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"},
+                "allowedEnvVars": [TOKEN_VAR],
+            }
+        return {"type": "command", "command": hook_command(session.python, arg, contract)}
+
+    return {"hooks": hook_entries(make)}
+
+
+def standalone_hooks(settings: Settings, db_path: Path, python: str | None = None) -> dict[str, Any]:
+    """kms's hooks for a host kms does not launch (a plugin, the person's own settings): command hooks pinning
+    the database and the settings file (as ``standalone_kms_entry`` does), the session taken from the host's
+    own session id (``kms hook``)."""
+    pins = (f"--db={db_path.resolve()}", f"--config={settings.path.resolve()}")
+    return hook_entries(lambda _event, arg: {"type": "command", "command": hook_command(python, arg, None, pins)})
+
+
+def write_session_hooks(settings: Settings, session: Session, config_path: Path | None) -> Path | None:
+    """Beside the session's ``--mcp-config``: its contract (for the command hooks) and its settings file
+    (the hooks), both 0600, removed with it (``remove_session_config``). None when there are no hooks."""
+    if config_path is None:
+        return None
+    contract = config_path.parent / CONTRACT_NAME
+    doc = hooks_doc(settings, session, contract)
+    if doc is None:
+        return None
+    write_private(contract, session_config(settings, session).to_env())
+    return write_private(config_path.parent / SETTINGS_NAME, doc)
 
 
 # ----------------------------------------------------------------------------- other hosts

@@ -105,6 +105,21 @@ def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
         conn.close()
 
 
+def _capture_report(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
+    """Session capture (docs/hooks.md): its settings, and where the hooks write what went wrong."""
+    from kmscli.hook_cmd import log_path
+
+    log = log_path(env)
+    return {
+        "enabled": settings.active("capture.enabled"),
+        "folder": settings.get("capture.folder"),
+        "askAgent": settings.get("capture.ask_agent"),
+        "prompts": settings.get("capture.prompts"),
+        "hookLog": str(log),
+        "hookLogLines": sum(1 for _ in log.open(encoding="utf-8", errors="replace")) if log.is_file() else 0,
+    }
+
+
 def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = False) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
     from server.activity.sessions import list_sessions, pid_alive
@@ -185,6 +200,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "writes": writes,
         "approval": settings.get("write.approval") or "off",
     }
+    report["capture"] = _capture_report(settings, env)
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
     report["warnings"] = doctor_warnings(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
@@ -278,6 +294,17 @@ def doctor_command(
                 f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
                 f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}"
             )
+    c = report["capture"]
+    if c["enabled"]:
+        ask = f"asks the agent after {c['askAgent']} changed note(s)" if c["askAgent"] else "never asks the agent"
+        out.print(
+            f"{ok} session capture: the start brief, and a session note in {c['folder'] or '(no folder)'}; "
+            f"{ask}; prompts {'kept' if c['prompts'] else 'never kept'} (capture.*)"
+        )
+        if c["hookLogLines"]:
+            out.print(f"    {meh} hooks that could not be taken: {c['hookLogLines']} line(s) in {c['hookLog']}")
+    else:
+        out.print(f"{meh} session capture is off (capture.enabled): no start brief, no session notes")
     for warning in report["warnings"]:
         out.print(f"{meh} {warning}")
     s = report["settings"]

@@ -1,7 +1,7 @@
 """Console-script entry point, kept free of heavy imports.
 
 ``kms mcp`` is started by agent hosts that wait only a couple of seconds for a server's
-tool list, so it skips Typer and Rich entirely.
+tool list, so it skips Typer and Rich entirely; so does ``kms hook``, which a host runs at every event.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ def entry() -> None:
         from server.mcp.serve import main as serve
 
         sys.exit(serve(sys.argv[2:]))
+    if sys.argv[1:2] == ["hook"] and not ({"-h", "--help"} & set(sys.argv[2:])):
+        from kmscli.hook_cmd import main as hook
+
+        sys.exit(hook(sys.argv[2:]))
     from kmscli.main import main
 
     main()

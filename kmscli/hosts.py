@@ -248,7 +248,8 @@ def snippet(host: Host, entry: Entry) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- editing the real file
 
 
-def _read(path: Path) -> str:
+def read_config(path: Path) -> str:
+    """A host's config file as text ("" when there is none yet)."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -295,7 +296,7 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
         raise KmsError("invalid-input", f"cannot parse it ({e}); fix it or merge the document by hand") from None
 
 
-def _write(path: Path, old: str, new: str) -> Path | None:
+def write_with_backup(path: Path, old: str, new: str) -> Path | None:
     """Write ``new`` atomically; the previous content (if any) goes to ``<name>.kms-backup`` beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
@@ -320,22 +321,22 @@ def _write(path: Path, old: str, new: str) -> Path | None:
 def install(host: Host, entry: Entry, path: Path | None = None) -> tuple[Path, Path | None]:
     """Merge kms into the host's config file in place; (the file, its backup)."""
     path = path or host.config_path()
-    old = _read(path)
+    old = read_config(path)
     try:
         new, _ = _edit(host, old, entry)
     except KmsError as e:
         raise KmsError(e.kind, f"{path}: {e.message}") from None
-    return path, _write(path, old, new)
+    return path, write_with_backup(path, old, new)
 
 
 def uninstall(host: Host, path: Path | None = None) -> tuple[Path, Path | None, bool]:
     """Remove kms from the host's config file; (the file, its backup, whether kms was there)."""
     path = path or host.config_path()
-    old = _read(path)
+    old = read_config(path)
     try:
         new, changed = _edit(host, old, None)
     except KmsError as e:
         raise KmsError(e.kind, f"{path}: {e.message}") from None
     if not changed:
         return path, None, False
-    return path, _write(path, old, new), True
+    return path, write_with_backup(path, old, new), True

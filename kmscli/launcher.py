@@ -234,6 +234,7 @@ def run_claude(
         doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
+        hooks_path = None if isolated else _session_hooks(settings, session, config_path)
         returncode: int | None = None
         try:
             start_session(
@@ -247,7 +248,7 @@ def run_claude(
             )
             conversation = new_conversation_id(claude_args, sys.stdin.isatty() and sys.stdout.isatty())
             own = [f"--session-id={conversation}"] if conversation else []
-            cmd = claude_argv(claude, config_path, [*own, *claude_args])
+            cmd = claude_argv(claude, config_path, [*own, *claude_args], hooks_path)
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
@@ -311,15 +312,32 @@ def new_conversation_id(claude_args: Sequence[str], interactive: bool) -> str | 
     return str(uuid.uuid4())
 
 
-def claude_argv(claude: str, config_path: Path | None, claude_args: Sequence[str]) -> list[str]:
-    """claude's argv: ``--mcp-config=FILE`` as one word, then the person's arguments untouched.
+def _session_hooks(settings: Settings, session: Session, config_path: Path | None) -> Path | None:
+    """The session's private settings file with kms's hooks (docs/hooks.md), or None; never stops claude."""
+    from kmscli.compose import write_session_hooks
+
+    try:
+        return write_session_hooks(settings, session, config_path)
+    except OSError as e:
+        say(f"could not write this session's hooks ({e}); it starts without kms's brief and session note")
+        return None
+
+
+def claude_argv(
+    claude: str, config_path: Path | None, claude_args: Sequence[str], settings_path: Path | None = None
+) -> list[str]:
+    """claude's argv: ``--mcp-config=FILE`` (and ``--settings=FILE``, the session's hooks) as one word each,
+    then the person's arguments untouched.
 
     Claude Code's ``--mcp-config`` takes several values, so ``--mcp-config FILE "a prompt"`` would read
     the prompt as a second config file; the ``=`` form ends the option at its one value. A resumed
     session (``--resume ID``, ``--continue``) gets this session's fresh config the same way, since the
     file of the session it resumes was removed when that one ended.
     """
-    return [claude, *([f"--mcp-config={config_path}"] if config_path else []), *claude_args]
+    own = [f"--mcp-config={config_path}"] if config_path else []
+    if settings_path is not None:
+        own.append(f"--settings={settings_path}")
+    return [claude, *own, *claude_args]
 
 
 def _sweep_stale_configs(conn: Any) -> None:

@@ -156,6 +156,23 @@ def tui_cmd() -> None:
     create_app(default_db_path()).run()
 
 
+def hook_cmd(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="EVENT (session-start, user-prompt-submit, post-tool-use, pre-compact, post-compact, stop, "
+            "session-end) [--contract FILE]",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """An agent host's command hook: the event's JSON on stdin, kms's answer on stdout (docs/hooks.md).
+    Fail-open: it always exits 0."""
+    from kmscli.hook_cmd import main as hook
+
+    raise typer.Exit(hook(args or []))
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The ``kms`` command tree, in the order ``kms --help`` lists it; ``only`` (one of ``ONLY``): that
     command alone, for a process that runs it."""
@@ -190,6 +207,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("hidden")(notes_cmds.hidden_cmd)
     app.command("watch")(index_cmds.watch_cmd)
     app.command("mcp")(mcp_cmd)
+    app.command("hook", context_settings={"ignore_unknown_options": True})(hook_cmd)
     app.add_typer(config_app, name="config")
     app.add_typer(servers_app, name="servers")
     app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
@@ -210,6 +228,10 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.add_typer(service_app, name="service")
     app.add_typer(token_app, name="token")
+    from kmscli.plugin_cmds import hooks_app, plugin_app
+
+    app.add_typer(plugin_app, name="plugin")
+    app.add_typer(hooks_app, name="hooks")
 
 
 _full: list[typer.Typer] = []

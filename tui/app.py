@@ -188,6 +188,22 @@ class KmsDashboard(App[None]):
         await self.push_screen(NoteScreen(note))
 
     @work(group="note", exit_on_error=False)
+    async def open_session_note(self, session_id: str) -> None:
+        """The session note kms wrote for ``session_id`` (docs/hooks.md), opened as any note is."""
+        from server.activity.session_record import note_of
+
+        note_id = await self.db(note_of, session_id)
+        if note_id is None:
+            self.notify(f"Session {session_id} has no session note (yet).", severity="warning")
+            return
+        try:
+            note = await self.db(feed.read_note_by_id, note_id)
+        except KmsError as e:
+            self.notify(e.message, title="Can't open the session note", severity="error")
+            return
+        await self.push_screen(NoteScreen(note))
+
+    @work(group="note", exit_on_error=False)
     async def edit_note(self, invocation_id: int) -> None:
         try:
             note = await self.db(feed.read_note, invocation_id)

@@ -17,6 +17,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FILE_CREATED
+from server.activity.visits import SESSION_ACTORS
 
 _ROW = "t.id, t.at, t.actor, t.tool, t.session_id"
 
@@ -28,7 +29,7 @@ def _who(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
     return {
         "by": actor,
         "how": tool,
-        "sessionId": session if actor == "agent" else None,
+        "sessionId": session if actor in SESSION_ACTORS else None,
         "at": at,
         "invocationId": invocation,
     }

@@ -101,6 +101,8 @@ class RateLimiter:
 
     def release(self, conn: apsw.Connection, slot: Slot) -> None:
         """Give a slot back (the write it was taken for did not happen)."""
+        if slot.event_id < 0:  # an unmetered slot: nothing was counted
+            return
         with write_tx(conn):
             conn.execute("DELETE FROM write_events WHERE rowid = ?", (slot.event_id,))
             if conn.changes():
@@ -251,3 +253,14 @@ def session_gauges(conn: apsw.Connection, now: float) -> dict[str, Gauge]:
             next_at = window[len(window) - per_minute] + WINDOW_S
         out[c["session_id"]] = Gauge(len(window), per_minute, c["total"], per_session, next_at, exhausted, True)
     return out
+
+
+class Unmetered(RateLimiter):
+    """No limit and no count: kms's own writes on a session's behalf (its session note) never use the
+    agent's write slots."""
+
+    def __init__(self) -> None:
+        super().__init__(None, None)
+
+    def acquire(self, conn: apsw.Connection, session_id: str) -> Slot:
+        return Slot(session_id, -1, self.clock())

@@ -19,6 +19,8 @@ from typing import Any
 import apsw
 
 from server.activity.visits import changes_since, previous_visit
+from server.config.session import SessionConfig
+from server.config.tiers import TIERS, tier_enabled
 from server.index import memory, orientation
 from server.index.listing import list_recent
 from server.index.records import estimate_tokens
@@ -35,10 +37,13 @@ CAPS = {
     "memory": 15,
     "vaults": 10,
     "allowlist": 20,
+    "sessions": 3,
+    "nextSteps": 5,
 }
 # (section path, the tool that lists it all), least useful first: what gives way when over budget
 SHRINK_ORDER: list[tuple[tuple[str, ...], str]] = [
     (("map", "tags"), "kms_list_tags"),
+    (("lastSessions",), "kms_search"),
     (("health", "unresolvedLinks", "top"), "kms_status"),
     (("health", "flagged", "notes"), "kms_status"),
     (("map", "mostLinked"), "kms_get_backlinks"),
@@ -50,6 +55,33 @@ SHRINK_ORDER: list[tuple[tuple[str, ...], str]] = [
     (("sinceLastVisit", "notes"), "kms_list_recent"),
     (("vaults",), "kms_list_folder"),
 ]
+
+
+def session_summary(
+    conn: apsw.Connection, config: SessionConfig, project: str | None, semantic: dict[str, Any]
+) -> dict[str, Any]:
+    """What the session may do: its tiers, scope, allowed folders and writes left (``kms_start``'s first part)."""
+    from server.activity.ratelimit import RateLimiter
+
+    c = config
+    out: dict[str, Any] = {
+        "id": c.session_id,
+        "project": project,
+        "tiers": {t: tier_enabled(c, t) for t in TIERS},
+        "vaultScope": c.vault,
+    }
+    if tier_enabled(c, "write"):
+        counters = RateLimiter(c.per_minute, c.per_session).counters(conn, c.session_id)
+        out["allowlist"] = list(c.allowlist)  # empty: every folder
+        out["memoryFolder"] = c.memory_folder
+        out["writes"] = {
+            "perMinute": c.per_minute,
+            "leftThisMinute": max(0, c.per_minute - counters["windowCount"]),
+            "perSession": c.per_session,
+            "leftThisSession": max(0, c.per_session - counters["total"]),
+        }
+    out["semanticSearch"] = semantic
+    return out
 
 
 def answer_tokens(answer: dict[str, Any]) -> int:
@@ -124,12 +156,41 @@ def start_answer(
         },
         "sinceLastVisit": _since(conn, project, session_id, vault_id, at, many),
         "memory": memory.read_memory(conn, memory_folder, project, vault_id, CAPS["memory"]),
+        "lastSessions": last_sessions(conn, project, session_id, vault_id),
         "next": "Browse with kms_list_folder, find with kms_search or kms_semantic_search, open a noteId with "
         "kms_read; kms_status for index health.",
     }
     if len(vaults) > CAPS["vaults"]:
         answer["moreVaults"] = len(vaults) - CAPS["vaults"]
     return fit(answer, budget)
+
+
+def last_sessions(
+    conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None
+) -> list[dict[str, Any]]:
+    """The project's last sessions that left a session note (visible, in scope): where the note is, when
+    the session started, and the next steps it recorded with ``kms_capture`` (``type: session`` notes)."""
+    if not project:
+        return []
+    scope = "" if vault_id is None else " AND n.vault_id = ?"
+    found = conn.execute(
+        "SELECT r.session_id, n.id, n.path, s.started_at FROM session_records r "
+        "JOIN sessions s ON s.id = r.session_id JOIN notes n ON n.id = r.note_id "
+        f"WHERE s.project = ? AND r.session_id != ? AND n.hidden_at IS NULL{scope} "
+        "ORDER BY s.started_at DESC LIMIT ?",
+        (project, session_id, *(() if vault_id is None else (vault_id,)), CAPS["sessions"]),
+    ).fetchall()
+    out = []
+    for sid, note_id, path, started in found:
+        steps = [
+            r[0]
+            for r in conn.execute(
+                "SELECT text FROM session_captures WHERE session_id = ? AND kind = 'next' ORDER BY id DESC LIMIT ?",
+                (sid, CAPS["nextSteps"]),
+            )
+        ]
+        out.append({"noteId": note_id, "path": path, "startedAt": started, "nextSteps": steps[::-1]})
+    return out
 
 
 def _since(

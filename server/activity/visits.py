@@ -24,6 +24,7 @@ import apsw
 from server.store.db import rows
 
 MAX_PROJECT_CHARS = 500
+SESSION_ACTORS = ("agent", "capture")  # writes made for an agent session: its own, and kms's session note
 STALE_S = 120.0  # an unended session unseen this long crashed: its last heartbeat is when it left
 
 
@@ -203,9 +204,9 @@ def _editors(conn: apsw.Connection, notes: list[dict[str, Any]], since: float) -
         mine = writes.get(nid, [])
         seen: list[str] = []
         for actor, session, _digest in mine:
-            if actor == "agent" and session not in seen:
+            if actor in SESSION_ACTORS and session not in seen:
                 seen.append(session)
         out[nid] = [{"agent": sid, "project": projects.get(sid)} for sid in seen]
-        if not mine or mine[-1][2] != note["content_hash"] or any(a != "agent" for a, _s, _d in mine):
+        if not mine or mine[-1][2] != note["content_hash"] or any(a not in SESSION_ACTORS for a, _s, _d in mine):
             out[nid].append({"person": True})
     return out

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from server.config import validators
 from server.config.allowlist import normalize_folder_glob
+from server.config.env_names import OTHER_ENV
 
 Source = Literal["default", "file", "env", "override"]
 ValueType = Literal["bool", "int", "path", "globs", "text"]
@@ -289,6 +290,44 @@ _SCHEMA: list[Setting] = [
         valid="a vault-relative folder such as 'kms-memory' ('' = no memory)",
     ),
     Setting(
+        "capture.enabled",
+        "bool",
+        True,
+        "Session capture: `kms claude` starts each session with kms's orientation (the start brief) and, at "
+        "compaction and at the end, writes one session note in capture.folder from kms's own records (what "
+        "the session read, changed, searched, captured), through the write guard: revertible, approval "
+        "honoured. A session that read and wrote nothing gets no note. Needs agent.read.",
+        "KMS_CAPTURE_ENABLED",
+    ),
+    Setting(
+        "capture.folder",
+        "text",
+        "kms-sessions",
+        "Folder (in the session's vault) of the session notes; never a hidden folder.",
+        "KMS_CAPTURE_FOLDER",
+        validator=validators.check_memory_folder,
+        valid="a vault-relative folder such as 'kms-sessions'",
+    ),
+    Setting(
+        "capture.ask_agent",
+        "int",
+        0,
+        "At the end of a turn (Stop), ask the agent once to record its decisions with kms_capture when the "
+        "session changed at least this many notes and captured nothing. 0: never ask.",
+        "KMS_CAPTURE_ASK_AGENT",
+        validator=validators.int_range(0, 1000),
+        valid="a whole number from 0 (off) to 1000",
+        parent="capture.enabled",
+    ),
+    Setting(
+        "capture.prompts",
+        "bool",
+        False,
+        "Keep the person's prompts in the session note. Off: prompts are never stored.",
+        "KMS_CAPTURE_PROMPTS",
+        parent="capture.enabled",
+    ),
+    Setting(
         "service.use",
         "bool",
         True,
@@ -430,40 +469,6 @@ def env_text(value: Any) -> str:
 
 # ----------------------------------------------------------------------------- environment
 
-# Variables kms reads besides the settings' own (name -> what it is, valid values or None = any text).
-OTHER_ENV: dict[str, tuple[str, str | None]] = {
-    "KMS_DB_PATH": ("The index database (default: the platform data dir).", "a file path"),
-    "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
-    "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
-    "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),
-    "KMS_PROJECT": (
-        "The project a session works on (`kms claude` passes its working directory): what "
-        "kms_start reports as changed since that project's last session, and whose memory "
-        "kms_remember keeps. Unset: the server's working directory (unless it is / or home).",
-        "any text, usually a folder path",
-    ),
-    "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
-    "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
-    "KMS_SESSION_TOKEN": (
-        "The bearer token of a `kms claude` session served by the kms service (`kms claude` "
-        "sets it for the host's HTTP entry; revoked when the session ends).",
-        None,
-    ),
-    **{
-        f"KMS_TOKEN_{host.upper()}": (
-            f"The kms service token {label} reads for its HTTP entry "
-            f"(`kms mcp-config {host} --http`; `kms token secret {host}` prints it).",
-            None,
-        )
-        for host, label in (
-            ("cursor", "Cursor"),
-            ("vscode", "VS Code"),
-            ("windsurf", "Windsurf"),
-            ("codex", "Codex CLI"),
-            ("gemini", "Gemini CLI"),
-        )
-    },
-}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

@@ -49,6 +49,10 @@ SETTING_FIELDS: dict[str, str] = {
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
     "memory_folder": "memory.folder",
+    "capture_enabled": "capture.enabled",
+    "capture_folder": "capture.folder",
+    "capture_ask": "capture.ask_agent",
+    "capture_prompts": "capture.prompts",
 }
 # SessionConfig field -> its variable, for the fields that are not settings
 OTHER_FIELDS: dict[str, str] = {
@@ -98,6 +102,10 @@ class SessionConfig:
     vault: str | None = None  # the scope: one vault's name, None = every vault
     project: str | None = None  # the session's identity (kms claude: its working directory), see KMS_PROJECT
     memory_folder: str | None = "kms-memory"  # memory.folder: where kms_remember keeps memory notes
+    capture_enabled: bool = True  # capture.*: the start brief and the session note (server.activity.session_note)
+    capture_folder: str | None = "kms-sessions"
+    capture_ask: int = 0
+    capture_prompts: bool = False
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
     # a service token's ceiling (``server.config.scopes``): in-process only, never in the environment
     token_folders: tuple[str, ...] = ()  # folders a write must also match (narrowing write.allowlist)
@@ -133,6 +141,10 @@ class SessionConfig:
             embed_enabled=settings.get("embed.enabled"),
             embed_download=settings.get("embed.download"),
             memory_folder=settings.get("memory.folder"),
+            capture_enabled=settings.active("capture.enabled"),
+            capture_folder=settings.get("capture.folder"),
+            capture_ask=settings.get("capture.ask_agent"),
+            capture_prompts=settings.get("capture.prompts"),
             vault=vault,
         )
         return dataclasses.replace(cfg, **overrides) if overrides else cfg

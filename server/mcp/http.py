@@ -15,7 +15,11 @@
 - the stdio screen (``server.mcp.wire.screen``: depth, ids, surrogates, invalid UTF-8, shapes the SDK
   drops or crashes on) on every authenticated POST body, so protocol abuse gets a typed JSON-RPC error
   (400) over HTTP too and never reaches the SDK;
-- ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret).
+- ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret);
+- ``/hooks/{event}``: an agent host's HTTP hooks (docs/hooks.md), each authenticated by the session's own
+  bearer token (the same check as ``/mcp``); the session is the token's, never one the event names. The
+  rules are ``server.writes.session_hooks.handle``; an event kms cannot take is answered 200 with nothing
+  (a hook never stops the host) and logged.
 """
 
 from __future__ import annotations
@@ -122,12 +126,58 @@ class ScreenedBodies:
         await self.app(scope, replay, send)
 
 
+def _bearer(headers: Any) -> str:
+    scheme, _sep, value = (headers.get("authorization") or "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
+    """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
+    event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
+    import json
+    import threading
+
+    from server.writes.capture import settle_staged
+    from server.writes.session_hooks import EVENTS, handle
+
+    conn = thread_connection(hub.services.db_path)
+    token = tokens.verify(conn, presented)
+    if token is None or token.scopes.admin:
+        return 401, {"error": "unauthorized"}
+    if event_arg not in EVENTS:
+        return 404, {"error": "not-found"}
+    try:
+        event = json.loads(body or b"{}")
+        if not isinstance(event, dict):
+            raise ValueError("the event is not a JSON object")
+        event.setdefault("hook_event_name", EVENTS[event_arg])
+        runner = hub.for_token(token)
+        runner.session.reads.flush()  # what the session read until now is in the note it may write
+
+        def later(pending_id: int) -> None:  # the person decides on the session note: waited for here
+            threading.Thread(
+                target=lambda: _quietly(settle_staged, runner.config, pending_id), name="kms-capture", daemon=True
+            ).start()
+
+        return 200, handle(conn, runner.config, event, later=later)
+    except Exception:
+        log.exception("hook %s of session %s not taken", event_arg, token.session_id)
+        return 200, None
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("a staged session note could not be settled")
+
+
 def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> Starlette:
     """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens) and ``/health``."""
     from mcp.server.auth.settings import AuthSettings
     from pydantic import AnyHttpUrl
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     from server.mcp.serve import build_server
@@ -137,6 +187,14 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
             {"kms": True, "version": installed_version() or "0", "pid": os.getpid(), "sessions": len(hub.sessions())}
         )
 
+    async def hook(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return JSONResponse({"error": "too-large"}, status_code=413)
+        event_arg, presented = request.path_params["event"], _bearer(request.headers)
+        status, answer = await anyio.to_thread.run_sync(lambda: hook_answer(hub, event_arg, presented, body))
+        return Response(status_code=status) if answer is None else JSONResponse(answer, status_code=status)
+
     server = build_server(hub)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
     auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
@@ -145,7 +203,7 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
         token_verifier=KmsTokenVerifier(hub),
         auth=auth,
         max_request_body_size=MAX_BODY_BYTES,
-        custom_starlette_routes=[Route("/health", health)],
+        custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":

@@ -86,6 +86,61 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m024_session_records(conn: apsw.Connection) -> None:
+    """What the agent host told kms about a session through its hooks (``server.activity.session_record``):
+    one row per session (the host's conversation id, the end and its reason, the compaction summary, the
+    last assistant message, the session note once written), the agent's searches, the items it captured
+    (``kms_capture``), and the files it changed outside kms with its own tools (PostToolUse), which the
+    note history attributes to the session by vault path."""
+    conn.execute(
+        """
+        CREATE TABLE session_records (
+            session_id TEXT PRIMARY KEY,
+            host_session TEXT,                  -- the host's own conversation id
+            ended_at REAL,
+            end_reason TEXT,
+            compact_summary TEXT,
+            last_message TEXT,
+            prompts TEXT,                        -- JSON list, only when capture.prompts is on
+            note_id TEXT,                        -- the session note, once written
+            note_vault TEXT,
+            note_path TEXT,
+            note_hash TEXT,                      -- what kms last wrote there (a person's edit is never overwritten)
+            asked_at REAL,                       -- when the Stop rule asked the agent to capture
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE session_searches (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            tool TEXT NOT NULL,
+            query TEXT NOT NULL
+        );
+        CREATE INDEX session_searches_session ON session_searches(session_id, id);
+        CREATE TABLE session_captures (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            kind TEXT NOT NULL,                  -- decision, finding, next, link
+            text TEXT NOT NULL
+        );
+        CREATE INDEX session_captures_session ON session_captures(session_id, id);
+        CREATE TABLE session_files (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            tool TEXT NOT NULL,                  -- the host's tool: Write, Edit, MultiEdit, NotebookEdit, Bash
+            file TEXT NOT NULL,                  -- absolute, as the host named it
+            vault_id INTEGER,                    -- the vault it lies in (NULL: outside every vault)
+            path TEXT,                           -- vault-relative
+            hash_after TEXT                      -- sha256 of the file right after, when it could be read
+        );
+        CREATE INDEX session_files_session ON session_files(session_id, id);
+        CREATE INDEX session_files_path ON session_files(vault_id, path, at) WHERE vault_id IS NOT NULL;
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -106,6 +161,7 @@ MIGRATIONS: list[Migration] = [
     m021_tokens,
     m022_provenance_lookups,
     m023_idempotency_keys,
+    m024_session_records,
 ]
 
 

@@ -104,6 +104,7 @@ class WriteContext:
     touched: Touched = field(default_factory=Touched)
     extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
     put_back: list[Callable[[], None]] | None = None  # set by ``undone_unless_recorded``
+    capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
 
     @classmethod
     def for_person(cls, conn: apsw.Connection, **fields: Any) -> WriteContext:

@@ -98,11 +98,10 @@ class WriteService:
     """Guarded writes for one agent session: its rules come from the session, the model (for
     ``kms_remember``) from the process. Shared by threads: each gets its own APSW connection."""
 
-    def __init__(self, session: AgentSession, model: ModelSource | None = None) -> None:
+    def __init__(self, session: AgentSession, model: ModelSource | None = None, *, actor: str = "agent") -> None:
         if session.config.approval not in APPROVAL_MODES:
             raise ValueError(f"approval must be one of {APPROVAL_MODES}, not {session.config.approval!r}")
-        self.session = session
-        self.model = model
+        self.session, self.model, self.actor = session, model, actor  # actor: the agent, or kms's session capture
         self.lock_dir = lock_dir_for(self.conn())  # the database's own lock folder, once
 
     @property
@@ -135,6 +134,7 @@ class WriteService:
             staging,
             touched,
             (lambda: self._extra_slot(conn)) if slots else None,
+            capture_folder=c.capture_folder if c.capture_enabled else None,
         )
 
     def recover_units(self) -> None:
@@ -186,6 +186,7 @@ class WriteService:
             touched=touched,
             outcome=outcome,
             failure=failure,
+            actor=self.actor,
             message=message,
             idempotency_key=key if keyed else None,
             answer=idempotency.answer_json(tool.name, arguments, outcome.result)

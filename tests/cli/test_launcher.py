@@ -45,9 +45,18 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(env: dict[str,
     assert run.returncode == 3, run.stderr
     assert run.stdout == "" and run.stderr == "", "the happy path prints nothing of its own"
     rec = record(env)
-    path = rec["config_path"]
-    assert rec["argv"] == [f"--mcp-config={path}", "-p", "hello world", "--model", "x", "--print-config"]
+    path, hooks = rec["config_path"], rec["settings_path"]
+    assert rec["argv"] == [
+        f"--mcp-config={path}",
+        f"--settings={hooks}",  # the session's hooks (docs/hooks.md), one word too
+        "-p",
+        "hello world",
+        "--model",
+        "x",
+        "--print-config",
+    ]
     assert rec["mode"] == 0o600 and rec["dir_mode"] == 0o700
+    assert rec["settings_mode"] == rec["contract_mode"] == 0o600 and Path(hooks).parent == Path(path).parent
     assert Path(path).is_relative_to(tmp_path / "run"), "config lives in the private runtime dir"
     assert not Path(path).exists() and not Path(path).parent.exists(), "config and dir removed afterwards"
     kms_entry = rec["config"]["mcpServers"]["kms"]
@@ -63,12 +72,26 @@ def test_claude_passes_args_and_exit_code_and_records_the_session(env: dict[str,
     assert row.cwd == env["HOME"] or row.cwd is not None
     # the working directory is the session's identity (issue 14): on the row and in the server's env
     assert row.project == row.cwd == kms_entry["env"]["KMS_PROJECT"]
+    # the hooks: SessionStart and the rest as isolated `kms hook` commands (no service here) reading the contract
+    start = rec["settings"]["hooks"]["SessionStart"][0]["hooks"][0]
+    assert start["type"] == "command" and start["command"].startswith(f"{sys.executable} -E -P -m kmscli hook ")
+    assert start["command"].endswith(f"session-start --contract={Path(hooks).parent / 'session.json'}")
+    assert set(rec["settings"]["hooks"]) == {
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SessionEnd",
+    }
+    assert rec["contract"] == {k: v for k, v in kms_entry["env"].items()}  # the server's own contract
 
 
 def test_unknown_options_pass_through_without_dashdash(env: dict[str, str]) -> None:
     run = kms(env, "claude", "-c", "--resume", "abc")
     assert run.returncode == 0, run.stderr
-    assert record(env)["argv"][1:] == ["-c", "--resume", "abc"]
+    assert record(env)["argv"][2:] == ["-c", "--resume", "abc"]
     assert record(env)["argv"][0].startswith("--mcp-config="), "one word: nothing after it is read as its value"
 
 
@@ -76,7 +99,11 @@ def test_a_bare_prompt_is_never_read_as_a_config_file(env: dict[str, str]) -> No
     run = kms(env, "claude", "summarize my notes")
     assert run.returncode == 0, run.stderr
     rec = record(env)
-    assert rec["argv"] == [f"--mcp-config={rec['config_path']}", "summarize my notes"]
+    assert rec["argv"] == [
+        f"--mcp-config={rec['config_path']}",
+        f"--settings={rec['settings_path']}",
+        "summarize my notes",
+    ]
 
 
 def test_write_flag_overrides_for_one_session(env: dict[str, str]) -> None:
@@ -252,8 +279,9 @@ def test_an_interactive_session_ends_saying_how_to_resume_it_with_kms(env: dict[
         os.close(master)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, out
     argv = record(env)["argv"]
-    assert argv[0].startswith("--mcp-config=") and argv[1].startswith("--session-id=")
-    conversation = argv[1].split("=", 1)[1]
+    assert argv[0].startswith("--mcp-config=") and argv[1].startswith("--settings=")
+    assert argv[2].startswith("--session-id=")
+    conversation = argv[2].split("=", 1)[1]
     assert f"kms claude --resume {conversation}" in out.decode(errors="replace").replace("\r\n", " ")
 
 

@@ -4,6 +4,7 @@ a service that cannot be had leaves the stdio entry and a line on stderr; ``--pr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -56,6 +57,16 @@ def test_a_session_on_the_service_gets_a_token_of_its_own_revoked_at_exit(env: d
     }
     secret = rec["env"]["KMS_SESSION_TOKEN"]
     assert secret not in str(rec["config"])  # the file holds the variable, never the token
+    hooks = rec["settings"]["hooks"]  # SessionStart a command; the others HTTP to the service, with the token
+    assert hooks["SessionStart"][0]["hooks"][0]["type"] == "command"
+    assert hooks["Stop"][0]["hooks"][0] == {
+        "type": "http",
+        "url": state.url.rsplit("/mcp", 1)[0] + "/hooks/stop",
+        "headers": {"Authorization": "Bearer $KMS_SESSION_TOKEN"},
+        "allowedEnvVars": ["KMS_SESSION_TOKEN"],
+        "timeout": 30,
+    }
+    assert secret not in json.dumps(rec["settings"]) + json.dumps(rec["contract"])
     conn = connect(env["KMS_DB_PATH"])
     try:
         [token] = tokens.list_tokens(conn, include_ended=True)

@@ -22,6 +22,7 @@ CASES: dict[str, dict[str, Any]] = {
     "kms_remember": {"about": "person", "text": "Likes tea in the morning"},
     "kms_create_many": {"notes": [{"title": "M1", "folder": "drafts"}, {"title": "M2", "folder": "drafts"}]},
     "kms_link": {"noteId": "drafts/Draft.md", "targets": ["Other", "Elsewhere"]},
+    "kms_capture": {"decisions": ["Keep the drafts folder"], "nextSteps": ["Tidy it"]},
     "kms_edit": {"noteId": "drafts/Draft.md", "edits": [{"replace": {"old": "first line", "new": "1st line"}}]},
     "kms_move": {"noteId": "drafts/Draft.md", "folder": "notes"},
     "kms_rename": {"noteId": "notes/Target.md", "title": "Goal"},

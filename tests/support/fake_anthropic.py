@@ -279,6 +279,28 @@ class FakeAnthropic:
             self.requests.append(request)
 
 
+@dataclass
+class ScriptedAnthropic(FakeAnthropic):
+    """A model that calls the tools of ``script`` in order, one per request of the main conversation (the
+    requests that offer tools), then answers ``final``; requests offering no tool (titles, quota checks) get
+    a short text. Every tool result is recorded in ``tool_results``."""
+
+    script: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    final: str = "Done."
+
+    def reply_for(self, body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return _text(SIDE_TEXT)
+        results = latest_tool_results(body)
+        with self._lock:
+            self.tool_results.extend(results)
+        used = len(_tool_use_names(body))
+        if used < len(self.script):
+            name, tool_input = self.script[used]
+            return self._tool_use(name, tool_input)
+        return _text(self.final)
+
+
 class _Handler(BaseHTTPRequestHandler):
     api: FakeAnthropic
     protocol_version = "HTTP/1.1"

@@ -32,6 +32,15 @@ FAKE_CLAUDE = textwrap.dedent(
         out["config"] = json.load(open(path))
         out["mode"] = stat.S_IMODE(os.stat(path).st_mode)
         out["dir_mode"] = stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)
+    settings = [a for a in argv if a.startswith("--settings=")]
+    if settings:
+        path = settings[0].split("=", 1)[1]
+        out["settings_path"] = path
+        out["settings"] = json.load(open(path))
+        out["settings_mode"] = stat.S_IMODE(os.stat(path).st_mode)
+        contract = os.path.join(os.path.dirname(path), "session.json")
+        out["contract"] = json.load(open(contract))
+        out["contract_mode"] = stat.S_IMODE(os.stat(contract).st_mode)
     def save():
         with open(record + ".tmp", "w") as f:
             json.dump(out, f)

@@ -586,3 +586,37 @@ async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(
         assert ("Demo: the agent", "agent searches: auth error handling", "information", 6.0) in shown
         assert ("Demo", "write 4: rate-limited (retry in 60s)", "warning", 6.0) in shown
         assert any(t == "Demo finished" and timeout >= 3600 for t, _m, _s, timeout in shown)
+
+
+async def test_o_on_a_session_row_opens_its_session_note(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """The sessions table links each session to the note kms wrote for it (issue 26)."""
+    import dataclasses
+
+    from server.writes.capture import capture
+
+    qid = note_id(indexed, QUICK)
+    async with mcp_client(db_path, session_id="s000000000042") as client:
+        await client.call_tool("kms_start", {})
+        await client.call_tool("kms_read", {"noteId": qid})
+        config = dataclasses.replace(client.runner.config, capture_enabled=True)  # type: ignore[attr-defined]
+        client.runner.session.reads.flush()  # type: ignore[attr-defined]
+    written = capture(config, "SessionEnd")
+    assert written["written"] is True
+    start_session(indexed, session_id="s000000000043", kind="launcher")  # no note
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_settled(app, pilot)
+        await pilot.press("1")
+        table = app.dashboard.query_one("#sessions")
+        for sid, expect_note in (("s000000000043", False), ("s000000000042", True)):
+            table.move_cursor(row=table.get_row_index(sid))  # type: ignore[attr-defined]
+            await pilot.pause()
+            await pilot.press("o")
+            if expect_note:
+                await wait_for(pilot, lambda: isinstance(app.screen, NoteScreen), what="the session note")
+                assert app.screen.note.label == f"sample/{written['path']}"  # type: ignore[attr-defined]
+            else:
+                await pilot.pause()
+                assert app.screen is app.dashboard

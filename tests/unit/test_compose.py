@@ -67,6 +67,10 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_EMBED_ENABLED": "1",
         "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)
         "KMS_MEMORY_FOLDER": "kms-memory",
+        "KMS_CAPTURE_ENABLED": "1",
+        "KMS_CAPTURE_FOLDER": "kms-sessions",
+        "KMS_CAPTURE_ASK_AGENT": "0",
+        "KMS_CAPTURE_PROMPTS": "0",
     }
     # the server's own reader gives back what the launcher meant, whatever the file says later
     cfg.unlink()

@@ -534,3 +534,32 @@ def test_upgrade_to_m023_keeps_old_rows_unkeyed_and_answers_a_keyed_retry(tmp_pa
     }
     assert idempotency.replay(conn, "s2", "kms_append", "k", args) is None  # another session's key
     conn.close()
+
+
+def test_upgrade_to_m024_keeps_old_sessions_and_records_outside_edits_by_path(tmp_path: Path) -> None:
+    """An m023 database gains the session record tables: an old session has no record (its note is built
+    from its provenance alone), and an outside edit is found again by its vault path."""
+    from server.activity import session_record
+    from server.activity.session_note import gather
+
+    path = tmp_path / "m023.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m023_idempotency_keys")
+    old.execute("INSERT INTO sessions (id, kind, started_at, last_seen_at) VALUES ('s1', 'launcher', 1, 1)")
+    old.close()
+    conn = connect(path)
+    assert "m024_session_records" in applied(conn)
+    assert session_record.get(conn, "s1") is None and gather(conn, "s1").empty
+    root = tmp_path / "vault"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "n.md").write_text("x\n")
+    conn.execute("INSERT INTO vaults (name, root, added_at) VALUES ('v', ?, 1)", (str(root),))
+    event = {"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_input": {"file_path": str(root / "a/n.md")}}
+    session_record.record_event(conn, "s1", event, now=5.0)
+    [found] = session_record.files_for_path(conn, 1, "a/n.md")
+    assert (found.session_id, found.at, found.tool) == ("s1", 5.0, "Write")
+    plan = " ".join(
+        str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM session_files WHERE vault_id = 1 AND path = 'x'")
+    )
+    assert "session_files_path" in plan
+    conn.close()

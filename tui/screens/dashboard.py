@@ -279,7 +279,11 @@ class DashboardScreen(Screen[None]):
             self.kms.review_revert(sid)
 
     def action_open_note(self) -> None:
-        if (sid := self._selected()) is not None:
+        """The selected row's note; with the sessions focused, the highlighted session's session note."""
+        sessions = self.query_one(SessionsTable)
+        if self.focused is sessions and (session_id := sessions.selected_id) is not None:
+            self.kms.open_session_note(session_id)
+        elif (sid := self._selected()) is not None:
             self.kms.open_note(sid)
 
     def action_edit_note(self) -> None:

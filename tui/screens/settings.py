@@ -34,6 +34,10 @@ KEYS = (
     "write.approval",
     "write.approval_lines",
     "write.approval_timeout",
+    "capture.enabled",
+    "capture.folder",
+    "capture.ask_agent",
+    "capture.prompts",
 )
 NEXT_SESSION = "Changes apply from the next agent session on; running sessions keep their settings."
 

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import Field
 
 from server.activity.visits import MAX_PROJECT_CHARS
-from server.config.tiers import TIERS, tier_enabled
 from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
 from server.mcp.tools.notes_tools import VaultField, is_restart_cursor
 from server.writes.limits import MAX_FOLDER_CHARS
@@ -50,27 +49,9 @@ def _watcher(ctx: ToolContext) -> bool:
 
 
 def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
-    from server.activity.ratelimit import RateLimiter
+    from server.activity.start import session_summary
 
-    c = ctx.config
-    out: dict[str, Any] = {
-        "id": c.session_id,
-        "project": project,
-        "tiers": {t: tier_enabled(c, t) for t in TIERS},
-        "vaultScope": c.vault,
-    }
-    if tier_enabled(c, "write"):
-        counters = RateLimiter(c.per_minute, c.per_session).counters(ctx.conn, c.session_id)
-        out["allowlist"] = list(c.allowlist)  # empty: every folder
-        out["memoryFolder"] = c.memory_folder
-        out["writes"] = {
-            "perMinute": c.per_minute,
-            "leftThisMinute": max(0, c.per_minute - counters["windowCount"]),
-            "perSession": c.per_session,
-            "leftThisSession": max(0, c.per_session - counters["total"]),
-        }
-    out["semanticSearch"] = _semantic(ctx)
-    return out
+    return session_summary(ctx.conn, ctx.config, project, _semantic(ctx))
 
 
 def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from server.mcp.tools.base import ADD_ONLY, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.capture_tool import KMS_CAPTURE
 from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.context import WriteContext
 from server.writes.limits import (
@@ -429,4 +430,5 @@ WRITE_TOOLS: tuple[WriteSpec, ...] = (
     KMS_REMEMBER,
     KMS_CREATE_MANY,
     KMS_LINK,
+    KMS_CAPTURE,
 )
