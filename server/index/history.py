@@ -1,0 +1,215 @@
+"""What the index keeps of every version it sees (docs/history.md): the capture side of note history.
+
+Every notes row the index writes with new bytes (the watcher, ``kms index``, kms's own writes and
+reverts, all through ``server.index.indexer``) records that version here, **in the same transaction**:
+whatever the index holds, the history holds too, so a crash between a file's change and its record
+loses nothing kms had seen (the version the file replaced was recorded when kms saw it). A note's line
+of versions (``history_notes``) follows its row (a rename keeps the row, so its history); a row that goes
+leaves a deletion marker and keeps its line, which a new note at the same path, or with the same bytes
+soon after, joins again (a move the watcher saw as a delete and a create).
+
+Who made a version is not decided here (the index sees bytes, not callers): ``server.activity.history``
+tells it from the provenance rows. The bytes are ``server.store.history``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from server.store import history as blobs
+
+REJOIN_S = 3600.0  # a new note with a deleted note's last bytes within this long continues its history
+HOW_INDEX, HOW_WATCH, HOW_KMS = "index", "watch", "kms"
+HOW_DELETED, HOW_MOVED = "deleted", "moved"
+
+_enabled: tuple[tuple, bool] | None = None
+
+
+def enabled() -> bool:
+    """``history.enabled``, re-read only when the settings file changed (one stat)."""
+    global _enabled
+    from server.config.settings import default_config_path, load_settings
+
+    cfg = default_config_path()
+    try:
+        st = os.stat(cfg)
+        stamp: tuple = (str(cfg), st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (str(cfg), None)
+    if _enabled is not None and _enabled[0] == stamp:
+        return _enabled[1]
+    value = bool(load_settings(cfg, env={}, has_vault=True).get("history.enabled"))
+    _enabled = (stamp, value)
+    return value
+
+
+def active(conn: apsw.Connection) -> bool:
+    """History is on and this database has its tables (a database opened without its migrations,
+    at an older schema, keeps none)."""
+    return enabled() and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'history_notes'").fetchone() is not None
+
+
+@dataclass
+class Seen:
+    """A version the index just wrote a row for: its note's rid, path, hash, size and bytes (``data``,
+    or ``packed``: compressed against the vault's seed by a worker process)."""
+
+    rid: int
+    path: str
+    digest: str
+    size: int
+    data: bytes | None = None
+    packed: bytes | None = None
+
+
+def record_seen(
+    conn: apsw.Connection,
+    vault_id: int,
+    seen: list[Seen],
+    how: str,
+    at: float | None = None,
+    packed_base: int | None = None,
+) -> int:
+    """Record each version (inside the caller's transaction, after the rows were written); returns how
+    many new versions were kept. ``packed_base``: the blob a worker compressed ``Seen.packed`` against."""
+    if not seen or not active(conn):
+        return 0
+    at = time.time() if at is None else at
+    seed = blobs.seed_of(conn, vault_id)
+    any_gone = conn.execute(
+        "SELECT 1 FROM history_notes WHERE vault_id = ? AND rid IS NULL LIMIT 1", (vault_id,)
+    ).fetchone()
+    kept = 0
+    for s in seen:
+        if s.data is None and s.packed is None:
+            continue
+        note = conn.execute("SELECT id, hidden_at IS NOT NULL FROM notes WHERE rid = ?", (s.rid,)).fetchone()
+        if note is None:
+            continue
+        note_id, hidden = note
+        row = conn.execute(
+            "SELECT hid, last_hash, last_bid, path FROM history_notes WHERE rid = ?", (s.rid,)
+        ).fetchone()
+        if row is None:
+            hid = _rejoin(conn, vault_id, s, at) if any_gone else None
+            if hid is None:
+                conn.execute(
+                    "INSERT INTO history_notes(vault_id, rid, note_id, path, last_hash) VALUES (?, ?, ?, ?, '')",
+                    (vault_id, s.rid, note_id, s.path),
+                )
+                hid = conn.last_insert_rowid()
+                last_hash, last_bid, last_path = "", None, s.path
+            else:
+                last_hash, last_bid, last_path = conn.execute(
+                    "SELECT last_hash, last_bid, path FROM history_notes WHERE hid = ?", (hid,)
+                ).fetchone()
+                conn.execute(
+                    "UPDATE history_notes SET rid = ?, note_id = ?, deleted_at = NULL WHERE hid = ?",
+                    (s.rid, note_id, hid),
+                )
+            conn.execute("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", (note_id, hid))
+            gone_before = True
+        else:
+            hid, last_hash, last_bid, last_path = row
+            gone_before = False
+        if s.digest == last_hash and not gone_before:
+            if s.path != last_path:  # a rename or move: same bytes, one more entry
+                conn.execute(
+                    "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (hid, at, s.path, s.digest, last_bid, s.size, HOW_MOVED, int(hidden)),
+                )
+                conn.execute("UPDATE history_notes SET path = ? WHERE hid = ?", (s.path, hid))
+            continue
+        if s.data is not None:
+            bid = blobs.put_blob(conn, s.data, s.digest, neighbour=last_bid, seed=seed)
+        else:  # compressed against the seed by a worker (a cold index: no neighbour)
+            bid = blobs.blob_id(conn, s.digest) or blobs.put_blob(
+                conn, b"", s.digest, seed=packed_base, packed=s.packed, size=s.size
+            )
+        conn.execute(
+            "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (hid, at, s.path, s.digest, bid, s.size, how, int(hidden)),
+        )
+        conn.execute(
+            "UPDATE history_notes SET path = ?, last_hash = ?, last_bid = ? WHERE hid = ?", (s.path, s.digest, bid, hid)
+        )
+        kept += 1
+    return kept
+
+
+def _rejoin(conn: apsw.Connection, vault_id: int, s: Seen, at: float) -> int | None:
+    """The deleted note a new one continues: the last one deleted at this path, else one deleted within
+    ``REJOIN_S`` whose last bytes these are (a move seen as a delete and a create)."""
+    row = conn.execute(
+        "SELECT hid FROM history_notes WHERE vault_id = ? AND path = ? AND rid IS NULL ORDER BY deleted_at DESC LIMIT 1",
+        (vault_id, s.path),
+    ).fetchone() or conn.execute(
+        "SELECT hid FROM history_notes WHERE vault_id = ? AND last_hash = ? AND rid IS NULL AND deleted_at >= ? "
+        "ORDER BY deleted_at DESC LIMIT 1",
+        (vault_id, s.digest, at - REJOIN_S),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def record_gone(conn: apsw.Connection, rid: int, how: str = HOW_DELETED, at: float | None = None) -> None:
+    """The note of row ``rid`` is gone (before its row is deleted): a deletion marker; its line is kept."""
+    if not active(conn):
+        return
+    row = conn.execute("SELECT hid, path FROM history_notes WHERE rid = ?", (rid,)).fetchone()
+    if row is None:
+        return
+    at = time.time() if at is None else at
+    hid, path = row
+    conn.execute(
+        "INSERT INTO history_versions(hid, at, path, hash, bid, size, how) VALUES (?, ?, ?, '', NULL, 0, ?)",
+        (hid, at, path, how),
+    )
+    conn.execute("UPDATE history_notes SET rid = NULL, deleted_at = ? WHERE hid = ?", (at, hid))
+
+
+def seed_samples(root: Path, paths: list[str]) -> bytes:
+    """A seed dictionary for a cold index: the start of ``SEED_NOTES`` of these notes, spread out."""
+    step = max(1, len(paths) // blobs.SEED_NOTES)
+    samples = []
+    for rel in paths[::step][: blobs.SEED_NOTES]:
+        try:
+            with open(root / rel, "rb") as fh:
+                samples.append(fh.read(blobs.SEED_BYTES_PER_NOTE))
+        except OSError:
+            continue
+    return blobs.make_seed(samples)
+
+
+def missing(conn: apsw.Connection, vault_id: int) -> list[tuple[int, str, str]]:
+    """(rid, path, hash) of the vault's notes with no history yet (indexed before history was kept, or
+    while it was off)."""
+    return [
+        (int(r[0]), str(r[1]), str(r[2]))
+        for r in conn.execute(
+            "SELECT n.rid, n.path, n.content_hash FROM notes n WHERE n.vault_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM history_notes h WHERE h.rid = n.rid)",
+            (vault_id,),
+        )
+    ]
+
+
+def backfill(conn: apsw.Connection, vault_id: int, root: Path) -> int:
+    """Keep the current version of every note that has none yet, if its file still holds the indexed
+    bytes (inside the caller's transaction). Returns how many were kept."""
+    if not active(conn):
+        return 0
+    todo = missing(conn, vault_id)
+    seen = []
+    for rid, path, digest in todo:
+        try:
+            data = (root / path).read_bytes()
+        except OSError:
+            continue
+        if blobs.sha256_hex(data) == digest:
+            seen.append(Seen(rid, path, digest, len(data), data))
+    return record_seen(conn, vault_id, seen, HOW_INDEX)

@@ -1,0 +1,217 @@
+"""The bytes of every note version kms keeps (docs/history.md): stored once per content hash, compressed.
+
+A blob is one zstd frame. It stands alone, or it was compressed with the bytes of another blob (its
+``base``) as a raw-content dictionary: a vault's *seed dictionary* (snippets of its notes, made on a cold
+index) for a note's first version, the note's previous version for every later one, so a one-line edit
+of a 6 KB note costs tens of bytes. ``depth`` bounds how many bases a read decompresses: a version whose
+chain would pass ``MAX_DEPTH`` is compressed against the seed again. A blob another one is based on is
+never deleted while that one lives: ``drop_blobs`` re-encodes the dependents first (``forget`` must
+leave no byte of a purged note behind, even inside another note's delta).
+
+Nothing here knows notes or settings: ``server.index.history`` decides what is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import apsw
+import zstandard
+
+LEVEL = 3  # zstd's default: on note text within a few % of level 9's size at a fraction of its time
+MAX_DEPTH = 16  # a read decompresses at most this many frames
+SEED_NOTES = 64  # a seed dictionary: the start of this many notes, spread over the vault
+SEED_BYTES_PER_NOTE = 1024
+SEED_MIN_NOTES = 64  # fewer notes than this on a cold index: no seed (it would cost more than it saves)
+
+_compressors: OrderedDict[bytes, zstandard.ZstdCompressor] = OrderedDict()
+_cache: OrderedDict[int, bytes] = OrderedDict()  # bid -> bytes, the last few read (a chain's bases)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_seed(samples: Iterable[bytes]) -> bytes:
+    """A seed dictionary from note texts: the first ``SEED_BYTES_PER_NOTE`` of each."""
+    return b"".join(s[:SEED_BYTES_PER_NOTE] for s in samples)
+
+
+def _compressor(base: bytes | None) -> zstandard.ZstdCompressor:
+    key = hashlib.sha1(base).digest() if base else b""
+    found = _compressors.get(key)
+    if found is None:
+        found = (
+            zstandard.ZstdCompressor(
+                level=LEVEL, dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+            )
+            if base
+            else zstandard.ZstdCompressor(level=LEVEL)
+        )
+        _compressors[key] = found
+        if len(_compressors) > 4:  # the seed and a neighbour or two: a dictionary is prepared once per use
+            _compressors.popitem(last=False)
+    else:
+        _compressors.move_to_end(key)
+    return found
+
+
+def compress(data: bytes, base: bytes | None = None) -> bytes:
+    """One zstd frame of ``data``, with ``base`` as its dictionary when given (picklable inputs: the
+    index's worker processes compress a cold index's first versions)."""
+    return _compressor(base).compress(data)
+
+
+def decompress(frame: bytes, base: bytes | None, size: int) -> bytes:
+    if base:
+        d = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
+    else:
+        d = zstandard.ZstdDecompressor()
+    return d.decompress(frame, max_output_size=max(size, 1))
+
+
+def blob_id(conn: apsw.Connection, digest: str) -> int | None:
+    row = conn.execute("SELECT bid FROM history_blobs WHERE hash = ?", (digest,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def blob_bytes(conn: apsw.Connection, bid: int) -> bytes:
+    """The bytes of a blob (its bases decompressed first, the recent ones from a small cache)."""
+    if bid in _cache:
+        _cache.move_to_end(bid)
+        return _cache[bid]
+    chain: list[tuple[int, int | None, int, bytes]] = []
+    at: int | None = bid
+    while at is not None and at not in _cache:
+        row = conn.execute("SELECT base, size, data FROM history_blobs WHERE bid = ?", (at,)).fetchone()
+        if row is None:
+            raise LookupError(f"history blob {at} is missing")
+        chain.append((at, row[0], row[1], row[2]))
+        at = row[0]
+    data = _cache[at] if at is not None else None
+    for this, base, size, frame in reversed(chain):
+        data = decompress(frame, data if base is not None else None, size)
+        _remember(this, data)
+    assert data is not None
+    return data
+
+
+def _remember(bid: int, data: bytes) -> None:
+    _cache[bid] = data
+    _cache.move_to_end(bid)
+    while len(_cache) > 32:
+        _cache.popitem(last=False)
+
+
+def forget_cached() -> None:
+    """Drop the read cache (a blob re-encoded or deleted by another connection keeps its id only while it lives)."""
+    _cache.clear()
+
+
+def put_blob(
+    conn: apsw.Connection,
+    data: bytes,
+    digest: str | None = None,
+    *,
+    neighbour: int | None = None,
+    seed: int | None = None,
+    packed: bytes | None = None,
+    size: int | None = None,
+) -> int:
+    """Store ``data`` once (by its hash) and return its blob id. It is compressed against ``neighbour``
+    (a blob of the same note) while that chain stays under ``MAX_DEPTH``, else against ``seed``.
+    ``packed``: the bytes (``size`` of them) already compressed against ``seed`` by a worker process;
+    ``data`` is then unused."""
+    digest = digest or sha256_hex(data)
+    if (known := blob_id(conn, digest)) is not None:
+        return known
+    base, depth = None, 1
+    if packed is None and neighbour is not None:
+        row = conn.execute("SELECT depth FROM history_blobs WHERE bid = ?", (neighbour,)).fetchone()
+        if row is not None and row[0] < MAX_DEPTH:
+            base, depth = neighbour, row[0] + 1
+    if base is None and seed is not None:
+        base, depth = seed, 1
+    fresh = packed is None
+    if packed is None:
+        packed = compress(data, blob_bytes(conn, base) if base is not None else None)
+    conn.execute(
+        "INSERT INTO history_blobs(hash, base, depth, size, data) VALUES (?, ?, ?, ?, ?)",
+        (digest, base, depth, len(data) if size is None else size, packed),
+    )
+    bid = conn.last_insert_rowid()
+    if fresh:
+        _remember(bid, data)
+    return bid
+
+
+def put_seed(conn: apsw.Connection, vault_id: int, seed: bytes) -> int:
+    """Make ``seed`` the vault's seed dictionary (stored as a blob of its own, depth 0)."""
+    digest = sha256_hex(seed)
+    bid = blob_id(conn, digest)
+    if bid is None:
+        conn.execute(
+            "INSERT INTO history_blobs(hash, base, depth, size, data) VALUES (?, NULL, 0, ?, ?)",
+            (digest, len(seed), compress(seed)),
+        )
+        bid = conn.last_insert_rowid()
+    conn.execute("INSERT OR REPLACE INTO history_dicts VALUES (?, ?)", (vault_id, bid))
+    return bid
+
+
+def seed_of(conn: apsw.Connection, vault_id: int) -> int | None:
+    row = conn.execute("SELECT bid FROM history_dicts WHERE vault_id = ?", (vault_id,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def unused_blobs(conn: apsw.Connection) -> list[int]:
+    """Blobs no version, no seed and no other blob needs any more."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            """SELECT b.bid FROM history_blobs b
+               WHERE NOT EXISTS (SELECT 1 FROM history_versions v WHERE v.bid = b.bid)
+                 AND NOT EXISTS (SELECT 1 FROM history_dicts d WHERE d.bid = b.bid)"""
+        )
+    ]
+
+
+def drop_blobs(conn: apsw.Connection, doomed: Iterable[int]) -> int:
+    """Delete these blobs; a blob still needed that was based on one of them is compressed again on its
+    own (so nothing of a deleted blob survives in a delta). Returns the bytes freed."""
+    doomed_set = set(doomed)
+    if not doomed_set:
+        return 0
+    freed = 0
+    for bid in sorted(doomed_set):
+        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall():
+            if dep in doomed_set:
+                continue
+            data = blob_bytes(conn, dep)
+            conn.execute(
+                "UPDATE history_blobs SET base = NULL, depth = 1, data = ? WHERE bid = ?", (compress(data), dep)
+            )
+            _fix_depths(conn, dep)
+    for bid in sorted(doomed_set):
+        row = conn.execute("SELECT length(data) FROM history_blobs WHERE bid = ?", (bid,)).fetchone()
+        freed += row[0] if row else 0
+        conn.execute("DELETE FROM history_blobs WHERE bid = ?", (bid,))
+        _cache.pop(bid, None)
+    return freed
+
+
+def _fix_depths(conn: apsw.Connection, bid: int) -> None:
+    """Depths below a re-encoded blob only shrink: recount them (bounded by ``MAX_DEPTH``)."""
+    frontier = [(bid, 1)]
+    while frontier:
+        at, depth = frontier.pop()
+        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (at,)).fetchall():
+            conn.execute("UPDATE history_blobs SET depth = ? WHERE bid = ?", (depth + 1, dep))
+            frontier.append((dep, depth + 1))
+
+
+def stored_bytes(conn: apsw.Connection) -> int:
+    """What the kept versions take in the database (their compressed frames)."""
+    return int(conn.execute("SELECT coalesce(sum(length(data)), 0) FROM history_blobs").fetchone()[0])
