@@ -213,3 +213,102 @@ def backfill(conn: apsw.Connection, vault_id: int, root: Path) -> int:
         if blobs.sha256_hex(data) == digest:
             seen.append(Seen(rid, path, digest, len(data), data))
     return record_seen(conn, vault_id, seen, HOW_INDEX)
+
+
+DAY_S = 86400.0
+
+
+@dataclass
+class PruneReport:
+    versions: int = 0  # versions dropped
+    notes: int = 0  # lines left with no version, forgotten
+    freed: int = 0  # compressed bytes freed
+    stored: int = 0  # compressed bytes kept
+
+
+def _protected(rows: list[tuple]) -> set[int]:
+    """The versions retention never drops: each note's newest version with bytes, and the last one before
+    each deletion (what a deleted note is restored to)."""
+    keep: set[int] = set()
+    last: dict[int, int] = {}
+    for vid, hid, _at, bid, how in rows:
+        if how == HOW_DELETED and hid in last:
+            keep.add(last[hid])
+        if bid is not None:
+            last[hid] = vid
+    keep.update(last.values())
+    return keep
+
+
+def prune(
+    conn: apsw.Connection, *, keep_all_days: int, keep_daily_days: int, max_bytes: int, now: float | None = None
+) -> PruneReport:
+    """Apply the retention (``history.keep_all_days``, ``history.keep_daily_days``, ``history.max_mb``):
+    every version of the last ``keep_all_days``, then the last of each day up to ``keep_daily_days``, older
+    ones dropped, then the oldest past the size cap; never a note's newest, nor what a deleted note is."""
+    now = time.time() if now is None else now
+    report = PruneReport()
+    rows = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+    keep = _protected(rows)
+    day_last: dict[tuple[int, int], int] = {}
+    for vid, hid, at, _bid, _how in rows:
+        day_last[(hid, int(at // DAY_S))] = vid
+    doomed = []
+    for vid, hid, at, _bid, _how in rows:
+        age = now - at
+        if vid in keep or age <= keep_all_days * DAY_S:
+            continue
+        if age <= keep_daily_days * DAY_S and day_last[(hid, int(at // DAY_S))] == vid:
+            continue
+        doomed.append(vid)
+    _drop_versions(conn, doomed, report)
+    if max_bytes > 0:
+        while blobs.stored_bytes(conn) > max_bytes:
+            rows = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+            keep = _protected(rows)
+            oldest = [r[0] for r in rows if r[0] not in keep][:256]
+            if not oldest:
+                break
+            _drop_versions(conn, oldest, report)
+    report.stored = blobs.stored_bytes(conn)
+    return report
+
+
+def _drop_versions(conn: apsw.Connection, vids: list[int], report: PruneReport) -> None:
+    for at in range(0, len(vids), 500):
+        chunk = vids[at : at + 500]
+        conn.execute(f"DELETE FROM history_versions WHERE vid IN ({','.join('?' * len(chunk))})", chunk)
+    report.versions += len(vids)
+    empty = [
+        r[0]
+        for r in conn.execute(
+            "SELECT hid FROM history_notes h WHERE NOT EXISTS (SELECT 1 FROM history_versions v WHERE v.hid = h.hid)"
+        )
+    ]
+    for hid in empty:
+        conn.execute("DELETE FROM history_ids WHERE hid = ?", (hid,))
+        conn.execute("DELETE FROM history_notes WHERE hid = ?", (hid,))
+    report.notes += len(empty)
+    report.freed += blobs.drop_blobs(conn, blobs.unused_blobs(conn))
+    conn.execute(
+        "UPDATE history_notes SET last_bid = NULL, last_hash = '' WHERE last_bid IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM history_blobs b WHERE b.bid = history_notes.last_bid)"
+    )
+
+
+def forget(conn: apsw.Connection, hid: int) -> int:
+    """Purge a note's line: every version, its ids, the bytes no other note holds, and its snippets in a
+    seed dictionary. Returns how many versions went. (The note, if it still exists, starts a new line at
+    its next change.)"""
+    texts = [
+        blobs.blob_bytes(conn, int(r[0]))
+        for r in conn.execute("SELECT DISTINCT bid FROM history_versions WHERE hid = ? AND bid IS NOT NULL", (hid,))
+    ]
+    count = int(conn.execute("SELECT count(*) FROM history_versions WHERE hid = ?", (hid,)).fetchone()[0])
+    conn.execute("DELETE FROM history_versions WHERE hid = ?", (hid,))
+    conn.execute("DELETE FROM history_ids WHERE hid = ?", (hid,))
+    conn.execute("DELETE FROM history_notes WHERE hid = ?", (hid,))
+    blobs.drop_blobs(conn, blobs.unused_blobs(conn))
+    blobs.scrub_seeds(conn, texts)
+    blobs.forget_cached()
+    return count

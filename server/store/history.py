@@ -215,3 +215,26 @@ def _fix_depths(conn: apsw.Connection, bid: int) -> None:
 def stored_bytes(conn: apsw.Connection) -> int:
     """What the kept versions take in the database (their compressed frames)."""
     return int(conn.execute("SELECT coalesce(sum(length(data)), 0) FROM history_blobs").fetchone()[0])
+
+
+def scrub_seeds(conn: apsw.Connection, texts: Iterable[bytes]) -> int:
+    """Take the start of each of ``texts`` out of every seed dictionary that holds it (a note forgotten for
+    privacy leaves no snippet behind): the blobs based on such a seed are compressed again against the
+    new one. Returns how many seeds changed."""
+    snippets = [t[:SEED_BYTES_PER_NOTE] for t in texts if t]
+    changed = 0
+    for vault_id, bid in conn.execute("SELECT vault_id, bid FROM history_dicts").fetchall():
+        seed = blob_bytes(conn, bid)
+        new = seed
+        for s in snippets:
+            new = new.replace(s, b"")
+        if new == seed:
+            continue
+        new_bid = put_seed(conn, vault_id, new)
+        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall():
+            data = blob_bytes(conn, dep)
+            conn.execute("UPDATE history_blobs SET base = ?, data = ? WHERE bid = ?", (new_bid, compress(data, new), dep))
+        conn.execute("DELETE FROM history_blobs WHERE bid = ?", (bid,))
+        _cache.pop(bid, None)
+        changed += 1
+    return changed
