@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.table import Table
 
@@ -16,7 +15,7 @@ from server.humanize import ago
 class _NoteOrCommand(KmsGroup):
     """``kms history NOTE`` shows a note's versions; ``prune`` and ``forget`` are commands of their own."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = ["show", *args]
         return super().resolve_command(ctx, args)
@@ -58,7 +57,15 @@ def history_show(
         line = find_line(conn, note, vault)
         rows = versions(conn, line, limit=limit)
     if json_out:
-        print_json({"noteId": line.note_id, "vault": line.vault, "path": line.path, "deleted": line.rid is None, "versions": rows})
+        print_json(
+            {
+                "noteId": line.note_id,
+                "vault": line.vault,
+                "path": line.path,
+                "deleted": line.rid is None,
+                "versions": rows,
+            }
+        )
         return
     gone = " [red](deleted)[/]" if line.rid is None else ""
     console.print(f"{line.vault}:{line.path} ({line.note_id}){gone}", highlight=False)
@@ -66,7 +73,9 @@ def history_show(
     now = time.time()
     for v in rows:
         change = "" if v["how"] in ("deleted", "moved") else f"{v['sizeChange']:+d}"
-        table.add_row(str(v["version"]), ago(v["at"], now, "?"), _who(v["who"]), v["how"], str(v["size"]), change, v["path"])
+        table.add_row(
+            str(v["version"]), ago(v["at"], now, "?"), _who(v["who"]), v["how"], str(v["size"]), change, v["path"]
+        )
     console.print(table)
 
 

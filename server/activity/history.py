@@ -57,7 +57,7 @@ class Line:
 
 
 def _line(conn: apsw.Connection, hid: int) -> Line:
-    row = conn.execute(
+    row: Any = conn.execute(
         "SELECT h.hid, h.vault_id, coalesce(v.name, '?'), h.note_id, h.path, h.rid, h.deleted_at "
         "FROM history_notes h LEFT JOIN vaults v ON v.id = h.vault_id WHERE h.hid = ?",
         (hid,),
@@ -75,14 +75,18 @@ def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line
     if found is None:
         vault_sql = " AND vault_id = (SELECT id FROM vaults WHERE name = ?)" if vault else ""
         args: tuple = (ref, vault) if vault else (ref,)
-        found = conn.execute(
-            f"SELECT hid FROM history_notes WHERE path = ?{vault_sql} ORDER BY rid IS NULL, deleted_at DESC LIMIT 1",
-            args,
-        ).fetchone() or conn.execute(
-            "SELECT v.hid FROM history_versions v JOIN history_notes h ON h.hid = v.hid "
-            f"WHERE v.path = ?{vault_sql.replace('vault_id', 'h.vault_id')} ORDER BY v.vid DESC LIMIT 1",
-            args,
-        ).fetchone()
+        found = (
+            conn.execute(
+                f"SELECT hid FROM history_notes WHERE path = ?{vault_sql} "
+                "ORDER BY rid IS NULL, deleted_at DESC LIMIT 1",
+                args,
+            ).fetchone()
+            or conn.execute(
+                "SELECT v.hid FROM history_versions v JOIN history_notes h ON h.hid = v.hid "
+                f"WHERE v.path = ?{vault_sql.replace('vault_id', 'h.vault_id')} ORDER BY v.vid DESC LIMIT 1",
+                args,
+            ).fetchone()
+        )
     if found is None:
         vault_id = conn.execute("SELECT id FROM vaults WHERE name = ?", (vault,)).fetchone() if vault else None
         try:
@@ -133,7 +137,12 @@ def _who(conn: apsw.Connection, line: Line, v: dict[str, Any], calls: list[tuple
             return _by_call(c)
     outside = attribute_outside_change(conn, line.vault_id, path, at)
     if outside is not None:
-        return {"by": "agent", "how": f"{OUTSIDE} ({outside.tool}, reported by its session)", "sessionId": outside.session_id, "invocationId": None}
+        return {
+            "by": "agent",
+            "how": f"{OUTSIDE} ({outside.tool}, reported by its session)",
+            "sessionId": outside.session_id,
+            "invocationId": None,
+        }
     return {"by": OUTSIDE, "how": OUTSIDE, "sessionId": None, "invocationId": None}
 
 
@@ -142,7 +151,7 @@ def versions(
 ) -> list[dict[str, Any]]:
     """The note's versions, newest first (``before``: only those numbered below it); ``agent``: none
     seen while the note was hidden (their number and time are not told either)."""
-    rows = conn.execute(
+    rows: list[Any] = conn.execute(
         "SELECT vid, at, path, hash, size, how, hidden FROM history_versions WHERE hid = ? ORDER BY vid", (line.hid,)
     ).fetchall()
     calls = _calls(conn, line)
@@ -262,4 +271,3 @@ def diff(
         "to": None if b is None else {k: b[k] for k in ("version", "at", "path", "size")},
         "diff": unified(a_bytes, b_bytes, f"{a['path']} (version {a['version']})", b_name),
     }
-

@@ -18,16 +18,21 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import apsw
 
 from server.store import history as blobs
+from server.store.db import scalar
 
 REJOIN_S = 3600.0  # a new note with a deleted note's last bytes within this long continues its history
 HOW_INDEX, HOW_WATCH, HOW_KMS = "index", "watch", "kms"
 HOW_DELETED, HOW_MOVED = "deleted", "moved"
 
 _enabled: tuple[tuple, bool] | None = None
+_INSERT_VERSION = (
+    "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def enabled() -> bool:
@@ -105,9 +110,10 @@ def record_seen(
                 hid = conn.last_insert_rowid()
                 last_hash, last_bid, last_path = "", None, s.path
             else:
-                last_hash, last_bid, last_path = conn.execute(
+                found: Any = conn.execute(
                     "SELECT last_hash, last_bid, path FROM history_notes WHERE hid = ?", (hid,)
                 ).fetchone()
+                last_hash, last_bid, last_path = found
                 conn.execute(
                     "UPDATE history_notes SET rid = ?, note_id = ?, deleted_at = NULL WHERE hid = ?",
                     (s.rid, note_id, hid),
@@ -119,10 +125,7 @@ def record_seen(
             gone_before = False
         if s.digest == last_hash and not gone_before:
             if s.path != last_path:  # a rename or move: same bytes, one more entry
-                conn.execute(
-                    "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (hid, at, s.path, s.digest, last_bid, s.size, HOW_MOVED, int(hidden)),
-                )
+                conn.execute(_INSERT_VERSION, (hid, at, s.path, s.digest, last_bid, s.size, HOW_MOVED, int(hidden)))
                 conn.execute("UPDATE history_notes SET path = ? WHERE hid = ?", (s.path, hid))
             continue
         if s.data is not None:
@@ -131,10 +134,7 @@ def record_seen(
             bid = blobs.blob_id(conn, s.digest) or blobs.put_blob(
                 conn, b"", s.digest, seed=packed_base, packed=s.packed, size=s.size
             )
-        conn.execute(
-            "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (hid, at, s.path, s.digest, bid, s.size, how, int(hidden)),
-        )
+        conn.execute(_INSERT_VERSION, (hid, at, s.path, s.digest, bid, s.size, how, int(hidden)))
         conn.execute(
             "UPDATE history_notes SET path = ?, last_hash = ?, last_bid = ? WHERE hid = ?", (s.path, s.digest, bid, hid)
         )
@@ -145,14 +145,18 @@ def record_seen(
 def _rejoin(conn: apsw.Connection, vault_id: int, s: Seen, at: float) -> int | None:
     """The deleted note a new one continues: the last one deleted at this path, else one deleted within
     ``REJOIN_S`` whose last bytes these are (a move seen as a delete and a create)."""
-    row = conn.execute(
-        "SELECT hid FROM history_notes WHERE vault_id = ? AND path = ? AND rid IS NULL ORDER BY deleted_at DESC LIMIT 1",
-        (vault_id, s.path),
-    ).fetchone() or conn.execute(
-        "SELECT hid FROM history_notes WHERE vault_id = ? AND last_hash = ? AND rid IS NULL AND deleted_at >= ? "
-        "ORDER BY deleted_at DESC LIMIT 1",
-        (vault_id, s.digest, at - REJOIN_S),
-    ).fetchone()
+    row = (
+        conn.execute(
+            "SELECT hid FROM history_notes WHERE vault_id = ? AND path = ? AND rid IS NULL "
+            "ORDER BY deleted_at DESC LIMIT 1",
+            (vault_id, s.path),
+        ).fetchone()
+        or conn.execute(
+            "SELECT hid FROM history_notes WHERE vault_id = ? AND last_hash = ? AND rid IS NULL AND deleted_at >= ? "
+            "ORDER BY deleted_at DESC LIMIT 1",
+            (vault_id, s.digest, at - REJOIN_S),
+        ).fetchone()
+    )
     return None if row is None else int(row[0])
 
 
@@ -227,16 +231,19 @@ class PruneReport:
 
 
 def _protected(rows: list[tuple]) -> set[int]:
-    """The versions retention never drops: each note's newest version with bytes, and the last one before
-    each deletion (what a deleted note is restored to)."""
+    """The entries retention never drops: each note's newest entry and newest version with bytes, and the
+    last version before each deletion (what a deleted note is restored to)."""
     keep: set[int] = set()
     last: dict[int, int] = {}
+    newest: dict[int, int] = {}
     for vid, hid, _at, bid, how in rows:
         if how == HOW_DELETED and hid in last:
             keep.add(last[hid])
         if bid is not None:
             last[hid] = vid
+        newest[hid] = vid
     keep.update(last.values())
+    keep.update(newest.values())
     return keep
 
 
@@ -248,12 +255,12 @@ def prune(
     ones dropped, then the oldest past the size cap; never a note's newest, nor what a deleted note is."""
     now = time.time() if now is None else now
     report = PruneReport()
-    rows = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+    rows: list[Any] = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
     keep = _protected(rows)
     day_last: dict[tuple[int, int], int] = {}
     for vid, hid, at, _bid, _how in rows:
         day_last[(hid, int(at // DAY_S))] = vid
-    doomed = []
+    doomed: list[int] = []
     for vid, hid, at, _bid, _how in rows:
         age = now - at
         if vid in keep or age <= keep_all_days * DAY_S:
@@ -264,9 +271,11 @@ def prune(
     _drop_versions(conn, doomed, report)
     if max_bytes > 0:
         while blobs.stored_bytes(conn) > max_bytes:
-            rows = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+            rows = conn.execute(
+                "SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid"
+            ).fetchall()  # (typed above)
             keep = _protected(rows)
-            oldest = [r[0] for r in rows if r[0] not in keep][:256]
+            oldest: list[int] = [int(r[0]) for r in rows if r[0] not in keep][:256]
             if not oldest:
                 break
             _drop_versions(conn, oldest, report)
@@ -304,7 +313,7 @@ def forget(conn: apsw.Connection, hid: int) -> int:
         blobs.blob_bytes(conn, int(r[0]))
         for r in conn.execute("SELECT DISTINCT bid FROM history_versions WHERE hid = ? AND bid IS NOT NULL", (hid,))
     ]
-    count = int(conn.execute("SELECT count(*) FROM history_versions WHERE hid = ?", (hid,)).fetchone()[0])
+    count = int(scalar(conn, "SELECT count(*) FROM history_versions WHERE hid = ?", (hid,)))
     conn.execute("DELETE FROM history_versions WHERE hid = ?", (hid,))
     conn.execute("DELETE FROM history_ids WHERE hid = ?", (hid,))
     conn.execute("DELETE FROM history_notes WHERE hid = ?", (hid,))

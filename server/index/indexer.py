@@ -159,7 +159,9 @@ def index_vault(
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
             if keeping:
-                seen.extend(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed) for rid, rec in done)
+                seen.extend(
+                    history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed) for rid, rec in done
+                )
             if cold:
                 return  # every link is resolved at the end anyway
             for rid, rec in done:

@@ -14,11 +14,15 @@ Nothing here knows notes or settings: ``server.index.history`` decides what is k
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
 
 import apsw
 import zstandard
+
+from server.store.db import scalar
 
 LEVEL = 3  # zstd's default: on note text within a few % of level 9's size at a fraction of its time
 MAX_DEPTH = 16  # a read decompresses at most this many frames
@@ -26,8 +30,11 @@ SEED_NOTES = 64  # a seed dictionary: the start of this many notes, spread over 
 SEED_BYTES_PER_NOTE = 1024
 SEED_MIN_NOTES = 64  # fewer notes than this on a cold index: no seed (it would cost more than it saves)
 
-_compressors: OrderedDict[bytes, zstandard.ZstdCompressor] = OrderedDict()
-_cache: OrderedDict[int, bytes] = OrderedDict()  # bid -> bytes, the last few read (a chain's bases)
+_local = threading.local()  # a compressor is not to be shared between threads: each has its own few
+_lock = threading.Lock()  # the read cache is the process's
+# (database file, bid) -> bytes, the last few read (a chain's bases). A blob's bytes never change and its
+# id is never used again (AUTOINCREMENT), so an entry stays true for as long as the blob lives.
+_cache: OrderedDict[tuple[str, int], bytes] = OrderedDict()
 
 
 def sha256_hex(data: bytes) -> str:
@@ -40,6 +47,9 @@ def make_seed(samples: Iterable[bytes]) -> bytes:
 
 
 def _compressor(base: bytes | None) -> zstandard.ZstdCompressor:
+    _compressors: OrderedDict[bytes, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if _compressors is None:
+        _compressors = _local.compressors = OrderedDict()
     key = hashlib.sha1(base).digest() if base else b""
     found = _compressors.get(key)
     if found is None:
@@ -66,7 +76,9 @@ def compress(data: bytes, base: bytes | None = None) -> bytes:
 
 def decompress(frame: bytes, base: bytes | None, size: int) -> bytes:
     if base:
-        d = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
+        d = zstandard.ZstdDecompressor(
+            dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        )
     else:
         d = zstandard.ZstdDecompressor()
     return d.decompress(frame, max_output_size=max(size, 1))
@@ -79,35 +91,49 @@ def blob_id(conn: apsw.Connection, digest: str) -> int | None:
 
 def blob_bytes(conn: apsw.Connection, bid: int) -> bytes:
     """The bytes of a blob (its bases decompressed first, the recent ones from a small cache)."""
-    if bid in _cache:
-        _cache.move_to_end(bid)
-        return _cache[bid]
+    db = conn.filename
+    with _lock:
+        if (db, bid) in _cache:
+            _cache.move_to_end((db, bid))
+            return _cache[(db, bid)]
     chain: list[tuple[int, int | None, int, bytes]] = []
     at: int | None = bid
-    while at is not None and at not in _cache:
+    while at is not None and (db, at) not in _cache:
         row = conn.execute("SELECT base, size, data FROM history_blobs WHERE bid = ?", (at,)).fetchone()
         if row is None:
             raise LookupError(f"history blob {at} is missing")
         chain.append((at, row[0], row[1], row[2]))
         at = row[0]
-    data = _cache[at] if at is not None else None
+    data = _cache.get((db, at)) if at is not None else None
+    if at is not None and data is None:  # dropped from the cache meanwhile (another thread): read again
+        return _uncached(conn, bid)
     for this, base, size, frame in reversed(chain):
         data = decompress(frame, data if base is not None else None, size)
-        _remember(this, data)
+        _remember(conn, this, data)
     assert data is not None
     return data
 
 
-def _remember(bid: int, data: bytes) -> None:
-    _cache[bid] = data
-    _cache.move_to_end(bid)
-    while len(_cache) > 32:
-        _cache.popitem(last=False)
+def _uncached(conn: apsw.Connection, bid: int) -> bytes:
+    row = conn.execute("SELECT base, size, data FROM history_blobs WHERE bid = ?", (bid,)).fetchone()
+    if row is None:
+        raise LookupError(f"history blob {bid} is missing")
+    return decompress(row[2], _uncached(conn, row[0]) if row[0] is not None else None, row[1])
+
+
+def _remember(conn: apsw.Connection, bid: int, data: bytes) -> None:
+    key = (conn.filename, bid)
+    with _lock:
+        _cache[key] = data
+        _cache.move_to_end(key)
+        while len(_cache) > 32:
+            _cache.popitem(last=False)
 
 
 def forget_cached() -> None:
-    """Drop the read cache (a blob re-encoded or deleted by another connection keeps its id only while it lives)."""
-    _cache.clear()
+    """Drop the read cache (after a purge: nothing of a forgotten note stays in memory either)."""
+    with _lock:
+        _cache.clear()
 
 
 def put_blob(
@@ -143,7 +169,7 @@ def put_blob(
     )
     bid = conn.last_insert_rowid()
     if fresh:
-        _remember(bid, data)
+        _remember(conn, bid, data)
     return bid
 
 
@@ -186,7 +212,8 @@ def drop_blobs(conn: apsw.Connection, doomed: Iterable[int]) -> int:
         return 0
     freed = 0
     for bid in sorted(doomed_set):
-        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall():
+        deps: list[Any] = conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall()
+        for (dep,) in deps:
             if dep in doomed_set:
                 continue
             data = blob_bytes(conn, dep)
@@ -198,7 +225,8 @@ def drop_blobs(conn: apsw.Connection, doomed: Iterable[int]) -> int:
         row = conn.execute("SELECT length(data) FROM history_blobs WHERE bid = ?", (bid,)).fetchone()
         freed += row[0] if row else 0
         conn.execute("DELETE FROM history_blobs WHERE bid = ?", (bid,))
-        _cache.pop(bid, None)
+        with _lock:
+            _cache.pop((conn.filename, bid), None)
     return freed
 
 
@@ -207,14 +235,15 @@ def _fix_depths(conn: apsw.Connection, bid: int) -> None:
     frontier = [(bid, 1)]
     while frontier:
         at, depth = frontier.pop()
-        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (at,)).fetchall():
+        deps: list[Any] = conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (at,)).fetchall()
+        for (dep,) in deps:
             conn.execute("UPDATE history_blobs SET depth = ? WHERE bid = ?", (depth + 1, dep))
             frontier.append((dep, depth + 1))
 
 
 def stored_bytes(conn: apsw.Connection) -> int:
     """What the kept versions take in the database (their compressed frames)."""
-    return int(conn.execute("SELECT coalesce(sum(length(data)), 0) FROM history_blobs").fetchone()[0])
+    return int(scalar(conn, "SELECT coalesce(sum(length(data)), 0) FROM history_blobs"))
 
 
 def scrub_seeds(conn: apsw.Connection, texts: Iterable[bytes]) -> int:
@@ -223,7 +252,8 @@ def scrub_seeds(conn: apsw.Connection, texts: Iterable[bytes]) -> int:
     new one. Returns how many seeds changed."""
     snippets = [t[:SEED_BYTES_PER_NOTE] for t in texts if t]
     changed = 0
-    for vault_id, bid in conn.execute("SELECT vault_id, bid FROM history_dicts").fetchall():
+    seeds: list[Any] = conn.execute("SELECT vault_id, bid FROM history_dicts").fetchall()
+    for vault_id, bid in seeds:
         seed = blob_bytes(conn, bid)
         new = seed
         for s in snippets:
@@ -231,10 +261,14 @@ def scrub_seeds(conn: apsw.Connection, texts: Iterable[bytes]) -> int:
         if new == seed:
             continue
         new_bid = put_seed(conn, vault_id, new)
-        for (dep,) in conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall():
+        deps: list[Any] = conn.execute("SELECT bid FROM history_blobs WHERE base = ?", (bid,)).fetchall()
+        for (dep,) in deps:
             data = blob_bytes(conn, dep)
-            conn.execute("UPDATE history_blobs SET base = ?, data = ? WHERE bid = ?", (new_bid, compress(data, new), dep))
+            conn.execute(
+                "UPDATE history_blobs SET base = ?, data = ? WHERE bid = ?", (new_bid, compress(data, new), dep)
+            )
         conn.execute("DELETE FROM history_blobs WHERE bid = ?", (bid,))
-        _cache.pop(bid, None)
+        with _lock:
+            _cache.pop((conn.filename, bid), None)
         changed += 1
     return changed

@@ -121,7 +121,7 @@ def m025_note_history(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX history_versions_bid ON history_versions(bid)")
     conn.execute(
         """CREATE TABLE history_blobs (
-            bid INTEGER PRIMARY KEY,
+            bid INTEGER PRIMARY KEY AUTOINCREMENT,
             hash TEXT NOT NULL UNIQUE,
             base INTEGER,
             depth INTEGER NOT NULL,

@@ -45,7 +45,9 @@ def parse_when(text: str, now: float) -> float:
     try:
         return dt.datetime.fromisoformat(text).timestamp()
     except ValueError:
-        raise KmsError("invalid-input", f"{text!r} is not a time: give e.g. 2h (ago), 2026-12-01T14:30 or epoch seconds") from None
+        raise KmsError(
+            "invalid-input", f"{text!r} is not a time: give e.g. 2h (ago), 2026-12-01T14:30 or epoch seconds"
+        ) from None
 
 
 def _current(vault: Vault, path: str) -> bytes | None:
@@ -104,7 +106,12 @@ def preview_restore(
         "exists": now is not None,
         "expect": "" if now is None else sha256_hex(now),
         "same": now == data,
-        "diff": unified(now or b"", data, f"{path} (now)" if now is not None else "/dev/null", f"{path} (version {version['version']})"),
+        "diff": unified(
+            now or b"",
+            data,
+            f"{path} (now)" if now is not None else "/dev/null",
+            f"{path} (version {version['version']})",
+        ),
     }
 
 
@@ -157,10 +164,10 @@ def _restore(
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise KmsError("invalid-input", f"version {chosen['version']} is not UTF-8; kms will not write it") from e
-            files, warning = apply_plans(
-                ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))]
-            )
+                raise KmsError(
+                    "invalid-input", f"version {chosen['version']} is not UTF-8; kms will not write it"
+                ) from e
+            files, warning = apply_plans(ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))])
             result = WriteResult(
                 title=touched.title or path,
                 path=path,

@@ -70,7 +70,9 @@ def reindex_moves(
                     continue
                 keep_id(path, reindex_file(conn, vault, path, batch=batch, how="kms"))
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
-                    reindex_file(conn, vault, old, batch=batch, how="kms")  # a row left at the old path (none, normally) goes
+                    reindex_file(
+                        conn, vault, old, batch=batch, how="kms"
+                    )  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
     except _NotReady as e:
         raise e.__cause__ from None  # type: ignore[misc]
