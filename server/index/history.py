@@ -247,6 +247,10 @@ def _protected(rows: list[tuple]) -> set[int]:
     return keep
 
 
+def _entries(conn: apsw.Connection) -> list[Any]:
+    return conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+
+
 def prune(
     conn: apsw.Connection, *, keep_all_days: int, keep_daily_days: int, max_bytes: int, now: float | None = None
 ) -> PruneReport:
@@ -255,7 +259,7 @@ def prune(
     ones dropped, then the oldest past the size cap; never a note's newest, nor what a deleted note is."""
     now = time.time() if now is None else now
     report = PruneReport()
-    rows: list[Any] = conn.execute("SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid").fetchall()
+    rows = _entries(conn)
     keep = _protected(rows)
     day_last: dict[tuple[int, int], int] = {}
     for vid, hid, at, _bid, _how in rows:
@@ -271,9 +275,7 @@ def prune(
     _drop_versions(conn, doomed, report)
     if max_bytes > 0:
         while blobs.stored_bytes(conn) > max_bytes:
-            rows = conn.execute(
-                "SELECT vid, hid, at, bid, how FROM history_versions ORDER BY vid"
-            ).fetchall()  # (typed above)
+            rows = _entries(conn)
             keep = _protected(rows)
             oldest: list[int] = [int(r[0]) for r in rows if r[0] not in keep][:256]
             if not oldest:
