@@ -228,7 +228,10 @@ def pick(conn: apsw.Connection, line: Line, *, number: int | None = None, at: fl
 
 
 def version_bytes(conn: apsw.Connection, version: dict[str, Any]) -> bytes:
-    return blobs.blob_bytes(conn, int(version["bid"]))
+    try:
+        return blobs.blob_bytes(conn, int(version["bid"]))
+    except LookupError:  # a damaged database repaired without this blob (``kms doctor`` counts them)
+        raise KmsError("not-found", f"the text of version {version['version']} was lost") from None
 
 
 def text_of(data: bytes) -> str:

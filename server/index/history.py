@@ -108,18 +108,18 @@ def record_seen(
                     (vault_id, s.rid, note_id, s.path),
                 )
                 hid = conn.last_insert_rowid()
-                last_hash, last_bid, last_path = "", None, s.path
+                last_hash, last_bid, last_path, deleted_at = "", None, s.path, None
             else:
                 found: Any = conn.execute(
-                    "SELECT last_hash, last_bid, path FROM history_notes WHERE hid = ?", (hid,)
+                    "SELECT last_hash, last_bid, path, deleted_at FROM history_notes WHERE hid = ?", (hid,)
                 ).fetchone()
-                last_hash, last_bid, last_path = found
+                last_hash, last_bid, last_path, deleted_at = found
                 conn.execute(
                     "UPDATE history_notes SET rid = ?, note_id = ?, deleted_at = NULL WHERE hid = ?",
                     (s.rid, note_id, hid),
                 )
             conn.execute("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", (note_id, hid))
-            gone_before = True
+            gone_before = deleted_at is not None  # (a line kms repair detached was never deleted)
         else:
             hid, last_hash, last_bid, last_path = row
             gone_before = False
@@ -323,3 +323,22 @@ def forget(conn: apsw.Connection, hid: int) -> int:
     blobs.scrub_seeds(conn, texts)
     blobs.forget_cached()
     return count
+
+
+def stats(conn: apsw.Connection) -> dict[str, Any]:
+    """What ``kms doctor`` tells of the history: how much is kept, and versions whose bytes are missing
+    (a damaged database repaired: ``kms repair`` carries over what it can read)."""
+    return {
+        "versions": int(scalar(conn, "SELECT count(*) FROM history_versions WHERE bid IS NOT NULL")),
+        "notes": int(scalar(conn, "SELECT count(*) FROM history_notes")),
+        "deletedNotes": int(scalar(conn, "SELECT count(*) FROM history_notes WHERE rid IS NULL")),
+        "storedBytes": blobs.stored_bytes(conn),
+        "oldest": scalar(conn, "SELECT min(at) FROM history_versions"),
+        "missingBytes": int(
+            scalar(
+                conn,
+                "SELECT count(*) FROM history_versions v WHERE v.bid IS NOT NULL "
+                "AND NOT EXISTS (SELECT 1 FROM history_blobs b WHERE b.bid = v.bid)",
+            )
+        ),
+    }

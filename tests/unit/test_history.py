@@ -272,3 +272,27 @@ def test_notes_indexed_before_history_get_their_version_at_the_next_index(env: E
     Path(os.environ["KMS_CONFIG"]).write_text("[history]\nenabled = true\n")
     index_vault(env.conn, env.vault)
     assert [r["how"] for r in _history(env, "early.md")] == ["index"]
+
+
+def test_repair_carries_the_history_over_and_adds_no_version_for_an_unchanged_note(env: Env) -> None:
+    from server.index.repair import repair_database
+
+    note_id = env.note("kept.md", V1)
+    (env.root / "kept.md").write_bytes(V2)
+    reindex_file(env.conn, env.vault, "kept.md")
+    env.note("gone.md", b"bye\n")
+    os.unlink(env.root / "gone.md")
+    index_vault(env.conn, env.vault)
+    env.conn.close()
+    report = repair_database(env.db_path, force=True)
+    assert report.recovered["history_versions"] == 4
+    from server.store.db import connect
+
+    env.conn = connect(env.db_path)
+    rows = _history(env, note_id)
+    assert [r["version"] for r in rows] == [2, 1]  # the re-index of the unchanged file added none
+    assert find_line(env.conn, "kept.md").rid is not None
+    _restore_bytes(env, "gone.md", 1)
+    assert (env.root / "gone.md").read_bytes() == b"bye\n"
+    _restore_bytes(env, note_id, 1)
+    assert (env.root / "kept.md").read_bytes() == V1
