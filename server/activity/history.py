@@ -71,7 +71,12 @@ def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line
     from server.index.notes import find_note
 
     ref = ref.strip()
-    found = conn.execute("SELECT hid FROM history_ids WHERE note_id = ?", (ref,)).fetchone()
+    found = (
+        conn.execute(
+            "SELECT h.hid FROM notes n JOIN history_notes h ON h.rid = n.rid WHERE n.id = ?", (ref,)
+        ).fetchone()
+        or conn.execute("SELECT hid FROM history_ids WHERE note_id = ?", (ref,)).fetchone()
+    )
     if found is None:
         vault_sql = " AND vault_id = (SELECT id FROM vaults WHERE name = ?)" if vault else ""
         args: tuple = (ref, vault) if vault else (ref,)
@@ -96,7 +101,7 @@ def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line
                 raise
             note = None
         if note is not None:
-            found = conn.execute("SELECT hid FROM history_ids WHERE note_id = ?", (note["id"],)).fetchone()
+            found = conn.execute("SELECT hid FROM history_notes WHERE rid = ?", (note["rid"],)).fetchone()
     if found is None:
         raise KmsError("not-found", f"kms keeps no version of {ref!r}", ref=ref)
     return _line(conn, int(found[0]))

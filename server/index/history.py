@@ -98,7 +98,7 @@ def record_seen(
             continue
         note_id, hidden = note
         row = conn.execute(
-            "SELECT hid, last_hash, last_bid, path FROM history_notes WHERE rid = ?", (s.rid,)
+            "SELECT hid, last_hash, last_bid, path, note_id FROM history_notes WHERE rid = ?", (s.rid,)
         ).fetchone()
         if row is None:
             hid = _rejoin(conn, vault_id, s, at) if any_gone else None
@@ -121,8 +121,11 @@ def record_seen(
             conn.execute("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", (note_id, hid))
             gone_before = deleted_at is not None  # (a line kms repair detached was never deleted)
         else:
-            hid, last_hash, last_bid, last_path = row
+            hid, last_hash, last_bid, last_path, line_id = row
             gone_before = False
+            if line_id != note_id:  # the row took back an id it had (a note restored from the trash)
+                conn.execute("UPDATE history_notes SET note_id = ? WHERE hid = ?", (note_id, hid))
+                conn.execute("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", (note_id, hid))
         if s.digest == last_hash and not gone_before:
             if s.path != last_path:  # a rename or move: same bytes, one more entry
                 conn.execute(_INSERT_VERSION, (hid, at, s.path, s.digest, last_bid, s.size, HOW_MOVED, int(hidden)))
