@@ -41,7 +41,8 @@ def settings(path: Path, on: bool) -> None:
 def history_bytes(conn: object) -> int:
     return int(
         conn.execute(  # type: ignore[attr-defined]
-            "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
+            "SELECT coalesce(sum(pgsize), 0) FROM dbstat "
+            "WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
         ).fetchone()[0]
     )
 
