@@ -17,12 +17,14 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
-import zstandard
 
 from server.store.db import scalar
+
+if TYPE_CHECKING:
+    import zstandard
 
 LEVEL = 3  # zstd's default: on note text within a few % of level 9's size at a fraction of its time
 MAX_DEPTH = 16  # a read decompresses at most this many frames
@@ -46,7 +48,15 @@ def make_seed(samples: Iterable[bytes]) -> bytes:
     return b"".join(s[:SEED_BYTES_PER_NOTE] for s in samples)
 
 
+def _zstd() -> Any:
+    """zstandard, imported at the first version kept or read (not at a server's start)."""
+    import zstandard
+
+    return zstandard
+
+
 def _compressor(base: bytes | None) -> zstandard.ZstdCompressor:
+    zs = _zstd()
     _compressors: OrderedDict[bytes, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
     if _compressors is None:
         _compressors = _local.compressors = OrderedDict()
@@ -54,11 +64,9 @@ def _compressor(base: bytes | None) -> zstandard.ZstdCompressor:
     found = _compressors.get(key)
     if found is None:
         found = (
-            zstandard.ZstdCompressor(
-                level=LEVEL, dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-            )
+            zs.ZstdCompressor(level=LEVEL, dict_data=zs.ZstdCompressionDict(base, dict_type=zs.DICT_TYPE_RAWCONTENT))
             if base
-            else zstandard.ZstdCompressor(level=LEVEL)
+            else zs.ZstdCompressor(level=LEVEL)
         )
         _compressors[key] = found
         if len(_compressors) > 4:  # the seed and a neighbour or two: a dictionary is prepared once per use
@@ -75,12 +83,11 @@ def compress(data: bytes, base: bytes | None = None) -> bytes:
 
 
 def decompress(frame: bytes, base: bytes | None, size: int) -> bytes:
+    zs = _zstd()
     if base:
-        d = zstandard.ZstdDecompressor(
-            dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        )
+        d = zs.ZstdDecompressor(dict_data=zs.ZstdCompressionDict(base, dict_type=zs.DICT_TYPE_RAWCONTENT))
     else:
-        d = zstandard.ZstdDecompressor()
+        d = zs.ZstdDecompressor()
     return d.decompress(frame, max_output_size=max(size, 1))
 
 
