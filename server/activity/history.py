@@ -81,9 +81,14 @@ def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line
         vault_sql = " AND vault_id = (SELECT id FROM vaults WHERE name = ?)" if vault else ""
         args: tuple = (ref, vault) if vault else (ref,)
         found = (
-            conn.execute(
-                f"SELECT hid FROM history_notes WHERE path = ?{vault_sql} "
-                "ORDER BY rid IS NULL, deleted_at DESC LIMIT 1",
+            conn.execute(  # a note there now
+                "SELECT h.hid FROM notes n JOIN history_notes h ON h.rid = n.rid "
+                f"WHERE n.path = ?{vault_sql.replace('vault_id', 'n.vault_id')} LIMIT 1",
+                args,
+            ).fetchone()
+            or conn.execute(  # a deleted note that was there
+                f"SELECT hid FROM history_notes WHERE path = ? AND rid IS NULL{vault_sql} "
+                "ORDER BY deleted_at DESC LIMIT 1",
                 args,
             ).fetchone()
             or conn.execute(
@@ -157,7 +162,9 @@ def versions(
     """The note's versions, newest first (``before``: only those numbered below it); ``agent``: none
     seen while the note was hidden (their number and time are not told either)."""
     rows: list[Any] = conn.execute(
-        "SELECT vid, at, path, hash, size, how, hidden FROM history_versions WHERE hid = ? ORDER BY vid", (line.hid,)
+        "SELECT v.vid, v.at, v.path, coalesce(b.hash, ''), v.size, v.how, v.hidden FROM history_versions v "
+        "LEFT JOIN history_blobs b ON b.bid = v.bid WHERE v.hid = ? ORDER BY v.vid",
+        (line.hid,),
     ).fetchall()
     calls = _calls(conn, line)
     out: list[dict[str, Any]] = []
@@ -193,7 +200,8 @@ def versions(
 
 def _rows(conn: apsw.Connection, line: Line) -> list[tuple]:
     return conn.execute(
-        "SELECT vid, at, path, hash, bid, size, how, hidden FROM history_versions WHERE hid = ? ORDER BY vid",
+        "SELECT v.vid, v.at, v.path, coalesce(b.hash, ''), v.bid, v.size, v.how, v.hidden FROM history_versions v "
+        "LEFT JOIN history_blobs b ON b.bid = v.bid WHERE v.hid = ? ORDER BY v.vid",
         (line.hid,),
     ).fetchall()
 

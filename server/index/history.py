@@ -30,9 +30,7 @@ HOW_INDEX, HOW_WATCH, HOW_KMS = "index", "watch", "kms"
 HOW_DELETED, HOW_MOVED = "deleted", "moved"
 
 _enabled: tuple[tuple, bool] | None = None
-_INSERT_VERSION = (
-    "INSERT INTO history_versions(hid, at, path, hash, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_INSERT_VERSION = "INSERT INTO history_versions(hid, at, path, bid, size, how, hidden) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def enabled() -> bool:
@@ -53,10 +51,21 @@ def enabled() -> bool:
     return value
 
 
+_migrated: set[str] = set()  # databases known to have the history tables (tables never go away)
+
+
 def active(conn: apsw.Connection) -> bool:
     """History is on and this database has its tables (a database opened without its migrations,
     at an older schema, keeps none)."""
-    return enabled() and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'history_notes'").fetchone() is not None
+    if not enabled():
+        return False
+    if conn.filename in _migrated:
+        return True
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'history_notes'").fetchone() is None:
+        return False
+    if conn.filename:  # (every in-memory database has the name '')
+        _migrated.add(conn.filename)
+    return True
 
 
 @dataclass
@@ -85,10 +94,13 @@ def record_seen(
     if not seen or not active(conn):
         return 0
     at = time.time() if at is None else at
-    seed = blobs.seed_of(conn, vault_id)
-    any_gone = conn.execute(
-        "SELECT 1 FROM history_notes WHERE vault_id = ? AND rid IS NULL LIMIT 1", (vault_id,)
-    ).fetchone()
+    if (
+        len(seen) >= 64
+        and not conn.execute("SELECT 1 FROM history_notes WHERE vault_id = ? LIMIT 1", (vault_id,)).fetchone()
+    ):
+        return _first_lines(conn, vault_id, seen, how, at, packed_base)
+    seed: int | None | bool = False  # looked up once, when a version needs it
+    any_gone: bool | None = None
     kept = 0
     for s in seen:
         if s.data is None and s.packed is None:
@@ -98,20 +110,30 @@ def record_seen(
             continue
         note_id, hidden = note
         row = conn.execute(
-            "SELECT hid, last_hash, last_bid, path, note_id FROM history_notes WHERE rid = ?", (s.rid,)
+            "SELECT h.hid, coalesce(b.hash, ''), h.last_bid, h.path, h.note_id FROM history_notes h "
+            "LEFT JOIN history_blobs b ON b.bid = h.last_bid WHERE h.rid = ?",
+            (s.rid,),
         ).fetchone()
         if row is None:
+            if any_gone is None:
+                any_gone = bool(
+                    conn.execute(
+                        "SELECT 1 FROM history_notes WHERE vault_id = ? AND rid IS NULL LIMIT 1", (vault_id,)
+                    ).fetchone()
+                )
             hid = _rejoin(conn, vault_id, s, at) if any_gone else None
             if hid is None:
                 conn.execute(
-                    "INSERT INTO history_notes(vault_id, rid, note_id, path, last_hash) VALUES (?, ?, ?, ?, '')",
+                    "INSERT INTO history_notes(vault_id, rid, note_id, path) VALUES (?, ?, ?, ?)",
                     (vault_id, s.rid, note_id, s.path),
                 )
                 hid = conn.last_insert_rowid()
                 last_hash, last_bid, last_path, deleted_at = "", None, s.path, None
             else:
                 found: Any = conn.execute(
-                    "SELECT last_hash, last_bid, path, deleted_at FROM history_notes WHERE hid = ?", (hid,)
+                    "SELECT coalesce(b.hash, ''), h.last_bid, h.path, h.deleted_at FROM history_notes h "
+                    "LEFT JOIN history_blobs b ON b.bid = h.last_bid WHERE h.hid = ?",
+                    (hid,),
                 ).fetchone()
                 last_hash, last_bid, last_path, deleted_at = found
                 conn.execute(
@@ -128,20 +150,61 @@ def record_seen(
                 conn.execute("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", (note_id, hid))
         if s.digest == last_hash and not gone_before:
             if s.path != last_path:  # a rename or move: same bytes, one more entry
-                conn.execute(_INSERT_VERSION, (hid, at, s.path, s.digest, last_bid, s.size, HOW_MOVED, int(hidden)))
+                conn.execute(_INSERT_VERSION, (hid, at, s.path, last_bid, s.size, HOW_MOVED, int(hidden)))
                 conn.execute("UPDATE history_notes SET path = ? WHERE hid = ?", (s.path, hid))
             continue
         if s.data is not None:
-            bid = blobs.put_blob(conn, s.data, s.digest, neighbour=last_bid, seed=seed)
+            if seed is False:
+                seed = blobs.seed_of(conn, vault_id)
+            bid = blobs.put_blob(conn, s.data, s.digest, neighbour=last_bid, seed=seed or None)
         else:  # compressed against the seed by a worker (a cold index: no neighbour)
             bid = blobs.blob_id(conn, s.digest) or blobs.put_blob(
                 conn, b"", s.digest, seed=packed_base, packed=s.packed, size=s.size
             )
-        conn.execute(_INSERT_VERSION, (hid, at, s.path, s.digest, bid, s.size, how, int(hidden)))
-        conn.execute(
-            "UPDATE history_notes SET path = ?, last_hash = ?, last_bid = ? WHERE hid = ?", (s.path, s.digest, bid, hid)
-        )
+        conn.execute(_INSERT_VERSION, (hid, at, s.path, bid, s.size, how, int(hidden)))
+        conn.execute("UPDATE history_notes SET path = ?, last_bid = ? WHERE hid = ?", (s.path, bid, hid))
         kept += 1
+    return kept
+
+
+def _first_lines(
+    conn: apsw.Connection, vault_id: int, seen: list[Seen], how: str, at: float, packed_base: int | None
+) -> int:
+    """``record_seen`` for a vault with no history yet (a cold index): every note starts its line, so
+    rows go in by batches, as the notes' own rows do."""
+    seed = blobs.seed_of(conn, vault_id)
+    kept = 0
+    for start in range(0, len(seen), 500):
+        chunk = [s for s in seen[start : start + 500] if s.data is not None or s.packed is not None]
+        marks = ",".join("?" * len(chunk))
+        notes = {
+            int(r[0]): (r[1], r[2])
+            for r in conn.execute(
+                f"SELECT rid, id, hidden_at IS NOT NULL FROM notes WHERE rid IN ({marks})", [s.rid for s in chunk]
+            )
+        }
+        lines, ids, versions = [], [], []
+        hid = int(scalar(conn, "SELECT coalesce(max(hid), 0) FROM history_notes"))
+        for s in chunk:
+            if s.rid not in notes:
+                continue
+            note_id, hidden = notes[s.rid]
+            if s.data is not None:
+                bid = blobs.put_blob(conn, s.data, s.digest, seed=seed)
+            else:
+                bid = blobs.blob_id(conn, s.digest) or blobs.put_blob(
+                    conn, b"", s.digest, seed=packed_base, packed=s.packed, size=s.size
+                )
+            hid += 1
+            lines.append((hid, vault_id, s.rid, note_id, s.path, bid))
+            ids.append((note_id, hid))
+            versions.append((hid, at, s.path, bid, s.size, how, int(hidden)))
+        conn.executemany(
+            "INSERT INTO history_notes(hid, vault_id, rid, note_id, path, last_bid) VALUES (?, ?, ?, ?, ?, ?)", lines
+        )
+        conn.executemany("INSERT OR REPLACE INTO history_ids VALUES (?, ?)", ids)
+        conn.executemany(_INSERT_VERSION, versions)
+        kept += len(versions)
     return kept
 
 
@@ -155,7 +218,8 @@ def _rejoin(conn: apsw.Connection, vault_id: int, s: Seen, at: float) -> int | N
             (vault_id, s.path),
         ).fetchone()
         or conn.execute(
-            "SELECT hid FROM history_notes WHERE vault_id = ? AND last_hash = ? AND rid IS NULL AND deleted_at >= ? "
+            "SELECT h.hid FROM history_blobs b JOIN history_notes h ON h.last_bid = b.bid "
+            "WHERE h.vault_id = ? AND b.hash = ? AND h.rid IS NULL AND h.deleted_at >= ? "
             "ORDER BY deleted_at DESC LIMIT 1",
             (vault_id, s.digest, at - REJOIN_S),
         ).fetchone()
@@ -173,7 +237,7 @@ def record_gone(conn: apsw.Connection, rid: int, how: str = HOW_DELETED, at: flo
     at = time.time() if at is None else at
     hid, path = row
     conn.execute(
-        "INSERT INTO history_versions(hid, at, path, hash, bid, size, how) VALUES (?, ?, ?, '', NULL, 0, ?)",
+        "INSERT INTO history_versions(hid, at, path, bid, size, how) VALUES (?, ?, ?, NULL, 0, ?)",
         (hid, at, path, how),
     )
     conn.execute("UPDATE history_notes SET rid = NULL, deleted_at = ? WHERE hid = ?", (at, hid))
@@ -305,7 +369,7 @@ def _drop_versions(conn: apsw.Connection, vids: list[int], report: PruneReport) 
     report.notes += len(empty)
     report.freed += blobs.drop_blobs(conn, blobs.unused_blobs(conn))
     conn.execute(
-        "UPDATE history_notes SET last_bid = NULL, last_hash = '' WHERE last_bid IS NOT NULL "
+        "UPDATE history_notes SET last_bid = NULL WHERE last_bid IS NOT NULL "
         "AND NOT EXISTS (SELECT 1 FROM history_blobs b WHERE b.bid = history_notes.last_bid)"
     )
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 LEVEL = 3  # zstd's default: on note text within a few % of level 9's size at a fraction of its time
 MAX_DEPTH = 16  # a read decompresses at most this many frames
 SEED_NOTES = 64  # a seed dictionary: the start of this many notes, spread over the vault
-SEED_BYTES_PER_NOTE = 1024
+SEED_BYTES_PER_NOTE = 4096
 SEED_MIN_NOTES = 64  # fewer notes than this on a cold index: no seed (it would cost more than it saves)
 
 _local = threading.local()  # a compressor is not to be shared between threads: each has its own few
@@ -56,24 +56,27 @@ def _zstd() -> Any:
 
 
 def _compressor(base: bytes | None) -> zstandard.ZstdCompressor:
+    """A compressor with ``base`` as its dictionary, kept per thread for the few bases in use (the seed and a
+    neighbour or two): keyed by the bytes object itself (the cache holds it, so its id is not reused), since
+    hashing a 256 KB seed for every note cost more than compressing the note."""
     zs = _zstd()
-    _compressors: OrderedDict[bytes, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
-    if _compressors is None:
-        _compressors = _local.compressors = OrderedDict()
-    key = hashlib.sha1(base).digest() if base else b""
-    found = _compressors.get(key)
-    if found is None:
-        found = (
+    cache: OrderedDict[int, tuple[bytes | None, zstandard.ZstdCompressor]] | None = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = OrderedDict()
+    key = id(base)
+    found = cache.get(key)
+    if found is None or found[0] is not base:
+        made = (
             zs.ZstdCompressor(level=LEVEL, dict_data=zs.ZstdCompressionDict(base, dict_type=zs.DICT_TYPE_RAWCONTENT))
             if base
             else zs.ZstdCompressor(level=LEVEL)
         )
-        _compressors[key] = found
-        if len(_compressors) > 4:  # the seed and a neighbour or two: a dictionary is prepared once per use
-            _compressors.popitem(last=False)
+        found = cache[key] = (base, made)
+        if len(cache) > 4:
+            cache.popitem(last=False)
     else:
-        _compressors.move_to_end(key)
-    return found
+        cache.move_to_end(key)
+    return found[1]
 
 
 def compress(data: bytes, base: bytes | None = None) -> bytes:

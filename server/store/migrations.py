@@ -96,13 +96,12 @@ def m025_note_history(conn: apsw.Connection) -> None:
             rid INTEGER UNIQUE,
             note_id TEXT NOT NULL,
             path TEXT NOT NULL,
-            last_hash TEXT NOT NULL,
             last_bid INTEGER,
             deleted_at REAL
         )"""
     )
-    conn.execute("CREATE INDEX history_notes_path ON history_notes(vault_id, path)")
-    conn.execute("CREATE INDEX history_notes_gone ON history_notes(vault_id, last_hash) WHERE rid IS NULL")
+    conn.execute("CREATE INDEX history_notes_path ON history_notes(vault_id, path) WHERE rid IS NULL")
+    conn.execute("CREATE INDEX history_notes_gone ON history_notes(last_bid) WHERE rid IS NULL")
     conn.execute("CREATE TABLE history_ids (note_id TEXT PRIMARY KEY, hid INTEGER NOT NULL) WITHOUT ROWID")
     conn.execute(
         """CREATE TABLE history_versions (
@@ -110,7 +109,6 @@ def m025_note_history(conn: apsw.Connection) -> None:
             hid INTEGER NOT NULL,
             at REAL NOT NULL,
             path TEXT NOT NULL,
-            hash TEXT NOT NULL,
             bid INTEGER,
             size INTEGER NOT NULL,
             how TEXT NOT NULL,
