@@ -133,6 +133,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     embeddings: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
+    history: dict[str, Any] = {}
     from server.errors import KmsError
     from server.store.db import check_database
     from server.writes.context import lock_dir_for
@@ -163,6 +164,9 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             ]
             active = [{**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)]
             unfinished = kept(lock_dir_for(conn))
+            from server.index.history import stats
+
+            history = stats(conn)
         finally:
             conn.close()
     except Exception as e:
@@ -202,6 +206,11 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     }
     report["capture"] = _capture_report(settings, env)
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
+    report["history"] = history and {
+        **history,
+        "enabled": settings.get("history.enabled"),
+        "capBytes": settings.get("history.max_mb") * 1024 * 1024,
+    }
     report["warnings"] = doctor_warnings(settings)
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     servers = compose(settings, session)
@@ -259,6 +268,15 @@ def doctor_command(
         out.print(f"{ok} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
         if report["privacy"]["warning"]:
             out.print(f"{meh} {report['privacy']['warning']}")
+    if h := report["history"]:
+        cap = f" of {h['capBytes'] / 1048576:.0f} MB" if h["capBytes"] else ""
+        out.print(
+            f"{ok if h['enabled'] else meh} note history: {h['versions']} versions of {h['notes']} notes "
+            f"({h['deletedNotes']} deleted), {h['storedBytes'] / 1048576:.1f} MB{cap}"
+            + ("" if h["enabled"] else " — history.enabled is off: no new version is kept")
+        )
+        if h["missingBytes"]:
+            out.print(f"{meh} {h['missingBytes']} kept version(s) lost their text (a repaired database)")
     m = report["model"]
     mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
     state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")

@@ -188,7 +188,7 @@ def build_app(only: str | None = None) -> typer.Typer:
 
 
 def _add_the_rest(app: typer.Typer) -> None:
-    from kmscli import changes_cmds, control_cmds, notes_cmds, repair_cmd
+    from kmscli import changes_cmds, control_cmds, history_cmds, notes_cmds, repair_cmd
     from kmscli.config_cmd import config_app
     from kmscli.doctor import doctor_command
     from kmscli.hosts_cmd import mcp_config_command
@@ -217,6 +217,9 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("log")(notes_cmds.log_cmd)
     app.command("revert")(changes_cmds.revert_cmd)
     app.add_typer(changes_cmds.trash_app, name="trash")
+    app.add_typer(history_cmds.history_app, name="history")
+    app.command("diff")(history_cmds.diff_cmd)
+    app.command("restore")(history_cmds.restore_cmd)
     app.command("pending")(control_cmds.pending_cmd)
     app.command("approve")(control_cmds.approve_cmd)
     app.command("reject")(control_cmds.reject_cmd)

@@ -34,6 +34,7 @@ from tui.poller import Poller
 from tui.screens.control import ConfirmScreen, UndoScreen
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
+from tui.screens.history import HistoryScreen
 from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
 from tui.screens.pending import PendingScreen
@@ -156,6 +157,10 @@ class KmsDashboard(App[None]):
     def action_trash(self) -> None:
         if not isinstance(self.screen, TrashScreen):
             self.push_screen(TrashScreen())
+
+    def show_history(self, ref: str, vault: str | None = None) -> None:
+        """A note's history: its versions, a diff, a restore after a yes (``tui.screens.history``)."""
+        self.push_screen(HistoryScreen(ref, vault))
 
     def action_service(self) -> None:
         if not isinstance(self.screen, ServiceScreen):

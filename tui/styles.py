@@ -186,4 +186,30 @@ ModalScreen {
 #trash-status {
     margin: 0 1;
 }
+
+/* a note's history */
+
+#history-title {
+    margin: 1 1 0 1;
+}
+
+#history {
+    height: 1fr;
+    margin: 1 1 0 1;
+}
+
+#history-diff-box {
+    height: 1fr;
+    margin: 0 1;
+    border-top: solid $primary;
+}
+
+#history-status {
+    margin: 0 1;
+}
+
+#history-confirm-diff {
+    height: 1fr;
+    margin: 1 0;
+}
 """

@@ -39,6 +39,23 @@ def _outside(at: float) -> dict[str, Any]:
     return {"by": "person", "how": "outside kms (an editor, a sync)", "sessionId": None, "at": at, "invocationId": None}
 
 
+def _outside_change(conn: apsw.Connection, note_id: str, path: str, at: float) -> dict[str, Any]:
+    """A change no kms call made: the session whose hooks reported it, if one did (``history``'s one seam)."""
+    from server.activity.history import attribute_outside_change
+
+    vault = conn.execute("SELECT vault_id FROM notes WHERE id = ?", (note_id,)).fetchone()
+    reported = attribute_outside_change(conn, int(vault[0]), path, at) if vault else None
+    if reported is None:
+        return _outside(at)
+    return {
+        "by": "agent",
+        "how": f"outside kms ({reported.tool}, reported by its session)",
+        "sessionId": reported.session_id,
+        "at": at,
+        "invocationId": None,
+    }
+
+
 def last_change(conn: apsw.Connection, note_id: str, path: str, content_hash: str, updated_at: float) -> dict[str, Any]:
     """The call that wrote the bytes the note holds now, else the person (outside kms)."""
     found = conn.execute(
@@ -51,7 +68,9 @@ def last_change(conn: apsw.Connection, note_id: str, path: str, content_hash: st
         ORDER BY 1 DESC LIMIT 1""",
         (note_id, content_hash, content_hash, path),
     ).fetchall()
-    return _who(found[0] if found else None) or _outside(updated_at)
+    if found:
+        return _who(found[0]) or _outside(updated_at)
+    return _outside_change(conn, note_id, path, updated_at)
 
 
 def created(conn: apsw.Connection, note_id: str, path: str, created_at: float) -> dict[str, Any]:

@@ -270,6 +270,45 @@ _SCHEMA: list[Setting] = [
         valid="tags or tag globs such as 'private' 'personal/*'",
     ),
     Setting(
+        "history.enabled",
+        "bool",
+        True,
+        "Keep every version of every note kms sees change (its watcher, `kms index`, its own writes), "
+        "compressed, so `kms history`, `kms diff` and `kms restore` can bring any of them back. Off: no new "
+        "versions are kept (the ones kept stay until `kms history prune` or `kms history forget`).",
+        "",
+    ),
+    Setting(
+        "history.keep_all_days",
+        "int",
+        30,
+        "Keep every version of a note this many days; older ones are thinned by `kms history prune` "
+        "(the newest version of a note, and the last one before it was deleted, are always kept).",
+        "",
+        validator=validators.int_range(0, 36500),
+        valid="a whole number of days from 0 to 36500",
+    ),
+    Setting(
+        "history.keep_daily_days",
+        "int",
+        365,
+        "After `history.keep_all_days`, keep one version a day (the day's last) up to this many days old; "
+        "older versions go at `kms history prune`.",
+        "",
+        validator=validators.int_range(0, 36500),
+        valid="a whole number of days from 0 to 36500",
+    ),
+    Setting(
+        "history.max_mb",
+        "int",
+        1024,
+        "The most the kept versions may take (compressed, in MB); `kms history prune` drops the oldest "
+        "versions past it (never a note's newest). 0: no cap.",
+        "",
+        validator=validators.int_range(0, 1_000_000),
+        valid="a whole number of MB (0 = no cap)",
+    ),
+    Setting(
         "embed.download",
         "bool",
         False,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from server.index import history
 from server.index.privacy import Rules, apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
@@ -35,6 +36,7 @@ from server.index.writer import (
     update_note,
     write_children,
 )
+from server.store import history as blobs
 from server.store.db import write_tx
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect
 
@@ -73,9 +75,15 @@ def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int,
 
 
 def index_vault(
-    conn: apsw.Connection, vault: Vault, *, full: bool = False, progress: Progress | None = None
+    conn: apsw.Connection,
+    vault: Vault,
+    *,
+    full: bool = False,
+    progress: Progress | None = None,
+    how: str = history.HOW_INDEX,
 ) -> IndexReport:
-    """Bring one vault's index up to date with its files (``full`` re-parses every file)."""
+    """Bring one vault's index up to date with its files (``full`` re-parses every file); every version
+    it sees goes to the note's history (``how``: who looked, ``kms index`` or the watcher)."""
     started = time.perf_counter()
     report = IndexReport(vault=vault.name)
     if not vault.root.is_dir():
@@ -107,11 +115,14 @@ def index_vault(
             continue  # still there but not indexable now (e.g. permissions): keep it
         gone[path] = (rid, chash)
     rules = vault_rules(conn, vault.id, vault.root)
+    keeping = history.active(conn)
     if not todo and not gone:
         if not full:
             with write_tx(conn):
                 sync_attachments(conn, vault.id, attachments)
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
+                if keeping and how == history.HOW_INDEX:
+                    history.backfill(conn, vault.id, vault.root)
         refresh(conn, vault.id, vault.root)
         report.seconds = time.perf_counter() - started
         return report
@@ -120,6 +131,16 @@ def index_vault(
     srcs: set[int] = set()
     now = time.time()
     cold = not manifest
+    seen: list[history.Seen] = []
+    seed_bid = blobs.seed_of(conn, vault.id) if keeping else None
+    new_seed = (
+        history.seed_samples(vault.root, [p for p, _m, _s in todo])
+        if keeping and cold and seed_bid is None and len(todo) >= blobs.SEED_MIN_NOTES
+        else None
+    )
+    keep: bytes | None | bool = False
+    if keeping:  # a worker compresses against the vault's seed (see server.store.history)
+        keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
     with write_tx(conn), gc_paused():
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
@@ -137,6 +158,10 @@ def index_vault(
         stored = StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if full else None
 
         def inserted(done: list[tuple[int, FileRecord]]) -> None:
+            if keeping:
+                seen.extend(
+                    history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed) for rid, rec in done
+                )
             if cold:
                 return  # every link is resolved at the end anyway
             for rid, rec in done:
@@ -144,7 +169,7 @@ def index_vault(
                 srcs.add(rid)
 
         sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
-        for rec in read_all(vault.root, todo, progress, dialect):
+        for rec in read_all(vault.root, todo, progress, dialect, keep):
             if rec.error or rec.values is None:
                 report.errors.append(rec.error or f"{rec.path}: unreadable")
                 continue
@@ -167,6 +192,8 @@ def index_vault(
                     report.unchanged += 1
                 else:
                     report.updated += 1
+                    if keeping:
+                        seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
             elif old_path := (
                 by_hash[rec.content_hash].pop(0)
                 if by_hash.get(rec.content_hash)
@@ -178,6 +205,8 @@ def index_vault(
                 rid = gone.pop(old_path)[0]
                 changed.add(rid, values)
                 report.renamed += 1
+                if keeping:
+                    seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
             else:
                 report.added += 1
                 inserted(new_notes.add(rec, values))
@@ -192,10 +221,17 @@ def index_vault(
                 srcs.add(rid)
         changed.flush()
         inserted(new_notes.flush())
+        if keeping:
+            if new_seed is not None:
+                seed_bid = blobs.put_seed(conn, vault.id, new_seed)
+            history.record_seen(conn, vault.id, seen, how, now, packed_base=seed_bid if keep is not None else None)
         for _path, (rid, _h) in gone.items():
             keys.update(affected_keys(conn, rid))
+            history.record_gone(conn, rid)
             delete_note_row(conn, rid)
             report.deleted += 1
+        if keeping and how == history.HOW_INDEX and not cold:
+            history.backfill(conn, vault.id, vault.root)
         if full and changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge FTS segments
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
@@ -247,6 +283,7 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
     vault = get_vault(conn, name)
     with write_tx(conn):
         for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
+            history.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
             delete_note_row(conn, rid)  # type: ignore[arg-type]  # rid: INTEGER PRIMARY KEY
         conn.execute("DELETE FROM vaults WHERE id = ?", (vault.id,))
     return vault
@@ -277,15 +314,22 @@ class LinkWork:
 
 
 def reindex_file(
-    conn: apsw.Connection, vault: Vault, relpath: str, written: FileRecord | None = None, batch: LinkWork | None = None
+    conn: apsw.Connection,
+    vault: Vault,
+    relpath: str,
+    written: FileRecord | None = None,
+    batch: LinkWork | None = None,
+    how: str | None = None,
 ) -> str | None:
     """Index one file now (after a write, or a watcher event); return its note id, None if gone.
 
     ``written``: the record of the bytes kms itself just renamed into place (``record_of_bytes``,
     built while they were being fsynced), so the file is not read and parsed a second time.
     ``batch``: links are not resolved here but collected into it (the caller holds one transaction
-    over the whole batch and calls ``batch.finish``).
+    over the whole batch and calls ``batch.finish``). ``how``: who saw the change, for its history
+    (kms's own write when ``written`` is given, else the watcher).
     """
+    how = how or (history.HOW_KMS if written is not None else history.HOW_WATCH)
     work = batch or LinkWork()
     st = None
     if written is None:
@@ -334,6 +378,7 @@ def reindex_file(
         if written is None and st is None:
             if row:
                 work.keys.update(affected_keys(conn, row[0]))
+                history.record_gone(conn, row[0])
                 delete_note_row(conn, row[0])
                 if batch is None:
                     work.finish(conn, vault.id)
@@ -371,6 +416,7 @@ def reindex_file(
             work.srcs.add(rid)
         if values["hidden_rule"]:
             purge_embeddings(conn, [rid])
+        history.record_seen(conn, vault.id, [history.Seen(rid, relpath, rec.content_hash, rec.size, rec.data)], how)
         if values["link_to"] or values["hidden_rule"] or row and row[4] is not None:
             work.symlinks = True  # symlinks to this note follow it
         if batch is None:
@@ -401,6 +447,7 @@ def reindex_written(
     changed = ChangedNotes(conn)
     rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
     now, ids, hidden = time.time(), {}, []
+    seen: list[history.Seen] = []
     for path, rec in written.items():
         if path not in rows or rec.values is None:
             ids[path] = reindex_file(conn, vault, path, rec, batch=work)
@@ -413,6 +460,7 @@ def reindex_written(
         values = {**rec.values, "indexed_at": now}
         values["hidden_rule"] = rules.reason(path, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
         changed.queue(rid, values)
+        seen.append(history.Seen(rid, path, rec.content_hash, rec.size, rec.data))
         keys, links_changed = write_children(conn, rid, vault.id, rec, stored.children_of(rid))
         work.keys.update(keys)
         if links_changed:
@@ -422,5 +470,6 @@ def reindex_written(
         if values["link_to"] or values["hidden_rule"] or hidden_at is not None:
             work.symlinks = True  # symlinks to this note follow it
     changed.flush()
+    history.record_seen(conn, vault.id, seen, history.HOW_KMS, now)
     purge_embeddings(conn, hidden)
     return ids

@@ -47,6 +47,8 @@ class FileRecord:
     headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
     fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
+    data: bytes | None = None  # the file's bytes, for its history (``server.index.history``)
+    packed: bytes | None = None  # or those bytes compressed by a worker process (``read_all``'s ``history``)
 
     @property
     def flagged(self) -> bool:
@@ -150,7 +152,7 @@ def record_of_bytes(
         parsed.names = [*parsed.names, *names]
     if bad_encoding:
         parsed.fm_error = f"{parsed.fm_error}; {bad_encoding}" if parsed.fm_error else bad_encoding
-    rec = FileRecord(relpath, mtime_ns, len(data), digest)
+    rec = FileRecord(relpath, mtime_ns, len(data), digest, data=data)
     rec.values = note_values(rec, parsed)
     if parsed.fm_error and parsed.frontmatter is None:
         rec.fm_raw = text[:16_384]
@@ -190,14 +192,34 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_batch(root: str, items: list[tuple[str, int, int]], dialect: Dialect = OBSIDIAN) -> list[FileRecord]:
+# What a worker does with a file's bytes for its history: False drops them (history off), None sends
+# them back compressed on their own, bytes: compressed against that seed dictionary.
+Keep = bytes | None | bool
+
+
+def _read_batch(
+    root: str, items: list[tuple[str, int, int]], dialect: Dialect = OBSIDIAN, keep: Keep = False
+) -> list[FileRecord]:
+    from server.store.history import compress
+
     with gc_paused():
-        return [read_record(root, p, m, s, dialect=dialect) for p, m, s in items]
+        out = [read_record(root, p, m, s, dialect=dialect) for p, m, s in items]
+        for rec in out:  # the bytes go back compressed (a third of them), and the workers compress in parallel
+            if rec.data is not None and keep is not False:
+                rec.packed = compress(rec.data, keep if isinstance(keep, bytes) else None)
+            rec.data = None
+        return out
 
 
 def read_all(
-    root: Path, items: list[tuple[str, int, int]], progress: Progress | None, dialect: Dialect = OBSIDIAN
+    root: Path,
+    items: list[tuple[str, int, int]],
+    progress: Progress | None,
+    dialect: Dialect = OBSIDIAN,
+    keep: Keep = False,
 ) -> Iterable[FileRecord]:
+    """Read and parse ``items``; ``keep``: what the worker processes do with the bytes for history
+    (``Keep``; read in this process, the records keep their bytes)."""
     total = len(items)
     done = 0
     workers = min(os.cpu_count() or 1, 4)  # the writer (this process) mostly waits on SQLite, not the GIL
@@ -214,7 +236,8 @@ def read_all(
         # fork is cheap but unsafe in a process with other threads (locks held by them)
         ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for batch in pool.map(_read_batch, [str(root)] * len(batches), batches, [dialect] * len(batches)):
+            n = len(batches)
+            for batch in pool.map(_read_batch, [str(root)] * n, batches, [dialect] * n, [keep] * n):
                 yield from batch
                 done += len(batch)
                 if progress:

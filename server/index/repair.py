@@ -25,6 +25,9 @@ from server.store.health import not_kms_database, was_kms_database
 
 # state only the database holds, put back as it was (the index itself is rebuilt from the files)
 CARRIED = ("sessions", "tool_invocations", "note_reads", "write_counters", "write_events", "embeddings")
+# a note's history (m025): put back before the vaults are indexed, so each note's line is found again by its
+# path (its row, and so its rid, is new) and the index adds a version only where the file differs
+HISTORY = ("history_blobs", "history_dicts", "history_notes", "history_ids", "history_versions")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -163,7 +166,7 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
     old = _open_damaged(moved, report)
     salvaged: dict[str, list[dict[str, Any]]] = {}
     if old is not None:
-        for table in ("vaults", "notes", *CARRIED):
+        for table in ("vaults", "notes", *CARRIED, *HISTORY):
             rows, problem = _rows(old, table) if table != "notes" else _note_rows(old)
             salvaged[table] = rows
             if problem:
@@ -172,13 +175,15 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
     conn = connect(db)
     try:
         vault_names = {v["id"]: v["name"] for v in salvaged.get("vaults", [])}
+        added = []
         for v in salvaged.get("vaults", []):
             try:
                 chosen = v.get("dialect")  # the dialect the person chose or kms detected, kept
-                vault = add_vault(conn, v["root"], v["name"], chosen if chosen in DIALECTS else None)
+                added.append((v["id"], add_vault(conn, v["root"], v["name"], chosen if chosen in DIALECTS else None)))
             except KmsError as e:
                 report.errors.append(f"vault {v['name']} ({v['root']}): {e.message}")
-                continue
+        _put_back_history(conn, salvaged, {old: vault.id for old, vault in added}, report)
+        for _old, vault in added:
             report.vaults.append(vault.name)
             index = index_vault(conn, vault, full=True)
             report.notes_indexed += index.added
@@ -192,6 +197,20 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
     if report.header_rebuilt:
         Path(str(moved) + ".header-rebuilt").unlink(missing_ok=True)
     return report
+
+
+def _put_back_history(
+    conn: apsw.Connection, salvaged: dict[str, list[dict[str, Any]]], vault_ids: dict[Any, int], report: RepairReport
+) -> None:
+    """The salvaged history, its vaults renumbered as re-added and every line detached from its (old) row:
+    the index joins each note to its line again by path."""
+    for table in HISTORY:
+        rows = salvaged.get(table, [])
+        if table in ("history_notes", "history_dicts"):
+            rows = [{**r, "vault_id": vault_ids[r["vault_id"]]} for r in rows if r.get("vault_id") in vault_ids]
+        if table == "history_notes":
+            rows = [{**r, "rid": None} for r in rows]
+        report.recovered[table] = _put_back(conn, table, rows)
 
 
 def _note_rows(old: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:

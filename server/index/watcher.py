@@ -95,7 +95,7 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
             and (any(not is_note_path(rel) for rel in gone) or _still_indexed(conn, vault.id, gone))
         )
         if structural:
-            index_vault(conn, vault)
+            index_vault(conn, vault, how="watch")
             n += max(1, len(notes))
         else:
             for rel in notes:

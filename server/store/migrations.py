@@ -139,6 +139,51 @@ def m024_session_records(conn: apsw.Connection) -> None:
         CREATE INDEX session_files_path ON session_files(vault_id, path, at) WHERE vault_id IS NOT NULL;
         """
     )
+def m025_note_history(conn: apsw.Connection) -> None:
+    """Every version of every note kms has seen (``server.store.history``, docs/history.md): a note's
+    line of versions (``history_notes``, one across moves, kept after a delete), the ids it had
+    (``history_ids``), its versions (``history_versions``) and their bytes, once per content hash,
+    zstd-compressed, a small edit as a delta against a neighbouring version (``history_blobs``)."""
+    conn.execute(
+        """CREATE TABLE history_notes (
+            hid INTEGER PRIMARY KEY,
+            vault_id INTEGER NOT NULL,
+            rid INTEGER UNIQUE,
+            note_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            last_bid INTEGER,
+            deleted_at REAL
+        )"""
+    )
+    conn.execute("CREATE INDEX history_notes_path ON history_notes(vault_id, path) WHERE rid IS NULL")
+    conn.execute("CREATE INDEX history_notes_gone ON history_notes(last_bid) WHERE rid IS NULL")
+    conn.execute("CREATE TABLE history_ids (note_id TEXT PRIMARY KEY, hid INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute(
+        """CREATE TABLE history_versions (
+            vid INTEGER PRIMARY KEY,
+            hid INTEGER NOT NULL,
+            at REAL NOT NULL,
+            path TEXT NOT NULL,
+            bid INTEGER,
+            size INTEGER NOT NULL,
+            how TEXT NOT NULL,
+            hidden INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    conn.execute("CREATE INDEX history_versions_note ON history_versions(hid, vid)")
+    conn.execute("CREATE INDEX history_versions_bid ON history_versions(bid)")
+    conn.execute(
+        """CREATE TABLE history_blobs (
+            bid INTEGER PRIMARY KEY AUTOINCREMENT,
+            hash TEXT NOT NULL UNIQUE,
+            base INTEGER,
+            depth INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX history_blobs_base ON history_blobs(base) WHERE base IS NOT NULL")
+    conn.execute("CREATE TABLE history_dicts (vault_id INTEGER PRIMARY KEY, bid INTEGER NOT NULL)")
 
 
 MIGRATIONS: list[Migration] = [
@@ -162,6 +207,7 @@ MIGRATIONS: list[Migration] = [
     m022_provenance_lookups,
     m023_idempotency_keys,
     m024_session_records,
+    m025_note_history,
 ]
 
 

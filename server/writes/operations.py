@@ -182,6 +182,36 @@ def create(
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
 
+def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> WriteOutcome:
+    """Bring back a note that no longer exists, byte for byte, at ``relpath`` (a person's restore from the
+    note's history): never over an existing file (``already-exists``); revertible as a create."""
+    folder, _sep, name = relpath.rpartition("/")
+    folder_path = ensure_folder(vault.root, folder_key(folder) if folder else "")
+    real_folder = relpath_in_vault(vault.root, folder_path)
+    with file_lock(folder_path / name.casefold(), ctx.lock_dir):
+        _refuse_existing(vault, folder_path, name)
+        _create_in_folder(vault, folder_path, real_folder, name, data)
+    ctx.on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, ctx.lock_dir))
+    relpath = relpath_in_vault(vault.root, folder_path / name)
+    text = data.decode("utf-8", "replace")
+    digest = sha256_hex(data)
+    result = WriteResult(
+        title=name.rsplit(".", 1)[0],
+        path=relpath,
+        vault=vault.name,
+        bytesBefore=0,
+        bytesAfter=len(data),
+        linesAdded=line_count(text),
+        version=digest,
+        changed=True,
+    )
+    from server.index.records import record_of_bytes
+
+    written = record_of_bytes(relpath, (folder_path / name).stat().st_mtime_ns, data, dialect=vault.rules)
+    result["noteId"] = reindex_written(ctx.conn, vault, relpath, result, written)
+    return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
+
+
 def _refuse_private(conn: apsw.Connection, vault: Vault, folder: str, name: str) -> None:
     """No note is created where a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) would
     hide it: the agent could not read it back, and names tried there would probe the hidden notes."""

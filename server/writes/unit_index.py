@@ -72,9 +72,11 @@ def reindex_moves(
                 path = new or old
                 if path in early:
                     continue
-                keep_id(path, reindex_file(conn, vault, path, batch=batch))
+                keep_id(path, reindex_file(conn, vault, path, batch=batch, how="kms"))
                 if new and new.casefold() != old.casefold():  # (a case-only rename: the old name may be the file)
-                    reindex_file(conn, vault, old, batch=batch)  # a row left at the old path (none, normally) goes
+                    reindex_file(
+                        conn, vault, old, batch=batch, how="kms"
+                    )  # a row left at the old path (none, normally) goes
             batch.finish(conn, vault.id)
     except _NotReady as e:
         raise e.__cause__ from None  # type: ignore[misc]

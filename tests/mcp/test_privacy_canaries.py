@@ -58,6 +58,7 @@ def _calls(info: dict, plans: str, home: str) -> list[tuple[str, dict]]:
     calls += [("kms_read", {"noteId": r}) for r in refs]
     calls += [("kms_read", {"noteId": r, "section": "Spring"}) for r in (plans, "Plans", "Plans.md")]
     calls += [("kms_get_backlinks", {"noteId": r, "limit": 50}) for r in (plans, home, hidden, title)]
+    calls += [("kms_history", {"noteId": r, "diffFrom": 1}) for r in (*refs, plans, home)]  # issue 28
     calls += [("kms_list_tags", {}), ("kms_list_recent", {"limit": 50}), ("kms_inventory", {"limit": 500})]
     # the orientation tools (issue 14): start, status, folder listings in and around the hidden note's folder
     calls += [("kms_start", {}), ("kms_start", {"project": "garden"}), ("kms_status", {})]

@@ -563,3 +563,27 @@ def test_upgrade_to_m024_keeps_old_sessions_and_records_outside_edits_by_path(tm
     )
     assert "session_files_path" in plan
     conn.close()
+
+
+def test_upgrade_to_m025_keeps_the_notes_current_version_at_the_next_index(tmp_path: Path) -> None:
+    """An m023 database gains the history tables; the notes it indexed before get their version kept at
+    the next index (the file as it is, when it still holds the indexed bytes)."""
+    from server.activity.history import find_line, versions
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault, get_vault
+
+    path = tmp_path / "m023.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m023_idempotency_keys")
+    old.close()
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n")
+    conn = connect(path, migrate_schema=False)
+    index_vault(conn, add_vault(conn, root, "v"))  # history tables absent: nothing kept, nothing fails
+    conn.close()
+    conn = connect(path)
+    assert "m025_note_history" in applied(conn)
+    index_vault(conn, get_vault(conn, "v"))
+    assert [v["how"] for v in versions(conn, find_line(conn, "a.md"))] == ["index"]
+    conn.close()

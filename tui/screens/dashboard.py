@@ -59,6 +59,7 @@ class DashboardScreen(Screen[None]):
         Binding("x", "clear_filters", "Clear"),
         Binding("s", "app.settings", "Settings"),
         Binding("t", "app.trash", "Trash", show=False),
+        Binding("h", "history", "History", show=False),
         Binding("k", "app.service", "Service", show=False),
         Binding("p", "app.pending", "Pending", show=False),  # the badge says so when something waits
         Binding("l", "load_older", "Older rows", show=False),
@@ -277,6 +278,17 @@ class DashboardScreen(Screen[None]):
     def action_revert(self) -> None:
         if (sid := self._selected()) is not None:
             self.kms.review_revert(sid)
+
+    def action_history(self) -> None:
+        """The history of the selected row's note (the one the detail pane shows)."""
+        if (sid := self._selected()) is None or (row := self.feed.selected_row) is None:
+            return
+        if row.get("note_id"):
+            self.kms.show_history(row["note_id"])
+        elif row.get("path"):
+            self.kms.show_history(row["path"], row.get("vault"))
+        else:
+            self.notify(f"#{sid} names no note.", severity="warning")
 
     def action_open_note(self) -> None:
         """The selected row's note; with the sessions focused, the highlighted session's session note."""

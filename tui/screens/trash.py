@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tui.app import KmsDashboard
 
 EMPTY = "The trash is empty: nothing an agent (or you) trashed is waiting."
-HINT = "r restores one · `kms trash empty` deletes for good"
+HINT = "r restores one · h its history · `kms trash empty` deletes for good"
 
 
 def by_text(by: TrashedBy | None) -> Text:
@@ -80,6 +80,7 @@ class TrashScreen(Screen[None]):
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
         Binding("r", "restore", "Restore"),
+        Binding("h", "history", "History"),
         Binding("g", "reload", "Reload"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
@@ -154,6 +155,12 @@ class TrashScreen(Screen[None]):
         entry = self.selected()
         if entry is not None:
             self.restore(*entry)
+
+    def action_history(self) -> None:
+        """Every version kms kept of the selected note, from before it was trashed."""
+        entry = self.selected()
+        if entry is not None:
+            self.kms.show_history(entry[0].path, entry[0].vault)
 
     @work(group="trash-restore", exclusive=True, exit_on_error=False)
     async def restore(self, item: Trashed, by: TrashedBy | None) -> None:

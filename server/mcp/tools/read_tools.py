@@ -8,6 +8,7 @@ here. ``kms_start`` comes first: it is the one to call first.
 from __future__ import annotations
 
 from server.mcp.tools.base import ReadSpec
+from server.mcp.tools.history_tool import KMS_HISTORY
 from server.mcp.tools.notes_tools import (
     KMS_GET_BACKLINKS,
     KMS_INVENTORY,
@@ -27,6 +28,7 @@ READ_TOOLS: tuple[ReadSpec, ...] = (
     KMS_LIST_TAGS,
     KMS_LIST_RECENT,
     KMS_GET_BACKLINKS,
+    KMS_HISTORY,
     KMS_SEMANTIC_SEARCH,
     KMS_RECALL,
     KMS_INVENTORY,

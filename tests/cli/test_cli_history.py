@@ -1,0 +1,71 @@
+"""``kms history``, ``kms diff``, ``kms restore`` and ``kms history prune|forget`` in process: tables, JSON,
+the confirmation, typed refusals and exits."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import apsw
+import pytest
+from support.cli import kms, ok, refused, said
+
+from server.index.indexer import index_vault, reindex_file
+from server.vault.registry import add_vault, get_vault
+
+
+@pytest.fixture
+def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "Plan.md").write_bytes(b"# Plan\n\nfirst\n")
+    index_vault(conn, add_vault(conn, root, "v"))
+    (root / "Plan.md").write_bytes(b"# Plan\n\nfirst\nsecond\n")
+    reindex_file(conn, get_vault(conn, "v"), "Plan.md")
+    return root
+
+
+def test_history_lists_versions_newest_first_and_as_json(vault: Path) -> None:
+    out = ok(kms("history", "Plan.md")).stdout
+    assert "v:Plan.md" in out and "outside kms" in said(out)
+    data = json.loads(ok(kms("history", "Plan", "--json")).stdout)
+    assert [v["version"] for v in data["versions"]] == [2, 1] and data["versions"][0]["sizeChange"] == 7
+    assert refused(kms("history", "Nothing.md"), 3)
+
+
+def test_diff_shows_the_change_to_the_note_now_or_between_versions(vault: Path) -> None:
+    out = ok(kms("diff", "Plan.md")).stdout  # no version named: the newest unlike the file now
+    assert "(version 1)" in out and "+second" in out
+    between = ok(kms("diff", "Plan.md", "--version", "1", "--to", "2")).stdout
+    assert "+second" in between
+    (vault / "Plan.md").write_bytes(b"# Plan\n\nrewritten\n")
+    assert "+rewritten" in ok(kms("diff", "Plan.md", "--version", "2")).stdout
+    assert refused(kms("diff", "Plan.md", "--at", "yesterday-ish"), 2)
+
+
+def test_restore_asks_then_writes_the_version_back_recorded_and_revertible(vault: Path) -> None:
+    no = kms("restore", "Plan.md", "--version", "1", input="n\n")
+    assert no.exit_code == 1 and (vault / "Plan.md").read_bytes() == b"# Plan\n\nfirst\nsecond\n"
+    done = json.loads(ok(kms("restore", "Plan.md", "--version", "1", "--yes", "--json")).stdout)
+    assert (vault / "Plan.md").read_bytes() == b"# Plan\n\nfirst\n"
+    ok(kms("revert", str(done["invocationId"]), "--yes"))
+    assert (vault / "Plan.md").read_bytes() == b"# Plan\n\nfirst\nsecond\n"
+    assert refused(kms("restore", "Plan.md"), 2)  # neither --at nor --version
+
+
+def test_restore_brings_back_a_deleted_note_by_its_old_path(vault: Path, conn: apsw.Connection) -> None:
+    os.unlink(vault / "Plan.md")
+    index_vault(conn, get_vault(conn, "v"))
+    out = ok(kms("history", "Plan.md")).stdout
+    assert "(deleted)" in out
+    ok(kms("restore", "Plan.md", "--at", "0d", "--yes"))
+    assert (vault / "Plan.md").read_bytes() == b"# Plan\n\nfirst\nsecond\n"
+
+
+def test_forget_asks_then_purges_and_prune_reports(vault: Path) -> None:
+    assert kms("history", "forget", "Plan.md", input="n\n").exit_code == 1
+    assert "forgot 2 version(s)" in ok(kms("history", "forget", "Plan.md", "--yes")).stdout
+    assert refused(kms("history", "Plan.md"), 3)
+    report = json.loads(ok(kms("history", "prune", "--json")).stdout)
+    assert report["versions"] == 0
