@@ -26,6 +26,7 @@ from server.store import history as blobs
 
 CALL_WINDOW_S = 60.0  # a call's row is written right after the version it made was indexed
 OUTSIDE = "outside kms"
+REPORTED_WINDOW_S = 30.0  # a host's report of an edit and kms seeing it: the watcher's delay, the hook's
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,19 @@ class OutsideChange:
 def attribute_outside_change(conn: apsw.Connection, vault_id: int, path: str, at: float) -> OutsideChange | None:
     """The seam for changes made around kms: which session, if any, reported editing ``path`` (of vault
     ``vault_id``) at about ``at`` through its Claude Code hooks. None: nobody did (an editor, a sync,
-    a script), told as "outside kms". Every history answer asks only this for such a change."""
-    return None
+    a script), told as "outside kms". Every history answer asks only this for such a change.
+
+    The session's report (PostToolUse, ``session_record``) and kms seeing the file change (the watcher, or
+    the next index) come within moments of each other, in either order: the report nearest to ``at`` within
+    ``REPORTED_WINDOW_S`` names the session."""
+    from server.activity.session_record import files_for_path
+
+    reports = files_for_path(conn, vault_id, path, since=at - REPORTED_WINDOW_S)
+    near = [r for r in reports if abs(r.at - at) <= REPORTED_WINDOW_S]
+    if not near:
+        return None
+    best = min(near, key=lambda r: abs(r.at - at))
+    return OutsideChange(best.session_id, best.tool)
 
 
 @dataclass(frozen=True)

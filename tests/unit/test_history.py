@@ -296,3 +296,27 @@ def test_repair_carries_the_history_over_and_adds_no_version_for_an_unchanged_no
     assert (env.root / "gone.md").read_bytes() == b"bye\n"
     _restore_bytes(env, note_id, 1)
     assert (env.root / "kept.md").read_bytes() == V1
+
+
+def test_an_edit_a_session_reported_through_its_hooks_is_told_as_that_sessions(env: Env) -> None:
+    """A change no kms call made, which a ``kms claude`` session reported (its PostToolUse hook: the agent's own
+    Edit tool), is that session's in the history; the same change unreported stays "outside kms"."""
+    import time
+
+    from server.activity import session_record
+
+    note_id = env.note("plan.md", V1)
+    (env.root / "plan.md").write_bytes(V2)
+    event = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(env.root / "plan.md")},
+    }
+    session_record.record_event(env.conn, "s-hooks", event, now=time.time())
+    reindex_file(env.conn, env.vault, "plan.md")  # the watcher saw the save
+    (env.root / "other.md").write_bytes(V1)
+    reindex_file(env.conn, env.vault, "other.md")
+    newest = _history(env, note_id)[0]
+    assert newest["who"]["sessionId"] == "s-hooks" and "Edit" in newest["who"]["how"], newest
+    assert newest["who"]["how"].startswith("outside kms")
+    assert _history(env, "other.md")[0]["who"]["by"] == "outside kms"
