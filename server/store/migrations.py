@@ -84,6 +84,12 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m028_approval_channel(conn: apsw.Connection) -> None:
+    """Where the person decided a staged call (``server.activity.approvals.CHANNELS``: host, dashboard, cli):
+    the dashboard shows it beside the decision."""
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN channel TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -104,6 +110,7 @@ MIGRATIONS: list[Migration] = [
     m021_tokens,
     m022_provenance_lookups,
     m023_idempotency_keys,
+    m028_approval_channel,
 ]
 
 

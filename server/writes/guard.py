@@ -395,7 +395,7 @@ class WriteService:
                             ctx.touched,
                             outcome,
                             failure,
-                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
+                            message=None if pending is None else pending.decided_words(),
                         )
                         if pending is not None:
                             approvals.finish(
