@@ -222,7 +222,8 @@ def decide(
             input_summary=f"pending=#{pending_id} tool={item.tool} channel={channel}",
             vault=first.get("vault"),
             path=None if first.get("hidden") else first.get("path"),
-            message=f"{verb}d by the person {CHANNEL_WORDS[channel]}" + (f": {reason}" if reason else ""),
+            message=f"{'approved' if approve else 'rejected'} by the person {CHANNEL_WORDS[channel]}"
+            + (f": {reason}" if reason else ""),
             at=at,
         )
         conn.execute(
