@@ -60,9 +60,7 @@ async def _waiting(db_path: Path) -> approvals.Pending:
 
 
 def _decisions(conn: apsw.Connection) -> list[tuple[str, str]]:
-    return conn.execute(
-        "SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id"
-    ).fetchall()  # type: ignore[return-value]
+    return conn.execute("SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id").fetchall()  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -263,7 +261,8 @@ async def test_a_replayed_request_state_is_refused(indexed: apsw.Connection, db_
     options = {"mode": "2026-07-28", **_host(lambda _p: _never(), [])}
     async with mcp_client(db_path, write_enabled=True, approval="always", client_options=options) as client:
         first = await _input_required(client, args)
-        done = await client.session.call_tool("kms_append", args, input_responses=yes, request_state=first.request_state)
+        state = first.request_state
+        done = await client.session.call_tool("kms_append", args, input_responses=yes, request_state=state)
         assert not done.is_error
         again = await client.session.call_tool(
             "kms_append", args, input_responses=yes, request_state=first.request_state
