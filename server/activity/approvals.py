@@ -50,6 +50,7 @@ class Pending:
     invocation_id: int | None
     outcome: str | None
     channel: str | None = None  # where the person decided (``CHANNELS``), once decided
+    asking_host: bool = False  # the agent's host is asking the person now (``write.approval_channel = host``)
 
     def decided_words(self) -> str:
         """'approved by the person in the host (pending #3)': the decided call's own provenance message."""
@@ -73,6 +74,7 @@ class Pending:
             "invocationId": self.invocation_id,
             "outcome": self.outcome,
             "channel": self.channel,
+            "askingHost": self.asking_host,
         }
 
 
@@ -93,6 +95,7 @@ def _pending(d: dict[str, Any]) -> Pending:
         d["invocation_id"],
         d["outcome"],
         d.get("channel"),
+        bool(d.get("asking_host")),
     )
 
 
@@ -107,13 +110,14 @@ def stage(
     lines: int,
     timeout_s: float,
     now: float | None = None,
+    asking_host: bool = False,
 ) -> int:
-    """Record a call waiting for the person; return its id."""
+    """Record a call waiting for the person (``asking_host``: the agent's host asks them too); return its id."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
             "INSERT INTO pending_writes (created_at, expires_at, session_id, tool, input_summary, input_json,"
-            " files_json, lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " files_json, lines, asking_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 at,
                 at + timeout_s,
@@ -123,6 +127,7 @@ def stage(
                 json.dumps(arguments, ensure_ascii=False, default=str),
                 json.dumps(files, ensure_ascii=False),
                 lines,
+                int(asking_host),
             ),
         )
         return int(conn.last_insert_rowid())
@@ -166,6 +171,24 @@ def open_ids(conn: apsw.Connection, *, now: float | None = None) -> tuple[int, .
             (OPEN, at, LIST_LIMIT),
         )
     )
+
+
+def asking_ids(conn: apsw.Connection) -> tuple[int, ...]:
+    """The waiting calls the agent's host is asking the person about now (the dashboard's bell waits for them)."""
+    return tuple(
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM pending_writes WHERE status = ? AND asking_host = 1 ORDER BY id LIMIT ?", (OPEN, LIST_LIMIT)
+        )
+    )
+
+
+def set_asking(conn: apsw.Connection, pending_id: int, asking: bool) -> None:
+    """The host started (or stopped) asking the person about a waiting call."""
+    with write_tx(conn):
+        conn.execute(
+            "UPDATE pending_writes SET asking_host = ? WHERE id = ? AND status = ?", (int(asking), pending_id, OPEN)
+        )
 
 
 def count_open(conn: apsw.Connection, *, now: float | None = None) -> int:

@@ -179,7 +179,8 @@ _SCHEMA: list[Setting] = [
         "Where a call waiting for approval is decided: `host` or `both` also ask in the agent's host (Claude "
         "Code's own dialog, when it declares form elicitation; Enter applies, Esc leaves it to the dashboard), "
         "`dashboard` never does. The dashboard and `kms approve` decide in every mode; the first decision "
-        "wins. `host` keeps the dashboard's bell quiet while the host asks. `kms claude -p` uses `dashboard`.",
+        "wins. With `host` the dashboard's bell waits while the host asks (it rings if the person dismisses the "
+        "host's dialog); with `both` it rings at once. `kms claude -p` uses `dashboard`.",
         "KMS_WRITE_APPROVAL_CHANNEL",
         validator=validators.one_of("host", "dashboard", "both"),
         valid="host, dashboard or both",

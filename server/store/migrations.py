@@ -85,9 +85,11 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
 
 
 def m028_approval_channel(conn: apsw.Connection) -> None:
-    """Where the person decided a staged call (``server.activity.approvals.CHANNELS``: host, dashboard, cli):
-    the dashboard shows it beside the decision."""
+    """Where the person decided a staged call (``server.activity.approvals.CHANNELS``: host, dashboard, cli),
+    which the dashboard shows beside the decision, and whether the agent's host is asking the person about it
+    right now (with ``write.approval_channel = host`` the dashboard's bell waits until the host stops asking)."""
     conn.execute("ALTER TABLE pending_writes ADD COLUMN channel TEXT")
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN asking_host INTEGER NOT NULL DEFAULT 0")
 
 
 MIGRATIONS: list[Migration] = [

@@ -129,14 +129,15 @@ class ToolRunner:
             return await anyio.to_thread.run_sync(work)
 
     async def _stage(
-        self, spec: WriteSpec[Any], arguments: dict[str, Any]
+        self, spec: WriteSpec[Any], arguments: dict[str, Any], host_asks: bool = False
     ) -> tuple[tuple[dict[str, Any], bool], Staged | None]:
         """The call run up to its staging: its answer when it needs no approval (or was refused), else the
-        ticket of the call now waiting for the person."""
+        ticket of the call now waiting for the person (``host_asks``: the host will ask them about it too)."""
         staged: list[Staged | None] = [None]
+        quiet = host_asks and self.config.approval_channel == "host"  # the dashboard's bell waits for the host
 
         def stage() -> dict[str, Any]:
-            staged[0] = self.writes.stage(spec, arguments)
+            staged[0] = self.writes.stage(spec, arguments, asking_host=quiet)
             return {} if staged[0] is not None else self.writes.run(spec, arguments)
 
         answer = await self._in_order(lambda: self._answer(spec, arguments, stage))
@@ -153,7 +154,7 @@ class ToolRunner:
         if not isinstance(spec, WriteSpec):
             return await self._in_order(lambda: self.call(name, arguments))
         arguments = arguments or {}
-        answer, ticket = await self._stage(spec, arguments)
+        answer, ticket = await self._stage(spec, arguments, host_asks=ask is not None)
         if ticket is None:
             return answer
         return await self._conclude(spec, arguments, ticket, progress, ask=ask)
@@ -169,7 +170,7 @@ class ToolRunner:
             return await self.call_write(name, arguments)
         arguments = arguments or {}
         self._sweep_parked()
-        answer, ticket = await self._stage(spec, arguments)
+        answer, ticket = await self._stage(spec, arguments, host_asks=True)
         if ticket is None:
             return answer
         if self._states is None:
@@ -275,7 +276,8 @@ class ToolRunner:
 
         from server.activity import approvals
 
-        if answer.action == "cancel":
+        if answer.action == "cancel":  # the dashboard's bell, quiet while the host asked, may ring now
+            await self._asking(staged, False)
             return
 
         def decide() -> None:
@@ -293,12 +295,24 @@ class ToolRunner:
 
         await anyio.to_thread.run_sync(decide)
 
+    async def _asking(self, staged: Staged, asking: bool) -> None:
+        """With ``write.approval_channel = host``, the dashboard's bell waits while the host asks the person (set
+        at staging, cleared here when the host stops asking without a decision)."""
+        import anyio
+
+        from server.activity import approvals
+
+        if self.config.approval_channel == "host":
+            await anyio.to_thread.run_sync(lambda: approvals.set_asking(self.writes.conn(), staged.id, asking))
+
     async def _decision(
         self, staged: Staged, progress: Progress | None, ask: Ask | None = None, tool: str = ""
     ) -> Pending:
         """The decision on a staged call; with ``ask``, the host asks the person meanwhile, and whichever
         decides first (the host's answer or the dashboard) wins; the host's question is withdrawn then."""
         import anyio
+
+        from server.mcp.host_approval import HostAnswer
 
         if ask is None:
             return await self._poll(staged, progress)
@@ -310,7 +324,7 @@ class ToolRunner:
                 answer = await ask(self.described(tool, staged))
             except Exception:  # the host could not ask (no back channel, an error): the dashboard decides
                 log.debug("the host could not ask about #%s", staged.id, exc_info=True)
-                return
+                answer = HostAnswer("cancel")
             await self._host_decides(staged, answer)
 
         async def poll(scope: anyio.CancelScope) -> None:
