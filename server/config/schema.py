@@ -177,7 +177,7 @@ _SCHEMA: list[Setting] = [
         "text",
         "both",
         "Where a call waiting for approval is decided: `host` or `both` also ask in the agent's host (Claude "
-        "Code's own dialog, when it declares form elicitation; Enter applies, Esc leaves it to the dashboard), "
+        "Code's own dialog, when it declares form elicitation; Accept applies, Esc leaves it to the dashboard), "
         "`dashboard` never does. The dashboard and `kms approve` decide in every mode; the first decision "
         "wins. With `host` the dashboard's bell waits while the host asks (it rings if the person dismisses the "
         "host's dialog); with `both` it rings at once. `kms claude -p` uses `dashboard`.",
