@@ -297,3 +297,29 @@ async def test_a_state_minted_for_another_session_is_forged_there(
 
 async def _never() -> types.ElicitResult:
     raise AssertionError("these tests answer the round trip themselves")
+
+
+async def test_a_call_whose_host_never_came_back_is_cancelled_once_its_time_is_up(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
+    """2026-07-28: a parked call the host never retried ends at the session's next write after its time."""
+    nid = note_id(indexed, "Home")
+    clock = [1000.0]
+    options = {"mode": "2026-07-28", **_host(lambda _p: _never(), [])}
+    async with mcp_client(
+        db_path, write_enabled=True, approval="always", approval_timeout=30, client_options=options
+    ) as client:
+        client.runner.session.clock = lambda: clock[0]
+        first = await _input_required(client, {"noteId": nid, "content": "forgotten"})
+        clock[0] = 1031.0
+        await _input_required(client, {"noteId": nid, "content": "the next one"})
+        late = await client.session.call_tool(
+            "kms_append",
+            {"noteId": nid, "content": "forgotten"},
+            input_responses={"kms_approval": _form("apply")},
+            request_state=first.request_state,
+        )
+        assert late.is_error and late.structured_content["problem"] == "replayed-request-state"
+    rows = approvals.list_pending(indexed, status=None)
+    assert [(r.status, r.outcome) for r in sorted(rows, key=lambda r: r.id)][0] == ("cancelled", "cancelled")
+    assert "forgotten" not in _home(vault_dir).read_text()

@@ -38,6 +38,7 @@ async def test_over_stdio_the_host_approves_a_staged_call(
     env = server_env(db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_WRITE_APPROVAL="always")
     params = StdioServerParameters(command=sys.executable, args=["-m", "kmscli", "mcp"], env=env, cwd=str(tmp_path))
     async with Client(params, read_timeout_seconds=30, mode=ERAS[era], elicitation_callback=_apply) as client:
+        assert client.protocol_version == era
         result = await client.call_tool("kms_append", {"noteId": nid, "content": "approved over stdio"})
     assert not result.is_error, result.structured_content
     assert "approved over stdio" in (vault_dir / "Home.md").read_text()
@@ -57,6 +58,7 @@ async def test_over_http_the_host_approves_a_tokens_staged_call(
         http,
         Client(streamable_http_client(running.url, http_client=http), mode=mode, elicitation_callback=_apply) as client,
     ):
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")  # both eras
         result = await client.call_tool("kms_create", {"title": "Over HTTP", "vault": "a", "content": "hello"})
         assert not result.is_error, result.structured_content
     done = approvals.list_pending(two_vaults, status=None)[0]

@@ -169,7 +169,10 @@ class ToolRunner:
         if not isinstance(spec, WriteSpec):
             return await self.call_write(name, arguments)
         arguments = arguments or {}
-        self._sweep_parked()
+        if self._parked:
+            import anyio
+
+            await anyio.to_thread.run_sync(self._sweep_parked)
         answer, ticket = await self._stage(spec, arguments, host_asks=True)
         if ticket is None:
             return answer
