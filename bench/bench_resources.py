@@ -9,7 +9,10 @@ Measures, through the lean JSON-lines client of ``bench_mcp`` (one request line 
 - ``resources/read`` of a note, for scale; and ``kms_list_folder``, the inline tool, as the baseline of a
   round trip that does almost nothing.
 
-Usage: python bench/bench_resources.py [--notes N] [--calls N]
+Usage: python bench/bench_resources.py [--notes N] [--calls N] [--vault DIR]
+
+``--vault``: a vault made by the shared generator (``python3 /work/shared/tools/genvault.py DIR --notes 10000``)
+instead of bench/genvault.py's; its partial strings are the ones that generator's paths and titles answer.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from bench_mcp import LeanClient
@@ -30,6 +34,13 @@ PARTIALS = {
     "typo": "databse migraton",
     "no match": "zqxjv",
 }
+SHARED_PARTIALS = {  # for /work/shared/tools/genvault.py's vault (--vault)
+    "nothing typed": "",
+    "folder prefix": "projects/osprey cach",
+    "title words": "cache eviction retro",
+    "typo": "cahce evictoin",
+    "no match": "zqxjv",
+}
 
 
 def ms(samples: list[float]) -> str:
@@ -38,7 +49,8 @@ def ms(samples: list[float]) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    root = vault(args.notes)
+    root = Path(args.vault).resolve() if args.vault else vault(args.notes)
+    partials = SHARED_PARTIALS if args.vault else PARTIALS
     db = fresh_db("resources.db")
     from kmscli.compose import kms_command
     from server.config.session import SessionConfig
@@ -68,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
                 "completion/complete", {"ref": TEMPLATE, "argument": {"name": "path", "value": value}}
             )
 
-        for label, value in PARTIALS.items():
+        for label, value in partials.items():
             first = complete(value)["completion"]
             samples = [timed(lambda v=value: complete(v)) for _ in range(args.calls)]
             rows.append((f"complete: {label} ({len(first['values'])} values)", ms(samples), "", "", "p50 / p95"))
@@ -76,7 +88,7 @@ def run(args: argparse.Namespace) -> None:
         for i in range(max(5, args.calls // 10)):
             with conn:  # another connection commits: the next completion rebuilds its index
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE name = 'bench'", (float(i),))
-            rebuilt.append(timed(lambda: complete(PARTIALS["title words"])))
+            rebuilt.append(timed(lambda: complete(partials["title words"])))
         rows.append(("complete after another connection's commit (rebuild)", ms(rebuilt), "", "", "p50 / p95"))
         first_page = [timed(lambda: client.request("resources/list", {})) for _ in range(args.calls)]
         rows.append(("resources/list: first page", ms(first_page), "", "", "p50 / p95"))
@@ -109,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--vault", help="an existing vault (the shared generator's) instead of bench/genvault.py's")
     run(parser.parse_args())
 
 

@@ -160,9 +160,16 @@ def _die_like(returncode: int) -> None:
 
 
 def session_settings(
-    conn: Any, *, vault: str | None, write: bool | None, env: Mapping[str, str], approve: bool = False
+    conn: Any,
+    *,
+    vault: str | None,
+    write: bool | None,
+    env: Mapping[str, str],
+    approve: bool = False,
+    printing: bool = False,
 ) -> tuple[Settings, list[Path], str | None, list[str]]:
-    """Effective settings for a session, the roots it covers, the vault name, and warnings."""
+    """Effective settings for a session, the roots it covers, the vault name, and warnings. ``printing``
+    (``claude -p``): nobody sits at the host to answer its dialog, so approvals go to the dashboard."""
     from server.vault.registry import get_vault, list_vaults
 
     vaults = list_vaults(conn)
@@ -178,6 +185,8 @@ def session_settings(
         settings = settings.with_override("write.approval", "always")
         if not settings.active("agent.write"):
             warnings.append("--approve has no effect: agent.write is off (add --write).")
+    if printing:
+        settings = settings.with_override("write.approval_channel", "dashboard")
     return settings, [v.root for v in selected], selected[0].name if vault else None, warnings
 
 
@@ -212,7 +221,7 @@ def run_claude(
     try:
         try:
             settings, roots, vault_name, warnings = session_settings(
-                conn, vault=vault, write=write, env=env, approve=approve
+                conn, vault=vault, write=write, env=env, approve=approve, printing=prints(claude_args)
             )
         except KmsError as e:
             say(e.message, "red")
@@ -293,6 +302,14 @@ def _on_service(
         return session, None
     env["KMS_SESSION_TOKEN"] = secret
     return dataclasses.replace(session, service_url=state.url), token
+
+
+_PRINT = ("-p", "--print")
+
+
+def prints(claude_args: Sequence[str]) -> bool:
+    """Whether claude runs one prompt and prints (``-p``): no person at the host to answer a dialog."""
+    return any(a.split("=", 1)[0] in _PRINT for a in claude_args)
 
 
 _OWN_CONVERSATION = ("-p", "--print", "-r", "--resume", "-c", "--continue", "--session-id", "--fork-session")

@@ -47,6 +47,7 @@ def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monke
         "KMS_WRITE_APPROVAL",
         "KMS_WRITE_APPROVAL_LINES",
         "KMS_WRITE_APPROVAL_TIMEOUT",
+        "KMS_WRITE_APPROVAL_CHANNEL",
     ):
         monkeypatch.delenv(var, raising=False)
     return db

@@ -268,7 +268,7 @@ class KmsDashboard(App[None]):
     async def decide(self, pending_id: int, approve: bool, reason: str | None) -> None:
         """Approve or reject a waiting call; the server that staged it sees the decision in the database."""
         try:
-            done = await self.db(approvals.decide, pending_id, approve=approve, reason=reason)
+            done = await self.db(approvals.decide, pending_id, approve=approve, reason=reason, channel="dashboard")
         except KmsError as e:
             self.last_control = e
             self.notify(e.message, title=f"#{pending_id}", severity="error", timeout=8)
@@ -298,7 +298,7 @@ class KmsDashboard(App[None]):
                 if not await self.push_screen_wait(ConfirmScreen("Revoke session", question, "Revoke")):
                     return
                 state = "revoked"
-            await self.db(control.set_state, session_id, state)
+            await self.db(control.set_state, session_id, state, channel="dashboard")
         except KmsError as e:
             self.last_control = e
             self.notify(e.message, title=f"Session {session_id}", severity="error", timeout=8)

@@ -61,7 +61,7 @@ class Poller:
         self._overview: Overview | None = None
         self._settings_mtime: float | None = -1.0
         self._overwritten: set[int] = set()
-        self._pending: tuple[int, ...] | None = None
+        self._pending: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # (waiting ids, asked in the host)
 
     def first(self) -> list[Message]:
         """Open the connection (in the calling thread) and return the initial picture."""
@@ -128,7 +128,7 @@ class Poller:
         """A message when the calls waiting for approval changed (staged, decided, expired)."""
         assert self.conn is not None
         now = self.clock()
-        key = approvals.open_ids(self.conn, now=now)
+        key = (approvals.open_ids(self.conn, now=now), approvals.asking_ids(self.conn))
         if key == self._pending:
             return []
         self._pending = key

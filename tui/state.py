@@ -31,7 +31,7 @@ class DashboardState:
     tools_seen: set[str] = field(default_factory=set)
     loaded: bool = False  # the first window has been shown
     pending: list[Pending] = field(default_factory=list)  # calls waiting for the person's approval
-    pending_newest: int = -1  # the newest staged id seen (-1: none read yet): a newer one rings the bell
+    pending_rung: set[int] = field(default_factory=set)  # waiting calls the bell rang for (once each)
     bells: int = 0  # how often the dashboard rang for a new waiting call
 
     def note_rows(self, rows: list[dict[str, Any]], *, live: bool = True) -> None:

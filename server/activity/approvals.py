@@ -4,8 +4,10 @@ The write guard stages a call (``stage``) with the exact per-file diff it would 
 that staged it polls ``poll`` until the person decides (dashboard, ``kms approve`` / ``kms reject``:
 ``decide``) or the call's time runs out (``expired``); then the guard applies it, or refuses it, and
 ``finish`` links the call's own provenance row. Every decision is a provenance row of its own,
-actor ``person`` (tool ``approve`` or ``reject``, the reason as its message). The database carries
-all of it between processes: the dashboard and the CLI never talk to a server directly.
+actor ``person`` (tool ``approve`` or ``reject``, the reason as its message), and names its channel
+(``CHANNELS``: the host's own dialog, the dashboard, the CLI) there and in the staged row. The first
+decision wins: a later one, through any channel, is ``conflict``. The database carries all of it between
+processes: the dashboard and the CLI never talk to a server directly.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from server.store.db import rows, shared_commit, write_tx
 OPEN = "pending"
 DECIDED = ("approved", "rejected", "expired", "cancelled")
 REASON_MAX = 500
+# where the person decided: the agent's host asked them (MCP elicitation), the dashboard, `kms approve`/`reject`
+CHANNELS = ("host", "dashboard", "cli")
+CHANNEL_WORDS = {"host": "in the host", "dashboard": "in the dashboard", "cli": "with the kms command"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,13 @@ class Pending:
     reason: str | None
     invocation_id: int | None
     outcome: str | None
+    channel: str | None = None  # where the person decided (``CHANNELS``), once decided
+    asking_host: bool = False  # the agent's host is asking the person now (``write.approval_channel = host``)
+
+    def decided_words(self) -> str:
+        """'approved by the person in the host (pending #3)': the decided call's own provenance message."""
+        where = f" {CHANNEL_WORDS[self.channel]}" if self.channel in CHANNEL_WORDS else ""
+        return f"{self.status} by the person{where} (pending #{self.id})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +73,8 @@ class Pending:
             "reason": self.reason,
             "invocationId": self.invocation_id,
             "outcome": self.outcome,
+            "channel": self.channel,
+            "askingHost": self.asking_host,
         }
 
 
@@ -80,6 +94,8 @@ def _pending(d: dict[str, Any]) -> Pending:
         d["reason"],
         d["invocation_id"],
         d["outcome"],
+        d.get("channel"),
+        bool(d.get("asking_host")),
     )
 
 
@@ -94,13 +110,14 @@ def stage(
     lines: int,
     timeout_s: float,
     now: float | None = None,
+    asking_host: bool = False,
 ) -> int:
-    """Record a call waiting for the person; return its id."""
+    """Record a call waiting for the person (``asking_host``: the agent's host asks them too); return its id."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
             "INSERT INTO pending_writes (created_at, expires_at, session_id, tool, input_summary, input_json,"
-            " files_json, lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " files_json, lines, asking_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 at,
                 at + timeout_s,
@@ -110,6 +127,7 @@ def stage(
                 json.dumps(arguments, ensure_ascii=False, default=str),
                 json.dumps(files, ensure_ascii=False),
                 lines,
+                int(asking_host),
             ),
         )
         return int(conn.last_insert_rowid())
@@ -155,6 +173,24 @@ def open_ids(conn: apsw.Connection, *, now: float | None = None) -> tuple[int, .
     )
 
 
+def asking_ids(conn: apsw.Connection) -> tuple[int, ...]:
+    """The waiting calls the agent's host is asking the person about now (the dashboard's bell waits for them)."""
+    return tuple(
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM pending_writes WHERE status = ? AND asking_host = 1 ORDER BY id LIMIT ?", (OPEN, LIST_LIMIT)
+        )
+    )
+
+
+def set_asking(conn: apsw.Connection, pending_id: int, asking: bool) -> None:
+    """The host started (or stopped) asking the person about a waiting call."""
+    with write_tx(conn):
+        conn.execute(
+            "UPDATE pending_writes SET asking_host = ? WHERE id = ? AND status = ?", (int(asking), pending_id, OPEN)
+        )
+
+
 def count_open(conn: apsw.Connection, *, now: float | None = None) -> int:
     """How many calls wait for the person (the dashboard's badge, ``kms doctor``)."""
     at = time.time() if now is None else now
@@ -171,10 +207,19 @@ def latest_id(conn: apsw.Connection) -> int:
 
 
 def decide(
-    conn: apsw.Connection, pending_id: int, *, approve: bool, reason: str | None = None, now: float | None = None
+    conn: apsw.Connection,
+    pending_id: int,
+    *,
+    approve: bool,
+    reason: str | None = None,
+    now: float | None = None,
+    channel: str = "cli",
 ) -> Pending:
-    """The person's decision on a waiting call, recorded in provenance; ``not-found`` for an unknown id,
-    ``conflict`` for one that is no longer waiting (decided, expired or ended)."""
+    """The person's decision on a waiting call through ``channel``, recorded in provenance; ``not-found`` for an
+    unknown id, ``conflict`` for one that is no longer waiting (decided, expired or ended: the first decision
+    wins, whichever channel it came through)."""
+    if channel not in CHANNELS:
+        raise ValueError(f"a decision's channel is one of {CHANNELS}, not {channel!r}")
     at = time.time() if now is None else now
     reason = (reason or "").strip()[:REASON_MAX] or None
     with shared_commit(conn), write_tx(conn):  # the check, the decision row and the status: one transaction
@@ -197,15 +242,17 @@ def decide(
             session_id=item.session_id,
             status="success",
             actor="person",
-            input_summary=f"pending=#{pending_id} tool={item.tool}",
+            input_summary=f"pending=#{pending_id} tool={item.tool} channel={channel}",
             vault=first.get("vault"),
             path=None if first.get("hidden") else first.get("path"),
-            message=f"{verb}d by the person" + (f": {reason}" if reason else ""),
+            message=f"{'approved' if approve else 'rejected'} by the person {CHANNEL_WORDS[channel]}"
+            + (f": {reason}" if reason else ""),
             at=at,
         )
         conn.execute(
-            "UPDATE pending_writes SET status = ?, decided_at = ?, reason = ?, decision_id = ? WHERE id = ?",
-            ("approved" if approve else "rejected", at, reason, decision, pending_id),
+            "UPDATE pending_writes SET status = ?, decided_at = ?, reason = ?, decision_id = ?, channel = ?"
+            " WHERE id = ?",
+            ("approved" if approve else "rejected", at, reason, decision, channel, pending_id),
         )
     found = get(conn, pending_id)
     assert found is not None
@@ -251,8 +298,10 @@ def finish(conn: apsw.Connection, pending_id: int, *, invocation_id: int | None,
         )
 
 
-def reject_session(conn: apsw.Connection, session_id: str, reason: str, *, now: float | None = None) -> int:
-    """Reject every call of a session still waiting (a revoke); returns how many."""
+def reject_session(
+    conn: apsw.Connection, session_id: str, reason: str, *, now: float | None = None, channel: str = "cli"
+) -> int:
+    """Reject every call of a session still waiting (a revoke through ``channel``); returns how many."""
     ids = [
         int(r[0])
         for r in conn.execute("SELECT id FROM pending_writes WHERE session_id = ? AND status = ?", (session_id, OPEN))
@@ -260,7 +309,7 @@ def reject_session(conn: apsw.Connection, session_id: str, reason: str, *, now: 
     done = 0
     for pid in ids:
         try:
-            decide(conn, pid, approve=False, reason=reason, now=now)
+            decide(conn, pid, approve=False, reason=reason, now=now, channel=channel)
             done += 1
         except KmsError:  # decided or expired meanwhile
             continue

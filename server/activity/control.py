@@ -49,10 +49,17 @@ def refusal(conn: apsw.Connection, session_id: str) -> KmsError | None:
 
 
 def set_state(
-    conn: apsw.Connection, session_id: str, state: str, *, reason: str | None = None, now: float | None = None
+    conn: apsw.Connection,
+    session_id: str,
+    state: str,
+    *,
+    reason: str | None = None,
+    now: float | None = None,
+    channel: str = "cli",
 ) -> str:
     """Set a session's state (``not-found`` for an unknown session; ``invalid-input`` to un-revoke one).
-    Returns the state it had. Revoking rejects the session's calls waiting for approval."""
+    Returns the state it had. Revoking rejects the session's calls waiting for approval (recorded as decided
+    through ``channel``: ``cli`` or ``dashboard``)."""
     if state not in STATES:
         raise KmsError("invalid-input", f"a session state is one of {', '.join(STATES)}, not {state!r}")
     at = time.time() if now is None else now
@@ -74,5 +81,5 @@ def set_state(
     if state == "revoked":
         from server.activity.approvals import reject_session
 
-        reject_session(conn, session_id, "the person revoked this session", now=at)
+        reject_session(conn, session_id, "the person revoked this session", now=at, channel=channel)
     return str(before)

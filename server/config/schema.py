@@ -17,6 +17,9 @@ from typing import Any, Literal
 from server.config import validators
 from server.config.allowlist import normalize_folder_glob
 from server.config.env_names import OTHER_ENV
+from server.config.setting_errors import SettingsError as SettingsError  # the schema's errors, where callers look
+from server.config.setting_errors import SettingsFileError as SettingsFileError
+from server.config.setting_errors import SettingValueError, UnknownSettingError
 
 Source = Literal["default", "file", "env", "override"]
 ValueType = Literal["bool", "int", "path", "globs", "text"]
@@ -30,38 +33,6 @@ class _Auto:
 
 
 AUTO: Any = _Auto()
-
-
-# ----------------------------------------------------------------------------- errors
-
-
-class SettingsError(ValueError):
-    """Base class for every settings problem a front end should show to the person."""
-
-
-class UnknownSettingError(SettingsError):
-    """The key is not in the schema; ``suggestions`` are the closest known keys."""
-
-    def __init__(self, key: str, suggestions: list[str]):
-        self.key = key
-        self.suggestions = suggestions
-        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown setting '{key}'.{hint} (`kms config list` shows all keys.)")
-
-
-class SettingValueError(SettingsError):
-    """A value does not fit the key; ``valid`` says what would."""
-
-    def __init__(self, key: str, value: Any, message: str, valid: str):
-        self.key = key
-        self.value = value
-        self.problem = message
-        self.valid = valid
-        super().__init__(f"Invalid value for {key}: {message}. Valid values: {valid}")
-
-
-class SettingsFileError(SettingsError):
-    """The config file exists but cannot be parsed; we refuse to overwrite it."""
 
 
 # ----------------------------------------------------------------------------- schema
@@ -201,6 +172,19 @@ _SCHEMA: list[Setting] = [
         "KMS_WRITE_APPROVAL",
         validator=validators.one_of("off", "bulk", "always"),
         valid="off, bulk or always",
+    ),
+    Setting(
+        "write.approval_channel",
+        "text",
+        "both",
+        "Where a call waiting for approval is decided: `host` or `both` also ask in the agent's host (Claude "
+        "Code's own dialog, when it declares form elicitation; Accept applies, Esc leaves it to the dashboard), "
+        "`dashboard` never does. The dashboard and `kms approve` decide in every mode; the first decision "
+        "wins. With `host` the dashboard's bell waits while the host asks (it rings if the person dismisses the "
+        "host's dialog); with `both` it rings at once. `kms claude -p` uses `dashboard`.",
+        "KMS_WRITE_APPROVAL_CHANNEL",
+        validator=validators.one_of("host", "dashboard", "both"),
+        valid="host, dashboard or both",
     ),
     Setting(
         "write.approval_lines",

@@ -45,6 +45,7 @@ SETTING_FIELDS: dict[str, str] = {
     "approval": "write.approval",
     "approval_lines": "write.approval_lines",
     "approval_timeout": "write.approval_timeout",
+    "approval_channel": "write.approval_channel",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
@@ -95,6 +96,7 @@ class SessionConfig:
     approval: str = "off"  # write.approval: off, bulk, always
     approval_lines: int = 20
     approval_timeout: int = 120
+    approval_channel: str = "both"  # write.approval_channel: host, dashboard, both
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
@@ -136,6 +138,7 @@ class SessionConfig:
             approval=settings.get("write.approval") or "off",
             approval_lines=settings.get("write.approval_lines"),
             approval_timeout=settings.get("write.approval_timeout"),
+            approval_channel=settings.get("write.approval_channel") or "both",
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),

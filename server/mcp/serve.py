@@ -149,7 +149,9 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
             runner.tool_listing = [to_mcp_tool(s) for s in runner.listed()]
         return types.ListToolsResult(tools=runner.tool_listing)
 
-    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def on_call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if background is not None:
             background.now()
         try:
@@ -159,7 +161,13 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
                 content=[types.TextContent(type="text", text=e.message)], structured_content=e.to_dict(), is_error=True
             )
         if runner.is_write(params.name):
-            result, is_error = await runner.call_write(params.name, params.arguments, ctx.session.report_progress)
+            from server.mcp.approval_flow import input_required, write_call
+
+            done = await write_call(runner, ctx, params)
+            if isinstance(done, tuple):
+                result, is_error = done
+            else:  # staged, and the host puts it to the person (2026-07-28): it retries with their answer
+                return input_required(done)
         elif runner.runs_inline(params.name):
             result, is_error = runner.call(params.name, params.arguments)
         else:

@@ -139,6 +139,8 @@ def m024_session_records(conn: apsw.Connection) -> None:
         CREATE INDEX session_files_path ON session_files(vault_id, path, at) WHERE vault_id IS NOT NULL;
         """
     )
+
+
 def m025_note_history(conn: apsw.Connection) -> None:
     """Every version of every note kms has seen (``server.store.history``, docs/history.md): a note's
     line of versions (``history_notes``, one across moves, kept after a delete), the ids it had
@@ -186,6 +188,14 @@ def m025_note_history(conn: apsw.Connection) -> None:
     conn.execute("CREATE TABLE history_dicts (vault_id INTEGER PRIMARY KEY, bid INTEGER NOT NULL)")
 
 
+def m028_approval_channel(conn: apsw.Connection) -> None:
+    """Where the person decided a staged call (``server.activity.approvals.CHANNELS``: host, dashboard, cli),
+    which the dashboard shows beside the decision, and whether the agent's host is asking the person about it
+    right now (with ``write.approval_channel = host`` the dashboard's bell waits until the host stops asking)."""
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN channel TEXT")
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN asking_host INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -208,6 +218,7 @@ MIGRATIONS: list[Migration] = [
     m023_idempotency_keys,
     m024_session_records,
     m025_note_history,
+    m028_approval_channel,
 ]
 
 

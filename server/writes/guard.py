@@ -214,9 +214,9 @@ class WriteService:
         item = approvals.poll(self.conn(), staged.id, now=self.session.clock())
         return None if item.status == approvals.OPEN else item
 
-    def stage(self, tool: WriteTool, arguments: Mapping[str, Any]) -> Staged | None:
-        """Stage the call for the person's approval, or None when it needs none (approval off, or ``bulk``
-        and the call touches one file and at most ``approval_lines`` lines, or it would change nothing).
+    def stage(self, tool: WriteTool, arguments: Mapping[str, Any], asking_host: bool = False) -> Staged | None:
+        """Stage the call for the person's approval (``asking_host``: the host asks too), or None when it needs none
+        (approval off, or ``bulk`` and one file and at most ``approval_lines`` lines, or nothing would change).
         A call refused before it could be shown (gate, paused, bad input, the operation's own refusal)
         is recorded and raised here: it never runs unapproved."""
         c = self.session.config
@@ -249,6 +249,7 @@ class WriteService:
             files=[f.to_json() for f in cap.files],
             lines=cap.lines,
             timeout_s=self.approval_timeout,
+            asking_host=asking_host,
             now=now,
         )
         return Staged(pending_id, tuple(cap.files), now + self.approval_timeout)
@@ -396,7 +397,7 @@ class WriteService:
                             ctx.touched,
                             outcome,
                             failure,
-                            message=None if pending is None else f"approved by the person (pending #{pending.id})",
+                            message=None if pending is None else pending.decided_words(),
                         )
                         if pending is not None:
                             approvals.finish(

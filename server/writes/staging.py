@@ -164,3 +164,28 @@ class Expected:
                 f"{name} changed since the change was shown for approval; nothing was written: read it again and retry",
                 path=None if hidden else path,
             )
+
+
+HOST_DIFF_LINES = 12  # the diff lines a host's dialog shows (the dashboard shows the whole diff)
+
+
+def describe(tool: str, files: Sequence[StagedFile], *, diff_lines: int = HOST_DIFF_LINES) -> str:
+    """What a staged call would do, as the host's dialog shows it to the person: the tool, each note with the
+    lines it adds and removes, then the first lines of the diff. A hidden note is counted, never named or shown
+    (the host is the agent's own process)."""
+    added = sum(f.added for f in files)
+    removed = sum(f.removed for f in files)
+    head = [f"kms: {tool} wants to change {len(files)} note{'s' if len(files) != 1 else ''} (+{added} -{removed})"]
+    shown: list[str] = []
+    for f in files:
+        if f.hidden:
+            head.append(f"  a note you keep hidden from agents (+{f.added} -{f.removed})")
+            continue
+        moved = f" -> {f.new_path}" if f.new_path and f.new_path != f.path else ""
+        verb = "new " if f.hash_before is None else "deleted " if f.hash_after is None else ""
+        head.append(f"  {verb}{f.vault}:{f.path}{moved} (+{f.added} -{f.removed})")
+        shown += [x for x in f.diff.splitlines() if not x.startswith(("---", "+++"))]
+    body = shown[:diff_lines]
+    more = len(shown) - len(body)
+    tail = [f"… {more} more diff lines (the dashboard shows them all)"] if more > 0 else []
+    return "\n".join([*head, "", *body, *tail]).rstrip()

@@ -44,6 +44,7 @@ def test_pending_approve_applies_the_staged_write(indexed: apsw.Connection, db_p
         shown = said(ok(kms("pending")).stdout)
         assert f"#{staged.id} kms_append" in shown and "+from the agent" in shown
         assert "approved" in ok(kms("approve", str(staged.id))).stdout
+        assert approvals.get(indexed, staged.id).channel == "cli"  # type: ignore[union-attr]
         refused(kms("approve", str(staged.id)), 1)  # decided already: a clear conflict, not a traceback
         result = runner.writes.settle(spec, args, staged, runner.writes.decision(staged))
     finally:
@@ -200,3 +201,11 @@ def test_kms_claude_approve_carries_always_in_the_session_contract(indexed: apsw
     assert env["KMS_WRITE_APPROVAL"] == "always" and env["KMS_AGENT_WRITE_TOOLS_ENABLED"] == "1"
     plain = json.loads(ok(kms("claude", "--write", "--print-config")).stdout)
     assert plain["mcpServers"]["kms"]["env"]["KMS_WRITE_APPROVAL"] == "off"
+    assert plain["mcpServers"]["kms"]["env"]["KMS_WRITE_APPROVAL_CHANNEL"] == "both"  # the host asks too
+
+
+def test_kms_claude_print_mode_leaves_approvals_to_the_dashboard(indexed: apsw.Connection) -> None:
+    """``claude -p`` answers every dialog with cancel: its session decides approvals in the dashboard."""
+    for words in (("-p", "hello"), ("--print", "hello")):
+        doc = json.loads(ok(kms("claude", "--write", "--approve", "--print-config", *words)).stdout)
+        assert doc["mcpServers"]["kms"]["env"]["KMS_WRITE_APPROVAL_CHANNEL"] == "dashboard"

@@ -10,9 +10,16 @@ from typing import Any
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(db_path: Path, registry: Sequence[Any] | None = None, **config: object) -> AsyncIterator[object]:
+async def mcp_client(
+    db_path: Path,
+    registry: Sequence[Any] | None = None,
+    *,
+    client_options: dict[str, Any] | None = None,
+    **config: object,
+) -> AsyncIterator[object]:
     """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``);
-    ``registry`` serves other tools than ``server.mcp.tools.REGISTRY``."""
+    ``registry`` serves other tools than ``server.mcp.tools.REGISTRY``; ``client_options`` go to the SDK's
+    ``Client`` (``mode="legacy"`` for a 2025-era connection, an ``elicitation_callback``)."""
     from mcp.client import Client
 
     from server.config.session import SessionConfig
@@ -23,7 +30,7 @@ async def mcp_client(db_path: Path, registry: Sequence[Any] | None = None, **con
     cfg = SessionConfig.from_env(env, watch=False, **config)
     runner = ToolRunner(cfg, registry)  # one session, with process services of its own
     try:
-        async with Client(build_server(runner)) as client:
+        async with Client(build_server(runner), **(client_options or {})) as client:
             client.runner = runner  # type: ignore[attr-defined]
             yield client
     finally:

@@ -587,3 +587,30 @@ def test_upgrade_to_m025_keeps_the_notes_current_version_at_the_next_index(tmp_p
     index_vault(conn, get_vault(conn, "v"))
     assert [v["how"] for v in versions(conn, find_line(conn, "a.md"))] == ["index"]
     conn.close()
+
+
+def test_upgrade_to_m028_keeps_old_decisions_without_a_channel_and_records_new_ones(tmp_path: Path) -> None:
+    """An m023 database gains the decision's channel: a call decided before has none (the dashboard says
+    nothing about it), a new decision names where it was made."""
+    from server.activity import approvals
+
+    path = tmp_path / "m023.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m023_idempotency_keys")
+    for _ in range(2):
+        old.execute(
+            "INSERT INTO pending_writes(created_at, expires_at, session_id, tool, input_summary, input_json,"
+            " files_json, lines, status) VALUES (1, 9e12, 's1', 'kms_append', '', '{}', '[]', 1, 'pending')"
+        )
+    old.execute("UPDATE pending_writes SET status = 'approved', decided_at = 2 WHERE id = 1")
+    old.close()
+    conn = connect(path)
+    assert "m028_approval_channel" in applied(conn)
+    first = approvals.get(conn, 1)
+    assert first is not None and first.status == "approved" and first.channel is None
+    assert first.decided_words() == "approved by the person (pending #1)"
+    done = approvals.decide(conn, 2, approve=False, reason="not now", channel="dashboard")
+    assert done.channel == "dashboard" and done.to_json()["channel"] == "dashboard"
+    message = conn.execute("SELECT message FROM tool_invocations WHERE tool = 'reject'").fetchall()[0][0]
+    assert message == "rejected by the person in the dashboard: not now"
+    conn.close()

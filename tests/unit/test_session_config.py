@@ -90,6 +90,7 @@ BAD_VALUES = [
     ("KMS_AGENT_ORGANIZE_TOOLS_ENABLED", "edit", "true/false"),
     ("KMS_WRITE_MAX_FILES_PER_CALL", "0", "1 to 100000"),
     ("KMS_WRITE_APPROVAL", "sometimes", "off, bulk or always"),
+    ("KMS_WRITE_APPROVAL_CHANNEL", "terminal", "host, dashboard or both"),
     ("KMS_WRITE_APPROVAL_LINES", "-1", "0 to 1000000"),
     ("KMS_WRITE_APPROVAL_TIMEOUT", "0", "1 to 86400"),
     ("KMS_WRITE_ALLOWLIST", "/etc", "folder globs"),

@@ -138,11 +138,13 @@ class DashboardScreen(Screen[None]):
 
     def on_pending_changed(self, msg: PendingChanged) -> None:
         """Calls waiting for approval: the badge, the pending pane if open, the bell for a new one."""
-        first = self.state.pending_newest < 0
-        newer = msg.newest > self.state.pending_newest and any(p.id > self.state.pending_newest for p in msg.items)
-        self.state.pending, self.state.pending_newest = msg.items, max(msg.newest, self.state.pending_newest)
+        # once per call; a call the agent's host is asking the person about (write.approval_channel = host) rings
+        # only if the host stops asking without a decision
+        due = {p.id for p in msg.items if not p.asking_host} - self.state.pending_rung
+        self.state.pending = msg.items
+        self.state.pending_rung |= due
         self.query_one(PendingBadge).show(len(msg.items))
-        if newer and not first or first and msg.items:
+        if due:
             self.state.bells += 1
             self.app.bell()
         from tui.screens.pending import PendingScreen

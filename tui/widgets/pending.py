@@ -89,7 +89,10 @@ def diff_text(p: Pending) -> Text:
     t.append(f"#{p.id} {p.tool}", style="bold")
     t.append(f" · session {p.session_id} · {p.lines} line(s) in {len(p.files)} file(s)\n", style="dim")
     t.append("input: ", style="bold")
-    t.append(p.input_summary + "\n\n")
+    t.append(p.input_summary + "\n")
+    if p.asking_host:
+        t.append("the agent's host is asking you about it too: the first decision wins\n", style="italic")
+    t.append("\n")
     for f in p.files:
         t.append(f"{f['vault']}:{f['path']}", style="bold cyan")
         if f.get("newPath"):
