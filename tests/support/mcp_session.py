@@ -6,11 +6,23 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # the SDK is imported only when a test opens a client
+    from mcp.client import Client
+
+    from server.mcp.tools.dispatch import ToolRunner
+
+    class RunnerClient(Client):
+        """The SDK client, carrying the session's ``ToolRunner`` for tests that look at the server side."""
+
+        runner: ToolRunner
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(db_path: Path, registry: Sequence[Any] | None = None, **config: object) -> AsyncIterator[object]:
+async def mcp_client(
+    db_path: Path, registry: Sequence[Any] | None = None, **config: Any
+) -> AsyncIterator[RunnerClient]:
     """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``);
     ``registry`` serves other tools than ``server.mcp.tools.REGISTRY``."""
     from mcp.client import Client
@@ -23,8 +35,9 @@ async def mcp_client(db_path: Path, registry: Sequence[Any] | None = None, **con
     cfg = SessionConfig.from_env(env, watch=False, **config)
     runner = ToolRunner(cfg, registry)  # one session, with process services of its own
     try:
-        async with Client(build_server(runner)) as client:
-            client.runner = runner  # type: ignore[attr-defined]
+        async with Client(build_server(runner)) as sdk_client:
+            client = cast("RunnerClient", sdk_client)  # the same object, with the runner set on it here
+            client.runner = runner
             yield client
     finally:
         runner.close()
