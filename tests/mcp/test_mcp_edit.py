@@ -6,14 +6,14 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
 from support.vaults import note_id, write
 
 from server.config.tiers import RULES
 from server.mcp.tools import REGISTRY, tool_names
 
-EDIT = {"write_enabled": True, "edit_enabled": True}
+EDIT: TierSwitches = {"write_enabled": True, "edit_enabled": True}
 EDITS = set(tool_names("edit"))
 ORGANIZE = set(tool_names("organize"))
 NOTE = (

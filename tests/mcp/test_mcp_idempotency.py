@@ -8,12 +8,12 @@ from typing import Any
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index, make_vault, vault_bytes
 
 from server.mcp.tools import REGISTRY, tool_names
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 CASES: dict[str, dict[str, Any]] = {
     "kms_create": {"title": "Fresh", "folder": "drafts", "content": "x"},
     "kms_append": {"noteId": "drafts/Draft.md", "content": "appended"},

@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 if TYPE_CHECKING:  # the SDK is imported only when a test opens a client
     from mcp.client import Client
@@ -19,9 +19,17 @@ if TYPE_CHECKING:  # the SDK is imported only when a test opens a client
         runner: ToolRunner
 
 
+class TierSwitches(TypedDict, total=False):
+    """The tier switches a test turns on with ``mcp_client(db, **ON)`` (typed, so ``**`` cannot mean ``registry``)."""
+
+    write_enabled: bool
+    edit_enabled: bool
+    organize_enabled: bool
+
+
 @contextlib.asynccontextmanager
 async def mcp_client(
-    db_path: Path, registry: Sequence[Any] | None = None, **config: Any
+    db_path: Path, *, registry: Sequence[Any] | None = None, **config: Any
 ) -> AsyncIterator[RunnerClient]:
     """``config`` overrides fields of the ``SessionConfig`` the environment gives (e.g. ``vault="a"``);
     ``registry`` serves other tools than ``server.mcp.tools.REGISTRY``."""

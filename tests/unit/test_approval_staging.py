@@ -4,7 +4,7 @@ writes nothing; once approved exactly that lands; a changed note is a conflict; 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -15,10 +15,11 @@ from server.activity import approvals, control
 from server.activity.sessions import start_session
 from server.errors import KmsError
 from server.mcp.tools import REGISTRY
+from server.mcp.tools.base import WriteSpec
 from server.writes.guard import WriteService
 from server.writes.undo_session import preview, undo
 
-SPECS = {s.name: s for s in REGISTRY}
+SPECS: dict[str, WriteSpec[Any]] = {s.name: s for s in REGISTRY if isinstance(s, WriteSpec)}  # the guard takes these
 SID = "s00000000a11c"
 
 
@@ -33,7 +34,7 @@ def service(db_path: Path, **kw: Any) -> WriteService:
 
 
 def nid(conn: apsw.Connection, path: str) -> str:
-    return conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchall()[0][0]
+    return cast(str, conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchall()[0][0])
 
 
 def approve_and_settle(conn: apsw.Connection, writes: WriteService, tool: str, args: dict[str, Any]) -> dict:
