@@ -18,6 +18,7 @@ import anyio
 import apsw
 import pytest
 from mcp.client import Client
+from support.sql import pairs
 from support.vaults import write
 
 from server.config.session import SessionConfig
@@ -125,7 +126,7 @@ async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits
         ("swriter00000b", "kms_create", "rate-limited", "rate-limited"),
         ("sadmin000000c", "kms_create", "success", ""),
     ]
-    ended = dict(two_vaults.execute("SELECT id, ended_at IS NOT NULL FROM sessions").fetchall())
+    ended = pairs(two_vaults, "SELECT id, ended_at IS NOT NULL FROM sessions")
     assert ended == {"sreader00000a": 1, "swriter00000b": 1, "sadmin000000c": 1}
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.sql import value
 
 from server.index.excerpt import SNIPPET_MAX_BYTES
 from server.index.indexer import index_vault
@@ -80,12 +81,12 @@ def test_the_window_marks_what_the_query_matched(big_vault: apsw.Connection, que
 
 
 def test_a_scoped_search_takes_the_window_too(big_vault: apsw.Connection) -> None:
-    vault_id = big_vault.execute("SELECT id FROM vaults").fetchone()[0]
+    vault_id = value(big_vault, "SELECT id FROM vaults")
     assert "**zanzibar** quokka met" in excerpts(big_vault, "zanzibar", vault_id=vault_id)["Huge"]
 
 
 def test_the_search_reads_a_window_not_the_whole_note(big_vault: apsw.Connection, db_path: Path) -> None:
-    size = big_vault.execute("SELECT length(CAST(body AS BLOB)) FROM notes WHERE title = 'Huge'").fetchone()[0]
+    size = value(big_vault, "SELECT length(CAST(body AS BLOB)) FROM notes WHERE title = 'Huge'")
     assert size > 40 * SNIPPET_MAX_BYTES
     vfs = _CountingVFS()
     conn = apsw.Connection(str(db_path), vfs="kms-counting")

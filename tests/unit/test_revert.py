@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity import feed
@@ -47,7 +48,7 @@ def test_revert_append_restores_exact_bytes(env: Env, ws: Writer) -> None:
     assert row["actor"] == "person" and row["reverts_id"] == out["invocationId"] and row["status"] == "success"
     assert row["session_id"] == "person" and row["lines_added"] == -1
     assert get_invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
-    assert env.conn.execute("SELECT content_hash FROM notes WHERE id = ?", (nid,)).fetchone()[0] == row["hash_after"]
+    assert value(env.conn, "SELECT content_hash FROM notes WHERE id = ?", (nid,)) == row["hash_after"]
     e = refused(env, out["invocationId"], "invalid-input")
     assert "already reverted" in e.message
     refused(env, res["invocationId"], "invalid-input")  # a revert is not revertable
@@ -124,7 +125,7 @@ def test_revert_create(env: Env, ws: Writer) -> None:
     path = env.root / out["path"]
     revert(env.conn, out["invocationId"])
     assert not path.exists()
-    assert env.conn.execute("SELECT count(*) FROM notes WHERE id = ?", (out["noteId"],)).fetchone()[0] == 0
+    assert value(env.conn, "SELECT count(*) FROM notes WHERE id = ?", (out["noteId"],)) == 0
     out2 = ws.create("Other", "hello")
     (env.root / out2["path"]).write_text("hello\nperson wrote more\n")
     refused(env, out2["invocationId"])
@@ -155,7 +156,7 @@ def test_revert_follows_a_moved_note(env: Env, ws: Writer) -> None:
     (env.root / "archive").mkdir()
     (env.root / "old.md").rename(env.root / "archive" / "new.md")
     env.reindex()
-    assert env.conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchone()[0] == "archive/new.md"
+    assert value(env.conn, "SELECT path FROM notes WHERE id = ?", (nid,)) == "archive/new.md"
     revert(env.conn, out["invocationId"])
     assert env.read("archive/new.md") == NOTE
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity.provenance import list_invocations
@@ -248,7 +249,7 @@ def test_allowlist_for_note_writes(env: Env) -> None:
 def test_version_token(env: Env) -> None:
     nid = env.note("n.md", "x\n")
     v0 = sha256_hex(b"x\n")
-    assert env.conn.execute("SELECT content_hash FROM notes WHERE id = ?", (nid,)).fetchone()[0] == v0
+    assert value(env.conn, "SELECT content_hash FROM notes WHERE id = ?", (nid,)) == v0
     out = svc(env).append(nid, "y", version=v0)
     e = err(svc(env).append, nid, "z", version=v0)
     assert e.kind == "conflict" and e.extra["currentVersion"] == out["version"]
