@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import apsw
-from support.sql import pairs
+from support.sql import pairs, value
 from support.vaults import write
 
 from server.index.indexer import index_vault
@@ -145,7 +145,7 @@ def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes
     links = indexed.execute(
         "SELECT src_rid, ord, dst_rid FROM links WHERE dst_rid IS NOT NULL ORDER BY src_rid, ord LIMIT 2"
     ).fetchall()
-    assert len(links) == 2 and indexed.execute("SELECT count(*) FROM links").fetchall()[0][0] > 10
+    assert len(links) == 2 and value(indexed, "SELECT count(*) FROM links") > 10
     (src, n, dst), (src2, n2, _dst2) = links
     wrong = indexed.execute("SELECT rid FROM notes WHERE rid != ? LIMIT 1", (dst,)).fetchall()[0][0]
     with write_tx(indexed):
