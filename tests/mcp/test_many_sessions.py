@@ -18,7 +18,7 @@ import anyio
 import apsw
 import pytest
 from mcp.client import Client
-from support.sql import pairs
+from support.sql import pairs, value
 from support.vaults import write
 
 from server.config.session import SessionConfig
@@ -144,9 +144,11 @@ async def test_a_held_write_holds_up_no_other_session_nor_its_own_reads(
     runners = [hub.open(a), hub.open(b)]
     beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
     alpha = two_vaults.execute("SELECT id FROM notes WHERE title = 'Alpha'").fetchall()[0][0]
-    beta_file = two_vaults.execute(
-        "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.id = ?", (beta,)
-    ).fetchall()[0][0]
+    beta_file = value(
+        two_vaults,
+        "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.id = ?",
+        (beta,),
+    )
     try:
         async with served(hub, "auto", *runners) as (ca, cb):
             held: list[dict[str, Any]] = []

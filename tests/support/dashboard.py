@@ -9,6 +9,7 @@ pixel-for-pixel across runs and machines.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import shutil
@@ -124,8 +125,9 @@ def seed_fixed(root: Path) -> Seeded:
         for i in range(1, 4):
             step(
                 f"b_append{i}",
-                # mypy cannot infer a lambda whose parameter has a default (here, to bind the loop's i)
-                lambda i=i: b.append(scratch, f"- finding {i}: see [[Login outage 2026-10]]", heading="Findings"),  # type: ignore[misc]
+                functools.partial(
+                    b.append, scratch, f"- finding {i}: see [[Login outage 2026-10]]", heading="Findings"
+                ),
                 dt=5,
             )
         step("b_limited", lambda: b.append(scratch, "- one too many"), dt=5)

@@ -16,3 +16,8 @@ def pairs(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> dict
 def value(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """The first column of the query's first row (``IndexError`` when it returns none)."""
     return conn.execute(sql, params).fetchall()[0][0]
+
+
+def tuples(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The query's rows, their values as the test expects them to be."""
+    return conn.execute(sql, params).fetchall()
