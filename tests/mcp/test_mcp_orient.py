@@ -322,7 +322,9 @@ async def test_status_counts_embedded_notes(indexed: apsw.Connection, db_path: P
 
     embed_pending(indexed, model_dir=embed_model_dir)
     async with mcp_client(db_path, embed_model_dir=str(embed_model_dir)) as client:
-        client.runner.services.semantic.embedder.load()  # type: ignore[attr-defined]
+        semantic = client.runner.services.semantic
+        assert semantic is not None
+        semantic.embedder.load()
         status = await ok(client, "kms_status")
         start = await ok(client, "kms_start", {"project": "p"})
     assert status["embeddings"]["coverage"] == 1.0 and status["embeddings"]["ready"] is True

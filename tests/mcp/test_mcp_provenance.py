@@ -47,7 +47,7 @@ async def test_read_tells_who_created_and_last_changed_a_note_and_how(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
     async with mcp_client(db_path, **ON) as client:
-        session = client.runner.session.id  # type: ignore[attr-defined]
+        session = client.runner.session.id
         home = await call(client, "kms_read", {"noteId": "Home"})
         made = await call(client, "kms_create", {"title": "New", "content": "hello"})
         new = await call(client, "kms_read", {"noteId": made["noteId"]})

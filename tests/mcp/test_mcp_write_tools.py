@@ -42,6 +42,7 @@ async def test_annotations_of_write_tools(indexed: apsw.Connection, db_path: Pat
     assert WRITE_TOOLS <= set(tools) and not set(tools) & (ABOVE_READ - WRITE_TOOLS)  # edit and organize are off
     for name in WRITE_TOOLS:
         a = tools[name].annotations
+        assert a is not None
         assert a.read_only_hint is False and a.destructive_hint is False and a.open_world_hint is False
         assert a.idempotent_hint is (name in IDEMPOTENT)
 

@@ -109,7 +109,8 @@ async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(
     assert names[-len(EDIT_TOOLS) - 1 :] == [*(s.name for s in EDIT_TOOLS), "kms_shout"]  # its tuple's place
     assert tools["kms_shout"].description == KMS_SHOUT.description
     assert "Errors: not-found, invalid-input, feature-disabled, rate-limited" in tools["kms_shout"].description
-    assert tools["kms_shout"].annotations.destructive_hint is True
+    annotations = tools["kms_shout"].annotations
+    assert annotations is not None and annotations.destructive_hint is True
     assert not done.is_error, done.structured_content
     assert (vault_dir / "Home.md").read_bytes().rstrip().endswith(b"SHOUT")
     assert bad.structured_content["error"] == "invalid-input" and missing.structured_content["error"] == "not-found"
