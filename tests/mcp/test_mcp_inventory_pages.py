@@ -41,9 +41,8 @@ async def test_long_summaries_shorten_the_page_not_the_walk(
             assert not result.is_error, result.structured_content
             data = result.structured_content
             [content] = result.content
-            assert (
-                len(cast(TextContent, content).text) <= PAGE_BUDGET_CHARS + 10_000
-            )  # one card past the budget at most
+            # one card past the budget at most
+            assert len(cast(TextContent, content).text) <= PAGE_BUDGET_CHARS + 10_000
             pages.append(len(data["notes"]))
             seen += [n["noteId"] for n in data["notes"]]
             cursor = data["nextCursor"]

@@ -205,7 +205,8 @@ async def test_out_of_bounds_input_is_invalid(indexed: apsw.Connection, db_path:
         for tool, args in BAD_INPUTS:
             data = await err(client, tool, args, "invalid-input")
             assert "Valid fields" in data["message"], (tool, args)  # the message lists the fields
-        for cursor in ("not-a-cursor", encode_cursor({"u": "x", "i": 1}), encode_cursor(["list"])):  # type: ignore[arg-type]  # (a cursor of the wrong shape, on purpose)
+        wrong_shape = encode_cursor(["list"])  # type: ignore[arg-type]  # a cursor of the wrong shape, on purpose
+        for cursor in ("not-a-cursor", encode_cursor({"u": "x", "i": 1}), wrong_shape):
             data = await err(client, "kms_inventory", {"cursor": cursor}, "invalid-input")
             assert "cursor" in data["message"]
         nid = note_id(indexed, "Shakshuka")
