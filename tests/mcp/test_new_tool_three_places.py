@@ -9,7 +9,7 @@ their error kinds checked, with nothing else written for them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -64,7 +64,7 @@ class LengthOutput(BaseModel):
 def kms_title_length(ctx: ToolContext, args: LengthInput) -> dict[str, Any]:
     ctx.require_index()
     nid = note_id_of(ctx, args.noteId)
-    title = ctx.conn.execute("SELECT title FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    title = cast(str, ctx.conn.execute("SELECT title FROM notes WHERE id = ?", (nid,)).fetchall()[0][0])
     return {"noteId": nid, "chars": len(title)}
 
 
@@ -158,7 +158,7 @@ def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
     with pytest.raises(ValueError, match="kms_shout: a WriteSpec is of tier write or edit or organize, not 'read'"):
         WriteSpec(
             name="kms_shout",
-            tier="read",
+            tier="read",  # type: ignore[arg-type]  # the wrong tier, on purpose
             about="x",
             input_model=ShoutInput,
             output_model=WriteOutput,
