@@ -10,7 +10,7 @@ from pathlib import Path
 
 import apsw
 from support.mcp_session import mcp_client
-from support.sql import value
+from support.sql import tuples, value
 
 from server.activity import overwrites
 from server.activity.feed import invocation_detail, overwritten_ids
@@ -113,7 +113,7 @@ def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     (root / "n.md").write_text("# n\n\nbody\n")
     vault = add_vault(conn, root, "v")
     index_vault(conn, vault)
-    nid, digest = conn.execute("SELECT id, content_hash FROM notes").fetchone()
+    nid, digest = tuples(conn, "SELECT id, content_hash FROM notes")[0]
     assert overwrites.check(conn, vault, ["n.md", "gone.md"], now=1000.0) == 0
     conn.execute(
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, "

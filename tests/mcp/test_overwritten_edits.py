@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -24,7 +25,7 @@ NOTE = (
     "## Steps\n\nstep A\nstep B\n"
 )
 
-CALLS = {  # name: (tool, arguments without noteId/version)
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {  # name: (tool, arguments without noteId/version)
     "replace": ("kms_edit", {"edits": [{"replace": {"old": "step A", "new": "step A, done"}}]}),
     "section": ("kms_edit", {"edits": [{"replaceSection": {"heading": "Risks", "content": "no risk left\n"}}]}),
     "prepend": ("kms_edit", {"edits": [{"prepend": "a summary the agent wrote"}]}),
