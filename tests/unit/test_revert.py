@@ -6,6 +6,7 @@ import codecs
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from support.sql import value
 from support.writes import Env, Writer, make_env
@@ -29,6 +30,13 @@ def ws(env: Env) -> Writer:
     return Writer(env.db_path, "agent", RateLimiter(None, None))
 
 
+def invocation(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
+    """The provenance row of a call that was recorded."""
+    row = get_invocation(conn, invocation_id)
+    assert row is not None, invocation_id
+    return row
+
+
 def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
     with pytest.raises(KmsError) as e:
         revert(env.conn, inv)
@@ -44,10 +52,10 @@ def test_revert_append_restores_exact_bytes(env: Env, ws: Writer) -> None:
     assert env.read("n.md") != NOTE  # preview wrote nothing
     res = revert(env.conn, out["invocationId"])
     assert env.read("n.md") == NOTE and res["reverted"] == out["invocationId"]
-    row = get_invocation(env.conn, res["invocationId"])
+    row = invocation(env.conn, res["invocationId"])
     assert row["actor"] == "person" and row["reverts_id"] == out["invocationId"] and row["status"] == "success"
     assert row["session_id"] == "person" and row["lines_added"] == -1
-    assert get_invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
+    assert invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
     assert value(env.conn, "SELECT content_hash FROM notes WHERE id = ?", (nid,)) == row["hash_after"]
     e = refused(env, out["invocationId"], "invalid-input")
     assert "already reverted" in e.message
@@ -99,7 +107,7 @@ def test_revert_properties(env: Env, ws: Writer) -> None:
     res = revert(env.conn, out["invocationId"])
     text = env.read("p.md")
     assert text.startswith("---\nstatus: draft\nextra: 1\ntitle: T\n---\n") and text.endswith(NOTE.split("---\n", 2)[2])
-    row = get_invocation(env.conn, res["invocationId"])
+    row = invocation(env.conn, res["invocationId"])
     assert row["props_after"] == {"status": "draft", "tags": {"__absent__": True}, "title": "T"}
 
 
@@ -259,7 +267,7 @@ def test_reverted_by_has_one_answer(env: Env, ws: Writer) -> None:
     (env.root / "n.md").write_text(env.read("n.md").replace("TWO", "two"))
     rid = revert(env.conn, first)["invocationId"]
     assert feed.reverted_ids(env.conn) == {first: rid}
-    assert get_invocation(env.conn, first)["reverted_by"] == rid
-    assert get_invocation(env.conn, second)["reverted_by"] is None
+    assert invocation(env.conn, first)["reverted_by"] == rid
+    assert invocation(env.conn, second)["reverted_by"] is None
     detail = feed.invocation_detail(env.conn, first)
     assert detail is not None and detail.invocation["reverted_by"] == rid
