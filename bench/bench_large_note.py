@@ -22,7 +22,7 @@ from common import OUT, fresh_db, percentiles, table, timed, vault
 
 
 def large_note(folder: str, megabytes: float) -> int:
-    from genvault import sentences  # type: ignore[import-not-found]
+    from genvault import sentences
 
     rng = random.Random(7)
     pool = sentences()
@@ -84,7 +84,7 @@ def main() -> None:
     measure(conn, 1, queries)
     b50, b95, matched = measure(conn, args.rounds, queries)
     l50, l95, shown = measure(conn, args.rounds, LARGE_QUERIES)
-    rid = conn.execute("SELECT rid FROM notes WHERE path = 'everything.md'").fetchone()[0]
+    rid = conn.execute("SELECT rid FROM notes WHERE path = 'everything.md'").fetchall()[0][0]
     reference = "SELECT snippet(notes_fts, 1, '**', '**', '…', 32) FROM notes_fts WHERE notes_fts MATCH ? AND rowid = ?"
     snippet_s = timed(lambda: conn.execute(reference, ("alpha", rid)).fetchall())
     snippet_the = timed(lambda: conn.execute(reference, ("the", rid)).fetchall())
