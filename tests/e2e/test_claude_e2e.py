@@ -189,4 +189,5 @@ def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_pa
     rows = indexed.execute("SELECT tool, actor, status FROM tool_invocations ORDER BY id").fetchall()
     assert rows == [("approve", "person", "success"), ("kms_create", "agent", "success")]
     session = value(indexed, "SELECT id FROM sessions WHERE kind = 'launcher'")
-    assert approvals.get(indexed, waiting[0].id).session_id == session  # type: ignore[union-attr]
+    pending = approvals.get(indexed, waiting[0].id)
+    assert pending is not None and pending.session_id == session

@@ -100,7 +100,9 @@ def test_approved_edit_lands_byte_identical_to_the_diff_shown(root: Path, conn: 
     assert staged is not None and staged.files[0].added == 1 and staged.files[0].removed == 1
     assert "-first line" in staged.files[0].diff and "+1st line" in staged.files[0].diff
     approvals.decide(conn, staged.id, approve=True)
-    writes.settle(SPECS["kms_edit"], args, staged, writes.decision(staged))  # type: ignore[arg-type]
+    decision = writes.decision(staged)
+    assert decision is not None
+    writes.settle(SPECS["kms_edit"], args, staged, decision)
     import hashlib
 
     assert hashlib.sha256((root / "drafts/Draft.md").read_bytes()).hexdigest() == staged.files[0].hash_after
@@ -116,8 +118,10 @@ def test_a_linking_note_changed_meanwhile_is_a_conflict_and_nothing_moves(
     (root / "Linker.md").write_text((root / "Linker.md").read_text() + "\nthe person's line\n")
     before = vault_bytes(root)
     approvals.decide(conn, staged.id, approve=True)
+    decision = writes.decision(staged)
+    assert decision is not None
     with pytest.raises(KmsError) as e:
-        writes.settle(SPECS["kms_rename"], args, staged, writes.decision(staged))  # type: ignore[arg-type]
+        writes.settle(SPECS["kms_rename"], args, staged, decision)
     assert e.value.kind == "conflict"
     assert vault_bytes(root) == before
     done = approvals.get(conn, staged.id)

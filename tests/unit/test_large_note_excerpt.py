@@ -4,6 +4,7 @@ their excerpts are what ``snippet()`` gave, and the search reads a few pages of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -54,8 +55,8 @@ class _CountingVFS(apsw.VFS):
         return _CountingFile(name, flags, self.read)
 
 
-def excerpts(conn: apsw.Connection, query: str, **kw: object) -> dict[str, str]:
-    return {h["title"]: h["excerpt"] for h in search(conn, query, **kw)["hits"]}  # type: ignore[arg-type]
+def excerpts(conn: apsw.Connection, query: str, **kw: Any) -> dict[str, str]:
+    return {h["title"]: h["excerpt"] for h in search(conn, query, **kw)["hits"]}
 
 
 def test_a_large_note_gets_a_window_around_its_match(big_vault: apsw.Connection) -> None:
