@@ -35,8 +35,8 @@ def big_vault(tmp_path: Path, db_path: Path) -> apsw.Connection:
 
 
 class _CountingFile(apsw.VFSFile):
-    def __init__(self, name: object, flags: list[int], counter: list[int]) -> None:
-        super().__init__("", name, flags)  # type: ignore[arg-type]
+    def __init__(self, name: str | apsw.URIFilename | None, flags: list[int], counter: list[int]) -> None:
+        super().__init__("", name, flags)
         self._counter = counter
 
     def xRead(self, amount: int, offset: int) -> bytes:  # noqa: N802 - APSW's name
@@ -51,7 +51,7 @@ class _CountingVFS(apsw.VFS):
         self.read = [0]
         super().__init__("kms-counting", "")
 
-    def xOpen(self, name: object, flags: list[int]) -> apsw.VFSFile:  # noqa: N802 - APSW's name
+    def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> apsw.VFSFile:  # noqa: N802 - APSW's name
         return _CountingFile(name, flags, self.read)
 
 
