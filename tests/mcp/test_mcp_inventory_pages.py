@@ -42,7 +42,7 @@ async def test_long_summaries_shorten_the_page_not_the_walk(
             data = result.structured_content
             [content] = result.content
             # one card past the budget at most
-            assert len(cast(TextContent, content).text) <= PAGE_BUDGET_CHARS + 10_000
+            assert len(cast("TextContent", content).text) <= PAGE_BUDGET_CHARS + 10_000
             pages.append(len(data["notes"]))
             seen += [n["noteId"] for n in data["notes"]]
             cursor = data["nextCursor"]

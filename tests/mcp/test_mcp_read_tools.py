@@ -292,7 +292,7 @@ async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Pat
             result = await client.call_tool("kms_read", args)
             data = result.structured_content
             assert not result.is_error and not data.get("truncated"), data
-            assert len(cast(TextContent, result.content[0]).text.encode()) <= PAYLOAD_CAP_BYTES
+            assert len(cast("TextContent", result.content[0]).text.encode()) <= PAYLOAD_CAP_BYTES
             assert data["offset"] == sum(len(p) for p in pages) and data["bodyChars"] == len(body)
             pages.append(data["body"])
             cursor = data["nextCursor"]
