@@ -276,11 +276,13 @@ def _on_service(
     handed to claude in ``$KMS_SESSION_TOKEN``. If the service cannot be had, the session keeps its own
     ``kms mcp`` over stdio, and stderr says so."""
     from kmscli.compose import session_config
-    from kmscli.service_cmds import LAUNCH_WAIT_S, start_service
+    from kmscli.service_cmds import start_service
     from server.errors import KmsError
 
     try:
-        state: Any = start_service(session.db_path, settings.get("service.port"), None, LAUNCH_WAIT_S)
+        state: Any = start_service(
+            session.db_path, settings.get("service.port"), None, settings.get("service.start_wait")
+        )
         token, secret = tokens.for_session(conn, session_config(settings, session))
     except (KmsError, OSError) as e:
         say(

@@ -28,14 +28,15 @@ token_app = typer.Typer(
     help="Bearer tokens for the kms service: create (shown once), list, revoke.", no_args_is_help=True
 )
 
-PortOpt = Annotated[int, typer.Option("--port", help="TCP port on loopback (service.port).")]
+PortOpt = Annotated[
+    int | None, typer.Option("--port", help="TCP port on loopback (default: the service.port setting, 8765).")
+]
 HostOpt = Annotated[str | None, typer.Option("--host", help="Bind only this address (default: 127.0.0.1 and ::1).")]
 RemoteOpt = Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (see the warning).")]
-# How long a start waits for the service's health check. A cold start imports the MCP SDK, uvicorn and
-# starlette: about a second on a quiet 2-core machine, several when it is loaded; `kms claude` gives up
-# sooner (LAUNCH_WAIT_S) and keeps its own stdio server rather than hold the person up.
+# How long `kms service start` waits for the service's health check: the person asked for the service and
+# waits for it (a cold start imports the MCP SDK, uvicorn and starlette, slower on a loaded machine).
+# `kms claude` waits only ``service.start_wait`` and keeps its own stdio server rather than hold the person up.
 START_WAIT_S = 15.0
-LAUNCH_WAIT_S = 5.0
 
 
 def _check_host(host: str | None, allow_remote: bool) -> None:
@@ -57,12 +58,20 @@ def _check_host(host: str | None, allow_remote: bool) -> None:
     )
 
 
-def serve_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+def _port(port: int | None) -> int:
+    """The port asked for, else the ``service.port`` setting (what ``kms claude`` and the hosts use)."""
+    from server.config.settings import load_settings
+
+    return port if port is not None else int(load_settings().get("service.port"))
+
+
+def serve_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
     """Run the kms service in the foreground (for systemd, launchd or a terminal); Ctrl-C stops it."""
     from server.mcp import service
 
     with cli_errors():
         _check_host(host, allow_remote)
+        port = _port(port)
         db_path = default_db_path()
         running = service.read_state(db_path)
         if running is not None and running.pid != os.getpid():
@@ -133,11 +142,11 @@ def start_service(db_path: Path, port: int, host: str | None, wait_s: float = ST
 
 
 @service_app.command("start")
-def start_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+def start_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
     """Start the service in the background (one per database) and wait until it answers."""
     with cli_errors():
         _check_host(host, allow_remote)
-        state = start_service(default_db_path(), port, host)
+        state = start_service(default_db_path(), _port(port), host)
         console.print(f"kms service on {state.url} (pid {state.pid})", highlight=False)  # type: ignore[attr-defined]
 
 
@@ -160,7 +169,7 @@ def stop_cmd() -> None:
 
 
 @service_app.command("restart")
-def restart_cmd(port: PortOpt = 8765, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
+def restart_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
     """Stop the service if it runs, then start it (as this kms version)."""
     stop_cmd()
     start_cmd(port, host, allow_remote)

@@ -84,7 +84,7 @@ class KmsError(Exception):
 @functools.cache
 def _valid_fields(model: type[BaseModel]) -> str:
     """'noteId (required), heading (optional), ...' as the tool's input schema names them (building
-    a JSON schema takes ~1 ms, so once per model, not once per refused call)."""
+    a JSON schema walks the whole model, so it is done once per model, not once per refused call)."""
     schema = model.model_json_schema()
     required = set(schema.get("required", []))
     names = schema.get("properties", {})

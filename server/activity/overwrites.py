@@ -1,6 +1,7 @@
 """Notice an agent's write that a later save dropped (an editor that had loaded the older version).
 
-The watcher calls ``check`` with the notes it just re-indexed. Only notes with a recent successful
+The watcher (``kms mcp``, ``kms watch``) calls ``check`` with the notes it just re-indexed (a hook it is
+given: the index layer cannot import this one). Only notes with a recent successful
 agent write are looked at (text inserted, a note created, properties changed, one note edited with
 ``kms_edit``), and only when the file is not the version kms wrote last (the watcher echoing kms's
 own write costs one indexed query). "Is what it wrote still there" is ``changes.survives`` (for

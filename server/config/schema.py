@@ -305,6 +305,16 @@ _SCHEMA: list[Setting] = [
         validator=validators.int_range(1024, 65535),
         valid="a whole number from 1024 to 65535",
     ),
+    Setting(
+        "service.start_wait",
+        "int",
+        2,
+        "Seconds `kms claude` waits for a service it started to answer; then the session gets a `kms mcp` of "
+        "its own (stderr says so) and the service goes on starting for the next one.",
+        "KMS_SERVICE_START_WAIT",
+        validator=validators.int_range(1, 60),
+        valid="a whole number of seconds from 1 to 60",
+    ),
     *[
         Setting(
             f"servers.{name}.enabled",

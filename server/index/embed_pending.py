@@ -1,5 +1,5 @@
 """Which notes wait for their embeddings and where the model's files are, without the embedding
-stack (numpy, onnxruntime: ~0.15 s to import, and the ``server.index.embed`` package loads them).
+stack (numpy and onnxruntime are slow to import, and the ``server.index.embed`` package loads them).
 
 ``kms index`` asks this after every run: only when something is pending and the model is there
 does it import the pipeline and load the model, so a no-change ``kms index`` costs one count

@@ -310,8 +310,8 @@ def reindex_file(
                 )
                 if same.unchanged:  # (a same-size edit within one mtime tick is parsed again under the lock)
                     return note_id
-    # in a batch the caller's transaction is the unit: a savepoint per file (500 of them) cost a quarter of
-    # the batch, for nothing (an error unwinds the whole batch anyway)
+    # in a batch the caller's transaction is the unit: a savepoint per file would cost time for nothing
+    # (an error unwinds the whole batch anyway)
     with write_tx(conn) if batch is None or not conn.in_transaction else contextlib.nullcontext(conn):
         # looked up under the write lock: another process (a second server's watcher) may have
         # indexed this path a moment ago, and inserting it twice would violate UNIQUE(vault_id, path)

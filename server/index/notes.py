@@ -1,7 +1,13 @@
 """Look notes up by what a person or agent types: an id, a title or a path.
 
 Every query here leaves hidden notes out unless the caller asks for them (only the
-person's own CLI does, to unhide).
+person's own CLI does, to unhide); ``VISIBLE`` is the one filter agent-facing queries add.
+
+``find_note`` is the one name lookup of the read and write tools: an id, ``vault:path``, a path,
+title, alias or path ending; in each vault the most specific kind of name wins, and several vaults
+answering is ``invalid-input`` with ``vault:path`` candidates. A hidden or out-of-scope note is as
+if absent. A note's public id is ``notes.id`` (``n`` and 12 hex digits), kept across edits, renames
+and full reindexes; ``notes.rid`` is the internal FTS rowid, never shown to an agent.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """Every vault by name with its counts (``flagged=True`` also counts flagged notes).
 
     The ``+`` keeps SQLite on the partial ``notes_hidden`` index (only hidden notes) instead of
-    walking every note of the vault: 0.15 ms instead of 11 ms at 10,000 notes.
+    walking every note of the vault: the count grows with the hidden notes, not the vault.
     """
     found = rows(
         conn,

@@ -208,7 +208,7 @@ def recall(
     loaded = _load(conn, hit_rids + top_neighbours, vault_id)
     neighbours = [n for n in top_neighbours if n in loaded][:NEIGHBOURS]
     terms = topic_terms(topic)
-    # one scan per section for the topic's words (a word set of every section cost 10x more)
+    # one scan per section for the topic's words (building a word set of every section costs far more)
     pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(terms))) + r")\b") if terms else None
     wanted = [r for r in hit_rids + neighbours if r in loaded]
     sims = _section_sims(conn, index, vec, wanted)

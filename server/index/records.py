@@ -179,8 +179,8 @@ def record_of_bytes(
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Bulk indexing makes millions of small objects and no reference cycles; the cycle collector
-    would walk the growing heap again and again (unpickling the workers' records ran 4x slower
-    with it on). Process-wide, so only the outermost caller turns it back on."""
+    would walk the growing heap again and again (unpickling the workers' records most of all).
+    Process-wide, so only the outermost caller turns it back on."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,11 +1,12 @@
 """The chunk vectors in memory (``SemanticIndex``) and the nearest notes to a query vector.
 
 Up to ``PROJECT_ABOVE`` chunks, one float32 matrix and an exact matrix-vector product per query.
-Past it (10k long notes make 90k chunks: 139 MB) the matrix is held on its 128 principal
-directions (46 MB) to pick the 512 best candidates, and int8 copies of the vectors (35 MB) rank
-those by their cosine: 2 ms instead of 8, 81 MB instead of 139, the same top notes
-(tests/unit/test_semantic.py). Nothing to tune or rebuild: the directions are computed once, when
-the index first outgrows the bound, and later chunks are projected onto them.
+Past it the float32 matrix would dominate the server's memory and each query's time, so it is held
+on its 128 principal directions (a third of the floats) to pick the 512 best candidates, and int8
+copies of the vectors (a quarter of the bytes) rank those by their cosine: less memory and a
+quicker product, the same top notes (tests/unit/test_semantic.py; figures in docs/benchmarks.md).
+Nothing to tune or rebuild: the directions are computed once, when the index first outgrows the
+bound, and later chunks are projected onto them.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ DEPTH = 50  # how many notes each list contributes to the fusion
 MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
 SHRINK_AFTER = 2_000  # chunks loaded by one refresh past which its connection's page cache is released
 # Past this many chunks the matrix is held projected on its PROJECTED_DIM principal directions (a third
-# of the memory: 46 MB instead of 139 at 90k chunks) to pick candidates; the RERANK best are ranked by
-# their cosine from int8 copies (35 MB). Smaller indexes keep every float32 vector (exact, and small).
+# of the memory) to pick candidates; the RERANK best are ranked by their cosine from int8 copies (a
+# quarter of the float32 bytes). Smaller indexes keep every float32 vector (exact, and small).
 PROJECT_ABOVE = 20_000
 PROJECTED_DIM = 128
 RERANK = 512
@@ -36,7 +37,7 @@ APPROX_SLACK = 0.1  # a candidate's projected cosine is within this of its exact
 def _principal_basis(mat: np.ndarray) -> np.ndarray:
     """``(DIM, PROJECTED_DIM)`` orthonormal: the directions that keep most of the vectors' dot products
     (eigenvectors of ``mat.T @ mat``, uncentred: cosine is a dot product of unit vectors)."""
-    sample = mat[:: max(1, len(mat) // BASIS_SAMPLE)]  # every k-th row: ~0.1 s instead of seconds at 90k rows
+    sample = mat[:: max(1, len(mat) // BASIS_SAMPLE)]  # every k-th row: the cost stops growing with the index
     _vals, vecs = np.linalg.eigh(sample.T @ sample)
     return np.ascontiguousarray(vecs[:, ::-1][:, :PROJECTED_DIM], dtype=np.float32)
 
@@ -68,8 +69,8 @@ def _quantize(mat: np.ndarray, block: int = 2048) -> tuple[np.ndarray, np.ndarra
 
 def one_blas_thread() -> None:
     """numpy's OpenBLAS on one thread. A matrix-vector product is memory-bound, and OpenBLAS's second,
-    spinning thread fought the ONNX threads and the keyword search for 2 cores: 8 ms on one thread,
-    20 ms on two, for the 90k-chunk product. Set through the library itself (the environment variable
+    spinning thread fought the ONNX threads and the keyword search for the cores, which made the product
+    slower on two threads than on one. Set through the library itself (the environment variable
     only counts before numpy is imported); a BLAS without the call (Accelerate) is left alone."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
@@ -89,7 +90,7 @@ def one_blas_thread() -> None:
 
 
 def _project(mat: np.ndarray, basis: np.ndarray, block: int = 2048) -> np.ndarray:
-    """``mat @ basis`` a block of rows at a time: one big product makes OpenBLAS keep ~50 MB of buffers."""
+    """``mat @ basis`` a block of rows at a time: one big product makes OpenBLAS keep large buffers."""
     out = np.empty((len(mat), basis.shape[1]), np.float32)
     for i in range(0, len(mat), block):
         np.matmul(mat[i : i + block], basis, out=out[i : i + block])
@@ -147,8 +148,8 @@ class SemanticIndex:
             k = int(keep.sum())
             last = int(ids.max()) if len(ids) else 0
             top = int(live.max()) if len(live) else 0
-            # Filled in place (no list of blobs, one copy of the kept rows): at 10k notes the
-            # matrix is ~140 MB and a refresh must not need three of it.
+            # Filled in place (no list of blobs, one copy of the kept rows): the matrix is the
+            # server's largest object, and a refresh must not need three of it.
             m = int(np.count_nonzero(live > last))
             out_ids, out_rids, out_vaults = (
                 np.empty(k + m, np.int64),

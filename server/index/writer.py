@@ -1,7 +1,11 @@
 """Writing a note's rows: the notes row and its FTS entry, tags, keys, links and headings.
 
-The FTS table is kept in step here by direct statements (triggers halve insert speed), and
-new notes go in by batches (``NewNotes``). ``server.index.indexer`` decides what to write.
+The FTS table is kept in step here by direct statements (a trigger would run per row and slow the
+bulk inserts of a cold index), and new notes go in by batches (``NewNotes``). ``notes_fts`` is an
+external-content FTS5 table over the view ``notes_fts_source`` (m011), whose title is
+``coalesce(search_title, title)``: a frontmatter title, the file stem behind it and a Dendron ``desc``
+are searched at the title's weight (the table's rank is ``bm25(10, 1, 5)``: title, body, tags).
+``server.index.indexer`` decides what to write.
 """
 
 from __future__ import annotations
@@ -193,7 +197,7 @@ class ChangedNotes:
 
     Every FTS delete of a batch goes before any insert: FTS5 flushes its term buffer to a new segment
     whenever a delete and an insert alternate, so one note at a time made one tiny segment per note
-    (10k notes: 3.3 s in deletes, then an ``optimize`` to merge them). A row that already holds what
+    (and an ``optimize`` to merge them). A row that already holds what
     the file says (``kms index --full`` re-parsing an unchanged file, the usual case) is left as it is,
     FTS entry included: ``indexed_at`` is when the row was last written from its file. A row that
     changes gets its FTS entry replaced the way ``update_note`` replaces it."""
@@ -238,8 +242,8 @@ class ChangedNotes:
 
 class StoredRows:
     """The rows of the notes a full reindex compares with their files, read ``CHUNK`` notes at a time
-    in the order their files come: a few queries per chunk instead of five point queries per note
-    (~0.3 s of the writer's CPU on 10k notes). Each note is asked for once, before it is written."""
+    in the order their files come: a few queries per chunk instead of five point queries per note.
+    Each note is asked for once, before it is written."""
 
     CHUNK = 256
 
@@ -298,7 +302,7 @@ _LINK_VAULT = """CASE WHEN links.target_vault IS NULL THEN s.vault_id
 # A link resolves to a note, the way Obsidian picks: its written key before a Markdown link's second
 # key, a path or title before an alias, a shorter path ending or a tool's id; among equals the note in
 # the linking note's folder, then the shortest path. Most names have one note: that is settled by a
-# count first, without ranking (the ranking alone made resolving twice as slow).
+# count first, without ranking (ranking is most of what resolving costs).
 _CANDIDATES = f"""FROM notes s, note_keys k
         WHERE s.rid = links.src_rid AND k.key IN (links.target_key, links.alt_key) AND k.vault_id = {_LINK_VAULT}"""
 _NOTE_OF_LINK = f"""coalesce(

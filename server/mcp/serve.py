@@ -87,7 +87,7 @@ def to_mcp_tool(spec: ToolSpec) -> types.Tool:
 def import_sdk_lean() -> None:
     """Load the SDK's low-level server without running the ``mcp`` and ``mcp.server`` package ``__init__``s:
     they import the SDK's client (and its in-memory and HTTP transports) and the high-level ``MCPServer``,
-    ~0.1 s of the ~0.45 s the SDK takes to import on a 2-core machine, none of it used by ``kms mcp``.
+    a large share of the SDK's import time that a host waits for at start, none of it used by ``kms mcp``.
     The packages are registered unexecuted (their submodules import as usual); no SDK module a stdio server
     loads takes a name from them. Only for ``kms mcp``'s own process, and only if nothing imported ``mcp``
     yet: a process that also uses the SDK's client (a test, ``kms demo``) imports it whole."""

@@ -3,9 +3,9 @@ supplies the two byte streams it accepts (``stdio_server(stdin=..., stdout=...)`
 
 Why not the SDK's own streams:
 - They read each line and write and flush each reply on worker threads: three thread hand-offs
-  per call, ~0.5 ms on a 2-core machine (``bench/bench_mcp.py``). When stdin and stdout are pipes
-  or sockets (an agent host), the event loop reads and writes them itself: non-blocking, with
-  flow control when the client reads slowly.
+  per call, a visible share of a fast call's round trip (``bench/bench_mcp.py``). When stdin and
+  stdout are pipes or sockets (an agent host), the event loop reads and writes them itself:
+  non-blocking, with flow control when the client reads slowly.
 - At end of input the SDK cancels the requests still running: it takes the client for gone. A
   client may just be done sending (``printf ... | kms mcp``), so the end of input is passed on
   only once what was asked has been answered (at most ``DRAIN_AT_EOF_S``).

@@ -86,13 +86,13 @@ def _configure(conn: apsw.Connection, *, readonly: bool, migrate_schema: bool) -
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
         # only a new, empty database takes it. 16 KiB pages hold a typical note body without overflow
-        # pages: a cold index is ~15 % faster (bench/bench_core.py); the price is more bytes per small
-        # write (a kms_append commits ~23 pages, ~370 KB of WAL, instead of ~31 pages, ~125 KB: ~0.7 ms)
+        # pages, so a cold index writes and reads fewer pages; the price is more WAL bytes per small
+        # write (fewer but larger pages per commit). The figures: docs/benchmarks.md, "Vault core".
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         _enable_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    # temp_store stays the default: MEMORY made every FTS5 "ORDER BY rank" ~10 % slower (its sorter)
+    # temp_store stays the default: MEMORY slowed every FTS5 "ORDER BY rank" (its sorter)
     conn.execute("PRAGMA cache_size=-32000")
     if migrate_schema and not readonly:
         migrate(conn)

@@ -7,6 +7,11 @@ CLI prints the message as one line with exit code 4, ``kms mcp`` refuses to star
 the dashboard shows it, ``kms doctor`` reports it. ``db`` imports these rules and nothing here
 imports ``db``: the quick check ``kms doctor`` runs (``db.check_database``) opens a connection, so it
 lives there.
+
+A write lock another process holds past the busy timeout is ``database`` too (``problem: busy``), said
+in one line; ``kms mcp`` waits for the lock at start (``wait_writable``) and refuses to start with that
+line if it never frees. ``was_kms_database`` (kms's schema in the file's first megabyte) is what lets
+``kms repair`` act on a file: any other file at ``KMS_DB_PATH`` is left untouched.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Each migration is a function ``mNNN_name(conn)`` appended to ``MIGRATIONS``.
 Never edit one that has shipped: add a new one. Applied names are recorded in
-``_migrations`` so every process upgrades an older database on open.
+``_migrations`` so every process upgrades an older database on open. The first thirteen are
+``server.store.migrations_first``; m014-m017 never existed (the numbers were skipped), so the list
+goes from m013 to m018.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ Migration = Callable[[apsw.Connection], None]
 
 def m018_folder_listing(conn: apsw.Connection) -> None:
     """A folder's visible notes in the order a folder listing pages them (newest first, then path, then id):
-    without it an unscoped ``kms_list_folder`` read and sorted every note of the folder (1,000 rows, ~1 ms)
-    for each 50-card page; with it a page is its 51 index entries. (``notes_visible_folder`` serves the
-    vault-scoped listing and the counts by folder.)"""
+    without it an unscoped ``kms_list_folder`` read and sorted every note of the folder for each 50-card
+    page, a cost that grew with the folder; with it a page is its 51 index entries.
+    (``notes_visible_folder`` serves the vault-scoped listing and the counts by folder.)"""
     conn.execute("CREATE INDEX notes_folder_recent ON notes(folder, updated_at DESC, path, id) WHERE hidden_at IS NULL")
 
 

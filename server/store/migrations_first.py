@@ -233,8 +233,8 @@ def m005_reverts_index(conn: apsw.Connection) -> None:
 
 def m006_fts_tuning(conn: apsw.Connection) -> None:
     """Bigger FTS5 leaves (one per database page) and a 16 MiB in-memory term buffer: a cold index
-    writes ~3 segments instead of ~10 and loads ~15 % faster. The buffer only fills within one
-    write transaction, so small writes are unaffected."""
+    writes a few large segments instead of many small ones, so it loads faster and merges less. The
+    buffer only fills within one write transaction, so small writes are unaffected."""
     page = conn.execute("PRAGMA page_size").fetchall()[0][0]
     if page > 4096:  # type: ignore[operator]  # (an applied migration: types only, never its code)
         conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('pgsz', ?)", (page - 64,))  # type: ignore[operator]

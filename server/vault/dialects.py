@@ -3,7 +3,10 @@
 One home for them: the parser (``server.vault.parser``) asks a ``Dialect`` how to read tags, links,
 titles and dates; the records (``server.index.records``) which names a note answers to; the
 registry stores a vault's dialect (detected on ``kms vault add`` by ``detect``). Every rule is a
-pure function of a note's path and text, so a worker process can apply it.
+pure function of a note's path and text, so a worker process can apply it (the records' worker
+processes get the ``Dialect`` pickled). A vault's is ``Vault.rules`` (``vaults.dialect``, m011; NULL for
+a vault indexed before dialects: detected and re-parsed on its next index). A new rule is a field of
+``Dialect`` and its use in the parser, nothing else.
 """
 
 from __future__ import annotations

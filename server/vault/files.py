@@ -482,7 +482,7 @@ STAMP_BYTES = 100  # "inode mtime_ns size" is at most ~60 characters
 
 def write_stamp(lock_fd: int, stamp: str) -> None:
     """Remember (in the held lock file) the version kms itself just wrote. A fixed-width record
-    written in place: truncating the file first made this a journaled size change (~0.3 ms)."""
+    written in place: truncating the file first would make every write a journaled size change."""
     data = stamp.encode().ljust(STAMP_BYTES)
     if hasattr(os, "pwrite"):
         os.pwrite(lock_fd, data, 0)

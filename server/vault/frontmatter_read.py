@@ -3,10 +3,10 @@
 Frontmatter is read as YAML 1.2 (yaml-rs, a Rust parser that passes the YAML test suite), as
 current tools (js-yaml 4, ruamel.yaml) read it: ``status: yes`` is the text "yes", ``time: 10:30``
 the text "10:30", ``on:`` the key "on" (PyYAML's YAML 1.1 made them ``True``, the number 630 and
-the key ``True``). It is ~10x faster than PyYAML (whose constructor was a sixth of a cold index's
-parsing) and bounds alias expansion, so a "billion laughs" note cannot exhaust memory. A repeated
-key keeps its last value, as before. On the 10k bench vault and the two sample vaults both read
-every frontmatter the same. (Writing frontmatter is ``server.vault.frontmatter``.)
+the key ``True``). It is much faster than PyYAML's constructor, which was a large share of a cold
+index's parsing (docs/benchmarks.md), and bounds alias expansion, so a "billion laughs" note cannot
+exhaust memory. A repeated key keeps its last value, as before. On the 10k bench vault and the two
+sample vaults both read every frontmatter the same. (Writing frontmatter is ``server.vault.frontmatter``.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure functions of the note's text (no I/O), shared by the operations: ``kms_append``
 with ``heading`` and ``kms_insert_at`` with ``afterHeading`` both end up at
-``section_end``, so the two say the same thing about "after this heading's content".
+``after_section``, so the two say the same thing about "after this heading's content".
 Ambiguity is an error naming the candidates, never a guess.
 """
 

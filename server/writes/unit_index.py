@@ -1,5 +1,9 @@
 """The index side of a unit of several files (``multifile.apply_plans``): the rows follow the files in one
-transaction, a moved note keeping its row (so its id), links resolved once for the whole unit."""
+transaction, a moved note keeping its row (so its id), links resolved once for the whole unit.
+
+Links are collected into one ``indexer.LinkWork`` and resolved at its end, the privacy rules are looked
+up once, and the rows of the notes written in place go in batches through ``indexer.reindex_written``
+(every FTS delete before any insert, no savepoint per file)."""
 
 from __future__ import annotations
 

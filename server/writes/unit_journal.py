@@ -15,6 +15,13 @@ whose token was committed is deleted; otherwise every note of it that holds the 
 of old and new blocks (a crash in mid-write), gets its old bytes back, so the unit is undone as a
 whole. A note a person saved since is never written over: the journal is then kept (``*.kept``) and
 ``kms doctor`` names it.
+
+The journal is ``<db dir>/locks/units/<token>.unit``, written as ``.writing`` and then renamed, so a
+half-written journal is never taken for one. The unit's file locks are held until the commit that
+records it (``store.db.at_group_end``), and the journal is deleted right after that commit
+(``store.db.after_commit``): no other writer can write on one of its notes before the unit is
+recorded. A writer that takes the lock of a note a dead unit let go finishes that unit first
+(``recover(held=...)``), so its text never lands on a half-written note.
 """
 
 from __future__ import annotations

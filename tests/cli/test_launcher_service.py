@@ -26,7 +26,12 @@ def free_port() -> int:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    e = {**launcher_env(tmp_path), "KMS_SERVICE_USE": "1", "KMS_SERVICE_PORT": str(free_port())}
+    e = {
+        **launcher_env(tmp_path),
+        "KMS_SERVICE_USE": "1",
+        "KMS_SERVICE_PORT": str(free_port()),
+        "KMS_SERVICE_START_WAIT": "30",
+    }
     try:
         yield e
     finally:
@@ -43,7 +48,8 @@ def test_a_session_on_the_service_gets_a_token_of_its_own_revoked_at_exit(env: d
     rec = record(env)
     entry = rec["config"]["mcpServers"]["kms"]
     state = service.read_state(Path(env["KMS_DB_PATH"]))
-    assert state is not None and entry == {
+    assert state is not None and state.port == int(env["KMS_SERVICE_PORT"]), "kms service start reads service.port"
+    assert entry == {
         "type": "http",
         "url": state.url,
         "headers": {"Authorization": "Bearer ${KMS_SESSION_TOKEN}"},

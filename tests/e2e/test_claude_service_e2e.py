@@ -47,6 +47,7 @@ def test_kms_claude_starts_the_service_and_runs_over_http(
             KMS_DB_PATH=str(db_path),
             KMS_CONFIG=str(tmp_path / "config.toml"),
             KMS_SERVICE_USE="1",
+            KMS_SERVICE_START_WAIT="30",  # a loaded CI machine: the test is that the launcher starts it
             KMS_SERVICE_PORT=str(free_port()),
             ENABLE_TOOL_SEARCH="false",
         )  # every tool offered
@@ -99,6 +100,7 @@ def test_kms_claude_stdio_keeps_its_own_server(indexed: apsw.Connection, db_path
             KMS_DB_PATH=str(db_path),
             KMS_CONFIG=str(tmp_path / "config.toml"),
             KMS_SERVICE_USE="1",
+            KMS_SERVICE_START_WAIT="30",  # a loaded CI machine: the test is that the launcher starts it
             KMS_SERVICE_PORT=str(free_port()),
         )
         proc = subprocess.run(

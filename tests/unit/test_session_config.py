@@ -113,6 +113,8 @@ BAD_VALUES = [
     ("KMS_SERVICE_USE", "maybe", "true/false"),
     ("KMS_SERVICE_PORT", "80", "1024 to 65535"),
     ("KMS_SERVICE_PORT", "http", "1024 to 65535"),
+    ("KMS_SERVICE_START_WAIT", "0", "1 to 60"),
+    ("KMS_SERVICE_START_WAIT", "2s", "1 to 60"),
 ]
 
 

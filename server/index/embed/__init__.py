@@ -1,6 +1,8 @@
 """Local embeddings: model location and loading, note chunking, and the embedding pipeline.
 
-Importing this package is cheap: fastembed is imported only when a model is loaded.
+Importing this package loads numpy (the model holder and the pipeline need it at module level), but
+not onnxruntime: that waits until a model is loaded. A caller that only asks what is pending or where
+the model is imports ``server.index.embed_pending`` instead, which loads neither.
 """
 
 from server.index.embed.chunker import Chunk, chunk_note

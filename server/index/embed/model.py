@@ -7,7 +7,7 @@ by the caller: ``$KMS_EMBED_MODEL_DIR`` reaches it through the settings, never r
 fastembed's own download cache. Nothing here downloads: a missing model is a clear state
 (``missing`` with a reason) and search falls back to keywords.
 
-fastembed (and onnxruntime under it) costs ~1 s and ~100 MB to import, so it is imported only
+onnxruntime (and fastembed, the downloader) are slow and large to import, so they are imported only
 when a model is actually loaded, normally in a background thread after the server started.
 """
 
@@ -193,7 +193,7 @@ def install_model(src: str | Path, dest: str | Path | None = None) -> Path:
 
 def _release_free_memory() -> None:
     """Give freed heap back to the OS (glibc): onnxruntime's graph optimisation and big batches
-    leave ~60-150 MB of freed-but-kept memory that would otherwise stay in the server's RSS."""
+    leave freed-but-kept memory that would otherwise stay in the server's RSS."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
@@ -319,7 +319,7 @@ class Embedder:
                 self._fail(MISSING, _missing_reason(loc))
                 return
             no_telemetry()
-            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and the session, ~0.5 s
+            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and its session are slow to load
 
             model = MiniLM(loc["dir"], self.threads)
             tokenizer = model.tokenizer
@@ -379,7 +379,7 @@ class Embedder:
         """Embed any number of texts, batched by similar length; rows in the input order.
 
         Sorting by token count means a batch pads to nearly its own length instead of the
-        longest text in a random batch (a 2x difference on mixed notes), and a token budget
+        longest text in a random batch (far less padding on notes of mixed lengths), and a token budget
         per batch keeps attention buffers (batch x len^2) from ballooning RSS on long chunks.
         """
         n = len(texts)

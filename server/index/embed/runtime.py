@@ -1,16 +1,16 @@
 """all-MiniLM-L6-v2 run on onnxruntime directly, exactly as fastembed runs it, without fastembed.
 
-fastembed pulls in Pillow, huggingface_hub, httpx, tqdm and loguru on import: ~35 MB of a
-server's RSS and ~0.4 s of its model load, for three steps kms can do itself. This is those
+fastembed pulls in Pillow, huggingface_hub, httpx, tqdm and loguru on import, which a server would
+carry in its RSS and wait for at every model load, for three steps kms can do itself. This is those
 steps, to the same numbers (checked against fastembed in tests/unit/test_embeddings.py):
 its tokenizer settings (truncation at ``model_max_length`` of tokenizer_config.json, padding
 to the batch's longest with the pad token), its session options (every graph optimisation,
-``threads`` intra- and inter-op; no CPU arena, which kept ~100 MB of freed activations), mean
+``threads`` intra- and inter-op; no CPU arena, which kept the freed activations), mean
 pooling over the attention mask in float64, then the L2 norm. fastembed stays the downloader
 (``download_model``) and the benchmark's baseline.
 
 One tokenizer without padding or truncation serves both token counting and embedding: the
-batch is cut and padded here, as the tokenizer would have, so no second copy (~9 MB) is held.
+batch is cut and padded here, as the tokenizer would have, so no second tokenizer is held.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ KMS_LIST_FOLDER = ReadSpec(
     handler=kms_list_folder,
     annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
     cursor_field="cursor",
-    inline=True,  # a page is its index entries (m018) and the folder counts: ~0.1-0.5 ms at 10k notes
+    inline=True,  # a page is its index entries (m018) and the folder counts: bounded, never a scan
 )
 
 

@@ -154,7 +154,7 @@ class CreateOutput(WriteOutput):
     title: str
 
 
-# The operations load the YAML editors (ruamel, PyYAML: ~25 ms), so the handlers import them when
+# The operations load the YAML editors (ruamel, PyYAML: slow to import), so the handlers import them when
 # first called, not at server start; ``server.mcp.serve`` warms them in the background when writes are on.
 OPERATIONS = (
     "server.writes.operations",
