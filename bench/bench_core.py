@@ -140,7 +140,11 @@ def process_rows(root: str, rounds: int) -> list[tuple[str, str, str, str, str]]
     env = isolated_env()
     compile_bytecode(env)
     add_flags, index_flags = no_embed(env, "vault", "add"), no_embed(env, "index")
-    raw, add, full, noop, start = [], [], [], [], []
+    raw: list[float] = []
+    add: list[float] = []
+    full: list[float] = []
+    noop: list[float] = []
+    start: list[float] = []
     cpu: dict[str, list[float]] = {"raw": [], "add": [], "full": [], "noop": [], "start": []}
     for r in range(rounds):
         env["KMS_DB_PATH"] = str(fresh_db("kms-process.db"))
@@ -244,7 +248,8 @@ def main() -> None:
 
     bconn = baseline_index(str(root), str(fresh_db("baseline.db")))
     base_sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
-    ours_s, base_s = [], []
+    ours_s: list[float] = []
+    base_s: list[float] = []
     for r in range(10):  # each query back to back on both, who goes first alternating
         for q in QUERIES:
             pair = [

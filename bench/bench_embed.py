@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import OUT, fresh_db, percentiles, rss_mb, table, vault  # type: ignore[import-not-found]
+from common import OUT, fresh_db, percentiles, rss_mb, table, vault
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = REPO / ".cache" / "models" / "all-MiniLM-L6-v2"

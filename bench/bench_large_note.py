@@ -16,13 +16,17 @@ import argparse
 import os
 import random
 import shutil
+from typing import TYPE_CHECKING
 
 from bench_core import QUERIES, isolated_env
 from common import OUT, fresh_db, percentiles, table, timed, vault
 
+if TYPE_CHECKING:
+    import apsw
+
 
 def large_note(folder: str, megabytes: float) -> int:
-    from genvault import sentences  # type: ignore[import-not-found]
+    from genvault import sentences
 
     rng = random.Random(7)
     pool = sentences()
@@ -43,16 +47,16 @@ def large_note(folder: str, megabytes: float) -> int:
 LARGE_QUERIES = ["alpha", "alpha thread", "alpha json", "alpha budget", "alpha unicode", "omega"]
 
 
-def measure(conn: object, rounds: int, queries: list[str]) -> tuple[float, float, int]:
+def measure(conn: apsw.Connection, rounds: int, queries: list[str]) -> tuple[float, float, int]:
     from server.index.search import search
 
-    samples = []
+    samples: list[float] = []
     big_hits = 0
     for _ in range(rounds):
         for q in queries:
-            samples.append(timed(lambda q=q: search(conn, q, 10)))  # type: ignore[arg-type]
+            samples.append(timed(lambda q=q: search(conn, q, 10)))
     for q in queries:
-        big_hits += any(h["path"] == "everything.md" and h["vault"] == "large" for h in search(conn, q, 10)["hits"])  # type: ignore[arg-type]
+        big_hits += any(h["path"] == "everything.md" and h["vault"] == "large" for h in search(conn, q, 10)["hits"])
     p50, p95 = percentiles(samples)
     return p50, p95, big_hits
 
@@ -84,7 +88,7 @@ def main() -> None:
     measure(conn, 1, queries)
     b50, b95, matched = measure(conn, args.rounds, queries)
     l50, l95, shown = measure(conn, args.rounds, LARGE_QUERIES)
-    rid = conn.execute("SELECT rid FROM notes WHERE path = 'everything.md'").fetchone()[0]
+    rid = conn.execute("SELECT rid FROM notes WHERE path = 'everything.md'").fetchall()[0][0]
     reference = "SELECT snippet(notes_fts, 1, '**', '**', '…', 32) FROM notes_fts WHERE notes_fts MATCH ? AND rowid = ?"
     snippet_s = timed(lambda: conn.execute(reference, ("alpha", rid)).fetchall())
     snippet_the = timed(lambda: conn.execute(reference, ("the", rid)).fetchall())

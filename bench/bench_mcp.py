@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from bench_core import baseline_index
@@ -190,7 +190,10 @@ def run(args) -> None:
 
     conn = connect(db)
     index_vault(conn, add_vault(conn, root, "bench"))
-    note_id, rel = conn.execute("SELECT id, path FROM notes WHERE folder = 'inbox' ORDER BY id LIMIT 1").fetchall()[0]
+    note_id, rel = cast(
+        tuple[str, str],
+        conn.execute("SELECT id, path FROM notes WHERE folder = 'inbox' ORDER BY id LIMIT 1").fetchall()[0],
+    )
     conn.close()
     raw_fts = baseline_index(str(root), str(fresh_db("mcp-baseline.db")))
     raw_sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
@@ -239,7 +242,7 @@ def run(args) -> None:
         model = HERE.parent / ".cache" / "models" / "all-MiniLM-L6-v2"
         semantic = {"KMS_EMBED_ENABLED": "1", "KMS_EMBED_MODEL_DIR": str(model)} if model.is_dir() else {}
         kms_all = StdioServerParameters(command=kms_cmd[0], args=kms_cmd[1:], env={**env, **semantic})
-        r = {"kms_start": [], "base_start": [], "semantic_on": bool(semantic)}
+        r: dict[str, Any] = {"kms_start": [], "base_start": [], "semantic_on": bool(semantic)}
         for _ in range(args.starts):
             r["kms_start"].append(anyio.run(sdk_session, kms_all, lambda c: c.list_tools())[0])
             r["base_start"].append(anyio.run(sdk_session, base, lambda c: c.list_tools())[0])

@@ -31,9 +31,8 @@ import os
 import secrets
 import shutil
 import statistics
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench_mcp import LeanClient
 from common import HERE, OUT, fresh_db, percentiles, table, timed, vault
@@ -137,10 +136,11 @@ def run(args) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session.to_env()}
     command, cargs = kms_command()
     conn = connect(db)
-    target = conn.execute("SELECT id FROM notes WHERE title = 'Bench Target'").fetchall()[0][0]
+    target = cast(str, conn.execute("SELECT id FROM notes WHERE title = 'Bench Target'").fetchall()[0][0])
     conn.close()
     client = LeanClient([command, *cargs], env)
     r: dict[str, list[float]] = {"edit": [], "append": [], "rename": [], "raw": [], "atomic": []}
+    folder_r: dict[str, list[float]] | None
     try:
         if args.folder_only:
             folder_r = run_folder(args, client, moving, linkers)
@@ -345,4 +345,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,7 +26,7 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from bench_mcp import QUERIES  # the same words as the stdio benchmark
@@ -220,14 +220,15 @@ def main() -> None:
     env["KMS_DB_PATH"] = str(db)
     conn = connect(db)
     note_id = conn.execute("SELECT id FROM notes WHERE folder = 'inbox' ORDER BY id LIMIT 1").fetchall()[0][0]
-    path = root / conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchall()[0][0]
+    path = root / cast(str, conn.execute("SELECT path FROM notes WHERE id = ?", (note_id,)).fetchall()[0][0])
     original = path.read_bytes()
     load = os.getloadavg()[0]
     r: dict[str, Any] = {}
 
     async def stdio_memory(n: int) -> float:
         pids: list[int] = []
-        hold, ready = anyio.Event(), []
+        hold = anyio.Event()
+        ready: list[int] = []
         async with anyio.create_task_group() as tg:
             for _ in range(n):
                 tg.start_soon(stdio_session, env, pids, hold, ready)

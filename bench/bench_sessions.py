@@ -21,7 +21,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from bench_mcp import QUERIES  # the same words as the stdio benchmark
@@ -69,9 +69,10 @@ async def measure(db: Path, calls: int) -> dict[str, list[float]]:
         )
 
     conn = connect(db)
-    rows = conn.execute(
+    found = conn.execute(
         "SELECT n.id, v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id ORDER BY n.id LIMIT 50"
     ).fetchall()
+    rows = cast(list[tuple[str, str]], found)
     note_ids = [r[0] for r in rows]
     held_id, held_file = rows[0]
     hub = SessionHub(ProcessServices.for_config(config("sbenchA000000")))

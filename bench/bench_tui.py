@@ -29,13 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import table  # type: ignore[import-not-found]  # noqa: E402
+from common import table  # noqa: E402
 
 TOOLS = ["kms_create", "kms_append", "kms_insert_at", "kms_update_properties"]
 STATUSES = ["success"] * 8 + ["error", "conflict", "rate-limited", "folder-denied"]
@@ -88,10 +89,10 @@ def seed(db_path: Path, rows: int) -> float:
 # ----------------------------------------------------------------------------- the child
 
 
-async def until(cond: object, what: str, timeout: float = 20.0) -> None:
+async def until(cond: Callable[[], object], what: str, timeout: float = 20.0) -> None:
     """Poll ``cond()`` with tiny sleeps (no Pilot idle heuristics); fail loudly rather than hang."""
     start = time.perf_counter()
-    while not cond():  # type: ignore[operator]
+    while not cond():
         if time.perf_counter() - start > timeout:
             raise TimeoutError(f"timed out waiting for {what}")
         await asyncio.sleep(0.002)

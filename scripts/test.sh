@@ -20,6 +20,6 @@ bash scripts/fetch_hosts.sh >/dev/null
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .             # one formatter, applied to the whole tree
 .venv/bin/lint-imports --no-cache          # the layer contracts in pyproject.toml
-.venv/bin/mypy                              # types, clean on server/, kmscli/ and tui/ ([tool.mypy] in pyproject.toml)
+.venv/bin/mypy                              # types, clean on server/, kmscli/, tui/, tests/ and bench/ ([tool.mypy] in pyproject.toml)
 # The whole suite on every core (pytest-xdist); the fast subset while working: pytest -m "not e2e" -n auto
 exec .venv/bin/python -m pytest -n auto "$@"

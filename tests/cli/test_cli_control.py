@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import apsw
@@ -15,6 +16,9 @@ from support.vaults import note_id
 
 from server.activity import approvals
 from server.activity.sessions import start_session
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
 
 
 def _runner(db_path: Path, **config: object):  # -> ToolRunner
@@ -158,7 +162,7 @@ async def test_running_server_waits_for_kms_approve(
     indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
 ) -> None:
     nid = note_id(indexed, "Home")
-    results: dict[str, object] = {}
+    results: dict[str, CallToolResult] = {}
     async with stdio_server(
         db_path, tmp_path, KMS_AGENT_WRITE_TOOLS_ENABLED="1", KMS_WRITE_APPROVAL="always"
     ) as client:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import kms, ok, refused, said
+from support.sql import value
 from support.vaults import SAMPLE_VAULT, write
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -125,7 +126,7 @@ def test_read_commands(tmp_path: Path, cli_vault: Path) -> None:
     from server.store.db import connect
 
     conn = connect(tmp_path / "kms.db")
-    nid = conn.execute("SELECT id FROM notes WHERE title = 'Widget manual'").fetchall()[0][0]
+    nid = value(conn, "SELECT id FROM notes WHERE title = 'Widget manual'")
     conn.close()
 
     # search: ranked hits with highlighted excerpts; bad FTS syntax is a clear error, not a traceback

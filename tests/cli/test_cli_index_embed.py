@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from support.cli import kms, ok, said
+from support.sql import value
 from support.vaults import write
 
 from server.store.db import connect
@@ -28,7 +29,7 @@ def _setup(tmp_path: Path) -> Path:
 def _embedded(tmp_path: Path) -> int:
     conn = connect(tmp_path / "kms.db")
     try:
-        return int(conn.execute("SELECT count(*) FROM note_embed_state").fetchall()[0][0])
+        return int(value(conn, "SELECT count(*) FROM note_embed_state"))
     finally:
         conn.close()
 

@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from support.vaults import write
 from typer.testing import CliRunner
 
 from kmscli.main import ONLY, app, build_app
 
 
-def run(tree: object, *args: str) -> tuple[int, str, str]:
-    result = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"}).invoke(tree, list(args), prog_name="kms")  # type: ignore[arg-type]
+def run(tree: typer.Typer, *args: str) -> tuple[int, str, str]:
+    result = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"}).invoke(tree, list(args), prog_name="kms")
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.cli import kms, said
+from support.sql import pairs
 
 from server.activity.provenance import record
 from server.activity.sessions import touch_session
@@ -30,7 +31,7 @@ def healthy(db: Path, vault_dir: Path, rows: int = 400) -> dict[str, str]:
     conn = connect(db)
     vault = add_vault(conn, vault_dir, "sample")
     index_vault(conn, vault)
-    ids = dict(conn.execute("SELECT path, id FROM notes ORDER BY path").fetchall())
+    ids = pairs(conn, "SELECT path, id FROM notes ORDER BY path")
     hidden_path = sorted(ids)[0]
     set_hidden(conn, ids[hidden_path], True)
     for i in range(rows):
@@ -151,7 +152,7 @@ def test_repair_rebuilds_from_the_vaults_and_carries_over_what_can_be_read(
     conn = connect(db_path)
     try:
         assert check_database(db_path) is None
-        notes = dict(conn.execute("SELECT path, id FROM notes").fetchall())
+        notes = pairs(conn, "SELECT path, id FROM notes")
         assert len(notes) == len(ids) - 1 and report["notes_indexed"] == len(notes)
         recovered = report["recovered"]
         if kind == "garbage-header":  # everything readable through the rebuilt header
@@ -183,9 +184,7 @@ def test_repair_force_rebuilds_a_healthy_database_keeping_its_state(db_path: Pat
     report = json.loads(result.stdout)
     assert result.exit_code == 0 and report["recovered"]["tool_invocations"] == 3
     conn = connect(db_path)
-    assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {
-        p: i for p, i in ids.items() if p != "hidden"
-    }
+    assert pairs(conn, "SELECT path, id FROM notes") == {p: i for p, i in ids.items() if p != "hidden"}
     conn.close()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.cli import kms, ok, said
+from support.sql import value
 
 from server.activity.provenance import record
 from server.config import settings as st
@@ -120,7 +121,7 @@ def test_ctrl_c_on_kms_embed_exits_130(indexed: apsw.Connection, vault_dir: Path
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # interrupt once embedding is under way (a committed batch)
-        if indexed.execute("SELECT count(*) FROM note_embed_state").fetchone()[0]:
+        if value(indexed, "SELECT count(*) FROM note_embed_state"):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -167,9 +168,9 @@ def test_log_for_an_unknown_session_says_so(indexed: apsw.Connection) -> None:
 def test_hide_and_unhide_say_when_nothing_changed(indexed: apsw.Connection) -> None:
     assert "Already visible" in ok(kms("unhide", "Home")).stdout
     assert ok(kms("hide", "Home")).stdout.startswith("Hidden:")
-    stamp = indexed.execute("SELECT hidden_at FROM notes WHERE title = 'Home'").fetchone()[0]
+    stamp = value(indexed, "SELECT hidden_at FROM notes WHERE title = 'Home'")
     assert ok(kms("hide", "Home")).stdout.startswith("Already hidden")
-    assert indexed.execute("SELECT hidden_at FROM notes WHERE title = 'Home'").fetchone()[0] == stamp
+    assert value(indexed, "SELECT hidden_at FROM notes WHERE title = 'Home'") == stamp
     assert ok(kms("unhide", "Home")).stdout.startswith("Visible again")
 
 

@@ -8,6 +8,7 @@ import json
 
 import apsw
 from support.cli import kms, ok, said
+from support.sql import tuples
 
 from server.activity.provenance import record
 from server.index.notes import set_hidden
@@ -16,7 +17,7 @@ SECRET = "Therapy notes"  # hidden by the sample vault's frontmatter `private: t
 
 
 def planted(conn: apsw.Connection) -> None:
-    nid, path = conn.execute("SELECT id, path FROM notes WHERE title = ?", (SECRET,)).fetchone()
+    nid, path = tuples(conn, "SELECT id, path FROM notes WHERE title = ?", (SECRET,))[0]
     record(
         conn,
         tool="kms_append",

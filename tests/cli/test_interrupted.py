@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 from support.cli import kms, ok, refused, said
+from support.sql import value
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tm
         if db_path.exists():
             try:
                 conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-                found = conn.execute("SELECT count(*) FROM vaults").fetchone()[0]
+                found = value(conn, "SELECT count(*) FROM vaults")
                 conn.close()
             except apsw.Error:
                 found = 0
@@ -53,7 +54,7 @@ def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tm
     again = said(ok(kms("vault", "add", str(vault))).stdout)
     assert "was registered but never indexed: indexing it now" in again
     conn = apsw.Connection(str(db_path))
-    assert conn.execute("SELECT count(*) FROM notes").fetchone()[0] == 6000
+    assert value(conn, "SELECT count(*) FROM notes") == 6000
     conn.close()
 
 
@@ -62,7 +63,7 @@ def test_a_vault_registered_without_its_index_is_indexed_by_the_next_add(vault_d
     again = said(ok(kms("vault", "add", str(vault_dir))).stdout)
     assert "registered but never indexed: indexing it now" in again and " new" in again
     conn = apsw.Connection(str(db_path))
-    assert conn.execute("SELECT count(*) FROM notes").fetchone()[0] > 20
+    assert value(conn, "SELECT count(*) FROM notes") > 20
     conn.close()
     third = refused(kms("vault", "add", str(vault_dir)))
     assert "already registered" in said(third.stderr) and "`kms index --vault vault` brings its index" in said(

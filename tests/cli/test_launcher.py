@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 from support.launcher import ROOT, kms, launcher_env, record
@@ -340,11 +341,13 @@ def test_session_rows_api(tmp_path: Path) -> None:
     row = get_session(conn, sid)
     assert row is not None and row.kind == "launcher" and row.last_seen_at == 150.0 and row.active
     touch_session(conn, "sother", vault="w", now=160.0)  # a server started by another host
-    assert get_session(conn, "sother").kind == "server"
+    other = get_session(conn, "sother")
+    assert other is not None and other.kind == "server"
     assert [s.id for s in list_sessions(conn, active=True)] == ["sother", sid]
     assert end_session(conn, sid, 5, now=200.0) is True
     assert end_session(conn, "missing", 0) is False
     row = get_session(conn, sid)
+    assert row is not None
     assert (row.ended_at, row.exit_code, row.argv) == (200.0, 5, ["claude", "-c"])
     assert [s.id for s in list_sessions(conn, active=False)] == [sid]
     assert [s.id for s in list_sessions(conn, kind="server")] == ["sother"]
@@ -474,7 +477,8 @@ def test_stale_session_configs_are_swept(env: dict[str, str], monkeypatch) -> No
     alive = start_session(conn, pid=os.getpid())
     conn.close()
     doc = {"mcpServers": {"x": {"command": "y", "env": {"TOKEN": "t"}}}}
-    paths = {sid: write_session_config(doc, sid) for sid in (ended, crashed, alive, "sunrecorded")}
+    # (a doc with a server is always written: a path each)
+    paths = {sid: cast(Path, write_session_config(doc, sid)) for sid in (ended, crashed, alive, "sunrecorded")}
     assert kms(env, "claude").returncode == 0
     assert not paths[ended].exists() and not paths[ended].parent.exists()
     assert not paths[crashed].exists()

@@ -49,7 +49,7 @@ def kms(db_path: Path, tmp_path: Path) -> Iterator[Any]:
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
 
-    run.port = int(env["KMS_SERVICE_PORT"])  # type: ignore[attr-defined]
+    run.port = int(env["KMS_SERVICE_PORT"])  # type: ignore[attr-defined]  # an attribute set on the function
     try:
         yield run
     finally:

@@ -63,7 +63,9 @@ async def test_composed_server_runs_isolated_and_as_the_launcher_meant(
     st.set_value("write.per_minute", "5", path=cfg, env={}, has_vault=True)
     settings = st.load_settings(cfg, {}, has_vault=True)
     session = Session("s-spawned", db_path, tmp_path / "project", vault="sample")
-    name, entry = kms_server(settings, session)
+    built = kms_server(settings, session)
+    assert built is not None
+    name, entry = built
     cfg.unlink()  # the session runs on what was composed, not on the file as it is later
     names, refusal, other = await tools_and_refusals(
         entry, tmp_path / "project", {"PYTHONPATH": str(tmp_path / "project")}

@@ -16,6 +16,7 @@ import apsw
 import pytest
 from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
 from support.fake_anthropic import FakeAnthropic
+from support.sql import value
 
 pytestmark = pytest.mark.e2e
 
@@ -116,7 +117,7 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(
     assert {"name": "kms", "status": "connected"}.items() <= init2["mcp_servers"][0].items(), debug
     assert not api.tool_results[1].is_error, debug
     assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"
-    assert indexed.execute("SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0").fetchone()[0] == 3
+    assert value(indexed, "SELECT count(*) FROM sessions WHERE kind = 'launcher' AND exit_code = 0") == 3
 
 
 @pytest.mark.timeout(300)
@@ -131,7 +132,7 @@ def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_pa
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    vault_root = Path(indexed.execute("SELECT root FROM vaults").fetchone()[0])
+    vault_root = Path(value(indexed, "SELECT root FROM vaults"))
     target = vault_root / "inbox" / "Approved by the person.md"
     note = {"title": "Approved by the person", "folder": "inbox", "content": "written only after kms approve"}
     with FakeAnthropic(tool_name="mcp__kms__kms_create", tool_input=note) as api:
@@ -187,5 +188,6 @@ def test_kms_claude_approve_waits_for_the_person(indexed: apsw.Connection, db_pa
     assert "written only after kms approve" in target.read_text()
     rows = indexed.execute("SELECT tool, actor, status FROM tool_invocations ORDER BY id").fetchall()
     assert rows == [("approve", "person", "success"), ("kms_create", "agent", "success")]
-    session = indexed.execute("SELECT id FROM sessions WHERE kind = 'launcher'").fetchone()[0]
-    assert approvals.get(indexed, waiting[0].id).session_id == session  # type: ignore[union-attr]
+    session = value(indexed, "SELECT id FROM sessions WHERE kind = 'launcher'")
+    pending = approvals.get(indexed, waiting[0].id)
+    assert pending is not None and pending.session_id == session

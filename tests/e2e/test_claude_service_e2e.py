@@ -15,6 +15,7 @@ import apsw
 import pytest
 from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
 from support.fake_anthropic import FakeAnthropic
+from support.sql import value
 
 from server.activity import tokens
 from server.mcp import service
@@ -76,8 +77,8 @@ def test_kms_claude_starts_the_service_and_runs_over_http(
 
     launcher = indexed.execute("SELECT id, exit_code FROM sessions WHERE kind = 'launcher'").fetchall()
     assert len(launcher) == 1 and launcher[0][1] == 0
-    reads = indexed.execute("SELECT count(*) FROM note_reads WHERE session_id = ?", (launcher[0][0],)).fetchall()
-    assert reads[0][0] >= 1, "the read is recorded under the launcher's session"
+    reads = value(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ?", (launcher[0][0],))
+    assert reads >= 1, "the read is recorded under the launcher's session"
     made = tokens.list_tokens(indexed, include_ended=True)
     assert [(t.kind, t.session_id, t.state(0) if t.revoked_at else "active") for t in made] == [
         ("session", launcher[0][0], "revoked")

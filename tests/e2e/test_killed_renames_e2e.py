@@ -16,6 +16,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.organize import assert_index_is_fresh, index
+from support.sql import value
 
 pytestmark = pytest.mark.e2e
 
@@ -79,6 +80,6 @@ def test_killed_renames_never_lose_an_append_nor_leave_a_link_half_renamed(
     assert all(f"[[{title}]]" in t and t.count("[[") == 1 for t in texts), title
     left = list((db_path.parent / "locks" / "units").iterdir())
     assert not left  # (a unit undone whole leaves none; one a writer had written over in between was kept)
-    renamed = conn.execute("SELECT count(*) FROM tool_invocations WHERE tool = 'kms_rename'").fetchall()[0][0]
+    renamed = value(conn, "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_rename'")
     assert renamed > 0  # the renames really ran
     assert_index_is_fresh(conn, root, tmp_path)

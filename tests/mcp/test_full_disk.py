@@ -13,6 +13,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.mcp_session import mcp_client
+from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.activity import unrecorded
@@ -23,14 +24,14 @@ from server.store.db import thread_connection
 
 def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     nid = note_id(indexed, "Home")
-    path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    path = vault_dir / value(indexed, "SELECT path FROM notes WHERE id = ?", (nid,))
     config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, watch=False)
     runner = ToolRunner(config)
     try:
         assert not runner.call("kms_append", {"noteId": nid, "content": "fits"})[1]
         conn = thread_connection(db_path)  # the write path's own connection (this thread)
         before = path.read_bytes()
-        pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
+        pages = value(conn, "PRAGMA page_count")
         conn.execute(f"PRAGMA max_page_count = {pages}")  # what a full disk looks like to SQLite
         answer, is_error = runner.call("kms_append", {"noteId": nid, "content": "x" * 40_000})
         assert is_error and answer["error"] == "disk-full", answer
@@ -46,9 +47,10 @@ def test_a_full_database_disk_is_a_typed_error(indexed: apsw.Connection, db_path
         assert not is_error, answer
         assert path.read_bytes().endswith(b"room again\n")
         assert unrecorded.waiting(db_path) == 0  # (the journal stays, blank: its reserve)
-        rows = indexed.execute(
-            "SELECT status, error, message, input_summary FROM tool_invocations WHERE tool = 'kms_append' ORDER BY id"
-        ).fetchall()
+        rows = tuples(
+            indexed,
+            "SELECT status, error, message, input_summary FROM tool_invocations WHERE tool = 'kms_append' ORDER BY id",
+        )
         assert [(s, e) for s, e, _m, _i in rows] == [("success", None), ("error", "disk-full"), ("success", None)]
         assert indexed.execute("SELECT error FROM tool_invocations WHERE tool = 'kms_create'").fetchall() == [
             ("disk-full",)
@@ -93,7 +95,7 @@ async def test_a_really_full_database_disk_changes_no_note(
     conn = connect(db)
     index_vault(conn, add_vault(conn, vault_dir, "sample"))
     nid = note_id(conn, "Home")
-    path = vault_dir / conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    path = vault_dir / value(conn, "SELECT path FROM notes WHERE id = ?", (nid,))
     try:
         async with mcp_client(db, write_enabled=True) as client:
             assert not (await client.call_tool("kms_append", {"noteId": nid, "content": "fits"})).is_error
@@ -154,12 +156,13 @@ def test_a_disk_full_before_the_first_write_call_still_records_every_refusal(
         env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
 
     def ask(rid: int, method: str, params: dict) -> dict:
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
-        proc.stdin.flush()
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+        stdin.flush()
         while True:
-            answer = json.loads(proc.stdout.readline())
+            answer = json.loads(stdout.readline())
             if answer.get("id") == rid:
                 return answer
 

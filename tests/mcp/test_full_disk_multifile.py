@@ -11,6 +11,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.organize import assert_index_is_fresh, index, make_vault, organize_runner, vault_bytes
+from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.activity import unrecorded
@@ -42,7 +43,7 @@ def disk_full(db_path: Path) -> int:
     conn = thread_connection(db_path)
     conn.execute("PRAGMA freelist_count")
     conn.execute("VACUUM")  # no free page left inside the file either
-    pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
+    pages = value(conn, "PRAGMA page_count")
     conn.execute(f"PRAGMA max_page_count = {pages}")
     return pages
 
@@ -77,9 +78,7 @@ def test_a_multi_file_change_the_database_cannot_record_changes_no_file(
     assert not is_error, answer
     assert (vault / lands).exists() and not (vault / "notes/Target.md").exists()
     assert unrecorded.waiting(db_path) == 0
-    rows = conn.execute(
-        "SELECT status, error, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,)
-    ).fetchall()
+    rows = tuples(conn, "SELECT status, error, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,))
     assert [(s, e) for s, e, _m in rows] == [("error", "disk-full"), ("success", None)]
     assert "left as it was" in rows[0][2]
 
@@ -138,7 +137,7 @@ def test_a_revert_the_database_cannot_record_changes_no_file(
     assert not is_error, answer
     renamed = vault_bytes(vault)
     conn.execute("VACUUM")
-    pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
+    pages = value(conn, "PRAGMA page_count")
     conn.execute(f"PRAGMA max_page_count = {pages}")  # the person's own connection this time
     with pytest.raises(apsw.FullError):
         revert(conn, answer["invocationId"])

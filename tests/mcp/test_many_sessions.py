@@ -18,6 +18,7 @@ import anyio
 import apsw
 import pytest
 from mcp.client import Client
+from support.sql import pairs, value
 from support.vaults import write
 
 from server.config.session import SessionConfig
@@ -125,7 +126,7 @@ async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits
         ("swriter00000b", "kms_create", "rate-limited", "rate-limited"),
         ("sadmin000000c", "kms_create", "success", ""),
     ]
-    ended = dict(two_vaults.execute("SELECT id, ended_at IS NOT NULL FROM sessions").fetchall())
+    ended = pairs(two_vaults, "SELECT id, ended_at IS NOT NULL FROM sessions")
     assert ended == {"sreader00000a": 1, "swriter00000b": 1, "sadmin000000c": 1}
 
 
@@ -143,9 +144,11 @@ async def test_a_held_write_holds_up_no_other_session_nor_its_own_reads(
     runners = [hub.open(a), hub.open(b)]
     beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
     alpha = two_vaults.execute("SELECT id FROM notes WHERE title = 'Alpha'").fetchall()[0][0]
-    beta_file = two_vaults.execute(
-        "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.id = ?", (beta,)
-    ).fetchall()[0][0]
+    beta_file = value(
+        two_vaults,
+        "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.id = ?",
+        (beta,),
+    )
     try:
         async with served(hub, "auto", *runners) as (ca, cb):
             held: list[dict[str, Any]] = []

@@ -4,15 +4,20 @@ loop), the person decides from another connection, the call returns the real out
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import apsw
 from support.mcp_session import mcp_client
+from support.sql import tuples
 from support.vaults import note_id
 
 from server.activity import approvals, control
 from server.activity.sessions import touch_session
 from server.store.db import connect
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
 
 
 async def _first_pending(db_path: Path, timeout: float = 10.0, now: float | None = None) -> approvals.Pending:
@@ -43,11 +48,11 @@ async def test_approved_call_is_written_and_returns_success(
 ) -> None:
     nid = note_id(indexed, "Home")
     before = _home(vault_dir).read_bytes()
-    results: dict[str, object] = {}
-    progress: list[tuple[float, float | None, str | None]] = []
+    results: dict[str, CallToolResult] = {}
+    updates: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
 
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
 
@@ -71,8 +76,8 @@ async def test_approved_call_is_written_and_returns_success(
     assert not result.is_error, result.structured_content
     assert result.structured_content["changed"] is True
     assert _home(vault_dir).read_bytes().decode().rstrip().endswith("approved line")
-    assert progress and progress[0][1] == 120.0 and "pending change" in (progress[0][2] or "")
-    rows = indexed.execute("SELECT tool, actor, status, message FROM tool_invocations ORDER BY id").fetchall()
+    assert updates and updates[0][1] == 120.0 and "pending change" in (updates[0][2] or "")
+    rows = tuples(indexed, "SELECT tool, actor, status, message FROM tool_invocations ORDER BY id")
     assert rows[0][:3] == ("approve", "person", "success")
     assert rows[1][:3] == ("kms_append", "agent", "success") and "approved by the person" in rows[1][3]
     done = approvals.get(indexed, item.id)
@@ -84,7 +89,7 @@ async def test_rejected_call_writes_nothing_and_returns_the_reason(
 ) -> None:
     nid = note_id(indexed, "Home")
     before = _home(vault_dir).read_bytes()
-    results: dict[str, object] = {}
+    results: dict[str, CallToolResult] = {}
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
 
         async def agent() -> None:
@@ -108,8 +113,8 @@ async def test_timeout_writes_nothing(indexed: apsw.Connection, db_path: Path, v
     before = _home(vault_dir).read_bytes()
     clock = [1000.0]
     async with mcp_client(db_path, write_enabled=True, approval="always", approval_timeout=30) as client:
-        client.runner.session.clock = lambda: clock[0]  # type: ignore[attr-defined]
-        results: dict[str, object] = {}
+        client.runner.session.clock = lambda: clock[0]
+        results: dict[str, CallToolResult] = {}
 
         async def agent() -> None:
             results["r"] = await client.call_tool("kms_append", {"noteId": nid, "content": "late"})
@@ -130,7 +135,7 @@ async def test_note_changed_while_waiting_is_a_conflict(
     indexed: apsw.Connection, db_path: Path, vault_dir: Path
 ) -> None:
     nid = note_id(indexed, "Home")
-    results: dict[str, object] = {}
+    results: dict[str, CallToolResult] = {}
     async with mcp_client(db_path, write_enabled=True, approval="always") as client:
 
         async def agent() -> None:
@@ -152,7 +157,7 @@ async def test_bulk_stages_only_big_calls(indexed: apsw.Connection, db_path: Pat
     async with mcp_client(db_path, write_enabled=True, approval="bulk", approval_lines=5) as client:
         small = await client.call_tool("kms_append", {"noteId": nid, "content": "one small line"})
         assert not small.is_error and approvals.count_open(indexed) == 0
-        results: dict[str, object] = {}
+        results: dict[str, CallToolResult] = {}
 
         async def agent() -> None:
             big = "\n".join(f"line {i}" for i in range(10))
@@ -172,7 +177,7 @@ async def test_pause_resume_revoke_take_effect_on_the_next_call(
 ) -> None:
     nid = note_id(indexed, "Home")
     async with mcp_client(db_path, write_enabled=True) as client:
-        sid = client.runner.config.session_id  # type: ignore[attr-defined]
+        sid = client.runner.config.session_id
         touch_session(indexed, sid)  # (the heartbeat service is not started in process)
         assert not (await client.call_tool("kms_append", {"noteId": nid, "content": "a"})).is_error
         control.set_state(indexed, sid, "paused", reason="lunch")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault
 from support.vaults import write
 
-EDIT = {"write_enabled": True, "edit_enabled": True}
+EDIT: TierSwitches = {"write_enabled": True, "edit_enabled": True}
 NOTE = (
     "---\ntags: [x]\n---\n<!-- kms:summary hash=abc -->\nsum\n<!-- /kms:summary -->\n# Draft\n\n"
     "first line\nsecond line\n"

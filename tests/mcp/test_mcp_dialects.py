@@ -8,11 +8,11 @@ from pathlib import Path
 
 import apsw
 from support.dialect_vaults import add_indexed, by_path
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh
 from support.vaults import write
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 
 
 async def call(client, tool: str, args: dict) -> dict:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
 from support.vaults import note_id, write
 
 from server.config.tiers import RULES
 from server.mcp.tools import REGISTRY, tool_names
 
-EDIT = {"write_enabled": True, "edit_enabled": True}
+EDIT: TierSwitches = {"write_enabled": True, "edit_enabled": True}
 EDITS = set(tool_names("edit"))
 ORGANIZE = set(tool_names("organize"))
 NOTE = (
@@ -71,6 +71,7 @@ async def test_a_tier_lists_its_tools_only_when_it_and_every_tier_below_are_on(
             assert RULES[tier].env in out["message"] or RULES["write"].env in out["message"]
     for name in listed:
         a = tools[name].annotations
+        assert a is not None
         assert a.destructive_hint is True and a.read_only_hint is False
         assert "$ref" not in str(tools[name].input_schema)
 
@@ -227,6 +228,7 @@ async def test_link_adds_a_forward_link_once_and_reverts(
         bad = await call(client, "kms_link", {"noteId": nid, "target": "a|b"})
         reserved = await call(client, "kms_link", {"noteId": nid, "target": "X", "property": "kms_provenance"})
     a = listed["kms_link"].annotations
+    assert a is not None
     assert a.destructive_hint is False and a.idempotent_hint is True
     assert not first["_error"] and first["changed"] is True, first
     assert again["changed"] is False and not again["_error"]

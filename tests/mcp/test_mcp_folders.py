@@ -7,10 +7,10 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault, vault_bytes
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 
 HOME = (
     '---\nrelated: "[[proj/Alpha]]"\n---\n# Home\n\n'

@@ -8,12 +8,13 @@ from typing import Any
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index, make_vault, vault_bytes
+from support.sql import tuples
 
 from server.mcp.tools import REGISTRY, tool_names
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 CASES: dict[str, dict[str, Any]] = {
     "kms_create": {"title": "Fresh", "folder": "drafts", "content": "x"},
     "kms_append": {"noteId": "drafts/Draft.md", "content": "appended"},
@@ -75,9 +76,7 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
     assert retry.pop("replayed") is True
     assert retry == first  # the first call's answer, its invocationId included
     assert after_retry == after  # the retry wrote nothing
-    rows = conn.execute(
-        "SELECT tool, status, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,)
-    ).fetchall()
+    rows = tuples(conn, "SELECT tool, status, message FROM tool_invocations WHERE tool = ? ORDER BY id", (tool,))
     assert rows[1][1] == "success" and f"a retry of #{first['invocationId']}" in rows[1][2]
     if other is not None:  # a new key is a new call
         assert not other["_error"] and other["invocationId"] != first["invocationId"]

@@ -5,6 +5,7 @@ goes on from its last card, so a walk still lists every note exactly once."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import apsw
 from support.mcp_session import mcp_client
@@ -14,6 +15,9 @@ from server.index.indexer import index_vault
 from server.index.listing import PAGE_BUDGET_CHARS
 from server.store.db import scalar
 from server.vault.registry import get_vault
+
+if TYPE_CHECKING:
+    from mcp_types import TextContent
 
 
 async def test_long_summaries_shorten_the_page_not_the_walk(
@@ -37,7 +41,8 @@ async def test_long_summaries_shorten_the_page_not_the_walk(
             assert not result.is_error, result.structured_content
             data = result.structured_content
             [content] = result.content
-            assert len(content.text) <= PAGE_BUDGET_CHARS + 10_000  # one card past the budget at most
+            # one card past the budget at most
+            assert len(cast("TextContent", content).text) <= PAGE_BUDGET_CHARS + 10_000
             pages.append(len(data["notes"]))
             seen += [n["noteId"] for n in data["notes"]]
             cursor = data["nextCursor"]

@@ -75,7 +75,7 @@ async def test_the_same_fact_again_is_a_duplicate_and_writes_nothing(
         first = await ok(client, "kms_remember", remember("project", "The build uses uv, not pip.", "Tools"))
         before = (vault_dir / first["path"]).read_bytes()
         again = await ok(client, "kms_remember", remember("project", "  the BUILD uses uv,  not pip ", "Other"))
-        counters = client.runner.writes.counters()  # type: ignore[attr-defined]
+        counters = client.runner.writes.counters()
     assert again["status"] == "duplicate" and again["existing"] == first["line"] and again["category"] == "Tools"
     assert (vault_dir / first["path"]).read_bytes() == before
     assert counters["total"] == 1  # a duplicate is not a write
@@ -102,7 +102,9 @@ async def test_near_identical_facts_are_duplicates_when_the_model_is_ready(
     async with mcp_client(
         db_path, write_enabled=True, project="/code/app", embed_model_dir=str(embed_model_dir)
     ) as client:
-        client.runner.services.semantic.embedder.load()  # type: ignore[attr-defined]
+        semantic = client.runner.services.semantic
+        assert semantic is not None
+        semantic.embedder.load()
         await ok(client, "kms_remember", remember("person", "The person prefers tabs over spaces for indentation"))
         near = await ok(client, "kms_remember", remember("person", "The person prefers tabs to spaces for indenting"))
         other = await ok(client, "kms_remember", remember("person", "The person drinks coffee every morning"))

@@ -75,7 +75,8 @@ async def test_start_orients_in_one_answer(indexed: apsw.Connection, db_path: Pa
     assert first["sinceLastVisit"] == {"since": None, "firstVisit": True, "project": "/work/proj"}
     assert first["tokenEstimate"] == tokens(first) <= 2_500 and "omitted" not in first
     assert again == first  # idempotent
-    assert get_session(indexed, s["id"]).project == "/work/proj"  # the identity is on the session row
+    row = get_session(indexed, s["id"])
+    assert row is not None and row.project == "/work/proj"  # the identity is on the session row
 
 
 async def test_read_only_session_is_told_what_it_may_not_do(indexed: apsw.Connection, db_path: Path) -> None:
@@ -95,7 +96,8 @@ async def test_a_host_names_its_project_and_no_identity_says_how(
         await err(client, "kms_start", {"project": "x" * 501}, "invalid-input")
     assert bare["session"]["project"] is None and "pass project" in bare["sinceLastVisit"]["reason"]
     assert named["session"]["project"] == "github.com/me/app"
-    assert get_session(indexed, named["session"]["id"]).project == "github.com/me/app"
+    row = get_session(indexed, named["session"]["id"])
+    assert row is not None and row.project == "github.com/me/app"
 
 
 def _edit(root: Path, rel: str, text: str, mtime: float) -> None:
@@ -322,7 +324,9 @@ async def test_status_counts_embedded_notes(indexed: apsw.Connection, db_path: P
 
     embed_pending(indexed, model_dir=embed_model_dir)
     async with mcp_client(db_path, embed_model_dir=str(embed_model_dir)) as client:
-        client.runner.services.semantic.embedder.load()  # type: ignore[attr-defined]
+        semantic = client.runner.services.semantic
+        assert semantic is not None
+        semantic.embedder.load()
         status = await ok(client, "kms_status")
         start = await ok(client, "kms_start", {"project": "p"})
     assert status["embeddings"]["coverage"] == 1.0 and status["embeddings"]["ready"] is True

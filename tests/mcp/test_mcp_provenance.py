@@ -8,11 +8,11 @@ from typing import Any
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index
 from support.vaults import note_id, write
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ async def test_read_tells_who_created_and_last_changed_a_note_and_how(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
     async with mcp_client(db_path, **ON) as client:
-        session = client.runner.session.id  # type: ignore[attr-defined]
+        session = client.runner.session.id
         home = await call(client, "kms_read", {"noteId": "Home"})
         made = await call(client, "kms_create", {"title": "New", "content": "hello"})
         new = await call(client, "kms_read", {"noteId": made["noteId"]})

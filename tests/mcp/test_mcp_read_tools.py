@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import apsw
 import pytest
@@ -21,6 +21,9 @@ from server.mcp.tools.base import PAYLOAD_CAP_BYTES
 from server.store.db import rows, scalar
 from server.vault import summary
 from server.vault.registry import add_vault, get_vault
+
+if TYPE_CHECKING:
+    from mcp_types import TextContent
 
 READ_TOOLS = tool_names("read")
 CARD_KEYS = {"noteId", "title", "path", "vault", "tags", "updatedAt"}
@@ -70,6 +73,7 @@ async def test_read_tools_listed_with_schemas_and_annotations(indexed: apsw.Conn
     for name in READ_TOOLS:
         tool = by_name[name]
         a = tool.annotations
+        assert a is not None
         assert a.read_only_hint is True and a.open_world_hint is False and a.destructive_hint is False
         assert a.idempotent_hint is True and a.title
         assert tool.description and len(tool.description) > 40
@@ -175,7 +179,7 @@ async def test_empty_query_returns_no_hits(indexed: apsw.Connection, db_path: Pa
 
 # --- limits and input validation ------------------------------------------------------------------------
 
-BAD_INPUTS = [
+BAD_INPUTS: list[tuple[str, dict[str, Any]]] = [
     ("kms_search", {"query": "x", "limit": 0}),
     ("kms_search", {"query": "x", "limit": 51}),
     ("kms_search", {"query": "x", "limit": "5"}),
@@ -201,7 +205,8 @@ async def test_out_of_bounds_input_is_invalid(indexed: apsw.Connection, db_path:
         for tool, args in BAD_INPUTS:
             data = await err(client, tool, args, "invalid-input")
             assert "Valid fields" in data["message"], (tool, args)  # the message lists the fields
-        for cursor in ("not-a-cursor", encode_cursor({"u": "x", "i": 1}), encode_cursor(["list"])):
+        wrong_shape = encode_cursor(["list"])  # type: ignore[arg-type]  # a cursor of the wrong shape, on purpose
+        for cursor in ("not-a-cursor", encode_cursor({"u": "x", "i": 1}), wrong_shape):
             data = await err(client, "kms_inventory", {"cursor": cursor}, "invalid-input")
             assert "cursor" in data["message"]
         nid = note_id(indexed, "Shakshuka")
@@ -287,7 +292,7 @@ async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Pat
             result = await client.call_tool("kms_read", args)
             data = result.structured_content
             assert not result.is_error and not data.get("truncated"), data
-            assert len(result.content[0].text.encode()) <= PAYLOAD_CAP_BYTES
+            assert len(cast("TextContent", result.content[0]).text.encode()) <= PAYLOAD_CAP_BYTES
             assert data["offset"] == sum(len(p) for p in pages) and data["bodyChars"] == len(body)
             pages.append(data["body"])
             cursor = data["nextCursor"]

@@ -40,7 +40,8 @@ async def test_recall_bundles_best_sections_and_linked_notes(
     build(conn, tmp_path)
     async with mcp_client(db_path, vault="v", embed_enabled=False) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert tools["kms_recall"].annotations.read_only_hint is True
+        annotations = tools["kms_recall"].annotations
+        assert annotations is not None and annotations.read_only_hint is True
         data = await _recall(client, {"topic": TOPIC})
         _check_budget(data)
         assert data["budgetTokens"] == 4000 and data["mode"] == "keyword-only" and data["reason"]
@@ -123,7 +124,9 @@ async def test_recall_by_meaning_with_the_model(
     build(conn, tmp_path)
     embed_pending(conn, model_dir=embed_model_dir)
     async with mcp_client(db_path, vault="v", embed_model_dir=str(embed_model_dir)) as client:
-        client.runner.services.semantic.embedder.load()
+        semantic = client.runner.services.semantic
+        assert semantic is not None
+        semantic.embedder.load()
         data = await _recall(client, {"topic": "why do people get signed out when their computer's time is wrong"})
     _check_budget(data)
     assert data["mode"] == "hybrid"

@@ -8,13 +8,13 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import apsw
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import PromptReference, ResourceTemplateReference, TextResourceContents
 from support.mcp_session import mcp_client
 from support.vaults import write
 
@@ -29,6 +29,9 @@ from server.mcp.tools.base import PAYLOAD_CAP_BYTES
 from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import rows
 from server.vault.registry import add_vault
+
+if TYPE_CHECKING:
+    from support.mcp_session import RunnerClient
 
 MODES = ("legacy", "auto")  # the 2025 handshake era, and the 2026 per-request era
 TEMPLATE = ResourceTemplateReference(uri="kms://{vault}/{+path}")
@@ -69,7 +72,7 @@ async def clients(db_path: Path, mode: str, *configs: SessionConfig) -> AsyncIte
             for runner in runners:
                 with hub.connection(runner):
                     client = await stack.enter_async_context(Client(server, mode=mode))
-                client.runner = runner
+                cast("RunnerClient", client).runner = runner
                 out.append(client)
             yield out
     finally:
@@ -172,15 +175,18 @@ async def test_a_note_over_the_payload_cap_is_cut_and_says_how_to_read_on(
     vaults: apsw.Connection, db_path: Path
 ) -> None:
     async with mcp_client(db_path) as client:
-        result = await client.read_resource("kms://a/big/Long%20log.md")  # type: ignore[attr-defined]
-        text = result.contents[0].text
+        result = await client.read_resource("kms://a/big/Long%20log.md")
+        content = cast(TextResourceContents, result.contents[0])
+        meta = content.meta
+        assert meta is not None
+        text = content.text
         answer = result.model_dump_json(by_alias=True, exclude_none=True)
-        assert len(answer.encode()) <= PAYLOAD_CAP_BYTES and result.contents[0].meta["truncated"] is True
+        assert len(answer.encode()) <= PAYLOAD_CAP_BYTES and meta["truncated"] is True
         cursor = text.rsplit("cursor=", 1)[1].rstrip("]")
         more = await client.call_tool(
             "kms_read",
             {
-                "noteId": result.contents[0].meta["noteId"],  # type: ignore[attr-defined]
+                "noteId": meta["noteId"],
                 "cursor": cursor,
             },
         )
@@ -217,9 +223,9 @@ async def test_completion_finds_paths_by_partial_path_title_or_typo_within_the_s
 async def test_a_new_hidden_note_leaves_the_completions_at_once(vaults: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path, vault="a") as client:
         ask = {"name": "path", "value": "lighthouse plan"}
-        assert (await client.complete(TEMPLATE, ask)).completion.values[0] == "projects/Lighthouse plan.md"  # type: ignore[attr-defined]
+        assert (await client.complete(TEMPLATE, ask)).completion.values[0] == "projects/Lighthouse plan.md"
         set_hidden(vaults, "Lighthouse plan", True)
-        assert "projects/Lighthouse plan.md" not in (await client.complete(TEMPLATE, ask)).completion.values  # type: ignore[attr-defined]
+        assert "projects/Lighthouse plan.md" not in (await client.complete(TEMPLATE, ask)).completion.values
 
 
 def test_the_runner_of_mcp_client_is_a_tool_runner(vaults: apsw.Connection, db_path: Path) -> None:

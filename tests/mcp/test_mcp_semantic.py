@@ -13,6 +13,7 @@ async def _ready_client(db_path: Path, model_dir: Path):
     cm = mcp_client(db_path, embed_model_dir=str(model_dir))
     client = await cm.__aenter__()
     semantic = client.runner.services.semantic
+    assert semantic is not None
     semantic.embedder.load()  # the server loads it in the background; here, before the first call
     return cm, client, semantic
 
@@ -87,6 +88,7 @@ async def test_without_a_model_nothing_is_downloaded_and_the_answer_says_how_to_
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "empty-cache"))
     async with mcp_client(db_path) as client:
         semantic = client.runner.services.semantic
+        assert semantic is not None
         assert client.runner.config.embed_download is False
         assert semantic.embedder.load() is False and semantic.embedder.state == "missing"
         r = await client.call_tool("kms_semantic_search", {"query": "kubernetes deploy"})

@@ -120,7 +120,7 @@ def test_kms_mcp_lists_every_tool_without_the_sdk_client_and_starts_the_rest_aft
         proc.stdin.flush()
         while (reply := json.loads(proc.stdout.readline())).get("id") != 2:
             pass
-        seen = []  # the server keeps running: its background work starts a moment after the list
+        seen: list[str] = []  # the server keeps running: its background work starts a moment after the list
         while not any("starting the background work" in line for line in seen):
             line = proc.stderr.readline()
             assert line, "".join(seen)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import apsw
 from support.mcp_session import mcp_client
+from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.mcp.tools import REGISTRY, tool_names
@@ -30,7 +32,7 @@ async def test_write_tools_hidden_from_listing_when_writes_off(indexed: apsw.Con
 
 async def test_each_flag_gates_writes_independently(indexed: apsw.Connection, db_path: Path) -> None:
     for off in ("enabled", "read_enabled", "write_enabled"):
-        flags = {"enabled": True, "read_enabled": True, "write_enabled": True, off: False}
+        flags: dict[str, Any] = {"enabled": True, "read_enabled": True, "write_enabled": True, off: False}
         async with mcp_client(db_path, **flags) as client:
             result = await client.call_tool("kms_create", {"title": f"t {off}", "folder": "drafts"})
             assert result.structured_content["error"] == "feature-disabled", off
@@ -42,6 +44,7 @@ async def test_annotations_of_write_tools(indexed: apsw.Connection, db_path: Pat
     assert WRITE_TOOLS <= set(tools) and not set(tools) & (ABOVE_READ - WRITE_TOOLS)  # edit and organize are off
     for name in WRITE_TOOLS:
         a = tools[name].annotations
+        assert a is not None
         assert a.read_only_hint is False and a.destructive_hint is False and a.open_world_hint is False
         assert a.idempotent_hint is (name in IDEMPOTENT)
 
@@ -255,7 +258,7 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
         annotations=ADD_ONLY,
     )
     nid = note_id(indexed, "Indexing notes for coding agents")
-    path = vault_dir / indexed.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    path = vault_dir / value(indexed, "SELECT path FROM notes WHERE id = ?", (nid,))
     before = path.read_bytes()
     body, trail = before.rstrip(b"\n"), before[len(before.rstrip(b"\n")) :]
     config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, write_enabled=True, per_minute=2)
@@ -291,7 +294,7 @@ async def test_a_refused_call_is_recorded_without_what_it_should_not_keep(
     async with mcp_client(db_path, write_enabled=True) as client:
         out = (await client.call_tool("kms_append", {"noteId": "n" * 10_000, "content": "x"})).structured_content
     assert out["error"] == "invalid-input" and "noteId" in out["message"]
-    row = indexed.execute("SELECT note_id, length(input_summary), status FROM tool_invocations").fetchall()
+    row = tuples(indexed, "SELECT note_id, length(input_summary), status FROM tool_invocations")
     assert row == [(None, row[0][1], "error")] and row[0][1] <= 400
 
 
@@ -314,8 +317,9 @@ async def test_host_injected_arguments_are_ignored_and_others_still_refused(
             assert refused.is_error and refused.structured_content["error"] == "invalid-input", tool
     assert "\ny\n" not in (
         Path(
-            indexed.execute(
-                "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.title = 'Home'"
-            ).fetchone()[0]
+            value(
+                indexed,
+                "SELECT v.root || '/' || n.path FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.title = 'Home'",
+            )
         ).read_text()
     )

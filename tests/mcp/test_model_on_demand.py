@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import apsw
 from support.mcp_stdio import stdio_server
 
+if TYPE_CHECKING:
+    from mcp.client import Client
 
-async def semantic_state(client: object) -> str:
-    result = await client.call_tool("kms_status", {})  # type: ignore[attr-defined]
+
+async def semantic_state(client: Client) -> str:
+    result = await client.call_tool("kms_status", {})
     return str(result.structured_content["embeddings"]["state"])
 
 

@@ -9,7 +9,7 @@ their error kinds checked, with nothing else written for them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -64,7 +64,7 @@ class LengthOutput(BaseModel):
 def kms_title_length(ctx: ToolContext, args: LengthInput) -> dict[str, Any]:
     ctx.require_index()
     nid = note_id_of(ctx, args.noteId)
-    title = ctx.conn.execute("SELECT title FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    title = cast(str, ctx.conn.execute("SELECT title FROM notes WHERE id = ?", (nid,)).fetchall()[0][0])
     return {"noteId": nid, "chars": len(title)}
 
 
@@ -109,7 +109,8 @@ async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(
     assert names[-len(EDIT_TOOLS) - 1 :] == [*(s.name for s in EDIT_TOOLS), "kms_shout"]  # its tuple's place
     assert tools["kms_shout"].description == KMS_SHOUT.description
     assert "Errors: not-found, invalid-input, feature-disabled, rate-limited" in tools["kms_shout"].description
-    assert tools["kms_shout"].annotations.destructive_hint is True
+    annotations = tools["kms_shout"].annotations
+    assert annotations is not None and annotations.destructive_hint is True
     assert not done.is_error, done.structured_content
     assert (vault_dir / "Home.md").read_bytes().rstrip().endswith(b"SHOUT")
     assert bad.structured_content["error"] == "invalid-input" and missing.structured_content["error"] == "not-found"
@@ -157,7 +158,7 @@ def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
     with pytest.raises(ValueError, match="kms_shout: a WriteSpec is of tier write or edit or organize, not 'read'"):
         WriteSpec(
             name="kms_shout",
-            tier="read",
+            tier="read",  # type: ignore[arg-type]  # the wrong tier, on purpose
             about="x",
             input_model=ShoutInput,
             output_model=WriteOutput,

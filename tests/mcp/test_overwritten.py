@@ -10,6 +10,7 @@ from pathlib import Path
 
 import apsw
 from support.mcp_session import mcp_client
+from support.sql import tuples, value
 
 from server.activity import overwrites
 from server.activity.feed import invocation_detail, overwritten_ids
@@ -33,7 +34,7 @@ def truncate_save(path: Path, text: str) -> None:
 
 
 def flagged(conn: apsw.Connection, invocation_id: int) -> float | None:
-    return conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?", (invocation_id,)).fetchone()[0]
+    return value(conn, "SELECT overwritten_at FROM tool_invocations WHERE id = ?", (invocation_id,))
 
 
 def wait_flagged(conn: apsw.Connection, invocation_id: int) -> float | None:
@@ -65,7 +66,7 @@ async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
             for name in names:
                 path = root / "drafts" / f"{name}.md"
                 before[name] = path.read_text()  # what an editor that loaded the note earlier holds
-                nid = conn.execute("SELECT id FROM notes WHERE path = ?", (f"drafts/{name}.md",)).fetchone()[0]
+                nid = value(conn, "SELECT id FROM notes WHERE path = ?", (f"drafts/{name}.md",))
                 r = await client.call_tool("kms_append", {"noteId": nid, "content": f"agent line for {name}"})
                 assert not r.is_error, r.structured_content
                 ids[name] = r.structured_content["invocationId"]
@@ -85,7 +86,7 @@ async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
             assert overwritten_ids(conn) == {ids["renamed"], ids["truncated"]}
 
             # the agent's later read says what the note holds now: the person's text, not the agent's
-            nid = conn.execute("SELECT id FROM notes WHERE path = 'drafts/renamed.md'").fetchone()[0]
+            nid = value(conn, "SELECT id FROM notes WHERE path = 'drafts/renamed.md'")
             read = (await client.call_tool("kms_read", {"noteId": nid})).structured_content
             assert "an edit from the old buffer" in read["body"] and "agent line" not in read["body"]
             detail = invocation_detail(conn, ids["renamed"])
@@ -112,7 +113,7 @@ def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     (root / "n.md").write_text("# n\n\nbody\n")
     vault = add_vault(conn, root, "v")
     index_vault(conn, vault)
-    nid, digest = conn.execute("SELECT id, content_hash FROM notes").fetchone()
+    nid, digest = tuples(conn, "SELECT id, content_hash FROM notes")[0]
     assert overwrites.check(conn, vault, ["n.md", "gone.md"], now=1000.0) == 0
     conn.execute(
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, "
@@ -124,4 +125,4 @@ def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     conn.execute("UPDATE tool_invocations SET hash_after = 'older'")
     assert overwrites.check(conn, vault, ["n.md"], now=1000.0 + overwrites.RECENT_S + 1) == 0  # too old
     assert overwrites.check(conn, vault, ["n.md"], now=1002.0) == 1
-    assert conn.execute("SELECT overwritten_at FROM tool_invocations").fetchone()[0] == 1002.0
+    assert value(conn, "SELECT overwritten_at FROM tool_invocations") == 1002.0

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 from support.mcp_session import mcp_client
+from support.sql import value
 
 from server.activity import overwrites
 from server.activity.feed import overwritten_ids
@@ -23,7 +25,7 @@ NOTE = (
     "## Steps\n\nstep A\nstep B\n"
 )
 
-CALLS = {  # name: (tool, arguments without noteId/version)
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {  # name: (tool, arguments without noteId/version)
     "replace": ("kms_edit", {"edits": [{"replace": {"old": "step A", "new": "step A, done"}}]}),
     "section": ("kms_edit", {"edits": [{"replaceSection": {"heading": "Risks", "content": "no risk left\n"}}]}),
     "prepend": ("kms_edit", {"edits": [{"prepend": "a summary the agent wrote"}]}),
@@ -46,10 +48,7 @@ def seen(conn: apsw.Connection, root: Path, *paths: Path) -> None:
 
 
 def flagged(conn: apsw.Connection, invocation_id: int) -> bool:
-    return (
-        conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?", (invocation_id,)).fetchone()[0]
-        is not None
-    )
+    return value(conn, "SELECT overwritten_at FROM tool_invocations WHERE id = ?", (invocation_id,)) is not None
 
 
 @pytest.fixture
@@ -73,7 +72,7 @@ async def test_a_save_that_drops_an_edit_or_a_property_change_is_flagged(
     ) as client:
         for name, (tool, args) in CALLS.items():
             for stem in (name, f"{name} kept"):
-                nid = conn.execute("SELECT id FROM notes WHERE path = ?", (f"{stem}.md",)).fetchone()[0]
+                nid = value(conn, "SELECT id FROM notes WHERE path = ?", (f"{stem}.md",))
                 read = (await client.call_tool("kms_read", {"noteId": nid})).structured_content
                 extra = {"version": read["version"]} if tool == "kms_edit" else {}
                 r = await client.call_tool(tool, {"noteId": nid, **args, **extra})
@@ -102,7 +101,7 @@ async def test_an_edit_whose_lines_a_person_changed_later_is_flagged_but_not_one
     person editing another line of the note does not."""
     path = vault / "replace.md"
     async with mcp_client(db_path, write_enabled=True, edit_enabled=True) as client:
-        nid = conn.execute("SELECT id FROM notes WHERE path = 'replace.md'").fetchone()[0]
+        nid = value(conn, "SELECT id FROM notes WHERE path = 'replace.md'")
         version = (await client.call_tool("kms_read", {"noteId": nid})).structured_content["version"]
         r = await client.call_tool(
             "kms_edit", {"noteId": nid, "version": version, "edits": [{"replace": {"old": "step A", "new": "step A2"}}]}

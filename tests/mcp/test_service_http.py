@@ -22,6 +22,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from support.sql import value
 from support.vaults import write
 
 from server.activity import control, tokens
@@ -228,7 +229,7 @@ async def test_a_broken_session_does_not_take_the_service_down(
         answer = await call(g, "kms_search", {"query": "lighthouse"})
         assert answer["_error"] and answer["error"] == "not-found", answer
         assert (await call(f, "kms_search", {"query": "lighthouse"}))["hits"]
-        root = two_vaults.execute("SELECT root FROM vaults WHERE name = 'b'").fetchall()[0][0]
+        root = value(two_vaults, "SELECT root FROM vaults WHERE name = 'b'")
         Path(root).rename(Path(root + "-moved"))
         beta = two_vaults.execute("SELECT id FROM notes WHERE title = 'Beta'").fetchall()[0][0]
         answer = await call(f, "kms_append", {"noteId": beta, "content": "lost?"})

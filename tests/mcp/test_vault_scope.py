@@ -128,6 +128,7 @@ async def test_semantic_search_is_scoped(two_vaults: apsw.Connection, db_path: P
     for vault, seen in ((None, {"a", "b"}), ("a", {"a"})):
         async with mcp_client(db_path, vault=vault, embed_model_dir=str(embed_model_dir)) as client:
             semantic = client.runner.services.semantic
+            assert semantic is not None
             semantic.embedder.load()
             semantic.index.refresh(two_vaults)
             for mode in ("semantic", "hybrid"):

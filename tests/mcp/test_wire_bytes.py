@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -53,7 +54,7 @@ request_ids = hs.one_of(
 @given(rid=request_ids, junk=hs.binary(max_size=40))
 def test_raw_bytes_inside_a_request_still_get_it_answered_with_its_id(rid: object, junk: bytes) -> None:
     digits = isinstance(rid, str) and rid.startswith("999")
-    id_text = rid.encode() if digits else json.dumps(rid).encode()
+    id_text = cast(str, rid).encode() if digits else json.dumps(rid).encode()
     junk = junk.replace(b"\n", b" ").replace(b'"', b"'").replace(b"\\", b"/")
     line = TEMPLATE % (id_text, junk)
     passed, replies = through_reader([line])

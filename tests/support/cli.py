@@ -4,8 +4,7 @@ terminals, concurrent processes)."""
 
 from __future__ import annotations
 
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 
 def kms(*args: str, input: str | None = None, **env: str) -> Result:  # noqa: A002 - CliRunner's name

@@ -9,6 +9,7 @@ pixel-for-pixel across runs and machines.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import shutil
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_VAULT = REPO / "kmscli" / "sample_vault"
@@ -43,11 +44,11 @@ def fixed_note_ids() -> Iterator[None]:
 
     counter = itertools.count(1)
     original = writer.new_note_id
-    writer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"  # type: ignore[assignment]
+    writer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"
     try:
         yield
     finally:
-        writer.new_note_id = original  # type: ignore[assignment]
+        writer.new_note_id = original
 
 
 def _stable_ids(conn: Any) -> None:
@@ -87,7 +88,7 @@ def seed_fixed(root: Path) -> Seeded:
             try:
                 ids[name] = call()["invocationId"]
             except KmsError:
-                ids[name] = int(conn.execute("SELECT max(id) FROM tool_invocations").fetchall()[0][0])
+                ids[name] = int(cast(int, conn.execute("SELECT max(id) FROM tool_invocations").fetchall()[0][0]))
 
         start_session(conn, kind="launcher", session_id=SESSION_C, pid=1, cwd="/work", now=T0)
         c = Writer(db_path, SESSION_C, limiter(10, 200), ["drafts", "inbox"])
@@ -124,7 +125,9 @@ def seed_fixed(root: Path) -> Seeded:
         for i in range(1, 4):
             step(
                 f"b_append{i}",
-                lambda i=i: b.append(scratch, f"- finding {i}: see [[Login outage 2026-10]]", heading="Findings"),
+                functools.partial(
+                    b.append, scratch, f"- finding {i}: see [[Login outage 2026-10]]", heading="Findings"
+                ),
                 dt=5,
             )
         step("b_limited", lambda: b.append(scratch, "- one too many"), dt=5)
@@ -178,7 +181,7 @@ def settled(app: Any) -> bool:
     )
 
 
-def sync_wait(app: Any, cond: Callable[[], bool]) -> Callable[[Any], Any]:
+def sync_wait(app: Any, cond: Callable[[Any], bool]) -> Callable[[Any], Any]:
     """A ``run_before`` for ``snap_compare``: wait for ``cond(app)``."""
 
     async def run_before(pilot: Any) -> None:

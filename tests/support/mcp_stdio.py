@@ -7,7 +7,10 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the SDK is imported only when a test starts a server
+    from mcp.client import Client
 
 
 def server_env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -22,7 +25,7 @@ def server_env(db_path: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_server(db_path: Path, tmp_path: Path, **extra: str) -> AsyncIterator[Any]:
+async def stdio_server(db_path: Path, tmp_path: Path, **extra: str) -> AsyncIterator[Client]:
     """``extra``: more ``KMS_*`` variables (``KMS_SESSION_ID`` names the session, so a test can steer it)."""
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters

@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeGuard
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("server", "kmscli", "tui")
@@ -45,7 +46,7 @@ def parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
-def _type_checking_only(node: ast.AST) -> bool:
+def _type_checking_only(node: ast.AST) -> TypeGuard[ast.If]:
     """``if TYPE_CHECKING:``: imports for the type checker, never run."""
     if not isinstance(node, ast.If):
         return False
@@ -71,7 +72,7 @@ def imports(module: str, modules: dict[str, Path]) -> list[Import]:
     def visit(node: ast.AST, lazy: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if _type_checking_only(child):
-                for other in child.orelse:  # type: ignore[attr-defined]
+                for other in child.orelse:
                     visit_one(other, lazy)
                 continue
             visit_one(child, lazy)

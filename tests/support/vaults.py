@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import apsw
 
@@ -13,7 +14,7 @@ SAMPLE_VAULT = REPO / "kmscli" / "sample_vault"
 def note_id(conn: apsw.Connection, title: str) -> str:
     row = conn.execute("SELECT id FROM notes WHERE title = ?", (title,)).fetchall()
     assert row, f"no note titled {title!r}"
-    return row[0][0]
+    return cast(str, row[0][0])
 
 
 def write(path: Path, text: str) -> Path:

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -148,5 +149,12 @@ def loop(db: str, session: str, note_ids: str) -> dict:
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    out = {"acquire": acquire, "append": append, "person": person, "loop": loop, "saver": saver}[cmd](*args)
+    workers: dict[str, Callable[..., dict]] = {
+        "acquire": acquire,
+        "append": append,
+        "person": person,
+        "loop": loop,
+        "saver": saver,
+    }
+    out = workers[cmd](*args)
     print(json.dumps(out), flush=True)

@@ -167,8 +167,8 @@ def test_poller_reports_only_changes(indexed: apsw.Connection, tmp_path: Path) -
 
 async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",)) as client:
-        session = client.runner.config.session_id  # type: ignore[attr-defined]
-        client.runner.services.heartbeat.add(client.runner.session)  # type: ignore[attr-defined] - as `kms mcp`
+        session = client.runner.config.session_id
+        client.runner.services.heartbeat.add(client.runner.session)  # as `kms mcp`
         made = await client.call_tool("kms_create", {"title": "Agent note", "content": "hello", "folder": "drafts"})
         nid = made.structured_content["noteId"]
         await client.call_tool("kms_append", {"noteId": nid, "content": "more"})
@@ -215,8 +215,8 @@ async def test_a_server_session_shows_its_limits_before_it_writes(
     db_path: Path, tmp_path: Path, indexed: apsw.Connection
 ) -> None:
     async with mcp_client(db_path, write_enabled=True, per_minute=10, per_session=200) as client:
-        session = client.runner.config.session_id  # type: ignore[attr-defined]
-        client.runner.services.heartbeat.add(client.runner.session)  # type: ignore[attr-defined] - as `kms mcp`
+        session = client.runner.config.session_id
+        client.runner.services.heartbeat.add(client.runner.session)  # as `kms mcp`
         app = make_app(db_path, tmp_path)
         async with app.run_test(size=(120, 30)) as pilot:
             await open_settled(app, pilot)
@@ -398,11 +398,11 @@ async def test_revert_is_refused_when_edited_between_preview_and_confirm(
 async def test_open_note_and_session_reads(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     qid = note_id(indexed, QUICK)
     async with mcp_client(db_path, write_enabled=True, allowlist=("inbox",)) as client:
-        session = client.runner.config.session_id  # type: ignore[attr-defined]
+        session = client.runner.config.session_id
         await client.call_tool("kms_read", {"noteId": qid})
         r = await client.call_tool("kms_append", {"noteId": qid, "content": "- opened in the viewer"})
         inv = r.structured_content["invocationId"]
-        client.runner.session.reads.flush()  # type: ignore[attr-defined] - the tracker writes in batches
+        client.runner.session.reads.flush()  # the tracker writes in batches
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_settled(app, pilot)
@@ -455,7 +455,7 @@ async def test_settings_screen_validates_and_saves(indexed: apsw.Connection, db_
         await pilot.press("escape")
         settings = lambda: app.state.settings  # noqa: E731
         await wait_for(
-            pilot, lambda: settings() is not None and settings().get("write.per_minute") == 5, what="header settings"
+            pilot, lambda: (now := settings()) is not None and now.get("write.per_minute") == 5, what="header settings"
         )
         top = str(app.dashboard.query_one("#topbar").render_text())  # type: ignore[attr-defined]
         assert "write ✓" in top and "drafts inbox/*" in top

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import apsw
 from support.dashboard import settled, wait_for
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index, make_vault, vault_bytes
 from support.vaults import note_id
 
@@ -15,7 +15,7 @@ from tui.app import create_app
 from tui.screens.modals import ReviewScreen
 from tui.widgets.detail import DetailView
 
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
+ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
 
 
 async def test_rename_diff_per_file_then_revert_as_one_unit(

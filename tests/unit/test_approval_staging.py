@@ -4,7 +4,7 @@ writes nothing; once approved exactly that lands; a changed note is a conflict; 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -15,10 +15,11 @@ from server.activity import approvals, control
 from server.activity.sessions import start_session
 from server.errors import KmsError
 from server.mcp.tools import REGISTRY
+from server.mcp.tools.base import WriteSpec
 from server.writes.guard import WriteService
 from server.writes.undo_session import preview, undo
 
-SPECS = {s.name: s for s in REGISTRY}
+SPECS: dict[str, WriteSpec[Any]] = {s.name: s for s in REGISTRY if isinstance(s, WriteSpec)}  # the guard takes these
 SID = "s00000000a11c"
 
 
@@ -33,7 +34,7 @@ def service(db_path: Path, **kw: Any) -> WriteService:
 
 
 def nid(conn: apsw.Connection, path: str) -> str:
-    return conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchall()[0][0]
+    return cast(str, conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchall()[0][0])
 
 
 def approve_and_settle(conn: apsw.Connection, writes: WriteService, tool: str, args: dict[str, Any]) -> dict:
@@ -99,7 +100,9 @@ def test_approved_edit_lands_byte_identical_to_the_diff_shown(root: Path, conn: 
     assert staged is not None and staged.files[0].added == 1 and staged.files[0].removed == 1
     assert "-first line" in staged.files[0].diff and "+1st line" in staged.files[0].diff
     approvals.decide(conn, staged.id, approve=True)
-    writes.settle(SPECS["kms_edit"], args, staged, writes.decision(staged))  # type: ignore[arg-type]
+    decision = writes.decision(staged)
+    assert decision is not None
+    writes.settle(SPECS["kms_edit"], args, staged, decision)
     import hashlib
 
     assert hashlib.sha256((root / "drafts/Draft.md").read_bytes()).hexdigest() == staged.files[0].hash_after
@@ -115,8 +118,10 @@ def test_a_linking_note_changed_meanwhile_is_a_conflict_and_nothing_moves(
     (root / "Linker.md").write_text((root / "Linker.md").read_text() + "\nthe person's line\n")
     before = vault_bytes(root)
     approvals.decide(conn, staged.id, approve=True)
+    decision = writes.decision(staged)
+    assert decision is not None
     with pytest.raises(KmsError) as e:
-        writes.settle(SPECS["kms_rename"], args, staged, writes.decision(staged))  # type: ignore[arg-type]
+        writes.settle(SPECS["kms_rename"], args, staged, decision)
     assert e.value.kind == "conflict"
     assert vault_bytes(root) == before
     done = approvals.get(conn, staged.id)

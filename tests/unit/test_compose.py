@@ -8,6 +8,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,12 @@ def cfg(tmp_path: Path) -> Path:
     return tmp_path / "config.toml"
 
 
+def built(entry: c.Built) -> tuple[str, c.Entry]:
+    """A server the builder did add."""
+    assert entry is not None
+    return entry
+
+
 def settings_for(cfg: Path, env: dict[str, str] | None = None, has_vault: bool = True) -> st.Settings:
     return st.load_settings(cfg, env or {}, has_vault=has_vault)
 
@@ -40,7 +47,7 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
     st.set_value("write.per_minute", "7", path=cfg, env={}, has_vault=True)
     st.set_value("agent.write", "true", path=cfg, env={}, has_vault=True)
     st.set_value("embed.model_dir", str(tmp_path / "models"), path=cfg, env={}, has_vault=True)
-    name, entry = c.kms_server(settings_for(cfg), session(tmp_path, vault="notes"))
+    name, entry = built(c.kms_server(settings_for(cfg), session(tmp_path, vault="notes")))
     assert name == "kms"
     assert entry["command"] == sys.executable and Path(entry["command"]).is_absolute()
     assert entry["args"] == ["-E", "-P", "-m", "kmscli", "mcp"]  # isolated from the project and PYTHONPATH
@@ -98,7 +105,7 @@ def test_kms_block_left_out_when_agents_may_not_read(cfg: Path, tmp_path: Path) 
     st.set_value("kms.enabled", "false", path=cfg, env={}, has_vault=True)
     assert c.kms_server(settings_for(cfg), session(tmp_path)) is None
     st.unset_value("kms.enabled", path=cfg, env={})
-    env = c.kms_server(settings_for(cfg), session(tmp_path))[1]["env"]
+    env = built(c.kms_server(settings_for(cfg), session(tmp_path)))[1]["env"]
     assert (env["KMS_ENABLED"], env["KMS_AGENT_TOOLS_ENABLED"], env["KMS_AGENT_WRITE_TOOLS_ENABLED"]) == ("1", "1", "1")
     assert env["KMS_EMBED_MODEL_DIR"] == "" and "KMS_VAULT" not in env  # no dir, every vault
 
@@ -121,11 +128,11 @@ def test_playwright_builder(cfg: Path, tmp_path: Path) -> None:
 def test_filesystem_builder_scopes_to_vaults_or_cwd(cfg: Path, tmp_path: Path) -> None:
     assert c.filesystem_server(settings_for(cfg), session(tmp_path)) is None
     s = settings_for(cfg, {"KMS_SERVERS_FILESYSTEM_ENABLED": "1"})
-    name, entry = c.filesystem_server(s, session(tmp_path))
+    name, entry = built(c.filesystem_server(s, session(tmp_path)))
     assert name == "filesystem"
     assert entry["args"] == ["-y", "@modelcontextprotocol/server-filesystem", str(tmp_path / "work")]
     roots = (tmp_path / "a", tmp_path / "b")
-    entry = c.filesystem_server(s, session(tmp_path, vault_roots=roots))[1]
+    entry = built(c.filesystem_server(s, session(tmp_path, vault_roots=roots)))[1]
     assert entry["args"][2:] == [str(r) for r in roots]
 
 
@@ -199,7 +206,7 @@ def test_no_servers_writes_nothing(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_redact_masks_secret_looking_values() -> None:
-    doc = {
+    doc: dict[str, Any] = {
         "mcpServers": {
             "a": {
                 "command": "x",

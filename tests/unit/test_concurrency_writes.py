@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.sql import value
 from support.writes import Env, make_env
 
 from server.store.db import connect, scalar
@@ -68,10 +69,8 @@ def test_appends_exactly_once_with_a_person_editing(tmp_path: Path) -> None:
     assert set(found) == ok and not (refused & set(found))
     assert all(status in ("success", "conflict") for _m, status in results)
     assert final.startswith(f"person edit {info['edits'] - 1}\n# Shared\n\nbody\n")
-    rows = (
-        connect(env.db_path)
-        .execute("SELECT count(*) FROM tool_invocations WHERE tool = 'kms_append' AND status = 'success'")
-        .fetchone()[0]
+    rows = value(
+        connect(env.db_path), "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_append' AND status = 'success'"
     )
     assert rows == len(ok)
     env.reindex()
@@ -147,7 +146,7 @@ def test_kill_during_writes_leaves_whole_notes_and_index_heals(tmp_path: Path) -
             data = (env.root / f"{n}.md").read_bytes()
             assert data in states[n], f"{n}.md is not one of its valid states after kill -9"
             parsed = parse_note(data.decode("utf-8"), n)
-            assert parsed.fm_error is None and parsed.frontmatter["tags"][0] == "t"
+            assert parsed.fm_error is None and parsed.frontmatter is not None and parsed.frontmatter["tags"][0] == "t"
         leftovers = [f for f in os.listdir(env.root) if not f.endswith(".md")]
         assert all(f.startswith(".kms-") and f.endswith(".tmp") for f in leftovers)
         conn = connect(env.db_path)

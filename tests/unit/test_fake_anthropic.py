@@ -71,7 +71,7 @@ def event_names(events: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 def test_tool_use_then_text_over_sse(api: FakeAnthropic) -> None:
-    first = {"model": "claude-x", "max_tokens": 100, "tools": [SEARCH_TOOL]}
+    first: dict[str, Any] = {"model": "claude-x", "max_tokens": 100, "tools": [SEARCH_TOOL]}
     first["messages"] = [{"role": "user", "content": "find notes"}]
     events = stream(api, first)
     assert event_names(events) == [
@@ -107,7 +107,12 @@ def test_tool_use_then_text_over_sse(api: FakeAnthropic) -> None:
 
 def test_tool_search_first_when_tool_is_deferred(api: FakeAnthropic) -> None:
     search = {"name": TOOL_SEARCH, "input_schema": {"type": "object"}}
-    body = {"model": "m", "max_tokens": 10, "tools": [search], "system": f"Deferred tools:\n{DEFAULT_TOOL}"}
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 10,
+        "tools": [search],
+        "system": f"Deferred tools:\n{DEFAULT_TOOL}",
+    }
     body["messages"] = [{"role": "user", "content": "find"}]
     blocks, stop = assemble(stream(api, body))
     assert stop == "tool_use"

@@ -39,7 +39,7 @@ def link(src_folder: str, target: str, form: int) -> str:
 
 
 @hs.composite
-def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str, str]:
+def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str]:
     """Files (path -> text), and the new folder of ``a``."""
     folders = draw(hs.lists(hs.sampled_from(FOLDERS), min_size=len(TITLES), max_size=len(TITLES)))
     folders[0] = draw(hs.sampled_from(["a", "a/b", "a/e f"]))  # the folder has a note at least

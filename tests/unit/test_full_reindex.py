@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import apsw
+from support.sql import pairs, value
 from support.vaults import write
 
 from server.index.indexer import index_vault
@@ -58,7 +59,7 @@ def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(
     """An index an older parser wrote (a body, a title, headings, tags, a link, a frontmatter column
     that the files no longer give) is brought back to what the files say, and only those rows are
     rewritten."""
-    ids = dict(indexed.execute("SELECT path, id FROM notes").fetchall())
+    ids = pairs(indexed, "SELECT path, id FROM notes")
     stale_rid, stale_path = indexed.execute("SELECT rid, path FROM notes ORDER BY path LIMIT 1").fetchall()[0]
     others = indexed.execute("SELECT rid FROM notes WHERE rid != ? ORDER BY rid LIMIT 3", (stale_rid,)).fetchall()
     with write_tx(indexed):  # the FTS entry kept in step by hand, as the writer does
@@ -77,21 +78,21 @@ def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(
         indexed.execute("UPDATE notes SET frontmatter = '{}', indexed_at = 1.0 WHERE rid = ?", others[2])
     fts_intact(indexed)
     assert search(indexed, "quokka")["hits"]
-    untouched = dict(indexed.execute("SELECT rid, indexed_at FROM notes WHERE indexed_at != 1.0").fetchall())
+    untouched = pairs(indexed, "SELECT rid, indexed_at FROM notes WHERE indexed_at != 1.0")
 
     report = index_vault(indexed, get_vault(indexed, "sample"), full=True)
     assert report.unchanged == len(ids) and report.changed == 0 and not report.errors
-    assert dict(indexed.execute("SELECT path, id FROM notes").fetchall()) == ids
+    assert pairs(indexed, "SELECT path, id FROM notes") == ids
     fts_intact(indexed)
     assert search(indexed, "quokka")["hits"] == []
     assert state(indexed) == fresh_state(vault_dir, tmp_path)
     # the two stale rows were written again; the rest were not (indexed_at: when a row was last written)
     assert indexed.execute("SELECT count(*) FROM notes WHERE indexed_at = 1.0").fetchall() == [(0,)]
     assert (
-        dict(
-            indexed.execute(
-                f"SELECT rid, indexed_at FROM notes WHERE rid IN ({','.join('?' * len(untouched))})", tuple(untouched)
-            ).fetchall()
+        pairs(
+            indexed,
+            f"SELECT rid, indexed_at FROM notes WHERE rid IN ({','.join('?' * len(untouched))})",
+            tuple(untouched),
         )
         == untouched
     )
@@ -109,7 +110,7 @@ def test_many_changed_files_are_written_in_batches_keeping_ids_and_stamps(
         write(root / f"f{i % 7}" / f"note {i}.md", f"# Note {i}\n\nbody of note {i} #t{i % 5} links [[note {i + 1}]]\n")
     vault = add_vault(conn, root, "sample")
     index_vault(conn, vault)
-    ids = dict(conn.execute("SELECT path, id FROM notes").fetchall())
+    ids = pairs(conn, "SELECT path, id FROM notes")
     secret = ids["f3/note 3.md"]
     set_hidden(conn, secret, True)
     hidden_at = conn.execute("SELECT hidden_at FROM notes WHERE id = ?", (secret,)).fetchall()[0][0]
@@ -144,7 +145,7 @@ def test_resolving_every_link_again_rewrites_only_the_links_whose_target_changes
     links = indexed.execute(
         "SELECT src_rid, ord, dst_rid FROM links WHERE dst_rid IS NOT NULL ORDER BY src_rid, ord LIMIT 2"
     ).fetchall()
-    assert len(links) == 2 and indexed.execute("SELECT count(*) FROM links").fetchall()[0][0] > 10
+    assert len(links) == 2 and value(indexed, "SELECT count(*) FROM links") > 10
     (src, n, dst), (src2, n2, _dst2) = links
     wrong = indexed.execute("SELECT rid FROM notes WHERE rid != ? LIMIT 1", (dst,)).fetchall()[0][0]
     with write_tx(indexed):

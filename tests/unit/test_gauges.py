@@ -46,7 +46,7 @@ def test_the_window_slides_and_the_total_runs_out(conn: apsw.Connection) -> None
     with pytest.raises(KmsError) as e:
         lim.acquire(conn, "s")
     assert e.value.kind == "rate-limited"
-    assert session_gauges(conn, NOW + 60.5).get("s").next_write_at is None  # type: ignore[union-attr]
+    assert session_gauges(conn, NOW + 60.5)["s"].next_write_at is None
     now[0] = NOW + 61.5
     lim.acquire(conn, "s")
     g = session_gauges(conn, now[0])["s"]

@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_no_test_sees_the_callers_xdg_or_home(tmp_path_factory: object) -> None:
+def test_no_test_sees_the_callers_xdg_or_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     assert [v for v in os.environ if v.startswith("XDG_")] == []
     home = Path(os.environ["HOME"])
-    assert home.name.startswith("home") and home.parent == tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    assert home.name.startswith("home") and home.parent == tmp_path_factory.getbasetemp()
 
 
 def test_host_config_paths_pass_with_the_xdg_variables_set(tmp_path: Path) -> None:

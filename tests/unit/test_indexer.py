@@ -12,9 +12,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
+from support.sql import pairs
 from support.vaults import note_id, write
 
 from server.errors import KmsError
@@ -53,9 +55,16 @@ def tree_state(root: Path) -> dict[str, tuple]:
     return state
 
 
-def note_row(conn: apsw.Connection, path: str) -> dict | None:
+def note_row(conn: apsw.Connection, path: str) -> dict[str, Any] | None:
     found = rows(conn, "SELECT * FROM notes WHERE path = ?", (path,))
     return found[0] if found else None
+
+
+def note(conn: apsw.Connection, path: str) -> dict[str, Any]:
+    """The row of a note that must be indexed."""
+    row = note_row(conn, path)
+    assert row is not None, f"{path} is not indexed"
+    return row
 
 
 def links_from(conn: apsw.Connection, path: str) -> list[dict]:
@@ -103,7 +112,7 @@ def test_sample_vault_indexes_every_markdown_file(conn: apsw.Connection, vault_d
     # tags are stored lower-case without '#'
     assert not scalar(conn, "SELECT count(*) FROM note_tags WHERE tag != lower(tag) OR tag LIKE '#%'")
     # the template with {{placeholders}} is flagged, and still indexed with its body
-    daily = note_row(conn, "templates/Daily template.md")
+    daily = note(conn, "templates/Daily template.md")
     assert daily["fm_error"].startswith("invalid YAML") and daily["frontmatter"] is None
     assert report.flagged >= 1
     # aliases resolve links: [[PoSD]] is "A Philosophy of Software Design", [[k8s]] is Kubernetes
@@ -112,10 +121,10 @@ def test_sample_vault_indexes_every_markdown_file(conn: apsw.Connection, vault_d
     assert dst["k8s"] == "reference/Kubernetes.md"
     assert dst["journal/2026-11-01"] == "journal/2026-11-01.md"
     # a CRLF note is parsed (its tags from frontmatter) and keeps its CRLF body
-    win = note_row(conn, "inbox/Windows clipboard.md")
+    win = note(conn, "inbox/Windows clipboard.md")
     assert "windows" in win["tags"].split() and "\r\n" in win["body"]
     # the note with a summary block: its body does not carry the block
-    design = note_row(conn, "projects/kms design.md")
+    design = note(conn, "projects/kms design.md")
     assert design["summary_state"] in ("fresh", "stale") and design["summary_text"]
     assert "kms:summary" not in design["body"]
     # the unicode title is searchable, with or without the accent
@@ -133,12 +142,12 @@ def test_reindex_without_changes_touches_nothing(indexed: apsw.Connection, vault
 
 
 def test_full_reindex_keeps_ids_and_reparses(indexed: apsw.Connection) -> None:
-    before = dict(indexed.execute("SELECT path, id FROM notes").fetchall())
+    before = pairs(indexed, "SELECT path, id FROM notes")
     indexed_at = scalar(indexed, "SELECT max(indexed_at) FROM notes")
     report = index_vault(indexed, get_vault(indexed, "sample"), full=True)
     # every file re-parsed, none changed: the report says nothing changed (issue 17)
     assert report.unchanged == len(before) and report.updated == report.added == report.deleted == 0
-    assert dict(indexed.execute("SELECT path, id FROM notes").fetchall()) == before
+    assert pairs(indexed, "SELECT path, id FROM notes") == before
     # a row that already holds what its file says is not rewritten (test_full_reindex.py: what is stale is)
     assert scalar(indexed, "SELECT max(indexed_at) FROM notes") == indexed_at
     assert scalar(indexed, "SELECT count(*) FROM notes_fts") == len(before)
@@ -146,11 +155,11 @@ def test_full_reindex_keeps_ids_and_reparses(indexed: apsw.Connection) -> None:
 
 def test_touch_without_content_change_is_not_reparsed(indexed: apsw.Connection, vault_dir: Path) -> None:
     path = vault_dir / "reference" / "Git tips.md"
-    row = note_row(indexed, "reference/Git tips.md")
+    row = note(indexed, "reference/Git tips.md")
     os.utime(path, ns=(row["mtime_ns"] + 5_000_000_000, row["mtime_ns"] + 5_000_000_000))
     report = index_vault(indexed, get_vault(indexed, "sample"))
     assert report.changed == 0
-    after = note_row(indexed, "reference/Git tips.md")
+    after = note(indexed, "reference/Git tips.md")
     assert after["mtime_ns"] == row["mtime_ns"] + 5_000_000_000
     assert after["indexed_at"] == row["indexed_at"] and after["id"] == row["id"]
 
@@ -163,14 +172,14 @@ def test_incremental_add_edit_delete(conn: apsw.Connection, vault) -> None:
     write(vault.root / "b.md", "# B\n\nbeta words\n")
     r = index_vault(conn, vault)
     assert (r.added, r.updated, r.deleted) == (2, 0, 0)
-    a_id = note_row(conn, "a.md")["id"]
+    a_id = note(conn, "a.md")["id"]
 
     write(vault.root / "c.md", "gamma #three")
     write(vault.root / "a.md", "# A\n\nalpha changed #two [[C]]\n")
     (vault.root / "b.md").unlink()
     r = index_vault(conn, vault)
     assert (r.added, r.updated, r.deleted, r.renamed) == (1, 1, 1, 0)
-    a = note_row(conn, "a.md")
+    a = note(conn, "a.md")
     assert a["id"] == a_id and a["tags"] == "two" and "changed" in a["body"]
     assert note_row(conn, "b.md") is None
     assert [(ln["target"], ln["dst_path"]) for ln in links_from(conn, "a.md")] == [("C", "c.md")]
@@ -184,20 +193,20 @@ def test_rename_keeps_id_and_hidden_survives_full_and_rename(conn: apsw.Connecti
     write(vault.root / "private" / "Secret plans.md", "# Secret\n\nthe zebra protocol #secret\n")
     write(vault.root / "linker.md", "see [[Secret plans]] and [[private/Secret plans]]\n")
     index_vault(conn, vault)
-    sid = note_row(conn, "private/Secret plans.md")["id"]
+    sid = note(conn, "private/Secret plans.md")["id"]
     set_hidden(conn, sid, True)
-    hidden_at = note_row(conn, "private/Secret plans.md")["hidden_at"]
+    hidden_at = note(conn, "private/Secret plans.md")["hidden_at"]
     assert hidden_at and search(conn, "zebra")["hits"] == []
 
     r = index_vault(conn, vault, full=True)
     assert r.unchanged == 2 and r.changed == 0
-    assert note_row(conn, "private/Secret plans.md")["hidden_at"] == hidden_at
+    assert note(conn, "private/Secret plans.md")["hidden_at"] == hidden_at
 
     (vault.root / "archive").mkdir()
     os.rename(vault.root / "private" / "Secret plans.md", vault.root / "archive" / "Old plans.md")
     r = index_vault(conn, vault)
     assert (r.renamed, r.added, r.deleted) == (1, 0, 0)
-    moved = note_row(conn, "archive/Old plans.md")
+    moved = note(conn, "archive/Old plans.md")
     assert moved["id"] == sid and moved["hidden_at"] == hidden_at
     assert moved["title"] == "Old plans" and moved["folder"] == "archive"
     assert note_row(conn, "private/Secret plans.md") is None
@@ -219,7 +228,7 @@ def test_watcher_rename_keeps_id_and_hidden(conn: apsw.Connection, vault) -> Non
     old, new = vault.root / "Secret.md", vault.root / "Renamed.md"
     os.rename(old, new)
     assert apply_changes(conn, [vault], {str(old), str(new)}) >= 1
-    row = note_row(conn, "Renamed.md")
+    row = note(conn, "Renamed.md")
     assert row["id"] == sid and row["hidden_at"] is not None
     assert note_row(conn, "Secret.md") is None
     assert search(conn, "walrus")["hits"] == []
@@ -229,10 +238,10 @@ def test_watcher_folder_rename_moves_its_notes(conn: apsw.Connection, vault) -> 
     write(vault.root / "old" / "one.md", "first note")
     write(vault.root / "old" / "two.md", "second note")
     index_vault(conn, vault)
-    ids = dict(conn.execute("SELECT path, id FROM notes").fetchall())
+    ids = pairs(conn, "SELECT path, id FROM notes")
     os.rename(vault.root / "old", vault.root / "new")
     apply_changes(conn, [vault], {str(vault.root / "old"), str(vault.root / "new")})
-    assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == {
+    assert pairs(conn, "SELECT path, id FROM notes") == {
         "new/one.md": ids["old/one.md"],
         "new/two.md": ids["old/two.md"],
     }
@@ -254,7 +263,7 @@ def test_watcher_edit_and_delete_of_single_files(conn: apsw.Connection, vault) -
         == 2
     )  # the note, and notes.txt as a file
     assert scalar(conn, "SELECT count(*) FROM attachments WHERE path = 'notes.txt'") >= 1
-    assert note_row(conn, "n.md")["body"] == "edited words" and note_row(conn, "n.md")["id"] == nid
+    assert note(conn, "n.md")["body"] == "edited words" and note(conn, "n.md")["id"] == nid
     (vault.root / "n.md").unlink()
     apply_changes(conn, [vault], {str(vault.root / "n.md")})
     assert scalar(conn, "SELECT count(*) FROM notes") == 0
@@ -324,7 +333,7 @@ def test_reindex_file_adds_updates_and_removes(conn: apsw.Connection, vault) -> 
     index_vault(conn, vault)
     write(vault.root / "new.md", "links to [[Target]] and [[Later]]")
     nid = reindex_file(conn, vault, "new.md")
-    assert nid and nid == note_row(conn, "new.md")["id"]
+    assert nid and nid == note(conn, "new.md")["id"]
     assert [(ln["target"], ln["dst_path"]) for ln in links_from(conn, "new.md")] == [
         ("Target", "target.md"),
         ("Later", None),
@@ -344,15 +353,15 @@ def test_reindex_file_of_unchanged_bytes_only_follows_the_mtime(conn: apsw.Conne
     """The watcher reports kms's own writes too: those must not be parsed and rewritten again."""
     write(vault.root / "n.md", "# N\n\nsome words #tag")
     nid = reindex_file(conn, vault, "n.md")
-    before = note_row(conn, "n.md")
+    before = note(conn, "n.md")
     os.utime(vault.root / "n.md", ns=(before["mtime_ns"] + 5_000_000_000,) * 2)  # touched, same bytes
     assert reindex_file(conn, vault, "n.md") == nid
-    after = note_row(conn, "n.md")
+    after = note(conn, "n.md")
     assert after["indexed_at"] == before["indexed_at"]  # not re-parsed
     assert after["mtime_ns"] == before["mtime_ns"] + 5_000_000_000
     write(vault.root / "n.md", "# N\n\nother words #tag")
     reindex_file(conn, vault, "n.md")
-    assert note_row(conn, "n.md")["body"].endswith("other words #tag")
+    assert note(conn, "n.md")["body"].endswith("other words #tag")
 
 
 def test_reindex_file_of_an_indexed_file_does_not_wait_for_the_write_lock(conn: apsw.Connection, vault) -> None:
@@ -456,7 +465,7 @@ def test_dot_folders_non_markdown_and_outside_symlinks_ignored(conn: apsw.Connec
 def test_upper_case_md_extension_is_markdown(conn: apsw.Connection, vault) -> None:
     write(vault.root / "Shout.MD", "loud")
     index_vault(conn, vault)
-    assert note_row(conn, "Shout.MD")["title"] == "Shout"
+    assert note(conn, "Shout.MD")["title"] == "Shout"
 
 
 # --- unreadable things never drop notes ------------------------------------------------------------
@@ -466,7 +475,7 @@ def test_file_replaced_by_fifo_or_dangling_symlink_or_folder_keeps_its_note(conn
     for name in ("fifo", "dangling", "folder"):
         write(vault.root / f"{name}.md", f"{name} content")
     index_vault(conn, vault)
-    ids = dict(conn.execute("SELECT path, id FROM notes").fetchall())
+    ids = pairs(conn, "SELECT path, id FROM notes")
     (vault.root / "fifo.md").unlink()
     os.mkfifo(vault.root / "fifo.md")
     (vault.root / "dangling.md").unlink()
@@ -475,10 +484,10 @@ def test_file_replaced_by_fifo_or_dangling_symlink_or_folder_keeps_its_note(conn
     (vault.root / "folder.md").mkdir()
     report = index_vault(conn, vault, full=True)
     assert report.deleted == 0
-    assert dict(conn.execute("SELECT path, id FROM notes").fetchall()) == ids
+    assert pairs(conn, "SELECT path, id FROM notes") == ids
     # the watcher path does not hang on a FIFO either, and keeps the note
     assert reindex_file(conn, vault, "fifo.md") is None
-    assert note_row(conn, "fifo.md")["body"] == "fifo content"
+    assert note(conn, "fifo.md")["body"] == "fifo content"
 
 
 def test_missing_vault_folder_keeps_the_index(conn: apsw.Connection, vault) -> None:
@@ -549,7 +558,7 @@ def test_unreadable_folder_and_file_keep_their_notes() -> None:
         c = connect(db)
         v = add_vault(c, root, "perm")
         index_vault(c, v)
-        before = dict(c.execute("SELECT path, id FROM notes").fetchall())
+        before = pairs(c, "SELECT path, id FROM notes")
         c.close()
         for p in base.iterdir():
             if p.name.startswith("kms.db"):
@@ -564,7 +573,7 @@ def test_unreadable_folder_and_file_keep_their_notes() -> None:
         (root / "locked").chmod(0o777)
         (root / "secret.md").chmod(0o666)
         c = connect(db)
-        assert dict(c.execute("SELECT path, id FROM notes").fetchall()) == before
+        assert pairs(c, "SELECT path, id FROM notes") == before
         assert scalar(c, "SELECT body FROM notes WHERE path = 'secret.md'") == "an unreadable file [[inside]]"
         assert [r["tag"] for r in rows(c, "SELECT tag FROM note_tags")] == ["locked"]
         c.close()
@@ -580,7 +589,7 @@ def test_bad_utf8_is_flagged_and_indexed(conn: apsw.Connection, vault) -> None:
     (vault.root / "latin1.md").write_bytes("caf\xe9 cr\xe8me #legacy".encode("latin-1"))
     report = index_vault(conn, vault)
     assert report.flagged == 1 and report.errors == []
-    row = note_row(conn, "latin1.md")
+    row = note(conn, "latin1.md")
     assert "not valid UTF-8" in row["fm_error"]
     assert row["tags"] == "legacy"
 
@@ -594,7 +603,7 @@ def test_every_byte_of_a_long_note_is_indexed(conn: apsw.Connection, vault) -> N
     assert len(text.encode()) > 1_000_000
     write(vault.root / "long.md", text)
     index_vault(conn, vault)
-    row = note_row(conn, "long.md")
+    row = note(conn, "long.md")
     assert row["body"] == text and row["size_bytes"] == len(text.encode())
     hits = search(conn, "zanzibarterminus")["hits"]
     assert [h["noteId"] for h in hits] == [row["id"]] and "zanzibarterminus" in hits[0]["excerpt"]
@@ -614,7 +623,7 @@ def test_indexing_never_modifies_files(conn: apsw.Connection, vault_dir: Path) -
     for rel in md_files(vault_dir)[:5]:
         reindex_file(conn, v, rel)
     apply_changes(conn, [v], {str(vault_dir / p) for p in md_files(vault_dir)[:3]})
-    set_hidden(conn, note_row(conn, md_files(vault_dir)[0])["id"], True)
+    set_hidden(conn, note(conn, md_files(vault_dir)[0])["id"], True)
     remove_vault(conn, "sample")
     assert tree_state(vault_dir) == before
     assert list_vaults(conn) == [] and scalar(conn, "SELECT count(*) FROM notes") == 0

@@ -4,9 +4,11 @@ their excerpts are what ``snippet()`` gave, and the search reads a few pages of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
+from support.sql import value
 
 from server.index.excerpt import SNIPPET_MAX_BYTES
 from server.index.indexer import index_vault
@@ -33,8 +35,8 @@ def big_vault(tmp_path: Path, db_path: Path) -> apsw.Connection:
 
 
 class _CountingFile(apsw.VFSFile):
-    def __init__(self, name: object, flags: list[int], counter: list[int]) -> None:
-        super().__init__("", name, flags)  # type: ignore[arg-type]
+    def __init__(self, name: str | apsw.URIFilename | None, flags: list[int], counter: list[int]) -> None:
+        super().__init__("", name, flags)
         self._counter = counter
 
     def xRead(self, amount: int, offset: int) -> bytes:  # noqa: N802 - APSW's name
@@ -49,12 +51,12 @@ class _CountingVFS(apsw.VFS):
         self.read = [0]
         super().__init__("kms-counting", "")
 
-    def xOpen(self, name: object, flags: list[int]) -> apsw.VFSFile:  # noqa: N802 - APSW's name
+    def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> apsw.VFSFile:  # noqa: N802 - APSW's name
         return _CountingFile(name, flags, self.read)
 
 
-def excerpts(conn: apsw.Connection, query: str, **kw: object) -> dict[str, str]:
-    return {h["title"]: h["excerpt"] for h in search(conn, query, **kw)["hits"]}  # type: ignore[arg-type]
+def excerpts(conn: apsw.Connection, query: str, **kw: Any) -> dict[str, str]:
+    return {h["title"]: h["excerpt"] for h in search(conn, query, **kw)["hits"]}
 
 
 def test_a_large_note_gets_a_window_around_its_match(big_vault: apsw.Connection) -> None:
@@ -80,12 +82,12 @@ def test_the_window_marks_what_the_query_matched(big_vault: apsw.Connection, que
 
 
 def test_a_scoped_search_takes_the_window_too(big_vault: apsw.Connection) -> None:
-    vault_id = big_vault.execute("SELECT id FROM vaults").fetchone()[0]
+    vault_id = value(big_vault, "SELECT id FROM vaults")
     assert "**zanzibar** quokka met" in excerpts(big_vault, "zanzibar", vault_id=vault_id)["Huge"]
 
 
 def test_the_search_reads_a_window_not_the_whole_note(big_vault: apsw.Connection, db_path: Path) -> None:
-    size = big_vault.execute("SELECT length(CAST(body AS BLOB)) FROM notes WHERE title = 'Huge'").fetchone()[0]
+    size = value(big_vault, "SELECT length(CAST(body AS BLOB)) FROM notes WHERE title = 'Huge'")
     assert size > 40 * SNIPPET_MAX_BYTES
     vfs = _CountingVFS()
     conn = apsw.Connection(str(db_path), vfs="kms-counting")

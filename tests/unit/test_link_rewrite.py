@@ -4,14 +4,16 @@ with or without ``.md``; anchors kept; a moved note's own relative links follow 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from server.vault.links import retarget, rewrite_links
 from server.vault.parser import parse_note
 
 
-def rename(text: str, folder: str, old: str, new: str, **kw: object) -> str:
-    return rewrite_links(text, retarget(old, new), folder=folder, **kw)[0]  # type: ignore[arg-type]
+def rename(text: str, folder: str, old: str, new: str, **kw: Any) -> str:
+    return rewrite_links(text, retarget(old, new), folder=folder, **kw)[0]
 
 
 @pytest.mark.parametrize(

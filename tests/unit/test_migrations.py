@@ -8,6 +8,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+from server.activity.changes import FilesChanged
 from server.store.db import connect, rows, scalar
 from server.store.migrations import MIGRATIONS, applied, migrate
 from server.writes.context import WriteContext
@@ -475,6 +476,7 @@ def test_upgrade_to_m022_finds_who_last_changed_a_note_through_an_old_rename(tmp
     note, vault = load_note(conn, note_id(conn, "Target"))
     ctx = WriteContext(conn, tmp_path / "locks")
     out = rename(ctx, vault, note, title="Goal")
+    assert isinstance(out.change, FilesChanged)
     conn.execute(
         "INSERT INTO tool_invocations(at, session_id, tool, input_summary, status, change_kind) "
         "VALUES (1, 's1', 'kms_rename', '', 'success', 'files-changed')"
@@ -486,7 +488,7 @@ def test_upgrade_to_m022_finds_who_last_changed_a_note_through_an_old_rename(tmp
             (invocation, i, f.path, f.new_path, f.offset, f.old, f.new, f.hash_before, f.hash_after, 0)
             for i, f in enumerate(out.change.files)
         ],
-    )  # type: ignore[union-attr]
+    )
     conn.close()
     conn = connect(path)
     assert "m022_provenance_lookups" in applied(conn)

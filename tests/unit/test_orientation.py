@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -89,6 +90,8 @@ def test_a_file_in_the_way_gets_a_memory_note_of_its_own(indexed: apsw.Connectio
     assert first.result["path"] == second.result["path"] != "kms-memory/person.md"
     own = "# person\n\nThe person's own note, not kms memory.\n"
     assert (vault_dir / "kms-memory" / "person.md").read_text() == own
-    assert re.fullmatch(r"- 19(69-12-31|70-01-01): Likes tea", first.result["line"])  # the local date of now=0
+    assert re.fullmatch(
+        r"- 19(69-12-31|70-01-01): Likes tea", cast(dict[str, Any], first.result)["line"]
+    )  # the local date of now=0
     text = (vault_dir / first.result["path"]).read_text()
     assert [f.text for f in parse_facts(text)] == ["Likes tea", "Likes tea too"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import cast
 
 import apsw
 from support.vaults import write
@@ -21,9 +22,12 @@ def test_counts_per_vault_and_in_total(indexed: apsw.Connection, tmp_path: Path)
     write(other / "Fine.md", "# Fine\n")
     index_vault(indexed, add_vault(indexed, other, "other"))
     set_hidden(indexed, "Fine", True)
-    [(sample_notes, sample_flagged)] = indexed.execute(
-        "SELECT count(*), count(fm_error) FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE v.name = 'sample'"
-    ).fetchall()
+    [(sample_notes, sample_flagged)] = cast(
+        list[tuple[int, int]],
+        indexed.execute(
+            "SELECT count(*), count(fm_error) FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE v.name = 'sample'"
+        ).fetchall(),
+    )
 
     cheap = overview(indexed)
     assert [(v.name, v.notes, v.hidden, v.flagged) for v in cheap.vaults] == [

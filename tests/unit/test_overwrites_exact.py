@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import apsw
+from support.sql import value
 
 from server.activity import overwrites
 from server.index.indexer import index_vault, reindex_file
@@ -18,7 +19,7 @@ def agent_append(conn: apsw.Connection, vault: Vault, path: Path, line: str, at:
     text = path.read_text()
     path.write_text(text + line)
     reindex_file(conn, vault, path.name)
-    nid = conn.execute("SELECT id FROM notes WHERE path = ?", (path.name,)).fetchone()[0]
+    nid = value(conn, "SELECT id FROM notes WHERE path = ?", (path.name,))
     conn.execute(
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, actor, "
         "inserted_text, insert_offset, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v', ?, 'x', "
@@ -35,7 +36,7 @@ def person_saves(conn: apsw.Connection, vault: Vault, path: Path, text: str, at:
 
 
 def flag(conn: apsw.Connection, rid: int) -> float | None:
-    return conn.execute("SELECT overwritten_at FROM tool_invocations WHERE id = ?", (rid,)).fetchone()[0]
+    return value(conn, "SELECT overwritten_at FROM tool_invocations WHERE id = ?", (rid,))
 
 
 def setup(tmp_path: Path, conn: apsw.Connection) -> tuple[Vault, Path]:

@@ -67,7 +67,7 @@ def test_crlf_note_parses_like_lf() -> None:
     assert [(h.level, h.text, h.line) for h in p_lf.headings] == [(1, "Title", 5), (2, "Setext", 7)]
     [link] = p_crlf.links
     assert (link.target, link.alias, link.line) == ("Link", "shown", 10)
-    assert "\r" not in link.alias
+    assert link.alias is not None and "\r" not in link.alias
 
 
 def test_bom_does_not_hide_frontmatter() -> None:
@@ -314,7 +314,8 @@ def test_summary_goes_stale_when_body_changes() -> None:
 
 def test_summary_trailing_whitespace_and_crlf_do_not_make_it_stale() -> None:
     encoded = summary.encode(BODY, "Summary")
-    assert summary.decode(encoded + "\n\n")[0].state == "fresh"
+    trailing, _ = summary.decode(encoded + "\n\n")
+    assert trailing is not None and trailing.state == "fresh"
     s, rest = summary.decode(encoded.replace("\n", "\r\n"))
     assert s is not None and s.state == "fresh" and s.text == "Summary"
     assert rest == BODY.replace("\n", "\r\n")
@@ -332,20 +333,24 @@ def test_encode_replaces_an_existing_block() -> None:
     twice = summary.encode(once, "Second")
     assert twice.count("kms:summary hash=") == 1
     s, rest = summary.decode(twice)
+    assert s is not None
     assert s.text == "Second" and rest == BODY
 
 
 def test_summary_text_cannot_close_the_comment() -> None:
     encoded = summary.encode(BODY, "evil --> <!-- text")
     s, rest = summary.decode(encoded)
+    assert s is not None
     assert rest == BODY and s.state == "fresh"
     assert "-->" not in s.text and "<!--" not in s.text
 
 
 def test_hash_mismatch_and_missing_hash_are_stale() -> None:
     s, rest = summary.decode("<!-- kms:summary hash=000000000000 -->\nOld\n<!-- /kms:summary -->\nbody\n")
+    assert s is not None
     assert (s.state, s.text, rest) == ("stale", "Old", "body\n")
     s, _ = summary.decode("<!-- kms:summary -->\nNo hash\n<!-- /kms:summary -->\nbody\n")
+    assert s is not None
     assert s.state == "stale" and s.hash == ""
 
 

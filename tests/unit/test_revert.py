@@ -6,7 +6,9 @@ import codecs
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity import feed
@@ -28,6 +30,13 @@ def ws(env: Env) -> Writer:
     return Writer(env.db_path, "agent", RateLimiter(None, None))
 
 
+def invocation(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
+    """The provenance row of a call that was recorded."""
+    row = get_invocation(conn, invocation_id)
+    assert row is not None, invocation_id
+    return row
+
+
 def refused(env: Env, inv: int, kind: str = "conflict") -> KmsError:
     with pytest.raises(KmsError) as e:
         revert(env.conn, inv)
@@ -43,11 +52,11 @@ def test_revert_append_restores_exact_bytes(env: Env, ws: Writer) -> None:
     assert env.read("n.md") != NOTE  # preview wrote nothing
     res = revert(env.conn, out["invocationId"])
     assert env.read("n.md") == NOTE and res["reverted"] == out["invocationId"]
-    row = get_invocation(env.conn, res["invocationId"])
+    row = invocation(env.conn, res["invocationId"])
     assert row["actor"] == "person" and row["reverts_id"] == out["invocationId"] and row["status"] == "success"
     assert row["session_id"] == "person" and row["lines_added"] == -1
-    assert get_invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
-    assert env.conn.execute("SELECT content_hash FROM notes WHERE id = ?", (nid,)).fetchone()[0] == row["hash_after"]
+    assert invocation(env.conn, out["invocationId"])["reverted_by"] == res["invocationId"]
+    assert value(env.conn, "SELECT content_hash FROM notes WHERE id = ?", (nid,)) == row["hash_after"]
     e = refused(env, out["invocationId"], "invalid-input")
     assert "already reverted" in e.message
     refused(env, res["invocationId"], "invalid-input")  # a revert is not revertable
@@ -98,7 +107,7 @@ def test_revert_properties(env: Env, ws: Writer) -> None:
     res = revert(env.conn, out["invocationId"])
     text = env.read("p.md")
     assert text.startswith("---\nstatus: draft\nextra: 1\ntitle: T\n---\n") and text.endswith(NOTE.split("---\n", 2)[2])
-    row = get_invocation(env.conn, res["invocationId"])
+    row = invocation(env.conn, res["invocationId"])
     assert row["props_after"] == {"status": "draft", "tags": {"__absent__": True}, "title": "T"}
 
 
@@ -124,7 +133,7 @@ def test_revert_create(env: Env, ws: Writer) -> None:
     path = env.root / out["path"]
     revert(env.conn, out["invocationId"])
     assert not path.exists()
-    assert env.conn.execute("SELECT count(*) FROM notes WHERE id = ?", (out["noteId"],)).fetchone()[0] == 0
+    assert value(env.conn, "SELECT count(*) FROM notes WHERE id = ?", (out["noteId"],)) == 0
     out2 = ws.create("Other", "hello")
     (env.root / out2["path"]).write_text("hello\nperson wrote more\n")
     refused(env, out2["invocationId"])
@@ -155,7 +164,7 @@ def test_revert_follows_a_moved_note(env: Env, ws: Writer) -> None:
     (env.root / "archive").mkdir()
     (env.root / "old.md").rename(env.root / "archive" / "new.md")
     env.reindex()
-    assert env.conn.execute("SELECT path FROM notes WHERE id = ?", (nid,)).fetchone()[0] == "archive/new.md"
+    assert value(env.conn, "SELECT path FROM notes WHERE id = ?", (nid,)) == "archive/new.md"
     revert(env.conn, out["invocationId"])
     assert env.read("archive/new.md") == NOTE
 
@@ -258,7 +267,7 @@ def test_reverted_by_has_one_answer(env: Env, ws: Writer) -> None:
     (env.root / "n.md").write_text(env.read("n.md").replace("TWO", "two"))
     rid = revert(env.conn, first)["invocationId"]
     assert feed.reverted_ids(env.conn) == {first: rid}
-    assert get_invocation(env.conn, first)["reverted_by"] == rid
-    assert get_invocation(env.conn, second)["reverted_by"] is None
+    assert invocation(env.conn, first)["reverted_by"] == rid
+    assert invocation(env.conn, second)["reverted_by"] is None
     detail = feed.invocation_detail(env.conn, first)
     assert detail is not None and detail.invocation["reverted_by"] == rid

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,8 @@ SWITCHES = ("enabled", "read_enabled", "write_enabled", "edit_enabled", "organiz
 
 
 def config(tmp_path: Path, **on: bool) -> SessionConfig:
-    return SessionConfig(
-        db_path=tmp_path / "kms.db",
-        config_path=tmp_path / "c.toml",
-        session_id="s1",
-        **{name: on.get(name, False) for name in SWITCHES},
-    )  # type: ignore[arg-type]
+    switches: dict[str, Any] = {name: on.get(name, False) for name in SWITCHES}
+    return SessionConfig(db_path=tmp_path / "kms.db", config_path=tmp_path / "c.toml", session_id="s1", **switches)
 
 
 def test_each_tier_needs_every_tier_before_it_as_the_schema_chains_them() -> None:

@@ -5,6 +5,7 @@ temporary file outside the vault, and every refusal is a typed error."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -58,9 +59,9 @@ def test_no_interleaving_places_a_file_outside_the_vault(tmp_path: Path) -> None
 
     try:
         for i in range(400):
-            attempt(lambda i=i: writer.create(f"Race {i}", "text", folder="inbox"))
+            attempt(functools.partial(writer.create, f"Race {i}", "text", folder="inbox"))
             if i % 4 == 0:
-                attempt(lambda i=i: writer.append(note_id, f"line {i}"))
+                attempt(functools.partial(writer.append, note_id, f"line {i}"))
     finally:
         stop.set()
         t.join()

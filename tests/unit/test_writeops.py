@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity.provenance import list_invocations
@@ -248,7 +249,7 @@ def test_allowlist_for_note_writes(env: Env) -> None:
 def test_version_token(env: Env) -> None:
     nid = env.note("n.md", "x\n")
     v0 = sha256_hex(b"x\n")
-    assert env.conn.execute("SELECT content_hash FROM notes WHERE id = ?", (nid,)).fetchone()[0] == v0
+    assert value(env.conn, "SELECT content_hash FROM notes WHERE id = ?", (nid,)) == v0
     out = svc(env).append(nid, "y", version=v0)
     e = err(svc(env).append, nid, "z", version=v0)
     assert e.kind == "conflict" and e.extra["currentVersion"] == out["version"]
@@ -509,7 +510,7 @@ def test_quoting_survives_yaml11_and_yaml12_readers(env: Env) -> None:
     from ruamel.yaml import YAML
 
     assert dict(YAML(typ="safe").load(text.split("---\n")[1])) == values
-    indexed = env.conn.execute("SELECT frontmatter FROM notes WHERE id = ?", (nid,)).fetchall()[0][0]
+    indexed = value(env.conn, "SELECT frontmatter FROM notes WHERE id = ?", (nid,))
     assert json.loads(indexed) == values  # and the index (YAML 1.2) reads them as the same text
 
 
@@ -597,9 +598,9 @@ def test_limits_are_defined_once(env: Env) -> None:
     assert err(ws.create, "Big", big).kind == "invalid-input"
     assert err(operations.create, ctx, env.vault, title="Big", content=big).kind == "invalid-input"
     ws.create("Exactly", "y" * MAX_CREATE_BYTES)
-    assert kb(MAX_CREATE_BYTES) in CreateInput.model_fields["content"].description
+    assert kb(MAX_CREATE_BYTES) in (CreateInput.model_fields["content"].description or "")
     for model in (AppendInput, InsertAtInput):
-        assert kb(MAX_INSERT_BYTES) in model.model_fields["content"].description
+        assert kb(MAX_INSERT_BYTES) in (model.model_fields["content"].description or "")
     assert len(list_invocations(env.conn, limit=100)) == 5  # every guarded call recorded, none twice
 
 
