@@ -23,13 +23,10 @@ decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then 
 steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
 else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
 
-Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome`` with its
-change record), its spec beside its handler ``(ctx, args) -> WriteOutcome`` in its tier's registry
-module (``server.mcp.tools``), and its test. This module, the dispatcher, provenance, revert and
-the dashboard name no tool.
+Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome``), its spec beside
+its handler in its tier's registry module (``server.mcp.tools``), and its test; nothing here names a tool.
 
-A ``WriteService`` belongs to one session and may be shared by threads: each thread gets its own
-APSW connection (``thread_connection``); each call its own context.
+A ``WriteService`` belongs to one session and may be shared by threads (a connection per thread).
 """
 
 from __future__ import annotations
@@ -119,7 +116,9 @@ class WriteService:
     def context(
         self, conn: apsw.Connection, touched: Touched, *, staging: Capture | Expected | None = None, slots: bool = True
     ) -> WriteContext:
-        """The one write context of a call: the session's scope, allowlist, limits and identity."""
+        """The one write context of a call: the session's scope, allowlist, limits and identity; the session's
+        reads and searches so far are put on record first (a session note lists them)."""
+        self.session.reads.flush()
         c = self.session.config
         return WriteContext(
             conn,
