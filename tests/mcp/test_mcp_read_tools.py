@@ -492,6 +492,7 @@ ARGS = {
     "kms_list_tags": {},
     "kms_list_recent": {},
     "kms_get_backlinks": {"noteId": "n000000000000"},
+    "kms_history": {"noteId": "n000000000000"},
     "kms_inventory": {},
     "kms_start": {},
     "kms_semantic_search": {"query": "x"},
