@@ -84,6 +84,34 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
     )
 
 
+def _path_glob(old: str) -> str:
+    """A version 1 folder glob as the path glob that allows exactly the same notes (frozen here:
+    ``server.config.allowlist.from_folder_glob`` is the same rule, a layer above)."""
+    p = old.strip().strip("/")
+    return "*" if p in ("", ".") else f"{p}/*"
+
+
+def m026_allowlist_paths(conn: apsw.Connection) -> None:
+    """Allowlist entries are globs over a note's path now (``server.config.allowlist``; the settings file
+    is upgraded by ``server.config.settings_file.upgrade``): a standing token's ``folder:`` scopes and a
+    launcher session's ``KMS_WRITE_ALLOWLIST`` are rewritten to allow exactly the notes they did."""
+    import json
+    import re
+
+    for tid, scopes, config in list(conn.execute("SELECT id, scopes, config FROM tokens")):
+        words = [
+            f"folder:{_path_glob(w[7:])}" if w.startswith("folder:") else w for w in re.split(r"[\s,]+", scopes) if w
+        ]
+        env = json.loads(config) if config else None
+        if isinstance(env, dict) and env.get("KMS_WRITE_ALLOWLIST", "").strip():
+            old = [p for p in re.split(r"[,\n\r]+", env["KMS_WRITE_ALLOWLIST"]) if p.strip()]
+            env["KMS_WRITE_ALLOWLIST"] = ",".join(dict.fromkeys(_path_glob(p) for p in old))
+        conn.execute(
+            "UPDATE tokens SET scopes = ?, config = ? WHERE id = ?",
+            (" ".join(words), json.dumps(env) if env is not None else config, tid),
+        )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -104,6 +132,7 @@ MIGRATIONS: list[Migration] = [
     m021_tokens,
     m022_provenance_lookups,
     m023_idempotency_keys,
+    m026_allowlist_paths,
 ]
 
 

@@ -101,15 +101,18 @@ def test_create_refusals(env: Env, kwargs: dict, kind: str) -> None:
 
 
 def test_create_allowlist(env: Env) -> None:
+    """``drafts/*`` is the notes directly in drafts/ (the example kms gives), ``inbox`` inbox/ and below."""
     s = svc(env, ["drafts/*", "inbox"])
     e = err(s.create, "x", folder="notes")
     assert e.kind == "folder-denied" and e.extra["allowed"] == ["drafts/*", "inbox"]
     assert "drafts/*" in e.message and not (env.root / "notes").exists()
-    assert err(s.create, "x", folder="drafts").kind == "folder-denied"
+    assert e.extra["wouldAllow"] == "notes/*"
+    assert err(s.create, "x", folder="drafts/a").kind == "folder-denied"
     assert err(s.create, "x", folder="drafts/a/b").kind == "folder-denied"
     assert err(s.create, "x").kind == "folder-denied"  # the root is not listed
-    assert s.create("x", folder="drafts/a")["path"] == "drafts/a/x.md"
+    assert s.create("x", folder="drafts")["path"] == "drafts/x.md"
     assert s.create("x", folder="inbox")["path"] == "inbox/x.md"
+    assert s.create("y", folder="inbox/deep/er")["path"] == "inbox/deep/er/y.md"
     assert last_row(env)["status"] == "success"
     statuses = [r["status"] for r in list_invocations(env.conn)]
     assert statuses.count("folder-denied") == 4
