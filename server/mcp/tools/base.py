@@ -28,6 +28,14 @@ from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
+from server.writes.limits import MAX_NOTE_NAME_CHARS
+
+# every tool's noteId: one field, so a note is named the same way everywhere (docs/limits.md)
+NoteIdField = Field(
+    min_length=1,
+    max_length=MAX_NOTE_NAME_CHARS,
+    description="The note: a noteId from another kms tool, or its title, path or vault:path.",
+)
 
 if TYPE_CHECKING:  # the write path's types only: the handlers import the operations when first called
     from server.writes.context import WriteContext

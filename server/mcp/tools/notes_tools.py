@@ -13,16 +13,19 @@ from server.errors import KmsError
 from server.index import listing
 from server.index.notes import find_note, get_note
 from server.index.search import search
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.base import (
+    PAYLOAD_CAP_BYTES,
+    READ_ONLY,
+    NoteIdField,
+    ReadSpec,
+    StrictInput,
+    ToolContext,
+    ToolOutput,
+)
 from server.vault.markdown import split_lines
-from server.writes.limits import MAX_HEADING_CHARS, MAX_NAME_CHARS
+from server.writes.limits import MAX_HEADING_CHARS
 
 VaultField = Field(default=None, min_length=1, max_length=64, description="Only this vault (name); default all.")
-NoteIdField = Field(
-    min_length=1,
-    max_length=MAX_NAME_CHARS,
-    description="The note: a noteId from another kms tool, or its title, path or vault:path.",
-)
 
 
 def note_id_of(ctx: ToolContext, ref: str) -> str:
