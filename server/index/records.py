@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
 from server.vault.parser import ParsedNote, parse_note
@@ -126,9 +127,24 @@ def read_record(
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
     rec = record_of_bytes(relpath, mtime_ns, data, known_hash, dialect)
+    if rec.values is not None and rec.values.get("created") is None:  # a new note's createdAt (writer.insert)
+        born = birth_time(full)
+        rec.values["born"] = min(born, mtime_ns / 1e9) if born else mtime_ns / 1e9
     if rec.values is not None and os.path.islink(full):  # privacy: a symlink follows its target
         rec.values["link_to"] = os.path.relpath(os.path.realpath(full), os.path.realpath(root)).replace(os.sep, "/")
     return rec
+
+
+BINARY_SAMPLE = 8_192  # the bytes a file is judged by, as git and grep judge a binary file
+
+
+def looks_binary(data: bytes, text: str) -> bool:
+    """A NUL byte in the first 8 KiB, or undecodable bytes in more than a third of its characters."""
+    head = data[:BINARY_SAMPLE]
+    if b"\x00" in head:
+        return True
+    sample = text[:BINARY_SAMPLE]
+    return "\ufffd" in sample and sample.count("\ufffd") * 3 > len(sample)
 
 
 def record_of_bytes(
@@ -144,6 +160,8 @@ def record_of_bytes(
     except UnicodeDecodeError:
         text = data.decode("utf-8", "replace")
         bad_encoding = "not valid UTF-8; undecodable bytes replaced in the index"
+    if looks_binary(data, text):  # an image or archive named .md: no tags, links or words from its bytes
+        text, bad_encoding = "", "a binary file named .md (not text): indexed by its name only"
     stem, names = stem_title(dialect, relpath) if dialect.namespaces else (title_of(relpath), [])
     parsed = parse_note(text, stem, dialect, relpath)
     if names:

@@ -121,7 +121,7 @@ def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) 
         **values,
         "id": new_note_id(),
         "vault_id": vault_id,
-        "created_at": values.get("created") or now,
+        "created_at": values.get("created") or values.get("born") or now,
         "hidden_at": now if values["hidden_rule"] else None,
     }
     conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
@@ -161,7 +161,7 @@ class NewNotes:
                     first + i,
                     new_note_id(),
                     vid,
-                    v.get("created") or v["indexed_at"],
+                    v.get("created") or v.get("born") or v["indexed_at"],
                     v["indexed_at"] if v["hidden_rule"] else None,
                     *update_values(v),
                 )
