@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.index.properties import property_rows, search_text
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
@@ -46,6 +47,7 @@ class FileRecord:
     keys: list[tuple[str, int]] = field(default_factory=list)  # (key, kind)
     links: list[tuple] = field(default_factory=list)  # links columns after (src_rid)
     headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
+    props: list[tuple] = field(default_factory=list)  # note_props columns after (rid): key, ord, value, num
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
     fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
 
@@ -173,6 +175,7 @@ def record_of_bytes(
     if parsed.fm_error and parsed.frontmatter is None:
         rec.fm_raw = text[:16_384]
     rec.tags = parsed.tags
+    rec.props = property_rows(parsed.frontmatter)
     rec.keys = _note_keys(relpath, parsed)
     rec.links = [
         (
@@ -277,6 +280,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "search_title": " ".join((p.title, *p.names, *((p.desc,) if p.desc else ()))) if p.names or p.desc else None,
         "body": p.body,
         "tags": " ".join(p.tags),
+        "search_props": search_text(p.frontmatter),  # the FTS props column
         "aliases": json.dumps(p.aliases) if p.aliases else None,
         "frontmatter": _FM_JSON(p.frontmatter) if p.frontmatter is not None else None,
         "fm_error": p.fm_error,

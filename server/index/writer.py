@@ -19,12 +19,13 @@ def new_note_id() -> str:
     return "n" + secrets.token_hex(6)
 
 
-def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list]:
+def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list, list]:
     return (
         [(rid, t) for t in rec.tags],
         [(k, vault_id, rid, kind) for k, kind in rec.keys],
         [(rid, *ln) for ln in rec.links],
         [(rid, *h) for h in rec.headings],
+        [(rid, *p) for p in rec.props],
     )
 
 
@@ -33,11 +34,15 @@ _LINK_COLS = (
 )
 
 
-def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
+def insert_children(
+    conn: apsw.Connection, tags: list, keys: list, links: list, heads: list, props: list | None = None
+) -> None:
     conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)", tags)
     conn.executemany("INSERT OR IGNORE INTO note_keys VALUES (?, ?, ?, ?)", keys)
     conn.executemany(f"INSERT INTO links({_LINK_COLS}) VALUES ({', '.join('?' * _LINK_COLS.count(','))}, ?)", links)
     conn.executemany("INSERT INTO headings VALUES (?, ?, ?, ?, ?)", heads)
+    if props:
+        conn.executemany("INSERT OR IGNORE INTO note_props(rid, key, ord, value, num) VALUES (?, ?, ?, ?, ?)", props)
 
 
 # Each child table: its note column and the columns ``children_rows`` fills, in order.
@@ -46,6 +51,7 @@ _CHILD_TABLES = (
     ("note_keys", "rid", "key, vault_id, rid, kind"),
     ("links", "src_rid", _LINK_COLS),
     ("headings", "rid", "rid, ord, level, text, line"),
+    ("note_props", "rid", "rid, key, ord, value, num"),
 )
 
 
@@ -69,7 +75,7 @@ def write_children(
         )
         if table == "note_keys":
             old_keys = set(old)
-        same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
+        same = old == sorted(set(rows) if table in ("note_tags", "note_keys", "note_props") else rows)
         if not same:
             conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (rid,))
         changed.append(not same)
@@ -79,7 +85,8 @@ def write_children(
 
 UPDATE_COLS = (
     "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, "
-    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
+    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule, "
+    "search_props"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
 UPDATE_SQL = (
@@ -96,17 +103,17 @@ INSERT_SQL = (
 )
 
 
-FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
+FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags, props) VALUES (?, ?, ?, ?, ?)"
 FTS_DELETE = (
-    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
-    "SELECT 'delete', rid, title, body, tags FROM notes_fts_source WHERE rid = ?"
+    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags, props) "
+    "SELECT 'delete', rid, title, body, tags, props FROM notes_fts_source WHERE rid = ?"
 )
 
 
 def fts_entry(rid: int, values: dict) -> tuple:
     """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row: the
     title column holds the search title when there is one, see ``notes_fts_source``)."""
-    return rid, values.get("search_title") or values["title"], values["body"], values["tags"]
+    return rid, values.get("search_title") or values["title"], values["body"], values["tags"], values["search_props"]
 
 
 def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
@@ -173,13 +180,15 @@ class NewNotes:
         keys: list = []
         links: list = []
         heads: list = []
+        props: list = []
         for i, (rec, _v) in enumerate(pending):
             rid = first + i
             tags += [(rid, t) for t in rec.tags]
             keys += [(k, vid, rid, kind) for k, kind in rec.keys]
             links += [(rid, *ln) for ln in rec.links]
             heads += [(rid, *h) for h in rec.headings]
-        insert_children(conn, tags, keys, links, heads)
+            props += [(rid, *p) for p in rec.props]
+        insert_children(conn, tags, keys, links, heads, props)
         return [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
 
 
