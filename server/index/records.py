@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from server.index.properties import property_rows, search_text
+from server.index.scripts import has_run
+from server.index.scripts import index_tokens as cjk_tokens
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
@@ -281,6 +283,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "body": p.body,
         "tags": " ".join(p.tags),
         "search_props": search_text(p.frontmatter),  # the FTS props column
+        "search_cjk": cjk_tokens(f"{p.title}\n{p.body}") if has_run(p.title) or has_run(p.body) else None,
         "aliases": json.dumps(p.aliases) if p.aliases else None,
         "frontmatter": _FM_JSON(p.frontmatter) if p.frontmatter is not None else None,
         "fm_error": p.fm_error,

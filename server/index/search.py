@@ -19,6 +19,7 @@ import apsw
 from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
+from server.index.scripts import has_run, query_parts
 
 SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
@@ -73,6 +74,12 @@ def build_match(query: str) -> tuple[str, str | None]:
     terms = plain_terms(query)
     if not terms:
         return "", None
+    if any(has_run(t) for t in terms):  # words in a script without spaces: by substring (scripts.py)
+        parts = []
+        for t in terms:
+            rest, runs = query_parts(t)
+            parts += [_quote(r) for r in rest] + runs
+        return " AND ".join(parts), (" OR ".join(parts) if len(parts) > 1 else None)
     strict = " ".join(_quote(t) for t in terms)
     topical = [t for t in terms if t.lower().strip("?!.,;:") not in STOPWORDS] or terms
     relaxed = " OR ".join(_quote(t) for t in topical) if len(terms) > 1 else None

@@ -86,7 +86,7 @@ def write_children(
 UPDATE_COLS = (
     "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, "
     "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule, "
-    "search_props"
+    "search_props, search_cjk"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
 UPDATE_SQL = (
@@ -103,17 +103,18 @@ INSERT_SQL = (
 )
 
 
-FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags, props) VALUES (?, ?, ?, ?, ?)"
+FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags, props, cjk) VALUES (?, ?, ?, ?, ?, ?)"
 FTS_DELETE = (
-    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags, props) "
-    "SELECT 'delete', rid, title, body, tags, props FROM notes_fts_source WHERE rid = ?"
+    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags, props, cjk) "
+    "SELECT 'delete', rid, title, body, tags, props, cjk FROM notes_fts_source WHERE rid = ?"
 )
 
 
 def fts_entry(rid: int, values: dict) -> tuple:
     """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row: the
     title column holds the search title when there is one, see ``notes_fts_source``)."""
-    return rid, values.get("search_title") or values["title"], values["body"], values["tags"], values["search_props"]
+    title = values.get("search_title") or values["title"]
+    return rid, title, values["body"], values["tags"], values["search_props"], values["search_cjk"]
 
 
 def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:

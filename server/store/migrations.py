@@ -115,8 +115,9 @@ def m026_allowlist_paths(conn: apsw.Connection) -> None:
 def m027_note_properties(conn: apsw.Connection) -> None:
     """A note's properties, searchable and filterable (``server.index.properties``): one ``note_props`` row
     per value (each item of a list), its text lower-cased and, when it is a number, the number; and the
-    values' text as a fourth FTS column (``props``), ranked below titles, tags and body text. Every note is
-    read again at the next ``kms index`` or watcher scan (its hash forgotten) to fill them."""
+    values' text as a fourth FTS column (``props``), ranked below titles, tags and body text; and a fifth,
+    ``cjk``, for words in scripts written without spaces (``server.index.scripts``). Every note is read
+    again at the next ``kms index`` or watcher scan (its hash forgotten) to fill them."""
     conn.execute(
         "CREATE TABLE note_props (rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE, "
         "key TEXT NOT NULL, value TEXT NOT NULL, num REAL, ord INTEGER NOT NULL, PRIMARY KEY (rid, key, ord)) "
@@ -125,16 +126,18 @@ def m027_note_properties(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX note_props_value ON note_props(key, value)")
     conn.execute("CREATE INDEX note_props_num ON note_props(key, num) WHERE num IS NOT NULL")
     conn.execute("ALTER TABLE notes ADD COLUMN search_props TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_cjk TEXT")  # server.index.scripts: runs without spaces
     conn.execute(
         """DROP TABLE notes_fts;
         DROP VIEW notes_fts_source;
         CREATE VIEW notes_fts_source AS
-            SELECT rid, coalesce(search_title, title) AS title, body, tags, search_props AS props FROM notes;
+            SELECT rid, coalesce(search_title, title) AS title, body, tags, search_props AS props,
+                   search_cjk AS cjk FROM notes;
         CREATE VIRTUAL TABLE notes_fts USING fts5(
-            title, body, tags, props, content='notes_fts_source', content_rowid='rid',
+            title, body, tags, props, cjk, content='notes_fts_source', content_rowid='rid',
             tokenize='unicode61 remove_diacritics 2'
         );
-        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0, 0.5)');"""
+        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0, 0.5, 1.0)');"""
     )
     page = conn.execute("PRAGMA page_size").fetchall()[0][0]
     if page > 4096:  # type: ignore[operator]  # as m006_fts_tuning
