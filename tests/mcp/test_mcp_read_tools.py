@@ -490,6 +490,7 @@ ARGS = {
     "kms_search": {"query": "x"},
     "kms_read": {"noteId": "n000000000000"},
     "kms_list_tags": {},
+    "kms_list_properties": {},
     "kms_list_recent": {},
     "kms_get_backlinks": {"noteId": "n000000000000"},
     "kms_history": {"noteId": "n000000000000"},
