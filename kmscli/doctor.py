@@ -117,6 +117,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     writes: dict[str, Any] = {}
     embeddings: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
+    planted: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.db import check_database
@@ -131,6 +132,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             from server.activity.approvals import list_pending
             from server.activity.provenance import write_totals
             from server.index.embed.pipeline import embed_stats
+            from server.index.planted_notes import planted_notes
 
             vaults = _index_report(conn)
             writes, embeddings = write_totals(conn), embed_stats(conn)
@@ -148,6 +150,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             ]
             active = [{**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)]
             unfinished = kept(lock_dir_for(conn))
+            planted = [p.to_json() for p in planted_notes(conn)]
         finally:
             conn.close()
     except Exception as e:
@@ -164,6 +167,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     }
     report["active_sessions"] = active
     report["pending"] = pending
+    report["planted"] = planted  # notes an agent reads whose text looks like instructions to it
     settings = load_settings(env=env, has_vault=bool(vaults))
     report["settings"] = {
         "path": str(settings.path),
@@ -192,6 +196,9 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
     return report
+
+
+PLANTED_SHOWN = 20  # the notes that look planted named on screen (all of them in --json)
 
 
 def doctor_command(
@@ -278,6 +285,15 @@ def doctor_command(
                 f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
                 f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}"
             )
+    if report["planted"]:
+        out.print(
+            f"{meh} {len(report['planted'])} note(s) an agent can read look like they hold instructions for it "
+            "(agents are told note text is data; check them, or hide them: kms hide):"
+        )
+        for p in report["planted"][:PLANTED_SHOWN]:
+            out.print(f"    {p['vault']}:{p['path']} — {'; '.join(p['reasons'])}", markup=False)
+        if len(report["planted"]) > PLANTED_SHOWN:
+            out.print(f"    … and {len(report['planted']) - PLANTED_SHOWN} more (kms doctor --json)")
     for warning in report["warnings"]:
         out.print(f"{meh} {warning}")
     s = report["settings"]

@@ -44,6 +44,7 @@ class Pending:
     reason: str | None
     invocation_id: int | None
     outcome: str | None
+    why: list[str]  # why it was staged although write.approval did not ask: it looks planted (m029)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +62,7 @@ class Pending:
             "reason": self.reason,
             "invocationId": self.invocation_id,
             "outcome": self.outcome,
+            "why": self.why,
         }
 
 
@@ -80,6 +82,7 @@ def _pending(d: dict[str, Any]) -> Pending:
         d["reason"],
         d["invocation_id"],
         d["outcome"],
+        json.loads(d["why"]) if d.get("why") else [],
     )
 
 
@@ -94,13 +97,15 @@ def stage(
     lines: int,
     timeout_s: float,
     now: float | None = None,
+    why: list[str] | None = None,
 ) -> int:
-    """Record a call waiting for the person; return its id."""
+    """Record a call waiting for the person; return its id. ``why``: the reasons a call the approval mode
+    would let through is staged anyway (its text looks like planted instructions)."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
             "INSERT INTO pending_writes (created_at, expires_at, session_id, tool, input_summary, input_json,"
-            " files_json, lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " files_json, lines, why) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 at,
                 at + timeout_s,
@@ -110,6 +115,7 @@ def stage(
                 json.dumps(arguments, ensure_ascii=False, default=str),
                 json.dumps(files, ensure_ascii=False),
                 lines,
+                json.dumps(why, ensure_ascii=False) if why else None,
             ),
         )
         return int(conn.last_insert_rowid())

@@ -84,6 +84,12 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m029_staged_why(conn: apsw.Connection) -> None:
+    """Why a write was staged for the person when ``write.approval`` did not ask for it: its text looks like
+    instructions planted for an agent (``server.vault.planted``). A JSON list of reasons; NULL otherwise."""
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN why TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -104,6 +110,7 @@ MIGRATIONS: list[Migration] = [
     m021_tokens,
     m022_provenance_lookups,
     m023_idempotency_keys,
+    m029_staged_why,
 ]
 
 
