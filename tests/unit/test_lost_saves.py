@@ -2,7 +2,9 @@
 several processes while a person saves the same notes as editors do (atomic rename, truncate then
 write, truncate then write in two chunks). Every one of the person's saves survives (saves lost = 0;
 before a note read without settling had to stay unchanged for ``FORCED_QUIET_S``, a two-chunk save
-read between its chunks was lost in 5 of 8 runs, cascading to 44-176 saves)."""
+read between its chunks was lost in 5 of 8 runs, cascading to 44-176 saves; later one save in 557 whose editor
+stalled between its chunks past that window: kms now waits while another process holds the note open for
+writing). The overwritten flag, once settled, is on exactly the agent appends a person's save dropped."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from pathlib import Path
 
 from support.writes import make_env
 
+from server.activity import overwrites
+from server.index.indexer import reindex_file
 from server.vault import files
 
 WORKER = Path(__file__).parents[1] / "support" / "write_workers.py"
@@ -55,3 +59,22 @@ def test_no_save_of_the_person_is_lost_to_an_agent_write(tmp_path: Path) -> None
     refused = {m.strip("<>") for m, s in appended if s != "success"}
     assert not refused & {m for t in texts for m in re.findall(r"<<(A\d+-\d+)>>", t)}
     assert all(s in ("success", "conflict") for _m, s in appended)
+    # the overwritten flag once the watcher has settled: exactly the agent appends a person's save dropped
+    for n in names:
+        reindex_file(env.conn, env.vault, n)
+    overwrites.check(env.conn, env.vault, names)
+    present = {m for t in texts for m in re.findall(r"<<(A\d+-\d+)>>", t)}
+    flags = {
+        re.findall(r"<<(A\d+-\d+)>>", str(text))[0]: at is not None
+        for text, at in env.conn.execute(
+            "SELECT inserted_text, overwritten_at FROM tool_invocations "
+            "WHERE status = 'success' AND tool = 'kms_append'"
+        )
+    }
+    false_flags = sorted(m for m, flagged in flags.items() if flagged and m in present)
+    missed = sorted(m for m, flagged in flags.items() if not flagged and m not in present)
+    print(
+        f"agent appends dropped by a save: {len(set(flags) - present)}, "
+        f"false flags: {len(false_flags)}, missed: {len(missed)}"
+    )
+    assert false_flags == [] and missed == []
