@@ -185,6 +185,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("tags")(notes_cmds.tags_cmd)
     app.command("recent")(notes_cmds.recent_cmd)
     app.command("backlinks")(notes_cmds.backlinks_cmd)
+    app.command("unresolved")(notes_cmds.unresolved_cmd)
     app.command("hide")(notes_cmds.hide_cmd)
     app.command("unhide")(notes_cmds.unhide_cmd)
     app.command("hidden")(notes_cmds.hidden_cmd)
