@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from server.config.schema import (
     AUTO,
     BUILTIN_SERVERS,
@@ -266,23 +264,6 @@ def load_settings(
 
 
 # ----------------------------------------------------------------------------- writing
-
-
-def write_file(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write the TOML document atomically (temp file in the same dir, fsync, rename), mode 0600."""
-    write_text(path, tomli_w.dumps(_prune(dict(doc))).encode())
-
-
-def _prune(doc: dict[str, Any]) -> dict[str, Any]:
-    """Drop tables left empty by an unset (keeps the file tidy)."""
-    out: dict[str, Any] = {}
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            v = _prune(v)
-            if not v:
-                continue
-        out[k] = v
-    return out
 
 
 def _set_in(doc: dict[str, Any], dotted: str, value: Any) -> None:

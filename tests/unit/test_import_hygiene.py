@@ -93,7 +93,6 @@ SHARED = [
     "watchfiles",
     "numpy",
     "ruamel.yaml",
-    "tomli_w",
     "tomllib",
 ]
 SDK_SHARED = SHARED + ["mcp_types", "mcp.server.lowlevel", "mcp.server.stdio"]
