@@ -31,6 +31,10 @@ def _show_pending(p: Any, now: float) -> None:
         highlight=False,
     )
     console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
+    if p.why:  # held although write.approval did not ask: its text looks like instructions to an agent
+        console.print(
+            f"  held: looks like instructions to an agent ({'; '.join(p.why)})", markup=False, highlight=False
+        )
     for f in p.files:
         where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
         console.print(f"  [cyan]{f['vault']}:{where}[/] +{f['added']} -{f['removed']}", highlight=False)

@@ -89,7 +89,11 @@ def diff_text(p: Pending) -> Text:
     t.append(f"#{p.id} {p.tool}", style="bold")
     t.append(f" · session {p.session_id} · {p.lines} line(s) in {len(p.files)} file(s)\n", style="dim")
     t.append("input: ", style="bold")
-    t.append(p.input_summary + "\n\n")
+    t.append(p.input_summary + "\n")
+    if p.why:  # held although write.approval did not ask (server.vault.planted)
+        t.append("held: ", style="bold yellow")
+        t.append("looks like instructions to an agent (" + "; ".join(p.why) + ")\n", style="yellow")
+    t.append("\n")
     for f in p.files:
         t.append(f"{f['vault']}:{f['path']}", style="bold cyan")
         if f.get("newPath"):
