@@ -10,7 +10,7 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Column, Table
+from rich.table import Table
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
 from server.humanize import ago
@@ -31,6 +31,10 @@ def _show_pending(p: Any, now: float) -> None:
         highlight=False,
     )
     console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
+    if p.why:  # held although write.approval did not ask: its text looks like instructions to an agent
+        console.print(
+            f"  held: looks like instructions to an agent ({'; '.join(p.why)})", markup=False, highlight=False
+        )
     for f in p.files:
         where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
         console.print(f"  [cyan]{f['vault']}:{where}[/] +{f['added']} -{f['removed']}", highlight=False)
@@ -131,15 +135,17 @@ def session_list(
     if not items:
         console.print("No sessions recorded yet.")
         return
-    table = Table("kind", "state", "control", "this minute", "total", "calls", "reads", "pending", "started")
-    table.columns.insert(0, Column("session", no_wrap=True, min_width=13))
+    # fits 80 columns with every header whole (issue 32): no box, the control only when it is not the usual
+    headers = ("session", "kind", "state", "writes\n/min", "writes\ntotal", "calls", "reads", "pending", "started")
+    table = Table(box=None, pad_edge=False, header_style="bold underline")
+    for name in headers:
+        table.add_column(name, no_wrap=name in ("session", "started"), min_width=max(map(len, name.split("\n"))))
     for s in items:
         c = counts.get(s.id, none)
         table.add_row(
             s.id,
             s.kind,
-            s.state,
-            s.control,
+            s.state + (f" {s.control}" if s.control != "active" else ""),
             s.gauge.minute_text,
             s.gauge.total_text,
             f"{c['calls']}" + (f" ({c['refused']} refused)" if c["refused"] else ""),

@@ -132,6 +132,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     writes: dict[str, Any] = {}
     embeddings: dict[str, Any] = {}
     pending: list[dict[str, Any]] = []
+    planted: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
     history: dict[str, Any] = {}
     from server.errors import KmsError
@@ -147,6 +148,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             from server.activity.approvals import list_pending
             from server.activity.provenance import write_totals
             from server.index.embed.pipeline import embed_stats
+            from server.index.planted_notes import planted_notes
 
             vaults = _index_report(conn)
             writes, embeddings = write_totals(conn), embed_stats(conn)
@@ -167,6 +169,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             from server.index.history import stats
 
             history = stats(conn)
+            planted = [p.to_json() for p in planted_notes(conn)]
         finally:
             conn.close()
     except Exception as e:
@@ -183,6 +186,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     }
     report["active_sessions"] = active
     report["pending"] = pending
+    report["planted"] = planted  # notes an agent reads whose text looks like instructions to it
     settings = load_settings(env=env, has_vault=bool(vaults))
     report["settings"] = {
         "path": str(settings.path),
@@ -217,6 +221,9 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
     report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
     return report
+
+
+PLANTED_SHOWN = 20  # the notes that look planted named on screen (all of them in --json)
 
 
 def doctor_command(
@@ -323,6 +330,15 @@ def doctor_command(
             out.print(f"    {meh} hooks that could not be taken: {c['hookLogLines']} line(s) in {c['hookLog']}")
     else:
         out.print(f"{meh} session capture is off (capture.enabled): no start brief, no session notes")
+    if report["planted"]:
+        out.print(
+            f"{meh} {len(report['planted'])} note(s) an agent can read look like they hold instructions for it "
+            "(agents are told note text is data; check them, or hide them: kms hide):"
+        )
+        for p in report["planted"][:PLANTED_SHOWN]:
+            out.print(f"    {p['vault']}:{p['path']} — {'; '.join(p['reasons'])}", markup=False)
+        if len(report["planted"]) > PLANTED_SHOWN:
+            out.print(f"    … and {len(report['planted']) - PLANTED_SHOWN} more (kms doctor --json)")
     for warning in report["warnings"]:
         out.print(f"{meh} {warning}")
     s = report["settings"]

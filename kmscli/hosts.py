@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -279,8 +280,9 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
             if SERVER_NAME not in table:
                 return text, False
             del table[SERVER_NAME]
-        else:
-            table[SERVER_NAME] = entry
+            _drop_empty_tables(doc, host.key)
+            return re.sub(r"\n{2,}\Z", "\n", tomlkit.dumps(doc)), True  # (not the blank line the table had)
+        table[SERVER_NAME] = entry
         return tomlkit.dumps(doc), True
     if host.fmt == "json" and text.strip():
         try:
@@ -289,11 +291,34 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
             raise KmsError("invalid-input", f"not valid JSON ({e})") from None
     try:
         if entry is None:
-            without, found = jsonc.remove_member(text, path)
-            return (_inputs(host, without, keep=False), True) if found else (text, False)
+            text, removed = jsonc.remove_member(text, path)
+            for depth in range(len(host.key), 0, -1):  # a servers map kms leaves empty goes too
+                _, span = jsonc.parse(text)
+                for key in host.key[:depth]:
+                    span = span.members[key][1]
+                if span.members or jsonc.strip(text[span.start + 1 : span.end - 1]).strip():
+                    break  # other servers, or a comment the person wrote in it
+                text = jsonc.remove_member(text, host.key[:depth])[0]
+            return (_inputs(host, text, keep=False), True) if removed else (text, False)
         return _inputs(host, jsonc.set_member(text, path, entry), keep=_uses_input(entry)), True
     except jsonc.JsoncError as e:
         raise KmsError("invalid-input", f"cannot parse it ({e}); fix it or merge the document by hand") from None
+
+
+def _drop_empty_tables(doc: Any, key: tuple[str, ...]) -> None:
+    """Remove the tables of ``key`` (deepest first) that removing kms left empty."""
+    for depth in range(len(key), 0, -1):
+        parent: Any = doc
+        for k in key[: depth - 1]:
+            parent = parent[k]
+        if len(parent[key[depth - 1]]) or parent[key[depth - 1]].trivia.comment:
+            return
+        del parent[key[depth - 1]]
+
+
+def _empty_document(host: Host, text: str) -> bool:
+    """Nothing but an empty object (JSON) or nothing at all (TOML): what an install into a new file leaves."""
+    return not text.strip() if host.fmt == "toml" else re.fullmatch(r"\s*\{\s*\}\s*", text) is not None
 
 
 def write_with_backup(path: Path, old: str, new: str) -> Path | None:
@@ -339,4 +364,14 @@ def uninstall(host: Host, path: Path | None = None) -> tuple[Path, Path | None, 
         raise KmsError(e.kind, f"{path}: {e.message}") from None
     if not changed:
         return path, None, False
+    backup = path.with_name(path.name + ".kms-backup")
+    if _empty_document(host, new):  # kms made the file (or was all it held): no file, no backup left
+        path.unlink()
+        if backup.exists() and _empty_document(host, read_config(backup)):
+            backup.unlink()
+        return path, None, True
+    if backup.exists() and read_config(backup) == new:  # back to what it was before kms: that backup says nothing
+        write_with_backup(path, old, new)
+        backup.unlink(missing_ok=True)
+        return path, None, True
     return path, write_with_backup(path, old, new), True

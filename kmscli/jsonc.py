@@ -183,6 +183,6 @@ def remove_member(text: str, path: tuple[str, ...]) -> tuple[str, bool]:
         if text.startswith("\n", _WS.match(text, end).start()) and start == line_start:  # type: ignore[union-attr]
             end = text.find("\n", end) + 1 if text[end : text.find("\n", end)].strip() == "" else end
         return text[:start] + text[end:], True
-    before = text[:key_start].rstrip()  # the last member: take the comma before it
-    start = len(before) - 1 if before.endswith(",") else key_start
+    before = text[:key_start].rstrip()  # the last member: take the comma before it (and its line's indent)
+    start = len(before) - 1 if before.endswith(",") else len(before)
     return text[:start] + text[child.end :], True

@@ -203,6 +203,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("properties")(notes_cmds.properties_cmd)
     app.command("recent")(notes_cmds.recent_cmd)
     app.command("backlinks")(notes_cmds.backlinks_cmd)
+    app.command("unresolved")(notes_cmds.unresolved_cmd)
     app.command("hide")(notes_cmds.hide_cmd)
     app.command("unhide")(notes_cmds.unhide_cmd)
     app.command("hidden")(notes_cmds.hidden_cmd)

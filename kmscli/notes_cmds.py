@@ -10,7 +10,17 @@ import typer
 from rich.table import Table
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
-from kmscli.output import JsonOpt, LimitOpt, VaultOpt, cli_errors, console, open_db, print_json, vault_id
+from kmscli.output import (
+    JsonOpt,
+    LimitOpt,
+    VaultOpt,
+    cli_errors,
+    console,
+    err_console,
+    open_db,
+    print_json,
+    vault_id,
+)
 from server.errors import KmsError
 from server.humanize import stamp
 from server.index import listing
@@ -71,10 +81,10 @@ def search_cmd(
             f"session {p['session_id']} · {stamp(p['at'])}{mark(p)}[/]",
             highlight=False,
         )
-    if result.get("relaxed"):
-        console.print(f"[dim]{result.get('note')}[/]")
-    if result.get("mode") == "keyword-only":
-        console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
+    if result.get("relaxed") and result.get("note"):
+        console.print(f"[dim]{result['note']}[/]", highlight=False)
+    if result.get("mode") == "keyword-only":  # a notice, not a result: stdout stays the results alone
+        err_console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
     if not result.get("hits") and not result.get("provenance"):
         console.print("No matches.")
 
@@ -114,6 +124,37 @@ def _camel(key: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def unresolved_cmd(limit: LimitOpt = 20, vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Link names no note answers (what to create or fix), most linked first, with one note that links each."""
+    from server.index.orientation import unresolved
+
+    with cli_errors():
+        conn = open_db()
+        found, total = unresolved(conn, vault_id(conn, vault), limit)
+        titles = {
+            str(r[0]): str(r[1])
+            for r in conn.execute(
+                f"SELECT id, title FROM notes WHERE id IN ({','.join('?' * len(found))})",
+                tuple(f["fromNoteId"] for f in found),
+            )
+        }
+    if json_out:
+        print_json({"unresolved": found, "links": total})
+        return
+    if not found:
+        console.print("Every link resolves.")
+        return
+    from rich.markup import escape
+
+    table = Table("name", "links", "linked from")
+    for f in found:
+        table.add_row(
+            escape(f"[[{f['target']}]]"), str(f["links"]), escape(titles.get(f["fromNoteId"], f["fromNoteId"]))
+        )
+    console.print(table)
+    console.print(f"[dim]{total} unresolved link(s) in all[/]", highlight=False)
+
+
 NoteArg = Annotated[str, typer.Argument(help="The note: its id, title, path or vault:path.")]
 
 
@@ -142,11 +183,17 @@ def show_cmd(note: NoteArg, json_out: JsonOpt = False) -> None:
     console.print(n["body"], markup=False, highlight=False)
 
 
-def tags_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
-    """Tags with their note counts."""
+def tags_cmd(
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="At most this many (the most used).")
+    ] = None,
+    vault: VaultOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Tags with their note counts, most used first."""
     with cli_errors():
         conn = open_db()
-        data = listing.list_tags(conn, vault_id(conn, vault))["tags"]
+        data = listing.list_tags(conn, vault_id(conn, vault), limit)["tags"]
     if json_out:
         print_json(data)
         return
@@ -271,26 +318,24 @@ def log_cmd(
     if json_out:
         print_json(data)
         return
-    table = Table("id", "time", "session", "tool", "status", "note", "+lines")
-    table.columns[5].overflow = "fold"  # the whole path, and the rule that hides it (--include-hidden)
-    for r in data:
+    from rich.markup import escape
+
+    for r in data:  # one line for the call, one for its note: a path never wraps at 80 columns (issue 32)
         ok = r["status"] == "success"
-        table.add_row(
-            str(r["id"]),
-            stamp(r["at"]),
-            r["session_id"],
-            r["tool"],
-            ("[green]✓ " if ok else "[red]✗ ") + r["status"] + "[/]",
-            (r.get("path") or "") + mark(r),
-            str(r["lines_added"]),
+        console.print(
+            f"[bold]#{r['id']}[/] {stamp(r['at'])}  {escape(r['session_id'])}  {escape(r['tool'])}  "
+            + ("[green]✓ " if ok else "[red]✗ ")
+            + f"{escape(r['status'])}[/]"
+            + (f"  +{r['lines_added']}" if r["lines_added"] else ""),
+            highlight=False,
         )
-    if data:
-        console.print(table)
-    elif session is not None:
+        if r.get("path") or mark(r):
+            console.print(f"    {escape((r.get('path') or '') + mark(r))}", highlight=False, soft_wrap=True)
+    if not data and session is not None:
         console.print(
             f"No agent writes recorded for session {session!r}. `kms log` lists every session's; "
             "`kms tui` shows the sessions.",
             highlight=False,
         )
-    else:
+    elif not data:
         console.print("No agent writes recorded yet.")

@@ -49,6 +49,7 @@ class Pending:
     reason: str | None
     invocation_id: int | None
     outcome: str | None
+    why: list[str]  # why it was staged although write.approval did not ask: it looks planted (m029)
     channel: str | None = None  # where the person decided (``CHANNELS``), once decided
     asking_host: bool = False  # the agent's host is asking the person now (``write.approval_channel = host``)
 
@@ -75,6 +76,7 @@ class Pending:
             "outcome": self.outcome,
             "channel": self.channel,
             "askingHost": self.asking_host,
+            "why": self.why,
         }
 
 
@@ -94,6 +96,7 @@ def _pending(d: dict[str, Any]) -> Pending:
         d["reason"],
         d["invocation_id"],
         d["outcome"],
+        json.loads(d["why"]) if d.get("why") else [],
         d.get("channel"),
         bool(d.get("asking_host")),
     )
@@ -111,13 +114,16 @@ def stage(
     timeout_s: float,
     now: float | None = None,
     asking_host: bool = False,
+    why: list[str] | None = None,
 ) -> int:
-    """Record a call waiting for the person (``asking_host``: the agent's host asks them too); return its id."""
+    """Record a call waiting for the person (``asking_host``: the agent's host asks them too); return its id.
+    ``why``: the reasons a call the approval mode would let through is staged anyway (its text looks like
+    planted instructions)."""
     at = time.time() if now is None else now
     with write_tx(conn):
         conn.execute(
             "INSERT INTO pending_writes (created_at, expires_at, session_id, tool, input_summary, input_json,"
-            " files_json, lines, asking_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " files_json, lines, asking_host, why) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 at,
                 at + timeout_s,
@@ -128,6 +134,7 @@ def stage(
                 json.dumps(files, ensure_ascii=False),
                 lines,
                 int(asking_host),
+                json.dumps(why, ensure_ascii=False) if why else None,
             ),
         )
         return int(conn.last_insert_rowid())

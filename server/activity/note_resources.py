@@ -26,6 +26,7 @@ import apsw
 from server.activity.agent_session import AgentSession
 from server.errors import KmsError
 from server.index.listing import HIDDEN_RIDS, decode_cursor, encode_cursor
+from server.index.note_data import CLOSE, OPEN, fence
 from server.index.notes import VISIBLE, find_note, get_note
 from server.store.db import rows
 
@@ -142,13 +143,13 @@ def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: 
     note_id = str(exact[0][0]) if exact else str(find_note(conn, path, vault_id=in_vault)["id"])
     note = get_note(conn, note_id, vault_id=in_vault)
     body: str = note["body"]  # stored without the summary block
-    text, truncated = body, False
-    if _json_bytes(body) > cap_bytes - ANSWER_ROOM:  # the cap is on the answer, as the host receives it
-        cut = _fitting(body, cap_bytes - ANSWER_ROOM)
+    text, truncated = fence(body), False  # note text is data (``note_data``): fenced, what kms adds outside
+    if _json_bytes(text) > cap_bytes - ANSWER_ROOM:  # the cap is on the answer, as the host receives it
+        cut = _fitting(body, cap_bytes - ANSWER_ROOM - _json_bytes(OPEN + CLOSE))
         cursor = encode_cursor({"n": note["id"], "o": len(cut), "v": note["content_hash"]})  # kms_read's
         text, truncated = (
             (
-                f"{cut}\n\n[kms: the note goes on ({len(body) - len(cut)} more characters): "
+                f"{fence(cut)}\n\n[kms: the note goes on ({len(body) - len(cut)} more characters): "
                 f"kms_read noteId={note['id']} cursor={cursor}]"
             ),
             True,

@@ -46,15 +46,23 @@ def missing_files(model_dir: str | Path) -> list[str]:
 
 
 def models_root() -> Path:
-    """``<kms data dir>/models``: the data dir is the one holding the database."""
-    from server.store.db import default_db_path
+    """``<kms data dir>/models``: the platform data dir, whichever database ``KMS_DB_PATH`` names, so a model
+    installed once is found by every database (issue 32: it was beside the database, "not ready" for another)."""
+    from server.store.db import data_dir
 
-    return default_db_path().parent / "models"
+    return data_dir() / "models"
 
 
 def installed_model_dir() -> Path:
     """Where ``kms model install`` puts the model."""
     return models_root() / MODEL_DIRNAME
+
+
+def beside_database_dir() -> Path:
+    """Where ``kms model install`` put the model before: beside the database (still looked at)."""
+    from server.store.db import default_db_path
+
+    return default_db_path().parent / "models" / MODEL_DIRNAME
 
 
 def fastembed_cache_dirs() -> list[Path]:
@@ -76,9 +84,11 @@ def locate_model(model_dir: str | Path | None = None) -> dict[str, Any]:
     if model_dir:
         d = Path(model_dir).expanduser()
         return {"dir": d, "source": "setting", "missing": missing_files(d), "searched": [str(d)]}
-    searched = [str(installed_model_dir())]
-    if not missing_files(installed_model_dir()):
-        return {"dir": installed_model_dir(), "source": "installed", "missing": [], "searched": searched}
+    searched: list[str] = []
+    for installed in dict.fromkeys((installed_model_dir(), beside_database_dir())):
+        searched.append(str(installed))
+        if not missing_files(installed):
+            return {"dir": installed, "source": "installed", "missing": [], "searched": searched}
     cached = fastembed_cache_dirs()
     searched.append("fastembed cache")
     if cached:

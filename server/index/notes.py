@@ -98,8 +98,14 @@ def suggestions(
     from rapidfuzz import process  # only a miss pays for it, not the server's start (tools/list)
 
     scope, params = _scope(include_hidden, vault_id)
-    titles = [r[0] for r in conn.execute(f"SELECT n.title FROM notes n WHERE 1 {scope}", params)]
-    return [t for t, score, _ in process.extract(ref, titles, limit=limit) if score >= 50]
+    paths: dict[str, list[str]] = {}  # each title once (several notes share "11"), with the notes' paths
+    for title, path in conn.execute(f"SELECT n.title, n.path FROM notes n WHERE 1 {scope}", params):
+        paths.setdefault(str(title), []).append(str(path))
+    out: list[str] = []
+    for title, score, _ in process.extract(ref, list(paths), limit=limit):
+        if score >= 50:  # a title several notes share names none of them: their paths do
+            out += [title] if len(paths[title]) == 1 else sorted(paths[title])
+    return list(dict.fromkeys(out))[:limit]
 
 
 def find_note(

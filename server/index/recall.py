@@ -20,6 +20,7 @@ from typing import Any
 
 import apsw
 
+from server.index import note_data
 from server.index.search import STOPWORDS
 from server.store.db import rows
 
@@ -34,8 +35,10 @@ _WORD = re.compile(r"\w+")
 
 
 def item_tokens(item: dict[str, Any]) -> int:
-    """The item's size in estimated tokens: its compact JSON bytes / 4, rounded up."""
-    return -(-len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()) // 4)
+    """The item's size in estimated tokens: its compact JSON bytes / 4, rounded up, as sent: its note text
+    fenced (``note_data.mark``)."""
+    sent = note_data.mark(item)
+    return -(-len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()) // 4)
 
 
 def topic_terms(topic: str) -> set[str]:

@@ -28,14 +28,20 @@ PAGE_SIZE = 16_384
 _local = threading.local()
 
 
+def data_dir() -> Path:
+    """kms's platform data dir: the default database's folder, and the installed model's whatever
+    ``KMS_DB_PATH`` says (a model belongs to the person, not to one database)."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("kms", appauthor=False))
+
+
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     """``$KMS_DB_PATH`` (of ``env``, default the process's) or ``<platform data dir>/kms.db``."""
     given = (os.environ if env is None else env).get("KMS_DB_PATH")
     if given:
         return Path(given).expanduser()
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("kms", appauthor=False)) / "kms.db"
+    return data_dir() / "kms.db"
 
 
 def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_schema: bool = True) -> apsw.Connection:

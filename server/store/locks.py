@@ -66,7 +66,7 @@ def file_lock(
     The lock file lives in a kms-private folder (next to the database), not on the
     note: ``os.replace`` swaps the note's inode, so a lock on the note itself would
     not be seen by the next writer. The lock file's content is free for the holder
-    (``server.vault.files.write_stamp`` / ``read_stamp``).
+    (``server.vault.saves.write_stamp`` / ``read_stamp``).
     """
     folder = Path(lock_dir)
     folder.mkdir(parents=True, exist_ok=True)

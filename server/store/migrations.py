@@ -259,6 +259,12 @@ def _path_glob(old: str) -> str:
     return "*" if p in ("", ".") else f"{p}/*"
 
 
+def m029_staged_why(conn: apsw.Connection) -> None:
+    """Why a write was staged for the person when ``write.approval`` did not ask for it: its text looks like
+    instructions planted for an agent (``server.vault.planted``). A JSON list of reasons; NULL otherwise."""
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN why TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -284,6 +290,7 @@ MIGRATIONS: list[Migration] = [
     m026_allowlist_paths,
     m027_note_properties,
     m028_approval_channel,
+    m029_staged_why,
 ]
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server.errors import KmsError
+from server.vault.saves import open_for_writing
 
 
 @dataclass(frozen=True)
@@ -334,7 +335,8 @@ class PendingWrite:
         for a save to be lost: the names are exchanged atomically, then what came out of the target
         is checked. If it is not the version read (a save landed meanwhile), it is swapped back, and
         if yet another save replaced kms's version in that instant, that newest save is put back.
-        Returns True (committed), False (the note had changed: nothing of kms's is left in place),
+        A version still held open for writing by another process (a save in progress: ``saves``) counts as
+        changed too. Returns True (committed), False (the note had changed: nothing of kms's is left in place),
         or None where the platform cannot exchange (then the caller checks and ``commit``s)."""
         assert self.tmp is not None
         if self._dir_fd is None:
@@ -342,7 +344,9 @@ class PendingWrite:
         self.wait_synced()
         if not _exchange(self._dir_fd, self.tmp.name, self.target.name):
             return None
-        if sha256_hex(self._read_tmp()) == expected:
+        # the version read, and nobody in the middle of writing it: an editor that truncated it and stalled
+        # between two chunks still holds it open, and its next chunk would go to the file just swapped out
+        if sha256_hex(self._read_tmp()) == expected and not open_for_writing(self.tmp.name, self._dir_fd):
             self._finish_exchange()
             return True
         _exchange(self._dir_fd, self.tmp.name, self.target.name)  # the person's save goes back
@@ -469,28 +473,3 @@ def default_lock_dir() -> Path:
     """Fallback lock folder when the database has no file (``:memory:`` tests)."""
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     return Path(tempfile.gettempdir()) / f"kms-locks-{uid}"
-
-
-def file_stamp(path: str | os.PathLike[str]) -> str:
-    """Identity of a file's current version on disk: inode, mtime and size."""
-    st = os.stat(path)
-    return f"{st.st_ino} {st.st_mtime_ns} {st.st_size}"
-
-
-STAMP_BYTES = 100  # "inode mtime_ns size" is at most ~60 characters
-
-
-def write_stamp(lock_fd: int, stamp: str) -> None:
-    """Remember (in the held lock file) the version kms itself just wrote. A fixed-width record
-    written in place: truncating the file first would make every write a journaled size change."""
-    data = stamp.encode().ljust(STAMP_BYTES)
-    if hasattr(os, "pwrite"):
-        os.pwrite(lock_fd, data, 0)
-    else:  # pragma: no cover - Windows
-        os.lseek(lock_fd, 0, os.SEEK_SET)
-        os.write(lock_fd, data)
-
-
-def read_stamp(lock_fd: int) -> str:
-    os.lseek(lock_fd, 0, os.SEEK_SET)
-    return os.read(lock_fd, STAMP_BYTES).decode(errors="replace").rstrip()

@@ -30,15 +30,13 @@ from server.vault.files import (
     TextFormat,
     decode,
     encode,
-    file_stamp,
-    read_stamp,
     sha256_hex,
     write_failure,
-    write_stamp,
 )
 from server.vault.markdown import line_count
 from server.vault.paths import is_note_path, locate_note, open_folder
 from server.vault.registry import Vault
+from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
 from server.writes.context import NoteRef, WriteContext
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.unit_journal import recover
@@ -124,7 +122,9 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
     are not slowed down. A file that never settles (someone saving continuously) is
     read after ``MAX_SETTLE_S`` if it then stays unchanged for ``FORCED_QUIET_S`` (a save in
     chunks is seen moving between them); an empty file the index
-    knows as non-empty only once it has been empty that long. After ``GIVE_UP_S``
+    knows as non-empty only once it has been empty that long. A file another process holds open for
+    writing (``saves.open_for_writing``: a save in progress, stalled however long) is not read until it
+    is closed; the exchange checks that again (``PendingWrite.commit_if_unchanged``). After ``GIVE_UP_S``
     the write is refused as a conflict.
     """
     started = time.monotonic()
@@ -142,6 +142,8 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
         else:
             ready = settled or waited >= MAX_SETTLE_S
         own = read_stamp(lock_fd) == stamp
+        if ready and not own and open_for_writing(str(real)):  # a save in progress, however long it stalls
+            ready = False
         if ready or own:
             raw = _read(real, note)
             if not (settled or own):  # read only because it never settles: a save may be mid-way
@@ -156,7 +158,8 @@ def _stable_read(real: Path, note: NoteRef, lock_fd: int) -> bytes:
         if waited >= GIVE_UP_S:
             raise KmsError(
                 "conflict",
-                "the note is being saved continuously by someone else; try again in a moment",
+                "the note is being saved continuously by someone else (or another program holds it open for "
+                "writing); try again in a moment",
                 noteId=note.id,
             )
         time.sleep(min(max(QUIET_S - age, 0.005), QUIET_S))

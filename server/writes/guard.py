@@ -22,6 +22,8 @@ person, records it in ``pending_writes`` with the exact per-file diff; the calle
 decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
 steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
 else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
+Whatever the mode, a call whose text looks like instructions planted for an agent
+(``server.vault.planted``, ``planted_reasons``) is staged the same way, its reasons kept with it.
 
 Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome``), its spec beside
 its handler in its tier's registry module (``server.mcp.tools``), and its test; nothing here names a tool.
@@ -47,10 +49,12 @@ from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
+from server.vault.planted import looks_like_instructions, strings_in
 from server.writes import unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
+from server.writes.record import record_call, text_argument
 from server.writes.staging import Capture, Expected, StagedFile
 
 if TYPE_CHECKING:  # the dashboard imports this module (revert records through it): no pydantic for it
@@ -73,12 +77,17 @@ class WriteTool(Protocol):
     def handler(self) -> Callable[[WriteContext, Any], WriteOutcome]: ...
 
 
-def _text(value: Any, limit: int = 1000) -> str | None:
-    """A string argument worth naming in the provenance row (not whatever an agent sent)."""
-    return value if isinstance(value, str) and len(value) <= limit else None
-
-
 APPROVAL_MODES = ("off", "bulk", "always")
+# arguments that are not text a write puts in a note (the rest, titles and paths included, are looked at)
+NOT_NOTE_TEXT = frozenset({idempotency.KEY_FIELD, "version", "vault", "noteId"})
+
+
+def planted_reasons(arguments: Mapping[str, Any]) -> list[str]:
+    """Why the text a write call would put in a note looks like instructions to an agent (empty: it does
+    not). Every write tool's arguments go through it, whatever their names: a new tool is covered too."""
+    return looks_like_instructions("\n".join(strings_in(dict(arguments), NOT_NOTE_TEXT)))
+
+
 POLL_S = 0.1  # how often a waiting call looks at the person's decision (the answer comes within 0.5 s)
 
 
@@ -89,6 +98,7 @@ class Staged:
     id: int
     files: tuple[StagedFile, ...]
     expires_at: float
+    why: tuple[str, ...] = ()  # staged because its text looks planted (``planted_reasons``)
 
 
 class WriteService:
@@ -216,17 +226,21 @@ class WriteService:
     def stage(self, tool: WriteTool, arguments: Mapping[str, Any], asking_host: bool = False) -> Staged | None:
         """Stage the call for the person's approval (``asking_host``: the host asks too), or None when it needs none
         (approval off, or ``bulk`` and one file and at most ``approval_lines`` lines, or nothing would change).
+        A call whose text looks like instructions planted for an agent (``planted_reasons``) is staged
+        whatever the approval mode, with its reasons: a note or a memory fact must not steer a later agent
+        unless the person let it in.
         A call refused before it could be shown (gate, paused, bad input, the operation's own refusal)
         is recorded and raised here: it never runs unapproved."""
         c = self.session.config
-        if c.approval == "off":
+        why = planted_reasons(arguments)
+        if c.approval == "off" and not why:
             return None
         conn = self.conn()
         if self._replayable(conn, tool, arguments):
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
         cap = Capture()
         ctx = self.context(
-            conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS)), staging=cap, slots=False
+            conn, Touched(note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS)), staging=cap, slots=False
         )
         try:
             self._gate(conn, tool)
@@ -236,7 +250,8 @@ class WriteService:
             if not isinstance(e, apsw.Error):  # (a database failure is the dispatcher's to answer)
                 self._record(conn, tool, arguments, ctx.touched, None, e)
             raise
-        if not cap.files or (c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines):
+        small = c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines
+        if not cap.files or (not why and (c.approval == "off" or small)):
             return None
         now = self.session.clock()
         pending_id = approvals.stage(
@@ -250,8 +265,9 @@ class WriteService:
             timeout_s=self.approval_timeout,
             asking_host=asking_host,
             now=now,
+            why=why,
         )
-        return Staged(pending_id, tuple(cap.files), now + self.approval_timeout)
+        return Staged(pending_id, tuple(cap.files), now + self.approval_timeout, tuple(why))
 
     def settle(
         self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged, decision: approvals.Pending
@@ -276,9 +292,15 @@ class WriteService:
                 "pending pane, or retry later",
                 pendingId=staged.id,
             )
+        if staged.why:  # the agent learns why the person was asked, not only that they said no
+            err.message += (
+                f" (it was held for the person because its text looks like instructions to an agent: "
+                f"{'; '.join(staged.why)})"
+            )
+            err.extra["why"] = list(staged.why)
         first = next((f for f in staged.files if not f.hidden), None)
         touched = Touched(
-            note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
+            note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
             vault=first.vault if first else None,
             path=first.path if first else None,
         )
@@ -297,7 +319,7 @@ class WriteService:
             "the call was cancelled while it waited for the person's approval; nothing was written",
             pendingId=staged.id,
         )
-        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS))
+        touched = Touched(note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS))
         invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
 
@@ -358,8 +380,8 @@ class WriteService:
         ctx = self.context(
             conn,
             Touched(
-                note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
-                title=_text(arguments.get("title"), MAX_TITLE_CHARS),
+                note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
+                title=text_argument(arguments.get("title"), MAX_TITLE_CHARS),
             ),
             staging=expected,
         )
@@ -424,76 +446,3 @@ class WriteService:
             raise
         assert outcome is not None
         return {**outcome.result, "invocationId": invocation_id}
-
-
-def record_call(
-    conn: apsw.Connection,
-    *,
-    tool: str,
-    session_id: str,
-    input_summary: str,
-    touched: Touched,
-    outcome: WriteOutcome | None,
-    failure: BaseException | None,
-    actor: str = "agent",
-    message: str | None = None,
-    reverts_id: int | None = None,
-    idempotency_key: str | None = None,
-    answer: str | None = None,
-) -> int:
-    """The one provenance row of a write call (an agent's through the guard, a person's revert). A row with
-    neither an outcome nor a failure is a retry answered from an earlier call (``idempotency``)."""
-    common: dict[str, Any] = {
-        "tool": tool,
-        "session_id": session_id,
-        "input_summary": input_summary,
-        "actor": actor,
-        "reverts_id": reverts_id,
-        "note_id": touched.note_id,
-    }
-    if outcome is None and failure is None:  # a retry answered from its first call: nothing written
-        return provenance.record(
-            conn,
-            **common,
-            status="success",
-            vault=touched.vault,
-            path=touched.path,
-            title=touched.title,
-            message=message,
-        )
-    if outcome is None:
-        if isinstance(failure, (KmsError, *UNUSABLE)):
-            err = failure if isinstance(failure, KmsError) else database_error(failure, conn.filename)
-            kind, text = err.kind, err.message
-            path = touched.path or _text(err.extra.get("path"))
-        else:  # a bug: recorded too, then the caller answers "internal"
-            kind, path, text = "internal", touched.path, f"{type(failure).__name__}: {failure}"[:1000]
-        return provenance.record(
-            conn,
-            **common,
-            status=provenance.status_for(kind),
-            vault=touched.vault,
-            path=path,
-            title=touched.title,
-            error=kind,
-            message=text,
-        )
-    result = outcome.result
-    common["note_id"] = result.get("noteId") or touched.note_id
-    return provenance.record(
-        conn,
-        **common,
-        status="success",
-        vault=result.get("vault"),
-        path=result.get("path"),
-        title=result.get("title"),
-        message=message or result.get("indexWarning"),
-        lines_added=result.get("linesAdded", 0),
-        bytes_before=result.get("bytesBefore"),
-        bytes_after=result.get("bytesAfter"),
-        change=outcome.change,
-        hash_before=outcome.hash_before,
-        hash_after=outcome.hash_after,
-        idempotency_key=idempotency_key,
-        answer=answer,
-    )

@@ -1,7 +1,7 @@
 """What a write call ends with: the agent's answer, the typed change record, the hashes either side.
 
 Every operation returns a ``WriteOutcome``; the guard turns it into the provenance row
-(``guard.record_call``) and the agent's result. A compute step (``cas.write_note``) returns an ``Edit``.
+(``record.record_call``) and the agent's result. A compute step (``cas.write_note``) returns an ``Edit``.
 """
 
 from __future__ import annotations

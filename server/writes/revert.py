@@ -10,7 +10,7 @@ unambiguously the revert is refused with a reason; a revert never guesses.
 What a write did is its typed change record (``server.activity.changes``), and whether
 inserted text is still there is ``changes.locate``, the same answer the dashboard shows.
 ``preview_revert`` computes the same plan without writing, for the dashboard's
-confirmation dialog. A revert is itself recorded, by the guard's ``record_call``
+confirmation dialog. A revert is itself recorded, by ``server.writes.record.record_call``
 (actor ``person``, ``reverts_id``), with the change it made.
 """
 
@@ -39,9 +39,9 @@ from server.vault.paths import resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
 from server.writes.cas import write_note
-from server.writes.context import NoteRef, WriteContext, undone_unless_recorded
-from server.writes.guard import Touched, record_call
+from server.writes.context import NoteRef, Touched, WriteContext, undone_unless_recorded
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
+from server.writes.record import record_call
 
 TOOL_REVERT = "revert"
 

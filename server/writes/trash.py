@@ -144,9 +144,9 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
     """A file trashed outside kms: moved back as is, and recorded as the person's."""
     from server.activity.changes import FilesChanged
     from server.writes.context import Touched, WriteContext, undone_unless_recorded
-    from server.writes.guard import record_call
     from server.writes.multifile import FilePlan, apply_plans
     from server.writes.outcome import WriteOutcome, WriteResult
+    from server.writes.record import record_call
 
     outcome = failure = None
     ctx = WriteContext.for_person(conn)

@@ -11,6 +11,8 @@ from support.mcp_session import TierSwitches, mcp_client
 from support.organize import assert_index_is_fresh, index, make_vault
 from support.vaults import write
 
+from server.index.note_data import unfence
+
 EDIT: TierSwitches = {"write_enabled": True, "edit_enabled": True}
 NOTE = (
     "---\ntags: [x]\n---\n<!-- kms:summary hash=abc -->\nsum\n<!-- /kms:summary -->\n# Draft\n\n"
@@ -66,7 +68,7 @@ async def test_edit_replaces_the_whole_body_under_its_version_only(
     assert not out["_error"], out
     text = (vault / "drafts/Draft.md").read_text()
     assert text == NOTE[: NOTE.index("# Draft")] + "# Draft\n\nall new\n"  # frontmatter and summary kept
-    assert again["body"] == "# Draft\n\nall new\n" and again["version"] == out["version"]
+    assert unfence(again["body"]) == "# Draft\n\nall new\n" and again["version"] == out["version"]
     assert stale["error"] == "conflict" and stale["currentVersion"] == out["version"]
     assert (vault / "drafts/Draft.md").read_text() == text  # the stale call wrote nothing
     assert_index_is_fresh(conn, vault, tmp_path)

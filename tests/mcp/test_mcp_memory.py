@@ -17,6 +17,7 @@ from support.vaults import note_id, write
 from server.activity.provenance import list_invocations
 from server.index.indexer import index_vault
 from server.index.memory import normalized, parse_facts
+from server.index.note_data import fence
 from server.vault.registry import get_vault
 
 ITEM = re.compile(r"^- \d{4}-\d{2}-\d{2}: ")
@@ -127,7 +128,7 @@ async def test_memory_folder_is_a_setting(indexed: apsw.Connection, db_path: Pat
     assert fact["path"] == "agents/memory/person.md" and (vault_dir / fact["path"]).is_file()
     assert start["session"]["memoryFolder"] == "agents/memory"
     assert start["memory"]["person"]["facts"] == [
-        {"category": "General", "text": "Lives in Lisbon", "date": fact["line"][2:12]}
+        {"category": "General", "text": fence("Lives in Lisbon"), "date": fact["line"][2:12]}  # memory is data too
     ]
     async with mcp_client(db_path, write_enabled=True, project="/a", memory_folder=None) as client:
         off = await err(client, "kms_remember", remember("person", "x"), "feature-disabled")

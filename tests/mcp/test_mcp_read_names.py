@@ -13,6 +13,7 @@ from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
 from server.index.indexer import index_vault
+from server.index.note_data import unfence
 from server.index.notes import set_hidden
 from server.vault.registry import add_vault
 
@@ -65,15 +66,15 @@ async def test_read_gives_links_and_one_section(conn: apsw.Connection, db_path: 
             {"noteId": ids["Tools"], "title": "Tools", "path": "sheds/Tools.md"},
         ]
         assert data["unresolvedLinks"] == ["Nowhere", "Secret"]  # a hidden note is as if absent
-        assert "section" not in data and data["body"] == PLAN
+        assert "section" not in data and unfence(data["body"]) == PLAN
         tasks, is_error = await call(client, "kms_read", {"noteId": "Plan", "section": "Tasks"})
         assert not is_error and tasks["section"] == "## Tasks"
-        assert tasks["body"] == "## Tasks\n\n- buy seeds\n- dig beds\n\n### Later\n\n- mulch\n"
-        assert tasks["bodyChars"] == len(tasks["body"]) and tasks["nextCursor"] is None
+        assert unfence(tasks["body"]) == "## Tasks\n\n- buy seeds\n- dig beds\n\n### Later\n\n- mulch\n"
+        assert tasks["bodyChars"] == len(unfence(tasks["body"])) and tasks["nextCursor"] is None
         for section in ("## Tasks", "tasks", "Plan > Tasks"):
             assert (await call(client, "kms_read", {"noteId": "Plan", "section": section}))[0]["body"] == tasks["body"]
         later, _ = await call(client, "kms_read", {"noteId": "Plan", "section": "Later"})
-        assert later["body"] == "### Later\n\n- mulch\n"
+        assert unfence(later["body"]) == "### Later\n\n- mulch\n"
         data, is_error = await call(client, "kms_read", {"noteId": "Plan", "section": "Nope"})
         assert is_error and data["error"] == "invalid-input" and "## Tasks" in data["message"]
 
@@ -91,8 +92,8 @@ async def test_read_pages_by_tokens(conn: apsw.Connection, db_path: Path, tmp_pa
         while True:
             args = {"noteId": "Long", "maxTokens": 1000, **({"cursor": cursor} if cursor else {})}
             page, is_error = await call(client, "kms_read", args)
-            assert not is_error and len(page["body"].encode()) <= 4000
-            pages.append(page["body"])
+            assert not is_error and len(unfence(page["body"]).encode()) <= 4000
+            pages.append(unfence(page["body"]))
             cursor = page["nextCursor"]
             if not cursor:
                 break
@@ -102,7 +103,7 @@ async def test_read_pages_by_tokens(conn: apsw.Connection, db_path: Path, tmp_pa
         rest, is_error = await call(
             client, "kms_read", {"noteId": "Long", "section": "Part 3", "maxTokens": 200, "cursor": part["nextCursor"]}
         )
-        assert not is_error and (part["body"] + rest["body"]).startswith("## Part 3\n\nword word")
+        assert not is_error and (unfence(part["body"]) + unfence(rest["body"])).startswith("## Part 3\n\nword word")
         data, is_error = await call(client, "kms_read", {"noteId": "Long", "cursor": part["nextCursor"]})
         assert is_error and data["error"] == "invalid-input"
         for bad in (199, 24_001, "1000"):

@@ -15,6 +15,7 @@ from support.vaults import note_id, write
 
 from server.index.indexer import index_vault
 from server.index.listing import encode_cursor
+from server.index.note_data import fence, unfence
 from server.index.notes import set_hidden
 from server.mcp.tools import tool_names
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES
@@ -255,10 +256,10 @@ async def test_read_returns_the_note(indexed: apsw.Connection, db_path: Path, va
         flagged = await ok(client, "kms_read", {"noteId": note_id(indexed, "Daily template")})
     assert note["noteId"] == nid and note["title"] == "gist" and note["path"] == "gist.md"
     assert note["vault"] == "sample"
-    assert note["body"] == body and "kms:summary" not in note["body"]
+    assert unfence(note["body"]) == body and "kms:summary" not in note["body"]
     assert note["tags"] == ["alpha", "beta", "inline"]
     assert note["frontmatter"] == {"tags": ["alpha", "Beta"], "status": "draft"}
-    assert note["summary"] == {"state": "fresh", "hash": summary.body_hash(body), "text": "What this note says."}
+    assert note["summary"] == {"state": "fresh", "hash": summary.body_hash(body), "text": fence("What this note says.")}
     assert note["version"] == hashlib.sha256((vault_dir / "gist.md").read_bytes()).hexdigest()
     assert note["updatedAt"] == pytest.approx(os.stat(vault_dir / "gist.md").st_mtime, abs=1e-3)
     assert note["nextCursor"] is None and note["offset"] == 0 and note["bodyChars"] == len(body)
@@ -272,8 +273,8 @@ async def test_stale_summary_is_reported(indexed: apsw.Connection, db_path: Path
     reindex(indexed)
     async with mcp_client(db_path) as client:
         note = await ok(client, "kms_read", {"noteId": note_id(indexed, "stale")})
-    assert note["summary"]["state"] == "stale" and note["summary"]["text"] == "Old gist"
-    assert note["body"] == "old body\nadded later\n"
+    assert note["summary"]["state"] == "stale" and unfence(note["summary"]["text"]) == "Old gist"
+    assert unfence(note["body"]) == "old body\nadded later\n"
 
 
 async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
@@ -294,7 +295,7 @@ async def test_long_body_is_read_in_pages(indexed: apsw.Connection, db_path: Pat
             assert not result.is_error and not data.get("truncated"), data
             assert len(cast("TextContent", result.content[0]).text.encode()) <= PAYLOAD_CAP_BYTES
             assert data["offset"] == sum(len(p) for p in pages) and data["bodyChars"] == len(body)
-            pages.append(data["body"])
+            pages.append(unfence(data["body"]))
             cursor = data["nextCursor"]
             if cursor is None:
                 break
@@ -323,7 +324,7 @@ async def test_many_headings_still_readable(indexed: apsw.Connection, db_path: P
             assert not data.get("truncated"), "a note with many headings must still be readable"
             assert data["headings"][0]["text"] == "Section number 0 of a very long log"
             assert data.get("headingsTruncated") is True
-            pages.append(data["body"])
+            pages.append(unfence(data["body"]))
             cursor = data["nextCursor"]
             if not cursor:
                 break
@@ -443,7 +444,7 @@ async def test_inventory_pages_with_long_summaries_stop_early_and_go_on(
             cursor = page["nextCursor"]
         assert len(walked) == len(set(walked)) == visible_count(indexed)
         huge = [n for n in (await ok(client, "kms_inventory", {"limit": 500}))["notes"] if n["path"] == "bulk/huge.md"]
-        assert huge and huge[0]["summary"]["clipped"] is True and len(huge[0]["summary"]["text"]) <= 2_001
+        assert huge and huge[0]["summary"]["clipped"] is True and len(unfence(huge[0]["summary"]["text"])) <= 2_001
 
 
 # --- hidden notes never reach an agent -------------------------------------------------------------------

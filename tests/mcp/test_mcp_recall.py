@@ -11,6 +11,8 @@ from support.mcp_session import mcp_client
 from support.recall_vault import build
 from support.vaults import note_id
 
+from server.index.note_data import unfence
+
 TOPIC = "login token refresh failing"
 
 
@@ -63,7 +65,10 @@ async def test_recall_bundles_best_sections_and_linked_notes(
         for item in data["items"]:
             read = await client.call_tool("kms_read", {k: v for k, v in item["readMore"].items() if v is not None})
             assert not read.is_error, read.structured_content
-            assert item["text"].rstrip("…") in read.structured_content["body"] or item["kind"] == "linked"
+            assert (
+                unfence(item["text"]).rstrip("…") in unfence(read.structured_content["body"])
+                or item["kind"] == "linked"
+            )
         # the vault argument a scoped session cannot widen
         other = await client.call_tool("kms_recall", {"topic": TOPIC, "vault": "other"})
         assert other.is_error and other.structured_content["error"] == "invalid-input"
@@ -90,7 +95,7 @@ async def test_recall_never_exceeds_small_or_large_budgets(
             assert data["items"], budget
             long = [i for i in data["items"] if i["title"] == "Long log"]
             if budget <= 4000:
-                assert long and long[0]["truncated"] is True and long[0]["text"].endswith("…")
+                assert long and long[0]["truncated"] is True and unfence(long[0]["text"]).endswith("…")
         for bad in (
             {"topic": TOPIC, "budgetTokens": 20001},
             {"topic": TOPIC, "budgetTokens": 199},

@@ -21,6 +21,7 @@ from support.vaults import write
 from server.activity import note_resources
 from server.config.session import SessionConfig
 from server.index.indexer import index_vault
+from server.index.note_data import unfence
 from server.index.notes import set_hidden
 from server.mcp.hub import SessionHub
 from server.mcp.process import ProcessServices
@@ -138,7 +139,7 @@ async def test_reading_a_note_gives_its_body_without_the_summary_block_and_recor
     async with clients(db_path, mode, config(db_path, "sresread0001", vault="a")) as (client,):
         result = await client.read_resource("kms://a/notes/Summarised.md")
         [content] = result.contents
-        assert content.text == "# Summarised\n\nThe body proper.\n" and content.mime_type == "text/markdown"
+        assert unfence(content.text) == "# Summarised\n\nThe body proper.\n" and content.mime_type == "text/markdown"
         assert content.meta is not None and content.meta["noteId"].startswith("n")
         spaced = await client.read_resource("kms://a/projects/Lighthouse%20plan.md")
         assert "Keep the lamp lit." in spaced.contents[0].text
@@ -179,7 +180,7 @@ async def test_a_note_over_the_payload_cap_is_cut_and_says_how_to_read_on(
         content = cast(TextResourceContents, result.contents[0])
         meta = content.meta
         assert meta is not None
-        text = content.text
+        text = unfence(content.text)
         answer = result.model_dump_json(by_alias=True, exclude_none=True)
         assert len(answer.encode()) <= PAYLOAD_CAP_BYTES and meta["truncated"] is True
         cursor = text.rsplit("cursor=", 1)[1].rstrip("]")

@@ -17,6 +17,8 @@ import pytest
 from support.vaults import write
 from test_mcp_stdio import server_env, stdio_server
 
+from server.index.note_data import unfence
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -129,7 +131,7 @@ async def test_a_result_bigger_than_the_pipe_buffer_arrives_whole(
         for _ in range(3):
             result = await client.call_tool("kms_read", {"noteId": nid, "maxTokens": 24_000})
             assert not result.is_error, result.structured_content
-            assert result.structured_content["body"] == body
+            assert unfence(result.structured_content["body"]) == body
 
 
 def _initialize_over(fd_in: int, fd_out: int, timeout: float = 30) -> dict:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from server.config.tiers import TIERS
 from server.errors import KINDS, RECOVERY
+from server.index.note_data import DATA_SENTENCE
 from server.mcp.serve import output_schema, to_mcp_tool
 from server.mcp.tools import BY_TIER, REGISTRY
 from server.mcp.tools.base import ReadSpec, StrictInput, ToolSpec, WriteSpec
@@ -43,6 +44,9 @@ def test_each_tool_declares_its_error_kinds_and_its_description_names_them(spec:
     assert set(spec.errors) <= set(KINDS) and set(spec.kinds) <= set(KINDS)
     assert spec.description.startswith(spec.about) and "Errors:" not in spec.about  # rendered, never hand-written
     sentence = spec.description[len(spec.about) :].strip()
+    if spec.note_text:  # then the data sentence (server.index.note_data), before the errors
+        assert sentence.startswith(DATA_SENTENCE)
+        sentence = sentence[len(DATA_SENTENCE) :].strip()
     assert sentence.startswith("Errors: ") and sentence.endswith(".")
     named = [part.split(" (")[0] for part in sentence[len("Errors: ") : -1].split(", ")]
     assert named == [k for k in KINDS if k in spec.kinds]

@@ -564,7 +564,8 @@ async def test_an_80x24_terminal_keeps_the_header_facts_quit_and_five_sessions(
         await wait_for(pilot, lambda: len(app.state.sessions) == 7, what="the sessions")
         await pilot.pause(0.1)
         top = str(app.dashboard.query_one("#topbar").render())
-        assert "/min" in top and "/s" in top and "allow" in top and "w✗" in top and "…" not in top
+        assert "/min" in top and "/sess" in top and "allow" in top and "w✗" in top and "…" not in top
+        assert "allow any folder" in top and "(none)" not in top  # an empty allowlist: any folder (issue 32)
         assert app.dashboard.query_one("#sessions").region.height == 7, "border, header and five sessions"
         await wait_for(
             pilot, lambda: "Quit" in (s := app.export_screenshot()) and "Help" in s, what="Quit and Help in the footer"

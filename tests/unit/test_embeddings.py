@@ -27,6 +27,7 @@ from server.index.embed import (
     embed_pending,
     embed_stats,
     install_model,
+    installed_model_dir,
     locate_model,
     model_status,
     pending_count,
@@ -118,11 +119,12 @@ def test_locate_prefers_setting_then_env_then_installed(
         "dir": snapshot,
         "source": "fastembed-cache",
         "missing": [],
-        "searched": [str(tmp_path / "models" / "all-MiniLM-L6-v2"), "fastembed cache"],
-    }
+        "searched": [str(installed_model_dir()), str(tmp_path / "models" / "all-MiniLM-L6-v2"), "fastembed cache"],
+    }  # the platform data dir's install, then one made beside the database before (issue 32), then fastembed's
 
     installed = install_model(embed_model_dir)
-    assert installed == (tmp_path / "models" / "all-MiniLM-L6-v2").resolve()  # next to KMS_DB_PATH
+    assert installed == installed_model_dir().resolve()  # in the data dir, whichever database KMS_DB_PATH names
+    assert not (tmp_path / "models").exists()
     assert locate_model()["source"] == "installed"
     monkeypatch.setenv("KMS_EMBED_MODEL_DIR", str(embed_model_dir))  # the settings' business, not the locator's
     assert locate_model()["source"] == "installed"

@@ -569,7 +569,7 @@ def test_lock_stamp_is_rewritten_in_place(tmp_path: Path) -> None:
     """The stamp is a fixed-width record: a shorter stamp after a longer one reads back exactly,
     and so does a stamp an older kms wrote by truncating the file."""
     from server.store.locks import file_lock
-    from server.vault.files import read_stamp, write_stamp
+    from server.vault.saves import read_stamp, write_stamp
 
     with file_lock(tmp_path / "n.md", tmp_path / "locks") as fd:
         assert read_stamp(fd) == ""

@@ -3,7 +3,8 @@ stand in the settings file (what the NEXT session will get).
 
 Always exactly one line: a wrapping header made the layout depend on when the settings
 arrived. When the terminal is too narrow for everything, words go before facts: first the word
-"indexed", then the long forms (``read ✓`` becomes ``r✓``, ``200/session`` becomes ``200/s``).
+"indexed", then the long forms (``read ✓`` becomes ``r✓``, ``200/session`` becomes ``200/sess``: ``/s`` would
+read as a rate per second). An empty allowlist lets agents write in any folder, and says so.
 The switches, the limits and the allowlist always stay, in that order,
 so at 80 columns only a long allowlist's tail ends in an ellipsis.
 """
@@ -64,9 +65,9 @@ class TopBar(Widget):
             if st.active(key):  # shown once on, so the usual header stays as it was
                 t.append(" ")
                 t.append_text(fmt.flag(flag, True, short))
-        per = "/s" if short else "/session"
+        per = "/sess" if short else "/session"
         t.append(f" │ {st.get('write.per_minute')}/min {st.get('write.per_session')}{per}", style="dim")
         allow = st.get("write.allowlist")
         t.append(" │ allow ", style="dim")
-        t.append(" ".join(allow) if allow else "(none)", style="bold" if allow else "dim")
+        t.append(" ".join(allow) if allow else "any folder", style="bold" if allow else "dim")
         return t

@@ -92,6 +92,9 @@ def diff_text(p: Pending) -> Text:
     t.append(p.input_summary + "\n")
     if p.asking_host:
         t.append("the agent's host is asking you about it too: the first decision wins\n", style="italic")
+    if p.why:  # held although write.approval did not ask (server.vault.planted)
+        t.append("held: ", style="bold yellow")
+        t.append("looks like instructions to an agent (" + "; ".join(p.why) + ")\n", style="yellow")
     t.append("\n")
     for f in p.files:
         t.append(f"{f['vault']}:{f['path']}", style="bold cyan")

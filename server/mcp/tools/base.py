@@ -26,6 +26,7 @@ from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
+from server.index.note_data import DATA_SENTENCE
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
@@ -120,6 +121,9 @@ class ToolSpec:
     output_model: type[BaseModel]
     annotations: ToolAnnotations
     records_reads: bool = False  # returns note content: record (note, session) access
+    # returns note text (bodies, excerpts, summaries, facts): its description says that text is data
+    # (``server.index.note_data``); the boundary itself is added to every answer whatever this says
+    note_text: bool = False
     cursor_field: str | None = None  # input field that pages the result, echoed on truncation
     # a read that answers from an index in well under a millisecond runs on the server's event loop, as the
     # writes do: the two thread hand-offs it skips are most of its round trip (``kms_list_folder``)
@@ -143,7 +147,8 @@ class ToolSpec:
 
     @property
     def description(self) -> str:
-        return f"{self.about} {errors_sentence(self.kinds)}".strip()
+        data = f" {DATA_SENTENCE}" if self.note_text else ""
+        return f"{self.about}{data} {errors_sentence(self.kinds)}".strip()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from server.activity.agent_session import AgentSession
 from server.config.session import SessionConfig
 from server.errors import KmsError, validate_input
+from server.index import note_data
 from server.index.listing import encode_cursor
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ReadSpec, ToolContext, ToolSpec, WriteSpec
@@ -375,7 +376,8 @@ class ToolRunner:
     def _answer(
         self, spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], dict[str, Any]]
     ) -> tuple[dict[str, Any], bool]:
-        """``run`` answered as the client sees it: errors as dicts, the payload capped, reads tracked."""
+        """``run`` answered as the client sees it: errors as dicts, note text fenced (``note_data.mark``), the
+        payload capped, reads tracked."""
         name = spec.name
         try:
             result = run()
@@ -389,7 +391,7 @@ class ToolRunner:
         except Exception as exc:  # a bug must answer, not kill the session
             log.exception("tool %s failed", name)
             return {"error": "internal", "message": f"{type(exc).__name__}: {exc}"}, True
-        result = self._cap(spec, arguments, result)
+        result = self._cap(spec, arguments, note_data.mark(result))  # note text fenced: it is data
         if isinstance(spec, ReadSpec) and isinstance(query := arguments.get("query"), str) and query.strip():
             self.session.reads.record_search(name, query)  # the session note's searches (a successful call)
         if spec.records_reads and not result.get("truncated"):

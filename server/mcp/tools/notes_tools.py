@@ -92,6 +92,7 @@ KMS_SEARCH = ReadSpec(
     handler=kms_search,
     annotations=READ_ONLY.model_copy(update={"title": "Search notes"}),
     records_reads=True,
+    note_text=True,
 )
 
 
@@ -299,6 +300,7 @@ KMS_READ = ReadSpec(
     handler=kms_read,
     annotations=READ_ONLY.model_copy(update={"title": "Read a note"}),
     records_reads=True,
+    note_text=True,
     cursor_field="cursor",
 )
 
@@ -430,6 +432,7 @@ KMS_GET_BACKLINKS = ReadSpec(
     handler=kms_get_backlinks,
     annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
     records_reads=True,
+    note_text=True,
     cursor_field="cursor",
 )
 
@@ -470,6 +473,7 @@ KMS_INVENTORY = ReadSpec(
     input_model=InventoryInput,
     output_model=InventoryOutput,
     handler=kms_inventory,
+    note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Note inventory"}),
     cursor_field="cursor",
 )

@@ -85,6 +85,7 @@ KMS_START = ReadSpec(
     input_model=StartInput,
     output_model=StartOutput,
     handler=kms_start,
+    note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
 )
 

@@ -90,4 +90,5 @@ KMS_RECALL = ReadSpec(
     handler=kms_recall,
     annotations=READ_ONLY.model_copy(update={"title": "Recall context"}),
     records_reads=True,
+    note_text=True,
 )

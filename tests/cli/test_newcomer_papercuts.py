@@ -1,0 +1,147 @@
+"""The small things a newcomer trips on (issue 32), each with its repro: a literal ``None`` and a notice on stdout
+from ``kms search --semantic``, ``kms session list`` and ``kms log`` at 80 columns, a model installed for one
+database but "not ready" for another, suggestions that repeat a shared title, ``kms tags -n``, the unresolved
+link names, and what ``kms mcp-config --uninstall`` leaves behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+from support.cli import kms, ok, said
+from support.vaults import write
+from support.writes import Writer
+
+from kmscli import hosts
+from server.activity.sessions import start_session
+from server.config.settings import set_value
+from server.errors import KmsError
+from server.index.embed_pending import REQUIRED_FILES
+from server.index.indexer import index_vault
+from server.index.notes import find_note
+from server.vault.registry import get_vault
+
+
+def reindex(conn: apsw.Connection) -> None:
+    index_vault(conn, get_vault(conn, str(conn.execute("SELECT name FROM vaults").fetchall()[0][0])))
+
+
+def test_semantic_search_without_a_model_prints_no_none_and_its_notice_on_stderr(
+    indexed: apsw.Connection, vault_dir: Path, tmp_path: Path
+) -> None:
+    write(vault_dir / "Kettle.md", "# Kettle\n\nDescale the kettle with citric acid.\n")
+    reindex(indexed)
+    set_value(
+        "embed.model_dir", str(tmp_path / "no-model"), path=Path(os.environ["KMS_CONFIG"]), env={}, has_vault=True
+    )
+    result = ok(kms("search", "kettle zzzyqx", "--semantic"))  # one word matches nothing: the any-word fallback
+    lines = result.stdout.splitlines()
+    assert "Kettle" in result.stdout and "None" not in lines and all(line.strip() != "None" for line in lines)
+    assert "unavailable" not in result.stdout and "semantic search unavailable" in said(result.stderr)
+
+
+def test_tags_takes_n(indexed: apsw.Connection) -> None:
+    every = json.loads(ok(kms("tags", "--json")).stdout)
+    assert len(every) > 3
+    assert json.loads(ok(kms("tags", "-n", "2", "--json")).stdout) == every[:2]
+    assert len([line for line in ok(kms("tags", "-n", "3")).stdout.splitlines() if "#" in line]) == 3
+
+
+def test_unresolved_lists_the_link_names_no_note_answers(indexed: apsw.Connection, vault_dir: Path) -> None:
+    write(vault_dir / "Plans.md", "# Plans\n\nSee [[Nowhere note]] and [[Nowhere note]] and [[Also missing]].\n")
+    reindex(indexed)
+    data = json.loads(ok(kms("unresolved", "--json")).stdout)
+    names = {u["target"]: u["links"] for u in data["unresolved"]}
+    assert names["Nowhere note"] == 2 and names["Also missing"] == 1 and data["links"] >= 3
+    shown = ok(kms("unresolved")).stdout
+    assert "[[Nowhere note]]" in shown and "Plans" in shown
+
+
+def test_a_title_several_notes_share_is_suggested_by_their_paths_once_each(
+    indexed: apsw.Connection, vault_dir: Path
+) -> None:
+    for folder in ("a", "b", "c"):
+        write(vault_dir / folder / "11.md", "# 11\n\neleven\n")
+    reindex(indexed)
+    with pytest.raises(KmsError) as missing:
+        find_note(indexed, "111")
+    close = missing.value.extra["suggestions"]
+    assert close.count("11") == 0 and {"a/11.md", "b/11.md", "c/11.md"} <= set(close)
+    assert len(close) == len(set(close))
+
+
+def test_a_model_installed_once_is_found_with_another_database(tmp_path: Path) -> None:
+    source = tmp_path / "model-src"
+    source.mkdir()
+    for name in REQUIRED_FILES:
+        (source / name).write_text("x")
+    ok(kms("model", "install", "--from", str(source), KMS_DB_PATH=str(tmp_path / "one" / "kms.db")))
+    other = json.loads(ok(kms("model", "status", "--json", KMS_DB_PATH=str(tmp_path / "two" / "kms.db"))).stdout)
+    assert other["filesOk"] and other["source"] == "installed", other
+    assert not (tmp_path / "one" / "models").exists()  # not beside the first database
+
+
+def run80(*args: str) -> str:
+    """``kms ARGS`` in a terminal 80 columns wide (the width rich reads when the console is made)."""
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kmscli", *args], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout
+
+
+def test_session_list_and_log_fit_80_columns_with_whole_headers_and_paths(
+    indexed: apsw.Connection, vault_dir: Path, db_path: Path
+) -> None:
+    write(vault_dir / "reference" / "A Philosophy of Software Design.md", "# A Philosophy of Software Design\n\nx\n")
+    reindex(indexed)
+    sid = "s3f9a1b2c4d5e"
+    start_session(indexed, kind="server", session_id=sid, argv=["kms", "mcp"])
+    writer = Writer(db_path, sid)
+    [[nid]] = indexed.execute("SELECT id FROM notes WHERE path LIKE 'reference/A Philosophy%'").fetchall()
+    assert writer.append(nid, "more")["changed"]
+    sessions = run80("session", "list")
+    assert max(len(line) for line in sessions.splitlines()) <= 80 and "…" not in sessions
+    for header in ("session", "kind", "state", "writes", "total", "calls", "reads", "pending", "started"):
+        assert header in sessions
+    assert sid in sessions and "server" in sessions
+    log = run80("log")
+    assert max(len(line) for line in log.splitlines()) <= 80
+    assert "reference/A Philosophy of Software Design.md" in log.splitlines()[1]  # the whole path on one line
+    assert sid in log and "kms_append" in log and "✓ success" in log
+
+
+@pytest.mark.parametrize("host", sorted(hosts.HOSTS))
+def test_uninstall_leaves_the_file_as_it_was_and_no_backup(tmp_path: Path, host: str) -> None:
+    spec = hosts.get_host(host)
+    entry = {"command": "kms", "args": ["mcp"]}
+    fresh = tmp_path / f"fresh.{spec.fmt}"
+    hosts.install(spec, entry, fresh)
+    hosts.uninstall(spec, fresh)
+    assert not fresh.exists(), "a file kms made for itself goes with it"
+    kept = tmp_path / f"kept.{spec.fmt}"
+    before = '# mine\nmodel = "x"\n' if spec.fmt == "toml" else '{\n  "theme": "dark"\n}\n'
+    kept.write_text(before)
+    hosts.install(spec, entry, kept)
+    assert (tmp_path / f"kept.{spec.fmt}.kms-backup").read_text() == before
+    hosts.uninstall(spec, kept)
+    assert kept.read_text() == before  # no empty server map, no whitespace-only line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"kept.{spec.fmt}"]
+
+
+def test_uninstall_keeps_other_servers_and_a_backup_of_what_it_changed(tmp_path: Path) -> None:
+    spec = hosts.get_host("cursor")
+    path = tmp_path / "mcp.json"
+    path.write_text('{\n  "mcpServers": {\n    "other": {"command": "x"}\n  }\n}\n')
+    hosts.install(spec, {"command": "kms"}, path)
+    path.write_text(path.read_text().replace('"x"', '"y"'))  # the person changed something since
+    _, backup, found = hosts.uninstall(spec, path)
+    assert found and backup is not None and backup.exists()
+    text = path.read_text()
+    assert json.loads(text) == {"mcpServers": {"other": {"command": "y"}}}
+    assert all(line.strip() for line in text.splitlines())
