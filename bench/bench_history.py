@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import HERE, OUT, fresh_db, table
@@ -47,8 +48,13 @@ def history_bytes(conn: object) -> int:
     )
 
 
+def same_text(text: str) -> Callable[[str], str]:
+    """A plan's compute that writes ``text`` whatever the file held (a write of the same bytes as a restore)."""
+    return lambda _current: text
+
+
 def growth_and_timings(run: int) -> dict[str, float]:
-    from genvault import generate  # type: ignore[import-not-found]
+    from genvault import generate
 
     from server.activity.history import find_line, versions
     from server.index.indexer import index_vault, reindex_file
@@ -118,7 +124,7 @@ def growth_and_timings(run: int) -> dict[str, float]:
         rest.append(time.perf_counter() - start)
         text = (base + f"back {k}\n".encode()).decode()
         start = time.perf_counter()
-        apply_plans(WriteContext.for_person(conn), vault, [FilePlan(paths[1], lambda _t, text=text: text)])
+        apply_plans(WriteContext.for_person(conn), vault, [FilePlan(paths[1], same_text(text))])
         write.append(time.perf_counter() - start)
     conn.close()
     return {

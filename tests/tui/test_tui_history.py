@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.dashboard import settled, wait_for
+from support.sql import value
 from test_tui_trash import app_for, trashed_world
 
 from server.index.indexer import reindex_file
@@ -42,8 +43,8 @@ async def test_history_from_the_feed_diff_and_restore_after_a_yes(
     first = home.read_bytes()
     conn = connect(seeded.db_path)
     home.write_bytes(first + b"a save in the editor\n")
-    reindex_file(conn, get_vault(conn, conn.execute("SELECT name FROM vaults").fetchone()[0]), "Home.md")
-    note_id = conn.execute("SELECT id FROM notes WHERE path = 'Home.md'").fetchone()[0]
+    reindex_file(conn, get_vault(conn, value(conn, "SELECT name FROM vaults")), "Home.md")
+    note_id = value(conn, "SELECT id FROM notes WHERE path = 'Home.md'")
     conn.close()
     app = app_for(seeded)
     async with app.run_test(size=(140, 44)) as pilot:

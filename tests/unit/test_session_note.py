@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity import approvals, provenance, session_record
@@ -42,7 +43,7 @@ def config(env: Env, sid: str, **kw: object) -> SessionConfig:
 
 def read(env: Env, sid: str, *paths: str) -> None:
     tracker = ReadTracker(env.db_path, sid)
-    ids = [env.conn.execute("SELECT id FROM notes WHERE path = ?", (p,)).fetchall()[0][0] for p in paths]
+    ids = [value(env.conn, "SELECT id FROM notes WHERE path = ?", (p,)) for p in paths]
     tracker.record(ids)
     tracker.close()
 
@@ -179,7 +180,7 @@ def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     session_record.record_event(env.conn, "s1", event, keep_prompts=True)
     read(env, "s1", "projects/alpha.md")
     assert "> look at alpha" in render(gather(env.conn, "s1"))
-    assert json.loads(env.conn.execute("SELECT prompts FROM session_records").fetchall()[0][0]) == ["look at alpha"]
+    assert json.loads(value(env.conn, "SELECT prompts FROM session_records")) == ["look at alpha"]
 
 
 def test_a_session_note_the_person_hid_or_took_back_is_never_written_again(env: Env) -> None:
