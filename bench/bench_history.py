@@ -27,7 +27,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
+import apsw
 from common import HERE, OUT, fresh_db, table
 
 SHARED_GENVAULT = HERE.parent.parent / "shared" / "tools" / "genvault.py"
@@ -39,13 +41,12 @@ def settings(path: Path, on: bool) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000))
 
 
-def history_bytes(conn: object) -> int:
-    return int(
-        conn.execute(  # type: ignore[attr-defined]
-            "SELECT coalesce(sum(pgsize), 0) FROM dbstat "
-            "WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
-        ).fetchone()[0]
-    )
+def history_bytes(conn: apsw.Connection) -> int:
+    [(size,)] = conn.execute(
+        "SELECT coalesce(sum(pgsize), 0) FROM dbstat "
+        "WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
+    ).fetchall()
+    return cast(int, size)  # coalesce(sum(...), 0): always an integer
 
 
 def same_text(text: str) -> Callable[[str], str]:

@@ -14,7 +14,7 @@ import apsw
 import mcp_types as types
 import pytest
 from support.mcp_session import mcp_client
-from support.sql import value
+from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.activity import approvals
@@ -61,7 +61,13 @@ async def _waiting(db_path: Path) -> approvals.Pending:
 
 
 def _decisions(conn: apsw.Connection) -> list[tuple[str, str]]:
-    return conn.execute("SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id").fetchall()  # type: ignore[return-value]
+    return tuples(conn, "SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id")
+
+
+def _stored(conn: apsw.Connection, pid: int) -> approvals.Pending:
+    found = approvals.get(conn, pid)
+    assert found is not None, pid
+    return found
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -146,12 +152,12 @@ async def test_cancel_in_the_host_leaves_the_call_to_the_dashboard(
                 await cancelled.wait()
             item = await _waiting(db_path)
             await anyio.sleep(0.3)  # the call goes on waiting after the host's cancel: still pending
-            assert approvals.get(indexed, item.id).status == "pending"  # type: ignore[union-attr]
+            assert _stored(indexed, item.id).status == "pending"
             _decide(db_path, item.id, True)
     assert not results["r"].is_error, results["r"].structured_content
     assert "dashboard says yes" in _home(vault_dir).read_text()
     assert _decisions(indexed) == [("approve", "approved by the person in the dashboard")]
-    assert approvals.get(indexed, item.id).channel == "dashboard"  # type: ignore[union-attr]
+    assert _stored(indexed, item.id).channel == "dashboard"
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -186,7 +192,7 @@ async def test_the_dashboard_deciding_first_wins_over_the_hosts_later_answer(
     assert "dashboard first" in result.structured_content["message"]
     assert _home(vault_dir).read_bytes() == before
     assert _decisions(indexed) == [("reject", "rejected by the person in the dashboard: dashboard first")]
-    assert approvals.get(indexed, item.id).channel == "dashboard"  # type: ignore[union-attr]
+    assert _stored(indexed, item.id).channel == "dashboard"
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -16,6 +16,7 @@ from test_tui_trash import app_for, trashed_world
 from server.index.indexer import reindex_file
 from server.store.db import connect
 from server.vault.registry import get_vault
+from tui.app import KmsDashboard
 from tui.screens.history import ConfirmVersionRestore, HistoryScreen
 from tui.screens.trash import TrashScreen
 
@@ -29,8 +30,8 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-def history_loaded(app: object) -> bool:
-    screen = app.screen  # type: ignore[attr-defined]
+def history_loaded(app: KmsDashboard) -> bool:
+    screen = app.screen
     return isinstance(screen, HistoryScreen) and screen.loaded
 
 
@@ -60,7 +61,8 @@ async def test_history_from_the_feed_diff_and_restore_after_a_yes(
         await wait_for(pilot, lambda: screen.shown == older, what="its diff")
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmVersionRestore), what="the confirmation")
-        assert "-a save in the editor" in app.screen.plan["diff"]  # type: ignore[attr-defined]
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmVersionRestore) and "-a save in the editor" in confirm.plan["diff"]
         await pilot.press("n")
         await pilot.pause(0.1)
         assert screen.last_restore is None and home.read_bytes().endswith(b"a save in the editor\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.sql import value
@@ -28,7 +29,7 @@ def env(tmp_path: Path) -> Env:
     return e
 
 
-def config(env: Env, sid: str, **kw: object) -> SessionConfig:
+def config(env: Env, sid: str, **kw: Any) -> SessionConfig:
     base = SessionConfig(
         db_path=env.db_path,
         config_path=env.tmp / "config.toml",
@@ -38,7 +39,7 @@ def config(env: Env, sid: str, **kw: object) -> SessionConfig:
         session_id=sid,
         watch=False,
     )
-    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **kw)
 
 
 def read(env: Env, sid: str, *paths: str) -> None:
@@ -176,7 +177,8 @@ def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
     event = {"hook_event_name": "UserPromptSubmit", "prompt": "look at alpha"}
     session_record.record_event(env.conn, "s1", event)
-    assert session_record.get(env.conn, "s1").prompts == []  # type: ignore[union-attr]
+    record = session_record.get(env.conn, "s1")
+    assert record is not None and record.prompts == []
     session_record.record_event(env.conn, "s1", event, keep_prompts=True)
     read(env, "s1", "projects/alpha.md")
     assert "> look at alpha" in render(gather(env.conn, "s1"))
