@@ -143,6 +143,7 @@ def list_cmd(
             "settings": [e.to_json() for e in entries],
             "custom_servers": {n: s.to_toml() for n, s in loaded.custom_servers.items()},
             "problems": loaded.problems,
+            "upgraded": list(loaded.upgraded),
         }
         print(json.dumps(doc if show_secrets else redact(doc), indent=2))
         return
@@ -158,6 +159,13 @@ def list_cmd(
         source = entry.source if entry.source != "env" else "[cyan]env[/]"
         table.add_row(entry.key, value, source, entry.setting.env)
     Console().print(table)
+    for entry in entries:
+        if entry.setting.means:
+            print(f"{entry.key} allows:")
+            for line in entry.setting.means(entry.value):
+                print(f"  {line}")
+    for line in loaded.upgraded:
+        print(f"upgraded: {line}")
     if loaded.custom_servers:
         print(f"custom servers: {', '.join(loaded.custom_servers)} (kms servers list)")
     print_warnings(loaded.problems)

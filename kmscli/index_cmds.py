@@ -28,7 +28,7 @@ model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for s
 
 @vault_app.command("add")
 def vault_add(
-    path: Annotated[Path, typer.Argument(help="Folder of Markdown notes.")],
+    path: Annotated[str, typer.Argument(help="Folder of Markdown notes.")],
     name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
     dialect: Annotated[
@@ -52,7 +52,7 @@ def vault_add(
             )
             raise typer.Exit(130) from None
         except KmsError as exc:
-            root = path.expanduser().resolve()
+            root = Path(path).expanduser().resolve()
             known = next((v for v in list_vaults(conn) if v.root == root), None)
             if known is None or exc.kind != "already-exists":
                 raise

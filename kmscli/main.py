@@ -200,6 +200,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     app.command("search")(notes_cmds.search_cmd)
     app.command("show")(notes_cmds.show_cmd)
     app.command("tags")(notes_cmds.tags_cmd)
+    app.command("properties")(notes_cmds.properties_cmd)
     app.command("recent")(notes_cmds.recent_cmd)
     app.command("backlinks")(notes_cmds.backlinks_cmd)
     app.command("hide")(notes_cmds.hide_cmd)

@@ -20,6 +20,12 @@ def search_cmd(
     query: Annotated[str, typer.Argument(help='Words, or FTS5 syntax ("phrase", prefix*, AND/OR/NOT).')],
     limit: LimitOpt = 10,
     vault: VaultOpt = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where", "-w", help="Property filter, repeatable: status:evergreen, due<2026-12-31 (docs/properties.md)."
+        ),
+    ] = None,
     semantic: Annotated[bool, typer.Option("--semantic", help="Hybrid keyword + embedding search.")] = False,
     provenance: Annotated[bool, typer.Option("--provenance", help="Only agent write records.")] = False,
     include_hidden: IncludeHiddenOpt = False,
@@ -27,18 +33,22 @@ def search_cmd(
 ) -> None:
     """Search notes (BM25 ranked, highlighted) and agent write records; hidden notes only with
     --include-hidden (keyword search)."""
+    from server.index.properties import parse_filters, passing_ids
     from server.index.search import search
 
     with cli_errors():
+        filters = parse_filters(where)
         conn = open_db()
         vid = vault_id(conn, vault)
         hidden = HiddenView(conn, include_hidden)
         result: dict = {"hits": [], "provenance": []}
         if not provenance:
             if semantic:
-                result = _semantic(conn, query, limit, vid)
+                result = _semantic(conn, query, 50 if filters else limit, vid)
+                passing = passing_ids(conn, [h["noteId"] for h in result["hits"]], filters) if filters else None
+                result["hits"] = [h for h in result["hits"] if passing is None or h["noteId"] in passing][:limit]
             else:
-                result = search(conn, query, limit, vid, include_hidden=include_hidden)
+                result = search(conn, query, limit, vid, include_hidden=include_hidden, where=filters)
             result["hits"] = hidden.shown(result["hits"])
         result["provenance"] = hidden.shown(_provenance_hits(conn, query, limit), id_key="note_id")
     if json_out:
@@ -143,6 +153,22 @@ def tags_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
     table = Table("tag", "notes")
     for t in data:
         table.add_row("#" + t["tag"], str(t["count"]))
+    console.print(table)
+
+
+def properties_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
+    """Properties the notes carry, with their most common values (for search --where)."""
+    from server.index.properties import properties_in_use
+
+    with cli_errors():
+        conn = open_db()
+        data = properties_in_use(conn, vault_id(conn, vault))
+    if json_out:
+        print_json(data)
+        return
+    table = Table("property", "notes", "common values")
+    for p in data:
+        table.add_row(p["key"], str(p["notes"]), ", ".join(f"{v['value']} ({v['notes']})" for v in p["values"]))
     console.print(table)
 
 

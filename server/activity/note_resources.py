@@ -296,6 +296,14 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
     return Completion(values, total, total > len(values))
 
 
+def complete_uri_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
+    """``complete_path`` for the template's ``path``: each value percent-encoded as ``note_uri`` writes it. A
+    host puts the value into the URI as it is (Claude Code's ``@`` mention), where a raw space ends the URI
+    before the note's name does; a template expander keeps the encoded triplets (``{+path}``)."""
+    found = complete_path(conn, db_path, unquote(value), vault_id)
+    return Completion([quote(v, safe="/") for v in found.values], found.total, found.has_more)
+
+
 def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
     """Note titles for a partial topic (the ``recall`` prompt's argument), by the same fuzzy match."""
     paths = complete_path(conn, db_path, value, vault_id)

@@ -17,6 +17,7 @@ from typing import Any
 
 import apsw
 
+from server.config.allowlist import describe
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
 from server.index.notes import VISIBLE
@@ -114,7 +115,7 @@ def recall_text(topic: str, bundle: dict[str, Any]) -> str:
 
 
 def capture_text(config: SessionConfig, project: str | None) -> str:
-    where = ", ".join(config.allowlist) if config.allowlist else "any folder"
+    where = "; ".join(f"{p} ({describe(p)})" for p in config.allowlist) if config.allowlist else "any folder"
     memory = f"the memory folder {config.memory_folder!r}" if config.memory_folder else "no memory folder"
     return (
         "Record the decisions we made in this session in my notes (kms), so a later session finds them.\n\n"

@@ -1,11 +1,21 @@
-"""Which vault folders agents may add content to (create, append, insert_at).
+"""Where agents may write notes (``write.allowlist``, a token's ``folder:`` scopes): one grammar, one home.
 
-Globs match one path segment per pattern segment (``*`` never crosses a ``/``):
-``drafts/*`` allows ``drafts/x`` but neither ``drafts`` nor ``drafts/x/y``, and
-``drafts`` allows exactly ``drafts``. This is deliberately stricter than a
-recursive glob so a person can see exactly where agent writes may land. The
-vault root is ``""`` (also spelled ``.`` or ``/`` in a pattern). An empty list
-allows every folder. ``update_properties`` is exempt: it never adds body text.
+Each entry is a glob matched against a note's vault-relative path, one path segment per pattern segment
+(``*``, ``?`` and ``[...]`` never cross a ``/``):
+
+- an entry whose last segment has a wildcard names notes: ``drafts/*`` is every note directly in
+  ``drafts/``, ``inbox/*/notes/*`` every note directly in ``inbox/<any>/notes/``, ``*`` every note in the
+  vault root;
+- an entry whose last segment is a plain name names a folder and everything below it: ``drafts`` is
+  ``drafts/`` and all its subfolders (``drafts/plan.md`` names that one note);
+- ``/`` or ``.`` is the vault root folder (its notes, not its subfolders: the same as ``*``).
+
+An empty list allows every note. ``update_properties`` and ``link`` (a link in a frontmatter property) are
+exempt: they never add body text; ``remember`` has the memory folder as its own entry.
+
+Before settings version 2 (``SETTINGS_VERSION``) an entry named the one folder a note's folder had to be
+(``drafts/*`` meant the notes of ``drafts/x``, not of ``drafts``); ``from_folder_glob`` is that entry
+in this grammar, so a settings file, a token or a session from before allows exactly what it did.
 """
 
 from __future__ import annotations
@@ -16,9 +26,12 @@ from fnmatch import fnmatchcase
 
 from server.errors import KmsError
 
+ROOT = "*"  # the vault root's own notes, as an entry
+_WILD = re.compile(r"[*?\[]")
+
 
 def folder_glob_problem(pattern: str) -> str | None:
-    """Why ``pattern`` is not a valid folder glob, or None."""
+    """Why ``pattern`` is not a valid allowlist entry, or None."""
     if not isinstance(pattern, str) or not pattern.strip():
         return "empty folder pattern"
     if pattern.strip() in ("/", "."):
@@ -29,11 +42,11 @@ def folder_glob_problem(pattern: str) -> str | None:
         return f"{pattern!r}: one folder per pattern (',' and line breaks separate patterns)"
     if pattern.startswith("/") or re.match(r"^[A-Za-z]:", pattern) or pattern.startswith("~"):
         return f"{pattern!r}: use a vault-relative folder, not an absolute path"
-    for part in pattern.strip("/").split("/"):
+    for part in pattern.strip().rstrip("/").split("/"):
         if part in ("", ".", ".."):
             return f"{pattern!r}: empty, '.' or '..' folder names are not allowed"
         if "**" in part:
-            return f"{pattern!r}: '**' is not supported; '*' matches one folder name, list each depth"
+            return f"{pattern!r}: '**' is not supported; '*' matches one name, a plain folder name its subfolders"
     return None
 
 
@@ -43,17 +56,58 @@ def normalize_folder_glob(pattern: str) -> str:
     return pattern if pattern in ("/", ".") else pattern.rstrip("/")
 
 
-def _norm(folder: str) -> str:
-    f = folder.strip().strip("/")
-    return "" if f == "." else f
+def _entry(pattern: str) -> str:
+    """An entry as matched: the root's spellings are ``*``."""
+    p = pattern.strip().strip("/")
+    return ROOT if p in ("", ".") else p
+
+
+def from_folder_glob(old: str) -> str:
+    """The entry that allows exactly what ``old`` allowed under settings version 1 (a glob the note's
+    folder had to match, segment for segment): the notes directly in the folders it matched."""
+    p = old.strip().strip("/")
+    return ROOT if p in ("", ".") else f"{p}/*"
+
+
+def names_notes(pattern: str) -> bool:
+    """True if the entry's last segment is a glob (it names notes at one depth, not a folder tree)."""
+    return bool(_WILD.search(_entry(pattern).rpartition("/")[2]))
+
+
+def entry_allows(pattern: str, path: str) -> bool:
+    """True if entry ``pattern`` allows the note at vault-relative ``path``."""
+    psegs = _entry(pattern).split("/")
+    segs = path.strip("/").split("/")
+    if names_notes(pattern):
+        return len(psegs) == len(segs) and all(fnmatchcase(s, p) for s, p in zip(segs, psegs, strict=True))
+    return len(psegs) <= len(segs) and all(fnmatchcase(s, p) for s, p in zip(segs, psegs, strict=False))
+
+
+def describe(pattern: str) -> str:
+    """What an entry allows, in words (``kms config list``, the docs)."""
+    p = _entry(pattern)
+    folder, _, last = p.rpartition("/")
+    if p == ROOT:
+        return "the notes directly in the vault root"
+    if last == "*":
+        return f"the notes directly in {folder}/" + (" (each * one folder name)" if _WILD.search(folder) else "")
+    if names_notes(p):
+        return f"the notes whose path matches {p} (each * within one name)"
+    return f"{p}/ and every folder below it" + (" (each * one folder name)" if _WILD.search(p) else "")
+
+
+def entry_for(path: str) -> str:
+    """The narrowest entry that allows a note at ``path``: the notes directly in its folder."""
+    folder = path.strip("/").rpartition("/")[0]
+    return f"{folder}/*" if folder else ROOT
 
 
 class Allowlist:
-    """An immutable set of single-segment folder globs; ``narrowed`` adds a second set a folder must also
-    match (a service token's folders: they can only take away from ``write.allowlist``)."""
+    """An immutable set of entries; ``narrowed`` adds a second set a note must also match (a service
+    token's folders: they can only take away from ``write.allowlist``)."""
 
     def __init__(self, patterns: Iterable[str] | None = None, *, also: Allowlist | None = None) -> None:
-        self.patterns: tuple[str, ...] = tuple(_norm(p) for p in (patterns or ()))
+        self.patterns: tuple[str, ...] = tuple(_entry(p) for p in (patterns or ()))
         self.also = also if also else None
 
     def narrowed(self, patterns: Iterable[str]) -> Allowlist:
@@ -68,29 +122,27 @@ class Allowlist:
     def __bool__(self) -> bool:
         return bool(self.patterns) or self.also is not None
 
-    def allows(self, folder: str) -> bool:
-        """True if agents may write notes directly in ``folder`` (vault-relative, '' = root)."""
-        if self.also is not None and not self.also.allows(folder):
+    def allows(self, path: str) -> bool:
+        """True if agents may write the note at vault-relative ``path``."""
+        if self.also is not None and not self.also.allows(path):
             return False
-        if not self.patterns:
-            return True
-        f = _norm(folder)
-        segs = f.split("/") if f else []
-        for pattern in self.patterns:
-            psegs = pattern.split("/") if pattern else []
-            if len(psegs) == len(segs) and all(fnmatchcase(s, p) for s, p in zip(segs, psegs, strict=True)):
-                return True
-        return False
+        return not self.patterns or any(entry_allows(p, path) for p in self.patterns)
 
-    def check(self, folder: str, *, what: str = "folder") -> None:
-        """Raise ``folder-denied`` naming the allowed folders."""
-        if not self.allows(folder):
-            if self.also is not None and not self.also.allows(folder):
-                self.also.check(folder, what=what)  # (names the narrower list: the token's folders)
-            shown = ", ".join(p or "(vault root)" for p in self.patterns)
+    def check(self, path: str, *, hidden: bool = False, scope: str = "write.allowlist") -> None:
+        """Raise ``folder-denied`` naming the entries there are and the one that would allow ``path``
+        (a ``hidden`` note is named by its folder only)."""
+        if self.also is not None and not self.also.allows(path):
+            self.also.check(path, hidden=hidden, scope="the token's folder: scopes")
+        if self.patterns and not any(entry_allows(p, path) for p in self.patterns):
+            entries = "; ".join(f"{p} ({describe(p)})" for p in self.patterns)
+            fix, folder = entry_for(path), path.strip("/").rpartition("/")[0]
+            what = f"a note in {folder or '(vault root)'!r}" if hidden else f"the note {path!r}"
             raise KmsError(
                 "folder-denied",
-                f"writing to {what} {folder or '(vault root)'!r} is not allowed; allowed folders: {shown}",
+                f"writing {what} is not allowed by {scope}: {entries}. The entry {fix!r} would allow it "
+                f"({describe(fix)})",
+                **({} if hidden else {"path": path}),
                 folder=folder,
                 allowed=list(self.patterns),
+                wouldAllow=fix,
             )

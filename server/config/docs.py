@@ -58,5 +58,17 @@ def settings_markdown() -> str:
         "",
         "The file is written with mode 0600 because it may hold tokens; `--print-config` redacts them.",
         "",
+        "## The file's version",
+        "",
+        "The file carries `settings_version` (a top-level key kms writes; a file without it is version 1).",
+        "A file of an older version is read in its own grammar and rewritten once in the current one, so",
+        "nothing a person allowed before is refused, nor anything more allowed (`kms config list` says what",
+        "it changed):",
+        "",
+        "- version 2: `write.allowlist` entries are globs over a note's path (`drafts/*` the notes directly in",
+        "  `drafts/`, `drafts` that folder and below). A version 1 entry named the folder a note had to be in,",
+        "  so each becomes the notes directly in those folders: `drafts` -> `drafts/*`, `drafts/*` ->",
+        "  `drafts/*/*`, `/` -> `*`. A service token's `folder:` scopes are upgraded the same way (m026).",
+        "",
     ]
     return "\n".join(lines)

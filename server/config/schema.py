@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from server.config import validators
-from server.config.allowlist import normalize_folder_glob
+from server.config.allowlist import describe, normalize_folder_glob
 from server.config.env_names import OTHER_ENV
 from server.config.setting_errors import SettingsError as SettingsError  # the schema's errors, where callers look
 from server.config.setting_errors import SettingsFileError as SettingsFileError
@@ -55,6 +55,7 @@ class Setting:
     validator: Callable[[Any], str | None] | None = None
     parent: str | None = None
     valid: str = ""
+    means: Callable[[Any], list[str]] | None = None  # what a value allows, in words (kms config list)
 
     @property
     def auto(self) -> bool:
@@ -67,7 +68,7 @@ class Setting:
             "bool": "true/false (also on/off, yes/no, 1/0)" + (", auto" if self.auto else ""),
             "int": "a whole number",
             "path": "a directory path ('' = platform default)",
-            "globs": "folder globs such as 'inbox' 'drafts/*' ('/' = vault root; none = every folder)",
+            "globs": "folder globs such as 'inbox' (that folder and below) 'drafts/*' (the notes directly in drafts/)",
             "text": "a word ('' = none)",
         }[self.type]
 
@@ -126,12 +127,15 @@ _SCHEMA: list[Setting] = [
         "write.allowlist",
         "globs",
         [],
-        "Folders agents may add notes and text to. Each pattern is a "
-        "vault-relative folder; `*`, `?` and `[...]` match within ONE folder name, so `drafts/*` allows "
-        "`drafts/x` but neither `drafts` (list it too) nor `drafts/x/y`. `/` or `.` is the vault root. "
+        "Where agents may add notes and text (create, append, insert, edit, move and rename targets, folder "
+        "moves, trash). Each entry is a glob over a note's path inside the vault; `*`, `?` and `[...]` match "
+        "within ONE name: `drafts/*` is every note directly in `drafts/` (not `drafts/x/y.md`), "
+        "`inbox/*/notes/*` the notes directly in `inbox/<any>/notes/`, a plain folder name such as `drafts` "
+        "that folder and every folder below it, `*` (or `/`) the notes in the vault root. "
         "Empty: every folder. Quote globs in the shell: `kms config set write.allowlist 'drafts/*' inbox`.",
         "KMS_WRITE_ALLOWLIST",
         validator=validators.check_globs,
+        means=lambda value: [f"{p}: {describe(p)}" for p in value] or ["every folder (the list is empty)"],
     ),
     Setting(
         "write.per_minute",

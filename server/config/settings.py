@@ -42,7 +42,7 @@ from server.config.schema import (
     validate_value,
 )
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
-from server.config.settings_file import prune_in_place, read_document, write_text
+from server.config.settings_file import VERSION_KEY, prune_in_place, read_document, upgrade, write_text
 from server.store.locks import lock_file
 
 
@@ -103,6 +103,7 @@ class Effective:
             "type": self.setting.type,
             "default": "auto" if self.setting.auto else self.setting.default,
             "description": self.setting.description,
+            **({"means": self.setting.means(self.value)} if self.setting.means else {}),
         }
 
 
@@ -115,6 +116,7 @@ class Settings:
     custom_servers: dict[str, CustomServer]
     problems: list[str]
     has_vault: bool
+    upgraded: tuple[str, ...] = ()  # what reading an older file's grammar changed (settings_file.upgrade)
 
     def get(self, key: str) -> Any:
         """The effective value of ``key`` (auto defaults already resolved)."""
@@ -189,7 +191,7 @@ def read_file(path: Path) -> dict[str, Any]:
 def _flatten(doc: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for k, v in doc.items():
         key = f"{prefix}{k}"
-        if key == CUSTOM_PREFIX:
+        if key in (CUSTOM_PREFIX, VERSION_KEY):
             continue
         if isinstance(v, dict) and key not in SETTINGS:
             yield from _flatten(v, key + ".")
@@ -218,6 +220,10 @@ def load_settings(
     except SettingsFileError as e:
         problems.append(f"{e} (using defaults)")
         doc = {}
+    upgraded = upgrade(doc) if doc else []
+    if upgraded:  # the file says so too from now on (best effort: a read-only file is read this way each time)
+        with contextlib.suppress(OSError, SettingsError):
+            _modify(cfg_path, lambda _doc: None)
 
     file_values: dict[str, Any] = {}
     for key, raw in _flatten(doc):
@@ -260,7 +266,7 @@ def load_settings(
             custom[name] = custom_server_from_toml(name, table)
         except SettingsError as e:
             problems.append(f"{cfg_path}: {e} (server skipped)")
-    return Settings(cfg_path, entries, custom, problems, has_vault)
+    return Settings(cfg_path, entries, custom, problems, has_vault, tuple(upgraded))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -305,6 +311,7 @@ def _modify(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
 
     with settings_lock(path):
         doc = read_document(path)
+        upgrade(doc)
         change(doc)
         prune_in_place(doc)
         write_text(path, tomlkit.dumps(doc).encode())

@@ -275,6 +275,8 @@ def backfill(conn: apsw.Connection, vault_id: int, root: Path) -> int:
     if not active(conn):
         return 0
     todo = missing(conn, vault_id)
+    if len(todo) >= blobs.SEED_MIN_NOTES and blobs.seed_of(conn, vault_id) is None:  # an upgraded vault's first index
+        blobs.put_seed(conn, vault_id, seed_samples(root, [path for _rid, path, _h in todo]))
     seen = []
     for rid, path, digest in todo:
         try:

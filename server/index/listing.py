@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ import apsw
 from server.errors import KmsError
 from server.index.overview import overview
 from server.index.privacy import hidden_counts
+from server.index.properties import Filter, filters_sql
 from server.store.db import rows, scalar
 
 # the notes agents never see, and one vault's notes, as rid sets the indexes answer (no note row is read)
@@ -212,10 +214,12 @@ def inventory(
     *,
     folder: str | None = None,
     tag: str | None = None,
+    props: Sequence[Filter] = (),
 ) -> dict[str, Any]:
     """Every visible note, newest first (then by path: a checkout gives every file one date), without
     bodies; keyset paging on (updatedAt, path, noteId). ``folder`` keeps the notes directly in that
-    folder ('' = the vault root), ``tag`` those carrying it. A page holds ``limit`` cards, or fewer when
+    folder ('' = the vault root), ``tag`` those carrying it, ``props`` those passing every property filter.
+    A page holds ``limit`` cards, or fewer when
     their summaries are long (``PAGE_BUDGET_CHARS``); ``nextCursor`` goes on from the last one."""
     params: list[Any] = []
     where = ["n.hidden_at IS NULL"]
@@ -229,6 +233,10 @@ def inventory(
         sql, tag_params = tag_condition(tag)
         where.append(sql)
         params += tag_params
+    if props:
+        cond, prop_params = filters_sql(props)
+        where.append(cond.removeprefix(" AND "))
+        params += prop_params
     if cursor:
         c = decode_cursor(cursor)
         if (

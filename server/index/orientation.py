@@ -9,6 +9,7 @@ the caller; each function returns whole items, never a cut one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import apsw
@@ -16,6 +17,7 @@ import apsw
 from server.errors import KmsError
 from server.index import listing
 from server.index.overview import overview
+from server.index.properties import Filter
 from server.store.db import rows, scalar
 from server.vault import dialects
 
@@ -107,12 +109,13 @@ def list_folder(
     tag: str | None = None,
     cursor: str | None = None,
     limit: int = 100,
+    props: Sequence[Filter] = (),
 ) -> dict[str, Any]:
     """One folder: its notes (inventory cards, newest first, paged as ``kms_inventory``) and, on the first
     page, its subfolders with counts. A folder with no visible note at any depth is ``not-found``."""
     folder = normalize_folder(path)
     tag = normalize_tag(tag)
-    page = listing.inventory(conn, cursor, limit, vault_id, folder=folder, tag=tag)
+    page = listing.inventory(conn, cursor, limit, vault_id, folder=folder, tag=tag, props=props)
     out: dict[str, Any] = {"path": folder, **({"tag": tag} if tag else {})}
     if cursor is None:
         folders, more = subfolders(conn, folder, vault_id, tag=tag)

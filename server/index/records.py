@@ -20,6 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.index.properties import property_rows, search_text
+from server.index.scripts import has_run
+from server.index.scripts import index_tokens as cjk_tokens
+from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
 from server.vault.parser import ParsedNote, parse_note
@@ -45,6 +49,7 @@ class FileRecord:
     keys: list[tuple[str, int]] = field(default_factory=list)  # (key, kind)
     links: list[tuple] = field(default_factory=list)  # links columns after (src_rid)
     headings: list[tuple] = field(default_factory=list)  # headings columns after (rid)
+    props: list[tuple] = field(default_factory=list)  # note_props columns after (rid): key, ord, value, num
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
     fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
     data: bytes | None = None  # the file's bytes, for its history (``server.index.history``)
@@ -128,9 +133,24 @@ def read_record(
     except OSError as exc:
         return FileRecord(relpath, mtime_ns, size, "", f"{relpath}: cannot read ({exc.strerror})")
     rec = record_of_bytes(relpath, mtime_ns, data, known_hash, dialect)
+    if rec.values is not None and rec.values.get("created") is None:  # a new note's createdAt (writer.insert)
+        born = birth_time(full)
+        rec.values["born"] = min(born, mtime_ns / 1e9) if born else mtime_ns / 1e9
     if rec.values is not None and os.path.islink(full):  # privacy: a symlink follows its target
         rec.values["link_to"] = os.path.relpath(os.path.realpath(full), os.path.realpath(root)).replace(os.sep, "/")
     return rec
+
+
+BINARY_SAMPLE = 8_192  # the bytes a file is judged by, as git and grep judge a binary file
+
+
+def looks_binary(data: bytes, text: str) -> bool:
+    """A NUL byte in the first 8 KiB, or undecodable bytes in more than a third of its characters."""
+    head = data[:BINARY_SAMPLE]
+    if b"\x00" in head:
+        return True
+    sample = text[:BINARY_SAMPLE]
+    return "\ufffd" in sample and sample.count("\ufffd") * 3 > len(sample)
 
 
 def record_of_bytes(
@@ -146,6 +166,8 @@ def record_of_bytes(
     except UnicodeDecodeError:
         text = data.decode("utf-8", "replace")
         bad_encoding = "not valid UTF-8; undecodable bytes replaced in the index"
+    if looks_binary(data, text):  # an image or archive named .md: no tags, links or words from its bytes
+        text, bad_encoding = "", "a binary file named .md (not text): indexed by its name only"
     stem, names = stem_title(dialect, relpath) if dialect.namespaces else (title_of(relpath), [])
     parsed = parse_note(text, stem, dialect, relpath)
     if names:
@@ -157,6 +179,7 @@ def record_of_bytes(
     if parsed.fm_error and parsed.frontmatter is None:
         rec.fm_raw = text[:16_384]
     rec.tags = parsed.tags
+    rec.props = property_rows(parsed.frontmatter)
     rec.keys = _note_keys(relpath, parsed)
     rec.links = [
         (
@@ -282,6 +305,8 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "search_title": " ".join((p.title, *p.names, *((p.desc,) if p.desc else ()))) if p.names or p.desc else None,
         "body": p.body,
         "tags": " ".join(p.tags),
+        "search_props": search_text(p.frontmatter),  # the FTS props column
+        "search_cjk": cjk_tokens(f"{p.title}\n{p.body}") if has_run(p.title) or has_run(p.body) else None,
         "aliases": json.dumps(p.aliases) if p.aliases else None,
         "frontmatter": _FM_JSON(p.frontmatter) if p.frontmatter is not None else None,
         "fm_error": p.fm_error,

@@ -11,18 +11,21 @@ and says so in the result.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import apsw
 
 from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
+from server.index.properties import Filter, filters_sql
+from server.index.scripts import has_run, query_parts
 
 SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
-    "column filters title:word, body:word, tags:word"
+    "column filters title:word, body:word, tags:word, props:word"
 )
-COLUMNS = ("title", "body", "tags")
+COLUMNS = ("title", "body", "tags", "props")
 _COLUMN_FILTER = rf"(?<![\w.-])(?:{'|'.join(COLUMNS)})\s*:"  # title: (not subtitle: or x-title:)
 _COLUMN = re.compile(_COLUMN_FILTER, re.I)
 _SYNTAX = re.compile(r'["*]|\b(AND|OR|NOT|NEAR)\b')  # parentheses alone are prose: "fix login (urgent)"
@@ -71,13 +74,19 @@ def build_match(query: str) -> tuple[str, str | None]:
     terms = plain_terms(query)
     if not terms:
         return "", None
+    if any(has_run(t) for t in terms):  # words in a script without spaces: by substring (scripts.py)
+        parts = []
+        for t in terms:
+            rest, runs = query_parts(t)
+            parts += [_quote(r) for r in rest] + runs
+        return " AND ".join(parts), (" OR ".join(parts) if len(parts) > 1 else None)
     strict = " ".join(_quote(t) for t in terms)
     topical = [t for t in terms if t.lower().strip("?!.,;:") not in STOPWORDS] or terms
     relaxed = " OR ".join(_quote(t) for t in topical) if len(terms) > 1 else None
     return strict, relaxed
 
 
-# Weights (title 10, body 1, tags 5) are the FTS table's rank config (m001); ordering by the
+# Weights (title 10, body 1, tags 5, property values 0.5) are the FTS table's rank config (m001, m027); ordering by the
 # rank column lets FTS5 stream hits in rank order. Snippets are built in the inner query, after
 # its LIMIT, so only shown hits pay for one (a note over SNIPPET_MAX_BYTES gets its excerpt from
 # ``excerpt.window_excerpt`` instead: snippet()'s cost grows with the note); the inner limit is
@@ -108,10 +117,24 @@ LIMIT ?
 """
 
 
+# With property filters (``server.index.properties``) the hits are filtered in the same one pass.
+_SQL_WHERE = _SQL_VAULT.replace("AND n.vault_id = ?", "AND (? IS NULL OR n.vault_id = ?){where}")
+
+
 def _run(
-    conn: apsw.Connection, match: str, limit: int, vault_id: int | None, include_hidden: bool = False
+    conn: apsw.Connection,
+    match: str,
+    limit: int,
+    vault_id: int | None,
+    include_hidden: bool = False,
+    where: Sequence[Filter] = (),
 ) -> list[dict[str, Any]]:
-    if vault_id is None:
+    if where:
+        cond, args = filters_sql(where)
+        cur = conn.execute(
+            _SQL_WHERE.replace("{where}", cond), (match, include_hidden, vault_id, vault_id, *args, limit)
+        )
+    elif vault_id is None:
         inner = limit + next(conn.execute(_HIDDEN))[0]
         cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
     else:
@@ -134,19 +157,55 @@ def _run(
     return out
 
 
+def _filtered(
+    conn: apsw.Connection, limit: int, vault_id: int | None, include_hidden: bool, where: Sequence[Filter]
+) -> list[dict[str, Any]]:
+    """No words, only property filters: the notes that pass them, newest first (score 0)."""
+    cond, args = filters_sql(where)
+    cur = conn.execute(
+        f"""SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt
+            FROM notes n JOIN vaults v ON v.id = n.vault_id
+            WHERE (n.hidden_at IS NULL OR ?) AND (? IS NULL OR n.vault_id = ?){cond}
+            ORDER BY n.updated_at DESC, n.path LIMIT ?""",
+        (include_hidden, vault_id, vault_id, *args, limit),
+    )
+    return [
+        {
+            "noteId": i,
+            "title": t,
+            "path": p,
+            "vault": v,
+            "tags": tags.split() if tags else [],
+            "updatedAt": u,
+            "score": 0.0,
+            "excerpt": t,
+        }
+        for i, t, p, v, tags, u in cur
+    ]
+
+
 def search(
-    conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *, include_hidden: bool = False
+    conn: apsw.Connection,
+    query: str,
+    limit: int = 10,
+    vault_id: int | None = None,
+    *,
+    include_hidden: bool = False,
+    where: Sequence[Filter] = (),
 ) -> dict[str, Any]:
     """BM25-ranked hits (positive score, higher is better); hidden notes never appear, unless the person
-    asks (``kms search --include-hidden``; never an agent-facing caller)."""
+    asks (``kms search --include-hidden``; never an agent-facing caller). ``where``: property filters
+    every hit must pass (``server.index.properties``)."""
     limit = max(1, min(int(limit), MAX_LIMIT))
+    if (not query or not query.strip()) and where:
+        return {"query": query, "hits": _filtered(conn, limit, vault_id, include_hidden, where), "relaxed": False}
     if not query or not query.strip():
         return {"query": query, "hits": [], "relaxed": False}
     strict, relaxed = build_match(query)
     if not strict:
         return {"query": query, "hits": [], "relaxed": False}
     try:
-        hits = _run(conn, strict, limit, vault_id, include_hidden)
+        hits = _run(conn, strict, limit, vault_id, include_hidden, where)
     except apsw.SQLError as exc:
         detail = str(exc).removeprefix("SQLError: ")
         raise KmsError(
@@ -155,7 +214,7 @@ def search(
     result: dict[str, Any] = {"query": query, "hits": hits, "relaxed": False}
     if relaxed and len(hits) < min(RELAX_BELOW, limit):
         seen = {h["noteId"] for h in hits}
-        extra = [h for h in _run(conn, relaxed, limit, vault_id, include_hidden) if h["noteId"] not in seen]
+        extra = [h for h in _run(conn, relaxed, limit, vault_id, include_hidden, where) if h["noteId"] not in seen]
         if extra:
             result["hits"] = hits + extra[: limit - len(hits)]
             result["relaxed"] = True

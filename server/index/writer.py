@@ -23,12 +23,13 @@ def new_note_id() -> str:
     return "n" + secrets.token_hex(6)
 
 
-def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list]:
+def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list, list]:
     return (
         [(rid, t) for t in rec.tags],
         [(k, vault_id, rid, kind) for k, kind in rec.keys],
         [(rid, *ln) for ln in rec.links],
         [(rid, *h) for h in rec.headings],
+        [(rid, *p) for p in rec.props],
     )
 
 
@@ -37,11 +38,15 @@ _LINK_COLS = (
 )
 
 
-def insert_children(conn: apsw.Connection, tags: list, keys: list, links: list, heads: list) -> None:
+def insert_children(
+    conn: apsw.Connection, tags: list, keys: list, links: list, heads: list, props: list | None = None
+) -> None:
     conn.executemany("INSERT OR IGNORE INTO note_tags VALUES (?, ?)", tags)
     conn.executemany("INSERT OR IGNORE INTO note_keys VALUES (?, ?, ?, ?)", keys)
     conn.executemany(f"INSERT INTO links({_LINK_COLS}) VALUES ({', '.join('?' * _LINK_COLS.count(','))}, ?)", links)
     conn.executemany("INSERT INTO headings VALUES (?, ?, ?, ?, ?)", heads)
+    if props:
+        conn.executemany("INSERT OR IGNORE INTO note_props(rid, key, ord, value, num) VALUES (?, ?, ?, ?, ?)", props)
 
 
 # Each child table: its note column and the columns ``children_rows`` fills, in order.
@@ -50,6 +55,7 @@ _CHILD_TABLES = (
     ("note_keys", "rid", "key, vault_id, rid, kind"),
     ("links", "src_rid", _LINK_COLS),
     ("headings", "rid", "rid, ord, level, text, line"),
+    ("note_props", "rid", "rid, key, ord, value, num"),
 )
 
 
@@ -73,7 +79,7 @@ def write_children(
         )
         if table == "note_keys":
             old_keys = set(old)
-        same = old == sorted(set(rows) if table in ("note_tags", "note_keys") else rows)
+        same = old == sorted(set(rows) if table in ("note_tags", "note_keys", "note_props") else rows)
         if not same:
             conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (rid,))
         changed.append(not same)
@@ -83,7 +89,8 @@ def write_children(
 
 UPDATE_COLS = (
     "path, folder, title, search_title, body, tags, aliases, frontmatter, fm_error, summary_state, summary_hash, "
-    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule"
+    "summary_text, content_hash, size_bytes, token_estimate, mtime_ns, updated_at, indexed_at, link_to, hidden_rule, "
+    "search_props, search_cjk"
 ).split(", ")
 update_values = operator.itemgetter(*UPDATE_COLS)  # a values dict -> its UPDATE_COLS, in order
 UPDATE_SQL = (
@@ -100,17 +107,18 @@ INSERT_SQL = (
 )
 
 
-FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags) VALUES (?, ?, ?, ?)"
+FTS_INSERT = "INSERT INTO notes_fts(rowid, title, body, tags, props, cjk) VALUES (?, ?, ?, ?, ?, ?)"
 FTS_DELETE = (
-    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags) "
-    "SELECT 'delete', rid, title, body, tags FROM notes_fts_source WHERE rid = ?"
+    "INSERT INTO notes_fts(notes_fts, rowid, title, body, tags, props, cjk) "
+    "SELECT 'delete', rid, title, body, tags, props, cjk FROM notes_fts_source WHERE rid = ?"
 )
 
 
 def fts_entry(rid: int, values: dict) -> tuple:
     """``FTS_INSERT``'s arguments for a note's values (what ``FTS_DELETE`` reads back from its row: the
     title column holds the search title when there is one, see ``notes_fts_source``)."""
-    return rid, values.get("search_title") or values["title"], values["body"], values["tags"]
+    title = values.get("search_title") or values["title"]
+    return rid, title, values["body"], values["tags"], values["search_props"], values["search_cjk"]
 
 
 def update_note(conn: apsw.Connection, rid: int, values: dict) -> None:
@@ -125,7 +133,7 @@ def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) 
         **values,
         "id": new_note_id(),
         "vault_id": vault_id,
-        "created_at": values.get("created") or now,
+        "created_at": values.get("created") or values.get("born") or now,
         "hidden_at": now if values["hidden_rule"] else None,
     }
     conn.execute(INSERT_SQL, values)  # not RETURNING: an open RETURNING cursor halves insert speed
@@ -165,7 +173,7 @@ class NewNotes:
                     first + i,
                     new_note_id(),
                     vid,
-                    v.get("created") or v["indexed_at"],
+                    v.get("created") or v.get("born") or v["indexed_at"],
                     v["indexed_at"] if v["hidden_rule"] else None,
                     *update_values(v),
                 )
@@ -177,13 +185,15 @@ class NewNotes:
         keys: list = []
         links: list = []
         heads: list = []
+        props: list = []
         for i, (rec, _v) in enumerate(pending):
             rid = first + i
             tags += [(rid, t) for t in rec.tags]
             keys += [(k, vid, rid, kind) for k, kind in rec.keys]
             links += [(rid, *ln) for ln in rec.links]
             heads += [(rid, *h) for h in rec.headings]
-        insert_children(conn, tags, keys, links, heads)
+            props += [(rid, *p) for p in rec.props]
+        insert_children(conn, tags, keys, links, heads, props)
         return [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
 
 

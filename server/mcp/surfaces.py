@@ -105,7 +105,7 @@ def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.
                 vault_id = _vault_in_context(runner, params)
             except KmsError:
                 return notes.Completion([], 0, False)
-            return notes.complete_path(runner.ctx.conn, db, arg.value, vault_id)
+            return notes.complete_uri_path(runner.ctx.conn, db, arg.value, vault_id)
     if (
         isinstance(ref, types.PromptReference)
         and ref.name == prompts.RECALL.name

@@ -188,12 +188,75 @@ def m025_note_history(conn: apsw.Connection) -> None:
     conn.execute("CREATE TABLE history_dicts (vault_id INTEGER PRIMARY KEY, bid INTEGER NOT NULL)")
 
 
+def m026_allowlist_paths(conn: apsw.Connection) -> None:
+    """Allowlist entries are globs over a note's path now (``server.config.allowlist``; the settings file
+    is upgraded by ``server.config.settings_file.upgrade``): a standing token's ``folder:`` scopes and a
+    launcher session's ``KMS_WRITE_ALLOWLIST`` are rewritten to allow exactly the notes they did."""
+    import json
+    import re
+
+    for tid, scopes, config in list(conn.execute("SELECT id, scopes, config FROM tokens")):
+        words = [
+            f"folder:{_path_glob(w[7:])}" if w.startswith("folder:") else w for w in re.split(r"[\s,]+", scopes) if w
+        ]
+        env = json.loads(config) if config else None
+        if isinstance(env, dict) and env.get("KMS_WRITE_ALLOWLIST", "").strip():
+            old = [p for p in re.split(r"[,\n\r]+", env["KMS_WRITE_ALLOWLIST"]) if p.strip()]
+            env["KMS_WRITE_ALLOWLIST"] = ",".join(dict.fromkeys(_path_glob(p) for p in old))
+        conn.execute(
+            "UPDATE tokens SET scopes = ?, config = ? WHERE id = ?",
+            (" ".join(words), json.dumps(env) if env is not None else config, tid),
+        )
+
+
+def m027_note_properties(conn: apsw.Connection) -> None:
+    """A note's properties, searchable and filterable (``server.index.properties``): one ``note_props`` row
+    per value (each item of a list), its text lower-cased and, when it is a number, the number; and the
+    values' text as a fourth FTS column (``props``), ranked below titles, tags and body text; and a fifth,
+    ``cjk``, for words in scripts written without spaces (``server.index.scripts``). Every note is read
+    again at the next ``kms index`` or watcher scan (its hash forgotten) to fill them."""
+    conn.execute(
+        "CREATE TABLE note_props (rid INTEGER NOT NULL REFERENCES notes(rid) ON DELETE CASCADE, "
+        "key TEXT NOT NULL, value TEXT NOT NULL, num REAL, ord INTEGER NOT NULL, PRIMARY KEY (rid, key, ord)) "
+        "WITHOUT ROWID"
+    )
+    conn.execute("CREATE INDEX note_props_value ON note_props(key, value)")
+    conn.execute("CREATE INDEX note_props_num ON note_props(key, num) WHERE num IS NOT NULL")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_props TEXT")
+    conn.execute("ALTER TABLE notes ADD COLUMN search_cjk TEXT")  # server.index.scripts: runs without spaces
+    conn.execute(
+        """DROP TABLE notes_fts;
+        DROP VIEW notes_fts_source;
+        CREATE VIEW notes_fts_source AS
+            SELECT rid, coalesce(search_title, title) AS title, body, tags, search_props AS props,
+                   search_cjk AS cjk FROM notes;
+        CREATE VIRTUAL TABLE notes_fts USING fts5(
+            title, body, tags, props, cjk, content='notes_fts_source', content_rowid='rid',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        INSERT INTO notes_fts(notes_fts, rank) VALUES ('rank', 'bm25(10.0, 1.0, 5.0, 0.5, 1.0)');"""
+    )
+    page = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    if page > 4096:  # type: ignore[operator]  # as m006_fts_tuning
+        conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('pgsz', ?)", (page - 64,))  # type: ignore[operator]
+    conn.execute("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (16 * 1024 * 1024,))
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+    conn.execute("UPDATE notes SET content_hash = '', mtime_ns = 0")
+
+
 def m028_approval_channel(conn: apsw.Connection) -> None:
     """Where the person decided a staged call (``server.activity.approvals.CHANNELS``: host, dashboard, cli),
     which the dashboard shows beside the decision, and whether the agent's host is asking the person about it
     right now (with ``write.approval_channel = host`` the dashboard's bell waits until the host stops asking)."""
     conn.execute("ALTER TABLE pending_writes ADD COLUMN channel TEXT")
     conn.execute("ALTER TABLE pending_writes ADD COLUMN asking_host INTEGER NOT NULL DEFAULT 0")
+
+
+def _path_glob(old: str) -> str:
+    """A version 1 folder glob as the path glob that allows exactly the same notes (frozen here:
+    ``server.config.allowlist.from_folder_glob`` is the same rule, a layer above)."""
+    p = old.strip().strip("/")
+    return "*" if p in ("", ".") else f"{p}/*"
 
 
 MIGRATIONS: list[Migration] = [
@@ -218,6 +281,8 @@ MIGRATIONS: list[Migration] = [
     m023_idempotency_keys,
     m024_session_records,
     m025_note_history,
+    m026_allowlist_paths,
+    m027_note_properties,
     m028_approval_channel,
 ]
 

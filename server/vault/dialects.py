@@ -41,7 +41,7 @@ class Dialect:
     namespaces: bool = False  # a___b.md and a%2Fb.md are the page a/b (Logseq)
     cross_vault: bool = True  # [[dendron://vault/note]] names a note of another vault
     updated_keys: tuple[str, ...] = ("updated", "modified")  # frontmatter keys that date the last change
-    created_keys: tuple[str, ...] = ("created",)
+    created_keys: tuple[str, ...] = ("created", "date created", "created_at")  # frontmatter keys that date its start
 
 
 OBSIDIAN = Dialect("obsidian")

@@ -31,6 +31,7 @@ WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _TAG_BLOCKERS = frozenset("/#&:.[=\"'`\\-")
 _TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,.:-@\[-\^`{-~]*)")
 _DOTTED_TAG = re.compile(r"#([^\s#!-/:-@\[-\^`{-~][^\s!-,:-@\[-\^`{-~]*)")  # Dendron: #a.b whole
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
 _BRACKET_TAG = re.compile(r"#\[\[([^\[\]\n]+?)\]\]")  # Logseq: #[[multi word]]
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _BLOCK_ID = re.compile(rf"^[ \t]*id::[ \t]*({_UUID})[ \t]*$", re.MULTILINE)  # Logseq: a block's own id
@@ -177,7 +178,7 @@ MdLink = tuple[int, int, str, str, bool]  # start, end, destination, reference l
 def body_structure(
     body: str, mdlinks: list[MdLink] | None = None
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """Ranges of code (no tags/links), of headings and links (no tags), and heading starts;
+    """Ranges of code (no tags/links), of links (no tags), and headings;
     the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out).
     Public so the link rewriter skips exactly the code the parser skips."""
     code: list[tuple[int, int]] = []
@@ -202,9 +203,8 @@ def body_structure(
             kind = next(iter(start))
             if kind in _CODE_STARTS:
                 code.append((rng["start"], rng["end"]))
-            elif kind == "Heading":
+            elif kind == "Heading":  # a #tag in a heading is a tag, as Obsidian reads it
                 level = int(start["Heading"]["level"][1:])
-                notags.append((rng["start"], rng["end"]))
                 heads.append((rng["start"], rng["end"], level))
             elif kind in ("Link", "Image"):
                 notags.append((rng["start"], rng["end"]))
@@ -271,6 +271,17 @@ def _logseq_properties(body: str) -> dict[str, Any]:
     return props
 
 
+_SCALAR_LINE = re.compile(r"^(?P<key>[\w-]+)[ \t]*:[ \t]*(?P<q>['\"]?)(?P<v>[^'\"#\n]*?)(?P=q)[ \t]*(?:#.*)?$", re.M)
+
+
+def _scalar_text(raw_fm: str | None, key: str) -> str | None:
+    """A top-level frontmatter scalar as written (``0.10`` stays ``0.10``, not the number 0.1)."""
+    for m in _SCALAR_LINE.finditer(raw_fm or ""):
+        if m["key"] == key and m["v"].strip():
+            return m["v"].strip()
+    return None
+
+
 def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(a <= start and end <= b for a, b in spans)
 
@@ -317,6 +328,8 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
     if "[" in body or "#" in body or "=" in body or "-" in body:
         mdlinks: list[MdLink] | None = [] if _MD_LINK_HINT.search(body) else None
         code, notags, heads = body_structure(body, mdlinks)
+        if "://" in body:  # a bare URL's fragment (https://host/page?q#part) is not a tag
+            notags += [m.span() for m in _URL.finditer(body)]
         code = merge_ranges(code)
         notags = merge_ranges(notags)
         code_starts = [s for s, _ in code]
@@ -392,6 +405,8 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
     unique_tags = list(dict.fromkeys(t for t in tags if t and not _DIGITS.match(t)))  # first-seen order
     shown, names = title, []
     fm_title = props.get("title") if props else None
+    if isinstance(fm_title, int | float) and not isinstance(fm_title, bool):  # title: 0.119 (Dendron)
+        fm_title = _scalar_text(raw_fm, "title") or str(fm_title)
     if isinstance(fm_title, str) and fm_title.strip() and fm_title.strip() != title:
         shown, names = fm_title.strip(), [title]
     desc = props.get("desc") or props.get("description") if props else None

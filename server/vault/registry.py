@@ -47,7 +47,12 @@ def get_vault(conn: apsw.Connection, name_or_id: str | int) -> Vault:
 
 
 def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, dialect: str | None = None) -> Vault:
-    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``)."""
+    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``).
+
+    Refused: an empty path (never "the current folder" by accident), and a folder inside a registered
+    vault or holding one (its notes would be indexed twice, each twice in every search)."""
+    if isinstance(path, str) and not path.strip():
+        raise KmsError("invalid-input", "give the vault's folder (an empty path is not one; '.' is this folder)")
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
         raise KmsError("invalid-input", f"{root} is not a folder")
@@ -61,6 +66,19 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
                 raise KmsError("already-exists", f"{root} is already registered as vault {v.name!r}")
             if v.name == name:
                 raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
+            if root.is_relative_to(v.root) or v.root.is_relative_to(root):
+                inside = root.is_relative_to(v.root)
+                why = (
+                    f"{root} is inside vault {v.name!r} ({v.root}), which indexes its notes already"
+                    if inside
+                    else f"{root} holds vault {v.name!r} ({v.root}): its notes would be indexed twice"
+                )
+                raise KmsError(
+                    "invalid-input",
+                    f"{why}; to register this folder instead, first run: kms vault remove {v.name}",
+                    vault=v.name,
+                    nested="inside" if inside else "holds",
+                )
         conn.execute(
             "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
             (name, str(root), time.time(), rules.name),

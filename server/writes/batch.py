@@ -48,7 +48,7 @@ def create_many(ctx: WriteContext, vault: Vault, notes: list[dict[str, Any]]) ->
                     "title": spec["title"],
                     "error": e.kind,
                     "message": e.message,
-                    **({"retryAfterMs": e.extra["retryAfterMs"]} if "retryAfterMs" in e.extra else {}),
+                    **{k: e.extra[k] for k in ("retryAfterMs", "wouldAllow") if k in e.extra},
                 }
             )
             continue

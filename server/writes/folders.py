@@ -101,9 +101,10 @@ def relocate_folder(
     if not members:
         raise KmsError("not-found", f"no note in folder {old!r} of vault {vault.name!r}", folder=old)
     moves = {m["path"]: new + m["path"][len(old) :] for m in members}
-    if ctx.allowlist:  # every folder a note leaves and every one it enters (an allowlist names exact folders)
-        for path in sorted({p.rpartition("/")[0] for p in (*moves, *moves.values())}):
-            ctx.allowlist.check(path)
+    if ctx.allowlist:  # every path a note leaves and every one it comes to (a hidden one never named)
+        for m in sorted(members, key=lambda m: m["path"]):
+            for path in (m["path"], moves[m["path"]]):
+                ctx.allowlist.check(path, hidden=bool(m["hidden"]))
     linked, hidden = _links_into(ctx, vault, old)
     linkers = sorted(p for p in linked if p not in moves)
     count = len(members) + len(linkers)

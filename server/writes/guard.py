@@ -49,7 +49,7 @@ from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.writes import unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
-from server.writes.limits import MAX_NAME_CHARS, MAX_TITLE_CHARS
+from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 from server.writes.staging import Capture, Expected, StagedFile
 
@@ -226,7 +226,7 @@ class WriteService:
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
         cap = Capture()
         ctx = self.context(
-            conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS)), staging=cap, slots=False
+            conn, Touched(note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS)), staging=cap, slots=False
         )
         try:
             self._gate(conn, tool)
@@ -278,7 +278,7 @@ class WriteService:
             )
         first = next((f for f in staged.files if not f.hidden), None)
         touched = Touched(
-            note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+            note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
             vault=first.vault if first else None,
             path=first.path if first else None,
         )
@@ -297,7 +297,7 @@ class WriteService:
             "the call was cancelled while it waited for the person's approval; nothing was written",
             pendingId=staged.id,
         )
-        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS))
+        touched = Touched(note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS))
         invocation_id = self._record(conn, tool, arguments, touched, None, err)
         approvals.finish(conn, staged.id, invocation_id=invocation_id, outcome=err.kind)
 
@@ -358,7 +358,7 @@ class WriteService:
         ctx = self.context(
             conn,
             Touched(
-                note_id=_text(arguments.get("noteId"), MAX_NAME_CHARS),
+                note_id=_text(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),
                 title=_text(arguments.get("title"), MAX_TITLE_CHARS),
             ),
             staging=expected,

@@ -11,8 +11,12 @@ MAX_CREATE_BYTES = 100_000  # a new note's content (UTF-8 bytes)
 MAX_INSERT_BYTES = 50_000  # text added by kms_append / kms_insert_at (UTF-8 bytes)
 MAX_TAGS = 50  # tags given to kms_create (and the merged tags: list it writes)
 MAX_TITLE_CHARS = 300
-MAX_FOLDER_CHARS = 500
-MAX_NAME_CHARS = 64  # a vault name or a noteId
+# A note named by an agent: its id, title, path or vault:path, a link target, a folder. The one limit on a
+# name (docs/limits.md): above the longest path a real vault holds (Linux's PATH_MAX is 4,096 bytes, a file
+# name 255), it keeps a refusal's echo and a provenance row bounded.
+MAX_NOTE_NAME_CHARS = 1_024
+MAX_FOLDER_CHARS = MAX_NOTE_NAME_CHARS
+MAX_NAME_CHARS = 64  # a vault name
 MAX_VERSION_CHARS = 128
 MAX_SEPARATOR_CHARS = 20  # kms_append's separator
 MAX_HEADING_CHARS = 500  # a heading named by kms_append / kms_insert_at

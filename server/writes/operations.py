@@ -79,13 +79,14 @@ def _inserted(note: NoteRef, text: str, pos: int, ins: str) -> Edit:
 
 
 def check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) -> None:
-    """Allowlist by the note's folder and, for a symlinked note, by where it really lives: every
+    """Allowlist by the note's path and, for a symlinked note, by where it really lives: every
     operation on an existing note (here, ``edits``, ``memory``) checks it this one way."""
     if not allowlist:
         return
-    allowlist.check(note.folder)
+    allowlist.check(note.path)
     real_rel = locate_note(vault.root, note.path)[1]
-    allowlist.check(real_rel.rpartition("/")[0])
+    if real_rel != note.path:
+        allowlist.check(real_rel)
 
 
 _H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
@@ -126,7 +127,7 @@ def create(
     stem = sanitize_title(title)
     fkey = folder_key(folder)
     if allowlist:
-        allowlist.check(fkey)
+        allowlist.check(f"{fkey}/{stem}{NOTE_SUFFIX}" if fkey else stem + NOTE_SUFFIX)
     content = check_content(content if content is not None else "", MAX_CREATE_BYTES, allow_empty=True)
     tag_list = normalize_tags(tags, limit=MAX_TAGS) if tags else []
     text = convert_newlines(content, "\n").rstrip("\n")
@@ -160,7 +161,7 @@ def create(
     folder_path = ensure_folder(vault.root, fkey)
     real_folder = relpath_in_vault(vault.root, folder_path)
     if allowlist:
-        allowlist.check("" if real_folder == "." else real_folder)
+        allowlist.check(name if real_folder in ("", ".") else f"{real_folder}/{name}")
     ctx.check_approved(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # as shown
     with file_lock(folder_path / name.casefold(), ctx.lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)

@@ -125,8 +125,8 @@ def _relocate(
         raise KmsError("invalid-input", f"the note is already at {note.path!r}")
     conn, allowlist, max_files = ctx.conn, ctx.allowlist, ctx.max_files
     if allowlist:
-        allowlist.check(note.folder)
-        allowlist.check(new_path.rpartition("/")[0])
+        allowlist.check(note.path)
+        allowlist.check(new_path)
     linking = _linking(conn, note) if rewrite else []
     if 1 + len(linking) > max_files:
         raise KmsError(
@@ -194,7 +194,7 @@ def move(ctx: WriteContext, vault: Vault, note: NoteRef, *, folder: str) -> Writ
 def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     """Move the note into ``.trash/`` (its path kept inside); links to it stay and are reported."""
     if ctx.allowlist:
-        ctx.allowlist.check(note.folder)
+        ctx.allowlist.check(note.path)
     linking = _linking(ctx.conn, note)
     radius = Radius()
     files, warning = apply_plans(

@@ -50,7 +50,7 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
     events = stream_events(proc.stdout)
-    init = next(e for e in events if e.get("type") == "system")
+    init = next(e for e in events if e.get("subtype") == "init")  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
     assert api.tool_results, "no tool_result reached the API\n" + debug
     result = api.tool_results[-1]
@@ -101,7 +101,9 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(
         first = kms_claude(*claude_print_args("summarize my notes"))
         debug = f"{api.describe()}\nstderr:\n{first.stderr[-3000:]}\nstdout:\n{first.stdout[-2000:]}"
         assert first.returncode == 0, debug
-        init = next(e for e in stream_events(first.stdout) if e.get("type") == "system")
+        init = next(
+            e for e in stream_events(first.stdout) if e.get("subtype") == "init"
+        )  # (hooks answer as system events first)
         session_id = init["session_id"]
         asked = len(api.message_requests)
         second = kms_claude("--resume", session_id, *claude_print_args("and once more"))
@@ -110,10 +112,14 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(
         third = kms_claude("--continue", *claude_print_args("and a third time"))
     assert second.returncode == 0, debug
     assert third.returncode == 0, third.stderr[-3000:]
-    init3 = next(e for e in stream_events(third.stdout) if e.get("type") == "system")
+    init3 = next(
+        e for e in stream_events(third.stdout) if e.get("subtype") == "init"
+    )  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init3["mcp_servers"][0].items(), third.stdout
     assert init3["session_id"] != "" and len(api.tool_results) == 3
-    init2 = next(e for e in stream_events(second.stdout) if e.get("type") == "system")
+    init2 = next(
+        e for e in stream_events(second.stdout) if e.get("subtype") == "init"
+    )  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init2["mcp_servers"][0].items(), debug
     assert not api.tool_results[1].is_error, debug
     assert any("summarize my notes" in json.dumps(r.body) for r in resumed), "the old conversation came back"

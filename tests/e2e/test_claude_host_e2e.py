@@ -60,7 +60,9 @@ def test_print_mode_runs_the_recall_prompt_as_a_slash_command(
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
-    init = next(e for e in stream_events(proc.stdout) if e.get("type") == "system")
+    init = next(
+        e for e in stream_events(proc.stdout) if e.get("subtype") == "init"
+    )  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
     sent = "\n".join(user_texts(r.body) for r in api.message_requests)
     assert "auth errors" in sent, debug + "\n" + sent[-2000:]

@@ -69,7 +69,9 @@ def test_kms_claude_starts_the_service_and_runs_over_http(
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
     assert state is not None, "kms claude should have started the service\n" + debug
-    init = next(e for e in stream_events(proc.stdout) if e.get("type") == "system")
+    init = next(
+        e for e in stream_events(proc.stdout) if e.get("subtype") == "init"
+    )  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
     offered = {n.removeprefix("mcp__kms__") for n in api.main_requests[0].tool_names if n.startswith("mcp__kms__")}
     assert offered == {s.name for s in REGISTRY if s.tier == "read"}, debug  # the session's ceiling: read

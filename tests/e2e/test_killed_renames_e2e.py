@@ -78,8 +78,8 @@ def test_killed_renames_never_lose_an_append_nor_leave_a_link_half_renamed(
     texts = [(root / f"L{i:02d}.md").read_text(encoding="utf-8") for i in range(LINKERS)]
     assert sum(t.count("- append") for t in texts) == appends
     assert all(f"[[{title}]]" in t and t.count("[[") == 1 for t in texts), title
-    left = list((db_path.parent / "locks" / "units").iterdir())
-    assert not left  # (a unit undone whole leaves none; one a writer had written over in between was kept)
     renamed = value(conn, "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_rename'")
     assert renamed > 0  # the renames really ran
+    left = list((db_path.parent / "locks" / "units").iterdir())
+    assert not left  # (a unit undone whole leaves none; one a writer had written over in between was kept)
     assert_index_is_fresh(conn, root, tmp_path)

@@ -206,13 +206,15 @@ async def test_completion_finds_paths_by_partial_path_title_or_typo_within_the_s
             found = await client.complete(TEMPLATE, {"name": "path", "value": value}, context or None)
             return found.completion.values
 
-        assert (await paths(in_a, "projects/Light"))[0] == "projects/Lighthouse plan.md"
-        assert (await paths(in_a, "lighthose"))[0] == "projects/Lighthouse plan.md"  # a typo
-        assert (await paths(in_a, "money for the"))[0] == "projects/Harbour budget.md"  # by its title
-        assert "Beta lighthouse.md" not in await paths(in_a, "lighthouse")  # another vault
+        # values as they go into the URI (a host inserts them as they are: a raw space would end the mention)
+        assert (await paths(in_a, "projects/Light"))[0] == "projects/Lighthouse%20plan.md"
+        assert (await paths(in_a, "projects/Lighthouse%20p"))[0] == "projects/Lighthouse%20plan.md"  # typed encoded
+        assert (await paths(in_a, "lighthose"))[0] == "projects/Lighthouse%20plan.md"  # a typo
+        assert (await paths(in_a, "money for the"))[0] == "projects/Harbour%20budget.md"  # by its title
+        assert not any("Beta" in v for v in await paths(in_a, "lighthouse"))  # another vault
         assert not any("Secret" in p for p in await paths(in_a, "secret diary"))  # hidden
-        assert "Beta lighthouse.md" in await paths(in_all, "lighthouse")
-        assert await paths(in_all, "lighthouse", vault="b") == ["Beta lighthouse.md"]
+        assert "Beta%20lighthouse.md" in await paths(in_all, "lighthouse")
+        assert await paths(in_all, "lighthouse", vault="b") == ["Beta%20lighthouse.md"]
         assert len(await paths(in_a, "")) == 4  # nothing typed: the most recent
         vaults_a = await in_a.complete(TEMPLATE, {"name": "vault", "value": ""})
         assert vaults_a.completion.values == ["a"]
@@ -223,9 +225,9 @@ async def test_completion_finds_paths_by_partial_path_title_or_typo_within_the_s
 async def test_a_new_hidden_note_leaves_the_completions_at_once(vaults: apsw.Connection, db_path: Path) -> None:
     async with mcp_client(db_path, vault="a") as client:
         ask = {"name": "path", "value": "lighthouse plan"}
-        assert (await client.complete(TEMPLATE, ask)).completion.values[0] == "projects/Lighthouse plan.md"
+        assert (await client.complete(TEMPLATE, ask)).completion.values[0] == "projects/Lighthouse%20plan.md"
         set_hidden(vaults, "Lighthouse plan", True)
-        assert "projects/Lighthouse plan.md" not in (await client.complete(TEMPLATE, ask)).completion.values
+        assert not any("Lighthouse" in v for v in (await client.complete(TEMPLATE, ask)).completion.values)
 
 
 def test_the_runner_of_mcp_client_is_a_tool_runner(vaults: apsw.Connection, db_path: Path) -> None:

@@ -13,13 +13,13 @@ from typing import Any, cast
 
 import apsw
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from support.mcp_session import mcp_client
 from support.vaults import note_id
 
 from server.config.tiers import RULES
 from server.mcp.tools import BY_TIER, build_registry
-from server.mcp.tools.base import DESTRUCTIVE, READ_ONLY, ReadSpec, StrictInput, ToolContext, WriteSpec
+from server.mcp.tools.base import DESTRUCTIVE, READ_ONLY, NoteIdField, ReadSpec, StrictInput, ToolContext, WriteSpec
 from server.mcp.tools.docs import tools_markdown
 from server.mcp.tools.edit_tools import EDIT_TOOLS
 from server.mcp.tools.notes_tools import note_id_of
@@ -30,7 +30,7 @@ from server.writes.outcome import WriteOutcome
 
 
 class ShoutInput(StrictInput):
-    noteId: str = Field(min_length=1, max_length=64)
+    noteId: str = NoteIdField
 
 
 def kms_shout(ctx: WriteContext, args: ShoutInput) -> WriteOutcome:
@@ -53,7 +53,7 @@ KMS_SHOUT = WriteSpec(
 
 
 class LengthInput(StrictInput):
-    noteId: str = Field(min_length=1, max_length=64)
+    noteId: str = NoteIdField
 
 
 class LengthOutput(BaseModel):

@@ -68,7 +68,8 @@ def test_full_reindex_rewrites_what_is_stale_and_equals_a_fresh_index(
             "UPDATE notes SET title = 'Stale', body = 'quokka words', indexed_at = 1.0 WHERE rid = ?", (stale_rid,)
         )
         indexed.execute(
-            "INSERT INTO notes_fts(rowid, title, body, tags) SELECT rid, title, body, tags FROM notes WHERE rid = ?",
+            "INSERT INTO notes_fts(rowid, title, body, tags, props, cjk) "
+            "SELECT rid, title, body, tags, props, cjk FROM notes_fts_source WHERE rid = ?",
             (stale_rid,),
         )
         indexed.execute("DELETE FROM headings WHERE rid = ?", others[0])

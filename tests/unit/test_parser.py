@@ -107,11 +107,12 @@ def test_number_only_tags_are_not_tags() -> None:
     assert p.tags == ["real"]
 
 
-def test_tags_in_headings_are_not_tags() -> None:
-    text = "# Title #notatag\n\nSetext #alsonot\n===\n\n## About [a](x) and [b](y) then #stillnot\n\nbody #yes"
+def test_tags_in_headings_are_tags() -> None:
+    """As Obsidian reads them (issue 29); a link's text in a heading is still no tag."""
+    text = "# Title #one\n\nSetext #two\n===\n\n## About [a #no](x) and [b](y) then #three\n\nbody #yes"
     p = parse_note(text, "T")
-    assert p.tags == ["yes"]
-    assert [h.text for h in p.headings][0] == "Title #notatag"
+    assert p.tags == ["one", "two", "three", "yes"]
+    assert [h.text for h in p.headings][0] == "Title #one"
 
 
 def test_tags_in_urls_and_words_are_not_tags() -> None:

@@ -267,7 +267,8 @@ def test_config_path_env_override(tmp_path: Path) -> None:
 def test_schema_is_well_formed() -> None:
     envs = [s.env for s in schema.SETTINGS.values() if s.env]
     assert len(set(envs)) == len(envs) and all(e.startswith("KMS_") for e in envs)
-    # privacy rules judge the shared index and history keeps it, so no session may carry its own: file only
+    # privacy rules judge the shared index, and the history keeps what the shared index sees (whichever process
+    # indexes), so no session may carry its own: settings file only
     assert [s.key for s in schema.SETTINGS.values() if not s.env] == [
         "privacy.frontmatter_key",
         "privacy.hide_folders",

@@ -102,15 +102,18 @@ def test_create_refusals(env: Env, kwargs: dict, kind: str) -> None:
 
 
 def test_create_allowlist(env: Env) -> None:
+    """``drafts/*`` is the notes directly in drafts/ (the example kms gives), ``inbox`` inbox/ and below."""
     s = svc(env, ["drafts/*", "inbox"])
     e = err(s.create, "x", folder="notes")
     assert e.kind == "folder-denied" and e.extra["allowed"] == ["drafts/*", "inbox"]
     assert "drafts/*" in e.message and not (env.root / "notes").exists()
-    assert err(s.create, "x", folder="drafts").kind == "folder-denied"
+    assert e.extra["wouldAllow"] == "notes/*"
+    assert err(s.create, "x", folder="drafts/a").kind == "folder-denied"
     assert err(s.create, "x", folder="drafts/a/b").kind == "folder-denied"
     assert err(s.create, "x").kind == "folder-denied"  # the root is not listed
-    assert s.create("x", folder="drafts/a")["path"] == "drafts/a/x.md"
+    assert s.create("x", folder="drafts")["path"] == "drafts/x.md"
     assert s.create("x", folder="inbox")["path"] == "inbox/x.md"
+    assert s.create("y", folder="inbox/deep/er")["path"] == "inbox/deep/er/y.md"
     assert last_row(env)["status"] == "success"
     statuses = [r["status"] for r in list_invocations(env.conn)]
     assert statuses.count("folder-denied") == 4
@@ -143,7 +146,7 @@ def test_index_after_a_write_is_what_reading_the_file_gives(env: Env) -> None:
     st = (env.root / "log.md").stat()
     fresh = read_record(str(env.root), "log.md", st.st_mtime_ns, st.st_size)
     assert fresh.values is not None
-    cols = [c for c in fresh.values if c not in ("updated_at", "created")]  # created: a date, not a column
+    cols = [c for c in fresh.values if c not in ("updated_at", "created", "born")]  # dates, not columns
     row = env.conn.execute(f"SELECT {', '.join(cols)}, rid, indexed_at FROM notes WHERE id = ?", (nid,)).fetchall()[0]
     assert dict(zip(cols, row[:-2], strict=True)) == {c: fresh.values[c] for c in cols}
     assert (fresh.values["mtime_ns"], fresh.values["size_bytes"]) == (st.st_mtime_ns, st.st_size)

@@ -26,8 +26,26 @@ from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
+from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
+from server.writes.limits import MAX_NOTE_NAME_CHARS
+
+# property filters (server.index.properties): one field for kms_search, kms_semantic_search, kms_list_folder
+WhereField = Field(
+    default=None,
+    max_length=MAX_FILTERS,
+    description="Property filters, all must hold (docs/properties.md): 'status:evergreen', 'type:book,film' "
+    "(one of), 'source:*' (has it), 'due<2026-12-31', 'rating>=4' (numbers as numbers), '-draft:*' (negated). "
+    "A list property matches any item. kms_list_properties shows the properties in use.",
+)
+
+# every tool's noteId: one field, so a note is named the same way everywhere (docs/limits.md)
+NoteIdField = Field(
+    min_length=1,
+    max_length=MAX_NOTE_NAME_CHARS,
+    description="The note: a noteId from another kms tool, or its title, path or vault:path.",
+)
 
 if TYPE_CHECKING:  # the write path's types only: the handlers import the operations when first called
     from server.writes.context import WriteContext

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
-from server.mcp.tools.write_tools import NoteIdField
+from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.writes.context import WriteContext
 from server.writes.limits import MAX_HEADING_CHARS, MAX_INSERT_BYTES, check_bytes, kb
 from server.writes.outcome import WriteOutcome

@@ -12,17 +12,22 @@ from server.activity import authorship
 from server.errors import KmsError
 from server.index import listing
 from server.index.notes import find_note, get_note
+from server.index.properties import parse_filters
 from server.index.search import search
-from server.mcp.tools.base import PAYLOAD_CAP_BYTES, READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.mcp.tools.base import (
+    PAYLOAD_CAP_BYTES,
+    READ_ONLY,
+    NoteIdField,
+    ReadSpec,
+    StrictInput,
+    ToolContext,
+    ToolOutput,
+    WhereField,
+)
 from server.vault.markdown import split_lines
-from server.writes.limits import MAX_HEADING_CHARS, MAX_NAME_CHARS
+from server.writes.limits import MAX_HEADING_CHARS
 
 VaultField = Field(default=None, min_length=1, max_length=64, description="Only this vault (name); default all.")
-NoteIdField = Field(
-    min_length=1,
-    max_length=MAX_NAME_CHARS,
-    description="The note: a noteId from another kms tool, or its title, path or vault:path.",
-)
 
 
 def note_id_of(ctx: ToolContext, ref: str) -> str:
@@ -44,9 +49,10 @@ class Card(BaseModel):
 
 
 class SearchInput(StrictInput):
-    query: str = Field(max_length=1000, description="Words to find; FTS5 syntax allowed.")
+    query: str = Field(max_length=1000, description="Words to find; FTS5 syntax allowed; '' with where lists.")
     limit: int = Field(default=10, ge=1, le=50)
     vault: str | None = VaultField
+    where: list[str] | None = WhereField
 
 
 class SearchHit(Card):
@@ -63,10 +69,11 @@ class SearchOutput(ToolOutput):
 
 
 def kms_search(ctx: ToolContext, args: SearchInput) -> dict[str, Any]:
-    if not args.query.strip():
+    where = parse_filters(args.where)
+    if not args.query.strip() and not where:
         return {"query": args.query, "hits": [], "relaxed": False}
     ctx.require_index()
-    return search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault))
+    return search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), where=where)
 
 
 KMS_SEARCH = ReadSpec(
@@ -74,10 +81,12 @@ KMS_SEARCH = ReadSpec(
     about=(
         "Full-text search (BM25) across the person's Markdown notes. Use it first to find notes about a "
         "topic by the words they contain; returns ranked hits with a highlighted excerpt and a noteId for "
-        'kms_read. Plain words work; FTS5 syntax ("phrase", prefix*, AND/OR/NOT) is accepted. If few '
-        "notes contain every word it also returns notes with any word and sets relaxed=true."
+        'kms_read. Plain words work; FTS5 syntax ("phrase", prefix*, AND/OR/NOT) is accepted; property '
+        "values are searched too, and where filters on them (an empty query with where lists the notes that "
+        "pass, newest first). If few notes contain every word it also returns notes with any word and sets "
+        "relaxed=true."
     ),
-    errors=("not-found", "no-index"),
+    errors=("invalid-input", "not-found", "no-index"),
     input_model=SearchInput,
     output_model=SearchOutput,
     handler=kms_search,

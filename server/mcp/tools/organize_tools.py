@@ -11,8 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from server.errors import KmsError
-from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
-from server.mcp.tools.write_tools import NoteIdField
+from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.writes.context import WriteContext
 from server.writes.limits import MAX_FOLDER_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import Field
 
 from server.activity.visits import MAX_PROJECT_CHARS
-from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.index.properties import parse_filters
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput, WhereField
 from server.mcp.tools.notes_tools import VaultField, is_restart_cursor
 from server.writes.limits import MAX_FOLDER_CHARS
 
@@ -103,6 +104,7 @@ class ListFolderInput(StrictInput):
     )
     cursor: str | None = Field(default=None, max_length=500, description="nextCursor from the previous page.")
     limit: int = Field(default=50, ge=1, le=500, description="Notes per page (default 50).")
+    where: list[str] | None = WhereField
 
 
 class ListFolderOutput(ToolOutput):
@@ -117,7 +119,15 @@ def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
 
     ctx.require_index()
     cursor = None if is_restart_cursor(args.cursor, "kms_list_folder") else args.cursor
-    return list_folder(ctx.conn, args.path, ctx.vault_filter(args.vault), tag=args.tag, cursor=cursor, limit=args.limit)
+    return list_folder(
+        ctx.conn,
+        args.path,
+        ctx.vault_filter(args.vault),
+        tag=args.tag,
+        cursor=cursor,
+        limit=args.limit,
+        props=parse_filters(args.where),
+    )
 
 
 KMS_LIST_FOLDER = ReadSpec(
@@ -125,9 +135,10 @@ KMS_LIST_FOLDER = ReadSpec(
     about=(
         "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
         "and AI summary, no bodies) and, on the first page, its subfolders with how many notes each holds. "
-        "Use it to browse the vault's structure; filter by tag; pass nextCursor to continue."
+        "Use it to browse the vault's structure; filter by tag or by properties (where); pass nextCursor to "
+        "continue."
     ),
-    errors=("not-found", "no-index"),
+    errors=("invalid-input", "not-found", "no-index"),
     input_model=ListFolderInput,
     output_model=ListFolderOutput,
     handler=kms_list_folder,
@@ -219,4 +230,40 @@ KMS_REINDEX = ReadSpec(
     output_model=ReindexOutput,
     handler=kms_reindex,
     annotations=READ_ONLY.model_copy(update={"title": "Refresh the index"}),  # (no note changes: only the index)
+)
+
+
+# kms_list_properties ------------------------------------------------------------------------------
+
+
+class ListPropertiesInput(StrictInput):
+    vault: str | None = VaultField
+    limit: int = Field(default=50, ge=1, le=200, description="Properties to list (default 50).")
+    values: int = Field(default=5, ge=0, le=20, description="Most common values shown per property (default 5).")
+
+
+class ListPropertiesOutput(ToolOutput):
+    properties: list[dict[str, Any]]
+
+
+def kms_list_properties(ctx: ToolContext, args: ListPropertiesInput) -> dict[str, Any]:
+    from server.index.properties import properties_in_use
+
+    ctx.require_index()
+    found = properties_in_use(ctx.conn, ctx.vault_filter(args.vault), limit=args.limit, values=args.values)
+    return {"properties": found}
+
+
+KMS_LIST_PROPERTIES = ReadSpec(
+    name="kms_list_properties",
+    about=(
+        "List the properties (frontmatter and Logseq key:: value) the notes carry, most used first, each "
+        "with how many notes have it, whether its values are numbers, and its most common values. Use it "
+        "before filtering kms_search, kms_semantic_search or kms_list_folder with where (status:evergreen)."
+    ),
+    errors=("not-found", "no-index"),
+    input_model=ListPropertiesInput,
+    output_model=ListPropertiesOutput,
+    handler=kms_list_properties,
+    annotations=READ_ONLY.model_copy(update={"title": "List properties"}),
 )

@@ -17,7 +17,7 @@ from server.mcp.tools.notes_tools import (
     KMS_READ,
     KMS_SEARCH,
 )
-from server.mcp.tools.orient_tools import KMS_LIST_FOLDER, KMS_REINDEX, KMS_START, KMS_STATUS
+from server.mcp.tools.orient_tools import KMS_LIST_FOLDER, KMS_LIST_PROPERTIES, KMS_REINDEX, KMS_START, KMS_STATUS
 from server.mcp.tools.recall_tools import KMS_RECALL
 from server.mcp.tools.semantic_tool import KMS_SEMANTIC_SEARCH
 
@@ -26,6 +26,7 @@ READ_TOOLS: tuple[ReadSpec, ...] = (
     KMS_SEARCH,
     KMS_READ,
     KMS_LIST_TAGS,
+    KMS_LIST_PROPERTIES,
     KMS_LIST_RECENT,
     KMS_GET_BACKLINKS,
     KMS_HISTORY,

@@ -7,7 +7,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from server.errors import KmsError
-from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
+from server.index.properties import parse_filters, passing_ids
+from server.index.search import MAX_LIMIT
+from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput, WhereField
 from server.mcp.tools.notes_tools import SearchHit
 
 
@@ -18,6 +20,7 @@ class SemanticSearchInput(StrictInput):
     mode: Literal["hybrid", "semantic"] = Field(
         default="hybrid", description="hybrid (default) fuses keyword and meaning."
     )
+    where: list[str] | None = WhereField
 
 
 class SemanticHit(SearchHit):
@@ -33,13 +36,20 @@ class SemanticSearchOutput(ToolOutput):
 
 
 def kms_semantic_search(ctx: ToolContext, args: SemanticSearchInput) -> dict[str, Any]:
+    where = parse_filters(args.where)
     if not args.query.strip():
         return {"query": args.query, "mode": args.mode, "hits": []}
     ctx.require_index()
     service = ctx.semantic
     if service is None:
         raise KmsError("feature-disabled", "semantic search is not available in this process; use kms_search")
-    return service.search(ctx.conn, args.query, args.limit, ctx.vault_filter(args.vault), mode=args.mode)
+    vault_id = ctx.vault_filter(args.vault)
+    if not where:
+        return service.search(ctx.conn, args.query, args.limit, vault_id, mode=args.mode)
+    # the filters keep the best matches by meaning that pass them, among the most a search returns
+    out = service.search(ctx.conn, args.query, MAX_LIMIT, vault_id, mode=args.mode)
+    passing = passing_ids(ctx.conn, [h["noteId"] for h in out["hits"]], where)
+    return {**out, "hits": [h for h in out["hits"] if h["noteId"] in passing][: args.limit]}
 
 
 KMS_SEMANTIC_SEARCH = ReadSpec(
@@ -51,7 +61,7 @@ KMS_SEMANTIC_SEARCH = ReadSpec(
         "shows the best-matching section. If the model is not ready it answers keyword-only results and "
         "says why (mode, reason)."
     ),
-    errors=("not-found", "no-index"),
+    errors=("invalid-input", "not-found", "no-index"),
     input_model=SemanticSearchInput,
     output_model=SemanticSearchOutput,
     handler=kms_semantic_search,

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import ADD_ONLY, REVERTIBLE, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.base import ADD_ONLY, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.mcp.tools.capture_tool import KMS_CAPTURE
 from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.context import WriteContext
@@ -24,6 +24,7 @@ from server.writes.limits import (
     MAX_HEADING_CHARS,
     MAX_INSERT_BYTES,
     MAX_NAME_CHARS,
+    MAX_NOTE_NAME_CHARS,
     MAX_QUERY_CHARS,
     MAX_SEPARATOR_CHARS,
     MAX_TAGS,
@@ -34,7 +35,6 @@ from server.writes.limits import (
 )
 from server.writes.outcome import WriteOutcome
 
-NoteIdField = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A noteId from kms_search / kms_read.")
 VersionField = Field(
     default=None,
     max_length=MAX_VERSION_CHARS,
@@ -315,11 +315,11 @@ class LinkInput(StrictInput):
     target: str | None = Field(
         default=None,
         min_length=1,
-        max_length=MAX_TITLE_CHARS + 4,
+        max_length=MAX_NOTE_NAME_CHARS,
         description="The note to link to, by title or path ('Target' or '[[Target]]'); it "
         "may not exist yet. Give target or targets.",
     )
-    targets: list[Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS + 4)]] | None = Field(
+    targets: list[Annotated[str, Field(min_length=1, max_length=MAX_NOTE_NAME_CHARS)]] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_BATCH,

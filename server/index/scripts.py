@@ -1,0 +1,68 @@
+"""Words in scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) and Korean
+inside its words, found by substring.
+
+FTS5's ``unicode61`` tokenizer reads a run of such characters as one token (``数据库迁移到新的集群`` is one
+word), so no part of it can be found. Each run is also written, in the FTS ``cjk`` column (m027, from
+``notes.search_cjk``), as the overlapping pairs of its characters and then its last character alone;
+each token is the characters' code points in hex behind ``zz``, so the tokenizer keeps it whole (Thai
+vowel signs are separators to ``unicode61``). A query's run is then the phrase of its pairs (``迁移``:
+one pair; ``数据库``: two pairs, adjacent), a single character a prefix (``"zz8fc1"*``): any substring is
+found, and BM25 ranks by how often it occurs. Latin text never reaches the column.
+"""
+
+from __future__ import annotations
+
+import re
+
+_RANGES = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # Hangul
+    "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f"  # Hiragana, Katakana
+    "\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Han
+)
+RUN = re.compile(f"[{_RANGES}]+")
+COLUMN = "cjk"
+
+
+def _code(ch: str) -> str:
+    return f"{ord(ch):06x}"
+
+
+_BEFORE = re.compile(r"[^\W_]+$")
+_AFTER = re.compile(r"[^\W_]+")
+
+
+def index_tokens(text: str) -> str | None:
+    """The ``cjk`` column of a note's text: its runs' pairs and last characters (None: no such run), and
+    the other letters written against a run (``Kubernetes集群``: ``unicode61`` reads one token there, so
+    ``Kubernetes`` alone would not be found)."""
+    out: list[str] = []
+    for m in RUN.finditer(text):
+        run = m.group()
+        if m.start() and (b := _BEFORE.search(text, max(0, m.start() - 64), m.start())):
+            out += RUN.split(b.group())[-1:]
+        if a := _AFTER.match(text, m.end()):
+            out += RUN.split(a.group())[:1]
+        codes = [_code(c) for c in run]
+        out += [f"zz{a}{b}" for a, b in zip(codes, codes[1:], strict=False)]
+        out.append(f"zz{codes[-1]}")
+    return " ".join(out) or None
+
+
+def has_run(text: str) -> bool:
+    return RUN.search(text) is not None
+
+
+def query_parts(term: str) -> tuple[list[str], list[str]]:
+    """A query word split: (its other pieces, searched as words; FTS5 expressions for its runs)."""
+    rest = [p for p in RUN.split(term) if re.search(r"\w", p)]
+    exprs = []
+    for m in RUN.finditer(term):
+        codes = [_code(c) for c in m.group()]
+        if len(codes) == 1:
+            exprs.append(f'{COLUMN} : "zz{codes[0]}"*')
+        else:
+            exprs.append(f'{COLUMN} : "{" ".join(f"zz{a}{b}" for a, b in zip(codes, codes[1:], strict=False))}"')
+    return rest, exprs

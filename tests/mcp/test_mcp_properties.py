@@ -1,0 +1,60 @@
+"""Property filters and the properties in use through a real MCP client (issue 29)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+from support.mcp_session import mcp_client
+
+from server.index.indexer import index_vault
+from server.vault.registry import add_vault
+
+NOTES = {
+    "a.md": "---\nstatus: evergreen\nrating: 4\n---\n# Alpha\n\nplanning notes\n",
+    "b.md": "---\nstatus: draft\nrating: 10\n---\n# Beta\n\nplanning notes\n",
+    "sub/c.md": "---\nstatus: evergreen\n---\n# Gamma\n\nplanning notes\n",
+}
+
+
+def make(conn: apsw.Connection, tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    for name, text in NOTES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    index_vault(conn, add_vault(conn, root, "v"))
+
+
+async def test_where_in_search_semantic_search_and_folder_listing(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    make(conn, tmp_path)
+    async with mcp_client(db_path) as client:
+
+        async def call(tool: str, args: dict) -> dict:
+            r = await client.call_tool(tool, args)
+            assert not r.is_error, (tool, r.structured_content)
+            return r.structured_content
+
+        found = await call("kms_search", {"query": "evergreen"})
+        assert sorted(h["path"] for h in found["hits"]) == ["a.md", "sub/c.md"]
+        found = await call("kms_search", {"query": "planning", "where": ["status:evergreen", "rating>=4"]})
+        assert [h["path"] for h in found["hits"]] == ["a.md"]
+        listed = await call("kms_search", {"query": "", "where": ["rating>5"]})
+        assert [h["path"] for h in listed["hits"]] == ["b.md"]
+        meaning = await call("kms_semantic_search", {"query": "planning notes", "where": ["status:draft"]})
+        assert [h["path"] for h in meaning["hits"]] == ["b.md"]
+        folder = await call("kms_list_folder", {"where": ["-status:draft"]})
+        assert [n["path"] for n in folder["notes"]] == ["a.md"]
+        props = await call("kms_list_properties", {})
+        by_key = {p["key"]: p for p in props["properties"]}
+        assert by_key["status"]["notes"] == 3 and by_key["status"]["values"][0] == {"value": "evergreen", "notes": 2}
+        assert by_key["rating"]["numeric"] is True
+        for tool, args in (
+            ("kms_search", {"query": "x", "where": ["status"]}),
+            ("kms_semantic_search", {"query": "x", "where": ["rating<"]}),
+            ("kms_list_folder", {"where": ["a:b", ":"]}),
+        ):
+            r = await client.call_tool(tool, args)
+            assert r.is_error and r.structured_content["error"] == "invalid-input", tool
+            assert "status:evergreen" in r.structured_content["message"]
