@@ -25,8 +25,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
+import apsw
 from common import HERE, OUT, fresh_db, table
 
 SHARED_GENVAULT = HERE.parent.parent / "shared" / "tools" / "genvault.py"
@@ -38,17 +41,21 @@ def settings(path: Path, on: bool) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000))
 
 
-def history_bytes(conn: object) -> int:
-    return int(
-        conn.execute(  # type: ignore[attr-defined]
-            "SELECT coalesce(sum(pgsize), 0) FROM dbstat "
-            "WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
-        ).fetchone()[0]
-    )
+def history_bytes(conn: apsw.Connection) -> int:
+    [(size,)] = conn.execute(
+        "SELECT coalesce(sum(pgsize), 0) FROM dbstat "
+        "WHERE name LIKE 'history%' OR name LIKE 'sqlite_autoindex_history%'"
+    ).fetchall()
+    return cast(int, size)  # coalesce(sum(...), 0): always an integer
+
+
+def same_text(text: str) -> Callable[[str], str]:
+    """A plan's compute that writes ``text`` whatever the file held (a write of the same bytes as a restore)."""
+    return lambda _current: text
 
 
 def growth_and_timings(run: int) -> dict[str, float]:
-    from genvault import generate  # type: ignore[import-not-found]
+    from genvault import generate
 
     from server.activity.history import find_line, versions
     from server.index.indexer import index_vault, reindex_file
@@ -118,7 +125,7 @@ def growth_and_timings(run: int) -> dict[str, float]:
         rest.append(time.perf_counter() - start)
         text = (base + f"back {k}\n".encode()).decode()
         start = time.perf_counter()
-        apply_plans(WriteContext.for_person(conn), vault, [FilePlan(paths[1], lambda _t, text=text: text)])
+        apply_plans(WriteContext.for_person(conn), vault, [FilePlan(paths[1], same_text(text))])
         write.append(time.perf_counter() - start)
     conn.close()
     return {

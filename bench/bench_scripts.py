@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def raw_times(root: Path) -> tuple[list[float], list[float]]:
     conn = baseline_index(str(root), str(fresh_db("raw-scripts.db")))
     sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
 
-    def q(words: tuple[str, ...], plain: bool) -> list[float]:
+    def q(words: Sequence[str], plain: bool) -> list[float]:
         out = []
         for _ in range(10):
             for w in words:

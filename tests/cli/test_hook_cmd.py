@@ -80,7 +80,7 @@ def test_any_failure_exits_0_with_nothing_on_stdout_and_a_line_in_the_log(tmp_pa
     log = db_path.parent / "kms-hooks.log"
     broken = tmp_path / "broken.db"
     broken.write_bytes(b"not a database, not at all" * 200)
-    cases = [
+    cases: list[tuple[list[str], dict[str, str] | str]] = [
         (["session-start", f"--contract={tmp_path / 'gone.json'}"], {"session_id": "h"}),
         (["session-start"], "this is not JSON"),
         (["no-such-event"], {}),

@@ -17,6 +17,7 @@ import apsw
 import pytest
 from support.claude_cli import claude_bin, claude_env, stream_events
 from support.fake_anthropic import ScriptedAnthropic
+from support.sql import tuples
 
 from server.activity import session_record
 from server.activity.start import START_BUDGET_TOKENS
@@ -121,7 +122,7 @@ def test_a_session_gets_its_brief_and_leaves_one_revertible_note(
     asked = [r for r in main if ASK_REASON.split(":")[0] in last_user_text(r.body)]
     assert len(asked) == 1 and main.index(asked[0]) == len(script) + 1, debug
 
-    [(sid,)] = indexed.execute("SELECT id FROM sessions WHERE kind = 'launcher'").fetchall()
+    [(sid,)] = tuples(indexed, "SELECT id FROM sessions WHERE kind = 'launcher'")
     record = session_record.get(indexed, sid)
     assert record is not None, debug
     result = next(e for e in stream_events(proc.stdout) if e.get("type") == "result")

@@ -12,6 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.fake_anthropic import FakeAnthropic
+from support.sql import value
 from support.tmux_claude import interactive_claude
 from support.vaults import note_id
 
@@ -44,7 +45,7 @@ def test_at_mention_picker_completion_and_the_notes_text(
         term.wait_for(lambda s: "Read MCP resource Home.md from kms" in s, "the host reading the note")
         term.wait_for(lambda s: "● OK" in s, "the model's answer")
         sent = _sent(api)
-    body = indexed.execute("SELECT body FROM notes WHERE path = 'Home.md'").fetchall()[0][0]
+    body = value(indexed, "SELECT body FROM notes WHERE path = 'Home.md'")
     first_line = next(line for line in body.splitlines() if line.strip() and not line.startswith("#"))
     assert "Full contents of resource" in sent and json.dumps(first_line)[1:-1] in sent
     reads = indexed.execute(

@@ -14,6 +14,7 @@ import apsw
 import mcp_types as types
 import pytest
 from support.mcp_session import mcp_client
+from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.activity import approvals
@@ -60,7 +61,13 @@ async def _waiting(db_path: Path) -> approvals.Pending:
 
 
 def _decisions(conn: apsw.Connection) -> list[tuple[str, str]]:
-    return conn.execute("SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id").fetchall()  # type: ignore[return-value]
+    return tuples(conn, "SELECT tool, message FROM tool_invocations WHERE actor = 'person' ORDER BY id")
+
+
+def _stored(conn: apsw.Connection, pid: int) -> approvals.Pending:
+    found = approvals.get(conn, pid)
+    assert found is not None, pid
+    return found
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -82,11 +89,12 @@ async def test_the_host_applies_exactly_what_it_showed(
     assert len(asked) == 1
     message = asked[0].message
     assert "kms_append" in message and "sample:Home.md (+2 -0)" in message and "+from the host" in message
+    assert isinstance(asked[0], types.ElicitRequestFormParams)  # kms asks with a form, never a URL
     schema = asked[0].requested_schema
     assert schema["properties"]["decision"]["enum"] == ["apply", "reject"]
     assert schema["properties"]["decision"]["default"] == "apply"  # Enter in the host's dialog applies
     assert _decisions(indexed) == [("approve", "approved by the person in the host")]
-    row = indexed.execute("SELECT message FROM tool_invocations WHERE tool = 'kms_append'").fetchall()[0][0]
+    row = value(indexed, "SELECT message FROM tool_invocations WHERE tool = 'kms_append'")
     assert "approved by the person in the host" in row
     done = approvals.list_pending(indexed, status=None)[0]
     assert done.status == "approved" and done.channel == "host" and done.outcome == "applied"
@@ -144,12 +152,12 @@ async def test_cancel_in_the_host_leaves_the_call_to_the_dashboard(
                 await cancelled.wait()
             item = await _waiting(db_path)
             await anyio.sleep(0.3)  # the call goes on waiting after the host's cancel: still pending
-            assert approvals.get(indexed, item.id).status == "pending"  # type: ignore[union-attr]
+            assert _stored(indexed, item.id).status == "pending"
             _decide(db_path, item.id, True)
     assert not results["r"].is_error, results["r"].structured_content
     assert "dashboard says yes" in _home(vault_dir).read_text()
     assert _decisions(indexed) == [("approve", "approved by the person in the dashboard")]
-    assert approvals.get(indexed, item.id).channel == "dashboard"  # type: ignore[union-attr]
+    assert _stored(indexed, item.id).channel == "dashboard"
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -184,7 +192,7 @@ async def test_the_dashboard_deciding_first_wins_over_the_hosts_later_answer(
     assert "dashboard first" in result.structured_content["message"]
     assert _home(vault_dir).read_bytes() == before
     assert _decisions(indexed) == [("reject", "rejected by the person in the dashboard: dashboard first")]
-    assert approvals.get(indexed, item.id).channel == "dashboard"  # type: ignore[union-attr]
+    assert _stored(indexed, item.id).channel == "dashboard"
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -228,7 +236,7 @@ async def test_a_forged_request_state_is_refused_and_changes_nothing(
     typed, the staged call still waits, and the genuine answer still lands."""
     nid = note_id(indexed, "Home")
     args = {"noteId": nid, "content": "genuine"}
-    yes = {"kms_approval": _form("apply")}
+    yes: types.InputResponses = {"kms_approval": _form("apply")}
     options = {"mode": "2026-07-28", **_host(lambda _p: _never(), [])}
     async with mcp_client(db_path, write_enabled=True, approval="always", client_options=options) as client:
         first = await _input_required(client, args)
@@ -257,7 +265,7 @@ async def test_a_forged_request_state_is_refused_and_changes_nothing(
 async def test_a_replayed_request_state_is_refused(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     nid = note_id(indexed, "Home")
     args = {"noteId": nid, "content": "once"}
-    yes = {"kms_approval": _form("apply")}
+    yes: types.InputResponses = {"kms_approval": _form("apply")}
     options = {"mode": "2026-07-28", **_host(lambda _p: _never(), [])}
     async with mcp_client(db_path, write_enabled=True, approval="always", client_options=options) as client:
         first = await _input_required(client, args)
@@ -280,7 +288,7 @@ async def test_a_state_minted_for_another_session_is_forged_there(
 ) -> None:
     nid = note_id(indexed, "Home")
     args = {"noteId": nid, "content": "elsewhere"}
-    yes = {"kms_approval": _form("apply")}
+    yes: types.InputResponses = {"kms_approval": _form("apply")}
     options = {"mode": "2026-07-28", **_host(lambda _p: _never(), [])}
     async with (
         mcp_client(db_path, write_enabled=True, approval="always", client_options=options) as a,

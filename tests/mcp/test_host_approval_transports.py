@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import apsw
 import mcp_types as types
 import pytest
 from mcp.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -25,7 +25,7 @@ from server.mcp import service
 ERAS = {"2025-11-25": "legacy", "2026-07-28": "2026-07-28"}
 
 
-async def _apply(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+async def _apply(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
     assert "kms_" in params.message and "@@" in params.message
     return types.ElicitResult(action="accept", content={"decision": "apply"})
 

@@ -11,13 +11,14 @@ from typing import Any
 
 import apsw
 from support.mcp_session import mcp_client
+from support.sql import pairs
 
 from server.index.indexer import index_vault
 from server.mcp.tools import REGISTRY
 from server.vault.registry import add_vault
 
 ALLOW = ("drafts/*", "inbox")
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
+ON: dict[str, Any] = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
 EXEMPT = {
     "kms_update_properties": "adds no body text",
     "kms_link": "adds a link to a frontmatter property, as kms_update_properties would",
@@ -107,7 +108,7 @@ async def test_every_write_tool_follows_the_allowlist_over_note_paths(
     index_vault(conn, add_vault(conn, root, "v"))
     writers = {s.name for s in REGISTRY if s.tier != "read"}
     assert writers == set(CASES) | set(EXEMPT), "a write tool without an allowlist case"
-    versions = dict(conn.execute("SELECT path, content_hash FROM notes").fetchall())
+    versions = pairs(conn, "SELECT path, content_hash FROM notes")
     async with mcp_client(db_path, allowlist=ALLOW, **ON) as client:
         for tool, (_ok, denied, path) in CASES.items():
             before = snapshot(root)

@@ -62,7 +62,7 @@ async def test_the_stop_rule_asks_once_a_session_that_changed_notes_without_capt
     async with mcp_client(db_path, write_enabled=True, session_id="s1") as client:
         _made, bad = await call(client, "kms_create", {"title": "Plan", "content": "x\n"})
         assert not bad
-        config: SessionConfig = client.runner.config  # type: ignore[attr-defined]
+        config: SessionConfig = client.runner.config
     stop = {"hook_event_name": "Stop", "stop_hook_active": False}
     off = ask_to_capture(indexed, config, stop)
     assert off is None  # capture.ask_agent is 0 by default

@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 import pytest
-from support.mcp_session import mcp_client
+from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index
 from support.vaults import write
 
@@ -16,7 +16,7 @@ from server.index.indexer import reindex_file
 from server.index.notes import set_hidden
 from server.vault.registry import get_vault
 
-ON = {"write_enabled": True}
+ON: TierSwitches = {"write_enabled": True}
 
 
 @pytest.fixture
@@ -37,14 +37,14 @@ async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
 async def error(client: Any, tool: str, args: dict[str, Any]) -> str:
     result = await client.call_tool(tool, args)
     assert result.is_error
-    return str(result.content[0].text)  # type: ignore[union-attr]
+    return str(result.content[0].text)
 
 
 async def test_history_tells_versions_who_and_how_pages_and_diffs(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
     async with mcp_client(db_path, **ON) as client:
-        session = client.runner.session.id  # type: ignore[attr-defined]
+        session = client.runner.session.id
         done = await call(client, "kms_append", {"noteId": "Home", "content": "an agent's line"})
         write(vault / "Home.md", (vault / "Home.md").read_text() + "the person's line\n")
         reindex_file(conn, get_vault(conn, "v"), "Home.md")

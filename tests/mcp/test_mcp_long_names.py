@@ -10,6 +10,7 @@ from typing import Any
 
 import apsw
 from support.mcp_session import mcp_client
+from support.sql import pairs
 
 from server.index.indexer import index_vault
 from server.mcp.tools import REGISTRY
@@ -17,7 +18,7 @@ from server.vault.registry import add_vault
 from server.writes.limits import MAX_NOTE_NAME_CHARS
 
 FOLDER = "projects/research on indexing markdown vaults for coding agents"
-ON = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
+ON: dict[str, Any] = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
 NAMED = [s.name for s in REGISTRY if "noteId" in s.input_model.model_fields]
 # what each tool needs besides the note (tools not listed need nothing else)
 EXTRA: dict[str, dict[str, Any]] = {
@@ -49,7 +50,7 @@ async def test_every_tool_names_a_long_note_by_path_title_and_vault_path(
     write_vault(root)
     index_vault(conn, add_vault(conn, root, "v"))
     assert {"kms_read", "kms_get_backlinks", "kms_append", "kms_edit", "kms_trash"} <= set(NAMED)
-    versions = dict(conn.execute("SELECT path, content_hash FROM notes").fetchall())
+    versions = pairs(conn, "SELECT path, content_hash FROM notes")
     async with mcp_client(db_path, **ON) as client:
         for tool in NAMED:
             for how in ("path", "title", "vault-path"):

@@ -601,8 +601,8 @@ async def test_o_on_a_session_row_opens_its_session_note(
     async with mcp_client(db_path, session_id="s000000000042") as client:
         await client.call_tool("kms_start", {})
         await client.call_tool("kms_read", {"noteId": qid})
-        config = dataclasses.replace(client.runner.config, capture_enabled=True)  # type: ignore[attr-defined]
-        client.runner.session.reads.flush()  # type: ignore[attr-defined]
+        config = dataclasses.replace(client.runner.config, capture_enabled=True)
+        client.runner.session.reads.flush()
     written = capture(config, "SessionEnd")
     assert written["written"] is True
     start_session(indexed, session_id="s000000000043", kind="launcher")  # no note

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 from support.dashboard import settled, wait_for
+from support.sql import value
 from test_tui_trash import app_for, trashed_world
 
 from server.index.indexer import reindex_file
 from server.store.db import connect
 from server.vault.registry import get_vault
+from tui.app import KmsDashboard
 from tui.screens.history import ConfirmVersionRestore, HistoryScreen
 from tui.screens.trash import TrashScreen
 
@@ -28,8 +30,8 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-def history_loaded(app: object) -> bool:
-    screen = app.screen  # type: ignore[attr-defined]
+def history_loaded(app: KmsDashboard) -> bool:
+    screen = app.screen
     return isinstance(screen, HistoryScreen) and screen.loaded
 
 
@@ -42,8 +44,8 @@ async def test_history_from_the_feed_diff_and_restore_after_a_yes(
     first = home.read_bytes()
     conn = connect(seeded.db_path)
     home.write_bytes(first + b"a save in the editor\n")
-    reindex_file(conn, get_vault(conn, conn.execute("SELECT name FROM vaults").fetchone()[0]), "Home.md")
-    note_id = conn.execute("SELECT id FROM notes WHERE path = 'Home.md'").fetchone()[0]
+    reindex_file(conn, get_vault(conn, value(conn, "SELECT name FROM vaults")), "Home.md")
+    note_id = value(conn, "SELECT id FROM notes WHERE path = 'Home.md'")
     conn.close()
     app = app_for(seeded)
     async with app.run_test(size=(140, 44)) as pilot:
@@ -59,7 +61,8 @@ async def test_history_from_the_feed_diff_and_restore_after_a_yes(
         await wait_for(pilot, lambda: screen.shown == older, what="its diff")
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmVersionRestore), what="the confirmation")
-        assert "-a save in the editor" in app.screen.plan["diff"]  # type: ignore[attr-defined]
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmVersionRestore) and "-a save in the editor" in confirm.plan["diff"]
         await pilot.press("n")
         await pilot.pause(0.1)
         assert screen.last_restore is None and home.read_bytes().endswith(b"a save in the editor\n")

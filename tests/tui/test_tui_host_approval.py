@@ -55,7 +55,7 @@ async def test_the_bell_waits_while_the_host_asks_and_the_dashboard_decides(
         diff = str(app.screen.query_one("#pending-diff-text").render())
         assert ("the agent's host is asking you about it too" in diff) is (channel == "host")
         # the person presses Esc in the host: the host retries with cancel and the call waits for the dashboard
-        cancel = {"kms_approval": types.ElicitResult(action="cancel")}
+        cancel: types.InputResponses = {"kms_approval": types.ElicitResult(action="cancel")}
         call = asyncio.ensure_future(
             client.session.call_tool("kms_append", args, input_responses=cancel, request_state=asked.request_state)
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.sql import pairs, value
 
 from server.config.allowlist import Allowlist, describe, entry_for, from_folder_glob
 from server.errors import KmsError
@@ -176,8 +177,8 @@ def test_m026_rewrites_a_tokens_folders_and_a_launcher_sessions_allowlist(tmp_pa
     old.close()
     conn = connect(path)
     assert "m026_allowlist_paths" in applied(conn)
-    got = dict(conn.execute("SELECT id, scopes FROM tokens").fetchall())
+    got = pairs(conn, "SELECT id, scopes FROM tokens")
     assert got["t1"] == "tier:write folder:drafts/* folder:inbox/*/* approval" and got["t2"] == "tier:write"
-    env = json.loads(conn.execute("SELECT config FROM tokens WHERE id = 't2'").fetchall()[0][0])
+    env = json.loads(value(conn, "SELECT config FROM tokens WHERE id = 't2'"))
     assert env == {"KMS_WRITE_ALLOWLIST": "drafts/*,*", "KMS_ENABLED": "true"}
     conn.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.sql import pairs
 
 from server.index.indexer import index_vault
 from server.index.scripts import index_tokens, query_parts
@@ -75,11 +76,10 @@ def test_latin_queries_do_not_touch_the_new_column(scripts_db: apsw.Connection) 
 def test_latin_ranking_is_bm25_over_the_same_columns(scripts_db: apsw.Connection) -> None:
     """A Latin query's scores are FTS5's bm25 with the weights of titles, body and tags unchanged."""
     hits = search(scripts_db, "migration")["hits"]
-    raw = dict(
-        scripts_db.execute(
-            "SELECT n.path, -bm25(notes_fts, 10.0, 1.0, 5.0, 0.5, 1.0) FROM notes_fts JOIN notes n "
-            "ON n.rid = notes_fts.rowid WHERE notes_fts MATCH '\"migration\"'"
-        ).fetchall()
+    raw = pairs(
+        scripts_db,
+        "SELECT n.path, -bm25(notes_fts, 10.0, 1.0, 5.0, 0.5, 1.0) FROM notes_fts JOIN notes n "
+        "ON n.rid = notes_fts.rowid WHERE notes_fts MATCH '\"migration\"'",
     )
     assert {h["path"]: h["score"] for h in hits} == {p: float(f"{s:.6g}") for p, s in raw.items()}
     assert sorted(raw, key=lambda p: -raw[p]) == [h["path"] for h in hits]

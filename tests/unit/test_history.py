@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.sql import tuples, value
 from support.writes import Env, Writer, make_env
 
 from server.activity.history import find_line, pick, version_bytes, versions
@@ -136,7 +137,7 @@ def test_restore_is_refused_when_the_file_changed_since_the_preview(env: Env) ->
         restore(env.conn, "p.md", number=1, expect=plan["expect"])
     assert e.value.kind == "conflict"
     assert (env.root / "p.md").read_bytes() == b"a save made since the preview\n"
-    row = env.conn.execute("SELECT tool, actor, status FROM tool_invocations ORDER BY id DESC LIMIT 1").fetchone()
+    row = tuples(env.conn, "SELECT tool, actor, status FROM tool_invocations ORDER BY id DESC LIMIT 1")[0]
     assert row[0] == "restore" and row[1] == "person" and row[2] != "success"
 
 
@@ -161,7 +162,7 @@ def test_a_version_is_recorded_in_the_transaction_of_its_row(env: Env) -> None:
         assert len(_history(env, "t.md")) == 2
         raise RuntimeError("crash before the commit")
     assert len(_history(env, "t.md")) == 1
-    assert env.conn.execute("SELECT content_hash FROM notes WHERE path = 't.md'").fetchone()[0] == blobs.sha256_hex(V1)
+    assert value(env.conn, "SELECT content_hash FROM notes WHERE path = 't.md'") == blobs.sha256_hex(V1)
     reindex_file(env.conn, env.vault, "t.md")  # seen again later: kept then
     assert len(_history(env, "t.md")) == 2
 
@@ -248,7 +249,7 @@ def test_forget_leaves_no_byte_of_the_note_behind(env: Env) -> None:
     with pytest.raises(KmsError):
         find_line(env.conn, "bulk/n00.md")
     blobs.forget_cached()
-    for (bid,) in env.conn.execute("SELECT bid FROM history_blobs").fetchall():
+    for (bid,) in tuples(env.conn, "SELECT bid FROM history_blobs"):
         assert b"7741-alpha-zebra" not in blobs.blob_bytes(env.conn, bid)
     for r in _history(env, "bulk/n05.md"):  # every other note still reads back
         line5 = find_line(env.conn, "bulk/n05.md")

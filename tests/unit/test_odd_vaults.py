@@ -10,6 +10,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.sql import pairs
 
 from server.errors import KmsError
 from server.index.indexer import index_vault
@@ -53,7 +54,7 @@ def test_a_binary_file_named_md_is_flagged_and_gives_no_tags_or_links(conn: apsw
     (root / "photo.md").write_bytes(PNG)
     (root / "latin1.md").write_bytes("# Caf\xe9 notes #real\n".encode("latin-1"))  # bad UTF-8, still text
     index_vault(conn, add_vault(conn, root, "v"))
-    notes = dict(conn.execute("SELECT path, fm_error FROM notes").fetchall())
+    notes = pairs(conn, "SELECT path, fm_error FROM notes")
     assert "binary file" in notes["photo.md"] and "binary" not in (notes["latin1.md"] or "")
     tags = [r[0] for r in conn.execute("SELECT tag FROM note_tags")]
     assert tags == ["real"]
@@ -90,7 +91,7 @@ def test_created_at_comes_from_the_file_or_its_frontmatter(conn: apsw.Connection
     os.utime(root / "old.md", (past, past))  # written long ago (birth time is when the test made it)
     before = time.time()
     index_vault(conn, add_vault(conn, root, "v"))
-    created = dict(conn.execute("SELECT path, created_at FROM notes").fetchall())
+    created = pairs(conn, "SELECT path, created_at FROM notes")
     assert created["old.md"] == pytest.approx(past, abs=1)  # the earlier of birth and mtime, never index time
     assert created["dated.md"] == pytest.approx(time.mktime((2021, 3, 4, 0, 0, 0, 0, 0, -1)), abs=86_400)
     born = birth_time(str(root / "dated.md"))

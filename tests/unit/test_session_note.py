@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.sql import value
 from support.writes import Env, Writer, make_env
 
 from server.activity import approvals, provenance, session_record
@@ -27,7 +29,7 @@ def env(tmp_path: Path) -> Env:
     return e
 
 
-def config(env: Env, sid: str, **kw: object) -> SessionConfig:
+def config(env: Env, sid: str, **kw: Any) -> SessionConfig:
     base = SessionConfig(
         db_path=env.db_path,
         config_path=env.tmp / "config.toml",
@@ -37,12 +39,12 @@ def config(env: Env, sid: str, **kw: object) -> SessionConfig:
         session_id=sid,
         watch=False,
     )
-    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **kw)
 
 
 def read(env: Env, sid: str, *paths: str) -> None:
     tracker = ReadTracker(env.db_path, sid)
-    ids = [env.conn.execute("SELECT id FROM notes WHERE path = ?", (p,)).fetchall()[0][0] for p in paths]
+    ids = [value(env.conn, "SELECT id FROM notes WHERE path = ?", (p,)) for p in paths]
     tracker.record(ids)
     tracker.close()
 
@@ -175,11 +177,12 @@ def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
     event = {"hook_event_name": "UserPromptSubmit", "prompt": "look at alpha"}
     session_record.record_event(env.conn, "s1", event)
-    assert session_record.get(env.conn, "s1").prompts == []  # type: ignore[union-attr]
+    record = session_record.get(env.conn, "s1")
+    assert record is not None and record.prompts == []
     session_record.record_event(env.conn, "s1", event, keep_prompts=True)
     read(env, "s1", "projects/alpha.md")
     assert "> look at alpha" in render(gather(env.conn, "s1"))
-    assert json.loads(env.conn.execute("SELECT prompts FROM session_records").fetchall()[0][0]) == ["look at alpha"]
+    assert json.loads(value(env.conn, "SELECT prompts FROM session_records")) == ["look at alpha"]
 
 
 def test_a_session_note_the_person_hid_or_took_back_is_never_written_again(env: Env) -> None:
