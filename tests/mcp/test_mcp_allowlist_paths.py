@@ -23,6 +23,7 @@ EXEMPT = {
     "kms_update_properties": "adds no body text",
     "kms_link": "adds a link to a frontmatter property, as kms_update_properties would",
     "kms_remember": "the memory folder is its own entry",
+    "kms_capture": "the capture folder is its own entry (capture.folder), as the memory folder is kms_remember's",
 }
 
 # each write tool: (arguments that write where the allowlist allows, arguments one folder too deep, the path
