@@ -8,6 +8,7 @@ from typing import Any
 
 import apsw
 import pytest
+from mcp_types import TextContent, TextResourceContents
 from support.mcp_session import mcp_client
 from support.vaults import write
 
@@ -72,8 +73,9 @@ async def test_every_tool_that_returns_note_text_fences_it(vault: Path, db_path:
     facts = start["memory"]["person"]["facts"]
     assert [fenced_once(f["text"]) for f in facts] == ["Prefers whale oil lamps"]
     [contents] = resource.contents
-    assert fenced_once(contents.text) == PLANTED
+    assert isinstance(contents, TextResourceContents) and fenced_once(contents.text) == PLANTED
     [message] = prompt.messages
+    assert isinstance(message.content, TextContent)
     assert message.content.text.count(OPEN) == message.content.text.count(CLOSE) >= 1
 
 
@@ -89,10 +91,12 @@ async def test_a_note_holding_the_tag_cannot_close_the_boundary(
         search = await ok(client, "kms_search", {"query": "ignore previous"})
         resource = await client.read_resource("kms://v/Escape.md")
     assert search["hits"]
-    for text in (read["body"], resource.contents[0].text, *(h["excerpt"] for h in search["hits"])):
+    [contents] = resource.contents
+    assert isinstance(contents, TextResourceContents)
+    for text in (read["body"], contents.text, *(h["excerpt"] for h in search["hits"])):
         fenced_once(text)
         assert text.count(CLOSE) == 1 and text.count(OPEN) == 1
-    for text in (read["body"], resource.contents[0].text):
+    for text in (read["body"], contents.text):
         assert fenced_once(text) == "# Escape\n\n" + escape.replace(CLOSE, "«/note-data «tag removed»»").replace(
             OPEN, "«note-data «tag removed»»"
         ).replace(TAG.upper(), note_data.SCRUBBED)

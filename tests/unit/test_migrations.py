@@ -565,8 +565,9 @@ def test_upgrade_to_m024_keeps_old_sessions_and_records_outside_edits_by_path(tm
 
 
 def test_upgrade_to_m025_keeps_the_notes_current_version_at_the_next_index(tmp_path: Path) -> None:
-    """An m023 database gains the history tables; the notes it indexed before get their version kept at
-    the next index (the file as it is, when it still holds the indexed bytes)."""
+    """An m023 database gains the history tables; notes the index held before there was a history (here: an
+    index whose history rows are gone) get their version kept at the next index (the file as it is, when it
+    still holds the indexed bytes)."""
     from server.activity.history import find_line, versions
     from server.index.indexer import index_vault
     from server.vault.registry import add_vault, get_vault
@@ -575,14 +576,14 @@ def test_upgrade_to_m025_keeps_the_notes_current_version_at_the_next_index(tmp_p
     old = apsw.Connection(str(path))
     migrate(old, upto="m023_idempotency_keys")
     old.close()
+    conn = connect(path)
+    assert "m025_note_history" in applied(conn)
     root = tmp_path / "v"
     root.mkdir()
     (root / "a.md").write_text("# A\n")
-    conn = connect(path, migrate_schema=False)
-    index_vault(conn, add_vault(conn, root, "v"))  # history tables absent: nothing kept, nothing fails
-    conn.close()
-    conn = connect(path)
-    assert "m025_note_history" in applied(conn)
+    index_vault(conn, add_vault(conn, root, "v"))
+    for table in ("history_versions", "history_ids", "history_notes", "history_dicts", "history_blobs"):
+        conn.execute(f"DELETE FROM {table}")  # as an index made before m025 left it: no version kept
     index_vault(conn, get_vault(conn, "v"))
     assert [v["how"] for v in versions(conn, find_line(conn, "a.md"))] == ["index"]
     conn.close()
