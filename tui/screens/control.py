@@ -13,12 +13,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Label, Static
 
 from server import humanize
+from tui.screens.modals import YesNoScreen
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(YesNoScreen):
     """A yes/no question (``y`` / ``n``)."""
-
-    BINDINGS = [Binding("y", "confirm", "Yes"), Binding("n,escape", "cancel", "No")]
 
     def __init__(self, title: str, question: str, yes: str) -> None:
         super().__init__()
@@ -32,14 +31,6 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self.yes} (y)", id="confirm", variant="error")
                 yield Button("Cancel (n)", id="cancel", variant="primary")
         yield Footer()
-
-    @on(Button.Pressed, "#confirm")
-    def action_confirm(self) -> None:
-        self.dismiss(True)
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(False)
 
 
 class UndoScreen(ModalScreen[bool]):

@@ -15,13 +15,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Label, Static
 
 from server import humanize
 from server.activity import history
 from server.errors import KmsError
 from server.writes import restore
+from tui.screens.modals import YesNoScreen
 
 if TYPE_CHECKING:
     from tui.app import KmsDashboard
@@ -62,7 +63,7 @@ def load(conn: Any, ref: str, vault: str | None) -> tuple[history.Line, list[dic
     return line, history.versions(conn, line)
 
 
-class ConfirmVersionRestore(ModalScreen[bool]):
+class ConfirmVersionRestore(YesNoScreen):
     """Restore one version, after a yes: where it goes and the change it makes."""
 
     BINDINGS = [Binding("y", "confirm", "Restore"), Binding("n,escape", "cancel", "Cancel")]
@@ -83,15 +84,6 @@ class ConfirmVersionRestore(ModalScreen[bool]):
                 yield Button("Restore (y)", id="confirm", variant="warning")
                 yield Button("Cancel (n)", id="cancel", variant="primary")
         yield Footer()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
-
-    def action_confirm(self) -> None:
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
 
 
 class HistoryScreen(Screen[None]):

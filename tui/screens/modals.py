@@ -16,6 +16,22 @@ from server import humanize
 from server.activity.feed import NoteText
 
 
+class YesNoScreen(ModalScreen[bool]):
+    """A question answered yes (``y``, the confirm button) or no (``n``, Escape, the cancel button); a subclass
+    composes what is asked, with buttons ``#confirm`` and ``#cancel``."""
+
+    BINDINGS = [Binding("y", "confirm", "Yes"), Binding("n,escape", "cancel", "No")]
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
 class ReviewScreen(ModalScreen[bool]):
     """Confirm taking back one agent write, showing exactly what will be removed or restored.
 

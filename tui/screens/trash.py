@@ -15,13 +15,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Label, Static
 
 from server import humanize
 from server.errors import KmsError
 from server.writes import trash
 from server.writes.trash import Trashed, TrashedBy
+from tui.screens.modals import YesNoScreen
 
 if TYPE_CHECKING:
     from tui.app import KmsDashboard
@@ -37,7 +38,7 @@ def by_text(by: TrashedBy | None) -> Text:
     return Text(by.session_id, style="cyan" if by.actor == "agent" else "", no_wrap=True, overflow="ellipsis")
 
 
-class ConfirmRestore(ModalScreen[bool]):
+class ConfirmRestore(YesNoScreen):
     """Restore one trashed note, after a yes: what comes back, and where."""
 
     BINDINGS = [Binding("y", "confirm", "Restore"), Binding("n,escape", "cancel", "Cancel")]
@@ -63,15 +64,6 @@ class ConfirmRestore(ModalScreen[bool]):
                 yield Button("Restore (y)", id="confirm", variant="warning")
                 yield Button("Cancel (n)", id="cancel", variant="primary")
         yield Footer()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
-
-    def action_confirm(self) -> None:
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
 
 
 class TrashScreen(Screen[None]):
