@@ -111,7 +111,7 @@ def test_a_closed_pipe_exits_zero_quietly(indexed: apsw.Connection, read_first: 
 def test_ctrl_c_on_kms_embed_exits_130(indexed: apsw.Connection, vault_dir: Path, embed_model_dir: Path) -> None:
     from server.index.indexer import index_all
 
-    for i in range(40):  # more than one batch of 32 notes, so there is a moment between two commits
+    for i in range(200):  # several batches of 32 notes: a wide window between the first commit and the last
         (vault_dir / f"extra {i}.md").write_text(f"# Extra {i}\n\nsome words about topic {i}\n")
     index_all(indexed)
     cfg = Path(os.environ["KMS_CONFIG"])

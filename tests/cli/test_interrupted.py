@@ -24,7 +24,7 @@ def many_notes(folder: Path, count: int) -> Path:
 
 
 def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tmp_path: Path, db_path: Path) -> None:
-    vault = many_notes(tmp_path / "big", 6000)
+    vault = many_notes(tmp_path / "big", 20_000)  # a window wide enough to interrupt on a loaded machine
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmscli", "vault", "add", str(vault)],
         stdout=subprocess.PIPE,
@@ -54,7 +54,7 @@ def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tm
     again = said(ok(kms("vault", "add", str(vault))).stdout)
     assert "was registered but never indexed: indexing it now" in again
     conn = apsw.Connection(str(db_path))
-    assert value(conn, "SELECT count(*) FROM notes") == 6000
+    assert value(conn, "SELECT count(*) FROM notes") == 20_000
     conn.close()
 
 
@@ -83,7 +83,7 @@ def test_ctrl_c_during_kms_index_says_what_was_kept(tmp_path: Path, db_path: Pat
     from server.store.db import connect
     from server.vault.registry import add_vault
 
-    vault = many_notes(tmp_path / "big", 6000)
+    vault = many_notes(tmp_path / "big", 20_000)  # a window wide enough to interrupt on a loaded machine
     conn = connect(db_path)
     index_vault(conn, add_vault(conn, vault, "big"))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -16,6 +16,7 @@ from support.vaults import note_id, write
 
 from server.activity.sessions import end_session, get_session
 from server.index.indexer import index_vault, reindex_file
+from server.index.note_data import unfence
 from server.index.notes import set_hidden
 from server.vault.registry import add_vault, get_vault
 
@@ -204,7 +205,8 @@ async def test_start_stays_within_its_budget_whatever_the_vault(
     shown = [c for c in answer["map"]["mostLinked"] + answer["map"]["recent"] + answer["sinceLastVisit"]["notes"]]
     assert all(c["title"] in titles for c in shown)  # whole items, never a cut title
     whole = {f.text for f in parse_facts((root / "kms-memory" / "person.md").read_text())}
-    assert all(f["text"] in whole for f in answer.get("memory", {}).get("person", {}).get("facts", []))
+    facts_shown = answer.get("memory", {}).get("person", {}).get("facts", [])
+    assert all(unfence(f["text"]) in whole for f in facts_shown)  # (fact text comes fenced as note data)
     assert answer["session"]["tiers"]["write"] is True  # what the session may do is never dropped
 
 
