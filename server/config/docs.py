@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from server.config.schema import OTHER_ENV, SETTINGS, format_value
+from server.config.env_names import OTHER_ENV
+from server.config.schema import SETTINGS, format_value
 
 
 def settings_markdown() -> str:

@@ -2,7 +2,7 @@
 
 A ``SessionConfig`` is frozen when a server starts: flipping a setting mid-session changes nothing.
 It crosses the process boundary as ``KMS_*`` environment variables, written by ``to_env`` and
-read by ``from_env`` only, in the settings schema's own grammar (``schema.env_value``); a
+read by ``from_env`` only, in the settings schema's own grammar (``environment.env_value``); a
 variable that is absent falls back to the settings file, then the default, exactly as
 ``load_settings`` resolves them. Switches are *effective* (a child is off when its parent is
 off; ``auto`` is on once a vault is registered), so the server never re-derives the hierarchy.
@@ -21,16 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.config.schema import (
-    LOG_LEVELS,
-    OTHER_ENV,
-    SETTINGS,
-    SettingValueError,
-    env_text,
-    env_value,
-    env_vars,
-    suggest_env,
-)
+from server.config.env_names import OTHER_ENV
+from server.config.environment import LOG_LEVELS, env_text, env_value, env_vars, suggest_env
+from server.config.schema import SETTINGS, SettingValueError
 from server.config.settings import Settings, load_settings
 from server.config.tiers import SWITCH_FIELDS, Tier, tier_enabled
 from server.store.db import default_db_path

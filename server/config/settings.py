@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.config.environment import env_value
 from server.config.schema import (
     AUTO,
     BUILTIN_SERVERS,
@@ -35,7 +36,6 @@ from server.config.schema import (
     SettingsFileError,
     SettingValueError,
     Source,
-    env_value,
     parse_value,
     setting,
     suggest_keys,

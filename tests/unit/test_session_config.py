@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from server.config import settings as st
-from server.config.schema import env_vars
+from server.config.environment import env_vars
 from server.config.session import SessionConfig, SessionConfigError
 
 NAME = hs.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)

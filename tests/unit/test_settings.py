@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import docs, schema
+from server.config import docs, environment, schema
 from server.config import servers as cs
 from server.config import settings as st
 from server.store.db import connect
@@ -312,11 +312,11 @@ def test_core_does_not_import_front_ends() -> None:
 
 
 def test_env_text_roundtrip() -> None:
-    assert schema.env_text(True) == "1" and schema.env_text(False) == "0"
-    assert schema.env_text(["a/*", "b"]) == "a/*,b"
+    assert environment.env_text(True) == "1" and environment.env_text(False) == "0"
+    assert environment.env_text(["a/*", "b"]) == "a/*,b"
     for key in ("agent.write", "write.allowlist", "write.per_minute"):
         value = schema.SETTINGS[key].default if key != "write.allowlist" else ["x/*", "y"]
-        assert schema.parse_value(key, schema.env_text(value)) == value
+        assert schema.parse_value(key, environment.env_text(value)) == value
 
 
 def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:
