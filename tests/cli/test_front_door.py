@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.cli import kms, ok, said
+from support.cli import interruptible, kms, ok, said
 from support.sql import value
 
 from server.activity.provenance import record
@@ -117,7 +117,12 @@ def test_ctrl_c_on_kms_embed_exits_130(indexed: apsw.Connection, vault_dir: Path
     cfg = Path(os.environ["KMS_CONFIG"])
     st.set_value("embed.model_dir", str(embed_model_dir), path=cfg, env={}, has_vault=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kmscli", "embed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-m", "kmscli", "embed"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # interrupt once embedding is under way (a committed batch)

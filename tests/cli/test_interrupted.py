@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import apsw
-from support.cli import kms, ok, refused, said
+from support.cli import interruptible, kms, ok, refused, said
 from support.sql import value
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,7 @@ def test_ctrl_c_during_vault_add_says_what_was_kept_and_the_next_add_finishes(tm
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:  # interrupt once the vault is registered
@@ -97,6 +98,7 @@ def test_ctrl_c_during_kms_index_says_what_was_kept(tmp_path: Path, db_path: Pat
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:  # interrupt once it writes rows

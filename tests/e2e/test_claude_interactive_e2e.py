@@ -79,7 +79,7 @@ def test_a_staged_write_shows_the_hosts_dialog_and_enter_applies_it(
         term.press("Enter")
         term.wait_for(lambda s: "❯ Accept" in s, "the Accept button", timeout=20)
         term.press("Enter")
-        term.wait_for(lambda s: "Tool said" in s, "the call's result")
+        term.wait_for(lambda s: "Tool said" in s, "the call's result", timeout=150)  # (the host retries the call)
     assert api.tool_results and not api.tool_results[-1].is_error, api.tool_results
     assert "applied from the host's dialog" in (vault_dir / "Home.md").read_text()
     done = approvals.list_pending(indexed, status=None)[0]
@@ -106,7 +106,7 @@ def test_esc_in_the_hosts_dialog_leaves_the_call_to_the_dashboard(
             approvals.decide(conn, waiting[0].id, approve=True, channel="dashboard")
         finally:
             conn.close()
-        term.wait_for(lambda s: "Tool said" in s, "the call's result")
+        term.wait_for(lambda s: "Tool said" in s, "the call's result", timeout=150)  # (the host retries the call)
     assert api.tool_results and not api.tool_results[-1].is_error, api.tool_results
     assert "approved in the dashboard" in (vault_dir / "Home.md").read_text()
     done = approvals.list_pending(indexed, status=None)[0]

@@ -36,3 +36,11 @@ def said(text: str) -> str:
     """Output with rich's line wrapping undone: the console's width is fixed when it is created,
     and a pytest-xdist worker runs with ``COLUMNS=80``."""
     return " ".join(text.split())
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT as a terminal gives it. A test run started in
+    the background (``cmd &``, some CI runners) ignores SIGINT, and a child would inherit that."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
