@@ -16,7 +16,6 @@ The transcript a host keeps is never read: its format is the host's and changes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 import apsw
 
 from server.store.db import rows, write_tx
+from server.vault.files import sha256_hex
 
 CAPTURE_KINDS = ("decision", "finding", "next", "link")
 MAX_HOST_TEXT = 4000  # characters kept of a compaction summary or a last message
@@ -193,9 +193,9 @@ def captures(conn: apsw.Connection, session_id: str) -> list[dict[str, Any]]:
 
 
 def _file_hash(path: Path) -> str | None:
+    """The file's version token as the index writes it (``notes.content_hash``), or None if unreadable."""
     try:
-        with path.open("rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        return sha256_hex(path.read_bytes())
     except OSError:
         return None
 
