@@ -27,7 +27,7 @@ import apsw
 from server.config.scopes import Scopes
 from server.config.session import SessionConfig, new_session_id
 from server.errors import KmsError
-from server.store.db import rows, write_tx
+from server.store.db import rows, service_folder, write_tx
 
 KINDS = ("session", "host", "admin")
 PREFIX = "kms_"
@@ -166,10 +166,9 @@ HOST_TOKEN_VARS = {
 
 
 def _secrets_dir(db_path: Path) -> Path:
-    folder = Path(db_path).parent / "service" / "hosts"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for f in (folder, folder.parent):
-        os.chmod(f, 0o700)
+    folder = service_folder(db_path) / "hosts"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
     return folder
 
 

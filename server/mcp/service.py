@@ -24,6 +24,7 @@ from typing import Any
 
 from server import installed_version
 from server.activity.sessions import pid_alive
+from server.store.db import service_folder
 
 log = logging.getLogger("kms.service")
 DEFAULT_PORT = 8765
@@ -48,20 +49,12 @@ class ServiceState:
         return f"http://{host}:{self.port}/mcp"
 
 
-def service_dir(db_path: Path) -> Path:
-    """The service's private folder beside the database (0700)."""
-    folder = Path(db_path).parent / "service"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
-    return folder
-
-
 def state_path(db_path: Path) -> Path:
-    return service_dir(db_path) / "state.json"
+    return service_folder(db_path) / "state.json"
 
 
 def log_path(db_path: Path) -> Path:
-    return service_dir(db_path) / "service.log"
+    return service_folder(db_path) / "service.log"
 
 
 def write_state(db_path: Path, state: ServiceState) -> None:

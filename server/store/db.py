@@ -44,6 +44,18 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     return data_dir() / "kms.db"
 
 
+def service_folder(db_path: Path) -> Path:
+    """The private folder (0700) of one database's service: its state file, log and host secrets.
+    ``kms.db`` keeps ``<its folder>/service`` (where it has always been); another database in the same
+    folder gets ``service-<its name>``, so two databases side by side never share a service or a secret."""
+    db_path = Path(db_path)
+    name = "service" if db_path.name == "kms.db" else f"service-{db_path.stem}"
+    folder = db_path.parent / name
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
 def connect(path: str | Path | None = None, *, readonly: bool = False, migrate_schema: bool = True) -> apsw.Connection:
     """Open (and migrate) the database; ``:memory:`` works for tests. A damaged or unreachable
     database raises ``KmsError("database", ...)`` saying what to do (``server/store/health.py``)."""
