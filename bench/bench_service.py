@@ -93,7 +93,9 @@ async def http_client(url: str, secret: str) -> Any:
 
 
 class LeanHttp:
-    """The least an HTTP client does (2026-07-28: one POST a call, JSON back): what the service costs."""
+    """The least an HTTP client does (2026-07-28: one POST a call on a kept-alive connection, JSON back): what
+    the service costs. The standard library's client, as the stdio side is a bare pipe: a richer client
+    library's own per-request work (httpx's, for one) is the client's cost, not the service's."""
 
     META = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -102,12 +104,16 @@ class LeanHttp:
     }
 
     def __init__(self, url: str, secret: str) -> None:
-        import httpx2
+        import http.client
+        from urllib.parse import urlsplit
 
-        self.url, self.secret, self.next_id = url, secret, 0
-        self.http = httpx2.Client()
+        parts = urlsplit(url)
+        self.path, self.secret, self.next_id = parts.path, secret, 0
+        self.http = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port)
 
     def call(self, tool: str, arguments: dict[str, Any]) -> None:
+        import json
+
         self.next_id += 1
         headers = {
             "Authorization": f"Bearer {self.secret}",
@@ -123,8 +129,10 @@ class LeanHttp:
             "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": self.META},
         }
-        reply = self.http.post(self.url, json=body, headers=headers)
-        assert reply.status_code == 200 and 'isError":true' not in reply.text, reply.text[:300]
+        self.http.request("POST", self.path, body=json.dumps(body), headers=headers)
+        reply = self.http.getresponse()
+        data = reply.read()
+        assert reply.status == 200 and b'isError":true' not in data, data[:300]
 
     def close(self) -> None:
         self.http.close()

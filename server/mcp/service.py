@@ -143,7 +143,9 @@ def run(
     app = service_app(hub, host=bound[0], port=bound[1])
     stop_event = stop or threading.Event()
     start_rest = start_background(hub, stop_event)  # the watcher now; the model once the service answers
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    config = uvicorn.Config(  # no proxy headers: every client is local, and none may claim another address
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, http="httptools", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     state = ServiceState(os.getpid(), bound[0], bound[1], installed_version() or "0", str(db_path), time.time())
     write_state(db_path, state)
