@@ -64,8 +64,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def stdio_session(env: dict[str, str], pids: list[int], hold: anyio.Event, ready: list[int]) -> None:
-    """One ``kms mcp`` over stdio that lists its tools, searches by meaning once, then idles until ``hold``."""
+async def stdio_session(
+    env: dict[str, str], pids: list[int], hold: anyio.Event, ready: list[int], by_meaning: bool = True
+) -> None:
+    """One ``kms mcp`` over stdio that lists its tools, searches once (by meaning unless told not to), then
+    idles until ``hold``."""
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -74,7 +77,10 @@ async def stdio_session(env: dict[str, str], pids: list[int], hold: anyio.Event,
     command, args = kms_command()
     async with Client(StdioServerParameters(command=command, args=args, env=env)) as client:
         await client.list_tools()
-        await client.call_tool("kms_semantic_search", {"query": "auth error handling"})
+        if by_meaning:
+            await client.call_tool("kms_semantic_search", {"query": "auth error handling"})
+        else:
+            await client.call_tool("kms_search", {"query": "auth error handling"})
         import psutil
 
         me = psutil.Process()
@@ -233,13 +239,13 @@ def main() -> None:
     load = os.getloadavg()[0]
     r: dict[str, Any] = {}
 
-    async def stdio_memory(n: int) -> float:
+    async def stdio_memory(n: int, by_meaning: bool = True) -> float:
         pids: list[int] = []
         hold = anyio.Event()
         ready: list[int] = []
         async with anyio.create_task_group() as tg:
             for _ in range(n):
-                tg.start_soon(stdio_session, env, pids, hold, ready)
+                tg.start_soon(stdio_session, env, pids, hold, ready, by_meaning)
             while len(ready) < n:
                 await anyio.sleep(0.05)
             await anyio.sleep(1.0)  # the background embedders settle
@@ -248,6 +254,7 @@ def main() -> None:
         return total
 
     r["stdio_one"] = anyio.run(stdio_memory, 1)
+    r["stdio_lexical"] = anyio.run(stdio_memory, 1, False)
     r["stdio_n"] = anyio.run(stdio_memory, args.sessions)
 
     from bench_mcp import LeanClient
@@ -389,6 +396,13 @@ def main() -> None:
         f"{args.calls} calls; load average {load:.1f} at the start",
         [
             ("PSS, 1 stdio session (MiB)", f"{r['stdio_one']:.0f}", "", "", "idle, after one hybrid search"),
+            (
+                "PSS, 1 stdio session never searching by meaning (MiB)",
+                f"{r['stdio_lexical']:.0f}",
+                "",
+                "",
+                f"idle, model on but unused: <= 120 MiB: {'PASS' if r['stdio_lexical'] <= 120 else 'FAIL'}",
+            ),
             (
                 f"PSS, {n} stdio sessions (MiB)",
                 f"{r['stdio_n']:.0f}",
