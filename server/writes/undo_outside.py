@@ -30,6 +30,7 @@ from server.vault.files import sha256_hex
 from server.vault.paths import is_note_path
 from server.vault.registry import Vault, get_vault
 from server.writes.context import Touched, WriteContext, undone_unless_recorded
+from server.writes.organize import TRASH
 from server.writes.restore import current_bytes, restore_target
 
 KIND = "outside edit reported by the session"
@@ -118,21 +119,22 @@ def plan(conn: apsw.Connection, session_id: str, since: float | None = None) -> 
             "hid": line.hid,
             "expect": "" if now is None else sha256_hex(now),
         }
+        before = entries[first - 1] if first > 0 else None
+        created = before is None or before["how"] == HOW_DELETED
+        data = None if before is None or created else version_bytes(conn, pick(conn, line, number=before["version"]))
+        if (created and (now is None or path.startswith(TRASH + "/"))) or (not created and now == data):
+            continue  # as it was before the session already (undone, or put back by hand)
         other = next((v for v, k in zip(entries[first + 1 :], kinds[first + 1 :], strict=True) if k == "other"), None)
         if other is not None:
             by = other["who"]["by"] if other["who"]["by"] != "agent" else f"session {other['who']['sessionId']}"
             reason = f"changed after the session's edit by {by} (version {other['version']}); left as it is"
             out["skip"].append({**item, "reason": reason, "errorKind": "conflict"})
             continue
-        before = entries[first - 1] if first > 0 else None
-        if before is None or before["how"] == HOW_DELETED:
-            if now is None:
-                continue  # created by the session and gone already
+        if created:
+            assert now is not None
             item.update(action="trash", version=None, sizeChange=-len(now), data=None)
         else:
-            data = version_bytes(conn, pick(conn, line, number=int(before["version"])))
-            if now == data:
-                continue  # already as it was
+            assert before is not None and data is not None
             action = "recreate" if now is None else "restore"
             item.update(action=action, version=before["version"], sizeChange=len(data) - len(now or b""), data=data)
         item["covers"] = [
@@ -166,7 +168,6 @@ def _trash(ctx: WriteContext, vault: Vault, item: Mapping[str, Any], expect: str
     """Move a note the session created outside kms into kms's trash (``kms trash restore`` brings it back)."""
     from server.activity.changes import FilesChanged
     from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.organize import TRASH
     from server.writes.outcome import WriteOutcome, WriteResult
     from server.writes.record import record_call
     from server.writes.restore import TOOL_RESTORE
