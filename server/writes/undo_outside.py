@@ -74,7 +74,7 @@ def _lines(conn: apsw.Connection, reports: Iterable[OutsideFile]) -> list[Line]:
     return [line_by_hid(conn, hid) for hid in sorted(hids)]
 
 
-def _who(v: Mapping[str, Any], session_id: str, seen_after: Mapping[str, set[str]]) -> str:
+def _who(v: Mapping[str, Any], session_id: str, seen_after: set[tuple[str, str]]) -> str:
     """``outside``: the session's edit outside kms; ``kms``: one of its kms calls; ``other``: anyone else.
 
     A version with bytes is the session's edit only when they are the bytes its report saw right after the
@@ -84,23 +84,21 @@ def _who(v: Mapping[str, Any], session_id: str, seen_after: Mapping[str, set[str
     if who["invocationId"] is not None:
         return "kms" if who["by"] == "agent" and who["sessionId"] == session_id else "other"
     if v["hash"]:
-        return "outside" if v["hash"] in seen_after.get(v["path"], set()) else "other"
+        return "outside" if (v["path"], v["hash"]) in seen_after else "other"
     return "outside" if who["sessionId"] == session_id else "other"
 
 
 def plan(conn: apsw.Connection, session_id: str, since: float | None = None) -> dict[str, list[dict[str, Any]]]:
     """``restore``: the notes to bring back (each with its ``action``: restore, recreate or trash, the
     version, ``sizeChange``, ``expect`` and the kms calls it ``covers``); ``skip``: those that cannot be,
-    with ``reason`` and ``kind`` ``conflict``. Nothing is written (but the index catching up)."""
+    with ``reason`` and ``errorKind`` ``conflict``. Nothing is written (but the index catching up)."""
     reports = _reports(conn, session_id, since)
-    seen_after: dict[str, set[str]] = {}
     tool_of: dict[tuple[int | None, str | None], str] = {}
     for f in reports:
-        if f.hash_after:
-            seen_after.setdefault(f.path or "", set()).add(f.hash_after)
         tool_of.setdefault((f.vault_id, f.path), f.tool)
     out: dict[str, list[dict[str, Any]]] = {"restore": [], "skip": []}
     for line in _lines(conn, reports):
+        seen_after = {(f.path or "", f.hash_after) for f in reports if f.vault_id == line.vault_id and f.hash_after}
         entries = list(reversed(versions(conn, line)))  # oldest first
         kinds = [_who(v, session_id, seen_after) for v in entries]
         mine = [i for i, (v, k) in enumerate(zip(entries, kinds, strict=True)) if k == "outside"]
