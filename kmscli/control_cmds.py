@@ -10,6 +10,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
@@ -185,7 +186,28 @@ def session_revoke(session_id: SidArg, reason: ReasonOpt = None, json_out: JsonO
     _set(session_id, "revoked", reason, json_out, "revoked (no more writes this session)")
 
 
+def _size(change: int) -> str:
+    return f"{change:+d} bytes"
+
+
+def _outside_line(item: dict[str, Any], now: float) -> str:
+    """A note changed outside kms, as the undo lists it: what happens to it, or why it cannot."""
+    does = {
+        "restore": f"back to version {item.get('version')}",
+        "recreate": f"created again (version {item.get('version')})",
+        "trash": "to the trash (the session created it)",
+    }.get(item.get("action") or "", "")
+    covers = ", ".join(f"#{c['invocationId']}" for c in item.get("covers") or [])
+    return (
+        f"{item['vault']}:{item['path']} · {item['kind']} ({item['tool']}) · {ago(item['at'], now, '?')}"
+        + (f" · {does}, {_size(item['sizeChange'])}" if does else "")
+        + (f" · also takes back {covers}" if covers else "")
+    )
+
+
 def _show_undo(plan: dict[str, Any], now: float) -> None:
+    for item in plan.get("outside", []):
+        console.print(f"[green]✓[/] {escape(_outside_line(item, now))}", highlight=False)
     for item in plan["revert"]:
         note = f" [dim]({item['reason']})[/]" if item.get("reason") else ""
         console.print(
@@ -193,6 +215,8 @@ def _show_undo(plan: dict[str, Any], now: float) -> None:
             f"{ago(item['at'], now, '?')}{note}",
             highlight=False,
         )
+    for item in plan.get("outsideSkip", []):
+        console.print(f"[red]✗[/] {escape(_outside_line(item, now))}: {escape(item['reason'])}", highlight=False)
     for item in plan["skip"]:
         console.print(
             f"[red]✗[/] #{item['invocationId']} {item['tool']} {item['vault']}:{item['path']}: {item['reason']}",
@@ -212,7 +236,8 @@ def session_undo(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Undo without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Revert every change a session made, newest first, after showing what can and cannot be reverted."""
+    """Revert every change a session made, newest first, and restore the notes it changed outside kms (its
+    agent's own Edit/Write, reported by its hooks), after showing what can and cannot be undone."""
     from server.writes import undo_session
 
     now = time.time()
@@ -222,23 +247,42 @@ def session_undo(
         plan = undo_session.preview(conn, session_id, since=start)
         if not json_out:
             _show_undo(plan, now)
-        if not plan["revert"]:
+        n, m = len(plan["revert"]), len(plan["outside"])
+        if not n and not m:
             if json_out:
-                print_json({"sessionId": session_id, "since": start, "reverted": [], "skipped": plan["skip"]})
+                print_json(
+                    {
+                        "sessionId": session_id,
+                        "since": start,
+                        "reverted": [],
+                        "skipped": plan["skip"],
+                        "restored": [],
+                        "notRestored": plan["outsideSkip"],
+                    }
+                )
             else:
                 console.print("Nothing to revert.")
-            raise typer.Exit(0 if not plan["skip"] else 1)
-        if not yes and not typer.confirm(f"Revert {len(plan['revert'])} change(s)?", default=False):
+            raise typer.Exit(0 if not plan["skip"] and not plan["outsideSkip"] else 1)
+        asked = f"Revert {n} change(s)" + (f" and restore {m} note(s) changed outside kms" if m else "") + "?"
+        if not yes and not typer.confirm(asked, default=False):
             console.print("nothing changed")
             raise typer.Exit(1)
-        done = undo_session.undo(conn, session_id, since=start)
+        done = undo_session.undo(conn, session_id, since=start, shown=plan)
     if json_out:
         print_json(done)
         return
     console.print(
         f"[green]reverted {len(done['reverted'])} change(s)[/]"
-        + (f", skipped {len(done['skipped'])}" if done["skipped"] else ""),
+        + (f", [green]restored {len(done['restored'])} note(s) changed outside kms[/]" if done["restored"] else "")
+        + (f", skipped {len(done['skipped'])}" if done["skipped"] else "")
+        + (f", not restored {len(done['notRestored'])}" if done["notRestored"] else ""),
         highlight=False,
     )
+    for item in done["notRestored"]:
+        console.print(
+            f"  [red]✗[/] {escape(item['vault'] + ':' + item['path'])} ({item.get('errorKind', 'conflict')}): "
+            + escape(item["reason"]),
+            highlight=False,
+        )
     for item in done["skipped"]:
         console.print(f"  [red]✗[/] #{item['invocationId']} {item['path']}: {item['reason']}", highlight=False)

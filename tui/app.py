@@ -309,12 +309,19 @@ class KmsDashboard(App[None]):
 
     async def _undo(self, session_id: str) -> None:
         plan = await self.db(undo_session.preview, session_id)
-        if not await self.push_screen_wait(UndoScreen(plan, self.clock())) or not plan["revert"]:
+        if not await self.push_screen_wait(UndoScreen(plan, self.clock())) or not (plan["revert"] or plan["outside"]):
             return
-        done = await self.db(undo_session.undo, session_id)
+        done = await self.db(undo_session.undo, session_id, shown=plan)
         self.last_control = done
         skipped = f"; {len(done['skipped'])} skipped" if done["skipped"] else ""
-        self.notify(f"Reverted {len(done['reverted'])} change(s) of {session_id}{skipped}.", title="Session undone")
+        restored = f"; restored {len(done['restored'])} note(s) changed outside kms" if done["restored"] else ""
+        refused = [f"{n['vault']}:{n['path']}" for n in done["notRestored"]]
+        not_restored = f"; not restored: {', '.join(refused)}" if refused else ""
+        self.notify(
+            f"Reverted {len(done['reverted'])} change(s) of {session_id}{restored}{skipped}{not_restored}.",
+            title="Session undone",
+            severity="warning" if refused else "information",
+        )
 
     # ----- command palette ----------------------------------------------------------------------
 

@@ -68,7 +68,8 @@ class Line:
     deleted_at: float | None
 
 
-def _line(conn: apsw.Connection, hid: int) -> Line:
+def line_by_hid(conn: apsw.Connection, hid: int) -> Line:
+    """The line numbered ``hid`` (``history_notes``)."""
     row: Any = conn.execute(
         "SELECT h.hid, h.vault_id, coalesce(v.name, '?'), h.note_id, h.path, h.rid, h.deleted_at "
         "FROM history_notes h LEFT JOIN vaults v ON v.id = h.vault_id WHERE h.hid = ?",
@@ -121,7 +122,7 @@ def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line
             found = conn.execute("SELECT hid FROM history_notes WHERE rid = ?", (note["rid"],)).fetchone()
     if found is None:
         raise KmsError("not-found", f"kms keeps no version of {ref!r}", ref=ref)
-    return _line(conn, int(found[0]))
+    return line_by_hid(conn, int(found[0]))
 
 
 def _calls(conn: apsw.Connection, line: Line) -> list[tuple]:

@@ -59,7 +59,7 @@ def _current(vault: Vault, path: str) -> bytes | None:
         raise KmsError("conflict", f"{path!r} is a folder now") from e
 
 
-def _target(conn: apsw.Connection, line: Line) -> tuple[Vault, str]:
+def restore_target(conn: apsw.Connection, line: Line) -> tuple[Vault, str]:
     """The vault and path a restore writes: where the note is now (its row's path), else its last path."""
     vault = get_vault(conn, line.vault)
     if line.rid is not None:
@@ -71,7 +71,7 @@ def _target(conn: apsw.Connection, line: Line) -> tuple[Vault, str]:
 
 def current_bytes(conn: apsw.Connection, line: Line) -> bytes | None:
     """The note's file as it is now (None: there is none)."""
-    vault, path = _target(conn, line)
+    vault, path = restore_target(conn, line)
     return _current(vault, path)
 
 
@@ -94,7 +94,7 @@ def preview_restore(
     line = find_line(conn, ref, vault)
     version = pick(conn, line, number=number, at=at)
     data = version_bytes(conn, version)
-    vault_obj, path = _target(conn, line)
+    vault_obj, path = restore_target(conn, line)
     now = _current(vault_obj, path)
     return {
         "noteId": line.note_id,
@@ -123,16 +123,24 @@ def restore(
     at: float | None = None,
     expect: str | None = None,
     vault: str | None = None,
+    why: str | None = None,
 ) -> dict[str, Any]:
     """Write the version back as the person; ``expect``: the hash the preview saw (``""``: no file), a
-    file that changed since is ``conflict``. None: no preview (the file as read now)."""
+    file that changed since is ``conflict``. None: no preview (the file as read now). ``why``: said in the
+    provenance row (a session's undo)."""
     ctx = WriteContext.for_person(conn)
     with undone_unless_recorded(ctx):
-        return _restore(ctx, ref, number, at, expect, vault)
+        return _restore(ctx, ref, number, at, expect, vault, why)
 
 
 def _restore(
-    ctx: WriteContext, ref: str, number: int | None, at: float | None, expect: str | None, vault: str | None
+    ctx: WriteContext,
+    ref: str,
+    number: int | None,
+    at: float | None,
+    expect: str | None,
+    vault: str | None,
+    why: str | None = None,
 ) -> dict[str, Any]:
     from server.writes.multifile import FilePlan, apply_plans
     from server.writes.operations import create_exact
@@ -147,9 +155,9 @@ def _restore(
         line = find_line(conn, ref, vault)
         chosen = pick(conn, line, number=number, at=at)
         data = version_bytes(conn, chosen)
-        vault_obj, path = _target(conn, line)
+        vault_obj, path = restore_target(conn, line)
         touched = Touched(line.note_id, vault_obj.name, path, path.rsplit("/", 1)[-1])
-        summary = f"restore {path} to version {chosen['version']}"
+        summary = f"restore {path} to version {chosen['version']}" + (f" ({why})" if why else "")
         now = _current(vault_obj, path)
         if expect is not None and ("" if now is None else sha256_hex(now)) != expect:
             raise KmsError("conflict", f"{path!r} changed since the preview; nothing was restored", path=path)

@@ -278,7 +278,7 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
     plan = plan_revert(inv, text, sha256_hex(raw))
     if not plan.ok:
         raise KmsError("conflict", f"can't revert #{inv['id']}: {plan.reason}", reason=plan.reason)
-    dest = _free_trash_path(vault, f"{TRASH}/{note.path}")
+    dest = free_trash_path(vault, f"{TRASH}/{note.path}")
     change = changes.from_row(inv)
     assert isinstance(change, FileCreated)
     try:  # the same check again under the unit's locks: a save that landed since is a conflict
@@ -305,7 +305,7 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
     return WriteOutcome(result, FilesChanged(note.path, tuple(files)))
 
 
-def _free_trash_path(vault: Vault, wanted: str) -> str:
+def free_trash_path(vault: Vault, wanted: str) -> str:
     """``wanted``, or ``name 2.md``, ``name 3.md`` ... when an earlier note of that path is in the trash."""
     stem = strip_note_suffix(wanted)
     suffix = wanted[len(stem) :]  # the note's own suffix, in its own case

@@ -7,6 +7,10 @@ the one ``revert.revert`` (each recorded by the person, with ``reverts_id``). Th
 change against the files as reverting the session's newer changes would leave them (simulated in
 memory), so two edits of one note come back byte for byte and a note another session changed since
 is listed as skipped, not promised.
+
+The notes the session changed outside kms (its agent's own Edit/Write, reported by its hooks) are in the
+same preview and the same undo (``server.writes.undo_outside``): restored first, each only while it holds
+what the preview saw (``undo``'s ``shown``), then the kms changes are reverted as above.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from server.store.db import rows
 from server.vault.files import decode, encode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import get_vault
+from server.writes import undo_outside
 from server.writes.revert import plan_revert, revert
 
 
@@ -46,8 +51,13 @@ def parse_since(text: str | None, *, now: float | None = None) -> float | None:
 
 def _changes(conn: apsw.Connection, session_id: str, since: float | None) -> list[dict[str, Any]]:
     """The session's successful agent changes not yet reverted, newest first."""
-    if not rows(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)) and not rows(
-        conn, "SELECT 1 FROM tool_invocations WHERE session_id = ? LIMIT 1", (session_id,)
+    if not any(
+        rows(conn, sql, (session_id,))
+        for sql in (
+            "SELECT 1 FROM sessions WHERE id = ?",
+            "SELECT 1 FROM tool_invocations WHERE session_id = ? LIMIT 1",
+            "SELECT 1 FROM session_files WHERE session_id = ? LIMIT 1",
+        )
     ):
         raise KmsError("not-found", f"no session {session_id!r}; `kms session list` shows them", sessionId=session_id)
     return rows(
@@ -111,10 +121,21 @@ class _Simulation:
 
 
 def preview(conn: apsw.Connection, session_id: str, *, since: float | None = None) -> dict[str, Any]:
-    """What ``undo`` would do now: ``revert`` (newest first) and ``skip``, each skip with its reason."""
+    """What ``undo`` would do now: ``revert`` (newest first) and ``skip``, each skip with its reason;
+    ``outside``: the notes the session changed outside kms that are restored (``undo_outside.plan``: each
+    with its action, version, size change and the kms calls it covers), ``outsideSkip`` those that are not."""
     out: dict[str, Any] = {"sessionId": session_id, "since": since, "revert": [], "skip": []}
+    found = _changes(conn, session_id, since)
+    undo_outside.catch_up(conn, session_id, since)
+    outside = undo_outside.plan(conn, session_id, since)
     sim = _Simulation(conn)
-    for row in _changes(conn, session_id, since):
+    covered: set[int] = set()
+    for note in outside["restore"]:  # restored first: the kms changes are judged on what that leaves
+        sim.files[(note["vault"], note["path"])] = note["data"]
+        covered.update(c["invocationId"] for c in note["covers"])
+    for row in found:
+        if row["id"] in covered:
+            continue  # the note goes back to before the session's outside edit, this change with it
         inv = provenance.get_invocation(conn, row["id"]) or {}
         item = {
             "invocationId": row["id"],
@@ -129,20 +150,55 @@ def preview(conn: apsw.Connection, session_id: str, *, since: float | None = Non
             out["revert"].append({**item, "reason": None})
         else:
             out["skip"].append({**item, "reason": reason})
+    out["outside"] = [undo_outside.public(n) for n in outside["restore"]]
+    out["outsideSkip"] = [undo_outside.public(n) for n in outside["skip"]]
     return out
 
 
-def undo(conn: apsw.Connection, session_id: str, *, since: float | None = None) -> dict[str, Any]:
-    """Revert every change ``preview`` lists as revertible, newest first; returns what was reverted and what
-    was skipped (the preview's skips, and any revert refused now because the note changed meanwhile)."""
+def undo(
+    conn: apsw.Connection, session_id: str, *, since: float | None = None, shown: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Restore the notes the session changed outside kms, then revert every change ``preview`` lists as
+    revertible, newest first; returns what was done and what was not (``skipped``, ``notRestored``: the
+    preview's refusals, and any refused now because the note changed meanwhile). ``shown``: the preview the
+    person saw: a note is restored only while it holds what that preview saw, and only if it listed it."""
     plan = preview(conn, session_id, since=since)
+    seen = None if shown is None else {(n["vault"], n["path"]): n["expect"] for n in shown.get("outside", [])}
+    restored: list[dict[str, Any]] = []
+    refused = [  # a note the person saw listed as restorable that someone changed since
+        {**n, "reason": f"changed since the preview: {n['reason']}"} if seen and (n["vault"], n["path"]) in seen else n
+        for n in plan["outsideSkip"]
+    ]
+    for note in plan["outside"]:
+        key = (note["vault"], note["path"])
+        expect = note["expect"] if seen is None else seen.get(key)
+        if expect is None:
+            refused.append({**note, "reason": "it was not in the preview; left as it is", "errorKind": "conflict"})
+            continue
+        try:
+            result = undo_outside.apply(conn, note, session_id, expect)
+        except KmsError as e:
+            refused.append({**note, "reason": e.message, "errorKind": e.kind})
+            continue
+        restored.append({**note, "restoreId": result.get("invocationId")})
+    kept = {(n["vault"], n["path"]) for n in refused[len(plan["outsideSkip"]) :]}  # refused just now
     done: list[dict[str, Any]] = []
     skipped = list(plan["skip"])
     for item in plan["revert"]:
+        if (item["vault"], item["path"]) in kept:
+            skipped.append({**item, "reason": "the note was not restored (above); its kms changes are left too"})
+            continue
         try:
             result = revert(conn, item["invocationId"])
         except KmsError as e:
             skipped.append({**item, "reason": e.message})
             continue
         done.append({**item, "reason": None, "revertId": result.get("invocationId")})
-    return {"sessionId": session_id, "since": since, "reverted": done, "skipped": skipped}
+    return {
+        "sessionId": session_id,
+        "since": since,
+        "reverted": done,
+        "skipped": skipped,
+        "restored": restored,
+        "notRestored": refused,
+    }

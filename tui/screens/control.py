@@ -48,24 +48,52 @@ class UndoScreen(ModalScreen[bool]):
         with Vertical(id="dialog", classes="wide") as box:
             box.border_title = f"Undo session {p['sessionId']}"
             n, m = len(p["revert"]), len(p["skip"])
-            head = (
-                f"Revert {n} change(s), newest first; every revert is recorded as yours."
-                if n
-                else "Nothing of this session can be reverted."
-            )
+            o, oskip = len(p.get("outside", [])), len(p.get("outsideSkip", []))
+            if o:  # the notes the session changed outside kms (its agent's own Edit/Write)
+                head = f"Restore {o} note(s) changed outside kms" + (
+                    f", then revert {n} change(s), newest first; every one is recorded as yours."
+                    if n
+                    else "; every restore is recorded as yours."
+                )
+            elif n:
+                head = f"Revert {n} change(s), newest first; every revert is recorded as yours."
+            else:
+                head = "Nothing of this session can be reverted."
+            m += oskip
             yield Label(
                 Text(head + (f" {m} cannot be reverted (listed, left as they are)." if m else ""), style="bold")
             )
             with VerticalScroll(id="undo-list"):
                 yield Static(self._lines())
             with Horizontal(classes="buttons"):
-                if n:
-                    yield Button(f"Undo {n} (y)", id="confirm", variant="error")
+                if n or o:
+                    yield Button(f"Undo {n + o} (y)", id="confirm", variant="error")
                 yield Button("Cancel (n)", id="cancel", variant="primary")
         yield Footer()
 
+    def _outside(self, t: Text, item: dict[str, Any]) -> None:
+        t.append(f"{item['vault']}:{item['path']}")
+        t.append(f" · {item['kind']} ({item['tool']}) · {humanize.ago(item['at'], self.now)}", style="dim")
+        does = {
+            "restore": f"back to version {item.get('version')}",
+            "recreate": f"created again (version {item.get('version')})",
+            "trash": "to the trash (the session created it)",
+        }.get(item.get("action") or "")
+        if does:
+            t.append(f" · {does}, {item['sizeChange']:+d} bytes", style="dim")
+        if item.get("covers"):
+            t.append(" · also takes back " + ", ".join(f"#{c['invocationId']}" for c in item["covers"]), style="dim")
+
     def _lines(self) -> Text:
         t = Text()
+        for item in self.plan.get("outside", []):
+            t.append("✓ ", style="bold green")
+            self._outside(t, item)
+            t.append("\n")
+        for item in self.plan.get("outsideSkip", []):
+            t.append("✗ ", style="bold red")
+            self._outside(t, item)
+            t.append(f": {item['reason']}\n", style="red")
         for item in self.plan["revert"]:
             t.append("✓ ", style="bold green")
             t.append(f"#{item['invocationId']} {item['tool']} {item['vault']}:{item['path']}")
@@ -81,7 +109,7 @@ class UndoScreen(ModalScreen[bool]):
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:
-        if self.plan["revert"]:
+        if self.plan["revert"] or self.plan.get("outside"):
             self.dismiss(True)
 
     @on(Button.Pressed, "#cancel")
