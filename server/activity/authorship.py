@@ -39,12 +39,12 @@ def _outside(at: float) -> dict[str, Any]:
     return {"by": "person", "how": "outside kms (an editor, a sync)", "sessionId": None, "at": at, "invocationId": None}
 
 
-def _outside_change(conn: apsw.Connection, note_id: str, path: str, at: float) -> dict[str, Any]:
+def _outside_change(conn: apsw.Connection, note_id: str, path: str, at: float, content_hash: str) -> dict[str, Any]:
     """A change no kms call made: the session whose hooks reported it, if one did (``history``'s one seam)."""
     from server.activity.history import attribute_outside_change
 
     vault = conn.execute("SELECT vault_id FROM notes WHERE id = ?", (note_id,)).fetchone()
-    reported = attribute_outside_change(conn, int(vault[0]), path, at) if vault else None
+    reported = attribute_outside_change(conn, int(vault[0]), path, at, content_hash or None) if vault else None
     if reported is None:
         return _outside(at)
     return {
@@ -70,7 +70,7 @@ def last_change(conn: apsw.Connection, note_id: str, path: str, content_hash: st
     ).fetchall()
     if found:
         return _who(found[0]) or _outside(updated_at)
-    return _outside_change(conn, note_id, path, updated_at)
+    return _outside_change(conn, note_id, path, updated_at, content_hash)
 
 
 def created(conn: apsw.Connection, note_id: str, path: str, created_at: float) -> dict[str, Any]:

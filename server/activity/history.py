@@ -37,18 +37,27 @@ class OutsideChange:
     tool: str  # the agent's own tool that made it (Edit, Write, Bash)
 
 
-def attribute_outside_change(conn: apsw.Connection, vault_id: int, path: str, at: float) -> OutsideChange | None:
+def attribute_outside_change(
+    conn: apsw.Connection, vault_id: int, path: str, at: float, content_hash: str | None = None
+) -> OutsideChange | None:
     """The seam for changes made around kms: which session, if any, reported editing ``path`` (of vault
     ``vault_id``) at about ``at`` through its Claude Code hooks. None: nobody did (an editor, a sync,
     a script), told as "outside kms". Every history answer asks only this for such a change.
 
     The session's report (PostToolUse, ``session_record``) and kms seeing the file change (the watcher, or
     the next index) come within moments of each other, in either order: the report nearest to ``at`` within
-    ``REPORTED_WINDOW_S`` names the session."""
+    ``REPORTED_WINDOW_S`` names the session. A report that recorded the bytes it left (``hash_after``) names
+    it only for a version with those bytes (``content_hash``), so a person's save just before or after the
+    agent's edit stays the person's."""
     from server.activity.session_record import files_for_path
 
     reports = files_for_path(conn, vault_id, path, since=at - REPORTED_WINDOW_S)
-    near = [r for r in reports if abs(r.at - at) <= REPORTED_WINDOW_S]
+    near = [
+        r
+        for r in reports
+        if abs(r.at - at) <= REPORTED_WINDOW_S
+        and (content_hash is None or r.hash_after is None or r.hash_after == content_hash)
+    ]
     if not near:
         return None
     best = min(near, key=lambda r: abs(r.at - at))
@@ -158,7 +167,7 @@ def _who(conn: apsw.Connection, line: Line, v: dict[str, Any], calls: list[tuple
             return _by_call(c)
         if how not in (HOW_DELETED, HOW_MOVED) and digest and c[5] == digest:
             return _by_call(c)
-    outside = attribute_outside_change(conn, line.vault_id, path, at)
+    outside = attribute_outside_change(conn, line.vault_id, path, at, digest or None)
     if outside is not None:
         return {
             "by": "agent",

@@ -321,3 +321,27 @@ def test_an_edit_a_session_reported_through_its_hooks_is_told_as_that_sessions(e
     assert newest["who"]["sessionId"] == "s-hooks" and "Edit" in newest["who"]["how"], newest
     assert newest["who"]["how"].startswith("outside kms")
     assert _history(env, "other.md")[0]["who"]["by"] == "outside kms"
+
+
+def test_a_persons_save_just_before_a_reported_edit_stays_the_persons(env: Env) -> None:
+    """The session's report names the bytes its edit left: a person's save moments before the agent's edit (well
+    inside the report window) is told as "outside kms", and only the version with the edit's bytes as the
+    session's."""
+    import time
+
+    from server.activity import session_record
+
+    note_id = env.note("plan.md", V1)
+    (env.root / "plan.md").write_bytes(V1 + b"the person's line\n")  # the person saves
+    reindex_file(env.conn, env.vault, "plan.md")
+    (env.root / "plan.md").write_bytes(V2)  # then the agent's Edit tool
+    event = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(env.root / "plan.md")},
+    }
+    session_record.record_event(env.conn, "s-hooks", event, now=time.time())
+    reindex_file(env.conn, env.vault, "plan.md")
+    agent_version, person_version = _history(env, note_id)[:2]
+    assert agent_version["who"]["sessionId"] == "s-hooks", agent_version
+    assert person_version["who"]["by"] == "outside kms" and person_version["who"]["sessionId"] is None, person_version
