@@ -235,8 +235,10 @@ def token_create_cmd(
             parsed = Scopes.parse(scopes)
         except ScopeError as e:
             raise KmsError("invalid-input", str(e)) from None
+        conn = open_db()
+        tokens.check_vaults(conn, parsed)
         token, secret = tokens.create(
-            open_db(),
+            conn,
             label=label,
             scopes=parsed,
             kind="admin" if parsed.admin else "host",
