@@ -184,8 +184,9 @@ async def test_semantic_search_by_meaning_sees_two_vaults_of_three(
     from server.index.embed import embed_pending
 
     embed_pending(three_vaults, model_dir=embed_model_dir)
-    for scope, seen in (({}, {"a", "b", "c"}), ({"token_vaults": ("a", "c")}, {"a", "c"})):
-        async with mcp_client(db_path, embed_model_dir=str(embed_model_dir), **scope) as c:
+    scopes: list[tuple[tuple[str, ...], set[str]]] = [((), {"a", "b", "c"}), (("a", "c"), {"a", "c"})]
+    for scope, seen in scopes:
+        async with mcp_client(db_path, embed_model_dir=str(embed_model_dir), token_vaults=scope) as c:
             semantic = c.runner.services.semantic
             assert semantic is not None
             semantic.embedder.load()
