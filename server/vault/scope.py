@@ -67,7 +67,7 @@ class VaultScope:
         if self.ids is None:
             return "", ()
         inner, params = self.sql("vault_id")
-        return f" AND {column} IN (SELECT rid FROM notes WHERE 1{inner})", params
+        return f" AND {column} IN (SELECT rid FROM notes WHERE {inner.removeprefix(' AND ')})", params
 
 
 Vaults = VaultScope | int | None

@@ -81,7 +81,7 @@ def test_a_vault_scope_renders_its_sql() -> None:
     assert two.ids == (3, 5) and two.sql() == (" AND n.vault_id IN (?, ?)", (3, 5))
     assert two.named_sql() == (" AND n.vault_id IN (:vault0, :vault1)", {"vault0": 3, "vault1": 5})
     assert two.rids_sql("l.src_rid") == (
-        " AND l.src_rid IN (SELECT rid FROM notes WHERE 1 AND vault_id IN (?, ?))",
+        " AND l.src_rid IN (SELECT rid FROM notes WHERE vault_id IN (?, ?))",
         (3, 5),
     )
     assert two.sees(5) and not two.sees(4)
