@@ -221,7 +221,11 @@ def logs_cmd(lines: Annotated[int, typer.Option("-n", help="How many of the last
 def token_create_cmd(
     label: Annotated[str, typer.Option("--label", help="Who the token is for (shown in lists).")],
     scopes: Annotated[
-        str, typer.Option("--scopes", help="e.g. 'tier:write vault:notes folder:drafts approval'.")
+        str,
+        typer.Option(
+            "--scopes",
+            help="e.g. 'tier:write vault:notes vault:work folder:drafts approval' (vault: and folder: repeat).",
+        ),
     ] = "tier:read",
     expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 2w.")] = None,
 ) -> None:
@@ -235,8 +239,10 @@ def token_create_cmd(
             parsed = Scopes.parse(scopes)
         except ScopeError as e:
             raise KmsError("invalid-input", str(e)) from None
+        conn = open_db()
+        tokens.check_vaults(conn, parsed)
         token, secret = tokens.create(
-            open_db(),
+            conn,
             label=label,
             scopes=parsed,
             kind="admin" if parsed.admin else "host",

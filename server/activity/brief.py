@@ -57,9 +57,9 @@ def brief(
     if not config.tier_enabled("read"):
         return None
     from server.activity.visits import normalize_project
-    from server.vault.registry import get_vault
+    from server.vault.scope import resolve
 
-    vault_id = get_vault(conn, config.vault).id if config.vault else None
+    vault_id = resolve(conn, config.vault_names)
     project = normalize_project(config.project) if config.project else None
     overhead = text_tokens(wrap({})) + 4  # the wrapper, and the rounding of two estimates
     answer = start_answer(

@@ -29,6 +29,7 @@ from server.index.listing import HIDDEN_RIDS, decode_cursor, encode_cursor
 from server.index.note_data import CLOSE, OPEN, fence
 from server.index.notes import VISIBLE, find_note, get_note
 from server.store.db import rows
+from server.vault.scope import Vaults, VaultScope
 
 SCHEME = "kms://"
 MIME = "text/markdown"
@@ -55,8 +56,8 @@ def parse_uri(uri: str) -> tuple[str, str]:
     return vault, path
 
 
-def _scope(vault_id: int | None) -> tuple[str, tuple[Any, ...]]:
-    return ("AND n.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+def _scope(vault_id: Vaults) -> tuple[str, tuple[Any, ...]]:
+    return VaultScope.of(vault_id).sql()
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class NoteResource:
 
 
 def list_notes(
-    conn: apsw.Connection, vault_id: int | None, cursor: str | None = None
+    conn: apsw.Connection, vault_id: Vaults, cursor: str | None = None
 ) -> tuple[list[NoteResource], str | None]:
     """A page of the most recent visible notes in scope (``notes_recent`` order) and the next page's cursor;
     ``LISTED`` in all, whatever the vault holds."""
@@ -111,9 +112,9 @@ class NoteText:
     truncated: bool
 
 
-def _in_scope_vault(conn: apsw.Connection, name: str, vault_id: int | None) -> int:
+def _in_scope_vault(conn: apsw.Connection, name: str, vault_id: Vaults) -> int:
     found = conn.execute("SELECT id FROM vaults WHERE name = ?", (name,)).fetchall()
-    if not found or (vault_id is not None and found[0][0] != vault_id):  # another vault: as if absent
+    if not found or not VaultScope.of(vault_id).sees(int(found[0][0])):  # type: ignore[arg-type]  # another vault: as if absent
         raise KmsError("not-found", f"no note at kms://{quote(name, safe='')}/… in this session's notes")
     return int(found[0][0])  # type: ignore[arg-type]  # vaults.id: INTEGER PRIMARY KEY
 
@@ -133,7 +134,7 @@ def _fitting(body: str, budget: int) -> str:
     return body[:end]
 
 
-def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: int | None, cap_bytes: int) -> NoteText:
+def read_note(conn: apsw.Connection, session: AgentSession, uri: str, vault_id: Vaults, cap_bytes: int) -> NoteText:
     """The note ``uri`` names, as ``kms_read`` would serve it, recorded as this session's read."""
     vault, path = parse_uri(uri)
     in_vault = _in_scope_vault(conn, vault, vault_id)
@@ -204,7 +205,7 @@ class _Choices:
         return found
 
 
-_CHOICES: dict[tuple[Path, int | None], _Choices] = {}
+_CHOICES: dict[tuple[Path, VaultScope], _Choices] = {}
 _CHOICES_LOCK = threading.Lock()
 
 
@@ -212,9 +213,9 @@ def _stamp(conn: apsw.Connection) -> tuple[int, int]:
     return int(conn.execute("PRAGMA data_version").fetchall()[0][0]), conn.total_changes()  # type: ignore[arg-type]
 
 
-def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Choices:
+def _choices(conn: apsw.Connection, db_path: Path, vault_id: Vaults) -> _Choices:
     """From the covering indexes only (paths from the (vault, path) index, titles from ``note_keys``)."""
-    stamp = _stamp(conn)
+    stamp, vault_id = _stamp(conn), VaultScope.of(vault_id)
     with _CHOICES_LOCK:
         cached = _CHOICES.get((db_path, vault_id))
     if cached is not None and cached.conn() is conn and cached.stamp == stamp:
@@ -223,7 +224,7 @@ def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Cho
     paths = conn.execute(
         f"SELECT n.rid, n.path FROM notes n WHERE n.rid NOT IN {HIDDEN_RIDS} {where}", params
     ).fetchall()
-    keys_where = "AND vault_id = ?" if vault_id is not None else ""
+    keys_where, params = vault_id.sql("vault_id")
     titles: dict[Any, list[str]] = {}  # a note's title and its file's stem
     for rid, key in conn.execute(f"SELECT rid, key FROM note_keys WHERE kind = 2 {keys_where}", params):
         titles.setdefault(rid, []).append(str(key))
@@ -241,14 +242,14 @@ def _choices(conn: apsw.Connection, db_path: Path, vault_id: int | None) -> _Cho
     return made
 
 
-def complete_vault(conn: apsw.Connection, value: str, vault_id: int | None) -> Completion:
-    where, params = ("WHERE id = ?", (vault_id,)) if vault_id is not None else ("", ())
-    names = [str(r[0]) for r in conn.execute(f"SELECT name FROM vaults {where} ORDER BY name", params)]
+def complete_vault(conn: apsw.Connection, value: str, vault_id: Vaults) -> Completion:
+    where, params = VaultScope.of(vault_id).sql("id")
+    names = [str(r[0]) for r in conn.execute(f"SELECT name FROM vaults WHERE 1{where} ORDER BY name", params)]
     values = [n for n in names if n.lower().startswith(value.strip().lower())]
     return Completion(values[:MAX_COMPLETIONS], len(values), len(values) > MAX_COMPLETIONS)
 
 
-def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
+def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: Vaults) -> Completion:
     """Note paths for a partial path or title, best first: the most recent notes for nothing typed; else the
     notes whose path or title holds every typed word (one that starts with what was typed first, then the
     shorter), and when those are few, the near matches by rapidfuzz's ``partial_ratio`` (a typo still finds
@@ -297,7 +298,7 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: in
     return Completion(values, total, total > len(values))
 
 
-def complete_uri_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
+def complete_uri_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: Vaults) -> Completion:
     """``complete_path`` for the template's ``path``: each value percent-encoded as ``note_uri`` writes it. A
     host puts the value into the URI as it is (Claude Code's ``@`` mention), where a raw space ends the URI
     before the note's name does; a template expander keeps the encoded triplets (``{+path}``)."""
@@ -305,7 +306,7 @@ def complete_uri_path(conn: apsw.Connection, db_path: Path, value: str, vault_id
     return Completion([quote(v, safe="/") for v in found.values], found.total, found.has_more)
 
 
-def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: int | None) -> Completion:
+def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: Vaults) -> Completion:
     """Note titles for a partial topic (the ``recall`` prompt's argument), by the same fuzzy match."""
     paths = complete_path(conn, db_path, value, vault_id)
     if not paths.values:

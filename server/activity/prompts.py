@@ -21,6 +21,7 @@ from server.config.allowlist import describe
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
 from server.index.notes import VISIBLE
+from server.vault.scope import Vaults, VaultScope
 
 RECENT_CHANGES = 20  # agent changes a review shows
 RECENT_WINDOW_S = 7 * 86_400  # how far back a review looks
@@ -131,10 +132,10 @@ def capture_text(config: SessionConfig, project: str | None) -> str:
 
 
 def review_data(
-    conn: apsw.Connection, scope_name: str | None, vault_id: int | None, now: float | None = None
+    conn: apsw.Connection, scope_names: tuple[str, ...], vault_id: Vaults, now: float | None = None
 ) -> dict[str, Any]:
     """The calls waiting for the person and the agents' recent successful changes, on visible notes of the
-    session's vaults only."""
+    session's vaults only (``scope_names``: theirs, empty for every vault; ``vault_id``: their ids)."""
     from server.activity import approvals  # only when a review is asked for, not at the server's start
     from server.humanize import ago
 
@@ -143,7 +144,7 @@ def review_data(
     for item in approvals.list_pending(conn, now=at):
         files = item.files
         if any(f.get("hidden") for f in files) or (
-            scope_name is not None and any(f.get("vault") != scope_name for f in files)
+            scope_names and any(f.get("vault") not in scope_names for f in files)
         ):
             continue
         pending.append(
@@ -163,7 +164,7 @@ def review_data(
                 ],
             }
         )
-    scope = "AND n.vault_id = ?" if vault_id is not None else ""
+    scope, scope_params = VaultScope.of(vault_id).sql()
     changes = [
         {
             "id": r[0],
@@ -181,7 +182,7 @@ def review_data(
             WHERE t.id > (SELECT coalesce(max(id), 0) FROM tool_invocations) - ? AND t.actor = 'agent'
               AND t.status = 'success' AND t.at > ? AND {VISIBLE} {scope}
             ORDER BY t.id DESC LIMIT ?""",
-            (REVIEW_SCAN, at - RECENT_WINDOW_S, *((vault_id,) if vault_id is not None else ()), RECENT_CHANGES),
+            (REVIEW_SCAN, at - RECENT_WINDOW_S, *scope_params, RECENT_CHANGES),
         )
     ]
     return {

@@ -24,6 +24,7 @@ from server.config.tiers import TIERS, tier_enabled
 from server.index import memory, orientation
 from server.index.listing import list_recent
 from server.index.records import estimate_tokens
+from server.vault.scope import Vaults, VaultScope
 
 START_BUDGET_TOKENS = 2_500
 CAPS = {
@@ -68,7 +69,7 @@ def session_summary(
         "id": c.session_id,
         "project": project,
         "tiers": {t: tier_enabled(c, t) for t in TIERS},
-        "vaultScope": c.vault,
+        "vaultScope": c.vault or (list(c.token_vaults) or None),  # one vault's name, several, or None: all
     }
     if tier_enabled(c, "write"):
         counters = RateLimiter(c.per_minute, c.per_session).counters(conn, c.session_id)
@@ -97,7 +98,7 @@ def start_answer(
     conn: apsw.Connection,
     *,
     session: dict[str, Any],
-    vault_id: int | None,
+    vault_id: Vaults,
     project: str | None,
     session_id: str,
     memory_folder: str | None,
@@ -166,19 +167,19 @@ def start_answer(
 
 
 def last_sessions(
-    conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None
+    conn: apsw.Connection, project: str | None, session_id: str, vault_id: Vaults
 ) -> list[dict[str, Any]]:
     """The project's last sessions that left a session note (visible, in scope): where the note is, when
     the session started, and the next steps it recorded with ``kms_capture`` (``type: session`` notes)."""
     if not project:
         return []
-    scope = "" if vault_id is None else " AND n.vault_id = ?"
+    scope, scope_params = VaultScope.of(vault_id).sql()
     found = conn.execute(
         "SELECT r.session_id, n.id, n.path, s.started_at FROM session_records r "
         "JOIN sessions s ON s.id = r.session_id JOIN notes n ON n.id = r.note_id "
         f"WHERE s.project = ? AND r.session_id != ? AND n.hidden_at IS NULL{scope} "
         "ORDER BY s.started_at DESC LIMIT ?",
-        (project, session_id, *(() if vault_id is None else (vault_id,)), CAPS["sessions"]),
+        (project, session_id, *scope_params, CAPS["sessions"]),
     ).fetchall()
     out = []
     for sid, note_id, path, started in found:
@@ -194,7 +195,7 @@ def last_sessions(
 
 
 def _since(
-    conn: apsw.Connection, project: str | None, session_id: str, vault_id: int | None, now: float, many: bool
+    conn: apsw.Connection, project: str | None, session_id: str, vault_id: Vaults, now: float, many: bool
 ) -> dict[str, Any]:
     if not project:
         return {

@@ -90,6 +90,21 @@ def _token(row: dict[str, Any]) -> Token:
     )
 
 
+def check_vaults(conn: apsw.Connection, scopes: Scopes) -> None:
+    """``invalid-input`` for a ``vault:`` scope naming no registered vault (a token made for it would see nothing
+    or, once a vault of that name is added, a vault the person never chose)."""
+    from server.vault.registry import list_vaults
+
+    known = [v.name for v in list_vaults(conn)]
+    unknown = [v for v in scopes.vaults if v not in known]
+    if unknown:
+        raise KmsError(
+            "invalid-input",
+            f"no vault named {', '.join(map(repr, unknown))} (scope vault:); vaults: {', '.join(known) or 'none'}",
+            vaults=known,
+        )
+
+
 def create(
     conn: apsw.Connection,
     *,
@@ -143,7 +158,9 @@ def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | No
     from server.config.tiers import TIERS, tier_enabled
 
     enabled = [t for t in TIERS if tier_enabled(config, t)]
-    scopes = Scopes(tier=enabled[-1] if enabled else "read", vault=config.vault, approval=config.approval == "always")
+    scopes = Scopes(
+        tier=enabled[-1] if enabled else "read", vaults=config.vault_names, approval=config.approval == "always"
+    )
     return create(
         conn,
         label=f"kms claude {config.session_id}",
@@ -175,6 +192,7 @@ def _secrets_dir(db_path: Path) -> Path:
 def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *, now: float | None = None) -> Token:
     """A fresh token for an agent host (``host:<name>``; the host's previous one revoked), its secret kept
     in kms's private folder (0600) for the host's helper or the person's shell, never in the host's file."""
+    check_vaults(conn, scopes)
     label = f"host:{host}"
     for old in list_tokens(conn, now=now):
         if old.label == label:

@@ -22,6 +22,7 @@ from typing import Any
 import apsw
 
 from server.store.db import rows
+from server.vault.scope import Vaults, VaultScope
 
 MAX_PROJECT_CHARS = 500
 SESSION_ACTORS = ("agent", "capture")  # writes made for an agent session: its own, and kms's session note
@@ -114,7 +115,7 @@ TIE = {"updated_at": "n.id", "created_at": "n.rid DESC"}  # each index's own ord
 COUNT_CAP = 500  # counted exactly up to here (each counted note is a row read), then "at least"
 
 
-def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = None, limit: int = 15) -> dict[str, Any]:
+def changes_since(conn: apsw.Connection, since: float, vault_id: Vaults = None, limit: int = 15) -> dict[str, Any]:
     """Visible notes created or edited after ``since`` (newest first, at most ``limit``), each with who.
 
     The newest by edit time and the newest by creation time are each read down their own index and
@@ -122,8 +123,8 @@ def changes_since(conn: apsw.Connection, since: float, vault_id: int | None = No
     costs a few dozen row reads; the counts stop at ``COUNT_CAP``."""
     # '+': the time indexes find the changed notes, not the visible-notes or the vault index (which
     # would read every note row of the vault)
-    scope = "AND +n.vault_id = :vault" if vault_id is not None else ""
-    params: dict[str, Any] = {"since": since, "vault": vault_id, "limit": limit, "cap": COUNT_CAP + 1}
+    scope, scope_params = VaultScope.of(vault_id).named_sql("+n.vault_id")
+    params: dict[str, Any] = {"since": since, **scope_params, "limit": limit, "cap": COUNT_CAP + 1}
     picked: dict[str, dict[str, Any]] = {}
     for col in ("updated_at", "created_at"):
         for r in rows(conn, _CHANGED.format(col=col, tie=TIE[col], scope=scope), params):

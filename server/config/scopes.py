@@ -4,7 +4,8 @@ Grammar (``kms token create --scopes``): words separated by spaces or commas.
 
 - ``tier:read`` | ``tier:write`` | ``tier:edit`` | ``tier:organize``: the highest tier (each implies the ones
   before it); default ``read``;
-- ``vault:NAME``: the one vault the session sees (default: every vault the settings allow);
+- ``vault:NAME``: a vault the session sees; repeatable (``vault:work vault:notes``: those two); default: every
+  vault the settings allow. A vault outside them is as if absent, for every read and write;
 - ``folder:GLOB``: folders a write may go to, narrowing ``write.allowlist`` (never widening it); repeatable;
 - ``approval``: every write waits for the person, whatever ``write.approval`` says;
 - ``admin``: the service's own management (never given to an agent; no tool is listed for it).
@@ -32,7 +33,7 @@ class ScopeError(ValueError):
 @dataclass(frozen=True)
 class Scopes:
     tier: Tier = "read"
-    vault: str | None = None  # None: every vault
+    vaults: tuple[str, ...] = ()  # empty: every vault
     folders: tuple[str, ...] = ()  # empty: no narrowing
     approval: bool = False
     admin: bool = False
@@ -40,7 +41,7 @@ class Scopes:
     @classmethod
     def parse(cls, text: str) -> Scopes:
         tier: Tier = "read"
-        vault: str | None = None
+        vaults: list[str] = []
         folders: list[str] = []
         approval = admin = False
         for word in (w for w in _WORD.split(text.strip()) if w):
@@ -48,9 +49,8 @@ class Scopes:
             if key == "tier" and sep and value in TIERS:
                 tier = TIERS[TIERS.index(value)]
             elif key == "vault" and sep and value:
-                if vault is not None and vault != value:
-                    raise ScopeError(f"{word!r}: a token reaches one vault or all (omit vault:)")
-                vault = value
+                if value not in vaults:
+                    vaults.append(value)
             elif key == "folder" and sep and value:
                 problem = folder_glob_problem(value)
                 if problem:
@@ -64,12 +64,12 @@ class Scopes:
                 raise ScopeError(
                     f"unknown scope {word!r}; valid: tier:{'|'.join(TIERS)}, vault:NAME, folder:GLOB, approval, admin"
                 )
-        return cls(tier, vault, tuple(folders), approval, admin)
+        return cls(tier, tuple(vaults), tuple(folders), approval, admin)
 
     def text(self) -> str:
         """The canonical spelling (``parse`` gives this back)."""
         words = [f"tier:{self.tier}"]
-        words += [f"vault:{self.vault}"] if self.vault else []
+        words += [f"vault:{v}" for v in self.vaults]
         words += [f"folder:{f}" for f in self.folders]
         words += ["approval"] if self.approval else []
         words += ["admin"] if self.admin else []
@@ -77,21 +77,25 @@ class Scopes:
 
     def narrow(self, config: SessionConfig) -> SessionConfig:
         """The session a client with these scopes gets, from the person's ``config``: tiers above the ceiling
-        off, the vault pinned, the allowlist narrowed, approval forced. Never more than ``config`` nor than the
-        token: a token and settings with no vault in common are a ``ScopeError``."""
+        off, the vaults the two have in common, the allowlist narrowed, approval forced. Never more than
+        ``config`` nor than the token: a token and settings with no vault in common are a ``ScopeError``."""
         ceiling = TIERS.index(self.tier)
         tiers = {t: TIERS.index(t) <= ceiling for t in TIERS}
-        vault = config.vault
-        if self.vault is not None:
-            if config.vault not in (None, self.vault):  # the two leave no vault in common
-                raise ScopeError(f"the token reaches vault {self.vault!r}, the settings only {config.vault!r}")
-            vault = self.vault
+        allowed = config.vault_names
+        vaults = allowed
+        if self.vaults:
+            vaults = tuple(v for v in self.vaults if v in allowed) if allowed else self.vaults
+            if not vaults:  # the two leave no vault in common
+                raise ScopeError(f"the token reaches {_names(self.vaults)}, the settings only {_names(allowed)}")
         return dataclasses.replace(
-            config,
+            config.with_vaults(vaults),
             write_enabled=config.write_enabled and tiers["write"],
             edit_enabled=config.edit_enabled and tiers["edit"],
             organize_enabled=config.organize_enabled and tiers["organize"],
-            vault=vault,
             token_folders=config.token_folders + self.folders,
             approval="always" if self.approval else config.approval,
         )
+
+
+def _names(vaults: tuple[str, ...]) -> str:
+    return ("vault " if len(vaults) == 1 else "vaults ") + ", ".join(repr(v) for v in vaults)

@@ -94,7 +94,7 @@ class SessionConfig:
     embed_model_dir: str | None = None
     embed_enabled: bool = True
     embed_download: bool = False
-    vault: str | None = None  # the scope: one vault's name, None = every vault
+    vault: str | None = None  # the scope: one vault's name, None = every vault (or ``token_vaults``)
     project: str | None = None  # the session's identity (kms claude: its working directory), see KMS_PROJECT
     memory_folder: str | None = "kms-memory"  # memory.folder: where kms_remember keeps memory notes
     capture_enabled: bool = True  # capture.*: the start brief and the session note (server.activity.session_note)
@@ -104,7 +104,18 @@ class SessionConfig:
     watch: bool = True  # in-process only (tests turn the watcher off); not part of the environment
     # a service token's ceiling (``server.config.scopes``): in-process only, never in the environment
     token_folders: tuple[str, ...] = ()  # folders a write must also match (narrowing write.allowlist)
+    token_vaults: tuple[str, ...] = ()  # the scope when a token reaches several vaults (one is ``vault``)
     token_id: str | None = None  # the token this session is reached through
+
+    @property
+    def vault_names(self) -> tuple[str, ...]:
+        """The vaults this session sees, by name; empty: every vault (``server.vault.scope`` makes them ids)."""
+        return (self.vault,) if self.vault else self.token_vaults
+
+    def with_vaults(self, vaults: tuple[str, ...]) -> SessionConfig:
+        """This session scoped to ``vaults`` (empty: every vault): one is ``vault``, as ``--vault`` sets it."""
+        one = len(vaults) == 1
+        return dataclasses.replace(self, vault=vaults[0] if one else None, token_vaults=() if one else vaults)
 
     def tier_enabled(self, tier: Tier) -> bool:
         """A tier is on when it and every tier below it (and kms itself) are on (``server.config.tiers``)."""

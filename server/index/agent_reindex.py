@@ -17,6 +17,7 @@ import apsw
 
 from server.errors import KmsError
 from server.vault.registry import Vault, list_vaults
+from server.vault.scope import Vaults, VaultScope
 
 INTERVAL_S = 60.0
 
@@ -25,13 +26,13 @@ def _key(vault: Vault) -> str:
     return f"agent_reindex_at:{vault.name}"
 
 
-def refresh(conn: apsw.Connection, vault_id: int | None, *, now: float | None = None) -> dict[str, Any]:
+def refresh(conn: apsw.Connection, vault_id: Vaults, *, now: float | None = None) -> dict[str, Any]:
     """Index the vault ``vault_id`` (None: every vault) again; ``rate-limited`` when an agent did within
     ``INTERVAL_S``."""
     from server.index.indexer import index_vault
 
     now = time.time() if now is None else now
-    vaults = [v for v in list_vaults(conn) if vault_id is None or v.id == vault_id]
+    vaults = [v for v in list_vaults(conn) if VaultScope.of(vault_id).sees(v.id)]
     if not vaults:
         raise KmsError("no-index", "no vault is registered; the person adds one with `kms vault add`")
     last = {

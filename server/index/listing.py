@@ -20,21 +20,21 @@ from server.index.overview import overview
 from server.index.privacy import hidden_counts
 from server.index.properties import Filter, filters_sql
 from server.store.db import rows, scalar
+from server.vault.scope import Vaults, VaultScope
 
-# the notes agents never see, and one vault's notes, as rid sets the indexes answer (no note row is read)
+# the notes agents never see as a rid set the indexes answer (no note row is read); a scope's: ``VaultScope.rids_sql``
 HIDDEN_RIDS = "(SELECT rid FROM notes WHERE hidden_at IS NOT NULL)"
-VAULT_RIDS = "(SELECT rid FROM notes WHERE vault_id = ?)"
 
 
 def list_tags(
-    conn: apsw.Connection, vault_id: int | None = None, limit: int | None = None, cursor: str | None = None
+    conn: apsw.Connection, vault_id: Vaults = None, limit: int | None = None, cursor: str | None = None
 ) -> dict[str, Any]:
     """Tags of visible notes with counts, most used first (then by name); keyset paging on (count, tag),
     so a vault with thousands of tags can be listed whole, a page at a time. Read from the tag index
     alone (joining every tag row to its note grows with the whole vault; the hidden and vault rid sets
     come from indexes)."""
-    where = f"AND t.rid IN {VAULT_RIDS}" if vault_id is not None else ""
-    params: list[Any] = [vault_id] if vault_id is not None else []
+    where, scope_params = VaultScope.of(vault_id).rids_sql("t.rid")
+    params: list[Any] = list(scope_params)
     having = ""
     if cursor:
         c = decode_cursor(cursor)
@@ -69,9 +69,9 @@ def _cards(found: list[dict]) -> list[dict]:
     return found
 
 
-def list_recent(conn: apsw.Connection, limit: int = 10, vault_id: int | None = None) -> list[dict[str, Any]]:
-    where = "AND n.vault_id = ?" if vault_id is not None else ""
-    params: tuple = (vault_id, limit) if vault_id is not None else (limit,)
+def list_recent(conn: apsw.Connection, limit: int = 10, vault_id: Vaults = None) -> list[dict[str, Any]]:
+    where, scope_params = VaultScope.of(vault_id).sql()
+    params: tuple = (*scope_params, limit)
     return _cards(
         rows(
             conn,
@@ -90,7 +90,7 @@ def _snippet_around(body: str, line: int, first_body_line: int, width: int = 160
 
 
 def backlinks(
-    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None, offset: int = 0
+    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: Vaults = None, offset: int = 0
 ) -> list[dict[str, Any]]:
     """Visible notes that wiki-link to ``note_id`` (by title, alias or path); self-links excluded.
     With ``vault_id`` the note must be in that vault and only links from that vault are shown.
@@ -99,11 +99,10 @@ def backlinks(
 
 
 def backlink_page(
-    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: int | None = None, offset: int = 0
+    conn: apsw.Connection, note_id: str, limit: int = 25, vault_id: Vaults = None, offset: int = 0
 ) -> tuple[list[dict[str, Any]], int]:
     """``backlinks`` and how many visible notes link to it in all (hidden ones never counted)."""
-    scope = "AND n.vault_id = ?" if vault_id is not None else ""
-    scope_params: tuple[Any, ...] = (vault_id,) if vault_id is not None else ()
+    scope, scope_params = VaultScope.of(vault_id).sql()
     target = rows(conn, f"SELECT rid FROM notes n WHERE id = ? AND hidden_at IS NULL {scope}", (note_id, *scope_params))
     if not target:
         raise KmsError("not-found", f"no note with id {note_id!r}")
@@ -210,7 +209,7 @@ def inventory(
     conn: apsw.Connection,
     cursor: str | None = None,
     limit: int = 100,
-    vault_id: int | None = None,
+    vault_id: Vaults = None,
     *,
     folder: str | None = None,
     tag: str | None = None,
@@ -223,9 +222,10 @@ def inventory(
     their summaries are long (``PAGE_BUDGET_CHARS``); ``nextCursor`` goes on from the last one."""
     params: list[Any] = []
     where = ["n.hidden_at IS NULL"]
-    if vault_id is not None:
-        where.append("n.vault_id = ?")
-        params.append(vault_id)
+    in_scope, scope_params = VaultScope.of(vault_id).sql()
+    if in_scope:
+        where.append(in_scope.removeprefix(" AND "))
+        params += scope_params
     if folder is not None:
         where.append("n.folder = ?")
         params.append(folder)
@@ -314,7 +314,7 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
     }
 
 
-def outgoing_links(conn: apsw.Connection, rid: int, vault_id: int | None = None, limit: int = 100) -> dict[str, Any]:
+def outgoing_links(conn: apsw.Connection, rid: int, vault_id: Vaults = None, limit: int = 100) -> dict[str, Any]:
     """Where a note's wiki-links go: the visible notes they resolve to (in link order, each once) and the
     names of the rest. A link to a hidden note or to another vault than the session's is unresolved for
     an agent: those notes are as if absent."""
@@ -327,10 +327,11 @@ def outgoing_links(conn: apsw.Connection, rid: int, vault_id: int | None = None,
     )
     resolved: dict[str, dict[str, Any]] = {}
     unresolved: dict[str, None] = {}
+    scope = VaultScope.of(vault_id)
     for r in found:
         if r["rid"] == rid:
             continue  # a link to itself says nothing about where to read on
-        visible = r["noteId"] is not None and r["hidden_at"] is None and (vault_id is None or r["vault_id"] == vault_id)
+        visible = r["noteId"] is not None and r["hidden_at"] is None and scope.sees(r["vault_id"])
         if visible and r["noteId"] not in resolved:
             resolved[r["noteId"]] = {"noteId": r["noteId"], "title": r["title"], "path": r["path"]}
         elif not visible:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import apsw
 
 from server.store.db import rows
+from server.vault.scope import Vaults, VaultScope
 
 About = Literal["person", "project"]
 DEFAULT_CATEGORY = "General"
@@ -66,11 +67,11 @@ def parse_facts(body: str) -> list[Fact]:
 
 
 def find_memory_note(
-    conn: apsw.Connection, folder: str, about: About, project: str | None, vault_id: int | None = None
+    conn: apsw.Connection, folder: str, about: About, project: str | None, vault_id: Vaults = None
 ) -> dict[str, Any] | None:
     """The visible memory note of ``about`` (the person, or ``project``) in ``folder``, in scope; the
     oldest when several vaults have one."""
-    scope = "AND n.vault_id = ?" if vault_id is not None else ""
+    scope, scope_params = VaultScope.of(vault_id).sql()
     match = "json_extract(n.frontmatter, '$.project') = ?" if about == "project" else "1"
     found = rows(
         conn,
@@ -80,13 +81,13 @@ def find_memory_note(
             WHERE n.folder = ? AND n.hidden_at IS NULL AND json_valid(n.frontmatter)
               AND json_extract(n.frontmatter, '$.memory') = ? AND {match} {scope}
             ORDER BY n.created_at, n.id LIMIT 1""",
-        (folder, about, *((project,) if about == "project" else ()), *((vault_id,) if vault_id is not None else ())),
+        (folder, about, *((project,) if about == "project" else ()), *scope_params),
     )
     return found[0] if found else None
 
 
 def read_memory(
-    conn: apsw.Connection, folder: str | None, project: str | None, vault_id: int | None = None, limit: int = 20
+    conn: apsw.Connection, folder: str | None, project: str | None, vault_id: Vaults = None, limit: int = 20
 ) -> dict[str, Any]:
     """The person's and the project's facts, newest first (the last written is the most current), at
     most ``limit`` each, with where to read the rest."""

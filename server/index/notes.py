@@ -22,19 +22,19 @@ from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.vault import dialects
 from server.vault.paths import NOTE_SUFFIX, note_suffix_spellings, strip_note_suffix
+from server.vault.scope import Vaults, VaultScope
 
 VISIBLE = "n.hidden_at IS NULL"
 _REF_COLS = "n.rid, n.id, n.vault_id, n.path, n.title, n.folder, n.size_bytes"
 
 
-def _scope(include_hidden: bool, vault_id: int | None) -> tuple[str, tuple[Any, ...]]:
-    """The SQL condition (and its parameter) for what a caller may see: visible notes, one vault."""
+def _scope(include_hidden: bool, vault_id: Vaults) -> tuple[str, tuple[Any, ...]]:
+    """The SQL condition (and its parameters) for what a caller may see: visible notes, the scope's vaults."""
     sql = "" if include_hidden else f"AND {VISIBLE}"
-    if vault_id is None:
-        return sql, ()
     # unary +: the vault is checked on the rows a name found, never by walking the vault's notes in the
     # (vault, path) index, which SQLite otherwise picks for a name lookup (a scan of the vault per kind)
-    return f"{sql} AND +n.vault_id = ?", (vault_id,)
+    in_scope, params = VaultScope.of(vault_id).sql("+n.vault_id")
+    return f"{sql}{in_scope}", params
 
 
 # What a name may be, most specific first: a path, a title (or file stem), an alias, a shorter path
@@ -42,7 +42,7 @@ def _scope(include_hidden: bool, vault_id: int | None) -> tuple[str, tuple[Any, 
 _NAME_KINDS = (1, 2, 3, 4, 5)
 
 
-def _split_vault(conn: apsw.Connection, ref: str, vault_id: int | None) -> tuple[str, int | None] | None:
+def _split_vault(conn: apsw.Connection, ref: str, vault_id: Vaults) -> tuple[str, Vaults] | None:
     """``vault:path`` (the form kms prints) -> (path, that vault's id); None when it names a vault
     outside ``vault_id`` (the scope): then nothing matches. A ref whose prefix is no vault is left whole."""
     name, sep, rest = ref.partition(":")
@@ -52,12 +52,12 @@ def _split_vault(conn: apsw.Connection, ref: str, vault_id: int | None) -> tuple
     if not found:
         return ref, vault_id
     named = int(found[0][0])  # type: ignore[arg-type]  # vaults.id: INTEGER PRIMARY KEY
-    if vault_id is not None and named != vault_id:
+    if not VaultScope.of(vault_id).sees(named):
         return None
     return rest, named
 
 
-def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int | None = None) -> list[dict]:
+def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: Vaults = None) -> list[dict]:
     """The notes ``ref`` names: in each vault the matches of the most specific kind of name (a path
     before a title before an alias...), so a name two vaults both answer to gives both."""
     split = _split_vault(conn, ref.strip(), vault_id)
@@ -68,7 +68,7 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: int
     return _lookup_in(conn, ref, vault_id, include_hidden)
 
 
-def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hidden: bool) -> list[dict]:
+def _lookup_in(conn: apsw.Connection, ref: str, vault_id: Vaults, include_hidden: bool) -> list[dict]:
     scope, scope_params = _scope(include_hidden, vault_id)
     ref_lc = ref.strip().lower()
     path_lc = strip_note_suffix(ref_lc)
@@ -93,7 +93,7 @@ def _lookup_in(conn: apsw.Connection, ref: str, vault_id: int | None, include_hi
 
 
 def suggestions(
-    conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5, vault_id: int | None = None
+    conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5, vault_id: Vaults = None
 ) -> list[str]:
     from rapidfuzz import process  # only a miss pays for it, not the server's start (tools/list)
 
@@ -109,7 +109,7 @@ def suggestions(
 
 
 def find_note(
-    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: int | None = None
+    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: Vaults = None
 ) -> dict[str, Any]:
     """Who ``ref`` names (id, title, path or alias): rid, id, vault_id, path, title, folder and
     size_bytes only, which is all a write needs; a not-found error with close matches otherwise.
@@ -136,7 +136,7 @@ def find_note(
 
 
 def resolve_note(
-    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: int | None = None
+    conn: apsw.Connection, ref: str, *, include_hidden: bool = False, vault_id: Vaults = None
 ) -> dict[str, Any]:
     """The whole note ``ref`` names (see ``find_note``)."""
     note_id = find_note(conn, ref, include_hidden=include_hidden, vault_id=vault_id)["id"]
@@ -144,7 +144,7 @@ def resolve_note(
 
 
 def get_note(
-    conn: apsw.Connection, note_id: str, *, include_hidden: bool = False, vault_id: int | None = None
+    conn: apsw.Connection, note_id: str, *, include_hidden: bool = False, vault_id: Vaults = None
 ) -> dict[str, Any]:
     """One note by id, with its vault; not-found when hidden (unless asked) or outside ``vault_id``."""
     scope, params = _scope(include_hidden, vault_id)

@@ -20,22 +20,24 @@ from server.index.overview import overview
 from server.index.properties import Filter
 from server.store.db import rows, scalar
 from server.vault import dialects
+from server.vault.scope import Vaults, VaultScope
 
 
-def _scope(vault_id: int | None, alias: str = "n", *, by_folder: bool = False) -> tuple[str, tuple[Any, ...]]:
+def _scope(vault_id: Vaults, alias: str = "n", *, by_folder: bool = False) -> tuple[str, tuple[Any, ...]]:
     """The vault condition; ``by_folder``: checked on the visible-folder index (which holds vault_id), not
     through the (vault, path) index SQLite would otherwise pick and then read every note row of."""
     plus = "+" if by_folder else ""
-    return (f"AND {plus}{alias}.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+    return VaultScope.of(vault_id).sql(f"{plus}{alias}.vault_id")
 
 
-def vaults(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
+def vaults(conn: apsw.Connection, vault_id: Vaults = None) -> list[dict[str, Any]]:
     """The vaults in scope: name, dialect, visible notes and when they were last indexed (from the
     one overview every front end shows: its counts come from indexes)."""
     out = []
+    scope = VaultScope.of(vault_id)
     for v in overview(conn).vaults:
         vid = int(scalar(conn, "SELECT id FROM vaults WHERE name = ?", (v.name,)))
-        if vault_id is None or vid == vault_id:
+        if scope.sees(vid):
             out.append(
                 {
                     "id": vid,
@@ -73,7 +75,7 @@ def normalize_tag(tag: str | None) -> str | None:
 
 
 def subfolders(
-    conn: apsw.Connection, parent: str, vault_id: int | None = None, *, tag: str | None = None, limit: int = 200
+    conn: apsw.Connection, parent: str, vault_id: Vaults = None, *, tag: str | None = None, limit: int = 200
 ) -> tuple[list[dict[str, Any]], int]:
     """The folders directly under ``parent`` that hold visible notes (at any depth), by name, each with
     how many; and how many more folders there are beyond ``limit``. Counted per stored folder from the
@@ -104,7 +106,7 @@ def subfolders(
 def list_folder(
     conn: apsw.Connection,
     path: str | None,
-    vault_id: int | None = None,
+    vault_id: Vaults = None,
     *,
     tag: str | None = None,
     cursor: str | None = None,
@@ -129,7 +131,7 @@ def list_folder(
     return {**out, **page}
 
 
-def _holds_notes(conn: apsw.Connection, folder: str, vault_id: int | None) -> bool:
+def _holds_notes(conn: apsw.Connection, folder: str, vault_id: Vaults) -> bool:
     where, params = _scope(vault_id, by_folder=True)
     return (
         scalar(
@@ -142,7 +144,7 @@ def _holds_notes(conn: apsw.Connection, folder: str, vault_id: int | None) -> bo
     )
 
 
-def _close_folders(conn: apsw.Connection, folder: str, vault_id: int | None) -> str:
+def _close_folders(conn: apsw.Connection, folder: str, vault_id: Vaults) -> str:
     from rapidfuzz import process
 
     where, params = _scope(vault_id)
@@ -156,10 +158,13 @@ def _close_folders(conn: apsw.Connection, folder: str, vault_id: int | None) -> 
     return f"; did you mean: {', '.join(close)}?" if close else " (kms_list_folder without path lists the root)"
 
 
-def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int = 10) -> list[dict[str, Any]]:
+def most_linked(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 10) -> list[dict[str, Any]]:
     """Visible notes with the most distinct visible notes linking to them (hubs first). Counted on the
     link index alone (it holds each link's source); only the winners' rows are read."""
-    scope = f"AND l.dst_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    in_scope = VaultScope.of(vault_id)
+    dst_sql, dst_params = in_scope.rids_sql("l.dst_rid")
+    src_sql, src_params = in_scope.rids_sql("l.src_rid")  # a link from outside the scope is no one's to count
+    scope, params = dst_sql + src_sql, dst_params + src_params
     if scalar(conn, "SELECT 1 FROM notes WHERE hidden_at IS NOT NULL LIMIT 1") is not None:  # else: no check
         scope += f" AND l.src_rid NOT IN {listing.HIDDEN_RIDS} AND l.dst_rid NOT IN {listing.HIDDEN_RIDS}"
     top = rows(
@@ -167,7 +172,7 @@ def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int =
         f"""SELECT l.dst_rid AS rid, count(DISTINCT l.src_rid) AS backlinks FROM links l
             WHERE l.dst_rid IS NOT NULL AND l.src_rid != l.dst_rid {scope}
             GROUP BY l.dst_rid ORDER BY backlinks DESC, l.dst_rid LIMIT ?""",
-        (*((vault_id,) if vault_id is not None else ()), limit),
+        (*params, limit),
     )
     cards = (
         {
@@ -185,7 +190,7 @@ def most_linked(conn: apsw.Connection, vault_id: int | None = None, limit: int =
     return [{**{k: v for k, v in cards[t["rid"]].items() if k != "rid"}, "backlinks": t["backlinks"]} for t in top]
 
 
-def flagged(conn: apsw.Connection, vault_id: int | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+def flagged(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
     """Visible notes whose frontmatter could not be read, with why; and how many there are."""
     where, params = _scope(vault_id)
     base = (
@@ -200,18 +205,17 @@ def flagged(conn: apsw.Connection, vault_id: int | None = None, limit: int = 50)
     return found, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
 
-def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
+def unresolved(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
     """Link targets visible notes name that no note answers, most named first, each with one note that
     names it; and how many such links there are. A link to a hidden note is in neither list: naming it
     as missing would invite an agent to create it, and a collision would tell that it exists. Read from
     the links alone (hidden and vault notes as index-made rid sets); only the winners' notes are read."""
-    scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    scope, params = VaultScope.of(vault_id).rids_sql("l.src_rid")
     # the partial index of unresolved links (m012) holds target, key and source: no link row is read
     base = (
         f"FROM links l INDEXED BY links_unresolved WHERE l.dst_rid IS NULL "
         f"AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}"
     )
-    params = (vault_id,) if vault_id is not None else ()
     found = rows(
         conn,
         f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
@@ -228,15 +232,15 @@ def unresolved(conn: apsw.Connection, vault_id: int | None = None, limit: int = 
     return top, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
 
 
-def tags(conn: apsw.Connection, vault_id: int | None = None, limit: int = 30) -> tuple[list[dict[str, Any]], int]:
+def tags(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 30) -> tuple[list[dict[str, Any]], int]:
     """The most used tags (visible notes) and how many tags there are in all."""
     found = listing.list_tags(conn, vault_id)["tags"]
     return found[:limit], len(found)
 
 
-def index_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, int]:
+def index_counts(conn: apsw.Connection, vault_id: Vaults = None) -> dict[str, int]:
     """Visible notes, their distinct tags and the links they make (from indexes, no note row read)."""
-    scope = f"AND l.src_rid IN {listing.VAULT_RIDS}" if vault_id is not None else ""
+    scope, params = VaultScope.of(vault_id).rids_sql("l.src_rid")
     return {
         "notes": sum(v["notes"] for v in vaults(conn, vault_id)),
         "tags": len(listing.list_tags(conn, vault_id)["tags"]),
@@ -244,14 +248,14 @@ def index_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str
             scalar(
                 conn,
                 f"SELECT count(*) FROM links l WHERE l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}",
-                (vault_id,) if vault_id is not None else (),
+                params,
             )
             or 0
         ),
     }
 
 
-def embedding_coverage(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, Any]:
+def embedding_coverage(conn: apsw.Connection, vault_id: Vaults = None) -> dict[str, Any]:
     """How many visible notes have embeddings of their current text (semantic search finds them)."""
     where, params = _scope(vault_id)
     found = rows(

@@ -32,6 +32,7 @@ from typing import Any
 import apsw
 
 from server.store.db import write_tx
+from server.vault.scope import Vaults, VaultScope
 
 KMSIGNORE = ".kmsignore"
 SYMLINK = "symlink"
@@ -360,10 +361,10 @@ def refresh_all(conn: apsw.Connection) -> int:
 STAMP = "kms hide"
 
 
-def hidden_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[str, int]:
+def hidden_counts(conn: apsw.Connection, vault_id: Vaults = None) -> dict[str, int]:
     """How many notes each rule hides (``folder:journal/**``, ``tag:private``, ...; ``kms hide`` for the
     person's stamps), most first. A stamped note that a rule also hides counts under both."""
-    scope, params = ("AND vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+    scope, params = VaultScope.of(vault_id).sql("vault_id")
     found = conn.execute(
         f"""SELECT why, count(*) FROM (
               SELECT hidden_rule AS why FROM notes WHERE hidden_rule IS NOT NULL {scope}
@@ -374,11 +375,11 @@ def hidden_counts(conn: apsw.Connection, vault_id: int | None = None) -> dict[st
     return {str(why): int(n) for why, n in found}  # type: ignore[arg-type]  # count(*): an int
 
 
-def hidden_notes(conn: apsw.Connection, vault_id: int | None = None) -> list[dict[str, Any]]:
+def hidden_notes(conn: apsw.Connection, vault_id: Vaults = None) -> list[dict[str, Any]]:
     """Every hidden note (for the person: ``kms hidden``) with the reasons it is hidden."""
     from server.store.db import rows
 
-    scope, params = ("AND n.vault_id = ?", (vault_id,)) if vault_id is not None else ("", ())
+    scope, params = VaultScope.of(vault_id).sql()
     found = rows(
         conn,
         f"""SELECT n.id AS noteId, v.name AS vault, n.path, n.title, n.hidden_rule, n.hidden_stamp

@@ -27,6 +27,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.vault.scope import Vaults, VaultScope
 
 MAX_FILTERS = 20
 MAX_FILTER_CHARS = 500
@@ -170,11 +171,10 @@ def passing_ids(conn: apsw.Connection, note_ids: Sequence[str], filters: Sequenc
 
 
 def properties_in_use(
-    conn: apsw.Connection, vault_id: int | None = None, *, limit: int = 50, values: int = 5
+    conn: apsw.Connection, vault_id: Vaults = None, *, limit: int = 50, values: int = 5
 ) -> list[dict[str, Any]]:
     """The properties visible notes carry, most used first, each with its most common values."""
-    scope = "" if vault_id is None else " AND n.vault_id = ?"
-    args: list[Any] = [] if vault_id is None else [vault_id]
+    scope, args = VaultScope.of(vault_id).sql()
     keys = conn.execute(
         f"""SELECT p.key, count(DISTINCT p.rid) AS notes, sum(p.num IS NOT NULL) AS numbers FROM note_props p
             JOIN notes n ON n.rid = p.rid WHERE n.hidden_at IS NULL{scope}

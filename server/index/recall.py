@@ -23,6 +23,7 @@ import apsw
 from server.index import note_data
 from server.index.search import STOPWORDS
 from server.store.db import rows
+from server.vault.scope import Vaults, VaultScope
 
 DEFAULT_BUDGET = 4_000
 MAX_BUDGET = 20_000
@@ -104,11 +105,11 @@ class _Note:
         }
 
 
-def _load(conn: apsw.Connection, rids: list[int], vault_id: int | None) -> dict[int, dict[str, Any]]:
+def _load(conn: apsw.Connection, rids: list[int], vault_id: Vaults) -> dict[int, dict[str, Any]]:
     """Visible, in-scope notes by rid (a hidden note or another vault's never gets this far)."""
     if not rids:
         return {}
-    scope, params = ("AND n.vault_id = ?", [vault_id]) if vault_id is not None else ("", [])
+    scope, params = VaultScope.of(vault_id).sql()
     found = rows(
         conn,
         f"""SELECT n.rid, n.id, n.title, n.path, v.name AS vault, n.body, n.summary_state,
@@ -154,7 +155,7 @@ def _names(titles: list[str]) -> str:
 
 
 def _hits(
-    conn: apsw.Connection, topic: str, limit: int, vault_id: int | None, index: Any
+    conn: apsw.Connection, topic: str, limit: int, vault_id: Vaults, index: Any
 ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
     """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason."""
     from server.index.semantic import keyword_hits, semantic_search
@@ -178,7 +179,7 @@ def _hits(
 
 
 def recall(
-    conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: int | None = None, index: Any = None
+    conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: Vaults = None, index: Any = None
 ) -> dict[str, Any]:
     """The bundle for ``topic``: ``items`` (best first), ``usedTokens`` <= ``budget``, ``omitted`` (items
     that did not fit), and the search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``).

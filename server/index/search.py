@@ -20,6 +20,7 @@ from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
 from server.index.scripts import has_run, query_parts
+from server.vault.scope import Vaults, VaultScope
 
 SYNTAX_HELP = (
     'plain words; "exact phrase"; prefix*; AND / OR / NOT between terms; NEAR(a b, 10); '
@@ -103,42 +104,39 @@ ORDER BY f.rank
 LIMIT ?
 """
 _HIDDEN = "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"
-# Scoped to one vault, the inner limit would have to cover every other vault's notes: filter in one
-# pass instead (snippets are then built for each candidate, which costs more but stays correct).
-_SQL_VAULT = f"""
+# Scoped to some vaults, the inner limit would have to cover every other vault's notes: filter in one
+# pass instead (snippets are then built for each candidate, which costs more but stays correct). With
+# property filters (``server.index.properties``) the hits are filtered in the same one pass.
+_SQL_SCOPED = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
        -notes_fts.rank AS score, n.rid,
        CASE WHEN n.size_bytes > {SNIPPET_MAX_BYTES} THEN NULL
             ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
-WHERE notes_fts MATCH ? AND (n.hidden_at IS NULL OR ?) AND n.vault_id = ?
+WHERE notes_fts MATCH ? AND (n.hidden_at IS NULL OR ?){{scope}}
 ORDER BY notes_fts.rank
 LIMIT ?
 """
-
-
-# With property filters (``server.index.properties``) the hits are filtered in the same one pass.
-_SQL_WHERE = _SQL_VAULT.replace("AND n.vault_id = ?", "AND (? IS NULL OR n.vault_id = ?){where}")
 
 
 def _run(
     conn: apsw.Connection,
     match: str,
     limit: int,
-    vault_id: int | None,
+    vault_id: Vaults,
     include_hidden: bool = False,
     where: Sequence[Filter] = (),
 ) -> list[dict[str, Any]]:
-    if where:
-        cond, args = filters_sql(where)
+    scope = VaultScope.of(vault_id)
+    if where or not scope.every:
+        in_scope, scope_args = scope.sql()
+        cond, args = filters_sql(where) if where else ("", ())
         cur = conn.execute(
-            _SQL_WHERE.replace("{where}", cond), (match, include_hidden, vault_id, vault_id, *args, limit)
+            _SQL_SCOPED.replace("{scope}", in_scope + cond), (match, include_hidden, *scope_args, *args, limit)
         )
-    elif vault_id is None:
+    else:
         inner = limit + next(conn.execute(_HIDDEN))[0]
         cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
-    else:
-        cur = conn.execute(_SQL_VAULT, (match, include_hidden, vault_id, limit))
     names = None
     out = []
     for row in cur:
@@ -158,16 +156,17 @@ def _run(
 
 
 def _filtered(
-    conn: apsw.Connection, limit: int, vault_id: int | None, include_hidden: bool, where: Sequence[Filter]
+    conn: apsw.Connection, limit: int, vault_id: Vaults, include_hidden: bool, where: Sequence[Filter]
 ) -> list[dict[str, Any]]:
     """No words, only property filters: the notes that pass them, newest first (score 0)."""
     cond, args = filters_sql(where)
+    in_scope, scope_args = VaultScope.of(vault_id).sql()
     cur = conn.execute(
         f"""SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt
             FROM notes n JOIN vaults v ON v.id = n.vault_id
-            WHERE (n.hidden_at IS NULL OR ?) AND (? IS NULL OR n.vault_id = ?){cond}
+            WHERE (n.hidden_at IS NULL OR ?){in_scope}{cond}
             ORDER BY n.updated_at DESC, n.path LIMIT ?""",
-        (include_hidden, vault_id, vault_id, *args, limit),
+        (include_hidden, *scope_args, *args, limit),
     )
     return [
         {
@@ -188,7 +187,7 @@ def search(
     conn: apsw.Connection,
     query: str,
     limit: int = 10,
-    vault_id: int | None = None,
+    vault_id: Vaults = None,
     *,
     include_hidden: bool = False,
     where: Sequence[Filter] = (),

@@ -28,6 +28,7 @@ import numpy as np
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
 from server.index.vectors import DEPTH, SemanticIndex
+from server.vault.scope import Vaults
 
 RRF_K = 60
 MAX_LIMIT = 50
@@ -41,7 +42,7 @@ _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.upda
 
 
 def keyword_hits(
-    conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *, strict: bool = False
+    conn: apsw.Connection, query: str, limit: int, vault_id: Vaults, *, strict: bool = False
 ) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
@@ -106,7 +107,7 @@ def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, reason: str) -> dict[str, Any]:
+def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: Vaults, reason: str) -> dict[str, Any]:
     """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
     kw, relaxed = keyword_hits(conn, query, limit, vault_id)
     hits = [
@@ -133,14 +134,14 @@ def semantic_search(
     index: SemanticIndex,
     query: str,
     limit: int = 10,
-    vault_id: int | None = None,
+    vault_id: Vaults = None,
     *,
     mode: str = "hybrid",
     query_vec: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
-    ``vault_id`` limits every part (keyword and embedding hits) to one vault; None = every vault.
+    ``vault_id`` (a ``VaultScope``) limits every part (keyword and embedding hits) to its vaults.
 
     Hits: noteId, title, path, vault, excerpt (the best chunk with its heading, or the keyword
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
@@ -285,7 +286,7 @@ class SemanticService:
             self.embedder.wait(wait)
 
     def search(
-        self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: int | None = None, *, mode: str = "hybrid"
+        self, conn: apsw.Connection, query: str, limit: int = 10, vault_id: Vaults = None, *, mode: str = "hybrid"
     ) -> dict[str, Any]:
         self.wait_first_call()
         return semantic_search(conn, self.index, query, limit, vault_id, mode=mode)

@@ -20,6 +20,7 @@ import apsw
 import numpy as np
 
 from server.index.embed.model import DIM, Embedder
+from server.vault.scope import Vaults, VaultScope
 
 DEPTH = 50  # how many notes each list contributes to the fusion
 MIN_SIMILARITY = 0.2  # below this a "semantic match" is noise (MiniLM puts unrelated text at ~0-0.15)
@@ -87,6 +88,12 @@ def one_blas_thread() -> None:
             if setter is not None:
                 setter(1)
                 break
+
+
+def _scope_mask(vaults: np.ndarray, vault_id: Vaults) -> np.ndarray | None:
+    """Which chunks the scope sees (None: every chunk, no mask to apply)."""
+    scope = VaultScope.of(vault_id)
+    return None if scope.ids is None else np.isin(vaults, np.array(scope.ids, dtype=vaults.dtype))
 
 
 def _project(mat: np.ndarray, basis: np.ndarray, block: int = 2048) -> np.ndarray:
@@ -227,7 +234,7 @@ class SemanticIndex:
         self,
         query_vec: np.ndarray,
         *,
-        vault_id: int | None = None,
+        vault_id: Vaults = None,
         depth: int = DEPTH,
         min_similarity: float = MIN_SIMILARITY,
     ) -> list[tuple[int, int, float]]:
@@ -235,11 +242,12 @@ class SemanticIndex:
         ids, rids, vaults, mat, basis = self._data[:5]
         if not len(ids):
             return []
+        in_scope = _scope_mask(vaults, vault_id)
         if basis is not None:
-            return self._best_projected(query_vec, depth, min_similarity, vault_id)
+            return self._best_projected(query_vec, depth, min_similarity, in_scope)
         scores = mat @ query_vec.astype(np.float32)
-        if vault_id is not None:
-            scores = np.where(vaults == vault_id, scores, -2.0)
+        if in_scope is not None:
+            scores = np.where(in_scope, scores, -2.0)
         # Notes have a handful of chunks each, so the top depth*8 chunks nearly always hold the
         # top depth notes; only when they do not is the whole list sorted.
         take = min(len(scores), depth * 8)
@@ -251,21 +259,21 @@ class SemanticIndex:
         return out
 
     def _best_projected(
-        self, query_vec: np.ndarray, depth: int, min_similarity: float, vault_id: int | None
+        self, query_vec: np.ndarray, depth: int, min_similarity: float, in_scope: np.ndarray | None
     ) -> list[tuple[int, int, float]]:
         """The projected matrix picks candidates (a third of the bytes to multiply), their exact cosines
         (vectors from the database) rank them; more candidates while too few notes clear the bar."""
-        ids, rids, vaults, mat, basis = self._data[:5]
+        ids, rids, _vaults, mat, basis = self._data[:5]
         assert basis is not None
         approx = mat @ (query_vec.astype(np.float32) @ basis)
-        if vault_id is not None:
-            approx = np.where(vaults == vault_id, approx, -2.0)
+        if in_scope is not None:
+            approx = np.where(in_scope, approx, -2.0)
         take = min(len(approx), max(depth * 8, RERANK))
         while True:
             top = np.argpartition(-approx, take - 1)[:take]
             exact = self._exact(top, query_vec)
-            if vault_id is not None:
-                exact = np.where(vaults[top] == vault_id, exact, -2.0)
+            if in_scope is not None:
+                exact = np.where(in_scope[top], exact, -2.0)
             out = self._walk(exact, rids[top], ids[top], np.argsort(-exact, kind="stable"), depth, min_similarity)
             if len(out) >= depth or take == len(approx) or float(approx[top].min()) < min_similarity - APPROX_SLACK:
                 return out

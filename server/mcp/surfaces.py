@@ -18,6 +18,7 @@ import mcp_types as types
 from server.errors import KmsError
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES
 from server.mcp.tools.dispatch import ToolRunner
+from server.vault.scope import VaultScope
 
 if TYPE_CHECKING:  # imported by the first request that needs them, not on the way to the first tools/list
     from server.activity import note_resources as notes
@@ -79,16 +80,16 @@ def _prompt(spec: prompts.PromptSpec) -> types.Prompt:
     )
 
 
-def _vault_in_context(runner: ToolRunner, params: types.CompleteRequestParams) -> int | None:
+def _vault_in_context(runner: ToolRunner, params: types.CompleteRequestParams) -> VaultScope:
     """The session's scope, narrowed to the template's ``vault`` when the host already filled it in."""
     scope = runner.ctx.vault_filter()
     named = (params.context.arguments or {}).get("vault") if params.context else None
     if not named:
         return scope
     found = runner.ctx.conn.execute("SELECT id FROM vaults WHERE name = ?", (named,)).fetchall()
-    if not found or (scope is not None and found[0][0] != scope):
+    if not found or not scope.sees(int(found[0][0])):  # type: ignore[arg-type]  # vaults.id: an INTEGER
         raise KmsError("not-found", "no such vault in this session's notes")
-    return int(found[0][0])  # type: ignore[arg-type]
+    return VaultScope.only([int(found[0][0])])  # type: ignore[arg-type]
 
 
 def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.Completion:
@@ -136,7 +137,7 @@ def _get_prompt(runner: ToolRunner, name: str, arguments: dict[str, str]) -> typ
         text = prompts.capture_text(runner.config, runner.session.identity.project)
     else:
         scope = runner.ctx.vault_filter()
-        text = prompts.review_text(prompts.review_data(runner.ctx.conn, runner.config.vault, scope))
+        text = prompts.review_text(prompts.review_data(runner.ctx.conn, runner.config.vault_names, scope))
     return types.GetPromptResult(
         description=spec.description,
         messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],

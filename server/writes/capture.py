@@ -31,7 +31,7 @@ from server.config.tiers import Tier
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault.files import encode, sha256_hex
-from server.vault.registry import Vault, get_vault, list_vaults
+from server.vault.registry import Vault, get_vault
 from server.writes.context import NoteRef, WriteContext
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
@@ -54,16 +54,6 @@ def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, s
     r = found[0]
     note = NoteRef(r["id"], r["vault_id"], r["path"], r["title"], r["folder"], r["size_bytes"])
     return note, get_vault(conn, note.vault_id), record.note_hash
-
-
-def _vault(conn: apsw.Connection, scope: str | None) -> Vault:
-    """The session's vault, else the first one registered (where memory notes go too)."""
-    if scope is not None:
-        return get_vault(conn, scope)
-    vaults = list_vaults(conn)
-    if not vaults:
-        raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
-    return min(vaults, key=lambda v: (v.added_at, v.id))
 
 
 def _facts(conn: apsw.Connection, session_id: str, extra: Sequence[tuple[str, str]]) -> SessionFacts:
@@ -93,7 +83,7 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
             return WriteOutcome(WriteResult(changed=False))
         from server.writes.operations import create
 
-        outcome = create(ctx, _vault(conn, ctx.scope), title=note_title(facts), content=text, folder=folder)
+        outcome = create(ctx, ctx.home_vault(), title=note_title(facts), content=text, folder=folder)
     else:
         from server.writes.cas import write_note
 

@@ -36,6 +36,7 @@ from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import default_lock_dir
 from server.vault.registry import Vault, get_vault, list_vaults
+from server.vault.scope import Vaults, VaultScope, resolve
 from server.writes.staging import Capture, Expected
 
 log = logging.getLogger("kms.writes")
@@ -65,7 +66,7 @@ class NoteRef:
     size_bytes: int = 0  # as last indexed: an empty file where this is > 0 is probably mid-save
 
 
-def load_note(conn: apsw.Connection, ref: str, vault_id: int | None = None) -> tuple[NoteRef, Vault]:
+def load_note(conn: apsw.Connection, ref: str, vault_id: Vaults = None) -> tuple[NoteRef, Vault]:
     """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise.
     With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
     from server.index.notes import find_note
@@ -94,7 +95,7 @@ class WriteContext:
     conn: apsw.Connection
     lock_dir: Path
     allowlist: Allowlist = field(default_factory=Allowlist)
-    scope: str | None = None  # the session's vault: notes of other vaults do not exist for it
+    scope: tuple[str, ...] = ()  # the session's vaults (empty: every vault): other vaults' notes do not exist for it
     max_files: int = 50  # write.max_files_per_call
     session_id: str = "person"
     memory_folder: str | None = None  # memory.folder: kms_remember's own allowlist entry
@@ -155,24 +156,26 @@ class WriteContext:
                 limit=self.max_files,
             )
 
+    def vault_scope(self) -> VaultScope:
+        """The session's vaults by id, for a query that narrows by vault (``server.vault.scope``)."""
+        return resolve(self.conn, self.scope)
+
     def note(self, ref: str) -> tuple[NoteRef, Vault]:
         """The note ``ref`` names and its vault; ``not-found`` for a note outside the scope."""
-        scope_id = get_vault(self.conn, self.scope).id if self.scope is not None else None
-        note, vault = load_note(self.conn, ref, scope_id)  # other vaults' notes are as if absent
+        note, vault = load_note(self.conn, ref, self.vault_scope())  # other vaults' notes are as if absent
         self.touched = Touched(note.id, vault.name, note.path, note.title)
         return note, vault
 
     def vault(self, name: str | None) -> Vault:
-        """The vault a new note goes to: the one named, else the session's, else the only one."""
-        if self.scope is not None and name is not None and name != self.scope:
-            raise KmsError(
-                "invalid-input", f"this session writes only to vault {self.scope!r}, not {name!r}", vault=name
-            )
-        name = name or self.scope
+        """The vault a new note goes to: the one named, else the session's, else the only one in scope."""
+        if self.scope and name is not None and name not in self.scope:
+            said = f"vault {self.scope[0]!r}" if len(self.scope) == 1 else f"vaults {', '.join(map(repr, self.scope))}"
+            raise KmsError("invalid-input", f"this session writes only to {said}, not {name!r}", vault=name)
+        name = name or (self.scope[0] if len(self.scope) == 1 else None)
         if name:
             vault = get_vault(self.conn, name)
         else:
-            vaults = list_vaults(self.conn)
+            vaults = self.vaults_in_scope()
             if not vaults:
                 raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
             if len(vaults) > 1:
@@ -184,6 +187,18 @@ class WriteContext:
             vault = vaults[0]
         self.touched.vault = vault.name
         return vault
+
+    def vaults_in_scope(self) -> list[Vault]:
+        """The registered vaults this session may write to, in the registry's order."""
+        return [v for v in list_vaults(self.conn) if not self.scope or v.name in self.scope]
+
+    def home_vault(self) -> Vault:
+        """Where a note of the session's own goes (memory, the session note): its vault, else the first added
+        in its scope."""
+        vaults = self.vaults_in_scope()
+        if not vaults:
+            raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
+        return min(vaults, key=lambda v: (v.added_at, v.id))
 
 
 @contextlib.contextmanager

@@ -68,12 +68,12 @@ def names_a_folder(ctx: WriteContext, ref: str) -> bool:
         return False
     if not key:
         return False
-    scope = "AND v.name = ?" if ctx.scope is not None else ""
+    scope, params = ctx.vault_scope().sql()
     return bool(
         ctx.conn.execute(
             f"""SELECT 1 FROM notes n JOIN vaults v ON v.id = n.vault_id WHERE n.hidden_at IS NULL
             AND substr(n.path, 1, ?) = ? {scope} LIMIT 1""",
-            (len(key) + 1, key + "/", *((ctx.scope,) if ctx.scope is not None else ())),
+            (len(key) + 1, key + "/", *params),
         ).fetchall()
     )
 

@@ -134,7 +134,7 @@ class WriteService:
             conn,
             self.lock_dir,
             self.session.allowlist,
-            c.vault,
+            c.vault_names,
             c.max_files_per_call,
             self.session_id,
             c.memory_folder,

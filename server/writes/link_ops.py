@@ -39,10 +39,10 @@ def check_target(target: str) -> str:
     return t
 
 
-def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: str | None = None) -> str:
+def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: tuple[str, ...] = ()) -> str:
     """``target`` as a link inside ``vault``: a ``vault:`` or ``dendron://vault/`` prefix naming this vault is
     dropped; one naming another vault is refused (a link never leads out of its note's vault). In a session
-    scoped to one vault any such prefix is, with the same words whether that vault exists or not."""
+    scoped to some vaults any such prefix is, with the same words whether that vault exists or not."""
     if target.startswith(_DENDRON):
         named, _, rest = target[len(_DENDRON) :].partition("/")
     else:
@@ -53,7 +53,7 @@ def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: str | None
             or rest[:1].isspace()
             or (
                 named != vault.name
-                and scope is None
+                and not scope
                 and not conn.execute("SELECT 1 FROM vaults WHERE name = ?", (named,)).fetchall()
             )
         ):

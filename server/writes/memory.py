@@ -17,14 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-import apsw
-
 from server.activity.changes import TextInserted
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.index.memory import DEFAULT_CATEGORY, MEMORY_TAG, About, Fact, find_memory_note, normalized, parse_facts
 from server.vault.files import TextFormat, convert_newlines
-from server.vault.registry import Vault, get_vault, list_vaults
+from server.vault.registry import Vault, get_vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS
@@ -91,16 +89,11 @@ def _new_note_text(about: About, project: str | None, category: str, item: str) 
     return "\n".join(head)
 
 
-def _scope_vault(conn: apsw.Connection, scope: str | None, existing: dict[str, Any] | None) -> Vault:
+def _scope_vault(ctx: WriteContext, existing: dict[str, Any] | None) -> Vault:
     """Where the memory note is: the existing one's vault, else the session's, else the first added."""
     if existing is not None:
-        return get_vault(conn, existing["vault_id"])
-    if scope is not None:
-        return get_vault(conn, scope)
-    vaults = list_vaults(conn)
-    if not vaults:
-        raise KmsError("no-index", "no vault is registered; add one with `kms vault add`")
-    return min(vaults, key=lambda v: (v.added_at, v.id))
+        return get_vault(ctx.conn, existing["vault_id"])
+    return ctx.home_vault()
 
 
 def _match(fact: str, facts: Sequence[Fact], near: NearCheck | None) -> Fact | None:
@@ -141,7 +134,7 @@ def remember(
     """Add ``text`` as a dated item under ``category`` of the memory note of ``about``: in the session's
     memory folder (``ctx.memory_folder``), for its project (``ctx.identity``), compared by meaning with the
     facts already there when the process's model is loaded (``ctx.model``)."""
-    conn, folder, scope = ctx.conn, ctx.memory_folder, ctx.scope
+    conn, folder = ctx.conn, ctx.memory_folder
     project = ctx.identity.project if ctx.identity is not None else None
     embedder = ctx.model.ready_embedder() if ctx.model is not None else None
     near = near_check(embedder) if embedder is not None else None
@@ -159,9 +152,8 @@ def remember(
         )
     fact, cat = check_fact(text, category)
     item = f"- {time.strftime('%Y-%m-%d', time.localtime(time.time() if now is None else now))}: {fact}"
-    scope_id = get_vault(conn, scope).id if scope is not None else None
-    existing = find_memory_note(conn, folder, about, project, scope_id)
-    vault = _scope_vault(conn, scope, existing)
+    existing = find_memory_note(conn, folder, about, project, ctx.vault_scope())
+    vault = _scope_vault(ctx, existing)
     # the memory folder's own entry; write.allowlist does not apply here
     ctx = ctx.but(allowlist=Allowlist([folder]))
     if existing is None:

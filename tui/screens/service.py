@@ -72,6 +72,7 @@ class ServiceScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text("kms service", style="bold"), id="service-title")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="tokens")
+        yield Static("", id="token-scopes")  # the highlighted token's scopes whole (its cell may be cut)
         yield Static(Text(HINT, style="dim"), id="service-status")
         yield Footer()
 
@@ -113,6 +114,11 @@ class ServiceScreen(Screen[None]):
         count = sum(t.state(now) == "active" for t in self.entries)
         self.query_one("#service-status", Static).update(Text(f"{count} active token(s) · {HINT}", style="dim"))
         self.loaded = True
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        token = next((t for t in self.entries if t.id == event.row_key.value), None)
+        shown = Text.assemble((token.label, "bold"), f"  {token.scopes.text()}") if token is not None else ""
+        self.query_one("#token-scopes", Static).update(shown)
 
     def selected(self) -> tokens.Token | None:
         table = self.query_one(DataTable)

@@ -30,6 +30,7 @@ from server.index.note_data import DATA_SENTENCE
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
+from server.vault.scope import EVERY, VaultScope
 from server.writes.limits import MAX_NOTE_NAME_CHARS
 
 # property filters (server.index.properties): one field for kms_search, kms_semantic_search, kms_list_folder
@@ -210,7 +211,7 @@ class ToolContext:
 
     session: AgentSession
     services: ProcessServices
-    _scope_id: int | None = field(default=None, init=False, repr=False)
+    _scope: tuple[dict[str, int], VaultScope] | None = field(default=None, init=False, repr=False)
 
     @property
     def config(self) -> SessionConfig:
@@ -244,33 +245,33 @@ class ToolContext:
         if problem:
             raise KmsError("no-index", problem)
 
-    def vault_filter(self, name: str | None = None) -> int | None:
-        """The vault id a read may see, from the call's ``vault`` argument and the session's scope.
+    def vault_filter(self, name: str | None = None) -> VaultScope:
+        """The vaults a read may see, from the call's ``vault`` argument and the session's scope.
 
-        The one place the scope is enforced for reads: None (every vault) only for an unscoped
-        session called without ``vault``; a scoped session answers for its vault only, and a
-        ``vault`` argument naming another one is refused (without saying whether it exists).
+        The one place the scope is enforced for reads: every vault only for an unscoped session called
+        without ``vault``; a scoped session answers for its vaults only (one or several), and a ``vault``
+        argument naming another one is refused (without saying whether it exists).
         """
         from server.vault.registry import get_vault
+        from server.vault.scope import resolve, scope_ids
 
-        scope = self.config.vault
-        if scope is None:
-            return None if name is None else get_vault(self.conn, name).id
-        if self._scope_id is None:
-            try:
-                self._scope_id = get_vault(self.conn, scope).id
-            except KmsError:
-                raise KmsError(
-                    "not-found",
-                    f"this session is scoped to vault {scope!r}, which is not "
-                    "registered (any more): start a new session",
-                ) from None
-        if name is not None and name != scope and name != str(self._scope_id):
+        names = self.config.vault_names
+        if not names:
+            return EVERY if name is None else VaultScope.only([get_vault(self.conn, name).id])
+        if self._scope is None:
+            scope = resolve(self.conn, names)  # not-found when none of its vaults is registered any more
+            self._scope = (scope_ids(self.conn, names), scope)
+        ids, scope = self._scope
+        if name is None:
+            return scope
+        picked = ids.get(name) or next((i for i in ids.values() if str(i) == name), None)
+        if picked is None:
+            said = f"vault {names[0]!r}" if len(names) == 1 else f"vaults {', '.join(repr(n) for n in names)}"
             raise KmsError(
                 "invalid-input",
-                f"this session is scoped to vault {scope!r}; it cannot see vault "
+                f"this session is scoped to {said}; it cannot see vault "
                 f"{name!r} (omit vault, or start a session for that vault)",
                 vault=name,
-                scope=scope,
+                scope=names[0] if len(names) == 1 else list(names),
             )
-        return self._scope_id
+        return VaultScope.only([picked])

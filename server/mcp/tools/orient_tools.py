@@ -60,7 +60,7 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
 
     ctx.require_index()
     vault_id = ctx.vault_filter()
-    project = ctx.identity.use(ctx.conn, args.project, vault=ctx.config.vault)
+    project = ctx.identity.use(ctx.conn, args.project, vault=", ".join(ctx.config.vault_names) or None)
     return start_answer(
         ctx.conn,
         session=_session(ctx, project),
