@@ -26,9 +26,7 @@ def _dendron(column: str) -> str:
 
 # For a link that names a vault (links.target_vault IS NOT NULL): the kms vault it resolves in, and what
 # its key is prefixed with there (the Dendron vault's folder in that kms vault, '' or 'folder/').
-NAMED_VAULT = (
-    f"coalesce({_dendron('dv.vault_id')}, (SELECT v.id FROM vaults v WHERE v.name = links.target_vault))"
-)
+NAMED_VAULT = f"coalesce({_dendron('dv.vault_id')}, (SELECT v.id FROM vaults v WHERE v.name = links.target_vault))"
 NAMED_PREFIX = f"coalesce({_dendron('dv.key_prefix')}, '')"
 
 
@@ -48,6 +46,7 @@ class Mapped:
 
     name: str  # its Dendron name
     fs_path: str  # as dendron.yml writes it
+    path: str  # the folder its notes are in
     vault: str | None  # the kms vault its dendron:// links resolve into (None: no registered vault holds it)
     folder: str  # its folder in that kms vault ('' for the vault's root)
 
@@ -75,5 +74,5 @@ def workspace_view(conn: apsw.Connection, vault: Vault) -> WorkspaceView | None:
         folder = target[1].rstrip("/") if target else ""
         if target and target[0] == vault.id:  # the key prefix is lower-cased: the folder as written
             folder = next((f for n, f in found.inside if n == v.name), folder)
-        mapped.append(Mapped(v.name, v.fs_path, names.get(target[0]) if target else None, folder))
+        mapped.append(Mapped(v.name, v.fs_path, str(v.notes), names.get(target[0]) if target else None, folder))
     return WorkspaceView(str(found.workspace.root), found.at_root, mapped, found.workspace.problem)
