@@ -98,8 +98,9 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
             where = f"vault {m.vault}" + (f", folder {m.folder}/" if m.folder else "")
         console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False)
     if view.problem:
+        hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {vault.name} dialect=dendron)"
         console.print(
-            f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name[/]",
+            f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name{hint}[/]",
             highlight=False,
         )
 
