@@ -1,5 +1,6 @@
 """Registered vaults: a name and a root folder (``server.index.indexer.remove_vault`` forgets one
-with its index rows; files are never touched)."""
+with its index rows; files are never touched), and the Dendron vaults each holds as its workspace's
+``dendron.yml`` names them (``settle_workspace``, m032)."""
 
 from __future__ import annotations
 
