@@ -88,7 +88,11 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
         return
     if view.vaults:
         how = "its root" if view.at_root else "a vault folder"
-        console.print(f"Dendron workspace {view.root} (added by {how}), {len(view.vaults)} vault(s):", highlight=False)
+        console.print(
+            f"Dendron workspace {view.root} (added by {how}), {len(view.vaults)} vault(s):",
+            highlight=False,
+            soft_wrap=True,
+        )
     for m in view.vaults:
         if m.vault is None:
             where = f"no kms vault holds it yet (kms vault add {m.path})"
@@ -96,12 +100,13 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
             where = f"this vault, folder {m.folder}/" if m.folder else "this vault"
         else:
             where = f"vault {m.vault}" + (f", folder {m.folder}/" if m.folder else "")
-        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False)
+        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False, soft_wrap=True)
     if view.problem:
         hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {vault.name} dialect=dendron)"
         console.print(
             f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name{hint}[/]",
             highlight=False,
+            soft_wrap=True,
         )
 
 
