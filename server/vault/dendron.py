@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml_rs
-
 CONFIG = "dendron.yml"
 MAX_UP = 4  # ancestors looked at for the dendron.yml of a vault folder (fsPaths like vaults/main are 2 deep)
 
@@ -85,6 +83,8 @@ def _vault(entry: Any, root: Path) -> DendronVault | str:
 
 def read_config(config: Path) -> Workspace:
     """The workspace a ``dendron.yml`` declares; never raises (an unreadable file is a ``problem``)."""
+    import yaml_rs  # only where there is a dendron.yml: listing the MCP tools loads no YAML reader
+
     root = config.parent
     try:
         text = config.read_text(encoding="utf-8")
