@@ -69,10 +69,45 @@ def vault_add(
         try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
             if vault is not known:
                 console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
+                _say_workspace(conn, vault.id)
             if not no_index:
                 _run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
             _interrupted_index(conn, vault.name)
+
+
+def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
+    """The Dendron workspace a new vault is (or is a vault of): its vaults and the kms vault each one's
+    ``dendron://`` links resolve into."""
+    from server.index.link_vaults import workspace_view
+    from server.vault.registry import get_vault
+
+    vault = get_vault(conn, vault_id)
+    view = workspace_view(conn, vault)
+    if view is None:
+        return
+    if view.vaults:
+        how = "its root" if view.at_root else "a vault folder"
+        console.print(
+            f"Dendron workspace {view.root} (added by {how}), {len(view.vaults)} vault(s):",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for m in view.vaults:
+        if m.vault is None:
+            where = f"no kms vault holds it yet (kms vault add {m.path})"
+        elif m.vault == vault.name:
+            where = f"this vault, folder {m.folder}/" if m.folder else "this vault"
+        else:
+            where = f"vault {m.vault}" + (f", folder {m.folder}/" if m.folder else "")
+        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False, soft_wrap=True)
+    if view.problem:
+        hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {vault.name} dialect=dendron)"
+        console.print(
+            f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name{hint}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @vault_app.command("list")

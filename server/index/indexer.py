@@ -32,13 +32,14 @@ from server.index.writer import (
     delete_note_row,
     insert_note,
     resolve_links,
+    resolve_named,
     sync_attachments,
     update_note,
     write_children,
 )
 from server.store import history as blobs
 from server.store.db import write_tx
-from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect
+from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
 _TOUCHED = (
@@ -90,6 +91,9 @@ def index_vault(
         report.errors.append(f"vault folder {vault.root} is missing or unreadable; index left as it was")
         return report
     vault, unset = settle_dialect(conn, vault)
+    if settle_workspace(conn, vault):  # its dendron.yml names other vaults now (or was read the first time)
+        with write_tx(conn):
+            resolve_named(conn)
     full = full or unset  # indexed before dialects: every note is read again by its dialect's rules
     dialect = vault.rules
     attachments: list[str] = []

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import operator
 import secrets
+from collections.abc import Callable
 
 import apsw
 
+from server.index.link_vaults import NAMED_PREFIX, NAMED_VAULT
 from server.index.privacy import HIDDEN_AT_SQL
 from server.index.records import FileRecord
 
@@ -306,27 +308,39 @@ def affected_keys(conn: apsw.Connection, rid: int) -> list[str]:
     return [r[0] for r in conn.execute("SELECT key FROM note_keys WHERE rid = ?", (rid,))]
 
 
-# The vault a link resolves in: its own, unless it names another ([[dendron://vault/note]]).
-_LINK_VAULT = """CASE WHEN links.target_vault IS NULL THEN s.vault_id
-                      ELSE (SELECT v.id FROM vaults v WHERE v.name = links.target_vault) END"""
 # A link resolves to a note, the way Obsidian picks: its written key before a Markdown link's second
 # key, a path or title before an alias, a shorter path ending or a tool's id; among equals the note in
 # the linking note's folder, then the shortest path. Most names have one note: that is settled by a
-# count first, without ranking (ranking is most of what resolving costs).
-_CANDIDATES = f"""FROM notes s, note_keys k
-        WHERE s.rid = links.src_rid AND k.key IN (links.target_key, links.alt_key) AND k.vault_id = {_LINK_VAULT}"""
-_NOTE_OF_LINK = f"""coalesce(
-        (SELECT CASE WHEN count(DISTINCT k.rid) = 1 THEN max(k.rid) END {_CANDIDATES}),
-        (SELECT k.rid {_CANDIDATES.replace("note_keys k", "note_keys k JOIN notes d ON d.rid = k.rid")}
-         ORDER BY k.key = links.target_key DESC, min(k.kind, 2), d.folder = s.folder DESC, length(d.path), d.path
+# count first, without ranking (ranking is most of what resolving costs). A link resolves in its own
+# vault, unless it names another ([[dendron://vault/note]]: ``server.index.link_vaults``, its key then
+# prefixed with the Dendron vault's folder in that kms vault).
+def _note_of_link(vault: str, key: str, alt: str) -> str:
+    candidates = f"""FROM notes s, note_keys k
+        WHERE s.rid = links.src_rid AND k.key IN ({key}, {alt}) AND k.vault_id = {vault}"""
+    return f"""coalesce(
+        (SELECT CASE WHEN count(DISTINCT k.rid) = 1 THEN max(k.rid) END {candidates}),
+        (SELECT k.rid {candidates.replace("note_keys k", "note_keys k JOIN notes d ON d.rid = k.rid")}
+         ORDER BY k.key = {key} DESC, min(k.kind, 2), d.folder = s.folder DESC, length(d.path), d.path
          LIMIT 1))"""
-_TO_NOTE = f"UPDATE links SET dst_rid = {_NOTE_OF_LINK}"
+
+
 # A link no note answers to may name an attachment (![[pic.png]], ![](img/pic.png), [[file.pdf]]).
-_FILE_OF_LINK = f"""CASE WHEN dst_rid IS NULL THEN (
-        SELECT a.path FROM notes s, attachments a
-        WHERE s.rid = links.src_rid AND a.key IN (links.target_key, links.alt_key) AND a.vault_id = {_LINK_VAULT}
-        ORDER BY a.key = links.target_key DESC, min(a.kind, 2), a.folder = s.folder DESC, length(a.path), a.path
-        LIMIT 1) END"""
+def _file_of_link(vault: str, key: str, alt: str) -> str:
+    return f"""(SELECT a.path FROM notes s, attachments a
+        WHERE s.rid = links.src_rid AND a.key IN ({key}, {alt}) AND a.vault_id = {vault}
+        ORDER BY a.key = {key} DESC, min(a.kind, 2), a.folder = s.folder DESC, length(a.path), a.path
+        LIMIT 1)"""
+
+
+def _either(of: Callable[[str, str, str], str]) -> str:
+    own = of("s.vault_id", "links.target_key", "links.alt_key")
+    named = of(NAMED_VAULT, f"{NAMED_PREFIX} || links.target_key", f"{NAMED_PREFIX} || links.alt_key")
+    return f"CASE WHEN links.target_vault IS NULL THEN {own} ELSE {named} END"
+
+
+_NOTE_OF_LINK = _either(_note_of_link)
+_TO_NOTE = f"UPDATE links SET dst_rid = {_NOTE_OF_LINK}"
+_FILE_OF_LINK = f"CASE WHEN dst_rid IS NULL THEN {_either(_file_of_link)} END"
 _TO_FILE = f"UPDATE links SET dst_file = {_FILE_OF_LINK}"
 
 
@@ -370,6 +384,13 @@ def resolve_links(conn: apsw.Connection, keys: set[str] | None, src_rids: set[in
     ):
         conn.execute(_TO_NOTE + where)
         conn.execute(_TO_FILE + where)
+
+
+def resolve_named(conn: apsw.Connection) -> None:
+    """Resolve again every link that names a vault (``[[dendron://name/note]]``): which kms vault a name
+    stands for changed (``server.vault.registry.settle_workspace``)."""
+    conn.execute(_TO_NOTE + " WHERE target_vault IS NOT NULL")
+    conn.execute(_TO_FILE + " WHERE target_vault IS NOT NULL")
 
 
 def sync_attachments(conn: apsw.Connection, vault_id: int, paths: list[str]) -> bool:

@@ -265,6 +265,27 @@ def m029_staged_why(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE pending_writes ADD COLUMN why TEXT")
 
 
+def m032_dendron_vaults(conn: apsw.Connection) -> None:
+    """The Dendron vaults a kms vault holds, as its workspace's ``dendron.yml`` names them
+    (``server.vault.registry.settle_workspace``), so ``[[dendron://name/note]]`` resolves into the kms vault
+    and folder that hold that Dendron vault, whatever the kms vault is called (``server.index.link_vaults``).
+    A workspace added by its root has a row per vault (``folder``: where it is in the kms vault); a vault
+    folder added by itself has one (``folder`` ''). Vaults registered before are read at their next index."""
+    conn.execute(
+        """
+        CREATE TABLE dendron_vaults (
+            vault_id INTEGER NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,         -- the Dendron vault's name: what dendron://name/ says
+            folder TEXT NOT NULL,       -- where its notes are in the kms vault ('' for its root)
+            key_prefix TEXT NOT NULL,   -- the folder as a link key starts ('' or 'folder/', lower-cased)
+            workspace TEXT NOT NULL,    -- the workspace root (the folder of dendron.yml)
+            PRIMARY KEY (vault_id, name)
+        ) WITHOUT ROWID;
+        CREATE INDEX dendron_vaults_name ON dendron_vaults(name, workspace);
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -291,6 +312,7 @@ MIGRATIONS: list[Migration] = [
     m027_note_properties,
     m028_approval_channel,
     m029_staged_why,
+    m032_dendron_vaults,
 ]
 
 

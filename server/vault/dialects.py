@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from server.errors import KmsError
+from server.vault import dendron
 from server.vault.paths import strip_note_suffix
 
 
@@ -62,10 +63,12 @@ def get(name: str | None) -> Dialect:
 
 
 def detect(root: str | os.PathLike[str]) -> Dialect:
-    """The dialect a vault's own files declare (``dendron.yml``, ``logseq/config.edn``, ``.foam/`` or
+    """The dialect a vault's own files declare (``dendron.yml``, in the folder or in a workspace that lists
+    the folder as a vault: ``server.vault.dendron.find``; ``logseq/config.edn``, ``.foam/`` or
     ``.vscode/foam.json``); obsidian otherwise."""
     base = Path(root)
-    if (base / "dendron.yml").is_file():
+    found = dendron.find(base)
+    if found is not None and found.is_dendron:
         return DENDRON
     if (base / "logseq" / "config.edn").is_file():
         return LOGSEQ

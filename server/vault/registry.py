@@ -1,5 +1,6 @@
 """Registered vaults: a name and a root folder (``server.index.indexer.remove_vault`` forgets one
-with its index rows; files are never touched)."""
+with its index rows; files are never touched), and the Dendron vaults each holds as its workspace's
+``dendron.yml`` names them (``settle_workspace``, m032)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import apsw
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
-from server.vault import dialects
+from server.vault import dendron, dialects
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
             "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
             (name, str(root), time.time(), rules.name),
         )
+        _write_workspace(conn, conn.last_insert_rowid(), _workspace_rows(dendron.find(root)))
     return get_vault(conn, name)
 
 
@@ -105,3 +107,40 @@ def settle_dialect(conn: apsw.Connection, vault: Vault) -> tuple[Vault, bool]:
     with write_tx(conn):
         conn.execute("UPDATE vaults SET dialect = ? WHERE id = ? AND dialect IS NULL", (detected.name, vault.id))
     return get_vault(conn, vault.id), True
+
+
+WorkspaceRow = tuple[str, str, str, str]  # dendron_vaults: name, folder, key_prefix, workspace
+
+
+def _workspace_rows(found: dendron.Found | None) -> list[WorkspaceRow]:
+    if found is None:
+        return []
+    ws = str(found.workspace.root)
+    return sorted((name, folder, f"{folder.lower()}/" if folder else "", ws) for name, folder in found.inside)
+
+
+def _write_workspace(conn: apsw.Connection, vault_id: int, want: list[WorkspaceRow]) -> None:
+    conn.execute("DELETE FROM dendron_vaults WHERE vault_id = ?", (vault_id,))
+    conn.executemany(
+        "INSERT INTO dendron_vaults(vault_id, name, folder, key_prefix, workspace) VALUES (?, ?, ?, ?, ?)",
+        [(vault_id, *row) for row in want],
+    )
+
+
+def settle_workspace(conn: apsw.Connection, vault: Vault) -> bool:
+    """The vault's Dendron vaults (m032) as its workspace's ``dendron.yml`` names them now (read on every
+    index: a vault registered before m032 gains them, an edited dendron.yml is followed). True when they
+    changed: then the links that name a vault must be resolved again."""
+    want = _workspace_rows(dendron.find(vault.root))
+    have = [
+        (r[0], r[1], r[2], r[3])
+        for r in conn.execute(
+            "SELECT name, folder, key_prefix, workspace FROM dendron_vaults WHERE vault_id = ? ORDER BY name",
+            (vault.id,),
+        )
+    ]
+    if want == have:
+        return False
+    with write_tx(conn):
+        _write_workspace(conn, vault.id, want)
+    return True

@@ -17,6 +17,7 @@ import apsw
 
 from server.activity.changes import PropertiesChanged
 from server.errors import KmsError
+from server.index.link_vaults import named_vault
 from server.vault import frontmatter
 from server.vault.files import TextFormat
 from server.vault.markdown import Unclosed, frontmatter_span
@@ -41,10 +42,15 @@ def check_target(target: str) -> str:
 
 def in_vault(conn: apsw.Connection, vault: Vault, target: str, scope: tuple[str, ...] = ()) -> str:
     """``target`` as a link inside ``vault``: a ``vault:`` or ``dendron://vault/`` prefix naming this vault is
-    dropped; one naming another vault is refused (a link never leads out of its note's vault). In a session
-    scoped to some vaults any such prefix is, with the same words whether that vault exists or not."""
+    dropped (a ``dendron://`` name is also the vault's Dendron name, ``server.index.link_vaults``); one naming
+    another vault is refused (a link never leads out of its note's vault). In a session scoped to some vaults
+    any such prefix is, with the same words whether that vault exists or not."""
     if target.startswith(_DENDRON):
         named, _, rest = target[len(_DENDRON) :].partition("/")
+        if named != vault.name and (inside := named_vault(conn, vault.id, named)) and inside[0] == vault.id:
+            # a Dendron vault this vault holds (its workspace's dendron.yml): kept as written when it is a
+            # folder of this vault (a workspace added by its root), so it resolves into that folder
+            return f"{_DENDRON}{named}/{check_target(rest)}" if inside[1] else check_target(rest)
     else:
         named, sep, rest = target.partition(":")
         if (
