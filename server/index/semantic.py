@@ -19,8 +19,9 @@ never an error; only a session's first call waits (``SemanticService.wait_first_
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import numpy as np
@@ -28,6 +29,9 @@ import numpy as np
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
 from server.index.vectors import DEPTH, SemanticIndex
+
+if TYPE_CHECKING:
+    from server.index.properties import Filter
 
 RRF_K = 60
 MAX_LIMIT = 50
@@ -41,7 +45,13 @@ _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.upda
 
 
 def keyword_hits(
-    conn: apsw.Connection, query: str, limit: int, vault_id: int | None, *, strict: bool = False
+    conn: apsw.Connection,
+    query: str,
+    limit: int,
+    vault_id: int | None,
+    *,
+    strict: bool = False,
+    where: Sequence[Filter] = (),
 ) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
@@ -49,6 +59,7 @@ def keyword_hits(
     word (stop words left out, see ``search.STOPWORDS``), so a note plain search ranks 4th is
     not lost below the semantic matches. ``strict`` keeps to notes with every word (benchmarks).
     A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
+    ``where``: property filters every hit passes (``kms_recall`` keeps to session and decision notes).
     """
     from server.index.search import build_match, search
 
@@ -57,7 +68,7 @@ def keyword_hits(
             q = build_match(q)[0]  # quoted terms (or the query's own syntax): never relaxed
             if not q:
                 return {"hits": []}
-        return search(conn, q, limit, vault_id)
+        return search(conn, q, limit, vault_id, where=where)
 
     try:
         found = run(query)

@@ -1,0 +1,174 @@
+"""What past sessions left about a topic, for ``kms_recall``: the decisions first, then the session notes that
+touched it, before the other notes (``server.index.recall``).
+
+The notes are the ``type: session`` notes kms writes (``server.activity.session_note``) and any note a person
+gives ``type: decision`` (an ADR, a decision log). Decisions are not notes of their own: ``kms_capture`` puts
+them in the session note's Decisions section (docs/hooks.md says why). They are read from the note's text as
+indexed now, so a decision the person edited or deleted in the note is recalled as it stands, and a note hidden
+from agents (a private folder, a privacy rule) never surfaces. A ``type: decision`` note is one decision: its
+best-matching section.
+
+A session note is found by the topic's words (the keyword search ``kms_search`` makes, any-word relaxation
+included) and, with the topic's vector, by its sections' meaning. Its session, start and project come from
+kms's own records of the session when kms wrote the note, else from its frontmatter. The session's project
+(``kms_start``'s identity) ranks first: this project's decisions, then the others'.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from server.store.db import rows
+
+SESSION_TYPE = "session"
+DECISION_TYPE = "decision"
+MEMORY_TYPES = (SESSION_TYPE, DECISION_TYPE)
+DECISIONS_HEADING = "Decisions"  # the session note's section kms_capture fills with decisions
+MEMORY_HITS = 20  # session and decision notes considered per recall
+SEMANTIC_FLOOR = 0.45  # a section this close in meaning touches the topic without sharing its words
+_BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*)$")
+
+
+@dataclass
+class MemoryNote:
+    """One session or decision note that matches the topic, with what kms knows of its session."""
+
+    rid: int
+    type: str
+    weight: float  # how well the note matched (0..2: keyword share plus meaning)
+    session: str | None
+    started: float | None
+    date: str | None
+    project: str | None
+    this_project: bool
+
+
+def in_scope(conn: apsw.Connection, vault_id: int | None) -> set[int]:
+    """The visible, in-scope notes of type session or decision (left out of recall's other notes)."""
+    scope, args = ("AND n.vault_id = ?", [vault_id]) if vault_id is not None else ("", [])
+    return {
+        r[0]
+        for r in conn.execute(
+            f"""SELECT p.rid FROM note_props p JOIN notes n ON n.rid = p.rid
+                WHERE p.key = 'type' AND p.value IN (?, ?) AND n.hidden_at IS NULL {scope}""",
+            (*MEMORY_TYPES, *args),
+        )
+    }
+
+
+def _keyword(conn: apsw.Connection, topic: str, vault_id: int | None) -> dict[int, float]:
+    """rid -> the keyword score relative to the first hit's, among session and decision notes."""
+    from server.index.properties import Filter
+    from server.index.semantic import keyword_hits
+
+    hits, _relaxed = keyword_hits(conn, topic, MEMORY_HITS, vault_id, where=(Filter("type", "in", MEMORY_TYPES),))
+    if not hits:
+        return {}
+    ids = [h["noteId"] for h in hits]
+    rid_of = dict(conn.execute(f"SELECT id, rid FROM notes WHERE id IN ({','.join('?' * len(ids))})", ids))
+    top = hits[0]["score"] or 1.0
+    return {rid_of[h["noteId"]]: h["score"] / top for h in hits if h["noteId"] in rid_of}
+
+
+def section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) -> dict[int, dict[str | None, float]]:
+    """Per note, the best cosine of the topic with the chunks of each section heading."""
+    if vec is None or not rids:
+        return {}
+    chunks = list(conn.execute(f"SELECT id, rid, heading FROM chunks WHERE rid IN ({','.join('?' * len(rids))})", rids))
+    sims = index.similarities(vec, [c[0] for c in chunks])
+    out: dict[int, dict[str | None, float]] = {}
+    for cid, rid, heading in chunks:
+        if cid in sims:
+            per = out.setdefault(rid, {})
+            per[heading] = max(per.get(heading, -1.0), sims[cid])
+    return out
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+
+
+def find(
+    conn: apsw.Connection,
+    topic: str,
+    scoped: set[int],
+    vault_id: int | None,
+    *,
+    project: str | None,
+    index: Any = None,
+    vec: Any = None,
+) -> tuple[list[MemoryNote], dict[int, dict[str | None, float]]]:
+    """The session and decision notes (of ``scoped``) that touch ``topic``, best first, and their sections'
+    similarity to the topic (empty without ``vec``)."""
+    if not scoped:
+        return [], {}
+    weight = _keyword(conn, topic, vault_id)
+    sims = section_sims(conn, index, vec, sorted(scoped)) if vec is not None else {}
+    for rid, per in sims.items():
+        best = max(per.values(), default=0.0)
+        if best >= SEMANTIC_FLOOR:
+            weight[rid] = weight.get(rid, 0.0) + best
+    found = sorted((r for r in weight if r in scoped), key=lambda r: (-weight[r], r))[:MEMORY_HITS]
+    if not found:
+        return [], sims
+    marks = ",".join("?" * len(found))
+    meta = rows(
+        conn,
+        f"""SELECT n.rid, n.frontmatter, s.id AS sid, s.started_at, s.project,
+                   (SELECT p.value FROM note_props p WHERE p.rid = n.rid AND p.key = 'type'
+                    AND p.value IN (?, ?) ORDER BY p.ord LIMIT 1) AS type
+            FROM notes n LEFT JOIN session_records r ON r.note_id = n.id LEFT JOIN sessions s ON s.id = r.session_id
+            WHERE n.rid IN ({marks})""",
+        (*MEMORY_TYPES, *found),
+    )
+    out = []
+    for m in meta:
+        front = json.loads(m["frontmatter"]) if m["frontmatter"] else {}
+        front = front if isinstance(front, dict) else {}
+        if m["sid"] is not None:  # kms wrote it: its own records say whose session it is
+            session, started, proj = m["sid"], m["started_at"], m["project"]
+            date = _iso(started)
+        else:
+            session, started, proj = _text(front.get("session")), None, _text(front.get("project"))
+            date = _text(front.get("started") or front.get("date"))
+        out.append(
+            MemoryNote(
+                m["rid"],
+                m["type"] or SESSION_TYPE,
+                weight[m["rid"]],
+                session,
+                started,
+                date,
+                proj,
+                bool(project) and proj == project,
+            )
+        )
+    out.sort(key=lambda n: (not n.this_project, -n.weight, -(n.started or 0.0), n.rid))
+    return out, sims
+
+
+def decision_lines(text: str) -> list[str]:
+    """The decisions of a Decisions section: one per list item (a line that continues an item joins it)."""
+    items: list[str] = []
+    for line in text.splitlines():
+        m = _BULLET.match(line)
+        if m:
+            items.append(m["text"].strip())
+        elif line.strip() and items:
+            items[-1] += " " + line.strip()
+    return items
+
+
+def is_decisions(heading: str | None) -> bool:
+    """Whether a section (by its heading trail) is a session note's Decisions section."""
+    return bool(heading) and heading.rsplit(" > ", 1)[-1].strip().casefold() == DECISIONS_HEADING.casefold()
