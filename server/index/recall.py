@@ -26,6 +26,7 @@ from typing import Any
 import apsw
 
 from server.index import note_data, recall_memory
+from server.index.properties import Filter
 from server.index.recall_memory import MemoryNote, decision_lines, is_decisions, section_sims
 from server.index.search import STOPWORDS
 from server.store.db import rows
@@ -40,7 +41,6 @@ NEIGHBOUR_CHARS = 600  # a linked note shows its summary or its best section, th
 MAX_DECISIONS = 8  # decisions recalled (MAX_ONE_KIND when only decisions or only sessions are asked for)
 MAX_SESSIONS = 4  # session notes recalled
 MAX_ONE_KIND = 20
-MAX_HITS = 50  # the most hits a search gives (semantic.MAX_LIMIT)
 MEMORY_SHARE = 0.5  # of the budget, at most, for decisions and session notes before the other notes
 KINDS = ("decision", "session", "note")
 _WORD = re.compile(r"\w+")
@@ -190,15 +190,17 @@ def _no_model(index: Any) -> str:
 
 
 def _hits(
-    conn: apsw.Connection, topic: str, limit: int, vault_id: int | None, index: Any, vec: Any
+    conn: apsw.Connection, topic: str, limit: int, vault_id: int | None, index: Any, vec: Any, others: bool
 ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
-    """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason."""
+    """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason.
+    ``others``: only notes that are neither session nor decision notes."""
     from server.index.semantic import keyword_hits, semantic_search
 
+    where = (Filter("type", "in", recall_memory.MEMORY_TYPES, negated=True),) if others else ()
     if index is None:
-        hits, relaxed = keyword_hits(conn, topic, limit, vault_id)
+        hits, relaxed = keyword_hits(conn, topic, limit, vault_id, where=where)
         return hits, None, {"mode": "keyword-only", "reason": _no_model(None)}
-    found = semantic_search(conn, index, topic, limit, vault_id, query_vec=vec)
+    found = semantic_search(conn, index, topic, limit, vault_id, query_vec=vec, where=where)
     info = {"mode": found["mode"], **({"reason": found["reason"]} if found.get("reason") else {})}
     return found["hits"], (vec if found["mode"] == "hybrid" else None), info
 
@@ -235,9 +237,8 @@ def recall(
     if kind in ("decision", "session"):
         info = {"mode": "hybrid"} if vec is not None else {"mode": "keyword-only", "reason": _no_model(index)}
         return {"topic": topic, **info, **_pack(memory, budget), "budgetTokens": budget}
-    # the other notes: session and decision notes found here have their place above
-    fetch = min(MAX_HITS, limit + len(found)) if scoped else limit
-    hits, vec, info = _hits(conn, topic, fetch, vault_id, index, vec)
+    # the other notes: session and decision notes have their place above
+    hits, vec, info = _hits(conn, topic, limit, vault_id, index, vec, bool(scoped))
     by_id = {h["noteId"]: h for h in hits}
     id_rows = (
         rows(conn, f"SELECT rid, id FROM notes WHERE id IN ({','.join('?' * len(by_id))})", tuple(by_id))
@@ -245,7 +246,6 @@ def recall(
         else []
     )
     rid_of = {r["id"]: r["rid"] for r in id_rows}
-    hits = [h for h in hits if rid_of.get(h["noteId"]) not in scoped][:limit]
     hit_rids = [rid_of[h["noteId"]] for h in hits if h["noteId"] in rid_of]
     edges = {(s, d) for s, d in _edges(conn, hit_rids) if s not in scoped and d not in scoped} if hit_rids else set()
     hit_set = set(hit_rids)

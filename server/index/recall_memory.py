@@ -141,6 +141,7 @@ def find(
         else:
             session, started, proj = _text(front.get("session")), None, _text(front.get("project"))
             date = _text(front.get("started") or front.get("date"))
+            date = date[:-6] + "Z" if date and date.endswith("+00:00") else date  # as kms writes UTC times
         out.append(
             MemoryNote(
                 m["rid"],

@@ -117,9 +117,11 @@ def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: int | None, reason: str) -> dict[str, Any]:
+def _keyword_only(
+    conn: apsw.Connection, query: str, limit: int, vault_id: int | None, reason: str, where: Sequence[Filter] = ()
+) -> dict[str, Any]:
     """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
-    kw, relaxed = keyword_hits(conn, query, limit, vault_id)
+    kw, relaxed = keyword_hits(conn, query, limit, vault_id, where=where)
     hits = [
         {
             "noteId": h["noteId"],
@@ -148,6 +150,7 @@ def semantic_search(
     *,
     mode: str = "hybrid",
     query_vec: np.ndarray | None = None,
+    where: Sequence[Filter] = (),
 ) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
@@ -157,6 +160,8 @@ def semantic_search(
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
     both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
     ``query_vec``: the query's embedding when the caller already has it (``recall`` reuses it).
+    ``where``: property filters every hit passes, keyword and semantic alike (``recall`` leaves session and
+    decision notes out of its other notes).
     """
     if mode not in ("hybrid", "semantic"):
         raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
@@ -167,10 +172,10 @@ def semantic_search(
     embedder = index.embedder
     if not embedder.ready:
         reason = embedder.reason or f"the embedding model is {embedder.state}"
-        return _keyword_only(conn, query, limit, vault_id, reason)
+        return _keyword_only(conn, query, limit, vault_id, reason, where)
     index.refresh(conn)
     if not len(index):
-        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
+        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)", where)
 
     # The model and the matrix product run in a worker thread while this thread runs the
     # keyword search on its own connection: both release the GIL, so on 2 cores the query
@@ -181,7 +186,7 @@ def semantic_search(
 
     semantic = index.pool().submit(nearest)
     try:
-        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
+        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id, where=where) if mode == "hybrid" else ([], False)
     finally:
         failed: str | None = None
         try:
@@ -189,9 +194,14 @@ def semantic_search(
         except ModelNotReady as exc:
             sem, failed = [], exc.reason
     if failed is not None:
-        return _keyword_only(conn, query, limit, vault_id, failed)
+        return _keyword_only(conn, query, limit, vault_id, failed, where)
 
     cards = _cards(conn, [rid for rid, _c, _s in sem])
+    if where:
+        from server.index.properties import passing_ids
+
+        passing = passing_ids(conn, [c["noteId"] for c in cards.values()], where)
+        cards = {rid: c for rid, c in cards.items() if c["noteId"] in passing}
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
     fused: dict[str, dict[str, Any]] = {}
     for rank, hit in enumerate(kw, 1):
