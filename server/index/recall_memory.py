@@ -172,4 +172,4 @@ def decision_lines(text: str) -> list[str]:
 
 def is_decisions(heading: str | None) -> bool:
     """Whether a section (by its heading trail) is a session note's Decisions section."""
-    return bool(heading) and heading.rsplit(" > ", 1)[-1].strip().casefold() == DECISIONS_HEADING.casefold()
+    return heading is not None and heading.rsplit(" > ", 1)[-1].strip().casefold() == DECISIONS_HEADING.casefold()

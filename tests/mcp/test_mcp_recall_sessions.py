@@ -75,7 +75,7 @@ async def test_the_next_session_recalls_past_decisions_first(
     assert is_fenced(mine["text"]) and unfence(mine["text"]) == "Login token refresh retries twice, then fails loudly"
     assert (mine["session"], mine["project"], mine["thisProject"]) == ("s-app", "/code/app", True)
     [(started,)] = conn.execute("SELECT started_at FROM sessions WHERE id = 's-app'").fetchall()
-    assert mine["date"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    assert isinstance(started, float) and mine["date"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     assert mine["path"] == made["path"] and mine["readMore"] == {"noteId": made["noteId"], "section": "Decisions"}
     assert unfence(theirs["text"]) == "Token refresh keeps 30-day refresh tokens"
     assert (theirs["session"], theirs["thisProject"]) == ("s-other", False)
