@@ -233,7 +233,7 @@ def recall(
     found: list[MemoryNote] = []
     if kind != "note":
         found, msims = recall_memory.find(conn, topic, scoped, vault_id, project=project, index=index, vec=vec)
-        memory = _memory_items(conn, found, msims, vault_id, pattern, len(terms), kind)
+        memory = _memory_items(conn, found, msims, vault_id, pattern, len(terms), kind, (index, vec))
     if kind in ("decision", "session"):
         info = {"mode": "hybrid"} if vec is not None else {"mode": "keyword-only", "reason": _no_model(index)}
         return {"topic": topic, **info, **_pack(memory, budget), "budgetTokens": budget}
@@ -330,13 +330,16 @@ def _memory_items(
     pattern: re.Pattern[str] | None,
     n_terms: int,
     kind: str | None,
+    meaning: tuple[Any, Any] = (None, None),
 ) -> list[dict[str, Any]]:
-    """The decisions about the topic (this project's first), then the session notes that touched it."""
+    """The decisions about the topic (this project's first), then the session notes that touched it.
+    ``meaning``: the process's index and the topic's vector, when there are both."""
     if not found:
         return []
     loaded = _load(conn, [m.rid for m in found], vault_id)
     decisions: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     sessions: list[dict[str, Any]] = []
+    unsure: list[tuple[tuple[Any, ...], dict[str, Any], float]] = []  # no word of the topic: meaning decides
     for m in found:
         if m.rid not in loaded:
             continue
@@ -352,23 +355,38 @@ def _memory_items(
         for idx, (heading, text) in enumerate(note.sections):
             if not is_decisions(heading):
                 continue
-            sim = sims.get(m.rid, {}).get(heading, 0.0)
+            sim = max(sims.get(m.rid, {}).get(heading, 0.0), 0.0)
             for n, line in enumerate(decision_lines(text)):
                 frac = len(set(pattern.findall(line.lower()))) / n_terms if pattern is not None and n_terms else 0.0
-                if frac <= 0 and sim < recall_memory.SEMANTIC_FLOOR:
+                if frac <= 0 and sim < recall_memory.DECISIONS_FLOOR:
                     continue
-                score = 0.5 * m.weight + frac + max(sim, 0.0)
+                score = 0.5 * m.weight + frac + sim
                 why = f"a decision recorded with kms_capture in a session of {whose}"
                 item = note.memory_item(idx, "decision", why, score, 1_200, m, text=line)
-                decisions.append(((rank[0], -score, rank[1], n), item))
+                key = (rank[0], -score, rank[1], n)
+                (decisions.append((key, item)) if frac > 0 else unsure.append((key, item, score)))
         other = [i for i in note.ranked_sections() if not is_decisions(note.sections[i][0])]
-        if other:
+        if other and (kind == "session" or _touches(note, other[0], pattern, sims.get(m.rid, {}))):
             why = f"a session note of {whose} that touched the topic; its best-matching section"
             sessions.append(note.memory_item(other[0], "session", why, m.weight, NEIGHBOUR_CHARS, m))
+    if unsure:
+        near = recall_memory.line_similarities(*meaning, [item["text"] for _k, item, _s in unsure])
+        for (key, item, score), sim in zip(unsure, near, strict=True):
+            if sim >= recall_memory.LINE_FLOOR:
+                item["score"] = round(score + sim, 4)
+                decisions.append(((key[0], -(score + sim), *key[2:]), item))
     cap = MAX_ONE_KIND if kind else None
     decided = [item for _key, item in sorted(decisions, key=lambda d: d[0])][: cap or MAX_DECISIONS]
     kept = sessions[: cap or MAX_SESSIONS]
     return (decided if kind != "session" else []) + (kept if kind != "decision" else [])
+
+
+def _touches(note: _Note, idx: int, pattern: re.Pattern[str] | None, sims: dict[str | None, float]) -> bool:
+    """Whether a section holds one of the topic's words or is close to it in meaning (a session note whose
+    only match is its Decisions section is there through its decisions)."""
+    heading, text = note.sections[idx]
+    near = sims.get(heading, 0.0) >= recall_memory.SEMANTIC_FLOOR
+    return near or (pattern is not None and pattern.search(f"{heading or ''} {text}".lower()) is not None)
 
 
 def _pack(candidates: list[dict[str, Any]], budget: int, *, ordered: bool = False) -> dict[str, Any]:

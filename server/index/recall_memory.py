@@ -32,6 +32,9 @@ MEMORY_TYPES = (SESSION_TYPE, DECISION_TYPE)
 DECISIONS_HEADING = "Decisions"  # the session note's section kms_capture fills with decisions
 MEMORY_HITS = 20  # session and decision notes considered per recall
 SEMANTIC_FLOOR = 0.45  # a section this close in meaning touches the topic without sharing its words
+DECISIONS_FLOOR = 0.25  # a Decisions section this close may hold a decision about the topic in other words:
+LINE_FLOOR = 0.35  # its decisions are embedded, and one this close to the topic is about it
+MAX_LINES = 16  # decisions embedded per recall (one batch)
 _BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*)$")
 
 
@@ -116,7 +119,8 @@ def find(
     sims = section_sims(conn, index, vec, sorted(scoped)) if vec is not None else {}
     for rid, per in sims.items():
         best = max(per.values(), default=0.0)
-        if best >= SEMANTIC_FLOOR:
+        decided = max((v for h, v in per.items() if is_decisions(h)), default=0.0)
+        if best >= SEMANTIC_FLOOR or decided >= DECISIONS_FLOOR:
             weight[rid] = weight.get(rid, 0.0) + best
     found = sorted((r for r in weight if r in scoped), key=lambda r: (-weight[r], r))[:MEMORY_HITS]
     if not found:
@@ -173,3 +177,20 @@ def decision_lines(text: str) -> list[str]:
 def is_decisions(heading: str | None) -> bool:
     """Whether a section (by its heading trail) is a session note's Decisions section."""
     return heading is not None and heading.rsplit(" > ", 1)[-1].strip().casefold() == DECISIONS_HEADING.casefold()
+
+
+def line_similarities(index: Any, vec: Any, lines: list[str]) -> list[float]:
+    """The cosine of the topic with each decision (embedded in one batch, the first ``MAX_LINES``; the rest and
+    every line without a ready model: 0). A Decisions section is one chunk: its meaning does not tell which of
+    its decisions is about the topic."""
+    out = [0.0] * len(lines)
+    if index is None or vec is None or not lines:
+        return out
+    from server.index.embed.model import ModelNotReady
+
+    try:
+        found = index.embedder.embed(lines[:MAX_LINES]) @ vec
+    except ModelNotReady:
+        return out
+    out[: len(found)] = [float(v) for v in found]
+    return out

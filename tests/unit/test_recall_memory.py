@@ -137,3 +137,33 @@ def test_many_session_notes_do_not_crowd_out_the_other_notes(conn: apsw.Connecti
     mixed = recall(conn, TOPIC, 4000)
     assert _kinds(mixed).count("session") == 4 and "decision" not in _kinds(mixed)
     assert mixed["usedTokens"] <= 4000
+
+
+def test_a_decision_said_in_other_words_is_found_by_meaning(conn: apsw.Connection, tmp_path: Path, embedder) -> None:
+    from server.index.embed import embed_pending
+    from server.index.semantic import SemanticIndex
+
+    build(conn, tmp_path)
+    root = tmp_path / "v"
+    _session_note(
+        root,
+        "s-app",
+        project="/code/app",
+        started=T0,
+        decisions=[
+            "Session expiry follows the server clock; devices with a skewed clock are resynced before a token renewal",
+            "Invoices are emailed on the first Monday",
+        ],
+        folder="kms-sessions",
+    )
+    index_vault(conn, get_vault(conn, "v"))
+    embed_pending(conn, embedder)
+    v = get_vault(conn, "v").id
+    topic = "why do users get logged out when the computer time is off"  # no word of the decision
+    data = recall(conn, topic, 4000, v, SemanticIndex(embedder), project="/code/app")
+    assert data["mode"] == "hybrid"
+    first = data["items"][0]
+    assert first["kind"] == "decision" and first["text"].startswith("Session expiry follows the server clock")
+    assert "Invoices" not in json.dumps(data)  # the same section, another subject
+    keyword = recall(conn, topic, 4000, v, project="/code/app")
+    assert "decision" not in _kinds(keyword)  # without the model, no word in common: not found
