@@ -30,7 +30,7 @@ SESSION_TYPE = "session"
 DECISION_TYPE = "decision"
 MEMORY_TYPES = (SESSION_TYPE, DECISION_TYPE)
 DECISIONS_HEADING = "Decisions"  # the session note's section kms_capture fills with decisions
-MEMORY_HITS = 20  # session and decision notes considered per recall
+MEMORY_HITS = 12  # session and decision notes considered per recall
 SEMANTIC_FLOOR = 0.45  # a section this close in meaning touches the topic without sharing its words
 DECISIONS_FLOOR = 0.25  # a Decisions section this close may hold a decision about the topic in other words:
 LINE_FLOOR = 0.35  # its decisions are embedded, and one this close to the topic is about it
@@ -65,18 +65,37 @@ def in_scope(conn: apsw.Connection, vault_id: int | None) -> set[int]:
     }
 
 
-def _keyword(conn: apsw.Connection, topic: str, vault_id: int | None) -> dict[int, float]:
-    """rid -> the keyword score relative to the first hit's, among session and decision notes."""
-    from server.index.properties import Filter
-    from server.index.semantic import keyword_hits
+# the words of the topic and, in the same FTS5 query, a property value saying session or decision: the index
+# intersects the two lists (filtering every note that holds the topic's words costs several times more)
+_SQL = """SELECT n.rid, -f.rank FROM notes_fts f JOIN notes n ON n.rid = f.rowid
+WHERE notes_fts MATCH ? AND n.hidden_at IS NULL AND (? IS NULL OR n.vault_id = ?)
+  AND EXISTS (SELECT 1 FROM note_props p WHERE p.rid = n.rid AND p.key = 'type' AND p.value IN (?, ?))
+ORDER BY f.rank LIMIT ?"""
+_FTS_SYNTAX = re.compile(r'["*:()^]|\b(?:AND|OR|NOT|NEAR)\b')
+RELAXED_WEIGHT = 0.7  # a note holding only some of the topic's words (as in the hybrid search)
 
-    hits, _relaxed = keyword_hits(conn, topic, MEMORY_HITS, vault_id, where=(Filter("type", "in", MEMORY_TYPES),))
-    if not hits:
-        return {}
-    ids = [h["noteId"] for h in hits]
-    rid_of = dict(conn.execute(f"SELECT id, rid FROM notes WHERE id IN ({','.join('?' * len(ids))})", ids))
-    top = hits[0]["score"] or 1.0
-    return {rid_of[h["noteId"]]: h["score"] / top for h in hits if h["noteId"] in rid_of}
+
+def _keyword(conn: apsw.Connection, topic: str, vault_id: int | None) -> dict[int, float]:
+    """rid -> the keyword score relative to the first hit's, among session and decision notes (the topic's
+    words as ``kms_search`` takes them; any word when fewer than ``RELAX_BELOW`` notes hold them all)."""
+    from server.index.search import RELAX_BELOW, build_match
+
+    def run(match: str) -> list[tuple[int, float]]:
+        where = f"({match}) AND props : ({' OR '.join(MEMORY_TYPES)})"
+        return list(conn.execute(_SQL, (where, vault_id, vault_id, *MEMORY_TYPES, MEMORY_HITS)))
+
+    strict, relaxed = build_match(topic)
+    try:
+        found = run(strict) if strict else []
+    except apsw.SQLError:  # the topic's own FTS5 syntax is broken: its plain words
+        strict, relaxed = build_match(_FTS_SYNTAX.sub(" ", topic))
+        found = run(strict) if strict else []
+    out = {rid: score for rid, score in found}
+    if relaxed and len(found) < RELAX_BELOW:
+        for rid, score in run(relaxed):
+            out.setdefault(rid, RELAXED_WEIGHT * score)
+    top = max(out.values(), default=1.0) or 1.0
+    return {rid: score / top for rid, score in out.items()}
 
 
 def section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) -> dict[int, dict[str | None, float]]:

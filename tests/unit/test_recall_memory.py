@@ -105,6 +105,8 @@ def test_decisions_then_sessions_then_notes_this_project_first(conn: apsw.Connec
     assert _kinds(recall(conn, TOPIC, 4000, v, kind="session")) == ["session", "session"]
     plain = recall(conn, TOPIC, 4000, v, kind="note")
     assert plain["items"] == notes  # the other notes, the same with or without the others before them
+    broken = recall(conn, 'login "token refresh', 4000, v, kind="decision")  # FTS5 syntax that does not parse
+    assert [i["text"] for i in broken["items"]] == [i["text"] for i in only["items"]]
     # no project: no session is this project's; the most recent first among equals
     anyone = recall(conn, TOPIC, 4000, v, kind="decision")
     assert all(i["thisProject"] is False for i in anyone["items"])
