@@ -369,7 +369,7 @@ def _memory_items(
         if other and (kind == "session" or _touches(note, other[0], pattern, sims.get(m.rid, {}))):
             why = f"a session note of {whose} that touched the topic; its best-matching section"
             sessions.append(note.memory_item(other[0], "session", why, m.weight, NEIGHBOUR_CHARS, m))
-    if unsure:
+    if unsure and len(decisions) < (MAX_ONE_KIND if kind else MAX_DECISIONS):  # enough share the topic's words
         near = recall_memory.line_similarities(*meaning, [item["text"] for _k, item, _s in unsure])
         for (key, item, score), sim in zip(unsure, near, strict=True):
             if sim >= recall_memory.LINE_FLOOR:

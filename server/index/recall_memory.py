@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,8 @@ MEMORY_HITS = 12  # session and decision notes considered per recall
 SEMANTIC_FLOOR = 0.45  # a section this close in meaning touches the topic without sharing its words
 DECISIONS_FLOOR = 0.25  # a Decisions section this close may hold a decision about the topic in other words:
 LINE_FLOOR = 0.35  # its decisions are embedded, and one this close to the topic is about it
-MAX_LINES = 16  # decisions embedded per recall (one batch)
+MAX_LINES = 8  # decisions embedded per recall (one batch)
+LINE_CACHE = 4_096  # decisions' vectors kept in a process
 _BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*)$")
 
 
@@ -138,12 +141,15 @@ def find(
     sims = section_sims(conn, index, vec, sorted(scoped)) if vec is not None else {}
     for rid, per in sims.items():
         best = max(per.values(), default=0.0)
+        if best < DECISIONS_FLOOR:  # the Decisions section is no nearer than the best one
+            continue
         decided = max((v for h, v in per.items() if is_decisions(h)), default=0.0)
         if best >= SEMANTIC_FLOOR or decided >= DECISIONS_FLOOR:
             weight[rid] = weight.get(rid, 0.0) + best
     found = sorted((r for r in weight if r in scoped), key=lambda r: (-weight[r], r))[:MEMORY_HITS]
     if not found:
-        return [], sims
+        return [], {}
+    sims = {r: sims[r] for r in found if r in sims}
     marks = ",".join("?" * len(found))
     meta = rows(
         conn,
@@ -198,18 +204,46 @@ def is_decisions(heading: str | None) -> bool:
     return heading is not None and heading.rsplit(" > ", 1)[-1].strip().casefold() == DECISIONS_HEADING.casefold()
 
 
+class _LineVectors:
+    """Decisions' vectors by (model, text), the most recent ``LINE_CACHE`` kept: a server recalls the same
+    session notes again and again, and embedding is the dearest step of a recall (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._vectors: OrderedDict[tuple[int, str], Any] = OrderedDict()
+
+    def get(self, embedder: Any, lines: list[str]) -> list[Any]:
+        keys = [(id(embedder), line) for line in lines]
+        with self._lock:
+            known = {k: self._vectors[k] for k in keys if k in self._vectors}
+            for k in known:
+                self._vectors.move_to_end(k)
+        missing = list(dict.fromkeys(k for k in keys if k not in known))
+        if missing:
+            for k, v in zip(missing, embedder.embed([line for _e, line in missing]), strict=True):
+                known[k] = v
+            with self._lock:
+                self._vectors.update((k, known[k]) for k in missing)
+                while len(self._vectors) > LINE_CACHE:
+                    self._vectors.popitem(last=False)
+        return [known[k] for k in keys]
+
+
+_LINES = _LineVectors()
+
+
 def line_similarities(index: Any, vec: Any, lines: list[str]) -> list[float]:
-    """The cosine of the topic with each decision (embedded in one batch, the first ``MAX_LINES``; the rest and
-    every line without a ready model: 0). A Decisions section is one chunk: its meaning does not tell which of
-    its decisions is about the topic."""
+    """The cosine of the topic with each decision (the first ``MAX_LINES``; the rest and every line without a
+    ready model: 0). A Decisions section is one chunk: its meaning does not tell which of its decisions is about
+    the topic."""
     out = [0.0] * len(lines)
     if index is None or vec is None or not lines:
         return out
     from server.index.embed.model import ModelNotReady
 
     try:
-        found = index.embedder.embed(lines[:MAX_LINES]) @ vec
+        vectors = _LINES.get(index.embedder, lines[:MAX_LINES])
     except ModelNotReady:
         return out
-    out[: len(found)] = [float(v) for v in found]
+    out[: len(vectors)] = [float(v @ vec) for v in vectors]
     return out
