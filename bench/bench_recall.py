@@ -6,6 +6,7 @@ searches and reads of each session, three projects), in a second vault ``session
 model loaded; the vault's chunks get synthetic vectors as in ``bench_embed.py``, since embedding 10k notes
 takes hours on 2 cores), over ``--rounds`` rounds of the queries; each round's p50/p95 and the load average.
 
+``--scope v`` recalls in the notes vault only (no session note in scope: the cost without them).
 ``--code DIR`` imports ``server`` from another tree (e.g. ``git archive`` of the base commit) on the same
 database, for the before/after comparison. The database is built once and kept (``--rebuild`` to redo it).
 
@@ -90,21 +91,22 @@ def build(db: Path, vault_dir: Path, sessions: int, model_dir: Path) -> None:
     conn.close()
 
 
-def measure(db: Path, model_dir: Path, rounds: int) -> dict[str, list[tuple[float, float, float]]]:
+def measure(db: Path, model_dir: Path, rounds: int, scope: str | None) -> dict[str, list[tuple[float, float, float]]]:
     from server.index.embed import Embedder
     from server.index.recall import recall
     from server.index.semantic import SemanticIndex
     from server.store.db import connect
 
     conn = connect(db)
+    vault_id = None if scope is None else conn.execute("SELECT id FROM vaults WHERE name = ?", (scope,)).fetchone()[0]
     emb = Embedder(model_dir)
     assert emb.load(), emb.reason
     index = SemanticIndex(emb)
     index.refresh(conn)
     out: dict[str, list[tuple[float, float, float]]] = {"keyword-only": [], "hybrid": []}
     for q in QUERIES:  # warm: page cache, regexes
-        recall(conn, q)
-        recall(conn, q, index=index)
+        recall(conn, q, vault_id=vault_id)
+        recall(conn, q, vault_id=vault_id, index=index)
     for _ in range(rounds):
         for mode, idx in (("keyword-only", None), ("hybrid", index)):
             load = os.getloadavg()[0]
@@ -112,14 +114,14 @@ def measure(db: Path, model_dir: Path, rounds: int) -> dict[str, list[tuple[floa
             for _rep in range(3):
                 for q in QUERIES:
                     t0 = time.perf_counter()
-                    bundle = recall(conn, q, index=idx)
+                    bundle = recall(conn, q, vault_id=vault_id, index=idx)
                     times.append((time.perf_counter() - t0) * 1000)
                     assert bundle["usedTokens"] <= 4000
             p50, p95 = percentiles(times)
             out[mode].append((p50, p95, (load + os.getloadavg()[0]) / 2))
     kinds: dict[str, int] = {}
     for q in QUERIES:
-        for item in recall(conn, q, index=index)["items"]:
+        for item in recall(conn, q, vault_id=vault_id, index=index)["items"]:
             kinds[item["kind"]] = kinds.get(item["kind"], 0) + 1
     print(f"  items by kind over the queries (hybrid): {kinds}")
     conn.close()
@@ -134,6 +136,7 @@ def main() -> None:
     parser.add_argument("--code", help="import server from this tree instead (a before/after comparison)")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--model-dir")
+    parser.add_argument("--scope", help="recall in this vault only (v: the notes without the session notes)")
     args = parser.parse_args()
     if args.code:
         sys.path.insert(0, str(Path(args.code).resolve()))
@@ -146,7 +149,7 @@ def main() -> None:
     db = OUT / f"recall-{args.sessions}.db"
     if args.rebuild or not db.exists():
         build(db, Path(args.vault) if args.vault else vault(10_000), args.sessions, mdir)
-    for mode, runs in measure(db, mdir, args.rounds).items():
+    for mode, runs in measure(db, mdir, args.rounds, args.scope).items():
         cells = ", ".join(f"{p50:.1f}/{p95:.1f} (load {load:.1f})" for p50, p95, load in runs)
         print(f"recall {mode} p50/p95 ms per round: {cells}")
 
