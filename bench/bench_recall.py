@@ -96,9 +96,10 @@ def measure(db: Path, model_dir: Path, rounds: int, scope: str | None) -> dict[s
     from server.index.recall import recall
     from server.index.semantic import SemanticIndex
     from server.store.db import connect
+    from server.vault.registry import get_vault
 
     conn = connect(db)
-    vault_id = None if scope is None else conn.execute("SELECT id FROM vaults WHERE name = ?", (scope,)).fetchone()[0]
+    vault_id = None if scope is None else get_vault(conn, scope).id
     emb = Embedder(model_dir)
     assert emb.load(), emb.reason
     index = SemanticIndex(emb)
