@@ -230,7 +230,6 @@ def recall(
     pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(terms))) + r")\b") if terms else None
     scoped = recall_memory.in_scope(conn, vault_id)
     memory: list[dict[str, Any]] = []
-    found: list[MemoryNote] = []
     if kind != "note":
         found, msims = recall_memory.find(conn, topic, scoped, vault_id, project=project, index=index, vec=vec)
         memory = _memory_items(conn, found, msims, vault_id, pattern, len(terms), kind, (index, vec))
@@ -364,7 +363,10 @@ def _memory_items(
                 why = f"a decision recorded with kms_capture in a session of {whose}"
                 item = note.memory_item(idx, "decision", why, score, 1_200, m, text=line)
                 key = (rank[0], -score, rank[1], n)
-                (decisions.append((key, item)) if frac > 0 else unsure.append((key, item, score)))
+                if frac > 0:
+                    decisions.append((key, item))
+                else:
+                    unsure.append((key, item, score))
         other = [i for i in note.ranked_sections() if not is_decisions(note.sections[i][0])]
         if other and (kind == "session" or _touches(note, other[0], pattern, sims.get(m.rid, {}))):
             why = f"a session note of {whose} that touched the topic; its best-matching section"
