@@ -59,7 +59,7 @@ def keyword_hits(
     word (stop words left out, see ``search.STOPWORDS``), so a note plain search ranks 4th is
     not lost below the semantic matches. ``strict`` keeps to notes with every word (benchmarks).
     A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
-    ``where``: property filters every hit passes (``kms_recall`` keeps to session and decision notes).
+    ``where``: property filters every hit passes (``kms_recall`` leaves session and decision notes out).
     """
     from server.index.search import build_match, search
 
