@@ -32,13 +32,14 @@ SESSION_TYPE = "session"
 DECISION_TYPE = "decision"
 MEMORY_TYPES = (SESSION_TYPE, DECISION_TYPE)
 DECISIONS_HEADING = "Decisions"  # the session note's section kms_capture fills with decisions
+NEXT_STEPS_HEADING = "Next steps"  # its open next steps ("- [ ] ..."), which kms_start lists
 MEMORY_HITS = 8  # session and decision notes considered per recall
 SEMANTIC_FLOOR = 0.45  # a section this close in meaning touches the topic without sharing its words
 DECISIONS_FLOOR = 0.25  # a Decisions section this close may hold a decision about the topic in other words:
 LINE_FLOOR = 0.35  # its decisions are embedded, and one this close to the topic is about it
 MAX_LINES = 8  # decisions embedded per recall (one batch)
 LINE_CACHE = 4_096  # decisions' vectors kept in a process
-_BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*)$")
+_BULLET = re.compile(r"^\s*[-*+]\s+(?:\[(?P<box>[ xX])\]\s+)?(?P<text>\S.*)$")
 
 
 @dataclass
@@ -197,6 +198,26 @@ def decision_lines(text: str) -> list[str]:
         elif line.strip() and items:
             items[-1] += " " + line.strip()
     return items
+
+
+def open_steps(body: str) -> list[str]:
+    """The unchecked items (``- [ ] ...``) of a session note's Next steps section, as the note says them now
+    (a step the person ticked or deleted is no longer open); without fenced code or another parser, so
+    ``kms_start`` (the start brief's hook) stays light."""
+    from server.vault.markdown import atx_heading
+
+    steps: list[str] = []
+    level = 0  # inside the section: its heading's level
+    for line in body.splitlines():
+        heading = atx_heading(line)
+        if heading is not None:
+            inside = heading[1].casefold() == NEXT_STEPS_HEADING.casefold()
+            level = heading[0] if inside else (0 if heading[0] <= level else level)
+            continue
+        m = _BULLET.match(line) if level else None
+        if m is not None and m["box"] == " ":
+            steps.append(m["text"].strip())
+    return steps
 
 
 def is_decisions(heading: str | None) -> bool:

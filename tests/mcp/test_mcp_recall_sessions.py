@@ -1,7 +1,7 @@
 """kms_recall with the notes kms writes of sessions (issue 26), through the real server and client: what
 kms_capture recorded comes back first for the next session of the project (decisions with their session, date
 and project, fenced as note data), then the session notes, then the other notes; ``kind`` keeps one; a hidden
-session note never surfaces."""
+session note never surfaces; kms_start lists the open next steps as the note says them now."""
 
 from __future__ import annotations
 
@@ -86,6 +86,17 @@ async def test_the_next_session_recalls_past_decisions_first(
     assert sum(i["tokenEstimate"] for i in data["items"]) == data["usedTokens"] <= data["budgetTokens"]
 
     assert [i["kind"] for i in only["items"]] == ["decision", "decision"]
+
+    # kms_start: the project's last session with its open next steps, as the note says them now
+    async with mcp_client(db_path, project="/code/app", session_id="s-later", **ON) as client:
+        [last] = (await call(client, "kms_start", {}))["lastSessions"]
+    assert last["noteId"] == made["noteId"] and last["nextSteps"] == ["Write the retry test"]
+    path = tmp_path / "v" / made["path"]
+    path.write_text(path.read_text().replace("- [ ] Write the retry test", "- [x] Write the retry test"))
+    index_vault(conn, get_vault(conn, "v"))
+    async with mcp_client(db_path, project="/code/app", session_id="s-last", **ON) as client:
+        later = (await call(client, "kms_start", {}))["lastSessions"]
+    assert [s["nextSteps"] for s in later if s["noteId"] == made["noteId"]] == [[]]  # ticked off: done
     assert [(i["kind"], i["session"]) for i in sessions["items"]] == [("session", "s-app"), ("session", "s-other")]
     assert notes["items"] == data["items"][3:]
     assert not {i["path"] for i in notes["items"]} & {i["path"] for i in data["items"][:3]}

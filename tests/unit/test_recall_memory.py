@@ -15,7 +15,7 @@ from support.vaults import write
 from server.activity.session_note import SessionFacts, render
 from server.index.indexer import index_vault
 from server.index.recall import MEMORY_SHARE, recall
-from server.index.recall_memory import decision_lines
+from server.index.recall_memory import decision_lines, open_steps
 from server.vault.registry import get_vault
 
 TOPIC = "login token refresh failing"
@@ -37,6 +37,15 @@ def test_decision_lines_are_the_list_items_of_the_section() -> None:
     text = "- Retry twice\n  then fail loudly\n* [x] Keep 30-day tokens\n\nplain text\n+ Ship Friday"
     assert decision_lines(text) == ["Retry twice then fail loudly", "Keep 30-day tokens plain text", "Ship Friday"]
     assert decision_lines("no list here") == []
+
+
+def test_open_steps_are_the_unchecked_items_of_the_next_steps_section() -> None:
+    body = (
+        "# S\n\n## Decisions\n\n- [ ] not a step\n\n## Next steps\n\n- [ ] Write the test\n- [x] Ship it\n"
+        "- plain item\n### Sub\n- [ ] A sub step\n\n## Findings\n\n- [ ] not a step either\n"
+    )
+    assert open_steps(body) == ["Write the test", "A sub step"]
+    assert open_steps("# S\n\nno steps\n") == []
 
 
 def test_decisions_then_sessions_then_notes_this_project_first(conn: apsw.Connection, tmp_path: Path) -> None:
