@@ -235,7 +235,7 @@ def recall(
         memory = _memory_items(conn, found, msims, vault_id, pattern, len(terms), kind, (index, vec))
     if kind in ("decision", "session"):
         info = {"mode": "hybrid"} if vec is not None else {"mode": "keyword-only", "reason": _no_model(index)}
-        return {"topic": topic, **info, **_pack(memory, budget), "budgetTokens": budget}
+        return {"topic": topic, **info, **_pack(memory, budget, ordered=True), "budgetTokens": budget}
     # the other notes: session and decision notes have their place above
     hits, vec, info = _hits(conn, topic, limit, vault_id, index, vec, bool(scoped))
     by_id = {h["noteId"]: h for h in hits}

@@ -116,6 +116,8 @@ def test_decisions_then_sessions_then_notes_this_project_first(conn: apsw.Connec
     assert plain["items"] == notes  # the other notes, the same with or without the others before them
     broken = recall(conn, 'login "token refresh', 4000, v, kind="decision")  # FTS5 syntax that does not parse
     assert [i["text"] for i in broken["items"]] == [i["text"] for i in only["items"]]
+    theirs = recall(conn, TOPIC, 4000, v, project="/code/other", kind="decision")["items"]
+    assert theirs[0]["session"] == "s-other" and theirs[0]["thisProject"] is True  # before a better match
     # no project: no session is this project's; the most recent first among equals
     anyone = recall(conn, TOPIC, 4000, v, kind="decision")
     assert all(i["thisProject"] is False for i in anyone["items"])
