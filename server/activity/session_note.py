@@ -22,13 +22,14 @@ import apsw
 
 from server.activity import session_record
 from server.activity.changes import FILE_CREATED, FILES_CHANGED, PROPERTIES_CHANGED, TEXT_INSERTED, TEXT_REMOVED
+from server.index.recall_memory import DECISIONS_HEADING, NEXT_STEPS_HEADING, SESSION_TYPE
 from server.store.db import rows
 
-NOTE_TYPE = "session"
+NOTE_TYPE = SESSION_TYPE  # kms_recall finds these notes by it (server.index.recall_memory)
 CAPTURE_TOOL = "kms_capture"  # the agent's own capture call: it writes the session note, listed as captures
 NOTE_TOOL = "session-note"  # kms's own capture (actor ``capture``): the note's own versions, never listed
 LIST_CAP = 100  # items per list section; the rest are counted
-SECTION_TITLES = {"decision": "Decisions", "finding": "Findings", "next": "Next steps", "link": "Links"}
+SECTION_TITLES = {"decision": DECISIONS_HEADING, "finding": "Findings", "next": NEXT_STEPS_HEADING, "link": "Links"}
 _VERBS = {
     FILE_CREATED: "created",
     TEXT_INSERTED: "added to",

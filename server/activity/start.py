@@ -23,6 +23,7 @@ from server.config.session import SessionConfig
 from server.config.tiers import TIERS, tier_enabled
 from server.index import memory, orientation
 from server.index.listing import list_recent
+from server.index.recall_memory import open_steps
 from server.index.records import estimate_tokens
 from server.vault.scope import Vaults, VaultScope
 
@@ -170,28 +171,27 @@ def last_sessions(
     conn: apsw.Connection, project: str | None, session_id: str, vault_id: Vaults
 ) -> list[dict[str, Any]]:
     """The project's last sessions that left a session note (visible, in scope): where the note is, when
-    the session started, and the next steps it recorded with ``kms_capture`` (``type: session`` notes)."""
+    the session started, and its open next steps as the note says them now (``type: session`` notes: a step
+    the person ticked off is done)."""
     if not project:
         return []
     scope, scope_params = VaultScope.of(vault_id).sql()
     found = conn.execute(
-        "SELECT r.session_id, n.id, n.path, s.started_at FROM session_records r "
+        "SELECT n.id, n.path, s.started_at, n.body FROM session_records r "
         "JOIN sessions s ON s.id = r.session_id JOIN notes n ON n.id = r.note_id "
         f"WHERE s.project = ? AND r.session_id != ? AND n.hidden_at IS NULL{scope} "
         "ORDER BY s.started_at DESC LIMIT ?",
         (project, session_id, *scope_params, CAPS["sessions"]),
     ).fetchall()
-    out = []
-    for sid, note_id, path, started in found:
-        steps = [
-            r[0]
-            for r in conn.execute(
-                "SELECT text FROM session_captures WHERE session_id = ? AND kind = 'next' ORDER BY id DESC LIMIT ?",
-                (sid, CAPS["nextSteps"]),
-            )
-        ]
-        out.append({"noteId": note_id, "path": path, "startedAt": started, "nextSteps": steps[::-1]})
-    return out
+    return [
+        {
+            "noteId": note_id,
+            "path": path,
+            "startedAt": started,
+            "nextSteps": open_steps(str(body))[-CAPS["nextSteps"] :],
+        }
+        for note_id, path, started, body in found
+    ]
 
 
 def _since(

@@ -8,6 +8,11 @@ join them. Each item is one (note, section), says why it is included and how to 
 the sum of their ``tokenEstimate`` never exceeds the budget, and a section too long for what is
 left is cut at a word and marked ``truncated``.
 
+What past sessions left comes first (``server.index.recall_memory``): the decisions about the topic (kind
+``decision``, with their session, date and project), then the session notes that touched it (kind
+``session``), then the other notes as above; ``kind`` keeps one of the three. Unless one is asked for, the
+first two take at most half the budget, and session and decision notes are not among the other notes.
+
 A ``tokenEstimate`` is the notes' rule (4 bytes a token) taken on the item's whole JSON, rounded
 up, so the bundle's bytes on the wire stay under 4 x the budget plus a small envelope.
 """
@@ -20,7 +25,9 @@ from typing import Any
 
 import apsw
 
-from server.index import note_data
+from server.index import note_data, recall_memory
+from server.index.properties import Filter
+from server.index.recall_memory import MemoryNote, decision_lines, is_decisions, section_sims
 from server.index.search import STOPWORDS
 from server.store.db import rows
 from server.vault.scope import Vaults, VaultScope
@@ -32,6 +39,11 @@ MIN_CUT_TOKENS = 60  # below this, a cut section says too little to be worth its
 NEIGHBOURS = 10  # linked notes considered (the best-connected ones)
 SECTIONS_PER_NOTE = 3  # a match's best section plus up to two more that also match
 NEIGHBOUR_CHARS = 600  # a linked note shows its summary or its best section, this long at most
+MAX_DECISIONS = 8  # decisions recalled (MAX_ONE_KIND when only decisions or only sessions are asked for)
+MAX_SESSIONS = 4  # session notes recalled
+MAX_ONE_KIND = 20
+MEMORY_SHARE = 0.5  # of the budget, at most, for decisions and session notes before the other notes
+KINDS = ("decision", "session", "note")
 _WORD = re.compile(r"\w+")
 
 
@@ -104,6 +116,19 @@ class _Note:
             "readMore": {"noteId": self.id, "section": last},
         }
 
+    def memory_item(
+        self, idx: int, kind: str, why: str, score: float, max_chars: int, m: MemoryNote, text: str | None = None
+    ) -> dict[str, Any]:
+        """A decision (``text``: one decision of the section) or a session note's section, saying whose
+        session it was, when, and for which project."""
+        item = self.item(idx, "match", why, score, max_chars)
+        if text is not None:
+            shown = _cut(text, max_chars)
+            item["text"], item["truncated"] = shown, shown != text
+        item["kind"] = kind
+        item.update(session=m.session, date=m.date, project=m.project, thisProject=m.this_project)
+        return item
+
 
 def _load(conn: apsw.Connection, rids: list[int], vault_id: Vaults) -> dict[int, dict[str, Any]]:
     """Visible, in-scope notes by rid (a hidden note or another vault's never gets this far)."""
@@ -119,20 +144,6 @@ def _load(conn: apsw.Connection, rids: list[int], vault_id: Vaults) -> dict[int,
         (*rids, *params),
     )
     return {r["rid"]: r for r in found}
-
-
-def _section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) -> dict[int, dict[str | None, float]]:
-    """Per note, the best cosine of the topic with the chunks of each section heading."""
-    if vec is None or not rids:
-        return {}
-    chunks = list(conn.execute(f"SELECT id, rid, heading FROM chunks WHERE rid IN ({','.join('?' * len(rids))})", rids))
-    sims = index.similarities(vec, [c[0] for c in chunks])
-    out: dict[int, dict[str | None, float]] = {}
-    for cid, rid, heading in chunks:
-        if cid in sims:
-            per = out.setdefault(rid, {})
-            per[heading] = max(per.get(heading, -1.0), sims[cid])
-    return out
 
 
 def _edges(conn: apsw.Connection, rids: list[int]) -> list[tuple[int, int]]:
@@ -154,39 +165,80 @@ def _names(titles: list[str]) -> str:
     return shown + (f" and {len(titles) - 2} more" if len(titles) > 2 else "")
 
 
+def _vector(conn: apsw.Connection, topic: str, index: Any) -> Any:
+    """The topic's embedding, or None (no model here, not ready, nothing embedded yet)."""
+    if index is None or not index.embedder.ready:
+        return None
+    index.refresh(conn)
+    if not len(index):
+        return None
+    from server.index.embed.model import ModelNotReady
+
+    try:
+        return index.embedder.embed_query(topic)
+    except ModelNotReady:
+        return None
+
+
+def _no_model(index: Any) -> str:
+    """Why the search is keyword-only (the reasons ``semantic_search`` gives)."""
+    if index is None:
+        return "semantic search is not available here"
+    embedder = index.embedder
+    if not embedder.ready:
+        return str(embedder.reason or f"the embedding model is {embedder.state}")
+    return "no notes are embedded yet (run `kms embed`)"
+
+
 def _hits(
-    conn: apsw.Connection, topic: str, limit: int, vault_id: Vaults, index: Any
+    conn: apsw.Connection, topic: str, limit: int, vault_id: Vaults, index: Any, vec: Any, others: bool
 ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
-    """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason."""
+    """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason.
+    ``others``: only notes that are neither session nor decision notes."""
     from server.index.semantic import keyword_hits, semantic_search
 
+    where = (Filter("type", "in", recall_memory.MEMORY_TYPES, negated=True),) if others else ()
     if index is None:
-        hits, relaxed = keyword_hits(conn, topic, limit, vault_id)
-        return hits, None, {"mode": "keyword-only", "reason": "semantic search is not available here"}
-    vec = None
-    if index.embedder.ready:
-        index.refresh(conn)
-        if len(index):
-            from server.index.embed.model import ModelNotReady
-
-            try:
-                vec = index.embedder.embed_query(topic)
-            except ModelNotReady:
-                vec = None
-    found = semantic_search(conn, index, topic, limit, vault_id, query_vec=vec)
+        hits, relaxed = keyword_hits(conn, topic, limit, vault_id, where=where)
+        return hits, None, {"mode": "keyword-only", "reason": _no_model(None)}
+    found = semantic_search(conn, index, topic, limit, vault_id, query_vec=vec, where=where)
     info = {"mode": found["mode"], **({"reason": found["reason"]} if found.get("reason") else {})}
     return found["hits"], (vec if found["mode"] == "hybrid" else None), info
 
 
 def recall(
-    conn: apsw.Connection, topic: str, budget: int = DEFAULT_BUDGET, vault_id: Vaults = None, index: Any = None
+    conn: apsw.Connection,
+    topic: str,
+    budget: int = DEFAULT_BUDGET,
+    vault_id: Vaults = None,
+    index: Any = None,
+    *,
+    kind: str | None = None,
+    project: str | None = None,
 ) -> dict[str, Any]:
-    """The bundle for ``topic``: ``items`` (best first), ``usedTokens`` <= ``budget``, ``omitted`` (items
-    that did not fit), and the search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``).
-    ``index``: the process's ``SemanticIndex`` (None: keywords only)."""
+    """The bundle for ``topic``: ``items`` (decisions, session notes, then the other notes; each group best
+    first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the search's ``mode``
+    (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's ``SemanticIndex`` (None:
+    keywords only). ``kind``: only ``decision``, ``session`` or ``note`` items; ``project``: the session's
+    (its decisions and sessions rank first)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
     budget = max(MIN_BUDGET, min(int(budget), MAX_BUDGET))
     limit = min(20, max(8, budget // 500))
-    hits, vec, info = _hits(conn, topic, limit, vault_id, index)
+    vec = _vector(conn, topic, index)
+    terms = topic_terms(topic)
+    # one scan per section for the topic's words (building a word set of every section costs far more)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(terms))) + r")\b") if terms else None
+    scoped = recall_memory.in_scope(conn, vault_id)
+    memory: list[dict[str, Any]] = []
+    if kind != "note":
+        found, msims = recall_memory.find(conn, topic, scoped, vault_id, project=project, index=index, vec=vec)
+        memory = _memory_items(conn, found, msims, vault_id, pattern, len(terms), kind, (index, vec))
+    if kind in ("decision", "session"):
+        info = {"mode": "hybrid"} if vec is not None else {"mode": "keyword-only", "reason": _no_model(index)}
+        return {"topic": topic, **info, **_pack(memory, budget, ordered=True), "budgetTokens": budget}
+    # the other notes: session and decision notes have their place above
+    hits, vec, info = _hits(conn, topic, limit, vault_id, index, vec, bool(scoped))
     by_id = {h["noteId"]: h for h in hits}
     id_rows = (
         rows(conn, f"SELECT rid, id FROM notes WHERE id IN ({','.join('?' * len(by_id))})", tuple(by_id))
@@ -195,7 +247,7 @@ def recall(
     )
     rid_of = {r["id"]: r["rid"] for r in id_rows}
     hit_rids = [rid_of[h["noteId"]] for h in hits if h["noteId"] in rid_of]
-    edges = set(_edges(conn, hit_rids)) if hit_rids else set()
+    edges = {(s, d) for s, d in _edges(conn, hit_rids) if s not in scoped and d not in scoped} if hit_rids else set()
     hit_set = set(hit_rids)
     # a hit's weight: its score relative to the first hit's
     top = hits[0]["score"] if hits and hits[0]["score"] else 1.0
@@ -211,11 +263,8 @@ def recall(
     top_neighbours = sorted(strength, key=lambda n: (-strength[n], n))[: NEIGHBOURS * 2]
     loaded = _load(conn, hit_rids + top_neighbours, vault_id)
     neighbours = [n for n in top_neighbours if n in loaded][:NEIGHBOURS]
-    terms = topic_terms(topic)
-    # one scan per section for the topic's words (building a word set of every section costs far more)
-    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(terms))) + r")\b") if terms else None
     wanted = [r for r in hit_rids + neighbours if r in loaded]
-    sims = _section_sims(conn, index, vec, wanted)
+    sims = section_sims(conn, index, vec, wanted)
     notes = {rid: _Note(loaded[rid], pattern, len(terms), sims.get(rid, {})) for rid in wanted}
 
     max_chars = max(1_200, budget)  # one section never takes more than about a quarter of the budget
@@ -259,16 +308,98 @@ def recall(
         candidates.append(
             note.item(idx, "linked", "; ".join(parts) or "linked with a search hit", score, NEIGHBOUR_CHARS)
         )
-    return {"topic": topic, **info, **_pack(candidates, budget), "budgetTokens": budget}
+    if not memory:
+        return {"topic": topic, **info, **_pack(candidates, budget), "budgetTokens": budget}
+    first = _pack(memory, int(budget * MEMORY_SHARE), ordered=True)
+    rest = _pack(candidates, budget - first["usedTokens"])
+    return {
+        "topic": topic,
+        **info,
+        "usedTokens": first["usedTokens"] + rest["usedTokens"],
+        "items": first["items"] + rest["items"],
+        "omitted": first["omitted"] + rest["omitted"],
+        "budgetTokens": budget,
+    }
 
 
-def _pack(candidates: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    """Best first, each (note, section) once; what does not fit is cut to fit, or left out and counted."""
+def _memory_items(
+    conn: apsw.Connection,
+    found: list[MemoryNote],
+    sims: dict[int, dict[str | None, float]],
+    vault_id: Vaults,
+    pattern: re.Pattern[str] | None,
+    n_terms: int,
+    kind: str | None,
+    meaning: tuple[Any, Any] = (None, None),
+) -> list[dict[str, Any]]:
+    """The decisions about the topic (this project's first), then the session notes that touched it.
+    ``meaning``: the process's index and the topic's vector, when there are both."""
+    if not found:
+        return []
+    loaded = _load(conn, [m.rid for m in found], vault_id)
+    decisions: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    sessions: list[dict[str, Any]] = []
+    unsure: list[tuple[tuple[Any, ...], dict[str, Any], float]] = []  # no word of the topic: meaning decides
+    for m in found:
+        if m.rid not in loaded:
+            continue
+        note = _Note(loaded[m.rid], pattern, n_terms, sims.get(m.rid, {}))
+        whose = "this project" if m.this_project else "another project" if m.project else "no project recorded"
+        rank = (not m.this_project, -(m.started or 0.0))
+        if m.type == recall_memory.DECISION_TYPE:
+            idx = note.ranked_sections()[0]
+            score = 0.5 * m.weight + note.relevance[idx]
+            why = f"a decision note (type: decision; {whose}); its best-matching section"
+            decisions.append(((rank[0], -score, rank[1]), note.memory_item(idx, "decision", why, score, 1_200, m)))
+            continue
+        for idx, (heading, text) in enumerate(note.sections):
+            if not is_decisions(heading):
+                continue
+            sim = max(sims.get(m.rid, {}).get(heading, 0.0), 0.0)
+            for n, line in enumerate(decision_lines(text)):
+                frac = len(set(pattern.findall(line.lower()))) / n_terms if pattern is not None and n_terms else 0.0
+                if frac <= 0 and sim < recall_memory.DECISIONS_FLOOR:
+                    continue
+                score = 0.5 * m.weight + frac + sim
+                why = f"a decision recorded with kms_capture in a session of {whose}"
+                item = note.memory_item(idx, "decision", why, score, 1_200, m, text=line)
+                key = (rank[0], -score, rank[1], n)
+                if frac > 0:
+                    decisions.append((key, item))
+                else:
+                    unsure.append((key, item, score))
+        other = [i for i in note.ranked_sections() if not is_decisions(note.sections[i][0])]
+        if other and (kind == "session" or _touches(note, other[0], pattern, sims.get(m.rid, {}))):
+            why = f"a session note of {whose} that touched the topic; its best-matching section"
+            sessions.append(note.memory_item(other[0], "session", why, m.weight, NEIGHBOUR_CHARS, m))
+    if unsure and len(decisions) < (MAX_ONE_KIND if kind else MAX_DECISIONS):  # enough share the topic's words
+        near = recall_memory.line_similarities(*meaning, [item["text"] for _k, item, _s in unsure])
+        for (key, item, score), sim in zip(unsure, near, strict=True):
+            if sim >= recall_memory.LINE_FLOOR:
+                item["score"] = round(score + sim, 4)
+                decisions.append(((key[0], -(score + sim), *key[2:]), item))
+    cap = MAX_ONE_KIND if kind else None
+    decided = [item for _key, item in sorted(decisions, key=lambda d: d[0])][: cap or MAX_DECISIONS]
+    kept = sessions[: cap or MAX_SESSIONS]
+    return (decided if kind != "session" else []) + (kept if kind != "decision" else [])
+
+
+def _touches(note: _Note, idx: int, pattern: re.Pattern[str] | None, sims: dict[str | None, float]) -> bool:
+    """Whether a section holds one of the topic's words or is close to it in meaning (a session note whose
+    only match is its Decisions section is there through its decisions)."""
+    heading, text = note.sections[idx]
+    near = sims.get(heading, 0.0) >= recall_memory.SEMANTIC_FLOOR
+    return near or (pattern is not None and pattern.search(f"{heading or ''} {text}".lower()) is not None)
+
+
+def _pack(candidates: list[dict[str, Any]], budget: int, *, ordered: bool = False) -> dict[str, Any]:
+    """Best first (``ordered``: in the order given), each (note, section) once, a decision once per text; what
+    does not fit is cut to fit, or left out and counted."""
     items: list[dict[str, Any]] = []
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple[str, str | None, str]] = set()
     used = omitted = 0
-    for item in sorted(candidates, key=lambda c: -c["score"]):
-        key = (item["noteId"], item["heading"])
+    for item in candidates if ordered else sorted(candidates, key=lambda c: -c["score"]):
+        key = (item["noteId"], item["heading"], item["text"] if item["kind"] == "decision" else "")
         if key in seen:
             continue
         seen.add(key)

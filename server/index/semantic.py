@@ -19,8 +19,9 @@ never an error; only a session's first call waits (``SemanticService.wait_first_
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import numpy as np
@@ -29,6 +30,9 @@ from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
 from server.index.vectors import DEPTH, SemanticIndex
 from server.vault.scope import Vaults
+
+if TYPE_CHECKING:
+    from server.index.properties import Filter
 
 RRF_K = 60
 MAX_LIMIT = 50
@@ -42,7 +46,13 @@ _CARD = "n.rid, n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.upda
 
 
 def keyword_hits(
-    conn: apsw.Connection, query: str, limit: int, vault_id: Vaults, *, strict: bool = False
+    conn: apsw.Connection,
+    query: str,
+    limit: int,
+    vault_id: Vaults,
+    *,
+    strict: bool = False,
+    where: Sequence[Filter] = (),
 ) -> tuple[list[dict[str, Any]], bool]:
     """The BM25 list (``server.index.search``) and whether it was relaxed to any-word matching.
 
@@ -50,6 +60,7 @@ def keyword_hits(
     word (stop words left out, see ``search.STOPWORDS``), so a note plain search ranks 4th is
     not lost below the semantic matches. ``strict`` keeps to notes with every word (benchmarks).
     A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
+    ``where``: property filters every hit passes (``kms_recall`` leaves session and decision notes out).
     """
     from server.index.search import build_match, search
 
@@ -58,7 +69,7 @@ def keyword_hits(
             q = build_match(q)[0]  # quoted terms (or the query's own syntax): never relaxed
             if not q:
                 return {"hits": []}
-        return search(conn, q, limit, vault_id)
+        return search(conn, q, limit, vault_id, where=where)
 
     try:
         found = run(query)
@@ -107,9 +118,11 @@ def _cards(conn: apsw.Connection, rids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _keyword_only(conn: apsw.Connection, query: str, limit: int, vault_id: Vaults, reason: str) -> dict[str, Any]:
+def _keyword_only(
+    conn: apsw.Connection, query: str, limit: int, vault_id: Vaults, reason: str, where: Sequence[Filter] = ()
+) -> dict[str, Any]:
     """The fallback answer: the keyword hits, in the hybrid hit shape, saying why."""
-    kw, relaxed = keyword_hits(conn, query, limit, vault_id)
+    kw, relaxed = keyword_hits(conn, query, limit, vault_id, where=where)
     hits = [
         {
             "noteId": h["noteId"],
@@ -138,6 +151,7 @@ def semantic_search(
     *,
     mode: str = "hybrid",
     query_vec: np.ndarray | None = None,
+    where: Sequence[Filter] = (),
 ) -> dict[str, Any]:
     """Hybrid (default) or ``mode="semantic"`` (embeddings only) search; hidden notes never appear.
 
@@ -147,6 +161,8 @@ def semantic_search(
     snippet for a keyword-only match), heading, score (RRF), matchType (keyword / semantic /
     both), similarity (cosine of the best chunk, for semantic matches), tags, updatedAt.
     ``query_vec``: the query's embedding when the caller already has it (``recall`` reuses it).
+    ``where``: property filters every hit passes, keyword and semantic alike (``recall`` leaves session and
+    decision notes out of its other notes).
     """
     if mode not in ("hybrid", "semantic"):
         raise KmsError("invalid-input", f"mode must be hybrid or semantic, not {mode!r}")
@@ -157,10 +173,10 @@ def semantic_search(
     embedder = index.embedder
     if not embedder.ready:
         reason = embedder.reason or f"the embedding model is {embedder.state}"
-        return _keyword_only(conn, query, limit, vault_id, reason)
+        return _keyword_only(conn, query, limit, vault_id, reason, where)
     index.refresh(conn)
     if not len(index):
-        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)")
+        return _keyword_only(conn, query, limit, vault_id, "no notes are embedded yet (run `kms embed`)", where)
 
     # The model and the matrix product run in a worker thread while this thread runs the
     # keyword search on its own connection: both release the GIL, so on 2 cores the query
@@ -171,7 +187,7 @@ def semantic_search(
 
     semantic = index.pool().submit(nearest)
     try:
-        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id) if mode == "hybrid" else ([], False)
+        kw, relaxed = keyword_hits(conn, query, DEPTH, vault_id, where=where) if mode == "hybrid" else ([], False)
     finally:
         failed: str | None = None
         try:
@@ -179,9 +195,14 @@ def semantic_search(
         except ModelNotReady as exc:
             sem, failed = [], exc.reason
     if failed is not None:
-        return _keyword_only(conn, query, limit, vault_id, failed)
+        return _keyword_only(conn, query, limit, vault_id, failed, where)
 
     cards = _cards(conn, [rid for rid, _c, _s in sem])
+    if where:
+        from server.index.properties import passing_ids
+
+        passing = passing_ids(conn, [c["noteId"] for c in cards.values()], where)
+        cards = {rid: c for rid, c in cards.items() if c["noteId"] in passing}
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
     fused: dict[str, dict[str, Any]] = {}
     for rank, hit in enumerate(kw, 1):

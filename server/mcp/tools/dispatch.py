@@ -392,7 +392,8 @@ class ToolRunner:
             log.exception("tool %s failed", name)
             return {"error": "internal", "message": f"{type(exc).__name__}: {exc}"}, True
         result = self._cap(spec, arguments, note_data.mark(result))  # note text fenced: it is data
-        if isinstance(spec, ReadSpec) and isinstance(query := arguments.get("query"), str) and query.strip():
+        query = arguments.get("query", arguments.get("topic"))  # kms_recall's topic is a search too
+        if isinstance(spec, ReadSpec) and isinstance(query, str) and query.strip():
             self.session.reads.record_search(name, query)  # the session note's searches (a successful call)
         if spec.records_reads and not result.get("truncated"):
             ids = note_ids_in(result)

@@ -20,6 +20,12 @@ class RecallInput(StrictInput):
         description="Most tokens the items may take together (by their tokenEstimate).",
     )
     vault: str | None = VaultField
+    kind: Literal["decision", "session", "note"] | None = Field(
+        default=None,
+        description="Only this kind of item: decision (decisions recorded in past sessions' notes or in notes "
+        "with type: decision), session (past sessions' notes that touched the topic) or note (the other notes). "
+        "Default: all three, in that order.",
+    )
 
 
 class ReadMore(BaseModel):
@@ -33,13 +39,19 @@ class RecallItem(BaseModel):
     path: str
     vault: str
     heading: str | None
-    kind: Literal["match", "section", "linked"]
+    kind: Literal["decision", "session", "match", "section", "linked"]
     why: str
     text: str
     truncated: bool
     score: float
     readMore: ReadMore
     tokenEstimate: int
+    session: str | None = Field(default=None, description="decision and session items: the session's id")
+    date: str | None = Field(default=None, description="decision and session items: when the session started")
+    project: str | None = Field(default=None, description="decision and session items: the session's project")
+    thisProject: bool | None = Field(
+        default=None, description="decision and session items: whether it is this session's project"
+    )
 
 
 class RecallOutput(ToolOutput):
@@ -71,18 +83,22 @@ def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
     if service is not None:
         service.wait_first_call()
         index = service.index
-    return recall(ctx.conn, args.topic, args.budgetTokens, vault_id, index)
+    return recall(
+        ctx.conn, args.topic, args.budgetTokens, vault_id, index, kind=args.kind, project=ctx.identity.project
+    )
 
 
 KMS_RECALL = ReadSpec(
     name="kms_recall",
     about=(
-        "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): the "
-        "best-matching sections of the notes a hybrid search finds (not whole notes), plus the notes they "
-        "link to or are linked from, ranked and deduplicated. Use it before working on something the person "
-        "may have notes about, instead of chaining search and read. Each item says why it is included and "
-        "how to read more (readMore: kms_read's noteId and section); the items' tokenEstimate never add up "
-        "to more than the budget."
+        "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): first "
+        "the decisions past sessions recorded about it (kind decision: the decision, its session, date and "
+        "project; this project's first), then the notes of past sessions that touched it (kind session), then "
+        "the best-matching sections of the other notes a hybrid search finds (not whole notes), plus the notes "
+        "they link to or are linked from, ranked and deduplicated. Use it before working on something the "
+        "person may have notes about, instead of chaining search and read; kind keeps one of decision, session, "
+        "note. Each item says why it is included and how to read more (readMore: kms_read's noteId and "
+        "section); the items' tokenEstimate never add up to more than the budget."
     ),
     errors=("not-found", "no-index"),
     input_model=RecallInput,
