@@ -395,7 +395,9 @@ async def test_revert_is_refused_when_edited_between_preview_and_confirm(
         assert (refusal["status"], refusal["reverts_id"]) == ("conflict", inv)  # recorded by the revert module
 
 
-async def test_a_session_that_only_searched_read_no_note(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+async def test_a_session_that_only_searched_read_no_note(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
     """Issue 32: search hits and backlink snippets are not reads: a session that only searched shows 0 reads in
     the dashboard's Reads and in ``kms session list``; its queries are its searches."""
     from support.cli import kms, ok
