@@ -122,7 +122,7 @@ def check(
         ).fetchall()
         if not note:
             continue
-        note_id, current = note[0]
+        note_id, current = str(note[0][0]), str(note[0][1])
         found = rows(conn, _RECENT + " ORDER BY t.id DESC", (note_id, now - RECENT_S))
         if not found:
             continue  # no agent write to judge

@@ -54,7 +54,7 @@ class JudgedWatcher:
         for rel in relpaths:
             found = conn.execute("SELECT content_hash FROM notes WHERE path = ?", (rel,)).fetchall()
             if found:
-                self.judged[rel] = found[0][0]
+                self.judged[rel] = str(found[0][0])
         return changed
 
 
@@ -71,7 +71,7 @@ def test_no_save_of_the_person_is_lost_to_an_agent_write(tmp_path: Path) -> None
     )
     watching.start()
     agents = [spawn("append", str(env.db_path), f"agent{k}", ids[k % 3], "120", f"A{k}", str(start)) for k in range(4)]
-    person = spawn("saver", json.dumps([str(env.root / n) for n in names]), "5", str(start), SAVES)
+    person = spawn("saver", json.dumps([str(env.root / n) for n in names]), "6", str(start), SAVES)
     start.touch()
     try:
         appended = [r for p in agents for r in result(p)["results"]]
