@@ -80,15 +80,11 @@ class Settled:
         return check(conn, vault, relpaths, settled=self)
 
 
-def only_kms_since(found: list[dict[str, Any]], current: str, last: tuple[str, int] | None) -> bool:
+def only_kms_since(since: list[dict[str, Any]], current: str, judged_hash: str) -> bool:
     """Whether the note went from the version last judged to ``current`` by kms's own appends and inserts
-    alone: every write recorded since links, ``hash_before`` to ``hash_after``, from that version to this one
-    (in the order the writes happened, whatever order their rows were recorded in), so no save could have
+    alone: every write recorded ``since`` links, ``hash_before`` to ``hash_after``, from that version to this
+    one (in the order the writes happened, whatever order their rows were recorded in), so no save could have
     dropped anything since."""
-    if last is None:
-        return False
-    judged_hash, judged_id = last
-    since = [r for r in found if r["id"] > judged_id]
     by_after = {r["hash_after"]: r for r in since}
     if len(by_after) != len(since):
         return False  # two writes left the same bytes: no single chain to follow
@@ -123,14 +119,17 @@ def check(
         if not note:
             continue
         note_id, current = str(note[0][0]), str(note[0][1])
-        found = rows(conn, _RECENT + " ORDER BY t.id DESC", (note_id, now - RECENT_S))
-        if not found:
-            continue  # no agent write to judge
-        newest = found[0]["id"]
+        recent = (note_id, now - RECENT_S)
         last = settled.get(conn, note_id) if settled is not None else None
-        if only_kms_since(found, current, last):
-            judge = [r["id"] for r in found if r["overwritten_at"] is not None]  # a flag may come back
+        since = rows(conn, _RECENT + " AND t.id > ? ORDER BY t.id DESC", (*recent, last[1])) if last else None
+        if last is not None and since is not None and only_kms_since(since, current, last[0]):
+            newest = since[0]["id"] if since else last[1]
+            judge = [r["id"] for r in rows(conn, _RECENT + " AND t.overwritten_at IS NOT NULL", recent)]  # may be back
         else:
+            found = rows(conn, _RECENT + " ORDER BY t.id DESC", recent)
+            if not found:
+                continue  # no agent write to judge
+            newest = found[0]["id"]
             judge = [r["id"] for r in found]  # a save not kms's may have dropped any of them
         if not judge:
             if settled is not None:
