@@ -17,7 +17,7 @@ kms's (an editor holding an old buffer) can drop any recent write, so after one 
 note (``RECENT_S``) is judged; a watcher's ``Settled`` remembers, per note, the version it last judged and
 the newest write it judged then, so while only kms's own appends and inserts followed (each written on the
 version before it: its ``hash_before`` is the previous one's ``hash_after``) nothing but the flagged rows is
-judged again, and a note whose file is that chain's end with no flag costs one indexed query. Without a
+judged again, and a note whose file is that chain's end with no flag costs a few indexed queries. Without a
 ``Settled`` (a one-off call) every recent write is judged.
 """
 
