@@ -377,7 +377,7 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
 
 def watch_cmd(vault: VaultOpt = None) -> None:
     """Keep the index in sync while files change (Ctrl-C to stop)."""
-    from server.activity.overwrites import check as overwritten
+    from server.activity.overwrites import Settled
     from server.index.watcher import watch_vaults
 
     with cli_errors():
@@ -390,7 +390,7 @@ def watch_cmd(vault: VaultOpt = None) -> None:
             console.print(f"[dim]{clock_time(now, now)}[/] re-indexed {changed} file(s) in {seconds:.2f}s")
 
         try:
-            watch_vaults(default_db_path(), vault=vault, on_change=report, after=overwritten)
+            watch_vaults(default_db_path(), vault=vault, on_change=report, after=Settled())
         except KeyboardInterrupt:
             pass
 

@@ -72,9 +72,16 @@ class SessionFacts:
 
     @property
     def empty(self) -> bool:
-        """A session that read and wrote nothing (no note is written for it)."""
+        """A session that read, searched and wrote nothing (no note is written for it)."""
         return not (
-            self.reads or self.changes or self.staged or self.refused or self.outside or self.captures or self.hidden
+            self.reads
+            or self.searches
+            or self.changes
+            or self.staged
+            or self.refused
+            or self.outside
+            or self.captures
+            or self.hidden
         )
 
 

@@ -322,7 +322,7 @@ _SCHEMA: list[Setting] = [
         "Session capture: `kms claude` starts each session with kms's orientation (the start brief) and, at "
         "compaction and at the end, writes one session note in capture.folder from kms's own records (what "
         "the session read, changed, searched, captured), through the write guard: revertible, approval "
-        "honoured. A session that read and wrote nothing gets no note. Needs agent.read.",
+        "honoured. A session that read, searched and wrote nothing gets no note. Needs agent.read.",
         "KMS_CAPTURE_ENABLED",
     ),
     Setting(

@@ -216,10 +216,10 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
 
         def watch() -> None:
             try:  # imported on this thread, not on the way to tools/list (the indexer's modules)
-                from server.activity.overwrites import check as overwritten
+                from server.activity.overwrites import Settled
                 from server.index.watcher import watch_vaults
 
-                watch_vaults(services.db_path, stop=stop, on_change=changed, after=overwritten)
+                watch_vaults(services.db_path, stop=stop, on_change=changed, after=Settled())
             except Exception:  # the server keeps serving a slightly stale index rather than dying
                 log.exception("watcher stopped")
 

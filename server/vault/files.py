@@ -342,6 +342,8 @@ class PendingWrite:
         if self._dir_fd is None:
             return None
         self.wait_synced()
+        if not self._target_is(expected):
+            return False  # a save landed since kms read: kms's version is never shown, not even for a moment
         if not _exchange(self._dir_fd, self.tmp.name, self.target.name):
             return None
         # the version read, and nobody in the middle of writing it: an editor that truncated it and stalled
@@ -353,6 +355,18 @@ class PendingWrite:
         if self._read_tmp() != new:  # a newer save replaced kms's version meanwhile: that one wins
             _exchange(self._dir_fd, self.tmp.name, self.target.name)
         return False
+
+    def _target_is(self, expected: str) -> bool:
+        """Whether the target still is the version read, just before the exchange: a save that landed while kms
+        computed and synced its version is not swapped out and back (an editor reading in that instant would
+        take up kms's version, without the person's last save). The check after the exchange stays the rule."""
+        assert self._dir_fd is not None
+        try:
+            fd = os.open(self.target.name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=self._dir_fd)
+        except OSError:
+            return True  # the exchange finds out and answers for it
+        with os.fdopen(fd, "rb") as f:
+            return sha256_hex(f.read()) == expected
 
     def _read_tmp(self) -> bytes:
         assert self.tmp is not None and self._dir_fd is not None

@@ -5,8 +5,8 @@ links). Both render the whole note from kms's records (``server.activity.session
 rewritten in place after, so one session has one note, and ``kms revert`` takes back each version.
 
 A note the person edited since kms last wrote it is left alone (``conflict``): kms never writes over a
-person's text. A session that read and wrote nothing gets no note, and a note that would not change is not
-written again (no provenance row either).
+person's text. A session that read, searched and wrote nothing gets no note, and a note that would not change
+is not written again (no provenance row either).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | Non
     if existing is None and record is not None and record.note_id:
         return "the session note is no longer where agents may see it (moved, hidden or deleted)"
     if existing is None:
-        return "the session read and wrote nothing" if facts.empty else None
+        return "the session read, searched and wrote nothing" if facts.empty else None
     note, vault, written = existing
     from server.vault.paths import locate_note
 

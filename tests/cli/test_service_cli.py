@@ -109,10 +109,10 @@ def test_a_killed_service_fails_cleanly_and_a_new_one_picks_up(
     again = service.read_state(db_path)
     assert again is not None and again.pid != state.pid
     assert anyio.run(search, again.url, secret)["hits"]  # the same token, its session, after the restart
-    kms("service", "stop")  # (its reads are flushed as it stops)
+    kms("service", "stop")  # (its searches are flushed as it stops)
     token = json.loads(kms("token", "list", "--json").stdout)[0]
-    readers = {r[0] for r in indexed.execute("SELECT DISTINCT session_id FROM note_reads")}
-    assert readers == {token["sessionId"]}, "one session across the restart: the token's"
+    searchers = {r[0] for r in indexed.execute("SELECT DISTINCT session_id FROM session_searches")}
+    assert searchers == {token["sessionId"]}, "one session across the restart: the token's"
 
 
 def test_kms_serve_with_a_variable_that_does_not_fit_says_so_in_one_line(db_path: Path) -> None:

@@ -59,10 +59,10 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(
 
     session = indexed.execute("SELECT id, exit_code, ended_at FROM sessions WHERE kind = 'launcher'").fetchall()
     assert len(session) == 1 and session[0][1] == 0 and session[0][2] is not None
-    reads = indexed.execute(
-        "SELECT n.title FROM note_reads r JOIN notes n ON n.id = r.note_id WHERE r.session_id = ?", (session[0][0],)
-    ).fetchall()
-    assert ("Auth service error handling",) in reads
+    searched = indexed.execute("SELECT tool, query FROM session_searches WHERE session_id = ?", (session[0][0],))
+    assert ("kms_search", "auth error handling") in searched.fetchall(), "the search, under the launcher's session"
+    reads = indexed.execute("SELECT count(*) FROM note_reads WHERE session_id = ?", (session[0][0],)).fetchall()
+    assert reads == [(0,)], "search hits are not notes read (issue 32)"
     assert not list(work.iterdir()), "nothing may be written to the working directory"
 
 

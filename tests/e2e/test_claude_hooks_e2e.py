@@ -86,6 +86,7 @@ def test_a_session_gets_its_brief_and_leaves_one_revertible_note(
     old_line = outside.read_text().splitlines()[-1]
     script = [
         ("mcp__kms__kms_search", {"query": "auth error handling"}),
+        ("mcp__kms__kms_read", {"noteId": "Auth service error handling"}),  # a search's hits are not reads
         ("mcp__kms__kms_create", {"title": "Decision log", "content": "We retry twice.\n", "folder": "projects"}),
         ("Read", {"file_path": str(outside)}),  # the host's Edit edits only a file it has read
         ("Edit", {"file_path": str(outside), "old_string": old_line, "new_string": old_line + " (edited)"}),

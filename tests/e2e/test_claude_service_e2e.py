@@ -79,8 +79,10 @@ def test_kms_claude_starts_the_service_and_runs_over_http(
 
     launcher = indexed.execute("SELECT id, exit_code FROM sessions WHERE kind = 'launcher'").fetchall()
     assert len(launcher) == 1 and launcher[0][1] == 0
+    searched = indexed.execute("SELECT tool, query FROM session_searches WHERE session_id = ?", (launcher[0][0],))
+    assert ("kms_search", "auth error handling") in searched.fetchall(), "the search, under the launcher's session"
     reads = value(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ?", (launcher[0][0],))
-    assert reads >= 1, "the read is recorded under the launcher's session"
+    assert reads == 0, "search hits are not notes read (issue 32)"
     made = tokens.list_tokens(indexed, include_ended=True)
     assert [(t.kind, t.session_id, t.state(0) if t.revoked_at else "active") for t in made] == [
         ("session", launcher[0][0], "revoked")

@@ -13,6 +13,7 @@ import pytest
 from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
+from server.activity import session_record
 from server.index.indexer import index_vault
 from server.index.listing import encode_cursor
 from server.index.note_data import fence, unfence
@@ -472,10 +473,11 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
         assert sid not in {b["noteId"] for b in (await ok(client, "kms_get_backlinks", {"noteId": vid}))["backlinks"]}
         inventory = (await ok(client, "kms_inventory", {"limit": 500}))["notes"]
         assert sid not in {n["noteId"] for n in inventory} and len(inventory) == visible_count(indexed)
+        await ok(client, "kms_read", {"noteId": vid})
         client.runner.session.reads.flush()
         session = client.runner.config.session_id
-    assert scalar(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ?", (session,)) >= 1
-    assert scalar(indexed, "SELECT count(*) FROM note_reads WHERE session_id = ? AND note_id = ?", (session, sid)) == 0
+    read = {r[0] for r in indexed.execute("SELECT note_id FROM note_reads WHERE session_id = ?", (session,))}
+    assert read == {vid}, "only the note read is a read: never the hidden one, nor a search's hits"
     # hidden survives a full reindex, and unhiding brings it back
     index_vault(indexed, get_vault(indexed, "sample"), full=True)
     async with mcp_client(db_path) as client:
@@ -551,13 +553,15 @@ async def test_reads_are_tracked_per_session(indexed: apsw.Connection, db_path: 
         await ok(client, "kms_read", {"noteId": nid})
         await ok(client, "kms_read", {"noteId": nid})
         hits = (await ok(client, "kms_search", {"query": "kubernetes", "limit": 3}))["hits"]
+        await ok(client, "kms_get_backlinks", {"noteId": nid})
         await ok(client, "kms_list_tags")
         await ok(client, "kms_inventory", {"limit": 5})
         client.runner.session.reads.flush()
         reads = {r["note_id"]: r for r in rows(indexed, "SELECT * FROM note_reads WHERE session_id = ?", (session,))}
+        searches = [(s["tool"], s["query"]) for s in session_record.searches(indexed, session)]
     assert reads[nid]["count"] == 2 and reads[nid]["last_at"] >= reads[nid]["first_at"] > 0
-    assert {h["noteId"] for h in hits} <= set(reads)
-    assert len(reads) == 1 + len({h["noteId"] for h in hits} - {nid})
+    assert hits and set(reads) == {nid}, "search hits, backlinks, tags and the inventory are not reads (issue 32)"
+    assert searches == [("kms_search", "kubernetes")]
 
 
 async def test_results_name_their_vault_and_vault_scopes(

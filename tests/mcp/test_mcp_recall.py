@@ -118,7 +118,12 @@ async def test_recall_reads_are_tracked_and_unscoped_sessions_see_every_vault(
     assert vaults == {"v", "other"}
     assert "Secret login" not in json.dumps(data) and "zqxcanary" not in json.dumps(data)
     read = {r[0] for r in conn.execute("SELECT note_id FROM note_reads WHERE session_id = ?", (session,))}
-    assert {i["noteId"] for i in data["items"]} <= read and note_id(conn, "Auth service") in read
+    whole = {i["noteId"] for i in data["items"] if i["kind"] != "linked" and not i["truncated"]}
+    # a whole section is a read (issue 32); a cut one or a linked note's excerpt is not
+    assert read == whole and note_id(conn, "Auth service") in read
+    assert {i["noteId"] for i in data["items"] if i["kind"] == "linked"} - read, "a linked note's excerpt: no read"
+    searched = [r[0] for r in conn.execute("SELECT query FROM session_searches WHERE session_id = ?", (session,))]
+    assert searched == ["token refresh clock drift"]  # the topic is the session's search
 
 
 async def test_recall_by_meaning_with_the_model(

@@ -146,7 +146,13 @@ async def test_two_servers_on_one_db(indexed: apsw.Connection, db_path: Path, va
     # each server flushed its reads under its own session when it stopped
     conn = connect(db_path)
     reads = rows(conn, "SELECT session_id, count FROM note_reads WHERE note_id = ? ORDER BY session_id", (nid,))
-    assert reads == [{"session_id": "sA", "count": 3 + 1}, {"session_id": "sB", "count": 3 + 1}]
+    assert reads == [{"session_id": "sA", "count": 3}, {"session_id": "sB", "count": 3}]  # a search is no read
+    searched = rows(
+        conn,
+        "SELECT session_id, count(*) AS n FROM session_searches WHERE query = 'kubernetes' GROUP BY session_id"
+        " ORDER BY session_id",
+    )
+    assert searched == [{"session_id": "sA", "n": 1}, {"session_id": "sB", "n": 1}]
     sessions = {r["id"]: r for r in rows(conn, "SELECT id, kind, ended_at FROM sessions")}
     assert {"sA", "sB"} <= set(sessions) and all(sessions[s]["kind"] == "server" for s in ("sA", "sB"))
     conn.close()

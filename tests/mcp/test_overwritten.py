@@ -107,7 +107,8 @@ async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
 def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     tmp_path: Path, conn: apsw.Connection
 ) -> None:
-    """The cheap paths: a note no agent wrote, a write older than the window, kms's own version."""
+    """The cheap paths: a note no agent wrote, a write older than the window, kms's own version after the
+    version the watcher last judged (``Settled``: not even read)."""
     root = tmp_path / "vault"
     root.mkdir()
     (root / "n.md").write_text("# n\n\nbody\n")
@@ -117,11 +118,13 @@ def test_check_skips_notes_without_recent_agent_writes_and_kms_own_versions(
     assert overwrites.check(conn, vault, ["n.md", "gone.md"], now=1000.0) == 0
     conn.execute(
         "INSERT INTO tool_invocations (at, session_id, tool, note_id, vault, path, input_summary, status, "
-        "inserted_text, insert_offset, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v', 'n.md', "
-        "'x', 'success', 'gone text\n', 12, ?, 'text-inserted')",
+        "inserted_text, insert_offset, hash_before, hash_after, change_kind) VALUES (?, 's', 'kms_append', ?, 'v',"
+        " 'n.md', 'x', 'success', 'gone text\n', 12, 'judged', ?, 'text-inserted')",
         (1000.0, nid, digest),
     )
-    assert overwrites.check(conn, vault, ["n.md"], now=1001.0) == 0  # the file is the version kms wrote
+    settled = overwrites.Settled()
+    settled.put(conn, nid, "judged", 0)  # the watcher judged version "judged"; kms's append made this one
+    assert overwrites.check(conn, vault, ["n.md"], now=1001.0, settled=settled) == 0  # the file is kms's version
     conn.execute("UPDATE tool_invocations SET hash_after = 'older'")
     assert overwrites.check(conn, vault, ["n.md"], now=1000.0 + overwrites.RECENT_S + 1) == 0  # too old
     assert overwrites.check(conn, vault, ["n.md"], now=1002.0) == 1

@@ -26,6 +26,11 @@ from server.store.db import connect  # noqa: E402
 from support.writes import Writer  # noqa: E402
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _wait(start_file: str) -> None:
     deadline = time.time() + 60
     while not os.path.exists(start_file) and time.time() < deadline:
@@ -94,21 +99,35 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
     return {"edits": n}
 
 
+STALE_S = 0.05  # how long an editor holding an old buffer types, at most, waiting for an agent's append
+
+
 def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,chunks") -> dict:
     """A person saving beside the agents, as editors do, each save adding its own line ``{{P-n}}``
     to what it just read: atomic rename saves, truncate-then-write saves, saves in two chunks, in
-    turn, over several notes. Returns the markers saved, so the test can tell which were lost."""
+    turn, over several notes. A ``stale`` save is an editor holding an old buffer: it adds its line to
+    what it saved last in that note once an agent appended to it (``STALE_S`` at most), dropping the
+    agents' appends since, and saves by rename. Returns the markers saved, so the test can tell which were lost."""
     _wait(start)
     end = time.time() + float(seconds)
     notes = [os.path.realpath(p) for p in json.loads(paths)]
+    buffers: dict[str, bytes] = {}  # what each note's editor saved last
     saved: list[str] = []
     n = 0
     while time.time() < end:
         real = notes[n % len(notes)]
         kind = kinds.split(",")[(n // len(notes)) % len(kinds.split(","))]
-        with open(real, "rb") as f:
-            data = f.read() + f"{{{{P-{n}}}}}\n".encode()
-        if kind == "rename":
+        if kind == "stale" and real not in buffers:
+            kind = "rename"
+        if kind == "stale":
+            typing = time.time() + STALE_S  # the person types in the old buffer until an agent appended
+            while time.time() < typing and _read(real) == buffers[real]:
+                time.sleep(0.002)
+            data = buffers[real] + f"{{{{P-{n}}}}}\n".encode()
+        else:
+            with open(real, "rb") as f:
+                data = f.read() + f"{{{{P-{n}}}}}\n".encode()
+        if kind in ("rename", "stale"):
             tmp = real + f".person{os.getpid()}"
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -123,6 +142,7 @@ def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,ch
                     f.write(data[len(data) // 2 :])
                 else:
                     f.write(data)
+        buffers[real] = data  # an editor's buffer is what it saved
         saved.append(f"P-{n}")
         n += 1
         time.sleep(0.003)

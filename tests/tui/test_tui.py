@@ -395,6 +395,45 @@ async def test_revert_is_refused_when_edited_between_preview_and_confirm(
         assert (refusal["status"], refusal["reverts_id"]) == ("conflict", inv)  # recorded by the revert module
 
 
+async def test_a_session_that_only_searched_read_no_note(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """Issue 32: search hits and backlink snippets are not reads: a session that only searched shows 0 reads in
+    the dashboard's Reads and in ``kms session list``; its queries are its searches."""
+    from support.cli import kms, ok
+
+    from server.activity import session_record
+
+    sid = start_session(indexed, session_id="s000000000077", kind="launcher")  # as `kms claude` records it
+    async with mcp_client(db_path, session_id=sid) as client:
+        for tool, args in (
+            ("kms_search", {"query": "kubernetes"}),
+            ("kms_semantic_search", {"query": "kubernetes"}),
+            ("kms_get_backlinks", {"noteId": "Shakshuka"}),
+        ):
+            r = await client.call_tool(tool, args)
+            assert not r.is_error and (r.structured_content.get("hits") or r.structured_content.get("backlinks")), (
+                tool,
+                r.structured_content,
+            )
+        client.runner.session.reads.flush()
+    assert [s["tool"] for s in session_record.searches(indexed, sid)] == ["kms_search", "kms_semantic_search"]
+    listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
+    assert listed[sid]["reads"] == 0
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_settled(app, pilot)
+        await pilot.press("1")
+        table = app.dashboard.query_one("#sessions")
+        table.move_cursor(row=table.get_row_index(sid))  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReadsScreen), what="reads")
+        screen = app.screen
+        assert screen.session_id == sid and screen.reads == []  # type: ignore[attr-defined]
+        assert screen.query_one("#dialog").border_subtitle == "0 notes"
+
+
 async def test_open_note_and_session_reads(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
     qid = note_id(indexed, QUICK)
     async with mcp_client(db_path, write_enabled=True, allowlist=("inbox",)) as client:

@@ -56,7 +56,7 @@ def session_notes(env: Env) -> list[Path]:
 def test_an_empty_session_gets_no_note_and_no_provenance_row(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", project="/work/p", now=1_700_000_000)
     answer = capture(config(env, "s1"), "SessionEnd")
-    assert answer == {"written": False, "reason": "the session read and wrote nothing"}
+    assert answer == {"written": False, "reason": "the session read, searched and wrote nothing"}
     assert session_notes(env) == []
     assert env.conn.execute("SELECT count(*) FROM tool_invocations").fetchall() == [(0,)]
 

@@ -121,7 +121,11 @@ class ToolSpec:
     input_model: type[StrictInput]
     output_model: type[BaseModel]
     annotations: ToolAnnotations
-    records_reads: bool = False  # returns note content: record (note, session) access
+    # a read is a note whose text the agent received: its body, a page or a section of it (kms_read, a
+    # resource read), or a whole section in a kms_recall item (``dispatch.note_ids_in``); excerpts around a
+    # match (search hits, backlink snippets) and summaries are hits, not reads (the queries go to
+    # ``session_searches``). Reads feed `kms session list`, the dashboard's Reads and the session note.
+    records_reads: bool = False
     # returns note text (bodies, excerpts, summaries, facts): its description says that text is data
     # (``server.index.note_data``); the boundary itself is added to every answer whatever this says
     note_text: bool = False

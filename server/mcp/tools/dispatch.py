@@ -41,13 +41,16 @@ def _reraise(exc: Exception) -> dict[str, Any]:
 
 
 def note_ids_in(result: dict[str, Any]) -> list[str]:
-    """Notes whose content a result carries (for read tracking)."""
+    """Notes a result gave the text of, as ``ReadSpec.records_reads`` defines a read: a body (or a page or
+    section of one: ``kms_read``), or a ``kms_recall`` item holding a whole section of the note (not cut, not
+    a linked note's summary or excerpt). Search hits, backlink snippets and summaries are not reads."""
     if "body" in result and "noteId" in result:
         return [result["noteId"]]
-    ids: list[str] = []
-    for key in ("hits", "backlinks", "items"):
-        ids += [h["noteId"] for h in result.get(key, []) if isinstance(h, dict) and "noteId" in h]
-    return ids
+    return [
+        i["noteId"]
+        for i in result.get("items", [])
+        if isinstance(i, dict) and "noteId" in i and i.get("kind") in ("match", "section") and not i.get("truncated")
+    ]
 
 
 @dataclass(frozen=True)

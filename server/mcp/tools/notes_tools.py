@@ -91,7 +91,6 @@ KMS_SEARCH = ReadSpec(
     output_model=SearchOutput,
     handler=kms_search,
     annotations=READ_ONLY.model_copy(update={"title": "Search notes"}),
-    records_reads=True,
     note_text=True,
 )
 
@@ -431,7 +430,6 @@ KMS_GET_BACKLINKS = ReadSpec(
     output_model=BacklinksOutput,
     handler=kms_get_backlinks,
     annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
-    records_reads=True,
     note_text=True,
     cursor_field="cursor",
 )

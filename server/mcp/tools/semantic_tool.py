@@ -66,6 +66,5 @@ KMS_SEMANTIC_SEARCH = ReadSpec(
     output_model=SemanticSearchOutput,
     handler=kms_semantic_search,
     annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
-    records_reads=True,
     note_text=True,
 )
