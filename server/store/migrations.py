@@ -265,6 +265,13 @@ def m029_staged_why(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE pending_writes ADD COLUMN why TEXT")
 
 
+def m037_history_by_path(conn: apsw.Connection) -> None:
+    """The versions of a vault path around a time: the dashboard's feed joins each edit a session's hooks
+    reported (``session_files``) to the version kms saw of it (``server.activity.outside_feed``), and the
+    session undo finds the notes those reports name, without reading every version kept."""
+    conn.execute("CREATE INDEX history_versions_path ON history_versions(path, at)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -291,6 +298,7 @@ MIGRATIONS: list[Migration] = [
     m027_note_properties,
     m028_approval_channel,
     m029_staged_why,
+    m037_history_by_path,
 ]
 
 
