@@ -42,7 +42,8 @@ _BEST_VERSION = f"""(SELECT v.vid FROM history_versions v INDEXED BY history_ver
           AND (f.hash_after IS NULL OR b.hash IS NULL OR b.hash = f.hash_after)
         ORDER BY b.hash IS f.hash_after DESC, abs(v.at - f.at), v.vid LIMIT 1)"""
 
-_SELECT = f"""SELECT f.id AS fid, f.at, f.session_id, f.tool AS host_tool, v.vid, v.hid, v.at AS seen_at, v.path,
+# a report (``f``) joined to its version: what every query here selects, narrowed by its own WHERE
+ROWS_SQL = f"""SELECT f.id AS fid, f.at, f.session_id, f.tool AS host_tool, v.vid, v.hid, v.at AS seen_at, v.path,
         v.size, v.how, v.bid, coalesce(vt.name, '?') AS vault, h.note_id,
         (SELECT n.title FROM notes n WHERE n.vault_id = f.vault_id AND n.path = v.path) AS title,
         (SELECT p.size FROM history_versions p WHERE p.hid = v.hid AND p.vid < v.vid
@@ -130,7 +131,7 @@ def page(
     if before is not None:
         clauses.append("f.id < ?")
         params.append(before)
-    found = rows(conn, f"{_SELECT} WHERE {' AND '.join(clauses)} ORDER BY f.id DESC LIMIT ?", (*params, limit + 1))
+    found = rows(conn, f"{ROWS_SQL} WHERE {' AND '.join(clauses)} ORDER BY f.id DESC LIMIT ?", (*params, limit + 1))
     return [_row(r) for r in found[:limit]], len(found) > limit
 
 
@@ -183,7 +184,7 @@ def since(conn: apsw.Connection, mark: Mark, limit: int = FEED_WINDOW) -> tuple[
         ]
         ids = sorted(set(reports) | set(near))
         marks_sql = ",".join("?" * len(ids))
-        found = rows(conn, f"{_SELECT} WHERE f.id IN ({marks_sql}) ORDER BY f.id", tuple(ids)) if ids else []
+        found = rows(conn, f"{ROWS_SQL} WHERE f.id IN ({marks_sql}) ORDER BY f.id", tuple(ids)) if ids else []
     finally:
         conn.execute("COMMIT")
     full = len(reports) == limit or len(vids) == limit
@@ -215,7 +216,7 @@ def _text(conn: apsw.Connection, bid: int | None) -> bytes:
 def detail(conn: apsw.Connection, report_id: int) -> OutsideDetail | None:
     """The row of report ``report_id`` with the diff of its version against the one before (None: no such
     report, or kms kept no version of it)."""
-    found = rows(conn, f"{_SELECT} WHERE f.id = ?", (report_id,))
+    found = rows(conn, f"{ROWS_SQL} WHERE f.id = ?", (report_id,))
     if not found:
         return None
     row = _row(found[0])

@@ -165,7 +165,6 @@ def test_the_tail_pages_forward_without_duplicates(env: Env) -> None:
 def test_every_feed_query_reads_an_index(env: Env) -> None:
     """The dashboard asks several times a second and the history may keep many versions."""
     plan = " ".join(
-        str(r)
-        for r in env.conn.execute(f"EXPLAIN QUERY PLAN {outside_feed._SELECT} WHERE f.id > 0 ORDER BY f.id")  # noqa: SLF001
+        str(r) for r in env.conn.execute(f"EXPLAIN QUERY PLAN {outside_feed.ROWS_SQL} WHERE f.id > 0 ORDER BY f.id")
     )
     assert "history_versions_path" in plan and "SCAN v" not in plan and "SCAN h" not in plan
