@@ -16,6 +16,7 @@ from server.index.indexer import reindex_file
 from server.vault.registry import get_vault
 from tui.app import create_app
 from tui.screens.control import UndoScreen
+from tui.screens.history import HistoryScreen
 from tui.widgets.detail import DetailView
 
 SID = "s0utside0feed"
@@ -53,6 +54,15 @@ async def test_an_outside_edit_appears_live_with_its_diff_and_offers_the_session
         assert "↗ Edit (outside kms)" in text and f"session {SID} (reported by its hooks)" in text
         assert "sample/Home.md" in text and "+line by the agent's Edit tool" in text
         assert f"u undoes session {SID}" in text and "r restores version 1 after a yes" in text
+
+        await pilot.press("h")  # a single version back: the note's history, where r restores after a yes
+        await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.loaded, what="history")
+        history = app.screen
+        assert isinstance(history, HistoryScreen) and history.ref == row["note_id"]
+        assert [v["version"] for v in history.versions][:2] == [2, 1]
+        assert history.versions[0]["who"]["sessionId"] == SID  # the history tells the same session
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.dashboard, what="back to the dashboard")
 
         await pilot.press("u")
         await wait_for(pilot, lambda: isinstance(app.screen, UndoScreen), what="the session's undo preview")
