@@ -91,6 +91,14 @@ def next_write(g: Gauge, now: float) -> Text:
     return Text("✓ now", style="green")
 
 
+def outside_status(size_change: int) -> Text:
+    """An edit a session made outside kms: ``↗`` and the size change (``+120B``, ``-3kB``)."""
+    n = abs(size_change)
+    sign = "-" if size_change < 0 else "+"
+    size = f"{n}B" if n < 1000 else f"{n // 1000}kB" if n < 1_000_000 else f"{n // 1_000_000}MB"
+    return Text(f"↗ {sign}{size}", style="bold magenta")
+
+
 def note_label(row: dict[str, Any]) -> str:
     return row.get("title") or row.get("path") or row.get("note_id") or "-"
 

@@ -14,7 +14,8 @@ from server.index.overview import Overview
 
 
 class InvocationsArrived(Message):
-    """New provenance rows, oldest first; ``initial`` marks the first window (newest first)."""
+    """New feed rows, oldest first; ``initial`` marks the first window (newest first). Rows are kms calls and
+    edits sessions made outside kms (``server.activity.outside_feed``)."""
 
     def __init__(
         self,

@@ -2,8 +2,9 @@
 
 ``PRAGMA data_version`` changes only when another connection commits, so an idle
 dashboard costs one pragma per poll. When it moves, only rows above the last id
-seen are fetched. Sessions are re-read on a change and once a second anyway
-(their gauges decay and "live" turns "idle" with time, without any commit), and
+seen are fetched, and edits sessions made outside kms that became whole since (a
+report or a version above the marks of ``server.activity.outside_feed``). Sessions are re-read on a change and once a
+second anyway (their gauges decay and "live" turns "idle" with time, without any commit), and
 the settings file is re-read when its mtime changes. Messages are produced only
 when something differs from what was last sent, so widgets re-render rarely.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import apsw
 from textual.message import Message
 
-from server.activity import approvals, feed
+from server.activity import approvals, feed, outside_feed
 from server.config.settings import load_settings
 from server.index.overview import Overview, overview
 from server.store.db import connect
@@ -55,6 +56,7 @@ class Poller:
         self.conn: apsw.Connection | None = None
         self.version = -1
         self.last_id = 0
+        self.mark = outside_feed.Mark()
         self._last_tick = 0.0
         self._sessions: list[feed.SessionInfo] | None = None
         self._sessions_at = 0.0
@@ -67,8 +69,8 @@ class Poller:
         """Open the connection (in the calling thread) and return the initial picture."""
         conn = self.conn = connect(self.db_path)
         self.version = feed.data_version(conn)
-        page = feed.feed_page(conn, limit=self.window)
-        self.last_id = page.high_water
+        page = outside_feed.merged_page(conn, limit=self.window)
+        self.last_id, self.mark = page.high_water, page.mark
         msgs: list[Message] = [
             InvocationsArrived(page.rows, initial=True, more=page.more, reverted=feed.reverted_ids(conn))
         ]
@@ -89,6 +91,11 @@ class Poller:
                     msgs.append(InvocationsArrived(new))
                 if len(new) < self.window:
                     break
+            more = True
+            while more:
+                outside, self.mark, more = outside_feed.since(self.conn, self.mark, self.window)
+                if outside:
+                    msgs.append(InvocationsArrived(outside))
             msgs.extend(self._flags())
         tick = self.ticker() - self._last_tick >= TICK_S
         return msgs + self._refresh(changed, tick)

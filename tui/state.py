@@ -38,10 +38,12 @@ class DashboardState:
         """Record arrivals and what they imply (a successful revert marks its target)."""
         wall = time.time()
         for r in rows:
+            self.tools_seen.add(r["tool"])
+            if r.get("source") == "outside":
+                continue  # an edit made outside kms (``server.activity.outside_feed``): no invocation id
             if live:
                 self.arrivals.setdefault(r["id"], wall)
             self.last_seen_id = max(self.last_seen_id, r["id"])
-            self.tools_seen.add(r["tool"])
             if r.get("reverts_id") is not None and r["status"] == "success":
                 self.reverted.setdefault(r["reverts_id"], r["id"])
         if len(self.arrivals) > MAX_ARRIVALS:  # only recent arrivals matter (latency checks)

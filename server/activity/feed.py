@@ -101,22 +101,31 @@ def feed_page(
     limit: int = FEED_WINDOW,
 ) -> FeedPage:
     """The newest ``limit`` matching rows (older than ``before_id`` when paging back)."""
+    conn.execute("BEGIN")  # one snapshot: the page and its high-water mark agree
+    try:
+        high = latest_id(conn)
+        found, more = window(conn, flt, before_id=before_id, limit=limit)
+    finally:
+        conn.execute("COMMIT")
+    return FeedPage(found, high, more)
+
+
+def window(
+    conn: apsw.Connection, flt: FeedFilter | None = None, *, before_id: int | None = None, limit: int = FEED_WINDOW
+) -> tuple[list[dict[str, Any]], bool]:
+    """``feed_page``'s rows and whether older ones exist, in the caller's transaction (the dashboard's
+    feed merges them with ``server.activity.outside_feed`` in one snapshot)."""
     clauses, params = (flt or FeedFilter()).where()
     if before_id is not None:
         clauses.append("t.id < ?")
         params.append(before_id)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-    conn.execute("BEGIN")  # one snapshot: the page and its high-water mark agree
-    try:
-        high = latest_id(conn)
-        found = rows(
-            conn,
-            f"SELECT {_FEED_COLUMNS} FROM tool_invocations t {where} ORDER BY t.id DESC LIMIT ?",
-            (*params, limit + 1),
-        )
-    finally:
-        conn.execute("COMMIT")
-    return FeedPage(found[:limit], high, len(found) > limit)
+    found = rows(
+        conn,
+        f"SELECT {_FEED_COLUMNS} FROM tool_invocations t {where} ORDER BY t.id DESC LIMIT ?",
+        (*params, limit + 1),
+    )
+    return found[:limit], len(found) > limit
 
 
 def feed_since(conn: apsw.Connection, after_id: int, limit: int = FEED_WINDOW) -> list[dict[str, Any]]:

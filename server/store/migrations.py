@@ -284,6 +284,11 @@ def m032_dendron_vaults(conn: apsw.Connection) -> None:
         CREATE INDEX dendron_vaults_name ON dendron_vaults(name, workspace);
         """
     )
+def m037_history_by_path(conn: apsw.Connection) -> None:
+    """The versions of a vault path around a time: the dashboard's feed joins each edit a session's hooks
+    reported (``session_files``) to the version kms saw of it (``server.activity.outside_feed``), and the
+    session undo finds the notes those reports name, without reading every version kept."""
+    conn.execute("CREATE INDEX history_versions_path ON history_versions(path, at)")
 
 
 MIGRATIONS: list[Migration] = [
@@ -313,6 +318,7 @@ MIGRATIONS: list[Migration] = [
     m028_approval_channel,
     m029_staged_why,
     m032_dendron_vaults,
+    m037_history_by_path,
 ]
 
 

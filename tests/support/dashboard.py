@@ -170,14 +170,18 @@ async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 5.0, w
 def settled(app: Any) -> bool:
     """First window, sessions, header and the detail of the highlighted row are all shown."""
     screen = app.dashboard
-    detail = screen.query_one("#detail").detail
+    pane = screen.query_one("#detail")
+    detail, outside = pane.detail, pane.outside
+    shown = (detail is not None and detail.invocation["id"] == screen.detail_id) or (
+        outside is not None and f"o{outside.row['fid']}" == screen.detail_key
+    )
     return bool(
         app.state.loaded
         and app.state.sessions_at
         and app.state.settings is not None
         and app.state.overview
         and not screen.feed.filling
-        and (screen.feed.row_count == 0 or (detail is not None and detail.invocation["id"] == screen.detail_id))
+        and (screen.feed.row_count == 0 or shown)
     )
 
 

@@ -647,3 +647,38 @@ def test_upgrade_to_m029_keeps_a_pending_call_and_says_why_a_new_one_is_held(tmp
     after = approvals.get(conn, held)
     assert after is not None and after.why == ['overrides instructions: "ignore previous instructions"']
     conn.close()
+
+
+def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Path) -> None:
+    """An m029 database gains the index of versions by path and time: the versions kept before are found
+    through it, and the feed joins an edit a session reported to the version kms kept."""
+    from server.activity import outside_feed, session_record
+    from server.index.indexer import index_vault, reindex_file
+    from server.vault.registry import add_vault
+
+    path = tmp_path / "m029.db"
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m029_staged_why")
+    old.close()
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n")
+    conn = apsw.Connection(str(path))  # the old schema, with a version kept before the upgrade
+    migrate(conn, upto="m029_staged_why")
+    vault = add_vault(conn, root, "v")
+    index_vault(conn, vault)
+    conn.close()
+    conn = connect(path)
+    assert "m037_history_by_path" in applied(conn)
+    plan = " ".join(
+        str(r)
+        for r in conn.execute("EXPLAIN QUERY PLAN SELECT vid FROM history_versions WHERE path = 'a.md' AND at > 0")
+    )
+    assert "history_versions_path" in plan
+    (root / "a.md").write_text("# A\n\nby the agent's Edit\n")
+    event = {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": {"file_path": str(root / "a.md")}}
+    session_record.record_event(conn, "s1", event)
+    reindex_file(conn, vault, "a.md")
+    [row] = outside_feed.page(conn)[0]
+    assert (row["session_id"], row["path"], row["size_change"]) == ("s1", "a.md", len("\nby the agent's Edit\n"))
+    conn.close()

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Select
 
-from server.activity import feed
+from server.activity import feed, outside_feed
 from server.activity.feed import FeedFilter
 from tui.messages import (
     InvocationsArrived,
@@ -76,7 +76,8 @@ class DashboardScreen(Screen[None]):
         self.tail: deque[dict[str, Any]] = deque(maxlen=TAIL_MEMORY)
         self.paused_new = 0  # live rows not shown while search results are
         self.loading_older = False
-        self.detail_id: int | None = None
+        self.detail_id: int | None = None  # the call the detail pane shows
+        self.detail_key: str | None = None  # the row it shows (a call's id, or an edit made outside kms)
 
     @property
     def kms(self) -> KmsDashboard:
@@ -202,14 +203,16 @@ class DashboardScreen(Screen[None]):
         flt, query = wanted
         if query:
             rows = await self.kms.db(feed.search_feed, query, flt)
-            page = feed.FeedPage(rows, 0, False)
+            page = outside_feed.MergedPage(rows, 0, outside_feed.Mark(), False)
         else:
-            page = await self.kms.db(feed.feed_page, flt)
+            page = await self.kms.db(outside_feed.merged_page, flt)
         self.applied = wanted
         self.paused_new = 0
         self.feed.reset(page.rows, page.more)
-        if not query:
-            self.feed.add_new([r for r in self.tail if r["id"] > page.high_water and flt.matches(r)])
+        if not query:  # (an edit made outside kms already shown has its key: the table keeps one)
+            self.feed.add_new(
+                [r for r in self.tail if (outside_feed.is_outside(r) or r["id"] > page.high_water) and flt.matches(r)]
+            )
         self._subtitle()
         if not page.rows:
             self.query_one(DetailView).show_message("No matching rows.")
@@ -225,8 +228,10 @@ class DashboardScreen(Screen[None]):
     @work(group="older", exit_on_error=False)
     async def _load_older(self) -> None:
         try:
-            oldest = min(self.feed.rows_by_id, default=None)
-            page = await self.kms.db(feed.feed_page, self.applied[0], before_id=oldest)
+            oldest, oldest_report = self.feed.oldest_ids()
+            page = await self.kms.db(
+                outside_feed.merged_page, self.applied[0], before_id=oldest, before_report=oldest_report
+            )
             self.feed.add_older(page.rows, page.more)
             self._subtitle()
         finally:
@@ -247,14 +252,16 @@ class DashboardScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#feed")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
-            invocation_id = int(event.row_key.value)
-            if invocation_id != self.detail_id:
-                self.load_detail(invocation_id)
+        key = event.row_key.value
+        if key is not None and key != self.detail_key:
+            if key.isdigit():
+                self.load_detail(int(key))
+            else:
+                self.load_outside_detail(key)
 
     @on(DataTable.RowSelected, "#feed")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
+        if event.row_key.value is not None and event.row_key.value.isdigit():
             self.kms.show_invocation(int(event.row_key.value))
 
     @on(DataTable.RowSelected, "#sessions")
@@ -265,9 +272,19 @@ class DashboardScreen(Screen[None]):
 
     @work(exclusive=True, group="detail", exit_on_error=False)
     async def load_detail(self, invocation_id: int) -> None:
-        self.detail_id = invocation_id
+        self.detail_id, self.detail_key = invocation_id, str(invocation_id)
         detail = await self.kms.db(feed.invocation_detail, invocation_id)
         self.query_one(DetailView).show(detail, self.state.clock())
+
+    @work(exclusive=True, group="detail", exit_on_error=False)
+    async def load_outside_detail(self, key: str) -> None:
+        """An edit a session made outside kms: its version's diff against the one before."""
+        self.detail_id, self.detail_key = None, key
+        row = self.feed.rows_by_key.get(key)
+        if row is None:
+            return
+        detail = await self.kms.db(outside_feed.detail, row["fid"])
+        self.query_one(DetailView).show_outside(detail, self.state.clock())
 
     # ----- actions on the selection -------------------------------------------------------------
 
@@ -277,12 +294,23 @@ class DashboardScreen(Screen[None]):
             self.notify("Select a row in the feed first.", severity="warning")
         return sid
 
+    def _outside_row(self) -> dict[str, Any] | None:
+        row = self.feed.selected_row
+        return row if row is not None and outside_feed.is_outside(row) else None
+
     def action_revert(self) -> None:
-        if (sid := self._selected()) is not None:
+        """A kms call: its revert. An edit made outside kms has none of its own: the session's undo (a preview
+        first), which restores that note too (a single version: ``h``, the note's history)."""
+        if (row := self._outside_row()) is not None:
+            self.kms.session_control(row["session_id"], "undo")
+        elif (sid := self._selected()) is not None:
             self.kms.review_revert(sid)
 
     def action_history(self) -> None:
         """The history of the selected row's note (the one the detail pane shows)."""
+        if (row := self._outside_row()) is not None:
+            self.kms.show_history(row["note_id"])
+            return
         if (sid := self._selected()) is None or (row := self.feed.selected_row) is None:
             return
         if row.get("note_id"):
@@ -297,11 +325,15 @@ class DashboardScreen(Screen[None]):
         sessions = self.query_one(SessionsTable)
         if self.focused is sessions and (session_id := sessions.selected_id) is not None:
             self.kms.open_session_note(session_id)
+        elif (row := self._outside_row()) is not None:
+            self.kms.action_open_read_note(row["note_id"])
         elif (sid := self._selected()) is not None:
             self.kms.open_note(sid)
 
     def action_edit_note(self) -> None:
-        if (sid := self._selected()) is not None:
+        if self._outside_row() is not None:
+            self.notify("o shows the note; e edits the note of a kms call.", severity="warning")
+        elif (sid := self._selected()) is not None:
             self.kms.edit_note(sid)
 
     def action_reads(self) -> None:

@@ -47,6 +47,7 @@ def help_text() -> Table:
         grid.add_row(fmt.status_text(status), status)
     grid.add_row(fmt.status_text("success", reverted=True), "succeeded, then taken back by a revert")
     grid.add_row(fmt.status_text("success", overwritten=True), "succeeded, then a later save dropped its text")
+    grid.add_row(fmt.outside_status(120), "the session's agent changed the note outside kms (u: the session's undo)")
     grid.add_row("", "")
     grid.add_row(Text("Sessions", style="bold underline"), "")
     for state, (symbol, style) in fmt.STATE_STYLE.items():

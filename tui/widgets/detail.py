@@ -1,5 +1,6 @@
 """The selected invocation in full: what the agent asked, what happened, and the exact
-inserted text with a few lines of context in the note as it is NOW."""
+inserted text with a few lines of context in the note as it is NOW; or an edit a session made
+outside kms: the version kms saw, its diff against the one before, and how to undo it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from textual.widgets import Static
 from server import humanize
 from server.activity import changes
 from server.activity.feed import ContextLine, Detail
+from server.activity.outside_feed import OutsideDetail
 from server.writes.revert_files import diff_text
 from tui import format as fmt
 
@@ -116,6 +118,42 @@ def render_detail(d: Detail, now: float) -> RenderableType:
     return Group(*parts)
 
 
+def render_outside(d: OutsideDetail, now: float) -> RenderableType:
+    """An edit a session made outside kms: who, the note, the size change, the diff against the version before,
+    and the undo it has (the session's, or restoring the version before from the note's history)."""
+    r = d.row
+    head = Text()
+    head.append("↗ ", style="bold magenta")
+    head.append(r["tool"], style="bold magenta")
+    head.append(
+        f"  {humanize.clock_time(r['at'], now)}  session {r['session_id']} (reported by its hooks)", style="dim"
+    )
+    facts = Table.grid(padding=(0, 1))
+    facts.add_column(style="bold", no_wrap=True)
+    facts.add_column(overflow="fold")
+    facts.add_row("Note", Text(f"{r['vault']}/{r['path']}" + (f"  ({r['title']})" if r.get("title") else "")))
+    was = "a new note" if d.before is None else f"version {d.before}"
+    facts.add_row("Version", f"{d.number}, seen {humanize.clock_time(r['seen_at'], now)} ({was} before it)")
+    facts.add_row("Size", f"{r['size']} bytes ({r['size_change']:+d})")
+    undo = Text(f"u undoes session {r['session_id']} (a preview first: it restores this note too)")
+    if d.before is not None:
+        undo.append(f"; h: this note's history, where r restores version {d.before} after a yes", style="")
+    facts.add_row("Undo", undo)
+    parts: list[RenderableType] = [head, facts, Text("")]
+    lines = d.diff.splitlines()[2:]  # the --- +++ header: the Note and Version above
+    shown = (
+        lines
+        if len(lines) <= MAX_INSERTED_LINES
+        else [*lines[: MAX_INSERTED_LINES - 1], f"… {len(lines) - MAX_INSERTED_LINES + 1} more lines"]
+    )
+    for line in shown:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+        parts.append(Text(line, style=style))
+    if not lines:
+        parts.append(Text("(the text is the same as the version before)", style="dim"))
+    return Group(*parts)
+
+
 def diff_renderables(change: changes.FilesChanged, limit: int = MAX_INSERTED_LINES) -> list[Text]:
     """The change as a diff, file by file (a move names both paths), long hunks elided."""
     out: list[Text] = []
@@ -163,6 +201,7 @@ class DetailView(VerticalScroll):
         super().__init__(**kwargs)
         self.border_title = "Detail"
         self.detail: Detail | None = None
+        self.outside: OutsideDetail | None = None  # the edit made outside kms shown instead of a call
         self.renderable: RenderableType = ""
         self.can_focus = True
 
@@ -170,14 +209,22 @@ class DetailView(VerticalScroll):
         yield Static("Select a row to see what the agent did.", id="detail-body")
 
     def show(self, detail: Detail | None, now: float) -> None:
-        self.detail = detail
+        self.detail, self.outside = detail, None
         body = self.query_one("#detail-body", Static)
         self.renderable = Text("No such invocation.", style="dim") if detail is None else render_detail(detail, now)
         body.update(self.renderable)
         self.scroll_home(animate=False)
 
+    def show_outside(self, detail: OutsideDetail | None, now: float) -> None:
+        self.detail, self.outside = None, detail
+        self.renderable = (
+            Text("kms no longer keeps this version.", style="dim") if detail is None else render_outside(detail, now)
+        )
+        self.query_one("#detail-body", Static).update(self.renderable)
+        self.scroll_home(animate=False)
+
     def show_message(self, text: str) -> None:
-        self.detail = None
+        self.detail = self.outside = None
         self.renderable = Text(text, style="dim")
         self.query_one("#detail-body", Static).update(self.renderable)
 
