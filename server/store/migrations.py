@@ -284,6 +284,8 @@ def m032_dendron_vaults(conn: apsw.Connection) -> None:
         CREATE INDEX dendron_vaults_name ON dendron_vaults(name, workspace);
         """
     )
+
+
 def m037_history_by_path(conn: apsw.Connection) -> None:
     """The versions of a vault path around a time: the dashboard's feed joins each edit a session's hooks
     reported (``session_files``) to the version kms saw of it (``server.activity.outside_feed``), and the
