@@ -37,6 +37,7 @@ from server.index.writer import (
     write_children,
 )
 from server.store import history as blobs
+from server.store import kept_counts
 from server.store.db import write_tx
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect
 
@@ -141,7 +142,8 @@ def index_vault(
     keep: bytes | None | bool = False
     if keeping:  # a worker compresses against the vault's seed (see server.store.history)
         keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
-    with write_tx(conn), gc_paused():
+    # a cold index writes every row of the vault: the kept counts are recounted once at the end instead
+    with write_tx(conn), gc_paused(), kept_counts.suspended(conn) if cold else contextlib.nullcontext():
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
         current = _manifest(conn, vault.id)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
+from server.store.kept_counts import m030_kept_counts
 from server.store.migrations_first import (  # the first schema, applied by every database since
     m001_initial,
     m002_agent_activity,
@@ -291,6 +292,7 @@ MIGRATIONS: list[Migration] = [
     m027_note_properties,
     m028_approval_channel,
     m029_staged_why,
+    m030_kept_counts,
 ]
 
 

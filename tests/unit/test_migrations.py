@@ -647,3 +647,45 @@ def test_upgrade_to_m029_keeps_a_pending_call_and_says_why_a_new_one_is_held(tmp
     after = approvals.get(conn, held)
     assert after is not None and after.why == ['overrides instructions: "ignore previous instructions"']
     conn.close()
+
+
+def test_upgrade_to_m030_counts_the_existing_index_and_keeps_it_counted(tmp_path: Path) -> None:
+    """An m029 database, indexed with a hidden note, gains the kept counts (m030) counted from its index
+    (equal to what orientation recounted before), and they follow the next change by trigger."""
+    from support.vaults import write
+
+    from server.index.indexer import index_vault
+    from server.index.notes import set_hidden
+    from server.store.kept_counts import RECOUNT
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m029.db"
+    for i in range(5):
+        write(root / f"f{i % 2}" / f"N{i}.md", f"#t{i % 3} #all\nSee [[N{(i + 1) % 5}]] and [[Gone {i % 2}]].\n")
+    conn = connect(path)  # today's writer needs today's tables: the m029 state is made by hand below
+    index_vault(conn, add_vault(conn, root, "v"))
+    set_hidden(conn, "f0/N0.md", True)
+    for kind, name in conn.execute("SELECT type, name FROM sqlite_master WHERE name LIKE 'kept%'").fetchall():
+        if kind in ("table", "trigger"):  # (the indexes go with their tables)
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm030_kept_counts'")
+    conn.close()
+
+    conn = connect(path)
+    assert "m030_kept_counts" in applied(conn)
+
+    def kept() -> dict[str, list[tuple]]:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in RECOUNT}
+
+    def recount() -> dict[str, list[tuple]]:
+        return {t: sorted(conn.execute(q).fetchall()) for t, q in RECOUNT.items()}
+
+    assert kept() == recount()
+    assert ("all",) in [(r[1],) for r in kept()["kept_tags"]] and kept()["kept_folders"] == [
+        (1, "f0", 2),
+        (1, "f1", 2),
+    ]  # N0 hidden: not counted
+    write(root / "f1" / "Gone 1.md", "now here #all\n")
+    index_vault(conn, get_vault(conn, "v"))
+    assert kept() == recount() and (1, "gone 1", 2) not in kept()["kept_unresolved"]
+    conn.close()
