@@ -67,12 +67,31 @@ class IndexReport:
 
 
 def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int, int, str]]:
+    """path -> (rid, mtime, size, '') from the narrow manifest index (m031), not the notes' wide rows;
+    the content hash ('' here) is read by ``_with_hashes`` for the few paths that need it."""
     return {
-        path: (rid, mtime_ns, size, chash)
-        for rid, path, mtime_ns, size, chash in conn.execute(
-            "SELECT rid, path, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ?", (vault_id,)
+        path: (rid, mtime_ns, size, "")
+        for rid, path, mtime_ns, size in conn.execute(
+            "SELECT rid, path, mtime_ns, size_bytes FROM notes WHERE vault_id = ?", (vault_id,)
         )
     }
+
+
+def _with_hashes(
+    conn: apsw.Connection, manifest: dict[str, tuple[int, int, int, str]], paths: list[str]
+) -> dict[str, tuple[int, int, int, str]]:
+    """``manifest`` with the content hashes of ``paths`` (a changed file is compared by its hash, a gone
+    one is matched to a new path by it)."""
+    by_rid = {manifest[p][0]: p for p in paths if p in manifest}
+    rids = list(by_rid)
+    for at in range(0, len(rids), 500):
+        chunk = rids[at : at + 500]
+        for rid, chash in conn.execute(
+            f"SELECT rid, content_hash FROM notes WHERE rid IN ({','.join('?' * len(chunk))})", chunk
+        ):
+            path = by_rid[rid]
+            manifest[path] = (*manifest[path][:3], chash)
+    return manifest
 
 
 def index_vault(
@@ -114,7 +133,7 @@ def index_vault(
             continue
         if os.path.lexists(os.path.join(vault.root, path)):
             continue  # still there but not indexable now (e.g. permissions): keep it
-        gone[path] = (rid, chash)
+        gone[path] = (rid, chash)  # (its hash is read under the write lock below)
     rules = vault_rules(conn, vault.id, vault.root)
     keeping = history.active(conn)
     if not todo and not gone:
@@ -150,6 +169,8 @@ def index_vault(
         if current != manifest:
             gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
             manifest = current
+        manifest = _with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
+        gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
         by_hash: dict[str, list[str]] = {}
         for path, (_rid, chash) in gone.items():
             by_hash.setdefault(chash, []).append(path)

@@ -266,6 +266,12 @@ def m029_staged_why(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE pending_writes ADD COLUMN why TEXT")
 
 
+def m031_manifest_index(conn: apsw.Connection) -> None:
+    """What ``kms index`` compares every file's stat with (path, mtime, size; the note's rid rides along),
+    in a narrow index: an unchanged vault is then checked without reading the notes' wide rows."""
+    conn.execute("CREATE INDEX notes_manifest ON notes(vault_id, path, mtime_ns, size_bytes)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -293,6 +299,7 @@ MIGRATIONS: list[Migration] = [
     m028_approval_channel,
     m029_staged_why,
     m030_kept_counts,
+    m031_manifest_index,
 ]
 
 

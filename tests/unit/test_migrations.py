@@ -689,3 +689,34 @@ def test_upgrade_to_m030_counts_the_existing_index_and_keeps_it_counted(tmp_path
     index_vault(conn, get_vault(conn, "v"))
     assert kept() == recount() and (1, "gone 1", 2) not in kept()["kept_unresolved"]
     conn.close()
+
+
+def test_upgrade_to_m031_checks_an_unchanged_vault_from_the_manifest_index(tmp_path: Path) -> None:
+    """An m030 database gains ``notes_manifest``; the scan's query reads it alone (no note row), and a
+    rename with an edit elsewhere is still told by the content hash read for the changed paths."""
+    from support.vaults import write
+
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m030.db"
+    write(root / "a.md", "alpha\n")
+    write(root / "b.md", "beta\n")
+    conn = connect(path)
+    index_vault(conn, add_vault(conn, root, "v"))
+    conn.execute("DROP INDEX notes_manifest; DELETE FROM _migrations WHERE name = 'm031_manifest_index'")
+    conn.close()
+    conn = connect(path)
+    assert "m031_manifest_index" in applied(conn)
+    plan = conn.execute("EXPLAIN QUERY PLAN SELECT rid, path, mtime_ns, size_bytes FROM notes WHERE vault_id = 1")
+    assert "COVERING INDEX notes_manifest" in str(plan.fetchall())
+    before = rows(conn, "SELECT id, path FROM notes ORDER BY path")
+    (root / "a.md").rename(root / "c.md")
+    write(root / "b.md", "beta, edited\n")
+    report = index_vault(conn, get_vault(conn, "v"))
+    assert (report.renamed, report.updated, report.unchanged) == (1, 1, 0)
+    assert rows(conn, "SELECT id, path FROM notes ORDER BY path") == [
+        {"id": before[1]["id"], "path": "b.md"},
+        {"id": before[0]["id"], "path": "c.md"},
+    ]
+    conn.close()
