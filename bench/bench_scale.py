@@ -27,6 +27,7 @@ from bench_mcp import FOLDERS, lean_round_trips
 from bench_scripts import CJK_QUERIES, with_scripts
 from common import HERE, fresh_db, percentiles, table, timed, vault
 
+Row = tuple[str, str, str, str, str]  # (metric, kms, baseline, ratio, target): common.table
 RAW_SQL = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
 
 
@@ -34,7 +35,7 @@ def load() -> str:
     return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def processes(root: Path, n: int, rounds: int, env: dict[str, str]) -> tuple[list[tuple[str, ...]], Path, Path]:
+def processes(root: Path, n: int, rounds: int, env: dict[str, str]) -> tuple[list[Row], Path, Path]:
     raw: list[float] = []
     add: list[float] = []
     cpu: dict[str, list[float]] = {"raw": [], "add": [], "noop": [], "start": []}
@@ -83,7 +84,7 @@ def processes(root: Path, n: int, rounds: int, env: dict[str, str]) -> tuple[lis
     return rows, db, raw_db
 
 
-def round_trips(db: Path, calls: int) -> list[tuple[str, ...]]:
+def round_trips(db: Path, calls: int) -> list[Row]:
     from kmscli.compose import kms_command
     from server.config.session import SessionConfig
 
@@ -108,7 +109,7 @@ def round_trips(db: Path, calls: int) -> list[tuple[str, ...]]:
         [sys.executable, str(HERE / "minimal_server.py")], env, "echo", lambda i: {"query": "x"}, calls
     )
     e50, e95 = percentiles(echo)
-    out = []
+    out: list[Row] = []
     for name, samples, target in (("kms_start", start, 50), ("kms_list_folder", folder, 10)):
         p50, p95 = percentiles(samples)
         out.append(
@@ -123,14 +124,14 @@ def round_trips(db: Path, calls: int) -> list[tuple[str, ...]]:
     return out
 
 
-def searches(db: Path, raw_db: Path) -> list[tuple[str, ...]]:
+def searches(db: Path, raw_db: Path) -> list[Row]:
     import apsw
 
     from server.index.search import build_match, search
     from server.store.db import connect
 
     conn, raw = connect(db), apsw.Connection(str(raw_db))
-    out = []
+    out: list[Row] = []
     for name, words, plain in (("Latin", QUERIES, False), ("CJK/Thai", CJK_QUERIES, True)):
         ours: list[float] = []
         base: list[float] = []
