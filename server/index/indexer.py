@@ -161,14 +161,15 @@ def index_vault(
     keep: bytes | None | bool = False
     if keeping:  # a worker compresses against the vault's seed (see server.store.history)
         keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
-    # a cold index writes every row of the vault: the kept counts are recounted once at the end instead
-    with write_tx(conn), gc_paused(), kept_counts.suspended(conn) if cold else contextlib.nullcontext():
+    with write_tx(conn), gc_paused(), contextlib.ExitStack() as counting:
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
         current = _manifest(conn, vault.id)
         if current != manifest:
             gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
             manifest = current
+        if not current:  # every row of the vault is written now: the kept counts are recounted once at the end
+            counting.enter_context(kept_counts.suspended(conn))
         manifest = _with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
         gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
         by_hash: dict[str, list[str]] = {}
