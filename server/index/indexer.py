@@ -305,7 +305,7 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
     """Forget a vault and its index rows; its files are never touched. DB-only state of its
     notes (hidden stamps) goes with it."""
     vault = get_vault(conn, name)
-    with write_tx(conn):
+    with write_tx(conn), kept_counts.removing(conn, vault.id):
         for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
             history.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
             delete_note_row(conn, rid)  # type: ignore[arg-type]  # rid: INTEGER PRIMARY KEY

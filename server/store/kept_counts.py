@@ -116,6 +116,9 @@ def _backlink(sign: str, link: str) -> str:
     )
 
 
+REMOVING = "char(0)"  # the folder of a vault's marker row while ``removing`` deletes all its notes
+
+
 def triggers() -> str:
     """The triggers that keep the four tables (m030)."""
     visible_new = _VISIBLE_SRC.format(r="new.rid")
@@ -127,7 +130,8 @@ def triggers() -> str:
     CREATE TRIGGER kept_note_ai AFTER INSERT ON notes WHEN new.hidden_at IS NULL BEGIN
         {_folder("+", "new")} {_children("+", "new")}
     END;
-    CREATE TRIGGER kept_note_bd BEFORE DELETE ON notes WHEN old.hidden_at IS NULL BEGIN
+    CREATE TRIGGER kept_note_bd BEFORE DELETE ON notes WHEN old.hidden_at IS NULL AND NOT EXISTS
+        (SELECT 1 FROM kept_folders WHERE vault_id = old.vault_id AND folder = {REMOVING}) BEGIN
         {_folder("-", "old")} {_children("-", "old")}
     END;
     CREATE TRIGGER kept_note_folder_out AFTER UPDATE OF folder, vault_id, hidden_at ON notes
@@ -228,6 +232,17 @@ def suspended(conn: apsw.Connection) -> Iterator[None]:
         rebuild(conn)
     finally:
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
+
+
+@contextlib.contextmanager
+def removing(conn: apsw.Connection, vault_id: int) -> Iterator[None]:
+    """Every note of vault ``vault_id`` deleted inside (in the caller's transaction): a marker row stops
+    each note's trigger from taking back its counts one by one, and the tables are recounted after.
+    (Triggers cannot be turned off here: deleting a note deletes its chunks, whose own triggers must run.)"""
+    conn.execute(f"INSERT INTO kept_folders VALUES (?, {REMOVING}, 0)", (vault_id,))
+    yield
+    conn.execute(f"DELETE FROM kept_folders WHERE vault_id = ? AND folder = {REMOVING}", (vault_id,))
+    rebuild(conn)
 
 
 def m030_kept_counts(conn: apsw.Connection) -> None:
