@@ -38,6 +38,7 @@ from server.index.writer import (
     write_children,
 )
 from server.store import history as blobs
+from server.store import kept_counts
 from server.store.db import write_tx
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
 
@@ -67,12 +68,31 @@ class IndexReport:
 
 
 def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int, int, str]]:
+    """path -> (rid, mtime, size, '') from the narrow manifest index (m031), not the notes' wide rows;
+    the content hash ('' here) is read by ``_with_hashes`` for the few paths that need it."""
     return {
-        path: (rid, mtime_ns, size, chash)
-        for rid, path, mtime_ns, size, chash in conn.execute(
-            "SELECT rid, path, mtime_ns, size_bytes, content_hash FROM notes WHERE vault_id = ?", (vault_id,)
+        path: (rid, mtime_ns, size, "")
+        for rid, path, mtime_ns, size in conn.execute(
+            "SELECT rid, path, mtime_ns, size_bytes FROM notes WHERE vault_id = ?", (vault_id,)
         )
     }
+
+
+def _with_hashes(
+    conn: apsw.Connection, manifest: dict[str, tuple[int, int, int, str]], paths: list[str]
+) -> dict[str, tuple[int, int, int, str]]:
+    """``manifest`` with the content hashes of ``paths`` (a changed file is compared by its hash, a gone
+    one is matched to a new path by it)."""
+    by_rid = {manifest[p][0]: p for p in paths if p in manifest}
+    rids = list(by_rid)
+    for at in range(0, len(rids), 500):
+        chunk = rids[at : at + 500]
+        for rid, chash in conn.execute(
+            f"SELECT rid, content_hash FROM notes WHERE rid IN ({','.join('?' * len(chunk))})", chunk
+        ):
+            path = by_rid[rid]
+            manifest[path] = (*manifest[path][:3], chash)
+    return manifest
 
 
 def index_vault(
@@ -117,7 +137,7 @@ def index_vault(
             continue
         if os.path.lexists(os.path.join(vault.root, path)):
             continue  # still there but not indexable now (e.g. permissions): keep it
-        gone[path] = (rid, chash)
+        gone[path] = (rid, chash)  # (its hash is read under the write lock below)
     rules = vault_rules(conn, vault.id, vault.root)
     keeping = history.active(conn)
     if not todo and not gone:
@@ -145,13 +165,17 @@ def index_vault(
     keep: bytes | None | bool = False
     if keeping:  # a worker compresses against the vault's seed (see server.store.history)
         keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
-    with write_tx(conn), gc_paused():
+    with write_tx(conn), gc_paused(), contextlib.ExitStack() as counting:
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
         current = _manifest(conn, vault.id)
         if current != manifest:
             gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
             manifest = current
+        if not current:  # every row of the vault is written now: the kept counts are recounted once at the end
+            counting.enter_context(kept_counts.suspended(conn))
+        manifest = _with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
+        gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
         by_hash: dict[str, list[str]] = {}
         for path, (_rid, chash) in gone.items():
             by_hash.setdefault(chash, []).append(path)
@@ -285,7 +309,7 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
     """Forget a vault and its index rows; its files are never touched. DB-only state of its
     notes (hidden stamps) goes with it."""
     vault = get_vault(conn, name)
-    with write_tx(conn):
+    with write_tx(conn), kept_counts.removing(conn, vault.id):
         for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
             history.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
             delete_note_row(conn, rid)  # type: ignore[arg-type]  # rid: INTEGER PRIMARY KEY

@@ -30,17 +30,17 @@ def list_tags(
     conn: apsw.Connection, vault_id: Vaults = None, limit: int | None = None, cursor: str | None = None
 ) -> dict[str, Any]:
     """Tags of visible notes with counts, most used first (then by name); keyset paging on (count, tag),
-    so a vault with thousands of tags can be listed whole, a page at a time. Read from the tag index
-    alone (joining every tag row to its note grows with the whole vault; the hidden and vault rid sets
-    come from indexes)."""
-    where, scope_params = VaultScope.of(vault_id).rids_sql("t.rid")
+    so a vault with thousands of tags can be listed whole, a page at a time. Read from the counts kept
+    per vault and tag as the index changes (``server.store.kept_counts``: visible notes only)."""
+    scope, scope_params = VaultScope.of(vault_id).sql("t.vault_id")
+    where = f"WHERE 1 = 1 {scope}" if scope else ""
     params: list[Any] = list(scope_params)
     having = ""
     if cursor:
         c = decode_cursor(cursor)
         if not isinstance(c.get("c"), int) or not isinstance(c.get("g"), str):
             raise KmsError("invalid-input", "cursor is not one this server issued; omit it to start over")
-        having = "HAVING count(*) < ? OR (count(*) = ? AND t.tag > ?)"
+        having = "HAVING sum(t.notes) < ? OR (sum(t.notes) = ? AND t.tag > ?)"
         params += [c["c"], c["c"], c["g"]]
     limit_sql = ""
     if limit is not None:
@@ -48,8 +48,8 @@ def list_tags(
         params.append(limit + 1)
     found = rows(
         conn,
-        f"""SELECT t.tag, count(*) AS count FROM note_tags t
-            WHERE t.rid NOT IN {HIDDEN_RIDS} {where} GROUP BY t.tag {having} ORDER BY count DESC, t.tag ASC
+        f"""SELECT t.tag, sum(t.notes) AS count FROM kept_tags t
+            {where} GROUP BY t.tag {having} ORDER BY count DESC, t.tag ASC
             {limit_sql}""",
         tuple(params),
     )

@@ -10,7 +10,7 @@ the caller; each function returns whole items, never a cut one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import apsw
 
@@ -78,29 +78,37 @@ def subfolders(
     conn: apsw.Connection, parent: str, vault_id: Vaults = None, *, tag: str | None = None, limit: int = 200
 ) -> tuple[list[dict[str, Any]], int]:
     """The folders directly under ``parent`` that hold visible notes (at any depth), by name, each with
-    how many; and how many more folders there are beyond ``limit``. Counted per stored folder from the
-    visible-folder index (in its order, no sort), then summed per first path segment."""
+    how many; and how many more folders there are beyond ``limit``. Summed per first path segment from the
+    counts kept per stored folder (``server.store.kept_counts``); with a tag, counted per stored folder
+    from the visible-folder index (in its order, no sort)."""
     prefix = parent + "/" if parent else ""
-    where, params = _scope(vault_id, by_folder=True)
-    cond = "n.folder != ''" if not prefix else "n.folder > ? AND n.folder < ?"
-    cond_params: tuple[Any, ...] = () if not prefix else (prefix, parent + "0")  # '0' follows '/'
-    tag_sql, tag_params = "", cast(tuple[Any, ...], ())
-    if tag is not None:
-        sql, tparams = listing.tag_condition(tag)
-        tag_sql, tag_params = f"AND {sql}", tparams
     names = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM vaults")}
     counts: dict[tuple[str, str], int] = {}
-    for vid, folder, n in conn.execute(
-        f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
-                WHERE n.hidden_at IS NULL AND {cond} {where} {tag_sql} GROUP BY n.folder, n.vault_id""",
-        (*cond_params, *params, *tag_params),
-    ):
+    for vid, folder, n in _folder_counts(conn, prefix, parent, vault_id, tag):
         key = (folder[len(prefix) :].split("/", 1)[0], names[vid])
         counts[key] = counts.get(key, 0) + n
     found = [
         {"path": prefix + name, "name": name, "vault": vault, "notes": n} for (name, vault), n in sorted(counts.items())
     ]
     return found[:limit], max(0, len(found) - limit)
+
+
+def _folder_counts(conn: apsw.Connection, prefix: str, parent: str, vault_id: Vaults, tag: str | None) -> apsw.Cursor:
+    """(vault id, folder, visible notes) of every stored folder below ``parent``."""
+    cond = "folder != ''" if not prefix else "folder > ? AND folder < ?"
+    cond_params: tuple[Any, ...] = () if not prefix else (prefix, parent + "0")  # '0' follows '/'
+    if tag is None:
+        scope, scope_params = VaultScope.of(vault_id).sql("vault_id")
+        return conn.execute(
+            f"SELECT vault_id, folder, notes FROM kept_folders WHERE {cond} {scope}", (*cond_params, *scope_params)
+        )
+    where, params = _scope(vault_id, by_folder=True)
+    tag_sql, tag_params = listing.tag_condition(tag)
+    return conn.execute(
+        f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
+                WHERE n.hidden_at IS NULL AND n.{cond} {where} AND {tag_sql} GROUP BY n.folder, n.vault_id""",
+        (*cond_params, *params, *tag_params),
+    )
 
 
 def list_folder(
@@ -159,35 +167,41 @@ def _close_folders(conn: apsw.Connection, folder: str, vault_id: Vaults) -> str:
 
 
 def most_linked(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 10) -> list[dict[str, Any]]:
-    """Visible notes with the most distinct visible notes linking to them (hubs first). Counted on the
-    link index alone (it holds each link's source); only the winners' rows are read."""
+    """Visible notes with the most distinct visible notes linking to them (hubs first). Read in order from
+    the backlink counts kept as the index changes (``server.store.kept_counts``), which count sources in
+    every vault. A session scoped to some vaults counts each candidate's sources again within its scope (a
+    link from outside the scope is no one's to count), in the kept order, until no later candidate can
+    beat the ones found (a kept count is never below a scoped one)."""
     in_scope = VaultScope.of(vault_id)
-    dst_sql, dst_params = in_scope.rids_sql("l.dst_rid")
-    src_sql, src_params = in_scope.rids_sql("l.src_rid")  # a link from outside the scope is no one's to count
-    scope, params = dst_sql + src_sql, dst_params + src_params
-    if scalar(conn, "SELECT 1 FROM notes WHERE hidden_at IS NOT NULL LIMIT 1") is not None:  # else: no check
-        scope += f" AND l.src_rid NOT IN {listing.HIDDEN_RIDS} AND l.dst_rid NOT IN {listing.HIDDEN_RIDS}"
-    top = rows(
-        conn,
-        f"""SELECT l.dst_rid AS rid, count(DISTINCT l.src_rid) AS backlinks FROM links l
-            WHERE l.dst_rid IS NOT NULL AND l.src_rid != l.dst_rid {scope}
-            GROUP BY l.dst_rid ORDER BY backlinks DESC, l.dst_rid LIMIT ?""",
-        (*params, limit),
+    scope, params = in_scope.sql()
+    ranked = conn.execute(
+        f"""SELECT b.dst_rid, n.id, n.title, n.path, v.name, b.sources
+            FROM kept_backlinks b INDEXED BY kept_backlinks_top JOIN notes n ON n.rid = b.dst_rid
+            JOIN vaults v ON v.id = n.vault_id WHERE n.hidden_at IS NULL {scope}
+            ORDER BY b.sources DESC, b.dst_rid""",
+        params,
     )
-    cards = (
-        {
-            r["rid"]: r
-            for r in rows(
-                conn,
-                f"""SELECT n.rid, n.id AS noteId, n.title, n.path, v.name AS vault FROM notes n
-                  JOIN vaults v ON v.id = n.vault_id WHERE n.rid IN ({",".join("?" * len(top))})""",
-                tuple(t["rid"] for t in top),
+    src_sql, src_params = in_scope.rids_sql("l.src_rid")
+    found: list[tuple[int, int, dict[str, Any]]] = []
+    for rid, note_id, title, path, vault, kept in ranked:
+        if len(found) >= limit and (in_scope.every or (kept, -rid) < (found[limit - 1][0], -found[limit - 1][1])):
+            break  # in order (count, then rid): nothing from here on can come before the last one kept
+        count = kept
+        if not in_scope.every:
+            count = int(
+                scalar(
+                    conn,
+                    f"""SELECT count(DISTINCT l.src_rid) FROM links l WHERE l.dst_rid = ? AND l.src_rid != l.dst_rid
+                        AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {src_sql}""",
+                    (rid, *src_params),
+                )
+                or 0
             )
-        }
-        if top
-        else {}
-    )
-    return [{**{k: v for k, v in cards[t["rid"]].items() if k != "rid"}, "backlinks": t["backlinks"]} for t in top]
+        if count:
+            card = {"noteId": note_id, "title": title, "path": path, "vault": vault, "backlinks": count}
+            found.append((count, rid, card))
+            found.sort(key=lambda f: (-f[0], f[1]))
+    return [card for _count, _rid, card in found[:limit]]
 
 
 def flagged(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 50) -> tuple[list[dict[str, Any]], int]:
@@ -208,28 +222,32 @@ def flagged(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 50) -> 
 def unresolved(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
     """Link targets visible notes name that no note answers, most named first, each with one note that
     names it; and how many such links there are. A link to a hidden note is in neither list: naming it
-    as missing would invite an agent to create it, and a collision would tell that it exists. Read from
-    the links alone (hidden and vault notes as index-made rid sets); only the winners' notes are read."""
-    scope, params = VaultScope.of(vault_id).rids_sql("l.src_rid")
-    # the partial index of unresolved links (m012) holds target, key and source: no link row is read
-    base = (
-        f"FROM links l INDEXED BY links_unresolved WHERE l.dst_rid IS NULL "
-        f"AND l.src_rid NOT IN {listing.HIDDEN_RIDS} {scope}"
-    )
-    found = rows(
-        conn,
-        f"""SELECT min(l.target) AS target, count(*) AS links, min(l.src_rid) AS src {base}
-                           GROUP BY l.target_key ORDER BY links DESC, l.target_key LIMIT ?""",
+    as missing would invite an agent to create it, and a collision would tell that it exists. Counted
+    from the unresolved links kept per vault and name (``server.store.kept_counts``); only the winners'
+    links are read (the partial index of unresolved links holds target, key and source)."""
+    in_scope = VaultScope.of(vault_id)
+    scope, params = in_scope.sql("vault_id")
+    found = conn.execute(
+        f"""SELECT target_key, sum(links) AS n FROM kept_unresolved WHERE 1 = 1 {scope}
+            GROUP BY target_key ORDER BY n DESC, target_key LIMIT ?""",
         (*params, limit),
-    )
-    ids: dict[Any, Any] = {
-        r[0]: r[1]
-        for r in conn.execute(
-            f"SELECT rid, id FROM notes WHERE rid IN ({','.join('?' * len(found))})", tuple(f["src"] for f in found)
+    ).fetchall()
+    vault_sql, vault_params = in_scope.rids_sql("l.src_rid")
+    top = []
+    for key, n in found:
+        target, src = next(
+            conn.execute(
+                f"""SELECT min(l.target), min(l.src_rid) FROM links l INDEXED BY links_unresolved
+                    WHERE l.target_key = ? AND l.dst_rid IS NULL AND l.src_rid NOT IN {listing.HIDDEN_RIDS}
+                    {vault_sql}""",
+                (key, *vault_params),
+            )
         )
-    }
-    top = [{"target": f["target"], "links": f["links"], "fromNoteId": ids[f["src"]]} for f in found]
-    return top, int(scalar(conn, f"SELECT count(*) {base}", params) or 0)
+        top.append(
+            {"target": target, "links": n, "fromNoteId": scalar(conn, "SELECT id FROM notes WHERE rid = ?", (src,))}
+        )
+    total = scalar(conn, f"SELECT sum(links) FROM kept_unresolved WHERE 1 = 1 {scope}", params)
+    return top, int(total or 0)
 
 
 def tags(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 30) -> tuple[list[dict[str, Any]], int]:

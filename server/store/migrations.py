@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
+from server.store.kept_counts import m030_kept_counts
 from server.store.migrations_first import (  # the first schema, applied by every database since
     m001_initial,
     m002_agent_activity,
@@ -293,6 +294,12 @@ def m037_history_by_path(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX history_versions_path ON history_versions(path, at)")
 
 
+def m031_manifest_index(conn: apsw.Connection) -> None:
+    """What ``kms index`` compares every file's stat with (path, mtime, size; the note's rid rides along),
+    in a narrow index: an unchanged vault is then checked without reading the notes' wide rows."""
+    conn.execute("CREATE INDEX notes_manifest ON notes(vault_id, path, mtime_ns, size_bytes)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -319,6 +326,8 @@ MIGRATIONS: list[Migration] = [
     m027_note_properties,
     m028_approval_channel,
     m029_staged_why,
+    m030_kept_counts,
+    m031_manifest_index,
     m032_dendron_vaults,
     m037_history_by_path,
 ]

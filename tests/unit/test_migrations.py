@@ -681,4 +681,76 @@ def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Pa
     reindex_file(conn, vault, "a.md")
     [row] = outside_feed.page(conn)[0]
     assert (row["session_id"], row["path"], row["size_change"]) == ("s1", "a.md", len("\nby the agent's Edit\n"))
+
+
+def test_upgrade_to_m030_counts_the_existing_index_and_keeps_it_counted(tmp_path: Path) -> None:
+    """An m029 database, indexed with a hidden note, gains the kept counts (m030) counted from its index
+    (equal to what orientation recounted before), and they follow the next change by trigger."""
+    from support.vaults import write
+
+    from server.index.indexer import index_vault
+    from server.index.notes import set_hidden
+    from server.store.kept_counts import RECOUNT
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m029.db"
+    for i in range(5):
+        write(root / f"f{i % 2}" / f"N{i}.md", f"#t{i % 3} #all\nSee [[N{(i + 1) % 5}]] and [[Gone {i % 2}]].\n")
+    conn = connect(path)  # today's writer needs today's tables: the m029 state is made by hand below
+    index_vault(conn, add_vault(conn, root, "v"))
+    set_hidden(conn, "f0/N0.md", True)
+    for kind, name in conn.execute("SELECT type, name FROM sqlite_master WHERE name LIKE 'kept%'").fetchall():
+        if kind in ("table", "trigger"):  # (the indexes go with their tables)
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm030_kept_counts'")
+    conn.close()
+
+    conn = connect(path)
+    assert "m030_kept_counts" in applied(conn)
+
+    def kept() -> dict[str, list[tuple]]:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in RECOUNT}
+
+    def recount() -> dict[str, list[tuple]]:
+        return {t: sorted(conn.execute(q).fetchall()) for t, q in RECOUNT.items()}
+
+    assert kept() == recount()
+    assert ("all",) in [(r[1],) for r in kept()["kept_tags"]] and kept()["kept_folders"] == [
+        (1, "f0", 2),
+        (1, "f1", 2),
+    ]  # N0 hidden: not counted
+    write(root / "f1" / "Gone 1.md", "now here #all\n")
+    index_vault(conn, get_vault(conn, "v"))
+    assert kept() == recount() and (1, "gone 1", 2) not in kept()["kept_unresolved"]
+    conn.close()
+
+
+def test_upgrade_to_m031_checks_an_unchanged_vault_from_the_manifest_index(tmp_path: Path) -> None:
+    """An m030 database gains ``notes_manifest``; the scan's query reads it alone (no note row), and a
+    rename with an edit elsewhere is still told by the content hash read for the changed paths."""
+    from support.vaults import write
+
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m030.db"
+    write(root / "a.md", "alpha\n")
+    write(root / "b.md", "beta\n")
+    conn = connect(path)
+    index_vault(conn, add_vault(conn, root, "v"))
+    conn.execute("DROP INDEX notes_manifest; DELETE FROM _migrations WHERE name = 'm031_manifest_index'")
+    conn.close()
+    conn = connect(path)
+    assert "m031_manifest_index" in applied(conn)
+    plan = conn.execute("EXPLAIN QUERY PLAN SELECT rid, path, mtime_ns, size_bytes FROM notes WHERE vault_id = 1")
+    assert "COVERING INDEX notes_manifest" in str(plan.fetchall())
+    before = rows(conn, "SELECT id, path FROM notes ORDER BY path")
+    (root / "a.md").rename(root / "c.md")
+    write(root / "b.md", "beta, edited\n")
+    report = index_vault(conn, get_vault(conn, "v"))
+    assert (report.renamed, report.updated, report.unchanged) == (1, 1, 0)
+    assert rows(conn, "SELECT id, path FROM notes ORDER BY path") == [
+        {"id": before[1]["id"], "path": "b.md"},
+        {"id": before[0]["id"], "path": "c.md"},
+    ]
     conn.close()
