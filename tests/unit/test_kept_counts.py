@@ -188,3 +188,24 @@ def test_a_counting_trigger_error_rolls_the_whole_change_back(indexed: apsw.Conn
         pass
     assert {t: sorted(indexed.execute(f"SELECT * FROM {t}").fetchall()) for t in before} == before
     check(indexed)
+
+
+def test_a_scoped_session_counts_only_the_backlinks_from_its_own_vaults(conn: apsw.Connection, tmp_path: Path) -> None:
+    """The kept backlink counts hold sources in every vault (a ``dendron://`` link crosses vaults); a session
+    scoped to one vault ranks its hubs by the links from its own notes, exactly as a recount would."""
+    from server.vault.scope import VaultScope
+
+    write(tmp_path / "a" / "hub.md", "# Hub\n")
+    write(tmp_path / "a" / "local.md", "# Local\n")
+    for i in range(2):
+        write(tmp_path / "a" / f"a{i}.md", f"# A{i}\n\n[[local]]\n" + ("[[hub]]\n" if i == 0 else ""))
+    for i in range(3):  # another vault's notes link to a's hub by its vault's name
+        write(tmp_path / "b" / f"b{i}.md", f"# B{i}\n\n[[dendron://a/hub]]\n")
+    a = add_vault(conn, tmp_path / "a", "a")
+    index_vault(conn, a)
+    index_vault(conn, add_vault(conn, tmp_path / "b", "b"))
+    everywhere = {r["path"]: r["backlinks"] for r in orientation.most_linked(conn)}
+    assert everywhere == {"hub.md": 4, "local.md": 2}, everywhere  # the cross-vault links resolved
+    scoped = orientation.most_linked(conn, VaultScope.of(a.id))
+    assert [(r["path"], r["backlinks"]) for r in scoped] == [("local.md", 2), ("hub.md", 1)]
+    assert [r["path"] for r in orientation.most_linked(conn, VaultScope.of(a.id), limit=1)] == ["local.md"]

@@ -650,21 +650,21 @@ def test_upgrade_to_m029_keeps_a_pending_call_and_says_why_a_new_one_is_held(tmp
 
 
 def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Path) -> None:
-    """An m029 database gains the index of versions by path and time: the versions kept before are found
+    """An m032 database (the one before) gains the index of versions by path and time: the versions kept before are found
     through it, and the feed joins an edit a session reported to the version kms kept."""
     from server.activity import outside_feed, session_record
     from server.index.indexer import index_vault, reindex_file
     from server.vault.registry import add_vault
 
-    path = tmp_path / "m029.db"
+    path = tmp_path / "m032.db"
     old = apsw.Connection(str(path))
-    migrate(old, upto="m029_staged_why")
+    migrate(old, upto="m032_dendron_vaults")
     old.close()
     root = tmp_path / "v"
     root.mkdir()
     (root / "a.md").write_text("# A\n")
     conn = apsw.Connection(str(path))  # the old schema, with a version kept before the upgrade
-    migrate(conn, upto="m029_staged_why")
+    migrate(conn, upto="m032_dendron_vaults")
     vault = add_vault(conn, root, "v")
     index_vault(conn, vault)
     conn.close()
