@@ -22,22 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench_mcp import QUERIES as MCP_QUERIES
 from common import OUT, percentiles, vault
 
-QUERIES = [
-    "auth error handling",
-    "release checklist",
-    "python logging",
-    "thread",
-    "database migration",
-    "socket timeout",
-    "json",
-    "decimal context",
-    "budget",
-    "hiring loop",
-    "how do we retry a failed login",
-    "osprey launch plan",
-]
+QUERIES = [*MCP_QUERIES, "how do we retry a failed login", "osprey launch plan"]  # the stdio bench's words, and two
 PROJECTS = ["/code/app", "/code/osprey", "/code/billing"]
 VERBS = ["keep", "drop", "retry", "document", "split", "move", "test", "review"]
 

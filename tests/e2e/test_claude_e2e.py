@@ -14,7 +14,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
+from support.claude_cli import claude_bin, claude_env, claude_print_args, run_headless, stream_events
 from support.fake_anthropic import FakeAnthropic
 from support.sql import value
 
@@ -38,14 +38,10 @@ def test_kms_claude_runs_real_claude_that_searches_the_vault(
             KMS_DB_PATH=str(db_path),
             KMS_CONFIG=str(tmp_path / "config.toml"),
         )
-        proc = subprocess.run(
+        proc = run_headless(
             [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("Find my notes on auth errors")],
             env=env,
             cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=200,
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug
@@ -88,14 +84,10 @@ def test_kms_claude_resume_gets_a_fresh_config_and_the_old_conversation(
         )
 
         def kms_claude(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
+            return run_headless(
                 [sys.executable, "-m", "kmscli", "claude", *args],
                 env=env,
                 cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=200,
             )
 
         first = kms_claude(*claude_print_args("summarize my notes"))

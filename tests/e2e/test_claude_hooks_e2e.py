@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.claude_cli import claude_bin, claude_env, stream_events
+from support.claude_cli import claude_bin, claude_env, run_headless, stream_events
 from support.fake_anthropic import ScriptedAnthropic
 from support.sql import tuples
 
@@ -181,15 +181,7 @@ def test_the_exported_plugin_loads_with_its_tools_and_its_brief(
     with FakeAnthropic(tool_name=tool, query="auth error handling") as api:
         env = claude_env(api.base_url, home, ENABLE_TOOL_SEARCH="false")
         args = ["--plugin-dir", str(plugin), "-p", "Find my auth notes", "--allowedTools", "mcp__plugin_kms_kms"]
-        proc = subprocess.run(
-            [str(claude), *args, "--output-format", "stream-json", "--verbose"],
-            env=env,
-            cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=200,
-        )
+        proc = run_headless([str(claude), *args, "--output-format", "stream-json", "--verbose"], env=env, cwd=work)
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, debug
     init = next(e for e in stream_events(proc.stdout) if e.get("subtype") == "init")
@@ -224,14 +216,10 @@ def test_a_bare_session_runs_no_hook_and_leaves_no_note(
                 ENABLE_TOOL_SEARCH="false",
             )
             args = [*extra, "-p", "Find my auth notes", "--allowedTools", "mcp__kms", "--output-format", "json"]
-            proc = subprocess.run(
+            proc = run_headless(
                 [sys.executable, "-m", "kmscli", "claude", "--stdio", "--", *args],
                 env=env,
                 cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=200,
             )
             runs[kind] = (proc, api.message_requests, api.tool_results)
     for kind, (proc, _requests, results) in runs.items():

@@ -5,14 +5,13 @@ person's message)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
+from support.claude_cli import claude_bin, claude_env, claude_print_args, run_headless, stream_events
 from support.fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
@@ -49,14 +48,10 @@ def test_print_mode_runs_the_recall_prompt_as_a_slash_command(
             KMS_DB_PATH=str(db_path),
             KMS_CONFIG=str(tmp_path / "config.toml"),
         )
-        proc = subprocess.run(
+        proc = run_headless(
             [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("/mcp__kms__recall auth errors")],
             env=env,
             cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=200,
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-3000:]}"
     assert proc.returncode == 0, debug

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.claude_cli import claude_bin, claude_env, claude_print_args, stream_events
+from support.claude_cli import claude_bin, claude_env, claude_print_args, run_headless, stream_events
 from support.fake_anthropic import FakeAnthropic
 from support.sql import value
 
@@ -52,14 +52,10 @@ def test_kms_claude_starts_the_service_and_runs_over_http(
             ENABLE_TOOL_SEARCH="false",
         )  # every tool offered
         try:
-            proc = subprocess.run(
+            proc = run_headless(
                 [sys.executable, "-m", "kmscli", "claude", "--", *claude_print_args("Find my notes on auth errors")],
                 env=env,
                 cwd=work,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=200,
             )
             state = service.read_state(db_path)
         finally:
@@ -107,7 +103,7 @@ def test_kms_claude_stdio_keeps_its_own_server(indexed: apsw.Connection, db_path
             KMS_SERVICE_START_WAIT="30",  # a loaded CI machine: the test is that the launcher starts it
             KMS_SERVICE_PORT=str(free_port()),
         )
-        proc = subprocess.run(
+        proc = run_headless(
             [
                 sys.executable,
                 "-m",
@@ -119,10 +115,6 @@ def test_kms_claude_stdio_keeps_its_own_server(indexed: apsw.Connection, db_path
             ],
             env=env,
             cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=200,
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, debug

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.claude_cli import claude_bin, claude_env
+from support.claude_cli import claude_bin, claude_env, run_headless
 from support.fake_anthropic import ScriptedAnthropic
 from support.sql import tuples
 
@@ -48,14 +48,10 @@ def test_session_undo_restores_what_the_agent_changed_with_its_own_edit_tool(
             KMS_SERVICE_USE="0",
             ENABLE_TOOL_SEARCH="false",
         )
-        proc = subprocess.run(
+        proc = run_headless(
             [sys.executable, "-m", "kmscli", "claude", "--", *args, "--allowedTools", "mcp__kms,Read,Edit,Write"],
             env=env,
             cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=200,
         )
     debug = f"rc={proc.returncode}\n{api.describe()}\nstderr:\n{proc.stderr[-3000:]}\nstdout:\n{proc.stdout[-2000:]}"
     assert proc.returncode == 0, debug

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,12 @@ def stream_events(stdout: str) -> list[dict[str, Any]]:
     ("connected" / "failed"), the last ``{"type": "result", "subtype": "success", "result": <final text>}``.
     """
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def run_headless(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 200
+) -> subprocess.CompletedProcess[str]:
+    """One headless run (``claude -p`` or ``kms claude -- -p``): no terminal on stdin, output captured."""
+    return subprocess.run(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+    )

@@ -650,8 +650,8 @@ def test_upgrade_to_m029_keeps_a_pending_call_and_says_why_a_new_one_is_held(tmp
 
 
 def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Path) -> None:
-    """An m032 database (the one before) gains the index of versions by path and time: the versions kept before are found
-    through it, and the feed joins an edit a session reported to the version kms kept."""
+    """An m032 database (the one before) gains the index of versions by path and time: the versions kept
+    before are found through it, and the feed joins an edit a session reported to the version kms kept."""
     from server.activity import outside_feed, session_record
     from server.index.indexer import index_vault, reindex_file
     from server.vault.registry import add_vault
