@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from server.index import history
+from server.index import history, manifest_index
 from server.index.privacy import Rules, apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
@@ -67,34 +67,6 @@ class IndexReport:
         return self.added + self.updated + self.deleted + self.renamed
 
 
-def _manifest(conn: apsw.Connection, vault_id: int) -> dict[str, tuple[int, int, int, str]]:
-    """path -> (rid, mtime, size, '') from the narrow manifest index (m031), not the notes' wide rows;
-    the content hash ('' here) is read by ``_with_hashes`` for the few paths that need it."""
-    return {
-        path: (rid, mtime_ns, size, "")
-        for rid, path, mtime_ns, size in conn.execute(
-            "SELECT rid, path, mtime_ns, size_bytes FROM notes WHERE vault_id = ?", (vault_id,)
-        )
-    }
-
-
-def _with_hashes(
-    conn: apsw.Connection, manifest: dict[str, tuple[int, int, int, str]], paths: list[str]
-) -> dict[str, tuple[int, int, int, str]]:
-    """``manifest`` with the content hashes of ``paths`` (a changed file is compared by its hash, a gone
-    one is matched to a new path by it)."""
-    by_rid = {manifest[p][0]: p for p in paths if p in manifest}
-    rids = list(by_rid)
-    for at in range(0, len(rids), 500):
-        chunk = rids[at : at + 500]
-        for rid, chash in conn.execute(
-            f"SELECT rid, content_hash FROM notes WHERE rid IN ({','.join('?' * len(chunk))})", chunk
-        ):
-            path = by_rid[rid]
-            manifest[path] = (*manifest[path][:3], chash)
-    return manifest
-
-
 def index_vault(
     conn: apsw.Connection,
     vault: Vault,
@@ -120,7 +92,7 @@ def index_vault(
     files, unreadable, errors = scan(vault.root, attachments)
     report.errors.extend(errors)
     report.scanned = len(files)
-    manifest = _manifest(conn, vault.id)
+    manifest = manifest_index.read(conn, vault.id)
     todo: list[tuple[str, int, int]] = []
     for path, (mtime_ns, size) in files.items():
         known = manifest.get(path)
@@ -168,13 +140,13 @@ def index_vault(
     with write_tx(conn), gc_paused(), contextlib.ExitStack() as counting:
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
-        current = _manifest(conn, vault.id)
+        current = manifest_index.read(conn, vault.id)
         if current != manifest:
             gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
             manifest = current
         if not current:  # every row of the vault is written now: the kept counts are recounted once at the end
             counting.enter_context(kept_counts.suspended(conn))
-        manifest = _with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
+        manifest = manifest_index.with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
         gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
         by_hash: dict[str, list[str]] = {}
         for path, (_rid, chash) in gone.items():
