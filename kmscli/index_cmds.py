@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import apsw
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
@@ -18,9 +17,50 @@ from server.humanize import ago, clock_time, stamp
 from server.index import listing
 from server.store.db import default_db_path
 
-if TYPE_CHECKING:  # both are imported only by the commands that run them (start-up time)
+if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
+    from rich.progress import Progress
+
     from server.index.embed.pipeline import EmbedReport
     from server.index.indexer import IndexReport
+
+
+def _progress_bar(label: str) -> Progress:
+    """A transient bar on the terminal (none when the output is not one)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+class _IndexBar:
+    """The indexing bar, made at the first file there is to read: a no-change run shows none and loads no
+    Rich progress module."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not total:
+                return
+            self.bar = _progress_bar("indexing")
+            self.bar.start()
+            self.task = self.bar.add_task("index", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
 
 vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
 model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
@@ -168,25 +208,13 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
 
     if vault is not None:
         vault_id(conn, vault)
-    with Progress(
-        TextColumn("[bold]indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as bar:
-        task = bar.add_task("index", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        try:
-            reports = index_all(conn, full=full, vault=vault, progress=progress)
-        except KeyboardInterrupt:
-            bar.stop()
-            _interrupted_index(conn, vault)
+    bar = _IndexBar()
+    try:
+        reports = index_all(conn, full=full, vault=vault, progress=bar)
+    except KeyboardInterrupt:
+        bar.stop()
+        _interrupted_index(conn, vault)
+    bar.stop()
     for r in reports:
         console.print(
             f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
@@ -255,15 +283,7 @@ def _run_embed(conn: apsw.Connection) -> None:
     model_dir = load_settings().get("embed.model_dir") or None
     try:  # Ctrl-C at any moment: what is embedded is committed; the shell's convention for Ctrl-C is 130
         total = pending_count(conn)
-        with Progress(
-            TextColumn("[bold]embedding notes"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        ) as bar:
+        with _progress_bar("embedding notes") as bar:
             task = bar.add_task("embed", total=total)
 
             def progress(report: EmbedReport) -> None:

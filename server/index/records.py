@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from server.index.properties import property_rows, search_text
 from server.index.scripts import has_run
@@ -26,8 +27,10 @@ from server.index.scripts import index_tokens as cjk_tokens
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
-from server.vault.parser import ParsedNote, parse_note
 from server.vault.paths import is_note_path, strip_note_suffix
+
+if TYPE_CHECKING:
+    from server.vault.parser import ParsedNote
 
 Progress = Callable[[int, int], None]
 PARALLEL_THRESHOLD = 400  # below this many files to parse, worker start-up costs more than it saves
@@ -169,6 +172,8 @@ def record_of_bytes(
     if looks_binary(data, text):  # an image or archive named .md: no tags, links or words from its bytes
         text, bad_encoding = "", "a binary file named .md (not text): indexed by its name only"
     stem, names = stem_title(dialect, relpath) if dialect.namespaces else (title_of(relpath), [])
+    from server.vault.parser import parse_note  # deferred: a no-change index parses nothing
+
     parsed = parse_note(text, stem, dialect, relpath)
     if names:
         parsed.names = [*parsed.names, *names]
