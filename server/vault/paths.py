@@ -76,11 +76,18 @@ def _is_reserved(stem: str) -> bool:
     return _nfkc(base).upper() in _RESERVED
 
 
+def _ends_badly(ch: str) -> bool:
+    """A last character that is, or folds (NFKC) to something ending in, a dot or a space: ``⒈`` is "1."."""
+    folded = _nfkc(ch)
+    return ch.isspace() or folded[-1:] == "." or folded[-1:].isspace()
+
+
 def _strip_edges(s: str) -> str:
-    """No leading dots (hidden files, '..'), no trailing dots or spaces (Windows drops them)."""
+    """No leading dots (hidden files, '..'), no trailing dots or spaces (Windows drops them), also once
+    folded."""
     while s and (_is_dotlike(s[0]) or s[0].isspace()):
         s = s[1:]
-    while s and (_is_dotlike(s[-1]) or s[-1].isspace()):
+    while s and _ends_badly(s[-1]):
         s = s[:-1]
     return s
 

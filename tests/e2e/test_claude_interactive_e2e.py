@@ -78,7 +78,7 @@ def test_a_staged_write_shows_the_hosts_dialog_and_enter_applies_it(
         term.wait_for(lambda s: re.search(r"❯\s+Reason", s) is not None, "the reason field", timeout=20)
         term.press("Enter")
         term.wait_for(lambda s: "❯ Accept" in s, "the Accept button", timeout=20)
-        term.press("Enter")
+        term.press_until("Enter", lambda s: "requests your input" not in s, "the dialog to close")
         term.wait_for(lambda s: "Tool said" in s, "the call's result", timeout=150)  # (the host retries the call)
     assert api.tool_results and not api.tool_results[-1].is_error, api.tool_results
     assert "applied from the host's dialog" in (vault_dir / "Home.md").read_text()

@@ -54,6 +54,18 @@ class Terminal:
                 raise AssertionError(f"timed out waiting for {what}; the screen:\n{screen}")
             time.sleep(0.2)
 
+    def press_until(self, key: str, test: Callable[[str], bool], what: str, tries: int = 3, each: float = 15.0) -> str:
+        """Press ``key`` until ``test`` holds: a key pressed while a busy host is still drawing the focus it
+        moved to can be dropped (only when nothing changed is it pressed again)."""
+        for _ in range(tries - 1):
+            self.press(key)
+            try:
+                return self.wait_for(test, what, each)
+            except AssertionError:
+                continue
+        self.press(key)
+        return self.wait_for(test, what, each)
+
     def connected(self, marker: str, timeout: float = 90.0) -> None:
         """Wait until the ``@kms:`` picker lists ``marker`` (kms's server is up), then clear the input."""
         self.wait_for(lambda s: PROMPT in s, "claude's prompt", timeout)

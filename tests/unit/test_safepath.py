@@ -155,6 +155,15 @@ def test_sanitize_length_limits() -> None:
     assert sanitize_title("a" * 199 + " .b") == "a" * 199
 
 
+def test_a_title_ending_in_a_character_that_folds_to_a_dot_loses_it() -> None:
+    """``⒈`` is "1." once folded (NFKC), as Windows and some sync tools fold names: a trailing one goes like a
+    trailing dot (a case hypothesis found)."""
+    assert sanitize_title("Step ⒈") == "Step"
+    assert sanitize_title("⒈ first") == "⒈ first"
+    with pytest.raises(KmsError):
+        sanitize_title("⒈")
+
+
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(title=st.one_of(st.text(max_size=300), st.lists(st.sampled_from(NASTY), max_size=12).map("".join)))
 def test_sanitized_titles_stay_in_the_vault(world: Env, title: str) -> None:
