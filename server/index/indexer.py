@@ -93,18 +93,16 @@ def index_vault(
     report.errors.extend(errors)
     report.scanned = len(files)
     manifest = manifest_index.read(conn, vault.id)
-    todo: list[tuple[str, int, int]] = []
-    for path, (mtime_ns, size) in files.items():
-        known = manifest.get(path)
-        if known and not full and known[1] == mtime_ns and known[2] == size:
-            report.unchanged += 1
-        else:
-            todo.append((path, mtime_ns, size))
+    todo = [
+        (path, mtime_ns, size)
+        for path, (mtime_ns, size) in files.items()
+        if full or (known := manifest.get(path)) is None or known[1] != mtime_ns or known[2] != size
+    ]
+    report.unchanged = len(files) - len(todo)
 
     gone: dict[str, tuple[int, str]] = {}  # path -> (rid, hash) of notes whose file is positively gone
-    for path, (rid, _m, _s, chash) in manifest.items():
-        if path in files:
-            continue
+    for path in [p for p in manifest if p not in files]:
+        rid, _m, _s, chash = manifest[path]
         if any(u == "" or path == u or path.startswith(u + "/") for u in unreadable):
             continue
         if os.path.lexists(os.path.join(vault.root, path)):

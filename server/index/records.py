@@ -96,24 +96,26 @@ def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tu
             unreadable.append(rel_dir)
             errors.append(f"{rel_dir or '.'}: cannot read folder ({exc.strerror})")
             continue
+        prefix = f"{rel_dir}/" if rel_dir else ""
         for entry in entries:
-            if entry.name.startswith("."):
-                if entry.name.startswith(".kms-"):  # a temp file left by a killed writer: never indexed, removed
+            name = entry.name
+            if name[0] == ".":
+                if name.startswith(".kms-"):  # a temp file left by a killed writer: never indexed, removed
                     with contextlib.suppress(OSError):
-                        if is_leftover(entry.name, entry.stat(follow_symlinks=False).st_mtime, time.time()):
+                        if is_leftover(name, entry.stat(follow_symlinks=False).st_mtime, time.time()):
                             os.unlink(entry.path)
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            rel = prefix + name
             try:
                 if entry.is_symlink():
-                    if entry.is_dir() or not is_note_path(entry.name):
+                    if entry.is_dir() or not is_note_path(name):
                         continue
                     target = os.path.realpath(entry.path)
                     if os.path.commonpath([root_real, target]) != root_real:
                         continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(rel)
-                elif is_note_path(entry.name) and entry.is_file():
+                elif is_note_path(name) and entry.is_file():
                     st = entry.stat()
                     files[rel] = (st.st_mtime_ns, st.st_size)
                 elif attachments is not None and not entry.is_symlink() and entry.is_file(follow_symlinks=False):
