@@ -1,4 +1,5 @@
-"""Times as people read them, for every front end (the CLI and the dashboard share these).
+"""Times as people read them, for every front end (the CLI and the dashboard share these), and the one
+written form of a time in what kms writes for agents and notes (``utc_iso``).
 
 Pure functions of a timestamp and ``now`` (local time), so they are tested without a clock.
 A missing time is ``-`` in a table cell and ``never`` in a sentence: the caller says which.
@@ -51,3 +52,9 @@ def duration(seconds: float) -> str:
 def ago(ts: float | None, now: float, missing: str = MISSING) -> str:
     """``5m ago``; a time in the future (another machine's clock) reads ``0s ago``."""
     return missing if ts is None else f"{duration(now - ts)} ago"
+
+
+def utc_iso(at: float) -> str:
+    """A time as kms writes it in notes and answers: UTC, to the second (the same records give the same text
+    anywhere)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

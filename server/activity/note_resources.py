@@ -14,7 +14,6 @@ import bisect
 import json
 import re
 import threading
-import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,7 +322,3 @@ def complete_title(conn: apsw.Connection, db_path: Path, value: str, vault_id: V
     }
     values = list(dict.fromkeys(titles[p] for p in paths.values if p in titles))
     return Completion(values, paths.total, paths.has_more)
-
-
-def iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -22,6 +22,7 @@ import apsw
 
 from server.activity import session_record
 from server.activity.changes import FILE_CREATED, FILES_CHANGED, PROPERTIES_CHANGED, TEXT_INSERTED, TEXT_REMOVED
+from server.humanize import utc_iso
 from server.index.recall_memory import DECISIONS_HEADING, NEXT_STEPS_HEADING, SESSION_TYPE
 from server.store.db import rows
 
@@ -239,11 +240,6 @@ def _dedup(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- rendering
 
 
-def iso(at: float | None) -> str | None:
-    """A time as the note writes it: UTC, to the second (the same records give the same text anywhere)."""
-    return None if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
 def note_title(facts: SessionFacts) -> str:
     """The session note's title (and, sanitised, its file name): when it started and its id."""
     when = time.strftime("%Y-%m-%d %H%M", time.gmtime(facts.started_at or 0))
@@ -301,9 +297,9 @@ def render(facts: SessionFacts) -> str:
     if facts.host_session:
         front.append(f"host_session: {_yaml_text(facts.host_session)}")
     if facts.started_at is not None:
-        front.append(f"started: {iso(facts.started_at)}")
+        front.append(f"started: {utc_iso(facts.started_at)}")
     if facts.ended_at is not None:
-        front.append(f"ended: {iso(facts.ended_at)}")
+        front.append(f"ended: {utc_iso(facts.ended_at)}")
     if facts.end_reason:
         front.append(f"reason: {_yaml_text(facts.end_reason)}")
     front += ["tags: [kms-session]", "---", ""]

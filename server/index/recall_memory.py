@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
+from server.humanize import utc_iso
 from server.store.db import rows
 from server.vault.scope import Vaults, VaultScope
 
@@ -118,10 +118,6 @@ def section_sims(conn: apsw.Connection, index: Any, vec: Any, rids: list[int]) -
     return out
 
 
-def _iso(at: float | None) -> str | None:
-    return None if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
 def _text(value: Any) -> str | None:
     return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
 
@@ -169,7 +165,7 @@ def find(
         front = front if isinstance(front, dict) else {}
         if m["sid"] is not None:  # kms wrote it: its own records say whose session it is
             session, started, proj = m["sid"], m["started_at"], m["project"]
-            date = _iso(started)
+            date = utc_iso(started) if started is not None else None
         else:
             session, started, proj = _text(front.get("session")), None, _text(front.get("project"))
             date = _text(front.get("started") or front.get("date"))

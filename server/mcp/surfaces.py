@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 
 from server.errors import KmsError
+from server.humanize import utc_iso
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES
 from server.mcp.tools.dispatch import ToolRunner
 from server.vault.scope import VaultScope
@@ -43,7 +44,6 @@ async def _off_loop(resolve: Resolve, ctx: Any, work: Callable[[ToolRunner], Any
 
 
 def _resource(item: notes.NoteResource) -> types.Resource:
-    from server.activity import note_resources as notes
 
     return types.Resource(
         uri=item.uri,
@@ -52,7 +52,7 @@ def _resource(item: notes.NoteResource) -> types.Resource:
         description=f"{item.vault}:{item.path}",
         mime_type=MIME,
         size=item.size,
-        annotations=types.Annotations(last_modified=notes.iso(item.updated_at)),
+        annotations=types.Annotations(last_modified=utc_iso(item.updated_at)),
     )
 
 

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import apsw
 from support.mcp_session import mcp_client
-
-from server.index.indexer import index_vault
-from server.vault.registry import add_vault
+from support.vaults import index_notes
 
 NOTES = {
     "a.md": "---\nstatus: evergreen\nrating: 4\n---\n# Alpha\n\nplanning notes\n",
@@ -18,11 +16,7 @@ NOTES = {
 
 
 def make(conn: apsw.Connection, tmp_path: Path) -> None:
-    root = tmp_path / "v"
-    for name, text in NOTES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    index_vault(conn, add_vault(conn, root, "v"))
+    index_notes(conn, tmp_path / "v", NOTES)
 
 
 async def test_where_in_search_semantic_search_and_folder_listing(

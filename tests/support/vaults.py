@@ -21,3 +21,15 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8", newline="")
     return path
+
+
+def index_notes(conn: apsw.Connection, root: Path, notes: dict[str, str], name: str = "v") -> apsw.Connection:
+    """A vault of these notes (path -> text) written under ``root``, registered as ``name`` and indexed."""
+    from server.index.indexer import index_vault
+    from server.vault.registry import add_vault
+
+    root.mkdir(parents=True, exist_ok=True)
+    for path, text in notes.items():
+        write(root / path, text)
+    index_vault(conn, add_vault(conn, root, name))
+    return conn

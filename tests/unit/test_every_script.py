@@ -8,11 +8,10 @@ from pathlib import Path
 import apsw
 import pytest
 from support.sql import pairs
+from support.vaults import index_notes
 
-from server.index.indexer import index_vault
 from server.index.scripts import index_tokens, query_parts
 from server.index.search import build_match, search
-from server.vault.registry import add_vault
 
 NOTES = {
     "zh.md": "# 迁移计划\n\n数据库迁移到新的集群。",
@@ -27,12 +26,7 @@ NOTES = {
 
 @pytest.fixture
 def scripts_db(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
-    root = tmp_path / "v"
-    root.mkdir()
-    for name, text in NOTES.items():
-        (root / name).write_text(text)
-    index_vault(conn, add_vault(conn, root, "v"))
-    return conn
+    return index_notes(conn, tmp_path / "v", NOTES)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.vaults import index_notes
 
 from server.errors import KmsError
 from server.index.indexer import index_vault
@@ -24,12 +25,7 @@ NOTES = {
 
 @pytest.fixture
 def props_db(conn: apsw.Connection, tmp_path: Path) -> apsw.Connection:
-    root = tmp_path / "v"
-    root.mkdir()
-    for name, text in NOTES.items():
-        (root / name).write_text(text)
-    index_vault(conn, add_vault(conn, root, "v"))
-    return conn
+    return index_notes(conn, tmp_path / "v", NOTES)
 
 
 def paths(conn: apsw.Connection, *filters: str) -> list[str]:
