@@ -140,6 +140,23 @@ def merged(text: str, ours: dict[str, Any] | None) -> tuple[str, bool]:
     return text, changed
 
 
+def _update(path: Path | None, ours: dict[str, Any] | None, done: str, nothing: str) -> None:
+    """Write kms's hooks (``ours``; None: none) into the settings file, a backup beside it, and say what
+    happened: ``done`` or ``nothing`` (each with ``{target}``)."""
+    target = path or settings_path()
+    old = hosts.read_config(target)
+    try:
+        new, changed = merged(old, ours)
+    except KmsError as e:
+        say(f"{target}: {e.message}", "red")
+        raise typer.Exit(2) from None
+    if not changed:
+        say(nothing.format(target=target), "green" if ours is not None else "yellow")
+        return
+    backup = hosts.write_with_backup(target, old, new)
+    say(done.format(target=target) + (f" (backup: {backup})" if backup else ""), "green")
+
+
 @hooks_app.command("install")
 def install_cmd(
     path: Annotated[
@@ -147,18 +164,7 @@ def install_cmd(
     ] = None,
 ) -> None:
     """Merge kms's hooks into your Claude Code settings (a backup is written beside it)."""
-    target = path or settings_path()
-    old = hosts.read_config(target)
-    try:
-        new, changed = merged(old, _hooks())
-    except KmsError as e:
-        say(f"{target}: {e.message}", "red")
-        raise typer.Exit(2) from None
-    if not changed:
-        say(f"kms's hooks are already in {target}", "green")
-        return
-    backup = hosts.write_with_backup(target, old, new)
-    say(f"kms's hooks installed in {target}" + (f" (backup: {backup})" if backup else ""), "green")
+    _update(path, _hooks(), "kms's hooks installed in {target}", "kms's hooks are already in {target}")
 
 
 @hooks_app.command("uninstall")
@@ -168,15 +174,4 @@ def uninstall_cmd(
     ] = None,
 ) -> None:
     """Remove kms's hooks from your Claude Code settings (other hooks stay; a backup is written beside it)."""
-    target = path or settings_path()
-    old = hosts.read_config(target)
-    try:
-        new, changed = merged(old, None)
-    except KmsError as e:
-        say(f"{target}: {e.message}", "red")
-        raise typer.Exit(2) from None
-    if not changed:
-        say(f"no kms hooks in {target}")
-        return
-    backup = hosts.write_with_backup(target, old, new)
-    say(f"kms's hooks removed from {target}" + (f" (backup: {backup})" if backup else ""), "green")
+    _update(path, None, "kms's hooks removed from {target}", "no kms hooks in {target}")
