@@ -100,6 +100,24 @@ def settled_round_trips(cmd: list[str], env: dict[str, str], tool: str, args_for
 
 
 SETTLE_S = 8.0
+CATCH_UP_S = 5.0  # the watcher first yields 2 s after it starts (``RULES_CHECK_MS``), its scan ends well before 5 s
+
+
+def catch_up_round_trips(cmd: list[str], env: dict[str, str], args_for: Any) -> list[float]:
+    """``kms_list_folder`` back to back through a new server's first seconds: its watcher sets up the
+    watch and checks the whole vault meanwhile (what a call waits for then is the interpreter's lock)."""
+    import time
+
+    client = LeanClient(cmd, env)
+    try:
+        client.call("kms_list_folder", args_for(0))
+        samples: list[float] = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < CATCH_UP_S:
+            samples.append(timed(lambda i=len(samples): client.call("kms_list_folder", args_for(i))))
+        return samples
+    finally:
+        client.close()
 
 
 def round_trips(db: Path, calls: int) -> list[Row]:
@@ -123,16 +141,21 @@ def round_trips(db: Path, calls: int) -> list[Row]:
     cmd = [command, *args]
     start = settled_round_trips(cmd, env, "kms_start", lambda i: {}, calls)
     folder = settled_round_trips(cmd, env, "kms_list_folder", lambda i: {"path": FOLDERS[i % len(FOLDERS)]}, calls)
+    catch_up = catch_up_round_trips(cmd, env, lambda i: {"path": FOLDERS[i % len(FOLDERS)]})
     echo_cmd = [sys.executable, str(HERE / "minimal_server.py")]
     echo = settled_round_trips(echo_cmd, env, "echo", lambda i: {"query": "x"}, calls)
     e50, e95 = percentiles(echo)
     out: list[Row] = []
-    for name, samples, target in (("kms_start", start, 50), ("kms_list_folder", folder, 10)):
+    for name, samples, target in (
+        ("kms_start", start, 50),
+        ("kms_list_folder", folder, 10),
+        (f"kms_list_folder in a new server's first {CATCH_UP_S:.0f} s (the catch-up scan)", catch_up, 10),
+    ):
         p50, p95 = percentiles(samples)
         out.append(
             (
-                f"{name} p50 / p95 (ms)",
-                f"{p50 * 1e3:.1f} / {p95 * 1e3:.1f}",
+                f"{name} p50 / p95 / max (ms)",
+                f"{p50 * 1e3:.1f} / {p95 * 1e3:.1f} / {max(samples) * 1e3:.1f}",
                 f"echo {e50 * 1e3:.1f} / {e95 * 1e3:.1f}",
                 "",
                 f"p95 <= {target} ms",

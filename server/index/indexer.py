@@ -67,6 +67,7 @@ class IndexReport:
         return self.added + self.updated + self.deleted + self.renamed
 
 
+@gc_paused()  # a tuple a file from the scan and the manifest: no full collection (a pause all threads wait on)
 def index_vault(
     conn: apsw.Connection,
     vault: Vault,
@@ -112,10 +113,12 @@ def index_vault(
     keeping = history.active(conn)
     if not todo and not gone:
         if not full:
+            # looked for before the write lock (a scan of every note): the calls that write wait on it
+            lacking = keeping and how == history.HOW_INDEX and history.missing(conn, vault.id)
             with write_tx(conn):
                 sync_attachments(conn, vault.id, attachments)
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
-                if keeping and how == history.HOW_INDEX:
+                if lacking:
                     history.backfill(conn, vault.id, vault.root)
         refresh(conn, vault.id, vault.root)
         report.seconds = time.perf_counter() - started
@@ -135,7 +138,7 @@ def index_vault(
     keep: bytes | None | bool = False
     if keeping:  # a worker compresses against the vault's seed (see server.store.history)
         keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
-    with write_tx(conn), gc_paused(), contextlib.ExitStack() as counting:
+    with write_tx(conn), contextlib.ExitStack() as counting:
         # re-read under the write lock: another process's watcher may have added, changed or
         # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
         current = manifest_index.read(conn, vault.id)

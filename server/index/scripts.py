@@ -52,7 +52,8 @@ def index_tokens(text: str) -> str | None:
 
 
 def has_run(text: str) -> bool:
-    return RUN.search(text) is not None
+    # ``isascii`` is a C scan that stops at once: the regex tries its class at every position
+    return not text.isascii() and RUN.search(text) is not None
 
 
 def query_parts(term: str) -> tuple[list[str], list[str]]:
