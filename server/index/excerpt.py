@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import cache
+from functools import cache, lru_cache
 
 import apsw
+
+from server.index.scripts import RANGES, RUN, runs_of
 
 SNIPPET_MAX_BYTES = 64 * 1024  # notes up to this size keep FTS5's own snippet()
 CHUNK_BYTES = 64 * 1024
 OVERLAP_BYTES = 512  # a term cut by a chunk's end is found whole in the next one
 SCAN_MAX_BYTES = 8 * 1024 * 1024
 WORDS_BEFORE, WORDS_AFTER = 12, 19  # snippet()'s 32 tokens, the match among them
+CHARS_BEFORE, CHARS_AFTER = 100, 200  # and no more characters than these around it
 
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 _TERM = re.compile(r"(\w+)(\*?)")
@@ -47,24 +50,30 @@ def _variants() -> dict[str, str]:
 
 def terms_of(match: str) -> list[tuple[str, bool]]:
     """The words of an FTS5 expression (its operators and column names left out), folded, each with
-    whether it was a prefix query (``word*``)."""
-    text = re.sub(r"\b(title|body|tags)\s*:", " ", match)
+    whether it was a prefix query (``word*``); the runs it searches the ``cjk`` column for come last, as
+    written (``server.index.scripts``: they are found by substring, not folded)."""
+    rest, runs = runs_of(match)
+    text = re.sub(r"\b(title|body|tags|props)\s*:", " ", rest)
     seen: dict[str, bool] = {}
     for m in _TERM.finditer(text):
         word = m.group(1)
         if word in _OPERATORS:
             continue
         seen[fold(word)] = seen.get(fold(word), False) or bool(m.group(2))
-    return list(seen.items())
+    return [*seen.items(), *((run, False) for run in runs if run not in seen)]
 
 
 def _pattern(terms: list[tuple[str, bool]]) -> re.Pattern[str] | None:
     variants = _variants()
     parts = []
     for term, prefix in sorted(terms, key=lambda t: -len(t[0])):
+        if RUN.fullmatch(term):  # a run of a script without spaces: anywhere, inside a longer run too
+            parts.append(re.escape(term))
+            continue
         body = "".join(f"[{re.escape(c + variants[c])}]" if c in variants else re.escape(c) for c in term)
-        tail = r"\w*" if prefix else r"(?!\w)"
-        parts.append(r"(?<!\w)" + body + tail)
+        # a word ends at a non-word character or at a run (``Kubernetes集群``: two tokens to the index)
+        tail = r"\w*" if prefix else rf"(?:(?!\w)|(?=[{RANGES}]))"
+        parts.append(rf"(?:(?<!\w)|(?<=[{RANGES}]))" + body + tail)
     return re.compile("|".join(parts), re.IGNORECASE) if parts else None
 
 
@@ -77,17 +86,24 @@ def _cut(text: str, start: int, end: int, at_start: bool, at_end: bool, pattern:
         return ""
     a = 0 if (lo == 0 and at_start and start - 400 <= 0) else words[lo].start()
     b = len(text) if (hi == len(words) and at_end and end + 800 >= len(text)) else words[hi - 1].end()
+    # a "word" of a script without spaces is a whole run between punctuation: a sentence or more
+    a, b = max(a, start - CHARS_BEFORE), min(b, end + CHARS_AFTER)
     piece = text[a:b]
     if pattern is not None:
         piece = pattern.sub(lambda m: f"**{m.group(0)}**", piece)
     return ("" if a == 0 and at_start else "…") + piece.strip() + ("" if b == len(text) and at_end else "…")
 
 
+@lru_cache(maxsize=64)  # a search asks once for each of its hits
+def _compiled(match: str) -> tuple[re.Pattern[str] | None, list[str] | None]:
+    """The pattern marking ``match``'s terms, and its terms when all are ASCII (a quick look for them first)."""
+    terms = terms_of(match)
+    return _pattern(terms), [t for t, _prefix in terms] if all(t.isascii() for t, _ in terms) else None
+
+
 def window_excerpt(conn: apsw.Connection, rid: int, match: str) -> str:
     """The excerpt of note ``rid`` for the FTS5 expression ``match``, reading at most ``SCAN_MAX_BYTES``."""
-    terms = terms_of(match)
-    pattern = _pattern(terms)
-    plain = [t for t, _prefix in terms if t.isascii()] if all(t.isascii() for t, _ in terms) else None
+    pattern, plain = _compiled(match)
     blob = conn.blob_open("main", "notes", "body", rid, False)
     try:
         size = blob.length()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-_RANGES = (
+RANGES = (  # the characters of those scripts, a regex class body
     "\u0e00-\u0eff"  # Thai, Lao
     "\u1000-\u109f"  # Myanmar
     "\u1780-\u17ff"  # Khmer
@@ -22,7 +22,7 @@ _RANGES = (
     "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f"  # Hiragana, Katakana
     "\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Han
 )
-RUN = re.compile(f"[{_RANGES}]+")
+RUN = re.compile(f"[{RANGES}]+")
 COLUMN = "cjk"
 
 
@@ -67,3 +67,19 @@ def query_parts(term: str) -> tuple[list[str], list[str]]:
         else:
             exprs.append(f'{COLUMN} : "{" ".join(f"zz{a}{b}" for a, b in zip(codes, codes[1:], strict=False))}"')
     return rest, exprs
+
+
+_PHRASE = re.compile(rf'{COLUMN} : "((?:zz[0-9a-f]{{6}}(?:[0-9a-f]{{6}})? ?)+)"\*?')
+
+
+def runs_of(match: str) -> tuple[str, list[str]]:
+    """A ``query_parts`` expression split back: (the expression without its ``cjk`` phrases, the runs those
+    phrases search for, as a note writes them), so an excerpt can find and mark them in the text."""
+    runs = []
+    for m in _PHRASE.finditer(match):
+        tokens = m.group(1).split()
+        chars = [chr(int(t[2:8], 16)) for t in tokens]
+        if len(tokens[-1]) == 14:  # a pair: its second character ends the run
+            chars.append(chr(int(tokens[-1][8:], 16)))
+        runs.append("".join(chars))
+    return _PHRASE.sub(" ", match), runs

@@ -19,6 +19,7 @@ import apsw
 from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
+from server.index.scripts import COLUMN as CJK_COLUMN
 from server.index.scripts import has_run, query_parts
 from server.vault.scope import Vaults, VaultScope
 
@@ -92,17 +93,19 @@ def build_match(query: str) -> tuple[str, str | None]:
 # its LIMIT, so only shown hits pay for one (a note over SNIPPET_MAX_BYTES gets its excerpt from
 # ``excerpt.window_excerpt`` instead: snippet()'s cost grows with the note); the inner limit is
 # widened by the number of hidden notes so filtering them out afterwards can never leave a page short.
+_SNIPPET = "snippet(notes_fts, 1, '**', '**', '…', 32)"  # the body's: a run matched in the cjk column is not in it
 _SQL = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
        -f.rank AS score, f.excerpt, n.rid
 FROM (SELECT rowid, rank, CASE WHEN (SELECT size_bytes FROM notes WHERE rid = notes_fts.rowid) > {SNIPPET_MAX_BYTES}
-                                 THEN NULL ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
+                                 THEN NULL ELSE {_SNIPPET} END AS excerpt
       FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rank LIMIT ?) f
 JOIN notes n ON n.rid = f.rowid JOIN vaults v ON v.id = n.vault_id
 WHERE (n.hidden_at IS NULL OR ?)
 ORDER BY f.rank
 LIMIT ?
 """
+_SQL_WINDOW = _SQL.replace(_SNIPPET, "NULL")  # every excerpt from excerpt.window_excerpt
 _HIDDEN = "SELECT count(*) FROM notes WHERE hidden_at IS NOT NULL"
 # Scoped to some vaults, the inner limit would have to cover every other vault's notes: filter in one
 # pass instead (snippets are then built for each candidate, which costs more but stays correct). With
@@ -111,7 +114,7 @@ _SQL_SCOPED = f"""
 SELECT n.id AS noteId, n.title, n.path, v.name AS vault, n.tags, n.updated_at AS updatedAt,
        -notes_fts.rank AS score, n.rid,
        CASE WHEN n.size_bytes > {SNIPPET_MAX_BYTES} THEN NULL
-            ELSE snippet(notes_fts, 1, '**', '**', '…', 32) END AS excerpt
+            ELSE {_SNIPPET} END AS excerpt
 FROM notes_fts JOIN notes n ON n.rid = notes_fts.rowid JOIN vaults v ON v.id = n.vault_id
 WHERE notes_fts MATCH ? AND (n.hidden_at IS NULL OR ?){{scope}}
 ORDER BY notes_fts.rank
@@ -128,15 +131,18 @@ def _run(
     where: Sequence[Filter] = (),
 ) -> list[dict[str, Any]]:
     scope = VaultScope.of(vault_id)
+    # words in a script without spaces: each excerpt is a window around them (snippet() would show the body's start)
+    by_window = f"{CJK_COLUMN} :" in match
     if where or not scope.every:
         in_scope, scope_args = scope.sql()
         cond, args = filters_sql(where) if where else ("", ())
+        sql = _SQL_SCOPED.replace("{scope}", in_scope + cond)
         cur = conn.execute(
-            _SQL_SCOPED.replace("{scope}", in_scope + cond), (match, include_hidden, *scope_args, *args, limit)
+            sql.replace(_SNIPPET, "NULL") if by_window else sql, (match, include_hidden, *scope_args, *args, limit)
         )
     else:
         inner = limit + next(conn.execute(_HIDDEN))[0]
-        cur = conn.execute(_SQL, (match, inner, include_hidden, limit))
+        cur = conn.execute(_SQL_WINDOW if by_window else _SQL, (match, inner, include_hidden, limit))
     names = None
     out = []
     for row in cur:
@@ -147,7 +153,7 @@ def _run(
         # significant digits, not decimals: a word in most notes scores ~1e-6 and must stay positive
         hit["score"] = float(f"{hit['score']:.6g}")
         rid = hit.pop("rid")
-        if hit["excerpt"] is None:  # a large note: a window around its first match, not snippet() over it all
+        if hit["excerpt"] is None:  # a large note (or by_window): a window around its first match
             hit["excerpt"] = window_excerpt(conn, rid, match)
         if not hit["excerpt"].strip():
             hit["excerpt"] = hit["title"]

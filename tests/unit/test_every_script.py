@@ -84,3 +84,43 @@ def test_tokens() -> None:
     assert index_tokens("迁移") == "zz008fc10079fb zz0079fb"  # U+8FC1 U+79FB
     rest, runs = query_parts("Kubernetes集群")
     assert rest == ["Kubernetes"] and runs == ['cjk : "zz0096c6007fa4"']
+
+
+FAR = "今天我们讨论了项目的进度和下一步的计划，大家都同意先完成测试。" * 40  # ~1,300 characters before the word
+
+
+@pytest.mark.parametrize(
+    ("query", "marked"),
+    [
+        ("迁移", ["**迁移**"]),  # inside the longer run 数据库迁移到: marked where it is
+        ("데이터베이스", ["**데이터베이스**"]),  # Hangul as written (folding would decompose it)
+        ("ย้าย", ["**ย้าย**"]),
+        ("Kubernetes 集群", ["**Kubernetes**", "**集群**"]),  # both scripts marked
+    ],
+)
+def test_an_excerpt_shows_where_a_run_was_found(
+    conn: apsw.Connection, tmp_path: Path, query: str, marked: list[str]
+) -> None:
+    """snippet() reads the body, where a run matched in the cjk column is not a token: the excerpt is a
+    window around the first match instead, never the note's start."""
+    ending = {
+        "迁移": "最后决定把数据库迁移到新的集群。",
+        "데이터베이스": "데이터베이스를 새 클러스터로 옮겼다.",
+        "ย้าย": "การย้ายฐานข้อมูลไปยังคลัสเตอร์ใหม่",
+        "Kubernetes 集群": "Kubernetes集群 migration plan",
+    }[query]
+    db = index_notes(conn, tmp_path / "v", {"long.md": f"# 会议记录\n\n{FAR}\n\n{ending}\n"})
+    (hit,) = search(db, query)["hits"]
+    excerpt = hit["excerpt"]
+    assert all(m in excerpt for m in marked), excerpt
+    assert excerpt.startswith("…") and "会议记录" not in excerpt and len(excerpt) < 400
+
+
+def test_a_run_and_its_window_in_a_note_past_the_snippet_size(conn: apsw.Connection, tmp_path: Path) -> None:
+    """A note over SNIPPET_MAX_BYTES took the window already; the run is found there as in a short note."""
+    from server.index.excerpt import SNIPPET_MAX_BYTES
+
+    big = FAR * (SNIPPET_MAX_BYTES // len(FAR.encode()) + 2)
+    db = index_notes(conn, tmp_path / "v", {"big.md": f"# 大\n\n{big}\n\n数据库迁移到新的集群。\n"})
+    (hit,) = search(db, "迁移")["hits"]
+    assert "**迁移**" in hit["excerpt"] and len(hit["excerpt"]) < 400
