@@ -10,24 +10,14 @@ from pathlib import Path
 
 import apsw
 from support.cli import kms, ok, refused, said
+from support.outside import agent_tool, someone_else
 from support.writes import Writer
 
 from server.activity import session_record
 from server.activity.sessions import start_session
-from server.index.indexer import reindex_file
 from server.vault.registry import get_vault
 
 SID = "s-cli-outside"
-
-
-def _agent_edit(conn: apsw.Connection, vault_dir: Path, relpath: str, data: bytes, tool: str = "Edit") -> None:
-    """The agent's own tool writes the file, its PostToolUse hook reports it, the watcher sees it."""
-    full = vault_dir / relpath
-    full.parent.mkdir(parents=True, exist_ok=True)
-    full.write_bytes(data)
-    event = {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": {"file_path": str(full)}}
-    session_record.record_event(conn, SID, event, now=time.time())
-    reindex_file(conn, get_vault(conn, "sample"), relpath)
 
 
 def test_session_undo_previews_and_restores_outside_edits_with_the_kms_writes(
@@ -39,8 +29,9 @@ def test_session_undo_previews_and_restores_outside_edits_with_the_kms_writes(
     from support.vaults import note_id
 
     Writer(db_path, SID).append(note_id(indexed, "Shakshuka"), "a kms line")
-    _agent_edit(indexed, vault_dir, "Home.md", home_before.replace(b"\n", b"\r\n", 1) + b"outside line\n")
-    _agent_edit(indexed, vault_dir, "drafts/Scratch.md", b"# Scratch\n\nby the agent's Write\n", tool="Write")
+    vault = get_vault(indexed, "sample")
+    agent_tool(indexed, vault, SID, "Home.md", home_before.replace(b"\n", b"\r\n", 1) + b"outside line\n")
+    agent_tool(indexed, vault, SID, "drafts/Scratch.md", b"# Scratch\n\nby the agent's Write\n", tool="Write")
 
     shown = said(kms("session", "undo", SID, input="n\n").stdout)
     assert "sample:Home.md · outside edit reported by the session (Edit)" in shown
@@ -67,7 +58,8 @@ def test_a_note_saved_after_the_sessions_edit_is_named_and_left_alone(
 ) -> None:
     home = vault_dir / "Home.md"
     start_session(indexed, kind="launcher", session_id=SID)
-    _agent_edit(indexed, vault_dir, "Home.md", home.read_bytes() + b"outside line\n")
+    vault = get_vault(indexed, "sample")
+    agent_tool(indexed, vault, SID, "Home.md", home.read_bytes() + b"outside line\n")
     session_record.record_event(  # the report came long ago: the person's save below is not the session's
         indexed,
         SID,
@@ -75,8 +67,7 @@ def test_a_note_saved_after_the_sessions_edit_is_named_and_left_alone(
         now=time.time(),
     )
     indexed.execute("UPDATE session_files SET at = at - 100 WHERE session_id = ?", (SID,))
-    home.write_bytes(home.read_bytes() + b"the person's line\n")
-    reindex_file(indexed, get_vault(indexed, "sample"), "Home.md")
+    someone_else(indexed, vault, "Home.md", home.read_bytes() + b"the person's line\n")
     out = said(refused(kms("session", "undo", SID, "--yes"), 1).stdout)
     assert "✗ sample:Home.md · outside edit reported by the session (Edit)" in out
     assert "changed after the session's edit by outside kms" in out and "Nothing to revert." in out

@@ -4,15 +4,13 @@ against the version before, and ``u`` offers the session's undo (its preview), n
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import apsw
 from support.dashboard import settled, wait_for
+from support.outside import agent_tool
 
-from server.activity import session_record
 from server.activity.sessions import start_session
-from server.index.indexer import reindex_file
 from server.vault.registry import get_vault
 from tui.app import create_app
 from tui.screens.control import UndoScreen
@@ -34,10 +32,8 @@ async def test_an_outside_edit_appears_live_with_its_diff_and_offers_the_session
         feed = app.dashboard.feed
         assert not [k for k in feed.rows_by_key if k.startswith("o")]
 
-        home.write_bytes(before + b"\nline by the agent's Edit tool\n")  # while the dashboard is open
-        event = {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": {"file_path": str(home)}}
-        session_record.record_event(indexed, SID, event, now=time.time())
-        reindex_file(indexed, get_vault(indexed, "sample"), "Home.md")
+        # while the dashboard is open
+        agent_tool(indexed, get_vault(indexed, "sample"), SID, "Home.md", before + b"\nline by the agent's Edit tool\n")
         await wait_for(pilot, lambda: any(k.startswith("o") for k in feed.rows_by_key), what="the outside row")
         [key] = [k for k in feed.rows_by_key if k.startswith("o")]
         row = feed.rows_by_key[key]
@@ -80,11 +76,8 @@ async def test_a_session_filter_keeps_only_that_sessions_outside_edits(
 ) -> None:
     for sid, name in ((SID, "Home.md"), ("s-other", "Reading list.md")):
         start_session(indexed, kind="launcher", session_id=sid)
-        note = vault_dir / name
-        note.write_bytes(note.read_bytes() + b"\nedited\n")
-        event = {"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_input": {"file_path": str(note)}}
-        session_record.record_event(indexed, sid, event, now=time.time())
-        reindex_file(indexed, get_vault(indexed, "sample"), name)
+        edited = (vault_dir / name).read_bytes() + b"\nedited\n"
+        agent_tool(indexed, get_vault(indexed, "sample"), sid, name, edited, tool="Write")
     app = create_app(db_path, settings_path=tmp_path / "config.toml", poll_interval=0.05)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: settled(app), what="the dashboard")

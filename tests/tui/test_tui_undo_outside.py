@@ -4,16 +4,14 @@ restores them byte for byte (issue 28)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import apsw
 from support.dashboard import settled, wait_for
+from support.outside import agent_tool
 from textual.widgets import Static
 
-from server.activity import session_record
 from server.activity.sessions import start_session
-from server.index.indexer import reindex_file
 from server.vault.registry import get_vault
 from tui.app import create_app
 from tui.screens.control import UndoScreen
@@ -28,10 +26,7 @@ async def test_the_undo_preview_lists_and_restores_an_outside_edit(
     home = vault_dir / "Home.md"
     before = home.read_bytes()
     start_session(indexed, kind="launcher", session_id=SID)
-    home.write_bytes(before + b"\nline by the agent's Edit tool\n")
-    event = {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": {"file_path": str(home)}}
-    session_record.record_event(indexed, SID, event, now=time.time())
-    reindex_file(indexed, get_vault(indexed, "sample"), "Home.md")
+    agent_tool(indexed, get_vault(indexed, "sample"), SID, "Home.md", before + b"\nline by the agent's Edit tool\n")
 
     app = create_app(db_path, settings_path=tmp_path / "config.toml", poll_interval=0.05)
     async with app.run_test(size=(140, 40)) as pilot:

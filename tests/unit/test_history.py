@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.outside import agent_tool, someone_else
 from support.sql import tuples, value
 from support.writes import Env, Writer, make_env
 
@@ -302,21 +303,9 @@ def test_repair_carries_the_history_over_and_adds_no_version_for_an_unchanged_no
 def test_an_edit_a_session_reported_through_its_hooks_is_told_as_that_sessions(env: Env) -> None:
     """A change no kms call made, which a ``kms claude`` session reported (its PostToolUse hook: the agent's own
     Edit tool), is that session's in the history; the same change unreported stays "outside kms"."""
-    import time
-
-    from server.activity import session_record
-
     note_id = env.note("plan.md", V1)
-    (env.root / "plan.md").write_bytes(V2)
-    event = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Edit",
-        "tool_input": {"file_path": str(env.root / "plan.md")},
-    }
-    session_record.record_event(env.conn, "s-hooks", event, now=time.time())
-    reindex_file(env.conn, env.vault, "plan.md")  # the watcher saw the save
-    (env.root / "other.md").write_bytes(V1)
-    reindex_file(env.conn, env.vault, "other.md")
+    agent_tool(env.conn, env.vault, "s-hooks", "plan.md", V2)  # reported, and the watcher saw the save
+    someone_else(env.conn, env.vault, "other.md", V1)
     newest = _history(env, note_id)[0]
     assert newest["who"]["sessionId"] == "s-hooks" and "Edit" in newest["who"]["how"], newest
     assert newest["who"]["how"].startswith("outside kms")
@@ -327,21 +316,9 @@ def test_a_persons_save_just_before_a_reported_edit_stays_the_persons(env: Env) 
     """The session's report names the bytes its edit left: a person's save moments before the agent's edit (well
     inside the report window) is told as "outside kms", and only the version with the edit's bytes as the
     session's."""
-    import time
-
-    from server.activity import session_record
-
     note_id = env.note("plan.md", V1)
-    (env.root / "plan.md").write_bytes(V1 + b"the person's line\n")  # the person saves
-    reindex_file(env.conn, env.vault, "plan.md")
-    (env.root / "plan.md").write_bytes(V2)  # then the agent's Edit tool
-    event = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Edit",
-        "tool_input": {"file_path": str(env.root / "plan.md")},
-    }
-    session_record.record_event(env.conn, "s-hooks", event, now=time.time())
-    reindex_file(env.conn, env.vault, "plan.md")
+    someone_else(env.conn, env.vault, "plan.md", V1 + b"the person's line\n")  # the person saves
+    agent_tool(env.conn, env.vault, "s-hooks", "plan.md", V2)  # then the agent's Edit tool
     agent_version, person_version = _history(env, note_id)[:2]
     assert agent_version["who"]["sessionId"] == "s-hooks", agent_version
     assert person_version["who"]["by"] == "outside kms" and person_version["who"]["sessionId"] is None, person_version

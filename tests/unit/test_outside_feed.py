@@ -5,13 +5,13 @@ first; a change nobody reported is no session's."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from support.outside import agent_tool, report_tool, someone_else
 from support.writes import Env, Writer, make_env
 
-from server.activity import outside_feed, session_record
+from server.activity import outside_feed
 from server.activity.feed import FeedFilter
 from server.activity.outside_feed import Mark, merged_page, row_key, since
 from server.index.indexer import reindex_file
@@ -26,31 +26,13 @@ def env(tmp_path: Path) -> Env:
     return make_env(tmp_path)
 
 
-def report(env: Env, relpath: str, *, tool: str = "Edit", session: str = SID, at: float | None = None) -> None:
-    """The session's PostToolUse hook reports the agent's own tool changing ``relpath`` (as it is now)."""
-    event = {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": {"file_path": str(env.root / relpath)}}
-    session_record.record_event(env.conn, session, event, now=time.time() if at is None else at)
-
-
-def agent_edit(env: Env, relpath: str, data: bytes, *, tool: str = "Edit", session: str = SID) -> None:
-    """The agent's tool writes the file, its hook reports it, the watcher sees it."""
-    (env.root / relpath).write_bytes(data)
-    report(env, relpath, tool=tool, session=session)
-    reindex_file(env.conn, env.vault, relpath)
-
-
-def someone_else(env: Env, relpath: str, data: bytes) -> None:
-    (env.root / relpath).write_bytes(data)
-    reindex_file(env.conn, env.vault, relpath)
-
-
 def outside_rows(env: Env, flt: FeedFilter | None = None) -> list[dict]:
     return [r for r in merged_page(env.conn, flt).rows if outside_feed.is_outside(r)]
 
 
 def test_a_reported_edit_is_a_row_of_its_session_with_the_note_and_the_size_change(env: Env) -> None:
     env.note("plan.md", V1)
-    agent_edit(env, "plan.md", V2)
+    agent_tool(env.conn, env.vault, SID, "plan.md", V2)
     [row] = outside_rows(env)
     assert (row["session_id"], row["tool"], row["status"]) == (SID, "Edit (outside kms)", "outside")
     assert (row["vault"], row["path"], row["title"]) == ("v", "plan.md", "plan")
@@ -63,7 +45,7 @@ def test_a_reported_edit_is_a_row_of_its_session_with_the_note_and_the_size_chan
 
 def test_a_note_the_agent_wrote_new_shows_as_created_with_its_whole_text(env: Env) -> None:
     (env.root / "new.md").write_bytes(V1)
-    report(env, "new.md", tool="Write")
+    report_tool(env.conn, SID, env.root / "new.md", tool="Write")
     reindex_file(env.conn, env.vault, "new.md")
     [row] = outside_rows(env)
     assert row["tool"] == "Write (outside kms)" and row["created"] and row["size_change"] == len(V1)
@@ -74,10 +56,10 @@ def test_a_note_the_agent_wrote_new_shows_as_created_with_its_whole_text(env: En
 def test_an_unreported_change_is_no_sessions_row(env: Env) -> None:
     """A person's save, and a report whose bytes kms never saw (a save landed before the watcher looked)."""
     env.note("plan.md", V1)
-    someone_else(env, "plan.md", V2)
+    someone_else(env.conn, env.vault, "plan.md", V2)
     (env.root / "plan.md").write_bytes(V1 + b"the agent's line\n")
-    report(env, "plan.md")
-    someone_else(env, "plan.md", V1 + b"the person's line, saved before the watcher saw the agent's\n")
+    report_tool(env.conn, SID, env.root / "plan.md")
+    someone_else(env.conn, env.vault, "plan.md", V1 + b"the person's line, saved before the watcher saw the agent's\n")
     assert outside_rows(env) == []
     assert [r["tool"] for r in merged_page(env.conn).rows] == []  # no kms call either
 
@@ -85,8 +67,8 @@ def test_an_unreported_change_is_no_sessions_row(env: Env) -> None:
 def test_the_session_tool_and_status_filters_apply_to_outside_rows(env: Env) -> None:
     env.note("a.md", V1)
     env.note("b.md", V1)
-    agent_edit(env, "a.md", V2, session="s-a")
-    agent_edit(env, "b.md", V2, tool="Write", session="s-b")
+    agent_tool(env.conn, env.vault, "s-a", "a.md", V2)
+    agent_tool(env.conn, env.vault, "s-b", "b.md", V2, tool="Write")
     Writer(env.db_path, "s-a").append(env.note("c.md", V1), "appended by a kms call")
     assert [r["session_id"] for r in outside_rows(env)] == ["s-b", "s-a"]
     assert [r["path"] for r in outside_rows(env, FeedFilter(session="s-a"))] == ["a.md"]
@@ -103,7 +85,7 @@ def test_paging_back_through_both_sources_never_skips_or_repeats_a_row(env: Env)
     target = env.note("log.md", V1)
     for i in range(7):
         env.note(f"n{i}.md", V1)
-        agent_edit(env, f"n{i}.md", V2 + f"{i}\n".encode())
+        agent_tool(env.conn, env.vault, SID, f"n{i}.md", V2 + f"{i}\n".encode())
         writer.append(target, f"call {i}")
         if i % 3 == 0:
             writer.append(target, f"second call {i}")
@@ -130,7 +112,7 @@ def test_the_tail_finds_a_row_once_whichever_of_the_report_and_the_version_comes
     mark = merged_page(env.conn).mark
     # the report first: no row until the watcher sees the file
     (env.root / "a.md").write_bytes(V2)
-    report(env, "a.md")
+    report_tool(env.conn, SID, env.root / "a.md")
     found, mark, more = since(env.conn, mark)
     assert found == [] and not more
     reindex_file(env.conn, env.vault, "a.md")
@@ -141,7 +123,7 @@ def test_the_tail_finds_a_row_once_whichever_of_the_report_and_the_version_comes
     reindex_file(env.conn, env.vault, "b.md")
     found, mark, _ = since(env.conn, mark)
     assert found == []
-    report(env, "b.md")
+    report_tool(env.conn, SID, env.root / "b.md")
     found, mark, _ = since(env.conn, mark)
     assert [r["path"] for r in found] == ["b.md"]
     assert since(env.conn, mark)[0] == []  # nothing new: nothing again
@@ -152,7 +134,7 @@ def test_the_tail_pages_forward_without_duplicates(env: Env) -> None:
         env.note(f"n{i}.md", V1)
     mark = merged_page(env.conn).mark
     for i in range(5):
-        agent_edit(env, f"n{i}.md", V2)
+        agent_tool(env.conn, env.vault, SID, f"n{i}.md", V2)
     keys: list[str] = []
     more = True
     while more:

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.outside import agent_tool, report_tool, someone_else
 from support.sql import tuples
 from support.writes import Env, Writer, make_env
 
-from server.activity import session_record
-from server.index.indexer import reindex_file
 from server.vault.files import sha256_hex
 from server.writes import undo_session
 from server.writes.revert import revert
@@ -29,29 +28,9 @@ def env(tmp_path: Path) -> Env:
     return make_env(tmp_path)
 
 
-def agent_tool(env: Env, relpath: str, data: bytes | None, *, tool: str = "Edit", ago: float = 0.0) -> None:
-    """The agent's own tool changes the file (``None``: removes it), its hook reports it (``ago`` seconds
-    back), and the watcher sees it."""
-    full = env.root / relpath
-    if data is None:
-        full.unlink()
-    else:
-        full.parent.mkdir(parents=True, exist_ok=True)
-        full.write_bytes(data)
-    if data is not None:
-        event = {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": {"file_path": str(full)}}
-        session_record.record_event(env.conn, SID, event, now=time.time() - ago)
-    reindex_file(env.conn, env.vault, relpath)
-
-
-def someone_else(env: Env, relpath: str, data: bytes) -> None:
-    (env.root / relpath).write_bytes(data)
-    reindex_file(env.conn, env.vault, relpath)
-
-
 def test_an_edit_comes_back_byte_for_byte_through_the_preview_recorded_and_revertible(env: Env) -> None:
     env.note("plan.md", V1)
-    agent_tool(env, "plan.md", V2)
+    agent_tool(env.conn, env.vault, SID, "plan.md", V2)
     plan = undo_session.preview(env.conn, SID)
     assert plan["revert"] == [] and plan["outsideSkip"] == []
     [item] = plan["outside"]
@@ -75,9 +54,10 @@ def test_an_edit_comes_back_byte_for_byte_through_the_preview_recorded_and_rever
 
 def test_a_note_the_session_created_goes_to_the_trash_and_one_it_deleted_comes_back(env: Env) -> None:
     env.note("keep.md", V1)
-    agent_tool(env, "new/idea.md", b"# Idea\n\nwritten by the agent\n", tool="Write")
-    agent_tool(env, "keep.md", V2)
-    agent_tool(env, "keep.md", None)  # then removed (within moments of its reported edit: the session's)
+    agent_tool(env.conn, env.vault, SID, "new/idea.md", b"# Idea\n\nwritten by the agent\n", tool="Write")
+    agent_tool(env.conn, env.vault, SID, "keep.md", V2)
+    # then removed (within moments of its reported edit: the session's)
+    agent_tool(env.conn, env.vault, SID, "keep.md", None)
     plan = undo_session.preview(env.conn, SID)
     actions = {i["path"]: i["action"] for i in plan["outside"]}
     assert actions == {"new/idea.md": "trash", "keep.md": "recreate"}, plan
@@ -94,13 +74,14 @@ def test_a_note_changed_since_the_preview_or_after_the_session_is_refused_and_th
 ) -> None:
     for name in ("a.md", "b.md", "c.md"):
         env.note(name, V1)
-        agent_tool(env, name, V2 + name.encode(), ago=100)  # reported long before: told by its bytes
-    someone_else(env, "c.md", V2 + b"the person's own line\n")  # after the session's edit
+        # reported long before: told by its bytes
+        agent_tool(env.conn, env.vault, SID, name, V2 + name.encode(), at=time.time() - 100)
+    someone_else(env.conn, env.vault, "c.md", V2 + b"the person's own line\n")  # after the session's edit
     plan = undo_session.preview(env.conn, SID)
     assert sorted(i["path"] for i in plan["outside"]) == ["a.md", "b.md"]
     [late] = plan["outsideSkip"]
     assert late["path"] == "c.md" and late["errorKind"] == "conflict" and "after the session's edit" in late["reason"]
-    someone_else(env, "b.md", b"saved after the preview\n")
+    someone_else(env.conn, env.vault, "b.md", b"saved after the preview\n")
     done = undo_session.undo(env.conn, SID, shown=plan)
     assert [i["path"] for i in done["restored"]] == ["a.md"]
     refused = {i["path"]: i for i in done["notRestored"]}
@@ -118,7 +99,7 @@ def test_the_sessions_kms_calls_on_that_note_are_covered_or_reverted_and_the_not
     other_id = env.note("other.md", b"# Other\n")
     writer = Writer(env.db_path, SID)
     before = writer.append(plan_id, "kms line before the outside edit")
-    agent_tool(env, "plan.md", (env.root / "plan.md").read_bytes() + b"outside line\r\n")
+    agent_tool(env.conn, env.vault, SID, "plan.md", (env.root / "plan.md").read_bytes() + b"outside line\r\n")
     after = writer.append(plan_id, "kms line after the outside edit")
     writer.append(other_id, "kms line elsewhere")
     plan = undo_session.preview(env.conn, SID)
@@ -135,12 +116,7 @@ def test_the_sessions_kms_calls_on_that_note_are_covered_or_reverted_and_the_not
 def test_a_save_the_watcher_missed_is_indexed_then_restored_and_since_limits_it(env: Env) -> None:
     env.note("plan.md", V1)
     (env.root / "plan.md").write_bytes(V2)  # no watcher ran: kms has only seen V1
-    event = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Edit",
-        "tool_input": {"file_path": str(env.root / "plan.md")},
-    }
-    session_record.record_event(env.conn, SID, event)
+    report_tool(env.conn, SID, env.root / "plan.md")
     assert undo_session.preview(env.conn, SID, since=time.time() + 3600)["outside"] == []
     [item] = undo_session.preview(env.conn, SID)["outside"]
     assert item["version"] == 1
