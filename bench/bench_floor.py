@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from bench_core import compile_bytecode, isolated_env, kms, run
+from bench_history import settings
 from bench_scripts import with_scripts
 from common import HERE, OUT, fresh_db, table, vault
 
@@ -42,9 +43,9 @@ def writer_alone(root: Path, history: bool) -> float:
     for rec in records:  # as the parser workers send them: compressed for history, or without bytes
         rec.packed = compress(rec.data, None) if history and rec.data is not None else None
         rec.data = None
-    settings = OUT / f"floor-history-{'on' if history else 'off'}.toml"
-    settings.write_text(f"[history]\nenabled = {'true' if history else 'false'}\n")
-    os.environ["KMS_CONFIG"] = str(settings)
+    path = OUT / f"floor-history-{'on' if history else 'off'}.toml"
+    settings(path, history)
+    os.environ["KMS_CONFIG"] = str(path)
     conn = connect(fresh_db("floor.db"))
     add_vault(conn, root, "floor")
     reader = indexer.read_all

@@ -69,6 +69,11 @@ def query_parts(term: str) -> tuple[list[str], list[str]]:
     return rest, exprs
 
 
+def searches_runs(match: str) -> bool:
+    """Whether a ``build_match`` expression searches the ``cjk`` column (``query_parts`` wrote a run into it)."""
+    return f"{COLUMN} : " in match
+
+
 _PHRASE = re.compile(rf'{COLUMN} : "((?:zz[0-9a-f]{{6}}(?:[0-9a-f]{{6}})? ?)+)"\*?')
 
 

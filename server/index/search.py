@@ -19,8 +19,7 @@ import apsw
 from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
-from server.index.scripts import COLUMN as CJK_COLUMN
-from server.index.scripts import has_run, query_parts
+from server.index.scripts import has_run, query_parts, searches_runs
 from server.vault.scope import Vaults, VaultScope
 
 SYNTAX_HELP = (
@@ -132,7 +131,7 @@ def _run(
 ) -> list[dict[str, Any]]:
     scope = VaultScope.of(vault_id)
     # words in a script without spaces: each excerpt is a window around them (snippet() would show the body's start)
-    by_window = f"{CJK_COLUMN} :" in match
+    by_window = searches_runs(match)
     if where or not scope.every:
         in_scope, scope_args = scope.sql()
         cond, args = filters_sql(where) if where else ("", ())
