@@ -44,7 +44,6 @@ async def _off_loop(resolve: Resolve, ctx: Any, work: Callable[[ToolRunner], Any
 
 
 def _resource(item: notes.NoteResource) -> types.Resource:
-
     return types.Resource(
         uri=item.uri,
         name=item.path,

@@ -30,7 +30,7 @@ from server.index.note_data import DATA_SENTENCE
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
-from server.vault.scope import EVERY, VaultScope
+from server.vault.scope import EVERY, VaultScope, resolve, scope_ids
 from server.writes.limits import MAX_NOTE_NAME_CHARS
 
 # property filters (server.index.properties): one field for kms_search, kms_semantic_search, kms_list_folder
@@ -257,7 +257,6 @@ class ToolContext:
         argument naming another one is refused (without saying whether it exists).
         """
         from server.vault.registry import get_vault
-        from server.vault.scope import resolve, scope_ids
 
         names = self.config.vault_names
         if not names:
