@@ -11,7 +11,17 @@ import typer
 from rich.table import Table
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
-from kmscli.output import JsonOpt, VaultOpt, cli_errors, console, err_console, open_db, print_json, vault_id
+from kmscli.output import (
+    EXIT_INTERRUPTED,
+    JsonOpt,
+    VaultOpt,
+    cli_errors,
+    console,
+    err_console,
+    open_db,
+    print_json,
+    vault_id,
+)
 from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
 from server.index import listing
@@ -22,6 +32,7 @@ if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
 
     from server.index.embed.pipeline import EmbedReport
     from server.index.indexer import IndexReport
+    from server.vault.registry import Vault
 
 
 def _progress_bar(label: str) -> Progress:
@@ -78,7 +89,7 @@ def vault_add(
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
-    from server.vault.registry import add_vault, list_vaults
+    from server.vault.registry import add_vault
 
     with cli_errors():
         conn = open_db()
@@ -86,14 +97,16 @@ def vault_add(
         try:
             vault = add_vault(conn, path, name, dialect)
         except KeyboardInterrupt:
+            registered = _registered_at(conn, path)
+            if registered is not None:  # stopped after the commit, before add_vault returned
+                _interrupted_index(conn, registered.name)
             err_console.print(
                 f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add {path}` again[/]",
                 highlight=False,
             )
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except KmsError as exc:
-            root = Path(path).expanduser().resolve()
-            known = next((v for v in list_vaults(conn) if v.root == root), None)
+            known = _registered_at(conn, path)
             if known is None or exc.kind != "already-exists":
                 raise
             if known.last_indexed_at is not None or no_index:
@@ -114,6 +127,14 @@ def vault_add(
                 _run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
             _interrupted_index(conn, vault.name)
+
+
+def _registered_at(conn: apsw.Connection, path: str) -> Vault | None:
+    """The vault registered at ``path``'s folder, if one is."""
+    from server.vault.registry import list_vaults
+
+    root = Path(path).expanduser().resolve()
+    return next((v for v in list_vaults(conn) if v.root == root), None)
 
 
 def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
@@ -249,7 +270,7 @@ def _interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
         f"`kms index{where}` to finish indexing[/]",
         highlight=False,
     )
-    raise typer.Exit(130)
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _embed_if_ready(conn: apsw.Connection) -> None:
@@ -309,7 +330,7 @@ def _run_embed(conn: apsw.Connection) -> None:
         except apsw.Error:
             pass
         err_console.print(f"[yellow]stopped; {kept}run `kms embed` again to resume[/]", highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def index_cmd(

@@ -258,6 +258,7 @@ def main() -> None:
     try:
         app(prog_name="kms")
     except SystemExit as exit_:
+        _forget_handled_interrupt()
         # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
         if exit_.code == 1 and (
             type(sys.stdout).__name__ == "PacifyFlushWrapper" or (_stdout_is_devnull() and not was_devnull)
@@ -267,7 +268,16 @@ def main() -> None:
         raise
     except BrokenPipeError:
         _quiet_broken_pipe()
+    _forget_handled_interrupt()
     _flush_stdout()
+
+
+def _forget_handled_interrupt() -> None:
+    """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
+    import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` then ends
+    by SIGINT instead of the exit code kms chose. Each evaluation of a string clears that mark first;
+    one that runs nothing clears it and nothing else. Not called when an interrupt leaves ``main``."""
+    exec("")  # noqa: S102
 
 
 def _flush_stdout() -> None:

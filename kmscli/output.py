@@ -20,6 +20,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 EXIT_FOR_KIND = {"invalid-input": 2, "not-found": 3, "database": 4, "disk-full": 4}
+EXIT_INTERRUPTED = 130  # a Ctrl-C kms stopped at: what a shell shows for one
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 VaultOpt = Annotated[str | None, typer.Option("--vault", help="Only this vault (name).")]

@@ -113,3 +113,52 @@ def test_ctrl_c_during_kms_index_says_what_was_kept(tmp_path: Path, db_path: Pat
     text = said(err)
     assert "stopped; kept vault big:" in text and "run `kms index` to finish indexing" in text
     ok(kms("index", "--no-embed"))
+
+
+def interrupt_once_registered(
+    tmp_path: Path, db_path: Path, vault_dir: Path, where: str
+) -> subprocess.CompletedProcess:
+    """``kms vault add`` (``python -m``) with a KeyboardInterrupt raised, for certain, in the first frame
+    of code built from a string (``where``: a condition on its code object) once the vault is registered."""
+    (tmp_path / "ctrl_c_once_registered.py").write_text(
+        "import sys\n"
+        "import apsw\n"
+        "from kmscli.main import main\n"
+        "def registered():\n"
+        f"    conn = apsw.Connection({str(db_path)!r})\n"
+        "    try:\n        return next(conn.execute('SELECT count(*) FROM vaults'))[0] > 0\n"
+        "    except apsw.Error:\n        return False\n"
+        "    finally:\n        conn.close()\n"
+        "def ctrl_c(frame, event, arg):\n"
+        "    code = frame.f_code\n"
+        f"    if code.co_filename == '<string>' and {where} and registered():\n"
+        "        sys.settrace(None)\n"
+        "        raise KeyboardInterrupt\n"
+        "sys.settrace(ctrl_c)\n"
+        f"sys.argv = ['kms', 'vault', 'add', {str(vault_dir)!r}]\n"
+        "main()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "ctrl_c_once_registered"], capture_output=True, text=True, cwd=tmp_path
+    )
+
+
+def test_a_ctrl_c_inside_exec_still_exits_130(tmp_path: Path, vault_dir: Path, db_path: Path) -> None:
+    """CPython marks a Ctrl-C raised inside ``exec`` of a string (the dataclasses a deferred import builds)
+    unhandled even when kms catches it, and ``python -m`` then ends by SIGINT, not by kms's 130."""
+    done = interrupt_once_registered(tmp_path, db_path, vault_dir, "code.co_name == '<module>'")
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "stopped; kept vault vault:" in said(done.stderr)
+
+
+def test_a_ctrl_c_just_after_the_vault_is_registered_says_it_was(
+    tmp_path: Path, vault_dir: Path, db_path: Path
+) -> None:
+    """Interrupted after its row is committed and before ``add_vault`` returns (building the ``Vault`` it
+    hands back): the vault is registered, and the message says so and what to run."""
+    done = interrupt_once_registered(tmp_path, db_path, vault_dir, "code.co_name == '__init__'")
+    assert done.returncode == 130, done.stdout + done.stderr
+    text = said(done.stderr)
+    assert "stopped; kept vault vault: 0 notes in the index" in text and "nothing kept" not in text
+    again = said(ok(kms("vault", "add", str(vault_dir))).stdout)
+    assert "was registered but never indexed: indexing it now" in again
