@@ -1,4 +1,5 @@
-"""Vaults and the index: ``kms vault``, ``index``, ``status``, ``watch``, ``embed`` and ``kms model``."""
+"""The index: ``kms index``, ``status``, ``watch``, ``embed`` and ``kms model``; ``run_index`` is how every
+command that indexes (``kms vault add`` and ``set`` too) runs it and says what an interrupt kept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import apsw
 import typer
-from rich.table import Table
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import (
@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
 
     from server.index.embed.pipeline import EmbedReport
     from server.index.indexer import IndexReport
-    from server.vault.registry import Vault
 
 
 def _progress_bar(label: str) -> Progress:
@@ -73,155 +72,10 @@ class _IndexBar:
             self.bar = None
 
 
-vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
 model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
 
 
-@vault_app.command("add")
-def vault_add(
-    path: Annotated[str, typer.Argument(help="Folder of Markdown notes.")],
-    name: Annotated[str | None, typer.Option("--name", help="Name (default: folder name).")] = None,
-    no_index: Annotated[bool, typer.Option("--no-index", help="Register only; index later.")] = False,
-    dialect: Annotated[
-        str | None,
-        typer.Option("--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder)."),
-    ] = None,
-) -> None:
-    """Register a vault (and index it). A folder registered before and never indexed (an interrupted
-    ``kms vault add``) is indexed now."""
-    from server.vault.registry import add_vault
-
-    with cli_errors():
-        conn = open_db()
-        known = None
-        try:
-            vault = add_vault(conn, path, name, dialect)
-        except KeyboardInterrupt:
-            registered = _registered_at(conn, path)
-            if registered is not None:  # stopped after the commit, before add_vault returned
-                _interrupted_index(conn, registered.name)
-            err_console.print(
-                f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add {path}` again[/]",
-                highlight=False,
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except KmsError as exc:
-            known = _registered_at(conn, path)
-            if known is None or exc.kind != "already-exists":
-                raise
-            if known.last_indexed_at is not None or no_index:
-                raise KmsError(
-                    exc.kind,
-                    f"{exc.message}; `kms index --vault {known.name}` brings its index up to date",
-                    **exc.extra,
-                ) from None
-            console.print(
-                f"Vault [bold]{known.name}[/] at {known.root} was registered but never indexed: indexing it now"
-            )
-            vault = known
-        try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
-            if vault is not known:
-                console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
-                _say_workspace(conn, vault.id)
-            if not no_index:
-                _run_index(conn, full=False, vault=vault.name, embed=False)
-        except KeyboardInterrupt:
-            _interrupted_index(conn, vault.name)
-
-
-def _registered_at(conn: apsw.Connection, path: str) -> Vault | None:
-    """The vault registered at ``path``'s folder, if one is."""
-    from server.vault.registry import list_vaults
-
-    root = Path(path).expanduser().resolve()
-    return next((v for v in list_vaults(conn) if v.root == root), None)
-
-
-def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
-    """The Dendron workspace a new vault is (or is a vault of): its vaults and the kms vault each one's
-    ``dendron://`` links resolve into."""
-    from server.index.link_vaults import workspace_view
-    from server.vault.registry import get_vault
-
-    vault = get_vault(conn, vault_id)
-    view = workspace_view(conn, vault)
-    if view is None:
-        return
-    if view.vaults:
-        how = "its root" if view.at_root else "a vault folder"
-        console.print(
-            f"Dendron workspace {view.root} (added by {how}), {len(view.vaults)} vault(s):",
-            highlight=False,
-            soft_wrap=True,
-        )
-    for m in view.vaults:
-        if m.vault is None:
-            where = f"no kms vault holds it yet (kms vault add {m.path})"
-        elif m.vault == vault.name:
-            where = f"this vault, folder {m.folder}/" if m.folder else "this vault"
-        else:
-            where = f"vault {m.vault}" + (f", folder {m.folder}/" if m.folder else "")
-        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False, soft_wrap=True)
-    if view.problem:
-        hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {vault.name} dialect=dendron)"
-        console.print(
-            f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name{hint}[/]",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-@vault_app.command("list")
-def vault_list(json_out: JsonOpt = False) -> None:
-    """List registered vaults."""
-    from server.index.overview import overview
-
-    with cli_errors():
-        vaults = overview(open_db()).vaults
-    if json_out:
-        print_json([v.to_json() for v in vaults])
-        return
-    table = Table("name", "root", "dialect", "notes", "hidden", "last indexed")
-    for v in vaults:
-        table.add_row(v.name, v.root, v.dialect or "-", str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
-    console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
-
-
-VaultNameArg = Annotated[str, typer.Argument(help="The vault's name (kms vault list).")]
-
-
-@vault_app.command("set")
-def vault_set(
-    name: VaultNameArg,
-    assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
-) -> None:
-    """Change a vault's setting (its dialect); its notes are read again by the new rules."""
-    from server.vault.registry import set_dialect
-
-    with cli_errors():
-        key, sep, value = assignment.partition("=")
-        if not sep or key.strip() != "dialect":
-            raise KmsError("invalid-input", f"expected dialect=NAME, got {assignment!r}")
-        conn = open_db()
-        vault, changed = set_dialect(conn, name, value)
-        if not changed:
-            console.print(f"vault [bold]{vault.name}[/] is {vault.dialect} already; nothing to do")
-            return
-        console.print(f"vault [bold]{vault.name}[/] is now {vault.dialect}; reading its notes again")
-        _run_index(conn, full=True, vault=vault.name, embed=False)
-
-
-@vault_app.command("remove")
-def vault_remove(name: VaultNameArg) -> None:
-    """Forget a vault: its index rows go, its files are never touched."""
-    from server.index.indexer import remove_vault
-
-    with cli_errors():
-        vault = remove_vault(open_db(), name)
-    console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
-
-
-def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool | None) -> list[IndexReport]:
+def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool | None) -> list[IndexReport]:
     """Index, then embed: always with ``embed=True`` (an error without a model), never with False, and with
     None (``kms index``'s default) when notes are pending and the model is installed, so the keyword and
     the semantic index stay in step. The pending count is asked first: a no-change run loads nothing."""
@@ -234,7 +88,7 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
         reports = index_all(conn, full=full, vault=vault, progress=bar)
     except KeyboardInterrupt:
         bar.stop()
-        _interrupted_index(conn, vault)
+        interrupted_index(conn, vault)
     bar.stop()
     for r in reports:
         console.print(
@@ -252,7 +106,7 @@ def _run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: b
     return reports
 
 
-def _interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
+def interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
     """Ctrl-C while indexing: what the index kept (every committed batch) and what to run next; exit 130."""
     from server.vault.registry import list_vaults
 
@@ -350,7 +204,7 @@ def index_cmd(
         conn = open_db()
         if not list_vaults(conn):
             raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
-        _run_index(conn, full=full, vault=vault, embed=embed)
+        run_index(conn, full=full, vault=vault, embed=embed)
 
 
 def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
@@ -423,7 +277,7 @@ def watch_cmd(vault: VaultOpt = None) -> None:
 
     with cli_errors():
         conn = open_db()
-        _run_index(conn, full=False, vault=vault, embed=False)
+        run_index(conn, full=False, vault=vault, embed=False)
         console.print("[dim]watching for changes (Ctrl-C to stop)[/]")
 
         def report(changed: int, seconds: float) -> None:

@@ -1,6 +1,6 @@
 """The ``kms`` command: every command is a thin adapter over ``server``.
 
-Commands live by group (``index_cmds``: vaults and the index; ``notes_cmds``: reading notes and
+Commands live by group (``vault_cmds``: vaults; ``index_cmds``: the index; ``notes_cmds``: reading notes and
 the write log; ``launcher``, ``config_cmd``, ``servers_cmd``); this module only puts them together,
 in the order ``kms --help`` lists them.
 """
@@ -179,7 +179,9 @@ def build_app(only: str | None = None) -> typer.Typer:
     app = _new_app()
     app.callback()(root)
     if only in (None, "vault"):
-        app.add_typer(index_cmds.vault_app, name="vault")
+        from kmscli.vault_cmds import vault_app
+
+        app.add_typer(vault_app, name="vault")
     if only in (None, "index"):
         app.command("index")(index_cmds.index_cmd)
     if only is None:
