@@ -55,6 +55,7 @@ def cli_markdown() -> str:
         "Generated from the CLI by `python scripts/gen_cli_doc.py`; do not edit. Every command takes `--help`.",
         "",
     ]
+    lines += _exit_codes()
     for path, command in walk_commands(root, ctx, "kms"):
         lines += [f"## `{path}`", ""]
         help_text: Any = command.help or command.short_help or ""
@@ -63,3 +64,30 @@ def cli_markdown() -> str:
         if params and not is_group(command):
             lines += ["| argument or option | about |", "| --- | --- |", *(_param_row(p) for p in params), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _exit_codes() -> list[str]:
+    """The exit codes, from the table every command's errors go through."""
+    from kmscli.output import EXIT_FOR_KIND, EXIT_INTERRUPTED
+
+    by_code: dict[int, list[str]] = {}
+    for kind, code in EXIT_FOR_KIND.items():
+        by_code.setdefault(code, []).append(f"`{kind}`")
+    rows = [
+        "| 0 | done |",
+        "| 1 | refused for any other kind of error (the message names it) |",
+        *(f"| {code} | {', '.join(kinds)} |" for code, kinds in sorted(by_code.items())),
+        f"| {EXIT_INTERRUPTED} | `kms vault add`, `kms index` or `kms embed` stopped by Ctrl-C; the message says"
+        " what was kept and what to run next |",
+    ]
+    return [
+        "## Exit codes",
+        "",
+        "An error is one line, `error (KIND): message`, on standard error, never a traceback. A command line",
+        "that does not parse exits 2 too. `kms hook` always exits 0 (fail-open).",
+        "",
+        "| code | when |",
+        "| --- | --- |",
+        *rows,
+        "",
+    ]
