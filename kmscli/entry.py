@@ -21,11 +21,24 @@ def entry() -> None:
             sys.exit(2)
         from server.mcp.serve import main as serve
 
-        sys.exit(serve(sys.argv[2:]))
+        code = serve(sys.argv[2:])
+        forget_handled_interrupt()
+        sys.exit(code)
     if sys.argv[1:2] == ["hook"] and not ({"-h", "--help"} & set(sys.argv[2:])):
         from kmscli.hook_cmd import main as hook
 
-        sys.exit(hook(sys.argv[2:]))
+        code = hook(sys.argv[2:])
+        forget_handled_interrupt()
+        sys.exit(code)
     from kmscli.main import main
 
     main()
+
+
+def forget_handled_interrupt() -> None:
+    """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
+    import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` (how hosts
+    start ``kms mcp`` and hooks) then ends by SIGINT instead of the exit code kms chose. Each evaluation
+    of a string clears that mark first; one that runs nothing clears it and nothing else. Called only
+    once kms has chosen its exit code, never while an interrupt is on its way out."""
+    exec("")  # noqa: S102

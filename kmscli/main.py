@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kmscli import index_cmds
+from kmscli.entry import forget_handled_interrupt
 from kmscli.output import KmsGroup, console
 from server.store.db import default_db_path
 
@@ -260,7 +261,7 @@ def main() -> None:
     try:
         app(prog_name="kms")
     except SystemExit as exit_:
-        _forget_handled_interrupt()
+        forget_handled_interrupt()
         # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
         if exit_.code == 1 and (
             type(sys.stdout).__name__ == "PacifyFlushWrapper" or (_stdout_is_devnull() and not was_devnull)
@@ -270,16 +271,8 @@ def main() -> None:
         raise
     except BrokenPipeError:
         _quiet_broken_pipe()
-    _forget_handled_interrupt()
+    forget_handled_interrupt()
     _flush_stdout()
-
-
-def _forget_handled_interrupt() -> None:
-    """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
-    import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` then ends
-    by SIGINT instead of the exit code kms chose. Each evaluation of a string clears that mark first;
-    one that runs nothing clears it and nothing else. Not called when an interrupt leaves ``main``."""
-    exec("")  # noqa: S102
 
 
 def _flush_stdout() -> None:

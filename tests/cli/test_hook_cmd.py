@@ -93,3 +93,31 @@ def test_any_failure_exits_0_with_nothing_on_stdout_and_a_line_in_the_log(tmp_pa
     assert len(lines) == len(cases) and "FileNotFoundError" in lines[0] and "no-such-event" in lines[2]
     assert "KmsError" in lines[3] and broken.read_bytes().startswith(b"not a database")  # a damaged database
     assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_ctrl_c_inside_a_hook_still_exits_0(indexed: apsw.Connection, db_path: Path, tmp_path: Path) -> None:
+    """Fail-open holds for an interrupt too, even one raised inside ``exec`` of a string (the dataclasses a
+    deferred import builds), which CPython marks unhandled and would end ``python -m`` by SIGINT."""
+    (tmp_path / "ctrl_c_in_hook.py").write_text(
+        "import sys\n"
+        "def ctrl_c(frame, event, arg):\n"
+        "    if frame.f_code.co_filename == '<string>' and frame.f_code.co_name == '<module>':\n"
+        "        sys.settrace(None)\n"
+        "        raise KeyboardInterrupt\n"
+        "sys.settrace(ctrl_c)\n"
+        "from kmscli.entry import entry\n"
+        "entry()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
+    env["KMS_DB_PATH"] = str(db_path)  # where the log goes
+    done = subprocess.run(
+        [sys.executable, "-m", "ctrl_c_in_hook", "hook", "session-start", f"--contract={contract(tmp_path, db_path)}"],
+        input=json.dumps({"session_id": "h1"}),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    assert "KeyboardInterrupt" in (db_path.parent / "kms-hooks.log").read_text()
