@@ -155,7 +155,8 @@ def _link_snippet(body: str, conn: apsw.Connection, src_id: str, dst_rid: int, w
 def ambiguous_links(conn: apsw.Connection, limit: int = 20) -> dict[str, Any]:
     """Links whose name several notes of their vault answer to equally (a bare title two folders both
     have): resolved the way Obsidian does (same folder first, then the shortest path), and reported so
-    the person can write the path. ``ambiguousLinks`` counts links; ``ambiguous`` lists names."""
+    the person can write the path. ``ambiguousLinks`` counts links; ``ambiguous`` lists names (the links
+    of visible notes: a name only a hidden note writes is not said)."""
     found = rows(
         conn,
         """
@@ -164,7 +165,7 @@ def ambiguous_links(conn: apsw.Connection, limit: int = 20) -> dict[str, Any]:
                   JOIN notes d ON d.rid = k.rid WHERE k.key = l.target_key AND k.vault_id = s.vault_id
                   AND k.kind <= 2 ORDER BY d.path)) AS candidates
         FROM links l JOIN notes s ON s.rid = l.src_rid JOIN vaults v ON v.id = s.vault_id
-        WHERE l.dst_rid IS NOT NULL AND l.target_vault IS NULL AND (
+        WHERE l.dst_rid IS NOT NULL AND l.target_vault IS NULL AND s.hidden_at IS NULL AND (
             SELECT count(DISTINCT k.rid) FROM note_keys k
             WHERE k.key = l.target_key AND k.vault_id = s.vault_id AND k.kind <= 2) > 1
         GROUP BY s.vault_id, l.target_key ORDER BY v.name, l.target_key""",
@@ -299,10 +300,13 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
         "notes": ov.notes,
         "hidden": ov.hidden,
         "hiddenBy": hidden_counts(conn),  # how many notes each privacy rule (and `kms hide`) hides
-        "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM note_tags"),
-        "links": scalar(conn, "SELECT count(*) FROM links"),
-        "unresolvedLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_rid IS NULL AND dst_file IS NULL"),
-        "attachmentLinks": scalar(conn, "SELECT count(*) FROM links WHERE dst_file IS NOT NULL"),
+        # what visible notes hold, as ``kms tags`` and ``kms unresolved`` count them
+        "tags": scalar(conn, "SELECT count(DISTINCT tag) FROM kept_tags"),
+        "links": scalar(conn, f"SELECT count(*) FROM links WHERE src_rid NOT IN {HIDDEN_RIDS}"),
+        "unresolvedLinks": scalar(conn, "SELECT coalesce(sum(links), 0) FROM kept_unresolved"),
+        "attachmentLinks": scalar(
+            conn, f"SELECT count(*) FROM links WHERE dst_file IS NOT NULL AND src_rid NOT IN {HIDDEN_RIDS}"
+        ),
         **ambiguous_links(conn),
         "flagged": rows(
             conn,

@@ -220,11 +220,11 @@ def flagged(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 50) -> 
 
 
 def unresolved(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
-    """Link targets visible notes name that no note answers, most named first, each with one note that
-    names it; and how many such links there are. A link to a hidden note is in neither list: naming it
-    as missing would invite an agent to create it, and a collision would tell that it exists. Counted
-    from the unresolved links kept per vault and name (``server.store.kept_counts``); only the winners'
-    links are read (the partial index of unresolved links holds target, key and source)."""
+    """Link targets visible notes name that no note (and no attachment) answers, most named first, each
+    with one note that names it; and how many such links there are. A link to a hidden note is in neither
+    list: naming it as missing would invite an agent to create it, and a collision would tell that it
+    exists. Counted from the unresolved links kept per vault and name (``server.store.kept_counts``);
+    only the winners' links are read (the partial index of unresolved links holds target, key and source)."""
     in_scope = VaultScope.of(vault_id)
     scope, params = in_scope.sql("vault_id")
     found = conn.execute(
@@ -238,7 +238,8 @@ def unresolved(conn: apsw.Connection, vault_id: Vaults = None, limit: int = 20) 
         target, src = next(
             conn.execute(
                 f"""SELECT min(l.target), min(l.src_rid) FROM links l INDEXED BY links_unresolved
-                    WHERE l.target_key = ? AND l.dst_rid IS NULL AND l.src_rid NOT IN {listing.HIDDEN_RIDS}
+                    WHERE l.target_key = ? AND l.dst_rid IS NULL AND l.dst_file IS NULL
+                    AND l.src_rid NOT IN {listing.HIDDEN_RIDS}
                     {vault_sql}""",
                 (key, *vault_params),
             )

@@ -5,8 +5,8 @@ Four tables, each exactly what a recomputation over the index gives (``RECOUNT``
 
 - ``kept_folders(vault_id, folder, notes)``: visible notes per stored folder;
 - ``kept_tags(vault_id, tag, notes)``: visible notes carrying each tag;
-- ``kept_unresolved(vault_id, target_key, links)``: links from visible notes that no note answers
-  (``dst_rid IS NULL``), by the linking note's vault and the name it links;
+- ``kept_unresolved(vault_id, target_key, links)``: links from visible notes that no note and no
+  attachment answers (``UNRESOLVED``), by the linking note's vault and the name it links;
 - ``kept_backlinks(dst_rid, sources)``: distinct visible notes linking to each note (not itself). Whether
   the linked note is itself visible, and its vault, are asked when read (only the winners' rows).
 
@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 import apsw
 
+UNRESOLVED = "{l}dst_rid IS NULL AND {l}dst_file IS NULL"  # a link to a file that exists is not missing
 _VISIBLE_SRC = "EXISTS (SELECT 1 FROM notes WHERE rid = {r} AND hidden_at IS NULL)"
 _VAULT_OF = "(SELECT vault_id FROM notes WHERE rid = {r})"
 
@@ -63,7 +64,7 @@ def _children(sign: str, n: str) -> str:
         INSERT INTO kept_tags SELECT {n}.vault_id, tag, 1 FROM note_tags WHERE rid = {n}.rid AND true
             ON CONFLICT DO UPDATE SET notes = notes + 1;
         INSERT INTO kept_unresolved SELECT {n}.vault_id, target_key, count(*) FROM links
-            WHERE src_rid = {n}.rid AND dst_rid IS NULL GROUP BY target_key
+            WHERE src_rid = {n}.rid AND {UNRESOLVED.format(l="")} GROUP BY target_key
             ON CONFLICT DO UPDATE SET links = links + excluded.links;
         INSERT INTO kept_backlinks SELECT DISTINCT dst_rid, 1 FROM links
             WHERE src_rid = {n}.rid AND dst_rid IS NOT NULL AND dst_rid != {n}.rid AND true
@@ -76,7 +77,7 @@ def _children(sign: str, n: str) -> str:
         DELETE FROM kept_tags WHERE vault_id = {n}.vault_id AND notes <= 0
             AND tag IN (SELECT tag FROM note_tags WHERE rid = {n}.rid);
         INSERT INTO kept_unresolved SELECT {n}.vault_id, target_key, -count(*) FROM links
-            WHERE src_rid = {n}.rid AND dst_rid IS NULL GROUP BY target_key
+            WHERE src_rid = {n}.rid AND {UNRESOLVED.format(l="")} GROUP BY target_key
             ON CONFLICT DO UPDATE SET links = links + excluded.links;
         DELETE FROM kept_unresolved WHERE links <= 0;
         INSERT INTO kept_backlinks SELECT DISTINCT dst_rid, -1 FROM links
@@ -87,12 +88,13 @@ def _children(sign: str, n: str) -> str:
 
 def _unresolved(sign: str, link: str) -> str:
     vault = _VAULT_OF.format(r=f"{link}.src_rid")
+    missing = UNRESOLVED.format(l=f"{link}.")
     if sign == "+":
         return (
-            f"INSERT INTO kept_unresolved SELECT {vault}, {link}.target_key, 1 WHERE {link}.dst_rid IS NULL "
+            f"INSERT INTO kept_unresolved SELECT {vault}, {link}.target_key, 1 WHERE {missing} "
             "ON CONFLICT DO UPDATE SET links = links + 1;"
         )
-    where = f"vault_id = {vault} AND target_key = {link}.target_key AND {link}.dst_rid IS NULL"
+    where = f"vault_id = {vault} AND target_key = {link}.target_key AND {missing}"
     return (
         f"UPDATE kept_unresolved SET links = links - 1 WHERE {where}; "
         f"DELETE FROM kept_unresolved WHERE {where} AND links <= 0;"
@@ -164,9 +166,9 @@ def triggers() -> str:
     CREATE TRIGGER kept_link_ad AFTER DELETE ON links WHEN {src_old} BEGIN
         {_unresolved("-", "old")} {_backlink("-", "old")}
     END;
-    CREATE TRIGGER kept_link_target AFTER UPDATE OF dst_rid, target_key ON links
+    CREATE TRIGGER kept_link_target AFTER UPDATE OF dst_rid, target_key, dst_file ON links
         WHEN (old.dst_rid IS NULL OR new.dst_rid IS NULL) AND (old.dst_rid IS NOT new.dst_rid
-              OR old.target_key != new.target_key) AND {src_new} BEGIN
+              OR old.target_key != new.target_key OR old.dst_file IS NOT new.dst_file) AND {src_new} BEGIN
         {_unresolved("-", "old")} {_unresolved("+", "new")}
     END;
     CREATE TRIGGER kept_link_dst AFTER UPDATE OF dst_rid ON links
@@ -183,7 +185,8 @@ RECOUNT = {
     "kept_tags": """SELECT n.vault_id, t.tag, count(*) FROM note_tags t JOIN notes n ON n.rid = t.rid
                     WHERE n.hidden_at IS NULL GROUP BY n.vault_id, t.tag""",
     "kept_unresolved": """SELECT n.vault_id, l.target_key, count(*) FROM links l JOIN notes n ON n.rid = l.src_rid
-                          WHERE l.dst_rid IS NULL AND n.hidden_at IS NULL GROUP BY n.vault_id, l.target_key""",
+                          WHERE l.dst_rid IS NULL AND l.dst_file IS NULL AND n.hidden_at IS NULL
+                          GROUP BY n.vault_id, l.target_key""",
     "kept_backlinks": """SELECT l.dst_rid, count(DISTINCT l.src_rid) FROM links l JOIN notes n ON n.rid = l.src_rid
                          WHERE l.dst_rid IS NOT NULL AND l.dst_rid != l.src_rid AND n.hidden_at IS NULL
                          GROUP BY l.dst_rid""",
@@ -196,7 +199,7 @@ _REBUILD = {
     "kept_tags": f"""SELECT v.vault_id, t.tag, count(*) FROM note_tags t JOIN {_VISIBLE} v ON v.rid = t.rid
                     GROUP BY v.vault_id, t.tag""",
     "kept_unresolved": f"""SELECT v.vault_id, l.target_key, count(*) FROM links l JOIN {_VISIBLE} v ON v.rid = l.src_rid
-                          WHERE l.dst_rid IS NULL GROUP BY v.vault_id, l.target_key""",
+                          WHERE l.dst_rid IS NULL AND l.dst_file IS NULL GROUP BY v.vault_id, l.target_key""",
     "kept_backlinks": f"""SELECT l.dst_rid, count(DISTINCT l.src_rid) FROM links l
                          WHERE l.dst_rid IS NOT NULL AND l.dst_rid != l.src_rid
                            AND l.src_rid IN (SELECT rid FROM {_VISIBLE}) GROUP BY l.dst_rid""",
@@ -242,6 +245,17 @@ def removing(conn: apsw.Connection, vault_id: int) -> Iterator[None]:
     conn.execute(f"INSERT INTO kept_folders VALUES (?, {REMOVING}, 0)", (vault_id,))
     yield
     conn.execute(f"DELETE FROM kept_folders WHERE vault_id = ? AND folder = {REMOVING}", (vault_id,))
+    rebuild(conn)
+
+
+def m042_attachments_not_unresolved(conn: apsw.Connection) -> None:
+    """A link to an attachment that exists (``dst_file``) no longer counts as unresolved: the triggers
+    as ``triggers()`` now writes them, and the counts recounted (m030 on a new database writes these
+    triggers already; dropping and writing them again is the same there)."""
+    kept = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND substr(name, 1, 5) = 'kept_'"
+    for (name,) in conn.execute(kept).fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute(triggers())
     rebuild(conn)
 
 

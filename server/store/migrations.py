@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
-from server.store.kept_counts import m030_kept_counts
+from server.store.kept_counts import m030_kept_counts, m042_attachments_not_unresolved
 from server.store.migrations_first import (  # the first schema, applied by every database since
     m001_initial,
     m002_agent_activity,
@@ -330,6 +330,7 @@ MIGRATIONS: list[Migration] = [
     m031_manifest_index,
     m032_dendron_vaults,
     m037_history_by_path,
+    m042_attachments_not_unresolved,
 ]
 
 

@@ -1,7 +1,8 @@
-"""The counts kept as the index changes (m030, ``server.store.kept_counts``): after every kind of change
-(adds, edits, deletes, renames, moves of a note and of a folder, hides, privacy rules, a second vault,
-a vault removed) they equal a recount over the whole index, and what orientation answers from them
-equals what the whole-index queries it replaced answer: hidden notes never counted."""
+"""The counts kept as the index changes (m030, m042, ``server.store.kept_counts``): after every kind of
+change (adds, edits, an attachment a link names appearing and going, deletes, renames, moves of a note and
+of a folder, hides, privacy rules, a second vault, a vault removed) they equal a recount over the whole
+index, and what orientation answers from them equals what the whole-index queries it replaced answer:
+hidden notes never counted."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def recounted(conn: apsw.Connection, vault_id: int | None) -> dict[str, Any]:
         (r[0], r[1], conn.execute("SELECT id FROM notes WHERE rid = ?", (r[2],)).fetchall()[0][0])
         for r in conn.execute(
             f"""SELECT min(l.target), count(*) AS c, min(l.src_rid) FROM links l
-                WHERE l.dst_rid IS NULL AND l.src_rid NOT IN {HIDDEN} {f"AND l.src_rid IN {VAULT}" if p else ""}
+                WHERE l.dst_rid IS NULL AND l.dst_file IS NULL AND l.src_rid NOT IN {HIDDEN}
+                {f"AND l.src_rid IN {VAULT}" if p else ""}
                 GROUP BY l.target_key ORDER BY c DESC, l.target_key""",
             p,
         )
@@ -106,6 +108,20 @@ def test_the_kept_counts_equal_a_recount_after_every_kind_of_change(
     write(vault_dir / "Missing.md", note("Missing", "found", []))
     index_vault(conn, vault)
     check(conn)
+
+    # a link to an attachment: missing until the file appears, missing again when it goes
+    write(vault_dir / "hub" / "Plans.md", note("Plans", "plans", ["diagram.png", "Nowhere"]))
+    index_vault(conn, vault)
+    check(conn)
+    assert ("diagram.png", 1) in [(u["target"], u["links"]) for u in orientation.unresolved(conn, None, 100)[0]]
+    (vault_dir / "hub" / "diagram.png").write_bytes(b"\x89PNG")
+    index_vault(conn, vault)
+    check(conn)
+    assert "diagram.png" not in [u["target"] for u in orientation.unresolved(conn, None, 100)[0]]
+    (vault_dir / "hub" / "diagram.png").unlink()
+    index_vault(conn, vault)
+    check(conn)
+    assert "diagram.png" in [u["target"] for u in orientation.unresolved(conn, None, 100)[0]]
 
     # hides by hand, of the hub (the most linked) and of a linking note; then one shown again
     set_hidden(conn, "hub/Hub.md", True)
@@ -209,3 +225,22 @@ def test_a_scoped_session_counts_only_the_backlinks_from_its_own_vaults(conn: ap
     scoped = orientation.most_linked(conn, VaultScope.of(a.id))
     assert [(r["path"], r["backlinks"]) for r in scoped] == [("local.md", 2), ("hub.md", 1)]
     assert [r["path"] for r in orientation.most_linked(conn, VaultScope.of(a.id), limit=1)] == ["local.md"]
+
+
+def test_status_counts_what_an_agent_sees(conn: apsw.Connection, tmp_path: Path) -> None:
+    """``kms status``'s tags, links, unresolved and ambiguous links are those of visible notes, as ``kms tags``
+    and ``kms unresolved`` count them; a link to an attachment that exists is no unresolved one."""
+    root = tmp_path / "q"
+    write(
+        root / "private" / "a.md",
+        "---\nprivate: true\ntags: [secret-a]\n---\n[[Missing Thing]] [[Secret X]] [[Twin]]\n",
+    )
+    write(root / "z.md", "[[Missing Thing]] and [[doc.pdf]]\n")
+    write(root / "one" / "Twin.md", "# Twin\n")
+    write(root / "two" / "Twin.md", "# Twin\n")
+    (root / "doc.pdf").write_bytes(b"%PDF")
+    index_vault(conn, add_vault(conn, root, "q"))
+    status = listing.status(conn)
+    assert (status["tags"], status["links"], status["unresolvedLinks"], status["attachmentLinks"]) == (0, 2, 1, 1)
+    assert status["ambiguous"] == [] and status["ambiguousLinks"] == 0  # only the hidden note names the twins
+    assert status["unresolvedLinks"] == orientation.unresolved(conn)[1]

@@ -725,6 +725,39 @@ def test_upgrade_to_m030_counts_the_existing_index_and_keeps_it_counted(tmp_path
     conn.close()
 
 
+def test_upgrade_to_m042_stops_counting_links_to_attachments_as_unresolved(tmp_path: Path) -> None:
+    """An m037 database counted a link to a file that exists (``[[doc.pdf]]``) as unresolved; m042's triggers
+    and recount leave it out, and the count follows the file going and coming back."""
+    from support.vaults import write
+
+    from server.index import orientation
+    from server.index.indexer import index_vault
+    from server.store.kept_counts import RECOUNT
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m037.db"
+    write(root / "n.md", "See [[doc.pdf]], [MIT](LICENSE.txt) and [[Missing]].\n")
+    (root / "doc.pdf").write_bytes(b"%PDF")
+    (root / "LICENSE.txt").write_text("MIT\n")
+    conn = connect(path)
+    index_vault(conn, add_vault(conn, root, "v"))
+    conn.execute("INSERT INTO kept_unresolved VALUES (1, 'doc.pdf', 1), (1, 'license.txt', 1)")  # m037's count
+    conn.execute("DELETE FROM _migrations WHERE name = 'm042_attachments_not_unresolved'")
+    conn.close()
+
+    conn = connect(path)
+    assert "m042_attachments_not_unresolved" in applied(conn)
+    top, total = orientation.unresolved(conn)
+    assert [u["target"] for u in top] == ["Missing"] and total == 1
+    (root / "doc.pdf").unlink()
+    index_vault(conn, get_vault(conn, "v"))
+    assert sorted(u["target"] for u in orientation.unresolved(conn)[0]) == ["Missing", "doc.pdf"]
+    assert {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in RECOUNT} == {
+        t: sorted(conn.execute(q).fetchall()) for t, q in RECOUNT.items()
+    }
+    conn.close()
+
+
 def test_upgrade_to_m031_checks_an_unchanged_vault_from_the_manifest_index(tmp_path: Path) -> None:
     """An m030 database gains ``notes_manifest``; the scan's query reads it alone (no note row), and a
     rename with an edit elsewhere is still told by the content hash read for the changed paths."""
