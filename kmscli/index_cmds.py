@@ -308,7 +308,7 @@ def model_status_cmd(
 
     with cli_errors():
         data = model_status(load_settings().get("embed.model_dir") or None, verify=verify, load=load)
-        data["index"] = embed_stats(open_db())
+        data["index"] = embed_stats(open_db()) if default_db_path().exists() else None  # the model alone
     if json_out:
         print_json(data)
         return
@@ -316,6 +316,8 @@ def model_status_cmd(
     console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
     console.print(f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})", highlight=False)
     idx = data["index"]
+    if idx is None:
+        return
     console.print(
         f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
         f"{idx['vectors']} vectors"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -27,8 +28,16 @@ VaultOpt = Annotated[str | None, typer.Option("--vault", help="Only this vault (
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=500, help="How many to show.")]
 
 
-def open_db() -> apsw.Connection:
-    return connect(default_db_path())
+def open_db(*, create: bool = False) -> apsw.Connection:
+    """The database. Only a command that registers something (``kms vault add``) creates it: any other
+    finding none says where it looked, so a mistyped ``KMS_DB_PATH`` never reads as an index without
+    vaults, nor makes a database and its folders where none was meant to be."""
+    path = default_db_path()
+    missing = not path.exists() and not path.parent.is_file()  # under a file: connect says it cannot be
+    if missing and not create:
+        where = "KMS_DB_PATH" if os.environ.get("KMS_DB_PATH") else "the default place; KMS_DB_PATH sets another"
+        raise KmsError("not-found", f"no kms database at {path} ({where}); `kms vault add FOLDER` creates it")
+    return connect(path)
 
 
 def vault_id(conn: apsw.Connection, name: str | None) -> int | None:

@@ -239,7 +239,7 @@ def token_create_cmd(
             parsed = Scopes.parse(scopes)
         except ScopeError as e:
             raise KmsError("invalid-input", str(e)) from None
-        conn = open_db()
+        conn = open_db(create=True)
         tokens.check_vaults(conn, parsed)
         token, secret = tokens.create(
             conn,

@@ -35,7 +35,7 @@ def vault_add(
     from server.vault.registry import add_vault
 
     with cli_errors():
-        conn = open_db()
+        conn = open_db(create=True)
         known = None
         try:
             vault = add_vault(conn, path, name, dialect)

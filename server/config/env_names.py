@@ -4,7 +4,11 @@ from __future__ import annotations
 
 # Variables kms reads besides the settings' own (name -> what it is, valid values or None = any text).
 OTHER_ENV: dict[str, tuple[str, str | None]] = {
-    "KMS_DB_PATH": ("The index database (default: the platform data dir).", "a file path"),
+    "KMS_DB_PATH": (
+        "The index database (default: the platform data dir); `kms vault add` creates it, other commands say"
+        " when there is none there.",
+        "a file path",
+    ),
     "KMS_CONFIG": ("The settings file (default: the platform config dir).", "a file path"),
     "KMS_SESSION_ID": ("The agent session a server belongs to (`kms claude` sets it).", None),
     "KMS_VAULT": ("Scope a session to one vault (`kms claude --vault`); unset: every vault.", "a vault's name"),

@@ -145,3 +145,17 @@ def test_uninstall_keeps_other_servers_and_a_backup_of_what_it_changed(tmp_path:
     text = path.read_text()
     assert json.loads(text) == {"mcpServers": {"other": {"command": "y"}}}
     assert all(line.strip() for line in text.splitlines())
+
+
+def test_a_mistyped_database_path_is_said_and_nothing_is_made_there(tmp_path: Path, vault_dir: Path) -> None:
+    """Read commands at a ``KMS_DB_PATH`` with no database name the path; they make no database, no folder."""
+    typo = tmp_path / "typo" / "deep" / "kms.db"
+    for args in (["search", "pasta"], ["vault", "list"], ["status"], ["tags"], ["show", "x"], ["recent"]):
+        result = kms(*args, KMS_DB_PATH=str(typo))
+        assert result.exit_code == 3 and isinstance(result.exception, SystemExit), (args, result.output)
+        assert said(result.stderr) == (
+            f"error (not-found): no kms database at {typo} (KMS_DB_PATH); `kms vault add FOLDER` creates it"
+        ), args
+    assert not (tmp_path / "typo").exists()
+    ok(kms("vault", "add", str(vault_dir), KMS_DB_PATH=str(typo)))
+    assert typo.exists() and "vault" in ok(kms("vault", "list", KMS_DB_PATH=str(typo))).stdout
