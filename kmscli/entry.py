@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from kmscli.handled_interrupt import forget_handled_interrupt
+
 
 def entry() -> None:
     if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
@@ -33,12 +35,3 @@ def entry() -> None:
     from kmscli.main import main
 
     main()
-
-
-def forget_handled_interrupt() -> None:
-    """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
-    import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` (how hosts
-    start ``kms mcp`` and hooks) then ends by SIGINT instead of the exit code kms chose. Each evaluation
-    of a string clears that mark first; one that runs nothing clears it and nothing else. Called only
-    once kms has chosen its exit code, never while an interrupt is on its way out."""
-    exec("")  # noqa: S102

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kmscli import index_cmds
-from kmscli.entry import forget_handled_interrupt
+from kmscli.handled_interrupt import forget_handled_interrupt
 from kmscli.output import KmsGroup, console
 from server.store.db import default_db_path
 

@@ -21,7 +21,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.vault import dialects
-from server.vault.paths import NOTE_SUFFIX, note_suffix_spellings, strip_note_suffix
+from server.vault.paths import NOTE_SUFFIX, name_key, note_suffix_spellings, strip_note_suffix
 from server.vault.scope import Vaults, VaultScope
 
 VISIBLE = "n.hidden_at IS NULL"
@@ -70,7 +70,7 @@ def _lookup(conn: apsw.Connection, ref: str, include_hidden: bool, vault_id: Vau
 
 def _lookup_in(conn: apsw.Connection, ref: str, vault_id: Vaults, include_hidden: bool) -> list[dict]:
     scope, scope_params = _scope(include_hidden, vault_id)
-    ref_lc = ref.strip().lower()
+    ref_lc = name_key(ref.strip())
     path_lc = strip_note_suffix(ref_lc)
     by_id = rows(conn, f"SELECT {_REF_COLS} FROM notes n WHERE n.id = ? {scope}", (ref.strip(), *scope_params))
     if by_id:
@@ -78,7 +78,7 @@ def _lookup_in(conn: apsw.Connection, ref: str, vault_id: Vaults, include_hidden
     found: list[dict] = []
     settled: set[int] = set()  # vaults where a more specific kind of name matched already
     for kind in _NAME_KINDS:
-        # note_keys hold Python-lower-cased paths, titles and aliases: SQLite's lower() and NOCASE
+        # note_keys hold ``name_key``s of paths, titles and aliases: SQLite's lower() and NOCASE
         # fold ASCII only, so 'Éclair' would not find 'éclair'
         hits = rows(
             conn,
@@ -158,7 +158,7 @@ def get_note(
         tool_id = rows(
             conn,
             f"SELECT n.id FROM note_keys k JOIN notes n ON n.rid = k.rid WHERE k.key = ? AND k.kind = 5 {scope}",
-            (note_id.strip().lower(), *params),
+            (name_key(note_id.strip()), *params),
         )
         if len(tool_id) != 1 or tool_id[0]["id"] == note_id:  # an id the vault's tool gave it (Dendron)
             raise KmsError("not-found", f"no note with id {note_id!r}")

@@ -27,7 +27,7 @@ from server.index.scripts import index_tokens as cjk_tokens
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
-from server.vault.paths import is_note_path, strip_note_suffix
+from server.vault.paths import is_note_path, name_key, strip_note_suffix
 
 if TYPE_CHECKING:
     from server.vault.parser import ParsedNote
@@ -280,15 +280,15 @@ def _note_keys(relpath: str, parsed: ParsedNote) -> list[tuple[str, int]]:
     """What a link may name the note by: 1 its path, 2 its title and the file stem, 3 an alias,
     4 a shorter path ending (``[[folder/Note]]`` for ``a/folder/Note.md``), 5 the id its tool gave it,
     6 a block it holds (Logseq's ``((uuid))``: the key is written so, and no name can look like it)."""
-    path_key = strip_note_suffix(relpath).lower()
-    keys = {(path_key, 1), (parsed.title.lower(), 2)}
-    keys.update((n.lower(), 2) for n in parsed.names)
-    keys.update((a.lower(), 3) for a in parsed.aliases)
+    path_key = name_key(strip_note_suffix(relpath))
+    keys = {(path_key, 1), (name_key(parsed.title), 2)}
+    keys.update((name_key(n), 2) for n in parsed.names)
+    keys.update((name_key(a), 3) for a in parsed.aliases)
     if path_key.count("/") > 1:
         parts = path_key.split("/")
         keys.update(("/".join(parts[i:]), 4) for i in range(1, len(parts) - 1))
     if parsed.note_id:
-        keys.add((parsed.note_id.lower(), 5))
+        keys.add((name_key(parsed.note_id), 5))
     keys.update((f"(({b}))", 6) for b in parsed.block_ids)
     return sorted(keys)
 

@@ -19,6 +19,7 @@ import apsw
 from server.index.link_vaults import NAMED_PREFIX, NAMED_VAULT
 from server.index.privacy import HIDDEN_AT_SQL
 from server.index.records import FileRecord
+from server.vault.paths import name_key
 
 
 def new_note_id() -> str:
@@ -434,7 +435,7 @@ def _add_attachment_rows(conn: apsw.Connection, vault_id: int, paths: list[str])
 
 def attachment_keys(path: str) -> list[tuple[str, int]]:
     """The keys a link may name a file by: its path, its name, each shorter path ending."""
-    key = path.lower()
+    key = name_key(path)
     parts = key.split("/")
     keys = [(key, 1)]
     if len(parts) > 1:

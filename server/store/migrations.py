@@ -10,6 +10,7 @@ goes from m013 to m018.
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Callable
 
 import apsw
@@ -300,6 +301,28 @@ def m031_manifest_index(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX notes_manifest ON notes(vault_id, path, mtime_ns, size_bytes)")
 
 
+def m043_composed_name_keys(conn: apsw.Connection) -> None:
+    """Names are looked up in Unicode's composed form now (``server.vault.paths.name_key``): the notes with
+    a decomposed key or link target (a macOS file name) are read again at the next ``kms index`` or watcher
+    scan, and the attachments with one are found again by it (their links then resolved again). The rule
+    is written out here as it was when this ran, not imported (the store layer comes first)."""
+
+    def composed(*name: str | None) -> str | None:  # one argument, as SQLite passes it
+        return None if name[0] is None else unicodedata.normalize("NFC", name[0]).lower()
+
+    conn.create_scalar_function("kms_composed", composed, 1, deterministic=True)
+    conn.execute(
+        """UPDATE notes SET content_hash = '', mtime_ns = 0
+           WHERE rid IN (SELECT rid FROM note_keys WHERE key != kms_composed(key))
+              OR rid IN (SELECT src_rid FROM links WHERE target_key != kms_composed(target_key)
+                                                     OR alt_key != kms_composed(alt_key))"""
+    )
+    conn.execute(
+        """DELETE FROM attachments WHERE (vault_id, path) IN
+           (SELECT vault_id, path FROM attachments WHERE key != kms_composed(key))"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -331,6 +354,7 @@ MIGRATIONS: list[Migration] = [
     m032_dendron_vaults,
     m037_history_by_path,
     m042_attachments_not_unresolved,
+    m043_composed_name_keys,
 ]
 
 

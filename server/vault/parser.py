@@ -21,7 +21,7 @@ from server.vault import summary as summary_codec
 from server.vault.dialects import OBSIDIAN, Dialect
 from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter, string_list, walk_strings
 from server.vault.markdown import markdown_target
-from server.vault.paths import strip_note_suffix
+from server.vault.paths import name_key, strip_note_suffix
 
 # Patterns start with a literal so the regex engine can skip ahead to it (a leading optional group or
 # lookbehind makes it try a match at every position); the char before is checked by hand.
@@ -94,8 +94,8 @@ def normalize_tag(tag: str) -> str:
 
 
 def link_key(target: str) -> str:
-    """The lookup key a wiki-link target resolves by: lower-case, no leading '/', no '.md'."""
-    key = target.strip().replace("\\", "/").lstrip("/").lower()
+    """The lookup key a wiki-link target resolves by: ``name_key``, no leading '/', no '.md'."""
+    key = name_key(target.strip().replace("\\", "/").lstrip("/"))
     return strip_note_suffix(key)
 
 

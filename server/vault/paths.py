@@ -106,6 +106,13 @@ def note_suffix_spellings() -> tuple[str, ...]:
     return tuple("".join(c) for c in itertools.product(*({ch.lower(), ch.upper()} for ch in NOTE_SUFFIX)))
 
 
+def name_key(name: str) -> str:
+    """What a name is looked up by (note keys, link targets, attachments, a tool's noteId): lower case in
+    Unicode's composed form, so ``Café`` a file system wrote decomposed (macOS, many sync tools) and
+    ``Café`` typed in a link or by an agent are one name."""
+    return name.lower() if name.isascii() else unicodedata.normalize("NFC", name).lower()
+
+
 def strip_note_suffix(path: str) -> str:
     """``path`` without its note suffix, in any case (``a/Old.MD`` -> ``a/Old``); any other path as is."""
     return path[: -len(NOTE_SUFFIX)] if is_note_path(path) else path

@@ -14,6 +14,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.vault import dendron, dialects
+from server.vault.paths import name_key
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def _workspace_rows(found: dendron.Found | None) -> list[WorkspaceRow]:
     if found is None:
         return []
     ws = str(found.workspace.root)
-    return sorted((name, folder, f"{folder.lower()}/" if folder else "", ws) for name, folder in found.inside)
+    return sorted((name, folder, f"{name_key(folder)}/" if folder else "", ws) for name, folder in found.inside)
 
 
 def _write_workspace(conn: apsw.Connection, vault_id: int, want: list[WorkspaceRow]) -> None:

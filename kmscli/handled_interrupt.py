@@ -1,0 +1,13 @@
+"""Exit codes kms chose, kept when a Ctrl-C it handled landed in the wrong place (imported by ``entry``:
+no heavy imports)."""
+
+from __future__ import annotations
+
+
+def forget_handled_interrupt() -> None:
+    """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
+    import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` (how hosts
+    start ``kms mcp`` and hooks) then ends by SIGINT instead of the exit code kms chose. Each evaluation
+    of a string clears that mark first; one that runs nothing clears it and nothing else. Called only
+    once kms has chosen its exit code, never while an interrupt is on its way out."""
+    exec("")  # noqa: S102
