@@ -357,7 +357,7 @@ def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(tokens.host_secret(default_db_path(), host) + "\n")
+        sys.stdout.write(tokens.host_secret(open_db(), default_db_path(), host) + "\n")
 
 
 @token_app.command("header")
@@ -368,7 +368,9 @@ def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(json.dumps({"Authorization": f"Bearer {tokens.host_secret(default_db_path(), host)}"}) + "\n")
+        sys.stdout.write(
+            json.dumps({"Authorization": f"Bearer {tokens.host_secret(open_db(), default_db_path(), host)}"}) + "\n"
+        )
 
 
 @token_app.command("revoke")

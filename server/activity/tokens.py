@@ -206,12 +206,24 @@ def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *,
     return token
 
 
-def host_secret(db_path: Path, host: str) -> str:
-    """The secret of ``host``'s token (``kms token secret``, ``kms token header``)."""
+def host_secret(conn: apsw.Connection, db_path: Path, host: str, *, now: float | None = None) -> str:
+    """The secret of ``host``'s token (``kms token secret``, ``kms token header``), only while the token is
+    active: a revoked or expired one would just earn the host a 401 with no hint why, so it is refused here,
+    naming the fix."""
     try:
-        return (_secrets_dir(db_path) / f"{host}.token").read_text().strip()
+        secret = (_secrets_dir(db_path) / f"{host}.token").read_text().strip()
     except FileNotFoundError:
         raise KmsError("not-found", f"no token is kept for {host}: run `kms mcp-config {host} --http`") from None
+    token_id, _, raw = secret.removeprefix(PREFIX).partition("_")
+    found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,))
+    renew = f"run `kms mcp-config {host} --http` for a new one"
+    if not found or not hmac.compare_digest(found[0]["hash"], _digest(raw)):
+        raise KmsError("not-found", f"the token kept for {host} is unknown to this database: {renew}")
+    token = _token(found[0])
+    state = token.state(time.time() if now is None else now)
+    if state != "active":
+        raise KmsError("revoked", f"the token of {host} ({token.id}) is {state}: {renew}", token=token.id)
+    return secret
 
 
 def forget_host(conn: apsw.Connection, db_path: Path, host: str, *, now: float | None = None) -> int:

@@ -26,7 +26,7 @@ def test_two_databases_in_one_folder_never_share_a_service(tmp_path: Path) -> No
     secrets = {}
     for db in (default, other):
         tokens.for_host(connect(db), db, "cursor", Scopes.parse("tier:read"))
-        secrets[db] = tokens.host_secret(db, "cursor")
+        secrets[db] = tokens.host_secret(connect(db), db, "cursor")
         assert stat.S_IMODE(service_folder(db).stat().st_mode) == 0o700
     assert secrets[default] != secrets[other]
     for db in (default, other):  # each database still verifies its own host's secret
