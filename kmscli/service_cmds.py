@@ -344,8 +344,11 @@ def token_list_cmd(
             return
         for t in found:
             used = ago(t.last_used_at, now, "never") if t.last_used_at else "never used"
+            writes = "" if t.writes == "active" else f", writes {t.writes} (session {t.session_id})"
+            if t.writes == "revoked" and t.kind == "host" and t.state(now) == "active":
+                writes += f": replace it with {t.renewal()}"
             console.print(
-                f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}, {used}",
+                f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}{writes}, {used}",
                 markup=False,
                 highlight=False,
             )

@@ -48,6 +48,7 @@ class Token:
     revoked_at: float | None
     last_used_at: float | None
     config: dict[str, str] | None = None  # a launcher session's contract (``SessionConfig.to_env``), else None
+    writes: str = "active"  # its session's control (``kms session pause|revoke``): active, paused or revoked
 
     def state(self, now: float) -> str:
         if self.revoked_at is not None:
@@ -68,7 +69,16 @@ class Token:
             "revokedAt": self.revoked_at,
             "lastUsedAt": self.last_used_at,
             "state": self.state(now),
+            "writes": self.writes,
         }
+
+    def renewal(self) -> str:
+        """How the person replaces this token (a host token stands for one session for good: a revoked session
+        is never restarted, only a new token gets a new one)."""
+        host = self.label.removeprefix("host:")
+        if self.kind == "host" and host != self.label:
+            return f"`kms mcp-config {host} --http`"
+        return f"`kms token create --label '{self.label}' --scopes '{self.scopes.text()}'`"
 
 
 def _digest(secret: str) -> str:
@@ -87,6 +97,7 @@ def _token(row: dict[str, Any]) -> Token:
         row["revoked_at"],
         row["last_used_at"],
         json.loads(row["config"]) if row["config"] else None,
+        row.get("writes") or "active",
     )
 
 
@@ -246,8 +257,19 @@ def get(conn: apsw.Connection, token_id: str) -> Token:
 
 def list_tokens(conn: apsw.Connection, *, include_ended: bool = False, now: float | None = None) -> list[Token]:
     now = time.time() if now is None else now
-    out = [_token(r) for r in rows(conn, "SELECT * FROM tokens ORDER BY created_at DESC")]
+    out = [_token(r) for r in rows(conn, f"{_WITH_WRITES} ORDER BY t.created_at DESC")]
     return out if include_ended else [t for t in out if t.state(now) == "active"]
+
+
+_WITH_WRITES = "SELECT t.*, s.control AS writes FROM tokens t LEFT JOIN sessions s ON s.id = t.session_id"
+
+
+def standing_for(conn: apsw.Connection, session_id: str, *, now: float | None = None) -> Token | None:
+    """The active ``host`` token that stands for ``session_id`` (its one session, for good), if any."""
+    now = time.time() if now is None else now
+    found = rows(conn, f"{_WITH_WRITES} WHERE t.session_id = ? AND t.kind = 'host'", (session_id,))
+    active = [t for t in map(_token, found) if t.state(now) == "active"]
+    return active[0] if active else None
 
 
 def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) -> Token:

@@ -212,3 +212,28 @@ def test_start_with_another_port_while_one_runs_says_where_it_runs(
     assert state.url in kms("service", "start").stdout  # no address asked: the one that runs
     assert service.read_state(db_path) == state
     kms("service", "stop")
+
+
+def test_revoking_a_host_tokens_session_says_the_token_must_be_replaced(
+    kms: Any, indexed: apsw.Connection, db_path: Path
+) -> None:
+    """A host token stands for one session for good: revoking that session leaves the token unable to write
+    ever again, and ``kms session revoke``, ``resume`` and ``kms token list`` say so and how to replace it."""
+    kms("service", "start", "--port", str(kms.port))
+    state = service.read_state(db_path)
+    assert state is not None
+    secret = kms("token", "create", "--label", "writer", "--scopes", "tier:write").stdout.strip().splitlines()[-1]
+    assert anyio.run(search, state.url, secret)["hits"]  # the token's session exists now
+    [token] = json.loads(kms("token", "list", "--json").stdout)
+    assert token["writes"] == "active"
+    renew = "`kms token create --label 'writer' --scopes 'tier:write'`"
+    revoked = " ".join(kms("session", "revoke", token["sessionId"]).stdout.split())
+    assert f"token {token['id']} (writer), which can never write again" in revoked
+    assert renew in revoked and f"`kms token revoke {token['id']}`" in revoked
+    resumed = kms("session", "resume", token["sessionId"], check=False)
+    assert resumed.returncode == 2 and renew in " ".join(resumed.stderr.split())
+    assert "start a new session" not in resumed.stderr
+    listed = " ".join(kms("token", "list").stdout.split())
+    assert f"active, writes revoked (session {token['sessionId']}): replace it with {renew}" in listed
+    assert json.loads(kms("token", "list", "--json").stdout)[0]["writes"] == "revoked"
+    kms("service", "stop")
