@@ -118,6 +118,7 @@ def current_state(db_path: Path) -> Any:
             f"[yellow]note:[/] removed a stale state file: pid {check.stale.pid} is not the kms service "
             "(it ended without cleaning up); nothing was signalled",
             highlight=False,
+            soft_wrap=True,
         )
     return check.state
 
