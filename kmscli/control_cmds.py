@@ -158,10 +158,13 @@ def session_list(
 
 
 def _set(session_id: str, state: str, reason: str | None, json_out: bool, said: str) -> None:
-    from server.activity.control import set_state
+    from server.activity.control import revoked_note, set_state
 
     with cli_errors():
-        before = set_state(open_db(), session_id, state, reason=reason)
+        conn = open_db()
+        before = set_state(conn, session_id, state, reason=reason)
+        if state == "revoked":
+            said = revoked_note(conn, session_id)
     if json_out:
         print_json({"sessionId": session_id, "control": state, "was": before})
         return
@@ -183,7 +186,7 @@ def session_resume(session_id: SidArg, json_out: JsonOpt = False) -> None:
 @session_app.command("revoke")
 def session_revoke(session_id: SidArg, reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
     """Refuse a session's writes for the rest of it (reads keep working); its waiting calls are rejected."""
-    _set(session_id, "revoked", reason, json_out, "revoked (no more writes this session)")
+    _set(session_id, "revoked", reason, json_out, "revoked")
 
 
 def _size(change: int) -> str:

@@ -6,17 +6,19 @@ Thin adapters: the service is ``server.mcp.service`` (run, state file), tokens a
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
 from server.humanize import ago
 from server.store.db import default_db_path
@@ -87,27 +89,75 @@ def serve_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOp
         try:
             code = service.run(db_path, port=port, host=host, on_ready=ready)
         except OSError as e:
-            raise KmsError("conflict", f"cannot listen on port {port}: {e.strerror or e}") from None
+            raise listen_error(port, e) from None
     raise typer.Exit(code)
 
 
+def listen_error(port: int, e: OSError) -> KmsError:
+    """Why the service cannot listen: a taken port is named as such, with the way to pick another."""
+    if e.errno == errno.EADDRINUSE:
+        return KmsError(
+            "conflict", f"port {port} is in use; choose another with --port or `kms config set service.port`"
+        )
+    return KmsError("conflict", f"cannot listen on port {port}: {e.strerror or e}")
+
+
 def _health(url: str, timeout: float = 0.5) -> bool:
-    import json
-    import urllib.request
+    from server.mcp import service
 
+    return service.health(url, timeout) is not None
+
+
+def current_state(db_path: Path) -> Any:
+    """The running service (``server.mcp.service.check_state``); a stale state file is said to be one."""
+    from server.mcp import service
+
+    check = service.check_state(db_path)
+    if check.stale is not None:
+        err_console.print(
+            f"[yellow]note:[/] removed a stale state file: pid {check.stale.pid} is not the kms service "
+            "(it ended without cleaning up); nothing was signalled",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return check.state
+
+
+_ERROR_LINE = re.compile(r"^error \((?P<kind>[a-z-]+)\): (?P<message>.+)$")
+
+
+def _child_error(log_file: Path, offset: int, code: int) -> KmsError:
+    """The error a background service that exited at once wrote to its log (the last ``error (kind): ...``
+    line since ``offset``), typed again for the person who ran ``kms service start``."""
     try:
-        with urllib.request.urlopen(url.removesuffix("/mcp") + "/health", timeout=timeout) as reply:  # noqa: S310
-            return bool(json.loads(reply.read()).get("kms"))
-    except (OSError, ValueError):
-        return False
+        with open(log_file, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        text = ""
+    for line in reversed(text.splitlines()):
+        found = _ERROR_LINE.match(line.strip())
+        if found:
+            return KmsError(found["kind"], found["message"])
+    return KmsError("conflict", f"the kms service exited at once (code {code}); see `kms service logs`")
 
 
-def start_service(db_path: Path, port: int, host: str | None, wait_s: float = START_WAIT_S) -> object:
-    """The running service for ``db_path``, started in the background if needed (health-checked)."""
+def start_service(
+    db_path: Path,
+    port: int,
+    host: str | None,
+    wait_s: float = START_WAIT_S,
+    *,
+    allow_remote: bool = False,
+    exact: bool = False,
+) -> Any:
+    """The running service for ``db_path``, started in the background if needed (health-checked). ``exact``:
+    the person asked for this port/host, so a service already running elsewhere is an error, not an answer.
+    A child that exits before it answers (a taken port, a refused host) is reported at once, typed."""
     from server import installed_version
     from server.mcp import service
 
-    running = service.read_state(db_path)
+    running = current_state(db_path)
     if running is not None:
         if running.version != (installed_version() or "0"):
             raise KmsError(
@@ -115,9 +165,18 @@ def start_service(db_path: Path, port: int, host: str | None, wait_s: float = ST
                 f"the running kms service is version {running.version}, this kms is "
                 f"{installed_version()}: `kms service restart` replaces it",
             )
+        if exact and (running.port != port or (host is not None and host != running.host)):
+            moved = f"--port {port}" + (f" --host {host}" if host else "") + (" --allow-remote" if allow_remote else "")
+            raise KmsError(
+                "already-exists",
+                f"a kms service already runs at {running.url} (pid {running.pid}); "
+                f"`kms service restart {moved}` moves it",
+            )
         return running
-    log = open(service.log_path(db_path), "ab")  # noqa: SIM115 - handed to the child
-    os.chmod(service.log_path(db_path), 0o600)
+    log_file = service.log_path(db_path)
+    log = open(log_file, "ab")  # noqa: SIM115 - handed to the child
+    os.chmod(log_file, 0o600)
+    offset = log.tell()
     from kmscli.compose import ISOLATION_FLAGS
 
     args = [
@@ -129,11 +188,16 @@ def start_service(db_path: Path, port: int, host: str | None, wait_s: float = ST
         "--port",
         str(port),
         *(["--host", host] if host else []),
+        *(["--allow-remote"] if allow_remote else []),
     ]
     env = {**os.environ, "KMS_DB_PATH": str(db_path)}
-    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    child = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    log.close()
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
+        code = child.poll()
+        if code is not None:
+            raise _child_error(log_file, offset, code)
         state = service.read_state(db_path)
         if state is not None and _health(state.url):
             return state
@@ -146,8 +210,17 @@ def start_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOp
     """Start the service in the background (one per database) and wait until it answers."""
     with cli_errors():
         _check_host(host, allow_remote)
-        state = start_service(default_db_path(), _port(port), host)
-        console.print(f"kms service on {state.url} (pid {state.pid})", highlight=False)  # type: ignore[attr-defined]
+        state = start_service(
+            default_db_path(),
+            _port(port),
+            host,
+            allow_remote=allow_remote,
+            exact=port is not None or host is not None,
+        )
+        console.print(f"kms service on {state.url} (pid {state.pid})", highlight=False)
+
+
+STOP_WAIT_S = 10.0
 
 
 @service_app.command("stop")
@@ -156,14 +229,19 @@ def stop_cmd() -> None:
     from server.mcp import service
 
     with cli_errors():
-        db_path = default_db_path()
-        state = service.read_state(db_path)
+        state = current_state(default_db_path())
         if state is None:
             console.print("no kms service is running for this database")
             return
-        os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while service.read_state(db_path) is not None and time.monotonic() < deadline:
+        os.kill(state.pid, signal.SIGTERM)  # only the process check_state proved to be the service
+        deadline = time.monotonic() + STOP_WAIT_S
+        while service.is_service(state):
+            if time.monotonic() >= deadline:
+                raise KmsError(
+                    "conflict",
+                    f"the kms service (pid {state.pid}) did not stop within {STOP_WAIT_S:g} s; "
+                    f"`kill -9 {state.pid}` ends it",
+                )
             time.sleep(0.05)
         console.print(f"stopped the kms service (pid {state.pid})", highlight=False)
 
@@ -178,10 +256,9 @@ def restart_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: Remote
 @service_app.command("status")
 def status_cmd(json_out: JsonOpt = False) -> None:
     """Whether the service runs, where, as which version, since when (no secret is shown)."""
-    from server.mcp import service
 
     with cli_errors():
-        state = service.read_state(default_db_path())
+        state = current_state(default_db_path())
         info = (
             None
             if state is None
@@ -268,8 +345,11 @@ def token_list_cmd(
             return
         for t in found:
             used = ago(t.last_used_at, now, "never") if t.last_used_at else "never used"
+            writes = "" if t.writes == "active" else f", writes {t.writes} (session {t.session_id})"
+            if t.writes == "revoked" and t.kind == "host" and t.state(now) == "active":
+                writes += f": replace it with {t.renewal()}"
             console.print(
-                f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}, {used}",
+                f"{t.id}  {t.label}  [{t.kind}] {t.scopes.text()}  {t.state(now)}{writes}, {used}",
                 markup=False,
                 highlight=False,
             )
@@ -281,7 +361,7 @@ def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(tokens.host_secret(default_db_path(), host) + "\n")
+        sys.stdout.write(tokens.host_secret(open_db(), default_db_path(), host) + "\n")
 
 
 @token_app.command("header")
@@ -292,7 +372,9 @@ def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(json.dumps({"Authorization": f"Bearer {tokens.host_secret(default_db_path(), host)}"}) + "\n")
+        sys.stdout.write(
+            json.dumps({"Authorization": f"Bearer {tokens.host_secret(open_db(), default_db_path(), host)}"}) + "\n"
+        )
 
 
 @token_app.command("revoke")

@@ -72,7 +72,9 @@ def set_state(
         before = found[0][0]
         if before == "revoked" and state != "revoked":
             raise KmsError(
-                "invalid-input", f"session {session_id} is revoked for good; start a new session", sessionId=session_id
+                "invalid-input",
+                f"session {session_id} is revoked for good; {_after_revoke(conn, session_id)}",
+                sessionId=session_id,
             )
         conn.execute(
             "UPDATE sessions SET control = ?, control_at = ?, control_reason = ? WHERE id = ?",
@@ -83,3 +85,22 @@ def set_state(
 
         reject_session(conn, session_id, "the person revoked this session", now=at, channel=channel)
     return str(before)
+
+
+def _after_revoke(conn: apsw.Connection, session_id: str) -> str:
+    """What the person does about a revoked session: a host token stands for its one session for good, so
+    only a new token writes again (and the old one is best revoked); any other session: start a new one."""
+    from server.activity.tokens import standing_for
+
+    token = standing_for(conn, session_id)
+    if token is None:
+        return "start a new session"
+    return (
+        f"it is the session of token {token.id} ({token.label}), which can never write again: give its host a new "
+        f"token with {token.renewal()}, then `kms token revoke {token.id}`"
+    )
+
+
+def revoked_note(conn: apsw.Connection, session_id: str) -> str:
+    """What ``kms session revoke`` tells the person once a session is revoked."""
+    return f"revoked (no more writes this session); {_after_revoke(conn, session_id)}"

@@ -48,6 +48,7 @@ class Token:
     revoked_at: float | None
     last_used_at: float | None
     config: dict[str, str] | None = None  # a launcher session's contract (``SessionConfig.to_env``), else None
+    writes: str = "active"  # its session's control (``kms session pause|revoke``): active, paused or revoked
 
     def state(self, now: float) -> str:
         if self.revoked_at is not None:
@@ -68,7 +69,16 @@ class Token:
             "revokedAt": self.revoked_at,
             "lastUsedAt": self.last_used_at,
             "state": self.state(now),
+            "writes": self.writes,
         }
+
+    def renewal(self) -> str:
+        """How the person replaces this token (a host token stands for one session for good: a revoked session
+        is never restarted, only a new token gets a new one)."""
+        host = self.label.removeprefix("host:")
+        if self.kind == "host" and host != self.label:
+            return f"`kms mcp-config {host} --http`"
+        return f"`kms token create --label '{self.label}' --scopes '{self.scopes.text()}'`"
 
 
 def _digest(secret: str) -> str:
@@ -87,6 +97,7 @@ def _token(row: dict[str, Any]) -> Token:
         row["revoked_at"],
         row["last_used_at"],
         json.loads(row["config"]) if row["config"] else None,
+        row.get("writes") or "active",
     )
 
 
@@ -206,12 +217,24 @@ def for_host(conn: apsw.Connection, db_path: Path, host: str, scopes: Scopes, *,
     return token
 
 
-def host_secret(db_path: Path, host: str) -> str:
-    """The secret of ``host``'s token (``kms token secret``, ``kms token header``)."""
+def host_secret(conn: apsw.Connection, db_path: Path, host: str, *, now: float | None = None) -> str:
+    """The secret of ``host``'s token (``kms token secret``, ``kms token header``), only while the token is
+    active: a revoked or expired one would just earn the host a 401 with no hint why, so it is refused here,
+    naming the fix."""
     try:
-        return (_secrets_dir(db_path) / f"{host}.token").read_text().strip()
+        secret = (_secrets_dir(db_path) / f"{host}.token").read_text().strip()
     except FileNotFoundError:
         raise KmsError("not-found", f"no token is kept for {host}: run `kms mcp-config {host} --http`") from None
+    token_id, _, raw = secret.removeprefix(PREFIX).partition("_")
+    found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,))
+    renew = f"run `kms mcp-config {host} --http` for a new one"
+    if not found or not hmac.compare_digest(found[0]["hash"], _digest(raw)):
+        raise KmsError("not-found", f"the token kept for {host} is unknown to this database: {renew}")
+    token = _token(found[0])
+    state = token.state(time.time() if now is None else now)
+    if state != "active":
+        raise KmsError("revoked", f"the token of {host} ({token.id}) is {state}: {renew}", token=token.id)
+    return secret
 
 
 def forget_host(conn: apsw.Connection, db_path: Path, host: str, *, now: float | None = None) -> int:
@@ -234,8 +257,19 @@ def get(conn: apsw.Connection, token_id: str) -> Token:
 
 def list_tokens(conn: apsw.Connection, *, include_ended: bool = False, now: float | None = None) -> list[Token]:
     now = time.time() if now is None else now
-    out = [_token(r) for r in rows(conn, "SELECT * FROM tokens ORDER BY created_at DESC")]
+    out = [_token(r) for r in rows(conn, f"{_WITH_WRITES} ORDER BY t.created_at DESC")]
     return out if include_ended else [t for t in out if t.state(now) == "active"]
+
+
+_WITH_WRITES = "SELECT t.*, s.control AS writes FROM tokens t LEFT JOIN sessions s ON s.id = t.session_id"
+
+
+def standing_for(conn: apsw.Connection, session_id: str, *, now: float | None = None) -> Token | None:
+    """The active ``host`` token that stands for ``session_id`` (its one session, for good), if any."""
+    now = time.time() if now is None else now
+    found = rows(conn, f"{_WITH_WRITES} WHERE t.session_id = ? AND t.kind = 'host'", (session_id,))
+    active = [t for t in map(_token, found) if t.state(now) == "active"]
+    return active[0] if active else None
 
 
 def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) -> Token:

@@ -5,8 +5,9 @@ and one ``SessionHub`` for every token session, the HTTP app of ``server.mcp.htt
 loopback sockets (127.0.0.1, and ::1 where the machine has IPv6), a state file while it runs.
 
 The state file (``<database folder>/service/state.json``, 0600 in a 0700 folder) names the running
-instance: pid, host, port, version, database. ``kms service`` reads it to find, stop or replace the
-instance; it holds no secret. The service's log goes beside it (``service.log``).
+instance: pid, the process's start time, host, port, version, database. ``kms service`` reads it to find,
+stop or replace the instance, and trusts it only for the process it names (``check_state``); it holds no
+secret. The service's log goes beside it (``service.log``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import logging
 import os
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -42,6 +44,7 @@ class ServiceState:
     version: str
     db_path: str
     started_at: float
+    proc_start: str | None = None  # the OS's start time of ``pid`` (``process_start``): None in older files
 
     @property
     def url(self) -> str:
@@ -66,19 +69,76 @@ def write_state(db_path: Path, state: ServiceState) -> None:
     os.replace(tmp, path)
 
 
-def read_state(db_path: Path) -> ServiceState | None:
-    """The instance the state file names, if its process still runs (a stale file is removed)."""
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as the OS says (None: no such process, or a zombie). A pid is reused once
+    its process ends (a crash, kill -9, a reboot); the pair (pid, start time) names one process for good."""
+    if pid <= 0:
+        return None
+    if Path("/proc/self/stat").exists():  # Linux: state is field 3, start time field 22 (comm may hold spaces)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
+    try:  # macOS and the BSDs
+        out = subprocess.run(
+            ["ps", "-o", "stat=,lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5, check=False
+        ).stdout.split(maxsplit=1)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None if len(out) < 2 or out[0].startswith("Z") else out[1].strip()
+
+
+def health(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
+    """What the service at ``url`` says on ``/health`` (None: nothing, or not a kms service, answers)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.removesuffix("/mcp") + "/health", timeout=timeout) as reply:  # noqa: S310
+            data = json.loads(reply.read())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("kms") else None
+
+
+def is_service(state: ServiceState) -> bool:
+    """Whether ``state.pid`` is still the process that wrote ``state``: same pid and same start time. A file
+    written before start times were kept (an older kms) counts only if its ``/health`` answers with that pid."""
+    if state.proc_start is not None:
+        return process_start(state.pid) == state.proc_start
+    if not pid_alive(state.pid):
+        return False
+    answer = health(state.url)
+    return answer is not None and answer.get("pid") == state.pid
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """What the state file says: the running service, or a stale file (its pid is not the service) now removed."""
+
+    state: ServiceState | None
+    stale: ServiceState | None = None
+
+
+def check_state(db_path: Path) -> StateCheck:
+    """The one check every ``kms service`` command (and ``read_state``) goes through before trusting the state
+    file or signalling its pid: a file whose process is not the service that wrote it is removed, never acted on."""
     path = state_path(db_path)
     try:
         data = json.loads(path.read_text())
         state = ServiceState(**data)
     except (OSError, ValueError, TypeError):
-        return None
-    if not pid_alive(state.pid):
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None
-    return state
+        return StateCheck(None)
+    if is_service(state):
+        return StateCheck(state)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return StateCheck(None, stale=state)
+
+
+def read_state(db_path: Path) -> ServiceState | None:
+    """The instance the state file names, if that very process still runs (a stale file is removed)."""
+    return check_state(db_path).state
 
 
 def clear_state(db_path: Path, pid: int) -> None:
@@ -147,7 +207,15 @@ def run(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, http="httptools", proxy_headers=False
     )
     server = uvicorn.Server(config)
-    state = ServiceState(os.getpid(), bound[0], bound[1], installed_version() or "0", str(db_path), time.time())
+    state = ServiceState(
+        os.getpid(),
+        bound[0],
+        bound[1],
+        installed_version() or "0",
+        str(db_path),
+        time.time(),
+        process_start(os.getpid()),
+    )
     write_state(db_path, state)
 
     async def main() -> None:

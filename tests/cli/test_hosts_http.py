@@ -108,3 +108,21 @@ def test_vscode_keeps_its_other_inputs_and_servers(tmp_path: Path, conn: apsw.Co
     text = path.read_text()
     doc = json.loads(jsonc.strip(text))
     assert "// mine" in text and [i["id"] for i in doc["inputs"]] == ["gh"] and set(doc["servers"]) == {"gh"}
+
+
+def test_a_revoked_host_token_is_not_handed_out(tmp_path: Path, conn: apsw.Connection) -> None:
+    """``kms token secret``/``header`` of a revoked token would only earn the host a 401 with no hint why:
+    refused, naming the revocation and the fix."""
+    home = tmp_path / "home"
+    ok(kms("mcp-config", "cursor", "--http", "--install", HOME=str(home)))
+    [token] = [t for t in tokens.list_tokens(conn) if t.label == "host:cursor"]
+    ok(kms("token", "revoke", "host:cursor"))
+    for command in ("secret", "header"):
+        result = refused(kms("token", command, "cursor"))
+        assert "kms_" not in result.stdout
+        assert said(result.stderr) == (
+            f"error (revoked): the token of cursor ({token.id}) is revoked: run `kms mcp-config cursor --http` "
+            "for a new one"
+        )
+    ok(kms("mcp-config", "cursor", "--http", "--install", HOME=str(home)))  # the fix it names works
+    assert tokens.verify(conn, ok(kms("token", "secret", "cursor")).stdout.strip()) is not None

@@ -134,3 +134,106 @@ def test_kms_serve_with_a_variable_that_does_not_fit_says_so_in_one_line(db_path
         "Valid: a whole number from 1 to 10000"
     ]
     assert service.read_state(db_path) is None
+
+
+def plant_state(db_path: Path, pid: int, port: int, **extra: Any) -> None:
+    """A state file left by a service that died without cleaning up, naming a pid now used by another process."""
+    data = {"pid": pid, "host": "127.0.0.1", "port": port, "version": "0.1.0", "db_path": str(db_path)}
+    service.state_path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    service.state_path(db_path).write_text(json.dumps({**data, "started_at": 1796201011.0, **extra}))
+
+
+@pytest.mark.parametrize("proc_start", [None, "12345"], ids=["older-file", "other-start-time"])
+def test_a_reused_pid_is_never_signalled_nor_taken_for_the_service(
+    kms: Any, indexed: apsw.Connection, db_path: Path, proc_start: str | None
+) -> None:
+    """The pid in a stale state file now belongs to an unrelated process: ``status`` says no service runs,
+    ``stop`` leaves that process alone, ``start`` starts a real service; each says the file was stale."""
+    other = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
+    extra = {} if proc_start is None else {"proc_start": proc_start}
+    try:
+        plant_state(db_path, other.pid, kms.port, **extra)
+        status = kms("service", "status")
+        assert "no kms service is running" in status.stdout and "stale" in status.stderr
+        assert not service.state_path(db_path).exists()  # cleaned
+        plant_state(db_path, other.pid, kms.port, **extra)
+        stopped = kms("service", "stop")
+        assert "no kms service is running" in stopped.stdout and "stale" in stopped.stderr
+        assert other.poll() is None, "kms service stop killed an unrelated process"
+        plant_state(db_path, other.pid, kms.port, **extra)
+        kms("service", "start", "--port", str(kms.port))
+        state = service.read_state(db_path)
+        assert state is not None and state.pid != other.pid and state.proc_start is not None
+        assert json.loads(kms("service", "status", "--json").stdout)["answers"]
+        kms("service", "restart")
+        assert other.poll() is None
+        kms("service", "stop")
+        assert service.read_state(db_path) is None and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_start_on_a_taken_port_says_so_at_once(kms: Any, indexed: apsw.Connection, db_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", kms.port))
+        taken.listen(1)
+        began = time.monotonic()
+        proc = kms("service", "start", "--port", str(kms.port), check=False)
+        took = time.monotonic() - began
+    assert proc.returncode not in (0, None)
+    assert f"error (conflict): port {kms.port} is in use" in proc.stderr, proc.stderr
+    assert "did not answer" not in proc.stderr and took < 10, took
+    assert service.read_state(db_path) is None
+
+
+def test_start_with_allow_remote_hands_it_to_the_service(kms: Any, indexed: apsw.Connection, db_path: Path) -> None:
+    """127.0.0.2 is no loopback *name* kms accepts without --allow-remote, yet bindable on every Linux."""
+    proc = kms("service", "start", "--host", "127.0.0.2", "--allow-remote", "--port", str(kms.port), check=False)
+    assert proc.returncode == 0, proc.stderr
+    state = service.read_state(db_path)
+    assert state is not None and state.host == "127.0.0.2" and state.url in proc.stdout
+    kms("service", "stop")
+
+
+def test_start_with_another_port_while_one_runs_says_where_it_runs(
+    kms: Any, indexed: apsw.Connection, db_path: Path
+) -> None:
+    kms("service", "start", "--port", str(kms.port))
+    state = service.read_state(db_path)
+    assert state is not None
+    elsewhere = free_port()
+    moved = kms("service", "start", "--port", str(elsewhere), check=False)
+    assert moved.returncode not in (0, None)
+    assert f"already runs at {state.url}" in moved.stderr and f"kms service restart --port {elsewhere}" in moved.stderr
+    other_host = kms("service", "start", "--host", "::1", check=False)
+    assert other_host.returncode not in (0, None) and "already runs" in other_host.stderr
+    assert state.url in kms("service", "start", "--port", str(kms.port)).stdout  # the same address: fine
+    assert state.url in kms("service", "start").stdout  # no address asked: the one that runs
+    assert service.read_state(db_path) == state
+    kms("service", "stop")
+
+
+def test_revoking_a_host_tokens_session_says_the_token_must_be_replaced(
+    kms: Any, indexed: apsw.Connection, db_path: Path
+) -> None:
+    """A host token stands for one session for good: revoking that session leaves the token unable to write
+    ever again, and ``kms session revoke``, ``resume`` and ``kms token list`` say so and how to replace it."""
+    kms("service", "start", "--port", str(kms.port))
+    state = service.read_state(db_path)
+    assert state is not None
+    secret = kms("token", "create", "--label", "writer", "--scopes", "tier:write").stdout.strip().splitlines()[-1]
+    assert anyio.run(search, state.url, secret)["hits"]  # the token's session exists now
+    [token] = json.loads(kms("token", "list", "--json").stdout)
+    assert token["writes"] == "active"
+    renew = "`kms token create --label 'writer' --scopes 'tier:write'`"
+    revoked = " ".join(kms("session", "revoke", token["sessionId"]).stdout.split())
+    assert f"token {token['id']} (writer), which can never write again" in revoked
+    assert renew in revoked and f"`kms token revoke {token['id']}`" in revoked
+    resumed = kms("session", "resume", token["sessionId"], check=False)
+    assert resumed.returncode == 2 and renew in " ".join(resumed.stderr.split())
+    assert "start a new session" not in resumed.stderr
+    listed = " ".join(kms("token", "list").stdout.split())
+    assert f"active, writes revoked (session {token['sessionId']}): replace it with {renew}" in listed
+    assert json.loads(kms("token", "list", "--json").stdout)[0]["writes"] == "revoked"
+    kms("service", "stop")
