@@ -25,7 +25,8 @@ CAFE_ON_DISK = unicodedata.normalize("NFD", CAFE)  # decomposed, as the file sys
 
 def vault(root: Path) -> Path:
     write(root / f"{CAFE_ON_DISK}.md", f"# {CAFE}\n\nabout coffee\n")
-    write(root / "Linker.md", f"# Linker\n\nsee [[{CAFE}]] and ![[Re{chr(0x301)}sume{chr(0x301)}.pdf|cv]] and [[Résumé.pdf]]\n")
+    decomposed = unicodedata.normalize("NFD", "Résumé.pdf")
+    write(root / "Linker.md", f"# Linker\n\nsee [[{CAFE}]] and ![[{decomposed}|cv]] and [[Résumé.pdf]]\n")
     (root / unicodedata.normalize("NFD", "Résumé.pdf")).write_bytes(b"%PDF")
     return root
 
