@@ -88,3 +88,29 @@ def runs_of(match: str) -> tuple[str, list[str]]:
             chars.append(chr(int(tokens[-1][8:], 16)))
         runs.append("".join(chars))
     return _PHRASE.sub(" ", match), runs
+
+
+# A word or a "phrase" of an FTS5 expression, with the real column filter in front of it, if any.
+_EXPRESSION_TERM = re.compile(r'(?P<column>\b(?:title|body)\s*:\s*)?(?P<term>"(?:[^"]|"")*"|[^\s()"]+)', re.I)
+
+
+def runs_in_expression(expression: str) -> str:
+    """An FTS5 expression (quotes, ``*``, AND/OR/NOT, ``title:``/``body:``) with each word or phrase that
+    holds a run searched as a plain word is (``query_parts``): ``"寿司"``, ``寿司 OR 天ぷら``, ``body:寿司``
+    and ``寿司*`` find what ``寿司`` finds. A run is a substring already, so a ``*`` after it adds nothing;
+    a phrase's runs and words are each required, not in order; the ``cjk`` column holds the title's and
+    the body's runs together, so ``title:`` and ``body:`` both search it."""
+
+    def searched(m: re.Match[str]) -> str:
+        term = m.group("term")
+        if not has_run(term):
+            return m.group(0)
+        text = term[1:-1].replace('""', '"') if term.startswith('"') else term.rstrip("*")
+        column = (m.group("column") or "").replace(" ", "")
+        parts: list[str] = []
+        for word in text.split():
+            rest, runs = query_parts(word)
+            parts += [column + '"' + r.replace('"', '""') + '"' for r in rest] + runs
+        return "(" + " AND ".join(parts) + ")" if len(parts) > 1 else parts[0] if parts else m.group(0)
+
+    return _EXPRESSION_TERM.sub(searched, expression) if has_run(expression) else expression

@@ -19,7 +19,7 @@ import apsw
 from server.errors import KmsError
 from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
-from server.index.scripts import has_run, query_parts, searches_runs
+from server.index.scripts import has_run, query_parts, runs_in_expression, searches_runs
 from server.vault.scope import Vaults, VaultScope
 
 SYNTAX_HELP = (
@@ -71,7 +71,7 @@ def _quote(term: str) -> str:
 def build_match(query: str) -> tuple[str, str | None]:
     """(strict FTS5 expression, relaxed any-word expression or None)."""
     if uses_syntax(query):
-        return _text_colons(query), None
+        return runs_in_expression(_text_colons(query)), None
     terms = plain_terms(query)
     if not terms:
         return "", None

@@ -54,6 +54,26 @@ def test_found_by_substring(scripts_db: apsw.Connection, query: str, found: list
     assert sorted(h["path"] for h in every_word) == found
 
 
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ('"迁移"', ["zh.md"]),  # a phrase of one run, inside a longer run
+        ("迁移 OR 移行", ["ja.md", "zh.md"]),
+        ("body:集群", ["mix.md", "zh.md"]),
+        ("title:计划", ["zh.md"]),
+        ("迁移*", ["zh.md"]),
+        ('"Kubernetes集群"', ["mix.md"]),
+        ('"迁移" AND 集群', ["zh.md"]),
+        ('"迁移" NOT 集群', []),
+        ("集群 NOT Kubernetes", ["zh.md"]),
+        ('"迁移" AND nowhere', []),
+    ],
+)
+def test_found_by_substring_in_fts5_syntax(scripts_db: apsw.Connection, query: str, found: list[str]) -> None:
+    """Quotes, OR/AND/NOT, a column filter or a ``*`` around a run find what the run alone finds."""
+    assert sorted(h["path"] for h in search(scripts_db, query)["hits"]) == found
+
+
 def test_a_substring_that_is_not_there_is_not_found(scripts_db: apsw.Connection) -> None:
     assert search(scripts_db, "迁集")["hits"] == []  # both characters occur, never together
     assert search(scripts_db, "数据库迁移到旧")["hits"] == []
