@@ -17,7 +17,7 @@ import apsw
 from server.errors import KmsError
 from server.index import listing
 from server.index.overview import overview
-from server.index.properties import Filter
+from server.index.properties import Filter, filters_sql
 from server.store.db import rows, scalar
 from server.vault import dialects
 from server.vault.scope import Vaults, VaultScope
@@ -75,16 +75,23 @@ def normalize_tag(tag: str | None) -> str | None:
 
 
 def subfolders(
-    conn: apsw.Connection, parent: str, vault_id: Vaults = None, *, tag: str | None = None, limit: int = 200
+    conn: apsw.Connection,
+    parent: str,
+    vault_id: Vaults = None,
+    *,
+    tag: str | None = None,
+    props: Sequence[Filter] = (),
+    limit: int = 200,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The folders directly under ``parent`` that hold visible notes (at any depth), by name, each with
-    how many; and how many more folders there are beyond ``limit``. Summed per first path segment from the
-    counts kept per stored folder (``server.store.kept_counts``); with a tag, counted per stored folder
-    from the visible-folder index (in its order, no sort)."""
+    """The folders directly under ``parent`` that hold visible notes (at any depth; with a tag or property
+    filters, notes that pass them), by name, each with how many; and how many more folders there are
+    beyond ``limit``. Summed per first path segment from the counts kept per stored folder
+    (``server.store.kept_counts``); with a filter, counted per stored folder from the visible-folder index
+    (in its order, no sort)."""
     prefix = parent + "/" if parent else ""
     names = {r[0]: r[1] for r in conn.execute("SELECT id, name FROM vaults")}
     counts: dict[tuple[str, str], int] = {}
-    for vid, folder, n in _folder_counts(conn, prefix, parent, vault_id, tag):
+    for vid, folder, n in _folder_counts(conn, prefix, parent, vault_id, tag, props):
         key = (folder[len(prefix) :].split("/", 1)[0], names[vid])
         counts[key] = counts.get(key, 0) + n
     found = [
@@ -93,21 +100,25 @@ def subfolders(
     return found[:limit], max(0, len(found) - limit)
 
 
-def _folder_counts(conn: apsw.Connection, prefix: str, parent: str, vault_id: Vaults, tag: str | None) -> apsw.Cursor:
-    """(vault id, folder, visible notes) of every stored folder below ``parent``."""
+def _folder_counts(
+    conn: apsw.Connection, prefix: str, parent: str, vault_id: Vaults, tag: str | None, props: Sequence[Filter]
+) -> apsw.Cursor:
+    """(vault id, folder, visible notes passing the filters) of every stored folder below ``parent``."""
     cond = "folder != ''" if not prefix else "folder > ? AND folder < ?"
     cond_params: tuple[Any, ...] = () if not prefix else (prefix, parent + "0")  # '0' follows '/'
-    if tag is None:
+    if tag is None and not props:
         scope, scope_params = VaultScope.of(vault_id).sql("vault_id")
         return conn.execute(
             f"SELECT vault_id, folder, notes FROM kept_folders WHERE {cond} {scope}", (*cond_params, *scope_params)
         )
     where, params = _scope(vault_id, by_folder=True)
-    tag_sql, tag_params = listing.tag_condition(tag)
+    tag_sql, tag_params = listing.tag_condition(tag) if tag is not None else ("1", ())
+    props_sql, props_params = filters_sql(props)
     return conn.execute(
         f"""SELECT n.vault_id, n.folder, count(*) FROM notes n
-                WHERE n.hidden_at IS NULL AND n.{cond} {where} AND {tag_sql} GROUP BY n.folder, n.vault_id""",
-        (*cond_params, *params, *tag_params),
+                WHERE n.hidden_at IS NULL AND n.{cond} {where} AND {tag_sql}{props_sql}
+                GROUP BY n.folder, n.vault_id""",
+        (*cond_params, *params, *tag_params, *props_params),
     )
 
 
@@ -128,7 +139,7 @@ def list_folder(
     page = listing.inventory(conn, cursor, limit, vault_id, folder=folder, tag=tag, props=props)
     out: dict[str, Any] = {"path": folder, **({"tag": tag} if tag else {})}
     if cursor is None:
-        folders, more = subfolders(conn, folder, vault_id, tag=tag)
+        folders, more = subfolders(conn, folder, vault_id, tag=tag, props=props)
         if folder and not folders and not page["notes"] and not _holds_notes(conn, folder, vault_id):
             raise KmsError(
                 "not-found", f"no folder {folder!r} with notes" + _close_folders(conn, folder, vault_id), path=folder

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections.abc import Callable
+from typing import Any
 
 import apsw
 
@@ -307,8 +308,8 @@ def m043_composed_name_keys(conn: apsw.Connection) -> None:
     scan, and the attachments with one are found again by it (their links then resolved again). The rule
     is written out here as it was when this ran, not imported (the store layer comes first)."""
 
-    def composed(*name: str | None) -> str | None:  # one argument, as SQLite passes it
-        return None if name[0] is None else unicodedata.normalize("NFC", name[0]).lower()
+    def composed(*name: Any) -> str | None:  # one argument: a key (text) or NULL
+        return None if name[0] is None else unicodedata.normalize("NFC", str(name[0])).lower()
 
     conn.create_scalar_function("kms_composed", composed, 1, deterministic=True)
     conn.execute(

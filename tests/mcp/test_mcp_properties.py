@@ -40,6 +40,9 @@ async def test_where_in_search_semantic_search_and_folder_listing(
         assert [h["path"] for h in meaning["hits"]] == ["b.md"]
         folder = await call("kms_list_folder", {"where": ["-status:draft"]})
         assert [n["path"] for n in folder["notes"]] == ["a.md"]
+        assert [(f["path"], f["notes"]) for f in folder["folders"]] == [("sub", 1)]
+        folder = await call("kms_list_folder", {"where": ["rating>=4"]})  # sub/c.md has no rating
+        assert sorted(n["path"] for n in folder["notes"]) == ["a.md", "b.md"] and folder["folders"] == []
         props = await call("kms_list_properties", {})
         by_key = {p["key"]: p for p in props["properties"]}
         assert by_key["status"]["notes"] == 3 and by_key["status"]["values"][0] == {"value": "evergreen", "notes": 2}
