@@ -23,7 +23,8 @@ class _NoteOrCommand(KmsGroup):
 
 history_app = typer.Typer(
     cls=_NoteOrCommand,
-    help="Every version kms kept of a note: `kms history NOTE`, `kms history prune`, `kms history forget NOTE`.",
+    help="Every version kms kept of a note: `kms history NOTE` (`kms history show NOTE` for a note named like a"
+    " command: prune, forget, show), `kms history prune`, `kms history forget NOTE`.",
     no_args_is_help=True,
 )
 
@@ -42,14 +43,14 @@ def _who(who: dict[str, Any]) -> str:
     return "outside kms"
 
 
-@history_app.command("show", hidden=True)
+@history_app.command("show")
 def history_show(
     note: NoteArg,
     vault: VaultName = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many versions, newest first.")] = 50,
     json_out: JsonOpt = False,
 ) -> None:
-    """A note's versions, newest first: when, who, how, size change."""
+    """A note's versions, newest first: when, who, how, size change (what `kms history NOTE` runs)."""
     from server.activity.history import find_line, versions
 
     with cli_errors():

@@ -69,3 +69,11 @@ def test_forget_asks_then_purges_and_prune_reports(vault: Path) -> None:
     assert refused(kms("history", "Plan.md"), 3)
     report = json.loads(ok(kms("history", "prune", "--json")).stdout)
     assert report["versions"] == 0
+
+
+def test_a_note_named_like_a_history_command_is_shown_by_history_show(vault: Path, conn: apsw.Connection) -> None:
+    (vault / "prune.md").write_bytes(b"# prune\n\nthe note, not the command\n")
+    reindex_file(conn, get_vault(conn, "v"), "prune.md")
+    data = json.loads(ok(kms("history", "show", "prune", "--json")).stdout)
+    assert [v["version"] for v in data["versions"]] == [1]
+    assert "kms history show NOTE" in said(ok(kms("history", "--help")).stdout)
