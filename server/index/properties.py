@@ -12,7 +12,7 @@ Filter grammar (docs/properties.md), every filter must hold:
 - ``key:a,b,c``: one of;
 - ``key:*``: the note has the property (any value);
 - ``key<v``, ``key<=v``, ``key>v``, ``key>=v``: numbers compared as numbers (``rating>=4``), anything else
-  as text, so ISO dates compare by date (``due<2026-12-31``);
+  as text, so ISO dates compare by date (``due<2026-12-31``; a date-time value by its day);
 - a leading ``-`` negates the filter (``-draft:*``: notes without ``draft``; ``-status:done``).
 """
 
@@ -38,6 +38,7 @@ GRAMMAR = (
 )
 _FILTER = re.compile(r"^(?P<neg>-)?(?P<key>[^\s:<>=,\"-][^:<>=\"]*?)\s*(?P<op>:|<=|>=|<|>)\s*(?P<rest>.*)$", re.S)
 PropRow = tuple[str, int, str, float | None]  # key, ord, value, num
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _number(value: Any) -> float | None:
@@ -104,6 +105,9 @@ class Filter:
             if num is not None:
                 cond = f" AND p.num {self.op} ?"
                 args.append(num)
+            elif _DAY.fullmatch(self.values[0]):  # a day compares with a date-time by its day (T10:00 is that day)
+                cond = f" AND p.num IS NULL AND substr(p.value, 1, 10) {self.op} ?"
+                args.append(self.values[0])
             else:
                 cond = f" AND p.num IS NULL AND p.value {self.op} ?"
                 args.append(self.values[0])

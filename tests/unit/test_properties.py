@@ -20,6 +20,7 @@ NOTES = {
     "b.md": "---\nstatus: draft\nrating: 10\ndue: 2027-01-15\n---\n# Beta\n\nbody\n",
     "c.md": "---\nstatus: done\ndraft: true\n---\n# Gamma\n\nEvergreen trees grow here.\n",
     "d.md": "# Delta\n\nno properties\n",
+    "e.md": "---\ndue: 2026-12-31T10:00\n---\n# Epsilon\n",
 }
 
 
@@ -41,12 +42,14 @@ def paths(conn: apsw.Connection, *filters: str) -> list[str]:
         (["status:evergreen,draft"], ["a.md", "b.md"]),
         (["type:film"], ["a.md"]),  # a list property: any item
         (["draft:*"], ["c.md"]),
-        (["-draft:*"], ["a.md", "b.md", "d.md"]),
-        (["-status:done"], ["a.md", "b.md", "d.md"]),
+        (["-draft:*"], ["a.md", "b.md", "d.md", "e.md"]),
+        (["-status:done"], ["a.md", "b.md", "d.md", "e.md"]),
         (["rating>5"], ["b.md"]),  # 10 > 5 as numbers (as text "10" < "5")
         (["rating>=4"], ["a.md", "b.md"]),
         (["rating<4.5"], ["a.md"]),
         (["due<2026-12-31"], ["a.md"]),
+        (["due<=2026-12-31"], ["a.md", "e.md"]),  # a date-time compares by its day
+        (["due>2026-12-30"], ["b.md", "e.md"]),
         (["due>=2026-05-01", "rating>4"], ["b.md"]),
         (['status:"evergreen"'], ["a.md"]),
         (["nothing:*"], []),
