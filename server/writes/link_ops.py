@@ -5,7 +5,8 @@ already in the property (any spelling that resolves by the same key) changes not
 targets go in one write, best effort: each is reported (added, already there, or refused with its
 kind). A target naming another vault (``other:path``, ``dendron://other/...``) is refused: a link
 stays inside its note's vault, the session's. The change is an ordinary ``PropertiesChanged``, so
-revert and the dashboard need nothing new.
+revert and the dashboard need nothing new. Like every write it follows ``write.allowlist`` and a
+token's ``folder:`` scopes (checked on the note it writes, before any target).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from server.vault.registry import Vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_TITLE_CHARS
+from server.writes.operations import check_note_folder
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
 
@@ -80,6 +82,7 @@ _DENDRON = "dendron://"
 
 def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: str = "related") -> WriteOutcome:
     """Add ``"[[target]]"`` to the list property ``prop`` (created if absent)."""
+    check_note_folder(vault, note, ctx.allowlist)
     return _link(ctx, vault, note, [in_vault(ctx.conn, vault, check_target(target), ctx.scope)], prop)
 
 
@@ -87,6 +90,7 @@ def link_many(
     ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str], prop: str = "related"
 ) -> WriteOutcome:
     """Add each of ``targets`` to ``prop`` in one write, best effort: ``results`` says what became of each."""
+    check_note_folder(vault, note, ctx.allowlist)
     check_key(prop)
     results: list[dict[str, Any]] = []
     good: list[str] = []

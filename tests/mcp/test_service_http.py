@@ -236,3 +236,23 @@ async def test_a_broken_session_does_not_take_the_service_down(
         assert answer["_error"] and answer["error"] == "not-found", answer  # the file is gone: typed, no crash
         assert (await call(f, "kms_search", {"query": "keeper"}))["hits"]
     assert _status(running, fine) == 200
+
+
+async def test_a_token_folder_scope_covers_frontmatter_writes(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
+    """A ``tier:write folder:drafts`` token cannot change a root note's properties or links, nor remember in
+    the memory folder (every write follows the allowlist and the token's folders); inside drafts it can."""
+    alpha = Path(value(two_vaults, "SELECT root FROM vaults WHERE name = 'a'")) / "Alpha.md"
+    before = alpha.read_bytes()
+    _w, writer = token(two_vaults, "tier:write folder:drafts")
+    async with client(running, writer) as w:
+        props = await call(w, "kms_update_properties", {"noteId": "a:Alpha.md", "set": {"private": True}})
+        link = await call(w, "kms_link", {"noteId": "a:Alpha.md", "target": "Beta"})
+        made = await call(w, "kms_create", {"title": "Draft", "vault": "a", "folder": "drafts"})
+        inside = await call(w, "kms_update_properties", {"noteId": made["noteId"], "set": {"s": "x"}})
+        remember = await call(w, "kms_remember", {"about": "person", "text": "likes short answers"})
+    for refused in (props, link, remember):
+        assert refused["error"] == "folder-denied" and "the token's folder: scopes" in refused["message"], refused
+    assert not inside["_error"], inside
+    assert alpha.read_bytes() == before
