@@ -331,7 +331,9 @@ class LinkInput(StrictInput):
         default="related",
         min_length=1,
         max_length=64,
-        description="The frontmatter list property to add it to (default related).",
+        description="The frontmatter list property to add it to (default related; created as a list if "
+        "absent). A property holding one text value keeps its type (refused), and tags, aliases and "
+        "cssclasses hold names, not links (refused).",
     )
 
     @model_validator(mode="after")
