@@ -256,3 +256,37 @@ async def test_a_token_folder_scope_covers_frontmatter_writes(
         assert refused["error"] == "folder-denied" and "the token's folder: scopes" in refused["message"], refused
     assert not inside["_error"], inside
     assert alpha.read_bytes() == before
+
+
+def _post_hook(state: service.ServiceState, secret: str, event: str, **headers: str) -> httpx2.Response:
+    base = state.url.removesuffix("/mcp")
+    auth = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    event_body = {"session_id": "x", "reason": "other"}
+    return httpx2.post(f"{base}/hooks/{event}", json=event_body, headers={**auth, **headers}, timeout=10)
+
+
+def test_hooks_take_only_a_session_token_and_every_route_screens_host_and_origin(
+    running: service.ServiceState, two_vaults: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """A host token of any tier (tier:read here) is refused at /hooks (403): the session-end hook would have
+    kms write a session note into the vault. /hooks and /health refuse a foreign Host (421) or Origin (403)
+    as /mcp does, and /health says only kms, version and pid."""
+    from server.config.session import SessionConfig
+
+    _r, reader = token(two_vaults, "tier:read")
+    _w, writer = token(two_vaults, "tier:organize")
+    for secret in (reader, writer):
+        for event in ("session-end", "stop", "pre-compact"):
+            answer = _post_hook(running, secret, event)
+            assert answer.status_code == 403 and answer.json()["error"] == "forbidden", (event, answer.text)
+    assert not list(tmp_path.rglob("kms-sessions")), "a host token made kms write a session note"
+    assert value(two_vaults, "SELECT count(*) FROM tool_invocations WHERE tool = 'session-note'") == 0
+    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, vault="a", watch=False)
+    _s, session = tokens.for_session(two_vaults, config)
+    assert _post_hook(running, session, "stop").status_code == 200  # kms claude's own session
+    assert _post_hook(running, session, "stop", Host="evil.example").status_code == 421
+    assert _post_hook(running, session, "stop", Origin="http://evil.example").status_code == 403
+    health = running.url.removesuffix("/mcp") + "/health"
+    assert httpx2.get(health, headers={"Host": "evil.example"}, timeout=10).status_code == 421
+    assert httpx2.get(health, headers={"Origin": "http://evil.example"}, timeout=10).status_code == 403
+    assert set(httpx2.get(health, timeout=10).json()) == {"kms", "version", "pid"}
