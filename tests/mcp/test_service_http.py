@@ -290,3 +290,20 @@ def test_hooks_take_only_a_session_token_and_every_route_screens_host_and_origin
     assert httpx2.get(health, headers={"Host": "evil.example"}, timeout=10).status_code == 421
     assert httpx2.get(health, headers={"Origin": "http://evil.example"}, timeout=10).status_code == 403
     assert set(httpx2.get(health, timeout=10).json()) == {"kms", "version", "pid"}
+
+
+async def test_a_tier_refusal_names_the_token_scope_not_settings_that_are_on(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
+    """The settings turn write, edit and organize on; a ``tier:read`` / ``tier:write`` token's refusal names its
+    scope and the token that would allow the call, never a ``kms config set`` that would change nothing."""
+    _r, reader = token(two_vaults, "tier:read")
+    _w, writer = token(two_vaults, "tier:write")
+    async with client(running, reader) as r, client(running, writer) as w:
+        create = await call(r, "kms_create", {"title": "x", "vault": "a"})
+        edit = await call(w, "kms_edit", {"noteId": "a:Alpha.md", "version": "x", "edits": []})
+    assert create["error"] == edit["error"] == "feature-disabled"
+    assert "tier:read" in create["message"] and "--scopes tier:write" in create["message"], create
+    assert "tier:write" in edit["message"] and "--scopes tier:edit" in edit["message"], edit
+    for refused in (create, edit):
+        assert "kms config set" not in refused["message"] and "is off" not in refused["message"], refused
