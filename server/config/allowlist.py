@@ -10,8 +10,9 @@ Each entry is a glob matched against a note's vault-relative path, one path segm
   ``drafts/`` and all its subfolders (``drafts/plan.md`` names that one note);
 - ``/`` or ``.`` is the vault root folder (its notes, not its subfolders: the same as ``*``).
 
-An empty list allows every note. ``update_properties`` and ``link`` (a link in a frontmatter property) are
-exempt: they never add body text; ``remember`` has the memory folder as its own entry.
+An empty list allows every note. Every write follows it, frontmatter-only ones (``update_properties``,
+``link``) too: frontmatter holds the privacy key, ``aliases`` and ``tags``. ``remember`` has the memory
+folder as its own entry, ``capture`` the capture folder.
 
 Before settings version 2 (``SETTINGS_VERSION``) an entry named the one folder a note's folder had to be
 (``drafts/*`` meant the notes of ``drafts/x``, not of ``drafts``); ``from_folder_glob`` is that entry
@@ -118,6 +119,11 @@ class Allowlist:
             if extra
             else self
         )
+
+    def own_entry(self, folder: str) -> Allowlist:
+        """``folder`` as the one entry instead of ``write.allowlist``'s (``remember``'s memory folder,
+        ``capture``'s capture folder), a token's folders still applying: a token only takes away."""
+        return Allowlist([folder], also=self.also)
 
     def __bool__(self) -> bool:
         return bool(self.patterns) or self.also is not None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from server.config.allowlist import folder_glob_problem, normalize_folder_glob
 from server.config.session import SessionConfig
-from server.config.tiers import TIERS, Tier
+from server.config.tiers import SWITCH_FIELDS, TIERS, Tier
 
 _WORD = re.compile(r"[\s,]+")
 
@@ -87,14 +87,18 @@ class Scopes:
             vaults = tuple(v for v in self.vaults if v in allowed) if allowed else self.vaults
             if not vaults:  # the two leave no vault in common
                 raise ScopeError(f"the token reaches {_names(self.vaults)}, the settings only {_names(allowed)}")
-        return dataclasses.replace(
+        narrowed = dataclasses.replace(
             config.with_vaults(vaults),
             write_enabled=config.write_enabled and tiers["write"],
             edit_enabled=config.edit_enabled and tiers["edit"],
             organize_enabled=config.organize_enabled and tiers["organize"],
             token_folders=config.token_folders + self.folders,
             approval="always" if self.approval else config.approval,
+            token_tier=self.tier,
         )
+        # what the token, not the settings, turned off: a refusal names the token's scope for these
+        cut = tuple(k for k, f in SWITCH_FIELDS.items() if getattr(config, f) and not getattr(narrowed, f))
+        return dataclasses.replace(narrowed, token_cut=config.token_cut + cut)
 
 
 def _names(vaults: tuple[str, ...]) -> str:

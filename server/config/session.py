@@ -106,6 +106,8 @@ class SessionConfig:
     token_folders: tuple[str, ...] = ()  # folders a write must also match (narrowing write.allowlist)
     token_vaults: tuple[str, ...] = ()  # the scope when a token reaches several vaults (one is ``vault``)
     token_id: str | None = None  # the token this session is reached through
+    token_tier: str | None = None  # the token's tier ceiling (``tier:``)
+    token_cut: tuple[str, ...] = ()  # tier switches on in the settings that the token's ceiling turned off
 
     @property
     def vault_names(self) -> tuple[str, ...]:

@@ -75,11 +75,22 @@ def off_switches(config: SessionConfig, tier: Tier) -> tuple[str, ...]:
 
 
 def disabled_message(config: SessionConfig, tool: str, tier: Tier) -> str:
-    """Why ``tool`` is refused (``feature-disabled``): the settings that are off and the command that fixes it."""
+    """Why ``tool`` is refused (``feature-disabled``): the settings that are off and the command that fixes it,
+    or, when a service token's ``tier:`` scope is what turned it off (``config.token_cut``), that scope: the
+    settings are on then, and telling the person to turn them on would fix nothing."""
     off = off_switches(config, tier) or RULES[tier].switches  # a gate that refused should name something
+    by_token = [key for key in off if key in config.token_cut]
+    off = tuple(key for key in off if key not in config.token_cut)
     named = " and ".join(f"{key} ({SETTINGS[key].env})" for key in off)
     fix = " and ".join(f"`kms config set {key} true`" for key in off)
     verb = "is" if len(off) == 1 else "are"
+    if by_token:
+        said = (
+            f"{tool} needs tier:{tier}, and this session's token has the scope tier:{config.token_tier}, which "
+            f"stops at {config.token_tier}. The person can connect with a token that allows it "
+            f"(`kms token create --scopes tier:{tier}`)."
+        )
+        return said + (f" The settings {named} {verb} off too: {fix}." if off else "")
     return (
         f"{tool} is turned off for this session: {named} {verb} off. The person can turn it on with {fix} "
         "and start a new session."

@@ -11,13 +11,16 @@
   token's scopes (``Scopes.narrow``), so ``tools/list`` shows only what the token allows and the guard
   re-checks tier, vault, allowlist, rate limit and approval on every call;
 - the SDK's Host and Origin checks (on for a loopback host: a foreign Host is 421, a foreign Origin 403)
+  on every route, ``/health`` and ``/hooks`` too (``screened``: one ``TransportSecuritySettings`` for all),
   and its request body limit (413);
 - the stdio screen (``server.mcp.wire.screen``: depth, ids, surrogates, invalid UTF-8, shapes the SDK
   drops or crashes on) on every authenticated POST body, so protocol abuse gets a typed JSON-RPC error
   (400) over HTTP too and never reaches the SDK;
-- ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret);
-- ``/hooks/{event}``: an agent host's HTTP hooks (docs/hooks.md), each authenticated by the session's own
-  bearer token (the same check as ``/mcp``); the session is the token's, never one the event names. The
+- ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret, no count);
+- ``/hooks/{event}``: the HTTP hooks of a ``kms claude`` session (docs/hooks.md), each authenticated by the
+  session's own bearer token (the same check as ``/mcp``), and only a ``session`` token's: a session-end
+  hook writes the session note into the vault, which a host's token (any tier, e.g. ``tier:read``) was
+  never given (403). The session is the token's, never one the event names. The
   rules are ``server.writes.session_hooks.handle``; an event kms cannot take is answered 200 with nothing
   (a hook never stops the host) and logged.
 """
@@ -144,6 +147,8 @@ def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) ->
     token = tokens.verify(conn, presented)
     if token is None or token.scopes.admin:
         return 401, {"error": "unauthorized"}
+    if token.kind != "session":  # only kms claude's own session may have kms write its session note
+        return 403, {"error": "forbidden", "message": "hooks take only the token of a kms claude session"}
     if event_arg not in EVENTS:
         return 404, {"error": "not-found"}
     try:
@@ -172,9 +177,24 @@ def _quietly(fn: Any, *args: Any) -> None:
         log.exception("a staged session note could not be settled")
 
 
+def transport_security(host: str) -> Any:
+    """The SDK's DNS-rebinding screen as it sets it up for a loopback host (None elsewhere, as the SDK):
+    made here once so ``/mcp`` and kms's own routes answer a foreign Host or Origin alike."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if host not in LOOPBACK:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
 def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> Starlette:
-    """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens) and ``/health``."""
+    """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens), ``/health`` and ``/hooks``."""
     from mcp.server.auth.settings import AuthSettings
+    from mcp.server.transport_security import TransportSecurityMiddleware
     from pydantic import AnyHttpUrl
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -182,12 +202,17 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
 
     from server.mcp.serve import build_server
 
-    async def health(_request: Request) -> JSONResponse:
-        return JSONResponse(
-            {"kms": True, "version": installed_version() or "0", "pid": os.getpid(), "sessions": len(hub.sessions())}
-        )
+    security = transport_security(host)
+    screen = TransportSecurityMiddleware(security)
+
+    async def health(request: Request) -> Response:
+        if (refused := await screen.validate_request(request)) is not None:
+            return refused
+        return JSONResponse({"kms": True, "version": installed_version() or "0", "pid": os.getpid()})
 
     async def hook(request: Request) -> Response:
+        if (refused := await screen.validate_request(request)) is not None:
+            return refused
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return JSONResponse({"error": "too-large"}, status_code=413)
@@ -203,6 +228,7 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
         token_verifier=KmsTokenVerifier(hub),
         auth=auth,
         max_request_body_size=MAX_BODY_BYTES,
+        transport_security=security,
         custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
     for route in app.routes:

@@ -25,7 +25,6 @@ from server.activity.agent_session import AgentSession
 from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.activity.ratelimit import Unmetered
 from server.activity.session_note import NOTE_TOOL, SessionFacts, gather, note_title, render
-from server.config.allowlist import Allowlist
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
 from server.errors import KmsError
@@ -76,7 +75,7 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
     conn = ctx.conn
     facts = _facts(conn, session_id, extra)
     text = render(facts)
-    ctx = ctx.but(allowlist=Allowlist([folder]))
+    ctx = ctx.but(allowlist=ctx.allowlist.own_entry(folder))
     existing = _existing(conn, session_id)
     if existing is None:
         if facts.empty:

@@ -1,11 +1,14 @@
 """``kms_link``: add ``"[[Target]]"`` to a frontmatter list property, additive and idempotent.
 
-The target need not exist yet (a forward link, resolved by the index once it does). A link
+A property keeps its type: one holding a single text value is refused (a scalar stays a scalar; Obsidian
+types a property per key), as are ``tags``, ``aliases`` and ``cssclasses`` (names, not links). The target
+need not exist yet (a forward link, resolved by the index once it does). A link
 already in the property (any spelling that resolves by the same key) changes nothing. Several
 targets go in one write, best effort: each is reported (added, already there, or refused with its
 kind). A target naming another vault (``other:path``, ``dendron://other/...``) is refused: a link
 stays inside its note's vault, the session's. The change is an ordinary ``PropertiesChanged``, so
-revert and the dashboard need nothing new.
+revert and the dashboard need nothing new. Like every write it follows ``write.allowlist`` and a
+token's ``folder:`` scopes (checked on the note it writes, before any target).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from server.vault.registry import Vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_TITLE_CHARS
+from server.writes.operations import check_note_folder
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
 
@@ -80,6 +84,8 @@ _DENDRON = "dendron://"
 
 def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: str = "related") -> WriteOutcome:
     """Add ``"[[target]]"`` to the list property ``prop`` (created if absent)."""
+    check_note_folder(vault, note, ctx.allowlist)
+    check_link_property(prop)
     return _link(ctx, vault, note, [in_vault(ctx.conn, vault, check_target(target), ctx.scope)], prop)
 
 
@@ -87,7 +93,8 @@ def link_many(
     ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str], prop: str = "related"
 ) -> WriteOutcome:
     """Add each of ``targets`` to ``prop`` in one write, best effort: ``results`` says what became of each."""
-    check_key(prop)
+    check_note_folder(vault, note, ctx.allowlist)
+    check_link_property(prop)
     results: list[dict[str, Any]] = []
     good: list[str] = []
     for given in targets:
@@ -124,8 +131,24 @@ def link_many(
     return out
 
 
-def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], prop: str) -> WriteOutcome:
+# keys whose values are names, not links (Obsidian's tags, aliases, CSS classes): a link there would become
+# a tag "[[x]]" or an alias, so kms_link refuses them
+NOT_LINK_KEYS = frozenset({"tags", "tag", "aliases", "alias", "cssclasses", "cssclass"})
+
+
+def check_link_property(prop: str) -> str:
+    """``prop`` if a link may go in it: a valid key that is not one of ``NOT_LINK_KEYS``."""
     check_key(prop)
+    if prop.casefold() in NOT_LINK_KEYS:
+        raise KmsError(
+            "invalid-input",
+            f"property {prop!r} holds names, not links; link in another property (default related)",
+        )
+    return prop
+
+
+def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], prop: str) -> WriteOutcome:
+    check_link_property(prop)
     added: list[str] = []
 
     def compute(text: str, fmt: TextFormat) -> Edit:
@@ -135,11 +158,11 @@ def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], pr
         except (Unclosed, KmsError) as e:
             raise KmsError("invalid-input", "the note's frontmatter does not parse; fix it first") from e
         value = frontmatter.to_json(current[prop]) if prop in current else []
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        scalar = isinstance(value, str)
+        values = [value] if scalar else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise KmsError("invalid-input", f"property {prop!r} holds {type(value).__name__}, not a list of links")
-        keys = {link_key(m.group(1).split("|")[0].split("#")[0]) for v in value for m in WIKILINK.finditer(v)}
+        keys = {link_key(m.group(1).split("|")[0].split("#")[0]) for v in values for m in WIKILINK.finditer(v)}
         added.clear()
         for target in targets:
             if link_key(target) not in keys:
@@ -147,6 +170,12 @@ def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], pr
                 added.append(f"[[{target}]]")
         if not added:
             return Edit(text, None)  # already linked: idempotent
+        if scalar:  # a property's type is the person's (Obsidian types it per key): a text stays a text
+            raise KmsError(
+                "invalid-input",
+                f"property {prop!r} holds one value ({value!r}), not a list of links; kms_link only adds to a "
+                "list property (give another property, or set this one with kms_update_properties)",
+            )
         edit = frontmatter.apply_props(text, {prop: [*value, *added]}, [], newline=fmt.newline)
         change = PropertiesChanged(note.path, edit.before, edit.after, edit.created_block) if edit.changed else None
         return Edit(edit.new_text, change)

@@ -1,11 +1,11 @@
 """``kms_remember``: record one durable fact in the person's or the project's memory note.
 
-The memory folder (``memory.folder``) is its own allowlist entry: this operation writes there, and
-only to memory notes it names itself, whatever ``write.allowlist`` says (the other write tools still
-follow it). A fact already there (the same text once normalised, or, with the model loaded, one
-whose embedding is near-identical) is not added again: the answer is ``duplicate`` with the line
-that holds it, and nothing is written. A new note is a ``FileCreated``, a fact added to an existing
-one a ``TextInserted``: provenance and revert treat it as any other write.
+The memory folder (``memory.folder``) is its own allowlist entry: this operation writes there, and only to
+memory notes it names itself, whatever ``write.allowlist`` says (the other write tools still follow it); a
+token's ``folder:`` scopes still apply, as they do to every write. A fact already there (the same text once
+normalised, or, with the model loaded, one whose embedding is near-identical) is not added again: the answer
+is ``duplicate`` with the line that holds it, and nothing is written. A new note is a ``FileCreated``, a fact
+added to an existing one a ``TextInserted``: provenance and revert treat it as any other write.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from server.activity.changes import TextInserted
-from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.index.memory import DEFAULT_CATEGORY, MEMORY_TAG, About, Fact, find_memory_note, normalized, parse_facts
 from server.vault.files import TextFormat, convert_newlines
@@ -154,8 +153,8 @@ def remember(
     item = f"- {time.strftime('%Y-%m-%d', time.localtime(time.time() if now is None else now))}: {fact}"
     existing = find_memory_note(conn, folder, about, project, ctx.vault_scope())
     vault = _scope_vault(ctx, existing)
-    # the memory folder's own entry; write.allowlist does not apply here
-    ctx = ctx.but(allowlist=Allowlist([folder]))
+    # the memory folder's own entry; write.allowlist does not apply here (a token's folders do)
+    ctx = ctx.but(allowlist=ctx.allowlist.own_entry(folder))
     if existing is None:
         return _create(ctx, vault, folder, about, project, cat, item)
     indexed = _match(fact, parse_facts(existing["body"]), near)  # by meaning: outside the note's lock

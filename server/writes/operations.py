@@ -405,6 +405,24 @@ def insert_at(
     return write_note(ctx, vault, note, compute, version=version)
 
 
+def refuse_hiding(conn: apsw.Connection, vault: Vault, path: str, new_text: str) -> None:
+    """An agent never hides a note: a change after which a privacy rule (``privacy.frontmatter_key``,
+    ``visibility: private``, ``privacy.hide_tags``) would hide it is refused. Hiding is the person's choice,
+    and an agent could not undo it (a hidden note does not exist for it). The rule is not named: the
+    person's privacy settings are not an agent's to probe."""
+    from server.index.privacy import vault_rules
+    from server.index.records import record_of_bytes
+
+    rec = record_of_bytes(path, 0, new_text.encode("utf-8"), dialect=vault.rules)
+    v = rec.values or {}  # (always set for bytes without a known hash)
+    rules = vault_rules(conn, vault.id, vault.root)
+    if rules.reason(path, v.get("frontmatter"), v.get("tags") or "", None, rec.fm_raw):
+        raise KmsError(
+            "invalid-input",
+            "that change would hide the note from agents (a privacy rule); only the person hides notes",
+        )
+
+
 def update_properties(
     ctx: WriteContext,
     vault: Vault,
@@ -416,13 +434,17 @@ def update_properties(
 ) -> WriteOutcome:
     """Set and remove frontmatter properties; the body stays byte-identical.
 
-    Exempt from the folder allowlist (it adds no body text). Idempotent: values
-    already in place change nothing and the file is not rewritten.
+    Follows the folder allowlist and a token's ``folder:`` scopes like every write: frontmatter holds
+    the privacy key, ``aliases`` and ``tags``, so a property change outside them could hide a note or
+    break links to it. Idempotent: values already in place change nothing and the file is not rewritten.
     """
+    check_note_folder(vault, note, ctx.allowlist)
     set_, remove_ = check_properties(set, remove, max_tags=MAX_TAGS)
 
     def compute(text: str, fmt: TextFormat) -> Edit:
         edit = frontmatter.apply_props(text, set_, remove_, newline=fmt.newline)
+        if edit.changed:
+            refuse_hiding(ctx.conn, vault, note.path, edit.new_text)
         change = PropertiesChanged(note.path, edit.before, edit.after, edit.created_block) if edit.changed else None
         return Edit(edit.new_text, change)
 

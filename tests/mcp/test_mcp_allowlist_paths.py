@@ -20,8 +20,6 @@ from server.vault.registry import add_vault
 ALLOW = ("drafts/*", "inbox")
 ON: dict[str, Any] = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
 EXEMPT = {
-    "kms_update_properties": "adds no body text",
-    "kms_link": "adds a link to a frontmatter property, as kms_update_properties would",
     "kms_remember": "the memory folder is its own entry",
     "kms_capture": "the capture folder is its own entry (capture.folder), as the memory folder is kms_remember's",
 }
@@ -69,6 +67,16 @@ CASES: dict[str, tuple[Args, Args, str]] = {
         lambda v: {"noteId": "drafts/trash.md"},
         lambda v: {"noteId": "drafts/sub/trash.md"},
         "drafts/sub/trash.md",
+    ),
+    "kms_update_properties": (  # frontmatter holds the privacy key and aliases: no exemption
+        lambda v: {"noteId": "drafts/edit.md", "set": {"s": "x"}},
+        lambda v: {"noteId": "drafts/sub/edit.md", "remove": ["aliases"]},
+        "drafts/sub/edit.md",
+    ),
+    "kms_link": (
+        lambda v: {"noteId": "drafts/edit.md", "target": "Elsewhere"},
+        lambda v: {"noteId": "drafts/sub/edit.md", "targets": ["Elsewhere", "Other"]},
+        "drafts/sub/edit.md",
     ),
     "kms_move_folder": (
         lambda v: {"folder": "inbox/a", "to": "inbox/c"},
@@ -122,10 +130,6 @@ async def test_every_write_tool_follows_the_allowlist_over_note_paths(
         for tool, (ok, _denied, _path) in CASES.items():
             r = await client.call_tool(tool, ok(versions))
             assert not r.is_error, (tool, r.structured_content)
-        props = await client.call_tool("kms_update_properties", {"noteId": "drafts/sub/edit.md", "set": {"s": "x"}})
-        assert not props.is_error, props.structured_content  # exempt: it adds no body text
-        link = await client.call_tool("kms_link", {"noteId": "drafts/sub/edit.md", "target": "Elsewhere"})
-        assert not link.is_error, link.structured_content
     assert (root / "drafts" / "Made.md").exists() and (root / "inbox" / "later" / "move.md").exists()
     assert (root / "inbox" / "d" / "a" / "b" / "Deep.md").exists()  # created, then moved with inbox/a
     assert (root / "drafts" / "Renamed.md").exists() and not (root / "drafts" / "trash.md").exists()

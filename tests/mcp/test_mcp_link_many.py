@@ -12,7 +12,7 @@ from support.mcp_session import mcp_client
 from support.vaults import write
 
 from server.index.indexer import index_vault
-from server.vault.registry import add_vault
+from server.vault.registry import add_vault, get_vault
 
 
 @pytest.fixture
@@ -91,3 +91,31 @@ async def test_a_target_in_another_vault_is_refused_and_nothing_written(
     assert not colon["_error"] and colon["added"] == ["[[nosuch:Thing]]"]  # no such vault: a title
     assert (two_vaults / "Alpha.md").read_bytes() != before
     assert conn.execute("SELECT count(*) FROM tool_invocations WHERE error = 'invalid-input'").fetchall() == [(2,)]
+
+
+async def test_a_property_keeps_its_type_and_names_never_get_links(
+    two_vaults: Path, conn: apsw.Connection, db_path: Path
+) -> None:
+    """A text property stays a text (refused, unless it already is the link), a list grows, and ``tags`` /
+    ``aliases`` never receive a link (the dogfood run's ``status: [evergreen, '[[Hub]]']`` and tag ``[[hub]]``)."""
+    note = two_vaults / "Note.md"
+    note.write_text("---\nstatus: evergreen\nup: '[[Hub]]'\ntags: [project]\naliases: [N]\nrelated: [x]\n---\n# Note\n")
+    index_vault(conn, get_vault(conn, "a"))
+    before = note.read_bytes()
+    async with mcp_client(db_path, write_enabled=True, vault="a") as client:
+        status = await call(client, "kms_link", {"noteId": "Note", "target": "Hub", "property": "status"})
+        tags = await call(client, "kms_link", {"noteId": "Note", "target": "Hub", "property": "tags"})
+        aliases = await call(client, "kms_link", {"noteId": "Note", "targets": ["Hub"], "property": "Aliases"})
+        up_same = await call(client, "kms_link", {"noteId": "Note", "target": "Hub", "property": "up"})
+        up_other = await call(client, "kms_link", {"noteId": "Note", "target": "Other", "property": "up"})
+        assert note.read_bytes() == before
+        related = await call(client, "kms_link", {"noteId": "Note", "target": "Hub", "property": "related"})
+        listed = await call(client, "kms_list_tags", {})
+    for refused in (status, tags, aliases, up_other):
+        assert refused["_error"] and refused["error"] == "invalid-input", refused
+    assert "one value" in status["message"] and "holds names" in tags["message"]
+    assert not up_same["_error"] and up_same["changed"] is False, up_same
+    assert not related["_error"] and related["added"] == ["[[Hub]]"], related
+    text = note.read_text()
+    assert "status: evergreen\n" in text and "tags: [project]\n" in text and "up: '[[Hub]]'\n" in text
+    assert "[[" not in str(listed), listed

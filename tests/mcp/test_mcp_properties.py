@@ -55,3 +55,33 @@ async def test_where_in_search_semantic_search_and_folder_listing(
             r = await client.call_tool(tool, args)
             assert r.is_error and r.structured_content["error"] == "invalid-input", tool
             assert "status:evergreen" in r.structured_content["message"]
+
+
+async def test_an_agent_cannot_hide_a_note_with_a_property(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """Inside the allowed folders too: setting the privacy key (``privacy.frontmatter_key``, here ``secret``),
+    ``visibility: private`` or a tag ``privacy.hide_tags`` hides is refused, the file untouched, the note still
+    readable (the dogfood run's ``private: true`` that made a person's note vanish for every agent)."""
+    from server.config.settings import set_value
+
+    config = tmp_path / "config.toml"
+    set_value("privacy.frontmatter_key", ["secret"], path=config, env={}, has_vault=True)
+    set_value("privacy.hide_tags", ["personal-*"], path=config, env={}, has_vault=True)
+    make(conn, tmp_path)
+    note = tmp_path / "v" / "a.md"
+    before = note.read_bytes()
+    async with mcp_client(db_path, write_enabled=True) as client:
+        refused = [
+            await client.call_tool("kms_update_properties", {"noteId": "a.md", "set": change})
+            for change in ({"secret": True}, {"visibility": "private"}, {"tags": ["work", "personal-health"]})
+        ]
+        after_refusals = note.read_bytes()
+        fine = await client.call_tool("kms_update_properties", {"noteId": "a.md", "set": {"private": True}})
+        read = await client.call_tool("kms_read", {"noteId": "a.md"})
+    for r in refused:
+        assert r.is_error and r.structured_content["error"] == "invalid-input", r.structured_content
+        assert "personal" not in r.structured_content["message"] and "secret" not in r.structured_content["message"]
+    assert after_refusals == before
+    assert not fine.is_error, fine.structured_content  # "private" is not this person's privacy key
+    assert not read.is_error and read.structured_content["frontmatter"]["private"] is True

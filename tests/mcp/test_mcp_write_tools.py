@@ -15,6 +15,7 @@ from server.mcp.tools import REGISTRY, tool_names
 WRITE_TOOLS = set(tool_names("write"))
 ABOVE_READ = {s.name for s in REGISTRY if s.tier != "read"}  # write, edit, organize
 IDEMPOTENT = {"kms_update_properties", "kms_link"}  # adding what is already there changes nothing
+DELETES = {"kms_update_properties"}  # remove deletes keys: a host should not auto-approve it
 
 
 def provenance(conn: apsw.Connection) -> list[tuple]:
@@ -45,7 +46,8 @@ async def test_annotations_of_write_tools(indexed: apsw.Connection, db_path: Pat
     for name in WRITE_TOOLS:
         a = tools[name].annotations
         assert a is not None
-        assert a.read_only_hint is False and a.destructive_hint is False and a.open_world_hint is False
+        assert a.read_only_hint is False and a.open_world_hint is False
+        assert a.destructive_hint is (name in DELETES), name
         assert a.idempotent_hint is (name in IDEMPOTENT)
 
 
@@ -78,7 +80,7 @@ async def test_create_append_insert_update_land_in_the_file(
 async def test_error_kinds_come_back_typed_and_recorded(
     indexed: apsw.Connection, db_path: Path, vault_dir: Path
 ) -> None:
-    home = note_id(indexed, "Home")
+    home, draft = note_id(indexed, "Home"), note_id(indexed, "Indexing notes for coding agents")
     before = (vault_dir / "Home.md").read_bytes()
     async with mcp_client(db_path, write_enabled=True, allowlist=("drafts",), per_minute=100) as client:
 
@@ -94,7 +96,9 @@ async def test_error_kinds_come_back_typed_and_recorded(
         assert await err("kms_create", {"title": "x", "tags": ["#bad"]}) == "invalid-input"
         assert await err("kms_create", {"title": "x", "content": "y" * 100_001}) == "invalid-input"
         assert await err("kms_update_properties", {"noteId": home, "set": {"kms_provenance": "x"}}) == "invalid-input"
-        assert await err("kms_update_properties", {"noteId": home, "set": {"a": 1}, "version": "0" * 64}) == "conflict"
+        assert await err("kms_update_properties", {"noteId": home, "set": {"private": True}}) == "folder-denied"
+        assert await err("kms_link", {"noteId": home, "target": "Elsewhere"}) == "folder-denied"
+        assert await err("kms_update_properties", {"noteId": draft, "set": {"a": 1}, "version": "0" * 64}) == "conflict"
         assert (
             await err("kms_insert_at", {"noteId": home, "content": "x", "position": {"afterHeading": "x", "atLine": 1}})
             == "invalid-input"
@@ -105,7 +109,7 @@ async def test_error_kinds_come_back_typed_and_recorded(
         )
     assert (vault_dir / "Home.md").read_bytes() == before
     statuses = [s for _t, s, _e in provenance(indexed)]
-    assert len(statuses) == 9 and "success" not in statuses
+    assert len(statuses) == 11 and "success" not in statuses
 
 
 async def test_rate_limit_is_per_session_and_counted(indexed: apsw.Connection, db_path: Path) -> None:

@@ -236,3 +236,74 @@ async def test_a_broken_session_does_not_take_the_service_down(
         assert answer["_error"] and answer["error"] == "not-found", answer  # the file is gone: typed, no crash
         assert (await call(f, "kms_search", {"query": "keeper"}))["hits"]
     assert _status(running, fine) == 200
+
+
+async def test_a_token_folder_scope_covers_frontmatter_writes(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
+    """A ``tier:write folder:drafts`` token cannot change a root note's properties or links, nor remember in
+    the memory folder (every write follows the allowlist and the token's folders); inside drafts it can."""
+    alpha = Path(value(two_vaults, "SELECT root FROM vaults WHERE name = 'a'")) / "Alpha.md"
+    before = alpha.read_bytes()
+    _w, writer = token(two_vaults, "tier:write folder:drafts")
+    async with client(running, writer) as w:
+        props = await call(w, "kms_update_properties", {"noteId": "a:Alpha.md", "set": {"private": True}})
+        link = await call(w, "kms_link", {"noteId": "a:Alpha.md", "target": "Beta"})
+        made = await call(w, "kms_create", {"title": "Draft", "vault": "a", "folder": "drafts"})
+        inside = await call(w, "kms_update_properties", {"noteId": made["noteId"], "set": {"s": "x"}})
+        remember = await call(w, "kms_remember", {"about": "person", "text": "likes short answers"})
+    for refused in (props, link, remember):
+        assert refused["error"] == "folder-denied" and "the token's folder: scopes" in refused["message"], refused
+    assert not inside["_error"], inside
+    assert alpha.read_bytes() == before
+
+
+def _post_hook(state: service.ServiceState, secret: str, event: str, **headers: str) -> httpx2.Response:
+    base = state.url.removesuffix("/mcp")
+    auth = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    event_body = {"session_id": "x", "reason": "other"}
+    return httpx2.post(f"{base}/hooks/{event}", json=event_body, headers={**auth, **headers}, timeout=10)
+
+
+def test_hooks_take_only_a_session_token_and_every_route_screens_host_and_origin(
+    running: service.ServiceState, two_vaults: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """A host token of any tier (tier:read here) is refused at /hooks (403): the session-end hook would have
+    kms write a session note into the vault. /hooks and /health refuse a foreign Host (421) or Origin (403)
+    as /mcp does, and /health says only kms, version and pid."""
+    from server.config.session import SessionConfig
+
+    _r, reader = token(two_vaults, "tier:read")
+    _w, writer = token(two_vaults, "tier:organize")
+    for secret in (reader, writer):
+        for event in ("session-end", "stop", "pre-compact"):
+            answer = _post_hook(running, secret, event)
+            assert answer.status_code == 403 and answer.json()["error"] == "forbidden", (event, answer.text)
+    assert not list(tmp_path.rglob("kms-sessions")), "a host token made kms write a session note"
+    assert value(two_vaults, "SELECT count(*) FROM tool_invocations WHERE tool = 'session-note'") == 0
+    config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, vault="a", watch=False)
+    _s, session = tokens.for_session(two_vaults, config)
+    assert _post_hook(running, session, "stop").status_code == 200  # kms claude's own session
+    assert _post_hook(running, session, "stop", Host="evil.example").status_code == 421
+    assert _post_hook(running, session, "stop", Origin="http://evil.example").status_code == 403
+    health = running.url.removesuffix("/mcp") + "/health"
+    assert httpx2.get(health, headers={"Host": "evil.example"}, timeout=10).status_code == 421
+    assert httpx2.get(health, headers={"Origin": "http://evil.example"}, timeout=10).status_code == 403
+    assert set(httpx2.get(health, timeout=10).json()) == {"kms", "version", "pid"}
+
+
+async def test_a_tier_refusal_names_the_token_scope_not_settings_that_are_on(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
+    """The settings turn write, edit and organize on; a ``tier:read`` / ``tier:write`` token's refusal names its
+    scope and the token that would allow the call, never a ``kms config set`` that would change nothing."""
+    _r, reader = token(two_vaults, "tier:read")
+    _w, writer = token(two_vaults, "tier:write")
+    async with client(running, reader) as r, client(running, writer) as w:
+        create = await call(r, "kms_create", {"title": "x", "vault": "a"})
+        edit = await call(w, "kms_edit", {"noteId": "a:Alpha.md", "version": "x", "edits": []})
+    assert create["error"] == edit["error"] == "feature-disabled"
+    assert "tier:read" in create["message"] and "--scopes tier:write" in create["message"], create
+    assert "tier:write" in edit["message"] and "--scopes tier:edit" in edit["message"], edit
+    for refused in (create, edit):
+        assert "kms config set" not in refused["message"] and "is off" not in refused["message"], refused

@@ -87,7 +87,8 @@ def test_tool_spec_is_complete(spec: ToolSpec) -> None:
     a = spec.annotations
     assert isinstance(a, ToolAnnotations) and a.title
     assert a.open_world_hint is False
-    assert a.destructive_hint is (spec.tier in ("edit", "organize"))  # they remove or replace text, or move files
+    # they remove or replace text, or move files; kms_update_properties's remove deletes keys
+    assert a.destructive_hint is (spec.tier in ("edit", "organize") or spec.name == "kms_update_properties")
     assert a.read_only_hint is (spec.tier == "read")
     assert isinstance(a.idempotent_hint, bool)
     if spec.cursor_field:

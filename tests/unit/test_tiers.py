@@ -66,3 +66,20 @@ def test_doctor_reports_the_tiers_of_the_chain(tmp_path: Path, write: bool) -> N
     }
     report = doctor_report(env)
     assert report["tiers"] == {"read": True, "write": write, "edit": write, "organize": False}
+
+
+def test_a_tier_the_token_cut_names_the_token_scope(tmp_path: Path) -> None:
+    """Settings on, a token's ``tier:`` ceiling lower: the refusal names the scope, not the settings; a tier
+    off in the settings as well is named with its fix too."""
+    from server.config.scopes import Scopes
+
+    on = {"enabled": True, "read_enabled": True, "write_enabled": True, "edit_enabled": True}
+    cfg = SessionConfig.from_env({}, **on, organize_enabled=False)
+    read = Scopes.parse("tier:read").narrow(cfg)
+    message = tiers.disabled_message(read, "kms_create", "write")
+    assert "tier:read" in message and "--scopes tier:write" in message and "kms config set" not in message
+    both = tiers.disabled_message(read, "kms_move", "organize")
+    assert "--scopes tier:organize" in both and "`kms config set agent.organize true`" in both
+    assert "agent.write" not in both and "agent.edit" not in both  # on in the settings: the token cut them
+    plain = tiers.disabled_message(cfg, "kms_move", "organize")
+    assert "tier:" not in plain and "`kms config set agent.organize true`" in plain

@@ -242,8 +242,8 @@ def test_allowlist_for_note_writes(env: Env) -> None:
     s = svc(env, ["drafts/*"])
     assert err(s.append, nid, "y").kind == "folder-denied"
     assert err(s.insert_at, nid, "y", {"atLine": 4}).kind == "folder-denied"
-    assert s.update_properties(nid, {"b": 2})["changed"] is True  # exempt
-    assert env.read("private/n.md") == "---\na: 1\nb: 2\n---\nx\n"
+    assert err(s.update_properties, nid, {"b": 2}).kind == "folder-denied"  # frontmatter too: no exemption
+    assert env.read("private/n.md") == "---\na: 1\n---\nx\n"
 
 
 # ----- versions and concurrency -----------------------------------------------------------------

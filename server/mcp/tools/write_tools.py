@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import ADD_ONLY, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.base import ADD_ONLY, DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.mcp.tools.capture_tool import KMS_CAPTURE
 from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.context import WriteContext
@@ -223,12 +223,13 @@ KMS_UPDATE_PROPERTIES = WriteSpec(
     name="kms_update_properties",
     tier="write",
     about="Set or remove YAML frontmatter properties of a note (tags, status, dates...). The body "
-    "is never touched; the rest of the frontmatter is kept as written.",
-    errors=("not-found", "conflict"),
+    "is never touched; the rest of the frontmatter is kept as written. Allowed folders only, as "
+    "every write; remove deletes keys.",
+    errors=("not-found", "conflict", "folder-denied"),
     input_model=UpdatePropertiesInput,
     output_model=WriteOutput,
     handler=kms_update_properties,
-    annotations=ADD_ONLY.model_copy(update={"title": "Update note properties", "idempotent_hint": True}),
+    annotations=DESTRUCTIVE.model_copy(update={"title": "Update note properties", "idempotent_hint": True}),
 )
 
 
@@ -330,7 +331,9 @@ class LinkInput(StrictInput):
         default="related",
         min_length=1,
         max_length=64,
-        description="The frontmatter list property to add it to (default related).",
+        description="The frontmatter list property to add it to (default related; created as a list if "
+        "absent). A property holding one text value keeps its type (refused), and tags, aliases and "
+        "cssclasses hold names, not links (refused).",
     )
 
     @model_validator(mode="after")
@@ -412,8 +415,9 @@ KMS_LINK = WriteSpec(
     about='Link a note to others in its frontmatter: adds "[[Target]]" to a list property '
     "(default related). Only adds; a link already there changes nothing (changed false). The "
     "target may not exist yet, but must be in the note's vault (another vault's note is refused). "
+    "The note must be in an allowed folder, as for every write. "
     f"targets adds several in one write, each reported in results[]. {REVERTIBLE}",
-    errors=("not-found", "conflict"),
+    errors=("not-found", "conflict", "folder-denied"),
     input_model=LinkInput,
     output_model=LinkOutput,
     handler=kms_link,
