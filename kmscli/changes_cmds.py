@@ -117,7 +117,12 @@ def trash_restore(
 @trash_app.command("empty")
 def trash_empty(
     older_than: Annotated[
-        str | None, typer.Option("--older-than", help="Only what was trashed before this long ago, e.g. 30d, 12h, 2w.")
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Only what was trashed before this long ago, e.g. 30d, 12h, 2w. Trashed = the latest of kms's"
+            " record of the move and the file's ctime/mtime (a rename into .trash/ keeps the mtime, not the ctime).",
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
     json_out: JsonOpt = False,
