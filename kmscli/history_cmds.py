@@ -6,9 +6,9 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
-from kmscli.output import JsonOpt, KmsGroup, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, KmsGroup, Table, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
 
@@ -68,7 +68,7 @@ def history_show(
         )
         return
     gone = " [red](deleted)[/]" if line.rid is None else ""
-    console.print(f"{line.vault}:{line.path} ({line.note_id}){gone}", highlight=False)
+    console.print(f"{escape(line.vault + ':' + line.path)} ({line.note_id}){gone}", highlight=False)
     table = Table("#", "when", "who", "seen by", "size", "change", "path")
     now = time.time()
     for v in rows:
@@ -130,7 +130,7 @@ def history_forget(
     if json_out:
         print_json({"noteId": line.note_id, "path": line.path, "forgotten": gone})
         return
-    console.print(f"forgot {gone} version(s) of {line.vault}:{line.path}", highlight=False)
+    console.print(f"forgot {gone} version(s) of {line.vault}:{line.path}", markup=False, highlight=False)
 
 
 def diff_cmd(
@@ -187,11 +187,14 @@ def restore_cmd(
             if json_out:
                 print_json({**plan, "changed": False})
             else:
-                console.print(f"{plan['vault']}:{plan['path']} already is version {plan['version']}", highlight=False)
+                said = f"{plan['vault']}:{plan['path']} already is version {plan['version']}"
+                console.print(said, markup=False, highlight=False)
             return
         if not json_out:
             what = "bring back" if not plan["exists"] else "restore"
-            console.print(f"{what} {plan['vault']}:{plan['path']} to version {plan['version']}:", highlight=False)
+            console.print(
+                f"{what} {plan['vault']}:{plan['path']} to version {plan['version']}:", markup=False, highlight=False
+            )
             console.print(plan["diff"], markup=False, highlight=False, end="")
         if not yes and not typer.confirm("Restore it?", default=False):
             console.print("nothing changed")
