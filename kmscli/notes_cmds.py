@@ -293,7 +293,7 @@ def hidden_cmd(
         return
     for n in found:
         console.print(
-            f"{n['vault']}/{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""), markup=False, highlight=False
+            f"{n['vault']}:{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""), markup=False, highlight=False
         )
     if not found:
         console.print("No note is hidden from agents.")
