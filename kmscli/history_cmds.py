@@ -143,7 +143,8 @@ def diff_cmd(
     vault: VaultName = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """What changed between a version kms kept and the note now (or another version: --to)."""
+    """What changed between a version kms kept and the note now (or another version: --to); a deleted
+    note shows its whole text removed and how to bring it back."""
     from server.activity.history import diff, find_line
     from server.writes.restore import current_bytes, default_version, parse_when
 
@@ -157,11 +158,16 @@ def diff_cmd(
         current = current_bytes(conn, line) if to is None else None
         if version is None and when is None:  # no version named: the newest one unlike the note now
             version = default_version(conn, line, current)
-        out = diff(conn, line, number=version, at=when, to_number=to_number, to_at=to_at, current=current)
+        out = diff(
+            conn, line, number=version, at=when, to_number=to_number, to_at=to_at, current=current, to_now=to is None
+        )
     if json_out:
         print_json(out)
         return
     console.print(out["diff"] or "(no difference)", markup=False, highlight=False, end="" if out["diff"] else "\n")
+    if out["deleted"]:
+        back = f"kms restore {line.path} --version {out['from']['version']}"
+        console.print(f"(the note is deleted; `{back}` brings it back)", markup=False, highlight=False)
 
 
 def restore_cmd(
