@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
-from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
 trash_app = typer.Typer(
@@ -16,13 +16,15 @@ trash_app = typer.Typer(
 
 
 def _show_preview(plan: dict[str, Any]) -> None:
-    console.print(f"#{plan['invocationId']} {plan['tool']} on {plan['vault']}:{plan['path']}", highlight=False)
+    console.print(
+        f"#{plan['invocationId']} {plan['tool']} on {plan['vault']}:{plan['path']}", markup=False, highlight=False
+    )
     if plan.get("files"):
         console.print("[dim]what the call changed, file by file (a revert takes all of it back):[/]")
     for f in plan.get("files", []):
         where = f"{f['newPath']} → {f['path']}" if f.get("newPath") else f["path"]
-        mark = "[green]✓[/]" if f["ok"] else f"[red]✗ {f['problem']}[/]"
-        console.print(f"{mark} {where}", highlight=False)
+        mark = "[green]✓[/]" if f["ok"] else f"[red]✗ {escape(f['problem'])}[/]"
+        console.print(f"{mark} {escape(where)}", highlight=False)
         console.print(f["diff"], markup=False, highlight=False, end="")
     if "files" not in plan:
         if plan.get("removeText"):
@@ -49,7 +51,7 @@ def revert_cmd(
             if json_out:
                 print_json(plan)
             else:
-                console.print(f"[red]can't revert:[/] {plan['reason']}", highlight=False)
+                console.print(f"[red]can't revert:[/] {escape(plan['reason'])}", highlight=False)
             raise typer.Exit(1)
         if not yes and not typer.confirm("Revert it?", default=False):
             console.print("nothing changed")
@@ -111,13 +113,18 @@ def trash_restore(
     if json_out:
         print_json(done)
         return
-    console.print(f"[green]restored[/] {done['vault']}:{done['path']}", highlight=False)
+    console.print(f"[green]restored[/] {escape(done['vault'] + ':' + done['path'])}", highlight=False)
 
 
 @trash_app.command("empty")
 def trash_empty(
     older_than: Annotated[
-        str | None, typer.Option("--older-than", help="Only what was trashed before this long ago, e.g. 30d, 12h, 2w.")
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Only what was trashed before this long ago, e.g. 30d, 12h, 2w. Trashed = the latest of kms's"
+            " record of the move and the file's ctime/mtime (a rename into .trash/ keeps the mtime, not the ctime).",
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
     json_out: JsonOpt = False,

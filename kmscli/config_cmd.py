@@ -31,8 +31,9 @@ def complete_keys(incomplete: str) -> list[str]:
 
 def _fail(error: Exception, code: int = 2) -> NoReturn:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False).print(f"[red]error:[/] {error}", markup=True)
+    Console(stderr=True, highlight=False).print(f"[red]error:[/] {escape(str(error))}", markup=True)
     raise typer.Exit(code)
 
 
@@ -40,10 +41,11 @@ def print_warnings(lines: list[str]) -> None:
     if not lines:
         return
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for line in lines:
-        err.print(f"[yellow]warning:[/] {line}", markup=True, highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(line)}", markup=True, highlight=False)
 
 
 def _plain(value: Any) -> str:
@@ -148,7 +150,9 @@ def list_cmd(
         print(json.dumps(doc if show_secrets else redact(doc), indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
+
+    from kmscli.output import Table
 
     table = Table(title=str(loaded.path), title_justify="left", show_lines=False)
     for col in ("key", "value", "source", "env"):
@@ -156,7 +160,7 @@ def list_cmd(
     for entry in entries:
         value = schema.format_value(entry.value) + (" (auto)" if entry.auto else "")
         value = value if show_secrets else redact_settings({entry.key: value})[entry.key]
-        source = entry.source if entry.source != "env" else "[cyan]env[/]"
+        source = entry.source if entry.source != "env" else Text("env", style="cyan")
         table.add_row(entry.key, value, source, entry.setting.env)
     Console().print(table)
     for entry in entries:

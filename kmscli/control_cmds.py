@@ -11,9 +11,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
 session_app = typer.Typer(
@@ -27,7 +26,7 @@ ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent 
 def _show_pending(p: Any, now: float) -> None:
     left = max(0, int(p.expires_at - now))
     console.print(
-        f"[bold]#{p.id}[/] {p.tool} · session {p.session_id} · {ago(p.created_at, now, '?')} · "
+        f"[bold]#{p.id}[/] {escape(p.tool)} · session {escape(p.session_id)} · {ago(p.created_at, now, '?')} · "
         f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left",
         highlight=False,
     )
@@ -38,7 +37,7 @@ def _show_pending(p: Any, now: float) -> None:
         )
     for f in p.files:
         where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
-        console.print(f"  [cyan]{f['vault']}:{where}[/] +{f['added']} -{f['removed']}", highlight=False)
+        console.print(f"  [cyan]{escape(f['vault'] + ':' + where)}[/] +{f['added']} -{f['removed']}", highlight=False)
         console.print(f["diff"], markup=False, highlight=False, end="")
 
 
@@ -168,7 +167,7 @@ def _set(session_id: str, state: str, reason: str | None, json_out: bool, said: 
     if json_out:
         print_json({"sessionId": session_id, "control": state, "was": before})
         return
-    console.print(f"session {session_id}: {said}", highlight=False)
+    console.print(f"session {session_id}: {said}", markup=False, highlight=False)
 
 
 @session_app.command("pause")
@@ -288,4 +287,6 @@ def session_undo(
             highlight=False,
         )
     for item in done["skipped"]:
-        console.print(f"  [red]✗[/] #{item['invocationId']} {item['path']}: {item['reason']}", highlight=False)
+        console.print(
+            f"  [red]✗[/] #{item['invocationId']} {escape(item['path'])}: {escape(item['reason'])}", highlight=False
+        )

@@ -6,9 +6,9 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
-from kmscli.output import JsonOpt, KmsGroup, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, KmsGroup, Table, cli_errors, console, open_db, print_json
 from server.humanize import ago
 
 
@@ -69,7 +69,7 @@ def history_show(
         )
         return
     gone = " [red](deleted)[/]" if line.rid is None else ""
-    console.print(f"{line.vault}:{line.path} ({line.note_id}){gone}", highlight=False)
+    console.print(f"{escape(line.vault + ':' + line.path)} ({line.note_id}){gone}", highlight=False)
     table = Table("#", "when", "who", "seen by", "size", "change", "path")
     now = time.time()
     for v in rows:
@@ -131,7 +131,7 @@ def history_forget(
     if json_out:
         print_json({"noteId": line.note_id, "path": line.path, "forgotten": gone})
         return
-    console.print(f"forgot {gone} version(s) of {line.vault}:{line.path}", highlight=False)
+    console.print(f"forgot {gone} version(s) of {line.vault}:{line.path}", markup=False, highlight=False)
 
 
 def diff_cmd(
@@ -144,7 +144,8 @@ def diff_cmd(
     vault: VaultName = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """What changed between a version kms kept and the note now (or another version: --to)."""
+    """What changed between a version kms kept and the note now (or another version: --to); a deleted
+    note shows its whole text removed and how to bring it back."""
     from server.activity.history import diff, find_line
     from server.writes.restore import current_bytes, default_version, parse_when
 
@@ -158,11 +159,16 @@ def diff_cmd(
         current = current_bytes(conn, line) if to is None else None
         if version is None and when is None:  # no version named: the newest one unlike the note now
             version = default_version(conn, line, current)
-        out = diff(conn, line, number=version, at=when, to_number=to_number, to_at=to_at, current=current)
+        out = diff(
+            conn, line, number=version, at=when, to_number=to_number, to_at=to_at, current=current, to_now=to is None
+        )
     if json_out:
         print_json(out)
         return
     console.print(out["diff"] or "(no difference)", markup=False, highlight=False, end="" if out["diff"] else "\n")
+    if out["deleted"]:
+        back = f"kms restore {line.path} --version {out['from']['version']}"
+        console.print(f"(the note is deleted; `{back}` brings it back)", markup=False, highlight=False)
 
 
 def restore_cmd(
@@ -188,11 +194,14 @@ def restore_cmd(
             if json_out:
                 print_json({**plan, "changed": False})
             else:
-                console.print(f"{plan['vault']}:{plan['path']} already is version {plan['version']}", highlight=False)
+                said = f"{plan['vault']}:{plan['path']} already is version {plan['version']}"
+                console.print(said, markup=False, highlight=False)
             return
         if not json_out:
             what = "bring back" if not plan["exists"] else "restore"
-            console.print(f"{what} {plan['vault']}:{plan['path']} to version {plan['version']}:", highlight=False)
+            console.print(
+                f"{what} {plan['vault']}:{plan['path']} to version {plan['version']}:", markup=False, highlight=False
+            )
             console.print(plan["diff"], markup=False, highlight=False, end="")
         if not yes and not typer.confirm("Restore it?", default=False):
             console.print("nothing changed")

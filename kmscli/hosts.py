@@ -292,6 +292,8 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
     try:
         if entry is None:
             text, removed = jsonc.remove_member(text, path)
+            if not removed:  # no servers map (a missing file, another app's config): nothing to tidy
+                return text, False
             for depth in range(len(host.key), 0, -1):  # a servers map kms leaves empty goes too
                 _, span = jsonc.parse(text)
                 for key in host.key[:depth]:
@@ -299,7 +301,7 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
                 if span.members or jsonc.strip(text[span.start + 1 : span.end - 1]).strip():
                     break  # other servers, or a comment the person wrote in it
                 text = jsonc.remove_member(text, host.key[:depth])[0]
-            return (_inputs(host, text, keep=False), True) if removed else (text, False)
+            return _inputs(host, text, keep=False), True
         return _inputs(host, jsonc.set_member(text, path, entry), keep=_uses_input(entry)), True
     except jsonc.JsoncError as e:
         raise KmsError("invalid-input", f"cannot parse it ({e}); fix it or merge the document by hand") from None

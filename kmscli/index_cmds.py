@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import apsw
 import typer
+from rich.markup import escape
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import (
@@ -98,7 +99,7 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
             + f" in {r.seconds:.2f}s"
         )
         for e in r.errors[:20]:
-            console.print(f"  [yellow]warning[/]: {e}", highlight=False)
+            console.print(f"  [yellow]warning[/]: {escape(str(e))}", highlight=False)
     if embed:
         _run_embed(conn)
     elif embed is None:
@@ -147,7 +148,7 @@ def _embed_if_ready(conn: apsw.Connection) -> None:
     try:
         _run_embed(conn)
     except KmsError as exc:  # the index is done; a model that will not load is a warning here, not a failure
-        err_console.print(f"[yellow]warning[/]: notes not embedded: {exc.message}", highlight=False)
+        err_console.print(f"[yellow]warning[/]: notes not embedded: {escape(exc.message)}", highlight=False)
 
 
 def _run_embed(conn: apsw.Connection) -> None:
@@ -233,7 +234,7 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
     if json_out:
         print_json(data)
         return
-    console.print(f"[bold]database[/] {data['dbPath']} ({data['dbBytes'] / 1e6:.1f} MB)")
+    console.print(f"[bold]database[/] {escape(str(data['dbPath']))} ({data['dbBytes'] / 1e6:.1f} MB)")
     for v in data["vaults"]:
         console.print(
             f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
@@ -261,7 +262,7 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
             markup=False,
         )
     for f in data["flagged"]:
-        console.print(f"  [yellow]flagged[/] {f['path']}{mark(f)}: {f['reason']}", highlight=False)
+        console.print(f"  [yellow]flagged[/] {escape(f['path'] + mark(f))}: {escape(f['reason'])}", highlight=False)
     for s in data["sessions"]:
         console.print(
             f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"
@@ -312,9 +313,10 @@ def model_status_cmd(
     if json_out:
         print_json(data)
         return
-    ok = "[green]ready[/]" if data.get("ready") else f"[yellow]not ready[/]: {data.get('reason')}"
+    ok = "[green]ready[/]" if data.get("ready") else f"[yellow]not ready[/]: {escape(str(data.get('reason')))}"
     console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
-    console.print(f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})", highlight=False)
+    where = f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})"
+    console.print(where, markup=False, highlight=False)
     idx = data["index"]
     if idx is None:
         return
@@ -334,7 +336,7 @@ def model_install_cmd(
 
     with cli_errors():
         dest = install_model(source)
-    console.print(f"installed the model into {dest}")
+    console.print(f"installed the model into {dest}", markup=False)
 
 
 @model_app.command("download")
@@ -346,6 +348,6 @@ def model_download_cmd() -> None:
     try:
         path = download_model()
     except Exception as exc:  # offline, hub down: say so plainly
-        console.print(f"[red]download failed[/]: {type(exc).__name__}: {exc}")
+        console.print(f"[red]download failed[/]: {type(exc).__name__}: {escape(str(exc))}")
         raise typer.Exit(1) from None
-    console.print(f"model ready in {path}")
+    console.print(f"model ready in {path}", markup=False)

@@ -58,8 +58,9 @@ CLAUDE_CONTEXT_SETTINGS: dict[str, Any] = {"ignore_unknown_options": True, "allo
 def say(message: str, style: str = "yellow") -> None:
     """One line for the person on stderr, prefixed ``kms:`` (the launcher's and ``kms mcp-config``'s)."""
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[{style}]kms:[/] {message}", markup=True)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[{style}]kms:[/] {escape(message)}", markup=True)
 
 
 # ----------------------------------------------------------------------------- finding claude

@@ -7,12 +7,13 @@ from typing import Annotated
 
 import apsw
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from kmscli.hidden_view import HiddenView, IncludeHiddenOpt, mark
 from kmscli.output import (
     JsonOpt,
     LimitOpt,
+    Table,
     VaultOpt,
     cli_errors,
     console,
@@ -70,29 +71,29 @@ def search_cmd(
             console.print("[dim]── notes with only some of the words (ranked apart) ──[/]")
         tag = f" [dim]{h.get('matchType')}[/]" if h.get("matchType") else ""
         console.print(
-            f"[bold cyan]{h['title']}[/] [dim]{h['vault']}:{h['path']} · {h['noteId']} · "
+            f"[bold cyan]{escape(h['title'])}[/] [dim]{escape(h['vault'] + ':' + h['path'])} · {h['noteId']} · "
             f"{h['score']:.3f}{mark(h)}[/]{tag}",
             highlight=False,
         )
         console.print("  " + _highlight(h["excerpt"]), highlight=False)
     for p in result.get("provenance", []):
         console.print(
-            f"[bold magenta]write #{p['id']}[/] {p['tool']} {p['status']} [dim]{p.get('path') or ''} · "
-            f"session {p['session_id']} · {stamp(p['at'])}{mark(p)}[/]",
+            f"[bold magenta]write #{p['id']}[/] {escape(p['tool'])} {escape(p['status'])} "
+            f"[dim]{escape(p.get('path') or '')} · session {escape(p['session_id'])} · {stamp(p['at'])}{mark(p)}[/]",
             highlight=False,
         )
     if result.get("relaxed") and result.get("note"):
-        console.print(f"[dim]{result['note']}[/]", highlight=False)
+        console.print(f"[dim]{escape(result['note'])}[/]", highlight=False)
     if result.get("mode") == "keyword-only":  # a notice, not a result: stdout stays the results alone
-        err_console.print(f"[yellow]semantic search unavailable ({result.get('reason')}); keyword results shown[/]")
+        err_console.print(
+            f"[yellow]semantic search unavailable ({escape(str(result.get('reason')))}); keyword results shown[/]"
+        )
     if not result.get("hits") and not result.get("provenance"):
         console.print("No matches.")
 
 
 def _highlight(excerpt: str, width: int = 300) -> str:
     """Rich markup for an excerpt: the matched words (between ``**`` markers) in bold yellow."""
-    from rich.markup import escape
-
     parts = " ".join(excerpt.split())[:width].split("**")
     return "".join(escape(p) if i % 2 == 0 else f"[bold yellow]{escape(p)}[/]" for i, p in enumerate(parts) if p)
 
@@ -144,13 +145,9 @@ def unresolved_cmd(limit: LimitOpt = 20, vault: VaultOpt = None, json_out: JsonO
     if not found:
         console.print("Every link resolves.")
         return
-    from rich.markup import escape
-
     table = Table("name", "links", "linked from")
     for f in found:
-        table.add_row(
-            escape(f"[[{f['target']}]]"), str(f["links"]), escape(titles.get(f["fromNoteId"], f["fromNoteId"]))
-        )
+        table.add_row(f"[[{f['target']}]]", str(f["links"]), titles.get(f["fromNoteId"], f["fromNoteId"]))
     console.print(table)
     console.print(f"[dim]{total} unresolved link(s) in all[/]", highlight=False)
 
@@ -169,17 +166,18 @@ def show_cmd(note: NoteArg, json_out: JsonOpt = False) -> None:
         print_json({("noteId" if k == "id" else _camel(k)): v for k, v in n.items()})
         return
     console.print(
-        f"[bold]{n['title']}[/] [dim]{n['vault']}:{n['path']} · {n['id']}{' · HIDDEN' if n['hidden_at'] else ''}[/]",
+        f"[bold]{escape(n['title'])}[/] [dim]{escape(n['vault'] + ':' + n['path'])} · {n['id']}"
+        f"{' · HIDDEN' if n['hidden_at'] else ''}[/]",
         highlight=False,
     )
     if n["tags"]:
-        console.print("tags: " + ", ".join("#" + t for t in n["tags"]))
+        console.print("tags: " + ", ".join("#" + t for t in n["tags"]), markup=False, highlight=False)
     if n["parent"]:
         console.print(f"parent: {n['parent']['title']} ({n['parent']['path']})", markup=False, highlight=False)
     if n["fm_error"]:
-        console.print(f"[yellow]frontmatter flagged: {n['fm_error']}[/]")
+        console.print(f"[yellow]frontmatter flagged: {escape(n['fm_error'])}[/]")
     if n["summary_state"] != "none":
-        console.print(f"[dim]summary ({n['summary_state']}): {n['summary_text']}[/]")
+        console.print(f"[dim]summary ({n['summary_state']}): {escape(n['summary_text'] or '')}[/]")
     console.print(n["body"], markup=False, highlight=False)
 
 
@@ -245,10 +243,10 @@ def backlinks_cmd(note: NoteArg, limit: LimitOpt = 25, json_out: JsonOpt = False
         print_json(data)
         return
     for b in data:
-        console.print(f"[bold cyan]{b['title']}[/] [dim]{b['path']}[/]", highlight=False)
+        console.print(f"[bold cyan]{escape(b['title'])}[/] [dim]{escape(b['path'])}[/]", highlight=False)
         console.print("  " + b["snippet"], markup=False, highlight=False)
     if not data:
-        console.print(f"Nothing links to {target['title']}.")
+        console.print(f"Nothing links to {target['title']}.", markup=False, highlight=False)
 
 
 def hide_cmd(note: NoteArg) -> None:
@@ -257,7 +255,7 @@ def hide_cmd(note: NoteArg) -> None:
 
     with cli_errors():
         n = set_hidden(open_db(), note, True)
-    console.print(f"{'Hidden' if n['changed'] else 'Already hidden'}: {n['title']} ({n['path']})")
+    console.print(f"{'Hidden' if n['changed'] else 'Already hidden'}: {n['title']} ({n['path']})", markup=False)
 
 
 def unhide_cmd(note: NoteArg) -> None:
@@ -273,9 +271,9 @@ def unhide_cmd(note: NoteArg) -> None:
             markup=False,
         )
     elif n["changed"]:
-        console.print(f"Visible again: {n['title']} ({n['path']})")
+        console.print(f"Visible again: {n['title']} ({n['path']})", markup=False)
     else:
-        console.print(f"Already visible (it was not hidden): {n['title']} ({n['path']})")
+        console.print(f"Already visible (it was not hidden): {n['title']} ({n['path']})", markup=False)
 
 
 def hidden_cmd(
@@ -295,7 +293,7 @@ def hidden_cmd(
         return
     for n in found:
         console.print(
-            f"{n['vault']}/{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""), markup=False, highlight=False
+            f"{n['vault']}:{n['path']}" + (f"  ({'; '.join(n['why'])})" if why else ""), markup=False, highlight=False
         )
     if not found:
         console.print("No note is hidden from agents.")
@@ -318,8 +316,6 @@ def log_cmd(
     if json_out:
         print_json(data)
         return
-    from rich.markup import escape
-
     for r in data:  # one line for the call, one for its note: a path never wraps at 80 columns (issue 32)
         ok = r["status"] == "success"
         console.print(

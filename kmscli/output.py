@@ -11,7 +11,10 @@ from typing import Annotated, Any
 
 import apsw
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.table import Table as RichTable
+from rich.text import Text
 from typer.core import TyperGroup
 
 from server.errors import KmsError
@@ -62,8 +65,21 @@ def cli_errors() -> Iterator[None]:
         raise report_error(exc) from None
 
 
+class Table(RichTable):
+    """A Rich table whose text cells (and title) are shown as they are, never read as markup: they are
+    note titles, paths, property values and names, where ``[/bold]`` or ``[[People]]`` is the user's text
+    (markup there raised a traceback or was silently eaten). Style a cell with a ``Text`` instead."""
+
+    def __init__(self, *headers: Any, title: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*headers, title=Text(title) if title is not None else None, **kwargs)
+
+    def add_row(self, *renderables: RenderableType | None, **kwargs: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+
 def report_error(exc: KmsError) -> typer.Exit:
-    err_console.print(f"[bold red]error[/] ({exc.kind}): {exc.message}", highlight=False, soft_wrap=True)
+    """The one line a core error prints; its message (often the user's own argument) is shown as is."""
+    err_console.print(f"[bold red]error[/] ({exc.kind}): {escape(exc.message)}", highlight=False, soft_wrap=True)
     return typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1))
 
 

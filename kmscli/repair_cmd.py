@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from kmscli.output import JsonOpt, cli_errors, console, err_console, print_json
 from server.store.db import default_db_path
@@ -23,13 +24,13 @@ def repair_cmd(
     with cli_errors():
         damage = needs_repair(db, force=force)
     if damage is not None and not yes:
-        err_console.print(f"[bold]{damage}[/]", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold]{escape(damage)}[/]", highlight=False, soft_wrap=True)
         if not typer.confirm(
             f"Move {db} aside (kept beside it as {db.name}.damaged-<time>) and rebuild it from your vaults?",
             default=False,
             err=True,
         ):
-            err_console.print(f"nothing changed: {db} is left as it is", highlight=False)
+            err_console.print(f"nothing changed: {db} is left as it is", markup=False, highlight=False)
             raise typer.Exit(1)
     with cli_errors():
         report = repair_database(db, force=force)
@@ -39,16 +40,20 @@ def repair_cmd(
     if report.moved_to is None:
         console.print(
             f"the database is healthy, nothing to repair ({report.db_path}); --force rebuilds it anyway",
+            markup=False,
             highlight=False,
         )
         return
-    console.print(f"[bold]damage[/]: {report.damage}", highlight=False, soft_wrap=True)
-    console.print(f"moved aside to {report.moved_to} (kept; delete it once you are satisfied)", highlight=False)
+    console.print(f"[bold]damage[/]: {escape(str(report.damage))}", highlight=False, soft_wrap=True)
+    console.print(
+        f"moved aside to {report.moved_to} (kept; delete it once you are satisfied)", markup=False, highlight=False
+    )
     if report.header_rebuilt:
         console.print("the file's header was garbage: read through a rebuilt header", highlight=False)
     console.print(
         f"rebuilt {report.db_path}: {len(report.vaults)} vault(s) "
         f"({', '.join(report.vaults) or 'none'}), {report.notes_indexed} notes indexed from the files",
+        markup=False,
         highlight=False,
     )
     for table, count in report.recovered.items():
@@ -57,9 +62,9 @@ def repair_cmd(
     console.print(f"  restored {report.hidden_restored} hidden stamp(s)", highlight=False)
     for table, why in report.unreadable.items():
         if table not in report.recovered:
-            console.print(f"  [yellow]lost[/] {table}: {why}", highlight=False)
+            console.print(f"  [yellow]lost[/] {table}: {escape(str(why))}", highlight=False)
     for error in report.errors:
-        console.print(f"  [red]![/] {error}", highlight=False, soft_wrap=True)
+        console.print(f"  [red]![/] {escape(str(error))}", highlight=False, soft_wrap=True)
     if not report.vaults:
         console.print("no vault could be read back: register them again with `kms vault add PATH`", highlight=False)
     if report.recovered.get("embeddings"):

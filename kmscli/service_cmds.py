@@ -384,4 +384,4 @@ def token_revoke_cmd(token: Annotated[str, typer.Argument(help="The token's id o
 
     with cli_errors():
         done = tokens.revoke(open_db(), token)
-        console.print(f"revoked {done.id} ({done.label})", highlight=False)
+        console.print(f"revoked {done.id} ({done.label})", markup=False, highlight=False)

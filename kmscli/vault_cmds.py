@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import apsw
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from kmscli.index_cmds import interrupted_index, run_index
-from kmscli.output import EXIT_INTERRUPTED, JsonOpt, cli_errors, console, err_console, open_db, print_json
+from kmscli.output import EXIT_INTERRUPTED, JsonOpt, Table, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
 from server.humanize import stamp
 
@@ -44,7 +44,8 @@ def vault_add(
             if registered is not None:  # stopped after the commit, before add_vault returned
                 interrupted_index(conn, registered.name)
             err_console.print(
-                f"[yellow]stopped before {path} was registered: nothing kept; run `kms vault add {path}` again[/]",
+                f"[yellow]stopped before {escape(str(path))} was registered: nothing kept; run `kms vault add "
+                f"{escape(str(path))}` again[/]",
                 highlight=False,
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -59,12 +60,14 @@ def vault_add(
                     **exc.extra,
                 ) from None
             console.print(
-                f"Vault [bold]{known.name}[/] at {known.root} was registered but never indexed: indexing it now"
+                f"Vault [bold]{escape(known.name)}[/] at {escape(str(known.root))} was registered but never indexed:"
+                " indexing it now"
             )
             vault = known
         try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
             if vault is not known:
-                console.print(f"Added vault [bold]{vault.name}[/] at {vault.root} ({vault.dialect})")
+                root = escape(str(vault.root))
+                console.print(f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})")
                 _say_workspace(conn, vault.id)
             if not no_index:
                 run_index(conn, full=False, vault=vault.name, embed=False)
@@ -104,11 +107,13 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
             where = f"this vault, folder {m.folder}/" if m.folder else "this vault"
         else:
             where = f"vault {m.vault}" + (f", folder {m.folder}/" if m.folder else "")
-        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", highlight=False, soft_wrap=True)
+        console.print(f"  dendron://{m.name}/ ({m.fs_path}) -> {where}", markup=False, highlight=False, soft_wrap=True)
     if view.problem:
-        hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {vault.name} dialect=dendron)"
+        name = escape(vault.name)
+        hint = "" if vault.dialect == "dendron" else f" (a Dendron vault? kms vault set {name} dialect=dendron)"
         console.print(
-            f"[yellow]note: {view.problem}; dendron:// links it does not name resolve by kms vault name{hint}[/]",
+            f"[yellow]note: {escape(str(view.problem))}; dendron:// links it does not name resolve by kms vault"
+            f" name{hint}[/]",
             highlight=False,
             soft_wrap=True,
         )
@@ -148,9 +153,9 @@ def vault_set(
         conn = open_db()
         vault, changed = set_dialect(conn, name, value)
         if not changed:
-            console.print(f"vault [bold]{vault.name}[/] is {vault.dialect} already; nothing to do")
+            console.print(f"vault [bold]{escape(vault.name)}[/] is {vault.dialect} already; nothing to do")
             return
-        console.print(f"vault [bold]{vault.name}[/] is now {vault.dialect}; reading its notes again")
+        console.print(f"vault [bold]{escape(vault.name)}[/] is now {vault.dialect}; reading its notes again")
         run_index(conn, full=True, vault=vault.name, embed=False)
 
 
@@ -161,4 +166,4 @@ def vault_remove(name: VaultNameArg) -> None:
 
     with cli_errors():
         vault = remove_vault(open_db(), name)
-    console.print(f"Forgot vault [bold]{vault.name}[/] ({vault.root} untouched)")
+    console.print(f"Forgot vault [bold]{escape(vault.name)}[/] ({escape(str(vault.root))} untouched)")

@@ -291,15 +291,19 @@ def diff(
     to_number: int | None = None,
     to_at: float | None = None,
     current: bytes | None = None,
+    to_now: bool = False,
 ) -> dict[str, Any]:
-    """The diff from one version to another (``to_*``), or to ``current`` (the file now) when no other is
-    named, else to the newest version."""
+    """The diff from one version to another (``to_*``), or, ``to_now``, to ``current`` (the file now; None:
+    the note is deleted, so the whole text is removed and ``deleted`` says so: comparing with the newest
+    version instead showed a version against itself, "no difference"), else to the newest version."""
     a = pick(conn, line, number=number, at=at)
+    deleted = False
     if to_number is not None or to_at is not None:
         b = pick(conn, line, number=to_number, at=to_at)
         b_bytes, b_name = version_bytes(conn, b), f"{b['path']} (version {b['version']})"
-    elif current is not None:
-        b, b_bytes, b_name = None, current, f"{line.path} (now)"
+    elif to_now or current is not None:
+        deleted = current is None
+        b, b_bytes, b_name = None, current or b"", f"{line.path} ({'deleted' if deleted else 'now'})"
     else:
         b = pick(conn, line)
         b_bytes, b_name = version_bytes(conn, b), f"{b['path']} (version {b['version']})"
@@ -307,5 +311,6 @@ def diff(
     return {
         "from": {k: a[k] for k in ("version", "at", "path", "size")},
         "to": None if b is None else {k: b[k] for k in ("version", "at", "path", "size")},
+        "deleted": deleted,
         "diff": unified(a_bytes, b_bytes, f"{a['path']} (version {a['version']})", b_name),
     }

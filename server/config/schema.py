@@ -331,8 +331,8 @@ _SCHEMA: list[Setting] = [
         "kms-sessions",
         "Folder (in the session's vault) of the session notes; never a hidden folder.",
         "KMS_CAPTURE_FOLDER",
-        validator=validators.check_memory_folder,
-        valid="a vault-relative folder such as 'kms-sessions'",
+        validator=validators.check_capture_folder,
+        valid="a vault-relative folder such as 'kms-sessions' (not '': capture.enabled off turns capture off)",
     ),
     Setting(
         "capture.ask_agent",

@@ -272,6 +272,12 @@ def load_settings(
 # ----------------------------------------------------------------------------- writing
 
 
+def to_toml(value: Any) -> Any:
+    """A parsed value as the file stores it: TOML has no null, and ``''`` is the file's form of "none"
+    for a text or path setting (it reads back as None), so ``kms config set KEY ''`` writes that."""
+    return "" if value is None else value
+
+
 def _set_in(doc: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, last = dotted.split(".")
     node = doc
@@ -343,7 +349,7 @@ def set_value(
     if value is AUTO:
         _modify(cfg, lambda doc: _del_in(doc, key))
     else:
-        _modify(cfg, lambda doc: _set_in(doc, key, value))
+        _modify(cfg, lambda doc: _set_in(doc, key, to_toml(value)))
 
     warnings: list[str] = []
     if w := shell_expansion_warning(key, items, cwd):

@@ -59,6 +59,14 @@ def check_memory_folder(value: Any) -> str | None:
     return None
 
 
+def check_capture_folder(value: Any) -> str | None:
+    """Session notes always need a folder: '' does not turn capture off (capture.enabled does), so it is
+    refused with the setting that does, not read as "no folder"."""
+    if value is None:
+        return "session notes need a folder; `kms config set capture.enabled off` turns session capture off"
+    return check_memory_folder(value)
+
+
 def check_key(value: Any) -> str | None:
     if value is not None and (not value.strip() or any(c.isspace() or c in ":#" for c in value)):
         return f"{value!r}: one frontmatter key, without spaces, ':' or '#'"

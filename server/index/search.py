@@ -6,12 +6,20 @@ filter on a real column ``title:``/``body:``/``tags:``; parentheses then group) 
 (any other ``word:`` still text) and, if malformed, refused with ``invalid-input`` saying what is valid.
 When requiring every word finds too little, the search relaxes to any word (still BM25 ranked)
 and says so in the result.
+
+The work is bounded (docs/limits.md): FTS5's ``snippet()`` weighs every instance of every phrase, so
+its cost grows with the square of a repeated (or prefix) term (``a OR a OR ...`` kept one search busy
+for a minute). Plain words are de-duplicated, a query of more than ``MAX_TERMS`` terms is refused, a
+query of many or repeated terms gets its excerpts from ``excerpt.window_excerpt`` (linear) instead,
+and SQLite's progress handler stops a search still running after ``DEADLINE_S`` (``invalid-input``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -32,6 +40,11 @@ _COLUMN = re.compile(_COLUMN_FILTER, re.I)
 _SYNTAX = re.compile(r'["*]|\b(AND|OR|NOT|NEAR)\b')  # parentheses alone are prose: "fix login (urgent)"
 RELAX_BELOW = 3
 MAX_LIMIT = 50
+MAX_TERMS = 64  # words and phrases' words in one query; the operators AND/OR/NOT/NEAR are not counted
+SNIPPET_TERMS = 12  # more terms (or one repeated): excerpts by window_excerpt, not snippet()
+DEADLINE_S = 3.0  # a search still running after this long is stopped (a backstop: real queries take ms)
+_WORD = re.compile(r"\w+")
+_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
 
 def uses_syntax(query: str) -> bool:
@@ -68,11 +81,37 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def check_terms(terms: Sequence[str], query: str) -> None:
+    """Refuse a query of more than ``MAX_TERMS`` terms (``invalid-input`` saying the limit)."""
+    if len(terms) > MAX_TERMS:
+        raise KmsError(
+            "invalid-input",
+            f"the search query has {len(terms)} terms; at most {MAX_TERMS} (AND/OR/NOT/NEAR not counted, a"
+            " repeated plain word counted once): ask with fewer words",
+            query=query,
+        )
+
+
+def _terms(expression: str) -> list[str]:
+    """The words of a query or FTS5 expression, its operators left out."""
+    return [w for w in _WORD.findall(expression) if w not in _OPERATORS]
+
+
+def _snippet_costly(match: str) -> bool:
+    """Whether ``snippet()`` would cost more than a window excerpt: many terms, or one repeated."""
+    terms = [t.lower() for t in _terms(match)]
+    return len(terms) > SNIPPET_TERMS or len(set(terms)) < len(terms)
+
+
 def build_match(query: str) -> tuple[str, str | None]:
-    """(strict FTS5 expression, relaxed any-word expression or None)."""
+    """(strict FTS5 expression, relaxed any-word expression or None). Plain words are de-duplicated (a
+    repeated word finds nothing more, and costs FTS5 the square of its repeats); too many terms are
+    refused (``check_terms``)."""
     if uses_syntax(query):
+        check_terms(_terms(query), query)
         return runs_in_expression(_text_colons(query)), None
-    terms = plain_terms(query)
+    terms = list({t.lower(): t for t in plain_terms(query)}.values())  # in first-seen order
+    check_terms(terms, query)
     if not terms:
         return "", None
     if any(has_run(t) for t in terms):  # words in a script without spaces: by substring (scripts.py)
@@ -131,7 +170,7 @@ def _run(
 ) -> list[dict[str, Any]]:
     scope = VaultScope.of(vault_id)
     # words in a script without spaces: each excerpt is a window around them (snippet() would show the body's start)
-    by_window = searches_runs(match)
+    by_window = searches_runs(match) or _snippet_costly(match)
     if where or not scope.every:
         in_scope, scope_args = scope.sql()
         cond, args = filters_sql(where) if where else ("", ())
@@ -188,6 +227,32 @@ def _filtered(
     ]
 
 
+@contextlib.contextmanager
+def deadline(conn: apsw.Connection, seconds: float, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """Stop the statements run inside after ``seconds`` (SQLite's progress handler), as ``invalid-input``:
+    whatever a query slips past ``MAX_TERMS``, one search cannot keep the CLI or an MCP server busy."""
+    end = clock() + seconds
+    fired = False
+
+    def late() -> bool:
+        nonlocal fired
+        fired = fired or clock() > end
+        return fired
+
+    conn.set_progress_handler(late, 1000)
+    try:
+        yield
+    except apsw.InterruptError:
+        if not fired:
+            raise
+        raise KmsError(
+            "invalid-input",
+            f"the search was stopped after {seconds:g} s; ask with fewer or less repeated words or operators",
+        ) from None
+    finally:
+        conn.set_progress_handler(None)
+
+
 def search(
     conn: apsw.Connection,
     query: str,
@@ -196,10 +261,11 @@ def search(
     *,
     include_hidden: bool = False,
     where: Sequence[Filter] = (),
+    deadline_s: float = DEADLINE_S,
 ) -> dict[str, Any]:
     """BM25-ranked hits (positive score, higher is better); hidden notes never appear, unless the person
     asks (``kms search --include-hidden``; never an agent-facing caller). ``where``: property filters
-    every hit must pass (``server.index.properties``)."""
+    every hit must pass (``server.index.properties``). Bounded: ``MAX_TERMS``, ``deadline_s``."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     if (not query or not query.strip()) and where:
         return {"query": query, "hits": _filtered(conn, limit, vault_id, include_hidden, where), "relaxed": False}
@@ -208,6 +274,21 @@ def search(
     strict, relaxed = build_match(query)
     if not strict:
         return {"query": query, "hits": [], "relaxed": False}
+    with deadline(conn, deadline_s):
+        return _search(conn, query, strict, relaxed, limit, vault_id, include_hidden, where)
+
+
+def _search(
+    conn: apsw.Connection,
+    query: str,
+    strict: str,
+    relaxed: str | None,
+    limit: int,
+    vault_id: Vaults,
+    include_hidden: bool,
+    where: Sequence[Filter],
+) -> dict[str, Any]:
+    """The strict query, then the relaxed one when it finds too little."""
     try:
         hits = _run(conn, strict, limit, vault_id, include_hidden, where)
     except apsw.SQLError as exc:

@@ -3,8 +3,13 @@
 ``kms_trash`` moves a note to ``.trash/<its path>`` (Obsidian's own convention, so Obsidian's
 trash and kms's are one). Restoring a note kms trashed is the revert of that call (the
 note gets its id back and the revert is recorded); one trashed by hand is moved back and
-recorded as the person's. Emptying deletes files whose trash time (the file's mtime: the
-move writes a new file) is older than a cutoff.
+recorded as the person's. Emptying deletes files whose trash time is older than a cutoff.
+
+When a file was trashed: the latest of kms's own record of the move (a ``kms_trash`` call),
+the file's ctime (a rename, which is how Obsidian and a person trash a note, updates it) and its
+mtime. A rename keeps the mtime, so the mtime alone dates a note trashed today by its last
+edit; taking the latest of the three can only make a file look more recently trashed, so
+``empty --older-than`` never deletes for good what was trashed more recently than asked.
 """
 
 from __future__ import annotations
@@ -48,23 +53,6 @@ class Trashed:
         return {"vault": self.vault, "path": self.path, "trashedAt": self.trashed_at, "size": self.size}
 
 
-def list_trash(conn: apsw.Connection, vault: str | None = None) -> list[Trashed]:
-    """Every file in the trash of every vault (or of one), newest first."""
-    out: list[Trashed] = []
-    for v in list_vaults(conn):
-        if vault is not None and v.name != vault:
-            continue
-        root = v.root / TRASH
-        if not root.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(root):
-            for name in files:
-                full = os.path.join(dirpath, name)
-                st = os.lstat(full)
-                out.append(Trashed(v.name, os.path.relpath(full, root).replace(os.sep, "/"), st.st_mtime, st.st_size))
-    return sorted(out, key=lambda t: (-t.trashed_at, t.vault, t.path))
-
-
 @dataclass(frozen=True)
 class TrashedBy:
     """The call that put a file in the trash: an agent's ``kms_trash`` (restoring it is its revert)."""
@@ -84,16 +72,44 @@ _TRASH_CALLS = f"""
      ORDER BY t.id"""
 
 
+def _trash_calls(conn: apsw.Connection) -> dict[tuple[str, str], TrashedBy]:
+    """(vault, path in the trash) -> the standing ``kms_trash`` call that put it there."""
+    by: dict[tuple[str, str], TrashedBy] = {}
+    for r in rows(conn, _TRASH_CALLS):  # oldest first: the newest call for a path wins
+        by[(r["vault"], r["new_path"][len(TRASH) + 1 :])] = TrashedBy(
+            r["id"], r["session_id"], r["actor"], r["at"], r["tool"]
+        )
+    return by
+
+
+def list_trash(
+    conn: apsw.Connection, vault: str | None = None, calls: dict[tuple[str, str], TrashedBy] | None = None
+) -> list[Trashed]:
+    """Every file in the trash of every vault (or of one), newest first, dated as the module says."""
+    calls = _trash_calls(conn) if calls is None else calls
+    out: list[Trashed] = []
+    for v in list_vaults(conn):
+        if vault is not None and v.name != vault:
+            continue
+        root = v.root / TRASH
+        if not root.is_dir():
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                full = os.path.join(dirpath, name)
+                st = os.lstat(full)
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                by = calls.get((v.name, rel))
+                at = max(st.st_mtime, st.st_ctime, by.at if by else 0.0)
+                out.append(Trashed(v.name, rel, at, st.st_size))
+    return sorted(out, key=lambda t: (-t.trashed_at, t.vault, t.path))
+
+
 def listing(conn: apsw.Connection, vault: str | None = None) -> list[tuple[Trashed, TrashedBy | None]]:
     """``list_trash`` with the call that trashed each file (None: it was moved there by hand), for the
     dashboard's trash screen. One pass over the file changes that went into a trash."""
-    items = list_trash(conn, vault)
-    by: dict[tuple[str, str], TrashedBy] = {}
-    if items:
-        for r in rows(conn, _TRASH_CALLS):  # oldest first: the newest call for a path wins
-            by[(r["vault"], r["new_path"][len(TRASH) + 1 :])] = TrashedBy(
-                r["id"], r["session_id"], r["actor"], r["at"], r["tool"]
-            )
+    by = _trash_calls(conn)
+    items = list_trash(conn, vault, by)
     return [(t, by.get((t.vault, t.path))) for t in items]
 
 

@@ -63,6 +63,24 @@ def test_restore_brings_back_a_deleted_note_by_its_old_path(vault: Path, conn: a
     assert (vault / "Plan.md").read_bytes() == b"# Plan\n\nfirst\nsecond\n"
 
 
+def test_diff_of_a_deleted_note_shows_its_text_removed_and_how_to_bring_it_back(
+    vault: Path, conn: apsw.Connection
+) -> None:
+    """It compared the newest version with itself and said "(no difference)"."""
+    os.unlink(vault / "Plan.md")
+    index_vault(conn, get_vault(conn, "v"))
+    out = said(ok(kms("diff", "Plan.md")).stdout)
+    assert "Plan.md (version 2)" in out and "Plan.md (deleted)" in out
+    assert "-first -second" in out and "(no difference)" not in out
+    assert "kms restore Plan.md --version 2" in out
+    data = json.loads(ok(kms("diff", "Plan.md", "--json")).stdout)
+    assert data["deleted"] is True and data["from"]["version"] == 2 and data["to"] is None
+    assert "-# Plan" in data["diff"]
+    older = said(ok(kms("diff", "Plan.md", "--version", "1")).stdout)  # version 1 against the note now: gone
+    assert "Plan.md (version 1)" in older and "(deleted)" in older and "-first" in older
+    assert json.loads(ok(kms("diff", "Plan.md", "--version", "1", "--to", "2", "--json")).stdout)["deleted"] is False
+
+
 def test_forget_asks_then_purges_and_prune_reports(vault: Path) -> None:
     assert kms("history", "forget", "Plan.md", input="n\n").exit_code == 1
     assert "forgot 2 version(s)" in ok(kms("history", "forget", "Plan.md", "--yes")).stdout

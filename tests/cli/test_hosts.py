@@ -187,3 +187,16 @@ def test_the_printed_claude_mcp_add_line_registers_a_connected_kms(indexed, tmp_
     )
     line = next((x for x in listed.stdout.splitlines() if x.startswith("kms:")), "")
     assert "Connected" in line, listed.stdout + listed.stderr
+
+
+@pytest.mark.parametrize("host", ["claude-code", "claude-desktop", "cursor", "vscode", "windsurf", "zed", "gemini"])
+def test_uninstall_from_a_missing_file_or_one_without_servers_changes_nothing(host: str, tmp_path: Path) -> None:
+    """It raised KeyError on the servers key (service finding 7); now: nothing to uninstall, exit 0."""
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": ""}
+    assert "nothing changed" in said(ok(kms("mcp-config", host, "--uninstall", **home)).stderr)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+    other = tmp_path / "other.json"
+    other.write_text('{"foo": 1}\n')
+    result = ok(kms("mcp-config", host, "--uninstall", "--path", str(other), **home))
+    assert "nothing changed" in said(result.stderr) and other.read_text() == '{"foo": 1}\n'
+    assert not other.with_name("other.json.kms-backup").exists()

@@ -38,8 +38,9 @@ def test_rules_from_the_command_line_apply_at_once(sample: Path) -> None:
     out = said(ok(kms("config", "set", "privacy.hide_folders", "journal/**")).stdout)
     assert "hidden from agents now:" in out and "folder:journal/**: 4" in out
     why = said(ok(kms("hidden", "--why")).stdout)
-    assert "notes/journal/2026-11-01.md (folder:journal/**)" in why
-    assert "notes/areas/health/Therapy notes.md (frontmatter:private)" in why
+    assert "notes:journal/2026-11-01.md (folder:journal/**)" in why  # vault:path, as every command takes it
+    assert "notes:areas/health/Therapy notes.md (frontmatter:private)" in why
+    ok(kms("show", "notes:areas/health/Therapy notes.md"))  # the name printed is one the commands take
     hits = json.loads(ok(kms("search", "tram", "--json")).stdout)["hits"]
     assert [h["path"] for h in hits] == ["projects/Lisbon trip.md"]  # the journal's words are gone
 

@@ -122,6 +122,19 @@ async def test_malformed_fts_is_invalid_input(indexed: apsw.Connection, db_path:
             assert "exact phrase" in data["message"], query  # says what is valid
 
 
+async def test_a_query_of_too_many_terms_is_invalid_input_saying_the_limit(
+    indexed: apsw.Connection, db_path: Path
+) -> None:
+    """A 991-character ``a OR a OR ...`` kept kms_search busy for a minute (cli finding 7)."""
+    from server.index.search import MAX_TERMS
+
+    async with mcp_client(db_path) as client:
+        data = await err(client, "kms_search", {"query": " OR ".join(["a"] * 199)}, "invalid-input")
+        assert f"at most {MAX_TERMS}" in data["message"]
+        hits = (await ok(client, "kms_search", {"query": " ".join(["kubernetes"] * 90)}))["hits"]
+    assert hits  # a repeated plain word is counted once
+
+
 async def test_punctuated_words_search_fine(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
     write(vault_dir / "lang.md", "Notes on C++ templates and what's new; send an e-mail to the team.\n")
     reindex(indexed)

@@ -23,8 +23,13 @@ SESSION = "s-trash-agent"
 
 def trashed_world(root: Path) -> tuple[Seeded, dict[str, Any]]:
     """The dashboard's seeded world plus two trashed notes: one by an agent's ``kms_trash`` (through the
-    real guard), one moved into ``.trash/`` by hand; their trash times fixed."""
+    real guard), one copied into ``.trash/`` by hand first. A file is dated by its move (its ctime, kms's
+    record), not its mtime, so both read as trashed after the fixed clock, in the order they were trashed."""
     world = seed_fixed(root)
+    by_hand = world.vault / ".trash" / "Home.md"  # a copy: Home.md is still in the vault
+    by_hand.parent.mkdir()
+    by_hand.write_bytes((world.vault / "Home.md").read_bytes())
+    os.utime(by_hand, (world.now - 3 * 86400, world.now - 3 * 86400))  # an old mtime dates nothing
     from server.store.db import connect
 
     conn = connect(world.db_path)
@@ -44,11 +49,6 @@ def trashed_world(root: Path) -> tuple[Seeded, dict[str, Any]]:
     finally:
         runner.close()
     assert not is_error, answer
-    by_hand = world.vault / ".trash" / "Home.md"  # a copy: Home.md is still in the vault
-    by_hand.write_bytes((world.vault / "Home.md").read_bytes())
-    os.utime(by_hand, (world.now - 3 * 86400, world.now - 3 * 86400))
-    agent = world.vault / ".trash" / "inbox" / "Quick capture.md"
-    os.utime(agent, (world.now - 3600, world.now - 3600))
     return world, {"note_id": nid, "invocation": answer["invocationId"]}
 
 
