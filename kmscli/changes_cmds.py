@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, report_error
+from server.errors import KmsError
 from server.humanize import ago
 
 trash_app = typer.Typer(
@@ -50,9 +51,8 @@ def revert_cmd(
         if not plan["canRevert"]:
             if json_out:
                 print_json(plan)
-            else:
-                console.print(f"[red]can't revert:[/] {escape(plan['reason'])}", highlight=False)
-            raise typer.Exit(1)
+                raise typer.Exit(1)
+            raise report_error(KmsError("conflict", f"can't revert: {plan['reason']}"))  # on stderr, as errors are
         if not yes and not typer.confirm("Revert it?", default=False):
             console.print("nothing changed")
             raise typer.Exit(1)

@@ -195,6 +195,9 @@ def tags_cmd(
     if json_out:
         print_json(data)
         return
+    if not data:
+        console.print("No tags yet (on the notes an agent can see).")
+        return
     table = Table("tag", "notes")
     for t in data:
         table.add_row("#" + t["tag"], str(t["count"]))

@@ -59,15 +59,20 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
     if not root.is_dir():
         raise KmsError("invalid-input", f"{root} is not a folder")
     rules = dialects.get(dialect) if dialect is not None else dialects.detect(root)
+    if name is not None and not name.strip():
+        raise KmsError("invalid-input", "an empty vault name; leave the name out to take the folder's")
     name = name or re.sub(r"[^\w.-]+", "-", root.name).strip("-") or "vault"
     if not re.fullmatch(r"[\w][\w.-]{0,63}", name):
-        raise KmsError("invalid-input", "a vault name is 1-64 letters, digits, '.', '_' or '-'")
+        raise KmsError(
+            "invalid-input",
+            f"{name!r} is no vault name: 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+        )
     with write_tx(conn):
         for v in list_vaults(conn):
             if v.root == root:
                 raise KmsError("already-exists", f"{root} is already registered as vault {v.name!r}")
             if v.name == name:
-                raise KmsError("already-exists", f"a vault named {name!r} exists; pass --name")
+                raise KmsError("already-exists", f"a vault named {name!r} exists; choose another with --name")
             if root.is_relative_to(v.root) or v.root.is_relative_to(root):
                 inside = root.is_relative_to(v.root)
                 why = (

@@ -65,7 +65,8 @@ def test_revert_refuses_when_a_file_changed_since(vault: Path, conn: apsw.Connec
     (vault / "Linker.md").write_text("rewritten by the person\n")
     now = vault_bytes(vault)
     result = refused(kms("revert", str(out["invocationId"]), "--yes"), 1)
-    assert "Linker.md was edited since" in said(result.stdout)
+    error = said(result.stderr)  # the preview on stdout, the refusal on stderr as every error
+    assert error.startswith("error (conflict): can't revert:") and "Linker.md was edited since" in error
     assert vault_bytes(vault) == now
 
 

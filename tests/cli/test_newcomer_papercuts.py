@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support.cli import kms, ok, said
+from support.cli import kms, ok, refused, said
 from support.vaults import write
 from support.writes import Writer
 
@@ -159,3 +159,19 @@ def test_a_mistyped_database_path_is_said_and_nothing_is_made_there(tmp_path: Pa
     assert not (tmp_path / "typo").exists()
     ok(kms("vault", "add", str(vault_dir), KMS_DB_PATH=str(typo)))
     assert typo.exists() and "vault" in ok(kms("vault", "list", KMS_DB_PATH=str(typo))).stdout
+
+
+def test_vault_names_say_what_is_wrong_and_an_empty_listing_says_so(tmp_path: Path, vault_dir: Path) -> None:
+    bad = refused(kms("vault", "add", str(vault_dir), "--name", "-dash"), 2)
+    assert "'-dash' is no vault name" in said(bad.stderr) and "not starting with '.' or '-'" in said(bad.stderr)
+    assert "an empty vault name" in said(refused(kms("vault", "add", str(vault_dir), "--name", ""), 2).stderr)
+    ok(kms("vault", "add", str(vault_dir), "--name", "mine"))
+    other = tmp_path / "other"
+    other.mkdir()
+    taken = refused(kms("vault", "add", str(other), "--name", "mine"), 1)
+    assert "a vault named 'mine' exists; choose another with --name" in said(taken.stderr)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "plain.md").write_text("# Plain\n\nno tags\n")
+    ok(kms("vault", "add", str(empty), "--name", "plain"))
+    assert ok(kms("tags", "--vault", "plain")).stdout.strip() == "No tags yet (on the notes an agent can see)."
