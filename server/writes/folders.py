@@ -1,9 +1,10 @@
 """A folder moved or renamed as one unit: every note in it moves, every link to any of them is rewritten.
 
-The notes of the folder (its subfolders too, hidden notes included so the person's links keep working)
-and every note of the vault with a link the index resolved to one of them form one unit
-(``server.writes.multifile``): all change or none does, under one journal. Each link is rewritten in the
-style it was written (``server.vault.links.FolderMoves``); each note keeps its row, so its id. The call
+The notes of the folder (its subfolders too, hidden notes included so the person's links keep working,
+except a note hidden by where it is, which stays there: ``_moving``) and every note of the vault with a
+link the index resolved to one of them form one unit (``server.writes.multifile``): all change or none
+does, under one journal. Each link is rewritten in the style it was written
+(``server.vault.links.FolderMoves``); each note keeps its row, so its id. The call
 counts every file against ``write.max_files_per_call`` before anything is touched, unless the session stages
 its calls for the person's approval (``write.approval``): then a larger unit is staged, every file's diff shown,
 and lands only as approved. ``dry_run`` answers the same counts and writes nothing, so an agent can see the
