@@ -161,9 +161,13 @@ def vault_set(
 
 @vault_app.command("remove")
 def vault_remove(name: VaultNameArg) -> None:
-    """Forget a vault: its index rows go, its files are never touched."""
+    """Forget a vault: its index rows go, its files are never touched; kms hide stamps are kept for it
+    (added again under the same name, its hidden notes stay hidden)."""
     from server.index.indexer import remove_vault
 
     with cli_errors():
         vault = remove_vault(open_db(), name)
-    console.print(f"Forgot vault [bold]{escape(vault.name)}[/] ({escape(str(vault.root))} untouched)")
+    console.print(
+        f"Forgot vault [bold]{escape(vault.name)}[/] ({escape(str(vault.root))} untouched; its kms hide stamps are"
+        " kept for a vault added again as that name)"
+    )

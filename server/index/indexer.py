@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 import apsw
 
 from server.index import history, manifest_index
-from server.index.privacy import Rules, apply_rules, purge_embeddings, refresh, sync_symlinks, vault_rules
+from server.index.privacy import (
+    Rules,
+    apply_rules,
+    purge_embeddings,
+    refresh,
+    stamps_back,
+    sync_symlinks,
+    vault_rules,
+)
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
 from server.index.writer import (
     ChangedNotes,
@@ -222,6 +230,8 @@ def index_vault(
                 srcs.add(rid)
         changed.flush()
         inserted(new_notes.flush())
+        if not current:  # written with triggers off: the stamps of notes gone from it, given back here
+            stamps_back(conn, vault.id)
         if keeping:
             if new_seed is not None:
                 seed_bid = blobs.put_seed(conn, vault.id, new_seed)
@@ -279,8 +289,9 @@ def similar_note(stamped: dict[str, Counter[str]], values: dict) -> str | None:
 
 
 def remove_vault(conn: apsw.Connection, name: str) -> Vault:
-    """Forget a vault and its index rows; its files are never touched. DB-only state of its
-    notes (hidden stamps) goes with it."""
+    """Forget a vault and its index rows; its files are never touched. Its notes' ``kms hide`` stamps
+    stay, by vault name (``stamps_gone``, m038): the only way to tell kms a vault folder moved is to
+    remove it and add it again, and that must not publish what the person hid."""
     vault = get_vault(conn, name)
     with write_tx(conn), kept_counts.removing(conn, vault.id):
         for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():

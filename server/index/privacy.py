@@ -255,6 +255,33 @@ HIDDEN_AT_SQL = (
 )
 
 
+def stamps_back(conn: apsw.Connection, vault_id: int) -> int:
+    """The ``kms hide`` stamps of notes gone from this vault (``stamps_gone``, m038) given back to the new
+    rows they belong to: the ``stamp_back`` trigger's rule for a vault written with triggers off (a cold
+    index, ``kept_counts.suspended``). Each stamp goes to one note: the same path and bytes first, then
+    the same path, then the same bytes, the latest gone first. Returns how many notes were stamped."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'stamps_gone'").fetchall():
+        return 0  # a database at an older schema (opened without its migrations)
+    found = conn.execute(
+        """SELECT g.rowid, n.rid, g.stamp FROM stamps_gone g JOIN vaults v ON v.name = g.vault
+        JOIN notes n ON n.vault_id = v.id AND n.hidden_stamp IS NULL
+            AND (n.path = g.path OR n.content_hash = g.content_hash)
+        WHERE v.id = ?
+        ORDER BY n.path = g.path AND n.content_hash = g.content_hash DESC, n.path = g.path DESC, g.gone_at DESC""",
+        (vault_id,),
+    ).fetchall()
+    used: set[Any] = set()
+    stamped: set[Any] = set()
+    for gone, rid, stamp in found:
+        if gone in used or rid in stamped:
+            continue
+        used.add(gone)
+        stamped.add(rid)
+        conn.execute("UPDATE notes SET hidden_stamp = ?1, hidden_at = ?1 WHERE rid = ?2", (stamp, rid))
+        conn.execute("DELETE FROM stamps_gone WHERE rowid = ?", (gone,))
+    return len(stamped)
+
+
 def purge_embeddings(conn: apsw.Connection, rids: list[int] | None = None) -> int:
     """Delete the chunks (and vectors no visible chunk shares) of hidden notes: of ``rids``, or all."""
     if rids is not None and not rids:

@@ -296,6 +296,41 @@ def m037_history_by_path(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX history_versions_path ON history_versions(path, at)")
 
 
+def m038_stamps_follow_notes(conn: apsw.Connection) -> None:
+    """A ``kms hide`` stamp outlives its note's row (dogfood finding cli #1): a stamped row that goes (a
+    delete, the trash, ``kms vault remove``) leaves its stamp in ``stamps_gone`` (by vault name, so a vault
+    removed and added again keeps it), and a new row of that vault at the same path, or with the same bytes,
+    takes it back (``kms restore``, ``kms trash restore``, a file put back, the vault re-added). Triggers,
+    so every way a row is inserted or deleted (one file, a cold index's batches) follows the rule; a new
+    note taken for the stamped one is hidden too: hiding too much is the safe side (``kms unhide``)."""
+    best = """SELECT g.rowid FROM stamps_gone g JOIN vaults v ON v.name = g.vault
+        WHERE v.id = new.vault_id AND (g.path = new.path OR g.content_hash = new.content_hash)
+        ORDER BY g.path = new.path AND g.content_hash = new.content_hash DESC, g.path = new.path DESC,
+            g.gone_at DESC LIMIT 1"""
+    conn.execute(
+        f"""
+        CREATE TABLE stamps_gone (
+            vault TEXT NOT NULL,
+            path TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            stamp REAL NOT NULL,
+            gone_at REAL NOT NULL
+        );
+        CREATE INDEX stamps_gone_path ON stamps_gone(vault, path);
+        CREATE INDEX stamps_gone_hash ON stamps_gone(vault, content_hash);
+        CREATE TRIGGER stamp_gone BEFORE DELETE ON notes WHEN old.hidden_stamp IS NOT NULL BEGIN
+            INSERT INTO stamps_gone SELECT name, old.path, old.content_hash, old.hidden_stamp,
+                (julianday('now') - 2440587.5) * 86400.0 FROM vaults WHERE id = old.vault_id;
+        END;
+        CREATE TRIGGER stamp_back AFTER INSERT ON notes WHEN new.hidden_stamp IS NULL AND EXISTS ({best}) BEGIN
+            UPDATE notes SET hidden_stamp = (SELECT stamp FROM stamps_gone WHERE rowid = ({best})),
+                hidden_at = (SELECT stamp FROM stamps_gone WHERE rowid = ({best})) WHERE rid = new.rid;
+            DELETE FROM stamps_gone WHERE rowid = ({best});
+        END;
+        """
+    )
+
+
 def m031_manifest_index(conn: apsw.Connection) -> None:
     """What ``kms index`` compares every file's stat with (path, mtime, size; the note's rid rides along),
     in a narrow index: an unchanged vault is then checked without reading the notes' wide rows."""
@@ -354,6 +389,7 @@ MIGRATIONS: list[Migration] = [
     m031_manifest_index,
     m032_dendron_vaults,
     m037_history_by_path,
+    m038_stamps_follow_notes,
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
 ]

@@ -1,9 +1,10 @@
 """A folder moved or renamed as one unit: every note in it moves, every link to any of them is rewritten.
 
-The notes of the folder (its subfolders too, hidden notes included so the person's links keep working)
-and every note of the vault with a link the index resolved to one of them form one unit
-(``server.writes.multifile``): all change or none does, under one journal. Each link is rewritten in the
-style it was written (``server.vault.links.FolderMoves``); each note keeps its row, so its id. The call
+The notes of the folder (its subfolders too, hidden notes included so the person's links keep working,
+except a note hidden by where it is, which stays there: ``_moving``) and every note of the vault with a
+link the index resolved to one of them form one unit (``server.writes.multifile``): all change or none
+does, under one journal. Each link is rewritten in the style it was written
+(``server.vault.links.FolderMoves``); each note keeps its row, so its id. The call
 counts every file against ``write.max_files_per_call`` before anything is touched, unless the session stages
 its calls for the person's approval (``write.approval``): then a larger unit is staged, every file's diff shown,
 and lands only as approved. ``dry_run`` answers the same counts and writes nothing, so an agent can see the
@@ -27,6 +28,7 @@ from server.vault.paths import folder_key
 from server.vault.registry import Vault
 from server.writes.context import Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
+from server.writes.operations import refuse_private
 from server.writes.organize import TRASH, Radius
 from server.writes.outcome import WriteOutcome, WriteResult
 
@@ -36,10 +38,33 @@ def _members(ctx: WriteContext, vault: Vault, folder: str) -> list[dict]:
     return rows(
         ctx.conn,
         """
-        SELECT path, hidden_at IS NOT NULL AS hidden FROM notes
+        SELECT path, hidden_at IS NOT NULL AS hidden, link_to IS NOT NULL AS link FROM notes
         WHERE vault_id = ? AND substr(path, 1, ?) = ? ORDER BY path""",
         (vault.id, len(folder) + 1, folder + "/"),
     )
+
+
+def _moving(ctx: WriteContext, vault: Vault, members: list[dict], old: str, new: str) -> list[dict]:
+    """The notes of the folder that move. A privacy path rule hides a place, not a note: a note it hides
+    stays where it is unless a path rule hides its new place too (moving it would publish it to agents), and
+    so does a hidden symlink (hidden by its target's place; a move would write it as a plain file);
+    a visible note never moves where a path rule would hide it (``refuse_private``, as kms_create). A
+    folder with no note the agent can see answers as one that does not exist: a hidden one is not told
+    apart, and nothing of it is counted, even in a dry run."""
+    from server.index.privacy import vault_rules
+
+    if all(m["hidden"] for m in members):
+        raise KmsError("not-found", f"no note in folder {old!r} of vault {vault.name!r}", folder=old)
+    rules = vault_rules(ctx.conn, vault.id, vault.root)
+    moving = []
+    for m in members:
+        dest = new + m["path"][len(old) :]
+        if not m["hidden"]:
+            refuse_private(ctx.conn, vault, dest, rules)
+        elif (m["link"] or rules.path_reason(m["path"])) and not rules.path_reason(dest):
+            continue  # hidden by where it is (or a symlink, by where its target is): it stays
+        moving.append(m)
+    return moving
 
 
 def _links_into(ctx: WriteContext, vault: Vault, folder: str) -> tuple[dict[str, set[str]], dict[str, bool]]:
@@ -97,16 +122,14 @@ def relocate_folder(
     old, new = folder_key(folder), folder_key(new_folder)
     ctx.touched = Touched(None, vault.name, old or None, None)
     _check_folders(ctx, old, new)
-    members = _members(ctx, vault, old)
-    if not members:
-        raise KmsError("not-found", f"no note in folder {old!r} of vault {vault.name!r}", folder=old)
+    members = _moving(ctx, vault, _members(ctx, vault, old), old, new)
     moves = {m["path"]: new + m["path"][len(old) :] for m in members}
     if ctx.allowlist:  # every path a note leaves and every one it comes to (a hidden one never named)
         for m in sorted(members, key=lambda m: m["path"]):
             for path in (m["path"], moves[m["path"]]):
                 ctx.allowlist.check(path, hidden=bool(m["hidden"]))
     linked, hidden = _links_into(ctx, vault, old)
-    linkers = sorted(p for p in linked if p not in moves)
+    linkers = sorted(p for p, dsts in linked.items() if p not in moves and dsts & moves.keys())
     count = len(members) + len(linkers)
     moved, hidden_moved = len(members), sum(bool(m["hidden"]) for m in members)
     if dry_run:

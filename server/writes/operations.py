@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -54,6 +54,9 @@ from server.writes.positions import (
     parse_position,
     writable_start,
 )
+
+if TYPE_CHECKING:
+    from server.index.privacy import Rules
 
 
 def check_content(content: Any, limit: int, *, allow_empty: bool = False) -> str:
@@ -141,7 +144,7 @@ def create(
         raise KmsError("invalid-input", f"the note would be {len(data)} bytes; the limit is {kb(MAX_CREATE_BYTES)}")
 
     name = stem + NOTE_SUFFIX
-    _refuse_private(conn, vault, fkey, name)
+    refuse_private(conn, vault, f"{fkey}/{name}" if fkey else name)
     existing_folder = resolve_folder(vault.root, fkey)  # refuse before creating any folder
     if existing_folder.is_dir():
         _refuse_existing(vault, existing_folder, name)
@@ -213,15 +216,18 @@ def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> 
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
 
-def _refuse_private(conn: apsw.Connection, vault: Vault, folder: str, name: str) -> None:
-    """No note is created where a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) would
-    hide it: the agent could not read it back, and names tried there would probe the hidden notes."""
+def refuse_private(conn: apsw.Connection, vault: Vault, relpath: str, rules: Rules | None = None) -> None:
+    """No note is written to a path a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) hides:
+    not by kms_create, nor moved or renamed there by an organize tool. The agent could not read it back,
+    and names tried there would probe the hidden notes. ``rules`` saves reading them again per note."""
     from server.index.privacy import vault_rules
 
-    relpath = f"{folder}/{name}" if folder else name
-    if vault_rules(conn, vault.id, vault.root).path_reason(relpath):
+    if (rules or vault_rules(conn, vault.id, vault.root)).path_reason(relpath):
         raise KmsError(
-            "folder-denied", "that folder is private: agents cannot write there; pick another folder", folder=folder
+            "folder-denied",
+            "that place is private (a privacy rule hides notes there): agents cannot write there; "
+            "pick another folder or title",
+            folder=relpath.rpartition("/")[0],
         )
 
 

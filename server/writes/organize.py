@@ -28,6 +28,7 @@ from server.vault.registry import Vault
 from server.writes.context import NoteRef, WriteContext
 from server.writes.edits import blast_radius
 from server.writes.multifile import FilePlan, apply_plans
+from server.writes.operations import refuse_private
 from server.writes.outcome import WriteOutcome, WriteResult
 
 TRASH = ".trash"
@@ -127,6 +128,7 @@ def _relocate(
     if allowlist:
         allowlist.check(note.path)
         allowlist.check(new_path)
+    refuse_private(conn, vault, new_path)  # as kms_create: the note would vanish from the agent
     linking = _linking(conn, note) if rewrite else []
     if 1 + len(linking) > max_files:
         raise KmsError(

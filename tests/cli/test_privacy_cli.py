@@ -67,3 +67,50 @@ def test_doctor_counts_per_rule_and_warns_about_the_filesystem_server(sample: Pa
     report = json.loads(kms("doctor", "--json").stdout)
     assert "filesystem server" in report["privacy"]["warning"]
     assert "bypassing them" in said(kms("doctor").stdout)
+
+
+def test_a_kms_hide_stamp_follows_the_note_through_restore_the_trash_a_put_back_and_a_vault_re_added(
+    tmp_path: Path,
+) -> None:
+    """Dogfood finding cli #1: the person's stamp outlives the note's row, so a note brought back is hidden
+    again: by ``kms restore``, ``kms trash restore``, its file put back byte for byte, its vault re-added."""
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "diary.md").write_text("Diary HIDECANARY91 text\n")
+    (root / "other.md").write_text("# Other\n")
+    ok(kms("vault", "add", str(root), "--name", "v"))
+
+    def hidden() -> list[str]:
+        assert json.loads(ok(kms("search", "HIDECANARY91", "--json")).stdout)["hits"] == []
+        return [h["path"] for h in json.loads(ok(kms("hidden", "--json")).stdout)]
+
+    ok(kms("hide", "diary"))
+    assert hidden() == ["diary.md"]
+    (root / "diary.md").unlink()
+    ok(kms("index"))
+    assert hidden() == []
+    ok(kms("restore", "diary.md", "--version", "1", "--yes"))
+    assert hidden() == ["diary.md"]
+
+    (root / ".trash").mkdir()
+    (root / "diary.md").rename(root / ".trash/diary.md")
+    ok(kms("index"))
+    ok(kms("trash", "restore", "diary"))
+    ok(kms("index"))
+    assert (root / "diary.md").is_file() and hidden() == ["diary.md"]
+
+    data = (root / "diary.md").read_bytes()
+    (root / "diary.md").unlink()
+    ok(kms("index"))
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere/diary copy.md").write_bytes(data)  # put back elsewhere: the same bytes
+    ok(kms("index"))
+    assert hidden() == ["elsewhere/diary copy.md"]
+
+    ok(kms("vault", "remove", "v"))
+    moved = tmp_path / "v-moved"
+    root.rename(moved)
+    ok(kms("vault", "add", str(moved), "--name", "v"))
+    assert hidden() == ["elsewhere/diary copy.md"]
+    assert "Visible again" in said(ok(kms("unhide", "diary copy")).stdout)
+    assert json.loads(ok(kms("search", "HIDECANARY91", "--json")).stdout)["hits"] != []  # the check can fail

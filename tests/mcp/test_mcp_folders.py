@@ -1,5 +1,6 @@
 """kms_move_folder and kms_rename_folder through a real MCP client: one unit, every link style, ids kept,
-hidden notes counted and never named, the per-call limit, a dry run, revert byte for byte."""
+hidden notes counted and never named (a hidden folder answered as a missing one), the per-call limit,
+a dry run, revert byte for byte."""
 
 from __future__ import annotations
 
@@ -153,18 +154,21 @@ async def test_refusals_change_nothing(vault: Path, conn: apsw.Connection, db_pa
     assert sub_denied["error"] == "folder-denied"
     assert trash["error"] == "invalid-input" and slash["error"] == "invalid-input"
     assert exists["error"] == "already-exists" and "Alpha" in exists["message"]
-    assert hidden_only["error"] == "folder-denied"
+    assert hidden_only["error"] == "not-found"  # as a missing folder: the allowlist is no oracle either
     assert vault_bytes(vault) == before
 
 
-async def test_a_folder_of_hidden_notes_only_moves_without_naming_them(
+async def test_a_folder_of_hidden_notes_only_answers_as_a_missing_one(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
+    before = vault_bytes(vault)
     async with mcp_client(db_path, **ON) as client:
+        dry = await call(client, "kms_rename_folder", {"folder": "private", "name": "vault", "dryRun": True})
         out = await call(client, "kms_rename_folder", {"folder": "private", "name": "vault"})
-    assert not out["_error"], out
-    assert (out["notesMoved"], out["hiddenNotesMoved"], out["linkingNotes"]) == (1, 1, 0)
-    assert "Hidden" not in str(out) and (vault / "vault/Hidden.md").exists()
+        missing = await call(client, "kms_rename_folder", {"folder": "nothere", "name": "vault", "dryRun": True})
+    assert dry["error"] == out["error"] == missing["error"] == "not-found"
+    assert dry["message"].replace("private", "nothere") == missing["message"]
+    assert vault_bytes(vault) == before
 
 
 async def test_kms_move_given_a_folder_points_to_kms_move_folder(

@@ -137,6 +137,54 @@ async def test_create_on_a_hidden_note_answers_like_any_collision(
     assert a["path"] == f"{info['folder']}/{info['title']}.md"  # what was asked for, nothing more
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_no_organize_call_makes_a_hidden_note_visible_or_tells_its_folder_apart(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, kind: str
+) -> None:
+    """The folder tools, dry run or not, answer a hidden folder (and each folder above it with no visible
+    note) exactly as one that does not exist; moving the visible folders, or moving notes into the hidden
+    note's folder, never publishes it nor writes where a rule hides (dogfood findings mcp #1 and #3)."""
+    info = _setup(conn, tmp_path, kind)
+    before = hidden_rows(conn)
+    parts = info["folder"].split("/")
+    hidden_folders = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    calls: list[tuple[str, dict]] = []
+    for f in [*hidden_folders, "zqxnothere"]:
+        for dry in (True, False):
+            calls += [
+                ("kms_rename_folder", {"folder": f, "name": "open", "dryRun": dry}),
+                ("kms_move_folder", {"folder": f, "to": "public", "dryRun": dry}),
+            ]
+    calls += [
+        ("kms_move", {"noteId": "Plans", "folder": info["folder"]}),
+        ("kms_move_folder", {"folder": "public", "to": info["folder"], "dryRun": True}),
+        ("kms_rename_folder", {"folder": "public", "name": "open", "dryRun": True}),
+        ("kms_rename_folder", {"folder": "public", "name": "open"}),
+    ]
+    leaks, answers = [], []
+    async with mcp_client(db_path, write_enabled=True, edit_enabled=True, organize_enabled=True) as client:
+        for name, args in calls:
+            result = await client.call_tool(name, args)
+            answers.append((name, args, result.structured_content))
+            if hits := canary_hits(answer_text(result), args):
+                leaks.append((name, args, hits))
+        found = {
+            q: [
+                h["path"]
+                for h in (await client.call_tool("kms_search", {"query": q, "limit": 50})).structured_content["hits"]
+            ]
+            for q in ("zqxbody", "garden")
+        }
+    assert leaks == []
+    for name, args, out in answers[: 4 * (len(hidden_folders) + 1)]:  # hidden or missing: one answer
+        assert out["error"] == "not-found", (name, args, out)
+    kinds = [out.get("error") for _n, _a, out in answers[-4:]]
+    in_private = kind in ("folder", "kmsignore", "symlink")  # a path rule hides the hidden note's folder
+    assert kinds == (["folder-denied", "folder-denied"] if in_private else [None, None]) + [None, None], answers[-4:]
+    assert found["zqxbody"] == [] and "open/Log.md" in found["garden"]
+    assert hidden_rows(conn) == before  # still hidden, each where it was (a hidden symlink too)
+
+
 async def test_nothing_hidden_is_embedded(
     conn: apsw.Connection, db_path: Path, tmp_path: Path, embed_model_dir: Path
 ) -> None:

@@ -787,3 +787,41 @@ def test_upgrade_to_m031_checks_an_unchanged_vault_from_the_manifest_index(tmp_p
         {"id": before[0]["id"], "path": "c.md"},
     ]
     conn.close()
+
+
+def test_upgrade_to_m038_keeps_a_stamp_a_deleted_note_had_and_gives_it_back(tmp_path: Path) -> None:
+    """An m037 database with a note stamped by ``kms hide`` gains ``stamps_gone`` and its triggers: the
+    note deleted and its file put back (a watcher's delete, then a create) is hidden again, with the same
+    stamp, and the kept counts stay what a recount says (the trigger's update is counted)."""
+    from support.vaults import write
+
+    from server.index.indexer import index_vault, reindex_file
+    from server.index.notes import set_hidden
+    from server.store.kept_counts import RECOUNT
+    from server.vault.registry import add_vault, get_vault
+
+    root, path = tmp_path / "v", tmp_path / "m037.db"
+    write(root / "diary.md", "Diary words #private-ish\n")
+    write(root / "other.md", "# Other [[diary]]\n")
+    old = apsw.Connection(str(path))
+    migrate(old, upto="m037_history_by_path")
+    index_vault(old, add_vault(old, root, "v"))
+    set_hidden(old, "diary.md", True)
+    [(stamp,)] = old.execute("SELECT hidden_stamp FROM notes WHERE path = 'diary.md'").fetchall()
+    old.close()
+
+    conn = connect(path)
+    assert "m038_stamps_follow_notes" in applied(conn)
+    data = (root / "diary.md").read_bytes()
+    (root / "diary.md").unlink()
+    assert reindex_file(conn, get_vault(conn, "v"), "diary.md") is None
+    assert conn.execute("SELECT vault, path FROM stamps_gone").fetchall() == [("v", "diary.md")]
+    (root / "diary.md").write_bytes(data)
+    reindex_file(conn, get_vault(conn, "v"), "diary.md")
+    assert conn.execute("SELECT hidden_stamp, hidden_at FROM notes WHERE path = 'diary.md'").fetchall() == [
+        (stamp, stamp)
+    ]
+    assert conn.execute("SELECT count(*) FROM stamps_gone").fetchall() == [(0,)]  # given back once
+    kept = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in RECOUNT}
+    assert kept == {t: sorted(conn.execute(q).fetchall()) for t, q in RECOUNT.items()}
+    conn.close()

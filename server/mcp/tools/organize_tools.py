@@ -154,7 +154,9 @@ FOLDER_ANSWER = (
     "counts the folder's notes and the notes linking to them against the per-call file limit "
     "(too-broad, nothing changed, when over; staged for the person instead when they approve "
     "writes); dryRun true answers those counts first, writing "
-    "nothing. Returns notesMoved, hiddenNotesMoved (never named), linkingNotes, the notes whose "
+    "nothing. A folder with no note you can see is not-found; a note hidden by where it is stays there; "
+    "no note moves where a privacy rule hides notes (folder-denied, nothing changed). Returns notesMoved, "
+    "hiddenNotesMoved (never named), linkingNotes, the notes whose "
     "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE
 )
 
