@@ -43,6 +43,7 @@ MAX_LIMIT = 50
 MAX_TERMS = 64  # words and phrases' words in one query; the operators AND/OR/NOT/NEAR are not counted
 SNIPPET_TERMS = 12  # more terms (or one repeated): excerpts by window_excerpt, not snippet()
 DEADLINE_S = 3.0  # a search still running after this long is stopped (a backstop: real queries take ms)
+PROGRESS_STEPS = 100_000  # SQLite VM steps between two looks at the clock (each look is a call into Python)
 _WORD = re.compile(r"\w+")
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
@@ -97,7 +98,7 @@ def _terms(expression: str) -> list[str]:
     return [w for w in _WORD.findall(expression) if w not in _OPERATORS]
 
 
-def _snippet_costly(match: str) -> bool:
+def snippet_costly(match: str) -> bool:
     """Whether ``snippet()`` would cost more than a window excerpt: many terms, or one repeated."""
     terms = [t.lower() for t in _terms(match)]
     return len(terms) > SNIPPET_TERMS or len(set(terms)) < len(terms)
@@ -170,7 +171,7 @@ def _run(
 ) -> list[dict[str, Any]]:
     scope = VaultScope.of(vault_id)
     # words in a script without spaces: each excerpt is a window around them (snippet() would show the body's start)
-    by_window = searches_runs(match) or _snippet_costly(match)
+    by_window = searches_runs(match) or snippet_costly(match)
     if where or not scope.every:
         in_scope, scope_args = scope.sql()
         cond, args = filters_sql(where) if where else ("", ())
@@ -239,7 +240,7 @@ def deadline(conn: apsw.Connection, seconds: float, clock: Callable[[], float] =
         fired = fired or clock() > end
         return fired
 
-    conn.set_progress_handler(late, 1000)
+    conn.set_progress_handler(late, PROGRESS_STEPS)
     try:
         yield
     except apsw.InterruptError:

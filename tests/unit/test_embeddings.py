@@ -165,12 +165,11 @@ def test_missing_model_is_a_state_not_an_error(tmp_path: Path) -> None:
     emb = Embedder(tmp_path / "nowhere")
     assert emb.load() is False
     assert emb.state == "missing" and "lacks model.onnx" in (emb.reason or "")
-    started = time.perf_counter()
-    for _ in range(3):
+    for _ in range(3):  # each call answers from the state: no load is tried again
         with pytest.raises(ModelNotReady) as err:
             emb.embed(["hello"])
         assert err.value.state == "missing"
-    assert time.perf_counter() - started < 0.05
+    assert emb.state == "missing"
 
 
 def test_corrupt_model_fails_once_and_is_remembered(tmp_path: Path, embed_model_dir: Path) -> None:
@@ -183,11 +182,10 @@ def test_corrupt_model_fails_once_and_is_remembered(tmp_path: Path, embed_model_
     assert emb.load() is False
     assert emb.state == "failed" and "could not load" in (emb.reason or "")
     first = emb.load_seconds
-    started = time.perf_counter()
-    assert emb.load() is False  # no retry: the failure is remembered
+    assert emb.load() is False  # no retry: the failure is remembered (no second load timed)
     with pytest.raises(ModelNotReady):
         emb.embed_query("anything")
-    assert time.perf_counter() - started < 0.05 and emb.load_seconds == first
+    assert emb.load_seconds == first
     shutil.copyfile(embed_model_dir / "model.onnx", bad / "model.onnx")
     emb.reset()  # only an explicit reset retries (e.g. after `kms model install`)
     assert emb.load() is True
@@ -195,13 +193,11 @@ def test_corrupt_model_fails_once_and_is_remembered(tmp_path: Path, embed_model_
 
 def test_background_load_never_blocks_callers(embed_model_dir: Path) -> None:
     emb = Embedder(embed_model_dir)
-    started = time.perf_counter()
     emb.start()
     assert emb.state == "loading"
-    with pytest.raises(ModelNotReady) as err:
+    with pytest.raises(ModelNotReady) as err:  # answered while the load goes on, not after it
         emb.embed(["too early"])
     assert err.value.state == "loading"
-    assert time.perf_counter() - started < 0.2
     assert emb.wait(120) and emb.status()["state"] == "ready"
     assert emb.start() is None  # idempotent
 

@@ -5,7 +5,6 @@ stops a statement that runs on."""
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 
 import apsw
@@ -13,7 +12,7 @@ import pytest
 from support.organize import index
 
 from server.errors import KmsError
-from server.index.search import MAX_TERMS, deadline, search
+from server.index.search import MAX_TERMS, build_match, deadline, search, snippet_costly
 
 
 @pytest.fixture
@@ -41,11 +40,12 @@ def test_repeated_plain_words_count_once(many: apsw.Connection) -> None:
     assert len(hits) == 5 and all("**timber**" in h["excerpt"].lower() for h in hits)
 
 
-def test_a_query_of_repeated_prefixes_stays_fast(many: apsw.Connection) -> None:
-    """snippet() with the same prefix 64 times took seconds here (minutes on a larger vault)."""
-    started = time.perf_counter()
-    hits = search(many, " ".join(["t*"] * MAX_TERMS), limit=10)["hits"]
-    assert time.perf_counter() - started < 5.0
+def test_a_query_of_repeated_prefixes_takes_window_excerpts(many: apsw.Connection) -> None:
+    """snippet() with the same prefix 64 times took seconds here (minutes on a larger vault): such a query's
+    excerpts are windows (linear in the note), still marking the words."""
+    query = " ".join(["t*"] * MAX_TERMS)
+    assert snippet_costly(build_match(query)[0]) and not snippet_costly(build_match("timber OR tree")[0])
+    hits = search(many, query, limit=10)["hits"]
     assert len(hits) == 10 and all("**" in h["excerpt"] for h in hits)
 
 
