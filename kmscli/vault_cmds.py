@@ -61,13 +61,14 @@ def vault_add(
                 ) from None
             console.print(
                 f"Vault [bold]{escape(known.name)}[/] at {escape(str(known.root))} was registered but never indexed:"
-                " indexing it now"
+                " indexing it now",
+                soft_wrap=True,  # a path is never broken across lines
             )
             vault = known
         try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
             if vault is not known:
                 root = escape(str(vault.root))
-                console.print(f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})")
+                console.print(f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True)
                 _say_workspace(conn, vault.id)
             if not no_index:
                 run_index(conn, full=False, vault=vault.name, embed=False)

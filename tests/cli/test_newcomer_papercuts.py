@@ -175,3 +175,11 @@ def test_vault_names_say_what_is_wrong_and_an_empty_listing_says_so(tmp_path: Pa
     (empty / "plain.md").write_text("# Plain\n\nno tags\n")
     ok(kms("vault", "add", str(empty), "--name", "plain"))
     assert ok(kms("tags", "--vault", "plain")).stdout.strip() == "No tags yet (on the notes an agent can see)."
+
+
+def test_a_long_vault_path_is_printed_whole(tmp_path: Path) -> None:
+    """A path is never broken across lines (a copy of it must work): narrow terminals and pipes included."""
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "notes"
+    write(deep / "n.md", "# n\n")
+    out = ok(kms("vault", "add", str(deep), "--name", "deep")).stdout
+    assert f"Added vault deep at {deep} (obsidian)" in out.splitlines()
