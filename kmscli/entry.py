@@ -12,6 +12,13 @@ from kmscli.handled_interrupt import forget_handled_interrupt
 
 
 def entry() -> None:
+    try:
+        _run()
+    finally:  # on every way out: an interrupt leaving kms is marked again by the interpreter after this
+        forget_handled_interrupt()
+
+
+def _run() -> None:
     if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
         import os
 
@@ -23,15 +30,11 @@ def entry() -> None:
             sys.exit(2)
         from server.mcp.serve import main as serve
 
-        code = serve(sys.argv[2:])
-        forget_handled_interrupt()
-        sys.exit(code)
+        sys.exit(serve(sys.argv[2:]))
     if sys.argv[1:2] == ["hook"] and not ({"-h", "--help"} & set(sys.argv[2:])):
         from kmscli.hook_cmd import main as hook
 
-        code = hook(sys.argv[2:])
-        forget_handled_interrupt()
-        sys.exit(code)
+        sys.exit(hook(sys.argv[2:]))
     from kmscli.main import main
 
     main()

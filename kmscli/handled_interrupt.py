@@ -8,6 +8,6 @@ def forget_handled_interrupt() -> None:
     """A Ctrl-C that lands while ``exec`` runs a string (a dataclass or namedtuple built by a deferred
     import) is marked unhandled by CPython even when kms catches it, and ``python -m kmscli`` (how hosts
     start ``kms mcp`` and hooks) then ends by SIGINT instead of the exit code kms chose. Each evaluation
-    of a string clears that mark first; one that runs nothing clears it and nothing else. Called only
-    once kms has chosen its exit code, never while an interrupt is on its way out."""
+    of a string clears that mark first; one that runs nothing clears it and nothing else. Called as kms
+    exits (``entry``): an interrupt still on its way out is marked again when it leaves the module run."""
     exec("")  # noqa: S102

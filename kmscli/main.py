@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kmscli import index_cmds
-from kmscli.handled_interrupt import forget_handled_interrupt
 from kmscli.output import KmsGroup, console
 from server.store.db import default_db_path
 
@@ -261,7 +260,6 @@ def main() -> None:
     try:
         app(prog_name="kms")
     except SystemExit as exit_:
-        forget_handled_interrupt()
         # stdout's reader went away: (typer's) click wraps stdout, rich points it at /dev/null; both exit 1
         if exit_.code == 1 and (
             type(sys.stdout).__name__ == "PacifyFlushWrapper" or (_stdout_is_devnull() and not was_devnull)
@@ -271,7 +269,6 @@ def main() -> None:
         raise
     except BrokenPipeError:
         _quiet_broken_pipe()
-    forget_handled_interrupt()
     _flush_stdout()
 
 

@@ -123,7 +123,7 @@ def interrupt_once_registered(
     (tmp_path / "ctrl_c_once_registered.py").write_text(
         "import sys\n"
         "import apsw\n"
-        "from kmscli.main import main\n"
+        "from kmscli.entry import entry\n"
         "def registered():\n"
         f"    conn = apsw.Connection({str(db_path)!r})\n"
         "    try:\n        return next(conn.execute('SELECT count(*) FROM vaults'))[0] > 0\n"
@@ -136,7 +136,7 @@ def interrupt_once_registered(
         "        raise KeyboardInterrupt\n"
         "sys.settrace(ctrl_c)\n"
         f"sys.argv = ['kms', 'vault', 'add', {str(vault_dir)!r}]\n"
-        "main()\n"
+        "entry()\n"
     )
     return subprocess.run(
         [sys.executable, "-m", "ctrl_c_once_registered"], capture_output=True, text=True, cwd=tmp_path
