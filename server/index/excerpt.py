@@ -26,7 +26,7 @@ SCAN_MAX_BYTES = 8 * 1024 * 1024
 WORDS_BEFORE, WORDS_AFTER = 12, 19  # snippet()'s 32 tokens, the match among them
 CHARS_BEFORE, CHARS_AFTER = 100, 200  # and no more characters than these around it
 
-_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})  # FTS5's, never a searched word
 _TERM = re.compile(r"(\w+)(\*?)")
 _WORD = re.compile(r"\w+")
 
@@ -57,7 +57,7 @@ def terms_of(match: str) -> list[tuple[str, bool]]:
     seen: dict[str, bool] = {}
     for m in _TERM.finditer(text):
         word = m.group(1)
-        if word in _OPERATORS:
+        if word in OPERATORS:
             continue
         seen[fold(word)] = seen.get(fold(word), False) or bool(m.group(2))
     return [*seen.items(), *((run, False) for run in runs if run not in seen)]

@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
-from server.index.excerpt import SNIPPET_MAX_BYTES, window_excerpt
+from server.index.excerpt import OPERATORS, SNIPPET_MAX_BYTES, window_excerpt
 from server.index.properties import Filter, filters_sql
 from server.index.scripts import has_run, query_parts, runs_in_expression, searches_runs
 from server.vault.scope import Vaults, VaultScope
@@ -45,7 +45,6 @@ SNIPPET_TERMS = 12  # more terms (or one repeated): excerpts by window_excerpt, 
 DEADLINE_S = 3.0  # a search still running after this long is stopped (a backstop: real queries take ms)
 PROGRESS_STEPS = 100_000  # SQLite VM steps between two looks at the clock (each look is a call into Python)
 _WORD = re.compile(r"\w+")
-_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
 
 def uses_syntax(query: str) -> bool:
@@ -95,7 +94,7 @@ def check_terms(terms: Sequence[str], query: str) -> None:
 
 def _terms(expression: str) -> list[str]:
     """The words of a query or FTS5 expression, its operators left out."""
-    return [w for w in _WORD.findall(expression) if w not in _OPERATORS]
+    return [w for w in _WORD.findall(expression) if w not in OPERATORS]
 
 
 def snippet_costly(match: str) -> bool:
