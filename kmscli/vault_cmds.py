@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import apsw
@@ -15,7 +14,7 @@ from server.errors import KmsError
 from server.humanize import stamp
 
 if TYPE_CHECKING:
-    from server.vault.registry import Vault
+    pass
 
 vault_app = typer.Typer(help="Register, list and forget vaults (folders of Markdown notes).", no_args_is_help=True)
 
@@ -32,7 +31,7 @@ def vault_add(
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
-    from server.vault.registry import add_vault
+    from server.vault.registry import add_vault, vault_at
 
     with cli_errors():
         conn = open_db(create=True)
@@ -40,7 +39,7 @@ def vault_add(
         try:
             vault = add_vault(conn, path, name, dialect)
         except KeyboardInterrupt:
-            registered = _registered_at(conn, path)
+            registered = vault_at(conn, path)
             if registered is not None:  # stopped after the commit, before add_vault returned
                 interrupted_index(conn, registered.name)
             err_console.print(
@@ -50,7 +49,7 @@ def vault_add(
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except KmsError as exc:
-            known = _registered_at(conn, path)
+            known = vault_at(conn, path)
             if known is None or exc.kind != "already-exists":
                 raise
             if known.last_indexed_at is not None or no_index:
@@ -74,14 +73,6 @@ def vault_add(
                 run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
             interrupted_index(conn, vault.name)
-
-
-def _registered_at(conn: apsw.Connection, path: str) -> Vault | None:
-    """The vault registered at ``path``'s folder, if one is."""
-    from server.vault.registry import list_vaults
-
-    root = Path(path).expanduser().resolve()
-    return next((v for v in list_vaults(conn) if v.root == root), None)
 
 
 def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:

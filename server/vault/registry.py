@@ -48,6 +48,12 @@ def get_vault(conn: apsw.Connection, name_or_id: str | int) -> Vault:
     return _vault(found[0])
 
 
+def vault_at(conn: apsw.Connection, path: str | Path) -> Vault | None:
+    """The vault registered at ``path``'s folder, if one is."""
+    root = Path(path).expanduser().resolve()
+    return next((v for v in list_vaults(conn) if v.root == root), None)
+
+
 def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, dialect: str | None = None) -> Vault:
     """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``).
 
