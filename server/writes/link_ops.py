@@ -148,7 +148,7 @@ def check_link_property(prop: str) -> str:
 
 
 def _link(ctx: WriteContext, vault: Vault, note: NoteRef, targets: list[str], prop: str) -> WriteOutcome:
-    check_link_property(prop)
+    """Write ``targets`` into ``prop`` (both callers checked the note's folder and ``prop`` first)."""
     added: list[str] = []
 
     def compute(text: str, fmt: TextFormat) -> Edit:
