@@ -52,6 +52,14 @@ def vault_id(conn: apsw.Connection, name: str | None) -> int | None:
     return get_vault(conn, name).id
 
 
+def print_verbatim(text: str, *, end: str = "") -> None:
+    """Text a person copies or pipes as it is (a diff, a preview): never wrapped at the console's width,
+    never read as markup. A diff cut at 80 columns left a half line without its ``+``/``-`` prefix, so
+    ``kms diff NOTE > d.patch`` did not apply. Written past Rich, which would also expand the tab that
+    ends a diff header's file name."""
+    console.file.write(text + end)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
