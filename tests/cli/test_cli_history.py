@@ -98,7 +98,7 @@ def test_a_note_named_like_a_history_command_is_shown_by_history_show(vault: Pat
 
 
 LONG_V1 = b"# Long\n\n" + b"a line far longer than any terminal, " * 12 + b"\nkept\n"
-LONG_NOW = b"# Long\n\n" + b"the same line rewritten, still far longer than eighty columns, " * 8 + b"\nkept\nno newline"
+LONG_NOW = b"# Long\n\n" + b"the same line rewritten, far longer than eighty columns, " * 8 + b"\nkept\nno newline"
 
 
 @pytest.mark.parametrize("apply", [["git", "apply"], ["patch", "-p1", "--quiet", "-i"]])
