@@ -313,7 +313,9 @@ def typed_errors(app: Any) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "error"
-        return JSONResponse({"error": kinds.get(status, "http-error"), "message": str(detail)}, status_code=status)
+        headers = exc.headers if isinstance(exc, HTTPException) else None  # 405's Allow
+        body = {"error": kinds.get(status, "http-error"), "message": str(detail)}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": "internal", "message": INTERNAL}, status_code=500)
