@@ -296,9 +296,10 @@ class GuardedHttpTools(HttpToolsProtocol):
 
 
 def uvicorn_options(read_timeout: float) -> dict[str, Any]:
-    """What ``kms serve`` gives ``uvicorn.Config`` for these limits: the guarded protocol, the keep-alive time."""
+    """What ``kms serve`` gives ``uvicorn.Config`` for these limits: the guarded protocol, the keep-alive time, and
+    no WebSocket upgrade (the service serves none: an upgrade request is an HTTP request like any other, screened)."""
     protocol = type("KmsHttpProtocol", (GuardedHttpTools,), {"head_timeout_s": read_timeout})
-    return {"http": protocol, "timeout_keep_alive": KEEP_ALIVE_S}
+    return {"http": protocol, "ws": "none", "timeout_keep_alive": KEEP_ALIVE_S}
 
 
 def typed_errors(app: Any) -> None:
