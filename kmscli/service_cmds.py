@@ -42,7 +42,7 @@ START_WAIT_S = 15.0
 
 
 def _check_host(host: str | None, allow_remote: bool) -> None:
-    from server.mcp.http import LOOPBACK
+    from server.mcp.http_guard import LOOPBACK
 
     if host is None or host in LOOPBACK:
         return
