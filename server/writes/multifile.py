@@ -172,17 +172,18 @@ def _case_only(real: Path, dest: Path) -> bool:
     return real != dest and str(real).casefold() == str(dest).casefold()
 
 
-def _destination(vault: Vault, new_path: str, real: Path) -> Path:
-    """Where a moving file goes: its folder made (inside the vault only), the name still free (or the
-    file itself under another case, on a case-insensitive file system). ``new_path`` was built by kms
-    (a checked folder and name, ``.trash/...``, or a recorded path)."""
+def _destination(vault: Vault, new_path: str, real: Path, *, make: bool = True) -> Path:
+    """Where a moving file goes: its folder made (inside the vault only; not with ``make`` False, which only
+    checks), the name still free (or the file itself under another case, on a case-insensitive file system).
+    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
     folder, _, name = new_path.rpartition("/")
     parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
     if not is_within(parent, vault.root):
         raise KmsError("invalid-input", f"{folder!r} leads outside the vault")
-    parent.mkdir(parents=True, exist_ok=True)
-    if not is_within(parent, vault.root) or not parent.is_dir():
-        raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
+    if make:
+        parent.mkdir(parents=True, exist_ok=True)
+        if not is_within(parent, vault.root) or not parent.is_dir():
+            raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
     dest = parent / name
     if (dest.exists() or dest.is_symlink()) and not (_case_only(real, dest) and _same_file(real, dest)):
         raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
@@ -239,6 +240,9 @@ def apply_plans(
         for target in targets:
             stack.enter_context(file_lock(target, lock_dir))
         recover(conn, lock_dir, held=targets)  # a dead writer's unit over these notes is undone first
+        for i, p in enumerate(plans):  # every name still free, before anything is read or made
+            if p.new_path and p.new_path != p.path:
+                _destination(vault, p.new_path, reals[i], make=False)
         prepared = [
             _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
         ]
