@@ -91,27 +91,45 @@ async def test_no_write_goes_through_a_symlinked_folder_out_of_the_session_s_fol
     assert (root / "drafts" / "sub" / "a.md").read_text() == "# a\n\nalpha\n"
 
 
-async def test_a_symlinked_folder_out_of_the_vault_is_refused_with_nothing_made(
+async def test_with_no_allowlist_a_write_really_outside_the_vault_or_its_trash_is_refused(
     conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    """With no allowlist at all, a path whose real place is outside the vault is still refused: the session's
-    vault is a scope too, and the refusal leaves no folder behind."""
+    """With no allowlist at all, a path whose real place is outside the vault is still refused (the session's
+    vault is a scope too), and so is a trash that is really another folder of the vault (``.trash ->
+    archive``: kms_trash would put the note in archive/); each refusal leaves nothing behind."""
     root, outside = tmp_path / "v", tmp_path / "outside"
     portal_vault(root, outside)
+    (root / ".trash").symlink_to("archive", target_is_directory=True)
     index_vault(conn, add_vault(conn, root, "v"))
     before = tree(root, outside)
     calls = [
         ("kms_create", {"title": "Out", "folder": "drafts/exit/deeper"}),
         ("kms_move", {"noteId": "drafts/a.md", "folder": "drafts/exit/deeper"}),
         ("kms_move_folder", {"folder": "drafts/sub", "to": "drafts/exit/deeper"}),
+        ("kms_trash", {"noteId": "drafts/a.md"}),
     ]
     async with mcp_client(db_path, **ON) as client:
         for tool, args in calls:
             err = refusal(await client.call_tool(tool, args))
-            assert err["error"] in ("invalid-input", "folder-denied"), (tool, err)
-            assert "outside the vault" in err["message"], (tool, err)
+            assert err["error"] == "invalid-input", (tool, err)
+            assert "outside the vault" in err["message"] or ".trash folder leads elsewhere" in err["message"], err
             assert tree(root, outside) == before, tool
     assert list(outside.iterdir()) == []
+
+
+async def test_under_approval_a_rename_rewriting_links_outside_the_scope_is_refused_not_staged(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """The person is not asked to approve what the session may not do: the refusal comes at once."""
+    root = tmp_path / "v"
+    linked_vault(root)
+    index_vault(conn, add_vault(conn, root, "v"))
+    before = tree(root)
+    async with mcp_client(db_path, allowlist=("drafts",), approval="always", approval_timeout=1, **ON) as client:
+        err = refusal(await client.call_tool("kms_rename", {"noteId": "drafts/a.md", "title": "b"}))
+    assert (err["error"], err["notesOutsideScope"]) == ("folder-denied", 2), err
+    assert conn.execute("SELECT count(*) FROM pending_writes").fetchone() == (0,)
+    assert tree(root) == before
 
 
 def linked_vault(root: Path) -> None:
