@@ -71,24 +71,38 @@ PORTAL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+@pytest.mark.parametrize("what", PORTAL_CALLS)
 @pytest.mark.parametrize("scope", SCOPES)
 async def test_no_write_goes_through_a_symlinked_folder_out_of_the_session_s_folders(
-    conn: apsw.Connection, db_path: Path, tmp_path: Path, scope: str
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, scope: str, what: str
 ) -> None:
     root, outside = tmp_path / "v", tmp_path / "outside"
     portal_vault(root, outside)
     index_vault(conn, add_vault(conn, root, "v"))
     before = tree(root, outside)
+    tool, args = PORTAL_CALLS[what]
     async with mcp_client(db_path, **SCOPES[scope], **ON) as client:
-        for what, (tool, args) in PORTAL_CALLS.items():
-            err = refusal(await client.call_tool(tool, args))
-            assert err["error"] == "folder-denied", (what, err)
-            assert "archive" in err["message"], (what, err)  # it says where the file really is
-            assert tree(root, outside) == before, what  # nothing moved, written or made (no empty folder)
-        # what the scope allows still works, and a link inside it is no portal
-        ok = await client.call_tool("kms_move", {"noteId": "drafts/a.md", "folder": "drafts/sub"})
+        err = refusal(await client.call_tool(tool, args))
+    assert err["error"] == "folder-denied", err
+    assert "archive" in err["message"], err  # it says where the file really is
+    assert tree(root, outside) == before  # nothing moved, written or made (no empty folder)
+
+
+async def test_inside_the_scope_a_symlink_to_an_allowed_place_is_no_portal(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """What the scope allows still works, through a link that stays in it too (control: passes on main)."""
+    root, outside = tmp_path / "v", tmp_path / "outside"
+    portal_vault(root, outside)
+    (root / "drafts" / "inner").symlink_to("sub", target_is_directory=True)
+    index_vault(conn, add_vault(conn, root, "v"))
+    async with mcp_client(db_path, allowlist=("drafts",), **ON) as client:
+        ok = await client.call_tool("kms_move", {"noteId": "drafts/a.md", "folder": "drafts/inner"})
+        assert not ok.is_error, ok.structured_content
+        ok = await client.call_tool("kms_create", {"title": "Made", "folder": "drafts/inner/new"})
         assert not ok.is_error, ok.structured_content
     assert (root / "drafts" / "sub" / "a.md").read_text() == "# a\n\nalpha\n"
+    assert (root / "drafts" / "sub" / "new" / "Made.md").exists()
 
 
 async def test_with_no_allowlist_a_write_really_outside_the_vault_or_its_trash_is_refused(
