@@ -52,6 +52,10 @@ def tree(*roots: Path) -> dict[str, bytes | None]:
 
 
 def refusal(r: Any) -> dict[str, Any]:
+    """The refusal a call answered (kms_create_many's: its one note's)."""
+    if not r.is_error and r.structured_content.get("results"):
+        assert r.structured_content["created"] == 0, r.structured_content
+        return dict(r.structured_content["results"][0])
     assert r.is_error, r.structured_content
     return dict(r.structured_content)
 
@@ -63,6 +67,10 @@ PORTAL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "move a folder into the portal": ("kms_move_folder", {"folder": "drafts/sub", "to": "drafts/portal"}),
     "rename a folder onto the portal": ("kms_rename_folder", {"folder": "drafts/sub", "name": "portal"}),
     "create below the portal": ("kms_create", {"title": "New", "folder": "drafts/portal/new"}),
+    "create many below the portal": (
+        "kms_create_many",
+        {"notes": [{"title": "New", "folder": "drafts/portal/new"}]},  # (answers per note)
+    ),
     "create in the portal": ("kms_create", {"title": "New", "folder": "drafts/portal"}),
     "rename a symlinked note": ("kms_rename", {"noteId": "drafts/alias.md", "title": "Taken"}),
     "move a symlinked note": ("kms_move", {"noteId": "drafts/alias.md", "folder": "drafts/sub"}),
