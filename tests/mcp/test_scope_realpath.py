@@ -20,7 +20,7 @@ from server.vault.registry import add_vault
 
 ON: dict[str, Any] = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
 # the two ways a session's folders are narrowed: the person's settings and a service token's ``folder:``
-SCOPES = {"allowlist": {"allowlist": ("drafts",)}, "token": {"token_folders": ("drafts",)}}
+SCOPES: dict[str, dict[str, Any]] = {"allowlist": {"allowlist": ("drafts",)}, "token": {"token_folders": ("drafts",)}}
 
 
 def portal_vault(root: Path, outside: Path) -> None:
