@@ -268,15 +268,21 @@ def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path,
     but kms would not create (a colon on Linux, say) are fine; only escapes are refused.
     Returning the real path means a symlinked note is written through, not replaced.
     """
-    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
-        raise KmsError("invalid-input", f"note path {relpath!r} is not vault-relative")
-    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
-        raise KmsError("invalid-input", f"note path {relpath!r} is not a plain vault path")
-    root = _realpath(vault_root)
-    real = _realpath(os.path.join(root, *relpath.split("/")))
+    real, root = _resolved(vault_root, relpath, "note path")
     if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def _resolved(vault_root: str | os.PathLike[str], relpath: str, what: str) -> tuple[str, str]:
+    """(the real path of the vault-relative ``relpath``, the vault's real root): ``invalid-input`` for a path
+    that is not plainly vault-relative. Not strict: the components that do not exist stay as named."""
+    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
+        raise KmsError("invalid-input", f"{what} {relpath!r} is not vault-relative")
+    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
+        raise KmsError("invalid-input", f"{what} {relpath!r} is not a plain vault path")
+    root = _realpath(vault_root)
+    return _realpath(os.path.join(root, *relpath.split("/"))), root
 
 
 def locate_notes(vault_root: str | os.PathLike[str], relpaths: list[str]) -> list[tuple[Path, str]]:
@@ -318,12 +324,7 @@ def real_relpath(vault_root: str | os.PathLike[str], relpath: str, *, hidden: bo
     A write scope (``write.allowlist``, a token's folders) is judged on this, not on the name a symlinked
     folder gives it. ``invalid-input`` when that place is outside the vault or the vault itself (a ``hidden``
     note is not named). ``relpath`` is built by kms from checked names or read from the index."""
-    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
-        raise KmsError("invalid-input", f"path {relpath!r} is not vault-relative")
-    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
-        raise KmsError("invalid-input", f"path {relpath!r} is not a plain vault path")
-    root = _realpath(vault_root)
-    real = _realpath(os.path.join(root, *relpath.split("/")))  # (not strict: missing components stay as named)
+    real, root = _resolved(vault_root, relpath, "path")
     if not _real_within(real, root) or real == root:
         what = "a note you cannot see" if hidden else repr(relpath)
         raise KmsError("invalid-input", f"{what} leads outside the vault (a symlink); kms will not write there")
