@@ -214,9 +214,10 @@ def test_search_keeps_each_part_of_a_joined_result_in_score_order(tmp_path: Path
 def test_log_shows_every_refusal_in_one_voice_with_its_kind(indexed: apsw.Connection, db_path: Path) -> None:
     """A tier refusal read `✗ error` beside a folder refusal's `⊘ denied`: both are the person's settings
     saying no, now `⊘ refused (KIND)`, through the real tool runner."""
+    from support.vaults import note_id
+
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
-    from support.vaults import note_id
 
     nid = note_id(indexed, "Home")
     for write_enabled, allowlist in ((False, ()), (True, ("drafts",))):
