@@ -166,7 +166,7 @@ def test_a_vault_added_or_removed_while_the_service_runs_is_watched_or_dropped(
     served = Served.start(db_path)
     try:
         secret = run_kms("token", "create", "--label", "agent").stdout.strip().splitlines()[-1]
-        assert found(served.url, secret, "authentication")  # the session is open before the vault comes
+        assert found(served.url, secret, "auth")  # the session is open before the vault comes
         fresh = tmp_path / "fresh"
         fresh.mkdir()
         added = run_kms("vault", "add", str(fresh), "--name", "fresh")
@@ -181,7 +181,7 @@ def test_a_vault_added_or_removed_while_the_service_runs_is_watched_or_dropped(
         (fresh / "quagga.md").write_text("# Quagga\n\nA quagga was here.\n")
         (fresh / "zebracorn.md").write_text("# Zebracorn\n\nStill a zebracorn.\n")
         sample = Path(indexed.execute("SELECT root FROM vaults WHERE name = 'sample'").fetchall()[0][0])
-        (sample / "okapi.md").write_text("# Okapi\n\nAn okapi, written after the quagga.\n")
+        (sample / "okapi.md").write_text("# Okapi\n\nAn okapi, written last.\n")
         wait_for(lambda: found(served.url, secret, "okapi"), 15, "the watcher to take in the later note", 0.2)
         assert found(served.url, secret, "quagga") == []
         assert found(served.url, secret, "zebracorn") == []
