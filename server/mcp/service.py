@@ -248,7 +248,7 @@ def run(
         os.close(lock)  # after the state file is gone: a start that gets the lock next finds none
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: the terminal of `kms serve` closed
 
 
 @contextlib.contextmanager

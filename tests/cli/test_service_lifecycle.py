@@ -27,7 +27,7 @@ def session_token(conn: apsw.Connection) -> tuple[tokens.Token, str]:
     return tokens.for_session(conn, SessionConfig.from_env(session_id=new_session_id()))
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "kms service stop"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "kms service stop"])
 def test_every_way_of_stopping_the_service_cleans_up_and_exits_0(
     how: str, indexed: apsw.Connection, db_path: Path
 ) -> None:
