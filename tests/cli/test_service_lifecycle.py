@@ -14,12 +14,13 @@ from pathlib import Path
 import anyio
 import apsw
 import pytest
+from support.service import Served, free_port, kms_args, kms_env, run_kms, search, wait_for
 
 from server.activity import tokens
 from server.activity.sessions import get_session
 from server.config.session import SessionConfig, new_session_id
 from server.mcp import service
-from support.service import Served, free_port, kms_args, kms_env, run_kms, search, wait_for
+from server.vault.registry import get_vault
 
 
 def session_token(conn: apsw.Connection) -> tuple[tokens.Token, str]:
@@ -118,7 +119,8 @@ def test_two_starts_at_once_make_one_service(indexed: apsw.Connection, db_path: 
         ), said
         assert json.loads(service.state_path(db_path).read_text())["pid"] == state.pid  # whole, one writer
         assert serving_processes(port) == [state.pid], "two processes serve"
-        assert service.health(state.url) == {**service.health(state.url), "pid": state.pid}
+        answer = service.health(state.url)
+        assert answer is not None and answer["pid"] == state.pid
     finally:
         run_kms("service", "stop")
     assert serving_processes(port) == []
@@ -180,8 +182,7 @@ def test_a_vault_added_or_removed_while_the_service_runs_is_watched_or_dropped(
         assert removed.returncode == 0, removed.stderr
         (fresh / "quagga.md").write_text("# Quagga\n\nA quagga was here.\n")
         (fresh / "zebracorn.md").write_text("# Zebracorn\n\nStill a zebracorn.\n")
-        sample = Path(indexed.execute("SELECT root FROM vaults WHERE name = 'sample'").fetchall()[0][0])
-        (sample / "okapi.md").write_text("# Okapi\n\nAn okapi, written last.\n")
+        (get_vault(indexed, "sample").root / "okapi.md").write_text("# Okapi\n\nAn okapi, written last.\n")
         wait_for(lambda: found(served.url, secret, "okapi"), 15, "the watcher to take in the later note", 0.2)
         assert found(served.url, secret, "quagga") == []
         assert found(served.url, secret, "zebracorn") == []
