@@ -196,10 +196,13 @@ def _check_running(running: Any, port: int, host: str | None, *, allow_remote: b
         )
 
 
-def _spawn(db_path: Path, port: int, host: str | None, wait_s: float, *, allow_remote: bool) -> tuple[Any, bool]:
+def _spawn(
+    db_path: Path, port: int, host: str | None, wait_s: float, *, allow_remote: bool, again: bool = True
+) -> tuple[Any, bool]:
     """Start ``kms serve`` in the background and wait until a service answers: (its state, whether it is the
     one started here). Another start may win the race for the service lock (``service.hold_lock``): the child
-    here is then refused at once, and the service that one starts is the answer once it answers."""
+    here is then refused at once, and the service that one starts is the answer once it answers. Should the
+    holder end without answering (a service that was stopping, one that failed), this starts one ``again``."""
     from kmscli.compose import ISOLATION_FLAGS
     from server.mcp import service
 
@@ -234,7 +237,10 @@ def _spawn(db_path: Path, port: int, host: str | None, wait_s: float, *, allow_r
                 raise error
             lost = error
         if lost is not None and not _lock_held_by_a_live_process(db_path):
-            raise lost  # the winner ended without answering: its own start said why
+            if not again:
+                raise lost
+            left = deadline - time.monotonic()
+            return _spawn(db_path, port, host, left, allow_remote=allow_remote, again=False)
         time.sleep(0.05)
     raise KmsError("conflict", f"the kms service did not answer within {wait_s:g} s; see `kms service logs`")
 
