@@ -14,7 +14,8 @@ from pathlib import Path
 import anyio
 import apsw
 import pytest
-from support.service import Served, free_port, kms_args, kms_env, run_kms, search, wait_for
+from support.net import free_port
+from support.service import Served, kms_args, kms_env, run_kms, search, wait_for
 
 from server.activity import tokens
 from server.activity.sessions import get_session

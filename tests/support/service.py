@@ -4,7 +4,6 @@ commands run as a person runs them, and a real MCP client over Streamable HTTP (
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,12 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from server.mcp import service
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from support.net import free_port
 
 
 def kms_env(**extra: str) -> dict[str, str]:
