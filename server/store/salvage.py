@@ -6,7 +6,8 @@ So ``kms repair`` reads the file format itself (https://sqlite.org/fileformat2.h
 b-tree is walked from its root page (named in ``sqlite_schema`` on page 1), a page that does not parse
 is skipped with what hangs below it, and the cells of every leaf that parses are decoded. Table leaves
 no walk reached (their parent page was damaged or cut off) are given to the one table whose columns
-fit their records (count and types); a leaf two tables could own is left out. Pages on the free list
+fit their records (count and declared types; fewer columns only when no table fits exactly); a leaf
+two tables could own is left out. Pages on the free list
 are never read, so deleted rows do not come back. The committed frames of a ``-wal`` beside the file
 are read over the file's pages, as SQLite would.
 
@@ -302,12 +303,13 @@ def _row(shape: TableShape, rowid: Key, values: list[Any]) -> tuple[Key, dict[st
     return key, row
 
 
-def _fits(shape: TableShape, values: list[Any]) -> bool:
-    """Whether a record could be a row of ``shape`` (same column count, each value of its column's type)."""
-    if not shape.rowid or len(values) != len(shape.columns):
+def _fits(shape: TableShape, values: list[Any], exact: bool) -> bool:
+    """Whether a record could be a row of ``shape``: as many columns (or, not ``exact``, fewer: a row
+    written before columns were added), each value of its column's declared type."""
+    if not shape.rowid or len(values) > len(shape.columns) or (exact and len(values) != len(shape.columns)):
         return False
     kinds = {"INTEGER": (int,), "TEXT": (str,), "BLOB": (bytes,), "REAL": (float, int)}
-    for i, (value, declared) in enumerate(zip(values, shape.types, strict=True)):
+    for i, (value, declared) in enumerate(zip(values, shape.types, strict=False)):
         if value is None or declared not in kinds:
             continue
         if i == shape.alias or not isinstance(value, kinds[declared]):
@@ -361,7 +363,9 @@ def _orphans(reader: _Reader, shapes: list[TableShape], result: Salvage, tables:
         got = reader.cells(n)
         if got is None or got[0] != TABLE_LEAF or not got[2]:
             continue
-        owners = [s for s in shapes if all(_fits(s, rec) for _rowid, rec in got[2])]
+        owners = [s for s in shapes if all(_fits(s, rec, True) for _rowid, rec in got[2])]
+        if not owners:  # rows older than a column added since
+            owners = [s for s in shapes if all(_fits(s, rec, False) for _rowid, rec in got[2])]
         if len(owners) != 1 or (tables is not None and owners[0].name not in tables):
             continue
         result.orphans += 1
