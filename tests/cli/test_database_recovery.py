@@ -117,7 +117,7 @@ def lived_in(db_path: Path, vault_dir: Path) -> Iterator[Path]:
 
 def _assert_back_as_far_as_readable(db: Path, report: dict, whole: dict[str, int], lost: dict[str, int]) -> dict:
     """Every row the damage did not reach is back (at most the rows on damaged pages are missing)."""
-    assert report["vaults"] == ["sample"] and not report["from_backup"]
+    assert report["vaults"] == ["sample"] and not report.get("from_backup")
     recovered = report["recovered"]
     floors = {}
     for table in KEPT:
