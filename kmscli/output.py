@@ -18,8 +18,8 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from server.errors import KmsError
-from server.store.registrations import read_registrations
 from server.store.db import connect, default_db_path
+from server.store.registrations import read_registrations
 
 console = Console()
 err_console = Console(stderr=True)

@@ -47,8 +47,8 @@ from server.index.writer import (
 )
 from server.store import history as blobs
 from server.store import kept_counts
-from server.store.registrations import save_registrations
 from server.store.db import write_tx
+from server.store.registrations import save_registrations
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it

@@ -55,7 +55,9 @@ def read_registrations(db_path: str | Path) -> list[dict[str, Any]]:
         vaults = data["vaults"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    return [v for v in vaults if isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("root"), str)]
+    return [
+        v for v in vaults if isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("root"), str)
+    ]
 
 
 def restore_registrations(conn: apsw.Connection) -> int:

@@ -335,7 +335,7 @@ def salvage(path: str | Path, tables: set[str] | None = None, fallback_schema: s
         conn = apsw.Connection(str(fallback_schema), flags=apsw.SQLITE_OPEN_READONLY)
         try:
             named = conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND sql IS NOT NULL")
-            shapes = [s for n, sql in named.fetchall() if (s := _shape(n, 0, sql)) is not None]
+            shapes = [s for n, sql in named.fetchall() if (s := _shape(str(n), 0, str(sql))) is not None]
         finally:
             conn.close()
     for shape in shapes:

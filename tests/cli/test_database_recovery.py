@@ -23,7 +23,7 @@ from server.index.backups import backup_if_due, start_backup_if_due
 from server.index.indexer import index_vault
 from server.index.watcher import watch_vaults
 from server.store.backup import list_backups
-from server.store.db import connect, shared_commit
+from server.store.db import connect, rows, scalar, shared_commit
 from server.store.registrations import registrations_path
 from server.vault.registry import add_vault
 
@@ -39,7 +39,9 @@ def _work(conn: apsw.Connection, first: int, count: int) -> None:
         for i in range(first, first + count):
             touch_session(conn, f"s{i}", kind="server", now=1000.0 + i)
             change = FilesChanged("a.md", (FileChange("a.md", None, 0, "old " * 20, "new " * 400, "h0", f"h{i}"),))
-            done = record(conn, tool="kms_edit", session_id=f"s{i}", status="success", message="x" * 6000, change=change)
+            done = record(
+                conn, tool="kms_edit", session_id=f"s{i}", status="success", message="x" * 6000, change=change
+            )
             record(conn, tool="kms_revert", session_id=f"s{i}", status="success", reverts_id=done)
 
 
@@ -64,7 +66,7 @@ def _close(conn: apsw.Connection, db: Path) -> None:
 def _counts(db: Path) -> dict[str, int]:
     conn = apsw.Connection(str(db))
     try:
-        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in KEPT}
+        return {t: int(scalar(conn, f"SELECT count(*) FROM {t}")) for t in KEPT}
     finally:
         conn.close()
 
@@ -77,14 +79,15 @@ def _most_lost(db: Path, pages: set[int]) -> dict[str, int]:
     try:
         lost = {}
         for table in KEPT:
-            without_rowid = "WITHOUT ROWID" in conn.execute(
-                "SELECT sql FROM sqlite_schema WHERE name = ?", (table,)
-            ).fetchall()[0][0]
-            stat = conn.execute("SELECT pageno, pagetype, ncell FROM dbstat WHERE name = ?", (table,)).fetchall()
+            without_rowid = "WITHOUT ROWID" in str(
+                scalar(conn, "SELECT sql FROM sqlite_schema WHERE name = ?", (table,))
+            )
+            stat = rows(conn, "SELECT pageno, pagetype, ncell FROM dbstat WHERE name = ?", (table,))
             lost[table] = sum(
-                (ncell if kind == "leaf" or (kind == "internal" and without_rowid) else 0) + (kind == "overflow")
-                for pageno, kind, ncell in stat
-                if pageno in pages
+                (s["ncell"] if s["pagetype"] == "leaf" or (s["pagetype"] == "internal" and without_rowid) else 0)
+                + (s["pagetype"] == "overflow")
+                for s in stat
+                if s["pageno"] in pages
             )
         return lost
     finally:
@@ -94,7 +97,9 @@ def _most_lost(db: Path, pages: set[int]) -> dict[str, int]:
 def _pages_of(db: Path, table: str) -> list[int]:
     conn = apsw.Connection(str(db))
     try:
-        return sorted(r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,)))
+        return sorted(
+            r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,))
+        )
     finally:
         conn.close()
 
@@ -137,7 +142,7 @@ def _edited(db: Path) -> list[str]:
     conn = apsw.Connection(str(db))
     try:
         return [
-            r[0]
+            str(r[0])
             for r in conn.execute(
                 "SELECT path FROM history_versions GROUP BY hid HAVING count(*) >= 3 ORDER BY path"
             ).fetchall()
@@ -198,8 +203,7 @@ def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, va
     repaired = apsw.Connection(str(db_path))
     try:
         assert ids <= {r[0] for r in repaired.execute("SELECT id FROM sessions")}
-        versions = repaired.execute("SELECT count(*) FROM history_versions").fetchall()[0][0]
-        assert versions >= at_backup["history_versions"]
+        assert int(scalar(repaired, "SELECT count(*) FROM history_versions")) >= at_backup["history_versions"]
     finally:
         repaired.close()
 
