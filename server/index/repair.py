@@ -14,6 +14,7 @@ what was lost (docs/recovery.md).
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,9 @@ def _salvage(moved: Path, db: Path, report: RepairReport) -> dict[str, dict[Key,
     """The rows of the damaged file, and those only the newest whole backup still has."""
     backup = newest_good_backup(db)
     try:
-        found = salvage(moved, set(SALVAGED), fallback_schema=backup)
+        with tempfile.TemporaryDirectory() as tmp:  # (the tables' shapes, should page 1 be unreadable)
+            schema = backup or _empty_kms_database(Path(tmp) / "schema.db")
+            found = salvage(moved, set(SALVAGED), fallback_schema=schema)
     except OSError as e:
         report.errors.append(f"nothing could be read from the damaged file ({e})")
         found = None
@@ -123,6 +126,11 @@ def needs_repair(db_path: str | Path, *, force: bool = False) -> str | None:
     if damage is None:
         return "rebuilt on request (--force)" if force else None
     return damage.message
+
+
+def _empty_kms_database(path: Path) -> Path:
+    connect(path).close()
+    return path
 
 
 def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport:

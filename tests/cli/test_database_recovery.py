@@ -267,3 +267,13 @@ def test_a_lost_database_is_created_anew_with_its_vaults(db_path: Path, vault_di
     ok(kms("index"))
     found = json.loads(ok(kms("search", "kms", "--json")).stdout)
     assert found
+
+
+def test_with_the_list_of_tables_gone_rows_are_matched_to_kms_tables_by_shape(lived_in: Path) -> None:
+    db = lived_in
+    whole = _counts(db)
+    with open(db, "r+b") as f:  # a torn first write: the header and page 1's b-tree header, the list of tables' root
+        f.write(b"\xa5" * 4096)
+    report = _repair()
+    assert report["header_rebuilt"] and report["recovered"]["tool_invocations"] == whole["tool_invocations"]
+    assert report["recovered"]["sessions"] == whole["sessions"]
