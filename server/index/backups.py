@@ -30,10 +30,10 @@ def backup_if_due(db_path: str | Path, *, every_s: float = DAY_S) -> Path | None
     """Copy the database now if ``backup.enabled`` and its newest copy is older than ``every_s``; the copy,
     or None (not due, turned off, the disk too full). A failed copy is logged, never raised: the caller's
     own work is done and stands."""
-    enabled, keep = _settings()
-    if not enabled or not backup_due(db_path, every_s):
-        return None
     try:
+        enabled, keep = _settings()
+        if not enabled or not backup_due(db_path, every_s):
+            return None
         return make_backup(db_path, keep=keep)
     except Exception:
         log.exception("backing up %s failed", db_path)
@@ -47,8 +47,12 @@ def start_backup_if_due(db_path: str | Path, *, every_s: float = DAY_S) -> threa
         running = _running.get(key)
         if running is not None and running.is_alive():
             return None
-        enabled, _keep = _settings()
-        if not enabled or not backup_due(db_path, every_s):
+        try:
+            enabled, _keep = _settings()
+            if not enabled or not backup_due(db_path, every_s):
+                return None
+        except Exception:  # (a database folder gone from under a watcher): the watcher keeps watching
+            log.exception("checking the backup of %s failed", db_path)
             return None
         thread = threading.Thread(target=backup_if_due, args=(db_path,), kwargs={"every_s": every_s}, daemon=True)
         thread.name = "kms-backup"
