@@ -40,6 +40,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from kmscli.output import say_error
 from server.activity import tokens
 from server.config.redact import redact
 from server.config.session import SessionConfigError, check_env
@@ -210,12 +211,12 @@ def run_claude(
 
     env = dict(os.environ if env is None else env)
     if show_secrets and not print_config:
-        say("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)", "red")
+        say_error("invalid-input", "--show-secrets only goes with --print-config (a session's config is never printed)")
         return 2
     try:  # claude hands its environment on to the kms server, which would refuse to start
         check_env(env)
     except SessionConfigError as e:
-        say(str(e), "red")
+        say_error("invalid-input", str(e))
         return 2
     db_path = db.default_db_path(env)
     conn = db.connect(db_path)
@@ -225,7 +226,7 @@ def run_claude(
                 conn, vault=vault, write=write, env=env, approve=approve, printing=prints(claude_args)
             )
         except KmsError as e:
-            say(e.message, "red")
+            say_error(e.kind, e.message)
             return 2
         for w in warnings:
             say(w)
@@ -236,7 +237,7 @@ def run_claude(
             return 0
         claude = find_claude(env)
         if claude is None:
-            say(missing_claude_message(env), "red")
+            say_error("not-found", missing_claude_message(env))
             return EXIT_NOT_FOUND
         token = None
         if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
@@ -262,7 +263,7 @@ def run_claude(
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
-                say(f"could not start {claude}: {e}", "red")
+                say_error("not-found", f"could not start {claude}: {e}")
                 returncode = 126
             if conversation and returncode == 0:
                 say(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")

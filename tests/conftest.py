@@ -26,14 +26,13 @@ def _hermetic(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
     """Point every place kms (or a library under it) could read the caller's settings from into ``root``.
 
     Every ``KMS_*`` and ``XDG_*`` variable the caller set is dropped, whatever its name, so a setting added
-    tomorrow cannot leak in either; HOME and the XDG folders are fresh; the service port is a free one, so
-    a service the person runs on the default port is never reached."""
+    tomorrow cannot leak in either; HOME is fresh, and so are the XDG folders, which then default to HOME's
+    (a test that sets HOME for a host's config finds it where the host would); the service port is a free
+    one, so a service the person runs on the default port is never reached."""
     for var in [v for v in os.environ if v.startswith(("XDG_", "KMS_"))]:
         monkeypatch.delenv(var)
-    home = root / "home"
-    for name, sub in XDG_DIRS.items():
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        monkeypatch.setenv(name, str(home / sub))
+    home = root / "home"  # and so its XDG folders: with no XDG_* variable they are HOME's .config, .cache...
+    home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KMS_DB_PATH", str(root / "kms.db"))
     monkeypatch.setenv("KMS_CONFIG", str(root / "config.toml"))
@@ -42,15 +41,6 @@ def _hermetic(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # `kms claude` keeps its own `kms mcp` unless a test asks for the service (which it then stops itself)
     monkeypatch.setenv("KMS_SERVICE_USE", "0")
-
-
-XDG_DIRS = {
-    "XDG_CONFIG_HOME": ".config",
-    "XDG_DATA_HOME": ".local/share",
-    "XDG_STATE_HOME": ".local/state",
-    "XDG_CACHE_HOME": ".cache",
-    "XDG_RUNTIME_DIR": "run",
-}
 
 
 @pytest.fixture(scope="session", autouse=True)
