@@ -48,6 +48,8 @@ CARRIED = (
 # path (its row, and so its rid, is new) and the index adds a version only where the file differs
 HISTORY = ("history_blobs", "history_dicts", "history_notes", "history_ids", "history_versions")
 SALVAGED = ("vaults", "notes", *CARRIED, *HISTORY)
+# never taken from a backup: a token revoked since the backup, its row on a damaged page, would come back alive
+NOT_FROM_BACKUP = ("tokens",)
 
 
 @dataclass
@@ -102,7 +104,7 @@ def _salvage(moved: Path, db: Path, report: RepairReport) -> dict[str, dict[Key,
     if backup is not None:
         report.backup = str(backup)
         older = salvage(backup, set(SALVAGED))
-        for table in SALVAGED:
+        for table in (t for t in SALVAGED if t not in NOT_FROM_BACKUP):
             only = {k: r for k, r in older.tables.get(table, {}).items() if k not in tables[table]}
             tables[table].update(only)
             if only:

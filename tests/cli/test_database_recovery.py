@@ -16,9 +16,11 @@ import apsw
 import pytest
 from support.cli import kms, ok
 
+from server.activity import tokens
 from server.activity.changes import FileChange, FilesChanged
 from server.activity.provenance import record
 from server.activity.sessions import touch_session
+from server.config.scopes import Scopes
 from server.index.backups import backup_if_due, start_backup_if_due
 from server.index.indexer import index_vault
 from server.index.watcher import watch_vaults
@@ -184,15 +186,22 @@ def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, va
     conn = connect(db_path)
     _history(conn, vault_dir)
     _work(conn, 0, 300)
+    token, _secret = tokens.create(conn, label="cursor", scopes=Scopes.parse("tier:read"))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     copy = backup_if_due(db_path)  # what the timer runs (as ``kms index`` does)
     assert copy is not None and list_backups(db_path) == [copy]
     at_backup = _counts(copy)
     ids = {r[0] for r in conn.execute("SELECT id FROM sessions")}
     _work(conn, 300, 60)  # after the backup: only the damaged file has these
+    tokens.revoke(conn, token.id)
     _close(conn, db_path)
+    token_pages = set(_pages_of(db_path, "tokens"))
     data = db_path.read_bytes()
     db_path.write_bytes(data[: len(data) // 3 // PAGE * PAGE])
+    with open(db_path, "r+b") as f:  # the revoked token's row is lost with its page
+        for page in token_pages:
+            f.seek((page - 1) * PAGE)
+            f.write(b"\xa5" * PAGE)
     report = _repair()
     assert report["backup"] == str(copy) and report["from_backup"]["sessions"] > 0
     assert report["vaults"] == ["sample"]
@@ -204,6 +213,8 @@ def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, va
     try:
         assert ids <= {r[0] for r in repaired.execute("SELECT id FROM sessions")}
         assert int(scalar(repaired, "SELECT count(*) FROM history_versions")) >= at_backup["history_versions"]
+        # a token revoked since the backup does not come back alive from it
+        assert not repaired.execute("SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL", (token.id,)).fetchall()
     finally:
         repaired.close()
 
