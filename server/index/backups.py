@@ -34,7 +34,7 @@ def backup_if_due(db_path: str | Path, *, every_s: float = DAY_S) -> Path | None
         enabled, keep = _settings()
         if not enabled or not backup_due(db_path, every_s):
             return None
-        return make_backup(db_path, keep=keep)
+        return make_backup(db_path, keep=keep, every_s=every_s)
     except Exception:
         log.exception("backing up %s failed", db_path)
         return None

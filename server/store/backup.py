@@ -18,6 +18,8 @@ from pathlib import Path
 
 import apsw
 
+from server.store.locks import lock_file
+
 DAY_S = 86_400.0
 STEP_PAGES = 16  # 256 KiB of 16 KiB pages per step
 STEP_PAUSE_S = 0.002
@@ -64,16 +66,33 @@ def _wal_size(db: Path) -> int:
 
 
 def make_backup(
-    db_path: str | Path, *, keep: int = 3, step_pages: int = STEP_PAGES, pause_s: float = STEP_PAUSE_S
+    db_path: str | Path,
+    *,
+    keep: int = 3,
+    every_s: float = 0.0,
+    step_pages: int = STEP_PAGES,
+    pause_s: float = STEP_PAUSE_S,
 ) -> Path | None:
     """Copy the database into its backup folder and drop the copies past ``keep``; the new copy's path,
-    or None when the disk is too full for it. A copy half made (a crash, a full disk) never counts:
-    it is written under a temporary name and renamed once complete."""
+    or None when the disk is too full for it, another process is copying it now, or (``every_s``) its
+    newest copy is younger than that. A copy half made (a crash, a full disk) never counts: it is written
+    under a temporary name and renamed once complete."""
     db = Path(db_path)
-    if not room_for(db):
-        return None
     folder = backup_folder(db)
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with lock_file(folder / ".lock", wait=0):  # every kms mcp's watcher may find the copy due at once
+            if (every_s and not backup_due(db, every_s)) or not room_for(db):
+                return None
+            for left in folder.glob("*.partial"):  # a copy a killed process left half made
+                with contextlib.suppress(OSError):
+                    left.unlink()
+            return _copy(db, folder, keep, step_pages, pause_s)
+    except TimeoutError:
+        return None
+
+
+def _copy(db: Path, folder: Path, keep: int, step_pages: int, pause_s: float) -> Path:
     now = time.time()
     name = f"{_PREFIX}{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{int(now * 1e6) % 1_000_000:06d}{_SUFFIX}"
     final = folder / name

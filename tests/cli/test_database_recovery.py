@@ -24,8 +24,9 @@ from server.config.scopes import Scopes
 from server.index.backups import backup_if_due, start_backup_if_due
 from server.index.indexer import index_vault
 from server.index.watcher import watch_vaults
-from server.store.backup import list_backups
+from server.store.backup import backup_folder, list_backups, make_backup
 from server.store.db import connect, rows, scalar, shared_commit
+from server.store.locks import lock_file
 from server.store.registrations import registrations_path
 from server.vault.registry import add_vault
 
@@ -288,3 +289,17 @@ def test_with_the_list_of_tables_gone_rows_are_matched_to_kms_tables_by_shape(li
     report = _repair()
     assert report["header_rebuilt"] and report["recovered"]["tool_invocations"] == whole["tool_invocations"]
     assert report["recovered"]["sessions"] == whole["sessions"]
+
+
+def test_a_copy_under_way_in_another_process_is_not_made_twice(db_path: Path, vault_dir: Path) -> None:
+    conn = connect(db_path)
+    _history(conn, vault_dir)
+    conn.close()
+    folder = backup_folder(db_path)
+    folder.mkdir()
+    (folder / "kms-20000101-000000-000000.db.partial").write_bytes(b"half a copy")  # a killed copier's
+    with lock_file(folder / ".lock"):  # another process copying now
+        assert make_backup(db_path) is None
+    copy = make_backup(db_path)
+    assert copy is not None and list_backups(db_path) == [copy] and not list(folder.glob("*.partial"))
+    assert make_backup(db_path, every_s=3600) is None  # (due once a day: asked again, not due)
