@@ -26,6 +26,7 @@ from server.errors import KmsError
 from server.store.backup import newest_good_backup
 from server.store.db import check_database, connect
 from server.store.health import not_kms_database, was_kms_database
+from server.store.registrations import registrations_path
 from server.store.salvage import Key, salvage
 
 # state only the database holds, put back as it was (the index itself is rebuilt from the files), parents first
@@ -48,7 +49,8 @@ CARRIED = (
 # path (its row, and so its rid, is new) and the index adds a version only where the file differs
 HISTORY = ("history_blobs", "history_dicts", "history_notes", "history_ids", "history_versions")
 SALVAGED = ("vaults", "notes", *CARRIED, *HISTORY)
-# never taken from a backup: a token revoked since the backup, its row on a damaged page, would come back alive
+# never taken from a backup: a token revoked since the backup, its row on a damaged page, would come back alive;
+# nor the vaults when <db>.vaults.json lists them as they are now (one removed since would come back)
 NOT_FROM_BACKUP = ("tokens",)
 
 
@@ -104,7 +106,8 @@ def _salvage(moved: Path, db: Path, report: RepairReport) -> dict[str, dict[Key,
     if backup is not None:
         report.backup = str(backup)
         older = salvage(backup, set(SALVAGED))
-        for table in (t for t in SALVAGED if t not in NOT_FROM_BACKUP):
+        skip = NOT_FROM_BACKUP + (("vaults",) if registrations_path(db).exists() else ())
+        for table in (t for t in SALVAGED if t not in skip):
             only = {k: r for k, r in older.tables.get(table, {}).items() if k not in tables[table]}
             tables[table].update(only)
             if only:

@@ -22,7 +22,7 @@ from server.activity.provenance import record
 from server.activity.sessions import touch_session
 from server.config.scopes import Scopes
 from server.index.backups import backup_if_due, start_backup_if_due
-from server.index.indexer import index_vault
+from server.index.indexer import index_vault, remove_vault
 from server.index.watcher import watch_vaults
 from server.store.backup import backup_folder, list_backups, make_backup
 from server.store.db import connect, rows, scalar, shared_commit
@@ -183,9 +183,11 @@ def test_pages_damaged_in_the_middle_lose_only_their_own_rows(lived_in: Path) ->
     assert whole["tool_invocations"] - report["recovered"]["tool_invocations"] <= lost["tool_invocations"]
 
 
-def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, vault_dir: Path) -> None:
+def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, vault_dir: Path, tmp_path: Path) -> None:
     conn = connect(db_path)
     _history(conn, vault_dir)
+    (tmp_path / "gone").mkdir()
+    add_vault(conn, tmp_path / "gone", "gone")
     _work(conn, 0, 300)
     token, _secret = tokens.create(conn, label="cursor", scopes=Scopes.parse("tier:read"))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -195,17 +197,18 @@ def test_what_the_damage_took_comes_back_from_the_daily_backup(db_path: Path, va
     ids = {r[0] for r in conn.execute("SELECT id FROM sessions")}
     _work(conn, 300, 60)  # after the backup: only the damaged file has these
     tokens.revoke(conn, token.id)
+    remove_vault(conn, "gone")
     _close(conn, db_path)
-    token_pages = set(_pages_of(db_path, "tokens"))
+    token_pages = set(_pages_of(db_path, "tokens")) | set(_pages_of(db_path, "vaults"))
     data = db_path.read_bytes()
     db_path.write_bytes(data[: len(data) // 3 // PAGE * PAGE])
-    with open(db_path, "r+b") as f:  # the revoked token's row is lost with its page
+    with open(db_path, "r+b") as f:  # the revoked token's row is lost with its page, the vaults with theirs
         for page in token_pages:
             f.seek((page - 1) * PAGE)
             f.write(b"\xa5" * PAGE)
     report = _repair()
     assert report["backup"] == str(copy) and report["from_backup"]["sessions"] > 0
-    assert report["vaults"] == ["sample"]
+    assert report["vaults"] == ["sample"]  # (from <db>.vaults.json: the vault removed since stays removed)
     after = _counts(db_path)
     for table in KEPT:
         if table != "history_versions":  # (the index adds the files' current versions)
