@@ -63,7 +63,7 @@ class _File:
     def __init__(self, path: Path) -> None:
         self.data = path.read_bytes()
         head = self.data[:100]
-        self.header_guessed = not head.startswith(MAGIC)
+        self.header_guessed = len(head) < 100 or not head.startswith(MAGIC)
         size = int.from_bytes(head[16:18], "big") if not self.header_guessed else 0
         size = 65536 if size == 1 else size
         if size < 512 or size & (size - 1):
