@@ -231,7 +231,10 @@ def run_claude(
         for w in warnings:
             say(w)
         session = Session(new_session_id(), db_path.resolve(), Path.cwd(), tuple(roots), vault_name)
-        if print_config:
+        on_service = not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read")
+        if print_config:  # the config this session would get, the service's entry included: nothing started
+            if on_service:
+                session = dataclasses.replace(session, service_url=_service_url(db_path, settings))
             doc = compose(settings, session, isolated=isolated)
             print(json.dumps(doc if show_secrets else redact(doc), indent=2))
             return 0
@@ -240,7 +243,7 @@ def run_claude(
             say_error("not-found", missing_claude_message(env))
             return EXIT_NOT_FOUND
         token = None
-        if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
+        if on_service:
             session, token = _on_service(conn, settings, session, env)
         doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
@@ -279,6 +282,17 @@ def run_claude(
                 say(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+def _service_url(db_path: Path, settings: Settings) -> str:
+    """Where the session would reach the service: the one running for this database, or where
+    ``kms service start`` would start it (service.port on loopback)."""
+    from server.mcp.service import ServiceState, read_state
+
+    running = read_state(db_path)
+    if running is not None:
+        return running.url
+    return ServiceState(0, "127.0.0.1", settings.get("service.port"), "", str(db_path), 0.0).url
 
 
 def _on_service(

@@ -33,7 +33,7 @@ from server.vault.paths import resolve_note_file
 FEED_WINDOW = 500
 LIVE_AFTER_S = 45.0  # a server heartbeats every 15 s; three missed beats and it is no longer "live"
 TOOLS = ("kms_create", "kms_append", "kms_insert_at", "kms_update_properties", "revert")
-STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied")
+STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied", "refused")
 
 _FEED_COLUMNS = (
     "t.id, t.at, t.session_id, t.actor, t.tool, t.note_id, t.vault, t.path, "
