@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from server.index.backups import start_backup_if_due
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
 from server.index.writer import add_attachments
@@ -20,6 +21,7 @@ from server.vault.paths import is_note_path
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
+BACKUP_CHECK_S = 60.0  # how often a watcher asks whether the daily copy of the database is due
 RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
 # after re-indexing: (conn, vault, the vault's changed notes) -> rows changed; e.g. the check that a
@@ -184,6 +186,7 @@ def _watch_until_registry_changes(
     for v in vaults:
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
+    backup_checked = checked - BACKUP_CHECK_S  # (so a service that starts makes an overdue copy soon)
     caught_up = False
     for changes in watch(
         *roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True, rust_timeout=REGISTRY_CHECK_MS
@@ -205,3 +208,6 @@ def _watch_until_registry_changes(
             continue
         if n and on_change:
             on_change(n, time.perf_counter() - started)
+        if started - backup_checked >= BACKUP_CHECK_S:  # on a thread of its own: no call waits on it
+            backup_checked = started
+            start_backup_if_due(db_path)
