@@ -105,7 +105,7 @@ class Table(RichTable):
         for number, (first, *rest) in enumerate(self.given_rows):
             if number:
                 yield Text()
-            yield plain(first, "bold")
+            yield plain(first, "bold") if isinstance(first, Text | None) else first
             for name, cell in zip(names[1:], rest, strict=False):
                 if not isinstance(cell, Text | None):
                     yield cell

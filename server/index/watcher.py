@@ -168,11 +168,12 @@ def watch_vaults(
                 if stop.wait(REGISTRY_CHECK_MS / 1000):
                     return
             continue
-        _watch_until_registry_changes(conn, vault, vaults, on_change, stop, after)
+        _watch_until_registry_changes(conn, db_path, vault, vaults, on_change, stop, after)
 
 
 def _watch_until_registry_changes(
     conn: apsw.Connection,
+    db_path: str | Path,
     vault: str | None,
     vaults: list[Vault],
     on_change: Callable[[int, float], None] | None,
