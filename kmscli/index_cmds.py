@@ -270,7 +270,8 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
             markup=False,
         )
     for f in data["flagged"]:
-        console.print(f"  [yellow]flagged[/] {escape(f['path'] + mark(f))}: {escape(f['reason'])}", highlight=False)
+        where = f"{f['vault']}:{f['path']}{mark(f)}"  # the vault too: the same path can be in two
+        console.print(f"  [yellow]flagged[/] {escape(where)}: {escape(f['reason'])}", highlight=False)
     for s in data["sessions"]:
         console.print(
             f"[bold]session[/] {s['id']} ({s['kind']}, {s['state']}, started {ago(s['startedAt'], now)}):"

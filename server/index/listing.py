@@ -310,8 +310,8 @@ def status(conn: apsw.Connection, db_path: str | None = None) -> dict[str, Any]:
         **ambiguous_links(conn),
         "flagged": rows(
             conn,
-            "SELECT id AS noteId, path, fm_error AS reason FROM notes WHERE fm_error IS NOT NULL"
-            " ORDER BY path LIMIT 50",
+            "SELECT n.id AS noteId, v.name AS vault, n.path, n.fm_error AS reason FROM notes n"
+            " JOIN vaults v ON v.id = n.vault_id WHERE n.fm_error IS NOT NULL ORDER BY v.name, n.path LIMIT 50",
         ),
         "flaggedCount": ov.flagged or 0,
         "lastIndexedAt": ov.last_indexed_at,

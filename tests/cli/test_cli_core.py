@@ -124,7 +124,8 @@ def test_index_full_and_status_json(tmp_path: Path) -> None:
     assert status["notes"] == 4 and status["hidden"] == 0
     assert status["tags"] == 2 and status["links"] == 2 and status["unresolvedLinks"] == 1
     assert status["flaggedCount"] == 1 and status["flagged"][0]["path"] == "broken.md"
-    assert "invalid YAML" in status["flagged"][0]["reason"]
+    assert "invalid YAML" in status["flagged"][0]["reason"] and status["flagged"][0]["vault"] == "v"
+    assert "flagged v:broken.md" in said(ok(kms("status")).stdout)  # which vault: a path can be in two
     assert status["dbPath"] == str(tmp_path / "kms.db") and status["dbBytes"] > 0
     assert status["vaults"][0]["name"] == "v" and status["vaults"][0]["lastIndexedAt"] > 0
 
