@@ -21,7 +21,9 @@ import apsw
 from server.config.session import new_session_id
 from server.store.db import rows, write_tx
 
-KINDS = ("launcher", "server", "demo", "person")
+# host: a session of an agent host that runs kms's hooks on its own (`kms hooks install`, a plugin), not one
+# `kms claude` launched: its hooks are all kms hears of it
+KINDS = ("launcher", "server", "demo", "person", "host")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import apsw
 
 from server.activity import session_record
 from server.activity.session_note import CAPTURE_TOOL
+from server.activity.sessions import end_session, touch_session
 from server.config.session import SessionConfig
 
 EVENTS: dict[str, str] = {  # the command's argument -> the host's event name
@@ -55,6 +56,7 @@ def handle(
     name = event.get("hook_event_name")
     if not config.capture_enabled:
         return None
+    seen(conn, config.session_id, event, now=now)
     if name == "SessionStart":
         from server.activity.brief import brief
 
@@ -72,6 +74,16 @@ def handle(
     if name == "Stop":
         return ask_to_capture(conn, config, event, now=now)
     return None
+
+
+def seen(conn: apsw.Connection, session_id: str, event: Mapping[str, Any], *, now: float | None = None) -> None:
+    """The session on record from its first hook, started then (a host running kms's hooks on its own,
+    `kms hooks install` or a plugin, had no row: `kms session list` missed it and its note was dated 1970);
+    a launcher's or a server's own row keeps its kind. ``SessionEnd`` ends it."""
+    cwd = str(event.get("cwd") or "") or None
+    touch_session(conn, session_id, kind="host", cwd=cwd, project=cwd, now=now)
+    if event.get("hook_event_name") == "SessionEnd":
+        end_session(conn, session_id, None, now=now)
 
 
 def changed_notes(conn: apsw.Connection, session_id: str) -> tuple[int, int]:

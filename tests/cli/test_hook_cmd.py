@@ -121,3 +121,31 @@ def test_a_ctrl_c_inside_a_hook_still_exits_0(indexed: apsw.Connection, db_path:
     )
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     assert "KeyboardInterrupt" in (db_path.parent / "kms-hooks.log").read_text()
+
+
+def test_a_host_running_kms_hooks_on_its_own_is_a_session_on_record_from_its_first_hook(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """Sessions seen only through `kms hooks install` or a plugin had no row: missing from `kms session list`,
+    their session note dated 1970. Now the first hook records the session, started then; SessionEnd ends it."""
+    import time
+
+    from kmscli.hook_cmd import host_session_id
+    from server.activity.session_note import gather, note_title
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
+    env |= {"KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml")}
+    before = time.time()
+    start = {"hook_event_name": "SessionStart", "session_id": "host-conv-1", "cwd": "/code/app"}
+    assert hook(["session-start"], start, env).returncode == 0
+    sid = host_session_id("host-conv-1")
+    listed = subprocess.run(
+        [sys.executable, "-m", "kmscli", "session", "list", "--json"], env=env, capture_output=True, text=True
+    )
+    [row] = [s for s in json.loads(listed.stdout) if s["id"] == sid]
+    assert row["kind"] == "host" and row["startedAt"] >= before - 1 and row["endedAt"] is None
+    assert not note_title(gather(indexed, sid)).startswith("Session 1970")
+    end = {"hook_event_name": "SessionEnd", "session_id": "host-conv-1", "cwd": "/code/app", "reason": "exit"}
+    assert hook(["session-end"], end, env).returncode == 0
+    [ended] = [r for r in indexed.execute("SELECT ended_at, project FROM sessions WHERE id = ?", (sid,))]
+    assert ended[0] is not None and ended[1] == "/code/app"
