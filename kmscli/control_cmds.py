@@ -112,6 +112,7 @@ def session_list(
                 {
                     "id": s.id,
                     "kind": s.kind,
+                    "label": s.label,
                     "state": s.state,
                     "control": s.control,
                     "vault": s.vault,
@@ -144,7 +145,7 @@ def session_list(
         c = counts.get(s.id, none)
         table.add_row(
             s.id,
-            s.kind,
+            s.who,
             s.state + (f" {s.control}" if s.control != "active" else ""),
             s.gauge.minute_text,
             s.gauge.total_text,

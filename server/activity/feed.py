@@ -195,6 +195,13 @@ class SessionInfo:
     gauge: Gauge = field(default_factory=Gauge)
     control: str = "active"  # the person's control: active, paused, revoked (server.activity.control)
     pending: int = 0  # its calls waiting for approval
+    label: str | None = None  # the label of the service token it was served under (`host:cursor`, ...)
+
+    @property
+    def who(self) -> str:
+        """How a list names it: its token's label, else its kind (a service session was an anonymous
+        `server` in `kms session list` and the dashboard)."""
+        return self.label or self.kind
 
 
 def _state(s: SessionRow, now: float) -> str:
@@ -215,6 +222,9 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
     pending = dict(
         conn.execute("SELECT session_id, count(*) FROM pending_writes WHERE status = 'pending' GROUP BY session_id")
     )
+    labels = dict(  # a host's or the person's token names its session; a launcher's says no more than its kind
+        conn.execute("SELECT session_id, label FROM tokens WHERE kind != 'session' ORDER BY created_at")
+    )
     out = [
         SessionInfo(
             s.id,
@@ -228,6 +238,7 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
             gauges.pop(s.id, Gauge()),
             s.control,
             pending.get(s.id, 0),
+            labels.get(s.id),
         )
         for s in list_sessions(conn, limit=limit)
     ]

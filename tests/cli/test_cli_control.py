@@ -245,3 +245,18 @@ def test_tables_never_cut_a_value_a_person_types_next(tmp_path: Path, db_path: P
     assert "".join(lines[at : at + 3]).startswith(str(root)), "the path on lines of its own, folded only"
     wide = ok(kms("vault", "list", COLUMNS="400")).stdout  # room for every value: the table
     assert "┃ name" in wide and name in wide and str(root) in wide
+
+
+def test_service_sessions_are_listed_under_their_tokens_label(indexed: apsw.Connection) -> None:
+    """A session the service opened for a token read as an anonymous `server` session; the `k` screen alone
+    mapped it to its token."""
+    from server.activity import tokens
+    from server.config.scopes import Scopes
+
+    token, _ = tokens.create(indexed, label="host:cursor", scopes=Scopes.parse("tier:write"), kind="host")
+    start_session(indexed, kind="server", session_id=token.session_id)
+    plain = start_session(indexed, kind="server")
+    listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
+    assert listed[token.session_id]["label"] == "host:cursor" and listed[plain]["label"] is None
+    rows = {line.split()[0]: line.split()[1] for line in ok(kms("session", "list")).stdout.splitlines()[2:]}
+    assert rows[token.session_id] == "host:cursor" and rows[plain] == "server"

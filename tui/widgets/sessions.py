@@ -58,7 +58,7 @@ class SessionsTable(DataTable[Any]):
         g = s.gauge
         cells = (
             Text(s.id),
-            Text(s.kind),
+            Text(s.who),  # its token's label (host:cursor), else its kind
             Text(f"{symbol} {state}", style=style),
             fmt.minute_gauge(g),
             fmt.total_gauge(g),
