@@ -14,6 +14,7 @@ The note's own writes (``kms_capture``, the capture actor) are not listed as cha
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,8 +261,12 @@ def _code(text: str) -> str:
 
 
 def _quote(text: str) -> list[str]:
-    """A block quote of host-reported text (every line prefixed, so nothing in it becomes a heading)."""
-    return [f"> {line}".rstrip() for line in text.splitlines()] or [">"]
+    """Host-reported text as a fenced block, longer than any backtick run in it: read as it was said, and
+    nothing in it becomes a heading, a ``[[link]]`` or a ``#tag`` of the session note (a quoted message's
+    wikilinks made the session note a backlink of every note the agent named)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", *text.splitlines(), fence]
 
 
 def _titled(item: dict[str, Any]) -> str:

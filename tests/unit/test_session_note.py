@@ -107,7 +107,7 @@ def test_capture_writes_one_note_updates_it_in_place_and_revert_takes_each_versi
     second = capture(config(env, "s1"), "SessionEnd")
     assert second["written"] is True and session_notes(env) == [note]  # the same note, rewritten
     updated = note.read_text()
-    assert 'reason: "prompt_input_exit"' in updated and "> Done: Beta is there." in updated
+    assert 'reason: "prompt_input_exit"' in updated and "```text\nDone: Beta is there.\n```" in updated
 
     assert revert(env.conn, second["invocationId"])["reverted"] == second["invocationId"]
     assert note.read_text() == text
@@ -181,7 +181,7 @@ def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     assert record is not None and record.prompts == []
     session_record.record_event(env.conn, "s1", event, keep_prompts=True)
     read(env, "s1", "projects/alpha.md")
-    assert "> look at alpha" in render(gather(env.conn, "s1"))
+    assert "```text\nlook at alpha\n```" in render(gather(env.conn, "s1"))
     assert json.loads(value(env.conn, "SELECT prompts FROM session_records")) == ["look at alpha"]
 
 
@@ -197,3 +197,16 @@ def test_a_session_note_the_person_hid_or_took_back_is_never_written_again(env: 
     answer = capture(config(env, "s1"), "SessionEnd")
     assert answer["written"] is False and "no longer where agents may see it" in answer["reason"]
     assert session_notes(env) == [note] and "reason:" not in note.read_text()  # neither rewritten nor a second
+
+
+def test_quoted_host_text_adds_no_link_or_tag_to_the_session_note() -> None:
+    """A last message naming [[alpha]] and #urgent made the session note a backlink of alpha and gave it the
+    tag: host text is now a fenced block, read as said, parsed as nothing."""
+    from server.activity.session_note import SessionFacts
+    from server.vault.parser import parse_note
+
+    facts = SessionFacts("s1", last_message="See [[alpha]] and #urgent ```not a fence``` too", prompts=["[[beta]]"])
+    text = render(facts)
+    parsed = parse_note(text, "Session")
+    assert "[[alpha]]" in text and "#urgent" in text
+    assert not parsed.links and "urgent" not in parsed.tags
