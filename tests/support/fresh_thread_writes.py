@@ -87,15 +87,14 @@ def main(folder: str) -> None:
         print(json.dumps(answer, default=str), flush=True)
         return dict(answer["result"])
 
-    created = step(
-        "kms_create", {"title": "Fresh thread note", "folder": folder, "content": "first line\n\n## Log\n"}
-    )
+    created = step("kms_create", {"title": "Fresh thread note", "folder": folder, "content": "first line\n\n## Log\n"})
     note = created["noteId"]
     step("kms_append", {"noteId": note, "content": "appended from another thread"})
     step("kms_update_properties", {"noteId": note, "set": {"status": "draft"}})
     step("kms_insert_at", {"noteId": note, "content": "inserted", "position": {"afterHeading": "Log"}})
     version = step("kms_read", {"noteId": note})["version"]
-    step("kms_edit", {"noteId": note, "version": version, "edits": [{"replace": {"old": "first line", "new": "edited"}}]})
+    edits = [{"replace": {"old": "first line", "new": "edited"}}]
+    step("kms_edit", {"noteId": note, "version": version, "edits": edits})
     step("kms_move", {"noteId": note, "folder": f"{folder}/moved"})
     step("kms_trash", {"noteId": note})
     on_fresh_thread(lambda: STATE["services"].close())
