@@ -71,10 +71,8 @@ def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
                 result = await client.call_tool(tool, arguments)
         finally:
             runner.close()
-        data = result.structured_content
-        if data is None:
-            data = json.loads(result.content[0].text)
-        return {"tool": tool, "isError": bool(result.is_error), "result": data}
+        # kms answers every call with structured content (server.mcp.serve)
+        return {"tool": tool, "isError": bool(result.is_error), "result": dict(result.structured_content or {})}
 
     return anyio.run(one)
 
