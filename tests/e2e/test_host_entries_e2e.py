@@ -253,7 +253,7 @@ def test_the_hosts_stdio_entry_survives_a_hosts_session(fleet: Fleet, host: str)
     out = fleet.stdio[host]
     assert out.entry["args"][-3:] == ["-m", "kmscli", "mcp"], out.entry
     judge(out)
-    assert out.returncode in (0, -signal.SIGTERM), f"SIGTERM ended kms mcp with {out.returncode}\n{out.stderr}"
+    assert out.returncode == 0, f"SIGTERM ended kms mcp with {out.returncode}\n{out.stderr}"
 
 
 @pytest.mark.parametrize("host", HTTP_HOSTS)
@@ -265,6 +265,7 @@ def test_the_hosts_http_entry_reaches_the_service_and_writes(fleet: Fleet, host:
 
 def test_the_service_survives_every_hosts_session_and_stops_on_sigterm(fleet: Fleet) -> None:
     assert not signal_death(fleet.service_returncode), (fleet.service_returncode, fleet.service_stderr)
+    assert fleet.service_returncode == 0, fleet.service_stderr
     assert fleet.service_stopped_cleanly, "the service left its state file: it did not shut down"
     assert "Traceback" not in fleet.service_stderr and "Fatal Python error" not in fleet.service_stderr, (
         fleet.service_stderr

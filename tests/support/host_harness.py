@@ -168,11 +168,10 @@ async def stdio_entry(
 
 
 def signal_death(returncode: int | None) -> bool:
-    """A crash, not an exit kms chose: killed by a signal (negative) or a shell's 128+signal code. The one
-    exception is ``-SIGTERM`` after the SIGTERM the host sent: uvicorn (the service) shuts down gracefully
-    and then raises the signal it caught again, so its parent sees how it was stopped."""
-    if returncode == -signal.SIGTERM:
-        return False
+    """A crash, not an exit kms chose: killed by a signal (negative) or a shell's 128+signal code. Also
+    ``-SIGTERM`` after the host's SIGTERM: kms handles SIGTERM (it ends its sessions and exits 0), so dying of
+    it means the handler was not there (uvicorn raising the signal again over Python's default: the service's
+    clean-up never ran)."""
     return returncode is None or returncode < 0 or returncode in SIGNAL_DEATHS
 
 
