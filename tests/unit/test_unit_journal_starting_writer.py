@@ -24,3 +24,16 @@ def test_a_young_unlocked_journal_is_a_starting_writers_and_stays(tmp_path: Path
     os.utime(starting, (old, old))  # a writer that died right there, a while ago
     assert recover(conn, locks) == 0
     assert not starting.exists()
+
+
+def test_an_unlocked_journal_with_bytes_is_a_dead_writers_and_goes_at_once(
+    tmp_path: Path, conn: apsw.Connection
+) -> None:
+    """A writer writes only once it holds the lock: bytes in an unlocked journal mean it died writing."""
+    locks = tmp_path / "locks"
+    folder = journal_dir(locks)
+    folder.mkdir(parents=True)
+    cut = folder / f"0123456789abcdef01234567{WRITING}"
+    cut.write_bytes(b"KMSUNIT")
+    assert recover(conn, locks) == 0
+    assert not cut.exists()
