@@ -38,14 +38,20 @@ def demo(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
             proc.communicate(timeout=30)
 
 
+def is_kms_mcp(p: psutil.Process) -> bool:
+    try:
+        return p.cmdline()[-3:] == ["-m", "kmscli", "mcp"]
+    except psutil.Error:  # gone, or a zombie the demo has not reaped yet
+        return False
+
+
 def server_after_first_write(demo: subprocess.Popen[str], tmp_path: Path) -> psutil.Process:
     """The demo's ``kms mcp`` once the story's first note is written (the story is past its reads)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert demo.poll() is None, "the demo ended before its first write"
         if any((w / CREATED).exists() for w in tmp_path.glob("kms-demo-*")):
-            children = psutil.Process(demo.pid).children(recursive=True)
-            [server] = [p for p in children if p.cmdline()[-3:] == ["-m", "kmscli", "mcp"]]
+            [server] = [p for p in psutil.Process(demo.pid).children(recursive=True) if is_kms_mcp(p)]
             return server
         time.sleep(0.002)
     raise AssertionError("the demo's first write never landed")
@@ -95,13 +101,11 @@ def test_a_stalled_server_fails_its_step_at_the_deadline(demo: subprocess.Popen[
 
 def demo_server(tmp_path: Path) -> psutil.Process | None:
     """The ``kms mcp`` of the demo whose workspace is in ``tmp_path`` (found by the database it serves)."""
-    for p in psutil.process_iter(["cmdline"]):
+    for p in psutil.process_iter():
         try:
-            if (p.info["cmdline"] or [])[-3:] == ["-m", "kmscli", "mcp"] and p.environ().get(
-                "KMS_DB_PATH", ""
-            ).startswith(str(tmp_path)):
+            if is_kms_mcp(p) and p.environ().get("KMS_DB_PATH", "").startswith(str(tmp_path)):
                 return p
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except psutil.Error:
             continue
     return None
 
