@@ -29,7 +29,7 @@ from server.vault.registry import add_vault
 SAMPLE_VAULT = Path(__file__).parent / "sample_vault"
 ALLOWLIST = "drafts,inbox"
 PER_MINUTE = 6
-Emit = Callable[[str, str], None]  # (kind, text): kind is 'step', 'ok', 'denied' or 'info'
+Emit = Callable[[str, str], None]  # (kind, text): kind is 'step', 'ok', 'denied', 'failed' or 'info'
 
 
 @dataclass
@@ -79,6 +79,13 @@ def prepare(root: Path | None = None) -> DemoWorkspace:
     return ws
 
 
+STEP_DEADLINE_S = 60.0  # a step (one or a few calls) takes well under a second; the first also starts the server
+
+
+class StepFailed(Exception):
+    """A step of the story did not go as the story says (a refusal where a write should land, an error)."""
+
+
 async def _call(client: Any, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     result = await client.call_tool(name, args)
     data = result.structured_content
@@ -87,103 +94,150 @@ async def _call(client: Any, name: str, args: dict[str, Any]) -> tuple[dict[str,
     return data, bool(result.is_error)
 
 
-async def run_story(ws: DemoWorkspace, emit: Emit, pause: float = 0.0) -> dict[str, Any]:
-    """Drive the scripted agent; return a summary (counts by outcome) for tests and the CLI."""
+async def _ok(client: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A call the story needs to succeed: its answer, or ``StepFailed`` naming the error kms gave."""
+    data, err = await _call(client, name, args)
+    if err:
+        raise StepFailed(f"{name} answered {data.get('error')}: {data.get('message')}")
+    return data
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a step failed, in a line: the server's own words, or what the connection did (the SDK's task
+    groups wrap it in exception groups: the first leaf is the cause)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, StepFailed):
+        return str(exc)
+    text = str(exc) or type(exc).__name__
+    if "Connection closed" in text or isinstance(exc, (EOFError, BrokenPipeError, ConnectionError)):
+        return f"the kms mcp server went away ({text}): it exited or was killed"
+    return f"{type(exc).__name__}: {text}"
+
+
+async def run_story(
+    ws: DemoWorkspace, emit: Emit, pause: float = 0.0, step_deadline: float = STEP_DEADLINE_S
+) -> dict[str, Any]:
+    """Drive the scripted agent; return a summary (counts by outcome) for tests and the CLI.
+
+    Each step has ``step_deadline`` seconds: a step that fails (an error where the story needs an answer, the
+    server gone) or stalls is emitted as ``failed`` with its reason, the story stops there, and the summary's
+    ``failed`` says which step (None when every step went as told)."""
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
     command, args = kms_command()
     params = StdioServerParameters(command=command, args=args, env=ws.server_env())
-    summary: dict[str, Any] = {"writes": 0, "denied": 0, "rate_limited": 0, "reads": 0}
+    summary: dict[str, Any] = {"writes": 0, "denied": 0, "rate_limited": 0, "reads": 0, "failed": None}
+    current = ["kms demo starts its kms mcp server and connects"]
 
-    async def step(text: str) -> None:
-        emit("step", text)
-        if pause:
-            await anyio.sleep(pause)
+    with anyio.CancelScope() as deadline:
 
-    async with Client(params) as client:
-        tools = await client.list_tools()
-        emit("info", f"connected to kms mcp: {len(tools.tools)} tools ({', '.join(t.name for t in tools.tools)})")
-
-        await step("agent orients itself: kms_start (what it may do, what is in the vault)")
-        start, _ = await _call(client, "kms_start", {})
-        tiers = start["session"]["tiers"]
-        emit("ok", "  may: " + ", ".join(t for t, on in tiers.items() if on))
-        for v in start["vaults"]:
-            folders = ", ".join(f"{f['path']} ({f['notes']})" for f in v["folders"])
-            emit("ok", f"  vault {v['name']} ({v['dialect']}): {v['notes']} notes; folders {folders}")
-        summary["reads"] += 1
-
-        await step('agent searches: "auth error handling"')
-        found, _ = await _call(client, "kms_search", {"query": "auth error handling", "limit": 3})
-        for h in found["hits"]:
-            emit("ok", f"  {h['title']}  ({h['path']}, score {h['score']:.2f})")
-        summary["reads"] += 1
-
-        await step("agent reads the best hit")
-        note, _ = await _call(client, "kms_read", {"noteId": found["hits"][0]["noteId"]})
-        emit("ok", f"  {note['title']}: {note['bodyChars']} characters, tags {', '.join(note['tags'])}")
-        summary["reads"] += 1
-
-        await step('agent searches for "lighthouse exercise" (words only in a note marked `private: true`)')
-        hidden, _ = await _call(client, "kms_search", {"query": "lighthouse exercise"})
-        emit("ok", f"  {len(hidden['hits'])} hits: hidden notes never reach an agent")
-
-        await step("agent creates a note in drafts/ (an allowed folder)")
-        created, err = await _call(
-            client,
-            "kms_create",
-            {
-                "title": "Auth errors - agent summary",
-                "folder": "drafts",
-                "tags": ["agent", "auth"],
-                "content": "Summary of [[Auth service error handling]]: classify once at the boundary; "
-                "callers handle four categories.",
-            },
-        )
-        if err:
-            emit("denied", f"  {created['error']}: {created['message']}")
-        else:
-            summary["writes"] += 1
-            emit("ok", f"  created {created['path']} (+{created['linesAdded']} lines)")
-            nid = created["noteId"]
-
-            await step("agent appends a follow-up")
-            appended, _ = await _call(client, "kms_append", {"noteId": nid, "content": "- [ ] Review with the team"})
-            summary["writes"] += 1
-            emit("ok", f"  appended {appended['bytesAfter'] - appended['bytesBefore']} bytes to {appended['path']}")
-
-            await step("agent sets properties: status=draft")
-            props, _ = await _call(client, "kms_update_properties", {"noteId": nid, "set": {"status": "draft"}})
-            summary["writes"] += 1
-            emit("ok", f"  frontmatter updated in {props['path']}")
-
-        await step("agent tries to create a note in projects/ (not in the allowlist)")
-        denied, _ = await _call(client, "kms_create", {"title": "Sneaky note", "folder": "projects"})
-        summary["denied"] += 1
-        emit("denied", f"  {denied['error']}: {denied['message']}")
-
-        await step(f"agent floods the inbox ({PER_MINUTE} writes per minute allowed)")
-        inbox = (await _call(client, "kms_search", {"query": "quick capture"}))[0]["hits"][0]["noteId"]
-        for i in range(PER_MINUTE + 2):
-            res, err = await _call(client, "kms_append", {"noteId": inbox, "content": f"- agent idea {i + 1}"})
-            if err:
-                summary["rate_limited"] += 1
-                emit("denied", f"  write {i + 1}: {res['error']} (retry in {res.get('retryAfterMs', 0) / 1000:.0f}s)")
-            else:
-                summary["writes"] += 1
-                emit("ok", f"  write {i + 1}: appended to {res['path']}")
+        async def step(text: str) -> None:
+            current[0] = text
+            deadline.deadline = anyio.current_time() + step_deadline + pause
+            emit("step", text)
             if pause:
-                await anyio.sleep(pause / 4)
+                await anyio.sleep(pause)
+
+        deadline.deadline = anyio.current_time() + step_deadline
+        try:
+            async with Client(params) as client:
+                await _tell(client, emit, step, summary, pause)
+        except Exception as e:  # any error of a step (or of the connection) is that step's failure
+            summary["failed"] = f"{current[0]}: {_reason(e)}"
+    if deadline.cancelled_caught:
+        summary["failed"] = f"{current[0]}: did not finish within {step_deadline:g} s"
+    if summary["failed"] is not None:
+        emit("failed", f"step failed: {summary['failed']}")
     conn = connect(ws.db_path)
     try:
-        end_session(conn, ws.session_id, 0)
+        end_session(conn, ws.session_id, 0 if summary["failed"] is None else 1)
         summary["provenance_rows"] = conn.execute("SELECT count(*) FROM tool_invocations").fetchall()[0][0]
     finally:
         conn.close()
     emit(
         "info",
-        f"done: {summary['writes']} writes, {summary['denied']} denied, "
+        ("the story stopped at a failed step; " if summary["failed"] is not None else "done: ")
+        + f"{summary['writes']} writes, {summary['denied']} denied, "
         f"{summary['rate_limited']} rate-limited, {summary['provenance_rows']} provenance rows recorded",
     )
     return summary
+
+
+async def _tell(client: Any, emit: Emit, step: Callable[[str], Any], summary: dict[str, Any], pause: float) -> None:
+    """The story itself, step by step (``run_story`` times each step and reports the one that fails)."""
+    tools = await client.list_tools()
+    emit("info", f"connected to kms mcp: {len(tools.tools)} tools ({', '.join(t.name for t in tools.tools)})")
+
+    await step("agent orients itself: kms_start (what it may do, what is in the vault)")
+    start = await _ok(client, "kms_start", {})
+    tiers = start["session"]["tiers"]
+    emit("ok", "  may: " + ", ".join(t for t, on in tiers.items() if on))
+    for v in start["vaults"]:
+        folders = ", ".join(f"{f['path']} ({f['notes']})" for f in v["folders"])
+        emit("ok", f"  vault {v['name']} ({v['dialect']}): {v['notes']} notes; folders {folders}")
+    summary["reads"] += 1
+
+    await step('agent searches: "auth error handling"')
+    found = await _ok(client, "kms_search", {"query": "auth error handling", "limit": 3})
+    for h in found["hits"]:
+        emit("ok", f"  {h['title']}  ({h['path']}, score {h['score']:.2f})")
+    summary["reads"] += 1
+
+    await step("agent reads the best hit")
+    note = await _ok(client, "kms_read", {"noteId": found["hits"][0]["noteId"]})
+    emit("ok", f"  {note['title']}: {note['bodyChars']} characters, tags {', '.join(note['tags'])}")
+    summary["reads"] += 1
+
+    await step('agent searches for "lighthouse exercise" (words only in a note marked `private: true`)')
+    hidden = await _ok(client, "kms_search", {"query": "lighthouse exercise"})
+    emit("ok", f"  {len(hidden['hits'])} hits: hidden notes never reach an agent")
+
+    await step("agent creates a note in drafts/ (an allowed folder)")
+    created = await _ok(
+        client,
+        "kms_create",
+        {
+            "title": "Auth errors - agent summary",
+            "folder": "drafts",
+            "tags": ["agent", "auth"],
+            "content": "Summary of [[Auth service error handling]]: classify once at the boundary; "
+            "callers handle four categories.",
+        },
+    )
+    summary["writes"] += 1
+    emit("ok", f"  created {created['path']} (+{created['linesAdded']} lines)")
+    nid = created["noteId"]
+
+    await step("agent appends a follow-up")
+    appended = await _ok(client, "kms_append", {"noteId": nid, "content": "- [ ] Review with the team"})
+    summary["writes"] += 1
+    emit("ok", f"  appended {appended['bytesAfter'] - appended['bytesBefore']} bytes to {appended['path']}")
+
+    await step("agent sets properties: status=draft")
+    props = await _ok(client, "kms_update_properties", {"noteId": nid, "set": {"status": "draft"}})
+    summary["writes"] += 1
+    emit("ok", f"  frontmatter updated in {props['path']}")
+
+    await step("agent tries to create a note in projects/ (not in the allowlist)")
+    denied, err = await _call(client, "kms_create", {"title": "Sneaky note", "folder": "projects"})
+    if not err or denied.get("error") != "folder-denied":
+        raise StepFailed(f"kms_create in projects/ was not refused as folder-denied: {denied}")
+    summary["denied"] += 1
+    emit("denied", f"  {denied['error']}: {denied['message']}")
+
+    await step(f"agent floods the inbox ({PER_MINUTE} writes per minute allowed)")
+    inbox = (await _ok(client, "kms_search", {"query": "quick capture"}))["hits"][0]["noteId"]
+    for i in range(PER_MINUTE + 2):
+        res, err = await _call(client, "kms_append", {"noteId": inbox, "content": f"- agent idea {i + 1}"})
+        if err and res.get("error") != "rate-limited":
+            raise StepFailed(f"write {i + 1} answered {res.get('error')}: {res.get('message')}")
+        if err:
+            summary["rate_limited"] += 1
+            emit("denied", f"  write {i + 1}: {res['error']} (retry in {res.get('retryAfterMs', 0) / 1000:.0f}s)")
+        else:
+            summary["writes"] += 1
+            emit("ok", f"  write {i + 1}: appended to {res['path']}")
+        if pause:
+            await anyio.sleep(pause / 4)

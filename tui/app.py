@@ -133,10 +133,17 @@ class KmsDashboard(App[None]):
     # ----- screens ------------------------------------------------------------------------------
 
     def narrate(self, kind: str, text: str) -> None:
-        """A line of a scripted story (``kms demo``) as a notification, while it happens; the end stays."""
-        severity = "warning" if kind == "denied" else "information"
-        timeout = 3600.0 if kind == "end" else 6.0
-        title = {"step": "Demo: the agent", "end": "Demo finished"}.get(kind, "Demo")
+        """A line of a scripted story (``kms demo``) as a notification, while it happens; the end stays, and so
+        does a failed step (``failed``; ``failed-end``: the story stopped there), as an error."""
+        failed = kind in ("failed", "failed-end")
+        severity = "error" if failed else "warning" if kind == "denied" else "information"
+        timeout = 3600.0 if kind == "end" or failed else 6.0
+        title = {
+            "step": "Demo: the agent",
+            "end": "Demo finished",
+            "failed": "Demo: a step failed",
+            "failed-end": "Demo stopped",
+        }.get(kind, "Demo")
         self.notify(text.strip(), title=title, severity=severity, timeout=timeout)  # type: ignore[arg-type]
 
     def action_help(self) -> None:

@@ -54,6 +54,11 @@ MAGIC = b"KMSUNIT1\n"
 BLOCK = 4096  # a crash in mid-write leaves each page old or new (the torn states ``_ours`` accepts)
 SUFFIX, KEPT, WRITING = ".unit", ".kept", ".writing"
 NO_LOCK_AGE_S = 600.0
+# A writer creates its ``.writing`` journal a moment before it locks it (``begin``): in that moment, empty and
+# unlocked, it looks like a dead writer's to another process's ``recover``, which removed it under the writer
+# (found by 14 hosts' sessions writing at once: tests/e2e/test_host_entries_e2e.py). A writer writes only once
+# it holds the lock, so an unlocked journal with bytes in it is a dead writer's; an empty one only this old.
+WRITING_AGE_S = 60.0
 
 
 def journal_dir(lock_dir: Path) -> Path:
@@ -188,8 +193,10 @@ def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> 
         with _if_dead(path) as fd:
             if fd is None:
                 continue
-            if path.name.endswith(WRITING):  # its writer died writing it: no note was touched
-                os.unlink(path)
+            if path.name.endswith(WRITING):  # its writer died writing it (no note was touched), or is starting
+                seen = os.fstat(fd)
+                if seen.st_size > 0 or time.time() - seen.st_mtime >= WRITING_AGE_S:
+                    os.unlink(path)
             else:
                 done += _finish(conn, path, fd, lock_dir, held)
     return done

@@ -628,6 +628,27 @@ async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(
         assert any(t == "Demo finished" and timeout >= 3600 for t, _m, _s, timeout in shown)
 
 
+async def test_a_failed_demo_step_shows_as_an_error_that_stays(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """``kms demo`` whose step failed or stalled: the step and the story's stop stay on screen as errors (the
+    person may be reading something else when it happens), not a 6-second note among the steps."""
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_settled(app, pilot)
+        app.narrate("failed", "step failed: agent creates a note in drafts/: did not finish within 60 s")
+        app.narrate("failed-end", "The demo stopped: agent creates a note in drafts/. Press q.")
+        await pilot.pause(0.1)
+        shown = [(n.title, n.message, n.severity, n.timeout) for n in app._notifications]
+        assert (
+            "Demo: a step failed",
+            "step failed: agent creates a note in drafts/: did not finish within 60 s",
+            "error",
+            3600.0,
+        ) in shown
+        assert ("Demo stopped", "The demo stopped: agent creates a note in drafts/. Press q.", "error", 3600.0) in shown
+
+
 async def test_o_on_a_session_row_opens_its_session_note(
     indexed: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
