@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -241,6 +242,7 @@ def run_claude(
         token = None
         if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
             session, token = _on_service(conn, settings, session, env)
+        lease = None if token is None else LeaseKeeper.start(db_path, token.id, tokens.session_lease_s(env))
         doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
@@ -269,6 +271,8 @@ def run_claude(
             return returncode
         finally:
             remove_session_config(config_path)
+            if lease is not None:
+                lease.stop()
             if token is not None:
                 with contextlib.suppress(Exception):  # it expires by itself should this fail
                     tokens.revoke(conn, token.id)
@@ -294,7 +298,7 @@ def _on_service(
         state: Any = start_service(
             session.db_path, settings.get("service.port"), None, settings.get("service.start_wait")
         )
-        token, secret = tokens.for_session(conn, session_config(settings, session))
+        token, secret = tokens.for_session(conn, session_config(settings, session), lease_s=tokens.session_lease_s(env))
     except (KmsError, OSError) as e:
         say(
             f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
@@ -303,6 +307,50 @@ def _on_service(
         return session, None
     env["KMS_SESSION_TOKEN"] = secret
     return dataclasses.replace(session, service_url=state.url), token
+
+
+class LeaseKeeper:
+    """Keeps a session token alive while this launcher runs: a daemon thread renews its lease every third of
+    it (``tokens.renew_lease``), so two renewals may fail in a row (a busy database) before it lapses. When the
+    launcher dies, even by SIGKILL, the renewals stop and the token lapses within one lease: the service then
+    refuses it and ends the session (``tokens.end_lapsed_sessions``). A lease found lapsed or revoked is not
+    renewed again (final, as ``renew_lease`` says); claude then runs on without kms's tools."""
+
+    def __init__(self, db_path: Path, token_id: str, lease_s: float) -> None:
+        self.db_path, self.token_id, self.lease_s = db_path, token_id, lease_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="kms-lease", daemon=True)
+
+    @classmethod
+    def start(cls, db_path: Path, token_id: str, lease_s: float) -> LeaseKeeper:
+        keeper = cls(db_path, token_id, lease_s)
+        if not hasattr(signal, "pthread_sigmask"):
+            keeper._thread.start()
+            return keeper
+        # born with the signals blocked (a thread inherits the mask): every signal stays for ``run_child``'s
+        # sigtimedwait on the main thread, none is taken by this one
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {*FORWARDED_SIGNALS, signal.SIGCHLD})
+        try:
+            keeper._thread.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        return keeper
+
+    def _renew(self) -> None:
+        conn = db.connect(self.db_path)
+        try:
+            while not self._stop.wait(self.lease_s / 3):
+                try:
+                    if not tokens.renew_lease(conn, self.token_id, self.lease_s):
+                        return
+                except Exception:  # noqa: S112 - a busy or locked database: the next beat tries again
+                    continue
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 _PRINT = ("-p", "--print")

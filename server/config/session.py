@@ -213,3 +213,14 @@ def check_env(env: Mapping[str, str]) -> None:
         valid = OTHER_ENV[var][1]
         if var == "KMS_LOG_LEVEL" and raw.strip().upper() not in ("", *LOG_LEVELS):
             raise SessionConfigError(var, raw, "not a log level", valid or "")
+        if var == "KMS_TOKEN_LEASE_S" and raw.strip() and positive_seconds(raw) is None:
+            raise SessionConfigError(var, raw, "not a positive number of seconds", valid or "")
+
+
+def positive_seconds(raw: str) -> float | None:
+    """``raw`` as a positive, finite number of seconds (``KMS_TOKEN_LEASE_S``), else None."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None
