@@ -247,6 +247,7 @@ def run_claude(
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
         hooks_path = None if isolated else _session_hooks(settings, session, config_path)
+        _one_set_of_hooks(env, session, hooks_path, claude_args)
         returncode: int | None = None
         try:
             start_session(
@@ -387,6 +388,29 @@ def _session_hooks(settings: Settings, session: Session, config_path: Path | Non
     except OSError as e:
         say(f"could not write this session's hooks ({e}); it starts without kms's brief and session note")
         return None
+
+
+def _one_set_of_hooks(
+    env: dict[str, str], session: Session, hooks_path: Path | None, claude_args: Sequence[str]
+) -> None:
+    """Each hook event of this session runs once: with its own hooks, the session marks claude's environment
+    (``$KMS_SESSION_HOOKS``) so kms's installed hooks stand aside (``kmscli.hook_cmd``); without, an inherited
+    mark is dropped and the installed ones run. Said on stderr only where kms's hooks are installed."""
+    from kmscli.hook_cmd import SESSION_HOOKS_VAR
+    from kmscli.hook_files import installed
+
+    if hooks_path is None:
+        env.pop(SESSION_HOOKS_VAR, None)
+    else:
+        env[SESSION_HOOKS_VAR] = session.id
+    found = installed(session.cwd, env, claude_args)
+    if not found:
+        return
+    where = ", ".join(str(p) for p in found)
+    if hooks_path is not None:
+        say(f"this session runs its own hooks; kms's hooks in {where} stand aside (docs/hooks.md)", "dim")
+    else:
+        say(f"this session runs kms's hooks in {where}, not its own (docs/hooks.md)", "dim")
 
 
 def claude_argv(
