@@ -123,7 +123,9 @@ def mcp_config_command(
         typer.Option("--host", metavar="HOST", help="The same as the HOST argument.", autocompletion=_complete_host),
     ] = None,
     install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")] = False,
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="Remove kms from the host's config file; its token is revoked.")
+    ] = False,
     path: Annotated[
         Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
     ] = None,
