@@ -330,8 +330,10 @@ def end_lapsed_sessions(conn: apsw.Connection, *, now: float | None = None) -> l
         AND NOT EXISTS (SELECT 1 FROM tokens a WHERE a.session_id = t.session_id AND a.revoked_at IS NULL
                         AND (a.expires_at IS NULL OR a.expires_at > ?))
         GROUP BY t.session_id"""
+    found = rows(conn, lapsed, (now, now))  # read first: the service sweeps every 2 s, and seldom finds one
+    if not found:
+        return []
     with write_tx(conn):
-        found = rows(conn, lapsed, (now, now))
         for row in found:
             conn.execute(
                 "UPDATE sessions SET ended_at = ?, last_seen_at = max(last_seen_at, ?) WHERE id = ? "
