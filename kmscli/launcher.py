@@ -314,8 +314,9 @@ class LeaseKeeper:
     """Keeps a session token alive while this launcher runs: a daemon thread renews its lease every third of
     it (``tokens.renew_lease``), so two renewals may fail in a row (a busy database) before it lapses. When the
     launcher dies, even by SIGKILL, the renewals stop and the token lapses within one lease: the service then
-    refuses it and ends the session (``tokens.end_lapsed_sessions``). A lease found lapsed or revoked is not
-    renewed again (final, as ``renew_lease`` says); claude then runs on without kms's tools."""
+    refuses it and ends the session (``tokens.end_lapsed_sessions``). A launcher that was frozen past its lease
+    (the machine slept, Ctrl-Z) renews it on waking, which brings the session back (``renew_lease``); a revoked
+    token is not renewed, and the thread stops: claude runs on without kms's tools."""
 
     def __init__(self, db_path: Path, token_id: str, lease_s: float) -> None:
         self.db_path, self.token_id, self.lease_s = db_path, token_id, lease_s

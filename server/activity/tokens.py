@@ -166,7 +166,8 @@ SESSION_LEASE_S = 90.0
 """How long a ``kms claude`` session token lives past its launcher's last renewal: the token is a lease the
 launcher renews (every third of it, ``renew_lease``), so a launcher killed outright (SIGKILL, a crash) leaves a
 token that ends by itself within this long, and its session is then ended (``end_lapsed_sessions``). The
-service cannot watch the launcher's pid (another pid namespace, a reused pid), so the launcher proves it lives."""
+service cannot watch the launcher's pid (another pid namespace, a reused pid), so the launcher proves it lives.
+The one place this length is set (``KMS_TOKEN_LEASE_S`` overrides it for tests and ops)."""
 LEASE_ENV = "KMS_TOKEN_LEASE_S"  # for tests and ops only: another lease length, in seconds (the launcher reads it)
 
 
@@ -304,17 +305,32 @@ def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) ->
 
 
 def renew_lease(conn: apsw.Connection, token_id: str, lease_s: float, *, now: float | None = None) -> bool:
-    """Push a live session token's expiry ``lease_s`` ahead (its launcher still runs); False when the lease
-    already lapsed or the token was revoked: a lapsed lease is final (the service may have refused requests
-    and ended the session by then; a token that could come back would make its expiry mean nothing)."""
+    """Push a session token's expiry ``lease_s`` ahead: its launcher still runs. False for a revoked token (for
+    good) or one that is not a lease.
+
+    A lease that lapsed while its launcher lived (the machine slept, the job was stopped with Ctrl-Z, both
+    launcher and claude frozen) comes back: only the launcher, alive again, renews, and the person's own
+    process holding the database needs no token's leave. Meanwhile the token was refused; the session the
+    sweep ended at the lapse (``end_lapsed_sessions``: ended exactly then, no exit code) is open again. A dead
+    launcher renews nothing, so its token stays lapsed."""
     now = time.time() if now is None else now
     with write_tx(conn):
-        conn.execute(
-            "UPDATE tokens SET expires_at = ? WHERE id = ? AND kind = 'session' AND revoked_at IS NULL "
-            "AND expires_at IS NOT NULL AND expires_at > ?",
-            (now + lease_s, token_id, now),
+        found = rows(
+            conn,
+            "SELECT session_id, expires_at FROM tokens WHERE id = ? AND kind = 'session' AND revoked_at IS NULL "
+            "AND expires_at IS NOT NULL",
+            (token_id,),
         )
-        return conn.changes() > 0
+        if not found:
+            return False
+        conn.execute("UPDATE tokens SET expires_at = ? WHERE id = ?", (now + lease_s, token_id))
+        lapsed_at = found[0]["expires_at"]
+        if lapsed_at <= now:
+            conn.execute(
+                "UPDATE sessions SET ended_at = NULL WHERE id = ? AND ended_at = ? AND exit_code IS NULL",
+                (found[0]["session_id"], lapsed_at),
+            )
+    return True
 
 
 def end_lapsed_sessions(conn: apsw.Connection, *, now: float | None = None) -> list[str]:
