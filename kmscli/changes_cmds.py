@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, report_error
+from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim, report_error
 from server.errors import KmsError
 from server.humanize import ago
 
@@ -26,11 +26,11 @@ def _show_preview(plan: dict[str, Any]) -> None:
         where = f"{f['newPath']} → {f['path']}" if f.get("newPath") else f["path"]
         mark = "[green]✓[/]" if f["ok"] else f"[red]✗ {escape(f['problem'])}[/]"
         console.print(f"{mark} {escape(where)}", highlight=False)
-        console.print(f["diff"], markup=False, highlight=False, end="")
+        print_verbatim(f["diff"])
     if "files" not in plan:
         if plan.get("removeText"):
             console.print("remove:", markup=False)
-            console.print(plan["removeText"], markup=False, highlight=False)
+            print_verbatim(plan["removeText"], end="\n")
         for key, change in (plan.get("restore") or {}).items():
             console.print(f"restore {key}: {change['from']!r} → {change['to']!r}", markup=False)
 

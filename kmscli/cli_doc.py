@@ -36,7 +36,7 @@ def _param_row(param: Any) -> str:
         about = (param.help or "").replace("|", "\\|").replace("\n", " ")
         default = param.default
         shown = "" if default in (None, False, (), []) or callable(default) else f" (default `{default}`)"
-        return f"| {names} | {about}{shown} |"
+        return f"| {names} | {about}{' (required)' if param.required else shown} |"
     meta = (getattr(param, "metavar", None) or param.name or "").upper()
     about = (getattr(param, "help", None) or "").replace("|", "\\|").replace("\n", " ")
     return f"| `{meta}` | {about}{'' if param.required else ' (optional)'} |"

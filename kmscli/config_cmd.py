@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from kmscli.output import say_error
 from server.config import schema
 from server.config import settings as st
 
@@ -30,10 +31,8 @@ def complete_keys(incomplete: str) -> list[str]:
 
 
 def _fail(error: Exception, code: int = 2) -> NoReturn:
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True, highlight=False).print(f"[red]error:[/] {escape(str(error))}", markup=True)
+    """A refused setting (``invalid-input``, exit 2) or an editor that could not run (``editor``)."""
+    say_error("invalid-input" if code == 2 else "editor", str(error))
     raise typer.Exit(code)
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim
 from server.humanize import ago
 
 session_app = typer.Typer(
@@ -38,7 +38,7 @@ def _show_pending(p: Any, now: float) -> None:
     for f in p.files:
         where = f"{f['path']} → {f['newPath']}" if f.get("newPath") else f["path"]
         console.print(f"  [cyan]{escape(f['vault'] + ':' + where)}[/] +{f['added']} -{f['removed']}", highlight=False)
-        console.print(f["diff"], markup=False, highlight=False, end="")
+        print_verbatim(f["diff"])
 
 
 def pending_cmd(json_out: JsonOpt = False) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, KmsGroup, Table, cli_errors, console, open_db, print_json
+from kmscli.output import JsonOpt, KmsGroup, Table, cli_errors, console, open_db, print_json, print_verbatim
 from server.humanize import ago
 
 
@@ -165,7 +165,7 @@ def diff_cmd(
     if json_out:
         print_json(out)
         return
-    console.print(out["diff"] or "(no difference)", markup=False, highlight=False, end="" if out["diff"] else "\n")
+    print_verbatim(out["diff"] or "(no difference)", end="" if out["diff"] else "\n")
     if out["deleted"]:
         back = f"kms restore {line.path} --version {out['from']['version']}"
         console.print(f"(the note is deleted; `{back}` brings it back)", markup=False, highlight=False)
@@ -202,7 +202,7 @@ def restore_cmd(
             console.print(
                 f"{what} {plan['vault']}:{plan['path']} to version {plan['version']}:", markup=False, highlight=False
             )
-            console.print(plan["diff"], markup=False, highlight=False, end="")
+            print_verbatim(plan["diff"])
         if not yes and not typer.confirm("Restore it?", default=False):
             console.print("nothing changed")
             raise typer.Exit(1)

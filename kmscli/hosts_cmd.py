@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from kmscli.launcher import say
+from kmscli.output import report_error, say_error
 from server.activity import tokens
 from server.config.settings import load_settings
 from server.store import db
@@ -153,10 +154,10 @@ def mcp_config_command(
     from server.errors import KmsError
 
     if host_arg and host_opt and host_arg != host_opt:
-        say(f"two hosts given ({host_arg}, {host_opt}); give one", "red")
+        say_error("invalid-input", f"two hosts given ({host_arg}, {host_opt}); give one")
         raise typer.Exit(2)
     if install and uninstall:
-        say("--install and --uninstall exclude each other", "red")
+        say_error("invalid-input", "--install and --uninstall exclude each other")
         raise typer.Exit(2)
     try:
         host = hosts.get_host(host_arg or host_opt or "claude-code")
@@ -172,8 +173,7 @@ def mcp_config_command(
             say(f"kms installed for {host.label} in {target}" + (f" (backup: {backup})" if backup else ""), "green")
             return
     except KmsError as e:
-        say(e.message, "red")
-        raise typer.Exit(2) from None
+        raise report_error(e) from None
     if as_json and host.name == "claude-code":
         doc, hint = hosts.document(host, entry), "Commit this as .mcp.json in a project."
     else:

@@ -100,6 +100,11 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
         )
         for e in r.errors[:20]:
             console.print(f"  [yellow]warning[/]: {escape(str(e))}", highlight=False)
+        if r.scanned == 0:  # an empty folder, or the wrong one: kms has nothing to serve from it
+            console.print(
+                f"  [yellow]warning[/]: no Markdown (.md) file in {escape(r.vault)}: is it the folder of your notes?",
+                highlight=False,
+            )
     if embed:
         _run_embed(conn)
     elif embed is None:

@@ -41,6 +41,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from kmscli.output import say_error
 from server.activity import tokens
 from server.config.redact import redact
 from server.config.session import SessionConfigError, check_env
@@ -211,12 +212,12 @@ def run_claude(
 
     env = dict(os.environ if env is None else env)
     if show_secrets and not print_config:
-        say("--show-secrets only goes with --print-config (a session's config file is never printed otherwise)", "red")
+        say_error("invalid-input", "--show-secrets only goes with --print-config (a session's config is never printed)")
         return 2
     try:  # claude hands its environment on to the kms server, which would refuse to start
         check_env(env)
     except SessionConfigError as e:
-        say(str(e), "red")
+        say_error("invalid-input", str(e))
         return 2
     db_path = db.default_db_path(env)
     conn = db.connect(db_path)
@@ -226,21 +227,24 @@ def run_claude(
                 conn, vault=vault, write=write, env=env, approve=approve, printing=prints(claude_args)
             )
         except KmsError as e:
-            say(e.message, "red")
+            say_error(e.kind, e.message)
             return 2
         for w in warnings:
             say(w)
         session = Session(new_session_id(), db_path.resolve(), Path.cwd(), tuple(roots), vault_name)
-        if print_config:
+        on_service = not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read")
+        if print_config:  # the config this session would get, the service's entry included: nothing started
+            if on_service:
+                session = dataclasses.replace(session, service_url=_service_url(db_path, settings))
             doc = compose(settings, session, isolated=isolated)
             print(json.dumps(doc if show_secrets else redact(doc), indent=2))
             return 0
         claude = find_claude(env)
         if claude is None:
-            say(missing_claude_message(env), "red")
+            say_error("not-found", missing_claude_message(env))
             return EXIT_NOT_FOUND
         token = None
-        if not (stdio or isolated) and settings.get("service.use") and settings.active("agent.read"):
+        if on_service:
             session, token = _on_service(conn, settings, session, env)
         lease = None if token is None else LeaseKeeper.start(db_path, token.id, tokens.session_lease_s(env))
         doc = compose(settings, session, isolated=isolated)
@@ -265,7 +269,7 @@ def run_claude(
             try:
                 returncode = run_child(cmd, env)
             except OSError as e:  # not executable, bad interpreter line, ...
-                say(f"could not start {claude}: {e}", "red")
+                say_error("not-found", f"could not start {claude}: {e}")
                 returncode = 126
             if conversation and returncode == 0:
                 say(f"to resume this conversation with kms: kms claude --resume {conversation}", "dim")
@@ -283,6 +287,17 @@ def run_claude(
                 say(f"could not record the end of session {session.id}: {e}")
     finally:
         conn.close()
+
+
+def _service_url(db_path: Path, settings: Settings) -> str:
+    """Where the session would reach the service: the one running for this database, or where
+    ``kms service start`` would start it (service.port on loopback)."""
+    from server.mcp.service import ServiceState, read_state
+
+    running = read_state(db_path)
+    if running is not None:
+        return running.url
+    return ServiceState(0, "127.0.0.1", settings.get("service.port"), "", str(db_path), 0.0).url
 
 
 def _on_service(

@@ -173,6 +173,20 @@ def hook_cmd(
     raise typer.Exit(hook(args or []))
 
 
+# ``kms --help`` lists the commands in these panels, in this order (``vault`` first: a newcomer's first need).
+VAULTS, AGENTS, REVIEW, SERVICE, SETTINGS = "Vaults", "Agents", "Review", "Service", "Settings"
+
+
+def summary(doc: str | None) -> str | None:
+    """A command's first paragraph as one line: the listing in ``kms --help`` showed a docstring's own
+    line breaks mid-sentence."""
+    return " ".join(doc.split("\n\n", 1)[0].split()) if doc else None
+
+
+def command(app: typer.Typer, name: str, fn: Any, panel: str, **kwargs: Any) -> None:
+    app.command(name, rich_help_panel=panel, short_help=summary(fn.__doc__), **kwargs)(fn)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The ``kms`` command tree, in the order ``kms --help`` lists it; ``only`` (one of ``ONLY``): that
     command alone, for a process that runs it."""
@@ -181,9 +195,9 @@ def build_app(only: str | None = None) -> typer.Typer:
     if only in (None, "vault"):
         from kmscli.vault_cmds import vault_app
 
-        app.add_typer(vault_app, name="vault")
+        app.add_typer(vault_app, name="vault", rich_help_panel=VAULTS)
     if only in (None, "index"):
-        app.command("index")(index_cmds.index_cmd)
+        command(app, "index", index_cmds.index_cmd, VAULTS)
     if only is None:
         _add_the_rest(app)
     return app
@@ -195,50 +209,59 @@ def _add_the_rest(app: typer.Typer) -> None:
     from kmscli.doctor import doctor_command
     from kmscli.hosts_cmd import mcp_config_command
     from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command
+    from kmscli.plugin_cmds import hooks_app, plugin_app
     from kmscli.servers_cmd import servers_app
     from kmscli.service_cmds import serve_cmd, service_app, token_app
 
-    app.command("status")(index_cmds.status_cmd)
-    app.command("search")(notes_cmds.search_cmd)
-    app.command("show")(notes_cmds.show_cmd)
-    app.command("tags")(notes_cmds.tags_cmd)
-    app.command("properties")(notes_cmds.properties_cmd)
-    app.command("recent")(notes_cmds.recent_cmd)
-    app.command("backlinks")(notes_cmds.backlinks_cmd)
-    app.command("unresolved")(notes_cmds.unresolved_cmd)
-    app.command("hide")(notes_cmds.hide_cmd)
-    app.command("unhide")(notes_cmds.unhide_cmd)
-    app.command("hidden")(notes_cmds.hidden_cmd)
-    app.command("watch")(index_cmds.watch_cmd)
-    app.command("mcp")(mcp_cmd)
-    app.command("hook", context_settings={"ignore_unknown_options": True})(hook_cmd)
-    app.add_typer(config_app, name="config")
-    app.add_typer(servers_app, name="servers")
-    app.command("claude", context_settings=CLAUDE_CONTEXT_SETTINGS)(claude_command)
-    app.command("doctor")(doctor_command)
-    app.command("repair")(repair_cmd.repair_cmd)
-    app.command("mcp-config")(mcp_config_command)
-    app.command("log")(notes_cmds.log_cmd)
-    app.command("revert")(changes_cmds.revert_cmd)
-    app.add_typer(changes_cmds.trash_app, name="trash")
-    app.add_typer(history_cmds.history_app, name="history")
-    app.command("diff")(history_cmds.diff_cmd)
-    app.command("restore")(history_cmds.restore_cmd)
-    app.command("pending")(control_cmds.pending_cmd)
-    app.command("approve")(control_cmds.approve_cmd)
-    app.command("reject")(control_cmds.reject_cmd)
-    app.add_typer(control_cmds.session_app, name="session")
-    app.command("demo")(demo_cmd)
-    app.command("tui")(tui_cmd)
-    app.command("embed")(index_cmds.embed_cmd)
-    app.add_typer(index_cmds.model_app, name="model")
-    app.command("serve")(serve_cmd)
-    app.add_typer(service_app, name="service")
-    app.add_typer(token_app, name="token")
-    from kmscli.plugin_cmds import hooks_app, plugin_app
+    for name, fn in (
+        ("status", index_cmds.status_cmd),
+        ("search", notes_cmds.search_cmd),
+        ("show", notes_cmds.show_cmd),
+        ("tags", notes_cmds.tags_cmd),
+        ("properties", notes_cmds.properties_cmd),
+        ("recent", notes_cmds.recent_cmd),
+        ("backlinks", notes_cmds.backlinks_cmd),
+        ("unresolved", notes_cmds.unresolved_cmd),
+        ("hide", notes_cmds.hide_cmd),
+        ("unhide", notes_cmds.unhide_cmd),
+        ("hidden", notes_cmds.hidden_cmd),
+        ("watch", index_cmds.watch_cmd),
+        ("embed", index_cmds.embed_cmd),
+    ):
+        command(app, name, fn, VAULTS)
+    app.add_typer(index_cmds.model_app, name="model", rich_help_panel=VAULTS)
 
-    app.add_typer(plugin_app, name="plugin")
-    app.add_typer(hooks_app, name="hooks")
+    command(app, "claude", claude_command, AGENTS, context_settings=CLAUDE_CONTEXT_SETTINGS)
+    command(app, "mcp-config", mcp_config_command, AGENTS)
+    command(app, "mcp", mcp_cmd, AGENTS)
+    command(app, "hook", hook_cmd, AGENTS, context_settings={"ignore_unknown_options": True})
+    app.add_typer(hooks_app, name="hooks", rich_help_panel=AGENTS)
+    app.add_typer(plugin_app, name="plugin", rich_help_panel=AGENTS)
+    app.add_typer(servers_app, name="servers", rich_help_panel=AGENTS)
+    command(app, "demo", demo_cmd, AGENTS)
+
+    command(app, "tui", tui_cmd, REVIEW)
+    for name, fn in (
+        ("pending", control_cmds.pending_cmd),
+        ("approve", control_cmds.approve_cmd),
+        ("reject", control_cmds.reject_cmd),
+        ("log", notes_cmds.log_cmd),
+        ("revert", changes_cmds.revert_cmd),
+    ):
+        command(app, name, fn, REVIEW)
+    app.add_typer(control_cmds.session_app, name="session", rich_help_panel=REVIEW)
+    command(app, "diff", history_cmds.diff_cmd, REVIEW)
+    command(app, "restore", history_cmds.restore_cmd, REVIEW)
+    app.add_typer(history_cmds.history_app, name="history", rich_help_panel=REVIEW)
+    app.add_typer(changes_cmds.trash_app, name="trash", rich_help_panel=REVIEW)
+
+    command(app, "serve", serve_cmd, SERVICE)
+    app.add_typer(service_app, name="service", rich_help_panel=SERVICE)
+    app.add_typer(token_app, name="token", rich_help_panel=SERVICE)
+
+    app.add_typer(config_app, name="config", rich_help_panel=SETTINGS)
+    command(app, "doctor", doctor_command, SETTINGS)
+    command(app, "repair", repair_cmd.repair_cmd, SETTINGS)
 
 
 _full: list[typer.Typer] = []

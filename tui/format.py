@@ -12,16 +12,14 @@ from typing import Any
 
 from rich.text import Text
 
+from server.activity.provenance import STATUS_MARKS
 from server.activity.ratelimit import Gauge
 from server.humanize import duration
 
-# status -> (symbol, word, style)
+# status -> (symbol, word, style): the marks are the core's (``kms log`` shows the same), the colours ours
+STYLE = {"success": "bold green", "conflict": "bold yellow", "rate-limited": "bold magenta"}
 STATUS_STYLE: dict[str, tuple[str, str, str]] = {
-    "success": ("✓", "ok", "bold green"),
-    "error": ("✗", "error", "bold red"),
-    "conflict": ("≠", "conflict", "bold yellow"),
-    "rate-limited": ("◷", "limited", "bold magenta"),
-    "folder-denied": ("⊘", "denied", "bold red"),
+    status: (symbol, word, STYLE.get(status, "bold red")) for status, (symbol, word) in STATUS_MARKS.items()
 }
 REVERTED_STYLE = ("↶", "reverted", "dim italic")
 OVERWRITTEN_STYLE = ("↯", "overwritten", "bold yellow")  # a later save dropped what it wrote

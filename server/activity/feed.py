@@ -33,7 +33,7 @@ from server.vault.paths import resolve_note_file
 FEED_WINDOW = 500
 LIVE_AFTER_S = 45.0  # a server heartbeats every 15 s; three missed beats and it is no longer "live"
 TOOLS = ("kms_create", "kms_append", "kms_insert_at", "kms_update_properties", "revert")
-STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied")
+STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied", "refused")
 
 _FEED_COLUMNS = (
     "t.id, t.at, t.session_id, t.actor, t.tool, t.note_id, t.vault, t.path, "
@@ -231,11 +231,13 @@ def session_overview(conn: apsw.Connection, now: float, limit: int = 50) -> list
         )
         for s in list_sessions(conn, limit=limit)
     ]
+    recorded = {sid for (sid,) in conn.execute("SELECT id FROM sessions")} if gauges else set()
     for sid, g in gauges.items():
-        out.append(SessionInfo(sid, "?", "idle", None, None, None, None, None, g))
+        if sid not in recorded:  # a session past ``limit`` is not a writer without a row
+            out.append(SessionInfo(sid, "?", "idle", None, None, None, None, None, g))
     order = {"live": 0, "idle": 1, "gone": 2, "ended": 3}
     out.sort(key=lambda s: (order[s.state], -(s.started_at or 0), s.id))
-    return out
+    return out[:limit]
 
 
 def session_reads(conn: apsw.Connection, session_id: str, limit: int = 500) -> list[dict[str, Any]]:

@@ -273,13 +273,23 @@ def text_of(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def unified(a: bytes, b: bytes, a_name: str, b_name: str, context: int = 3) -> str:
-    """A unified diff of two versions' texts."""
-    return "".join(
-        difflib.unified_diff(
-            text_of(a).splitlines(keepends=True), text_of(b).splitlines(keepends=True), a_name, b_name, n=context
-        )
+def unified(a: bytes, b: bytes, old: tuple[str | None, str], new: tuple[str | None, str], context: int = 3) -> str:
+    """A unified diff of two versions' texts that ``git apply`` and ``patch`` take as it is: each side is
+    (path, label), written ``a/PATH<TAB>(label)`` as diff -u writes a timestamp (a path of None is
+    ``/dev/null``), and a last line without a newline is marked as diff marks it."""
+    lines = difflib.unified_diff(
+        text_of(a).splitlines(keepends=True),
+        text_of(b).splitlines(keepends=True),
+        _side("a", *old),
+        _side("b", *new),
+        n=context,
+        lineterm="\n",
     )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _side(prefix: str, path: str | None, label: str) -> str:
+    return "/dev/null" if path is None else f"{prefix}/{path}\t({label})"
 
 
 def diff(
@@ -300,17 +310,17 @@ def diff(
     deleted = False
     if to_number is not None or to_at is not None:
         b = pick(conn, line, number=to_number, at=to_at)
-        b_bytes, b_name = version_bytes(conn, b), f"{b['path']} (version {b['version']})"
+        b_bytes, b_side = version_bytes(conn, b), (b["path"], f"version {b['version']}")
     elif to_now or current is not None:
         deleted = current is None
-        b, b_bytes, b_name = None, current or b"", f"{line.path} ({'deleted' if deleted else 'now'})"
+        b, b_bytes, b_side = None, current or b"", (line.path, "deleted" if deleted else "now")
     else:
         b = pick(conn, line)
-        b_bytes, b_name = version_bytes(conn, b), f"{b['path']} (version {b['version']})"
+        b_bytes, b_side = version_bytes(conn, b), (b["path"], f"version {b['version']}")
     a_bytes = version_bytes(conn, a)
     return {
         "from": {k: a[k] for k in ("version", "at", "path", "size")},
         "to": None if b is None else {k: b[k] for k in ("version", "at", "path", "size")},
         "deleted": deleted,
-        "diff": unified(a_bytes, b_bytes, f"{a['path']} (version {a['version']})", b_name),
+        "diff": unified(a_bytes, b_bytes, (a["path"], f"version {a['version']}"), b_side),
     }

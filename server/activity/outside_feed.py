@@ -229,5 +229,5 @@ def detail(conn: apsw.Connection, report_id: int) -> OutsideDetail | None:
     a = _text(conn, before_bid)
     b = _text(conn, None if this_bid is None else int(this_bid))
     name = f"{row['vault']}/{row['path']}"
-    text = unified(a, b, f"{name} (version {before})" if before else "(no note)", f"{name} (version {len(line)})")
+    text = unified(a, b, (name if before else None, f"version {before}"), (name, f"version {len(line)}"))
     return OutsideDetail(row, len(line), before, text)

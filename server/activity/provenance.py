@@ -26,6 +26,19 @@ STATUS_FOR_KIND = {
     "conflict": "conflict",
     "rate-limited": "rate-limited",
     "folder-denied": "folder-denied",
+    # the person's settings or decisions refused the call: one status, told apart by its kind (a tier
+    # refusal read as "✗ error" beside a folder refusal's "⊘ denied")
+    **dict.fromkeys(("feature-disabled", "paused", "revoked", "rejected", "too-broad", "approval-timeout"), "refused"),
+}
+
+# status -> (symbol, word): one mark for each row status, wherever a call is listed (kms log, the dashboard)
+STATUS_MARKS: dict[str, tuple[str, str]] = {
+    "success": ("✓", "ok"),
+    "error": ("✗", "error"),
+    "conflict": ("≠", "conflict"),
+    "rate-limited": ("◷", "limited"),
+    "folder-denied": ("⊘", "refused"),
+    "refused": ("⊘", "refused"),
 }
 
 

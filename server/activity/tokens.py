@@ -26,8 +26,10 @@ from typing import Any
 
 import apsw
 
+from server.config.allowlist import Allowlist, describe
+from server.config.env_names import positive_seconds
 from server.config.scopes import Scopes
-from server.config.session import SessionConfig, new_session_id, positive_seconds
+from server.config.session import SessionConfig, new_session_id
 from server.errors import KmsError
 from server.store.db import rows, service_folder, write_tx
 
@@ -118,6 +120,21 @@ def check_vaults(conn: apsw.Connection, scopes: Scopes) -> None:
         )
 
 
+def check_reach(scopes: Scopes, allowlist: Allowlist) -> None:
+    """``invalid-input`` for a writing token whose ``folder:`` scope meets no ``write.allowlist`` entry: it
+    could never write, while every list showed it as able to (``folder:drafts/sub`` under ``drafts/*``)."""
+    if scopes.tier == "read":
+        return
+    never = [f for f in scopes.folders if not allowlist.reaches(f)]
+    if never:
+        allowed = "; ".join(describe(p) for p in allowlist.patterns)
+        raise KmsError(
+            "invalid-input",
+            f"folder:{never[0]} could never write: write.allowlist allows only {allowed}. "
+            "Choose folders inside it, or widen write.allowlist first",
+        )
+
+
 def create(
     conn: apsw.Connection,
     *,
@@ -141,6 +158,11 @@ def create(
     if expires_in_s is not None and expires_in_s <= 0:
         raise KmsError("invalid-input", "a token's lifetime must be positive")
     now = time.time() if now is None else now
+    if kind != "session" and any(t.label == label for t in list_tokens(conn, now=now)):
+        raise KmsError(
+            "already-exists",
+            f"a live token is labelled {label!r} already: choose another label (or `kms token revoke {label}`)",
+        )
     token_id = "t" + secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     with write_tx(conn):

@@ -48,7 +48,12 @@ def folder_glob_problem(pattern: str) -> str | None:
             return f"{pattern!r}: empty, '.' or '..' folder names are not allowed"
         if "**" in part:
             return f"{pattern!r}: '**' is not supported; '*' matches one name, a plain folder name its subfolders"
+        if UNCLOSED_SET.search(part):  # fnmatch would quietly read it as a literal '[': a folder nobody has
+            return f"{pattern!r}: '[' opens a set of characters that no ']' closes"
     return None
+
+
+UNCLOSED_SET = re.compile(r"\[(?![^\]]*\])")
 
 
 def normalize_folder_glob(pattern: str) -> str:
@@ -97,6 +102,29 @@ def describe(pattern: str) -> str:
     return f"{p}/ and every folder below it" + (" (each * one folder name)" if _WILD.search(p) else "")
 
 
+def entries_meet(a: str, b: str) -> bool:
+    """True if some note path is allowed by both entries (a token's ``folder:`` scope and a
+    ``write.allowlist`` entry): a token whose folders meet no entry could never write, yet read as able to.
+
+    A note lies at one depth (its path's names): a folder entry allows the notes below it (one name deeper
+    at least), a notes entry exactly its own depth; at each depth both name, their globs must be able to
+    match one name. Where a glob makes that unsure, the entries are taken to meet (never a false refusal)."""
+    sa, sb = _entry(a).split("/"), _entry(b).split("/")
+    na, nb = names_notes(a), names_notes(b)
+    if na and nb:
+        depth_ok = len(sa) == len(sb)
+    elif na or nb:
+        notes, tree = (sa, sb) if na else (sb, sa)
+        depth_ok = len(notes) >= len(tree) + 1
+    else:
+        depth_ok = True
+    return depth_ok and all(_names_meet(x, y) for x, y in zip(sa, sb, strict=False))
+
+
+def _names_meet(x: str, y: str) -> bool:
+    return bool(_WILD.search(x) or _WILD.search(y)) or x == y
+
+
 def entry_for(path: str) -> str:
     """The narrowest entry that allows a note at ``path``: the notes directly in its folder."""
     folder = path.strip("/").rpartition("/")[0]
@@ -127,6 +155,10 @@ class Allowlist:
 
     def __bool__(self) -> bool:
         return bool(self.patterns) or self.also is not None
+
+    def reaches(self, entry: str) -> bool:
+        """True if some note ``entry`` allows is one this allowlist allows too (empty: every one)."""
+        return not self.patterns or any(entries_meet(entry, p) for p in self.patterns)
 
     def allows(self, path: str) -> bool:
         """True if agents may write the note at vault-relative ``path``."""

@@ -19,6 +19,11 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
         "any text, usually a folder path",
     ),
     "KMS_LOG_LEVEL": ("Log level of `kms mcp` on stderr.", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    "KMS_SERVICE_READ_TIMEOUT": (
+        "Seconds the kms service waits for a request's headers, or for the next piece of its body, before it "
+        "answers 408 and closes the connection (default 10; the whole body gets six times that).",
+        "a number of seconds from 0.1 to 600",
+    ),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
     "KMS_SESSION_TOKEN": (
         "The bearer token of a `kms claude` session served by the kms service (`kms claude` "
@@ -51,3 +56,21 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
         )
     },
 }
+
+
+def read_timeout_value(raw: str) -> float | None:
+    """``KMS_SERVICE_READ_TIMEOUT``'s seconds (None: not a number from 0.1 to 600; '' is checked by the caller)."""
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    return seconds if 0.1 <= seconds <= 600 else None
+
+
+def positive_seconds(raw: str) -> float | None:
+    """``raw`` as a positive, finite number of seconds (``KMS_TOKEN_LEASE_S``), else None."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None

@@ -47,7 +47,7 @@ from server.index.writer import (
 )
 from server.store import history as blobs
 from server.store import kept_counts
-from server.store.db import write_tx
+from server.store.db import checkpoint_and_truncate, write_tx
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
@@ -305,7 +305,13 @@ def index_all(
     conn: apsw.Connection, *, full: bool = False, vault: str | None = None, progress: Progress | None = None
 ) -> list[IndexReport]:
     vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
-    return [index_vault(conn, v, full=full, progress=progress) for v in vaults]
+    reports = [index_vault(conn, v, full=full, progress=progress) for v in vaults]
+    if sum(r.added + r.updated + r.deleted for r in reports) >= BULK_NOTES:
+        checkpoint_and_truncate(conn)
+    return reports
+
+
+BULK_NOTES = 500  # an index that wrote this many notes leaves a WAL worth truncating
 
 
 @dataclass

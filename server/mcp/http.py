@@ -10,9 +10,9 @@
   one kms session (``SessionHub.for_token``), whose config is the person's settings narrowed by the
   token's scopes (``Scopes.narrow``), so ``tools/list`` shows only what the token allows and the guard
   re-checks tier, vault, allowlist, rate limit and approval on every call;
-- the SDK's Host and Origin checks (on for a loopback host: a foreign Host is 421, a foreign Origin 403)
-  on every route, ``/health`` and ``/hooks`` too (``screened``: one ``TransportSecuritySettings`` for all),
-  and its request body limit (413);
+- ``server.mcp.http_guard.HttpGuard`` around the whole app: on every route, before any work, the exact Host
+  and Origin (421, 403), then the token (401), then the body read as it streams within its limit and read
+  timeout (413, 408); the SDK's own screen gets the same exact lists (``exact_security``);
 - the stdio screen (``server.mcp.wire.screen``: depth, ids, surrogates, invalid UTF-8, shapes the SDK
   drops or crashes on) on every authenticated POST body, so protocol abuse gets a typed JSON-RPC error
   (400) over HTTP too and never reaches the SDK;
@@ -39,16 +39,21 @@ import anyio
 
 from server import installed_version
 from server.activity import tokens
+from server.mcp.http_guard import (
+    MAX_BODY_BYTES,
+    READ_TIMEOUT_S,
+    HttpGuard,
+    Origins,
+    bearer,
+    exact_security,
+    typed_errors,
+)
 from server.store.db import thread_connection
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
-
     from server.mcp.hub import SessionHub
 
 log = logging.getLogger("kms.service")
-MAX_BODY_BYTES = 16 * 1024 * 1024  # as the stdio screen's line limit (``server.mcp.wire``)
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class KmsTokenVerifier:
@@ -214,11 +219,6 @@ class EndingResponses:
                 await send({"type": "http.response.body", "body": b""})
 
 
-def _bearer(headers: Any) -> str:
-    scheme, _sep, value = (headers.get("authorization") or "").partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else ""
-
-
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
@@ -262,24 +262,13 @@ def _quietly(fn: Any, *args: Any) -> None:
         log.exception("a staged session note could not be settled")
 
 
-def transport_security(host: str) -> Any:
-    """The SDK's DNS-rebinding screen as it sets it up for a loopback host (None elsewhere, as the SDK):
-    made here once so ``/mcp`` and kms's own routes answer a foreign Host or Origin alike."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    if host not in LOOPBACK:
-        return None
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
-
-
-def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> Starlette:
-    """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens), ``/health`` and ``/hooks``."""
+def service_app(
+    hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0, read_timeout: float = READ_TIMEOUT_S
+) -> HttpGuard:
+    """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens), ``/health`` and ``/hooks``, behind
+    ``HttpGuard`` (Host, Origin, token, body limits and read timeouts: ``server.mcp.http_guard``). ``port``: the
+    bound port, the only one a Host header may name."""
     from mcp.server.auth.settings import AuthSettings
-    from mcp.server.transport_security import TransportSecurityMiddleware
     from pydantic import AnyHttpUrl
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -287,36 +276,35 @@ def service_app(hub: SessionHub, *, host: str = "127.0.0.1", port: int = 0) -> S
 
     from server.mcp.serve import build_server
 
-    security = transport_security(host)
-    screen = TransportSecurityMiddleware(security)
+    origins = Origins.for_bind(host, port)
 
     async def health(request: Request) -> Response:
-        if (refused := await screen.validate_request(request)) is not None:
-            return refused
         return JSONResponse({"kms": True, "version": installed_version() or "0", "pid": os.getpid()})
 
     async def hook(request: Request) -> Response:
-        if (refused := await screen.validate_request(request)) is not None:
-            return refused
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "too-large"}, status_code=413)
-        event_arg, presented = request.path_params["event"], _bearer(request.headers)
+        body = await request.body()  # within its limit: the guard has read it
+        event_arg, presented = request.path_params["event"], bearer(request.headers.get("authorization"))
         status, answer = await anyio.to_thread.run_sync(lambda: hook_answer(hub, event_arg, presented, body))
         return Response(status_code=status) if answer is None else JSONResponse(answer, status_code=status)
 
     server = build_server(hub)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
     auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
+    verifier = KmsTokenVerifier(hub)
     app = server.streamable_http_app(
         host=host,
-        token_verifier=KmsTokenVerifier(hub),
+        token_verifier=verifier,
         auth=auth,
         max_request_body_size=MAX_BODY_BYTES,
-        transport_security=security,
+        transport_security=exact_security(origins),
         custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             route.app = ScreenedBodies(EndingResponses(route.app, hub.services.db_path))
-    return app
+    typed_errors(app)
+
+    async def live(token: str) -> bool:
+        return await verifier.verify_token(token) is not None
+
+    return HttpGuard(app, origins=origins, verify=live, read_timeout=read_timeout)

@@ -190,6 +190,7 @@ def run(
 
     from server.config.session import SessionConfig
     from server.mcp.http import service_app
+    from server.mcp.http_guard import read_timeout_s, uvicorn_options
     from server.mcp.hub import SessionHub
     from server.mcp.process import ProcessServices
     from server.mcp.serve import start_background
@@ -200,11 +201,13 @@ def run(
     hub = SessionHub(services, settings=lambda sid: SessionConfig.from_env(session_id=sid))
     sockets = loopback_sockets(port, host)
     bound = sockets[0].getsockname()
-    app = service_app(hub, host=bound[0], port=bound[1])
+    timeout = read_timeout_s()
+    app = service_app(hub, host=bound[0], port=bound[1], read_timeout=timeout)
+    limits = uvicorn_options(timeout)  # the request head's deadline and size (server.mcp.http_guard)
     stop_event = stop or threading.Event()
     start_rest = start_background(hub, stop_event)  # the watcher now; the model once the service answers
     config = uvicorn.Config(  # no proxy headers: every client is local, and none may claim another address
-        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, http="httptools", proxy_headers=False
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, proxy_headers=False, **limits
     )
     server = uvicorn.Server(config)
     state = ServiceState(

@@ -100,6 +100,15 @@ def _connect(target: str, *, readonly: bool, migrate_schema: bool) -> apsw.Conne
     return conn
 
 
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+def checkpoint_and_truncate(conn: apsw.Connection) -> None:
+    """Fold the WAL into the database and truncate it to nothing, after a bulk write (a cold index) left
+    it as large as the database; a reader still in the WAL just leaves it for the next checkpoint."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
 def _configure(conn: apsw.Connection, *, readonly: bool, migrate_schema: bool) -> None:
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     if not readonly:
@@ -108,6 +117,9 @@ def _configure(conn: apsw.Connection, *, readonly: bool, migrate_schema: bool) -
         # write (fewer but larger pages per commit). The figures: docs/benchmarks.md, "Vault core".
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         _enable_wal(conn)
+        # the WAL file keeps the size of its largest transaction (a cold index: as large as the database)
+        # unless a limit truncates it when a checkpoint resets it
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     # temp_store stays the default: MEMORY slowed every FTS5 "ORDER BY rank" (its sorter)

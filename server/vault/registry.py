@@ -62,8 +62,10 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
     if isinstance(path, str) and not path.strip():
         raise KmsError("invalid-input", "give the vault's folder (an empty path is not one; '.' is this folder)")
     root = Path(path).expanduser().resolve()
+    if not root.exists():
+        raise KmsError("not-found", f"no folder at {root}")
     if not root.is_dir():
-        raise KmsError("invalid-input", f"{root} is not a folder")
+        raise KmsError("invalid-input", f"{root} is a file, not a folder: give the folder that holds the notes")
     rules = dialects.get(dialect) if dialect is not None else dialects.detect(root)
     if name is not None and not name.strip():
         raise KmsError("invalid-input", "an empty vault name; leave the name out to take the folder's")

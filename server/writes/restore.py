@@ -109,8 +109,8 @@ def preview_restore(
         "diff": unified(
             now or b"",
             data,
-            f"{path} (now)" if now is not None else "/dev/null",
-            f"{path} (version {version['version']})",
+            (path if now is not None else None, "now"),
+            (path, f"version {version['version']}"),
         ),
     }
 

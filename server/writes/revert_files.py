@@ -41,7 +41,7 @@ def diff_text(before: str, after: str, path: str, new_path: str | None = None) -
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=path, tofile=new_path or path, n=2
     )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 def preview(vault: Vault, change: FilesChanged) -> dict[str, Any]:

@@ -213,3 +213,35 @@ def test_kms_claude_print_mode_leaves_approvals_to_the_dashboard(indexed: apsw.C
     for words in (("-p", "hello"), ("--print", "hello")):
         doc = json.loads(ok(kms("claude", "--write", "--approve", "--print-config", *words)).stdout)
         assert doc["mcpServers"]["kms"]["env"]["KMS_WRITE_APPROVAL_CHANNEL"] == "dashboard"
+
+
+def test_session_list_n_limits_rows_and_lists_no_phantom_writers(indexed: apsw.Connection) -> None:
+    """`kms session list -n 3` printed 10 rows: every session past the limit that had written came back as
+    a `? idle ?` row of its own."""
+    from server.activity.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    for n in range(10):
+        sid = start_session(indexed, kind="server", now=1_000_000 + n)
+        limiter.acquire(indexed, sid)
+    listed = json.loads(ok(kms("session", "list", "-n", "3", "--json")).stdout)
+    assert len(listed) == 3 and all(s["kind"] == "server" for s in listed)
+    table = ok(kms("session", "list", "-n", "3")).stdout.splitlines()
+    assert len(table) == 2 + 3 and all(line.split()[0] in {s["id"] for s in listed} for line in table[2:]), table
+
+
+def test_tables_never_cut_a_value_a_person_types_next(tmp_path: Path, db_path: Path) -> None:
+    """At 80 columns (a terminal, or any pipe) `kms vault list` cut vault names and paths (`kepano-obsidi…`):
+    a table too wide is shown a row a block, each value whole on its own line."""
+    root = tmp_path / "a-folder-name-long-enough-to-need-a-line-of-its-own" / "and-deeper-still-for-the-path"
+    root.mkdir(parents=True)
+    (root / "a.md").write_text("# a\n")
+    name = "kepano-obsidian-help-vault-with-a-long-name"
+    ok(kms("vault", "add", str(root), "--name", name))
+    out = ok(kms("vault", "list", COLUMNS="80")).stdout
+    lines = out.splitlines()
+    assert name in lines and "  root: " in lines and "…" not in out and max(map(len, lines)) <= 80
+    at = lines.index("  root: ") + 1
+    assert "".join(lines[at : at + 3]).startswith(str(root)), "the path on lines of its own, folded only"
+    wide = ok(kms("vault", "list", COLUMNS="400")).stdout  # room for every value: the table
+    assert "┃ name" in wide and name in wide and str(root) in wide

@@ -83,7 +83,14 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
         ("mine", str(root.resolve()), md_count(root), 1)
     ]  # "Therapy notes" has private: true
     assert "already registered" in said(refused(kms("vault", "add", str(root))).stderr)
-    assert "is not a folder" in said(refused(kms("vault", "add", str(tmp_path / "nope")), 2).stderr)
+    missing = said(refused(kms("vault", "add", str(tmp_path / "nope")), 3).stderr)
+    assert missing.startswith("error (not-found): no folder at"), missing
+    (tmp_path / "a-file.md").write_text("# not a vault\n")
+    assert "is a file, not a folder" in said(refused(kms("vault", "add", str(tmp_path / "a-file.md")), 2).stderr)
+    (tmp_path / "empty").mkdir()
+    added = said(ok(kms("vault", "add", str(tmp_path / "empty"))).stdout)
+    assert "no Markdown (.md) file in empty" in added, added
+    ok(kms("vault", "remove", "empty"))
     table = said(ok(kms("vault", "list")).stdout)
     assert "mine" in table and str(md_count(root)) in table
 

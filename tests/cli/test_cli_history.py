@@ -95,3 +95,32 @@ def test_a_note_named_like_a_history_command_is_shown_by_history_show(vault: Pat
     data = json.loads(ok(kms("history", "show", "prune", "--json")).stdout)
     assert [v["version"] for v in data["versions"]] == [1]
     assert "kms history show NOTE" in said(ok(kms("history", "--help")).stdout)
+
+
+LONG_V1 = b"# Long\n\n" + b"a line far longer than any terminal, " * 12 + b"\nkept\n"
+LONG_NOW = b"# Long\n\n" + b"the same line rewritten, far longer than eighty columns, " * 8 + b"\nkept\nno newline"
+
+
+@pytest.mark.parametrize("apply", [["git", "apply"], ["patch", "-p1", "--quiet", "-i"]])
+def test_a_diff_written_to_a_file_applies_whatever_the_width(
+    tmp_path: Path, conn: apsw.Connection, apply: list[str]
+) -> None:
+    """At 80 columns `kms diff NOTE --version 1 > d.patch` wrapped each long line, and the wrapped half had no
+    diff prefix: the patch did not apply. A last line without a newline is marked as diff marks it."""
+    import subprocess
+
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "Long.md").write_bytes(LONG_V1)
+    index_vault(conn, add_vault(conn, root, "v"))
+    (root / "Long.md").write_bytes(LONG_NOW)
+    reindex_file(conn, get_vault(conn, "v"), "Long.md")
+    patch = ok(kms("diff", "Long.md", "--version", "1", COLUMNS="80")).stdout
+    assert max(len(line) for line in patch.splitlines()) > 80 and "\\ No newline at end of file" in patch
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "Long.md").write_bytes(LONG_V1)
+    (work / "d.patch").write_text(patch)
+    done = subprocess.run([*apply, "d.patch"], cwd=work, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (work / "Long.md").read_bytes() == LONG_NOW

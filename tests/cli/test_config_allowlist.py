@@ -30,3 +30,14 @@ def test_an_older_file_is_upgraded_and_config_list_says_how() -> None:
     assert "drafts/*/*: the notes directly in drafts/*/ (each * one folder name)" in out
     assert ok(kms("config", "get", "write.allowlist")).stdout.split() == ["drafts/*/*"]
     assert "upgraded: " not in ok(kms("config", "list")).stdout  # once
+
+
+def test_an_allowlist_glob_with_an_unclosed_set_is_refused_and_nothing_is_saved() -> None:
+    """`kms config set write.allowlist '[drafts'` was saved: fnmatch reads the lone '[' as a literal, so the
+    entry allowed a folder named "[drafts" that nobody has, and every write was refused without a word."""
+    from support.cli import refused
+
+    out = said(refused(kms("config", "set", "write.allowlist", "[drafts"), 2).stderr)
+    assert out.startswith("error (invalid-input):") and "no ']' closes" in out
+    cfg = Path(os.environ["KMS_CONFIG"])
+    assert not cfg.exists() or "write.allowlist" not in cfg.read_text()

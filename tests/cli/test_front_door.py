@@ -209,3 +209,25 @@ def test_search_keeps_each_part_of_a_joined_result_in_score_order(tmp_path: Path
     scores = [float(m.group(1)) for line in lines if (m := re.search(r"· (\d+\.\d+)", line))]
     assert [ln for ln in lines[:divider] if "both.md" in ln] and len(scores) == 4
     assert scores[1:] == sorted(scores[1:], reverse=True)
+
+
+def test_log_shows_every_refusal_in_one_voice_with_its_kind(indexed: apsw.Connection, db_path: Path) -> None:
+    """A tier refusal read `✗ error` beside a folder refusal's `⊘ denied`: both are the person's settings
+    saying no, now `⊘ refused (KIND)`, through the real tool runner."""
+    from server.config.session import SessionConfig
+    from server.mcp.tools.dispatch import ToolRunner
+    from support.vaults import note_id
+
+    nid = note_id(indexed, "Home")
+    for write_enabled, allowlist in ((False, ()), (True, ("drafts",))):
+        config = SessionConfig.from_env(
+            {"KMS_DB_PATH": str(db_path)}, write_enabled=write_enabled, allowlist=allowlist, session_id="s-voice"
+        )
+        runner = ToolRunner(config)
+        try:
+            _, is_error = runner.call("kms_append", {"noteId": nid, "content": "- more"})
+        finally:
+            runner.close()
+        assert is_error
+    out = said(ok(kms("log")).stdout)
+    assert "⊘ refused (folder-denied)" in out and "⊘ refused (feature-disabled)" in out and "✗" not in out, out

@@ -43,7 +43,7 @@ def test_http_install_keeps_the_secret_out_of_the_hosts_file(host: str, tmp_path
     result = ok(kms("mcp-config", host, "--http", "--install", "--scopes", "tier:write", HOME=str(home)))
     entry = installed(host, home)
     url = entry.get("url") or entry.get("serverUrl")
-    assert url == "http://127.0.0.1:8765/mcp", entry
+    assert url == f"http://127.0.0.1:{os.environ['KMS_SERVICE_PORT']}/mcp", entry  # the suite's own port
     [token] = [t for t in tokens.list_tokens(conn) if t.label == f"host:{host}"]
     assert token.kind == "host" and token.scopes.text() == "tier:write"
     secret = ok(kms("token", "secret", host)).stdout.strip()

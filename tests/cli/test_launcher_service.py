@@ -95,7 +95,15 @@ def test_a_service_that_cannot_be_had_leaves_stdio_and_says_so(env: dict[str, st
         conn.close()
 
 
-def test_print_config_starts_no_service(env: dict[str, str]) -> None:
+def test_print_config_starts_no_service_and_prints_the_service_entry_the_session_would_get(
+    env: dict[str, str],
+) -> None:
+    """It printed the stdio entry while the session it described would run over the service."""
     run = kms(env, "claude", "--print-config")
     assert run.returncode == 0, run.stderr
-    assert '"command"' in run.stdout and service.read_state(Path(env["KMS_DB_PATH"])) is None
+    assert service.read_state(Path(env["KMS_DB_PATH"])) is None
+    entry = json.loads(run.stdout)["mcpServers"]["kms"]
+    assert entry.get("url") == f"http://127.0.0.1:{env['KMS_SERVICE_PORT']}/mcp", entry
+    assert "command" not in entry
+    stdio = json.loads(kms(env, "claude", "--stdio", "--print-config").stdout)["mcpServers"]["kms"]
+    assert "command" in stdio and "url" not in stdio

@@ -67,8 +67,15 @@ def test_killed_renames_never_lose_an_append_nor_leave_a_link_half_renamed(
     index(conn, root)
     appends = 0
     for round_ in range(6):
+        before = value(conn, "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_rename'")
         renamer, appender = _start(db_path, "rename", 100_000), _start(db_path, "append", 40)
-        time.sleep(0.7 + 0.13 * round_)  # a different moment of the unit each round
+        # renames under way (a loaded machine took longer than a fixed 0.7 s just to start the worker and
+        # none ran before the kill), then a different moment of a unit each round
+        deadline = time.monotonic() + 90
+        while value(conn, "SELECT count(*) FROM tool_invocations WHERE tool = 'kms_rename'") == before:
+            assert renamer.poll() is None and time.monotonic() < deadline, "the renamer never renamed"
+            time.sleep(0.02)
+        time.sleep(0.05 + 0.13 * round_)
         renamer.send_signal(signal.SIGKILL)
         renamer.wait(30)
         out, _ = appender.communicate(timeout=120)

@@ -4,7 +4,7 @@ python write_workers.py acquire DB SESSION N PER_MINUTE PER_SESSION START_FILE
 python write_workers.py append DB SESSION NOTE_ID COUNT TAG START_FILE
 python write_workers.py person NOTE_PATH SECONDS START_FILE MODE LOCK_DIR
 python write_workers.py loop DB SESSION NOTE_IDS_JSON
-python write_workers.py saver NOTE_PATHS_JSON SECONDS START_FILE [KINDS]
+python write_workers.py saver NOTE_PATHS_JSON SECONDS START_FILE [KINDS [AT_LEAST]]
 """
 
 from __future__ import annotations
@@ -102,19 +102,22 @@ def person(path: str, seconds: str, start: str, mode: str, lock_dir: str) -> dic
 STALE_S = 0.05  # how long an editor holding an old buffer types, at most, waiting for an agent's append
 
 
-def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,chunks") -> dict:
+def saver(paths: str, seconds: str, start: str, kinds: str = "rename,truncate,chunks", at_least: str = "0") -> dict:
     """A person saving beside the agents, as editors do, each save adding its own line ``{{P-n}}``
     to what it just read: atomic rename saves, truncate-then-write saves, saves in two chunks, in
     turn, over several notes. A ``stale`` save is an editor holding an old buffer: it adds its line to
     what it saved last in that note once an agent appended to it (``STALE_S`` at most), dropping the
-    agents' appends since, and saves by rename. Returns the markers saved, so the test can tell which were lost."""
+    agents' appends since, and saves by rename. Saves for ``seconds`` and until ``at_least`` saves are made
+    (a loaded machine saves fewer a second; at most ten times ``seconds``). Returns the markers saved, so the
+    test can tell which were lost."""
     _wait(start)
-    end = time.time() + float(seconds)
+    began = time.time()
+    end, cap = began + float(seconds), began + 10 * float(seconds)
     notes = [os.path.realpath(p) for p in json.loads(paths)]
     buffers: dict[str, bytes] = {}  # what each note's editor saved last
     saved: list[str] = []
     n = 0
-    while time.time() < end:
+    while (time.time() < end or n < int(at_least)) and time.time() < cap:
         real = notes[n % len(notes)]
         kind = kinds.split(",")[(n // len(notes)) % len(kinds.split(","))]
         if kind == "stale" and real not in buffers:

@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_no_test_sees_the_callers_xdg_or_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     assert [v for v in os.environ if v.startswith("XDG_")] == []
     home = Path(os.environ["HOME"])
-    assert home.name.startswith("home") and home.parent == tmp_path_factory.getbasetemp()
+    assert home.name == "home" and home.parent.parent == tmp_path_factory.getbasetemp()
+    own = {"KMS_DB_PATH", "KMS_CONFIG", "KMS_SERVICE_PORT", "KMS_EMBED_DOWNLOAD", "KMS_SERVICE_USE"}
+    assert {v for v in os.environ if v.startswith("KMS_")} == own  # no other KMS_* of the caller's
+    assert int(os.environ["KMS_SERVICE_PORT"]) != 8765  # never the person's running service
 
 
 def test_host_config_paths_pass_with_the_xdg_variables_set(tmp_path: Path) -> None:

@@ -118,6 +118,8 @@ BAD_VALUES = [
     ("KMS_SERVICE_PORT", "http", "1024 to 65535"),
     ("KMS_SERVICE_START_WAIT", "0", "1 to 60"),
     ("KMS_SERVICE_START_WAIT", "2s", "1 to 60"),
+    ("KMS_SERVICE_READ_TIMEOUT", "0", "0.1 to 600"),
+    ("KMS_SERVICE_READ_TIMEOUT", "ten", "0.1 to 600"),
     ("KMS_CAPTURE_ENABLED", "sometimes", "true/false"),
     ("KMS_CAPTURE_FOLDER", "../sessions", "vault-relative folder"),
     ("KMS_CAPTURE_ASK_AGENT", "-1", "0 (off) to 1000"),

@@ -95,8 +95,8 @@ def _diff(conn: Any, line: history.Line, a: int, b: int | None) -> dict[str, Any
     text = history.unified(
         history.version_bytes(conn, left),
         history.version_bytes(conn, right),
-        f"version {left['version']}",
-        f"version {right['version']}",
+        (left["path"], f"version {left['version']}"),
+        (right["path"], f"version {right['version']}"),
     )
     raw = text.encode()
     if len(raw) <= MAX_DIFF_BYTES:
