@@ -211,6 +211,9 @@ def index_cmd(
         if not list_vaults(conn):
             raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
         run_index(conn, full=full, vault=vault, embed=embed)
+    from server.index.backups import backup_if_due
+
+    backup_if_due(default_db_path())  # the daily copy of the database, if it is due (docs/recovery.md)
 
 
 def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:

@@ -213,7 +213,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     from kmscli.servers_cmd import servers_app
     from kmscli.service_cmds import serve_cmd, service_app, token_app
 
-    for name, fn in (
+    vaults: tuple[tuple[str, Any], ...] = (
         ("status", index_cmds.status_cmd),
         ("search", notes_cmds.search_cmd),
         ("show", notes_cmds.show_cmd),
@@ -227,7 +227,8 @@ def _add_the_rest(app: typer.Typer) -> None:
         ("hidden", notes_cmds.hidden_cmd),
         ("watch", index_cmds.watch_cmd),
         ("embed", index_cmds.embed_cmd),
-    ):
+    )
+    for name, fn in vaults:
         command(app, name, fn, VAULTS)
     app.add_typer(index_cmds.model_app, name="model", rich_help_panel=VAULTS)
 
@@ -241,13 +242,14 @@ def _add_the_rest(app: typer.Typer) -> None:
     command(app, "demo", demo_cmd, AGENTS)
 
     command(app, "tui", tui_cmd, REVIEW)
-    for name, fn in (
+    review: tuple[tuple[str, Any], ...] = (
         ("pending", control_cmds.pending_cmd),
         ("approve", control_cmds.approve_cmd),
         ("reject", control_cmds.reject_cmd),
         ("log", notes_cmds.log_cmd),
         ("revert", changes_cmds.revert_cmd),
-    ):
+    )
+    for name, fn in review:
         command(app, name, fn, REVIEW)
     app.add_typer(control_cmds.session_app, name="session", rich_help_panel=REVIEW)
     command(app, "diff", history_cmds.diff_cmd, REVIEW)

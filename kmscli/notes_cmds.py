@@ -61,7 +61,7 @@ def search_cmd(
             else:
                 result = search(conn, query, limit, vid, include_hidden=include_hidden, where=filters)
             result["hits"] = hidden.shown(result["hits"])
-        result["provenance"] = hidden.shown(_provenance_hits(conn, query, limit), id_key="note_id")
+        result["provenance"] = hidden.shown(_provenance_hits(conn, query, limit, vault), id_key="note_id")
     if json_out:
         print_json(result)
         return
@@ -109,13 +109,11 @@ def _semantic(conn: apsw.Connection, query: str, limit: int, vault_id: int | Non
     return semantic_search(conn, SemanticIndex(embedder), query, limit, vault_id)
 
 
-def _provenance_hits(conn: apsw.Connection, query: str, limit: int) -> list[dict]:
+def _provenance_hits(conn: apsw.Connection, query: str, limit: int, vault: str | None) -> list[dict]:
+    from server.activity.provenance import search_invocations
+
     try:
-        from server.activity.provenance import search_invocations
-    except ImportError:
-        return []
-    try:
-        return search_invocations(conn, query, limit)
+        return search_invocations(conn, query, limit, vault)
     except KmsError:
         return []
 

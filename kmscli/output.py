@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from server.errors import KmsError
 from server.store.db import connect, default_db_path
+from server.store.registrations import read_registrations
 
 console = Console()
 err_console = Console(stderr=True)
@@ -37,6 +38,8 @@ def open_db(*, create: bool = False) -> apsw.Connection:
     vaults, nor makes a database and its folders where none was meant to be."""
     path = default_db_path()
     missing = not path.exists() and not path.parent.is_file()  # under a file: connect says it cannot be
+    if missing and not create and read_registrations(path):
+        missing = False  # a lost database whose vaults are known: created anew with them (docs/recovery.md)
     if missing and not create:
         where = "KMS_DB_PATH" if os.environ.get("KMS_DB_PATH") else "the default place; KMS_DB_PATH sets another"
         raise KmsError("not-found", f"no kms database at {path} ({where}); `kms vault add FOLDER` creates it")
@@ -102,7 +105,7 @@ class Table(RichTable):
         for number, (first, *rest) in enumerate(self.given_rows):
             if number:
                 yield Text()
-            yield plain(first, "bold")
+            yield plain(first, "bold") if isinstance(first, Text | None) else first
             for name, cell in zip(names[1:], rest, strict=False):
                 if not isinstance(cell, Text | None):
                     yield cell

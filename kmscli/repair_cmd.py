@@ -16,8 +16,9 @@ def repair_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Move the file aside without asking.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rebuild a damaged database from your vaults, keeping what can still be read of it. Only a file that
-    is (or was) a kms database is moved aside, and only once you agree (or with --yes)."""
+    """Rebuild a damaged database from your vaults, keeping every row still readable in it and filling in
+    from the newest backup what it lost. Only a file that is (or was) a kms database is moved aside, and
+    only once you agree (or with --yes)."""
     from server.index.repair import needs_repair, repair_database
 
     db = default_db_path()
@@ -49,7 +50,7 @@ def repair_cmd(
         f"moved aside to {report.moved_to} (kept; delete it once you are satisfied)", markup=False, highlight=False
     )
     if report.header_rebuilt:
-        console.print("the file's header was garbage: read through a rebuilt header", highlight=False)
+        console.print("the file's header was garbage: its pages were read with a guessed page size", highlight=False)
     console.print(
         f"rebuilt {report.db_path}: {len(report.vaults)} vault(s) "
         f"({', '.join(report.vaults) or 'none'}), {report.notes_indexed} notes indexed from the files",
@@ -60,6 +61,11 @@ def repair_cmd(
         lost = report.unreadable.get(table)
         console.print(f"  recovered {count} {table}" + (f" [yellow]— {lost}[/]" if lost else ""), highlight=False)
     console.print(f"  restored {report.hidden_restored} hidden stamp(s)", highlight=False)
+    if report.backup:
+        filled = ", ".join(f"{n} {t}" for t, n in report.from_backup.items()) or "nothing the damaged file lacked"
+        console.print(f"  from the backup {report.backup}: {filled}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print("  no backup to fill in from (backup.enabled keeps daily copies)", highlight=False)
     for table, why in report.unreadable.items():
         if table not in report.recovered:
             console.print(f"  [yellow]lost[/] {table}: {escape(str(why))}", highlight=False)

@@ -154,31 +154,62 @@ def start_service(
     """The running service for ``db_path``, started in the background if needed (health-checked). ``exact``:
     the person asked for this port/host, so a service already running elsewhere is an error, not an answer.
     A child that exits before it answers (a taken port, a refused host) is reported at once, typed."""
+    return _start_service(db_path, port, host, wait_s, allow_remote=allow_remote, exact=exact)[0]
+
+
+STARTS = {  # how ``kms service start`` found the service it answers with
+    "started": "kms service on",
+    "running": "a kms service already runs on",
+    "raced": "a kms service was starting already: it runs on",  # another start took the service lock first
+}
+
+
+def _start_service(
+    db_path: Path, port: int, host: str | None, wait_s: float, *, allow_remote: bool, exact: bool
+) -> tuple[Any, str]:
+    """``start_service``, and how it found the service it answers with (a key of ``STARTS``)."""
+    running = current_state(db_path)
+    how = "running"
+    if running is None:
+        running, started = _spawn(db_path, port, host, wait_s, allow_remote=allow_remote)
+        how = "started" if started else "raced"
+    if how != "started":
+        _check_running(running, port, host, allow_remote=allow_remote, exact=exact)
+    return running, how
+
+
+def _check_running(running: Any, port: int, host: str | None, *, allow_remote: bool, exact: bool) -> None:
+    """A service that runs already is the answer, if it is this kms's version and where the person asked."""
     from server import installed_version
+
+    if running.version != (installed_version() or "0"):
+        raise KmsError(
+            "conflict",
+            f"the running kms service is version {running.version}, this kms is "
+            f"{installed_version()}: `kms service restart` replaces it",
+        )
+    if exact and (running.port != port or (host is not None and host != running.host)):
+        moved = f"--port {port}" + (f" --host {host}" if host else "") + (" --allow-remote" if allow_remote else "")
+        raise KmsError(
+            "already-exists",
+            f"a kms service already runs at {running.url} (pid {running.pid}); `kms service restart {moved}` moves it",
+        )
+
+
+def _spawn(
+    db_path: Path, port: int, host: str | None, wait_s: float, *, allow_remote: bool, again: bool = True
+) -> tuple[Any, bool]:
+    """Start ``kms serve`` in the background and wait until a service answers: (its state, whether it is the
+    one started here). Another start may win the race for the service lock (``service.hold_lock``): the child
+    here is then refused at once, and the service that one starts is the answer once it answers. Should the
+    holder end without answering (a service that was stopping, one that failed), this starts one ``again``."""
+    from kmscli.compose import ISOLATION_FLAGS
     from server.mcp import service
 
-    running = current_state(db_path)
-    if running is not None:
-        if running.version != (installed_version() or "0"):
-            raise KmsError(
-                "conflict",
-                f"the running kms service is version {running.version}, this kms is "
-                f"{installed_version()}: `kms service restart` replaces it",
-            )
-        if exact and (running.port != port or (host is not None and host != running.host)):
-            moved = f"--port {port}" + (f" --host {host}" if host else "") + (" --allow-remote" if allow_remote else "")
-            raise KmsError(
-                "already-exists",
-                f"a kms service already runs at {running.url} (pid {running.pid}); "
-                f"`kms service restart {moved}` moves it",
-            )
-        return running
     log_file = service.log_path(db_path)
     log = open(log_file, "ab")  # noqa: SIM115 - handed to the child
     os.chmod(log_file, 0o600)
     offset = log.tell()
-    from kmscli.compose import ISOLATION_FLAGS
-
     args = [
         sys.executable,
         *ISOLATION_FLAGS,
@@ -194,15 +225,32 @@ def start_service(
     child = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
     log.close()
     deadline = time.monotonic() + wait_s
+    lost: KmsError | None = None  # the child's refusal, when another start holds the service lock
     while time.monotonic() < deadline:
-        code = child.poll()
-        if code is not None:
-            raise _child_error(log_file, offset, code)
         state = service.read_state(db_path)
         if state is not None and _health(state.url):
-            return state
+            return state, state.pid == child.pid
+        code = child.poll()
+        if code is not None and lost is None:
+            error = _child_error(log_file, offset, code)
+            if error.kind != "already-exists":
+                raise error
+            lost = error
+        if lost is not None and not _lock_held_by_a_live_process(db_path):
+            if not again:
+                raise lost
+            left = deadline - time.monotonic()
+            return _spawn(db_path, port, host, left, allow_remote=allow_remote, again=False)
         time.sleep(0.05)
     raise KmsError("conflict", f"the kms service did not answer within {wait_s:g} s; see `kms service logs`")
+
+
+def _lock_held_by_a_live_process(db_path: Path) -> bool:
+    from server.activity.sessions import pid_alive
+    from server.mcp import service
+
+    holder = service.lock_holder(db_path)
+    return holder is not None and pid_alive(holder[0])
 
 
 @service_app.command("start")
@@ -210,14 +258,15 @@ def start_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOp
     """Start the service in the background (one per database) and wait until it answers."""
     with cli_errors():
         _check_host(host, allow_remote)
-        state = start_service(
+        state, how = _start_service(
             default_db_path(),
             _port(port),
             host,
+            START_WAIT_S,
             allow_remote=allow_remote,
             exact=port is not None or host is not None,
         )
-        console.print(f"kms service on {state.url} (pid {state.pid})", highlight=False)
+        console.print(f"{STARTS[how]} {state.url} (pid {state.pid})", highlight=False, soft_wrap=True)
 
 
 STOP_WAIT_S = 10.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,13 +55,36 @@ START = PromptSpec(
     "changed since the last visit, remembered facts (kms_start).",
     "read",
 )
+# Claude Code and Gemini CLI split a slash command's text at every space and pass word N as the prompt's
+# argument N, quotes and all (anthropics/claude-code#14210, #70284): `/mcp__kms__recall auth errors` sent
+# topic "auth" and dropped the rest. So the topic takes its further words as optional arguments of their own,
+# and ``recall_topic`` puts them back together.
+TOPIC_WORDS = 8
 RECALL = PromptSpec(
     "recall",
     "Recall notes about a topic",
     "Bring what the notes say about a topic into the conversation, within a token budget (kms_recall).",
     "read",
-    (PromptArg("topic", "What to recall, in a few words.", required=True),),
+    (
+        PromptArg("topic", "What to recall, in a few words.", required=True),
+        *(
+            PromptArg(f"word{n}", f"Word {n} of the topic, for hosts that split a command at spaces.")
+            for n in range(2, TOPIC_WORDS + 1)
+        ),
+    ),
 )
+
+
+def recall_topic(arguments: Mapping[str, str]) -> str:
+    """The topic the person typed: its words in order, and no quotes that only held them together."""
+    names = [a.name for a in RECALL.arguments]
+    words = " ".join(str(arguments.get(n) or "").strip() for n in names).split()
+    topic = " ".join(words)
+    while len(topic) >= 2 and topic[0] == topic[-1] and topic[0] in "\"'":
+        topic = topic[1:-1].strip()
+    return topic.strip("\"'").strip() if topic.count('"') == 1 or topic.count("'") == 1 else topic
+
+
 CAPTURE = PromptSpec(
     "capture",
     "Record this session's decisions",

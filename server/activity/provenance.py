@@ -233,19 +233,20 @@ def fts_query(query: str) -> str:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def search_invocations(conn: apsw.Connection, query: str, limit: int = 20) -> list[dict]:
-    """Full-text search over tool, title, input summary, inserted text and message (best first)."""
+def search_invocations(conn: apsw.Connection, query: str, limit: int = 20, vault: str | None = None) -> list[dict]:
+    """Full-text search over tool, title, input summary, inserted text and message (best first); ``vault``:
+    only the calls on that vault's notes (``kms search --vault`` listed every vault's)."""
     q = fts_query(query)
     if not q:
         return []
     sql = f"""
         SELECT {_COLUMNS} FROM tool_invocations_fts f
         JOIN tool_invocations t ON t.id = f.rowid
-        WHERE tool_invocations_fts MATCH ?
+        WHERE tool_invocations_fts MATCH ? AND (? IS NULL OR t.vault = ?)
         ORDER BY bm25(tool_invocations_fts), t.id DESC
         LIMIT ?
     """
-    return [_decode(r) for r in rows(conn, sql, (q, max(1, int(limit))))]
+    return [_decode(r) for r in rows(conn, sql, (q, vault, vault, max(1, int(limit))))]
 
 
 def write_totals(conn: apsw.Connection) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 A token is printed once (``kms_<id>_<secret>``) and only the SHA-256 of its secret is stored (m021), so
 the database never holds a usable token. Each token stands for one kms session (``session_id``):
 provenance, rate limits and read tracking of every call made with it key on that session. ``kind``
-says who it was made for: ``session`` (one ``kms claude`` session: a lease its launcher renews, revoked when it
-ends, lapsing soon after the launcher dies), ``host`` (an
-agent host's standing entry, ``kms mcp-config --http``) or ``admin`` (the person's own tools).
+says who it was made for: ``session`` (one ``kms claude`` session: a lease its launcher renews, revoked when
+it ends or the service serving it stops, lapsing soon after the launcher dies), ``host`` (an agent host's
+standing entry, ``kms mcp-config --http``) or ``admin`` (the person's own tools).
 
 ``verify`` is the one check: the token exists, its secret matches (constant-time), it is neither revoked
 nor expired. It runs on every request, so a revoked or expired token fails at its next request.
@@ -379,6 +379,23 @@ def end_lapsed_sessions(conn: apsw.Connection, *, now: float | None = None) -> l
                 (row["lapsed_at"], row["lapsed_at"], row["session_id"]),
             )
     return [row["session_id"] for row in found]
+
+
+def revoke_session_tokens(conn: apsw.Connection, session_ids: list[str], *, now: float | None = None) -> int:
+    """Revoke the ``session`` tokens (``kms claude``'s, ``for_session``) of these sessions, when the service that
+    served them stops: the session ended with it, and its token would otherwise stay usable until its lease
+    lapses (``SESSION_LEASE_S``). ``host`` tokens stand for their session for good and stay. Returns how many."""
+    if not session_ids:
+        return 0
+    now = time.time() if now is None else now
+    marks = ",".join("?" * len(session_ids))
+    with write_tx(conn):
+        conn.execute(
+            f"UPDATE tokens SET revoked_at = ? WHERE kind = 'session' AND revoked_at IS NULL "  # noqa: S608 - marks only
+            f"AND session_id IN ({marks})",
+            (now, *session_ids),
+        )
+        return conn.changes()
 
 
 def verify(conn: apsw.Connection, presented: str, *, now: float | None = None, touch: bool = True) -> Token | None:

@@ -296,6 +296,25 @@ _SCHEMA: list[Setting] = [
         valid="a whole number of MB (0 = no cap)",
     ),
     Setting(
+        "backup.enabled",
+        "bool",
+        True,
+        "Keep a daily copy of the database (history, provenance, sessions: what the vaults cannot rebuild) in "
+        "`<database>.backup/` beside it, made in the background by the running service's watcher or by "
+        "`kms index` once the newest copy is a day old; `kms repair` fills in from it what a damaged file lost. "
+        "No copy is made while the disk could not hold two more. See docs/recovery.md.",
+        "",
+    ),
+    Setting(
+        "backup.keep",
+        "int",
+        3,
+        "How many daily copies of the database `backup.enabled` keeps (the oldest go first).",
+        "",
+        validator=validators.int_range(1, 30),
+        valid="a whole number of copies from 1 to 30",
+    ),
+    Setting(
         "embed.download",
         "bool",
         False,

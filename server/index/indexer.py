@@ -48,6 +48,7 @@ from server.index.writer import (
 from server.store import history as blobs
 from server.store import kept_counts
 from server.store.db import checkpoint_and_truncate, write_tx
+from server.store.registrations import save_registrations
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
@@ -298,6 +299,7 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
             history.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
             delete_note_row(conn, rid)  # type: ignore[arg-type]  # rid: INTEGER PRIMARY KEY
         conn.execute("DELETE FROM vaults WHERE id = ?", (vault.id,))
+    save_registrations(conn)
     return vault
 
 

@@ -1,17 +1,20 @@
 """``kms repair``: the files are the truth, so a damaged database is rebuilt from the vaults.
 
 The damaged file (and its ``-wal``/``-shm``) is moved aside, never deleted. What only the
-database holds is read back from it row by row, as far as it can still be read (forwards until
-a damaged page, then backwards from the end): the vaults, each note's public id and hidden stamp,
-provenance, sessions, read tracking, rate-limit state and embeddings. A new database is built,
-the vaults are indexed from their files, and the salvaged rows are put back. The report says,
-table by table, what was recovered and what was lost.
+database holds is read back from its pages, every row SQLite's file format still holds
+(``server.store.salvage``: past a damaged page too), and what the damage took is filled in from the
+newest whole backup (``server.store.backup``; a row the damaged file still has wins over the backup's).
+The vaults are registered again (from the file, the backup and ``<db>.vaults.json``), a new database is
+built, indexed from the files, and the salvaged rows are put back: each note's public id and hidden
+stamp, its history, provenance and revert records, sessions, read tracking, rate-limit state, tokens
+and embeddings. The report says, table by table, what was recovered, what came from the backup and
+what was lost (docs/recovery.md).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,15 +23,35 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.store.backup import newest_good_backup
 from server.store.db import check_database, connect
 from server.store.health import not_kms_database, was_kms_database
+from server.store.registrations import registrations_path
+from server.store.salvage import Key, salvage
 
-# state only the database holds, put back as it was (the index itself is rebuilt from the files)
-CARRIED = ("sessions", "tool_invocations", "note_reads", "write_counters", "write_events", "embeddings")
+# state only the database holds, put back as it was (the index itself is rebuilt from the files), parents first
+CARRIED = (
+    "sessions",
+    "tool_invocations",
+    "tool_file_changes",
+    "note_reads",
+    "session_records",
+    "session_searches",
+    "session_captures",
+    "session_files",
+    "write_counters",
+    "write_events",
+    "tokens",
+    "stamps_gone",
+    "embeddings",
+)
 # a note's history (m025): put back before the vaults are indexed, so each note's line is found again by its
 # path (its row, and so its rid, is new) and the index adds a version only where the file differs
 HISTORY = ("history_blobs", "history_dicts", "history_notes", "history_ids", "history_versions")
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SALVAGED = ("vaults", "notes", *CARRIED, *HISTORY)
+# never taken from a backup: a token revoked since the backup, its row on a damaged page, would come back alive;
+# nor the vaults when <db>.vaults.json lists them as they are now (one removed since would come back)
+NOT_FROM_BACKUP = ("tokens",)
 
 
 @dataclass
@@ -36,9 +59,11 @@ class RepairReport:
     db_path: str
     moved_to: str | None = None
     damage: str | None = None
-    header_rebuilt: bool = False
+    header_rebuilt: bool = False  # the file's header was garbage: its pages were read with a guessed page size
     recovered: dict[str, int] = field(default_factory=dict)
-    unreadable: dict[str, str] = field(default_factory=dict)  # table -> why (rows past a damaged page are lost)
+    unreadable: dict[str, str] = field(default_factory=dict)  # table -> why (rows on damaged pages are lost)
+    backup: str | None = None  # the backup the lost rows were taken from
+    from_backup: dict[str, int] = field(default_factory=dict)  # table -> rows only the backup still had
     vaults: list[str] = field(default_factory=list)
     notes_indexed: int = 0
     hidden_restored: int = 0
@@ -46,41 +71,6 @@ class RepairReport:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def _rows(conn: apsw.Connection, table: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Every row still readable: forwards by rowid until damage, then backwards from the end."""
-    cols: list[str] = []
-    try:
-        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
-    except apsw.Error as e:
-        return [], f"table unreadable ({e})"
-    if not cols:
-        return [], "table missing"
-    has_rowid = True
-    try:
-        conn.execute(f"SELECT rowid FROM {table} LIMIT 0").fetchall()
-    except apsw.SQLError:
-        has_rowid = False
-    select = ", ".join(f'"{c}"' for c in cols)
-    key_sql = "rowid, " if has_rowid else ""
-    out: dict[Any, dict[str, Any]] = {}
-    try:
-        for row in conn.execute(f"SELECT {key_sql}{select} FROM {table}" + (" ORDER BY rowid" if has_rowid else "")):
-            key, values = (row[0], row[1:]) if has_rowid else (row, row)
-            out[key] = dict(zip(cols, values, strict=True))
-        return list(out.values()), None
-    except apsw.Error as e:
-        problem = f"rows past a damaged page were lost ({e})"
-    if has_rowid:  # the rows after the damage, read from the end
-        try:
-            for row in conn.execute(f"SELECT rowid, {select} FROM {table} ORDER BY rowid DESC"):
-                if row[0] in out:
-                    break
-                out[row[0]] = dict(zip(cols, row[1:], strict=True))
-        except apsw.Error:
-            pass
-    return list(out.values()), problem
 
 
 def _move_aside(db: Path, stamp: str) -> Path:
@@ -92,43 +82,37 @@ def _move_aside(db: Path, stamp: str) -> Path:
     return dest
 
 
-def _open_damaged(path: Path, report: RepairReport) -> apsw.Connection | None:
-    """A read-only connection to the moved-aside file; a garbage header is rebuilt on a copy."""
+def _salvage(moved: Path, db: Path, report: RepairReport) -> dict[str, dict[Key, dict[str, Any]]]:
+    """The rows of the damaged file, and those only the newest whole backup still has."""
+    backup = newest_good_backup(db)
     try:
-        head = path.read_bytes()[:100] if path.is_file() else b""
+        with tempfile.TemporaryDirectory() as tmp:  # (the tables' shapes, should page 1 be unreadable)
+            schema = backup or _empty_kms_database(Path(tmp) / "schema.db")
+            found = salvage(moved, set(SALVAGED), fallback_schema=schema)
     except OSError as e:
-        report.errors.append(f"cannot read the damaged file: {e}")
-        return None
-    target = path
-    if len(head) == 100 and not head.startswith(SQLITE_MAGIC):
-        target = path.with_name(path.name + ".header-rebuilt")
-        shutil.copyfile(path, target)
-        with open(target, "r+b") as f:
-            f.write(_fresh_header())
-        report.header_rebuilt = True
-    try:
-        conn = apsw.Connection(str(target), flags=apsw.SQLITE_OPEN_READONLY)
-        conn.execute("PRAGMA writable_schema=ON")  # a truncated file: read the pages that are left
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-        return conn
-    except apsw.Error as e:  # whatever the damage: nothing can be read back
         report.errors.append(f"nothing could be read from the damaged file ({e})")
-        return None
-
-
-def _fresh_header() -> bytes:
-    """A valid 100-byte SQLite header for a kms database: 16 KiB pages, UTF-8, schema format 4; the
-    change counter differs from version-valid-for, so SQLite takes the page count from the file."""
-
-    def u32(n: int) -> bytes:
-        return n.to_bytes(4, "big")
-
-    header = SQLITE_MAGIC + bytes((0x40, 0x00, 1, 1, 0, 64, 32, 32))  # page size, journal, payload fractions
-    header += u32(1) + u32(0) + u32(0) + u32(0) + u32(1) + u32(4)  # counter, size, freelist x2, cookie, format
-    header += u32(0) + u32(0) + u32(1) + u32(0) + u32(0) + u32(0)  # cache, vacuum root, UTF-8, user, vacuum, app
-    header += bytes(20) + u32(0) + u32(3045000)  # reserved, version-valid-for, SQLite version
-    assert len(header) == 100
-    return header
+        found = None
+    tables: dict[str, dict[Key, dict[str, Any]]] = {t: {} for t in SALVAGED}
+    if found is not None:
+        report.header_rebuilt = found.header_guessed
+        for table in SALVAGED:
+            tables[table] = dict(found.tables.get(table, {}))
+            if found.damaged.get(table):
+                report.unreadable[table] = f"{found.damaged[table]} damaged page(s): the rows on them were lost"
+            elif table not in found.tables:
+                report.unreadable[table] = "not found in the damaged file"
+        if not found.schema_read:
+            report.errors.append("the damaged file's list of tables was unreadable: rows were matched by shape")
+    if backup is not None:
+        report.backup = str(backup)
+        older = salvage(backup, set(SALVAGED))
+        skip = NOT_FROM_BACKUP + (("vaults",) if registrations_path(db).exists() else ())
+        for table in (t for t in SALVAGED if t not in skip):
+            only = {k: r for k, r in older.tables.get(table, {}).items() if k not in tables[table]}
+            tables[table].update(only)
+            if only:
+                report.from_backup[table] = len(only)
+    return tables
 
 
 def needs_repair(db_path: str | Path, *, force: bool = False) -> str | None:
@@ -149,11 +133,16 @@ def needs_repair(db_path: str | Path, *, force: bool = False) -> str | None:
     return damage.message
 
 
+def _empty_kms_database(path: Path) -> Path:
+    connect(path).close()
+    return path
+
+
 def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport:
     """Move a damaged database aside and rebuild it; ``force`` rebuilds a healthy one too."""
     from server.index.indexer import index_vault
     from server.vault.dialects import DIALECTS
-    from server.vault.registry import add_vault
+    from server.vault.registry import add_vault, list_vaults
 
     db = Path(db_path)
     report = RepairReport(db_path=str(db))
@@ -163,39 +152,41 @@ def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport
     report.damage = damage
     moved = _move_aside(db, time.strftime("%Y%m%d-%H%M%S"))
     report.moved_to = str(moved)
-    old = _open_damaged(moved, report)
-    salvaged: dict[str, list[dict[str, Any]]] = {}
-    if old is not None:
-        for table in ("vaults", "notes", *CARRIED, *HISTORY):
-            rows, problem = _rows(old, table) if table != "notes" else _note_rows(old)
-            salvaged[table] = rows
-            if problem:
-                report.unreadable[table] = problem
-        old.close()
-    conn = connect(db)
+    salvaged = {t: list(rows.values()) for t, rows in _salvage(moved, db, report).items()}
+    conn = connect(db)  # a new database: the vaults of <db>.vaults.json are registered again, with their ids
     try:
-        vault_names = {v["id"]: v["name"] for v in salvaged.get("vaults", [])}
-        added = []
-        for v in salvaged.get("vaults", []):
+        known = {v.name: v for v in list_vaults(conn)}
+        vault_ids: dict[Any, int] = {v.id: v.id for v in known.values()}  # (<db>.vaults.json keeps the ids)
+        for v in salvaged["vaults"]:
+            if v.get("name") in known:
+                vault_ids[v["id"]] = known[v["name"]].id
+                continue
             try:
                 chosen = v.get("dialect")  # the dialect the person chose or kms detected, kept
-                added.append((v["id"], add_vault(conn, v["root"], v["name"], chosen if chosen in DIALECTS else None)))
+                vault = add_vault(conn, v["root"], v["name"], chosen if chosen in DIALECTS else None)
             except KmsError as e:
                 report.errors.append(f"vault {v['name']} ({v['root']}): {e.message}")
-        _put_back_history(conn, salvaged, {old: vault.id for old, vault in added}, report)
-        for _old, vault in added:
+                continue
+            vault_ids[v["id"]] = vault.id
+        _put_back_history(conn, salvaged, vault_ids, report)
+        for vault in list_vaults(conn):
+            if not vault.root.is_dir():
+                report.errors.append(f"vault {vault.name}: its folder {vault.root} is gone")
+                continue
             report.vaults.append(vault.name)
             index = index_vault(conn, vault, full=True)
             report.notes_indexed += index.added
             report.errors.extend(index.errors)
+        names = {v.id: v.name for v in list_vaults(conn)}
+        vault_names = {old: names[new] for old, new in vault_ids.items() if new in names}
         report.recovered["vaults"] = len(report.vaults)
-        report.recovered["notes"], report.hidden_restored = _restore_notes(conn, salvaged.get("notes", []), vault_names)
+        report.recovered["notes"], report.hidden_restored = _restore_notes(
+            conn, _note_rows(salvaged["notes"]), vault_names
+        )
         for table in CARRIED:
-            report.recovered[table] = _put_back(conn, table, salvaged.get(table, []))
+            report.recovered[table] = _put_back(conn, table, salvaged[table])
     finally:
         conn.close()
-    if report.header_rebuilt:
-        Path(str(moved) + ".header-rebuilt").unlink(missing_ok=True)
     return report
 
 
@@ -213,9 +204,8 @@ def _put_back_history(
         report.recovered[table] = _put_back(conn, table, rows)
 
 
-def _note_rows(old: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:
+def _note_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Only what the files cannot tell: each note's public id and hidden stamp, by vault and path."""
-    rows, problem = _rows(old, "notes")
     # the person's stamp: ``hidden_stamp`` since m008; before it, ``hidden_at`` was the stamp itself
     return [
         {
@@ -225,7 +215,7 @@ def _note_rows(old: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:
             "stamp": r.get("hidden_stamp") if "hidden_stamp" in r else r.get("hidden_at"),
         }
         for r in rows
-    ], problem
+    ]
 
 
 def _restore_notes(conn: apsw.Connection, rows: list[dict[str, Any]], vault_names: dict[int, str]) -> tuple[int, int]:

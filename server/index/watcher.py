@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from server.index.backups import start_backup_if_due
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
 from server.index.writer import add_attachments
@@ -20,6 +21,7 @@ from server.vault.paths import is_note_path
 from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
+BACKUP_CHECK_S = 60.0  # how often a watcher asks whether the daily copy of the database is due
 RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
 # after re-indexing: (conn, vault, the vault's changed notes) -> rows changed; e.g. the check that a
@@ -127,6 +129,21 @@ def _still_indexed(conn, vault_id: int, gone: list[str]) -> bool:
         )
 
 
+# how often an idle watcher looks for a vault added, removed or changed (kms vault add|remove|set); it looks
+# before every batch of changes too (one small query), so none is applied to a vault removed meanwhile
+REGISTRY_CHECK_MS = 500
+
+
+def _registered(conn: apsw.Connection, vault: str | None) -> list[Vault]:
+    return [v for v in list_vaults(conn) if vault is None or v.name == vault]
+
+
+def _shape(vaults: list[Vault]) -> list[tuple[int, str, Path, str | None]]:
+    """What a watcher depends on in the registry: which vaults, where, read by which rules (not the time each
+    was last indexed, which every index changes)."""
+    return [(v.id, v.name, v.root, v.dialect) for v in vaults]
+
+
 def watch_vaults(
     db_path: str | Path,
     *,
@@ -135,21 +152,48 @@ def watch_vaults(
     stop: threading.Event | None = None,
     after: AfterIndex | None = None,
 ) -> None:
-    """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C)."""
+    """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C).
+
+    The registry is read again every ``REGISTRY_CHECK_MS``: a vault added, removed or given other rules while
+    this runs (another process's ``kms vault add``) is watched, or no longer, from then on. The watcher looks
+    rather than being told, so it follows every way the registry changes (any process, any command) with no
+    channel between them; the look is one small query. After such a change the watch starts again over the
+    vaults registered then, with the same catch-up scan as at start (what changed while no watch ran)."""
+    stop = stop or threading.Event()
+    conn = connect(db_path)
+    while not stop.is_set():
+        vaults = _registered(conn, vault)
+        if not [v for v in vaults if v.root.is_dir()]:  # nothing to watch yet: wait for a vault to come
+            while _shape(_registered(conn, vault)) == _shape(vaults):
+                if stop.wait(REGISTRY_CHECK_MS / 1000):
+                    return
+            continue
+        _watch_until_registry_changes(conn, db_path, vault, vaults, on_change, stop, after)
+
+
+def _watch_until_registry_changes(
+    conn: apsw.Connection,
+    db_path: str | Path,
+    vault: str | None,
+    vaults: list[Vault],
+    on_change: Callable[[int, float], None] | None,
+    stop: threading.Event,
+    after: AfterIndex | None,
+) -> None:
+    """Watch ``vaults`` until ``stop`` is set or the registry no longer says ``vaults``."""
     from watchfiles import watch
 
-    conn = connect(db_path)
-    vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
     roots = [str(v.root) for v in vaults if v.root.is_dir()]
-    if not roots:
-        return
     for v in vaults:
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
+    backup_checked = checked - BACKUP_CHECK_S  # (so a service that starts makes an overdue copy soon)
     caught_up = False
     for changes in watch(
-        *roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True, rust_timeout=RULES_CHECK_MS
+        *roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True, rust_timeout=REGISTRY_CHECK_MS
     ):
+        if _shape(_registered(conn, vault)) != _shape(vaults):  # before a batch is applied to a vault now gone
+            return  # watched again over the vaults registered now (this batch's changes: caught up then)
         wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
         started = time.perf_counter()
         try:
@@ -165,3 +209,6 @@ def watch_vaults(
             continue
         if n and on_change:
             on_change(n, time.perf_counter() - started)
+        if started - backup_checked >= BACKUP_CHECK_S:  # on a thread of its own: no call waits on it
+            backup_checked = started
+            start_backup_if_due(db_path)

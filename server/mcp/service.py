@@ -8,25 +8,39 @@ The state file (``<database folder>/service/state.json``, 0600 in a 0700 folder)
 instance: pid, the process's start time, host, port, version, database. ``kms service`` reads it to find,
 stop or replace the instance, and trusts it only for the process it names (``check_state``); it holds no
 secret. The service's log goes beside it (``service.log``).
+
+One service per database, for good: the serving process holds an exclusive ``flock`` on ``service.lock``
+beside the state file from before it binds until it exits (the OS lets go of it however the process ends), so
+two starts at once cannot both serve; the loser is told who holds it (``hold_lock``). SIGTERM (``kms service
+stop``, systemd) and SIGINT (Ctrl-C) both end in ``run``'s one cleanup: sessions ended, their ``session``
+tokens revoked, the state file removed, exit code 0.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server import installed_version
+from server.activity import tokens
 from server.activity.sessions import pid_alive
-from server.store.db import service_folder
+from server.errors import KmsError
+from server.store.db import connect, service_folder
+
+if TYPE_CHECKING:  # the hub (and the SDK behind it) is imported only when the service runs
+    from server.mcp.hub import SessionHub
 
 log = logging.getLogger("kms.service")
 DEFAULT_PORT = 8765
@@ -58,6 +72,45 @@ def state_path(db_path: Path) -> Path:
 
 def log_path(db_path: Path) -> Path:
     return service_folder(db_path) / "service.log"
+
+
+def lock_path(db_path: Path) -> Path:
+    return service_folder(db_path) / "service.lock"
+
+
+def hold_lock(db_path: Path, port: int) -> int:
+    """Take the database's service lock for this process's lifetime (its fd, to close at the very end), and
+    write who holds it (pid, port) into it. Held already: ``already-exists``, naming the holder. A lock, not a
+    look at the state file, since two starts at once both find no state file (a check-then-act race)."""
+    fd = os.open(lock_path(db_path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        holder = lock_holder(db_path)
+        where = f" (pid {holder[0]}, port {holder[1]})" if holder else ""
+        raise KmsError(
+            "already-exists",
+            f"a kms service is starting or running for this database{where}; "
+            "`kms service status` shows it, `kms service stop` stops it",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "port": port}).encode(), 0)
+    return fd
+
+
+def lock_holder(db_path: Path, wait_s: float = 1.0) -> tuple[int, int] | None:
+    """(pid, port) of the process that holds (or last held) the service lock, as it wrote them; None if it
+    wrote nothing readable within ``wait_s`` (it writes them just after it takes the lock)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            data = json.loads(lock_path(db_path).read_text())
+            return int(data["pid"]), int(data["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return None
+        time.sleep(0.02)
 
 
 def write_state(db_path: Path, state: ServiceState) -> None:
@@ -184,7 +237,55 @@ def run(
     on_ready: Any = None,
     stop: threading.Event | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT (or ``stop``). Returns the exit code."""
+    """Serve until SIGTERM/SIGINT (or ``stop``). Returns the exit code: 0 however it was asked to stop.
+    Refused at once (``already-exists``) while another process holds this database's service lock."""
+    lock = hold_lock(db_path, port)
+    stop_event = stop or threading.Event()
+    try:
+        with stop_on_signals(stop_event):
+            return _serve_locked(db_path, port=port, host=host, on_ready=on_ready, stop_event=stop_event)
+    finally:
+        os.close(lock)  # after the state file is gone: a start that gets the lock next finds none
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: the terminal of `kms serve` closed
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop_event: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop_event`` while the service runs and cleans up (main thread only, where
+    signals are delivered). uvicorn puts its own handlers in while it serves, then puts back the ones it found
+    (these) and raises again the signal it caught: with Python's defaults there, SIGTERM killed the process
+    before its cleanup ran (SIGINT raised KeyboardInterrupt in the middle of it); with these, it only sets an
+    event already set. A second SIGINT while serving still forces uvicorn's exit (its own handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda _sig, _frame: stop_event.set()) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def end_sessions(hub: SessionHub) -> bool:
+    """The service's sessions end (their rows marked ended by the heartbeat that opened them) and the ``session``
+    tokens they were reached through are revoked; whether the process may exit normally (``close_all``)."""
+    served = [runner.session.id for runner in hub.sessions()]
+    settled = hub.close_all()
+    try:
+        conn = connect(hub.services.db_path)
+        try:
+            tokens.revoke_session_tokens(conn, served)
+        finally:
+            conn.close()
+    except Exception:  # the DB busy or gone: they still lapse by themselves (tokens.SESSION_LEASE_S)
+        log.exception("could not revoke the session tokens of %d session(s)", len(served))
+    return settled
+
+
+def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, stop_event: threading.Event) -> int:
     import anyio
     import uvicorn
 
@@ -204,7 +305,6 @@ def run(
     timeout = read_timeout_s()
     app = service_app(hub, host=bound[0], port=bound[1], read_timeout=timeout)
     limits = uvicorn_options(timeout)  # the request head's deadline and size (server.mcp.http_guard)
-    stop_event = stop or threading.Event()
     start_rest = start_background(hub, stop_event)  # the watcher now; the model once the service answers
     config = uvicorn.Config(  # no proxy headers: every client is local, and none may claim another address
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, proxy_headers=False, **limits
@@ -251,7 +351,7 @@ def run(
     finally:
         stop_event.set()
         clear_state(db_path, state.pid)
-        settled = hub.close_all()
+        settled = end_sessions(hub)
         for sock in sockets:
             sock.close()
     if not settled:

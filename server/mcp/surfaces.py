@@ -127,7 +127,7 @@ def _get_prompt(runner: ToolRunner, name: str, arguments: dict[str, str]) -> typ
         answer, _ = runner.call("kms_start", {})
         text = prompts.start_text(answer)
     elif spec is prompts.RECALL:
-        topic = (arguments.get("topic") or "").strip()
+        topic = prompts.recall_topic(arguments)
         if not topic:
             raise KmsError("invalid-input", "the recall prompt needs a topic: /mcp__kms__recall <topic>")
         bundle, _ = runner.call("kms_recall", {"topic": topic[:1000]})

@@ -22,6 +22,7 @@ import apsw
 from server.errors import KmsError
 from server.store.health import UNUSABLE, database_error
 from server.store.migrations import migrate
+from server.store.registrations import restore_registrations
 
 BUSY_TIMEOUT_MS = 30_000
 PAGE_SIZE = 16_384
@@ -88,12 +89,16 @@ def check_database(path: str | Path) -> KmsError | None:
 
 
 def _connect(target: str, *, readonly: bool, migrate_schema: bool) -> apsw.Connection:
+    fresh = False
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
+        fresh = not os.path.exists(target) or not os.path.getsize(target)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(target, flags=flags)
     try:
         _configure(conn, readonly=readonly, migrate_schema=migrate_schema)
+        if fresh and migrate_schema and not readonly:  # a lost database: its vaults are registered again
+            restore_registrations(conn)
     except BaseException:
         conn.close()
         raise

@@ -29,6 +29,7 @@ MAX_TITLE_CHARS = 200
 # A file name is at most 255 bytes on common file systems; leave room for ".md".
 MAX_NAME_BYTES = 250
 NOTE_SUFFIX = ".md"  # what a new note's file name ends in; ``is_note_path`` says what counts as a note
+TRASH = ".trash"  # the vault's trash folder (Obsidian's convention): kms_trash moves notes there
 
 # Characters Windows forbids in names plus those that break Obsidian [[links]].
 _TITLE_FORBIDDEN = set('<>:"/\\|?*#^[]')
@@ -267,15 +268,21 @@ def locate_note(vault_root: str | os.PathLike[str], relpath: str) -> tuple[Path,
     but kms would not create (a colon on Linux, say) are fine; only escapes are refused.
     Returning the real path means a symlinked note is written through, not replaced.
     """
-    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
-        raise KmsError("invalid-input", f"note path {relpath!r} is not vault-relative")
-    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
-        raise KmsError("invalid-input", f"note path {relpath!r} is not a plain vault path")
-    root = _realpath(vault_root)
-    real = _realpath(os.path.join(root, *relpath.split("/")))
+    real, root = _resolved(vault_root, relpath, "note path")
     if not _real_within(real, root) or real == root:
         raise KmsError("invalid-input", f"note {relpath!r} resolves outside the vault; kms will not write it")
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def _resolved(vault_root: str | os.PathLike[str], relpath: str, what: str) -> tuple[str, str]:
+    """(the real path of the vault-relative ``relpath``, the vault's real root): ``invalid-input`` for a path
+    that is not plainly vault-relative. Not strict: the components that do not exist stay as named."""
+    if not relpath or "\x00" in relpath or relpath.startswith("/") or _DRIVE.match(relpath):
+        raise KmsError("invalid-input", f"{what} {relpath!r} is not vault-relative")
+    if any(seg in ("", ".", "..") for seg in relpath.split("/")):
+        raise KmsError("invalid-input", f"{what} {relpath!r} is not a plain vault path")
+    root = _realpath(vault_root)
+    return _realpath(os.path.join(root, *relpath.split("/"))), root
 
 
 def locate_notes(vault_root: str | os.PathLike[str], relpaths: list[str]) -> list[tuple[Path, str]]:
@@ -309,6 +316,19 @@ def locate_notes(vault_root: str | os.PathLike[str], relpaths: list[str]) -> lis
             continue
         out.append((Path(real), Path(os.path.relpath(real, root)).as_posix()))
     return out
+
+
+def real_relpath(vault_root: str | os.PathLike[str], relpath: str, *, hidden: bool = False) -> str:
+    """Where the vault-relative ``relpath`` really is, relative to the vault: its deepest existing ancestor's
+    real path (every symlink on the way followed) and the components that do not exist yet, as they are.
+    A write scope (``write.allowlist``, a token's folders) is judged on this, not on the name a symlinked
+    folder gives it. ``invalid-input`` when that place is outside the vault or the vault itself (a ``hidden``
+    note is not named). ``relpath`` is built by kms from checked names or read from the index."""
+    real, root = _resolved(vault_root, relpath, "path")
+    if not _real_within(real, root) or real == root:
+        what = "a note you cannot see" if hidden else repr(relpath)
+        raise KmsError("invalid-input", f"{what} leads outside the vault (a symlink); kms will not write there")
+    return Path(os.path.relpath(real, root)).as_posix()
 
 
 def relpath_in_vault(vault_root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:

@@ -13,6 +13,7 @@ import apsw
 
 from server.errors import KmsError
 from server.store.db import rows, write_tx
+from server.store.registrations import save_registrations
 from server.vault import dendron, dialects
 from server.vault.paths import name_key
 
@@ -99,6 +100,7 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
             (name, str(root), time.time(), rules.name),
         )
         _write_workspace(conn, conn.last_insert_rowid(), _workspace_rows(dendron.find(root)))
+    save_registrations(conn)
     return get_vault(conn, name)
 
 
@@ -110,6 +112,7 @@ def set_dialect(conn: apsw.Connection, name: str, dialect: str) -> tuple[Vault, 
         return vault, False
     with write_tx(conn):
         conn.execute("UPDATE vaults SET dialect = ? WHERE id = ?", (rules.name, vault.id))
+    save_registrations(conn)
     return get_vault(conn, name), True
 
 
@@ -120,6 +123,7 @@ def settle_dialect(conn: apsw.Connection, vault: Vault) -> tuple[Vault, bool]:
     detected = dialects.detect(vault.root)
     with write_tx(conn):
         conn.execute("UPDATE vaults SET dialect = ? WHERE id = ? AND dialect IS NULL", (detected.name, vault.id))
+    save_registrations(conn)
     return get_vault(conn, vault.id), True
 
 

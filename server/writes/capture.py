@@ -89,7 +89,7 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
         note, vault, written = existing
         from server.writes.operations import check_note_folder
 
-        check_note_folder(vault, note, ctx.allowlist)  # moved out of the capture folder: left where it is
+        check_note_folder(ctx, vault, note)  # moved out of the capture folder: left where it is
         seen: dict[str, str] = {}
 
         def compute(current: str, fmt: Any) -> Edit:

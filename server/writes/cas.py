@@ -203,6 +203,7 @@ def write_note(
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     conn, lock_dir = ctx.conn, ctx.lock_dir
     real, real_rel = locate_note(vault.root, note.path)
+    ctx.check_write(vault, note.path, real=real_rel)  # the session's reach, where the note really is
     with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
         recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
         for _attempt in range(2):

@@ -35,6 +35,7 @@ from server.activity.visits import SessionIdentity
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import default_lock_dir
+from server.vault.paths import TRASH, real_relpath
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.vault.scope import Vaults, VaultScope, resolve
 from server.writes.staging import Capture, Expected
@@ -137,6 +138,40 @@ class WriteContext:
         """Register how to take back a file change if the database then cannot record the call."""
         if self.put_back is not None:
             self.put_back.append(step)
+
+    # ----- where a write may land: the one rule -------------------------------------------------
+
+    def check_write(self, vault: Vault, relpath: str, *, hidden: bool = False, real: str | None = None) -> str:
+        """Refuse, before anything is made, a file this call would create, change, move, remove or move to
+        (``relpath``, vault-relative) that is outside the session's reach; return where it really is.
+
+        Judged where the file really is (``paths.real_relpath``: symlinks followed through its deepest
+        existing ancestor), so ``drafts/portal -> ../archive`` leads nowhere ``drafts`` does not: the place
+        must be inside the vault (``invalid-input``), and both the path and its real place must be allowed
+        by the allowlist and the token's folders (``folder-denied``; a ``hidden`` note named by its folder
+        only). The vault's trash (``.trash/``) is the vault's, not a folder of the allowlist: a path there
+        must really be in it. Every write point goes through here (``operations.create``,
+        ``cas``'s notes via ``operations.check_note_folder``, ``multifile.apply_plans``) and so does every
+        operation's early check. ``real``: the real place already resolved (``paths.locate_notes``)."""
+        place = real if real is not None else real_relpath(vault.root, relpath, hidden=hidden)
+        if relpath.split("/")[0] == TRASH:
+            if place.split("/")[0] != TRASH:
+                raise KmsError(
+                    "invalid-input", f"the vault's {TRASH} folder leads elsewhere (a symlink); nothing changed"
+                )
+        elif self.allowlist:
+            self.allowlist.check(relpath, hidden=hidden)
+            if place != relpath:
+                self.allowlist.check(place, hidden=hidden)
+        return place
+
+    def may_write(self, vault: Vault, relpath: str, *, real: str | None = None) -> bool:
+        """``check_write`` as a question (a link rewrite counts the notes it may not change)."""
+        try:
+            self.check_write(vault, relpath, hidden=True, real=real)
+        except KmsError:
+            return False
+        return True
 
     # ----- lookups in the session's scope --------------------------------------------------------
 

@@ -171,7 +171,7 @@ def edit(
     """Apply ``edits`` to the note if it is still exactly ``version``; all or nothing."""
     if not version:
         raise KmsError("invalid-input", "version is required: pass the `version` kms_read returned")
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     seen: dict[str, Any] = {}
 
     def compute(text: str, fmt: TextFormat) -> Edit:

@@ -24,12 +24,12 @@ from server.activity.changes import FilesChanged
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault.links import FolderMoves, rewrite_links
-from server.vault.paths import folder_key
+from server.vault.paths import TRASH, folder_key
 from server.vault.registry import Vault
 from server.writes.context import Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.operations import refuse_private
-from server.writes.organize import TRASH, Radius
+from server.writes.organize import Radius
 from server.writes.outcome import WriteOutcome, WriteResult
 
 
@@ -124,10 +124,11 @@ def relocate_folder(
     _check_folders(ctx, old, new)
     members = _moving(ctx, vault, _members(ctx, vault, old), old, new)
     moves = {m["path"]: new + m["path"][len(old) :] for m in members}
-    if ctx.allowlist:  # every path a note leaves and every one it comes to (a hidden one never named)
-        for m in sorted(members, key=lambda m: m["path"]):
-            for path in (m["path"], moves[m["path"]]):
-                ctx.allowlist.check(path, hidden=bool(m["hidden"]))
+    # every path a note leaves and every one it comes to, where each really is (a hidden one never named);
+    # a dry run is refused the same
+    for m in sorted(members, key=lambda m: m["path"]):
+        for path in (m["path"], moves[m["path"]]):
+            ctx.check_write(vault, path, hidden=bool(m["hidden"]))
     linked, hidden = _links_into(ctx, vault, old)
     linkers = sorted(p for p, dsts in linked.items() if p not in moves and dsts & moves.keys())
     count = len(members) + len(linkers)

@@ -8,7 +8,10 @@
 2. input validation: the tool's strict pydantic model (else ``invalid-input``);
 3. a rate-limit slot, committed before any file is touched (else ``rate-limited``);
 4. the operation, through the call's one ``WriteContext`` (``server.writes.context``: vault scope,
-   allowlist, lock folder, the mode, put-back), built here from the session (``AgentSession``);
+   allowlist, lock folder, the mode, put-back), built here from the session (``AgentSession``); every file
+   the operation creates, changes, moves or removes passes ``WriteContext.check_write``, the one rule of
+   where a write may land (the vault, the allowlist and the token's folders, judged where the file really
+   is, symlinks followed), before anything is made;
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 

@@ -84,7 +84,7 @@ _DENDRON = "dendron://"
 
 def link(ctx: WriteContext, vault: Vault, note: NoteRef, *, target: str, prop: str = "related") -> WriteOutcome:
     """Add ``"[[target]]"`` to the list property ``prop`` (created if absent)."""
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     check_link_property(prop)
     return _link(ctx, vault, note, [in_vault(ctx.conn, vault, check_target(target), ctx.scope)], prop)
 
@@ -93,7 +93,7 @@ def link_many(
     ctx: WriteContext, vault: Vault, note: NoteRef, *, targets: list[str], prop: str = "related"
 ) -> WriteOutcome:
     """Add each of ``targets`` to ``prop`` in one write, best effort: ``results`` says what became of each."""
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     check_link_property(prop)
     results: list[dict[str, Any]] = []
     good: list[str] = []

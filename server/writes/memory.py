@@ -165,7 +165,7 @@ def remember(
     note = NoteRef(
         existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"], existing["size_bytes"]
     )
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     found: list[Fact] = []
 
     def compute(current: str, fmt: TextFormat) -> Edit:

@@ -172,17 +172,18 @@ def _case_only(real: Path, dest: Path) -> bool:
     return real != dest and str(real).casefold() == str(dest).casefold()
 
 
-def _destination(vault: Vault, new_path: str, real: Path) -> Path:
-    """Where a moving file goes: its folder made (inside the vault only), the name still free (or the
-    file itself under another case, on a case-insensitive file system). ``new_path`` was built by kms
-    (a checked folder and name, ``.trash/...``, or a recorded path)."""
+def _destination(vault: Vault, new_path: str, real: Path, *, make: bool = True) -> Path:
+    """Where a moving file goes: its folder made (inside the vault only; not with ``make`` False, which only
+    checks), the name still free (or the file itself under another case, on a case-insensitive file system).
+    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
     folder, _, name = new_path.rpartition("/")
     parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
     if not is_within(parent, vault.root):
         raise KmsError("invalid-input", f"{folder!r} leads outside the vault")
-    parent.mkdir(parents=True, exist_ok=True)
-    if not is_within(parent, vault.root) or not parent.is_dir():
-        raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
+    if make:
+        parent.mkdir(parents=True, exist_ok=True)
+        if not is_within(parent, vault.root) or not parent.is_dir():
+            raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
     dest = parent / name
     if (dest.exists() or dest.is_symlink()) and not (_case_only(real, dest) and _same_file(real, dest)):
         raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
@@ -227,9 +228,11 @@ def apply_plans(
     from server.store.db import after_commit, at_group_end, shared_commit, write_tx
 
     conn, lock_dir = ctx.conn, ctx.lock_dir
-    reals = [real for real, _rel in locate_notes(vault.root, [p.path for p in plans])]
+    located = locate_notes(vault.root, [p.path for p in plans])
+    reals, places = [real for real, _rel in located], [rel for _real, rel in located]
+    _check_moves(ctx, vault, plans, places)
     if (cap := ctx.capture) is not None:
-        return _preview(cap, vault, plans, reals), None
+        return _preview(ctx, cap, vault, plans, reals, places), None
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())  # this process's watcher waits (see ``own_writes``)
@@ -237,13 +240,17 @@ def apply_plans(
         for target in targets:
             stack.enter_context(file_lock(target, lock_dir))
         recover(conn, lock_dir, held=targets)  # a dead writer's unit over these notes is undone first
-        for i, p in enumerate(plans):
+        for i, p in enumerate(plans):  # every name still free, before anything is read or made
             if p.new_path and p.new_path != p.path:
-                dests[i] = _destination(vault, p.new_path, reals[i])
+                _destination(vault, p.new_path, reals[i], make=False)
         prepared = [
             _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
         ]
         _recheck(ctx, vault, prepared)
+        _refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if _in_place(p)])
+        for i, p in enumerate(plans):  # (a folder is made only once nothing refuses the unit before its writes)
+            if p.new_path and p.new_path != p.path:
+                dests[i] = _destination(vault, p.new_path, reals[i])
         out = _changes(prepared, dests)
         entries = [
             _entry(prep, dests.get(i))
@@ -294,15 +301,56 @@ def apply_plans(
     return out, warning
 
 
-def _preview(cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path]) -> list[FileChange]:
-    """What the unit would change, for a call staged for approval: computed, captured, nothing written."""
+def _check_moves(ctx: WriteContext, vault: Vault, plans: list[FilePlan], places: list[str]) -> None:
+    """Every file the unit moves or removes, and every place one goes, within the session's reach
+    (``WriteContext.check_write``: where each really is, symlinks followed), before anything is read or made."""
+    for plan, place in zip(plans, places, strict=True):
+        if plan.delete or (plan.new_path and plan.new_path != plan.path):
+            ctx.check_write(vault, plan.path, hidden=plan.hidden, real=place)
+        if plan.new_path and plan.new_path != plan.path:
+            ctx.check_write(vault, plan.new_path, hidden=plan.hidden)
+
+
+def _refuse_rewrites_outside(ctx: WriteContext, vault: Vault, rewritten: list[tuple[FilePlan, str]]) -> None:
+    """No file rewritten in place (a note whose links to a moved note change) outside the session's reach:
+    the unit is refused, before any write, saying how many there are, hidden ones counted with the rest and
+    none named (the agent could otherwise put a title of its choosing into notes it may not write)."""
+    outside = sum(not ctx.may_write(vault, plan.path, real=place) for plan, place in rewritten)
+    if outside:
+        notes = "1 note" if outside == 1 else f"{outside} notes"
+        raise KmsError(
+            "folder-denied",
+            f"this would rewrite the links in {notes} this session may not write (outside write.allowlist or the "
+            "token's folder: scopes); nothing was changed. Ask the person to make this change, or to widen the "
+            "allowed folders",
+            notesOutsideScope=outside,
+        )
+
+
+def _preview(
+    ctx: WriteContext, cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path], places: list[str]
+) -> list[FileChange]:
+    """What the unit would change, for a call staged for approval: computed, captured, nothing written (and
+    refused as the unit itself would be, ``_refuse_rewrites_outside``)."""
     out: list[FileChange] = []
+    seen: list[tuple[FilePlan, bytes, str, bytes, str, str | None]] = []
     for plan, real in zip(plans, reals, strict=True):
         raw, _st = _read(real, plan)
         text, fmt = decode(raw)
         new_text = "" if plan.delete else plan.compute(text)
         new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
         moved = plan.new_path if plan.new_path and plan.new_path != plan.path else None
+        seen.append((plan, raw, text, new_raw, new_text, moved))
+    _refuse_rewrites_outside(
+        ctx,
+        vault,
+        [
+            (p, place)
+            for (p, raw, _t, new_raw, _n, moved), place in zip(seen, places, strict=True)
+            if new_raw != raw and not moved and not p.delete
+        ],
+    )
+    for plan, raw, text, new_raw, new_text, moved in seen:
         if new_raw != raw or moved or plan.delete:
             cap.add(vault.name, plan.path, raw, None if plan.delete else new_raw, new_path=moved, hidden=plan.hidden)
             out.append(

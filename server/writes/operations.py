@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from server.activity.changes import FileCreated, PropertiesChanged, TextInserted
-from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.store.locks import file_lock
 from server.vault import frontmatter
@@ -81,15 +80,11 @@ def _inserted(note: NoteRef, text: str, pos: int, ins: str) -> Edit:
     return Edit(text[:pos] + ins + text[pos:], TextInserted(note.path, pos, ins))
 
 
-def check_note_folder(vault: Vault, note: NoteRef, allowlist: Allowlist | None) -> None:
-    """Allowlist by the note's path and, for a symlinked note, by where it really lives: every
-    operation on an existing note (here, ``edits``, ``memory``) checks it this one way."""
-    if not allowlist:
-        return
-    allowlist.check(note.path)
-    real_rel = locate_note(vault.root, note.path)[1]
-    if real_rel != note.path:
-        allowlist.check(real_rel)
+def check_note_folder(ctx: WriteContext, vault: Vault, note: NoteRef) -> None:
+    """The session's reach (``WriteContext.check_write``) by the note's path and, for a symlinked note, by
+    where it really lives: every operation on an existing note (here, ``edits``, ``memory``, ``link_ops``)
+    checks it this one way, before computing anything."""
+    ctx.check_write(vault, note.path, real=locate_note(vault.root, note.path)[1])
 
 
 _H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
@@ -122,15 +117,15 @@ def create(
     content already has). The folder is created if missing, inside the vault only. With no
     ``title`` the content's leading ``# H1`` gives it (as an editor shows the note).
     """
-    conn, allowlist = ctx.conn, ctx.allowlist
+    conn = ctx.conn
     if not title:
         title = heading_title(content or "")
         if not title:
             raise KmsError("invalid-input", "give a title, or start the content with a '# Title' heading")
     stem = sanitize_title(title)
     fkey = folder_key(folder)
-    if allowlist:
-        allowlist.check(f"{fkey}/{stem}{NOTE_SUFFIX}" if fkey else stem + NOTE_SUFFIX)
+    # where it really goes, symlinks followed, before any folder is made: a refusal leaves nothing behind
+    ctx.check_write(vault, f"{fkey}/{stem}{NOTE_SUFFIX}" if fkey else stem + NOTE_SUFFIX)
     content = check_content(content if content is not None else "", MAX_CREATE_BYTES, allow_empty=True)
     tag_list = normalize_tags(tags, limit=MAX_TAGS) if tags else []
     text = convert_newlines(content, "\n").rstrip("\n")
@@ -163,8 +158,7 @@ def create(
         )
     folder_path = ensure_folder(vault.root, fkey)
     real_folder = relpath_in_vault(vault.root, folder_path)
-    if allowlist:
-        allowlist.check(name if real_folder in ("", ".") else f"{real_folder}/{name}")
+    ctx.check_write(vault, name if real_folder in ("", ".") else f"{real_folder}/{name}")  # (swapped meanwhile?)
     ctx.check_approved(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # as shown
     with file_lock(folder_path / name.casefold(), ctx.lock_dir):  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)
@@ -334,7 +328,7 @@ def append(
     preceded by ``separator``; blank lines before the next heading and the note's
     trailing-newline convention are kept.
     """
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     check_content(content, MAX_INSERT_BYTES)
     if not isinstance(separator, str) or len(separator) > MAX_SEPARATOR_CHARS or "\x00" in separator:
         raise KmsError("invalid-input", f"separator must be a string of at most {MAX_SEPARATOR_CHARS} characters")
@@ -367,7 +361,7 @@ def insert_at(
     that line (1-based, file lines; not inside the frontmatter). Ambiguity is an error,
     never a guess.
     """
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     check_content(content, MAX_INSERT_BYTES)
     kind, arg = parse_position(position)
 
@@ -444,7 +438,7 @@ def update_properties(
     the privacy key, ``aliases`` and ``tags``, so a property change outside them could hide a note or
     break links to it. Idempotent: values already in place change nothing and the file is not rewritten.
     """
-    check_note_folder(vault, note, ctx.allowlist)
+    check_note_folder(ctx, vault, note)
     set_, remove_ = check_properties(set, remove, max_tags=MAX_TAGS)
 
     def compute(text: str, fmt: TextFormat) -> Edit:

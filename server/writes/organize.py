@@ -23,15 +23,13 @@ from server.vault import frontmatter
 from server.vault.files import detect_newline
 from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter
 from server.vault.links import retarget, rewrite_links
-from server.vault.paths import NOTE_SUFFIX, folder_key, sanitize_title
+from server.vault.paths import NOTE_SUFFIX, TRASH, folder_key, sanitize_title
 from server.vault.registry import Vault
 from server.writes.context import NoteRef, WriteContext
 from server.writes.edits import blast_radius
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.operations import refuse_private
 from server.writes.outcome import WriteOutcome, WriteResult
-
-TRASH = ".trash"
 
 
 def _linking(conn: apsw.Connection, note: NoteRef) -> list[dict[str, Any]]:
@@ -124,10 +122,9 @@ def _relocate(
 ) -> WriteOutcome:
     if new_path == note.path:
         raise KmsError("invalid-input", f"the note is already at {note.path!r}")
-    conn, allowlist, max_files = ctx.conn, ctx.allowlist, ctx.max_files
-    if allowlist:
-        allowlist.check(note.path)
-        allowlist.check(new_path)
+    conn, max_files = ctx.conn, ctx.max_files
+    ctx.check_write(vault, note.path)  # where it is and where it goes, each where it really is (symlinks)
+    ctx.check_write(vault, new_path)
     refuse_private(conn, vault, new_path)  # as kms_create: the note would vanish from the agent
     linking = _linking(conn, note) if rewrite else []
     if 1 + len(linking) > max_files:
@@ -195,8 +192,7 @@ def move(ctx: WriteContext, vault: Vault, note: NoteRef, *, folder: str) -> Writ
 
 def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     """Move the note into ``.trash/`` (its path kept inside); links to it stay and are reported."""
-    if ctx.allowlist:
-        ctx.allowlist.check(note.path)
+    ctx.check_write(vault, note.path)  # (``.trash/`` itself is checked by ``apply_plans``)
     linking = _linking(ctx.conn, note)
     radius = Radius()
     files, warning = apply_plans(

@@ -35,7 +35,7 @@ from server.store.db import rows
 from server.vault import frontmatter
 from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
-from server.vault.paths import resolve_note_file, strip_note_suffix
+from server.vault.paths import TRASH, resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
 from server.writes import revert_files
 from server.writes.cas import write_note
@@ -267,7 +267,6 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
     """Move a note kms created into the vault's trash, only while it is byte-for-byte what the agent
     wrote: nothing is deleted for good but by ``kms trash empty``, so ``kms trash restore`` brings it back."""
     from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.organize import TRASH
 
     real = resolve_note_file(vault.root, note.path)
     try:

@@ -26,9 +26,8 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault.files import fsync_dir
-from server.vault.paths import strip_note_suffix
+from server.vault.paths import TRASH, strip_note_suffix
 from server.vault.registry import Vault, list_vaults
-from server.writes.organize import TRASH
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

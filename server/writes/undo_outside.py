@@ -27,10 +27,9 @@ from server.activity.session_record import OutsideFile, files_for_session
 from server.errors import KmsError
 from server.index.history import HOW_DELETED
 from server.vault.files import sha256_hex
-from server.vault.paths import is_note_path
+from server.vault.paths import TRASH, is_note_path
 from server.vault.registry import Vault, get_vault
 from server.writes.context import Touched, WriteContext, undone_unless_recorded
-from server.writes.organize import TRASH
 from server.writes.restore import current_bytes, restore_target
 
 KIND = "outside edit reported by the session"

@@ -88,8 +88,8 @@ def test_vault_add_list_remove_leaves_files_untouched(tmp_path: Path) -> None:
     (tmp_path / "a-file.md").write_text("# not a vault\n")
     assert "is a file, not a folder" in said(refused(kms("vault", "add", str(tmp_path / "a-file.md")), 2).stderr)
     (tmp_path / "empty").mkdir()
-    added = said(ok(kms("vault", "add", str(tmp_path / "empty"))).stdout)
-    assert "no Markdown (.md) file in empty" in added, added
+    said_on_add = said(ok(kms("vault", "add", str(tmp_path / "empty"))).stdout)
+    assert "no Markdown (.md) file in empty" in said_on_add, said_on_add
     ok(kms("vault", "remove", "empty"))
     table = said(ok(kms("vault", "list")).stdout)
     assert "mine" in table and str(md_count(root)) in table

@@ -214,9 +214,10 @@ def test_search_keeps_each_part_of_a_joined_result_in_score_order(tmp_path: Path
 def test_log_shows_every_refusal_in_one_voice_with_its_kind(indexed: apsw.Connection, db_path: Path) -> None:
     """A tier refusal read `✗ error` beside a folder refusal's `⊘ denied`: both are the person's settings
     saying no, now `⊘ refused (KIND)`, through the real tool runner."""
+    from support.vaults import note_id
+
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
-    from support.vaults import note_id
 
     nid = note_id(indexed, "Home")
     for write_enabled, allowlist in ((False, ()), (True, ("drafts",))):
@@ -231,3 +232,18 @@ def test_log_shows_every_refusal_in_one_voice_with_its_kind(indexed: apsw.Connec
         assert is_error
     out = said(ok(kms("log")).stdout)
     assert "⊘ refused (folder-denied)" in out and "⊘ refused (feature-disabled)" in out and "✗" not in out, out
+
+
+def test_search_with_a_vault_lists_only_that_vaults_write_records(indexed: apsw.Connection, tmp_path: Path) -> None:
+    """`kms search hello --vault big20k` listed the write records of every vault."""
+    from server.vault.registry import add_vault
+
+    other = tmp_path / "other"
+    other.mkdir()
+    add_vault(indexed, other, "other")
+    for vault in ("sample", "other"):
+        record(indexed, tool="kms_append", session_id="s1", status="success", vault=vault, input_summary="lighthouse")
+    only = json.loads(ok(kms("search", "lighthouse", "--vault", "other", "--provenance", "--json")).stdout)
+    assert [p["vault"] for p in only["provenance"]] == ["other"]
+    both = json.loads(ok(kms("search", "lighthouse", "--provenance", "--json")).stdout)
+    assert sorted(p["vault"] for p in both["provenance"]) == ["other", "sample"]

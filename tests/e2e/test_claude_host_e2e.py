@@ -60,5 +60,5 @@ def test_print_mode_runs_the_recall_prompt_as_a_slash_command(
     )  # (hooks answer as system events first)
     assert {"name": "kms", "status": "connected"}.items() <= init["mcp_servers"][0].items(), debug
     sent = "\n".join(user_texts(r.body) for r in api.message_requests)
-    assert "auth errors" in sent, debug + "\n" + sent[-2000:]
+    assert "say about 'auth errors'" in sent, debug + "\n" + sent[-2000:]  # every word: Claude Code splits them
     assert "Auth service error handling" in sent, debug + "\n" + json.dumps(sent[-3000:])

@@ -118,8 +118,8 @@ async def test_sessions_in_one_server_see_only_their_own_tools_vaults_and_limits
         "SELECT session_id, tool, status, coalesce(error, '') FROM tool_invocations ORDER BY id"
     ).fetchall()
     assert rows == [
-        ("sreader00000a", "kms_create", "error", "feature-disabled"),
-        ("swriter00000b", "kms_trash", "error", "feature-disabled"),
+        ("sreader00000a", "kms_create", "refused", "feature-disabled"),
+        ("swriter00000b", "kms_trash", "refused", "feature-disabled"),
         ("swriter00000b", "kms_create", "folder-denied", "folder-denied"),
         ("swriter00000b", "kms_create", "success", ""),
         ("swriter00000b", "kms_create", "success", ""),

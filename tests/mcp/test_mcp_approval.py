@@ -105,7 +105,7 @@ async def test_rejected_call_writes_nothing_and_returns_the_reason(
     assert "not in my home note" in result.structured_content["message"]
     assert _home(vault_dir).read_bytes() == before
     rows = indexed.execute("SELECT tool, actor, status, error FROM tool_invocations ORDER BY id").fetchall()
-    assert rows == [("reject", "person", "success", None), ("kms_append", "agent", "error", "rejected")]
+    assert rows == [("reject", "person", "success", None), ("kms_append", "agent", "refused", "rejected")]
 
 
 async def test_timeout_writes_nothing(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:

@@ -46,7 +46,8 @@ async def test_prompts_are_listed_by_what_the_sessions_tiers_allow(
         assert [p.name for p in (await read_client.list_prompts()).prompts] == ["start", "recall", "review"]
         listed = {p.name: p for p in (await write_client.list_prompts()).prompts}
         assert list(listed) == ["start", "recall", "capture", "review"]
-        assert [(a.name, a.required) for a in listed["recall"].arguments] == [("topic", True)]
+        recall_args = [(a.name, a.required) for a in listed["recall"].arguments]
+        assert recall_args[0] == ("topic", True) and all(not required for _, required in recall_args[1:])
         with pytest.raises(MCPError) as refused:
             await read_client.get_prompt("capture")
         assert refused.value.data["error"] == "invalid-input"
@@ -70,6 +71,10 @@ async def test_start_and_recall_bring_the_vaults_data_within_the_sessions_scope(
         with pytest.raises(MCPError) as refused:
             await in_a.get_prompt("recall", {})
         assert refused.value.data["error"] == "invalid-input"
+        # as Claude Code sends `/mcp__kms__recall "lamp whale oil"`: a word an argument, the quotes kept
+        split = {"topic": '"lamp', "word2": "whale", "word3": 'oil"'}
+        recall = text_of(await in_a.get_prompt("recall", split))
+        assert "about 'lamp whale oil'" in recall and "trimmed at dusk" in recall
 
 
 @pytest.mark.parametrize("mode", MODES)

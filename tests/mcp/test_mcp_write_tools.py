@@ -28,7 +28,7 @@ async def test_write_tools_hidden_from_listing_when_writes_off(indexed: apsw.Con
         assert not names & ABOVE_READ
         result = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "x"})
         assert result.is_error and result.structured_content["error"] == "feature-disabled"
-    assert provenance(indexed) == [("kms_append", "error", "feature-disabled")]
+    assert provenance(indexed) == [("kms_append", "refused", "feature-disabled")]
 
 
 async def test_each_flag_gates_writes_independently(indexed: apsw.Connection, db_path: Path) -> None:

@@ -97,7 +97,7 @@ async def test_a_new_edit_tool_is_listed_and_runs_only_when_its_tier_is_on(
     assert off.is_error and off.structured_content["error"] == "feature-disabled"
     assert RULES["edit"].env in off.structured_content["message"]  # names the setting that is off
     assert (vault_dir / "Home.md").read_bytes() == before and calls(indexed) == [
-        ("kms_shout", "error", "feature-disabled")
+        ("kms_shout", "refused", "feature-disabled")
     ]
 
     async with mcp_client(db_path, registry=REGISTRY, write_enabled=True, edit_enabled=True) as client:

@@ -268,7 +268,7 @@ def test_schema_is_well_formed() -> None:
     envs = [s.env for s in schema.SETTINGS.values() if s.env]
     assert len(set(envs)) == len(envs) and all(e.startswith("KMS_") for e in envs)
     # privacy rules judge the shared index, and the history keeps what the shared index sees (whichever process
-    # indexes), so no session may carry its own: settings file only
+    # indexes), so no session may carry its own: settings file only; so are the shared database's backups
     assert [s.key for s in schema.SETTINGS.values() if not s.env] == [
         "privacy.frontmatter_key",
         "privacy.hide_folders",
@@ -277,6 +277,8 @@ def test_schema_is_well_formed() -> None:
         "history.keep_all_days",
         "history.keep_daily_days",
         "history.max_mb",
+        "backup.enabled",
+        "backup.keep",
     ]
     for s in schema.SETTINGS.values():
         assert s.description and s.valid_values()

@@ -64,7 +64,9 @@ KMS_MOVE = WriteSpec(
     tier="organize",
     about="Move a note to another folder, keeping its id and name. Every link to it written as a "
     "path is rewritten in every note, in the style it was written; links by title keep "
-    "working. Both folders must be allowed. Returns the new path and the notes whose links "
+    "working. Both folders must be allowed, where they really are (a symlinked folder counts as its "
+    "target), and so must every note whose links would change (else folder-denied with "
+    "notesOutsideScope, nothing changed). Returns the new path and the notes whose links "
     "changed. " + REVERTIBLE,
     errors=("not-found", "conflict", "folder-denied", "already-exists", "too-broad"),
     input_model=MoveInput,
@@ -88,7 +90,9 @@ KMS_RENAME = WriteSpec(
     "is rewritten in the style it was written (path, alias, heading and embed kept); the old "
     "title is added to its aliases unless keepAlias is false. The note's own text, its "
     "# heading included, is left as written (as Obsidian does): change it with kms_edit. A "
-    "change of case only is a rename too. Returns the new path, the notes whose links changed "
+    "change of case only is a rename too. Every note whose links would change must be in a folder this "
+    "session may write (else folder-denied with notesOutsideScope, nothing changed). "
+    "Returns the new path, the notes whose links changed "
     "and the blast radius (files, lines and bytes). " + REVERTIBLE,
     errors=("not-found", "conflict", "folder-denied", "already-exists", "too-broad"),
     input_model=RenameInput,
@@ -155,7 +159,9 @@ FOLDER_ANSWER = (
     "(too-broad, nothing changed, when over; staged for the person instead when they approve "
     "writes); dryRun true answers those counts first, writing "
     "nothing. A folder with no note you can see is not-found; a note hidden by where it is stays there; "
-    "no note moves where a privacy rule hides notes (folder-denied, nothing changed). Returns notesMoved, "
+    "no note moves where a privacy rule hides notes (folder-denied, nothing changed), nor where this session "
+    "may not write, nor when links would change in a note it may not write (folder-denied with notesOutsideScope). "
+    "Returns notesMoved, "
     "hiddenNotesMoved (never named), linkingNotes, the notes whose "
     "links changed and the blast radius (files, lines, bytes). " + REVERTIBLE
 )
