@@ -106,11 +106,14 @@ def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
 
 
 def _capture_report(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
-    """Session capture (docs/hooks.md): its settings, and where the hooks write what went wrong."""
+    """Session capture (docs/hooks.md): its settings, where the hooks write what went wrong, and where kms's
+    hooks are installed for plain claude (in a ``kms claude`` session they stand aside for the session's own)."""
     from kmscli.hook_cmd import log_path
+    from kmscli.hook_files import installed
 
     log = log_path(env)
     return {
+        "installedHooks": [str(p) for p in installed(Path.cwd(), env)],
         "enabled": settings.active("capture.enabled"),
         "folder": settings.get("capture.folder"),
         "askAgent": settings.get("capture.ask_agent"),
@@ -326,6 +329,13 @@ def doctor_command(
             f"{ok} session capture: the start brief, and a session note in {c['folder'] or '(no folder)'}; "
             f"{ask}; prompts {'kept' if c['prompts'] else 'never kept'} (capture.*)"
         )
+        if c["installedHooks"]:
+            out.print(
+                f"    hooks: `kms claude` sessions run their own; kms's hooks in {', '.join(c['installedHooks'])} "
+                "run in plain claude and stand aside in a `kms claude` session (each event runs once)"
+            )
+        else:
+            out.print("    hooks: `kms claude` sessions run their own (plain claude: kms hooks install)")
         if c["hookLogLines"]:
             out.print(f"    {meh} hooks that could not be taken: {c['hookLogLines']} line(s) in {c['hookLog']}")
     else:

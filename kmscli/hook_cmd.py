@@ -6,6 +6,10 @@ skips Typer and Rich (``kmscli/entry.py``), and is fail-open: whatever goes wron
 exits 0, so a session always starts and never stops on kms's account; what went wrong is one line in
 ``kms-hooks.log`` beside the database.
 
+Each event once: inside a ``kms claude`` session that runs its own hooks (``$KMS_SESSION_HOOKS``), a hook
+installed by ``kms hooks install`` or the plugin (no ``--contract``) stands aside and prints nothing: the
+launcher's set, which carries the session's contract and its token, takes the event.
+
 The session: ``--contract FILE`` (the ``KMS_*`` variables ``kms claude`` wrote for this session, 0600, beside
 its ``--mcp-config``), else the environment (``--db`` and ``--config`` pin the database and the settings file,
 as a plugin's MCP entry does; ``KMS_SESSION_ID``, else one derived from the host's own session id, so every
@@ -24,6 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+SESSION_HOOKS_VAR = "KMS_SESSION_HOOKS"
+"""Set by ``kms claude`` (to its session id) in claude's environment when the session runs its own hooks: an
+installed hook (no ``--contract``: ``kms hooks install``, the plugin) then stands aside, so each event of a
+``kms claude`` session is taken once, by the launcher's set (docs/hooks.md)."""
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # a PostToolUse event carries the tool's whole answer
 LOG_NAME = "kms-hooks.log"
 USAGE = "usage: kms hook EVENT [--contract FILE | --db FILE --config FILE]   (EVENT: {})".format
@@ -119,6 +127,8 @@ def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, An
     raw = stdin.read(MAX_EVENT_BYTES + 1)
     if len(raw) > MAX_EVENT_BYTES:
         raise ValueError("the event is larger than 16 MiB")
+    if contract is None and env.get(SESSION_HOOKS_VAR):
+        return None  # an installed hook inside a kms claude session that runs its own: they take this event
     event = json.loads(raw or "{}")
     if not isinstance(event, dict):
         raise ValueError("the event is not a JSON object")

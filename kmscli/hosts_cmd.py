@@ -17,6 +17,27 @@ from server.config.settings import load_settings
 from server.store import db
 
 
+def _uninstall(host: Any, path: Path | None) -> None:
+    """``kms mcp-config HOST --uninstall`` (with or without ``--http``): the host's entry goes, and so do its
+    token (revoked) and the token's secret on disk. Both, whichever way it was installed: a host once given
+    ``--http`` and then uninstalled without it would otherwise keep a working token nobody uses."""
+    from kmscli import hosts
+
+    target, backup, found = hosts.uninstall(host, path)
+    db_path = db.default_db_path().resolve()
+    revoked = 0
+    if db_path.exists():  # no database: no token to revoke (and none is made just to say so)
+        conn = db.connect(db_path)
+        try:
+            revoked = tokens.forget_host(conn, db_path, host.name)
+        finally:
+            conn.close()
+    removed = f"removed kms from {target}" + (f" (backup: {backup})" if backup else "") if found else ""
+    gone = f"{revoked} token(s) of {host.name} revoked, its secret deleted" if revoked else ""
+    said = "; ".join(p for p in (removed, gone) if p)
+    say(said or f"kms was not in {target}; nothing changed", "green" if said else "yellow")
+
+
 def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None, scopes: str) -> None:
     """``kms mcp-config HOST --http``: the host's entry for the kms service and a token of its own (a new one
     each time: the old is revoked); ``--uninstall`` also revokes it."""
@@ -29,22 +50,12 @@ def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None
     from server.errors import KmsError
     from server.mcp import service
 
+    if uninstall:
+        _uninstall(host, path)
+        return
     db_path = db.default_db_path().resolve()
     conn = db.connect(db_path)
     try:
-        if uninstall:
-            target, backup, found = hosts.uninstall(host, path)
-            revoked = tokens.forget_host(conn, db_path, host.name)
-            say(
-                (
-                    f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
-                    if found
-                    else f"kms was not in {target}"
-                )
-                + f"; {revoked} token(s) of {host.name} revoked",
-                "green",
-            )
-            return
         try:
             parsed = Scopes.parse(scopes)
         except ScopeError as e:
@@ -113,7 +124,9 @@ def mcp_config_command(
         typer.Option("--host", metavar="HOST", help="The same as the HOST argument.", autocompletion=_complete_host),
     ] = None,
     install: Annotated[bool, typer.Option("--install", help="Merge kms into the host's config file.")] = False,
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove kms from the host's config file.")] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="Remove kms from the host's config file; its token is revoked.")
+    ] = False,
     path: Annotated[
         Path | None, typer.Option("--path", metavar="FILE", help="Another config file (e.g. a project's .mcp.json).")
     ] = None,
@@ -152,13 +165,7 @@ def mcp_config_command(
             _http_config(host, install=install, uninstall=uninstall, path=path, scopes=scopes)
             return
         if uninstall:
-            target, backup, found = hosts.uninstall(host, path)
-            say(
-                f"removed kms from {target}" + (f" (backup: {backup})" if backup else "")
-                if found
-                else f"kms was not in {target}; nothing changed",
-                "green" if found else "yellow",
-            )
+            _uninstall(host, path)
             return
         entry = hosts.host_entry(host, standalone_kms_entry(load_settings(), db.default_db_path().resolve()))
         if install:

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -245,10 +246,12 @@ def run_claude(
         token = None
         if on_service:
             session, token = _on_service(conn, settings, session, env)
+        lease = None if token is None else LeaseKeeper.start(db_path, token.id, tokens.session_lease_s(env))
         doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
         hooks_path = None if isolated else _session_hooks(settings, session, config_path)
+        _one_set_of_hooks(env, session, hooks_path, claude_args)
         returncode: int | None = None
         try:
             start_session(
@@ -273,6 +276,8 @@ def run_claude(
             return returncode
         finally:
             remove_session_config(config_path)
+            if lease is not None:
+                lease.stop()
             if token is not None:
                 with contextlib.suppress(Exception):  # it expires by itself should this fail
                     tokens.revoke(conn, token.id)
@@ -309,7 +314,7 @@ def _on_service(
         state: Any = start_service(
             session.db_path, settings.get("service.port"), None, settings.get("service.start_wait")
         )
-        token, secret = tokens.for_session(conn, session_config(settings, session))
+        token, secret = tokens.for_session(conn, session_config(settings, session), lease_s=tokens.session_lease_s(env))
     except (KmsError, OSError) as e:
         say(
             f"the kms service could not be had ({getattr(e, 'message', e)}); this session runs its own "
@@ -318,6 +323,51 @@ def _on_service(
         return session, None
     env["KMS_SESSION_TOKEN"] = secret
     return dataclasses.replace(session, service_url=state.url), token
+
+
+class LeaseKeeper:
+    """Keeps a session token alive while this launcher runs: a daemon thread renews its lease every third of
+    it (``tokens.renew_lease``), so two renewals may fail in a row (a busy database) before it lapses. When the
+    launcher dies, even by SIGKILL, the renewals stop and the token lapses within one lease: the service then
+    refuses it and ends the session (``tokens.end_lapsed_sessions``). A launcher that was frozen past its lease
+    (the machine slept, Ctrl-Z) renews it on waking, which brings the session back (``renew_lease``); a revoked
+    token is not renewed, and the thread stops: claude runs on without kms's tools."""
+
+    def __init__(self, db_path: Path, token_id: str, lease_s: float) -> None:
+        self.db_path, self.token_id, self.lease_s = db_path, token_id, lease_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="kms-lease", daemon=True)
+
+    @classmethod
+    def start(cls, db_path: Path, token_id: str, lease_s: float) -> LeaseKeeper:
+        keeper = cls(db_path, token_id, lease_s)
+        if not hasattr(signal, "pthread_sigmask"):
+            keeper._thread.start()
+            return keeper
+        # born with the signals blocked (a thread inherits the mask): every signal stays for ``run_child``'s
+        # sigtimedwait on the main thread, none is taken by this one
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {*FORWARDED_SIGNALS, signal.SIGCHLD})
+        try:
+            keeper._thread.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        return keeper
+
+    def _renew(self) -> None:
+        conn = db.connect(self.db_path)
+        try:
+            while not self._stop.wait(self.lease_s / 3):
+                try:
+                    if not tokens.renew_lease(conn, self.token_id, self.lease_s):
+                        return
+                except Exception:  # noqa: S112 - a busy or locked database: the next beat tries again
+                    continue
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 _PRINT = ("-p", "--print")
@@ -354,6 +404,29 @@ def _session_hooks(settings: Settings, session: Session, config_path: Path | Non
     except OSError as e:
         say(f"could not write this session's hooks ({e}); it starts without kms's brief and session note")
         return None
+
+
+def _one_set_of_hooks(
+    env: dict[str, str], session: Session, hooks_path: Path | None, claude_args: Sequence[str]
+) -> None:
+    """Each hook event of this session runs once: with its own hooks, the session marks claude's environment
+    (``$KMS_SESSION_HOOKS``) so kms's installed hooks stand aside (``kmscli.hook_cmd``); without, an inherited
+    mark is dropped and the installed ones run. Said on stderr only where kms's hooks are installed."""
+    from kmscli.hook_cmd import SESSION_HOOKS_VAR
+    from kmscli.hook_files import installed
+
+    if hooks_path is None:
+        env.pop(SESSION_HOOKS_VAR, None)
+    else:
+        env[SESSION_HOOKS_VAR] = session.id
+    found = installed(session.cwd, env, claude_args)
+    if not found:
+        return
+    where = ", ".join(str(p) for p in found)
+    if hooks_path is not None:
+        say(f"this session runs its own hooks; kms's hooks in {where} stand aside (docs/hooks.md)", "dim")
+    else:
+        say(f"this session runs kms's hooks in {where}, not its own (docs/hooks.md)", "dim")
 
 
 def claude_argv(

@@ -19,12 +19,12 @@ import typer
 
 from kmscli import hosts, jsonc
 from kmscli.compose import HOOK_EVENTS, standalone_hooks, standalone_kms_entry
+from kmscli.hook_files import is_ours, user_settings
 from kmscli.launcher import say
 from kmscli.output import say_error
 from server.errors import KmsError
 
 PLUGIN_NAME = "kms"
-MARK = "-m kmscli hook "  # what makes a hook kms's (its command)
 HOSTS = ("claude-code",)
 
 SKILL = """---
@@ -106,15 +106,7 @@ def _hooks() -> dict[str, Any]:
 
 
 def settings_path() -> Path:
-    return Path(os.environ.get("HOME") or Path.home()) / ".claude" / "settings.json"
-
-
-def is_ours(group: Any) -> bool:
-    """A matcher group kms wrote: every hook in it is a ``kms hook`` command."""
-    hooks = group.get("hooks") if isinstance(group, dict) else None
-    if not isinstance(hooks, list) or not hooks:
-        return False
-    return all(isinstance(h, dict) and MARK in str(h.get("command", "")) for h in hooks)
+    return user_settings()
 
 
 def merged(text: str, ours: dict[str, Any] | None) -> tuple[str, bool]:

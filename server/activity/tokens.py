@@ -3,9 +3,9 @@
 A token is printed once (``kms_<id>_<secret>``) and only the SHA-256 of its secret is stored (m021), so
 the database never holds a usable token. Each token stands for one kms session (``session_id``):
 provenance, rate limits and read tracking of every call made with it key on that session. ``kind``
-says who it was made for: ``session`` (one ``kms claude`` session, revoked when it ends or the service
-serving it stops), ``host`` (an agent host's standing entry, ``kms mcp-config --http``) or ``admin`` (the
-person's own tools).
+says who it was made for: ``session`` (one ``kms claude`` session: a lease its launcher renews, revoked when
+it ends or the service serving it stops, lapsing soon after the launcher dies), ``host`` (an agent host's
+standing entry, ``kms mcp-config --http``) or ``admin`` (the person's own tools).
 
 ``verify`` is the one check: the token exists, its secret matches (constant-time), it is neither revoked
 nor expired. It runs on every request, so a revoked or expired token fails at its next request.
@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import apsw
 
 from server.config.allowlist import Allowlist, describe
+from server.config.env_names import positive_seconds
 from server.config.scopes import Scopes
 from server.config.session import SessionConfig, new_session_id
 from server.errors import KmsError
@@ -182,12 +184,27 @@ def create(
     return get(conn, token_id), f"{PREFIX}{token_id}_{secret}"
 
 
-SESSION_TOKEN_S = 24 * 3600  # a launcher killed outright leaves its session's token: it ends by itself
+SESSION_LEASE_S = 90.0
+"""How long a ``kms claude`` session token lives past its launcher's last renewal: the token is a lease the
+launcher renews (every third of it, ``renew_lease``), so a launcher killed outright (SIGKILL, a crash) leaves a
+token that ends by itself within this long, and its session is then ended (``end_lapsed_sessions``). The
+service cannot watch the launcher's pid (another pid namespace, a reused pid), so the launcher proves it lives.
+The one place this length is set (``KMS_TOKEN_LEASE_S`` overrides it for tests and ops)."""
+LEASE_ENV = "KMS_TOKEN_LEASE_S"  # for tests and ops only: another lease length, in seconds (the launcher reads it)
 
 
-def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | None = None) -> tuple[Token, str]:
+def session_lease_s(env: Mapping[str, str]) -> float:
+    """The lease of a session token: ``SESSION_LEASE_S``, or ``$KMS_TOKEN_LEASE_S`` (tests, ops) when it is a
+    positive number of seconds."""
+    return positive_seconds(env.get(LEASE_ENV) or "") or SESSION_LEASE_S
+
+
+def for_session(
+    conn: apsw.Connection, config: SessionConfig, *, lease_s: float = SESSION_LEASE_S, now: float | None = None
+) -> tuple[Token, str]:
     """The token of one launcher session served by the service: it stands for ``config.session_id``, carries
-    the session's own contract, and its scopes are the session's ceiling (tiers, vault, approval)."""
+    the session's own contract, and its scopes are the session's ceiling (tiers, vault, approval). It is a
+    lease of ``lease_s`` its launcher keeps renewing (``renew_lease``)."""
     from server.config.tiers import TIERS, tier_enabled
 
     enabled = [t for t in TIERS if tier_enabled(config, t)]
@@ -199,7 +216,7 @@ def for_session(conn: apsw.Connection, config: SessionConfig, *, now: float | No
         label=f"kms claude {config.session_id}",
         scopes=scopes,
         kind="session",
-        expires_in_s=SESSION_TOKEN_S,
+        expires_in_s=lease_s,
         session_id=config.session_id,
         config=config.to_env(),
         now=now,
@@ -309,10 +326,65 @@ def revoke(conn: apsw.Connection, token_id: str, *, now: float | None = None) ->
     return get(conn, found[0]["id"])
 
 
+def renew_lease(conn: apsw.Connection, token_id: str, lease_s: float, *, now: float | None = None) -> bool:
+    """Push a session token's expiry ``lease_s`` ahead: its launcher still runs. False for a revoked token (for
+    good) or one that is not a lease.
+
+    A lease that lapsed while its launcher lived (the machine slept, the job was stopped with Ctrl-Z, both
+    launcher and claude frozen) comes back: only the launcher, alive again, renews, and the person's own
+    process holding the database needs no token's leave. Meanwhile the token was refused; the session the
+    sweep ended at the lapse (``end_lapsed_sessions``: ended exactly then, no exit code) is open again. A dead
+    launcher renews nothing, so its token stays lapsed."""
+    now = time.time() if now is None else now
+    with write_tx(conn):
+        found = rows(
+            conn,
+            "SELECT session_id, expires_at FROM tokens WHERE id = ? AND kind = 'session' AND revoked_at IS NULL "
+            "AND expires_at IS NOT NULL",
+            (token_id,),
+        )
+        if not found:
+            return False
+        conn.execute("UPDATE tokens SET expires_at = ? WHERE id = ?", (now + lease_s, token_id))
+        lapsed_at = found[0]["expires_at"]
+        if lapsed_at <= now:
+            conn.execute(
+                "UPDATE sessions SET ended_at = NULL WHERE id = ? AND ended_at = ? AND exit_code IS NULL",
+                (found[0]["session_id"], lapsed_at),
+            )
+    return True
+
+
+def end_lapsed_sessions(conn: apsw.Connection, *, now: float | None = None) -> list[str]:
+    """End the sessions whose launcher stopped renewing their token (its lease lapsed, none of their session
+    tokens still active): ended at the lapse, with no exit code (nobody saw the agent's). The service runs
+    this with its sweep, so such a session is shown ended (``kms session list``, the dashboard) instead of
+    live for as long as the service beats for it. A launcher that ends normally revokes its token and ends
+    its session itself, with the exit code."""
+    now = time.time() if now is None else now
+    lapsed = """SELECT t.session_id, max(t.expires_at) AS lapsed_at FROM tokens t
+        JOIN sessions s ON s.id = t.session_id AND s.ended_at IS NULL
+        WHERE t.kind = 'session' AND t.revoked_at IS NULL AND t.expires_at <= ?
+        AND NOT EXISTS (SELECT 1 FROM tokens a WHERE a.session_id = t.session_id AND a.revoked_at IS NULL
+                        AND (a.expires_at IS NULL OR a.expires_at > ?))
+        GROUP BY t.session_id"""
+    found = rows(conn, lapsed, (now, now))  # read first: the service sweeps every 2 s, and seldom finds one
+    if not found:
+        return []
+    with write_tx(conn):
+        for row in found:
+            conn.execute(
+                "UPDATE sessions SET ended_at = ?, last_seen_at = max(last_seen_at, ?) WHERE id = ? "
+                "AND ended_at IS NULL",
+                (row["lapsed_at"], row["lapsed_at"], row["session_id"]),
+            )
+    return [row["session_id"] for row in found]
+
+
 def revoke_session_tokens(conn: apsw.Connection, session_ids: list[str], *, now: float | None = None) -> int:
     """Revoke the ``session`` tokens (``kms claude``'s, ``for_session``) of these sessions, when the service that
-    served them stops: the session ended with it, and its token would otherwise stay usable for up to
-    ``SESSION_TOKEN_S``. ``host`` tokens stand for their session for good and stay. Returns how many."""
+    served them stops: the session ended with it, and its token would otherwise stay usable until its lease
+    lapses (``SESSION_LEASE_S``). ``host`` tokens stand for their session for good and stay. Returns how many."""
     if not session_ids:
         return 0
     now = time.time() if now is None else now

@@ -30,6 +30,17 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
         "sets it for the host's HTTP entry; revoked when the session ends).",
         None,
     ),
+    "KMS_TOKEN_LEASE_S": (
+        "For tests and ops: the seconds a `kms claude` session token lives past its launcher's last renewal "
+        "(default 90; the launcher renews it every third of that, and a killed launcher's token lapses within it).",
+        "a positive number of seconds",
+    ),
+    "KMS_SESSION_HOOKS": (
+        "Set by `kms claude` (to its session id) in the host's environment when the session runs its own hooks: "
+        "kms's installed hooks (`kms hooks install`, the plugin) then stand aside, so each event runs once "
+        "(docs/hooks.md). Not for people to set.",
+        None,
+    ),
     **{
         f"KMS_TOKEN_{host.upper()}": (
             f"The kms service token {label} reads for its HTTP entry "
@@ -54,3 +65,12 @@ def read_timeout_value(raw: str) -> float | None:
     except ValueError:
         return None
     return seconds if 0.1 <= seconds <= 600 else None
+
+
+def positive_seconds(raw: str) -> float | None:
+    """``raw`` as a positive, finite number of seconds (``KMS_TOKEN_LEASE_S``), else None."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.config.env_names import OTHER_ENV, read_timeout_value
+from server.config.env_names import OTHER_ENV, positive_seconds, read_timeout_value
 from server.config.environment import LOG_LEVELS, env_text, env_value, env_vars, suggest_env
 from server.config.schema import SETTINGS, SettingValueError
 from server.config.settings import Settings, load_settings
@@ -215,3 +215,5 @@ def check_env(env: Mapping[str, str]) -> None:
             raise SessionConfigError(var, raw, "not a log level", valid or "")
         if var == "KMS_SERVICE_READ_TIMEOUT" and raw.strip() and read_timeout_value(raw) is None:
             raise SessionConfigError(var, raw, "not a number of seconds in range", valid or "")
+        if var == "KMS_TOKEN_LEASE_S" and raw.strip() and positive_seconds(raw) is None:
+            raise SessionConfigError(var, raw, "not a positive number of seconds", valid or "")

@@ -16,6 +16,8 @@
 - the stdio screen (``server.mcp.wire.screen``: depth, ids, surrogates, invalid UTF-8, shapes the SDK
   drops or crashes on) on every authenticated POST body, so protocol abuse gets a typed JSON-RPC error
   (400) over HTTP too and never reaches the SDK;
+- a response still open when its token stops being active (revoked, expired, a lapsed lease) ends within a
+  second or two (``EndingResponses``): the bearer check alone runs only when a request arrives;
 - ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret, no count);
 - ``/hooks/{event}``: the HTTP hooks of a ``kms claude`` session (docs/hooks.md), each authenticated by the
   session's own bearer token (the same check as ``/mcp``), and only a ``session`` token's: a session-end
@@ -134,6 +136,89 @@ class ScreenedBodies:
         await self.app(scope, replay, send)
 
 
+STREAM_CHECK_S = 0.5  # how often a response still open re-checks its token (revoked or lapsed: it ends)
+ENDING_GRACE_S = 1.0  # how long an ending response may take to wind down before it is cut
+
+
+class EndingResponses:
+    """ASGI wrapper of the ``/mcp`` endpoint: a response still open when its token stops being active (revoked
+    by ``kms token revoke``, expired, a lapsed ``kms claude`` lease) ends within ``STREAM_CHECK_S`` (and
+    ``ENDING_GRACE_S``). The bearer check runs only when a request arrives, so without this an event stream
+    (the GET stream, a POST answered as SSE) opened before would go on serving a token kms no longer honours.
+
+    The response is told its client left (``http.disconnect``, the way the SDK and sse-starlette already end a
+    stream), then cut if it has not ended after the grace; an event stream is closed cleanly (its last, empty
+    chunk). A request shorter than one check never reads the database here."""
+
+    def __init__(self, app: Any, db_path: Any) -> None:
+        self.app = app
+        self.db_path = db_path
+
+    def _active(self, token_id: str) -> bool:
+        from server.errors import KmsError
+
+        try:  # one indexed read on the loop, as the bearer check's
+            return tokens.get(thread_connection(self.db_path), token_id).state(time.time()) == "active"
+        except KmsError:
+            return False
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        token_id = getattr(getattr(scope.get("user"), "access_token", None), "client_id", None)
+        if scope.get("type") != "http" or not isinstance(token_id, str):
+            await self.app(scope, receive, send)
+            return
+        ended = anyio.Event()
+        started = done = False
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            nonlocal started, done
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                done = True
+            await send(message)
+
+        async def ending_receive() -> dict[str, Any]:
+            got: dict[str, Any] | None = None
+            if not ended.is_set():
+                async with anyio.create_task_group() as race:
+
+                    async def take() -> None:
+                        nonlocal got
+                        got = await receive()
+                        race.cancel_scope.cancel()
+
+                    async def end() -> None:
+                        await ended.wait()
+                        race.cancel_scope.cancel()
+
+                    race.start_soon(take)
+                    race.start_soon(end)
+            return got if got is not None else {"type": "http.disconnect"}
+
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while True:
+                    await anyio.sleep(STREAM_CHECK_S)
+                    if not self._active(token_id):
+                        break
+                log.info("token %s is no longer active: its open response ends", token_id)
+                ended.set()
+                await anyio.sleep(ENDING_GRACE_S)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            await self.app(scope, ending_receive, tracked_send)
+            tg.cancel_scope.cancel()
+        if ended.is_set() and not done:
+            if started:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
+                await send({"type": "http.response.body", "body": b""})
+
+
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
@@ -216,7 +301,7 @@ def service_app(
     )
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
-            route.app = ScreenedBodies(route.app)
+            route.app = ScreenedBodies(EndingResponses(route.app, hub.services.db_path))
     typed_errors(app)
 
     async def live(token: str) -> bool:

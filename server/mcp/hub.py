@@ -142,12 +142,14 @@ class SessionHub:
             return self.get(token.session_id)  # opened by a request of the same token meanwhile
 
     def close_ended_tokens(self, now: float | None = None) -> list[str]:
-        """End the sessions whose token was revoked or expired (their next request would be refused anyway):
-        the dashboard then shows them ended. Returns their ids."""
+        """End the sessions whose token was revoked or expired (their next request would be refused anyway),
+        and mark ended the launcher sessions whose lease lapsed (``tokens.end_lapsed_sessions``): the dashboard
+        then shows them ended. Returns the ids of the sessions closed here."""
         from server.activity import tokens
         from server.store.db import thread_connection
 
         conn = thread_connection(self.services.db_path)
+        tokens.end_lapsed_sessions(conn, now=now)
         ended = []
         for runner in self.sessions():
             token_id = runner.config.token_id

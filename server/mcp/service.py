@@ -280,7 +280,7 @@ def end_sessions(hub: SessionHub) -> bool:
             tokens.revoke_session_tokens(conn, served)
         finally:
             conn.close()
-    except Exception:  # the DB busy or gone: they still expire by themselves (tokens.SESSION_TOKEN_S)
+    except Exception:  # the DB busy or gone: they still lapse by themselves (tokens.SESSION_LEASE_S)
         log.exception("could not revoke the session tokens of %d session(s)", len(served))
     return settled
 

@@ -126,3 +126,25 @@ def test_a_revoked_host_token_is_not_handed_out(tmp_path: Path, conn: apsw.Conne
         )
     ok(kms("mcp-config", "cursor", "--http", "--install", HOME=str(home)))  # the fix it names works
     assert tokens.verify(conn, ok(kms("token", "secret", "cursor")).stdout.strip()) is not None
+
+
+@pytest.mark.parametrize("http", [False, True], ids=["plain", "http"])
+def test_uninstall_revokes_the_host_token_and_deletes_its_secret_either_way(
+    http: bool, tmp_path: Path, conn: apsw.Connection, db_path: Path
+) -> None:
+    """Issue 37: ``--uninstall`` without ``--http`` used to leave the host's token working and its secret on
+    disk; whichever way kms is taken out of the host, the token is refused after and the secret is gone."""
+    from server.store.db import service_folder
+
+    home = tmp_path / "home"
+    ok(kms("mcp-config", "cursor", "--http", "--install", HOME=str(home)))
+    secret = ok(kms("token", "secret", "cursor")).stdout.strip()
+    kept = service_folder(db_path) / "hosts" / "cursor.token"
+    assert kept.read_text() == secret and tokens.verify(conn, secret) is not None
+    result = ok(kms("mcp-config", "cursor", *(["--http"] if http else []), "--uninstall", HOME=str(home)))
+    assert "1 token(s) of cursor revoked" in said(result.stderr)
+    assert tokens.verify(conn, secret) is None and tokens.list_tokens(conn) == []
+    assert not kept.exists()
+    refused(kms("token", "secret", "cursor"))
+    again = ok(kms("mcp-config", "cursor", "--uninstall", HOME=str(home)))
+    assert "nothing changed" in said(again.stderr)

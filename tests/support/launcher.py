@@ -115,3 +115,71 @@ def kms(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess:
 
 def record(env: dict[str, str]) -> dict:
     return json.loads(Path(env["FAKE_CLAUDE_RECORD"]).read_text())
+
+
+HOOK_CLAUDE = textwrap.dedent(
+    """\
+    #!{python}
+    # A stand-in claude that runs the hooks a Claude Code would for one short session: those of the person's
+    # settings, the project's (and its local ones) and the --settings file, for SessionStart, one Edit of the
+    # file $FAKE_CLAUDE_EDIT (PostToolUse) and SessionEnd; command hooks with the event on stdin, HTTP hooks
+    # POSTed with their allowed variables expanded. What each hook answered goes into the record.
+    import json, os, re, subprocess, sys, urllib.error, urllib.request, uuid
+    argv, cwd, home = sys.argv[1:], os.getcwd(), os.environ["HOME"]
+    if argv == ["--version"]:  # kms doctor asks
+        print("2.0.0 (Claude Code stand-in)")
+        sys.exit(0)
+    files = [os.path.join(home, ".claude", "settings.json"), os.path.join(cwd, ".claude", "settings.json"),
+             os.path.join(cwd, ".claude", "settings.local.json")]
+    files += [a.split("=", 1)[1] for a in argv if a.startswith("--settings=")]
+    host_session = next((a.split("=", 1)[1] for a in argv if a.startswith("--session-id=")), str(uuid.uuid4()))
+    ran = []
+
+    def expand(text, allowed):
+        for var in allowed:
+            text = text.replace("${{" + var + "}}", os.environ.get(var, "")).replace("$" + var, os.environ.get(var, ""))
+        return text
+
+    def fire(name, tool=None, **extra):
+        event = {{"session_id": host_session, "cwd": cwd, "hook_event_name": name, "transcript_path": "", **extra}}
+        for path in files:
+            if not os.path.exists(path):
+                continue
+            for group in json.load(open(path)).get("hooks", {{}}).get(name, []):
+                if group.get("matcher") and tool and not re.fullmatch(group["matcher"], tool):
+                    continue
+                for hook in group["hooks"]:
+                    if hook["type"] == "command":
+                        done = subprocess.run(hook["command"], shell=True, input=json.dumps(event), cwd=cwd,
+                                              capture_output=True, text=True, timeout=60)
+                        answer, status = done.stdout, done.returncode
+                    else:
+                        allowed = hook.get("allowedEnvVars", [])
+                        headers = {{k: expand(v, allowed) for k, v in hook.get("headers", {{}}).items()}}
+                        headers["Content-Type"] = "application/json"
+                        request = urllib.request.Request(hook["url"], json.dumps(event).encode(), headers)
+                        try:
+                            with urllib.request.urlopen(request, timeout=60) as reply:
+                                answer, status = reply.read().decode(), reply.status
+                        except urllib.error.HTTPError as e:
+                            answer, status = e.read().decode(), e.code
+                    ran.append({{"event": name, "file": path, "type": hook["type"], "status": status,
+                                "answer": answer}})
+
+    fire("SessionStart", source="startup")
+    edited = os.environ["FAKE_CLAUDE_EDIT"]
+    with open(edited, "a") as f:
+        f.write("\\nA line the host's own Edit tool added.\\n")
+    fire("PostToolUse", tool="Edit", tool_name="Edit", tool_input={{"file_path": edited}}, tool_response={{}})
+    fire("SessionEnd", reason="other")
+    record = os.environ["FAKE_CLAUDE_RECORD"]
+    with open(record, "w") as f:
+        json.dump({{"argv": argv, "env": {{k: v for k, v in os.environ.items() if k.startswith("KMS_")}},
+                   "hooks": ran}}, f)
+    """
+)
+
+
+def hook_claude(env: dict[str, str]) -> None:
+    """Make ``env``'s claude the stand-in that runs its hooks (``HOOK_CLAUDE``) instead of ``FAKE_CLAUDE``."""
+    Path(env["KMS_CLAUDE_BIN"]).write_text(HOOK_CLAUDE.format(python=sys.executable))

@@ -105,6 +105,8 @@ BAD_VALUES = [
     ("KMS_SERVERS_PLAYWRIGHT_ENABLED", "x", "true/false"),
     ("KMS_SERVERS_FILESYSTEM_ENABLED", "yes please", "true/false"),
     ("KMS_LOG_LEVEL", "loud", "DEBUG"),
+    ("KMS_TOKEN_LEASE_S", "soon", "a positive number of seconds"),
+    ("KMS_TOKEN_LEASE_S", "-5", "a positive number of seconds"),
     ("KMS_EMBED_DOWNLOAD", "perhaps", "true/false"),
     ("KMS_WRITE_PER_MINUT", "3", "KMS_WRITE_PER_MINUTE"),  # unknown: did you mean
     ("KMS_VAULTS", "a", "KMS_VAULT"),
@@ -146,6 +148,7 @@ FREE_TEXT = {
     "KMS_EMBED_MODEL_DIR",
     "KMS_PROJECT",
     "KMS_SESSION_TOKEN",
+    "KMS_SESSION_HOOKS",
     "KMS_TOKEN_CURSOR",
     "KMS_TOKEN_VSCODE",
     "KMS_TOKEN_WINDSURF",
