@@ -174,6 +174,12 @@ def _format_of(raw: bytes) -> Any:
     return decode(raw)[1]
 
 
+# How long a staged session note waits for the person. No agent waits on it (write.approval_timeout is for
+# an agent's call, which must answer): it expired with that timeout and the session's note was lost when
+# nobody looked in time. It stays pending until decided, 30 days at most (a queue never grows for ever).
+SESSION_NOTE_WAIT_S = 30 * 86_400
+
+
 def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
     """The guard for kms's own capture of ``config``'s session: write tier on (the note is kms's, not the
     agent's), no folder of the agent's allowlist, no write slot of the agent's; the session's scope,
@@ -181,7 +187,14 @@ def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
     from server.writes.guard import WriteService
 
     own = dataclasses.replace(
-        config, enabled=True, read_enabled=True, write_enabled=True, allowlist=(), token_folders=(), per_minute=0
+        config,
+        enabled=True,
+        read_enabled=True,
+        write_enabled=True,
+        allowlist=(),
+        token_folders=(),
+        per_minute=0,
+        approval_timeout=SESSION_NOTE_WAIT_S,
     )
     session = AgentSession.open(own, limits=Unmetered())
     return WriteService(session, actor="capture"), session

@@ -144,6 +144,20 @@ def test_write_approval_stages_the_note_for_the_person(env: Env) -> None:
     assert row is not None and row["actor"] == "capture" and "approved by the person" in (row["message"] or "")
 
 
+def test_a_staged_session_note_waits_for_the_person_past_the_agents_approval_timeout(env: Env) -> None:
+    """It expired with write.approval_timeout, and the session's note was lost when nobody approved in time."""
+    import time
+
+    start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
+    read(env, "s1", "projects/alpha.md")
+    cfg = config(env, "s1", approval="always", approval_timeout=1)
+    pending_id = capture(cfg, "SessionEnd")["pendingId"]
+    later = approvals.poll(env.conn, pending_id, now=time.time() + 3600)  # an hour on: still the person's to decide
+    assert later.status == approvals.OPEN
+    approvals.decide(env.conn, pending_id, approve=True)
+    assert settle_staged(cfg, pending_id)["path"].startswith("kms-sessions/")
+
+
 def test_a_hidden_capture_folder_is_refused(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
     read(env, "s1", "projects/alpha.md")
