@@ -8,10 +8,12 @@ join them. Each item is one (note, section), says why it is included and how to 
 the sum of their ``tokenEstimate`` never exceeds the budget, and a section too long for what is
 left is cut at a word and marked ``truncated``.
 
-What past sessions left comes first (``server.index.recall_memory``): the decisions about the topic (kind
-``decision``, with their session, date and project), then the session notes that touched it (kind
-``session``), then the other notes as above; ``kind`` keeps one of the three. Unless one is asked for, the
-first two take at most half the budget, and session and decision notes are not among the other notes.
+What past sessions decided comes first (``server.index.recall_memory``): the decisions about the topic (kind
+``decision``, with their session, date and project), then the other notes as above, then the session notes
+that touched the topic (kind ``session``: one that decided something on it is there through its decisions;
+ranked above the notes, a trivial session note pushed the real note on the topic down); ``kind`` keeps one of
+the three. Unless one is asked for, decisions take at most half the budget, and session and decision notes
+are not among the other notes.
 
 A ``tokenEstimate`` is the notes' rule (4 bytes a token) taken on the item's whole JSON, rounded
 up, so the bundle's bytes on the wire stay under 4 x the budget plus a small envelope.
@@ -216,8 +218,8 @@ def recall(
     kind: str | None = None,
     project: str | None = None,
 ) -> dict[str, Any]:
-    """The bundle for ``topic``: ``items`` (decisions, session notes, then the other notes; each group best
-    first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the search's ``mode``
+    """The bundle for ``topic``: ``items`` (decisions, the other notes, then the session notes that touched
+    it; each group best first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the search's ``mode``
     (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's ``SemanticIndex`` (None:
     keywords only). ``kind``: only ``decision``, ``session`` or ``note`` items; ``project``: the session's
     (its decisions and sessions rank first)."""
@@ -310,14 +312,23 @@ def recall(
         )
     if not memory:
         return {"topic": topic, **info, **_pack(candidates, budget), "budgetTokens": budget}
-    first = _pack(memory, int(budget * MEMORY_SHARE), ordered=True)
-    rest = _pack(candidates, budget - first["usedTokens"])
+    # decisions on the topic first; then the notes on it; then the sessions that only touched it (a session
+    # note that decided something is there through its decisions): trivial session notes ranked above the
+    # real note on the topic
+    decided = _pack([i for i in memory if i["kind"] == "decision"], int(budget * MEMORY_SHARE), ordered=True)
+    notes_on_it = _pack(candidates, budget - decided["usedTokens"])
+    touched = _pack(
+        [i for i in memory if i["kind"] == "session"],
+        budget - decided["usedTokens"] - notes_on_it["usedTokens"],
+        ordered=True,
+    )
+    parts = (decided, notes_on_it, touched)
     return {
         "topic": topic,
         **info,
-        "usedTokens": first["usedTokens"] + rest["usedTokens"],
-        "items": first["items"] + rest["items"],
-        "omitted": first["omitted"] + rest["omitted"],
+        "usedTokens": sum(p["usedTokens"] for p in parts),
+        "items": [item for p in parts for item in p["items"]],
+        "omitted": sum(p["omitted"] for p in parts),
         "budgetTokens": budget,
     }
 

@@ -93,9 +93,9 @@ KMS_RECALL = ReadSpec(
     about=(
         "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): first "
         "the decisions past sessions recorded about it (kind decision: the decision, its session, date and "
-        "project; this project's first), then the notes of past sessions that touched it (kind session), then "
-        "the best-matching sections of the other notes a hybrid search finds (not whole notes), plus the notes "
-        "they link to or are linked from, ranked and deduplicated. Use it before working on something the "
+        "project; this project's first), then the best-matching sections of the other notes a hybrid search "
+        "finds (not whole notes), plus the notes they link to or are linked from, ranked and deduplicated, then "
+        "the notes of past sessions that touched it (kind session). Use it before working on something the "
         "person may have notes about, instead of chaining search and read; kind keeps one of decision, session, "
         "note. Each item says why it is included and how to read more (readMore: kms_read's noteId and "
         "section); the items' tokenEstimate never add up to more than the budget."
