@@ -19,7 +19,8 @@ old reader returned, and tests/unit/test_frontmatter_parity.py keeps the two equ
   values (a "billion laughs" note is an error, not a full memory).
 - where yaml-rs was laxer than YAML (a tab before a key, a control character, U+2028 inside a value) the text is
   an error now, and a byte-order mark before the first key is dropped, not kept in the key (the parity test
-  lists these four).
+  lists these four). Inside ``[ ]``, libyaml reads an item opening with ``?`` or ``:`` (``[?x]``, ``[:x]``)
+  or ending with ``:`` as YAML 1.1 does (a mapping, or an error), where yaml-rs read text.
 
 ``load`` first tries ``load_simple``, a reader for the frontmatter almost every note has (``key: value``
 lines, ``[a, b]`` lists and ``- item`` lists of plain or simply quoted values, template placeholders): the C
@@ -38,7 +39,7 @@ import yaml
 from yaml.cyaml import CParser
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-MAX_ALIAS_REPLAYS = 100_000  # values built again through aliases; frontmatter never comes near
+MAX_ALIAS_REPLAYS = 10_000  # values built again through aliases; frontmatter never comes near
 
 _CORE = "tag:yaml.org,2002:"
 _PLAIN = "tag:kms:plain"  # a plain scalar: resolved by ``resolve_plain`` when built
@@ -67,6 +68,10 @@ class YamlError(ValueError):
         super().__init__(problem if line is None else f"{problem} (line {line})")
         self.problem = problem
         self.line = line
+
+
+class TooManyAliases(YamlError):
+    """Aliases that expand past ``MAX_ALIAS_REPLAYS`` values: a "billion laughs", never a real note."""
 
 
 class ComplexKey(YamlError):
@@ -214,7 +219,7 @@ class _Builder:
             if key in self._built:
                 self._replays += 1
                 if self._replays > MAX_ALIAS_REPLAYS:
-                    raise YamlError(f"aliases expand to more than {MAX_ALIAS_REPLAYS} values")
+                    raise TooManyAliases(f"aliases expand to more than {MAX_ALIAS_REPLAYS} values")
             self._built.add(key)
             self._open.add(key)
             try:
@@ -271,7 +276,8 @@ _TEXT_KEYS: set[str] = set()  # keys seen to be simple text (notes share their k
 _TEXT_KEYS_MAX = 4096
 _QUOTED = re.compile(r"\"([^\"\\]*)\"|'([^']*)'")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
-_FLOW = frozenset("[]{}\"'")
+# An item of a ``[a, "b", 'c']`` list and its comma: quoted without escapes, or plain without quotes or brackets.
+_FLOW_ITEM = re.compile(r" *(?:\"([^\"\\]*)\"|'([^']*)'|([^ ,\[\]{}\"'][^,\[\]{}\"']*?)) *(?:,|$)")
 _DIGIT_OR_DOT = frozenset("0123456789.")
 _DATES = (_dt.date, _dt.datetime)
 _DECLINED = object()
@@ -311,12 +317,20 @@ def _indicated(text: str, flow_list: bool, dates_as_text: bool) -> Any:
     if not inner.strip(" "):
         return []
     items = []
-    for part in inner.split(","):
-        item = part.strip(" ")
-        if not item or not _simple_plain(item) or any(c in _FLOW for c in item):
+    at = 0
+    for m in _FLOW_ITEM.finditer(inner):
+        if m.start() != at:  # something between two items that is neither an item nor a comma
             return _DECLINED
-        items.append(_as_text(resolve_plain(item)) if dates_as_text else resolve_plain(item))
-    return items
+        at = m.end()
+        plain = m.group(3)
+        if plain is None:
+            items.append(m.group(1) if m.group(1) is not None else m.group(2))
+            continue
+        if not _simple_plain(plain):
+            return _DECLINED
+        value = resolve_plain(plain)
+        items.append(value.isoformat() if dates_as_text and value.__class__ in _DATES else value)
+    return items if at == len(inner) else _DECLINED
 
 
 def _text_key(key: str) -> bool:

@@ -117,3 +117,36 @@ def test_nesting_past_what_the_reader_takes_is_an_error() -> None:
     for depth in (400, 5000, 100_000):
         data, error = parse_frontmatter("a: " + "[" * depth + "]" * depth)
         assert data is None and error is not None and error.startswith("invalid YAML:"), depth
+
+
+# ``[ ]`` lists as notes write them (quoted items hold ``#`` and ``[[links]]``), as yaml-rs read them; the
+# simple reader takes most of them, libyaml the rest.
+FLOW_LISTS = {
+    "a: [a:b, c]": "{'a': ['a:b', 'c']}",
+    "a: [http://x.com, y]": "{'a': ['http://x.com', 'y']}",
+    "a: [\"#x\", 'y', z]": "{'a': ['#x', 'y', 'z']}",
+    'a: ["[[Auth service]]", "[[Deploy, checklist]]"]': "{'a': ['[[Auth service]]', '[[Deploy, checklist]]']}",
+    "a: [a, b,]": "{'a': ['a', 'b']}",
+    "a: [a , b ]": "{'a': ['a', 'b']}",
+    'a: [ "x" ]': "{'a': ['x']}",
+    "a: [1, 2024-01-01, yes, ~]": "{'a': [1, '2024-01-01', 'yes', None]}",
+    "a: ['it''s']": "{'a': [\"it's\"]}",
+    'a: [x "q"]': "{'a': ['x \"q\"']}",
+    "a: [a b, c  d]": "{'a': ['a b', 'c  d']}",
+    "a: [-1, -x]": "{'a': [-1, '-x']}",
+    "a: [x#y]": "{'a': ['x#y']}",
+    "a: [a, #c\n  b]": "{'a': ['a', 'b']}",
+    'a: [""]': "{'a': ['']}",
+    "a: []": "{'a': []}",
+}
+
+
+@pytest.mark.parametrize("raw", sorted(FLOW_LISTS))
+def test_flow_lists_read_as_yaml_rs_read_them(raw: str) -> None:
+    assert repr(parse_frontmatter(raw)) == f"({FLOW_LISTS[raw]}, None)"
+
+
+@pytest.mark.parametrize("raw", ['a: ["q" x]', "a: [, a]", "a: [a, b"])
+def test_broken_flow_lists_are_invalid_yaml(raw: str) -> None:
+    data, error = parse_frontmatter(raw)
+    assert data is None and error is not None and error.startswith("invalid YAML: ")
