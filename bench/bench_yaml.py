@@ -71,8 +71,15 @@ def bench_reader(rounds: int, against: Path | None) -> None:
         mine, theirs = ([read(r) for r in [DOC, *vault]] for read in readers.values())
         same = sum(_same(a, b) for a, b in zip(mine, theirs, strict=True))
         print(f"same values (errors: same kind) on {same} of {len(mine)} frontmatters")
-    one = _best_us({name: (lambda read=read: read(DOC)) for name, read in readers.items()}, max(1, rounds // 10))
-    many = _best_us({name: (lambda read=read: [read(r) for r in vault]) for name, read in readers.items()}, 5)
+
+    def on_doc(read: Callable[[str | None], Any]) -> Callable[[], Any]:
+        return lambda: read(DOC)
+
+    def on_vault(read: Callable[[str | None], Any]) -> Callable[[], Any]:
+        return lambda: [read(r) for r in vault]
+
+    one = _best_us({name: on_doc(read) for name, read in readers.items()}, max(1, rounds // 10))
+    many = _best_us({name: on_vault(read) for name, read in readers.items()}, 5)
     for name in readers:
         print(f"parse_frontmatter ({name}): {one[name]:.1f} µs on DOC; {many[name]:.0f} µs for {len(vault)} vault ones")
 

@@ -36,7 +36,6 @@ import re
 from typing import Any
 
 import yaml
-from yaml.cyaml import CParser
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_ALIAS_REPLAYS = 10_000  # values built again through aliases; frontmatter never comes near
@@ -186,8 +185,9 @@ def _tagged_scalar(tag: str, text: str) -> Any:
     return value
 
 
-class _Parser(CParser, yaml.resolver.BaseResolver):  # type: ignore[misc]  # CParser is untyped
-    """libyaml's parser and composer; every plain scalar is left for ``resolve_plain``, the rest are text."""
+class _Parser(yaml.CBaseLoader):
+    """libyaml's parser and composer (its constructor is not used); every plain scalar is left for
+    ``resolve_plain``, the rest are text."""
 
     def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode:
@@ -244,9 +244,11 @@ def load_full(text: str) -> Any:
     """The whole YAML reader (``load`` tries the simple one first); raises ``YamlError``."""
     parser = _Parser(text)
     try:
-        nodes = []
+        nodes: list[Node] = []
         while parser.check_node():
-            nodes.append(parser.get_node())
+            node = parser.get_node()
+            if node is not None:
+                nodes.append(node)
         builder = _Builder("*" in text)
         if len(nodes) > 1:  # ``a: 1`` then ``---``: a list of documents, as yaml-rs read it (not a mapping)
             return [builder.build(node) for node in nodes]
