@@ -16,7 +16,8 @@ old reader returned, and tests/unit/test_frontmatter_parity.py keeps the two equ
   for the ``T``), when they are real calendar values; otherwise text.
 - no merge keys (``<<`` is an ordinary key), an unknown tag reads the value under it (``!foo 1`` is "1"), an
   alias to a node still being read is null, and aliases may not expand to more than ``MAX_ALIAS_REPLAYS``
-  values (a "billion laughs" note is an error, not a full memory).
+  values (a "billion laughs" note is an error, not a full memory); lists and mappings nest at most
+  ``MAX_DEPTH`` deep.
 - where yaml-rs was laxer than YAML (a tab before a key, a control character, U+2028 inside a value) the text is
   an error now, and a byte-order mark before the first key is dropped, not kept in the key (the parity test
   lists these four). Inside ``[ ]``, libyaml reads an item opening with ``?`` or ``:`` (``[?x]``, ``[:x]``)
@@ -36,12 +37,19 @@ import re
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 MAX_ALIAS_REPLAYS = 10_000  # values built again through aliases; frontmatter never comes near
+MAX_DEPTH = 256  # lists and mappings inside each other (yaml-rs's bound too); what reads the result recurses
 
 _CORE = "tag:yaml.org,2002:"
-_PLAIN = "tag:kms:plain"  # a plain scalar: resolved by ``resolve_plain`` when built
 _STR = _CORE + "str"
 
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
@@ -185,74 +193,117 @@ def _tagged_scalar(tag: str, text: str) -> Any:
     return value
 
 
-class _Parser(yaml.CBaseLoader):
-    """libyaml's parser and composer (its constructor is not used); every plain scalar is left for
-    ``resolve_plain``, the rest are text."""
+class _CollectionKey:
+    """Where a mapping or list was used as a key (each one its own key, as none is ever read)."""
 
-    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
-        if kind is ScalarNode:
-            return _PLAIN if implicit[0] else _STR
-        return _CORE + ("seq" if kind is SequenceNode else "map")
+
+def _holds_collection_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(k.__class__ is _CollectionKey or _holds_collection_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_collection_key(v) for v in value)
+    return False
 
 
 class _Builder:
-    """Builds Python values from the composed nodes, without PyYAML's YAML 1.1 constructors."""
+    """Builds Python values straight from libyaml's events. Not PyYAML's composer: it refuses an anchor
+    defined twice, which YAML 1.2 allows (the later one counts, as yaml-rs read it); not its constructors:
+    they are YAML 1.1. An alias gives the value its anchor holds (shared, not copied), and counts its size
+    against ``MAX_ALIAS_REPLAYS``: what a reader of the result walks stays bounded."""
 
-    def __init__(self, aliases: bool) -> None:
-        self._aliases = aliases  # the text has a ``*``: track the nodes built, to bound alias expansion
-        self._built: set[int] = set()
-        self._open: set[int] = set()
+    def __init__(self, text: str) -> None:
+        self.parser = yaml.CBaseLoader(text)
+        self.complex = False  # a mapping or list was used as a key somewhere
+        self._anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, how many values it holds)
+        self._open: set[str] = set()  # anchors whose collection is still being read
         self._replays = 0
+        self._depth = 0
 
-    def build(self, node: Node) -> Any:
-        if node.__class__ is ScalarNode:
-            tag = node.tag
-            if tag == _PLAIN:
-                return resolve_plain(node.value)
-            if tag == _STR:
-                return node.value
-            return _tagged_scalar(tag, node.value)
-        if self._aliases:
-            key = id(node)
-            if key in self._open:  # an alias to a node still being read (``&a [*a]``): null, as yaml-rs read it
-                return None
-            if key in self._built:
-                self._replays += 1
-                if self._replays > MAX_ALIAS_REPLAYS:
-                    raise TooManyAliases(f"aliases expand to more than {MAX_ALIAS_REPLAYS} values")
-            self._built.add(key)
-            self._open.add(key)
-            try:
-                return self._collection(node)
-            finally:
-                self._open.discard(key)
-        return self._collection(node)
+    def documents(self) -> list[Any]:
+        parser = self.parser
+        parser.get_event()  # the stream's start
+        out = []
+        while not parser.check_event(StreamEndEvent):
+            parser.get_event()  # the document's start
+            out.append(self.value()[0])
+            parser.get_event()  # the document's end
+        return out
 
-    def _collection(self, node: Node) -> Any:
-        if isinstance(node, SequenceNode):
-            return [self.build(child) for child in node.value]
-        assert isinstance(node, MappingNode)
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.__class__ is not ScalarNode:
-                raise ComplexKey
-            out[self.build(key_node)] = self.build(value_node)
-        return list(out) if node.tag == _CORE + "set" else out
+    def value(self) -> tuple[Any, int]:
+        """The next value and how many values it holds (itself included)."""
+        event: Any = self.parser.get_event()  # checked by its class below (the stubs type it as the base Event)
+        kind = event.__class__
+        if kind is ScalarEvent:
+            tag = event.tag
+            if tag is None and event.implicit[0]:
+                value: Any = resolve_plain(event.value)
+            elif tag is None or tag == "!" or tag == _STR:
+                value = event.value
+            else:
+                value = _tagged_scalar(tag, event.value)
+            if event.anchor is not None:
+                self._anchors[event.anchor] = (value, 1)
+            return value, 1
+        if kind is AliasEvent:
+            return self._alias(event)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            line = None if event.start_mark is None else event.start_mark.line + 1
+            raise YamlError(f"lists and mappings nested more than {MAX_DEPTH} deep", line)
+        anchor = event.anchor
+        if anchor is not None:
+            self._open.add(anchor)
+        size = 1
+        if kind is SequenceStartEvent:
+            items = []
+            while not self.parser.check_event(SequenceEndEvent):
+                item, n = self.value()
+                items.append(item)
+                size += n
+            value = items
+        else:
+            mapping: dict[Any, Any] = {}
+            while not self.parser.check_event(MappingEndEvent):
+                key, n = self.value()
+                if key.__class__ is list or key.__class__ is dict:  # an error only if it is still there at the
+                    key, self.complex = _CollectionKey(), True  # end: a repeated key may replace its mapping
+                item, m = self.value()
+                mapping[key] = item
+                size += n + m
+            value = list(mapping) if event.tag == _CORE + "set" else mapping
+        self.parser.get_event()  # the collection's end
+        self._depth -= 1
+        if anchor is not None:
+            self._open.discard(anchor)
+            self._anchors[anchor] = (value, size)
+        return value, size
+
+    def _alias(self, event: AliasEvent) -> tuple[Any, int]:
+        name = event.anchor
+        if name in self._open:  # an alias to a collection still being read (``&a [*a]``): null, as yaml-rs
+            return None, 1
+        if name not in self._anchors:
+            line = None if event.start_mark is None else event.start_mark.line + 1
+            raise YamlError(f"found unknown anchor {name!r}", line)
+        value, size = self._anchors[name]
+        self._replays += size
+        if self._replays > MAX_ALIAS_REPLAYS:
+            raise TooManyAliases(f"aliases expand to more than {MAX_ALIAS_REPLAYS} values")
+        return value, size
 
 
 def load_full(text: str) -> Any:
     """The whole YAML reader (``load`` tries the simple one first); raises ``YamlError``."""
-    parser = _Parser(text)
+    if text and not text.endswith("\n"):  # the last line ends: ``a: |`` then ``  x`` is "x\n", as yaml-rs read it
+        text += "\n"
+    builder = _Builder(text)
     try:
-        nodes: list[Node] = []
-        while parser.check_node():
-            node = parser.get_node()
-            if node is not None:
-                nodes.append(node)
-        builder = _Builder("*" in text)
-        if len(nodes) > 1:  # ``a: 1`` then ``---``: a list of documents, as yaml-rs read it (not a mapping)
-            return [builder.build(node) for node in nodes]
-        return builder.build(nodes[0]) if nodes else None
+        documents = builder.documents()
+        # ``a: 1`` then ``---``: a list of documents, as yaml-rs read it (not a mapping)
+        data = documents if len(documents) > 1 else documents[0] if documents else None
+        if builder.complex and _holds_collection_key(data):
+            raise ComplexKey
+        return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise YamlError(str(exc.problem or exc.context), None if mark is None else mark.line + 1) from None
@@ -261,7 +312,7 @@ def load_full(text: str) -> Any:
     except RecursionError:
         raise YamlError("nested too deeply") from None
     finally:
-        parser.dispose()
+        builder.parser.dispose()
 
 
 # ----- the simple reader ------------------------------------------------------------------------------------
@@ -360,7 +411,7 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
     items: list[Any] | None = None  # the list the ``- item`` lines under an empty ``key:`` build
     key = ""
     indent = -1
-    placeholder = False
+    placeheld: set[str] = set()  # the keys whose value holds a ``{{placeholder}}`` (a repeated key replaces it)
     text_keys, words, numeric = _TEXT_KEYS, _WORDS, _NUMERIC_START
     for line in text.split("\n"):
         first = line[:1]
@@ -385,6 +436,7 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
             raw = rest.strip(" ")
             if not raw:
                 out[key], items, indent = None, [], -1
+                placeheld.discard(key)
                 continue
             if rest[0] != " ":  # ``a:b`` is one text, not a key and a value
                 return None
@@ -394,7 +446,7 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
             if value is _DECLINED:
                 return None
             if value is _PLACEHELD:
-                placeholder = True
+                placeheld.add(key)
         else:
             if ": " in raw or " #" in raw or raw[-1] == ":":
                 return None
@@ -405,9 +457,11 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
             value = value.isoformat()
         if items is None:
             out[key] = value
+            if value is not _PLACEHELD:
+                placeheld.discard(key)
         else:
             items.append(value)
-    if placeholder:
+    if placeheld:
         raise ComplexKey
     return out or None  # blank: no document, not an empty mapping (``load_full`` says so)
 

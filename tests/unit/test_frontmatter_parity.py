@@ -114,9 +114,15 @@ def test_an_alias_bomb_is_an_error_not_a_full_memory() -> None:
 
 
 def test_nesting_past_what_the_reader_takes_is_an_error() -> None:
-    for depth in (400, 5000, 100_000):
+    """yaml-rs read 255 nested lists under a key and refused 256; so does this reader, in flow and block style
+    alike (past that, what walks the result would run out of stack)."""
+    assert parse_frontmatter("a: " + "[" * 255 + "]" * 255)[1] is None
+    for depth in (256, 400, 900, 5000, 100_000):
         data, error = parse_frontmatter("a: " + "[" * depth + "]" * depth)
         assert data is None and error is not None and error.startswith("invalid YAML:"), depth
+    block = "a:\n" + "".join(" " * (2 * i + 2) + "b:\n" for i in range(900))
+    data, error = parse_frontmatter(block)
+    assert data is None and error is not None and "nested more than 256 deep" in error
 
 
 # ``[ ]`` lists as notes write them (quoted items hold ``#`` and ``[[links]]``), as yaml-rs read them; the
