@@ -47,12 +47,13 @@ def _reader_of(tree: Path) -> ModuleType:
 
 
 def _best_us(works: dict[str, Callable[[], Any]], number: int, repeat: int = 41) -> dict[str, float]:
-    """µs per call of each work, the best of ``repeat`` runs taken in turn (A, B, A, B...): on a shared machine
-    the least disturbed run is the one to compare, and taking turns gives each the same quiet moments."""
+    """CPU µs per call of each work, the best of ``repeat`` runs taken in turn (A, B, A, B...): on a shared
+    machine CPU time and the least disturbed run are what compare, and taking turns gives each the same moments."""
     best = dict.fromkeys(works, float("inf"))
     for _ in range(repeat):
         for name, work in works.items():
-            best[name] = min(best[name], timeit.timeit(work, number=number) / number * 1e6)
+            spent = timeit.timeit(work, number=number, timer=time.process_time)
+            best[name] = min(best[name], spent / number * 1e6)
     return best
 
 

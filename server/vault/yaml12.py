@@ -21,12 +21,14 @@ old reader returned, and tests/unit/test_frontmatter_parity.py keeps the two equ
 - where yaml-rs was laxer than YAML (a tab before a key, a control character, U+2028 inside a value) the text is
   an error now, and a byte-order mark before the first key is dropped, not kept in the key (the parity test
   lists these four). Inside ``[ ]``, libyaml reads an item opening with ``?`` or ``:`` (``[?x]``, ``[:x]``)
-  or ending with ``:`` as YAML 1.1 does (a mapping, or an error), where yaml-rs read text.
+  or ending with ``:`` as YAML 1.1 does (a mapping, or an error), where yaml-rs read text. Some texts yaml-rs
+  refused or failed on now read (a quoted text going on at the list's own indentation, a mapping key inside a
+  mapping key that a repeated key replaces).
 
 ``load`` first tries ``load_simple``, a reader for the frontmatter almost every note has (``key: value``
 lines, ``[a, b]`` lists and ``- item`` lists of plain or simply quoted values, template placeholders): the C
-parser's Python-level nodes cost four times what yaml-rs took, and the simple reader keeps the index's speed
-(docs/benchmarks.md). Anything else it declines, and ``load_full`` reads it.
+parser's events, built into values in Python, cost about four times what yaml-rs took; the simple reader keeps
+the index's speed (docs/benchmarks.md). Anything else it declines, and ``load_full`` reads it.
 """
 
 from __future__ import annotations
@@ -327,7 +329,6 @@ _NOT_SIMPLE = re.compile("[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\u
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?: [A-Za-z0-9_-]+)*")
 _TEXT_KEYS: set[str] = set()  # keys seen to be simple text (notes share their keys): no regex for them again
 _TEXT_KEYS_MAX = 4096
-_QUOTED = re.compile(r"\"([^\"\\]*)\"|'([^']*)'")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 # An item of a ``[a, "b", 'c']`` list and its comma: quoted without escapes, or plain without quotes or brackets.
 _FLOW_ITEM = re.compile(r" *(?:\"([^\"\\]*)\"|'([^']*)'|([^ ,\[\]{}\"'][^,\[\]{}\"']*?)) *(?:,|$)")
@@ -351,15 +352,38 @@ def _as_text(value: Any) -> Any:
     return value.isoformat() if isinstance(value, _dt.date) else value
 
 
+def _quoted(text: str) -> Any:
+    """``"text"`` or ``'text'`` with no escape and no quote inside: its text, else ``_DECLINED``."""
+    quote = text[0]
+    body = text[1:-1]
+    if len(text) < 2 or text[-1] != quote or quote in body or (quote == '"' and "\\" in body):
+        return _DECLINED
+    return body
+
+
+def _plain_item(item: str, dates_as_text: bool) -> Any:
+    """An item of a ``[ ]`` list: ``_simple_plain`` and ``resolve_plain``, inline (every tag list goes here)."""
+    if not item:
+        return _DECLINED
+    first = item[0]
+    if first in _INDICATORS and not (first == "-" and len(item) > 1 and item[1] in _DIGIT_OR_DOT):
+        return _DECLINED
+    if ": " in item or " #" in item or item[-1] == ":":
+        return _DECLINED
+    value = _WORDS.get(item, _MISS)
+    if value is _MISS:
+        if first not in _NUMERIC_START:
+            return item
+        value = resolve_plain(item)
+    return value.isoformat() if dates_as_text and value.__class__ in _DATES else value
+
+
 def _indicated(text: str, flow_list: bool, dates_as_text: bool) -> Any:
     """A value that starts with an indicator: a simply quoted text, a number like ``-5``, (where ``flow_list``)
-    a ``[a, b]`` list of plain values; anything else is ``_DECLINED``."""
+    a ``[a, "b"]`` list of plain or simply quoted values; anything else is ``_DECLINED``."""
     first = text[0]
     if first == '"' or first == "'":
-        m = _QUOTED.fullmatch(text)
-        if m is None:
-            return _DECLINED
-        return m.group(1) if m.group(1) is not None else m.group(2)
+        return _quoted(text)
     if first == "-" and _simple_plain(text):
         return resolve_plain(text)
     if first == "{" and _PLACEHOLDER.fullmatch(text):
@@ -370,6 +394,17 @@ def _indicated(text: str, flow_list: bool, dates_as_text: bool) -> Any:
     if not inner.strip(" "):
         return []
     items = []
+    if not ('"' in inner or "'" in inner or "[" in inner or "]" in inner or "{" in inner or "}" in inner):
+        # ``[a, b]``: no item quoted, none a collection, so the commas split it
+        parts = inner.split(",")
+        if not parts[-1].strip(" "):  # ``[a, b,]``: a trailing comma ends the list
+            parts.pop()
+        for part in parts:
+            value = _plain_item(part.strip(" "), dates_as_text)
+            if value is _DECLINED:
+                return _DECLINED
+            items.append(value)
+        return items
     at = 0
     for m in _FLOW_ITEM.finditer(inner):
         if m.start() != at:  # something between two items that is neither an item nor a comma
@@ -379,10 +414,10 @@ def _indicated(text: str, flow_list: bool, dates_as_text: bool) -> Any:
         if plain is None:
             items.append(m.group(1) if m.group(1) is not None else m.group(2))
             continue
-        if not _simple_plain(plain):
+        value = _plain_item(plain, dates_as_text)
+        if value is _DECLINED:
             return _DECLINED
-        value = resolve_plain(plain)
-        items.append(value.isoformat() if dates_as_text and value.__class__ in _DATES else value)
+        items.append(value)
     return items if at == len(inner) else _DECLINED
 
 
@@ -414,8 +449,10 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
     placeheld: set[str] = set()  # the keys whose value holds a ``{{placeholder}}`` (a repeated key replaces it)
     text_keys, words, numeric = _TEXT_KEYS, _WORDS, _NUMERIC_START
     for line in text.split("\n"):
-        first = line[:1]
-        if first == " " or first == "-" or not first:
+        if not line:
+            continue
+        first = line[0]
+        if first == " " or first == "-":
             raw = line.lstrip(" ")
             if not raw:
                 continue
