@@ -34,25 +34,15 @@ the index's speed (docs/benchmarks.md). Anything else it declines, and ``load_fu
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import re
 from typing import Any
-
-import yaml
-from yaml.events import (
-    AliasEvent,
-    MappingEndEvent,
-    ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-    StreamEndEvent,
-)
 
 MAX_ALIAS_REPLAYS = 10_000  # values built again through aliases; frontmatter never comes near
 MAX_DEPTH = 256  # lists and mappings inside each other (yaml-rs's bound too); what reads the result recurses
 
 _CORE = "tag:yaml.org,2002:"
-_STR = _CORE + "str"
 
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
 _TRUE = frozenset(("true", "True", "TRUE"))
@@ -167,7 +157,7 @@ def resolve_plain(text: str) -> Any:
     return value
 
 
-def _tagged_scalar(tag: str, text: str) -> Any:
+def tagged_scalar(tag: str, text: str) -> Any:
     """A scalar under an explicit tag: the core ones must fit it (``!!int x`` is an error), others read as text."""
     if not tag.startswith(_CORE):
         return text
@@ -195,126 +185,11 @@ def _tagged_scalar(tag: str, text: str) -> Any:
     return value
 
 
-class _CollectionKey:
-    """Where a mapping or list was used as a key (each one its own key, as none is ever read)."""
-
-
-def _holds_collection_key(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(k.__class__ is _CollectionKey or _holds_collection_key(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_collection_key(v) for v in value)
-    return False
-
-
-class _Builder:
-    """Builds Python values straight from libyaml's events. Not PyYAML's composer: it refuses an anchor
-    defined twice, which YAML 1.2 allows (the later one counts, as yaml-rs read it); not its constructors:
-    they are YAML 1.1. An alias gives the value its anchor holds (shared, not copied), and counts its size
-    against ``MAX_ALIAS_REPLAYS``: what a reader of the result walks stays bounded."""
-
-    def __init__(self, text: str) -> None:
-        self.parser = yaml.CBaseLoader(text)
-        self.complex = False  # a mapping or list was used as a key somewhere
-        self._anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, how many values it holds)
-        self._open: set[str] = set()  # anchors whose collection is still being read
-        self._replays = 0
-        self._depth = 0
-
-    def documents(self) -> list[Any]:
-        parser = self.parser
-        parser.get_event()  # the stream's start
-        out = []
-        while not parser.check_event(StreamEndEvent):
-            parser.get_event()  # the document's start
-            out.append(self.value()[0])
-            parser.get_event()  # the document's end
-        return out
-
-    def value(self) -> tuple[Any, int]:
-        """The next value and how many values it holds (itself included)."""
-        event: Any = self.parser.get_event()  # checked by its class below (the stubs type it as the base Event)
-        kind = event.__class__
-        if kind is ScalarEvent:
-            tag = event.tag
-            if tag is None and event.implicit[0]:
-                value: Any = resolve_plain(event.value)
-            elif tag is None or tag == "!" or tag == _STR:
-                value = event.value
-            else:
-                value = _tagged_scalar(tag, event.value)
-            if event.anchor is not None:
-                self._anchors[event.anchor] = (value, 1)
-            return value, 1
-        if kind is AliasEvent:
-            return self._alias(event)
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            line = None if event.start_mark is None else event.start_mark.line + 1
-            raise YamlError(f"lists and mappings nested more than {MAX_DEPTH} deep", line)
-        anchor = event.anchor
-        if anchor is not None:
-            self._open.add(anchor)
-        size = 1
-        if kind is SequenceStartEvent:
-            items = []
-            while not self.parser.check_event(SequenceEndEvent):
-                item, n = self.value()
-                items.append(item)
-                size += n
-            value = items
-        else:
-            mapping: dict[Any, Any] = {}
-            while not self.parser.check_event(MappingEndEvent):
-                key, n = self.value()
-                if key.__class__ is list or key.__class__ is dict:  # an error only if it is still there at the
-                    key, self.complex = _CollectionKey(), True  # end: a repeated key may replace its mapping
-                item, m = self.value()
-                mapping[key] = item
-                size += n + m
-            value = list(mapping) if event.tag == _CORE + "set" else mapping
-        self.parser.get_event()  # the collection's end
-        self._depth -= 1
-        if anchor is not None:
-            self._open.discard(anchor)
-            self._anchors[anchor] = (value, size)
-        return value, size
-
-    def _alias(self, event: AliasEvent) -> tuple[Any, int]:
-        name = event.anchor
-        if name in self._open:  # an alias to a collection still being read (``&a [*a]``): null, as yaml-rs
-            return None, 1
-        if name not in self._anchors:
-            line = None if event.start_mark is None else event.start_mark.line + 1
-            raise YamlError(f"found unknown anchor {name!r}", line)
-        value, size = self._anchors[name]
-        self._replays += size
-        if self._replays > MAX_ALIAS_REPLAYS:
-            raise TooManyAliases(f"aliases expand to more than {MAX_ALIAS_REPLAYS} values")
-        return value, size
-
-
 def load_full(text: str) -> Any:
     """The whole YAML reader (``load`` tries the simple one first); raises ``YamlError``."""
-    if text and not text.endswith("\n"):  # the last line ends: ``a: |`` then ``  x`` is "x\n", as yaml-rs read it
-        text += "\n"
-    builder = _Builder(text)
-    try:
-        documents = builder.documents()
-        # ``a: 1`` then ``---``: a list of documents, as yaml-rs read it (not a mapping)
-        data = documents if len(documents) > 1 else documents[0] if documents else None
-        if builder.complex and _holds_collection_key(data):
-            raise ComplexKey
-        return data
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise YamlError(str(exc.problem or exc.context), None if mark is None else mark.line + 1) from None
-    except yaml.YAMLError as exc:  # the reader: a character YAML does not allow
-        raise YamlError(str(exc).splitlines()[0]) from None
-    except RecursionError:
-        raise YamlError("nested too deeply") from None
-    finally:
-        builder.parser.dispose()
+    from server.vault.yaml12_full import load_events  # deferred: PyYAML only for what the simple reader declines
+
+    return load_events(text)
 
 
 # ----- the simple reader ------------------------------------------------------------------------------------
@@ -325,7 +200,16 @@ def load_full(text: str) -> Any:
 _CHAR = "[\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 _FIRST = "[\x21-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"  # not a space
 # Characters outside these go to ``load_full``: tab, CR, control characters, BOM, Unicode line separators.
-_NOT_SIMPLE = re.compile("[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_NOT_SIMPLE_ASCII = re.compile("[^\n\x20-\x7e]")
+_NOT_SIMPLE_TEXT = "[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+
+
+@functools.cache
+def _not_simple() -> re.Pattern[str]:
+    """Compiled at the first non-ASCII frontmatter: its ranges take ~4 ms to compile, at every start."""
+    return re.compile(_NOT_SIMPLE_TEXT)
+
+
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?: [A-Za-z0-9_-]+)*")
 _TEXT_KEYS: set[str] = set()  # keys seen to be simple text (notes share their keys): no regex for them again
 _TEXT_KEYS_MAX = 4096
@@ -440,7 +324,7 @@ def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None
     JSON form). Raises ``ComplexKey`` for a simple frontmatter with a template placeholder (``date: {{date}}``),
     as ``load_full`` does: templates are many notes in a vault. Written inline, one pass: this is every note's
     frontmatter at index time (bench/bench_yaml.py)."""
-    if _NOT_SIMPLE.search(text) is not None:
+    if (_NOT_SIMPLE_ASCII if text.isascii() else _not_simple()).search(text) is not None:
         return None
     out: dict[str, Any] = {}
     items: list[Any] | None = None  # the list the ``- item`` lines under an empty ``key:`` build
