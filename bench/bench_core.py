@@ -30,7 +30,7 @@ Where a whole process spends what the in-process figure does not show (2-core ma
   process starts in ~30 ms (the interpreter and apsw).
 - No-change ``kms index`` (~0.3 s of CPU): start-up; Typer 0.29 coercing each option that is not a
   flag (``--vault``, even when not given) through a pydantic ``TypeAdapter`` (pydantic's import alone
-  ~22 ms); the indexer's imports (parser, pyromark, yaml-rs: ~10 ms); the scan (one stat per file:
+  ~22 ms); the indexer's imports (parser, pyromark, PyYAML: ~10 ms); the scan (one stat per file:
   30-40 ms), the manifest query (~30 ms), the privacy rules (the settings file; pathspec's import,
   27 ms, only for a vault with path rules) and one commit.
 - Database open and migrations: 1-5 ms. The parser's process pool: two forks, ~10 ms, and ~10 ms

@@ -242,6 +242,8 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
             importlib.import_module(name)
         for runner in writers:
             runner.writes.recover_units()  # a rename a killed server left half done: undone now, not at a write
+        # the thread ends here: a test waits for it to be gone, then writes (issue 37)
+        log.debug("the write modules are warm (thread %d ends)", threading.get_native_id())
 
     writers = [r for r in hub.sessions() if r.session.allows("write")]
     if writers:  # so the first write call pays no import

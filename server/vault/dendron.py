@@ -83,7 +83,7 @@ def _vault(entry: Any, root: Path) -> DendronVault | str:
 
 def read_config(config: Path) -> Workspace:
     """The workspace a ``dendron.yml`` declares; never raises (an unreadable file is a ``problem``)."""
-    import yaml_rs  # only where there is a dendron.yml: listing the MCP tools loads no YAML reader
+    from server.vault import yaml12  # only where there is a dendron.yml: listing the MCP tools loads no YAML reader
 
     root = config.parent
     try:
@@ -91,12 +91,9 @@ def read_config(config: Path) -> Workspace:
     except (OSError, UnicodeDecodeError) as exc:
         return Workspace(root, problem=_problem(config, f"could not be read ({exc.__class__.__name__})"))
     try:
-        data = yaml_rs.loads(text, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - a YAMLDecodeError, or a panic in the Rust parser
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        return Workspace(root, problem=_problem(config, f"is not valid YAML ({first[:160]})"))
+        data = yaml12.load(text)
+    except yaml12.YamlError as exc:
+        return Workspace(root, problem=_problem(config, f"is not valid YAML ({str(exc)[:160]})"))
     if not isinstance(data, dict):
         return Workspace(root, problem=_problem(config, "is not a mapping of settings"))
     workspace = data.get("workspace")

@@ -31,6 +31,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from server.errors import KmsError
+from server.vault import yaml12
 from server.vault.files import convert_newlines
 from server.vault.markdown import Unclosed, frontmatter_span, split_lines
 
@@ -160,6 +161,13 @@ def _yaml_key(key: str) -> Any:
 def load_both(yaml_text: str) -> tuple[CommentedMap, dict]:
     """Parse frontmatter with ruamel (round-trip) and PyYAML; refuse anything but a clean mapping."""
     lf = yaml_text.replace("\r\n", "\n")
+    if "*" in lf:  # aliases: ruamel and PyYAML share what they point at, but the edit's checks walk it expanded
+        try:
+            yaml12.load_full(lf)
+        except yaml12.TooManyAliases as e:  # a "billion laughs" would hold the call (and its memory) for hours
+            raise KmsError("invalid-input", f"the note's frontmatter: {e.problem}; file unchanged") from None
+        except yaml12.YamlError:
+            pass  # the editors below judge the rest, as they always have
     try:
         rt = _new_yaml().load(lf)
     except Exception as e:  # ruamel raises many unrelated types

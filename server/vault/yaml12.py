@@ -1,0 +1,393 @@
+"""Read YAML as current tools do (YAML 1.2 core schema), on PyYAML's C parser: note frontmatter and ``dendron.yml``.
+
+Why this module and not a YAML 1.2 library: kms read frontmatter with yaml-rs 0.1.6 (Rust), and a native
+extension imported on a thread that then exits crashed the process at its next use on another thread (issue
+37: ``kms mcp`` warms the write modules on a short-lived thread; the next write segfaulted). PyYAML is mature,
+already a dependency, and its C parser (libyaml) has no such state; only its *resolver* is YAML 1.1, so kms
+resolves plain scalars itself here, the way yaml-rs did (tests/data/frontmatter_yaml_rs.json holds what the
+old reader returned, and tests/unit/test_frontmatter_parity.py keeps the two equal):
+
+- ``yes``/``no``/``on``/``off``/``y``/``n`` are text; booleans are ``true``/``True``/``TRUE`` and the false ones;
+  null is ``~``, ``null``, ``Null``, ``NULL`` or nothing; ``12:30`` is text (no base-60 numbers).
+- integers: decimal (``010`` is ten: YAML 1.2 has no leading-zero octal), ``0o17``, ``0x1F``, ``0b101``, with
+  an optional sign; floats: ``1.5``, ``.5``, ``1.``, ``1e3``, ``.inf``/``-.inf``, ``.nan``. Underscores are
+  ignored inside numbers (``1_000``), as yaml-rs did.
+- ``2024-01-01`` is a date and ``2024-01-01T10:20[:30[.f]][Z|±hh[:mm]]`` a datetime (a space or tab may stand
+  for the ``T``), when they are real calendar values; otherwise text.
+- no merge keys (``<<`` is an ordinary key), an unknown tag reads the value under it (``!foo 1`` is "1"), an
+  alias to a node still being read is null, and aliases may not expand to more than ``MAX_ALIAS_REPLAYS``
+  values (a "billion laughs" note is an error, not a full memory); lists and mappings nest at most
+  ``MAX_DEPTH`` deep.
+- where yaml-rs was laxer than YAML (a tab before a key, a control character, U+2028 inside a value) the text is
+  an error now, and a byte-order mark before the first key is dropped, not kept in the key (the parity test
+  lists these four). Inside ``[ ]``, libyaml reads an item opening with ``?`` or ``:`` (``[?x]``, ``[:x]``)
+  or ending with ``:`` as YAML 1.1 does (a mapping, or an error), where yaml-rs read text. Some texts yaml-rs
+  refused or failed on now read (a quoted text going on at the list's own indentation, a mapping key inside a
+  mapping key that a repeated key replaces).
+
+``load`` first tries ``load_simple``, a reader for the frontmatter almost every note has (``key: value``
+lines, ``[a, b]`` lists and ``- item`` lists of plain or simply quoted values, template placeholders): the C
+parser's events, built into values in Python, cost about four times what yaml-rs took; the simple reader keeps
+the index's speed (docs/benchmarks.md). Anything else it declines, and ``load_full`` reads it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import math
+import re
+from typing import Any
+
+MAX_ALIAS_REPLAYS = 10_000  # values built again through aliases; frontmatter never comes near
+MAX_DEPTH = 256  # lists and mappings inside each other (yaml-rs's bound too); what reads the result recurses
+
+_CORE = "tag:yaml.org,2002:"
+
+_NULLS = frozenset(("", "~", "null", "Null", "NULL"))
+_TRUE = frozenset(("true", "True", "TRUE"))
+_FALSE = frozenset(("false", "False", "FALSE"))
+_INF = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}
+_NUMERIC_START = frozenset("0123456789+-._")
+
+_DEC = re.compile(r"[-+]?[0-9_]*[0-9][0-9_]*")
+_BASED = re.compile(r"([-+]?)0(?:([xX])[0-9a-fA-F_]*|([oO])[0-7_]*|([bB])[01_]*)")
+_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_DATETIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt \t]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]+))?)?"
+    r"(?:[ \t]?(Z|([-+])([0-9]{1,2})(?::([0-9]{2}))?))?"
+)
+
+
+class YamlError(ValueError):
+    """The text is not YAML kms can read: ``problem`` says why, ``line`` (1-based) where, when known."""
+
+    def __init__(self, problem: str, line: int | None = None) -> None:
+        super().__init__(problem if line is None else f"{problem} (line {line})")
+        self.problem = problem
+        self.line = line
+
+
+class TooManyAliases(YamlError):
+    """Aliases that expand past ``MAX_ALIAS_REPLAYS`` values: a "billion laughs", never a real note."""
+
+
+class ComplexKey(YamlError):
+    """A mapping or list used as a key: valid YAML, but no note means it (``date: {{date}}``, a template)."""
+
+    def __init__(self) -> None:
+        super().__init__("a mapping used as a key")
+
+
+def _int(text: str) -> int | None:
+    if _DEC.fullmatch(text):
+        return int(text.replace("_", ""))
+    m = _BASED.fullmatch(text)
+    if m is None:
+        return None
+    digits = text[len(m.group(1)) + 2 :].replace("_", "")
+    if not digits:
+        return None
+    value = int(digits, 16 if m.group(2) else 8 if m.group(3) else 2)
+    return -value if m.group(1) == "-" else value
+
+
+def _float(text: str) -> float | None:
+    lower = text.lower()
+    if lower in _INF:
+        return _INF[lower]
+    if lower == ".nan":
+        return math.nan
+    bare = text.replace("_", "")
+    if bare[:1] in ("+", "-") and text[0] != bare[0]:  # ``_-1``: the sign comes first or the text is no number
+        return None
+    return float(bare) if _FLOAT.fullmatch(bare) else None
+
+
+def _timestamp(text: str) -> _dt.date | None:
+    m = _DATE.fullmatch(text)
+    try:
+        if m is not None:
+            return _dt.date(int(m[1]), int(m[2]), int(m[3]))
+        m = _DATETIME.fullmatch(text)
+        if m is None:
+            return None
+        tz: _dt.tzinfo | None = None
+        if m[8] == "Z":
+            tz = _dt.UTC
+        elif m[8]:
+            hours, minutes = int(m[10]), int(m[11] or 0)
+            if hours > 23 or minutes > 59:
+                return None
+            offset = _dt.timedelta(hours=hours, minutes=minutes)
+            tz = _dt.timezone(-offset if m[9] == "-" else offset)
+        micro = int(m[7][:6].ljust(6, "0")) if m[7] else 0
+        return _dt.datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6] or 0), micro, tz)
+    except ValueError:  # not a calendar date or time (2023-02-29, 24:00): text
+        return None
+
+
+_WORDS: dict[str, Any] = {**dict.fromkeys(_NULLS), **dict.fromkeys(_TRUE, True), **dict.fromkeys(_FALSE, False)}
+_MISS = object()
+_NUMBERS: dict[str, Any] = {}  # what numeric-looking texts resolved to: frontmatter repeats its dates and numbers
+_NUMBERS_MAX = 4096  # entries (each text at most 40 characters): then it starts again
+
+
+def resolve_plain(text: str) -> Any:
+    """What an untagged, unquoted scalar means (the module docstring lists the forms)."""
+    word = _WORDS.get(text, _MISS)
+    if word is not _MISS:
+        return word
+    if text[0] not in _NUMERIC_START:
+        return text
+    known = _NUMBERS.get(text, _MISS)
+    if known is not _MISS:
+        return known
+    number: Any = _int(text)
+    if number is None:
+        number = _float(text)
+    if number is None and len(text) >= 10:
+        number = _timestamp(text)
+    value = text if number is None else number
+    if len(text) <= 40:
+        if len(_NUMBERS) >= _NUMBERS_MAX:
+            _NUMBERS.clear()
+        _NUMBERS[text] = value
+    return value
+
+
+def tagged_scalar(tag: str, text: str) -> Any:
+    """A scalar under an explicit tag: the core ones must fit it (``!!int x`` is an error), others read as text."""
+    if not tag.startswith(_CORE):
+        return text
+    name = tag[len(_CORE) :]
+    value: Any
+    if name == "int":
+        value = _int(text)
+    elif name == "float":
+        value = _float(text)
+        if value is None:
+            whole = _int(text)
+            value = None if whole is None else float(whole)
+    elif name == "bool":
+        value = True if text in _TRUE else False if text in _FALSE else None
+    elif name == "null":
+        if text in _NULLS:
+            return None
+        value = None
+    elif name == "binary":  # kept as its text: a note's property is never bytes
+        return text
+    else:
+        raise YamlError(f"Invalid tag: '!!{name}'")
+    if value is None:
+        raise YamlError(f"Invalid value '{text}' for '!!{name}' tag")
+    return value
+
+
+def load_full(text: str) -> Any:
+    """The whole YAML reader (``load`` tries the simple one first); raises ``YamlError``."""
+    from server.vault.yaml12_full import load_events  # deferred: PyYAML only for what the simple reader declines
+
+    return load_events(text)
+
+
+# ----- the simple reader ------------------------------------------------------------------------------------
+
+# A line of simple frontmatter: ``key: value``, ``key:`` (a list follows, or nothing), ``- item`` or blank. The
+# values hold only characters every YAML reader takes as they are: no tab, CR, control character, BOM or
+# Unicode line separator (``load_full`` reads those, and tells what is wrong).
+_CHAR = "[\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+_FIRST = "[\x21-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"  # not a space
+# Characters outside these go to ``load_full``: tab, CR, control characters, BOM, Unicode line separators.
+_NOT_SIMPLE_ASCII = re.compile("[^\n\x20-\x7e]")
+_NOT_SIMPLE_TEXT = "[^\n\x20-\x7e\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+
+
+@functools.cache
+def _not_simple() -> re.Pattern[str]:
+    """Compiled at the first non-ASCII frontmatter: its ranges take ~4 ms to compile, at every start."""
+    return re.compile(_NOT_SIMPLE_TEXT)
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?: [A-Za-z0-9_-]+)*")
+_TEXT_KEYS: set[str] = set()  # keys seen to be simple text (notes share their keys): no regex for them again
+_TEXT_KEYS_MAX = 4096
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+# An item of a ``[a, "b", 'c']`` list and its comma: quoted without escapes, or plain without quotes or brackets.
+_FLOW_ITEM = re.compile(r" *(?:\"([^\"\\]*)\"|'([^']*)'|([^ ,\[\]{}\"'][^,\[\]{}\"']*?)) *(?:,|$)")
+_DIGIT_OR_DOT = frozenset("0123456789.")
+_DATES = (_dt.date, _dt.datetime)
+_DECLINED = object()
+_PLACEHOLDER = re.compile(r"\{\{ *[A-Za-z0-9_-]+ *\}\}")  # ``{{date}}``: a mapping keyed by a mapping
+_PLACEHELD = object()
+
+
+def _simple_plain(text: str) -> bool:
+    """A plain scalar that means the same wherever it stands: no indicator first (``-5`` is a number, not an
+    item), no ``: `` or `` #`` in it, no ``:`` last."""
+    first = text[0]
+    if first in _INDICATORS and not (first == "-" and len(text) > 1 and text[1] in _DIGIT_OR_DOT):
+        return False
+    return not (": " in text or " #" in text or text[-1] == ":")
+
+
+def _as_text(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, _dt.date) else value
+
+
+def _quoted(text: str) -> Any:
+    """``"text"`` or ``'text'`` with no escape and no quote inside: its text, else ``_DECLINED``."""
+    quote = text[0]
+    body = text[1:-1]
+    if len(text) < 2 or text[-1] != quote or quote in body or (quote == '"' and "\\" in body):
+        return _DECLINED
+    return body
+
+
+def _plain_item(item: str, dates_as_text: bool) -> Any:
+    """An item of a ``[ ]`` list: ``_simple_plain`` and ``resolve_plain``, inline (every tag list goes here)."""
+    if not item:
+        return _DECLINED
+    first = item[0]
+    if first in _INDICATORS and not (first == "-" and len(item) > 1 and item[1] in _DIGIT_OR_DOT):
+        return _DECLINED
+    if ": " in item or " #" in item or item[-1] == ":":
+        return _DECLINED
+    value = _WORDS.get(item, _MISS)
+    if value is _MISS:
+        if first not in _NUMERIC_START:
+            return item
+        value = resolve_plain(item)
+    return value.isoformat() if dates_as_text and value.__class__ in _DATES else value
+
+
+def _indicated(text: str, flow_list: bool, dates_as_text: bool) -> Any:
+    """A value that starts with an indicator: a simply quoted text, a number like ``-5``, (where ``flow_list``)
+    a ``[a, "b"]`` list of plain or simply quoted values; anything else is ``_DECLINED``."""
+    first = text[0]
+    if first == '"' or first == "'":
+        return _quoted(text)
+    if first == "-" and _simple_plain(text):
+        return resolve_plain(text)
+    if first == "{" and _PLACEHOLDER.fullmatch(text):
+        return _PLACEHELD
+    if not (flow_list and first == "[" and text[-1] == "]"):
+        return _DECLINED
+    inner = text[1:-1]
+    if not inner.strip(" "):
+        return []
+    items = []
+    if not ('"' in inner or "'" in inner or "[" in inner or "]" in inner or "{" in inner or "}" in inner):
+        # ``[a, b]``: no item quoted, none a collection, so the commas split it
+        parts = inner.split(",")
+        if not parts[-1].strip(" "):  # ``[a, b,]``: a trailing comma ends the list
+            parts.pop()
+        for part in parts:
+            value = _plain_item(part.strip(" "), dates_as_text)
+            if value is _DECLINED:
+                return _DECLINED
+            items.append(value)
+        return items
+    at = 0
+    for m in _FLOW_ITEM.finditer(inner):
+        if m.start() != at:  # something between two items that is neither an item nor a comma
+            return _DECLINED
+        at = m.end()
+        plain = m.group(3)
+        if plain is None:
+            items.append(m.group(1) if m.group(1) is not None else m.group(2))
+            continue
+        value = _plain_item(plain, dates_as_text)
+        if value is _DECLINED:
+            return _DECLINED
+        items.append(value)
+    return items if at == len(inner) else _DECLINED
+
+
+def _text_key(key: str) -> bool:
+    """``title``, ``due date``: a key that is text as it stands (not ``true``, ``null``, ``_1``, ``a.b``)."""
+    if key in _TEXT_KEYS:
+        return True
+    if not _KEY.fullmatch(key) or resolve_plain(key).__class__ is not str:
+        return False
+    if len(_TEXT_KEYS) >= _TEXT_KEYS_MAX:
+        _TEXT_KEYS.clear()
+    _TEXT_KEYS.add(key)
+    return True
+
+
+def load_simple(text: str, dates_as_text: bool = False) -> dict[str, Any] | None:
+    """The mapping when ``text`` is simple frontmatter, else None: ``load_full`` reads it. Simple: every line is
+    ``key: value``, ``key:`` (then ``- item`` lines, or nothing), ``- item`` or blank, each value a plain or
+    simply quoted scalar, or a ``[a, b]`` list of plain ones. ``dates_as_text``: dates as ISO text (frontmatter's
+    JSON form). Raises ``ComplexKey`` for a simple frontmatter with a template placeholder (``date: {{date}}``),
+    as ``load_full`` does: templates are many notes in a vault. Written inline, one pass: this is every note's
+    frontmatter at index time (bench/bench_yaml.py)."""
+    if (_NOT_SIMPLE_ASCII if text.isascii() else _not_simple()).search(text) is not None:
+        return None
+    out: dict[str, Any] = {}
+    items: list[Any] | None = None  # the list the ``- item`` lines under an empty ``key:`` build
+    key = ""
+    indent = -1
+    placeheld: set[str] = set()  # the keys whose value holds a ``{{placeholder}}`` (a repeated key replaces it)
+    text_keys, words, numeric = _TEXT_KEYS, _WORDS, _NUMERIC_START
+    for line in text.split("\n"):
+        if not line:
+            continue
+        first = line[0]
+        if first == " " or first == "-":
+            raw = line.lstrip(" ")
+            if not raw:
+                continue
+            if raw[:2] != "- " or items is None:  # ``a: x`` then ``  - y``: a plain text going on, not a list
+                return None
+            if indent == -1:
+                indent = len(line) - len(raw)
+                out[key] = items
+            elif len(line) - len(raw) != indent:
+                return None
+            raw = raw[2:].strip(" ")
+            if not raw:
+                return None
+        else:
+            key, colon, rest = line.partition(":")
+            if not colon or (key not in text_keys and not _text_key(key)):
+                return None
+            raw = rest.strip(" ")
+            if not raw:
+                out[key], items, indent = None, [], -1
+                placeheld.discard(key)
+                continue
+            if rest[0] != " ":  # ``a:b`` is one text, not a key and a value
+                return None
+            items = None
+        if raw[0] in _INDICATORS:
+            value = _indicated(raw, items is None, dates_as_text)
+            if value is _DECLINED:
+                return None
+            if value is _PLACEHELD:
+                placeheld.add(key)
+        else:
+            if ": " in raw or " #" in raw or raw[-1] == ":":
+                return None
+            value = words.get(raw, _MISS)
+            if value is _MISS:
+                value = raw if raw[0] not in numeric else resolve_plain(raw)
+        if dates_as_text and value.__class__ in _DATES:
+            value = value.isoformat()
+        if items is None:
+            out[key] = value
+            if value is not _PLACEHELD:
+                placeheld.discard(key)
+        else:
+            items.append(value)
+    if placeheld:
+        raise ComplexKey
+    return out or None  # blank: no document, not an empty mapping (``load_full`` says so)
+
+
+def load(text: str) -> Any:
+    """What a YAML text holds (YAML 1.2 core, as the module docstring says); raises ``YamlError``."""
+    simple = load_simple(text)
+    return simple if simple is not None else load_full(text)
