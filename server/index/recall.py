@@ -219,8 +219,8 @@ def recall(
     project: str | None = None,
 ) -> dict[str, Any]:
     """The bundle for ``topic``: ``items`` (decisions, the other notes, then the session notes that touched
-    it; each group best first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the search's ``mode``
-    (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's ``SemanticIndex`` (None:
+    it; each group best first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the
+    search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's ``SemanticIndex`` (None:
     keywords only). ``kind``: only ``decision``, ``session`` or ``note`` items; ``project``: the session's
     (its decisions and sessions rank first)."""
     if kind is not None and kind not in KINDS:
