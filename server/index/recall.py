@@ -220,9 +220,9 @@ def recall(
 ) -> dict[str, Any]:
     """The bundle for ``topic``: ``items`` (decisions, the other notes, then the session notes that touched
     it; each group best first), ``usedTokens`` <= ``budget``, ``omitted`` (items that did not fit), and the
-    search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's ``SemanticIndex`` (None:
-    keywords only). ``kind``: only ``decision``, ``session`` or ``note`` items; ``project``: the session's
-    (its decisions and sessions rank first)."""
+    search's ``mode`` (``hybrid``, or ``keyword-only`` with a ``reason``). ``index``: the process's
+    ``SemanticIndex`` (None: keywords only). ``kind``: only ``decision``, ``session`` or ``note`` items;
+    ``project``: the session's (its decisions and sessions rank first)."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
     budget = max(MIN_BUDGET, min(int(budget), MAX_BUDGET))
