@@ -43,12 +43,28 @@ def status_text(status: str, reverted: bool = False, overwritten: bool = False) 
     return Text(f"{symbol} {word}", style=style)
 
 
-SHORT_TOOLS = {"kms_update_properties": "props", "kms_insert_at": "insert"}
+TOOL_CELLS = 7  # the feed's tool column: every name whole (a cut one read `restor`)
+SHORT_TOOLS = {
+    "kms_update_properties": "props",
+    "kms_insert_at": "insert",
+    "kms_create_many": "many",
+    "kms_remember": "memory",
+    "kms_move_folder": "mv-dir",
+    "kms_rename_folder": "rn-dir",
+    "kms_semantic_search": "meaning",
+    "kms_list_properties": "props?",
+    "kms_list_recent": "recent",
+    "kms_list_tags": "tags",
+    "kms_list_folder": "folder",
+    "kms_get_backlinks": "links",
+    "kms_inventory": "invent",
+    "session-note": "session",  # kms's own capture of a session note
+}
 
 
 def short_tool(tool: str) -> str:
-    """``kms_append`` -> ``append``, ``kms_update_properties`` -> ``props``: six cells at most."""
-    return SHORT_TOOLS.get(tool, tool.removeprefix("kms_"))[:6]
+    """``kms_append`` -> ``append``, ``kms_update_properties`` -> ``props``: whole in ``TOOL_CELLS`` cells."""
+    return SHORT_TOOLS.get(tool, tool.removeprefix("kms_"))
 
 
 def bar(count: int, limit: int | None, width: int = 5) -> str:

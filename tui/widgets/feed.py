@@ -43,7 +43,14 @@ def row_order(r: dict[str, Any]) -> tuple[float, int, int]:
 
 def column_widths(table_width: int) -> dict[str, int]:
     """Fixed widths (so new rows never make the table scroll sideways); the note gets the rest."""
-    widths = {"id": 5, "time": 11, "session": 13 if table_width >= NARROW else 9, "tool": 6, "status": 10, "lines": 4}
+    widths = {
+        "id": 5,
+        "time": 11,
+        "session": 13 if table_width >= NARROW else 9,
+        "tool": fmt.TOOL_CELLS,
+        "status": 10,
+        "lines": 4,
+    }
     spare = table_width - sum(widths.values()) - 2 * (len(widths) + 1) - 2  # cell padding, scrollbar
     widths["note"] = max(NOTE_MIN, min(NOTE_MAX, spare))
     return widths
