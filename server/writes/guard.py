@@ -14,7 +14,8 @@
 
 A slot is given back when the call did not change a file, so the limits count writes. A call carrying an
 ``idempotencyKey`` its session already used for a successful call is answered from that call's row after
-steps 1-2, and writes nothing (``server.activity.idempotency``).
+steps 1-2, and writes nothing (``server.activity.idempotency``); a keyed call's file changes are journaled so
+that no crash leaves one landed but unrecorded, to be written again by the retry (``server.writes.once``).
 
 Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
 once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
@@ -374,6 +375,7 @@ class WriteService:
     ) -> dict[str, Any]:
         """Steps 1-5 for one call (``pending``: a call the person approved, to apply exactly as ``expected``)."""
         conn = self.conn()
+        self.recover_units()  # first: a retry is answered from, or applied on, what a dead writer left finished
         if pending is None and (replayed := self._replay(conn, tool, arguments)) is not None:
             return replayed
         limits = self.session.limits
@@ -385,12 +387,12 @@ class WriteService:
             ),
             staging=expected,
         )
+        ctx.at_most_once = isinstance(arguments.get(idempotency.KEY_FIELD), str)  # journaled: ``server.writes.once``
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
         with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
             unrecorded.replay(conn)
-        self.recover_units()
         try:
             with undone_unless_recorded(ctx), contextlib.ExitStack() as group:
                 try:

@@ -65,13 +65,15 @@ def journal_dir(lock_dir: Path) -> Path:
 @dataclass(frozen=True)
 class Entry:
     """One note of a unit: its real path, the bytes kms read and the bytes it writes (at ``dest`` when it
-    moves; none when it is ``deleted``: the revert of a note kms created)."""
+    moves; none when it is ``deleted``: the revert of a note kms created; ``created``: a new note, no old
+    bytes, undone by removing it)."""
 
     path: str
     old: bytes
     new: bytes
     dest: str | None = None
     deleted: bool = False
+    created: bool = False
 
 
 class UnitJournal:
@@ -128,7 +130,7 @@ class UnitJournal:
 
 def _encode(token: str, entries: list[Entry]) -> bytes:
     header = json.dumps(
-        {"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted] for e in entries]},
+        {"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted, e.created] for e in entries]},
         ensure_ascii=False,
     ).encode("utf-8")
     parts = [MAGIC, len(header).to_bytes(8, "big"), header]
@@ -149,8 +151,9 @@ def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
     header = json.loads(body[at + 8 : at + 8 + size])
     at += 8 + size
     entries = []
-    for path, n_old, n_new, dest, deleted in header["files"]:
-        entries.append(Entry(path, body[at : at + n_old], body[at + n_old : at + n_old + n_new], dest, deleted))
+    for path, n_old, n_new, dest, deleted, *created in header["files"]:  # (a journal of 0.x: no ``created``)
+        old, new = body[at : at + n_old], body[at + n_old : at + n_old + n_new]
+        entries.append(Entry(path, old, new, dest, deleted, bool(created and created[0])))
         at += n_old + n_new
     return str(header["token"]), entries
 
@@ -261,7 +264,10 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: fr
 
 def undo(entry: Entry) -> bool:
     """Put the old bytes back where the note holds kms's new bytes or a torn mix (a moved note back at
-    its path, a deleted one made again); False where a person saved it since (left as it is)."""
+    its path, a deleted one made again, a created one removed); False where a person saved it since (left as
+    it is)."""
+    if entry.created:
+        return _undo_create(entry)
     if entry.dest is not None or entry.deleted:
         return _undo_move(entry)
     try:
@@ -279,6 +285,18 @@ def undo(entry: Entry) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _undo_create(entry: Entry) -> bool:
+    """A note kms created goes while it holds exactly kms's bytes (it is made whole, by a rename)."""
+    try:
+        with open(entry.path, "rb") as fh:
+            if fh.read() != entry.new:
+                return False  # a person wrote into it since: theirs now
+    except FileNotFoundError:
+        return True  # never made
+    os.unlink(entry.path)
+    return True
 
 
 def _undo_move(entry: Entry) -> bool:
