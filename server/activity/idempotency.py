@@ -29,6 +29,12 @@ def digest(tool: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps([tool, args], sort_keys=True, default=str).encode()).hexdigest()
 
 
+def call_id(session_id: str, key: str) -> str:
+    """A keyed call's name in its write's journal (``server.writes.once``): its session and key, hashed (the
+    journal, a file beside the database, never holds an agent's key as sent)."""
+    return hashlib.sha256(f"{session_id}\0{key}".encode()).hexdigest()
+
+
 def answer_json(tool: str, arguments: Mapping[str, Any], result: Mapping[str, Any]) -> str:
     """The ``answer`` column of a keyed call's row."""
     return json.dumps({"digest": digest(tool, arguments), "result": result}, default=str)

@@ -387,7 +387,8 @@ class WriteService:
             ),
             staging=expected,
         )
-        ctx.at_most_once = isinstance(arguments.get(idempotency.KEY_FIELD), str)  # journaled: ``server.writes.once``
+        if isinstance(key := arguments.get(idempotency.KEY_FIELD), str):  # journaled: ``server.writes.once``
+            ctx.once_call = idempotency.call_id(self.session_id, key)
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None

@@ -49,6 +49,7 @@ from server.vault.files import (
 )
 from server.vault.paths import is_within, locate_notes
 from server.vault.registry import Vault
+from server.writes import once
 from server.writes.context import WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.staging import Capture
@@ -252,7 +253,7 @@ def apply_plans(
             for i, prep in enumerate(prepared)
             if _in_place(prep) or prep.plan.delete or i in dests
         ]
-        journal = UnitJournal.begin(journal_dir(lock_dir), entries) if entries else None
+        journal = UnitJournal.begin(journal_dir(lock_dir), entries, once.call_of(ctx)) if entries else None
         if journal is not None:
             crash_point("write.journaled")
         done: list[tuple[_Prepared, Path | None]] = []

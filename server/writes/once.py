@@ -29,8 +29,9 @@ nothing was written. Completing it instead would need the index, the change reco
 answer rebuilt outside the call that computed them.
 
 A note a person saved between the crash and the recovery is never written over: its journal is kept
-(``*.kept``, named by ``kms doctor``) and the retry may then apply the call again; that needs a person's
-save in the seconds a crashed process takes to restart, and the person sees both.
+(``*.kept``, named by ``kms doctor``). The journal names its call (``idempotency.call_id``: session and
+key, hashed), so a retry of a call whose journal was kept is refused (``conflict``, ``call_of``): whether
+it landed is unknown, and applying it again could write it twice.
 
 Calls without a key keep the cheaper path (no journal, no extra flush): their agent cannot retry safely
 anyway, so a crash's window costs them at most an unrecorded change, as before.
@@ -40,18 +41,33 @@ from __future__ import annotations
 
 import contextlib
 
+from server.errors import KmsError
 from server.store.db import after_commit, at_group_end, write_tx
 from server.writes.context import WriteContext
 from server.writes.crash_points import crash_point
-from server.writes.unit_journal import Entry, UnitJournal, journal_dir
+from server.writes.unit_journal import Entry, UnitJournal, journal_dir, kept_calls
+
+
+def call_of(ctx: WriteContext) -> str | None:
+    """The keyed call a journal is for (None: not a keyed call); ``conflict`` when an earlier try of the same
+    call was cut short by a crash and its journal had to be kept (a person saved one of its notes before
+    kms could take it back): whether it landed is unknown, so it is not applied again."""
+    if ctx.once_call is not None and ctx.once_call in kept_calls(ctx.lock_dir):
+        raise KmsError(
+            "conflict",
+            "an earlier try of this call (same idempotencyKey) was cut short by a crash, and its note was "
+            "saved by someone else since: kms cannot tell whether it landed, so it is not applied again. "
+            "Read the note; if your change is not there, call again with a new idempotencyKey",
+        )
+    return ctx.once_call
 
 
 def begin(ctx: WriteContext, entries: list[Entry]) -> UnitJournal | None:
-    """For a keyed call (``ctx.at_most_once``), the journal of the files it is about to change, durable
-    before the first of them changes; None for any other call (nothing to do)."""
-    if not ctx.at_most_once or ctx.capture is not None:
+    """For a keyed call (``ctx.once_call``), the journal of the files it is about to change, durable before
+    the first of them changes; None for any other call (nothing to do)."""
+    if ctx.once_call is None or ctx.capture is not None:
         return None
-    journal = UnitJournal.begin(journal_dir(ctx.lock_dir), entries)
+    journal = UnitJournal.begin(journal_dir(ctx.lock_dir), entries, call_of(ctx))
     at_group_end(ctx.conn, journal.release)  # (ended at the commit; else left for ``unit_journal.recover``)
     crash_point("write.journaled")
     return journal
@@ -66,7 +82,7 @@ def forget(journal: UnitJournal | None) -> None:
 def hold_until_recorded(ctx: WriteContext, locks: contextlib.ExitStack) -> None:
     """A keyed call keeps its notes' locks until its commit: a writer that took one sooner could build on
     bytes a crash then takes back. Any other call lets them go now, as before."""
-    if ctx.at_most_once:
+    if ctx.once_call is not None:
         at_group_end(ctx.conn, locks.pop_all().close)
 
 

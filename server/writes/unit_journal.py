@@ -83,7 +83,9 @@ class UnitJournal:
         self.path, self._fd, self.token = path, fd, token
 
     @classmethod
-    def begin(cls, folder: Path, entries: list[Entry]) -> UnitJournal:
+    def begin(cls, folder: Path, entries: list[Entry], call: str | None = None) -> UnitJournal:
+        """Write the journal (``call``: the keyed write call it is for, ``server.writes.once``), flushed, name
+        included, before the first note is touched."""
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(12)
         path, writing = folder / f"{token}{SUFFIX}", folder / f"{token}{WRITING}"
@@ -91,7 +93,7 @@ class UnitJournal:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while this writer lives: ``recover`` leaves it alone
-            data = _encode(token, entries)
+            data = _encode(token, entries, call)
             with memoryview(data) as view:
                 done = 0
                 while done < len(view):
@@ -128,11 +130,9 @@ class UnitJournal:
             os.close(fd)
 
 
-def _encode(token: str, entries: list[Entry]) -> bytes:
-    header = json.dumps(
-        {"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted, e.created] for e in entries]},
-        ensure_ascii=False,
-    ).encode("utf-8")
+def _encode(token: str, entries: list[Entry], call: str | None = None) -> bytes:
+    files = [[e.path, len(e.old), len(e.new), e.dest, e.deleted, e.created] for e in entries]
+    header = json.dumps({"token": token, "files": files, "call": call}, ensure_ascii=False).encode("utf-8")
     parts = [MAGIC, len(header).to_bytes(8, "big"), header]
     for e in entries:
         parts += [e.old, e.new]
@@ -140,16 +140,23 @@ def _encode(token: str, entries: list[Entry]) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
-    """The token and entries, or None for a journal cut short (its writer died writing it: no note was
-    touched yet) or not kms's."""
+def _header(data: bytes) -> tuple[dict[str, Any], bytes, int] | None:
+    """The header, the body and where the files' bytes start; None for a journal cut short (its writer died
+    writing it: no note was touched yet) or not kms's."""
     body, digest = data[:-32], data[-32:]
     if not body.startswith(MAGIC) or hashlib.sha256(body).digest() != digest:
         return None
     at = len(MAGIC)
     size = int.from_bytes(body[at : at + 8], "big")
-    header = json.loads(body[at + 8 : at + 8 + size])
-    at += 8 + size
+    return json.loads(body[at + 8 : at + 8 + size]), body, at + 8 + size
+
+
+def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
+    """The token and entries, or None for a journal cut short or not kms's (``_header``)."""
+    parsed = _header(data)
+    if parsed is None:
+        return None
+    header, body, at = parsed
     entries = []
     for path, n_old, n_new, dest, deleted, *created in header["files"]:  # (a journal of 0.x: no ``created``)
         old, new = body[at : at + n_old], body[at + n_old : at + n_old + n_new]
@@ -174,6 +181,17 @@ def kept(lock_dir: Path) -> list[dict[str, Any]]:
     for path in sorted(folder.glob(f"*{KEPT}")) if folder.is_dir() else []:
         parsed = _decode(path.read_bytes())
         out.append({"journal": str(path), "notes": [e.dest or e.path for e in parsed[1]] if parsed else []})
+    return out
+
+
+def kept_calls(lock_dir: Path) -> set[str]:
+    """The keyed write calls (``server.writes.once``) whose journal ``recover`` had to keep: whether they
+    landed is unknown, so their retries are refused. One listing when there is none (the common case)."""
+    out = set()
+    for path in _journals(journal_dir(lock_dir), (KEPT,)):
+        parsed = _header(path.read_bytes())
+        if parsed is not None and isinstance(call := parsed[0].get("call"), str):
+            out.add(call)
     return out
 
 

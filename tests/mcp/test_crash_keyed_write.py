@@ -162,3 +162,32 @@ def test_a_keyed_write_lands_once_whenever_its_service_dies(
     assert len(rows) == 1 and rows[0][1] == "success", rows  # one call, one provenance row
     assert answer["invocationId"] == rows[0][0] and answer["path"] == rows[0][2], (answer, rows)
     assert bool(answer.get("replayed")) == (point == "write.recorded"), answer  # recorded: answered from its row
+
+
+def test_a_retry_is_refused_when_a_person_saved_the_note_before_kms_could_take_the_crashed_write_back(
+    tmp_path: Path, conn: apsw.Connection, db_path: Path
+) -> None:
+    """The append landed, the service died, the person saved the note (kms's text in it) before the next
+    service started: kms keeps the journal (never writes over the person's save) and cannot tell whether
+    the call landed, so the retry is refused, and nothing is written twice. A new key writes again."""
+    (tmp_path / "config.toml").write_text("[agent]\nwrite = true\nedit = true\n")
+    root = make_vault(tmp_path / "v", FILES)
+    index(conn, root)
+    _agent, secret = tokens.create(conn, label="agent", scopes=Scopes.parse("tier:edit"))
+    args = {**CASES["kms_append"], "idempotencyKey": "once-kept"}
+    with serving(db_path, crash_at="write.landed") as (proc, url):
+        with pytest.raises(Exception):  # noqa: B017 - the connection dies with the service
+            anyio.run(call, url, secret, "kms_append", args)
+        assert proc.wait(20) == -signal.SIGKILL
+    note = root / "drafts" / "Draft.md"
+    note.write_text(note.read_text() + "the person's line\n")
+    with serving(db_path) as (_proc, url):
+        refused = anyio.run(call, url, secret, "kms_append", args)
+        assert refused["_error"] and refused["error"] == "conflict" and "idempotencyKey" in refused["message"]
+        assert anyio.run(call, url, secret, "kms_append", args)["error"] == "conflict"  # every retry
+        text = note.read_text()
+        assert text.count("APPENDED ONCE") == 1 and text.endswith("the person's line\n"), text
+        assert [j for j in journals(db_path) if j.endswith(".kept")], journals(db_path)  # for `kms doctor`
+        fresh = anyio.run(call, url, secret, "kms_append", {**args, "idempotencyKey": "a-new-key"})
+        assert not fresh["_error"], fresh
+    assert note.read_text().count("APPENDED ONCE") == 2
