@@ -6,6 +6,8 @@ successful call keeps the key and its answer on its provenance row (m023). A lat
 session with that key is answered from the row (``replayed`` true, the first call's ``invocationId``)
 and writes nothing; the same key with another tool or other arguments is ``invalid-input``. A call that
 failed keeps no answer, so its retry runs. Keys are per session: another session's key is its own.
+The answer row is committed with the call's file changes' journal token, so a process that dies between
+the file change and the row leaves nothing for a retry to write twice (``server.writes.once``).
 """
 
 from __future__ import annotations

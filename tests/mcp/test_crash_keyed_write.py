@@ -102,7 +102,7 @@ def vault_texts(root: Path) -> dict[str, str]:
 
 def index_matches(conn: apsw.Connection, root: Path) -> bool:
     files = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*.md")}
-    return dict(conn.execute("SELECT path, content_hash FROM notes").fetchall()) == files
+    return {str(path): digest for path, digest in conn.execute("SELECT path, content_hash FROM notes")} == files
 
 
 def journals(db_path: Path) -> list[str]:
