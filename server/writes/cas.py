@@ -230,15 +230,16 @@ def write_note(
             ctx.check_approved(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
             if new_raw == raw:
                 break
+            intent = once.start(ctx, [Entry(str(real), raw, new_raw)])  # a keyed call's journal, flushed...
             try:
-                with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
+                with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # ...as this is, in the background...
                     written = record_of_bytes(
                         note.path,
                         pending.mtime_ns,
                         new_raw,  # ...while it is parsed
                         dialect=vault.rules,
                     )
-                    journal = once.begin(ctx, [Entry(str(real), raw, new_raw)])
+                    journal = intent.wait()
                     committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
                     if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
                         if sha256_hex(_read(real, note)) != before:
@@ -252,6 +253,8 @@ def write_note(
                     write_stamp(lock_fd, pending.stamp)
             except OSError as e:
                 raise write_failure(e, note.path) from None
+            finally:
+                intent.drop_unless_waited()
             break
         else:
             raise KmsError(

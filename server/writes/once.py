@@ -40,12 +40,17 @@ anyway, so a crash's window costs them at most an unrecorded change, as before.
 from __future__ import annotations
 
 import contextlib
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from server.errors import KmsError
 from server.store.db import after_commit, at_group_end, write_tx
 from server.writes.context import WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, kept_calls
+
+_io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-once")  # journals written and removed
 
 
 def call_of(ctx: WriteContext) -> str | None:
@@ -62,15 +67,45 @@ def call_of(ctx: WriteContext) -> str | None:
     return ctx.once_call
 
 
-def begin(ctx: WriteContext, entries: list[Entry]) -> UnitJournal | None:
-    """For a keyed call (``ctx.once_call``), the journal of the files it is about to change, durable before
-    the first of them changes; None for any other call (nothing to do)."""
+class Intent:
+    """A keyed call's journal being written and flushed on an I/O thread (``start``) while the note's own new
+    file is flushed on another: the two flushes overlap. ``wait`` before the note changes."""
+
+    def __init__(self, ctx: WriteContext, future: Future[UnitJournal] | None) -> None:
+        self.ctx, self.future = ctx, future
+        self.journal: UnitJournal | None = None
+        self.waited = future is None
+
+    def wait(self) -> UnitJournal | None:
+        """The journal, durable (None for a call with no key): from here the note may change."""
+        if not self.waited:
+            self.waited = True
+            assert self.future is not None
+            self.journal = journal = self.future.result()
+            at_group_end(self.ctx.conn, journal.release)  # (ended at the commit, else ``recover``'s)
+            crash_point("write.journaled")
+        return self.journal
+
+    def drop_unless_waited(self) -> None:
+        """The call failed before ``wait``, so before the note changed: its journal goes (if it was made)."""
+        if not self.waited:
+            self.waited = True
+            assert self.future is not None
+            with contextlib.suppress(Exception):  # (failed to make it: nothing to drop)
+                self.future.result().end()
+
+
+def start(ctx: WriteContext, entries: list[Entry]) -> Intent:
+    """For a keyed call (``ctx.once_call``), start the journal of the files it is about to change (``Intent``);
+    for any other call an intent with nothing to do."""
     if ctx.once_call is None or ctx.capture is not None:
-        return None
-    journal = UnitJournal.begin(journal_dir(ctx.lock_dir), entries, call_of(ctx))
-    at_group_end(ctx.conn, journal.release)  # (ended at the commit; else left for ``unit_journal.recover``)
-    crash_point("write.journaled")
-    return journal
+        return Intent(ctx, None)
+    return Intent(ctx, _io.submit(UnitJournal.begin, journal_dir(ctx.lock_dir), entries, call_of(ctx)))
+
+
+def begin(ctx: WriteContext, entries: list[Entry]) -> UnitJournal | None:
+    """``start`` and ``wait`` at once: the journal durable before the first file changes (None: no key)."""
+    return start(ctx, entries).wait()
 
 
 def forget(journal: UnitJournal | None) -> None:
@@ -96,6 +131,13 @@ def recorded(ctx: WriteContext, journal: UnitJournal | None) -> None:
 
     def done() -> None:
         crash_point("write.recorded")
-        journal.end()
+        _io.submit(_remove, journal.path)  # off the answer's path (its descriptor is closed at the group's end)
 
     after_commit(ctx.conn, done)
+
+
+def _remove(path: Path) -> None:
+    """A recorded call's journal goes (a journal left by a death before this is ``recover``'s: its token is
+    committed, so it only deletes it)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
