@@ -33,8 +33,11 @@ A note a person saved between the crash and the recovery is never written over: 
 key, hashed), so a retry of a call whose journal was kept is refused (``conflict``, ``call_of``): whether
 it landed is unknown, and applying it again could write it twice.
 
-Calls without a key keep the cheaper path (no journal, no extra flush): their agent cannot retry safely
-anyway, so a crash's window costs them at most an unrecorded change, as before.
+What it costs: a keyed call writes its journal (a new file: its flush and its folder's) on an I/O thread
+while the note's own new file is flushed, and the journal is removed off the answer's path; on the test
+machine's ext4 that adds about 3 ms to a keyed append (a new file's fsync there is ~3 ms). Calls without a
+key keep the cheaper path (no journal, no extra flush): their agent cannot retry safely anyway, so a
+crash's window costs them at most an unrecorded change, as before.
 """
 
 from __future__ import annotations
