@@ -131,8 +131,11 @@ class UnitJournal:
 
 
 def _encode(token: str, entries: list[Entry], call: str | None = None) -> bytes:
-    files = [[e.path, len(e.old), len(e.new), e.dest, e.deleted, e.created] for e in entries]
-    header = json.dumps({"token": token, "files": files, "call": call}, ensure_ascii=False).encode("utf-8")
+    files = [[e.path, len(e.old), len(e.new), e.dest, e.deleted] for e in entries]
+    created = [i for i, e in enumerate(entries) if e.created]  # (a key of its own: an older kms reads the rest)
+    header = json.dumps({"token": token, "files": files, "created": created, "call": call}, ensure_ascii=False).encode(
+        "utf-8"
+    )
     parts = [MAGIC, len(header).to_bytes(8, "big"), header]
     for e in entries:
         parts += [e.old, e.new]
@@ -158,9 +161,10 @@ def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
         return None
     header, body, at = parsed
     entries = []
-    for path, n_old, n_new, dest, deleted, *created in header["files"]:  # (a journal of 0.x: no ``created``)
+    created = set(header.get("created", ()))  # (none in a journal of an older kms)
+    for i, (path, n_old, n_new, dest, deleted) in enumerate(header["files"]):
         old, new = body[at : at + n_old], body[at + n_old : at + n_old + n_new]
-        entries.append(Entry(path, old, new, dest, deleted, bool(created and created[0])))
+        entries.append(Entry(path, old, new, dest, deleted, i in created))
         at += n_old + n_new
     return str(header["token"]), entries
 

@@ -154,7 +154,7 @@ def test_a_note_a_dead_keyed_call_created_goes_unless_a_person_wrote_into_it(
 def test_a_journal_written_before_creates_were_journaled_is_still_read(
     tmp_path: Path, conn: apsw.Connection, locks: Path
 ) -> None:
-    """A journal of an older kms (five fields per file, no call) left by a crash before an upgrade is undone."""
+    """A journal of an older kms (no ``created``, no call) left by a crash before an upgrade is undone."""
     import hashlib
     import json
 
