@@ -27,6 +27,7 @@ recorded. A writer that takes the lock of a note a dead unit let go finishes tha
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -83,9 +84,10 @@ class UnitJournal:
         self.path, self._fd, self.token = path, fd, token
 
     @classmethod
-    def begin(cls, folder: Path, entries: list[Entry], call: str | None = None) -> UnitJournal:
+    def begin(cls, folder: Path, entries: list[Entry], call: str | None = None, attempt: int = 0) -> UnitJournal:
         """Write the journal (``call``: the keyed write call it is for, ``server.writes.once``), flushed, name
-        included, before the first note is touched."""
+        included, before the first note is touched. Between its creation and its lock a ``recover`` may take
+        it for the half-written journal of a dead writer and remove it: then it is made again."""
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(12)
         path, writing = folder / f"{token}{SUFFIX}", folder / f"{token}{WRITING}"
@@ -93,6 +95,8 @@ class UnitJournal:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while this writer lives: ``recover`` leaves it alone
+                if os.stat(writing).st_ino != os.fstat(fd).st_ino:  # (raises FileNotFoundError when gone)
+                    raise FileNotFoundError(errno.ENOENT, "taken for a dead writer's", str(writing))
             data = _encode(token, entries, call)
             with memoryview(data) as view:
                 done = 0
@@ -101,6 +105,11 @@ class UnitJournal:
             os.fsync(fd)
             os.rename(writing, path)  # ``recover`` only ever sees a whole journal
             fsync_dir(folder)  # its name is durable before the first note is touched
+        except FileNotFoundError:  # a ``recover`` took it for a dead writer's before it was locked: made again
+            os.close(fd)
+            if attempt >= 2:
+                raise
+            return cls.begin(folder, entries, call, attempt + 1)
         except BaseException:
             os.close(fd)
             for name in (writing, path):
@@ -214,7 +223,8 @@ def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> 
             if fd is None:
                 continue
             if path.name.endswith(WRITING):  # its writer died writing it: no note was touched
-                os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):  # (or it was whole and went since)
+                    os.unlink(path)
             else:
                 done += _finish(conn, path, fd, lock_dir, held)
     return done
@@ -273,7 +283,8 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: fr
                 return 0
             if conn.execute("SELECT 1 FROM applied_units WHERE token = ?", (token,)).fetchall():
                 conn.execute("DELETE FROM applied_units WHERE token = ?", (token,))
-                os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):  # (its writer's removal, just now)
+                    os.unlink(path)
                 return 1
             left = [e.path for e in entries if not undo(e)]
             if left:
