@@ -3,7 +3,8 @@
 Measures, for ``kms mcp``:
 - start-up: process start to an answered ``tools/list``, driven by the SDK's own client;
 - ``kms_search`` and ``kms_append`` round trips (p50/p95; the append includes fsync, index update and
-  the provenance record), driven by a lean JSON-lines client (``LeanClient``: write one request line,
+  the provenance record; with an ``idempotencyKey`` too, which adds the write's flushed journal), driven
+  by a lean JSON-lines client (``LeanClient``: write one request line,
   read one response line), so the figures are what the server costs. The same calls through the
   SDK's Python client are shown too: that client validates every result against the tool's output
   schema and adds a few milliseconds of its own per call (Claude Code, a Node client, does not pay them);
@@ -231,6 +232,11 @@ def run(args) -> None:
     def append_args(i: int) -> dict[str, Any]:
         return {"noteId": note_id, "content": f"- bench line {i}"}
 
+    run_id = time.time_ns()
+
+    def keyed_append_args(i: int) -> dict[str, Any]:  # a retry-safe append: journaled (``server.writes.once``)
+        return {**append_args(i), "idempotencyKey": f"bench-{run_id}-{i}"}
+
     path = Path(root) / rel
     original = path.read_bytes()  # the cached vault must not grow run after run: restored below
     try:
@@ -250,6 +256,7 @@ def run(args) -> None:
         r["raw_fts"] = [timed(lambda m=m: raw_fts.execute(raw_sql, (m,)).fetchall()) for m in matches]
         r["search"], r["kms_rss"] = lean_round_trips(kms_cmd, env, "kms_search", search_args, args.calls)
         r["append"], _ = lean_round_trips(kms_cmd, env, "kms_append", append_args, args.calls)
+        r["append_keyed"], _ = lean_round_trips(kms_cmd, env, "kms_append", keyed_append_args, args.calls)
         r["recall"], _ = lean_round_trips(kms_cmd, env, "kms_recall", search_args_as_topic, args.calls)
         r["start"], _ = lean_round_trips(kms_cmd, env, "kms_start", lambda i: {}, args.calls)
         r["folder"], _ = lean_round_trips(kms_cmd, env, "kms_list_folder", folder_args, args.calls)
@@ -314,6 +321,8 @@ def report(args, r: dict[str, Any], walk: float, notes: int) -> None:
             row("  same, lean echo (ms)", "search", "echo", 0, "SDK minimal server"),
             row("kms_append p50 (ms)", "append", "raw_fsync", 0, "", 10),
             row("kms_append p95 (ms)", "append", "raw_fsync", 1, ""),
+            row("kms_append with idempotencyKey p50 (ms)", "append_keyed", "append", 0, "vs. without a key"),
+            row("kms_append with idempotencyKey p95 (ms)", "append_keyed", "append", 1, ""),
             row("kms_recall p50 (ms)", "recall", "raw_fts", 0, "4,000-token bundle, keyword-only (no model here)"),
             row("kms_recall p95 (ms)", "recall", "raw_fts", 1, "", 150),
             row("session-state check per write (ms)", "state_check", "select_1", 0, "", 0.2),

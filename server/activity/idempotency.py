@@ -6,6 +6,8 @@ successful call keeps the key and its answer on its provenance row (m023). A lat
 session with that key is answered from the row (``replayed`` true, the first call's ``invocationId``)
 and writes nothing; the same key with another tool or other arguments is ``invalid-input``. A call that
 failed keeps no answer, so its retry runs. Keys are per session: another session's key is its own.
+The answer row is committed with the call's file changes' journal token, so a process that dies between
+the file change and the row leaves nothing for a retry to write twice (``server.writes.once``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ def digest(tool: str, arguments: Mapping[str, Any]) -> str:
     """What makes two calls the same call: the tool and every argument but the key."""
     args = {k: v for k, v in arguments.items() if k != KEY_FIELD}
     return hashlib.sha256(json.dumps([tool, args], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def call_id(session_id: str, key: str) -> str:
+    """A keyed call's name in its write's journal (``server.writes.once``): its session and key, hashed (the
+    journal, a file beside the database, never holds an agent's key as sent)."""
+    return hashlib.sha256(f"{session_id}\0{key}".encode()).hexdigest()
 
 
 def answer_json(tool: str, arguments: Mapping[str, Any], result: Mapping[str, Any]) -> str:

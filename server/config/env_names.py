@@ -25,6 +25,11 @@ OTHER_ENV: dict[str, tuple[str, str | None]] = {
         "a number of seconds from 0.1 to 600",
     ),
     "KMS_CLAUDE_BIN": ("The `claude` executable `kms claude` starts.", "a path or a name on PATH"),
+    "KMS_CRASH_AT": (
+        "For tests of crash safety only: the process kills itself (SIGKILL) when a write reaches this named "
+        "point (`server/writes/crash_points.py`). Never set it otherwise.",
+        "write.journaled, write.landed, write.recorded (unset: never)",
+    ),
     "KMS_SESSION_TOKEN": (
         "The bearer token of a `kms claude` session served by the kms service (`kms claude` "
         "sets it for the host's HTTP entry; revoked when the session ends).",

@@ -322,13 +322,13 @@ def recall(
         budget - decided["usedTokens"] - notes_on_it["usedTokens"],
         ordered=True,
     )
-    parts = (decided, notes_on_it, touched)
+    groups = (decided, notes_on_it, touched)
     return {
         "topic": topic,
         **info,
-        "usedTokens": sum(p["usedTokens"] for p in parts),
-        "items": [item for p in parts for item in p["items"]],
-        "omitted": sum(p["omitted"] for p in parts),
+        "usedTokens": sum(g["usedTokens"] for g in groups),
+        "items": [item for g in groups for item in g["items"]],
+        "omitted": sum(g["omitted"] for g in groups),
         "budgetTokens": budget,
     }
 

@@ -37,9 +37,11 @@ from server.vault.markdown import line_count
 from server.vault.paths import is_note_path, locate_note, open_folder
 from server.vault.registry import Vault
 from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
+from server.writes import once
 from server.writes.context import NoteRef, WriteContext
+from server.writes.crash_points import crash_point
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
-from server.writes.unit_journal import recover
+from server.writes.unit_journal import Entry, UnitJournal, recover
 
 if TYPE_CHECKING:
     from server.index.records import FileRecord
@@ -204,7 +206,10 @@ def write_note(
     conn, lock_dir = ctx.conn, ctx.lock_dir
     real, real_rel = locate_note(vault.root, note.path)
     ctx.check_write(vault, note.path, real=real_rel)  # the session's reach, where the note really is
-    with file_lock(real, lock_dir) as lock_fd, _folder_of(vault, real_rel) as dir_fd:
+    journal: UnitJournal | None = None  # a keyed call's (``once``): none for any other
+    with contextlib.ExitStack() as locks:
+        lock_fd = locks.enter_context(file_lock(real, lock_dir))
+        dir_fd = locks.enter_context(_folder_of(vault, real_rel))
         recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
@@ -226,24 +231,31 @@ def write_note(
             ctx.check_approved(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
             if new_raw == raw:
                 break
+            intent = once.start(ctx, [Entry(str(real), raw, new_raw)])  # a keyed call's journal, flushed...
             try:
-                with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # written; fsynced in the background...
+                with PendingWrite(real, new_raw, dir_fd=dir_fd) as pending:  # ...as this is, in the background...
                     written = record_of_bytes(
                         note.path,
                         pending.mtime_ns,
                         new_raw,  # ...while it is parsed
                         dialect=vault.rules,
                     )
+                    journal = intent.wait()
                     committed = pending.commit_if_unchanged(before, new_raw)  # never over a version not read
                     if committed is None:  # no atomic exchange here: check, then rename (a window of µs)
                         if sha256_hex(_read(real, note)) != before:
+                            once.forget(journal)
                             continue
                         pending.commit()
                     elif not committed:
+                        once.forget(journal)
                         continue  # someone outside kms saved the file meanwhile: recompute on the fresh text
+                    crash_point("write.landed")
                     write_stamp(lock_fd, pending.stamp)
             except OSError as e:
                 raise write_failure(e, note.path) from None
+            finally:
+                intent.drop_unless_waited()
             break
         else:
             raise KmsError(
@@ -252,6 +264,7 @@ def write_note(
                 noteId=note.id,
                 currentVersion=sha256_hex(_read(real, note)),
             )
+        once.hold_until_recorded(ctx, locks)
     after = sha256_hex(new_raw)
     if ctx.capture is not None:
         return WriteOutcome(
@@ -278,5 +291,6 @@ def write_note(
         if real_rel != note.path and is_note_path(real_rel):
             reindex_written(conn, vault, real_rel, result)  # the symlink's target is a note of its own
         pending.wait_durable()  # the folder's fsync ran while the index was updated
+        once.recorded(ctx, journal)
     result["noteId"] = note_id
     return WriteOutcome(result, edit.change if new_raw != raw else None, hash_before=before, hash_after=after)

@@ -12,7 +12,9 @@ and the three places that write a file (``cas.write_note``, ``operations.create`
   only if every file is still what the person was shown and becomes what they approved;
 - **put-back**: how to take back each file changed so far, should the database then fail to record
   the call (``undone_unless_recorded``);
-- **who**: the calling session, for ``kms_remember``'s identity and the provenance row (``touched``).
+- **who**: the calling session, for ``kms_remember``'s identity and the provenance row (``touched``);
+- **at most once** (``once_call``): a call with an ``idempotencyKey`` journals its file changes so that
+  no crash leaves one landed but unrecorded (``server.writes.once``).
 
 The guard (``server.writes.guard``) builds one per call; a person's revert builds one with
 ``WriteContext.for_person``. Nothing here is ambient: a caller that wants a preview passes a context
@@ -107,6 +109,7 @@ class WriteContext:
     extra_slot: Callable[[], Callable[[], None]] | None = None  # one more rate-limit slot; returns its release
     put_back: list[Callable[[], None]] | None = None  # set by ``undone_unless_recorded``
     capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
+    once_call: str | None = None  # a call with an idempotencyKey (``idempotency.call_id``): journaled (``once``)
 
     @classmethod
     def for_person(cls, conn: apsw.Connection, **fields: Any) -> WriteContext:

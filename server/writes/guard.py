@@ -17,7 +17,8 @@
 
 A slot is given back when the call did not change a file, so the limits count writes. A call carrying an
 ``idempotencyKey`` its session already used for a successful call is answered from that call's row after
-steps 1-2, and writes nothing (``server.activity.idempotency``).
+steps 1-2, and writes nothing (``server.activity.idempotency``); a keyed call's file changes are journaled so
+that no crash leaves one landed but unrecorded, to be written again by the retry (``server.writes.once``).
 
 Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
 once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
@@ -377,6 +378,7 @@ class WriteService:
     ) -> dict[str, Any]:
         """Steps 1-5 for one call (``pending``: a call the person approved, to apply exactly as ``expected``)."""
         conn = self.conn()
+        self.recover_units()  # first: a retry is answered from, or applied on, what a dead writer left finished
         if pending is None and (replayed := self._replay(conn, tool, arguments)) is not None:
             return replayed
         limits = self.session.limits
@@ -388,12 +390,13 @@ class WriteService:
             ),
             staging=expected,
         )
+        if isinstance(key := arguments.get(idempotency.KEY_FIELD), str):  # journaled: ``server.writes.once``
+            ctx.once_call = idempotency.call_id(self.session_id, key)
         slot: Slot | None = None
         outcome: WriteOutcome | None = None
         failure: BaseException | None = None
         with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
             unrecorded.replay(conn)
-        self.recover_units()
         try:
             with undone_unless_recorded(ctx), contextlib.ExitStack() as group:
                 try:

@@ -27,6 +27,7 @@ import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,9 @@ from server.vault.files import (
 )
 from server.vault.paths import is_within, locate_notes
 from server.vault.registry import Vault
+from server.writes import once
 from server.writes.context import WriteContext
+from server.writes.crash_points import crash_point
 from server.writes.staging import Capture
 from server.writes.unit_index import reindex_moves
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
@@ -257,7 +260,9 @@ def apply_plans(
             for i, prep in enumerate(prepared)
             if _in_place(prep) or prep.plan.delete or i in dests
         ]
-        journal = UnitJournal.begin(journal_dir(lock_dir), entries) if entries else None
+        journal = UnitJournal.begin(journal_dir(lock_dir), entries, once.call_of(ctx)) if entries else None
+        if journal is not None:
+            crash_point("write.journaled")
         done: list[tuple[_Prepared, Path | None]] = []
         ends_at_commit = False
         ctx.on_unrecorded(lambda: _take_back(vault, done, lock_dir, journal))  # should the database fail
@@ -265,6 +270,7 @@ def apply_plans(
             with shared_commit(conn), write_tx(conn):  # the write lock first, then the files
                 try:
                     _commit(prepared, dests, done)
+                    crash_point("write.landed")
                     written = {p.plan.path: p.record for p in prepared if p.record is not None}
                     # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
                     durable = _committer.submit(_make_durable, done)
@@ -277,7 +283,7 @@ def apply_plans(
                             durable.result()
                     if journal is not None:
                         journal.mark_applied(conn)
-                        after_commit(conn, journal.end)  # (its lock held until then)
+                        after_commit(conn, partial(_recorded, journal))  # (its lock held until then)
                         ends_at_commit = True
                 except UNUSABLE:
                     raise  # the database failed: ``_take_back`` (or ``unit_journal.recover``) puts them back
@@ -299,6 +305,12 @@ def apply_plans(
         # one sooner could write on a note of a unit whose writer then dies unrecorded, past undoing
         at_group_end(conn, stack.pop_all().close)
     return out, warning
+
+
+def _recorded(journal: UnitJournal) -> None:
+    """The unit is committed: its journal goes."""
+    crash_point("write.recorded")
+    journal.end()
 
 
 def _check_moves(ctx: WriteContext, vault: Vault, plans: list[FilePlan], places: list[str]) -> None:

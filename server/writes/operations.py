@@ -40,8 +40,10 @@ from server.vault.paths import (
 )
 from server.vault.properties import RESERVED_KEYS, check_properties, normalize_tags
 from server.vault.registry import Vault
+from server.writes import once
 from server.writes.cas import reindex_written, remove_created, write_note
 from server.writes.context import NoteRef, WriteContext
+from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, MAX_TAGS, kb
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.positions import (
@@ -53,6 +55,7 @@ from server.writes.positions import (
     parse_position,
     writable_start,
 )
+from server.writes.unit_journal import Entry
 
 if TYPE_CHECKING:
     from server.index.privacy import Rules
@@ -160,9 +163,17 @@ def create(
     real_folder = relpath_in_vault(vault.root, folder_path)
     ctx.check_write(vault, name if real_folder in ("", ".") else f"{real_folder}/{name}")  # (swapped meanwhile?)
     ctx.check_approved(vault.name, relpath_in_vault(vault.root, folder_path / name), None, data)  # as shown
-    with file_lock(folder_path / name.casefold(), ctx.lock_dir):  # "A" and "a" race for one name
+    with contextlib.ExitStack() as locks:
+        locks.enter_context(file_lock(folder_path / name.casefold(), ctx.lock_dir))  # "A" and "a" race for one name
         _refuse_existing(vault, folder_path, name)
-        _create_in_folder(vault, folder_path, real_folder, name, data)
+        journal = once.begin(ctx, [Entry(str(folder_path / name), b"", data, created=True)])
+        try:
+            _create_in_folder(vault, folder_path, real_folder, name, data)
+        except BaseException:
+            once.forget(journal)  # (nothing was made: ``_create_in_folder`` takes back what it made)
+            raise
+        crash_point("write.landed")
+        once.hold_until_recorded(ctx, locks)
     ctx.on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, ctx.lock_dir))
     relpath = relpath_in_vault(vault.root, folder_path / name)
     result = WriteResult(
@@ -176,6 +187,7 @@ def create(
         changed=True,
     )
     result["noteId"] = reindex_written(conn, vault, relpath, result)
+    once.recorded(ctx, journal)
     digest = sha256_hex(data)
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 

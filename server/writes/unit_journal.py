@@ -27,6 +27,7 @@ recorded. A writer that takes the lock of a note a dead unit let go finishes tha
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -70,13 +71,15 @@ def journal_dir(lock_dir: Path) -> Path:
 @dataclass(frozen=True)
 class Entry:
     """One note of a unit: its real path, the bytes kms read and the bytes it writes (at ``dest`` when it
-    moves; none when it is ``deleted``: the revert of a note kms created)."""
+    moves; none when it is ``deleted``: the revert of a note kms created; ``created``: a new note, no old
+    bytes, undone by removing it)."""
 
     path: str
     old: bytes
     new: bytes
     dest: str | None = None
     deleted: bool = False
+    created: bool = False
 
 
 class UnitJournal:
@@ -86,7 +89,10 @@ class UnitJournal:
         self.path, self._fd, self.token = path, fd, token
 
     @classmethod
-    def begin(cls, folder: Path, entries: list[Entry]) -> UnitJournal:
+    def begin(cls, folder: Path, entries: list[Entry], call: str | None = None, attempt: int = 0) -> UnitJournal:
+        """Write the journal (``call``: the keyed write call it is for, ``server.writes.once``), flushed, name
+        included, before the first note is touched. Between its creation and its lock a ``recover`` may take
+        it for the half-written journal of a dead writer and remove it: then it is made again."""
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(12)
         path, writing = folder / f"{token}{SUFFIX}", folder / f"{token}{WRITING}"
@@ -94,7 +100,9 @@ class UnitJournal:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while this writer lives: ``recover`` leaves it alone
-            data = _encode(token, entries)
+                if os.stat(writing).st_ino != os.fstat(fd).st_ino:  # (raises FileNotFoundError when gone)
+                    raise FileNotFoundError(errno.ENOENT, "taken for a dead writer's", str(writing))
+            data = _encode(token, entries, call)
             with memoryview(data) as view:
                 done = 0
                 while done < len(view):
@@ -102,6 +110,11 @@ class UnitJournal:
             os.fsync(fd)
             os.rename(writing, path)  # ``recover`` only ever sees a whole journal
             fsync_dir(folder)  # its name is durable before the first note is touched
+        except FileNotFoundError:  # a ``recover`` took it for a dead writer's before it was locked: made again
+            os.close(fd)
+            if attempt >= 2:
+                raise
+            return cls.begin(folder, entries, call, attempt + 1)
         except BaseException:
             os.close(fd)
             for name in (writing, path):
@@ -131,11 +144,12 @@ class UnitJournal:
             os.close(fd)
 
 
-def _encode(token: str, entries: list[Entry]) -> bytes:
-    header = json.dumps(
-        {"token": token, "files": [[e.path, len(e.old), len(e.new), e.dest, e.deleted] for e in entries]},
-        ensure_ascii=False,
-    ).encode("utf-8")
+def _encode(token: str, entries: list[Entry], call: str | None = None) -> bytes:
+    files = [[e.path, len(e.old), len(e.new), e.dest, e.deleted] for e in entries]
+    created = [i for i, e in enumerate(entries) if e.created]  # (a key of its own: an older kms reads the rest)
+    header = json.dumps({"token": token, "files": files, "created": created, "call": call}, ensure_ascii=False).encode(
+        "utf-8"
+    )
     parts = [MAGIC, len(header).to_bytes(8, "big"), header]
     for e in entries:
         parts += [e.old, e.new]
@@ -143,19 +157,28 @@ def _encode(token: str, entries: list[Entry]) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
-    """The token and entries, or None for a journal cut short (its writer died writing it: no note was
-    touched yet) or not kms's."""
+def _header(data: bytes) -> tuple[dict[str, Any], bytes, int] | None:
+    """The header, the body and where the files' bytes start; None for a journal cut short (its writer died
+    writing it: no note was touched yet) or not kms's."""
     body, digest = data[:-32], data[-32:]
     if not body.startswith(MAGIC) or hashlib.sha256(body).digest() != digest:
         return None
     at = len(MAGIC)
     size = int.from_bytes(body[at : at + 8], "big")
-    header = json.loads(body[at + 8 : at + 8 + size])
-    at += 8 + size
+    return json.loads(body[at + 8 : at + 8 + size]), body, at + 8 + size
+
+
+def _decode(data: bytes) -> tuple[str, list[Entry]] | None:
+    """The token and entries, or None for a journal cut short or not kms's (``_header``)."""
+    parsed = _header(data)
+    if parsed is None:
+        return None
+    header, body, at = parsed
     entries = []
-    for path, n_old, n_new, dest, deleted in header["files"]:
-        entries.append(Entry(path, body[at : at + n_old], body[at + n_old : at + n_old + n_new], dest, deleted))
+    created = set(header.get("created", ()))  # (none in a journal of an older kms)
+    for i, (path, n_old, n_new, dest, deleted) in enumerate(header["files"]):
+        old, new = body[at : at + n_old], body[at + n_old : at + n_old + n_new]
+        entries.append(Entry(path, old, new, dest, deleted, i in created))
         at += n_old + n_new
     return str(header["token"]), entries
 
@@ -179,6 +202,17 @@ def kept(lock_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def kept_calls(lock_dir: Path) -> set[str]:
+    """The keyed write calls (``server.writes.once``) whose journal ``recover`` had to keep: whether they
+    landed is unknown, so their retries are refused. One listing when there is none (the common case)."""
+    out = set()
+    for path in _journals(journal_dir(lock_dir), (KEPT,)):
+        parsed = _header(path.read_bytes())
+        if parsed is not None and isinstance(call := parsed[0].get("call"), str):
+            out.add(call)
+    return out
+
+
 def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> int:
     """Finish every unit whose writer is gone; returns how many. Cheap when there is none (one listing).
 
@@ -196,7 +230,8 @@ def recover(conn: apsw.Connection, lock_dir: Path, held: Iterable[str] = ()) -> 
             if path.name.endswith(WRITING):  # its writer died writing it (no note was touched), or is starting
                 seen = os.fstat(fd)
                 if seen.st_size > 0 or time.time() - seen.st_mtime >= WRITING_AGE_S:
-                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):  # (or it was whole and went since)
+                        os.unlink(path)
             else:
                 done += _finish(conn, path, fd, lock_dir, held)
     return done
@@ -255,7 +290,8 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: fr
                 return 0
             if conn.execute("SELECT 1 FROM applied_units WHERE token = ?", (token,)).fetchall():
                 conn.execute("DELETE FROM applied_units WHERE token = ?", (token,))
-                os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):  # (its writer's removal, just now)
+                    os.unlink(path)
                 return 1
             left = [e.path for e in entries if not undo(e)]
             if left:
@@ -268,7 +304,10 @@ def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: fr
 
 def undo(entry: Entry) -> bool:
     """Put the old bytes back where the note holds kms's new bytes or a torn mix (a moved note back at
-    its path, a deleted one made again); False where a person saved it since (left as it is)."""
+    its path, a deleted one made again, a created one removed); False where a person saved it since (left as
+    it is)."""
+    if entry.created:
+        return _undo_create(entry)
     if entry.dest is not None or entry.deleted:
         return _undo_move(entry)
     try:
@@ -286,6 +325,18 @@ def undo(entry: Entry) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _undo_create(entry: Entry) -> bool:
+    """A note kms created goes while it holds exactly kms's bytes (it is made whole, by a rename)."""
+    try:
+        with open(entry.path, "rb") as fh:
+            if fh.read() != entry.new:
+                return False  # a person wrote into it since: theirs now
+    except FileNotFoundError:
+        return True  # never made
+    os.unlink(entry.path)
+    return True
 
 
 def _undo_move(entry: Entry) -> bool:

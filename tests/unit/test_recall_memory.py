@@ -88,8 +88,8 @@ def test_decisions_then_notes_then_sessions_this_project_first(conn: apsw.Connec
     kinds = _kinds(data)
     assert kinds[: kinds.count("decision")] == ["decision"] * 3
     # then the notes on the topic, then the sessions that only touched it (they ranked above the real note)
-    notes = kinds[3 : len(kinds) - kinds.count("session")]
-    assert notes and set(notes) <= {"match", "section", "linked"} and kinds[-2:] == ["session", "session"]
+    between = kinds[3 : len(kinds) - kinds.count("session")]
+    assert between and set(between) <= {"match", "section", "linked"} and kinds[-2:] == ["session", "session"]
     first, second, third = data["items"][:3]
     assert first["text"] == "Login token refresh retries twice, then fails loudly"
     assert (first["session"], first["project"], first["thisProject"]) == ("s-app", "/code/app", True)
@@ -106,8 +106,8 @@ def test_decisions_then_notes_then_sessions_this_project_first(conn: apsw.Connec
     assert [s["session"] for s in sessions] == ["s-app", "s-other"]  # this project's first
     assert all(s["heading"] != "Decisions" for s in sessions)
     notes = [i for i in data["items"] if i["kind"] in ("match", "section", "linked")]
-    memory = [i for i in data["items"] if i["kind"] in ("decision", "session")]
-    assert notes and not {i["path"] for i in notes} & {i["path"] for i in memory}
+    remembered = [i for i in data["items"] if i["kind"] in ("decision", "session")]
+    assert notes and not {i["path"] for i in notes} & {i["path"] for i in remembered}
     assert "zqx" not in json.dumps(data).lower()  # the hidden session note, the private note, the other vault
     decided = sum(i["tokenEstimate"] for i in data["items"][:3])
     assert decided <= 4000 * MEMORY_SHARE and data["usedTokens"] <= 4000

@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 from server.store.db import write_tx
-from server.writes.unit_journal import KEPT, WRITING, Entry, UnitJournal, journal_dir, kept, recover
+from server.writes.unit_journal import KEPT, WRITING, Entry, UnitJournal, journal_dir, kept, kept_calls, recover
 
 OLD = b"# Note\n\n" + b"old line [[Target]]\n" * 600  # several 4 KiB blocks
 NEW = OLD.replace(b"[[Target]]", b"[[Goal]]")
@@ -130,3 +130,39 @@ def test_stale_applied_rows_go_with_the_next_unit(tmp_path: Path, conn: apsw.Con
         journal.mark_applied(conn)
     journal.end()
     assert conn.execute("SELECT token FROM applied_units").fetchall() == [(journal.token,)]
+
+
+def test_a_note_a_dead_keyed_call_created_goes_unless_a_person_wrote_into_it(
+    tmp_path: Path, conn: apsw.Connection, locks: Path
+) -> None:
+    """A create is undone by removing the note, only while it holds kms's bytes; never made: nothing to do."""
+    made, written, never = tmp_path / "made.md", tmp_path / "written.md", tmp_path / "never.md"
+    made.write_bytes(b"# Made\n")
+    written.write_bytes(b"# Written\nthe person's line\n")
+    dead_writer(locks, [Entry(str(made), b"", b"# Made\n", created=True)])
+    dead_writer(locks, [Entry(str(never), b"", b"# Never\n", created=True)])
+    assert recover(conn, locks) == 2
+    assert not made.exists() and not never.exists() and journal_dir(locks).exists()
+    assert list(journal_dir(locks).iterdir()) == []
+    kept_one = UnitJournal.begin(journal_dir(locks), [Entry(str(written), b"", b"# Written\n", created=True)], "c1")
+    kept_one.release()
+    assert recover(conn, locks) == 1
+    assert written.read_bytes() == b"# Written\nthe person's line\n"  # the person's: it stays
+    assert kept_calls(locks) == {"c1"}  # its retry is refused (``server.writes.once``)
+
+
+def test_a_journal_written_before_creates_were_journaled_is_still_read(
+    tmp_path: Path, conn: apsw.Connection, locks: Path
+) -> None:
+    """A journal of an older kms (no ``created``, no call) left by a crash before an upgrade is undone."""
+    import hashlib
+    import json
+
+    note = tmp_path / "n.md"
+    note.write_bytes(NEW)
+    header = json.dumps({"token": "t0", "files": [[str(note), len(OLD), len(NEW), None, False]]}).encode()
+    body = b"KMSUNIT1\n" + len(header).to_bytes(8, "big") + header + OLD + NEW
+    journal_dir(locks).mkdir(parents=True)
+    (journal_dir(locks) / "t0.unit").write_bytes(body + hashlib.sha256(body).digest())
+    assert recover(conn, locks) == 1
+    assert note.read_bytes() == OLD and kept_calls(locks) == set()
