@@ -144,6 +144,9 @@ class KmsDashboard(App[None]):
             "failed": "Demo: a step failed",
             "failed-end": "Demo stopped",
         }.get(kind, "Demo")
+        if not failed:  # one line of the story at a time: a stack of them, slow to expire on a loaded machine,
+            self.call_later(self.clear_notifications)  # stayed over the Detail pane for a minute (queued as the
+            # notification is: in order with it)
         self.notify(text.strip(), title=title, severity=severity, timeout=timeout)  # type: ignore[arg-type]
 
     def action_help(self) -> None:

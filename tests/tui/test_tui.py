@@ -618,14 +618,19 @@ async def test_demo_narration_shows_in_the_dashboard_and_the_end_stays(
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_settled(app, pilot)
+
+        def shown() -> list[tuple[str, str, str, float]]:
+            return [(n.title, n.message, n.severity, n.timeout) for n in app._notifications]
+
         app.narrate("step", "agent searches: auth error handling")
+        await pilot.pause(0.1)
+        assert shown() == [("Demo: the agent", "agent searches: auth error handling", "information", 6.0)]
         app.narrate("denied", "  write 4: rate-limited (retry in 60s)")
+        await pilot.pause(0.1)
+        assert shown() == [("Demo", "write 4: rate-limited (retry in 60s)", "warning", 6.0)]
         app.narrate("end", "The demo is over: press q to quit.")
         await pilot.pause(0.1)
-        shown = [(n.title, n.message, n.severity, n.timeout) for n in app._notifications]
-        assert ("Demo: the agent", "agent searches: auth error handling", "information", 6.0) in shown
-        assert ("Demo", "write 4: rate-limited (retry in 60s)", "warning", 6.0) in shown
-        assert any(t == "Demo finished" and timeout >= 3600 for t, _m, _s, timeout in shown)
+        assert [(t, timeout >= 3600) for t, _m, _s, timeout in shown()] == [("Demo finished", True)]
 
 
 async def test_a_failed_demo_step_shows_as_an_error_that_stays(
@@ -647,6 +652,24 @@ async def test_a_failed_demo_step_shows_as_an_error_that_stays(
             3600.0,
         ) in shown
         assert ("Demo stopped", "The demo stopped: agent creates a note in drafts/. Press q.", "error", 3600.0) in shown
+
+
+async def test_the_demos_story_shows_one_line_at_a_time(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    """Each line of the story stacked a toast of its own; on a loaded machine they stayed for over a minute and
+    covered the Detail pane. A new line now takes the place of the last."""
+    app = make_app(db_path, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_settled(app, pilot)
+        for n in range(6):
+            app.narrate("step", f"agent step {n}")
+        await pilot.pause(0.1)
+        assert [n.message for n in app._notifications] == ["agent step 5"]
+        app.narrate("failed", "step failed: agent step 6: did not finish")
+        app.narrate("failed-end", "The demo stopped. Press q.")
+        await pilot.pause(0.1)
+        assert [n.severity for n in app._notifications] == ["information", "error", "error"]
 
 
 async def test_o_on_a_session_row_opens_its_session_note(
