@@ -189,7 +189,7 @@ async def test_dashboard_shows_real_mcp_writes(indexed: apsw.Connection, db_path
             top = str(app.dashboard.query_one("#topbar").render_text())  # type: ignore[attr-defined]
             assert "sample" in top and "notes" in top and "write ✗" in top
             cell = app.dashboard.feed.get_cell("3", "status")
-            assert str(cell) == "⊘ denied"  # a symbol and a word, not colour alone
+            assert str(cell) == "⊘ refused"  # a symbol and a word, not colour alone
 
 
 WRITER = """
