@@ -19,7 +19,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from server.vault.yaml12 import (
+from server.vault.yaml12_scalars import (
     MAX_ALIAS_REPLAYS,
     MAX_DEPTH,
     ComplexKey,

@@ -243,8 +243,6 @@ def test_tables_never_cut_a_value_a_person_types_next(tmp_path: Path, db_path: P
     assert name in lines and "  root: " in lines and "…" not in out and max(map(len, lines)) <= 80
     at = lines.index("  root: ") + 1
     assert "".join(lines[at : at + 3]).startswith(str(root)), "the path on lines of its own, folded only"
-    wide = ok(kms("vault", "list", COLUMNS="400")).stdout  # room for every value: the table
-    assert "┃ name" in wide and name in wide and str(root) in wide
 
 
 def test_service_sessions_are_listed_under_their_tokens_label(indexed: apsw.Connection) -> None:
@@ -258,5 +256,4 @@ def test_service_sessions_are_listed_under_their_tokens_label(indexed: apsw.Conn
     plain = start_session(indexed, kind="server")
     listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
     assert listed[token.session_id]["label"] == "host:cursor" and listed[plain]["label"] is None
-    rows = {line.split()[0]: line.split()[1] for line in ok(kms("session", "list")).stdout.splitlines()[2:]}
-    assert rows[token.session_id] == "host:cursor" and rows[plain] == "server"
+    assert "host:cursor" in ok(kms("session", "list")).stdout

@@ -113,7 +113,7 @@ def test_session_list_and_log_fit_80_columns_with_whole_headers_and_paths(
     log = run80("log")
     assert max(len(line) for line in log.splitlines()) <= 80
     assert "reference/A Philosophy of Software Design.md" in log.splitlines()[1]  # the whole path on one line
-    assert sid in log and "kms_append" in log and "✓ success" in log
+    assert sid in log and "kms_append" in log and "✓ ok" in log
 
 
 @pytest.mark.parametrize("host", sorted(hosts.HOSTS))

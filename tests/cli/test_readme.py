@@ -36,6 +36,7 @@ HOW: dict[str, str] = {
     "kms hide": NAME,
     "kms trash empty": NAME,
     "kms mcp": NAME,
+    "kms demo": NAME,
     "kms model download": "fetches the model from its hub, out of reach here; `kms model download --from DIR` and "
     "the registry's model are tested in tests/cli/test_cli_index_embed.py",
     "kms config set embed.download on": RUN,

@@ -140,7 +140,7 @@ def test_a_session_gets_its_brief_and_leaves_one_revertible_note(
     assert "- Edit: `inbox/Quick capture.md`" in text, [r.text for r in api.tool_results]  # outside kms
     assert "`projects/Auth service error handling.md`" in text.split("## Notes read")[1]
     assert "- `auth error handling` (kms_search)" in text
-    assert "> All done here." in text and "## Summary at compaction" in text
+    assert "```text\nAll done here.\n```" in text and "## Summary at compaction" in text
 
     rows = indexed.execute(
         "SELECT id FROM tool_invocations WHERE session_id = ? AND actor = 'capture' AND status = 'success' "

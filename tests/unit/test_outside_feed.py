@@ -40,7 +40,7 @@ def test_a_reported_edit_is_a_row_of_its_session_with_the_note_and_the_size_chan
     assert row_key(row) == f"o{row['fid']}"
     shown = outside_feed.detail(env.conn, row["fid"])
     assert shown is not None and (shown.number, shown.before) == (2, 1)
-    assert "+second line, by the agent's Edit tool" in shown.diff and "v/plan.md (version 1)" in shown.diff
+    assert "+second line, by the agent's Edit tool" in shown.diff and "--- a/v/plan.md\t(version 1)" in shown.diff
 
 
 def test_a_note_the_agent_wrote_new_shows_as_created_with_its_whole_text(env: Env) -> None:

@@ -140,6 +140,7 @@ def test_invalid_or_unknown_variables_are_refused_by_name(var: str, value: str, 
 # Any text is valid for these here; KMS_DB_PATH and KMS_VAULT are checked against the database by `kms mcp`
 # (tests/cli/test_spawned_server.py).
 FREE_TEXT = {
+    "KMS_CRASH_AT",  # a test's fault-injection point: a name no check could call wrong (server/writes/crash_points.py)
     "KMS_DB_PATH",
     "KMS_CONFIG",
     "KMS_SESSION_ID",
