@@ -8,7 +8,18 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, KmsGroup, Table, cli_errors, console, open_db, print_json, print_verbatim
+from kmscli.output import (
+    JsonOpt,
+    KmsGroup,
+    Table,
+    cli_errors,
+    console,
+    open_db,
+    print_json,
+    print_verbatim,
+    report_error,
+)
+from server.errors import KmsError
 from server.humanize import ago
 
 
@@ -184,8 +195,7 @@ def restore_cmd(
     from server.writes.restore import parse_when, preview_restore, restore
 
     if at is None and version is None:
-        console.print("[red]error[/] (invalid-input): give --at TIME or --version N (`kms history NOTE` lists them)")
-        raise typer.Exit(2)
+        raise report_error(KmsError("invalid-input", "give --at TIME or --version N (`kms history NOTE` lists them)"))
     with cli_errors():
         conn = open_db()
         when = parse_when(at, time.time()) if at else None

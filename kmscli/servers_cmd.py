@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry
+from kmscli.output import say_error
 from server.config import schema
 from server.config import servers as cs
 from server.config import settings as st
@@ -33,9 +34,8 @@ def complete_server_names(incomplete: str) -> list[str]:
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    from rich.console import Console
-
-    Console(stderr=True, highlight=False).print(f"[red]error:[/] {message}", markup=True)
+    """The one error voice (``error (KIND): message``): a refused argument, or a server that is not there."""
+    say_error("not-found" if code == 3 else "invalid-input", message)
     raise typer.Exit(code)
 
 

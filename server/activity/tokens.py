@@ -419,6 +419,25 @@ def verify(conn: apsw.Connection, presented: str, *, now: float | None = None, t
     return token
 
 
+def refusal(conn: apsw.Connection, presented: str, *, now: float | None = None) -> str:
+    """Why ``presented`` is refused, for the 401 its host shows: a revoked or expired token said only "Server
+    returned an error response" to the agent. The state is told only to a client that holds the token's
+    secret; any other presented text is an unknown token, whichever part of it is wrong."""
+    token_id, sep, secret = presented[len(PREFIX) :].partition("_") if presented.startswith(PREFIX) else ("", "", "")
+    found = rows(conn, "SELECT * FROM tokens WHERE id = ?", (token_id,)) if sep and secret else []
+    if not found or not hmac.compare_digest(found[0]["hash"], _digest(secret)):
+        return "unknown kms token: a live one is needed (kms token create; kms mcp-config HOST --http)"
+    token = _token(found[0])
+    state = token.state(time.time() if now is None else now)
+    if state == "revoked":
+        return f"this kms token ({token.label}) was revoked: the host needs a new one (kms mcp-config HOST --http)"
+    if state == "expired" and token.kind == "session":
+        return "this session's kms token lapsed: the `kms claude` that renewed it has ended"
+    if state == "expired":
+        return f"this kms token ({token.label}) expired: the host needs a new one (kms token create)"
+    return "an admin token is for the person's own tools, not for agent hosts"
+
+
 def touch_due(token: Token, now: float) -> bool:
     return token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY_S
 

@@ -307,4 +307,7 @@ def service_app(
     async def live(token: str) -> bool:
         return await verifier.verify_token(token) is not None
 
-    return HttpGuard(app, origins=origins, verify=live, read_timeout=read_timeout)
+    async def why(token: str) -> str:
+        return tokens.refusal(thread_connection(hub.services.db_path), token)  # one indexed read, refusals only
+
+    return HttpGuard(app, origins=origins, verify=live, read_timeout=read_timeout, why=why)

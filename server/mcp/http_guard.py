@@ -68,6 +68,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Verify = Callable[[str], Awaitable[bool]]  # a presented token -> whether it is a live, non-admin kms token
+Why = Callable[[str], Awaitable[str]]  # a refused token -> the reason its 401 gives
 
 
 def read_timeout_s(env: Mapping[str, str] | None = None) -> float:
@@ -143,11 +144,18 @@ class HttpGuard:
     and timeouts (module docstring), before the app runs. The app gets the body replayed in one message."""
 
     def __init__(
-        self, app: Any, *, origins: Origins | None, verify: Verify, read_timeout: float = READ_TIMEOUT_S
+        self,
+        app: Any,
+        *,
+        origins: Origins | None,
+        verify: Verify,
+        read_timeout: float = READ_TIMEOUT_S,
+        why: Why | None = None,
     ) -> None:
         self.app = app
         self.origins = origins
         self.verify = verify
+        self.why = why  # why a refused token is refused (revoked, expired, unknown), for the 401's message
         self.read_timeout = read_timeout
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
@@ -168,11 +176,12 @@ class HttpGuard:
         if takes_token:
             presented = bearer(headers.get(b"authorization", [""])[0])
             if not presented or not await self.verify(presented):
+                why = await self.why(presented) if presented and self.why is not None else None
                 await refuse(
                     send,
                     401,
                     "unauthorized",
-                    "a live kms bearer token is required (kms token create; kms mcp-config HOST --http)",
+                    why or "a live kms bearer token is required (kms token create; kms mcp-config HOST --http)",
                     (b"www-authenticate", b'Bearer error="invalid_token"'),
                 )
                 return

@@ -45,3 +45,15 @@ def test_a_second_live_token_of_the_same_label_is_refused_until_the_first_is_rev
     assert err.startswith("error (already-exists): a live token is labelled 'bot'"), err
     ok(kms("token", "revoke", "bot"))
     ok(kms("token", "create", "--label", "bot", "--scopes", "tier:read"))
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("servers", "add", "x", "--url", "http://127.0.0.1:1/mcp", "--env", "A=1"), 2),
+        (("restore", "Plan.md"), 2),
+    ],
+)
+def test_the_last_commands_of_their_own_voice_speak_the_one(args: tuple[str, ...], code: int) -> None:
+    err = said(refused(kms(*args), code).stderr)
+    assert VOICE.match(err) and err.startswith("error (invalid-input):"), err

@@ -312,3 +312,19 @@ def test_malformed_requests_get_typed_json_errors_never_a_traceback(served: Serv
         status, body, closed = raw_answer(sock, 3)
     assert status == 400 and body["error"] == "invalid-request" and closed, (status, body)
     assert httpx2.get(f"{served.base}/health", timeout=10).json()["kms"] is True
+
+
+def test_a_refused_token_is_told_why(served: Service, indexed: apsw.Connection) -> None:
+    """A revoked token's agent saw only "Server returned an error response": the 401's body now says the token
+    was revoked (or lapsed, or is unknown), and tells the state only to a client holding the token's secret."""
+
+    def refused_with(token: str) -> str:
+        answer = httpx2.post(f"{served.base}/mcp", json=INITIALIZE, headers=headers(served, token), timeout=10)
+        assert answer.status_code == 401 and answer.json()["error"] == "unauthorized", answer.text
+        return str(answer.json()["message"])
+
+    made, secret = tokens.create(indexed, label="bot for drafts", scopes=Scopes.parse("tier:read"))
+    tokens.revoke(indexed, made.id)
+    assert "(bot for drafts) was revoked" in refused_with(secret)
+    assert refused_with(secret[:-4] + "abcd").startswith("unknown kms token")  # the id, not its secret: nothing
+    assert refused_with("kms_nonsense").startswith("unknown kms token")
