@@ -73,6 +73,7 @@ class KmsDashboard(App[None]):
         self.last_revert: dict[str, Any] | KmsError | None = None  # outcome of the latest revert
         self.last_control: Any = None  # outcome of the latest decision, pause/resume/revoke or undo
         self._stop = threading.Event()
+        self.story_failed = False  # a step of `kms demo`'s story failed: its error stays on screen
 
     # ----- lifecycle ----------------------------------------------------------------------------
 
@@ -144,9 +145,9 @@ class KmsDashboard(App[None]):
             "failed": "Demo: a step failed",
             "failed-end": "Demo stopped",
         }.get(kind, "Demo")
-        if not failed:  # one line of the story at a time: a stack of them, slow to expire on a loaded machine,
-            self.call_later(self.clear_notifications)  # stayed over the Detail pane for a minute (queued as the
-            # notification is: in order with it)
+        self.story_failed = self.story_failed or failed  # a failure stays, whatever the story says after it
+        if not self.story_failed:  # else one line of the story at a time (its steps are a second apart): a stack
+            self.clear_notifications()  # slow to expire on a loaded machine stayed over the Detail pane a minute
         self.notify(text.strip(), title=title, severity=severity, timeout=timeout)  # type: ignore[arg-type]
 
     def action_help(self) -> None:

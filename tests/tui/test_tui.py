@@ -662,14 +662,16 @@ async def test_the_demos_story_shows_one_line_at_a_time(
     app = make_app(db_path, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_settled(app, pilot)
-        for n in range(6):
+        for n in range(6):  # a second apart in the demo: each shown before the next comes
             app.narrate("step", f"agent step {n}")
-        await pilot.pause(0.1)
+            await pilot.pause(0.05)
         assert [n.message for n in app._notifications] == ["agent step 5"]
         app.narrate("failed", "step failed: agent step 6: did not finish")
+        await pilot.pause(0.05)
+        app.narrate("info", "what the story says after it")  # a failure stays, whatever comes after it
         app.narrate("failed-end", "The demo stopped. Press q.")
         await pilot.pause(0.1)
-        assert [n.severity for n in app._notifications] == ["information", "error", "error"]
+        assert [n.severity for n in app._notifications] == ["information", "error", "information", "error"]
 
 
 async def test_o_on_a_session_row_opens_its_session_note(
