@@ -31,6 +31,9 @@ def vault(notes: int = 10_000) -> Path:
 def fresh_db(name: str) -> Path:
     """A database path with nothing at it: no database, and none of the files kms keeps beside one (the vault
     registrations a lost database is rebuilt from, the rolling backups), which would bring its vaults back."""
+    from server.store.backup import backup_folder  # (after HERE's parent is on sys.path)
+    from server.store.registrations import registrations_path
+
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
     for suffix in ("", "-wal", "-shm"):
