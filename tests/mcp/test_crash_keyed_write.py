@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,10 +26,10 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from support.organize import index, make_vault
+from support.service import Served
 
 from server.activity import tokens
 from server.config.scopes import Scopes
-from server.mcp import service
 from server.writes.crash_points import POINTS
 
 FILES = {"drafts/Draft.md": "# Draft\n\nfirst line\n", "notes/Keep.md": "# Keep\n\nkept\n"}
@@ -44,42 +41,14 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def serving(db_path: Path, crash_at: str | None = None) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A real ``kms serve`` for this database, until the block ends (stopped, or already dead)."""
-    env = {**os.environ, "KMS_CRASH_AT": crash_at or ""}
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kmscli", "serve", "--port", str(port), "--host", "127.0.0.1"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+def serving(db_path: Path, crash_at: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A real ``kms serve`` for this database, until the block ends (stopped with SIGTERM, or already dead)."""
+    served = Served.start(db_path, KMS_CRASH_AT=crash_at or "")
     try:
-        deadline = time.monotonic() + 30
-        while (state := service.read_state(db_path)) is None or state.pid != proc.pid:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.05)
-        yield proc, state.url
+        yield served.proc, served.url
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise
-            # (uvicorn re-raises the SIGTERM it handled once it has stopped cleanly: the signal sent, no other)
-            assert proc.returncode in (0, -signal.SIGTERM), proc.stderr.read().decode() if proc.stderr else ""
+        served.stop()
 
 
 @contextlib.asynccontextmanager

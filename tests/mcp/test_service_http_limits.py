@@ -8,12 +8,9 @@ The service runs with ``KMS_SERVICE_READ_TIMEOUT=1`` so the slow-request tests t
 from __future__ import annotations
 
 import json
-import os
 import select
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +20,7 @@ import apsw
 import httpx2
 import psutil
 import pytest
+from support.service import Served
 
 from server.activity import tokens
 from server.config.scopes import Scopes
@@ -45,44 +43,18 @@ class Service:
         return f"http://127.0.0.1:{self.port}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def served(indexed: apsw.Connection, db_path: Path) -> Iterator[Service]:
-    """``kms serve`` in its own process on a free port, with a 1 s read timeout; stopped after the test with Ctrl-C
-    (SIGINT), as its help says: SIGTERM is the lifecycle's part of issue 37."""
+    """``kms serve`` in its own process on a free port, with a 1 s read timeout; stopped after the test with
+    Ctrl-C (SIGINT), as its help says, and it must exit 0 with nothing escaped from a route."""
     _h, host_token = tokens.create(indexed, label="test host", scopes=Scopes.parse("tier:read"))
     config = SessionConfig.from_env({"KMS_DB_PATH": str(db_path)}, watch=False)
     _s, session_token = tokens.for_session(indexed, config)
-    port = free_port()
-    env = {**os.environ, "KMS_SERVICE_READ_TIMEOUT": str(READ_TIMEOUT_S)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kmscli", "serve", "--port", str(port), "--host", "127.0.0.1"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    running = Served.start(db_path, timeout=60, KMS_SERVICE_READ_TIMEOUT=str(READ_TIMEOUT_S))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError(f"kms serve did not answer: {proc.stderr.read().decode() if proc.stderr else ''}")
-        yield Service(port, proc.pid, host_token, session_token)
+        yield Service(running.port, running.proc.pid, host_token, session_token)
     finally:
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
-        assert proc.returncode in (0, 130), (proc.returncode, err.decode()[-2000:])  # 130: Ctrl-C's exit code
-        assert b"Exception in ASGI application" not in err, err.decode()[-2000:]  # nothing escaped a route
+        running.stop(signal.SIGINT)
 
 
 def headers(svc: Service, token: str | None, **extra: str) -> dict[str, str]:

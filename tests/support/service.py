@@ -4,6 +4,7 @@ commands run as a person runs them, and a real MCP client over Streamable HTTP (
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -60,11 +61,12 @@ class Served:
     port: int
 
     @classmethod
-    def start(cls, db_path: Path, port: int | None = None, timeout: float = 30.0) -> Served:
+    def start(cls, db_path: Path, port: int | None = None, timeout: float = 30.0, **env: str) -> Served:
+        """``env``: variables for this service only (``KMS_CRASH_AT``, ``KMS_SERVICE_READ_TIMEOUT``, ...)."""
         port = port or free_port()
         proc = subprocess.Popen(
             kms_args("serve", "--port", str(port)),
-            env=kms_env(),
+            env=kms_env(**env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -92,6 +94,16 @@ class Served:
         """Its exit code and stderr, once it has ended."""
         _out, err = self.proc.communicate(timeout=timeout)
         return self.proc.returncode, err
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop it as systemd does (SIGTERM) or Ctrl-C (SIGINT): it must clean up and exit 0, never die of it;
+        nothing may have escaped a route. One that has already ended (a test killed it) is left as it is."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        code, err = self.wait()
+        assert code == 0, (code, err[-2000:])
+        assert "Exception in ASGI application" not in err, err[-2000:]
 
     def kill(self) -> None:
         if self.proc.poll() is None:
