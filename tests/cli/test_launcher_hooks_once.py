@@ -6,16 +6,12 @@ own set runs (it carries the session's contract and token); the installed one st
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.launcher import hook_claude, kms, launcher_env, record
-from test_launcher_service import free_port
+from support.launcher import hook_claude, kms, launcher_env, on_the_service, record
 
-from server.mcp import service
 from server.store.db import connect
 
 
@@ -25,13 +21,10 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
     hook_claude(e)
     e["FAKE_CLAUDE_EDIT"] = str(tmp_path / "vault" / "a.md")
     if request.param == "service":  # the session's hooks are then HTTP hooks to the service, SessionStart aside
-        e.update(KMS_SERVICE_USE="1", KMS_SERVICE_PORT=str(free_port()), KMS_SERVICE_START_WAIT="30")
-    try:
+        with on_the_service(e):
+            yield e
+    else:
         yield e
-    finally:
-        state = service.read_state(Path(e["KMS_DB_PATH"]))
-        if state is not None:
-            os.kill(state.pid, signal.SIGKILL)
 
 
 def test_a_session_in_a_project_with_kms_hooks_installed_runs_each_hook_once(

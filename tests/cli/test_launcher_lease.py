@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from support.launcher import launcher_env
-from test_launcher_service import free_port
+from support.launcher import launcher_env, on_the_service
 
 from server.mcp import service
 
@@ -27,20 +26,12 @@ LEASE_S = 3.0
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    e = {
-        **launcher_env(tmp_path),
-        "KMS_SERVICE_USE": "1",
-        "KMS_SERVICE_PORT": str(free_port()),
-        "KMS_SERVICE_START_WAIT": "30",
+    lease = {
         "KMS_TOKEN_LEASE_S": str(LEASE_S),
         "FAKE_CLAUDE_WAIT": "1",  # the stand-in claude runs until signalled (30 s at most)
     }
-    try:
+    with on_the_service({**launcher_env(tmp_path), **lease}) as e:
         yield e
-    finally:
-        state = service.read_state(Path(e["KMS_DB_PATH"]))
-        if state is not None:
-            os.kill(state.pid, signal.SIGKILL)
 
 
 def status(url: str, secret: str) -> int:

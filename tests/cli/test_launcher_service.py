@@ -5,40 +5,22 @@ a service that cannot be had leaves the stdio entry and a line on stderr; ``--pr
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.launcher import kms, launcher_env, record
+from support.launcher import kms, launcher_env, on_the_service, record
 
 from server.activity import tokens
 from server.mcp import service
 from server.store.db import connect
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    e = {
-        **launcher_env(tmp_path),
-        "KMS_SERVICE_USE": "1",
-        "KMS_SERVICE_PORT": str(free_port()),
-        "KMS_SERVICE_START_WAIT": "30",
-    }
-    try:
+    with on_the_service(launcher_env(tmp_path)) as e:
         yield e
-    finally:
-        state = service.read_state(Path(e["KMS_DB_PATH"]))
-        if state is not None:
-            os.kill(state.pid, signal.SIGKILL)
 
 
 def test_a_session_on_the_service_gets_a_token_of_its_own_revoked_at_exit(env: dict[str, str]) -> None:

@@ -4,15 +4,20 @@ file; a private environment for it; the launcher run as ``python -m kmscli claud
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
+from server.mcp import service
 from server.store.db import connect
 from server.vault.registry import add_vault
+from support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -183,3 +188,16 @@ HOOK_CLAUDE = textwrap.dedent(
 def hook_claude(env: dict[str, str]) -> None:
     """Make ``env``'s claude the stand-in that runs its hooks (``HOOK_CLAUDE``) instead of ``FAKE_CLAUDE``."""
     Path(env["KMS_CLAUDE_BIN"]).write_text(HOOK_CLAUDE.format(python=sys.executable))
+
+
+@contextlib.contextmanager
+def on_the_service(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` for `kms claude` sessions served by the kms service on a free port of their own (started by the
+    launcher, up to 30 s later); whatever service they started is gone after the block."""
+    env.update(KMS_SERVICE_USE="1", KMS_SERVICE_PORT=str(free_port()), KMS_SERVICE_START_WAIT="30")
+    try:
+        yield env
+    finally:
+        state = service.read_state(Path(env["KMS_DB_PATH"]))
+        if state is not None:
+            os.kill(state.pid, signal.SIGKILL)
