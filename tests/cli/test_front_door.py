@@ -247,3 +247,16 @@ def test_search_with_a_vault_lists_only_that_vaults_write_records(indexed: apsw.
     assert [p["vault"] for p in only["provenance"]] == ["other"]
     both = json.loads(ok(kms("search", "lighthouse", "--provenance", "--json")).stdout)
     assert sorted(p["vault"] for p in both["provenance"]) == ["other", "sample"]
+
+
+def test_help_groups_the_commands_vaults_first_each_summary_one_sentence_unbroken() -> None:
+    """`kms --help` was one list of 36 commands with `vault`, a newcomer's first need, 31st, and docstring line
+    breaks showing mid-sentence."""
+    out = ok(kms("--help", COLUMNS="200")).stdout
+    panels = [p for p in ("Vaults", "Agents", "Review", "Service", "Settings") if f"─ {p} " in out]
+    assert panels == ["Vaults", "Agents", "Review", "Service", "Settings"]
+    assert [out.index(f"─ {p} ") for p in panels] == sorted(out.index(f"─ {p} ") for p in panels)
+    vaults = out[out.index("─ Vaults ") : out.index("─ Agents ")]
+    assert "│ vault " in vaults and "│ search " in vaults
+    status = next(line for line in out.splitlines() if "│ status " in line)
+    assert "hidden notes' names only with --include-hidden" in status  # its whole first paragraph, one line
