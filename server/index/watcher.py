@@ -22,6 +22,10 @@ from server.vault.registry import Vault, list_vaults
 
 DEBOUNCE_MS = 150
 BACKUP_CHECK_S = 60.0  # how often a watcher asks whether the daily copy of the database is due
+# the copy starts only once the vault's files have been still this long: between calls, not during a burst of
+# writes (started with the first batch, a new service's first copy ran under the agent's first writes, which
+# then took up to 55 ms; bench_mcp's appends were slower while it ran)
+BACKUP_QUIET_S = 30.0
 RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
 # after re-indexing: (conn, vault, the vault's changed notes) -> rows changed; e.g. the check that a
@@ -151,6 +155,7 @@ def watch_vaults(
     on_change: Callable[[int, float], None] | None = None,
     stop: threading.Event | None = None,
     after: AfterIndex | None = None,
+    backup_quiet_s: float = BACKUP_QUIET_S,
 ) -> None:
     """Block, re-indexing changed notes as they change, until ``stop`` is set (or Ctrl-C).
 
@@ -168,7 +173,7 @@ def watch_vaults(
                 if stop.wait(REGISTRY_CHECK_MS / 1000):
                     return
             continue
-        _watch_until_registry_changes(conn, db_path, vault, vaults, on_change, stop, after)
+        _watch_until_registry_changes(conn, db_path, vault, vaults, on_change, stop, after, backup_quiet_s)
 
 
 def _watch_until_registry_changes(
@@ -179,8 +184,10 @@ def _watch_until_registry_changes(
     on_change: Callable[[int, float], None] | None,
     stop: threading.Event,
     after: AfterIndex | None,
+    backup_quiet_s: float,
 ) -> None:
-    """Watch ``vaults`` until ``stop`` is set or the registry no longer says ``vaults``."""
+    """Watch ``vaults`` until ``stop`` is set or the registry no longer says ``vaults``; the daily copy of the
+    database once the files have been still ``backup_quiet_s``."""
     from watchfiles import watch
 
     roots = [str(v.root) for v in vaults if v.root.is_dir()]
@@ -188,6 +195,7 @@ def _watch_until_registry_changes(
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
     backup_checked = checked - BACKUP_CHECK_S  # (so a service that starts makes an overdue copy soon)
+    last_change = checked
     caught_up = False
     for changes in watch(
         *roots, debounce=DEBOUNCE_MS, step=50, stop_event=stop, yield_on_timeout=True, rust_timeout=REGISTRY_CHECK_MS
@@ -209,6 +217,8 @@ def _watch_until_registry_changes(
             continue
         if n and on_change:
             on_change(n, time.perf_counter() - started)
-        if started - backup_checked >= BACKUP_CHECK_S:  # on a thread of its own: no call waits on it
-            backup_checked = started
+        if changes:
+            last_change = started
+        elif started - last_change >= backup_quiet_s and started - backup_checked >= BACKUP_CHECK_S:
+            backup_checked = started  # on a thread of its own, while the files are still: no call waits on it
             start_backup_if_due(db_path)

@@ -229,7 +229,8 @@ def test_the_watcher_makes_the_daily_backup_on_its_own_thread_and_keeps_a_few(db
     _history(conn, vault_dir)
     conn.close()
     stop = threading.Event()
-    watcher = threading.Thread(target=watch_vaults, args=(db_path,), kwargs={"stop": stop}, daemon=True)
+    quiet = {"stop": stop, "backup_quiet_s": 0.5}  # (30 s in the service: the copy waits for still files)
+    watcher = threading.Thread(target=watch_vaults, args=(db_path,), kwargs=quiet, daemon=True)
     watcher.start()
     try:
         deadline = time.monotonic() + 60
