@@ -34,7 +34,7 @@ from server.vault.files import (
     write_failure,
 )
 from server.vault.markdown import line_count
-from server.vault.paths import is_note_path, locate_note, open_folder
+from server.vault.paths import is_note_path, open_folder
 from server.vault.registry import Vault
 from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
 from server.writes import once
@@ -204,7 +204,7 @@ def write_note(
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
     conn, lock_dir = ctx.conn, ctx.lock_dir
-    real, real_rel = locate_note(vault.root, note.path)
+    real, real_rel = ctx.locate(vault, note.path)
     ctx.check_write(vault, note.path, real=real_rel)  # the session's reach, where the note really is
     journal: UnitJournal | None = None  # a keyed call's (``once``): none for any other
     with contextlib.ExitStack() as locks:

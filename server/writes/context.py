@@ -37,7 +37,7 @@ from server.activity.visits import SessionIdentity
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.vault.files import default_lock_dir
-from server.vault.paths import TRASH, real_relpath
+from server.vault.paths import TRASH, locate_note, real_relpath
 from server.vault.registry import Vault, get_vault, list_vaults
 from server.vault.scope import Vaults, VaultScope, resolve
 from server.writes.staging import Capture, Expected
@@ -110,6 +110,7 @@ class WriteContext:
     put_back: list[Callable[[], None]] | None = None  # set by ``undone_unless_recorded``
     capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
     once_call: str | None = None  # a call with an idempotencyKey (``idempotency.call_id``): journaled (``once``)
+    located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
 
     @classmethod
     def for_person(cls, conn: apsw.Connection, **fields: Any) -> WriteContext:
@@ -143,6 +144,15 @@ class WriteContext:
             self.put_back.append(step)
 
     # ----- where a write may land: the one rule -------------------------------------------------
+
+    def locate(self, vault: Vault, relpath: str) -> tuple[Path, str]:
+        """Where the note at ``relpath`` really is (``paths.locate_note``: its file, and that file's real path
+        in the vault), resolved once a call: the early check and the write asked it twice, a realpath walk
+        each time (+0.2 ms an append)."""
+        key = (vault.id, relpath)
+        if key not in self.located:
+            self.located[key] = locate_note(vault.root, relpath)
+        return self.located[key]
 
     def check_write(self, vault: Vault, relpath: str, *, hidden: bool = False, real: str | None = None) -> str:
         """Refuse, before anything is made, a file this call would create, change, move, remove or move to

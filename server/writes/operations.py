@@ -31,7 +31,6 @@ from server.vault.paths import (
     NOTE_SUFFIX,
     ensure_folder,
     folder_key,
-    locate_note,
     open_folder,
     relpath_in_vault,
     resolve_folder,
@@ -87,7 +86,7 @@ def check_note_folder(ctx: WriteContext, vault: Vault, note: NoteRef) -> None:
     """The session's reach (``WriteContext.check_write``) by the note's path and, for a symlinked note, by
     where it really lives: every operation on an existing note (here, ``edits``, ``memory``, ``link_ops``)
     checks it this one way, before computing anything."""
-    ctx.check_write(vault, note.path, real=locate_note(vault.root, note.path)[1])
+    ctx.check_write(vault, note.path, real=ctx.locate(vault, note.path)[1])
 
 
 _H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
