@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from kmscli import index_cmds
 from kmscli.output import KmsGroup, console
@@ -127,8 +128,8 @@ def _run_demo(ws: DemoWorkspace, headless: bool, step_timeout: float) -> int:
     marks = {"step": "▶ ", "failed": "✗ "}
     if headless:
 
-        def emit(kind: str, text: str) -> None:
-            console.print(f"[{styles[kind]}]{marks.get(kind, '')}{text}[/]", highlight=False)
+        def emit(kind: str, text: str) -> None:  # the story's text holds note titles: never read as markup
+            console.print(Text(marks.get(kind, "") + text, style=styles[kind]), highlight=False)
 
         summary = anyio.run(run_story, ws, emit, 0.0, step_timeout)
         return _demo_code(summary)
