@@ -8,6 +8,7 @@ import apsw
 import typer
 from rich.markup import escape
 
+from kmscli.handled_interrupt import interrupts_noticed
 from kmscli.index_cmds import interrupted_index, run_index
 from kmscli.output import EXIT_INTERRUPTED, JsonOpt, Table, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
@@ -31,7 +32,8 @@ def vault_add(
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
-    from server.vault.registry import add_vault, vault_at
+    from server.index import indexer, link_vaults  # noqa: F401 - imported before the vault is registered: a
+    from server.vault.registry import add_vault, vault_at  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
 
     with cli_errors():
         conn = open_db(create=True)
@@ -65,12 +67,15 @@ def vault_add(
             )
             vault = known
         try:  # Ctrl-C from here on: the vault is registered, and the message says what to run next
-            if vault is not known:
-                root = escape(str(vault.root))
-                console.print(f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True)
-                _say_workspace(conn, vault.id)
-            if not no_index:
-                run_index(conn, full=False, vault=vault.name, embed=False)
+            with interrupts_noticed():
+                if vault is not known:
+                    root = escape(str(vault.root))
+                    console.print(
+                        f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True
+                    )
+                    _say_workspace(conn, vault.id)
+                if not no_index:
+                    run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
             interrupted_index(conn, vault.name)
 

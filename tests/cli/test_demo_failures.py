@@ -51,8 +51,9 @@ def server_after_first_write(demo: subprocess.Popen[str], tmp_path: Path) -> psu
     while time.monotonic() < deadline:
         assert demo.poll() is None, "the demo ended before its first write"
         if any((w / CREATED).exists() for w in tmp_path.glob("kms-demo-*")):
-            [server] = [p for p in psutil.Process(demo.pid).children(recursive=True) if is_kms_mcp(p)]
-            return server
+            servers = [p for p in psutil.Process(demo.pid).children(recursive=True) if is_kms_mcp(p)]
+            if servers:  # (the oldest: the story's own; on a loaded machine another may be starting beside it)
+                return min(servers, key=lambda p: p.create_time())
         time.sleep(0.002)
     raise AssertionError("the demo's first write never landed")
 
