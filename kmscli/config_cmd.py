@@ -18,6 +18,7 @@ import typer
 from kmscli.output import say_error
 from server.config import schema
 from server.config import settings as st
+from server.config.values import format_value
 
 config_app = typer.Typer(
     help="Read and change kms settings (one TOML file; environment variables override keys).",
@@ -51,7 +52,7 @@ def _plain(value: Any) -> str:
     """Values as a script would want them: lists one per line, switches true/false."""
     if isinstance(value, list):
         return "\n".join(value)
-    return schema.format_value(value) if value is not None else ""
+    return format_value(value) if value is not None else ""
 
 
 @config_app.command("get")
@@ -83,7 +84,7 @@ def set_cmd(
     except schema.SettingsError as e:
         _fail(e)
     entry = st.get_value(key)
-    print(f"{key} = {schema.format_value(entry.value)}")
+    print(f"{key} = {format_value(entry.value)}")
     print_warnings(warnings)
     _apply_privacy(key)
 
@@ -119,7 +120,7 @@ def unset_cmd(
     except schema.SettingsError as e:
         _fail(e)
     note = "" if removed else " (was not set in the file)"
-    print(f"{key} = {schema.format_value(entry.value)} ({entry.source}){note}")
+    print(f"{key} = {format_value(entry.value)} ({entry.source}){note}")
     if entry.source == "env":
         print_warnings([f"${entry.setting.env} is set in the environment and still overrides {key}."])
     _apply_privacy(key)
@@ -157,7 +158,7 @@ def list_cmd(
     for col in ("key", "value", "source", "env"):
         table.add_column(col, overflow="fold")
     for entry in entries:
-        value = schema.format_value(entry.value) + (" (auto)" if entry.auto else "")
+        value = format_value(entry.value) + (" (auto)" if entry.auto else "")
         value = value if show_secrets else redact_settings({entry.key: value})[entry.key]
         source = entry.source if entry.source != "env" else Text("env", style="cyan")
         table.add_row(entry.key, value, source, entry.setting.env)

@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from kmscli.compose import (
     sweep_session_configs,
     write_session_config,
 )
+from kmscli.lease import LeaseKeeper
 from kmscli.output import say_error
 from server.activity import tokens
 from server.config.redact import redact
@@ -246,7 +246,11 @@ def run_claude(
         token = None
         if on_service:
             session, token = _on_service(conn, settings, session, env)
-        lease = None if token is None else LeaseKeeper.start(db_path, token.id, tokens.session_lease_s(env))
+        lease = (
+            None
+            if token is None
+            else LeaseKeeper.start(db_path, token.id, tokens.session_lease_s(env), {*FORWARDED_SIGNALS, signal.SIGCHLD})
+        )
         doc = compose(settings, session, isolated=isolated)
         _sweep_stale_configs(conn)
         config_path = write_session_config(doc, session.id)
@@ -323,51 +327,6 @@ def _on_service(
         return session, None
     env["KMS_SESSION_TOKEN"] = secret
     return dataclasses.replace(session, service_url=state.url), token
-
-
-class LeaseKeeper:
-    """Keeps a session token alive while this launcher runs: a daemon thread renews its lease every third of
-    it (``tokens.renew_lease``), so two renewals may fail in a row (a busy database) before it lapses. When the
-    launcher dies, even by SIGKILL, the renewals stop and the token lapses within one lease: the service then
-    refuses it and ends the session (``tokens.end_lapsed_sessions``). A launcher that was frozen past its lease
-    (the machine slept, Ctrl-Z) renews it on waking, which brings the session back (``renew_lease``); a revoked
-    token is not renewed, and the thread stops: claude runs on without kms's tools."""
-
-    def __init__(self, db_path: Path, token_id: str, lease_s: float) -> None:
-        self.db_path, self.token_id, self.lease_s = db_path, token_id, lease_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._renew, name="kms-lease", daemon=True)
-
-    @classmethod
-    def start(cls, db_path: Path, token_id: str, lease_s: float) -> LeaseKeeper:
-        keeper = cls(db_path, token_id, lease_s)
-        if not hasattr(signal, "pthread_sigmask"):
-            keeper._thread.start()
-            return keeper
-        # born with the signals blocked (a thread inherits the mask): every signal stays for ``run_child``'s
-        # sigtimedwait on the main thread, none is taken by this one
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {*FORWARDED_SIGNALS, signal.SIGCHLD})
-        try:
-            keeper._thread.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        return keeper
-
-    def _renew(self) -> None:
-        conn = db.connect(self.db_path)
-        try:
-            while not self._stop.wait(self.lease_s / 3):
-                try:
-                    if not tokens.renew_lease(conn, self.token_id, self.lease_s):
-                        return
-                except Exception:  # noqa: S112 - a busy or locked database: the next beat tries again
-                    continue
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
 
 
 _PRINT = ("-p", "--print")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from server.config.env_names import OTHER_ENV
-from server.config.schema import SETTINGS, format_value
+from server.config.schema import SETTINGS
+from server.config.values import format_value
 
 
 def settings_markdown() -> str:

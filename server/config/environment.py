@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from server.config.env_names import OTHER_ENV
-from server.config.schema import SETTINGS, parse_value, setting
+from server.config.schema import SETTINGS, setting
+from server.config.values import parse_value
 
 
 def env_text(value: Any) -> str:

@@ -36,13 +36,12 @@ from server.config.schema import (
     SettingsFileError,
     SettingValueError,
     Source,
-    parse_value,
     setting,
     suggest_keys,
-    validate_value,
 )
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
 from server.config.settings_file import VERSION_KEY, prune_in_place, read_document, upgrade, write_text
+from server.config.values import parse_value, validate_value
 from server.store.locks import lock_file
 
 

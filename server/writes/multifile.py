@@ -55,6 +55,7 @@ from server.writes.crash_points import crash_point
 from server.writes.staging import Capture
 from server.writes.unit_index import reindex_moves
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
+from server.writes.unit_scope import check_moves, refuse_rewrites_outside
 
 log = logging.getLogger("kms.writes")
 
@@ -233,7 +234,7 @@ def apply_plans(
     conn, lock_dir = ctx.conn, ctx.lock_dir
     located = locate_notes(vault.root, [p.path for p in plans])
     reals, places = [real for real, _rel in located], [rel for _real, rel in located]
-    _check_moves(ctx, vault, plans, places)
+    check_moves(ctx, vault, plans, places)
     if (cap := ctx.capture) is not None:
         return _preview(ctx, cap, vault, plans, reals, places), None
     dests = {i: vault.root / p.new_path for i, p in enumerate(plans) if p.new_path}
@@ -250,7 +251,7 @@ def apply_plans(
             _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
         ]
         _recheck(ctx, vault, prepared)
-        _refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if _in_place(p)])
+        refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if _in_place(p)])
         for i, p in enumerate(plans):  # (a folder is made only once nothing refuses the unit before its writes)
             if p.new_path and p.new_path != p.path:
                 dests[i] = _destination(vault, p.new_path, reals[i])
@@ -313,32 +314,6 @@ def _recorded(journal: UnitJournal) -> None:
     journal.end()
 
 
-def _check_moves(ctx: WriteContext, vault: Vault, plans: list[FilePlan], places: list[str]) -> None:
-    """Every file the unit moves or removes, and every place one goes, within the session's reach
-    (``WriteContext.check_write``: where each really is, symlinks followed), before anything is read or made."""
-    for plan, place in zip(plans, places, strict=True):
-        if plan.delete or (plan.new_path and plan.new_path != plan.path):
-            ctx.check_write(vault, plan.path, hidden=plan.hidden, real=place)
-        if plan.new_path and plan.new_path != plan.path:
-            ctx.check_write(vault, plan.new_path, hidden=plan.hidden)
-
-
-def _refuse_rewrites_outside(ctx: WriteContext, vault: Vault, rewritten: list[tuple[FilePlan, str]]) -> None:
-    """No file rewritten in place (a note whose links to a moved note change) outside the session's reach:
-    the unit is refused, before any write, saying how many there are, hidden ones counted with the rest and
-    none named (the agent could otherwise put a title of its choosing into notes it may not write)."""
-    outside = sum(not ctx.may_write(vault, plan.path, real=place) for plan, place in rewritten)
-    if outside:
-        notes = "1 note" if outside == 1 else f"{outside} notes"
-        raise KmsError(
-            "folder-denied",
-            f"this would rewrite the links in {notes} this session may not write (outside write.allowlist or the "
-            "token's folder: scopes); nothing was changed. Ask the person to make this change, or to widen the "
-            "allowed folders",
-            notesOutsideScope=outside,
-        )
-
-
 def _preview(
     ctx: WriteContext, cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path], places: list[str]
 ) -> list[FileChange]:
@@ -353,7 +328,7 @@ def _preview(
         new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
         moved = plan.new_path if plan.new_path and plan.new_path != plan.path else None
         seen.append((plan, raw, text, new_raw, new_text, moved))
-    _refuse_rewrites_outside(
+    refuse_rewrites_outside(
         ctx,
         vault,
         [

@@ -133,6 +133,7 @@ def test_no_setting_is_masked_for_its_name(tmp_path: Path) -> None:
     """Every settings key, each set in the file: none holds a secret, so each prints as it is, in the
     table and in both JSON documents (``privacy.frontmatter_key`` holds a property name)."""
     from server.config import schema
+    from server.config.values import format_value
 
     values = {
         "privacy.frontmatter_key": "secret_stuff",
@@ -144,7 +145,7 @@ def test_no_setting_is_masked_for_its_name(tmp_path: Path) -> None:
     path = tmp_path / "every.toml"
     for key, setting in schema.SETTINGS.items():
         value = values.get(key, setting.default if setting.default is not None else True)
-        kms("config", "set", key, schema.format_value(value), KMS_CONFIG=str(path))
+        kms("config", "set", key, format_value(value), KMS_CONFIG=str(path))
     env = {"KMS_CONFIG": str(path), "COLUMNS": "400"}
     shown = {
         s["key"]: s["value"]

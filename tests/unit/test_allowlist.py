@@ -120,7 +120,7 @@ def test_entry_for_is_the_folder_of_the_note() -> None:
 def test_one_grammar_for_a_list_in_one_variable() -> None:
     """The schema's parser splits a list on commas and line breaks, so no pattern may hold one."""
     from server.config.allowlist import folder_glob_problem
-    from server.config.schema import parse_value
+    from server.config.values import parse_value
 
     assert parse_value("write.allowlist", "drafts/*, inbox\nideas,inbox") == ["drafts/*", "inbox", "ideas"]
     assert parse_value("write.allowlist", "") == []

@@ -12,8 +12,9 @@ import apsw
 import pytest
 from support.vaults import SAMPLE_VAULT, write
 
-from server.config.schema import SettingValueError, parse_value
+from server.config.schema import SettingValueError
 from server.config.settings import set_value
+from server.config.values import parse_value
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.index.privacy import Rules, hidden_counts, hidden_notes, refresh, rules_for

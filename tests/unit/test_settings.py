@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import docs, environment, schema
+from server.config import docs, environment, schema, values
 from server.config import servers as cs
 from server.config import settings as st
 from server.store.db import connect
@@ -113,8 +113,8 @@ def test_unknown_key_suggests_closest(cfg: Path) -> None:
 def test_globs_parse_normalize_and_dedupe(cfg: Path) -> None:
     st.set_value("write.allowlist", ["drafts/*", "inbox/", "inbox", "a,b", "/"], path=cfg, env={}, has_vault=True)
     assert load(cfg).get("write.allowlist") == ["drafts/*", "inbox", "a", "b", "/"]
-    assert schema.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
-    assert schema.parse_value("write.allowlist", ".") == ["."]
+    assert values.parse_value("write.allowlist", "x/*\ny, z") == ["x/*", "y", "z"]
+    assert values.parse_value("write.allowlist", ".") == ["."]
 
 
 def test_shell_expanded_glob_warns_with_quoted_form(cfg: Path, tmp_path: Path) -> None:
@@ -285,7 +285,7 @@ def test_schema_is_well_formed() -> None:
         if s.parent:
             assert s.parent in schema.SETTINGS
         if not s.auto:
-            assert schema.validate_value(s.key, s.default) == s.default
+            assert values.validate_value(s.key, s.default) == s.default
     required = {
         "kms.enabled",
         "agent.read",
@@ -318,7 +318,7 @@ def test_env_text_roundtrip() -> None:
     assert environment.env_text(["a/*", "b"]) == "a/*,b"
     for key in ("agent.write", "write.allowlist", "write.per_minute"):
         value = schema.SETTINGS[key].default if key != "write.allowlist" else ["x/*", "y"]
-        assert schema.parse_value(key, environment.env_text(value)) == value
+        assert values.parse_value(key, environment.env_text(value)) == value
 
 
 def test_lock_file_does_not_break_concurrent_writers(cfg: Path) -> None:

@@ -19,8 +19,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
-from server.config.schema import AUTO, SettingsError, format_value, parse_value, setting
+from server.config.schema import AUTO, SettingsError, setting
 from server.config.settings import load_settings, set_value
+from server.config.values import format_value, parse_value
 
 KEYS = (
     "kms.enabled",
