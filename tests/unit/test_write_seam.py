@@ -22,8 +22,8 @@ from server.activity.ratelimit import RateLimiter
 from server.mcp.tools.write_tools import WRITE_TOOLS
 from server.writes.context import WriteContext
 from server.writes.guard import WriteService
-from server.writes.restore import restore
-from server.writes.revert import revert
+from server.writes.undo.restore import restore
+from server.writes.undo.revert import revert
 
 WRITES = Path(__file__).resolve().parents[2] / "server" / "writes"
 

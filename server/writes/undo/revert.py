@@ -37,12 +37,12 @@ from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
 from server.vault.paths import TRASH, resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
-from server.writes import revert_files
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.person import PersonCall, person_write
+from server.writes.undo import revert_files
 
 TOOL_REVERT = "revert"
 

@@ -33,7 +33,7 @@ def parse_when(text: str, now: float) -> float:
     seconds. ``invalid-input`` otherwise."""
     import datetime as dt
 
-    from server.writes.trash import parse_duration
+    from server.writes.undo.trash import parse_duration
 
     text = (text or "").strip()
     try:

@@ -35,8 +35,8 @@ from server.writes.context import Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import person_write
-from server.writes.restore import TOOL_RESTORE, current_bytes, restore, restore_target
-from server.writes.revert import free_trash_path
+from server.writes.undo.restore import TOOL_RESTORE, current_bytes, restore, restore_target
+from server.writes.undo.revert import free_trash_path
 
 KIND = "outside edit reported by the session"
 
