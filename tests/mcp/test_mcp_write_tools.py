@@ -241,7 +241,7 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
     from server.writes import operations
     from server.writes.context import WriteContext
     from server.writes.outcome import WriteOutcome
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     class StampInput(StrictInput):
         noteId: str = Field(min_length=1)
