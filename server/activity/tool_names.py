@@ -1,8 +1,9 @@
 """Every MCP tool's name, in one list below the registry (``server.mcp.tools``).
 
 The activity feed, the session note, ``kms_start``'s budget and the dashboard name tools without importing the
-MCP layer above them; they take the names from here, and ``tests/unit/test_tool_names.py`` checks this list
-against the registry (the same names, in listing order) and that no module below it spells one by hand.
+MCP layer above them; they take the names from here, and ``tests/unit/test_tool_names.py`` checks that each
+is a registry tool (in listing order) and that no module below the registry spells one by hand. A new tool
+joins the list when a lower layer first names it.
 """
 
 from __future__ import annotations
