@@ -130,11 +130,15 @@ async def test_every_read_tool_aimed_at_a_hidden_note_answers_nothing_of_it(
     conn: apsw.Connection, db_path: Path, tmp_path: Path, kind: str
 ) -> None:
     """Each read tool of the registry, with nothing written for it here: its example as is, then each of its
-    string arguments set to each name of the hidden note (id, title, path, folder, tag, a canary word) and
-    to a word the visible notes share with it. A new read tool that leaks fails here until it does not."""
+    string arguments set to each name of the hidden note (id, title, path, folder, tag, a canary word) and to
+    words it shares with the visible notes or has without a canary. A new read tool that leaks fails here
+    until it does not."""
     info = _setup(conn, tmp_path, kind)
     names = [info["id"], info["title"], info["path"], info["path"][:-3], info["folder"], f"zqxtag-{kind}"]
-    names += ["zqxbody", "garden", *([info["link"]] if info["link"] else [])]
+    names += ["zqxbody", *([info["link"]] if info["link"] else [])]
+    # and words the hidden note shares with the visible ones, or alone with none of its canaries (its title's
+    # "title", its kind); the empty string, which many a filter reads as "everything"
+    names += ["garden", "beans peas", "plans", "title", kind, ""]
     leaks: list[tuple[str, dict, list[str]]] = []
     called: set[str] = set()
     answered: list[str] = []
