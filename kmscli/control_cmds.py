@@ -1,6 +1,7 @@
 """The person's live controls: ``kms pending|approve|reject`` and ``kms session list|pause|resume|revoke|undo``.
 
-Thin adapters: the rules live in ``server.activity.approvals``, ``server.activity.control`` and
+Thin adapters: the rules live in ``server.writes.review`` (a decision), ``server.activity.approvals``,
+``server.activity.control`` and
 ``server.writes.undo_session``; a running ``kms mcp`` sees every decision through the database.
 """
 
@@ -60,17 +61,21 @@ def pending_cmd(json_out: JsonOpt = False) -> None:
 
 
 def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:
-    from server.activity.approvals import decide
+    import server.mcp.tools  # noqa: F401 - its write tools apply a detached call here (server.writes.appliers)
+    from server.writes.review import decide_pending
 
     with cli_errors():
-        done = decide(open_db(), pending_id, approve=approve, reason=reason)
+        done = decide_pending(open_db(), pending_id, approve, channel="cli", reason=reason or "")
     if json_out:
-        print_json(done.to_json())
+        print_json(done)
         return
     verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
+    if done["detached"]:
+        then = "applied now" if approve else "the agent can see it (kms_pending)"
+    else:
+        then = f"the waiting call now {'applies it' if approve else 'tells the agent'}"
     console.print(
-        f"{verb} #{done.id} ({done.tool}, session {done.session_id}); the waiting call now "
-        f"{'applies it' if approve else 'tells the agent'}",
+        f"{verb} #{done['id']} ({escape(done['tool'])}, session {escape(done['sessionId'])}); {then}",
         highlight=False,
     )
 
@@ -78,7 +83,8 @@ def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) 
 def approve_cmd(
     pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")], json_out: JsonOpt = False
 ) -> None:
-    """Approve a waiting write: the agent's call applies it (or answers conflict if the note changed since)."""
+    """Approve a waiting write: the agent's call applies it, or, staged by a session that does not wait (remote),
+    it is applied now (conflict if the note changed since: nothing written)."""
     _decide(pending_id, True, None, json_out)
 
 

@@ -108,6 +108,10 @@ class SessionConfig:
     token_id: str | None = None  # the token this session is reached through
     token_tier: str | None = None  # the token's tier ceiling (``tier:``)
     token_cut: tuple[str, ...] = ()  # tier switches on in the settings that the token's ceiling turned off
+    # a staged write is answered at once (``{"status": "staged", "pendingId": N}``) and applied later by the
+    # person's decision from any process (``server.writes.review``): remote grants, whose person is not at a
+    # terminal the call could wait on. In-process only, never in the environment
+    review_detached: bool = False
 
     @property
     def vault_names(self) -> tuple[str, ...]:
@@ -122,6 +126,31 @@ class SessionConfig:
     def tier_enabled(self, tier: Tier) -> bool:
         """A tier is on when it and every tier below it (and kms itself) are on (``server.config.tiers``)."""
         return tier_enabled(self, tier)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every field as JSON-ready values: what a detached staged call keeps of its session, so that another
+        process (the CLI, the dashboard, the service's review page) can rebuild it to apply the call."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_snapshot(cls, data: Mapping[str, Any], **overrides: Any) -> SessionConfig:
+        """The session ``snapshot`` kept (a field it lacks takes its default; one this version does not know is
+        left out), with ``overrides``."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in known:
+                continue
+            if name in ("db_path", "config_path"):
+                value = Path(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            values[name] = value
+        return cls(**{**values, **overrides})
 
     @classmethod
     def from_settings(

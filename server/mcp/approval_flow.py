@@ -37,7 +37,9 @@ async def write_call(runner: ToolRunner, ctx: Any, params: types.CallToolRequest
             return host_approval.forged("input responses without a request state").to_dict(), True
         answer = _answer_in(params.input_responses)
         return await runner.resume_write(params.name, params.arguments, params.request_state, answer, progress)
-    if not host_approval.asks(runner.config.approval_channel, ctx.session.client_capabilities):
+    if runner.writes.detached or not host_approval.asks(
+        runner.config.approval_channel, ctx.session.client_capabilities
+    ):
         return await runner.call_write(params.name, params.arguments, progress)
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return await runner.stage_for_host(params.name, params.arguments)

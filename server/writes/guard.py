@@ -28,6 +28,10 @@ steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exact
 else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
 Whatever the mode, a call whose text looks like instructions planted for an agent
 (``server.vault.planted``, ``planted_reasons``) is staged the same way, its reasons kept with it.
+A detached session (``SessionConfig.review_detached``: a remote grant's) never waits: its staged call keeps
+its session with it (``SessionConfig.snapshot``), takes the agent's write slot at staging, and is answered at
+once (``staged_answer``); the person's decision applies it later from whatever process decides
+(``server.writes.review.decide_pending``, through ``settle`` of a service rebuilt by ``for_detached``).
 
 Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome``), its spec beside
 its handler in its tier's registry module (``server.mcp.tools``), and its test; nothing here names a tool.
@@ -42,14 +46,15 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
 from server.activity import approvals, control, idempotency, provenance, unrecorded
 from server.activity.agent_session import AgentSession
-from server.activity.ratelimit import Slot
-from server.config.session import Tier
+from server.activity.ratelimit import Slot, Unmetered
+from server.config.session import SessionConfig, Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
@@ -103,6 +108,41 @@ class Staged:
     files: tuple[StagedFile, ...]
     expires_at: float
     why: tuple[str, ...] = ()  # staged because its text looks planted (``planted_reasons``)
+    detached: bool = False  # nobody waits on it: answered at once, applied by the person's decision
+
+    @classmethod
+    def of(cls, item: approvals.Pending) -> Staged:
+        """The ticket of a staged call as its row keeps it (a decider in another process applies it)."""
+        files = tuple(StagedFile.from_json(f) for f in item.files)
+        return cls(item.id, files, item.expires_at, tuple(item.why), item.detached)
+
+
+def staged_answer(staged: Staged) -> dict[str, Any]:
+    """A detached call's answer, given at once: staged, its pending id, how the person reviews it and what it
+    would change (a hidden note counted, never named). ``kms_pending`` tells the agent what became of it."""
+    shown = [
+        {
+            "vault": f.vault,
+            "path": f.path,
+            **({"newPath": f.new_path} if f.new_path else {}),
+            "added": f.added,
+            "removed": f.removed,
+        }
+        for f in staged.files
+        if not f.hidden
+    ]
+    hidden = sum(1 for f in staged.files if f.hidden)
+    return {
+        "status": "staged",
+        "pendingId": staged.id,
+        "review": approvals.review_hint(staged.id),
+        "message": f"staged for the person's review, nothing written yet; ask kms_pending with pendingId "
+        f"{staged.id} what became of it",
+        "files": shown,
+        **({"hiddenFiles": hidden} if hidden else {}),
+        "expiresAt": staged.expires_at,
+        **({"why": list(staged.why)} if staged.why else {}),
+    }
 
 
 class WriteService:
@@ -115,9 +155,26 @@ class WriteService:
         self.session, self.model, self.actor = session, model, actor  # actor: the agent, or kms's session capture
         self.lock_dir = lock_dir_for(self.conn())  # the database's own lock folder, once
 
+    @classmethod
+    def for_detached(
+        cls, item: approvals.Pending, db_path: str | Path, model: ModelSource | None = None
+    ) -> WriteService:
+        """The guard of the session a detached call was staged in, rebuilt from its row in any process (over
+        ``db_path``, this process's database): the same identity, vault, tiers, allowlist and token folders.
+        Its limiter counts nothing: the agent's slot was taken when the call was staged."""
+        if item.session is None:
+            raise KmsError("invalid-input", f"pending change #{item.id} was not staged detached")
+        config = SessionConfig.from_snapshot(item.session, db_path=Path(db_path), watch=False)
+        return cls(AgentSession.open(config, limits=Unmetered()), model)
+
     @property
     def session_id(self) -> str:
         return self.session.id
+
+    @property
+    def detached(self) -> bool:
+        """Whether this session's staged calls are answered at once (``SessionConfig.review_detached``)."""
+        return self.session.config.review_detached
 
     @property
     def approval_timeout(self) -> float:
@@ -214,6 +271,8 @@ class WriteService:
         staged = self.stage(tool, arguments)
         if staged is None:
             return self.run(tool, arguments)
+        if staged.detached:
+            return staged_answer(staged)
         return self.settle(tool, arguments, staged, self.wait(staged, time.sleep))
 
     def wait(self, staged: Staged, sleep: Callable[[float], object]) -> approvals.Pending:
@@ -258,6 +317,14 @@ class WriteService:
         if not cap.files or (not why and (c.approval == "off" or small)):
             return None
         now = self.session.clock()
+        detached = c.review_detached
+        timeout = approvals.DETACHED_WAIT_S if detached else self.approval_timeout
+        if detached:  # the agent's write slot, now: its call ends here (a refusal is recorded and raised)
+            try:
+                self.session.limits.acquire(conn, self.session_id)
+            except KmsError as e:
+                self._record(conn, tool, arguments, ctx.touched, None, e)
+                raise
         pending_id = approvals.stage(
             conn,
             session_id=self.session_id,
@@ -266,12 +333,13 @@ class WriteService:
             input_summary=provenance.summarize_input(dict(arguments)),
             files=[f.to_json() for f in cap.files],
             lines=cap.lines,
-            timeout_s=self.approval_timeout,
-            asking_host=asking_host,
+            timeout_s=timeout,
+            asking_host=asking_host and not detached,
             now=now,
             why=why,
+            session=c.snapshot() if detached else None,
         )
-        return Staged(pending_id, tuple(cap.files), now + self.approval_timeout, tuple(why))
+        return Staged(pending_id, tuple(cap.files), now + timeout, tuple(why), detached)
 
     def settle(
         self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged, decision: approvals.Pending

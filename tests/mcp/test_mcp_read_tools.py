@@ -516,6 +516,7 @@ ARGS = {
     "kms_recall": {"topic": "x"},
     "kms_list_folder": {},
     "kms_status": {},
+    "kms_pending": {},
     "kms_reindex": {},
 }
 

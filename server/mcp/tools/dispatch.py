@@ -161,6 +161,10 @@ class ToolRunner:
         answer, ticket = await self._stage(spec, arguments, host_asks=ask is not None)
         if ticket is None:
             return answer
+        if ticket.detached:  # nobody waits: the person's decision applies it (``server.writes.review``)
+            from server.writes.guard import staged_answer
+
+            return staged_answer(ticket), False
         return await self._conclude(spec, arguments, ticket, progress, ask=ask)
 
     async def stage_for_host(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool] | Parked:
