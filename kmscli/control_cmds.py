@@ -42,8 +42,21 @@ def _show_pending(p: Any, now: float) -> None:
         print_verbatim(f["diff"])
 
 
-def pending_cmd(json_out: JsonOpt = False) -> None:
-    """Write calls waiting for your approval, oldest first, each with the exact diff it would apply."""
+def pending_cmd(
+    json_out: JsonOpt = False,
+    after: Annotated[
+        bool, typer.Option("--after", help="Writes that landed under review.mode = after, newest first.")
+    ] = False,
+    keep: Annotated[
+        list[int] | None,
+        typer.Option("--keep", help="Mark a landed write (its call id) reviewed: no longer listed. Repeatable."),
+    ] = None,
+) -> None:
+    """Write calls waiting for your approval, oldest first, each with the exact diff it would apply; with
+    ``--after``, the writes that landed for review after (undo one with ``kms revert ID``)."""
+    if after or keep:
+        _landed(keep or [], json_out)
+        return
     from server.activity.approvals import list_pending
 
     with cli_errors():
@@ -58,6 +71,33 @@ def pending_cmd(json_out: JsonOpt = False) -> None:
     for p in items:
         _show_pending(p, now)
     console.print("[dim]approve with `kms approve ID`, reject with `kms reject ID --reason TEXT`[/]")
+
+
+def _landed(keep: list[int], json_out: bool) -> None:
+    from server.activity import landed
+
+    with cli_errors():
+        conn = open_db()
+        if keep:
+            kept = landed.keep(conn, keep)
+            if not json_out:
+                console.print(f"kept {kept} landed write(s): no longer listed", highlight=False)
+        items = landed.listed(conn)
+    if json_out:
+        print_json(items)
+        return
+    if not items:
+        console.print("No landed write waits for your look.")
+        return
+    now = time.time()
+    for i in items:
+        where = f"{i['vault']}:{i['path']}" if i["path"] else "(no note)"
+        console.print(
+            f"#{i['invocationId']} {i['tool']} · session {i['sessionId']} · {ago(i['at'], now, '?')} · {where}",
+            markup=False,
+            highlight=False,
+        )
+    console.print("[dim]undo one with `kms revert ID`, keep it with `kms pending --keep ID`[/]")
 
 
 def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:

@@ -39,6 +39,9 @@ SETTING_FIELDS: dict[str, str] = {
     "approval_lines": "write.approval_lines",
     "approval_timeout": "write.approval_timeout",
     "approval_channel": "write.approval_channel",
+    "review_mode": "review.mode",
+    "review_max_lines": "review.max_lines",
+    "review_max_files": "review.max_files",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
@@ -90,6 +93,9 @@ class SessionConfig:
     approval_lines: int = 20
     approval_timeout: int = 120
     approval_channel: str = "both"  # write.approval_channel: host, dashboard, both
+    review_mode: str | None = None  # review.mode: before, after, off; None: write.approval decides (config.review)
+    review_max_lines: int = 0  # review.max_lines: 0 = no threshold
+    review_max_files: int = 0  # review.max_files: 0 = no threshold
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
@@ -174,6 +180,9 @@ class SessionConfig:
             approval_lines=settings.get("write.approval_lines"),
             approval_timeout=settings.get("write.approval_timeout"),
             approval_channel=settings.get("write.approval_channel") or "both",
+            review_mode=settings.get("review.mode") or None,
+            review_max_lines=settings.get("review.max_lines"),
+            review_max_files=settings.get("review.max_files"),
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),

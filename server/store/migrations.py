@@ -370,6 +370,21 @@ def m044_detached_staging(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX pending_writes_session ON pending_writes(session_id, id)")
 
 
+def m045_landed_for_review(conn: apsw.Connection) -> None:
+    """The writes that landed under ``review.mode = after``, listed for the person until they keep or undo
+    each (``server.activity.landed``): the call's own provenance row, and when the person marked it reviewed.
+    An undo is read from provenance (a revert of the call), never kept twice here."""
+    conn.execute(
+        """CREATE TABLE landed_writes (
+             invocation_id INTEGER PRIMARY KEY,  -- the call's provenance row (tool_invocations.id)
+             session_id TEXT NOT NULL,
+             at REAL NOT NULL,
+             kept_at REAL                         -- the person looked and kept it (NULL: still listed)
+           )"""
+    )
+    conn.execute("CREATE INDEX landed_writes_open ON landed_writes(kept_at, invocation_id)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -404,6 +419,7 @@ MIGRATIONS: list[Migration] = [
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
     m044_detached_staging,
+    m045_landed_for_review,
 ]
 
 

@@ -20,13 +20,16 @@ A slot is given back when the call did not change a file, so the limits count wr
 steps 1-2, and writes nothing (``server.activity.idempotency``); a keyed call's file changes are journaled so
 that no crash leaves one landed but unrecorded, to be written again by the retry (``server.writes.once``).
 
-Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
+Approval (``review.mode = before``, or a call above ``review.max_lines`` / ``review.max_files``; the older
+``write.approval`` read into the same policy: ``server.config.review``): after validation, ``stage`` runs the operation
 once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
 person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for the
 decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
 steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
 else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
-Whatever the mode, a call whose text looks like instructions planted for an agent
+Under ``review.mode = after`` a call that changed a note is listed once it lands, in its own commit
+(``server.activity.landed``), for the person to keep or undo. Whatever the mode, a call whose text looks like
+instructions planted for an agent
 (``server.vault.planted``, ``planted_reasons``) is staged the same way, its reasons kept with it.
 A detached session (``SessionConfig.review_detached``: a remote grant's) never waits: its staged call keeps
 its session with it (``SessionConfig.snapshot``), takes the agent's write slot at staging, and is answered at
@@ -51,9 +54,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from server.activity import approvals, control, idempotency, provenance, unrecorded
+from server.activity import approvals, control, idempotency, landed, provenance, unrecorded
 from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import Slot, Unmetered
+from server.config.review import ReviewPolicy
+from server.config.review import policy as review_policy
 from server.config.session import SessionConfig, Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
@@ -172,6 +177,12 @@ class WriteService:
         return self.session.id
 
     @property
+    def lists_landed(self) -> bool:
+        """Whether this session's writes are listed for review once landed (``review.mode = after``); kms's own
+        writes on its behalf (the session note) are not the agent's."""
+        return self.actor == "agent" and self.review.mode == "after"
+
+    @property
     def detached(self) -> bool:
         """Whether this session's staged calls are answered at once (``SessionConfig.review_detached``)."""
         return self.session.config.review_detached
@@ -286,9 +297,15 @@ class WriteService:
         item = approvals.poll(self.conn(), staged.id, now=self.session.clock())
         return None if item.status == approvals.OPEN else item
 
+    @property
+    def review(self) -> ReviewPolicy:
+        """This session's review mode and thresholds (``server.config.review``: ``review.*``, ``write.approval``)."""
+        return review_policy(self.session.config)
+
     def stage(self, tool: WriteTool, arguments: Mapping[str, Any], asking_host: bool = False) -> Staged | None:
         """Stage the call for the person's approval (``asking_host``: the host asks too), or None when it needs none
-        (approval off, or ``bulk`` and one file and at most ``approval_lines`` lines, or nothing would change).
+        (``review.mode`` is not ``before`` and the call is within ``review.max_lines`` / ``review.max_files``,
+        or nothing would change).
         A call whose text looks like instructions planted for an agent (``planted_reasons``) is staged
         whatever the approval mode, with its reasons: a note or a memory fact must not steer a later agent
         unless the person let it in.
@@ -296,8 +313,9 @@ class WriteService:
         is recorded and raised here: it never runs unapproved."""
         c = self.session.config
         why = planted_reasons(arguments)
-        if c.approval == "off" and not why:
-            return None
+        review = self.review
+        if not why and review.mode != "before" and not review.has_threshold:
+            return None  # nothing could make it wait: not even previewed
         conn = self.conn()
         if self._replayable(conn, tool, arguments):
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
@@ -313,8 +331,8 @@ class WriteService:
             if not isinstance(e, apsw.Error):  # (a database failure is the dispatcher's to answer)
                 self._record(conn, tool, arguments, ctx.touched, None, e)
             raise
-        small = c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines
-        if not cap.files or (not why and (c.approval == "off" or small)):
+        waits = bool(why) or review.mode == "before" or review.above(len(cap.files), cap.lines)
+        if not cap.files or not waits:
             return None
         now = self.session.clock()
         detached = c.review_detached
@@ -494,6 +512,8 @@ class WriteService:
                             failure,
                             message=None if pending is None else pending.decided_words(),
                         )
+                        if pending is None and outcome is not None and outcome.changed and self.lists_landed:
+                            landed.note(conn, invocation_id, self.session_id)  # review.mode = after
                         if pending is not None:
                             approvals.finish(
                                 conn,
