@@ -286,10 +286,11 @@ class KmsDashboard(App[None]):
             return
         self.last_control = done
         verb = "Approved" if approve else "Rejected"
-        self.notify(
-            f"{verb} #{pending_id} ({done.tool}); the agent's call now {'applies it' if approve else 'is told'}.",
-            title=verb,
-        )
+        if done.detached:  # nobody waited: applied (or refused) here, the agent sees it with kms_pending
+            then = "applied it" if done.outcome == "applied" else "the agent can see it"
+        else:
+            then = f"the agent's call now {'applies it' if approve else 'is told'}"
+        self.notify(f"{verb} #{pending_id} ({done.tool}); {then}.", title=verb)
 
     @work(group="control", exit_on_error=False)
     async def session_control(self, session_id: str, what: str) -> None:

@@ -163,7 +163,7 @@ def stage(
                 session_id,
                 tool,
                 input_summary,
-                json.dumps(arguments, ensure_ascii=False, default=str),
+                _arguments_json(arguments),
                 json.dumps(files, ensure_ascii=False),
                 lines,
                 int(asking_host),
@@ -173,6 +173,22 @@ def stage(
             ),
         )
         return int(conn.last_insert_rowid())
+
+
+def _arguments_json(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False, default=str)
+
+
+def waiting_same(conn: apsw.Connection, session_id: str, tool: str, arguments: dict[str, Any]) -> Pending | None:
+    """A call of this session with exactly these arguments still waiting (a detached call's retry carrying the
+    same ``idempotencyKey`` is answered with it, not staged twice)."""
+    found = rows(
+        conn,
+        "SELECT * FROM pending_writes WHERE session_id = ? AND status = ? AND tool = ? AND input_json = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (session_id, OPEN, tool, _arguments_json(arguments)),
+    )
+    return _pending(found[0]) if found else None
 
 
 def get(conn: apsw.Connection, pending_id: int) -> Pending | None:

@@ -319,6 +319,10 @@ class WriteService:
         conn = self.conn()
         if self._replayable(conn, tool, arguments):
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
+        if c.review_detached and isinstance(arguments.get(idempotency.KEY_FIELD), str):
+            same = approvals.waiting_same(conn, self.session_id, tool.name, dict(arguments))
+            if same is not None:  # a retry of a keyed call still waiting: the same ticket, not a second one
+                return Staged.of(same)
         cap = Capture()
         ctx = self.context(
             conn, Touched(note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS)), staging=cap, slots=False

@@ -179,3 +179,14 @@ async def test_a_blocking_sessions_item_is_only_recorded_by_the_decider(
         assert indexed.execute("SELECT count(*) FROM tool_invocations WHERE tool = 'kms_append'").fetchall() == [(0,)]
     finally:
         runner.close()
+
+
+async def test_a_keyed_retry_of_a_waiting_call_gets_the_same_ticket(indexed: apsw.Connection, db_path: Path) -> None:
+    args = {"noteId": note_id(indexed, "Home"), "content": "once", "idempotencyKey": "k-1"}
+    async with mcp_client(db_path, **DETACHED) as client:
+        first = (await client.call_tool("kms_append", args)).structured_content
+        again = (await client.call_tool("kms_append", args)).structured_content
+        other = (await client.call_tool("kms_append", {**args, "idempotencyKey": "k-2"})).structured_content
+    assert first["status"] == again["status"] == "staged" and first["pendingId"] == again["pendingId"]
+    assert other["pendingId"] != first["pendingId"]
+    assert len(approvals.list_pending(indexed)) == 2
