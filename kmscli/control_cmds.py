@@ -26,9 +26,10 @@ ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent 
 
 def _show_pending(p: Any, now: float) -> None:
     left = max(0, int(p.expires_at - now))
+    nobody = " · nobody waits: applied when you approve" if p.detached else ""  # a remote grant's
     console.print(
         f"[bold]#{p.id}[/] {escape(p.tool)} · session {escape(p.session_id)} · {ago(p.created_at, now, '?')} · "
-        f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left",
+        f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left{nobody}",
         highlight=False,
     )
     console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
