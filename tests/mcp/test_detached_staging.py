@@ -20,7 +20,7 @@ from support.vaults import note_id
 from server.activity import approvals
 from server.errors import KmsError
 from server.store.db import connect
-from server.writes.review import decide_pending
+from server.writes.review import decide_all, decide_pending
 
 DETACHED: dict[str, Any] = {"write_enabled": True, "approval": "always", "review_detached": True}
 
@@ -190,3 +190,22 @@ async def test_a_keyed_retry_of_a_waiting_call_gets_the_same_ticket(indexed: aps
     assert first["status"] == again["status"] == "staged" and first["pendingId"] == again["pendingId"]
     assert other["pendingId"] != first["pendingId"]
     assert len(approvals.list_pending(indexed)) == 2
+
+
+async def test_past_its_time_it_expires_and_no_decision_lands(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path
+) -> None:
+    import server.mcp.tools  # noqa: F401 - the write tools a decision applies with
+
+    nid = note_id(indexed, "Home")
+    before = (vault_dir / "Home.md").read_bytes()
+    async with mcp_client(db_path, **DETACHED) as client:
+        pid = (await _stage_append(client, nid, "too slow"))["pendingId"]
+        kept = (await _stage_append(client, nid, "in time"))["pendingId"]
+        indexed.execute("UPDATE pending_writes SET expires_at = ? WHERE id = ?", (time.time() - 1, pid))  # a week on
+        seen = (await client.call_tool("kms_pending", {"pendingId": pid})).structured_content["items"][0]
+        assert seen["status"] == "expired" and "nobody decided" in seen["message"]
+        out = decide_all(indexed, [pid, kept, 999_999], False, channel="cli", reason="no")
+    assert [o.get("error") for o in out] == ["conflict", None, "not-found"]
+    assert out[1]["status"] == "rejected" and out[1]["outcome"] == "rejected"
+    assert (vault_dir / "Home.md").read_bytes() == before
