@@ -13,7 +13,17 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim
+from kmscli.output import (
+    EXIT_FOR_KIND,
+    JsonOpt,
+    Table,
+    cli_errors,
+    console,
+    open_db,
+    print_json,
+    print_verbatim,
+    say_error,
+)
 from server.humanize import ago
 
 session_app = typer.Typer(
@@ -101,41 +111,46 @@ def _landed(keep: list[int], json_out: bool) -> None:
     console.print("[dim]undo one with `kms revert ID`, keep it with `kms pending --keep ID`[/]")
 
 
-def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:
+def _decide(pending_ids: list[int], approve: bool, reason: str | None, json_out: bool) -> None:
+    """One decision per id through the one decider (``server.writes.review``); each id answered in turn, a
+    refused one on stderr, the exit code the first refusal's."""
     import server.mcp.tools  # noqa: F401 - its write tools apply a detached call here (server.writes.appliers)
-    from server.writes.review import decide_pending
+    from server.writes.review import decide_all
 
     with cli_errors():
-        done = decide_pending(open_db(), pending_id, approve, channel="cli", reason=reason or "")
+        results = decide_all(open_db(), pending_ids, approve, channel="cli", reason=reason or "")
     if json_out:
-        print_json(done)
-        return
-    verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
-    if done["detached"]:
-        then = "applied now" if approve else "the agent can see it (kms_pending)"
-    else:
-        then = f"the waiting call now {'applies it' if approve else 'tells the agent'}"
-    console.print(
-        f"{verb} #{done['id']} ({escape(done['tool'])}, session {escape(done['sessionId'])}); {then}",
-        highlight=False,
-    )
+        print_json(results[0] if len(results) == 1 else results)
+    failed = next((r for r in results if "error" in r), None)
+    for done in [] if json_out else results:
+        if "error" in done:
+            say_error(done["error"], done["message"])
+            continue
+        verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
+        if done["detached"]:
+            then = "applied now" if approve else "the agent can see it (kms_pending)"
+        else:
+            then = f"the waiting call now {'applies it' if approve else 'tells the agent'}"
+        console.print(
+            f"{verb} #{done['id']} ({escape(done['tool'])}, session {escape(done['sessionId'])}); {then}",
+            highlight=False,
+        )
+    if failed is not None:
+        raise typer.Exit(EXIT_FOR_KIND.get(failed["error"], 1))
 
 
-def approve_cmd(
-    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")], json_out: JsonOpt = False
-) -> None:
-    """Approve a waiting write: the agent's call applies it, or, staged by a session that does not wait (remote),
-    it is applied now (conflict if the note changed since: nothing written)."""
-    _decide(pending_id, True, None, json_out)
+IdsArg = Annotated[list[int], typer.Argument(help="The pending id(s) (`kms pending`); each one is decided in turn.")]
 
 
-def reject_cmd(
-    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
-    reason: ReasonOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Reject a waiting write: nothing is written, the agent is told (with your reason)."""
-    _decide(pending_id, False, reason, json_out)
+def approve_cmd(pending_ids: IdsArg, json_out: JsonOpt = False) -> None:
+    """Approve waiting writes: the agent's call applies each, or, staged by a session that does not wait
+    (remote), it is applied now (conflict if the note changed since: nothing written)."""
+    _decide(pending_ids, True, None, json_out)
+
+
+def reject_cmd(pending_ids: IdsArg, reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+    """Reject waiting writes: nothing is written, the agent is told (with your reason)."""
+    _decide(pending_ids, False, reason, json_out)
 
 
 @session_app.command("list")

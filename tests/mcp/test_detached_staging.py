@@ -209,3 +209,20 @@ async def test_past_its_time_it_expires_and_no_decision_lands(
     assert [o.get("error") for o in out] == ["conflict", None, "not-found"]
     assert out[1]["status"] == "rejected" and out[1]["outcome"] == "rejected"
     assert (vault_dir / "Home.md").read_bytes() == before
+
+
+async def test_the_cli_decides_several_ids_in_turn(indexed: apsw.Connection, db_path: Path, vault_dir: Path) -> None:
+    """Each staged call is what it would do to the notes as they were: a second call on the same note, staged
+    before the first landed, is a conflict once the first has (the agent sees it and stages it again)."""
+    nid = note_id(indexed, "Home")
+    async with mcp_client(db_path, **DETACHED) as client:
+        one = (await _stage_append(client, nid, "first of two"))["pendingId"]
+        two = (await _stage_append(client, nid, "second of two"))["pendingId"]
+        result = kms("approve", str(one), str(two), "999999", "--json")
+        seen = (await client.call_tool("kms_pending", {"pendingId": two})).structured_content["items"][0]
+    assert result.exit_code == 1  # the first refusal's code: a conflict
+    out = json.loads(result.stdout)
+    assert out[0]["outcome"] == "applied" and out[1]["error"] == "conflict" and out[2]["error"] == "not-found"
+    text = (vault_dir / "Home.md").read_text()
+    assert "first of two" in text and "second of two" not in text
+    assert seen["status"] == "approved" and seen["outcome"] == "conflict"
