@@ -359,6 +359,14 @@ def m043_composed_name_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m056_index_state(conn: apsw.Connection) -> None:
+    """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
+    their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
+    vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
+    agents' answers say; the next index completes a vault left so by a crash)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -392,6 +400,7 @@ MIGRATIONS: list[Migration] = [
     m038_stamps_follow_notes,
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
+    m056_index_state,
 ]
 
 

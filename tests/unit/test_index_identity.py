@@ -91,6 +91,7 @@ def scenario_dump(name: str, tmp: Path) -> dict:
     conn = connect(tmp / f"{name}.db")
     try:
         SCENARIOS[name](conn, tmp)
+        assert conn.execute("SELECT count(*) FROM vaults WHERE index_state IS NOT NULL").fetchall() == [(0,)]
         return dump(conn, str(tmp))
     finally:
         conn.close()
