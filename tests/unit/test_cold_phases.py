@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import apsw
+from support.cold_index import add_killed_between_phases
 from support.gen_vault import generate
 from support.index_dump import digests, dump
 from support.vaults import REPO
@@ -30,15 +29,6 @@ from server.store.db import connect
 from server.vault.registry import add_vault, get_vault
 
 REFERENCE = REPO / "tests" / "data" / "index_identity.json"  # (test_index_identity.py's)
-KILLED_BETWEEN = """
-import os, sys
-from server.index.indexer import index_vault
-from server.store.db import connect
-from server.vault.registry import add_vault
-
-conn = connect(sys.argv[1])
-index_vault(conn, add_vault(conn, sys.argv[2], "gen"), on_searchable=lambda report: os._exit(9))
-"""
 
 
 def _count(conn: apsw.Connection, sql: str, params: tuple = ()) -> int:
@@ -60,10 +50,7 @@ def test_a_kill_between_the_phases_leaves_a_searchable_vault_the_next_index_comp
     set_value("privacy.hide_tags", ["idea"], path=Path(os.environ["KMS_CONFIG"]), env={}, has_vault=True)
     gen = generate(tmp_path / "gen", notes=450)
     db = tmp_path / "generated.db"
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLED_BETWEEN, str(db), str(gen)], env=os.environ.copy(), timeout=600, check=False
-    )
-    assert killed.returncode == 9  # died right after the first commit, as a kill would leave it
+    add_killed_between_phases(db, gen, "gen")
 
     conn = connect(db)
     vault = get_vault(conn, "gen")
