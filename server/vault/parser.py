@@ -287,19 +287,33 @@ def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
 
 
 # What only a Markdown parser can settle in a body (``body_structure``'s code, headings and Markdown links):
-# a code span or fence (`` ` ``, ``~~~``), HTML or an autolink (``<``), a tab or an indented line (indented
-# code), a Markdown link or definition (``](``, ``]:``, ``][``), and a line starting (after up to three
-# spaces) with what opens a heading, a setext underline, a quote or a list item (``#``, ``=``, ``-``, ``>``,
-# ``*``, ``+``, ``1.``: a heading may sit in a quote or a list item). A lone CR ends a line too (CommonMark).
-# Conservative: a body without any of these has no code, heading or Markdown link for the parser to find
-# (checked on a corpus of tricky notes and random documents: tests/unit/test_parse_skip.py).
-_NEEDS_PARSE = re.compile(r"[`<\t]|~~~|\][(:\[]|(?:^|\r)(?: {0,3}(?:[#=>*+\-]|\d{1,9}[.)])| {4})", re.MULTILINE)
+# a code span or fence (`` ` ``, ``~~~``), HTML or an autolink (``<``), a tab or a line indented four spaces
+# (indented code), a CR (CRLF bodies are parsed), a Markdown link or definition (``](``, ``]:``, ``][``), a
+# setext underline (a line of ``=`` or ``-``), a quote (``>``), and a list item that is empty, indented as
+# code, or whose content opens a heading, a quote or another list (``- # x``, ``1. > x``, ``* - x``).
+# Conservative: a body with none of these has no code, no Markdown link, and no heading but its ATX lines
+# (``# Title``, also a list item's continuation line), which ``atx_headings`` finds as the parser does.
+# Checked on tricky notes, the test vaults' and random documents (tests/unit/test_parse_skip.py).
+_NEEDS_PARSE = re.compile(
+    r"[`<\t\r]|~~~|\][(:\[]|^ {4}|^ {0,3}(?:=+|-+) *$|^ {0,3}>"
+    r"|^ {0,3}(?:[-*+]|\d{1,9}[.)])(?: *$| {5}| {1,4}(?:#{1,6}(?: |$)|[>=*+\-]|\d{1,9}[.)]))",
+    re.MULTILINE,
+)
+_ATX_LINE = re.compile(r"^ {0,3}(#{1,6})(?=[ \n]|\Z)[^\n]*\n?", re.MULTILINE)
 
 
 def needs_parse(body: str) -> bool:
-    """Whether ``body_structure`` could find anything in ``body`` (see ``_NEEDS_PARSE``): most notes'
-    bodies of plain prose, wiki-links and tags skip pyromark and the walk over its events."""
+    """Whether pyromark must read ``body`` (see ``_NEEDS_PARSE``): most notes' bodies of prose, headings,
+    wiki-links and tags skip it and the walk over its events."""
     return _NEEDS_PARSE.search(body) is not None
+
+
+def atx_headings(body: str) -> list[tuple[int, int, int]]:
+    """The headings of a body ``needs_parse`` lets skip the parser, as ``body_structure`` gives them
+    (start at the first ``#``, end after the line's newline, level)."""
+    if "#" not in body:
+        return []
+    return [(m.start(1), m.end(), len(m.group(1))) for m in _ATX_LINE.finditer(body)]
 
 
 @dataclass
@@ -412,6 +426,8 @@ def _structure(body: str, first_line: int) -> _Body:
     notags: list[tuple[int, int]] = []
     if needs_parse(body):
         code, notags, heads = body_structure(body, mdlinks if _MD_LINK_HINT.search(body) else None)
+    else:
+        heads = atx_headings(body)
     if "://" in body:  # a bare URL's fragment (https://host/page?q#part) is not a tag
         notags += [m.span() for m in _URL.finditer(body)]
     return _Body(body, markdown.LineCounter(body, first_line), code, notags, mdlinks, heads)
