@@ -383,6 +383,12 @@ def m045_landed_for_review(conn: apsw.Connection) -> None:
            )"""
     )
     conn.execute("CREATE INDEX landed_writes_open ON landed_writes(kept_at, invocation_id)")
+def m056_index_state(conn: apsw.Connection) -> None:
+    """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
+    their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
+    vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
+    agents' answers say; the next index completes a vault left so by a crash)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
 
 
 MIGRATIONS: list[Migration] = [
@@ -420,6 +426,7 @@ MIGRATIONS: list[Migration] = [
     m043_composed_name_keys,
     m044_detached_staging,
     m045_landed_for_review,
+    m056_index_state,
 ]
 
 

@@ -114,7 +114,10 @@ class ToolRunner:
     def _read(self, spec: ReadSpec, arguments: dict[str, Any]) -> dict[str, Any]:
         if not self.session.allows(spec.tier):
             raise KmsError("feature-disabled", self.session.disabled_message(spec.name, spec.tier))
-        return spec.handler(self.ctx, validate_input(spec.input_model, arguments))
+        answer = spec.handler(self.ctx, validate_input(spec.input_model, arguments))
+        if spec.built_later and (note := self.ctx.index_note()):
+            answer["index"] = note  # a new vault's links and tags are still being built
+        return answer
 
     def answered(
         self, spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], dict[str, Any]]
