@@ -49,4 +49,5 @@ KMS_PENDING = ReadSpec(
     output_model=PendingOutput,
     handler=kms_pending,
     annotations=READ_ONLY.model_copy(update={"title": "Staged writes"}),
+    example={},
 )
