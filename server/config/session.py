@@ -108,6 +108,8 @@ class SessionConfig:
     token_id: str | None = None  # the token this session is reached through
     token_tier: str | None = None  # the token's tier ceiling (``tier:``)
     token_cut: tuple[str, ...] = ()  # tier switches on in the settings that the token's ceiling turned off
+    # a session whose staged writes are answered at once ({"status": "staged"}), decided later (remote grants)
+    review_detached: bool = False
 
     @property
     def vault_names(self) -> tuple[str, ...]:
