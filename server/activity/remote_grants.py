@@ -84,8 +84,8 @@ def save_client(conn: apsw.Connection, client_id: str, info: dict[str, Any], *, 
 def registration_open(conn: apsw.Connection, *, now: float | None = None) -> bool:
     """Whether one more client may register now (fewer than ``REGISTRATIONS_PER_HOUR`` in the last hour)."""
     now = time.time() if now is None else now
-    recent = conn.execute("SELECT count(*) FROM oauth_clients WHERE created_at > ?", (now - 3600,)).fetchall()
-    return bool(recent[0][0] < REGISTRATIONS_PER_HOUR)
+    recent = rows(conn, "SELECT count(*) AS n FROM oauth_clients WHERE created_at > ?", (now - 3600,))
+    return int(recent[0]["n"]) < REGISTRATIONS_PER_HOUR
 
 
 def load_client(conn: apsw.Connection, client_id: str) -> dict[str, Any] | None:

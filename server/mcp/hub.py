@@ -135,8 +135,9 @@ class SessionHub:
             config = dataclasses.replace(token.scopes.narrow(base), token_id=token.id)
         except ScopeError as e:
             raise KmsError("not-found", f"this token's session cannot be served: {e}") from None
-        if token.kind == "remote":  # a remote grant (docs/remote.md): its client's name, every write staged
-            config = dataclasses.replace(config, project=identity(token.label), review_detached=True)
+        if token.kind == "remote":  # a remote grant (docs/remote.md): its client's name, every write staged for
+            # the person (``review_detached``: answered at once; ``approval``: never written unseen meanwhile)
+            config = dataclasses.replace(config, project=identity(token.label), review_detached=True, approval="always")
         try:
             return self.open(config)
         except KmsError as e:

@@ -4,6 +4,7 @@ the token rules and the audience, against a real service (its remote listener) w
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -28,13 +29,13 @@ from server.config.scopes import Scopes
 
 
 @pytest.fixture
-def remote(db_path: Path, tmp_path: Path, conn: apsw.Connection) -> Remote:
+def remote(db_path: Path, tmp_path: Path, conn: apsw.Connection) -> Iterator[Remote]:
     with remote_service(db_path, tmp_path) as r:
         yield r
 
 
 @pytest.fixture
-def http() -> httpx.Client:
+def http() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=10) as c:
         yield c
 

@@ -35,6 +35,7 @@ from starlette.routing import BaseRoute, Route
 
 from server.activity import remote_grants
 from server.config.remote import RemoteSettings
+from server.config.scopes import ScopeError, Scopes
 from server.config.tiers import TIERS
 from server.mcp.http import EndingResponses, ScreenedBodies
 from server.mcp.http_guard import MAX_BODY_BYTES, READ_TIMEOUT_S, HttpGuard, Origins, exact_security, typed_errors
@@ -194,6 +195,54 @@ class IssOnRedirects:
         )
 
 
+class ScopeCheck:
+    """The public ``/mcp``: a ``tools/call`` of a tool above the grant's tier is refused before it runs with 403
+    ``insufficient_scope`` naming the scope it needs (the MCP authorization spec's step-up signal), rather than
+    a tool error: the client may ask the person for a wider grant. (``tools/list`` already leaves such tools
+    out; a tool the person's own settings turned off stays a tool error, ``feature-disabled``.)"""
+
+    def __init__(self, app: Any, metadata_url: str) -> None:
+        from server.mcp.tools import REGISTRY
+
+        self.app, self.metadata_url = app, metadata_url
+        self.tiers = {spec.name: spec.tier for spec in REGISTRY}
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        granted = getattr(getattr(scope.get("user"), "access_token", None), "scopes", None)
+        if scope.get("method") != "POST" or granted is None:
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _body(receive)
+        needed = self._needed(body, " ".join(granted))
+        if needed is not None:
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="tier:{needed}", resource_metadata="{self.metadata_url}"'
+            )
+            await _answer(
+                send,
+                403,
+                {"error": "insufficient_scope", "error_description": f"this tool needs tier:{needed}"},
+                (b"www-authenticate", challenge.encode()),
+            )
+            return
+        await self.app(scope, replay, send)
+
+    def _needed(self, body: bytes, granted: str) -> str | None:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None  # the SDK answers a malformed body
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return None
+        name = (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
+        tier = self.tiers.get(name) if isinstance(name, str) else None
+        try:
+            ceiling = Scopes.parse(granted).tier
+        except ScopeError:
+            return None
+        return tier if tier is not None and TIERS.index(tier) > TIERS.index(ceiling) else None
+
+
 def remote_app(
     hub: Any,
     settings: RemoteSettings,
@@ -210,13 +259,13 @@ def remote_app(
     authorization, resource = metadata_documents(settings)
     origins = remote_origins(settings)
     auth_routes: list[BaseRoute] = []
-    for route in create_auth_routes(
+    for sdk_route in create_auth_routes(
         provider,
         AnyHttpUrl(settings.issuer),
         client_registration_options=ClientRegistrationOptions(enabled=True),
         revocation_options=RevocationOptions(enabled=True),
     ):
-        assert isinstance(route, Route)
+        route: Route = sdk_route
         if route.path == "/.well-known/oauth-authorization-server":
             route = Route(
                 route.path,
@@ -231,6 +280,7 @@ def remote_app(
             route.app = IssOnRedirects(route.app, settings.issuer)
         auth_routes.append(route)
     metadata_path = urlsplit(str(build_resource_metadata_url(AnyHttpUrl(settings.resource)))).path
+    metadata_url = f"{settings.issuer}{metadata_path}"
     auth_routes.append(
         Route(
             metadata_path,
@@ -257,9 +307,9 @@ def remote_app(
         r for r in app.routes if not getattr(r, "path", "").startswith("/.well-known/oauth-protected-resource")
     ]
     app.router.routes.extend([*auth_routes, *(extra_public_routes or [])])
-    for route in app.routes:
-        if isinstance(route, Route) and route.path == "/mcp":
-            route.app = ScreenedBodies(EndingResponses(route.app, db_path))
+    for served in app.routes:
+        if isinstance(served, Route) and served.path == "/mcp":
+            served.app = ScreenedBodies(EndingResponses(ScopeCheck(served.app, metadata_url), db_path))
     typed_errors(app)
 
     async def live(token: str) -> bool:
@@ -269,7 +319,7 @@ def remote_app(
     async def why(_token: str) -> str:
         return "an OAuth access token of an active remote grant is required (connect the client again)"
 
-    challenge = f'Bearer error="invalid_token", resource_metadata="{settings.issuer}{metadata_path}"'.encode()
+    challenge = f'Bearer error="invalid_token", resource_metadata="{metadata_url}"'.encode()
     return HttpGuard(
         app,
         origins=origins,
