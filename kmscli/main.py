@@ -238,6 +238,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     from kmscli.hosts_cmd import mcp_config_command
     from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command
     from kmscli.plugin_cmds import hooks_app, plugin_app
+    from kmscli.remote_cmds import remote_app
     from kmscli.servers_cmd import servers_app
     from kmscli.service_cmds import serve_cmd, service_app, token_app
 
@@ -288,6 +289,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     command(app, "serve", serve_cmd, SERVICE)
     app.add_typer(service_app, name="service", rich_help_panel=SERVICE)
     app.add_typer(token_app, name="token", rich_help_panel=SERVICE)
+    app.add_typer(remote_app, name="remote", rich_help_panel=SERVICE)
 
     app.add_typer(config_app, name="config", rich_help_panel=SETTINGS)
     command(app, "doctor", doctor_command, SETTINGS)

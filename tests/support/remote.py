@@ -36,10 +36,11 @@ class Remote:
         return f"{self.base}/mcp"
 
 
-def remote_config(tmp_path: Path, port: int, extra: str = "") -> None:
+def remote_config(tmp_path: Path, port: int, extra: str = "", url: str | None = None) -> None:
+    """Settings with remote mode on at ``url`` (default: the listener's own loopback address, plain HTTP)."""
     (tmp_path / "config.toml").write_text(
         "[agent]\nwrite = true\nedit = true\norganize = true\n"
-        f'[remote]\nenabled = true\nurl = "http://127.0.0.1:{port}"\nport = {port}\n{extra}'
+        f'[remote]\nenabled = true\nurl = "{url or f"http://127.0.0.1:{port}"}"\nport = {port}\n{extra}'
     )
 
 
@@ -53,18 +54,19 @@ def wait_until(cond: Any, timeout: float = 15.0, what: str = "") -> Any:
     raise AssertionError(f"timed out waiting for {what or cond}")
 
 
-def _answers(base: str) -> bool:
+def _answers(base: str, host: str) -> bool:
     try:
-        return httpx.get(f"{base}/.well-known/oauth-authorization-server", timeout=1).status_code == 200
+        reply = httpx.get(f"{base}/.well-known/oauth-authorization-server", headers={"host": host}, timeout=1)
+        return reply.status_code == 200
     except httpx.HTTPError:
         return False
 
 
 @contextlib.contextmanager
-def remote_service(db_path: Path, tmp_path: Path, extra: str = "") -> Iterator[Remote]:
+def remote_service(db_path: Path, tmp_path: Path, extra: str = "", url: str | None = None) -> Iterator[Remote]:
     """The service in a thread of this process (local port free, remote port free), stopped after."""
     port = free_port()
-    remote_config(tmp_path, port, extra)
+    remote_config(tmp_path, port, extra, url)
     ready: list[service.ServiceState] = []
     stop = threading.Event()
     thread = threading.Thread(
@@ -77,7 +79,7 @@ def remote_service(db_path: Path, tmp_path: Path, extra: str = "") -> Iterator[R
     try:
         wait_until(lambda: ready, 20, "the service")
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _answers(base), 20, "the remote listener")
+        wait_until(lambda: _answers(base, urlsplit(url or base).netloc), 20, "the remote listener")
         yield Remote(ready[0], base)
     finally:
         stop.set()
