@@ -14,7 +14,7 @@ store, with the token rules, and knows nothing of HTTP or of the SDK (``server.m
 - **Clients** are kept as the metadata they registered (RFC 7591); registrations are rate-limited
   (``REGISTRATIONS_PER_HOUR``) and the ones never used are swept after ``UNUSED_CLIENT_S``.
 - **Authorization requests** wait for the person's consent for ``REQUEST_S`` (the consent page's key and its
-  CSRF token).
+  CSRF token); at most ``MAX_WAITING_REQUESTS`` wait at once.
 
 Every secret here is ``secrets.token_urlsafe(32)`` behind a prefix that is never ``kms_`` (the local
 listener's tokens): ``kmo_at_`` access, ``kmo_rt_`` refresh, ``kmo_ac_`` code.
@@ -45,6 +45,7 @@ CODE_S = 300.0
 REQUEST_S = 600.0
 UNUSED_CLIENT_S = 86400.0
 REGISTRATIONS_PER_HOUR = 30
+MAX_WAITING_REQUESTS = 50  # authorization requests waiting for consent at once (each lives REQUEST_S)
 ACCESS_PREFIX, REFRESH_PREFIX, CODE_PREFIX = "kmo_at_", "kmo_rt_", "kmo_ac_"
 VIA = " via remote"  # a grant's identity: "<client name> via remote" (provenance, the dashboard)
 
@@ -125,6 +126,10 @@ def open_request(
     now = time.time() if now is None else now
     key, csrf = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     with write_tx(conn):
+        conn.execute("DELETE FROM oauth_requests WHERE expires_at < ?", (now,))
+        waiting = rows(conn, "SELECT count(*) AS n FROM oauth_requests")
+        if int(waiting[0]["n"]) >= MAX_WAITING_REQUESTS:
+            raise KmsError("rate-limited", "too many authorizations are waiting for consent; try again later")
         conn.execute(
             "INSERT INTO oauth_requests (hash, client_id, params, csrf, created_at, expires_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",

@@ -73,3 +73,16 @@ def test_metadata_fetch_guards() -> None:
         "https://user@example.com/client.json",  # userinfo
     ):
         assert fetch_document(refused) is None, refused
+
+
+def test_waiting_authorizations_are_bounded_and_forged_forms_refused(remote: Remote, conn: apsw.Connection) -> None:
+    _v, challenge = pkce()
+    with httpx.Client(timeout=10) as http:
+        client_id = register(http, remote.base).json()["client_id"]
+        first = start_authorization(http, remote.base, client_id, challenge).headers["location"]
+        forged = consent(http, conn, remote.base, first, csrf="\u00e9t\u00e9")
+        assert forged.status_code == 403
+        for _ in range(remote_grants.MAX_WAITING_REQUESTS - 1):
+            assert start_authorization(http, remote.base, client_id, challenge).status_code == 302
+        full = start_authorization(http, remote.base, client_id, challenge)
+        assert query(full.headers["location"])["error"] == "temporarily_unavailable"

@@ -131,7 +131,7 @@ class Consent:
         if pending is None:
             return _gone()
         params = pending.params
-        if not hmac.compare_digest(fields.get("csrf", ""), pending.csrf):
+        if not hmac.compare_digest(fields.get("csrf", "").encode(), pending.csrf.encode()):
             return _page("<h1>This form is not the one kms showed</h1><p>Start again from your client.</p>", 403)
         back = params["redirect_uri"]
         if fields.get("decision") != "allow":

@@ -99,7 +99,10 @@ class KmsOAuthProvider:
             "resource": self.settings.resource,
             "client_name": display_name(uris, client.client_name),
         }
-        key, _csrf = await self._write(lambda: remote_grants.open_request(self._conn(), client.client_id, pending))
+        try:
+            key, _csrf = await self._write(lambda: remote_grants.open_request(self._conn(), client.client_id, pending))
+        except KmsError as e:
+            raise AuthorizeError("temporarily_unavailable", e.message) from None
         return f"{self.settings.issuer}/consent?request={key}"
 
     async def load_authorization_code(
