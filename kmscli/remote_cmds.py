@@ -165,7 +165,7 @@ def pair_cmd() -> None:
 
     with cli_errors():
         code, until = remote_pairing.new_code(open_db(create=True))
-        console.print(f"pairing code: {code}  (valid {int((until - time.time()) // 60)} min, once)", highlight=False)
+        console.print(f"pairing code: {code}  (valid {round((until - time.time()) / 60)} min, once)", highlight=False)
 
 
 @remote_app.command("doctor")

@@ -63,6 +63,7 @@ def test_discovery_documents_agree_and_the_401_names_them(remote: Remote, http: 
     prm = http.get(prm_url).json()
     asm = http.get(f"{remote.base}/.well-known/oauth-authorization-server").json()
     assert prm["resource"] == remote.resource and prm["authorization_servers"] == [remote.base]
+    assert http.get(f"{remote.base}/.well-known/oauth-protected-resource").json() == prm
     assert asm["issuer"] == remote.base and asm["code_challenge_methods_supported"] == ["S256"]
     assert asm["authorization_response_iss_parameter_supported"] is True
     # nothing else is served: no health, no hooks

@@ -80,9 +80,12 @@ async def test_hidden_notes_never_reach_a_grant(remote: Remote, conn: apsw.Conne
         found = await c.call_tool("kms_search", {"query": "lighthouse"})
         text = str(found.structured_content)
         assert "Lighthouse" in text and "zqxsecret" not in text and "Secret" not in text
-        if secret:
-            read = await c.call_tool("kms_read", {"noteId": secret[0][0]})
-            assert read.is_error and "zqxsecret" not in str(read.structured_content)
+        for name in [row[0] for row in secret] + ["private/Secret.md", "notes:private/Secret.md", "Secret"]:
+            read = await c.call_tool("kms_read", {"noteId": name})
+            assert read.is_error and "zqxsecret" not in str(read.structured_content), name
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - the SDK raises the server's JSON-RPC error
+            await c.read_resource("kms://notes/private/Secret.md")
+        assert "zqxsecret" not in str(refused.value)
         listed = await c.list_resources()
         assert all("Secret" not in str(r.uri) and "Secret" not in (r.name or "") for r in listed.resources)
 

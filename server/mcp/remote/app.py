@@ -6,7 +6,8 @@ It serves only:
   this resource (the SDK's bearer middleware with ``validate_token_resource``); never a ``kms_`` token. Each
   grant is a session of the same ``SessionHub`` as the local listener's tokens (``SessionHub.for_token``):
   tools by its scopes, its identity, rate limits, read tracking, every write staged (``review_detached``);
-- ``/.well-known/oauth-protected-resource/mcp`` (RFC 9728) and ``/.well-known/oauth-authorization-server``
+- ``/.well-known/oauth-protected-resource/mcp`` (RFC 9728; also at the root path, for clients that probe
+  there) and ``/.well-known/oauth-authorization-server``
   (RFC 8414, with ``authorization_response_iss_parameter_supported``), their issuer and resource strings
   spelled once (``RemoteSettings``);
 - the authorization server's ``/authorize``, ``/token``, ``/register``, ``/revoke`` (the SDK's handlers over
@@ -281,13 +282,14 @@ def remote_app(
         auth_routes.append(route)
     metadata_path = urlsplit(str(build_resource_metadata_url(AnyHttpUrl(settings.resource)))).path
     metadata_url = f"{settings.issuer}{metadata_path}"
-    auth_routes.append(
-        Route(
-            metadata_path,
-            cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
-            methods=["GET", "OPTIONS"],
+    for path in (metadata_path, "/.well-known/oauth-protected-resource"):  # the root too: clients that probe it
+        auth_routes.append(
+            Route(
+                path,
+                cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
+                methods=["GET", "OPTIONS"],
+            )
         )
-    )
     auth_routes.append(Route("/consent", Consent(db_path, settings).handle, methods=["GET", "POST"]))
     server = build_server(hub)
     auth = AuthSettings(

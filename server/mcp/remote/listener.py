@@ -42,8 +42,10 @@ class RemoteListener:
         bind: Callable[[int], list[socket.socket]],
         announce: Callable[[RemoteSettings | None, str | None], None],
         uvicorn_options: dict[str, Any],
+        extra_public_routes: list[Any] | None = None,
     ) -> None:
         self.hub = hub
+        self.extra_public_routes = extra_public_routes or []  # more routes on the public origin (remote_app)
         self.bind = bind
         self.announce = announce
         self.uvicorn_options = uvicorn_options
@@ -94,7 +96,7 @@ class RemoteListener:
             log.error("the remote listener could not open on 127.0.0.1:%d: %s", settings.port, e)
             self.announce(None, f"port {settings.port}: {e.strerror or e}")
             return
-        app = remote_app(self.hub, settings)
+        app = remote_app(self.hub, settings, extra_public_routes=self.extra_public_routes)
         config = uvicorn.Config(
             app,
             log_level="warning",
