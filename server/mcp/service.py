@@ -332,7 +332,13 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
         state = dataclasses.replace(state, remote_url=url, remote_port=port, remote_error=error)
         write_state(db_path, state)
 
-    remote = RemoteListener(hub, bind=lambda p: loopback_sockets(p, host), announce=announce, uvicorn_options=limits)
+    remote = RemoteListener(
+        hub,
+        bind=lambda p: loopback_sockets(p, host),
+        announce=announce,
+        uvicorn_options=limits,
+        extra_public_routes=[],  # what else the public origin serves (the review pages, behind the owner's login)
+    )
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
