@@ -226,6 +226,9 @@ def exchange_code(conn: apsw.Connection, code: str, *, now: float | None = None)
 
 
 def _mint(conn: apsw.Connection, grant_id: str, scopes: str, resource: str, now: float, ends: float) -> Issued:
+    """A new pair for the grant; its tokens past their end are forgotten (a rotated refresh token is kept until
+    then, so that its reuse is seen)."""
+    conn.execute("DELETE FROM oauth_tokens WHERE grant_id = ? AND expires_at < ?", (grant_id, now))
     access, refresh = _secret(ACCESS_PREFIX), _secret(REFRESH_PREFIX)
     access_ends = min(now + ACCESS_S, ends)
     for kind, secret, until in (("access", access, access_ends), ("refresh", refresh, min(now + REFRESH_S, ends))):

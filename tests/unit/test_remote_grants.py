@@ -26,8 +26,11 @@ def test_tokens_never_outlive_the_grant(conn: apsw.Connection) -> None:
     code = remote_grants.issue_code(conn, "c1", PARAMS, now=t0)
     issued = remote_grants.exchange_code(conn, code, now=t0)
     assert issued.expires_in == 3600
+    second = remote_grants.rotate_refresh(conn, issued.refresh_token, "tier:write", now=t0 + 7200)
+    kept = conn.execute("SELECT kind, rotated_at IS NOT NULL FROM oauth_tokens ORDER BY created_at, kind").fetchall()
+    assert kept == [("refresh", 1), ("access", 0), ("refresh", 0)]  # the first hour's access token forgotten
     late = t0 + remote_grants.GRANT_S - 600  # ten minutes before the grant's end: refresh
-    again = remote_grants.rotate_refresh(conn, issued.refresh_token, "tier:write", now=late)
+    again = remote_grants.rotate_refresh(conn, second.refresh_token, "tier:write", now=late)
     assert again.expires_in == 600
     ends = conn.execute("SELECT max(expires_at) FROM oauth_tokens").fetchall()[0][0]
     assert ends == t0 + remote_grants.GRANT_S
