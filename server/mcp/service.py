@@ -334,7 +334,7 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
 
     remote = RemoteListener(
         hub,
-        bind=lambda p: loopback_sockets(p, host),
+        bind=lambda p: loopback_sockets(p, None),  # loopback only, whatever --host the local listener has
         announce=announce,
         uvicorn_options=limits,
         extra_public_routes=[],  # what else the public origin serves (the review pages, behind the owner's login)

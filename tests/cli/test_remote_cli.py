@@ -56,7 +56,14 @@ def test_off_closes_the_running_listener_and_grants_show_as_tokens(
         assert "claude.ai via remote" in listed and "[remote] tier:write" in listed
         status = json.loads(ok(kms("remote", "status", "--json")).stdout)
         assert status["listening"] and [g["client"] for g in status["grants"]] == ["claude.ai"]
-        assert said(ok(kms("remote", "doctor")).stdout).count("ok ") == 5
+        assert said(ok(kms("remote", "doctor")).stdout).count("ok ") == 6
+        via = http.get(
+            f"{remote.base}/.well-known/oauth-authorization-server",
+            headers={"x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "http"},
+        )
+        assert via.status_code == 200
+        plain = json.loads(refused(kms("remote", "doctor", "--json"), 1).stdout)
+        assert [f["check"] for f in plain if not f["ok"]] == ["forwarding"]
         off = ok(kms("remote", "off"))
         assert "listener is closed" in said(off.stdout)
         assert _closed(port)

@@ -23,7 +23,11 @@ token endpoint other than this ``/mcp`` is ``invalid_target``; registrations pas
 from __future__ import annotations
 
 import json
+import logging
+import os
+import time
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
@@ -42,8 +46,9 @@ from server.mcp.http import EndingResponses, ScreenedBodies
 from server.mcp.http_guard import MAX_BODY_BYTES, READ_TIMEOUT_S, HttpGuard, Origins, exact_security, typed_errors
 from server.mcp.remote.consent import Consent
 from server.mcp.remote.provider import KmsOAuthProvider, RemoteTokenVerifier, same_resource
-from server.store.db import thread_connection
+from server.store.db import service_folder, thread_connection
 
+log = logging.getLogger("kms.service")
 CLIENT_ORIGINS = ("https://claude.ai", "https://chatgpt.com")  # their servers call /token and /register
 OPEN_BODY_BYTES = 64 * 1024  # a registration, a token or consent form: small bodies, no token to check first
 SCOPES_SUPPORTED = [f"tier:{t}" for t in TIERS]
@@ -244,6 +249,41 @@ class ScopeCheck:
         return tier if tier is not None and TIERS.index(tier) > TIERS.index(ceiling) else None
 
 
+FORWARDING = (b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"forwarded", b"cf-connecting-ip")
+SEEN_EVERY_S = 10.0
+
+
+def seen_path(db_path: Any) -> Path:
+    """Where the remote listener notes the forwarding headers it last saw (``kms remote doctor`` reads it)."""
+    return service_folder(Path(db_path)) / "remote-seen.json"
+
+
+class ForwardingSeen:
+    """Notes which forwarding headers the TLS terminator adds (and ``X-Forwarded-Proto``), at most every
+    ``SEEN_EVERY_S``, for ``kms remote doctor``: whether requests come through a terminator at all, and over
+    https. Nothing is trusted from them (uvicorn runs without proxy headers)."""
+
+    def __init__(self, app: Any, db_path: Any) -> None:
+        self.app, self.path = app, seen_path(db_path)
+        self.last: tuple[float, tuple[str, ...], str] = (0.0, (), "")
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = dict(scope.get("headers", []))
+            names = tuple(n.decode() for n in FORWARDING if n in headers)
+            proto = headers.get(b"x-forwarded-proto", b"").decode("latin-1")[:10]
+            now = time.time()
+            if names and (now - self.last[0] >= SEEN_EVERY_S or (names, proto) != self.last[1:]):
+                self.last = (now, names, proto)
+                try:
+                    tmp = self.path.with_suffix(".tmp")
+                    tmp.write_text(json.dumps({"at": now, "headers": list(names), "proto": proto}))
+                    os.replace(tmp, self.path)
+                except OSError:
+                    log.debug("could not note the forwarding headers", exc_info=True)
+        await self.app(scope, receive, send)
+
+
 def remote_app(
     hub: Any,
     settings: RemoteSettings,
@@ -323,7 +363,7 @@ def remote_app(
 
     challenge = f'Bearer error="invalid_token", resource_metadata="{metadata_url}"'.encode()
     return HttpGuard(
-        app,
+        ForwardingSeen(app, db_path),
         origins=origins,
         verify=live,
         read_timeout=read_timeout,

@@ -9,12 +9,15 @@
    with the very same metadata. Unreachable is a finding (the tunnel down, DNS, a firewall), never a crash; a
    421 means the terminator rewrote the Host header; another document means something else answers there;
 5. **clock**: the machine's clock against the public answer's ``Date`` (an access token's hour, the consent
-   page's ten minutes and the pairing code's depend on it).
+   page's ten minutes and the pairing code's depend on it);
+6. **forwarding**: the forwarding headers the listener last saw (``X-Forwarded-For``, ``-Proto``, ...): whether
+   requests come through a terminator at all, and a plain-http one named.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +102,27 @@ def diagnose(settings: RemoteSettings, state: Any, *, now: float | None = None) 
         else Finding("metadata", True, "issuer and resource agree exactly")
     )
     out += _public(settings, now)
+    out.append(_forwarding(Path(state.db_path), time.time() if now is None else now))
     return out
+
+
+def _forwarding(db_path: Path, now: float) -> Finding:
+    """What the listener last saw of the terminator's forwarding headers (``ForwardingSeen``)."""
+    from server.mcp.remote.app import seen_path
+
+    try:
+        seen = json.loads(seen_path(db_path).read_text())
+    except (OSError, ValueError):
+        return Finding("forwarding", True, "no request through a TLS terminator seen yet (no X-Forwarded-* header)")
+    names = ", ".join(seen.get("headers", [])) or "none"
+    if seen.get("proto") == "http":
+        return Finding(
+            "forwarding",
+            False,
+            f"the terminator forwarded a plain-http request (X-Forwarded-Proto: http, {names})",
+            "serve the public address over https only (redirect http to https)",
+        )
+    return Finding("forwarding", True, f"forwarding headers seen {int(now - seen.get('at', now))} s ago: {names}")
 
 
 def _public(settings: RemoteSettings, now: float | None) -> list[Finding]:
