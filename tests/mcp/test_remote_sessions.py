@@ -4,6 +4,8 @@ reach it, its identity in provenance, and every write it makes waits for the per
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -50,6 +52,17 @@ async def session(remote: Remote, access: str, mode: str = "legacy") -> AsyncIte
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {access}"})
     async with http, Client(streamable_http_client(remote.resource, http_client=http), mode=mode) as c:
         yield c
+
+
+def approve(conn: apsw.Connection, pending_id: int) -> None:
+    """The person approves, as ``kms approve`` does: through the one decision function once the staging work
+    is in (``server.writes.review.decide_pending``, which applies a detached item), else the waiting call's
+    decision row (the call, still waiting, applies it)."""
+    if importlib.util.find_spec("server.writes.review") is not None:
+        review: Any = importlib.import_module("server.writes.review")
+        review.decide_pending(conn, pending_id, True, channel="cli")
+    else:
+        approvals.decide(conn, pending_id, approve=True)
 
 
 def names(ceiling: str) -> set[str]:
@@ -105,9 +118,12 @@ async def test_a_remote_write_waits_for_the_person_and_names_the_grant(remote: R
         waiting = approvals.list_pending(conn)
         assert [p.tool for p in waiting] == ["kms_create"], made
         assert not (remote_vault := Path(remote.state.db_path).parent / "vault" / "From the phone.md").exists()
-        approvals.decide(conn, waiting[0].id, approve=True)
+        approve(conn, waiting[0].id)
     grant_row = remote_grants.list_grants(conn)[0]
     assert waiting[0].session_id == grant_row["sessionId"]
+    deadline = time.monotonic() + 15
+    while not remote_vault.exists() and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
     assert remote_vault.exists()
     who = conn.execute("SELECT session_id FROM tool_invocations WHERE tool = 'kms_create' AND error IS NULL").fetchall()
     assert who == [(grant_row["sessionId"],)]
