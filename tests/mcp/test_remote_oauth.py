@@ -77,8 +77,12 @@ def test_pkce_and_codes(remote: Remote, http: httpx.Client, conn: apsw.Connectio
     plain = start_authorization(http, remote.base, client_id, challenge, code_challenge_method="plain")
     assert query(plain.headers["location"])["error"] == "invalid_request"  # only S256
     assert query(plain.headers["location"])["iss"] == remote.base
-    missing = start_authorization(http, remote.base, client_id, "")
-    assert missing.status_code in (302, 400)
+    for challenge_given in ("", "short"):
+        bad = start_authorization(http, remote.base, client_id, challenge_given)
+        assert query(bad.headers["location"])["error"] == "invalid_request", challenge_given
+    url = f"{remote.base}/authorize?response_type=code&client_id={client_id}&redirect_uri={CLAUDE}&state=s"
+    missing = http.get(url)  # no code_challenge at all
+    assert query(missing.headers["location"])["error"] == "invalid_request"
     client_id, verifier, code = authorize(http, conn, remote.base)
     wrong = exchange(http, remote.base, client_id, verifier + "x", code)
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"

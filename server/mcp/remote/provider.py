@@ -86,6 +86,8 @@ class KmsOAuthProvider:
     # ------------------------------------------------------------------ authorization
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        if len(params.code_challenge) != 43:  # S256 of any verifier: 32 bytes, base64url without padding
+            raise AuthorizeError("invalid_request", "code_challenge must be the S256 challenge (43 characters)")
         resource = params.resource if params.resource is not None else self.settings.resource
         if not same_resource(resource, self.settings.resource):
             raise AuthorizeError("invalid_target", f"this server issues tokens only for {self.settings.resource}")
