@@ -234,6 +234,8 @@ class ScopeCheck:
         await self.app(scope, replay, send)
 
     def _needed(self, body: bytes, granted: str) -> str | None:
+        if b"tools/call" not in body:  # most messages: no second parse
+            return None
         try:
             message = json.loads(body)
         except ValueError:
