@@ -144,6 +144,9 @@ def test_consent_rules(remote: Remote, http: httpx.Client, conn: apsw.Connection
     def page() -> str:
         return start_authorization(http, remote.base, client_id, challenge).headers["location"]
 
+    foreign = start_authorization(http, remote.base, client_id, challenge, scope="offline_access tier:read admin")
+    asked = http.get(foreign.headers["location"]).text
+    assert 'value="read" checked' in asked and 'value="write" checked' not in asked  # unknown words dropped
     url = page()
     shown = http.get(url)
     csp = shown.headers["content-security-policy"]

@@ -7,7 +7,8 @@
 - **Client ID metadata documents** (a URL as ``client_id``): the known ones (Claude, Claude Code) are pinned
   here, never fetched (claude.ai's answers a datacenter fetch with a bot challenge). Any other URL is refused
   unless ``remote.fetch_client_metadata`` is on; then it is fetched with SSRF guards (``fetch_document``).
-- ``KmsClient``: the SDK's client record with kms's rules for the scope grammar and loopback ports.
+- ``KmsClient``: the SDK's client record with kms's rules for scopes (kms's grammar; other words dropped) and
+  loopback ports.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp.shared.auth import InvalidRedirectUriError, InvalidScopeError, OAuthClientInformationFull
+from mcp.shared.auth import InvalidRedirectUriError, OAuthClientInformationFull
 from pydantic import AnyUrl
 
 from server.config.remote import KNOWN_REDIRECTS, RemoteSettings
@@ -75,13 +76,11 @@ class KmsClient(OAuthClientInformationFull):
     and its loopback redirect on whatever port the CLI listens on today."""
 
     def validate_scope(self, requested_scope: str | None) -> list[str] | None:
+        """The words of kms's grammar the client asks for; others (``offline_access``, ``openid``, a client's
+        own) are dropped rather than refused: the person chooses the grant's scopes on the consent page."""
         if requested_scope is None:
             return None
-        try:
-            Scopes.parse(requested_scope)
-        except ScopeError as e:
-            raise InvalidScopeError(str(e)) from None
-        return requested_scope.split()
+        return [word for word in requested_scope.split() if _kms_scope(word)]
 
     def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
         registered = [str(u) for u in self.redirect_uris or []]
@@ -91,6 +90,13 @@ class KmsClient(OAuthClientInformationFull):
                 return redirect_uri
             raise InvalidRedirectUriError(f"Redirect URI '{redirect_uri}' not registered for client")
         return super().validate_redirect_uri(redirect_uri)
+
+
+def _kms_scope(word: str) -> bool:
+    try:
+        return not Scopes.parse(word).admin
+    except ScopeError:
+        return False
 
 
 def pinned_client(client_id: str) -> KmsClient | None:
