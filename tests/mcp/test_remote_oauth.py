@@ -209,3 +209,25 @@ def test_clamped_scopes_refresh_rotation_reuse_and_revocation(
     )
     assert gone.status_code == 200
     assert mcp_post(http, remote.resource, pair["access_token"]).status_code == 401
+
+
+def test_a_confidential_clients_secret_is_kept_as_a_hash(
+    remote: Remote, http: httpx.Client, conn: apsw.Connection
+) -> None:
+    made = register(http, remote.base, token_endpoint_auth_method="client_secret_post").json()
+    client_id, secret = made["client_id"], made["client_secret"]
+    assert secret and secret not in str(conn.execute("SELECT info FROM oauth_clients").fetchall())
+    verifier, challenge = pkce()
+    started = start_authorization(http, remote.base, client_id, challenge)
+    code = query(consent(http, conn, remote.base, started.headers["location"]).headers["location"])["code"]
+    assert exchange(http, remote.base, client_id, verifier, code).status_code == 401  # no secret
+    assert exchange(http, remote.base, client_id, verifier, code, client_secret="wrong").status_code == 401
+    good = exchange(http, remote.base, client_id, verifier, code, client_secret=secret)
+    assert good.status_code == 200, good.text
+    basic = httpx.BasicAuth(client_id, secret)
+    again = http.post(
+        f"{remote.base}/token",
+        data={"grant_type": "refresh_token", "refresh_token": good.json()["refresh_token"], "client_id": client_id},
+        auth=basic,
+    )
+    assert again.status_code == 200, again.text

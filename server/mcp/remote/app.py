@@ -22,6 +22,9 @@ token endpoint other than this ``/mcp`` is ``invalid_target``; registrations pas
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hmac
 import json
 import logging
 import os
@@ -29,7 +32,7 @@ import time
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
 
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.routes import build_metadata, build_resource_metadata_url, cors_middleware, create_auth_routes
@@ -45,7 +48,7 @@ from server.config.tiers import TIERS
 from server.mcp.http import EndingResponses, ScreenedBodies
 from server.mcp.http_guard import MAX_BODY_BYTES, READ_TIMEOUT_S, HttpGuard, Origins, exact_security, typed_errors
 from server.mcp.remote.consent import Consent
-from server.mcp.remote.provider import KmsOAuthProvider, RemoteTokenVerifier, same_resource
+from server.mcp.remote.provider import SECRET_HASH, KmsOAuthProvider, RemoteTokenVerifier, same_resource
 from server.store.db import service_folder, thread_connection
 
 log = logging.getLogger("kms.service")
@@ -149,6 +152,34 @@ class TargetCheck:
                 400,
                 {"error": "invalid_target", "error_description": f"tokens here are only for {self.resource}"},
             )
+            return
+        await self.app(scope, replay, send)
+
+
+class SecretCheck:
+    """``/token`` and ``/revoke``: a client registered with a secret must present it (``client_secret`` in the
+    form, or HTTP Basic), checked against its stored hash; else 401 ``invalid_client``. (The SDK then sees the
+    client as a public one: the stored record holds no secret to compare.)"""
+
+    def __init__(self, app: Any, db_path: Any) -> None:
+        self.app, self.db_path = app, db_path
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _body(receive)
+        form = _form_of(body)
+        client_id, presented = (form.get("client_id") or [""])[0], (form.get("client_secret") or [""])[0]
+        basic = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
+        if basic.lower().startswith("basic "):
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                user, _sep, password = base64.b64decode(basic[6:]).decode().partition(":")
+                client_id, presented = client_id or unquote(user), unquote(password)
+        info = remote_grants.load_client(thread_connection(self.db_path), client_id) if client_id else None
+        stored = (info or {}).get(SECRET_HASH)
+        if stored and not hmac.compare_digest(stored, remote_grants.digest(presented)):
+            await _answer(send, 401, {"error": "invalid_client", "error_description": "wrong or missing client secret"})
             return
         await self.app(scope, replay, send)
 
@@ -316,7 +347,9 @@ def remote_app(
                 methods=["GET", "OPTIONS"],
             )
         elif route.path == "/token":
-            route.app = TargetCheck(route.app, settings.resource)
+            route.app = SecretCheck(TargetCheck(route.app, settings.resource), db_path)
+        elif route.path == "/revoke":
+            route.app = SecretCheck(route.app, db_path)
         elif route.path == "/register":
             route.app = RegistrationLimit(route.app, db_path)
         elif route.path == "/authorize":

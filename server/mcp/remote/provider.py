@@ -5,6 +5,11 @@ The SDK (``mcp.server.auth``) parses and answers ``/authorize``, ``/token``, ``/
 (``server.activity.remote_grants``): ``authorize`` sends the person to the consent page
 (``server.mcp.remote.consent``) instead of minting a code, the code is made there once the person proved
 they hold the machine, and the token rules (rotation, reuse, replay, the grant's end) are the store's.
+
+A confidential client's secret is stored as its hash: the SDK's own client check compares the stored secret
+itself, so such a client is handed to the SDK as a public one, its secret checked first by
+``server.mcp.remote.app.SecretCheck``.
+
 ``RemoteTokenVerifier`` is the public ``/mcp``'s bearer check: an access token stands for its grant's kms
 token, so the session, ``EndingResponses`` and ``kms token revoke`` work as for a local token.
 """
@@ -31,6 +36,8 @@ from server.config.remote import RemoteSettings
 from server.errors import KmsError
 from server.mcp.remote.clients import KmsClient, display_name, fetch_document, pinned_client, redirect_allowed
 from server.store.db import thread_connection
+
+SECRET_HASH = "client_secret_sha256"  # a confidential client's secret, as stored
 
 
 def same_resource(given: str | None, ours: str) -> bool:
@@ -66,7 +73,11 @@ class KmsOAuthProvider:
                 return None
             return found
         info = remote_grants.load_client(self._conn(), client_id)
-        return KmsClient.model_validate(info) if info is not None else None
+        if info is None:
+            return None
+        if SECRET_HASH in info:  # its secret is checked by hash before the SDK sees the request (SecretCheck)
+            info = {**info, "token_endpoint_auth_method": "none"}
+        return KmsClient.model_validate(info)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         uris = [str(u) for u in client_info.redirect_uris or []]
@@ -78,6 +89,9 @@ class KmsOAuthProvider:
                 "ChatGPT's, loopback, or one in remote.redirect_uris)",
             )
         info = client_info.model_dump(mode="json", exclude_none=True)
+        secret = info.pop("client_secret", None)
+        if secret:  # kept as its hash only; the registration's answer still gives it to the client, once
+            info[SECRET_HASH] = remote_grants.digest(secret)
         try:
             await self._write(lambda: remote_grants.save_client(self._conn(), client_info.client_id, info))
         except KmsError as e:
