@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from server.config.remote import RemoteSettings
+from server.mcp.remote.screens import seen_path
+from server.mcp.service import read_state
 
 PUBLIC_TIMEOUT_S = 4.0
 LOCAL_TIMEOUT_S = 2.0
@@ -108,8 +110,6 @@ def diagnose(settings: RemoteSettings, state: Any, *, now: float | None = None) 
 
 def _forwarding(db_path: Path, now: float) -> Finding:
     """What the listener last saw of the terminator's forwarding headers (``ForwardingSeen``)."""
-    from server.mcp.remote.app import seen_path
-
     try:
         seen = json.loads(seen_path(db_path).read_text())
     except (OSError, ValueError):
@@ -175,6 +175,5 @@ def _clock(date: str | None, now: float) -> Finding:
 
 
 def state_for(db_path: Path) -> Any:
-    from server.mcp.service import read_state
-
+    """The running service's state (its remote listener's port, or why it could not open)."""
     return read_state(db_path)
