@@ -124,6 +124,8 @@ TABLE: tuple[Entry, ...] = (
        "The kms service: one process serving every agent session over HTTP on loopback."),
     _c("token", "kmscli.service_cmds:token_app", SERVICE,
        "Bearer tokens for the kms service: create (shown once), list, revoke."),
+    _c("remote", "kmscli.remote_cmds:remote_app", SERVICE,
+       "Remote mode: claude.ai, Claude on the phone and ChatGPT reach kms through OAuth (docs/remote.md)."),
     _c("config", "kmscli.config_cmd:config_app", SETTINGS,
        "Read and change kms settings (one TOML file; environment variables override keys)."),
 )  # fmt: skip

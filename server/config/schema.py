@@ -432,6 +432,62 @@ _SCHEMA: list[Setting] = [
         validator=validators.int_range(1, 60),
         valid="a whole number of seconds from 1 to 60",
     ),
+    Setting(
+        "remote.enabled",
+        "bool",
+        False,
+        "Remote mode (docs/remote.md): the service opens a second loopback listener for OAuth clients "
+        "(claude.ai, ChatGPT) reached through your TLS terminator at remote.url. `kms remote enable` sets it.",
+        "KMS_REMOTE_ENABLED",
+    ),
+    Setting(
+        "remote.url",
+        "text",
+        None,
+        "The public https origin your TLS terminator serves kms at (such as https://box.tail1234.ts.net): "
+        "the OAuth issuer and the only Host the remote listener answers.",
+        "KMS_REMOTE_URL",
+        validator=validators.check_public_url,
+        valid="an https:// origin (http:// only on loopback)",
+    ),
+    Setting(
+        "remote.port",
+        "int",
+        8766,
+        "The loopback TCP port of the remote listener: the one port the tunnel forwards to.",
+        "KMS_REMOTE_PORT",
+        validator=validators.int_range(1024, 65535),
+        valid="a whole number from 1024 to 65535",
+    ),
+    Setting(
+        "remote.max_scopes",
+        "text",
+        "tier:write",
+        "The most a remote grant may get, in the scope grammar (tier:, vault:, folder:); the consent page "
+        "clamps what the person picks to it. Every remote write is staged for review whatever the tier.",
+        "KMS_REMOTE_MAX_SCOPES",
+        validator=validators.check_scopes,
+        valid="scopes such as 'tier:write' or 'tier:read vault:notes'",
+    ),
+    Setting(
+        "remote.redirect_uris",
+        "text",
+        None,
+        "Redirect URIs a remote client may register besides claude.ai's, ChatGPT's and loopback ones "
+        "(space-separated, matched exactly).",
+        "KMS_REMOTE_REDIRECT_URIS",
+        validator=validators.check_redirect_uris,
+        valid="https:// URIs separated by spaces",
+    ),
+    Setting(
+        "remote.fetch_client_metadata",
+        "bool",
+        False,
+        "Fetch the metadata document of a client that names itself by an https URL kms does not know "
+        "(https only, no private address, 64 KiB, 5 s); off: only the known clients (Claude, Claude Code) are "
+        "accepted that way.",
+        "KMS_REMOTE_FETCH_CLIENT_METADATA",
+    ),
     *[
         Setting(
             f"servers.{name}.enabled",

@@ -68,7 +68,7 @@ class KmsTokenVerifier:
         db = self.hub.services.db_path
         now = time.time()
         found = tokens.verify(thread_connection(db), token, now=now, touch=False)  # one indexed read: inline
-        if found is None or found.scopes.admin:
+        if found is None or found.scopes.admin or found.kind == "remote":  # a remote grant: its listener only
             return None
         if tokens.touch_due(found, now):  # a write (at most every 30 s a token): off the event loop
             await anyio.to_thread.run_sync(lambda: tokens.mark_used(thread_connection(db), found.id, now))

@@ -151,12 +151,16 @@ class HttpGuard:
         verify: Verify,
         read_timeout: float = READ_TIMEOUT_S,
         why: Why | None = None,
+        challenge: bytes = b'Bearer error="invalid_token"',
+        open_limit: int = MAX_OPEN_BODY_BYTES,
     ) -> None:
         self.app = app
         self.origins = origins
         self.verify = verify
         self.why = why  # why a refused token is refused (revoked, expired, unknown), for the 401's message
         self.read_timeout = read_timeout
+        self.challenge = challenge  # the 401's WWW-Authenticate (the remote listener's names its metadata)
+        self.open_limit = open_limit  # the body limit of routes that take no token (OAuth forms are bodies)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
@@ -182,10 +186,10 @@ class HttpGuard:
                     401,
                     "unauthorized",
                     why or "a live kms bearer token is required (kms token create; kms mcp-config HOST --http)",
-                    (b"www-authenticate", b'Bearer error="invalid_token"'),
+                    (b"www-authenticate", self.challenge),
                 )
                 return
-        limit = MAX_BODY_BYTES if takes_token else MAX_OPEN_BODY_BYTES
+        limit = MAX_BODY_BYTES if takes_token else self.open_limit
         declared = headers.get(b"content-length", ["0"])[0].strip()
         if declared.isdigit() and int(declared) > limit:
             await refuse(send, 413, "too-large", f"the request body is over {limit} bytes (the limit)")

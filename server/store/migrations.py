@@ -389,6 +389,48 @@ def m056_index_state(conn: apsw.Connection) -> None:
     vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
     agents' answers say; the next index completes a vault left so by a crash)."""
     conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
+def m046_oauth_clients(conn: apsw.Connection) -> None:
+    """The OAuth clients of remote mode (``server.activity.remote_grants``): each registered (RFC 7591) client's
+    metadata as the SDK models it (JSON), when it registered and when it was last used (unused ones are swept)."""
+    conn.execute(
+        "CREATE TABLE oauth_clients (client_id TEXT PRIMARY KEY, info TEXT NOT NULL, created_at REAL NOT NULL, "
+        "used_at REAL) WITHOUT ROWID"
+    )
+
+
+def m047_oauth_grants(conn: apsw.Connection) -> None:
+    """Remote grants: what the person consented to, one client at a time. Each stands on a kms token of kind
+    ``remote`` (``token_id``: its session, scopes, expiry and revocation), so every token rule holds for it. The
+    authorization requests waiting for consent and the codes consent gives are kept as SHA-256 hashes only."""
+    conn.execute(
+        """CREATE TABLE oauth_grants (id TEXT PRIMARY KEY, client_id TEXT NOT NULL, token_id TEXT NOT NULL,
+               resource TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
+           CREATE TABLE oauth_requests (hash TEXT PRIMARY KEY, client_id TEXT NOT NULL, params TEXT NOT NULL,
+               csrf TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
+           CREATE TABLE oauth_codes (hash TEXT PRIMARY KEY, grant_id TEXT NOT NULL, client_id TEXT NOT NULL,
+               params TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, used_at REAL) WITHOUT ROWID"""
+    )
+
+
+def m048_oauth_tokens(conn: apsw.Connection) -> None:
+    """Access and refresh tokens of remote grants, as SHA-256 hashes: a refresh token once rotated keeps its row
+    (``rotated_at``) so that presenting it again is seen, and ends its whole grant."""
+    conn.execute(
+        """CREATE TABLE oauth_tokens (hash TEXT PRIMARY KEY, kind TEXT NOT NULL, grant_id TEXT NOT NULL,
+               scopes TEXT NOT NULL, resource TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+               rotated_at REAL, revoked_at REAL) WITHOUT ROWID;
+           CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id)"""
+    )
+
+
+def m049_remote_pairing(conn: apsw.Connection) -> None:
+    """Pairing codes (``kms remote pair``), hashed, single use; and the count of wrong codes that locks pairing."""
+    conn.execute(
+        """CREATE TABLE remote_pairing (hash TEXT PRIMARY KEY, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+               used_at REAL) WITHOUT ROWID;
+           CREATE TABLE remote_pairing_lock (id INTEGER PRIMARY KEY CHECK (id = 1), failures INTEGER NOT NULL,
+               locked_until REAL)"""
+    )
 
 
 MIGRATIONS: list[Migration] = [
@@ -426,6 +468,10 @@ MIGRATIONS: list[Migration] = [
     m043_composed_name_keys,
     m044_detached_staging,
     m045_landed_for_review,
+    m046_oauth_clients,
+    m047_oauth_grants,
+    m048_oauth_tokens,
+    m049_remote_pairing,
     m056_index_state,
 ]
 

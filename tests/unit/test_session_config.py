@@ -128,6 +128,12 @@ BAD_VALUES = [
     ("KMS_CAPTURE_FOLDER", "../sessions", "vault-relative folder"),
     ("KMS_CAPTURE_ASK_AGENT", "-1", "0 (off) to 1000"),
     ("KMS_CAPTURE_PROMPTS", "all", "true/false"),
+    ("KMS_REMOTE_ENABLED", "maybe", "true/false"),
+    ("KMS_REMOTE_URL", "http://box.example.net", "https:// origin"),
+    ("KMS_REMOTE_PORT", "80", "1024 to 65535"),
+    ("KMS_REMOTE_MAX_SCOPES", "admin", "tier:write"),
+    ("KMS_REMOTE_REDIRECT_URIS", "http://evil.test/cb", "https:// URIs"),
+    ("KMS_REMOTE_FETCH_CLIENT_METADATA", "often", "true/false"),
 ]
 
 
