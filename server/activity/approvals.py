@@ -26,9 +26,15 @@ from server.store.db import rows, shared_commit, write_tx
 OPEN = "pending"
 DECIDED = ("approved", "rejected", "expired", "cancelled")
 REASON_MAX = 500
-# where the person decided: the agent's host asked them (MCP elicitation), the dashboard, `kms approve`/`reject`
-CHANNELS = ("host", "dashboard", "cli")
-CHANNEL_WORDS = {"host": "in the host", "dashboard": "in the dashboard", "cli": "with the kms command"}
+# where the person decided: the agent's host asked them (MCP elicitation), the dashboard, `kms approve`/`reject`,
+# the review pages (server.web)
+CHANNELS = ("host", "dashboard", "cli", "web")
+CHANNEL_WORDS = {
+    "host": "in the host",
+    "dashboard": "in the dashboard",
+    "cli": "with the kms command",
+    "web": "on the review page",
+}
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,22 @@ def list_pending(
             conn,
             "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ? ORDER BY id LIMIT ?",
             (status, cutoff, limit),
+        )
+    ]
+
+
+def open_newest(
+    conn: apsw.Connection, *, limit: int = LIST_LIMIT, before_id: int | None = None, now: float | None = None
+) -> list[Pending]:
+    """Waiting calls newest first (the review page's queue: the newest is what the person just caused), ``limit``
+    at a time, older than ``before_id`` when paging back; from the (status, id) index."""
+    at = time.time() if now is None else now
+    return [
+        _pending(r)
+        for r in rows(
+            conn,
+            "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ? AND id < ? ORDER BY id DESC LIMIT ?",
+            (OPEN, at, before_id if before_id is not None else 2**62, limit),
         )
     ]
 
