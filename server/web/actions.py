@@ -82,7 +82,9 @@ def set_control(site: Site, request: Request, visitor: Visitor, form: FormData) 
     if verb not in ("pause", "resume"):
         raise KmsError("not-found", f"no action {verb!r}")
     state = "paused" if verb == "pause" else "active"
-    control.set_state(site.conn(), request.path_params["session_id"], state, reason=_text(form, "reason") or None)
+    control.set_state(
+        site.conn(), request.path_params["session_id"], state, reason=_text(form, "reason") or None, channel=CHANNEL
+    )
     return redirect(request, _next(form), "paused" if state == "paused" else "resumed")
 
 

@@ -9,8 +9,9 @@
   one is refused too), and the form's ``csrf`` field equal to the session's token
   (``review_access.csrf_token``). Either failing is 403, nothing done.
 - **Headers** (``HEADERS``): a CSP without inline scripts or styles (``script-src 'self'``: htmx and the pages'
-  own script are files served from the package), ``frame-ancestors 'none'`` (and ``X-Frame-Options``), no
-  referrer (a login link in a URL never leaks), ``no-store`` (a page of diffs is never cached on a shared
+  own script are files served from the package), ``frame-ancestors 'none'`` (and ``X-Frame-Options``), a
+  referrer for this origin only (a login link in a URL never leaks to another site; ``no-referrer`` would make a
+  browser send ``Origin: null`` on the pages' own form POSTs, which the Origin check refuses), ``no-store`` (a page of diffs is never cached on a shared
   machine), ``nosniff``.
 """
 
@@ -31,7 +32,7 @@ CSP = (
 HEADERS = {
     "content-security-policy": CSP,
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
     "x-content-type-options": "nosniff",
 }

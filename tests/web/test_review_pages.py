@@ -87,7 +87,7 @@ def test_every_answer_forbids_framing_and_inline_scripts(tmp_path: Path) -> None
         got = c.get(path)
         csp = got.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp, path
-        assert got.headers["x-frame-options"] == "DENY" and got.headers["referrer-policy"] == "no-referrer"
+        assert got.headers["x-frame-options"] == "DENY" and got.headers["referrer-policy"] == "same-origin"
     page = c.get("/review/").text
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page)  # every script is a file
     assert " style=" not in page and "<style" not in page
