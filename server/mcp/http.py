@@ -300,12 +300,9 @@ def service_app(
         auth=auth,
         max_request_body_size=MAX_BODY_BYTES,
         transport_security=exact_security(origins),
-        custom_starlette_routes=[
-            Route("/health", health),
-            Route("/hooks/{event}", hook, methods=["POST"]),
-            review_mount(public=False, db_path=hub.services.db_path),
-        ],
+        custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
+    app.router.routes.append(review_mount(public=False, db_path=hub.services.db_path))  # the review pages
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             route.app = ScreenedBodies(EndingResponses(route.app, hub.services.db_path))

@@ -74,6 +74,7 @@ class Queue:
     total: int
     older_than: int | None  # the id to page back from (None: nothing older)
     key: str
+    paged: bool = False  # a page of older calls (not live)
 
 
 def who_asked(conn: apsw.Connection, session_ids: list[str]) -> dict[str, Who]:
@@ -134,6 +135,7 @@ def build(conn: apsw.Connection, *, before_id: int | None = None, limit: int = P
         approvals.count_open(conn, now=at),
         found[-1].id if more and found else None,
         signature(conn, at),
+        before_id is not None,
     )
 
 

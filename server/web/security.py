@@ -11,8 +11,8 @@
 - **Headers** (``HEADERS``): a CSP without inline scripts or styles (``script-src 'self'``: htmx and the pages'
   own script are files served from the package), ``frame-ancestors 'none'`` (and ``X-Frame-Options``), a
   referrer for this origin only (a login link in a URL never leaks to another site; ``no-referrer`` would make a
-  browser send ``Origin: null`` on the pages' own form POSTs, which the Origin check refuses), ``no-store`` (a page of diffs is never cached on a shared
-  machine), ``nosniff``.
+  browser send ``Origin: null`` on the pages' own form POSTs, which the Origin check refuses), ``no-store`` (a
+  page of diffs is never cached on a shared machine), ``nosniff``.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ from typing import Any
 
 import apsw
 import pytest
+from support.service import Served, call, run_kms, wait_for
 
-from server.activity import review_access, tokens
+from server.activity import tokens
 from server.config.scopes import Scopes
-from support.service import Served, call, wait_for
+from server.store.db import scalar
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -89,7 +90,7 @@ def browser() -> Iterator[Any]:
 
 
 def note_id(conn: apsw.Connection, path: str) -> str:
-    return str(conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()[0])
+    return str(scalar(conn, "SELECT id FROM notes WHERE path = ?", (path,)))
 
 
 def shot(page: Any, name: str) -> None:
@@ -98,11 +99,13 @@ def shot(page: Any, name: str) -> None:
         page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
-def sign_in(browser: Any, served: Served, conn: apsw.Connection, width: int, height: int) -> Any:
+def sign_in(browser: Any, served: Served, width: int, height: int) -> Any:
+    """A new browser window opening the link `kms review --print` gives (as `kms review` opens it)."""
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    link = review_access.create_link(conn, "login")
-    page.goto(f"http://127.0.0.1:{served.port}/review/login?t={link}")
+    link = run_kms("review", "--print").stdout.strip()
+    assert link.startswith(f"http://127.0.0.1:{served.port}/review/login?t="), link
+    page.goto(link)
     page.wait_for_url(f"http://127.0.0.1:{served.port}/review/")
     assert page.locator("h1").inner_text() == "Waiting for you"
     return page
@@ -115,7 +118,7 @@ def test_a_person_reviews_an_agents_writes_in_a_real_browser(
     target = vault_dir / NOTE
     original = target.read_bytes()
     nid = note_id(indexed, NOTE)
-    page = sign_in(browser, served, indexed, 1280, 900)
+    page = sign_in(browser, served, 1280, 900)
     page.evaluate("window.kmsNoReload = true")  # gone if the page reloads
 
     # a write staged by the agent appears without a reload, within 2 s
@@ -123,8 +126,8 @@ def test_a_person_reviews_an_agents_writes_in_a_real_browser(
     page.locator("article.item").first.wait_for(timeout=15_000)  # the agent's call reaches the queue...
     appeared = page.evaluate("Date.now()")
     pending_id = int(page.locator("article.item").first.get_attribute("data-pending") or 0)
-    row = indexed.execute("SELECT created_at FROM pending_writes WHERE id = ?", (pending_id,)).fetchone()
-    assert appeared / 1000 - row[0] <= 2.5  # ...and the page within 2 s of its staging (the poll: every 1 s)
+    staged_at = float(scalar(indexed, "SELECT created_at FROM pending_writes WHERE id = ?", (pending_id,)))
+    assert appeared / 1000 - staged_at <= 2.5  # ...and the page within 2 s of its staging (the poll: every 1 s)
     assert page.evaluate("window.kmsNoReload") is True
     assert "decided: ship on Friday" in page.locator("article.item").first.inner_text()
     shot(page, "review-queue.png")
@@ -151,7 +154,7 @@ def test_a_person_reviews_an_agents_writes_in_a_real_browser(
     assert said.get("error") == "rejected" or "rejected" in str(said), said
 
     # the session: what it changed, undone in one action
-    sid = indexed.execute("SELECT session_id FROM pending_writes WHERE id = ?", (pending_id,)).fetchone()[0]
+    sid = scalar(indexed, "SELECT session_id FROM pending_writes WHERE id = ?", (pending_id,))
     page.goto(f"http://127.0.0.1:{served.port}/review/sessions/{sid}")
     assert NOTE in page.locator("main").inner_text()
     shot(page, "review-session.png")
@@ -160,7 +163,7 @@ def test_a_person_reviews_an_agents_writes_in_a_real_browser(
     wait_for(lambda: target.read_bytes() == original, 10, "the session's write undone")
 
     # a phone: readable at 390 px, the `a` key approves
-    phone = sign_in(browser, served, indexed, 390, 844)
+    phone = sign_in(browser, served, 390, 844)
     third = AgentCall(served.url, secret, "kms_append", {"noteId": nid, "content": "- from the phone"})
     phone.locator("article.item").first.wait_for(timeout=15_000)
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390

@@ -222,3 +222,19 @@ def test_an_item_page_shows_the_diff_side_by_side_and_its_decision(tmp_path: Pat
     post(c, f"/review/pending/{staged.id}/reject", {"reason": "no"})
     assert "rejected by the person on the review page" in c.get(f"/review/pending/{staged.id}").text
     assert c.get("/review/pending/999999").status_code == 404
+
+
+def test_a_long_queue_shows_the_newest_page_live_and_older_ones_a_link_away(tmp_path: Path) -> None:
+    from server.web.queue import PAGE
+
+    world = make_world(tmp_path)
+    ids = [staged_append(world, f"- finding {i}")[1].id for i in range(PAGE + 3)]
+    c = signed_in(world.env.db_path)
+    page = c.get("/review/").text
+    assert f"{PAGE + 3} change(s) wait for you · the newest {PAGE} shown" in page
+    shown = [int(m) for m in re.findall(r'data-pending="(\d+)"', page)]
+    assert shown == ids[::-1][:PAGE] and "hx-get" in page
+    older = re.search(r'href="(/review/\?before=\d+)"', page).group(1)  # type: ignore[union-attr]
+    rest = c.get(older).text
+    assert [int(m) for m in re.findall(r'data-pending="(\d+)"', rest)] == ids[::-1][PAGE:]
+    assert "hx-get" not in rest  # an older page is not replaced by the newest one under the person's eyes

@@ -7,11 +7,12 @@ import json
 import re
 from pathlib import Path
 
+from support.review import SESSION, make_world, post, signed_in
+from support.writes import Writer
+
 from server.activity import control, tokens
 from server.config.scopes import Scopes
 from server.store.db import scalar
-from support.review import SESSION, make_world, post, signed_in
-from support.writes import Writer
 
 
 def wrote(world_root: Path, db_path: Path, text: str, session_id: str = SESSION) -> int:
@@ -21,7 +22,9 @@ def wrote(world_root: Path, db_path: Path, text: str, session_id: str = SESSION)
     conn = connect(db_path)
     note_id = scalar(conn, "SELECT id FROM notes WHERE path = 'inbox/Plan.md'")
     Writer(db_path, session_id).call("kms_append", noteId=note_id, content=text)
-    return int(scalar(conn, "SELECT max(id) FROM tool_invocations WHERE session_id = ? AND status = 'success'", (session_id,)))
+    return int(
+        scalar(conn, "SELECT max(id) FROM tool_invocations WHERE session_id = ? AND status = 'success'", (session_id,))
+    )
 
 
 def test_undo_of_a_unit_restores_the_bytes(tmp_path: Path) -> None:
@@ -35,7 +38,7 @@ def test_undo_of_a_unit_restores_the_bytes(tmp_path: Path) -> None:
     got = post(c, f"/review/changes/{inv}/undo", {"next": f"/review/sessions/{SESSION}"})
     assert got.status_code == 303 and f"done=reverted&n={inv}" in got.headers["location"]
     assert (world.env.root / "inbox/Plan.md").read_bytes() == before
-    assert f"undone by #" in c.get(f"/review/sessions/{SESSION}").text
+    assert "undone by #" in c.get(f"/review/sessions/{SESSION}").text
 
 
 def test_undo_of_a_unit_is_refused_after_an_outside_edit_and_changes_nothing(tmp_path: Path) -> None:
@@ -110,8 +113,15 @@ def test_every_page_answers_signed_in_and_refuses_signed_out(tmp_path: Path) -> 
     world = make_world(tmp_path)
     wrote(world.env.root, world.env.db_path, "- a write")
     c = signed_in(world.env.db_path)
-    pages = ["/review/", "/review/sessions", f"/review/sessions/{SESSION}", "/review/history",
-             "/review/history?note=inbox/Plan.md", "/review/outside", "/review/tokens"]
+    pages = [
+        "/review/",
+        "/review/sessions",
+        f"/review/sessions/{SESSION}",
+        "/review/history",
+        "/review/history?note=inbox/Plan.md",
+        "/review/outside",
+        "/review/tokens",
+    ]
     for path in pages:
         assert c.get(path).status_code == 200, path
     assert "inbox/Plan.md" in c.get("/review/outside").text
