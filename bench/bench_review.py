@@ -78,6 +78,7 @@ def main() -> None:
     from support.writes import write_service
 
     from server.activity import review_access
+    from server.activity.ratelimit import RateLimiter
     from server.index.indexer import index_vault
     from server.mcp.tools import REGISTRY
     from server.store.db import connect
@@ -117,7 +118,7 @@ def main() -> None:
         poll.append(time.perf_counter() - t)
 
     # approving: the click, then the write the waiting call applies
-    guard = write_service(db, "sbenchapprove", approval="always")
+    guard = write_service(db, "sbenchapprove", RateLimiter(None, None), approval="always")
     spec = next(s for s in REGISTRY if s.name == "kms_append")
     approve, write = [], []
     for i in range(min(args.runs, 40)):
@@ -132,7 +133,7 @@ def main() -> None:
         write.append(time.perf_counter() - t)
 
     # tool calls: nobody looking, then a page polling every second
-    writer = write_service(db, "sbenchwriter", approval="off")
+    writer = write_service(db, "sbenchwriter", RateLimiter(None, None), approval="off")
 
     def writes(n: int) -> list[float]:
         out = []
@@ -142,18 +143,22 @@ def main() -> None:
             out.append(time.perf_counter() - t)
         return out
 
-    alone = writes(args.runs * 2)
-    stop = threading.Event()
+    # interleaved blocks, so a load on the machine that comes and goes weighs on both alike
+    alone: list[float] = []
+    watched: list[float] = []
+    for _round in range(6):
+        alone += writes(args.runs // 3)
+        stop = threading.Event()
 
-    def looking() -> None:
-        while not stop.wait(1.0):
-            client.get(f"/review/queue/poll?key={key}")
+        def looking(stop: threading.Event = stop) -> None:
+            while not stop.wait(1.0):
+                client.get(f"/review/queue/poll?key={key}")
 
-    watcher = threading.Thread(target=looking, daemon=True)
-    watcher.start()
-    watched = writes(args.runs * 2)
-    stop.set()
-    watcher.join()
+        watcher = threading.Thread(target=looking, daemon=True)
+        watcher.start()
+        watched += writes(args.runs // 3)
+        stop.set()
+        watcher.join()
 
     q50, q95 = percentiles(queue)
     p50, p95 = percentiles(poll)
@@ -167,7 +172,13 @@ def main() -> None:
         [
             ("queue page p95", ms(q95), f"p50 {ms(q50)}", "", "<= 100 ms " + ("ok" if q95 <= 0.1 else "MISSED")),
             ("poll, nothing new p95", ms(p95), f"p50 {ms(p50)}", "", "reported"),
-            ("approve click p95", ms(a95), f"write {ms(w95)}", "", "<= 20 ms " + ("ok" if a95 <= 0.02 else "MISSED")),
+            (
+                "approve click p95",
+                ms(a95),
+                f"p50 {ms(a50)}; the write p95 {ms(w95)}",
+                "",
+                "<= 20 ms " + ("ok" if a95 <= 0.02 else "MISSED"),
+            ),
             (
                 "kms_append, page open p95",
                 ms(s95),

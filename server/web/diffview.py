@@ -8,6 +8,7 @@ escape (a note is untrusted input).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 MAX_ROWS = 2000  # a page shows at most this many rows of one diff (the rest is counted, never silently cut)
 
@@ -30,11 +31,15 @@ class Pair:
     new: str | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class DiffView:
     rows: list[Row]
-    pairs: list[Pair]
     cut: int  # lines left out past MAX_ROWS
+
+    @cached_property
+    def pairs(self) -> list[Pair]:
+        """The side-by-side rows, made only for a page that shows them (an item's own page)."""
+        return _pairs(self.rows)
 
 
 def _row(line: str) -> Row:
@@ -87,4 +92,4 @@ def _pairs(rows: list[Row]) -> list[Pair]:
 def view(diff: str) -> DiffView:
     lines = diff.splitlines()
     rows = [_row(line) for line in lines[:MAX_ROWS]]
-    return DiffView(rows, _pairs(rows), max(0, len(lines) - MAX_ROWS))
+    return DiffView(rows, max(0, len(lines) - MAX_ROWS))

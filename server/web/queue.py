@@ -22,7 +22,7 @@ import apsw
 from server.activity import approvals
 from server.web.diffview import DiffView, view
 
-PAGE = 50
+PAGE = 30  # a page of the queue: what a person reviews at once (older ones: a link)
 
 
 @dataclass(frozen=True)

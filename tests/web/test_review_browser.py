@@ -99,9 +99,9 @@ def shot(page: Any, name: str) -> None:
         page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
-def sign_in(browser: Any, served: Served, width: int, height: int) -> Any:
+def sign_in(browser: Any, served: Served, width: int, height: int, *, javascript: bool = True) -> Any:
     """A new browser window opening the link `kms review --print` gives (as `kms review` opens it)."""
-    context = browser.new_context(viewport={"width": width, "height": height})
+    context = browser.new_context(viewport={"width": width, "height": height}, java_script_enabled=javascript)
     page = context.new_page()
     link = run_kms("review", "--print").stdout.strip()
     assert link.startswith(f"http://127.0.0.1:{served.port}/review/login?t="), link
@@ -172,3 +172,21 @@ def test_a_person_reviews_an_agents_writes_in_a_real_browser(
     phone.wait_for_url(lambda u: "done=approved" in u)
     third.done()
     wait_for(lambda: b"- from the phone" in target.read_bytes(), 10, "the write approved from the phone")
+
+
+def test_with_javascript_off_the_forms_still_decide(
+    browser: Any, served: Served, indexed: apsw.Connection, vault_dir: Path
+) -> None:
+    _token, secret = tokens.create(indexed, label="host:agent", scopes=Scopes.parse("tier:write approval"))
+    nid = note_id(indexed, NOTE)
+    agent = AgentCall(served.url, secret, "kms_append", {"noteId": nid, "content": "- approved without scripts"})
+    wait_for(
+        lambda: scalar(indexed, "SELECT count(*) FROM pending_writes WHERE status = 'pending'"), 15, "a staged call"
+    )
+    page = sign_in(browser, served, 1280, 900, javascript=False)
+    page.locator("article.item").first.wait_for()
+    page.click("form.approve button")
+    page.wait_for_url(lambda u: "done=approved" in u)
+    assert "Approved #" in page.locator(".said").inner_text()
+    agent.done()
+    wait_for(lambda: b"- approved without scripts" in (vault_dir / NOTE).read_bytes(), 10, "the write in the vault")

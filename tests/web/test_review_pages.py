@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.review import ORIGIN, SESSION, World, client, csrf, make_world, post, signed_in
+from starlette.testclient import TestClient
+from support.review import ORIGIN, SESSION, World, app, client, csrf, make_world, post, signed_in
 
 from server.activity import approvals, review_access
 from server.errors import KmsError
+from server.mcp.http_guard import HttpGuard, Origins
 from server.store.db import connect, scalar
 from server.web.security import COOKIE
 
@@ -238,3 +240,27 @@ def test_a_long_queue_shows_the_newest_page_live_and_older_ones_a_link_away(tmp_
     rest = c.get(older).text
     assert [int(m) for m in re.findall(r'data-pending="(\d+)"', rest)] == ids[::-1][PAGE:]
     assert "hx-get" not in rest  # an older page is not replaced by the newest one under the person's eyes
+
+
+def test_the_service_guard_takes_a_long_reason_in_a_form_and_its_exact_origin_only(tmp_path: Path) -> None:
+    """Behind the service's ``HttpGuard`` (as ``kms serve`` runs the pages): a reason of 500 three-byte characters
+    (4.5 KB once form-encoded) fits the forms' limit; a page of another origin is refused before the pages."""
+    world = make_world(tmp_path)
+    _args, staged = staged_append(world)
+
+    async def never(_token: str) -> bool:
+        return False
+
+    guarded = HttpGuard(app(world.env.db_path), origins=Origins.for_bind("127.0.0.1", 8765), verify=never)
+    c = TestClient(guarded, base_url="http://127.0.0.1:8765", follow_redirects=False)
+    link = review_access.create_link(world.env.conn, "login")
+    assert c.get(f"/review/login?t={link}").status_code == 200
+    here = {"origin": "http://127.0.0.1:8765"}
+    assert (
+        c.post(f"/review/pending/{staged.id}/reject", data={"csrf": csrf(c)}, headers={"origin": ORIGIN}).status_code
+        == 403
+    )
+    got = c.post(f"/review/pending/{staged.id}/reject", data={"csrf": csrf(c), "reason": "€" * 500}, headers=here)
+    assert got.status_code == 303, got.text
+    item = approvals.get(world.env.conn, staged.id)
+    assert item is not None and item.reason == "€" * 500
