@@ -6,6 +6,8 @@ served by the running service (``kms serve`` / ``kms service start``) under ``/r
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import webbrowser
 from typing import Annotated
@@ -36,6 +38,13 @@ def _pages_url() -> str:
     return state.url.removesuffix("/mcp") + PREFIX
 
 
+def _graphical() -> bool:
+    """A browser can open a window here: macOS, Windows, a desktop session, or one the person named (``BROWSER``).
+    Over ssh Python's ``webbrowser`` would start a text browser in this very terminal: the link is printed."""
+    env = os.environ
+    return sys.platform in ("darwin", "win32") or any(env.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER"))
+
+
 @review_app.callback()
 def review_cmd(ctx: typer.Context, print_only: PrintOpt = False) -> None:
     """Open the review pages in your browser with a one-time link (single use, valid for two minutes)."""
@@ -46,10 +55,10 @@ def review_cmd(ctx: typer.Context, print_only: PrintOpt = False) -> None:
     with cli_errors():
         url = _pages_url()
         link = f"{url}/login?t={review_access.create_link(open_db(), 'login')}"
-    if print_only or not webbrowser.open(link):
+    if print_only or not _graphical() or not webbrowser.open(link):
         console.print(link, markup=False, highlight=False, soft_wrap=True)
         if not print_only:
-            console.print("(no browser could be opened: open this link, once, within two minutes)", style="dim")
+            console.print("(no browser to open here: open this link, once, within two minutes)", style="dim")
 
 
 @review_app.command("pair")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from support.service import Served, call, run_kms, wait_for
+from support.service import Served, call, kms_env, run_kms, wait_for
 
 from server.activity import tokens
 from server.config.scopes import Scopes
@@ -190,3 +191,13 @@ def test_with_javascript_off_the_forms_still_decide(
     assert "Approved #" in page.locator(".said").inner_text()
     agent.done()
     wait_for(lambda: b"- approved without scripts" in (vault_dir / NOTE).read_bytes(), 10, "the write in the vault")
+
+
+def test_kms_review_without_a_desktop_prints_the_link_instead_of_starting_a_text_browser(served: Served) -> None:
+    env = {k: v for k, v in kms_env().items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
+    got = run_kms("review", env=env)
+    assert got.returncode == 0, got.stderr
+    link = got.stdout.split()[0]
+    assert link.startswith(f"http://127.0.0.1:{served.port}/review/login?t=") and "no browser to open" in got.stdout
+    with urllib.request.urlopen(link, timeout=10) as answer:  # noqa: S310 - the service on loopback
+        assert answer.status == 200 and "kms_review=" in (answer.headers.get("set-cookie") or "")
