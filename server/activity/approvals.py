@@ -27,7 +27,7 @@ OPEN = "pending"
 DECIDED = ("approved", "rejected", "expired", "cancelled")
 REASON_MAX = 500
 # where the person decided: the agent's host asked them (MCP elicitation), the dashboard, `kms approve`/`reject`,
-# the review pages (server.web)
+# the service's review page
 CHANNELS = ("host", "dashboard", "cli", "web")
 CHANNEL_WORDS = {
     "host": "in the host",
