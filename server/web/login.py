@@ -33,7 +33,9 @@ async def login(site: Site, request: Request) -> Response:
             )
         secret, session = got
         response = site.render(request, "login.html", None, session=session)
-        response.headers.append("set-cookie", cookie_header(request, secret, session.expires_at - session.created_at))
+        response.headers.append(
+            "set-cookie", cookie_header(request, secret, session.expires_at - session.created_at, public=site.public)
+        )
         return secured(response)
 
     return await anyio.to_thread.run_sync(work)

@@ -66,7 +66,8 @@ def cookie_path(request: Request) -> str:
     return (request.scope.get("root_path") or "") + "/"
 
 
-def cookie_header(request: Request, secret: str, max_age: float) -> str:
-    """The ``Set-Cookie`` value of a new session (HttpOnly, SameSite=Strict, Secure on https)."""
-    secure = "; Secure" if request.url.scheme == "https" else ""
+def cookie_header(request: Request, secret: str, max_age: float, *, public: bool = False) -> str:
+    """The ``Set-Cookie`` value of a new session (HttpOnly, SameSite=Strict; Secure on https, and always on the
+    public origin: it is https to the browser even where a proxy forwards it to kms as plain http)."""
+    secure = "; Secure" if public or request.url.scheme == "https" else ""
     return f"{COOKIE}={secret}; Path={cookie_path(request)}; Max-Age={int(max_age)}; HttpOnly; SameSite=Strict{secure}"

@@ -62,7 +62,9 @@ def app(db_path: Path, *, public: bool = False) -> Starlette:
 
 
 def client(db_path: Path, *, public: bool = False) -> TestClient:
-    return TestClient(app(db_path, public=public), follow_redirects=False)
+    """The public origin is https to a browser (its cookie is Secure); this machine's service is http."""
+    base = "https://testserver" if public else "http://testserver"
+    return TestClient(app(db_path, public=public), base_url=base, follow_redirects=False)
 
 
 def signed_in(db_path: Path, *, public: bool = False, purpose: str = "login", name: str | None = None) -> TestClient:
@@ -81,7 +83,10 @@ def csrf(c: TestClient) -> str:
     return review_access.csrf_token(c.cookies.get(COOKIE) or "")
 
 
-def post(c: TestClient, path: str, data: dict[str, Any] | None = None, *, origin: str | None = ORIGIN) -> Any:
-    """A form POST as a browser sends it: its Origin, the session's CSRF token."""
+def post(c: TestClient, path: str, data: dict[str, Any] | None = None, *, origin: str | None = "") -> Any:
+    """A form POST as a browser sends it: its Origin (the client's own unless given; None: none), the session's
+    CSRF token."""
+    if origin == "":
+        origin = str(c.base_url).rstrip("/")
     headers = {"origin": origin} if origin else {}
     return c.post(path, data={"csrf": csrf(c), **(data or {})}, headers=headers)

@@ -29,8 +29,12 @@ def test_the_public_origin_takes_a_pairing_link_only(tmp_path: Path) -> None:
     got = phone.get(f"/review/login?t={pair}")
     assert got.status_code == 200
     assert f"Max-Age={int(review_access.DEVICE_S)}" in got.headers["set-cookie"]
+    assert "; Secure" in got.headers["set-cookie"]  # the public origin is https to the browser, whatever the proxy
     assert phone.get("/review/").status_code == 200
     assert client(world.env.db_path, public=True).get(f"/review/login?t={pair}").status_code == 401  # used
+    other = client(world.env.db_path, public=True)  # the device's cookie, carried the way the browser's was above
+    other.cookies.set(COOKIE, phone.cookies.get(COOKIE) or "", path="/review/")
+    assert other.get("/review/").status_code == 200
     page = phone.get("/review/tokens").text
     assert "Ann&#39;s &lt;phone&gt;" in page and "(this one)" in page
 
