@@ -120,6 +120,8 @@ TABLE: tuple[Entry, ...] = (
        "command: prune, forget, show), `kms history prune`, `kms history forget NOTE`."),
     _c("trash", "kmscli.changes_cmds:trash_app", REVIEW,
        "The vaults' .trash/ folders: what agents trashed, restore it, empty it."),
+    _c("review", "kmscli.review_cmds:review_app", REVIEW,
+       "The review pages in a browser: approve, reject and undo agents' work (docs/review.md)."),
     _c("service", "kmscli.service_cmds:service_app", SERVICE,
        "The kms service: one process serving every agent session over HTTP on loopback."),
     _c("token", "kmscli.service_cmds:token_app", SERVICE,

@@ -46,7 +46,8 @@ def review_hint(pending_id: int) -> str:
     """How the person reviews a staged call, as a detached call's answer tells the agent (to pass on): the one
     place that composes it, so the review page's address can be added when the service serves one."""
     return (
-        f"pending change #{pending_id} waits for the person: the kms dashboard's pending pane, or "
+        f"pending change #{pending_id} waits for the person: the review page (`kms review` opens it; on a "
+        f"paired phone, the remote address's /review/), the kms dashboard's pending pane, or "
         f"`kms pending` then `kms approve {pending_id}` / `kms reject {pending_id}`"
     )
 
@@ -214,6 +215,22 @@ def list_pending(
             conn,
             "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ? ORDER BY id LIMIT ?",
             (status, cutoff, limit),
+        )
+    ]
+
+
+def open_newest(
+    conn: apsw.Connection, *, limit: int = LIST_LIMIT, before_id: int | None = None, now: float | None = None
+) -> list[Pending]:
+    """Waiting calls newest first (the review page's queue: the newest is what the person just caused), ``limit``
+    at a time, older than ``before_id`` when paging back; from the (status, id) index."""
+    at = time.time() if now is None else now
+    return [
+        _pending(r)
+        for r in rows(
+            conn,
+            "SELECT * FROM pending_writes WHERE status = ? AND expires_at > ? AND id < ? ORDER BY id DESC LIMIT ?",
+            (OPEN, at, before_id if before_id is not None else 2**62, limit),
         )
     ]
 

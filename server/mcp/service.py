@@ -300,6 +300,7 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
     from server.mcp.process import ProcessServices
     from server.mcp.remote.listener import RemoteListener
     from server.mcp.serve import start_background
+    from server.web import review_mount
 
     base = SessionConfig.from_env(session_id="service")
     services = ProcessServices.for_config(base)
@@ -337,7 +338,8 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
         bind=lambda p: loopback_sockets(p, None),  # loopback only, whatever --host the local listener has
         announce=announce,
         uvicorn_options=limits,
-        extra_public_routes=[],  # what else the public origin serves (the review pages, behind the owner's login)
+        # the review pages on the public origin too: for paired devices only (docs/review.md)
+        extra_public_routes=[review_mount(public=True, db_path=hub.services.db_path)],
     )
 
     async def main() -> None:

@@ -433,6 +433,22 @@ def m049_remote_pairing(conn: apsw.Connection) -> None:
     )
 
 
+def m050_review_access(conn: apsw.Connection) -> None:
+    """Who may open the review pages (``server.activity.review_access``): one-time links (``kms review``,
+    ``kms review pair``), stored as digests, used once and soon expired; and the browser sessions and paired
+    devices those links became, each a cookie whose digest is kept here, named, listed and revocable."""
+    conn.execute(
+        "CREATE TABLE review_links (digest TEXT PRIMARY KEY,"
+        " purpose TEXT NOT NULL CHECK (purpose IN ('login', 'pair')), name TEXT, created_at REAL NOT NULL,"
+        " expires_at REAL NOT NULL, used_at REAL) WITHOUT ROWID"
+    )
+    conn.execute(
+        "CREATE TABLE review_sessions (id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE,"
+        " kind TEXT NOT NULL CHECK (kind IN ('browser', 'device')), name TEXT, created_at REAL NOT NULL,"
+        " expires_at REAL NOT NULL, last_used_at REAL, revoked_at REAL)"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -472,6 +488,7 @@ MIGRATIONS: list[Migration] = [
     m047_oauth_grants,
     m048_oauth_tokens,
     m049_remote_pairing,
+    m050_review_access,
     m056_index_state,
 ]
 
