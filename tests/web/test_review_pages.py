@@ -190,7 +190,7 @@ def test_the_dashboard_and_the_page_deciding_at_once_decide_once(tmp_path: Path)
         item = approvals.get(world.env.conn, staged.id)
         assert item is not None
         if outcome["dashboard"] == "won":
-            assert page.status_code == 409 and "no longer waiting (rejected)" in page.text
+            assert page.status_code == 409 and "no longer waiting (rejected" in page.text
             assert item.status == "rejected" and item.channel == "dashboard"
         else:
             assert outcome["dashboard"] == "conflict" and page.status_code == 303
