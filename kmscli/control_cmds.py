@@ -64,7 +64,7 @@ def pending_cmd(
     ] = None,
 ) -> None:
     """Write calls waiting for your approval, oldest first, each with the exact diff it would apply; with
-    ``--after``, the writes that landed for review after (undo one with ``kms revert ID``)."""
+    `--after`, the writes that landed for review after (undo one with `kms revert ID`)."""
     if after or keep:
         _landed(keep or [], json_out)
         return

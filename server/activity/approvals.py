@@ -8,6 +8,10 @@ actor ``person`` (tool ``approve`` or ``reject``, the reason as its message), an
 (``CHANNELS``: the host's own dialog, the dashboard, the CLI) there and in the staged row. The first
 decision wins: a later one, through any channel, is ``conflict``. The database carries all of it between
 processes: the dashboard and the CLI never talk to a server directly.
+
+A detached call (``stage(..., session=...)``, m044: its session nobody waits in) is not polled by anyone: the
+front ends decide through ``server.writes.review.decide_pending``, which applies it; the agent reads what became
+of it through ``of_session`` / ``agent_view`` (``kms_pending``).
 """
 
 from __future__ import annotations

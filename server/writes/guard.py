@@ -22,16 +22,18 @@ steps 1-2, and writes nothing (``server.activity.idempotency``); a keyed call's 
 that no crash leaves one landed but unrecorded, to be written again by the retry (``server.writes.once``).
 
 Approval (``review.mode = before``, or a call above ``review.max_lines`` / ``review.max_files``; the older
-``write.approval`` read into the same policy: ``server.config.review``): after validation, ``stage`` runs the operation
-once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
-person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for the
-decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
-steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
-else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
-Under ``review.mode = after`` a call that changed a note is listed once it lands, in its own commit
-(``server.activity.landed``), for the person to keep or undo. Whatever the mode, a call whose text looks like
-instructions planted for an agent
-(``server.vault.planted``, ``planted_reasons``) is staged the same way, its reasons kept with it.
+``write.approval`` is read into the same policy: ``server.config.review``): after validation, ``stage`` runs
+the operation once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when
+the call needs the person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for
+the decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through steps
+3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown: else ``conflict``), or
+refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call. Whatever the mode, a call
+whose text looks like instructions planted for an agent (``server.vault.planted``, ``planted_reasons``) is
+staged the same way, its reasons kept with it.
+
+Under ``review.mode = after`` an agent's call that changed a note is listed once it lands, in its own commit
+(``server.activity.landed``), for the person to keep or undo.
+
 A detached session (``SessionConfig.review_detached``: a remote grant's) never waits: its staged call keeps
 its session with it (``SessionConfig.snapshot``), takes the agent's write slot at staging, and is answered at
 once (``staged_answer``); the person's decision applies it later from whatever process decides

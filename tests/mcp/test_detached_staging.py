@@ -226,3 +226,21 @@ async def test_the_cli_decides_several_ids_in_turn(indexed: apsw.Connection, db_
     text = (vault_dir / "Home.md").read_text()
     assert "first of two" in text and "second of two" not in text
     assert seen["status"] == "approved" and seen["outcome"] == "conflict"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_detached_session_never_asks_the_host(indexed: apsw.Connection, db_path: Path, mode: str) -> None:
+    """A client that declares form elicitation is still answered `staged` at once: the person who decides is
+    not at that host (a remote grant's client), in either protocol era."""
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        raise AssertionError("a detached session must not ask the host")
+
+    options = {"mode": mode, "elicitation_callback": elicit}
+    async with mcp_client(db_path, client_options=options, **DETACHED) as client:
+        answer = await _stage_append(client, note_id(indexed, "Home"), "no dialog")
+    assert answer["status"] == "staged" and asked == []
+    item = approvals.get(indexed, answer["pendingId"])
+    assert item is not None and not item.asking_host
