@@ -359,6 +359,32 @@ def m043_composed_name_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m054_vault_git_mode(conn: apsw.Connection) -> None:
+    """A vault's git mode (``server.writes.git_units``): NULL or 'off' (kms never runs git), 'commit' (every
+    agent write unit is one commit), 'sync' (and the branch is fetched, merged and pushed by the service)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN git_mode TEXT")
+
+
+def m055_git_state(conn: apsw.Connection) -> None:
+    """What kms's git work last did for a vault, for ``kms status`` and ``kms doctor`` (a failed push or
+    commit is a state the person sees, never only a log line): one row per vault in git mode."""
+    conn.execute(
+        """CREATE TABLE git_state (
+             vault_id INTEGER PRIMARY KEY,
+             committed_at REAL,
+             commit_error TEXT,
+             fetched_at REAL,
+             fetch_error TEXT,
+             merged_at REAL,
+             merge_error TEXT,
+             pushed_at REAL,
+             push_error TEXT,
+             push_error_at REAL,
+             unpushed INTEGER NOT NULL DEFAULT 0
+           )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -392,6 +418,8 @@ MIGRATIONS: list[Migration] = [
     m038_stamps_follow_notes,
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
+    m054_vault_git_mode,
+    m055_git_state,
 ]
 
 

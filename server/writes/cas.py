@@ -38,7 +38,7 @@ from server.vault.paths import is_note_path, open_folder
 from server.vault.registry import Vault
 from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
 from server.writes import once
-from server.writes.context import NoteRef, WriteContext
+from server.writes.context import Landed, NoteRef, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.unit_journal import Entry, UnitJournal, recover
@@ -275,6 +275,7 @@ def write_note(
         )
     if new_raw != raw:
         ctx.on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, lock_dir))
+        ctx.landed.append(Landed(vault, real_rel, raw, new_raw))
     result = WriteResult(
         title=note.title,
         path=note.path,

@@ -54,7 +54,7 @@ from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault.planted import looks_like_instructions, strings_in
-from server.writes import unit_journal
+from server.writes import git_units, unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
@@ -451,4 +451,26 @@ class WriteService:
             )
             raise
         assert outcome is not None
+        if ctx.landed:  # a vault in git mode: the unit is one commit (``git_units``; nothing for other vaults)
+            self._commit(conn, tool, ctx, invocation_id, pending)
         return {**outcome.result, "invocationId": invocation_id}
+
+    def _commit(
+        self,
+        conn: apsw.Connection,
+        tool: WriteTool,
+        ctx: WriteContext,
+        invocation_id: int,
+        pending: approvals.Pending | None,
+    ) -> None:
+        """The unit's commit in each git-mode vault it changed, once its provenance row is committed."""
+        if not any(f.vault.git_mode != "off" for f in ctx.landed):
+            return
+        unit = git_units.Unit(
+            invocation_id,
+            self.session_id,
+            tool.name,
+            "none" if pending is None else pending.decided_words(),
+            git_units.agent_identity(self.session_id, self.session.identity.project or self.actor),
+        )
+        git_units.commit_unit(conn, ctx.landed, unit)
