@@ -359,6 +359,26 @@ def m043_composed_name_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m052_conflicts(conn: apsw.Connection) -> None:
+    """Open conflicts between two versions of a note (``server.index.conflicts``).
+    # lead: h-sync owns this; stub until merge"""
+    conn.execute(
+        """CREATE TABLE conflicts (
+             id INTEGER PRIMARY KEY,
+             vault_id INTEGER NOT NULL,
+             path TEXT NOT NULL,
+             copy_path TEXT,
+             source TEXT NOT NULL,
+             mine BLOB,
+             theirs BLOB,
+             base BLOB,
+             opened_at REAL NOT NULL,
+             resolved_at REAL,
+             resolution TEXT
+           )"""
+    )
+
+
 def m054_vault_git_mode(conn: apsw.Connection) -> None:
     """A vault's git mode (``server.writes.git_units``): NULL or 'off' (kms never runs git), 'commit' (every
     agent write unit is one commit), 'sync' (and the branch is fetched, merged and pushed by the service)."""
@@ -418,6 +438,7 @@ MIGRATIONS: list[Migration] = [
     m038_stamps_follow_notes,
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
+    m052_conflicts,  # lead: h-sync owns this; stub until merge
     m054_vault_git_mode,
     m055_git_state,
 ]

@@ -112,6 +112,9 @@ class Identity:
         return f"{safe} <{email}> {int(when)} +0000".encode()
 
 
+FALLBACK_PERSON = Identity("person", "person@localhost")
+
+
 @dataclass(frozen=True)
 class Entry:
     """One path in a tree: mode (``100644``...), type (``blob``), object id."""
@@ -168,6 +171,7 @@ class Repo:
 
     def __init__(self, top: Path, git_dir: Path, object_format: str, prefix: str) -> None:
         self.top, self.git_dir, self.object_format, self.prefix = top, git_dir, object_format, prefix
+        self._person: Identity | None = None
 
     # ----- running -------------------------------------------------------------------------------------
 
@@ -275,6 +279,18 @@ class Repo:
     def blob(self, oid: str) -> bytes:
         """A blob's bytes."""
         return self.out("cat-file", "blob", oid)
+
+    def person(self) -> Identity:
+        """The person's git identity (their config, as ``git var`` tells it; asked once per ``Repo``), or
+        ``FALLBACK_PERSON`` when they set none: they own the repository, so they commit what kms commits."""
+        if self._person is None:
+            try:
+                ident = self.text("var", "GIT_COMMITTER_IDENT")
+                m = re.match(r"(.*) <(.*)> \d+ [+-]\d{4}$", ident)
+                self._person = Identity(m.group(1), m.group(2)) if m else FALLBACK_PERSON
+            except GitError:
+                self._person = FALLBACK_PERSON
+        return self._person
 
 
 def open_repo(folder: Path) -> Repo:

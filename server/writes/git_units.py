@@ -48,7 +48,6 @@ log = logging.getLogger("kms.git")
 
 UNIT_REF = "refs/kms/unit"  # where fast-import leaves a unit's commits before the branch moves to them
 ATTEMPTS = 3  # the branch moved under a unit (the person committed): built again on the new HEAD
-FALLBACK_PERSON = Identity("person", "person@localhost")
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,6 @@ def agent_identity(session_id: str, principal: str | None) -> Identity:
 
 
 _repos: dict[str, Repo] = {}
-_people: dict[str, Identity] = {}
 
 
 def repo_for(vault: Vault) -> Repo:
@@ -80,19 +78,6 @@ def repo_for(vault: Vault) -> Repo:
     if key not in _repos:
         _repos[key] = open_repo(vault.root)
     return _repos[key]
-
-
-def person(repo: Repo) -> Identity:
-    """The person's git identity (their config, as ``git var`` tells it); a plain fallback when they set none."""
-    key = str(repo.top)
-    if key not in _people:
-        try:
-            ident = repo.text("var", "GIT_COMMITTER_IDENT")
-            m = re.match(r"(.*) <(.*)> \d+ [+-]\d{4}$", ident)
-            _people[key] = Identity(m.group(1), m.group(2)) if m else FALLBACK_PERSON
-        except GitError:
-            _people[key] = FALLBACK_PERSON
-    return _people[key]
 
 
 def commit_unit(conn: apsw.Connection, landed: list[Landed], unit: Unit) -> list[str]:
@@ -211,7 +196,7 @@ def _fast_import(
     unit: Unit,
 ) -> str:
     """Write the checkpoint (if any) and the unit's commit with one ``git fast-import``; the last one's id."""
-    me = person(repo)
+    me = repo.person()
     when = time.time()
     stream = [b"feature done\n", f"reset {UNIT_REF}\n".encode()]
     if head:

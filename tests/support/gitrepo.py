@@ -42,10 +42,11 @@ def init(repo: Path, files: dict[str, str] | None = None, *, object_format: str 
     return repo
 
 
-def log(repo: Path, rev: str = "HEAD") -> list[dict[str, object]]:
-    """Commits from ``rev`` back (first parents), newest first: author, subject, body, the paths each changed."""
+def log(repo: Path, rev: str = "HEAD", *, first_parent: bool = True) -> list[dict[str, object]]:
+    """Commits from ``rev`` back (first parents only, unless not ``first_parent``), newest first: author,
+    subject, body, the paths each changed."""
     commits: list[dict[str, object]] = []
-    for oid in text(repo, "rev-list", "--first-parent", rev).split():
+    for oid in text(repo, "rev-list", *(["--first-parent"] if first_parent else []), rev).split():
         author, subject, body = git(repo, "show", "-s", "--format=%an <%ae>%x00%s%x00%B", oid).split(b"\0", 2)
         names = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", oid)
         commits.append(
