@@ -18,7 +18,7 @@ git_state``, shown by ``kms status`` and ``kms doctor``; nothing is ever silent)
    remote refuses is kept as the vault's push error, with how many commits wait.
 
 The watcher steps aside while the tree moves (``own_writes``: this process's watcher waits), and the files
-that changed are then indexed (``apply_changes``), so search follows the merge at once.
+that changed are then indexed (``index_vault``, incremental), so search follows the merge at once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 import apsw
 
 from server.index import conflicts
-from server.index.watcher import apply_changes
+from server.index.indexer import index_vault
 from server.store.locks import lock_file, own_writes
 from server.vault import git_state
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
@@ -170,8 +170,8 @@ def _move(
     changed = [rel for n in names if (rel := repo.vault_rel(n)) is not None]
     report.action, report.head, report.changed = action, new, changed
     git_state.note(conn, vault.id, merged_at=time.time(), merge_error=None)
-    if changed:
-        apply_changes(conn, [vault], {str(vault.root / rel) for rel in changed})
+    if changed:  # (a rename is told by content, as the watcher's scan tells it: the note keeps its id)
+        index_vault(conn, vault, how="watch")
 
 
 def _merge_commit(repo: Repo, tree: str, head: str, theirs: str, me: Identity) -> str:
@@ -309,12 +309,18 @@ def start_sync_if_due(
         running = _running.get(key)
         if running is not None and running.is_alive():
             return None
-        conn = connect(db_path)
         try:
-            if not any(v.git_mode == "sync" for v in list_vaults(conn)) or not due(conn, key, now(), every_s, idle_s):
-                return None
-        finally:
-            conn.close()
+            conn = connect(db_path)
+            try:
+                if not any(v.git_mode == "sync" for v in list_vaults(conn)) or not due(
+                    conn, key, now(), every_s, idle_s
+                ):
+                    return None
+            finally:
+                conn.close()
+        except Exception:  # (the database busy or gone from under a watcher): the watcher keeps watching
+            log.exception("checking whether a git sync is due failed")
+            return None
         _last[key] = now()
         thread = threading.Thread(target=_sync_all, args=(db_path,), name="kms-git-sync", daemon=True)
         _running[key] = thread

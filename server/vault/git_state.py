@@ -67,3 +67,29 @@ def problems(conn: apsw.Connection) -> list[dict[str, Any]]:
                     }
                 )
     return out
+
+
+def summary(conn: apsw.Connection) -> list[dict[str, Any]]:
+    """Each vault in git mode: its mode, when kms last committed, fetched and pushed, the commits that wait
+    for a push, and its problems (``problems``): what ``kms status`` and ``kms doctor`` show."""
+    found = rows(
+        conn,
+        """SELECT v.id, v.name, v.git_mode, g.committed_at, g.fetched_at, g.pushed_at, g.unpushed
+           FROM vaults v LEFT JOIN git_state g ON g.vault_id = v.id
+           WHERE v.git_mode IN ('commit', 'sync') ORDER BY v.name""",
+    )
+    bad: dict[str, list[dict[str, Any]]] = {}
+    for p in problems(conn):
+        bad.setdefault(p["vault"], []).append(p)
+    return [
+        {
+            "vault": r["name"],
+            "mode": r["git_mode"],
+            "committedAt": r["committed_at"],
+            "fetchedAt": r["fetched_at"],
+            "pushedAt": r["pushed_at"],
+            "unpushed": r["unpushed"] or 0,
+            "problems": bad.get(r["name"], []),
+        }
+        for r in found
+    ]

@@ -35,3 +35,35 @@ def test_git_mode_refused_outside_a_work_tree_and_for_an_unknown_mode(tmp_path: 
     assert "git work tree" in said(refused(kms("vault", "set", "plain", "git=commit")).stderr)
     assert "must be one of" in said(refused(kms("vault", "set", "plain", "git=always")).stderr)
     assert get_vault(connect(db_path), "plain").git_mode == "off"
+
+
+def test_a_refused_push_shows_in_status_and_doctor(tmp_path: Path, db_path: Path) -> None:
+    """The service's idle job pushes; a remote that refuses is named by ``kms status`` and fails ``kms doctor``."""
+    import json
+
+    from support.gitrepo import git
+    from support.writes import Writer
+
+    from server.index.git_sync import start_sync_if_due
+
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    root = init(tmp_path / "notes", {"a.md": "# A\n"})
+    git(root, "remote", "add", "origin", str(bare))
+    git(root, "push", "-q", "-u", "origin", "main")
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'this remote is read-only' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    ok(kms("vault", "add", str(root), "--git", "sync"))
+    Writer(db_path, "s-cli").append("a.md", "agent line")
+
+    job = start_sync_if_due(db_path, every_s=0, idle_s=0)
+    assert job is not None
+    job.join(60)
+
+    status = said(ok(kms("status")).stdout)
+    assert "git notes (sync)" in status and "1 commit(s) not pushed" in status
+    assert "git push failed" in status and "this remote is read-only" in status
+    report = json.loads(kms("doctor", "--json").stdout)
+    assert not report["ok"] and [p["what"] for p in report["git"][0]["problems"]] == ["push"]
+    assert "git push failed: " in said(kms("doctor").stdout)
