@@ -36,6 +36,7 @@ import apsw
 
 from server.index import conflicts
 from server.index.indexer import index_vault
+from server.store.db import scalar
 from server.store.locks import lock_file, own_writes
 from server.vault import git_state
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
@@ -290,7 +291,7 @@ def due(conn: apsw.Connection, key: str, now: float, every_s: float = SYNC_EVERY
     (a push waits for a quiet moment; a write's commit is never pushed in the middle of a burst)."""
     if now - _last.get(key, 0.0) < every_s:
         return False
-    last_write = conn.execute("SELECT max(at) FROM tool_invocations").fetchone()[0]
+    last_write = scalar(conn, "SELECT max(at) FROM tool_invocations")
     return last_write is None or time.time() - float(last_write) >= idle_s
 
 

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LOCK_WAIT_S = 5.0  # how long a write waits for another writer's index.lock (obsidian-git commits quickly)
 TIMEOUT_S = 120.0  # one git command (a fetch over a slow network is the long one)
@@ -113,6 +114,7 @@ class Identity:
 
 
 FALLBACK_PERSON = Identity("person", "person@localhost")
+TRAILERS = ("Kms-Session", "Kms-Unit", "Kms-Tool")  # what kms's commits name (``server.writes.git_units``)
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,30 @@ class Repo:
         """A blob's bytes."""
         return self.out("cat-file", "blob", oid)
 
+    def path_log(self, path: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The commits that changed the work-tree ``path`` (followed across renames), newest first, whichever
+        machine made them: id, time, author, subject and kms's trailers (session, unit, tool), empty for a
+        commit kms did not make."""
+        fields = ("%H", "%at", "%an <%ae>", "%s", *(f"%(trailers:key={k},valueonly,separator=%x2C)" for k in TRAILERS))
+        out = self.out("log", "--follow", f"-n{int(limit)}", "-z", "--format=" + "%x1f".join(fields), "--", fs(path))
+        commits: list[dict[str, Any]] = []
+        for rec in out.split(b"\0"):
+            if not rec.strip():
+                continue
+            oid, at, author, subject, session, unit, tool = rec.decode("utf-8", "replace").split("\x1f")
+            commits.append(
+                {
+                    "commit": oid.strip(),
+                    "at": float(at),
+                    "author": author,
+                    "subject": subject,
+                    "session": session.strip() or None,
+                    "unit": int(unit) if unit.strip().isdigit() else None,
+                    "tool": tool.strip() or None,
+                }
+            )
+        return commits
+
     def person(self) -> Identity:
         """The person's git identity (their config, as ``git var`` tells it; asked once per ``Repo``), or
         ``FALLBACK_PERSON`` when they set none: they own the repository, so they commit what kms commits."""
@@ -322,3 +348,15 @@ def quote_fi(path: str) -> bytes:
     if b"\n" not in raw and not raw.startswith(b'"') and b"\\" not in raw[:1]:
         return raw
     return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+
+
+def note_commits(vault: Any, path: str, limit: int = 50) -> list[dict[str, Any]] | None:
+    """The commits of a note of a vault in git mode (``Repo.path_log``); None for a vault not in git mode,
+    [] when git cannot tell (the folder left its repository)."""
+    if getattr(vault, "git_mode", "off") == "off":
+        return None
+    try:
+        repo = open_repo(vault.root)
+        return repo.path_log(repo.path_of(path), limit)
+    except GitError:
+        return []

@@ -8,7 +8,7 @@ from pathlib import Path
 from support.cli import kms, ok, refused, said
 from support.gitrepo import init, log
 
-from server.store.db import connect
+from server.store.db import connect, scalar
 from server.vault.registry import get_vault
 
 
@@ -30,7 +30,7 @@ def test_git_mode_refused_outside_a_work_tree_and_for_an_unknown_mode(tmp_path: 
     (plain / "a.md").write_text("# A\n")
     res = refused(kms("vault", "add", str(plain), "--git", "commit"))
     assert "git work tree" in said(res.stderr)
-    assert not connect(db_path).execute("SELECT count(*) FROM vaults").fetchone()[0]  # nothing registered
+    assert not scalar(connect(db_path), "SELECT count(*) FROM vaults")  # nothing registered
     ok(kms("vault", "add", str(plain)))
     assert "git work tree" in said(refused(kms("vault", "set", "plain", "git=commit")).stderr)
     assert "must be one of" in said(refused(kms("vault", "set", "plain", "git=always")).stderr)

@@ -14,7 +14,7 @@ from support.writes import Writer, snapshot
 from server.index import conflicts
 from server.index.git_sync import sync
 from server.index.indexer import index_vault
-from server.store.db import connect
+from server.store.db import connect, scalar
 from server.vault import git_state
 from server.vault.registry import Vault, add_vault, get_vault, set_git_mode
 
@@ -44,7 +44,7 @@ class Machine:
         return sorted(r[0] for r in self.conn.execute("SELECT path FROM notes"))
 
     def body(self, path: str) -> str:
-        return self.conn.execute("SELECT body FROM notes WHERE path = ?", (path,)).fetchone()[0]
+        return str(scalar(self.conn, "SELECT body FROM notes WHERE path = ?", (path,)))
 
 
 def _machine(tmp: Path, name: str, root: Path) -> Machine:
@@ -181,3 +181,44 @@ def test_each_machines_commits_name_their_session(tmp_path: Path) -> None:
     a.sync()
     bodies = [str(c["body"]) for c in log(a.root, first_parent=False)]
     assert any("Kms-Session: session-a" in x for x in bodies) and any("Kms-Session: session-b" in x for x in bodies)
+
+
+def test_history_of_a_note_lists_every_machines_commits(tmp_path: Path, monkeypatch: Any) -> None:
+    import json
+
+    from support.cli import kms, ok
+
+    _bare, a, b = two_machines(tmp_path)
+    a.writer.append("a.md", "from A")
+    a.sync()
+    b.sync()
+    b.writer.append("a.md", "from B")
+    b.sync()
+    a.sync()
+    monkeypatch.setenv("KMS_DB_PATH", a.conn.filename)
+    shown = json.loads(ok(kms("history", "a.md", "--json")).stdout)
+    sessions = [c["session"] for c in shown["commits"]]
+    assert sessions[:2] == ["session-b", "session-a"] and shown["commits"][-1]["subject"] == "start"
+    assert "git commits (every machine's)" in ok(kms("history", "a.md")).stdout
+
+
+def test_revert_refuses_once_the_other_machines_edit_arrived(tmp_path: Path) -> None:
+    """A's agent created a note, B's agent added to it, and B's edit came back to A: A's revert refuses
+    (``conflict``: it would delete B's text) and changes nothing."""
+    import pytest
+
+    from server.errors import KmsError
+    from server.writes.revert import revert
+
+    _bare, a, b = two_machines(tmp_path)
+    created = a.writer.create("Fresh", "fresh body")
+    a.sync()
+    b.sync()
+    b.writer.append(created["path"], "B adds to it")
+    b.sync()
+    assert a.sync().action == "fast-forward"
+    before = snapshot(a.root, skip=(a.root / ".git",))
+    with pytest.raises(KmsError) as refused:
+        revert(a.conn, created["invocationId"])
+    assert refused.value.kind == "conflict"
+    assert snapshot(a.root, skip=(a.root / ".git",)) == before

@@ -41,7 +41,8 @@ def test_a_unit_is_one_commit_of_its_paths_only(tmp_path: Path) -> None:
     assert len(commits) == len(before) + 1
     top = commits[0]
     assert top["paths"] == ["a.md"]
-    assert top["author"].endswith("@kms.invalid>") and " via kms" in top["author"]
+    author = str(top["author"])
+    assert author.endswith("@kms.invalid>") and " via kms" in author
     body = str(top["body"])
     for trailer in ("Kms-Unit: ", "Kms-Session: s-git-1", "Kms-Tool: kms_append", "Kms-Approver: none"):
         assert trailer in body
