@@ -38,7 +38,7 @@ from server.index import conflicts
 from server.index.indexer import index_vault
 from server.store.db import scalar
 from server.store.locks import lock_file, own_writes
-from server.vault import git_state
+from server.vault import git_state, git_units
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
 from server.vault.registry import Vault, list_vaults
 
@@ -98,6 +98,7 @@ def sync(conn: apsw.Connection, vault: Vault, *, push: bool = False, identity: I
         return report
     with lock_file(repo.git_dir / "kms-sync.lock"):
         try:
+            git_units.drain(conn, vault.id)  # every unit this machine made is a commit before anything moves
             _sync(conn, vault, repo, report, identity or repo.person())
             if push and report.action not in ("conflicted", "blocked") and report.error is None:
                 _push(conn, vault, repo, report)  # (a branch that did not take the upstream in would be refused)

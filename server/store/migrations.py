@@ -387,7 +387,8 @@ def m054_vault_git_mode(conn: apsw.Connection) -> None:
 
 def m055_git_state(conn: apsw.Connection) -> None:
     """What kms's git work last did for a vault, for ``kms status`` and ``kms doctor`` (a failed push or
-    commit is a state the person sees, never only a log line): one row per vault in git mode."""
+    commit is a state the person sees, never only a log line): one row per vault in git mode; and the write
+    units waiting for their commit (``git_pending``)."""
     conn.execute(
         """CREATE TABLE git_state (
              vault_id INTEGER PRIMARY KEY,
@@ -401,6 +402,22 @@ def m055_git_state(conn: apsw.Connection) -> None:
              push_error TEXT,
              push_error_at REAL,
              unpushed INTEGER NOT NULL DEFAULT 0
+           )"""
+    )
+    # the units kept in the answer and committed after it (``server.vault.git_units``): a row lives until its
+    # commit is made, so a process that dies first leaves it for the next to commit
+    conn.execute(
+        """CREATE TABLE git_pending (
+             id INTEGER PRIMARY KEY,
+             vault_id INTEGER NOT NULL,
+             invocation_id INTEGER NOT NULL,
+             session_id TEXT NOT NULL,
+             tool TEXT NOT NULL,
+             approver TEXT NOT NULL,
+             author_name TEXT NOT NULL,
+             author_email TEXT NOT NULL,
+             files TEXT NOT NULL,
+             at REAL NOT NULL
            )"""
     )
 

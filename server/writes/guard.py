@@ -53,9 +53,11 @@ from server.config.session import Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
+from server.vault import git_units
 from server.vault.planted import looks_like_instructions, strings_in
-from server.writes import git_units, unit_journal
+from server.writes import unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
+from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 from server.writes.record import record_call, text_argument
@@ -463,8 +465,15 @@ class WriteService:
         invocation_id: int,
         pending: approvals.Pending | None,
     ) -> None:
-        """The unit's commit in each git-mode vault it changed, once its provenance row is committed."""
-        if not any(f.vault.git_mode != "off" for f in ctx.landed):
+        """The unit's commit in each git-mode vault it changed, once its provenance row is committed: kept in
+        the answer, made after it (``server.vault.git_units``)."""
+        by_vault: dict[int, list[git_units.File]] = {}
+        vaults = {}
+        for f in ctx.landed:
+            if f.vault.git_mode != "off":
+                by_vault.setdefault(f.vault.id, []).append((f.path, f.before, f.after))
+                vaults[f.vault.id] = f.vault
+        if not by_vault:
             return
         unit = git_units.Unit(
             invocation_id,
@@ -473,4 +482,6 @@ class WriteService:
             "none" if pending is None else pending.decided_words(),
             git_units.agent_identity(self.session_id, self.session.identity.project or self.actor),
         )
-        git_units.commit_unit(conn, ctx.landed, unit)
+        for vault_id, files in by_vault.items():
+            git_units.enqueue(conn, vaults[vault_id], files, unit)
+        crash_point("git.kept")

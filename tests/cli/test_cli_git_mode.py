@@ -41,8 +41,7 @@ def test_a_refused_push_shows_in_status_and_doctor(tmp_path: Path, db_path: Path
     """The service's idle job pushes; a remote that refuses is named by ``kms status`` and fails ``kms doctor``."""
     import json
 
-    from support.gitrepo import git
-    from support.writes import Writer
+    from support.gitrepo import GitWriter, git
 
     from server.index.git_sync import start_sync_if_due
 
@@ -55,7 +54,7 @@ def test_a_refused_push_shows_in_status_and_doctor(tmp_path: Path, db_path: Path
     hook.write_text("#!/bin/sh\necho 'this remote is read-only' >&2\nexit 1\n")
     hook.chmod(0o755)
     ok(kms("vault", "add", str(root), "--git", "sync"))
-    Writer(db_path, "s-cli").append("a.md", "agent line")
+    GitWriter(db_path, "s-cli").append("a.md", "agent line")
 
     job = start_sync_if_due(db_path, every_s=0, idle_s=0)
     assert job is not None

@@ -68,3 +68,33 @@ def show(repo: Path, rev: str, path: str) -> bytes:
 def status(repo: Path) -> list[str]:
     """``git status --porcelain -z`` records (``XY path``)."""
     return [os.fsdecode(r) for r in git(repo, "status", "--porcelain=v1", "-z", "-uall").split(b"\0") if r]
+
+
+class GitWriter:
+    """A session's real write guard (``support.writes.Writer``) that waits, after each call, for the unit's
+    commit (made after the answer by this process's committer: ``server.vault.git_units.flush``)."""
+
+    def __init__(self, db_path: Path, session_id: str, **kw: object) -> None:
+        from support.writes import Writer
+
+        self.db_path, self.writer = db_path, Writer(db_path, session_id, **kw)
+        self.guard = self.writer.guard
+
+    def _settled(self, answer: dict) -> dict:
+        from server.vault.git_units import flush
+
+        assert flush(self.db_path, 30.0), "the unit's commit did not come within 30 s"
+        return answer
+
+    def call(self, tool: str, **arguments: object) -> dict:
+        return self._settled(self.writer.call(tool, **arguments))
+
+    def spec(self, spec: object, arguments: dict) -> dict:
+        """A tool by its spec (the organize tier is not in ``Writer.call``'s table)."""
+        return self._settled(self.guard.call(spec, arguments))
+
+    def append(self, note_id: str, content: str) -> dict:
+        return self._settled(self.writer.append(note_id, content))
+
+    def create(self, title: str, content: str | None = None) -> dict:
+        return self._settled(self.writer.create(title, content))

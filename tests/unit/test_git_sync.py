@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-from support.gitrepo import git, identify, init, log, text
-from support.writes import Writer, snapshot
+from support.gitrepo import GitWriter, git, identify, init, log, text
+from support.writes import snapshot
 
 from server.index import conflicts
 from server.index.git_sync import sync
@@ -31,7 +31,7 @@ SEED = {
 class Machine:
     root: Path
     conn: apsw.Connection
-    writer: Writer
+    writer: GitWriter
 
     @property
     def vault(self) -> Vault:
@@ -53,7 +53,7 @@ def _machine(tmp: Path, name: str, root: Path) -> Machine:
     vault = add_vault(conn, root, "v")
     set_git_mode(conn, "v", "sync")
     index_vault(conn, vault)
-    return Machine(root, conn, Writer(db, f"session-{name}"))
+    return Machine(root, conn, GitWriter(db, f"session-{name}"))
 
 
 def two_machines(tmp_path: Path, files: dict[str, str] | None = None) -> tuple[Path, Machine, Machine]:
@@ -158,7 +158,7 @@ def test_a_rename_on_a_while_b_edits_the_old_path_leaves_no_duplicate(tmp_path: 
     from server.mcp.tools.organize_tools import KMS_RENAME
 
     _bare, a, b = two_machines(tmp_path)
-    a.writer.guard.call(KMS_RENAME, {"noteId": "Old.md", "title": "New", "keepAlias": False})
+    a.writer.spec(KMS_RENAME, {"noteId": "Old.md", "title": "New", "keepAlias": False})
     a.sync()
     b.writer.append("Old.md", "B's edit of the old note")
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.gitrepo import git, init, log, show, status
-from support.writes import Writer
+from support.gitrepo import GitWriter, git, init, log, show, status
 
 from server.index.indexer import index_vault
 from server.store.db import connect
@@ -22,7 +21,7 @@ def _setup(tmp_path: Path, files: dict[str, str], *, object_format: str | None =
     vault = add_vault(conn, root, "v")
     set_git_mode(conn, "v", mode)
     index_vault(conn, vault)
-    return root, conn, Writer(db, "s-git-1")
+    return root, conn, GitWriter(db, "s-git-1")
 
 
 def test_a_unit_is_one_commit_of_its_paths_only(tmp_path: Path) -> None:
@@ -98,7 +97,7 @@ def test_create_and_rename_commit_the_move_as_one_unit(tmp_path: Path) -> None:
 
     from server.mcp.tools.organize_tools import KMS_RENAME
 
-    w.guard.call(KMS_RENAME, {"noteId": "Old.md", "title": "New", "keepAlias": False})
+    w.spec(KMS_RENAME, {"noteId": "Old.md", "title": "New", "keepAlias": False})
 
     top = log(root)[0]
     assert top["paths"] == ["New.md", "Old.md", "a.md"]
@@ -119,7 +118,7 @@ def test_a_vault_in_a_subfolder_of_the_work_tree(tmp_path: Path) -> None:
     vault = add_vault(conn, top / "notes", "v")
     set_git_mode(conn, "v", "commit")
     index_vault(conn, vault)
-    Writer(db, "s").append("a.md", "agent line")
+    GitWriter(db, "s").append("a.md", "agent line")
     assert log(top)[0]["paths"] == ["notes/a.md"]
     assert status(top) == [" M code.py"]
 
@@ -138,3 +137,33 @@ def test_a_commit_that_cannot_be_made_is_a_visible_state(tmp_path: Path) -> None
     assert b"second" in (root / "a.md").read_bytes()
     problems = git_state.problems(conn)
     assert [p["what"] for p in problems] == ["commit"]
+
+
+def test_a_unit_kept_by_a_process_that_died_is_committed_by_the_next(tmp_path: Path) -> None:
+    """The answer keeps the unit (its blobs, a ``git_pending`` row); the commit comes after. A process killed
+    right after keeping it (``KMS_CRASH_AT=git.kept``, SIGKILL) loses nothing: the next drain commits it."""
+    import os
+    import subprocess
+    import sys
+
+    from server.vault.git_units import drain, pending
+
+    root, conn, _w = _setup(tmp_path, {"a.md": "# A\n"})
+    db = tmp_path / "db" / "kms.db"
+    tests = Path(__file__).resolve().parents[1]
+    script = (
+        f"import sys; sys.path.insert(0, {str(tests)!r})\n"
+        "from support.writes import Writer\n"
+        f"Writer({str(db)!r}, 's-dies').append('a.md', 'kept before the crash')\n"
+    )
+    died = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "KMS_CRASH_AT": "git.kept"}, capture_output=True, check=False
+    )
+    assert died.returncode == -9, died.stderr.decode()
+    assert b"kept before the crash" in (root / "a.md").read_bytes()
+    assert len(log(root)) == 1 and pending(conn) == 1
+
+    assert drain(conn) == 1
+    top = log(root)[0]
+    assert top["paths"] == ["a.md"] and "Kms-Session: s-dies" in str(top["body"])
+    assert status(root) == [] and pending(conn) == 0
