@@ -13,7 +13,10 @@ git_state``, shown by ``kms status`` and ``kms doctor``; nothing is ever silent)
    sides' facts kept), since a memory note is a list every machine appends to. Clean: a merge commit
    (the person's identity; ``Kms-Merge`` trailer) and the tree moves as in 2. Conflicting: HEAD and
    every file are left untouched, and each conflicting note opens one conflict item (``server.index.
-   conflicts``, ``source="git-merge"``, with mine, theirs and base), once;
+   conflicts``, ``source="git-merge"``, with mine, theirs and base), once. Once the person resolved it
+   (``conflicts.resolve``: ``mine``/``keep-mine``, ``theirs``/``keep-theirs``, or anything else: the note
+   as they left it in the work tree), the next sync merges with that version of the note, as long as the
+   upstream still holds the ``theirs`` they decided on;
 4. **push**, only when asked (``push=True``: the service's idle job, ``start_sync_if_due``): a push the
    remote refuses is kept as the vault's push error, with how many commits wait.
 
@@ -137,13 +140,14 @@ def _sync(conn: apsw.Connection, vault: Vault, repo: Repo, report: SyncReport, m
     fields = merged.stdout.split(b"\0")
     tree = fields[0].decode().strip()
     conflicted = sorted({os.fsdecode(f) for f in fields[1 : fields.index(b"", 1)]}) if merged.returncode else []
+    settled: dict[str, bytes | None] = {}
     if conflicted:
-        tree, conflicted = _union_memory(repo, tree, conflicted, base, head, theirs)
+        tree, conflicted, settled = _settle(conn, vault, repo, tree, conflicted, base, head, theirs)
     if conflicted:
         _open_conflicts(conn, vault, repo, report, conflicted, base, head, theirs)
         return
     commit = _merge_commit(repo, tree, head, theirs, me)
-    _move(conn, vault, repo, report, branch, head, commit, tree, "merged")
+    _move(conn, vault, repo, report, branch, head, commit, tree, "merged", _as_left(repo, settled))
 
 
 def _move(
@@ -156,12 +160,16 @@ def _move(
     new: str,
     tree: str,
     action: str,
+    as_left: bytes = b"",
 ) -> None:
     """Move the work tree, then the branch, from ``head`` to ``new`` (whose tree is ``tree``); the watcher waits,
-    and the changed notes are indexed after."""
+    and the changed notes are indexed after. ``as_left``: index entries (``--index-info``) of notes the person
+    resolved by editing them, already as the merge has them (else their edit would block the move)."""
     names = split_z(repo.out("diff-tree", "-r", "-z", "--name-only", "--no-renames", head, tree))
     with own_writes():
         repo.run("update-index", "-q", "--refresh", ok=(0, 1), write=True)
+        if as_left:
+            repo.run("update-index", "-z", "--index-info", stdin=as_left, write=True)
         try:
             repo.run("read-tree", "-m", "-u", head, tree, write=True)
         except GitFailed as e:  # the person's uncommitted edits are in the way: nothing was changed
@@ -194,36 +202,87 @@ def _blob_at(repo: Repo, rev: str | None, path: str) -> bytes | None:
     return repo.blob(found[path].oid) if path in found else None
 
 
-def _union_memory(
-    repo: Repo, tree: str, conflicted: list[str], base: str | None, head: str, theirs: str
-) -> tuple[str, list[str]]:
-    """Merge the conflicting memory notes by union (both sides' lines); (the tree with them merged, the
-    conflicts left)."""
+def _as_left(repo: Repo, settled: dict[str, bytes | None]) -> bytes:
+    """Index entries of the settled notes whose file already holds what the merge gives them."""
+    out = b""
+    for path, data in settled.items():
+        try:
+            now = (repo.top / path).read_bytes()
+        except FileNotFoundError:
+            continue
+        if data is not None and now == data:
+            out += f"100644 {repo.blob_id(data)}\t".encode() + os.fsencode(path) + b"\0"
+    return out
+
+
+def _settle(
+    conn: apsw.Connection,
+    vault: Vault,
+    repo: Repo,
+    tree: str,
+    conflicted: list[str],
+    base: str | None,
+    head: str,
+    theirs: str,
+) -> tuple[str, list[str], dict[str, bytes | None]]:
+    """Settle what kms may settle of a conflicting merge: a memory note by union (``git merge-file --union``:
+    both sides' facts), and a note whose conflict item the person resolved for this very upstream version
+    (``RESOLUTIONS``); (the tree with those settled, the conflicts left, the settled notes' bytes)."""
     folder = repo.path_of(_memory_folder()) + "/"
-    memory = [p for p in conflicted if p.startswith(folder) and p.endswith(".md")]
-    if not memory:
-        return tree, conflicted
-    entries: list[bytes] = []
-    with tempfile.TemporaryDirectory(prefix="kms-union-") as tmp:
-        for path in memory:
+    settled: dict[str, bytes | None] = {}
+    with tempfile.TemporaryDirectory(prefix="kms-merge-") as tmp:
+        for path in conflicted:
             sides = [_blob_at(repo, rev, path) for rev in (head, base, theirs)]
-            if sides[0] is None or sides[2] is None:
-                continue  # deleted on one side: not a list to unite
-            files = []
-            for i, data in enumerate(sides):
-                f = Path(tmp) / f"{i}"
-                f.write_bytes(data or b"")
-                files.append(str(f))
-            merged = repo.out("merge-file", "-p", "--union", *files, ok=(0, 1, 2, 3, 4, 5))
-            oid = repo.text("hash-object", "-w", "--stdin", stdin=merged)
-            entries.append(f"100644 {oid}\t".encode() + os.fsencode(path) + b"\0")
-        index = Path(tmp) / "index"
-        env = {"GIT_INDEX_FILE": str(index)}
+            decided = _decided(conn, vault, repo, path, sides[0], sides[2])
+            if decided is not None:
+                settled[path] = decided[0]
+            elif path.startswith(folder) and path.endswith(".md") and sides[0] is not None and sides[2] is not None:
+                files = []
+                for i, data in enumerate(sides):
+                    f = Path(tmp) / f"{i}"
+                    f.write_bytes(data or b"")
+                    files.append(str(f))
+                settled[path] = repo.out("merge-file", "-p", "--union", *files, ok=range(0, 128))
+        if not settled:
+            return tree, conflicted, settled
+        entries = [
+            b"0 " + repo.zero_oid.encode() + b"\t" + os.fsencode(p) + b"\0"
+            if data is None
+            else f"100644 {repo.write_blob(data)}\t".encode() + os.fsencode(p) + b"\0"
+            for p, data in settled.items()
+        ]
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         repo.run("read-tree", tree, env=env)
         repo.run("update-index", "-z", "--index-info", stdin=b"".join(entries), env=env)
         tree = repo.text("write-tree", env=env)
-    done = {e.split(b"\t", 1)[1].rstrip(b"\0") for e in entries}
-    return tree, [p for p in conflicted if os.fsencode(p) not in done]
+    return tree, [p for p in conflicted if p not in settled], settled
+
+
+RESOLUTIONS = {"mine": "mine", "keep-mine": "mine", "theirs": "theirs", "keep-theirs": "theirs"}  # else: the file
+
+
+def _decided(
+    conn: apsw.Connection, vault: Vault, repo: Repo, path: str, mine: bytes | None, theirs: bytes | None
+) -> tuple[bytes | None] | None:
+    """The person's decision on this note's git-merge conflict, for this upstream version (its ``theirs``): mine,
+    theirs, or (an edit, keep both) the file as it is now; None while nothing was decided."""
+    rel = repo.vault_rel(path)
+    found = conn.execute(
+        "SELECT resolution, theirs FROM conflicts WHERE vault_id = ? AND path = ? AND source = 'git-merge' "
+        "AND resolved_at IS NOT NULL ORDER BY resolved_at DESC LIMIT 1",
+        (vault.id, rel),
+    ).fetchall()
+    if not found or found[0][1] != theirs:
+        return None
+    how = RESOLUTIONS.get(str(found[0][0]).strip().lower())
+    if how == "mine":
+        return (mine,)
+    if how == "theirs":
+        return (theirs,)
+    try:
+        return ((repo.top / path).read_bytes(),)
+    except FileNotFoundError:
+        return (None,)
 
 
 def _open_conflicts(

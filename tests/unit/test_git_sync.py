@@ -222,3 +222,46 @@ def test_revert_refuses_once_the_other_machines_edit_arrived(tmp_path: Path) -> 
         revert(a.conn, created["invocationId"])
     assert refused.value.kind == "conflict"
     assert snapshot(a.root, skip=(a.root / ".git",)) == before
+
+
+def test_a_resolved_git_merge_conflict_is_merged_by_the_next_sync(tmp_path: Path) -> None:
+    """The person decides (here: an edit of the note in the work tree); the next sync merges with that text,
+    HEAD gets both parents, and the upstream takes it."""
+    _bare, a, b = two_machines(tmp_path)
+    a.writer.append("a.md", "A's ending")
+    a.sync()
+    b.writer.append("a.md", "B's ending")
+    assert b.sync().action == "conflicted"
+    (item,) = conflicts.open_conflicts(b.conn)
+    (b.root / "a.md").write_text("# A\n\nfirst line\n\nA's ending, then B's\n")
+    conflicts.resolve(b.conn, item["id"], "edit")
+
+    report = b.sync()
+
+    assert report.action == "merged" and report.pushed is True, report
+    assert (b.root / "a.md").read_text() == "# A\n\nfirst line\n\nA's ending, then B's\n"
+    assert len(text(b.root, "rev-list", "--parents", "-n", "1", "HEAD").split()) == 3
+    assert git(b.root, "status", "--porcelain") == b""
+    assert a.sync().action == "fast-forward" and "A's ending, then B's" in a.body("a.md")
+    assert conflicts.open_conflicts(b.conn) == [] and git_state.problems(b.conn) == []
+
+
+def test_a_rename_on_a_conflicting_with_bs_edit_surfaces_a_conflict_and_no_duplicate(tmp_path: Path) -> None:
+    """A renames (the old title kept as an alias: its frontmatter changes); B changes the same frontmatter: the
+    merge conflicts. B keeps one note (its own), search shows no duplicate, and a conflict item is open."""
+    from server.mcp.tools.organize_tools import KMS_RENAME
+
+    files = {**SEED, "Old.md": "---\nstatus: draft\n---\n# Old\n\nold body\n"}
+    _bare, a, b = two_machines(tmp_path, files)
+    a.writer.spec(KMS_RENAME, {"noteId": "Old.md", "title": "New", "keepAlias": True})
+    a.sync()
+    b.writer.call("kms_update_properties", noteId="Old.md", set={"status": "final"})
+    head = text(b.root, "rev-parse", "HEAD")
+
+    report = b.sync()
+
+    assert report.action == "conflicted", report
+    assert text(b.root, "rev-parse", "HEAD") == head
+    assert [p for p in b.paths() if p in ("Old.md", "New.md")] == ["Old.md"]
+    items = conflicts.open_conflicts(b.conn)
+    assert len(items) == 1 and items[0]["source"] == "git-merge"
