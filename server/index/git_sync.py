@@ -362,7 +362,8 @@ def start_sync_if_due(
     idle_s: float = IDLE_S,
     now: Callable[[], float] = time.monotonic,
 ) -> threading.Thread | None:
-    """Sync (and push) every vault in git mode ``sync``, on a thread of its own, when ``due``; the thread."""
+    """Sync (and push) every vault in git mode ``sync``, on a thread of its own, when ``due``, and commit the
+    units a process that died left (any vault in git mode) whenever there are some; the thread."""
     from server.store.db import connect
 
     key = str(db_path)
@@ -373,28 +374,31 @@ def start_sync_if_due(
         try:
             conn = connect(db_path)
             try:
-                if not any(v.git_mode == "sync" for v in list_vaults(conn)) or not due(
-                    conn, key, now(), every_s, idle_s
-                ):
+                syncing = any(v.git_mode == "sync" for v in list_vaults(conn))
+                left = git_units.pending(conn) > 0  # units a process that died left uncommitted
+                syncing = syncing and due(conn, key, now(), every_s, idle_s)
+                if not (left or syncing):
                     return None
             finally:
                 conn.close()
         except Exception:  # (the database busy or gone from under a watcher): the watcher keeps watching
             log.exception("checking whether a git sync is due failed")
             return None
-        _last[key] = now()
-        thread = threading.Thread(target=_sync_all, args=(db_path,), name="kms-git-sync", daemon=True)
+        if syncing:
+            _last[key] = now()
+        thread = threading.Thread(target=_sync_all, args=(db_path, syncing), name="kms-git-sync", daemon=True)
         _running[key] = thread
         thread.start()
         return thread
 
 
-def _sync_all(db_path: str | Path) -> None:
+def _sync_all(db_path: str | Path, syncing: bool) -> None:
     from server.store.db import connect
 
     conn = connect(db_path)
     try:
-        for vault in list_vaults(conn):
+        git_units.drain(conn)  # (every vault in git mode, ``commit`` ones too)
+        for vault in list_vaults(conn) if syncing else []:
             if vault.git_mode == "sync":
                 sync(conn, vault, push=True)
     except Exception:

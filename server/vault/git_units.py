@@ -71,7 +71,7 @@ class Unit:
 def agent_identity(session_id: str, principal: str | None) -> Identity:
     """The author of a session's commits: its principal (a project, a token's label) via kms, and an address
     naming the session (never an address of the person's)."""
-    who = (principal or "agent").strip() or "agent"
+    who = os.path.basename((principal or "").strip().rstrip("/\\")) or "agent"  # a project is often its folder
     local = re.sub(r"[^A-Za-z0-9._-]+", "-", session_id)[:64] or "session"
     return Identity(f"{who} via kms", f"{local}@kms.invalid")
 
