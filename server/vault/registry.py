@@ -138,6 +138,7 @@ def set_git_mode(conn: apsw.Connection, name: str, mode: str) -> tuple[Vault, bo
         return vault, False
     with write_tx(conn):
         conn.execute("UPDATE vaults SET git_mode = ? WHERE id = ?", (None if mode == "off" else mode, vault.id))
+    save_registrations(conn)
     return get_vault(conn, name), True
 
 

@@ -66,3 +66,15 @@ def test_a_refused_push_shows_in_status_and_doctor(tmp_path: Path, db_path: Path
     report = json.loads(kms("doctor", "--json").stdout)
     assert not report["ok"] and [p["what"] for p in report["git"][0]["problems"]] == ["push"]
     assert "git push failed: " in said(kms("doctor").stdout)
+
+
+def test_the_git_mode_survives_a_lost_database(tmp_path: Path, db_path: Path) -> None:
+    """The vaults kept beside the database (``<db>.vaults.json``) keep the git mode: a database made anew has it."""
+    import os
+
+    root = init(tmp_path / "notes", {"a.md": "# A\n"})
+    ok(kms("vault", "add", str(root), "--git", "sync", "--no-index"))
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(str(db_path) + suffix):
+            os.remove(str(db_path) + suffix)
+    assert get_vault(connect(db_path), "notes").git_mode == "sync"
