@@ -209,7 +209,8 @@ def commit_files(repo: Repo, net: Net, unit: Unit) -> str | None:
         checkpoint = {p: b for p, (b, _a) in net.items() if b != "lost" and b != now[p]}
         base = {p: checkpoint.get(p, now[p]) for p in net}
         agent = {p: a for p, (_b, a) in net.items() if a != base[p]}
-        if not agent and not checkpoint:
+        if not agent and not checkpoint:  # committed already (a process died before its index update)
+            _stage_committed(repo, have, {p: a for p, (_b, a) in net.items() if a == now[p]})
             return None
         try:
             new = _fast_import(repo, branch, head, have, checkpoint, agent, unit)

@@ -171,3 +171,18 @@ def test_a_unit_kept_by_a_process_that_died_is_committed_by_the_next(tmp_path: P
     top = log(root)[0]
     assert top["paths"] == ["a.md"] and "Kms-Session: s-dies" in str(top["body"])
     assert status(root) == [] and pending(conn) == 0
+
+
+def test_another_writers_index_lock_is_waited_for(tmp_path: Path) -> None:
+    """obsidian-git holds ``index.lock`` for a moment: the unit's commit waits for it, then lands whole."""
+    import threading
+
+    root, _conn, w = _setup(tmp_path, {"a.md": "# A\n"})
+    lock = root / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    threading.Timer(1.5, lock.unlink).start()  # (the other writer finishing, while kms waits)
+
+    w.append("a.md", "agent line")
+
+    assert not lock.exists()
+    assert log(root)[0]["paths"] == ["a.md"] and status(root) == []
