@@ -26,7 +26,8 @@ each write unit the guard records (one tool call; a rename with its link rewrite
   gone) is logged and kept as the vault's git state (``server.vault.git_state``), shown by ``kms status``
   and ``kms doctor``; the row stays to be tried again.
 
-Files under the vault's ``.trash/`` are not committed: a note moved there is committed as deleted.
+Files under the vault's ``.trash/`` are not committed: a note moved there is committed as deleted. A new file
+the person's ``.gitignore`` rules ignore is not committed either (a tracked file always is).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import apsw
 from server.store.db import connect, rows, write_tx
 from server.store.locks import lock_file
 from server.vault import git_state
-from server.vault.git import Entry, GitError, GitFailed, Identity, Repo, open_repo, quote_fi
+from server.vault.git import Entry, GitError, GitFailed, Identity, Repo, open_repo, quote_fi, split_z
 from server.vault.paths import TRASH
 from server.vault.registry import Vault, get_vault
 
@@ -205,12 +206,15 @@ def commit_files(repo: Repo, net: Net, unit: Unit) -> str | None:
         if branch is None:
             raise GitError("HEAD is detached: kms commits a unit only onto a branch")
         have = repo.entries(head, sorted(net)) if head else {}
+        ignored = _ignored(repo, [p for p in net if p not in have])
+        net = {p: ba for p, ba in net.items() if p not in ignored}
         now = {p: (have[p].oid if p in have else None) for p in net}
         checkpoint = {p: b for p, (b, _a) in net.items() if b != "lost" and b != now[p]}
         base = {p: checkpoint.get(p, now[p]) for p in net}
         agent = {p: a for p, (_b, a) in net.items() if a != base[p]}
         if not agent and not checkpoint:  # committed already (a process died before its index update)
-            _stage_committed(repo, have, {p: a for p, (_b, a) in net.items() if a == now[p]})
+            if net:
+                _stage_committed(repo, have, {p: a for p, (_b, a) in net.items() if a == now[p]})
             return None
         try:
             new = _fast_import(repo, branch, head, have, checkpoint, agent, unit)
@@ -221,6 +225,15 @@ def commit_files(repo: Repo, net: Net, unit: Unit) -> str | None:
         _stage_committed(repo, have, {p: a for p, (_b, a) in net.items()})
         return new
     raise GitError(f"the branch kept moving while unit #{unit.invocation_id} was committed")
+
+
+def _ignored(repo: Repo, new: list[str]) -> set[str]:
+    """The new paths the person's ``.gitignore`` rules keep out of git (a tracked file is never ignored)."""
+    if not new:
+        return set()
+    listed = b"".join(os.fsencode(p) + b"\0" for p in new)  # (check-ignore takes paths, never pathspec magic)
+    out = repo.out("check-ignore", "-z", "--stdin", stdin=listed, ok=(0, 1), env={"GIT_LITERAL_PATHSPECS": "0"})
+    return set(split_z(out))
 
 
 def _after(repo: Repo, path: str, oid: str | None) -> str | None:

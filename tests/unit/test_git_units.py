@@ -186,3 +186,12 @@ def test_another_writers_index_lock_is_waited_for(tmp_path: Path) -> None:
 
     assert not lock.exists()
     assert log(root)[0]["paths"] == ["a.md"] and status(root) == []
+
+
+def test_a_new_note_the_person_ignores_is_not_committed(tmp_path: Path) -> None:
+    root, _conn, w = _setup(tmp_path, {"a.md": "# A\n", ".gitignore": "scratch/\n"})
+    before = len(log(root))
+    w.call("kms_create", title="Draft", content="kept out of git", folder="scratch")
+    w.append("a.md", "committed")
+    assert len(log(root)) == before + 1 and log(root)[0]["paths"] == ["a.md"]
+    assert (root / "scratch" / "Draft.md").exists() and status(root) == []
