@@ -1,7 +1,7 @@
 """The person's live controls: ``kms pending|approve|reject`` and ``kms session list|pause|resume|revoke|undo``.
 
 Thin adapters: the rules live in ``server.activity.approvals``, ``server.activity.control`` and
-``server.writes.undo_session``; a running ``kms mcp`` sees every decision through the database.
+``server.writes.undo.undo_session``; a running ``kms mcp`` sees every decision through the database.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def session_undo(
 ) -> None:
     """Revert every change a session made, newest first, and restore the notes it changed outside kms (its
     agent's own Edit/Write, reported by its hooks), after showing what can and cannot be undone."""
-    from server.writes import undo_session
+    from server.writes.undo import undo_session
 
     now = time.time()
     with cli_errors():

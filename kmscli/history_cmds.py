@@ -168,7 +168,7 @@ def diff_cmd(
     """What changed between a version kms kept and the note now (or another version: --to); a deleted
     note shows its whole text removed and how to bring it back."""
     from server.activity.history import diff, find_line
-    from server.writes.restore import current_bytes, default_version, parse_when
+    from server.writes.undo.restore import current_bytes, default_version, parse_when
 
     with cli_errors():
         conn = open_db()
@@ -202,7 +202,7 @@ def restore_cmd(
 ) -> None:
     """Bring a note (also a deleted one) back to a version kms kept, after showing the change; recorded
     as yours and revertible (`kms revert`)."""
-    from server.writes.restore import parse_when, preview_restore, restore
+    from server.writes.undo.restore import parse_when, preview_restore, restore
 
     if at is None and version is None:
         raise report_error(KmsError("invalid-input", "give --at TIME or --version N (`kms history NOTE` lists them)"))

@@ -360,7 +360,7 @@ def token_create_cmd(
     from server.config.allowlist import Allowlist
     from server.config.scopes import ScopeError, Scopes
     from server.config.settings import load_settings
-    from server.writes.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
+    from server.writes.undo.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
 
     with cli_errors():
         try:

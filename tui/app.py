@@ -29,7 +29,7 @@ from server.activity import approvals, control, feed
 from server.config.settings import default_config_path
 from server.errors import KmsError
 from server.store.db import thread_connection
-from server.writes import revert, undo_session
+from server.writes.undo import revert, undo_session
 from tui.poller import Poller
 from tui.screens.control import ConfirmScreen, UndoScreen
 from tui.screens.dashboard import DashboardScreen
@@ -249,7 +249,7 @@ class KmsDashboard(App[None]):
 
     @work(group="revert", exclusive=True, exit_on_error=False)
     async def review_revert(self, invocation_id: int) -> None:
-        """Preview, confirm, revert. Every refusal comes from ``server.writes.revert`` with its reason."""
+        """Preview, confirm, revert. Every refusal comes from ``server.writes.undo.revert`` with its reason."""
         try:
             preview = await self.db(revert.preview_revert, invocation_id)
         except KmsError as e:

@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,7 +259,8 @@ def read_all(
             if progress and done % 100 == 0:
                 progress(done, total)
     else:
-        import multiprocessing
+        import multiprocessing  # (a bulk index only: the write path and the dashboard import this module)
+        from concurrent.futures import ProcessPoolExecutor
 
         batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]
         # fork is cheap but unsafe in a process with other threads (locks held by them)

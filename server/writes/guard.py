@@ -11,7 +11,8 @@
    allowlist, lock folder, the mode, put-back), built here from the session (``AgentSession``); every file
    the operation creates, changes, moves or removes passes ``WriteContext.check_write``, the one rule of
    where a write may land (the vault, the allowlist and the token's folders, judged where the file really
-   is, symlinks followed), before anything is made;
+   is, symlinks followed), before anything is made; what it wrote is indexed once, when it returns, in the
+   call's commit (``server.writes.reindex``);
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 
@@ -55,8 +56,8 @@ from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault import git_units
 from server.vault.planted import looks_like_instructions, strings_in
-from server.writes import unit_journal
-from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
+from server.writes import reindex, unit_journal
+from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for
 from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
@@ -150,6 +151,8 @@ class WriteService:
             touched,
             (lambda: self._extra_slot(conn)) if slots else None,
             capture_folder=c.capture_folder if c.capture_enabled else None,
+            put_back=[],  # (taken back by ``run`` should the database fail)
+            index_after=[],  # what the operation writes is indexed once it returns (``reindex.flush``)
         )
 
     def recover_units(self) -> None:
@@ -400,7 +403,7 @@ class WriteService:
         with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
             unrecorded.replay(conn)
         try:
-            with undone_unless_recorded(ctx), contextlib.ExitStack() as group:
+            with contextlib.ExitStack() as group:
                 try:
                     if pending is None:
                         self._gate(conn, tool)
@@ -411,9 +414,13 @@ class WriteService:
                     # the index update and the provenance record then share one commit; the file lock is
                     # released before the first of them takes the database lock (never the other order)
                     group.enter_context(shared_commit(conn))
-                    outcome = tool.handler(ctx, args)
+                    done = tool.handler(ctx, args)
+                    reindex.flush(ctx)  # what it wrote, indexed once, in this commit, before its row
+                    outcome = done
                 except BaseException as e:
                     failure = e
+                    if not isinstance(e, UNUSABLE):  # (a database failure: the files are put back, below)
+                        reindex.flush(ctx)  # what it wrote before it failed
                     raise
                 finally:
                     if slot is not None and (outcome is None or not outcome.changed):
@@ -435,7 +442,8 @@ class WriteService:
                                 invocation_id=invocation_id,
                                 outcome="applied" if outcome is not None else getattr(failure, "kind", "internal"),
                             )
-        except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
+        except apsw.Error as e:  # nothing is changed (the notes go back): the refusal is owed a row
+            ctx.take_back()  # every file the call changed, as kms read it (``context.undone_unless_recorded``)
             err = database_error(e, conn.filename)
             t = ctx.touched
             unrecorded.keep(

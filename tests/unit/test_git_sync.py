@@ -208,7 +208,7 @@ def test_revert_refuses_once_the_other_machines_edit_arrived(tmp_path: Path) -> 
     import pytest
 
     from server.errors import KmsError
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     _bare, a, b = two_machines(tmp_path)
     created = a.writer.create("Fresh", "fresh body")

@@ -92,6 +92,7 @@ KMS_SEARCH = ReadSpec(
     handler=kms_search,
     annotations=READ_ONLY.model_copy(update={"title": "Search notes"}),
     note_text=True,
+    example={"query": "body"},
 )
 
 
@@ -301,6 +302,7 @@ KMS_READ = ReadSpec(
     records_reads=True,
     note_text=True,
     cursor_field="cursor",
+    example={"noteId": "drafts/edit.md"},
 )
 
 
@@ -340,6 +342,7 @@ KMS_LIST_TAGS = ReadSpec(
     handler=kms_list_tags,
     annotations=READ_ONLY.model_copy(update={"title": "List tags"}),
     cursor_field="cursor",
+    example={},
 )
 
 
@@ -376,6 +379,7 @@ KMS_LIST_RECENT = ReadSpec(
     output_model=RecentOutput,
     handler=kms_list_recent,
     annotations=READ_ONLY.model_copy(update={"title": "Recent notes"}),
+    example={},
 )
 
 
@@ -432,6 +436,7 @@ KMS_GET_BACKLINKS = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
     note_text=True,
     cursor_field="cursor",
+    example={"noteId": "drafts/edit.md"},
 )
 
 
@@ -474,4 +479,5 @@ KMS_INVENTORY = ReadSpec(
     note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Note inventory"}),
     cursor_field="cursor",
+    example={},
 )

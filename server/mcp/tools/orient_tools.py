@@ -87,6 +87,7 @@ KMS_START = ReadSpec(
     handler=kms_start,
     note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
+    example={},
 )
 
 
@@ -146,6 +147,7 @@ KMS_LIST_FOLDER = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
     cursor_field="cursor",
     inline=True,  # a page is its index entries (m018) and the folder counts: bounded, never a scan
+    example={},
 )
 
 
@@ -197,6 +199,7 @@ KMS_STATUS = ReadSpec(
     output_model=StatusOutput,
     handler=kms_status,
     annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
+    example={},
 )
 
 
@@ -231,6 +234,7 @@ KMS_REINDEX = ReadSpec(
     output_model=ReindexOutput,
     handler=kms_reindex,
     annotations=READ_ONLY.model_copy(update={"title": "Refresh the index"}),  # (no note changes: only the index)
+    example={},
 )
 
 
@@ -267,4 +271,5 @@ KMS_LIST_PROPERTIES = ReadSpec(
     output_model=ListPropertiesOutput,
     handler=kms_list_properties,
     annotations=READ_ONLY.model_copy(update={"title": "List properties"}),
+    example={},
 )

@@ -107,4 +107,5 @@ KMS_RECALL = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "Recall context"}),
     records_reads=True,
     note_text=True,
+    example={"topic": "body"},
 )
