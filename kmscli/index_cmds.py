@@ -85,8 +85,16 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
     if vault is not None:
         vault_id(conn, vault)
     bar = _IndexBar()
+
+    def searchable(report: IndexReport) -> None:  # a new vault, between its two transactions
+        bar.stop()
+        console.print(
+            f"[bold]{escape(report.vault)}[/]: searchable after {report.searchable_seconds or 0:.2f}s "
+            f"({report.added} notes); building links, tags and history"
+        )
+
     try:
-        reports = index_all(conn, full=full, vault=vault, progress=bar)
+        reports = index_all(conn, full=full, vault=vault, progress=bar, on_searchable=searchable)
     except KeyboardInterrupt:
         bar.stop()
         interrupted_index(conn, vault)
@@ -96,7 +104,8 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
             f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
             f"{r.renamed} renamed, -{r.deleted} removed, {r.unchanged} unchanged"
             + (f", [yellow]{r.flagged} flagged[/]" if r.flagged else "")
-            + f" in {r.seconds:.2f}s"
+            + (" (finished an index stopped between its two phases)" if r.completed else "")
+            + (f", complete in {r.seconds:.2f}s" if r.searchable_seconds is not None else f" in {r.seconds:.2f}s")
         )
         for e in r.errors[:20]:
             console.print(f"  [yellow]warning[/]: {escape(str(e))}", highlight=False)
@@ -262,6 +271,7 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
         console.print(
             f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
             f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}"
+            + ("" if v["index"] == "complete" else f"; [yellow]{v['index']}[/] (kms index completes it)")
         )
     for g in data["git"]:
         say_git(g, now)

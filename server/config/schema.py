@@ -209,6 +209,38 @@ _SCHEMA: list[Setting] = [
         valid="a whole number of seconds from 1 to 86400",
     ),
     Setting(
+        "review.mode",
+        "text",
+        None,
+        "When you review agents' writes: `before` (each waits for your approval, as write.approval = always), "
+        "`after` (they land at once and are listed for one-click undo: `kms pending --after`) or `off`. Unset: "
+        "write.approval decides. A session forced to ask (`kms claude --approve`, a token's `approval` scope) "
+        "is `before` whatever this says. See docs/approvals.md.",
+        "KMS_REVIEW_MODE",
+        validator=lambda v: None if v is None else validators.one_of("before", "after", "off")(v),
+        valid="before, after or off (unset: write.approval decides)",
+    ),
+    Setting(
+        "review.max_lines",
+        "int",
+        0,
+        "A write touching more lines than this (added plus removed) waits for review whatever review.mode "
+        "says; 0: no such threshold (with write.approval = bulk: write.approval_lines).",
+        "KMS_REVIEW_MAX_LINES",
+        validator=validators.int_range(0, 1_000_000),
+        valid="a whole number from 0 to 1000000",
+    ),
+    Setting(
+        "review.max_files",
+        "int",
+        0,
+        "A write touching more files than this waits for review whatever review.mode says; 0: no such "
+        "threshold (with write.approval = bulk: 1).",
+        "KMS_REVIEW_MAX_FILES",
+        validator=validators.int_range(0, 100_000),
+        valid="a whole number from 0 to 100000",
+    ),
+    Setting(
         "embed.enabled",
         "bool",
         True,

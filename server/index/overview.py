@@ -26,6 +26,13 @@ class VaultSummary:
     last_indexed_at: float | None
     flagged: int | None = None  # notes whose frontmatter was not parsed; None = not counted
     dialect: str | None = None  # the rules its notes are read by (None until first indexed)
+    # 'searchable' between a new vault's two index transactions (``server.index.cold``), None once complete
+    index_state: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """False while its notes are searchable but their links, tags and counts are still being built."""
+        return self.index_state is None
 
     @property
     def root_exists(self) -> bool:
@@ -39,6 +46,7 @@ class VaultSummary:
             "hidden": self.hidden,
             "lastIndexedAt": self.last_indexed_at,
             "dialect": self.dialect,
+            "index": "complete" if self.complete else "searchable; links and tags still being built",
         }
         if self.flagged is not None:
             out["flagged"] = self.flagged
@@ -62,6 +70,11 @@ class Overview:
         return max((v.last_indexed_at for v in self.vaults if v.last_indexed_at is not None), default=None)
 
     @property
+    def incomplete(self) -> tuple[str, ...]:
+        """The vaults searchable but not complete yet."""
+        return tuple(v.name for v in self.vaults if not v.complete)
+
+    @property
     def flagged(self) -> int | None:
         counted = [v.flagged for v in self.vaults if v.flagged is not None]
         return sum(counted) if len(counted) == len(self.vaults) else None
@@ -78,7 +91,7 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """
     found = rows(
         conn,
-        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect,
+        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.index_state,
                    (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
                    (SELECT count(*) FROM notes n WHERE +n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden,
                    {_FLAGGED if flagged else "NULL"} AS flagged

@@ -359,6 +359,40 @@ def m043_composed_name_keys(conn: apsw.Connection) -> None:
     )
 
 
+def m044_detached_staging(conn: apsw.Connection) -> None:
+    """A staged call nobody waits on (``SessionConfig.review_detached``: a remote grant's) is applied by the
+    person's decision in whichever process decides it (``server.writes.review.decide_pending``): its row keeps
+    the session it came from (``SessionConfig.snapshot``: identity, vault, token scopes and folders, tiers) so
+    that process can rebuild it, and who decided (``decider``) so a second decider is told who was first."""
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN detached INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN session_json TEXT")
+    conn.execute("ALTER TABLE pending_writes ADD COLUMN decider TEXT")
+    conn.execute("CREATE INDEX pending_writes_session ON pending_writes(session_id, id)")
+
+
+def m045_landed_for_review(conn: apsw.Connection) -> None:
+    """The writes that landed under ``review.mode = after``, listed for the person until they keep or undo
+    each (``server.activity.landed``): the call's own provenance row, and when the person marked it reviewed.
+    An undo is read from provenance (a revert of the call), never kept twice here."""
+    conn.execute(
+        """CREATE TABLE landed_writes (
+             invocation_id INTEGER PRIMARY KEY,  -- the call's provenance row (tool_invocations.id)
+             session_id TEXT NOT NULL,
+             at REAL NOT NULL,
+             kept_at REAL                         -- the person looked and kept it (NULL: still listed)
+           )"""
+    )
+    conn.execute("CREATE INDEX landed_writes_open ON landed_writes(kept_at, invocation_id)")
+
+
+def m056_index_state(conn: apsw.Connection) -> None:
+    """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
+    their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
+    vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
+    agents' answers say; the next index completes a vault left so by a crash)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
+
+
 def m052_conflicts(conn: apsw.Connection) -> None:
     """Open conflicts between two versions of a note (``server.index.conflicts``).
     # lead: h-sync owns this; stub until merge"""
@@ -455,9 +489,12 @@ MIGRATIONS: list[Migration] = [
     m038_stamps_follow_notes,
     m042_attachments_not_unresolved,
     m043_composed_name_keys,
+    m044_detached_staging,
+    m045_landed_for_review,
     m052_conflicts,  # lead: h-sync owns this; stub until merge
     m054_vault_git_mode,
     m055_git_state,
+    m056_index_state,
 ]
 
 

@@ -200,6 +200,7 @@ def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
         token_folders=(),
         per_minute=0,
         approval_timeout=SESSION_NOTE_WAIT_S,
+        review_detached=False,  # kms's own note: waited for by ``settle_staged``, not applied by the decider
     )
     session = AgentSession.open(own, limits=Unmetered())
     return WriteService(session, actor="capture"), session

@@ -50,6 +50,8 @@ class TopBar(Widget):
         t.append(f" {names}", style="bold")
         indexed = "indexed " if indexed_word else ""
         t.append(f" · {ov.notes} notes · {indexed}{humanize.clock_time(ov.last_indexed_at, now)}")
+        if ov.incomplete:  # a new vault between its two index transactions: searchable, links and tags to come
+            t.append(f" · {', '.join(ov.incomplete)} searchable, building links and tags", style="bold yellow")
         if st is None:
             return t
         if st.problems:  # early, so a narrow terminal never cuts it off

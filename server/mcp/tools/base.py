@@ -31,6 +31,7 @@ from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
+from server.index.cold import NOT_YET, incomplete
 from server.index.note_data import DATA_SENTENCE
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
@@ -154,6 +155,10 @@ class ToolSpec:
     # valid arguments for one call in the example vault (each write's runs once in a fresh one); a ``version``
     # in it stands for the note's current version, which the caller fills in (it cannot be known here)
     example: Mapping[str, Any]
+    # answers from what a new vault's second index transaction writes (tags, links, properties, kept counts,
+    # ``server.index.cold``): while a vault the session sees has only its first, the answer says so in its
+    # ``index`` field instead of being silently shorter (``ToolContext.index_note``)
+    built_later: bool = False
 
     path_kinds: ClassVar[tuple[str, ...]] = ()  # what the path every such tool takes can answer
     tiers: ClassVar[tuple[Tier, ...]] = ()  # the tiers such a tool may be of
@@ -265,6 +270,12 @@ class ToolContext:
     def watching(self) -> bool:
         """Whether this process keeps the index live (its watcher runs)."""
         return self.services.watcher is not None and self.services.watcher.running
+
+    def index_note(self) -> str | None:
+        """What an answer from links, tags and counts says while a vault in the session's scope is
+        searchable but not complete (None once every one is)."""
+        scope = self.vault_filter()
+        return NOT_YET if any(scope.sees(vid) for vid in incomplete(self.conn)) else None
 
     def require_index(self) -> None:
         from server.index.notes import index_is_empty

@@ -73,6 +73,7 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
 
 
 KMS_START = ReadSpec(
+    built_later=True,
     name="kms_start",
     about=(
         "Call this first, once per session (it is idempotent and never required): in one short answer, "
@@ -133,6 +134,7 @@ def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
 
 
 KMS_LIST_FOLDER = ReadSpec(
+    built_later=True,
     name="kms_list_folder",
     about=(
         "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
@@ -188,6 +190,7 @@ def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
 
 
 KMS_STATUS = ReadSpec(
+    built_later=True,
     name="kms_status",
     about=(
         "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
@@ -260,6 +263,7 @@ def kms_list_properties(ctx: ToolContext, args: ListPropertiesInput) -> dict[str
 
 
 KMS_LIST_PROPERTIES = ReadSpec(
+    built_later=True,
     name="kms_list_properties",
     about=(
         "List the properties (frontmatter and Logseq key:: value) the notes carry, most used first, each "
