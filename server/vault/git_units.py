@@ -19,7 +19,8 @@ each write unit the guard records (one tool call; a rename with its link rewrite
 - **When: after the answer, never lost.** Inside the answer, ``enqueue`` only puts the unit's bytes into the
   repository's objects (``Repo.write_blob``: no process) and one ``git_pending`` row (m055) into the
   database: well under a millisecond. The commit itself (a few git processes: 15-150 ms on a loaded 2-core
-  machine at 10k notes, ``bench/bench_git.py``) is made by this process's committer thread, in unit order.
+  machine at 10k notes, ``bench/bench_git.py``) is made by this process's committer thread, in unit order (a
+  process that exits waits up to ``EXIT_WAIT_S`` for the commits it owes).
   A process that dies first leaves the row: the next ``drain`` (the next unit, the sync job, any kms
   process) commits it. A blob lost with the machine's power falls back to the file's bytes now.
 - **Never the answer's failure.** A commit that fails (a locked index past the wait, a detached HEAD, git
@@ -32,6 +33,7 @@ the person's ``.gitignore`` rules ignore is not committed either (a tracked file
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -391,12 +393,24 @@ _committers: dict[str, Committer] = {}
 _committers_lock = threading.Lock()
 
 
+EXIT_WAIT_S = 10.0  # how long a process that exits waits for the commits it still owes (then the next drain)
+
+
 def _committer(db_path: str) -> Committer:
     key = str(Path(db_path))
     with _committers_lock:
+        if not _committers:
+            atexit.register(_finish)  # a CLI write (kms approve of a detached call) ends right after its answer
         if key not in _committers:
             _committers[key] = Committer(key)
         return _committers[key]
+
+
+def _finish() -> None:
+    """At exit: the commits this process owes, made (bounded: what is left is kept in ``git_pending``)."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for committer in list(_committers.values()):
+        committer.flush(max(0.0, deadline - time.monotonic()))
 
 
 def flush(db_path: str | Path, timeout: float = 30.0) -> bool:

@@ -78,3 +78,22 @@ def test_the_git_mode_survives_a_lost_database(tmp_path: Path, db_path: Path) ->
         if os.path.exists(str(db_path) + suffix):
             os.remove(str(db_path) + suffix)
     assert get_vault(connect(db_path), "notes").git_mode == "sync"
+
+
+def test_a_process_that_exits_after_its_write_makes_its_commit_first(tmp_path: Path, db_path: Path) -> None:
+    """A short-lived process (a CLI write) ends right after its answer: at exit it waits for the commit it owes."""
+    import os
+    import subprocess
+    import sys
+
+    root = init(tmp_path / "notes", {"a.md": "# A\n"})
+    ok(kms("vault", "add", str(root), "--git", "commit"))
+    tests = Path(__file__).resolve().parents[1]
+    script = (
+        f"import sys; sys.path.insert(0, {str(tests)!r})\n"
+        "from support.writes import Writer\n"
+        f"Writer({str(db_path)!r}, 's-short').append('a.md', 'then the process ends')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ), capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "Kms-Session: s-short" in str(log(root)[0]["body"])
