@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
@@ -141,6 +142,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     planted: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
     history: dict[str, Any] = {}
+    git: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.db import check_database
     from server.writes.context import lock_dir_for
@@ -175,6 +177,9 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             from server.index.history import stats
 
             history = stats(conn)
+            from server.vault import git_state
+
+            git = git_state.summary(conn)
             planted = [p.to_json() for p in planted_notes(conn)]
         finally:
             conn.close()
@@ -190,6 +195,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "room": room_report(db_path),
         "unfinishedUnits": unfinished,
     }
+    report["git"] = git  # vaults in git mode, each with its problems (a failed commit, fetch, merge or push)
     report["active_sessions"] = active
     report["pending"] = pending
     report["planted"] = planted  # notes an agent reads whose text looks like instructions to it
@@ -225,7 +231,8 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     servers = compose(settings, session)
     report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
-    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
+    git_ok = not any(g["problems"] for g in git)
+    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems and git_ok)
     return report
 
 
@@ -246,6 +253,7 @@ def doctor_command(
     out = Console(highlight=False)
     _print_claude(out, report)
     _print_database(out, report, now)
+    _print_git(out, report)
     _print_privacy(out, report)
     _print_model(out, report)
     _print_agent(out, report, now)
@@ -295,6 +303,15 @@ def _print_database(out: Console, report: dict[str, Any], now: float) -> None:
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
             + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
+
+
+def _print_git(out: Console, report: dict[str, Any]) -> None:
+    """Each vault in git mode: its unpushed commits and a failed commit, fetch, merge or push."""
+    for g in report["git"]:
+        waiting = f", {g['unpushed']} commit(s) not pushed" if g["unpushed"] else ""
+        out.print(f"{BAD if g['problems'] else OK} git {escape(g['vault'])} ({g['mode']}){waiting}")
+        for p in g["problems"]:
+            out.print(f"    git {p['what']} failed: {escape(' '.join(p['message'].split())[:300])}")
 
 
 def _print_privacy(out: Console, report: dict[str, Any]) -> None:

@@ -225,16 +225,31 @@ def index_cmd(
     backup_if_due(default_db_path())  # the daily copy of the database, if it is due (docs/recovery.md)
 
 
+def say_git(g: dict[str, Any], now: float) -> None:
+    """One vault's git mode and state, and each of its problems on a line of its own (``kms status``)."""
+    pushed = f", pushed {ago(g['pushedAt'], now)}" if g["mode"] == "sync" else ""
+    waiting = f", {g['unpushed']} commit(s) not pushed" if g["unpushed"] else ""
+    console.print(
+        f"[bold]git[/] {escape(g['vault'])} ({g['mode']}): committed {ago(g['committedAt'], now)}{pushed}{waiting}",
+        highlight=False,
+    )
+    for p in g["problems"]:
+        said = " ".join(p["message"].split())[:300]
+        console.print(f"  [red]git {p['what']} failed[/]: {escape(said)}", highlight=False)
+
+
 def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
     """Database, vaults and index health at a glance, and the sessions connected now; hidden notes'
     names only with --include-hidden."""
     from server.activity.feed import session_overview
+    from server.vault import git_state
 
     with cli_errors():
         conn = open_db()
         data = HiddenView(conn, include_hidden).status(listing.status(conn, str(default_db_path())))
         now = time.time()
         sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
+        data["git"] = git_state.summary(conn)  # a vault in git mode: its last commit, push and any failure
     data["sessions"] = [
         {
             "id": s.id,
@@ -258,6 +273,8 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
             f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}"
             + ("" if v["index"] == "complete" else f"; [yellow]{v['index']}[/] (kms index completes it)")
         )
+    for g in data["git"]:
+        say_git(g, now)
     if data["hiddenBy"]:
         console.print(
             "hidden from agents by "

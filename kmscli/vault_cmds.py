@@ -29,13 +29,26 @@ def vault_add(
         str | None,
         typer.Option("--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder)."),
     ] = None,
+    git: Annotated[
+        str | None,
+        typer.Option(
+            "--git",
+            help="commit: every agent write unit is a git commit; sync: and fetch, merge and push (docs/git.md).",
+        ),
+    ] = None,
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
     from server.index import indexer, link_vaults  # noqa: F401 - imported before the vault is registered: a
-    from server.vault.registry import add_vault, vault_at  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
+    from server.vault.registry import (  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
+        add_vault,
+        set_git_mode,
+        vault_at,
+    )
 
     with cli_errors():
+        if git is not None:
+            check_git_mode(path, git)  # before anything is registered
         conn = open_db(create=True)
         known = None
         try:
@@ -73,6 +86,9 @@ def vault_add(
                     console.print(
                         f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True
                     )
+                if git is not None:
+                    vault, _changed = set_git_mode(conn, vault.name, git)
+                    console.print(f"git mode: {vault.git_mode}", highlight=False)
                     _say_workspace(conn, vault.id)
                 if not no_index:
                     run_index(conn, full=False, vault=vault.name, embed=False)
@@ -138,22 +154,52 @@ VaultNameArg = Annotated[str, typer.Argument(help="The vault's name (kms vault l
 @vault_app.command("set")
 def vault_set(
     name: VaultNameArg,
-    assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
+    assignment: Annotated[
+        str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq, or git=off|commit|sync", metavar="KEY=VALUE")
+    ],
 ) -> None:
-    """Change a vault's setting (its dialect); its notes are read again by the new rules."""
-    from server.vault.registry import set_dialect
+    """Change a vault's setting: its dialect (its notes are read again by the new rules), or its git mode."""
+    from server.vault.registry import get_vault, set_dialect, set_git_mode
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
-        if not sep or key.strip() != "dialect":
-            raise KmsError("invalid-input", f"expected dialect=NAME, got {assignment!r}")
+        key = key.strip()
+        if not sep or key not in ("dialect", "git"):
+            raise KmsError("invalid-input", f"expected dialect=NAME or git=off|commit|sync, got {assignment!r}")
         conn = open_db()
+        if key == "git":
+            if value != "off":
+                check_git_mode(str(get_vault(conn, name).root), value)
+            vault, changed = set_git_mode(conn, name, value)
+            said = "is" if not changed else "is now"
+            console.print(f"vault [bold]{escape(vault.name)}[/] {said} in git mode {vault.git_mode}")
+            return
         vault, changed = set_dialect(conn, name, value)
         if not changed:
             console.print(f"vault [bold]{escape(vault.name)}[/] is {vault.dialect} already; nothing to do")
             return
         console.print(f"vault [bold]{escape(vault.name)}[/] is now {vault.dialect}; reading its notes again")
         run_index(conn, full=True, vault=vault.name, embed=False)
+
+
+def check_git_mode(folder: str, mode: str) -> None:
+    """A git mode a folder can have: ``invalid-input`` for an unknown mode, a folder in no git work tree, or
+    ``sync`` with a git older than ``merge-tree --write-tree`` (2.38)."""
+    from pathlib import Path
+
+    from server.vault import git
+    from server.vault.registry import GIT_MODES
+
+    if mode not in GIT_MODES:
+        raise KmsError("invalid-input", f"git mode must be one of {', '.join(GIT_MODES)}, not {mode!r}")
+    if mode == "off":
+        return
+    try:
+        git.open_repo(Path(folder).expanduser().resolve())
+        if mode == "sync" and git.version() < git.MERGE_TREE_MIN:
+            raise git.GitTooOld(f"git mode sync needs git {'.'.join(map(str, git.MERGE_TREE_MIN))} or newer")
+    except git.GitError as e:
+        raise KmsError("invalid-input", f"{e}; git mode needs the folder in a git work tree (git init)") from None
 
 
 @vault_app.command("remove")

@@ -383,6 +383,8 @@ def m045_landed_for_review(conn: apsw.Connection) -> None:
            )"""
     )
     conn.execute("CREATE INDEX landed_writes_open ON landed_writes(kept_at, invocation_id)")
+
+
 def m056_index_state(conn: apsw.Connection) -> None:
     """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
     their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
@@ -449,6 +451,69 @@ def m050_review_access(conn: apsw.Connection) -> None:
     )
 
 
+def m052_conflicts(conn: apsw.Connection) -> None:
+    """Open conflicts between two versions of a note (``server.index.conflicts``).
+    # lead: h-sync owns this; stub until merge"""
+    conn.execute(
+        """CREATE TABLE conflicts (
+             id INTEGER PRIMARY KEY,
+             vault_id INTEGER NOT NULL,
+             path TEXT NOT NULL,
+             copy_path TEXT,
+             source TEXT NOT NULL,
+             mine BLOB,
+             theirs BLOB,
+             base BLOB,
+             opened_at REAL NOT NULL,
+             resolved_at REAL,
+             resolution TEXT
+           )"""
+    )
+
+
+def m054_vault_git_mode(conn: apsw.Connection) -> None:
+    """A vault's git mode (``server.writes.git_units``): NULL or 'off' (kms never runs git), 'commit' (every
+    agent write unit is one commit), 'sync' (and the branch is fetched, merged and pushed by the service)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN git_mode TEXT")
+
+
+def m055_git_state(conn: apsw.Connection) -> None:
+    """What kms's git work last did for a vault, for ``kms status`` and ``kms doctor`` (a failed push or
+    commit is a state the person sees, never only a log line): one row per vault in git mode; and the write
+    units waiting for their commit (``git_pending``)."""
+    conn.execute(
+        """CREATE TABLE git_state (
+             vault_id INTEGER PRIMARY KEY,
+             committed_at REAL,
+             commit_error TEXT,
+             fetched_at REAL,
+             fetch_error TEXT,
+             merged_at REAL,
+             merge_error TEXT,
+             pushed_at REAL,
+             push_error TEXT,
+             push_error_at REAL,
+             unpushed INTEGER NOT NULL DEFAULT 0
+           )"""
+    )
+    # the units kept in the answer and committed after it (``server.vault.git_units``): a row lives until its
+    # commit is made, so a process that dies first leaves it for the next to commit
+    conn.execute(
+        """CREATE TABLE git_pending (
+             id INTEGER PRIMARY KEY,
+             vault_id INTEGER NOT NULL,
+             invocation_id INTEGER NOT NULL,
+             session_id TEXT NOT NULL,
+             tool TEXT NOT NULL,
+             approver TEXT NOT NULL,
+             author_name TEXT NOT NULL,
+             author_email TEXT NOT NULL,
+             files TEXT NOT NULL,
+             at REAL NOT NULL
+           )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_agent_activity,
@@ -489,6 +554,9 @@ MIGRATIONS: list[Migration] = [
     m048_oauth_tokens,
     m049_remote_pairing,
     m050_review_access,
+    m052_conflicts,  # lead: h-sync owns this; stub until merge
+    m054_vault_git_mode,
+    m055_git_state,
     m056_index_state,
 ]
 

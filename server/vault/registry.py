@@ -26,6 +26,7 @@ class Vault:
     added_at: float
     last_indexed_at: float | None
     dialect: str | None = None  # None: not detected yet (a vault registered before dialects)
+    git_mode: str = "off"  # off, commit or sync (m054; ``server.writes.git_units``)
 
     @property
     def rules(self) -> dialects.Dialect:
@@ -33,8 +34,19 @@ class Vault:
         return dialects.get(self.dialect)
 
 
+GIT_MODES = ("off", "commit", "sync")
+
+
 def _vault(row: dict) -> Vault:
-    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"], row.get("dialect"))
+    return Vault(
+        row["id"],
+        row["name"],
+        Path(row["root"]),
+        row["added_at"],
+        row["last_indexed_at"],
+        row.get("dialect"),
+        row.get("git_mode") or "off",
+    )
 
 
 def list_vaults(conn: apsw.Connection) -> list[Vault]:
@@ -112,6 +124,20 @@ def set_dialect(conn: apsw.Connection, name: str, dialect: str) -> tuple[Vault, 
         return vault, False
     with write_tx(conn):
         conn.execute("UPDATE vaults SET dialect = ? WHERE id = ?", (rules.name, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, name), True
+
+
+def set_git_mode(conn: apsw.Connection, name: str, mode: str) -> tuple[Vault, bool]:
+    """Turn a vault's git mode to ``mode`` (``GIT_MODES``); (the vault, whether it changed). Checking that the
+    folder is in a git work tree is the caller's (``server.vault.git.open_repo``), before this."""
+    if mode not in GIT_MODES:
+        raise KmsError("invalid-input", f"git mode must be one of {', '.join(GIT_MODES)}, not {mode!r}")
+    vault = get_vault(conn, name)
+    if vault.git_mode == mode:
+        return vault, False
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET git_mode = ? WHERE id = ?", (None if mode == "off" else mode, vault.id))
     save_registrations(conn)
     return get_vault(conn, name), True
 

@@ -36,7 +36,7 @@ from server.vault.paths import is_note_path, open_folder
 from server.vault.registry import Vault
 from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
 from server.writes import once, reindex
-from server.writes.context import NoteRef, WriteContext
+from server.writes.context import Landed, NoteRef, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.reindex import Wrote
@@ -262,6 +262,7 @@ def write_note(
     )
     result["noteId"] = note.id
     if new_raw != raw:
+        ctx.landed.append(Landed(vault, real_rel, raw, new_raw))  # (a vault in git mode commits it)
         undo = partial(put_back, vault, real, real_rel, raw, after, lock_dir)
         durable = [pending.wait_durable, intent.recorded]  # (the folder's fsync runs while the rows are written)
         if real_rel != note.path and is_note_path(real_rel):  # the symlink's target is a note of its own

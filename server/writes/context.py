@@ -91,6 +91,17 @@ class Touched:
     title: str | None = None
 
 
+@dataclass(frozen=True)
+class Landed:
+    """One file a call changed on disk: its vault, its vault-relative path where it really is, and its bytes
+    before and after (None: it did not exist). What a git-mode vault commits (``server.writes.git_units``)."""
+
+    vault: Vault
+    path: str
+    before: bytes | None
+    after: bytes | None
+
+
 @dataclass
 class WriteContext:
     """One write call's reach: see the module docstring. Made per call, never shared between calls."""
@@ -111,6 +122,7 @@ class WriteContext:
     capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
     once_call: str | None = None  # a call with an idempotencyKey (``idempotency.call_id``): journaled (``once``)
     located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
+    landed: list[Landed] = field(default_factory=list)  # the files changed, in order (``Landed``)
     # what the operation wrote, indexed once it returns (``reindex.flush``); None: indexed at once
     index_after: list[Any] | None = None  # ``reindex.Wrote``s
     indexed_hooks: list[Callable[[], None]] = field(default_factory=list)  # ``when_indexed``

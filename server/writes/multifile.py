@@ -45,10 +45,10 @@ from server.vault.files import (
     sync_and_close_all,
     write_failure,
 )
-from server.vault.paths import is_within, locate_notes
+from server.vault.paths import is_within, locate_notes, relpath_in_vault
 from server.vault.registry import Vault
 from server.writes import once, reindex
-from server.writes.context import WriteContext
+from server.writes.context import Landed, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.staging import Capture
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
@@ -266,6 +266,7 @@ def apply_plans(
                 try:
                     _commit(prepared, dests, done)
                     crash_point("write.landed")
+                    ctx.landed.extend(_landed(vault, prepared, dests))
                     written = {p.plan.path: p.record for p in prepared if p.record is not None}
                     # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
                     durable = _committer.submit(_make_durable, done)
@@ -300,6 +301,21 @@ def apply_plans(
         # one sooner could write on a note of a unit whose writer then dies unrecorded, past undoing
         at_group_end(conn, stack.pop_all().close)
     return out, warning
+
+
+def _landed(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[Landed]:
+    """What the unit changed on disk, file by file (a move: the old path gone, the new one made)."""
+    out: list[Landed] = []
+    for i, p in enumerate(prepared):
+        old = relpath_in_vault(vault.root, p.real)
+        new = relpath_in_vault(vault.root, dests[i]) if i in dests else old
+        if new != old:
+            out += [Landed(vault, old, p.raw, None), Landed(vault, new, None, p.new_raw)]
+        elif p.plan.delete:
+            out.append(Landed(vault, old, p.raw, None))
+        elif p.new_raw != p.raw:
+            out.append(Landed(vault, old, p.raw, p.new_raw))
+    return out
 
 
 def _recorded(journal: UnitJournal) -> None:

@@ -44,7 +44,7 @@ from server.vault.properties import RESERVED_KEYS, check_properties, normalize_t
 from server.vault.registry import Vault
 from server.writes import once, reindex
 from server.writes.cas import remove_created, write_note
-from server.writes.context import NoteRef, WriteContext
+from server.writes.context import Landed, NoteRef, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, MAX_TAGS, kb
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
@@ -175,6 +175,7 @@ def create(
         crash_point("write.landed")
         once.hold_until_recorded(ctx, locks)
     relpath = relpath_in_vault(vault.root, folder_path / name)
+    ctx.landed.append(Landed(vault, relpath, None, data))
     result = WriteResult(
         title=stem,
         path=relpath,
@@ -202,6 +203,7 @@ def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> 
         _refuse_existing(vault, folder_path, name)
         _create_in_folder(vault, folder_path, real_folder, name, data)
     relpath = relpath_in_vault(vault.root, folder_path / name)
+    ctx.landed.append(Landed(vault, relpath, None, data))
     text = data.decode("utf-8", "replace")
     digest = sha256_hex(data)
     result = WriteResult(
