@@ -385,12 +385,6 @@ def m045_landed_for_review(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX landed_writes_open ON landed_writes(kept_at, invocation_id)")
 
 
-def m056_index_state(conn: apsw.Connection) -> None:
-    """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
-    their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
-    vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
-    agents' answers say; the next index completes a vault left so by a crash)."""
-    conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
 def m046_oauth_clients(conn: apsw.Connection) -> None:
     """The OAuth clients of remote mode (``server.activity.remote_grants``): each registered (RFC 7591) client's
     metadata as the SDK models it (JSON), when it registered and when it was last used (unused ones are swept)."""
@@ -512,6 +506,14 @@ def m055_git_state(conn: apsw.Connection) -> None:
              at REAL NOT NULL
            )"""
     )
+
+
+def m056_index_state(conn: apsw.Connection) -> None:
+    """A new vault's first index is committed in two transactions (``server.index.cold``): its notes and
+    their search rows, then their tags, links, counts and history. ``vaults.index_state`` is NULL once a
+    vault's index is complete, ``'searchable'`` between the two (what ``kms status``, the dashboard and the
+    agents' answers say; the next index completes a vault left so by a crash)."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN index_state TEXT")
 
 
 MIGRATIONS: list[Migration] = [
