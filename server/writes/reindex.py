@@ -80,7 +80,8 @@ def flush(ctx: WriteContext) -> None:
 
 
 def _index(conn: apsw.Connection, items: list[Wrote]) -> None:
-    """Every row first, in one transaction of the call's group, then every ``then`` in order."""
+    """Every row first (each its own savepoint, all in the call's one commit when it has a group), then every
+    ``then`` in order: the folders' fsyncs run while the rows are written."""
     for item in items:
         note_id = _reindex(conn, item)
         if item.result is not None and item.sets_id and (note_id is not None or not item.keep_id):
