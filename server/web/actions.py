@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from server.activity import approvals, control, review_access, tokens
+from server.activity import approvals, control, remote_grants, review_access, tokens
 from server.errors import KmsError
 from server.web.security import Visitor
 from server.web.site import Site, redirect
@@ -137,7 +137,13 @@ def restore(site: Site, request: Request, visitor: Visitor, form: FormData) -> R
 
 
 def revoke_token(site: Site, request: Request, visitor: Visitor, form: FormData) -> Response:
-    tokens.revoke(site.conn(), request.path_params["token_id"])
+    """A token, a host token, or a remote grant (kind ``remote``: the grant ends with every access and refresh
+    token it minted, as ``kms token revoke`` ends it)."""
+    conn, token_id = site.conn(), request.path_params["token_id"]
+    if tokens.get(conn, token_id).kind == "remote":  # (an unknown id: ``not-found``, as any revoke)
+        remote_grants.revoke_grant(conn, token_id)
+    else:
+        tokens.revoke(conn, token_id)
     return redirect(request, _next(form), "revoked")
 
 

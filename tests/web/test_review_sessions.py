@@ -10,7 +10,7 @@ from pathlib import Path
 from support.review import SESSION, make_world, post, signed_in
 from support.writes import Writer
 
-from server.activity import control, tokens
+from server.activity import control, remote_grants, tokens
 from server.config.scopes import Scopes
 from server.store.db import scalar
 
@@ -107,6 +107,31 @@ def test_tokens_are_listed_and_revoked_from_their_page(tmp_path: Path) -> None:
     assert "host:&lt;b&gt;cursor&lt;/b&gt;" in page and token.id in page
     assert post(c, f"/review/tokens/{token.id}/revoke").status_code == 303
     assert tokens.get(world.env.conn, token.id).state(1e12) == "revoked"
+
+
+def test_a_remote_grant_is_listed_with_the_tokens_and_revoked_whole(tmp_path: Path) -> None:
+    """Revoking a remote grant's row ends the grant (its access and refresh tokens), as ``kms token revoke``."""
+    world = make_world(tmp_path)
+    conn = world.env.conn
+    params = {
+        "scopes": "tier:write",
+        "client_name": "claude.ai",
+        "redirect_uri": "https://claude.ai/api/mcp/auth_callback",
+        "explicit": True,
+        "code_challenge": "x",
+        "resource": "https://box.example.net/mcp",
+    }
+    remote_grants.save_client(conn, "c1", {"client_id": "c1", "client_name": "claude.ai"})
+    issued = remote_grants.exchange_code(conn, remote_grants.issue_code(conn, "c1", params))
+    (grant,) = remote_grants.list_grants(conn)
+    c = signed_in(world.env.db_path)
+    page = c.get("/review/tokens").text
+    assert grant["tokenId"] in page and "remote" in page
+    assert post(c, f"/review/tokens/{grant['tokenId']}/revoke").status_code == 303
+    assert remote_grants.check_access(conn, issued.access_token) is None
+    assert (
+        scalar(conn, "SELECT count(*) FROM oauth_tokens WHERE grant_id = ? AND revoked_at IS NULL", (grant["id"],)) == 0
+    )
 
 
 def test_every_page_answers_signed_in_and_refuses_signed_out(tmp_path: Path) -> None:
