@@ -39,20 +39,25 @@ class NewLinks:
             "SELECT key, kind, path, folder FROM attachments WHERE vault_id = ?", (vault_id,)
         ):
             self.files.setdefault(key, []).append((kind, folder, path))
+        # (key, alt key, linking note's folder) -> (dst_rid, dst_file): most links name a few popular notes
+        self.known: dict[tuple[str, str | None, str], tuple[int | None, str | None]] = {}
 
     def rows(self, rid: int, rec: FileRecord) -> list[tuple]:
         """The note's link rows for ``writer.insert_resolved_links``."""
         assert rec.values is not None
         folder = rec.values["folder"]
         out = []
+        known = self.known
         for ln in rec.links:
-            target_key, alt_key, target_vault = ln[2], ln[9], ln[10]
-            dst_rid = dst_file = None
-            if target_vault is None:
-                dst_rid = self._note(target_key, alt_key, folder)
-                if dst_rid is None:
-                    dst_file = self._file(target_key, alt_key, folder)
-            out.append((rid, *ln, dst_rid, dst_file))
+            if ln[10] is not None:  # names a vault: resolved by the SQL
+                out.append((rid, *ln, None, None))
+                continue
+            asked = (ln[2], ln[9], folder)
+            found = known.get(asked)
+            if found is None:
+                dst_rid = self._note(*asked)
+                found = known[asked] = (dst_rid, None if dst_rid is not None else self._file(*asked))
+            out.append((rid, *ln, *found))
         return out
 
     def _names(self, key: str, alt: str | None) -> list[tuple[bool, str]]:
