@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import apsw
 
-from server.index.records import FileRecord
+from server.index.records import FileRecord, folder_of
 
 # A candidate target: (not the link's written key, kind capped at 2, not in the linking note's folder,
 # length of its path, its path) -- the writer's ORDER BY, compared as a tuple -- and the note's rid.
@@ -31,9 +31,9 @@ class NewLinks:
     def __init__(self, conn: apsw.Connection, vault_id: int, notes: list[tuple[int, FileRecord]]) -> None:
         self.keys: dict[str, list[tuple[int, int, str, str]]] = {}  # key -> (kind, rid, folder, path)
         for rid, rec in notes:
-            assert rec.values is not None
+            folder = folder_of(rec.path)
             for key, kind in rec.keys:
-                self.keys.setdefault(key, []).append((kind, rid, rec.values["folder"], rec.path))
+                self.keys.setdefault(key, []).append((kind, rid, folder, rec.path))
         self.files: dict[str, list[tuple[int, str, str]]] = {}  # key -> (kind, folder, path)
         for key, kind, path, folder in conn.execute(
             "SELECT key, kind, path, folder FROM attachments WHERE vault_id = ?", (vault_id,)
@@ -44,8 +44,7 @@ class NewLinks:
 
     def rows(self, rid: int, rec: FileRecord) -> list[tuple]:
         """The note's link rows for ``writer.insert_resolved_links``."""
-        assert rec.values is not None
-        folder = rec.values["folder"]
+        folder = folder_of(rec.path)
         out = []
         known = self.known
         for ln in rec.links:
