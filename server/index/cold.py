@@ -160,8 +160,8 @@ def _searchable(
             report.added += 1
             if rec.flagged:
                 report.flagged += 1
-            done += new_notes.add(rec, values)
-        done += new_notes.flush()
+            done += _inserted(new_notes.add(rec, values))
+        done += _inserted(new_notes.flush())
         stamps_back(conn, vault.id)  # written with triggers off: the stamps of notes gone from it, given back
         sync_symlinks(conn, vault.id)
         conn.execute(
@@ -169,6 +169,15 @@ def _searchable(
             (rules.fingerprint, SEARCHABLE, vault.id),
         )
     return done, now
+
+
+def _inserted(done: list[tuple[int, FileRecord]]) -> list[tuple[int, FileRecord]]:
+    """Records whose notes rows are written: their values (the body, the frontmatter...) are let go, the
+    second transaction needs only their children rows, path and hash (a 10k vault's bodies, held until
+    then, cost page faults for nothing)."""
+    for _rid, rec in done:
+        rec.values = None
+    return done
 
 
 def _complete(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import apsw
 
-from server.index.records import FileRecord
+from server.index.records import FileRecord, folder_of
 
 # A candidate target: (not the link's written key, kind capped at 2, not in the linking note's folder,
 # length of its path, its path) -- the writer's ORDER BY, compared as a tuple -- and the note's rid.
@@ -31,28 +31,32 @@ class NewLinks:
     def __init__(self, conn: apsw.Connection, vault_id: int, notes: list[tuple[int, FileRecord]]) -> None:
         self.keys: dict[str, list[tuple[int, int, str, str]]] = {}  # key -> (kind, rid, folder, path)
         for rid, rec in notes:
-            assert rec.values is not None
+            folder = folder_of(rec.path)
             for key, kind in rec.keys:
-                self.keys.setdefault(key, []).append((kind, rid, rec.values["folder"], rec.path))
+                self.keys.setdefault(key, []).append((kind, rid, folder, rec.path))
         self.files: dict[str, list[tuple[int, str, str]]] = {}  # key -> (kind, folder, path)
         for key, kind, path, folder in conn.execute(
             "SELECT key, kind, path, folder FROM attachments WHERE vault_id = ?", (vault_id,)
         ):
             self.files.setdefault(key, []).append((kind, folder, path))
+        # (key, alt key, linking note's folder) -> (dst_rid, dst_file): most links name a few popular notes
+        self.known: dict[tuple[str, str | None, str], tuple[int | None, str | None]] = {}
 
     def rows(self, rid: int, rec: FileRecord) -> list[tuple]:
         """The note's link rows for ``writer.insert_resolved_links``."""
-        assert rec.values is not None
-        folder = rec.values["folder"]
+        folder = folder_of(rec.path)
         out = []
+        known = self.known
         for ln in rec.links:
-            target_key, alt_key, target_vault = ln[2], ln[9], ln[10]
-            dst_rid = dst_file = None
-            if target_vault is None:
-                dst_rid = self._note(target_key, alt_key, folder)
-                if dst_rid is None:
-                    dst_file = self._file(target_key, alt_key, folder)
-            out.append((rid, *ln, dst_rid, dst_file))
+            if ln[10] is not None:  # names a vault: resolved by the SQL
+                out.append((rid, *ln, None, None))
+                continue
+            asked = (ln[2], ln[9], folder)
+            found = known.get(asked)
+            if found is None:
+                dst_rid = self._note(*asked)
+                found = known[asked] = (dst_rid, None if dst_rid is not None else self._file(*asked))
+            out.append((rid, *ln, *found))
         return out
 
     def _names(self, key: str, alt: str | None) -> list[tuple[bool, str]]:

@@ -325,8 +325,13 @@ def estimate_tokens(size_bytes: int) -> int:
 _FM_JSON = json.JSONEncoder(ensure_ascii=False, default=str).encode  # once: json.dumps(**options) makes one a call
 
 
+def folder_of(path: str) -> str:
+    """A note's folder (``notes.folder``): '' at the vault's root."""
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
 def note_values(rec: FileRecord, p: ParsedNote) -> dict:
-    folder = rec.path.rsplit("/", 1)[0] if "/" in rec.path else ""
+    folder = folder_of(rec.path)
     s = p.summary
     return {
         "path": rec.path,

@@ -294,18 +294,18 @@ def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
 # Conservative: a body with none of these has no code, no Markdown link, and no heading but its ATX lines
 # (``# Title``, also a list item's continuation line), which ``atx_headings`` finds as the parser does.
 # Checked on tricky notes, the test vaults' and random documents (tests/unit/test_parse_skip.py).
-_NEEDS_PARSE = re.compile(
-    r"[`<\t\r]|~~~|\][(:\[]|^ {4}|^ {0,3}(?:=+|-+) *$|^ {0,3}>"
-    r"|^ {0,3}(?:[-*+]|\d{1,9}[.)])(?: *$| {5}| {1,4}(?:#{1,6}(?: |$)|[>=*+\-]|\d{1,9}[.)]))",
-    re.MULTILINE,
+_PARSE_MARKS = ("`", "<", "\t", "\r", "~~~", "](", "]:", "][")  # anywhere (substring searches: fast)
+_PARSE_LINE = re.compile(  # at a line's start (a literal newline first, so the engine skips ahead to each)
+    r"\n(?: {4}| {0,3}(?:(?:=+|-+) *(?:\n|\Z)|>"
+    r"|(?:[-*+]|\d{1,9}[.)])(?: *(?:\n|\Z)| {5}| {1,4}(?:#{1,6}(?: |\n|\Z)|[>=*+\-]|\d{1,9}[.)]))))"
 )
 _ATX_LINE = re.compile(r"^ {0,3}(#{1,6})(?=[ \n]|\Z)[^\n]*\n?", re.MULTILINE)
 
 
 def needs_parse(body: str) -> bool:
-    """Whether pyromark must read ``body`` (see ``_NEEDS_PARSE``): most notes' bodies of prose, headings,
-    wiki-links and tags skip it and the walk over its events."""
-    return _NEEDS_PARSE.search(body) is not None
+    """Whether pyromark must read ``body`` (see ``_PARSE_MARKS``, ``_PARSE_LINE``): most notes' bodies of
+    prose, headings, wiki-links and tags skip it and the walk over its events."""
+    return any(mark in body for mark in _PARSE_MARKS) or _PARSE_LINE.search("\n" + body) is not None
 
 
 def atx_headings(body: str) -> list[tuple[int, int, int]]:

@@ -15,6 +15,7 @@ import apsw
 from support.cold_index import add_killed_between_phases
 from support.gen_vault import generate
 from support.index_dump import digests, dump
+from support.sql import value
 from support.vaults import REPO
 from support.writes import Writer
 
@@ -32,7 +33,7 @@ REFERENCE = REPO / "tests" / "data" / "index_identity.json"  # (test_index_ident
 
 
 def _count(conn: apsw.Connection, sql: str, params: tuple = ()) -> int:
-    return int(conn.execute(sql, params).fetchall()[0][0])
+    return int(value(conn, sql, params))
 
 
 def _hits(conn: apsw.Connection, word: str) -> list[str]:
