@@ -13,7 +13,12 @@ import typer
 from rich.markup import escape
 
 from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim
+from server.activity.approvals import decide, list_pending
+from server.activity.control import revoked_note, set_state
+from server.activity.feed import session_overview
+from server.activity.sessions import session_counts
 from server.humanize import ago
+from server.writes import undo_session
 
 session_app = typer.Typer(
     help="Agent sessions: list them, pause, resume or revoke their writes, undo one.", no_args_is_help=True
@@ -43,7 +48,6 @@ def _show_pending(p: Any, now: float) -> None:
 
 def pending_cmd(json_out: JsonOpt = False) -> None:
     """Write calls waiting for your approval, oldest first, each with the exact diff it would apply."""
-    from server.activity.approvals import list_pending
 
     with cli_errors():
         items = list_pending(open_db())
@@ -60,7 +64,6 @@ def pending_cmd(json_out: JsonOpt = False) -> None:
 
 
 def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:
-    from server.activity.approvals import decide
 
     with cli_errors():
         done = decide(open_db(), pending_id, approve=approve, reason=reason)
@@ -97,8 +100,6 @@ def session_list(
     json_out: JsonOpt = False,
 ) -> None:
     """Sessions, live ones first: connection state, your control, write gauges and counts."""
-    from server.activity.feed import session_overview
-    from server.activity.sessions import session_counts
 
     now = time.time()
     with cli_errors():
@@ -158,7 +159,6 @@ def session_list(
 
 
 def _set(session_id: str, state: str, reason: str | None, json_out: bool, said: str) -> None:
-    from server.activity.control import revoked_note, set_state
 
     with cli_errors():
         conn = open_db()
@@ -241,7 +241,6 @@ def session_undo(
 ) -> None:
     """Revert every change a session made, newest first, and restore the notes it changed outside kms (its
     agent's own Edit/Write, reported by its hooks), after showing what can and cannot be undone."""
-    from server.writes import undo_session
 
     now = time.time()
     with cli_errors():

@@ -13,6 +13,10 @@ from kmscli.index_cmds import interrupted_index, run_index
 from kmscli.output import EXIT_INTERRUPTED, JsonOpt, Table, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
 from server.humanize import stamp
+from server.index.indexer import remove_vault
+from server.index.link_vaults import workspace_view
+from server.index.overview import overview
+from server.vault.registry import add_vault, get_vault, set_dialect, vault_at
 
 if TYPE_CHECKING:
     pass
@@ -32,8 +36,6 @@ def vault_add(
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
-    from server.index import indexer, link_vaults  # noqa: F401 - imported before the vault is registered: a
-    from server.vault.registry import add_vault, vault_at  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
 
     with cli_errors():
         conn = open_db(create=True)
@@ -83,8 +85,6 @@ def vault_add(
 def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
     """The Dendron workspace a new vault is (or is a vault of): its vaults and the kms vault each one's
     ``dendron://`` links resolve into."""
-    from server.index.link_vaults import workspace_view
-    from server.vault.registry import get_vault
 
     vault = get_vault(conn, vault_id)
     view = workspace_view(conn, vault)
@@ -119,7 +119,6 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
 @vault_app.command("list")
 def vault_list(json_out: JsonOpt = False) -> None:
     """List registered vaults."""
-    from server.index.overview import overview
 
     with cli_errors():
         vaults = overview(open_db()).vaults
@@ -141,7 +140,6 @@ def vault_set(
     assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
 ) -> None:
     """Change a vault's setting (its dialect); its notes are read again by the new rules."""
-    from server.vault.registry import set_dialect
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
@@ -160,7 +158,6 @@ def vault_set(
 def vault_remove(name: VaultNameArg) -> None:
     """Forget a vault: its index rows go, its files are never touched; kms hide stamps are kept for it
     (added again under the same name, its hidden notes stay hidden)."""
-    from server.index.indexer import remove_vault
 
     with cli_errors():
         vault = remove_vault(open_db(), name)
