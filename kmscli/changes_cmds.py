@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
@@ -10,6 +11,8 @@ from rich.markup import escape
 from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim, report_error
 from server.errors import KmsError
 from server.humanize import ago
+from server.writes.undo import revert
+from server.writes.undo.trash import empty, list_trash, listing, parse_duration, restore
 
 trash_app = typer.Typer(
     help="The vaults' .trash/ folders: what agents trashed, restore it, empty it.", no_args_is_help=True
@@ -41,7 +44,6 @@ def revert_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Take back one agent write as one unit (every file it touched), after showing what changes."""
-    from server.writes.undo import revert
 
     with cli_errors():
         conn = open_db()
@@ -66,9 +68,6 @@ def revert_cmd(
 @trash_app.command("list")
 def trash_list(json_out: JsonOpt = False) -> None:
     """What is in the trash, newest first."""
-    import time
-
-    from server.writes.undo.trash import listing
 
     with cli_errors():
         items = listing(open_db())
@@ -106,7 +105,6 @@ def trash_restore(
     json_out: JsonOpt = False,
 ) -> None:
     """Put a trashed note back where it was (with its id, when kms trashed it)."""
-    from server.writes.undo.trash import restore
 
     with cli_errors():
         done = restore(open_db(), note)
@@ -130,9 +128,6 @@ def trash_empty(
     json_out: JsonOpt = False,
 ) -> None:
     """Delete trashed notes for good (the only way kms deletes anything)."""
-    import time
-
-    from server.writes.undo.trash import empty, list_trash, parse_duration
 
     with cli_errors():
         conn = open_db()

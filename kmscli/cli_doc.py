@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import typer
+
+from kmscli.main import app
+from kmscli.output import EXIT_FOR_KIND, EXIT_INTERRUPTED
+
 # Typer's commands and parameters are its vendored click's: read them by what they have, not their class.
 
 
@@ -43,9 +48,6 @@ def _param_row(param: Any) -> str:
 
 
 def cli_markdown() -> str:
-    import typer
-
-    from kmscli.main import app
 
     root = typer.main.get_command(app)
     ctx = root.make_context("kms", [], resilient_parsing=True)
@@ -68,7 +70,6 @@ def cli_markdown() -> str:
 
 def _exit_codes() -> list[str]:
     """The exit codes, from the table every command's errors go through."""
-    from kmscli.output import EXIT_FOR_KIND, EXIT_INTERRUPTED
 
     by_code: dict[int, list[str]] = {}
     for kind, code in EXIT_FOR_KIND.items():

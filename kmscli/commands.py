@@ -105,7 +105,7 @@ TABLE: tuple[Entry, ...] = (
        "you agree (or with --yes)."),
     _c("vault", "kmscli.vault_cmds:vault_app", VAULTS,
        "Register, list and forget vaults (folders of Markdown notes)."),
-    _c("model", "kmscli.index_cmds:model_app", VAULTS,
+    _c("model", "kmscli.model_cmds:model_app", VAULTS,
        "The local embedding model (all-MiniLM-L6-v2) for semantic search."),
     _c("hooks", "kmscli.plugin_cmds:hooks_app", AGENTS,
        "Install kms's hooks into your own Claude Code settings (docs/hooks.md)."),

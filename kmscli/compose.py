@@ -13,12 +13,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from platformdirs import user_runtime_dir
 
 from server.config.schema import BUILTIN_SERVERS
 from server.config.servers import CustomServer
@@ -142,9 +146,6 @@ def compose(settings: Settings, session: Session, *, isolated: bool = False) -> 
 
 def _private_base() -> Path | None:
     """A per-user base for session dirs: the runtime dir when the platform has one, else the temp dir."""
-    import warnings
-
-    from platformdirs import user_runtime_dir
 
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset, then guesses
         warnings.simplefilter("ignore")
@@ -244,7 +245,6 @@ TOKEN_VAR = "KMS_SESSION_TOKEN"
 def hook_command(python: str | None, event: str, contract: Path | None = None, pins: tuple[str, ...] = ()) -> str:
     """The shell command of a command hook: kms isolated as its server is (``ISOLATION_FLAGS``); ``pins``:
     more options (``--db=FILE``, ``--config=FILE``)."""
-    import shlex
 
     interpreter, _args = kms_command(python)
     words = [interpreter, *ISOLATION_FLAGS, "-m", "kmscli", "hook", event, *pins]

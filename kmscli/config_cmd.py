@@ -9,16 +9,24 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
-from kmscli.output import say_error
+from kmscli.output import Table, say_error
 from server.config import schema
 from server.config import settings as st
+from server.config.redact import redact, redact_settings
 from server.config.values import format_value
+from server.index.privacy import hidden_counts, refresh_all
+from server.store.db import connect, default_db_path
 
 config_app = typer.Typer(
     help="Read and change kms settings (one TOML file; environment variables override keys).",
@@ -40,8 +48,6 @@ def _fail(error: Exception, code: int = 2) -> NoReturn:
 def print_warnings(lines: list[str]) -> None:
     if not lines:
         return
-    from rich.console import Console
-    from rich.markup import escape
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for line in lines:
@@ -94,8 +100,6 @@ def _apply_privacy(key: str) -> None:
     every running server reads."""
     if not key.startswith("privacy."):
         return
-    from server.index.privacy import hidden_counts, refresh_all
-    from server.store.db import connect, default_db_path
 
     if not default_db_path().exists():
         return
@@ -132,7 +136,6 @@ def list_cmd(
     show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print secrets in clear.")] = False,
 ) -> None:
     """Every setting with its value and where it comes from (default, file, env); secrets redacted."""
-    from server.config.redact import redact, redact_settings
 
     try:
         loaded = st.load_settings()
@@ -149,10 +152,6 @@ def list_cmd(
         }
         print(json.dumps(doc if show_secrets else redact(doc), indent=2))
         return
-    from rich.console import Console
-    from rich.text import Text
-
-    from kmscli.output import Table
 
     table = Table(title=str(loaded.path), title_justify="left", show_lines=False)
     for col in ("key", "value", "source", "env"):
@@ -186,8 +185,6 @@ def _editor() -> list[str]:
         if os.environ.get(var):
             return shlex.split(os.environ[var])
     for name in ("sensible-editor", "nano", "vi"):
-        import shutil
-
         if shutil.which(name):
             return [name]
     _fail(RuntimeError("no editor found: set $EDITOR"), 1)
@@ -195,7 +192,6 @@ def _editor() -> list[str]:
 
 def _template() -> str:
     """A first config file: every key commented out at its default (uncommenting one is valid TOML)."""
-    import textwrap
 
     lines = ["# kms settings. `kms config list` shows effective values; docs/settings.md explains keys.", ""]
     for s in schema.SETTINGS.values():

@@ -24,7 +24,14 @@ from kmscli.output import (
     print_verbatim,
     say_error,
 )
+from server.activity import landed
+from server.activity.approvals import list_pending
+from server.activity.control import revoked_note, set_state
+from server.activity.feed import session_overview
+from server.activity.sessions import session_counts
 from server.humanize import ago
+from server.writes.review import decide_all
+from server.writes.undo import undo_session
 
 session_app = typer.Typer(
     help="Agent sessions: list them, pause, resume or revoke their writes, undo one.", no_args_is_help=True
@@ -68,7 +75,6 @@ def pending_cmd(
     if after or keep:
         _landed(keep or [], json_out)
         return
-    from server.activity.approvals import list_pending
 
     with cli_errors():
         items = list_pending(open_db())
@@ -85,7 +91,6 @@ def pending_cmd(
 
 
 def _landed(keep: list[int], json_out: bool) -> None:
-    from server.activity import landed
 
     with cli_errors():
         conn = open_db()
@@ -114,8 +119,8 @@ def _landed(keep: list[int], json_out: bool) -> None:
 def _decide(pending_ids: list[int], approve: bool, reason: str | None, json_out: bool) -> None:
     """One decision per id through the one decider (``server.writes.review``); each id answered in turn, a
     refused one on stderr, the exit code the first refusal's."""
-    import server.mcp.tools  # noqa: F401 - its write tools apply a detached call here (server.writes.appliers)
-    from server.writes.review import decide_all
+    # deferred: the MCP layer (its write tools apply a detached call here: server.writes.appliers), for a decision only
+    import server.mcp.tools  # noqa: F401
 
     with cli_errors():
         results = decide_all(open_db(), pending_ids, approve, channel="cli", reason=reason or "")
@@ -159,8 +164,6 @@ def session_list(
     json_out: JsonOpt = False,
 ) -> None:
     """Sessions, live ones first: connection state, your control, write gauges and counts."""
-    from server.activity.feed import session_overview
-    from server.activity.sessions import session_counts
 
     now = time.time()
     with cli_errors():
@@ -220,7 +223,6 @@ def session_list(
 
 
 def _set(session_id: str, state: str, reason: str | None, json_out: bool, said: str) -> None:
-    from server.activity.control import revoked_note, set_state
 
     with cli_errors():
         conn = open_db()
@@ -303,7 +305,6 @@ def session_undo(
 ) -> None:
     """Revert every change a session made, newest first, and restore the notes it changed outside kms (its
     agent's own Edit/Write, reported by its hooks), after showing what can and cannot be undone."""
-    from server.writes.undo import undo_session
 
     now = time.time()
     with cli_errors():

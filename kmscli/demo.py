@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from kmscli.compose import kms_command
 from server.activity.sessions import end_session, start_session
 from server.config.session import SessionConfig
+from server.config.settings import set_value
 from server.index.indexer import index_vault
 from server.store.db import connect
 from server.vault.registry import add_vault
@@ -62,7 +65,6 @@ def prepare(root: Path | None = None) -> DemoWorkspace:
     shutil.copytree(SAMPLE_VAULT, vault)
     ws = DemoWorkspace(root=root, vault=vault, db_path=root / "kms.db", config_path=root / "config.toml")
     # the demo's private settings say what its server runs with, so the dashboard header agrees
-    from server.config.settings import set_value
 
     for key, value in (
         ("agent.write", "on"),
@@ -123,8 +125,6 @@ async def run_story(
     Each step has ``step_deadline`` seconds: a step that fails (an error where the story needs an answer, the
     server gone) or stalls is emitted as ``failed`` with its reason, the story stops there, and the summary's
     ``failed`` says which step (None when every step went as told)."""
-    from mcp.client import Client
-    from mcp.client.stdio import StdioServerParameters
 
     command, args = kms_command()
     params = StdioServerParameters(command=command, args=args, env=ws.server_env())

@@ -17,15 +17,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from kmscli.compose import Session, compose
+from kmscli.hook_cmd import log_path
+from kmscli.hook_files import installed
 from kmscli.launcher import find_claude, missing_claude_message
+from server.activity.approvals import list_pending
+from server.activity.provenance import write_totals
+from server.activity.sessions import list_sessions, pid_alive
+from server.activity.unrecorded import room_report
 from server.config.redact import redact, redact_settings
 from server.config.settings import Settings, load_settings
 from server.config.tiers import CHAIN
+from server.errors import KmsError
 from server.humanize import NEVER, ago
+from server.index.embed.pipeline import embed_stats
+from server.index.history import stats
+from server.index.overview import overview
+from server.index.planted_notes import planted_notes
+from server.index.privacy import privacy_report
 from server.store import db
+from server.store.db import check_database
+from server.writes.context import lock_dir_for
+from server.writes.unit_journal import kept
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,7 +64,6 @@ def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _index_report(conn: Any) -> list[dict[str, Any]]:
-    from server.index.overview import overview
 
     return [
         {
@@ -69,7 +84,7 @@ def _model_report(settings: Settings) -> dict[str, Any]:
     if not settings.get("embed.enabled"):
         return {"ok": None, "state": "off (embed.enabled = false): search is keyword-only"}
     try:
-        from server.index.embed import model_status
+        from server.index.embed import model_status  # deferred: the embedding stack is optional in a build
     except ImportError:
         return {"ok": None, "state": "embedding support not installed in this build"}
     try:
@@ -100,7 +115,6 @@ def doctor_warnings(settings: Settings) -> list[str]:
 
 
 def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
-    from server.index.privacy import privacy_report
 
     conn = db.connect(db_path)
     try:
@@ -112,8 +126,6 @@ def _privacy_report(db_path: Path, settings: Settings) -> dict[str, Any]:
 def _capture_report(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
     """Session capture (docs/hooks.md): its settings, where the hooks write what went wrong, and where kms's
     hooks are installed for plain claude (in a ``kms claude`` session they stand aside for the session's own)."""
-    from kmscli.hook_cmd import log_path
-    from kmscli.hook_files import installed
 
     log = log_path(env)
     return {
@@ -129,7 +141,6 @@ def _capture_report(settings: Settings, env: Mapping[str, str]) -> dict[str, Any
 
 def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = False) -> dict[str, Any]:
     """Everything ``kms doctor`` checks, as data (the command renders it)."""
-    from server.activity.sessions import list_sessions, pid_alive
 
     env = dict(os.environ if env is None else env)
     db_path = db.default_db_path(env)
@@ -143,21 +154,12 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     unfinished: list[dict[str, Any]] = []
     history: dict[str, Any] = {}
     git: list[dict[str, Any]] = []
-    from server.errors import KmsError
-    from server.store.db import check_database
-    from server.writes.context import lock_dir_for
-    from server.writes.unit_journal import kept
 
     damage = check_database(db_path)  # also damage that opening alone does not reveal
     db_error = damage.message if damage is not None else None
     try:
         conn = db.connect(db_path)
         try:
-            from server.activity.approvals import list_pending
-            from server.activity.provenance import write_totals
-            from server.index.embed.pipeline import embed_stats
-            from server.index.planted_notes import planted_notes
-
             vaults = _index_report(conn)
             writes, embeddings = write_totals(conn), embed_stats(conn)
             pending = [
@@ -174,8 +176,6 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             ]
             active = [{**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)]
             unfinished = kept(lock_dir_for(conn))
-            from server.index.history import stats
-
             history = stats(conn)
             from server.vault import git_state
 
@@ -185,7 +185,6 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             conn.close()
     except Exception as e:
         db_error = db_error or (e.message if isinstance(e, KmsError) else str(e))
-    from server.activity.unrecorded import room_report
 
     report["database"] = {
         "path": str(db_path),
@@ -248,7 +247,6 @@ def doctor_command(
     if json_output:
         print(json.dumps(report, indent=2, default=str))
         raise typer.Exit(0 if report["ok"] else 1)
-    from rich.console import Console
 
     out = Console(highlight=False)
     _print_claude(out, report)

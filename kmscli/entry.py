@@ -20,21 +20,25 @@ def entry() -> None:
 
 def _run() -> None:
     if sys.argv[1:2] == ["mcp"] and not ({"-h", "--help"} & set(sys.argv[2:])):
+        # deferred: kms mcp and kms hook start here without Typer: each path loads only what it runs
         import os
 
-        from server.config.unexpanded import find_unexpanded, refusal
+        from server.config.unexpanded import find_unexpanded, refusal  # deferred: (as above)
 
         bad = find_unexpanded(sys.argv[2:], os.environ)
         if bad:
             sys.stderr.write(refusal(bad))
             sys.exit(2)
+        # deferred: kms mcp: a host waits for the tool list
         from server.mcp.serve import main as serve
 
         sys.exit(serve(sys.argv[2:]))
     if sys.argv[1:2] == ["hook"] and not ({"-h", "--help"} & set(sys.argv[2:])):
+        # deferred: kms hook runs at every host event, without Typer
         from kmscli.hook_cmd import main as hook
 
         sys.exit(hook(sys.argv[2:]))
+    # deferred: the Typer CLI, only for the commands that need it
     from kmscli.main import main
 
     main()

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 import apsw
 import typer
 
+from server.index.privacy import hidden_notes
+
 IncludeHiddenOpt = Annotated[
     bool,
     typer.Option(
@@ -23,7 +25,6 @@ class HiddenView:
     """The hidden notes (few: a partial index holds them), by id and by vault and path."""
 
     def __init__(self, conn: apsw.Connection, include: bool) -> None:
-        from server.index.privacy import hidden_notes
 
         self.include = include
         self.by_id: dict[str, str] = {}

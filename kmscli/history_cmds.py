@@ -19,8 +19,15 @@ from kmscli.output import (
     print_verbatim,
     report_error,
 )
+from server.activity.history import diff, find_line, versions
+from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago
+from server.index.history import forget, prune
+from server.store.db import write_tx
+from server.vault.git import note_commits
+from server.vault.registry import get_vault
+from server.writes.undo.restore import current_bytes, default_version, parse_when, preview_restore, restore
 
 
 class _NoteOrCommand(KmsGroup):
@@ -62,9 +69,6 @@ def history_show(
     json_out: JsonOpt = False,
 ) -> None:
     """A note's versions, newest first: when, who, how, size change (what `kms history NOTE` runs)."""
-    from server.activity.history import find_line, versions
-    from server.vault.git import note_commits
-    from server.vault.registry import get_vault
 
     with cli_errors():
         conn = open_db()
@@ -104,9 +108,6 @@ def history_show(
 @history_app.command("prune")
 def history_prune(json_out: JsonOpt = False) -> None:
     """Apply the retention settings now (history.keep_all_days, history.keep_daily_days, history.max_mb)."""
-    from server.config.settings import load_settings
-    from server.index.history import prune
-    from server.store.db import write_tx
 
     with cli_errors():
         conn = open_db()
@@ -136,9 +137,6 @@ def history_forget(
     json_out: JsonOpt = False,
 ) -> None:
     """Purge every version kms kept of a note (for privacy); the note itself is not touched."""
-    from server.activity.history import find_line, versions
-    from server.index.history import forget
-    from server.store.db import write_tx
 
     with cli_errors():
         conn = open_db()
@@ -167,8 +165,6 @@ def diff_cmd(
 ) -> None:
     """What changed between a version kms kept and the note now (or another version: --to); a deleted
     note shows its whole text removed and how to bring it back."""
-    from server.activity.history import diff, find_line
-    from server.writes.undo.restore import current_bytes, default_version, parse_when
 
     with cli_errors():
         conn = open_db()
@@ -202,7 +198,6 @@ def restore_cmd(
 ) -> None:
     """Bring a note (also a deleted one) back to a version kms kept, after showing the change; recorded
     as yours and revertible (`kms revert`)."""
-    from server.writes.undo.restore import parse_when, preview_restore, restore
 
     if at is None and version is None:
         raise report_error(KmsError("invalid-input", "give --at TIME or --version N (`kms history NOTE` lists them)"))

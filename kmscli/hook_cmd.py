@@ -38,6 +38,8 @@ USAGE = "usage: kms hook EVENT [--contract FILE | --db FILE --config FILE]   (EV
 
 
 def log_path(env: Mapping[str, str]) -> Path:
+    # deferred: the hook's module imports nothing that can fail outside its fail-open guard (a Ctrl-C or a
+    # broken import mid-import is logged, and the host still gets exit 0)
     from server.store.db import default_db_path
 
     return default_db_path(env).parent / LOG_NAME
@@ -81,7 +83,7 @@ def session_env(contract: Path | None, env: Mapping[str, str], event: Mapping[st
 def settle_detached(session: Mapping[str, str], pending_id: int) -> None:
     """Wait for the person's decision on a staged session note in a process of its own, so the hook (and the
     host) need not: ``kms hook settle ID`` with the session's variables."""
-    import subprocess
+    import subprocess  # deferred: (the fail-open guard, as in log_path)
 
     child_env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session}
     subprocess.Popen(
@@ -109,6 +111,7 @@ def _options(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], dict
 
 def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, Any] | None:
     """One hook call; raises on anything wrong (``main`` turns that into a log line and exit 0)."""
+    # deferred: inside the fail-open guard (as in log_path)
     from server.config.session import SessionConfig
     from server.store.db import connect
     from server.writes.session_hooks import EVENTS, handle
@@ -118,7 +121,7 @@ def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, An
     pinned = {var: options[opt] for opt, var in (("--db", "KMS_DB_PATH"), ("--config", "KMS_CONFIG")) if opt in options}
     env = {**env, **pinned}
     if len(args) == 2 and args[0] == "settle":  # a detached wait for the person's decision
-        from server.writes.capture import settle_staged
+        from server.writes.capture import settle_staged  # deferred: only the detached settle process needs it
 
         settle_staged(SessionConfig.from_env({k: v for k, v in env.items() if k.startswith("KMS_")}), int(args[1]))
         return None

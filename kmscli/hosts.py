@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from kmscli import jsonc
 from kmscli.compose import Entry
+from server.activity.tokens import HOST_TOKEN_VARS
 from server.errors import KmsError
 
 SERVER_NAME = "kms"
@@ -182,7 +185,6 @@ def _inputs(host: Host, text: str, keep: bool) -> str:
 
 def http_entry(host: Host, url: str, helper: str) -> Entry:
     """The host's entry for the kms service at ``url`` (``helper``: the command that prints the header)."""
-    from server.activity.tokens import HOST_TOKEN_VARS
 
     if host.name in STDIO_ONLY:
         raise KmsError("invalid-input", STDIO_ONLY[host.name])
@@ -226,8 +228,6 @@ def document(host: Host, entry: Entry) -> str:
     if host.name == "vscode" and _uses_input(entry):
         doc = {"inputs": [VSCODE_INPUT], **doc}
     if host.fmt == "toml":
-        import tomlkit
-
         return tomlkit.dumps(doc)
     return json.dumps(doc, indent=2) + "\n"
 
@@ -263,8 +263,6 @@ def _edit(host: Host, text: str, entry: Entry | None) -> tuple[str, bool]:
     """``text`` with kms set (``entry``) or removed (None); whether anything changed."""
     path = (*host.key, SERVER_NAME)
     if host.fmt == "toml":
-        import tomlkit
-
         try:
             doc = tomlkit.parse(text)
         except Exception as e:

@@ -4,16 +4,24 @@ the kms service (HTTP, a token of its own). Thin: the hosts' shapes are ``kmscli
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from kmscli import hosts
+from kmscli.compose import ISOLATION_FLAGS, standalone_kms_entry
+from kmscli.hosts import HOSTS
 from kmscli.launcher import say
 from kmscli.output import report_error, say_error
 from server.activity import tokens
+from server.activity.tokens import HOST_TOKEN_VARS
+from server.config.scopes import ScopeError, Scopes
 from server.config.settings import load_settings
+from server.errors import KmsError
+from server.mcp import service
 from server.store import db
 
 
@@ -21,7 +29,6 @@ def _uninstall(host: Any, path: Path | None) -> None:
     """``kms mcp-config HOST --uninstall`` (with or without ``--http``): the host's entry goes, and so do its
     token (revoked) and the token's secret on disk. Both, whichever way it was installed: a host once given
     ``--http`` and then uninstalled without it would otherwise keep a working token nobody uses."""
-    from kmscli import hosts
 
     target, backup, found = hosts.uninstall(host, path)
     db_path = db.default_db_path().resolve()
@@ -41,14 +48,6 @@ def _uninstall(host: Any, path: Path | None) -> None:
 def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None, scopes: str) -> None:
     """``kms mcp-config HOST --http``: the host's entry for the kms service and a token of its own (a new one
     each time: the old is revoked); ``--uninstall`` also revokes it."""
-    import shlex
-
-    from kmscli import hosts
-    from kmscli.compose import ISOLATION_FLAGS
-    from server.activity.tokens import HOST_TOKEN_VARS
-    from server.config.scopes import ScopeError, Scopes
-    from server.errors import KmsError
-    from server.mcp import service
 
     if uninstall:
         _uninstall(host, path)
@@ -104,7 +103,6 @@ def _http_config(host: Any, *, install: bool, uninstall: bool, path: Path | None
 
 
 def _complete_host(incomplete: str) -> list[str]:
-    from kmscli.hosts import HOSTS
 
     return [h for h in HOSTS if h.startswith(incomplete)]
 
@@ -149,9 +147,6 @@ def mcp_config_command(
     ] = "tier:organize",
 ) -> None:
     """Give another agent host the kms server: print its config document, or --install it in place."""
-    from kmscli import hosts
-    from kmscli.compose import standalone_kms_entry
-    from server.errors import KmsError
 
     if host_arg and host_opt and host_arg != host_opt:
         say_error("invalid-input", f"two hosts given ({host_arg}, {host_opt}); give one")

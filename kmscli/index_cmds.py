@@ -4,7 +4,6 @@ command that indexes (``kms vault add`` and ``set`` too) runs it and says what a
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import apsw
@@ -23,10 +22,19 @@ from kmscli.output import (
     print_json,
     vault_id,
 )
+from server.activity.feed import session_overview
+from server.activity.overwrites import Settled
+from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
 from server.index import listing
+from server.index.backups import backup_if_due
+from server.index.embed_pending import locate_model, pending_count  # neither loads numpy
+from server.index.indexer import index_all
+from server.index.watcher import watch_vaults
 from server.store.db import default_db_path
+from server.vault import git_state
+from server.vault.registry import list_vaults
 
 if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
     from rich.progress import Progress
@@ -37,6 +45,7 @@ if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
 
 def _progress_bar(label: str) -> Progress:
     """A transient bar on the terminal (none when the output is not one)."""
+    # deferred: Rich's progress module only when there are files to read (a no-change kms index shows no bar)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -73,14 +82,10 @@ class _IndexBar:
             self.bar = None
 
 
-model_app = typer.Typer(help="The local embedding model (all-MiniLM-L6-v2) for semantic search.", no_args_is_help=True)
-
-
 def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bool | None) -> list[IndexReport]:
     """Index, then embed: always with ``embed=True`` (an error without a model), never with False, and with
     None (``kms index``'s default) when notes are pending and the model is installed, so the keyword and
     the semantic index stay in step. The pending count is asked first: a no-change run loads nothing."""
-    from server.index.indexer import index_all
 
     if vault is not None:
         vault_id(conn, vault)
@@ -123,7 +128,6 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
 
 def interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
     """Ctrl-C while indexing: what the index kept (every committed batch) and what to run next; exit 130."""
-    from server.vault.registry import list_vaults
 
     kept = []
     try:
@@ -143,8 +147,6 @@ def interrupted_index(conn: apsw.Connection, vault: str | None) -> None:
 
 
 def _embed_if_ready(conn: apsw.Connection) -> None:
-    from server.config.settings import load_settings
-    from server.index.embed_pending import locate_model, pending_count  # neither loads numpy
 
     settings = load_settings()
     if not settings.get("embed.enabled"):
@@ -167,7 +169,7 @@ def _embed_if_ready(conn: apsw.Connection) -> None:
 
 def _run_embed(conn: apsw.Connection) -> None:
     """Embed notes whose chunks have no vector yet (resumable: Ctrl-C keeps what is done)."""
-    from server.config.settings import load_settings
+    # deferred: the embedding stack (numpy, onnxruntime) only for embedding commands
     from server.index.embed import ModelNotReady, embed_pending, pending_count, prune_embeddings
 
     model_dir = load_settings().get("embed.model_dir") or None
@@ -213,14 +215,12 @@ def index_cmd(
     ] = None,
 ) -> None:
     """Bring the index up to date with the files (incremental unless --full)."""
-    from server.vault.registry import list_vaults
 
     with cli_errors():
         conn = open_db()
         if not list_vaults(conn):
             raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
         run_index(conn, full=full, vault=vault, embed=embed)
-    from server.index.backups import backup_if_due
 
     backup_if_due(default_db_path())  # the daily copy of the database, if it is due (docs/recovery.md)
 
@@ -241,8 +241,6 @@ def say_git(g: dict[str, Any], now: float) -> None:
 def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
     """Database, vaults and index health at a glance, and the sessions connected now; hidden notes'
     names only with --include-hidden."""
-    from server.activity.feed import session_overview
-    from server.vault import git_state
 
     with cli_errors():
         conn = open_db()
@@ -309,8 +307,6 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
 
 def watch_cmd(vault: VaultOpt = None) -> None:
     """Keep the index in sync while files change (Ctrl-C to stop)."""
-    from server.activity.overwrites import Settled
-    from server.index.watcher import watch_vaults
 
     with cli_errors():
         conn = open_db()
@@ -331,59 +327,3 @@ def embed_cmd() -> None:
     """Compute embeddings for semantic search (incremental; interrupt and resume freely)."""
     with cli_errors():
         _run_embed(open_db())
-
-
-@model_app.command("status")
-def model_status_cmd(
-    verify: Annotated[bool, typer.Option("--verify", help="Hash the model file.")] = False,
-    load: Annotated[bool, typer.Option("--load", help="Load it to prove it works.")] = False,
-    json_out: JsonOpt = False,
-) -> None:
-    """Which model is used, where it is, and whether it is ready."""
-    from server.config.settings import load_settings
-    from server.index.embed import embed_stats, model_status
-
-    with cli_errors():
-        data = model_status(load_settings().get("embed.model_dir") or None, verify=verify, load=load)
-        data["index"] = embed_stats(open_db()) if default_db_path().exists() else None  # the model alone
-    if json_out:
-        print_json(data)
-        return
-    ok = "[green]ready[/]" if data.get("ready") else f"[yellow]not ready[/]: {escape(str(data.get('reason')))}"
-    console.print(f"model [bold]{data['model']}[/] ({data['dim']} dimensions): {ok}", highlight=False)
-    where = f"dir {data.get('dir') or '-'} (source: {data.get('source') or 'none'})"
-    console.print(where, markup=False, highlight=False)
-    idx = data["index"]
-    if idx is None:
-        return
-    console.print(
-        f"embedded notes {idx['embeddedNotes']}/{idx['notes']}, {idx['chunks']} chunks, "
-        f"{idx['vectors']} vectors"
-        + (f", {idx['pendingNotes']} pending (run `kms embed`)" if idx["pendingNotes"] else "")
-    )
-
-
-@model_app.command("install")
-def model_install_cmd(
-    source: Annotated[Path, typer.Option("--from", help="A directory with model.onnx, tokenizer.json, ...")],
-) -> None:
-    """Copy a model directory into kms's data dir (checked first)."""
-    from server.index.embed import install_model
-
-    with cli_errors():
-        dest = install_model(source)
-    console.print(f"installed the model into {dest}", markup=False)
-
-
-@model_app.command("download")
-def model_download_cmd() -> None:
-    """Fetch the model from the model hub into fastembed's cache (needs the internet)."""
-    from server.index.embed.model import download_model
-
-    console.print("downloading sentence-transformers/all-MiniLM-L6-v2 (about 90 MB)...")
-    try:
-        path = download_model()
-    except Exception as exc:  # offline, hub down: say so plainly
-        console.print(f"[red]download failed[/]: {type(exc).__name__}: {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    console.print(f"model ready in {path}", markup=False)

@@ -27,26 +27,38 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from kmscli.compose import (
     Session,
     compose,
     remove_session_config,
+    session_config,
     sweep_session_configs,
     write_session_config,
+    write_session_hooks,
 )
+from kmscli.hook_cmd import SESSION_HOOKS_VAR
+from kmscli.hook_files import installed
 from kmscli.lease import LeaseKeeper
 from kmscli.output import say_error
+from kmscli.service_cmds import start_service
 from server.activity import tokens
+from server.activity.sessions import end_session, get_session, pid_alive, start_session
 from server.config.redact import redact
-from server.config.session import SessionConfigError, check_env
+from server.config.session import SessionConfigError, check_env, new_session_id
 from server.config.settings import Settings, load_settings
+from server.errors import KmsError
+from server.mcp.service import ServiceState, read_state
 from server.store import db
+from server.vault.registry import get_vault, list_vaults
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code"
 EXIT_NOT_FOUND = 127
@@ -59,8 +71,6 @@ CLAUDE_CONTEXT_SETTINGS: dict[str, Any] = {"ignore_unknown_options": True, "allo
 
 def say(message: str, style: str = "yellow") -> None:
     """One line for the person on stderr, prefixed ``kms:`` (the launcher's and ``kms mcp-config``'s)."""
-    from rich.console import Console
-    from rich.markup import escape
 
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[{style}]kms:[/] {escape(message)}", markup=True)
 
@@ -173,7 +183,6 @@ def session_settings(
 ) -> tuple[Settings, list[Path], str | None, list[str]]:
     """Effective settings for a session, the roots it covers, the vault name, and warnings. ``printing``
     (``claude -p``): nobody sits at the host to answer its dialog, so approvals go to the dashboard."""
-    from server.vault.registry import get_vault, list_vaults
 
     vaults = list_vaults(conn)
     selected = [get_vault(conn, vault)] if vault else vaults
@@ -206,9 +215,6 @@ def run_claude(
     stdio: bool = False,
 ) -> int:
     """The whole ``kms claude`` flow; returns claude's returncode (negative if killed by a signal)."""
-    from server.activity.sessions import end_session, start_session
-    from server.config.session import new_session_id
-    from server.errors import KmsError
 
     env = dict(os.environ if env is None else env)
     if show_secrets and not print_config:
@@ -296,8 +302,6 @@ def run_claude(
 def _service_url(db_path: Path, settings: Settings) -> str:
     """Where the session would reach the service: the one running for this database, or where
     ``kms service start`` would start it (service.port on loopback)."""
-    from server.mcp.service import ServiceState, read_state
-
     running = read_state(db_path)
     if running is not None:
         return running.url
@@ -310,9 +314,6 @@ def _on_service(
     """Serve ``session`` from the kms service (reached, or started and health-checked): a token of its own,
     handed to claude in ``$KMS_SESSION_TOKEN``. If the service cannot be had, the session keeps its own
     ``kms mcp`` over stdio, and stderr says so."""
-    from kmscli.compose import session_config
-    from kmscli.service_cmds import start_service
-    from server.errors import KmsError
 
     try:
         state: Any = start_service(
@@ -349,14 +350,12 @@ def new_conversation_id(claude_args: Sequence[str], interactive: bool) -> str | 
     """
     if not interactive or any(a.split("=", 1)[0] in _OWN_CONVERSATION for a in claude_args):
         return None
-    import uuid
 
     return str(uuid.uuid4())
 
 
 def _session_hooks(settings: Settings, session: Session, config_path: Path | None) -> Path | None:
     """The session's private settings file with kms's hooks (docs/hooks.md), or None; never stops claude."""
-    from kmscli.compose import write_session_hooks
 
     try:
         return write_session_hooks(settings, session, config_path)
@@ -371,8 +370,6 @@ def _one_set_of_hooks(
     """Each hook event of this session runs once: with its own hooks, the session marks claude's environment
     (``$KMS_SESSION_HOOKS``) so kms's installed hooks stand aside (``kmscli.hook_cmd``); without, an inherited
     mark is dropped and the installed ones run. Said on stderr only where kms's hooks are installed."""
-    from kmscli.hook_cmd import SESSION_HOOKS_VAR
-    from kmscli.hook_files import installed
 
     if hooks_path is None:
         env.pop(SESSION_HOOKS_VAR, None)
@@ -407,8 +404,6 @@ def claude_argv(
 
 def _sweep_stale_configs(conn: Any) -> None:
     """Delete configs of sessions that ended or whose launcher is gone (best effort)."""
-
-    from server.activity.sessions import get_session, pid_alive
 
     def stale(session_id: str, mtime: float) -> bool:
         row = get_session(conn, session_id)

@@ -22,9 +22,17 @@ from kmscli.output import (
     print_json,
     vault_id,
 )
+from server.activity.provenance import STATUS_MARKS, list_invocations, search_invocations
+from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import stamp
 from server.index import listing
+from server.index.notes import resolve_note, set_hidden
+from server.index.orientation import unresolved
+from server.index.privacy import hidden_notes
+from server.index.properties import parse_filters, passing_ids, properties_in_use
+from server.index.search import search
+from server.vault.registry import get_vault
 
 
 def search_cmd(
@@ -44,8 +52,6 @@ def search_cmd(
 ) -> None:
     """Search notes (BM25 ranked, highlighted) and agent write records; hidden notes only with
     --include-hidden (keyword search)."""
-    from server.index.properties import parse_filters, passing_ids
-    from server.index.search import search
 
     with cli_errors():
         filters = parse_filters(where)
@@ -99,7 +105,7 @@ def _highlight(excerpt: str, width: int = 300) -> str:
 
 
 def _semantic(conn: apsw.Connection, query: str, limit: int, vault_id: int | None) -> dict:
-    from server.config.settings import load_settings
+    # deferred: the embedding stack (numpy, onnxruntime) only for kms search --semantic
     from server.index.embed import Embedder
     from server.index.semantic import SemanticIndex, semantic_search
 
@@ -110,7 +116,6 @@ def _semantic(conn: apsw.Connection, query: str, limit: int, vault_id: int | Non
 
 
 def _provenance_hits(conn: apsw.Connection, query: str, limit: int, vault: str | None) -> list[dict]:
-    from server.activity.provenance import search_invocations
 
     try:
         return search_invocations(conn, query, limit, vault)
@@ -125,7 +130,6 @@ def _camel(key: str) -> str:
 
 def unresolved_cmd(limit: LimitOpt = 20, vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
     """Link names no note answers (what to create or fix), most linked first, with one note that links each."""
-    from server.index.orientation import unresolved
 
     with cli_errors():
         conn = open_db()
@@ -155,7 +159,6 @@ NoteArg = Annotated[str, typer.Argument(help="The note: its id, title, path or v
 
 def show_cmd(note: NoteArg, json_out: JsonOpt = False) -> None:
     """Show one note (id, title or path)."""
-    from server.index.notes import resolve_note
 
     with cli_errors():
         n = resolve_note(open_db(), note, include_hidden=True)
@@ -204,7 +207,6 @@ def tags_cmd(
 
 def properties_cmd(vault: VaultOpt = None, json_out: JsonOpt = False) -> None:
     """Properties the notes carry, with their most common values (for search --where)."""
-    from server.index.properties import properties_in_use
 
     with cli_errors():
         conn = open_db()
@@ -234,7 +236,6 @@ def recent_cmd(limit: LimitOpt = 10, vault: VaultOpt = None, json_out: JsonOpt =
 
 def backlinks_cmd(note: NoteArg, limit: LimitOpt = 25, json_out: JsonOpt = False) -> None:
     """Notes that link to NOTE."""
-    from server.index.notes import resolve_note
 
     with cli_errors():
         conn = open_db()
@@ -252,7 +253,6 @@ def backlinks_cmd(note: NoteArg, limit: LimitOpt = 25, json_out: JsonOpt = False
 
 def hide_cmd(note: NoteArg) -> None:
     """Hide a note from every agent-facing listing and search."""
-    from server.index.notes import set_hidden
 
     with cli_errors():
         n = set_hidden(open_db(), note, True)
@@ -261,7 +261,6 @@ def hide_cmd(note: NoteArg) -> None:
 
 def unhide_cmd(note: NoteArg) -> None:
     """Make a hidden note visible to agents again."""
-    from server.index.notes import set_hidden
 
     with cli_errors():
         n = set_hidden(open_db(), note, False)
@@ -283,8 +282,6 @@ def hidden_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List the notes agents never see (privacy rules and `kms hide`)."""
-    from server.index.privacy import hidden_notes
-    from server.vault.registry import get_vault
 
     with cli_errors():
         conn = open_db()
@@ -307,7 +304,6 @@ def log_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Agent write calls (provenance), newest first; the calls on hidden notes only with --include-hidden."""
-    from server.activity.provenance import STATUS_MARKS, list_invocations
 
     with cli_errors():
         conn = open_db()

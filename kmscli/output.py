@@ -17,9 +17,12 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from typer.core import TyperGroup
 
+from server.config.session import SessionConfigError
 from server.errors import KmsError
 from server.store.db import connect, default_db_path
+from server.store.health import BUSY, UNUSABLE, database_error
 from server.store.registrations import read_registrations
+from server.vault.registry import get_vault
 
 console = Console()
 err_console = Console(stderr=True)
@@ -50,8 +53,6 @@ def vault_id(conn: apsw.Connection, name: str | None) -> int | None:
     """The id of the vault a ``--vault`` option names (``not-found`` naming the vaults there are)."""
     if name is None:
         return None
-    from server.vault.registry import get_vault
-
     return get_vault(conn, name).id
 
 
@@ -147,9 +148,6 @@ class KmsGroup(TyperGroup):
     code, never a traceback."""
 
     def invoke(self, ctx: Any) -> Any:  # (Typer's own vendored click Context)
-        from server.config.session import SessionConfigError
-        from server.store.health import BUSY, UNUSABLE, database_error
-
         try:
             return super().invoke(ctx)
         except KmsError as exc:

@@ -22,7 +22,10 @@ from kmscli.compose import HOOK_EVENTS, standalone_hooks, standalone_kms_entry
 from kmscli.hook_files import is_ours, user_settings
 from kmscli.launcher import say
 from kmscli.output import say_error
+from server import installed_version
+from server.config.settings import load_settings
 from server.errors import KmsError
+from server.store.db import default_db_path
 
 PLUGIN_NAME = "kms"
 HOSTS = ("claude-code",)
@@ -54,7 +57,6 @@ hooks_app = typer.Typer(
 
 def plugin_files(settings: Any, db_path: Path) -> dict[str, dict[str, Any] | str]:
     """Each file of the Claude Code plugin, by its path inside the plugin folder."""
-    from server import installed_version
 
     return {
         ".claude-plugin/plugin.json": {
@@ -75,8 +77,6 @@ def export_cmd(
     dest: Annotated[Path, typer.Argument(help="The plugin's folder (made if missing; must be empty).")],
 ) -> None:
     """Write kms as a Claude Code plugin (MCP entry, hooks, a skill); load it with `claude --plugin-dir DIR`."""
-    from server.config.settings import load_settings
-    from server.store.db import default_db_path
 
     if host not in HOSTS:
         say_error("invalid-input", f"unknown host {host!r}; one of: {', '.join(HOSTS)}")
@@ -99,8 +99,6 @@ def export_cmd(
 
 
 def _hooks() -> dict[str, Any]:
-    from server.config.settings import load_settings
-    from server.store.db import default_db_path
 
     return standalone_hooks(load_settings(), default_db_path())
 

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from kmscli.output import JsonOpt, cli_errors, console, err_console, print_json
+from server.index.repair import needs_repair, repair_database
 from server.store.db import default_db_path
 
 
@@ -19,7 +20,6 @@ def repair_cmd(
     """Rebuild a damaged database from your vaults, keeping every row still readable in it and filling in
     from the newest backup what it lost. Only a file that is (or was) a kms database is moved aside, and
     only once you agree (or with --yes)."""
-    from server.index.repair import needs_repair, repair_database
 
     db = default_db_path()
     with cli_errors():

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from kmscli.compose import BUILTIN_BUILDERS, Session, custom_entry
+from kmscli.config_cmd import print_warnings
 from kmscli.output import say_error
 from server.config import schema
 from server.config import servers as cs
@@ -132,8 +135,6 @@ def list_cmd(
     if json_output:
         print(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
 
     table = Table()
     for col in ("name", "on", "kind", "runs"):
@@ -170,8 +171,6 @@ def _switch(name: str, on: bool) -> None:
         _fail(str(e))
     print(f"{name}: {'enabled' if on else 'disabled'}")
     if warnings:
-        from kmscli.config_cmd import print_warnings
-
         print_warnings(warnings)
 
 

@@ -7,6 +7,7 @@ Thin adapters: the service is ``server.mcp.service`` (run, state file), tokens a
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import signal
@@ -18,10 +19,21 @@ from typing import Annotated, Any
 
 import typer
 
+from kmscli.compose import ISOLATION_FLAGS
+from kmscli.hosts import get_host
 from kmscli.output import JsonOpt, cli_errors, console, err_console, open_db, print_json
+from server import installed_version
+from server.activity import remote_grants, tokens
+from server.activity.sessions import pid_alive
+from server.config.allowlist import Allowlist
+from server.config.scopes import ScopeError, Scopes
+from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago
+from server.mcp import service
+from server.mcp.http_guard import LOOPBACK
 from server.store.db import default_db_path
+from server.writes.undo.trash import parse_duration
 
 service_app = typer.Typer(
     help="The kms service: one process serving every agent session over HTTP on loopback.", no_args_is_help=True
@@ -43,7 +55,6 @@ START_WAIT_S = 15.0
 
 
 def _check_host(host: str | None, allow_remote: bool) -> None:
-    from server.mcp.http_guard import LOOPBACK
 
     if host is None or host in LOOPBACK:
         return
@@ -63,14 +74,12 @@ def _check_host(host: str | None, allow_remote: bool) -> None:
 
 def _port(port: int | None) -> int:
     """The port asked for, else the ``service.port`` setting (what ``kms claude`` and the hosts use)."""
-    from server.config.settings import load_settings
 
     return port if port is not None else int(load_settings().get("service.port"))
 
 
 def serve_cmd(port: PortOpt = None, host: HostOpt = None, allow_remote: RemoteOpt = False) -> None:
     """Run the kms service in the foreground (for systemd, launchd or a terminal); Ctrl-C stops it."""
-    from server.mcp import service
 
     with cli_errors():
         _check_host(host, allow_remote)
@@ -104,14 +113,12 @@ def listen_error(port: int, e: OSError) -> KmsError:
 
 
 def _health(url: str, timeout: float = 0.5) -> bool:
-    from server.mcp import service
 
     return service.health(url, timeout) is not None
 
 
 def current_state(db_path: Path) -> Any:
     """The running service (``server.mcp.service.check_state``); a stale state file is said to be one."""
-    from server.mcp import service
 
     check = service.check_state(db_path)
     if check.stale is not None:
@@ -181,7 +188,6 @@ def _start_service(
 
 def _check_running(running: Any, port: int, host: str | None, *, allow_remote: bool, exact: bool) -> None:
     """A service that runs already is the answer, if it is this kms's version and where the person asked."""
-    from server import installed_version
 
     if running.version != (installed_version() or "0"):
         raise KmsError(
@@ -204,8 +210,6 @@ def _spawn(
     one started here). Another start may win the race for the service lock (``service.hold_lock``): the child
     here is then refused at once, and the service that one starts is the answer once it answers. Should the
     holder end without answering (a service that was stopping, one that failed), this starts one ``again``."""
-    from kmscli.compose import ISOLATION_FLAGS
-    from server.mcp import service
 
     log_file = service.log_path(db_path)
     log = open(log_file, "ab")  # noqa: SIM115 - handed to the child
@@ -247,8 +251,6 @@ def _spawn(
 
 
 def _lock_held_by_a_live_process(db_path: Path) -> bool:
-    from server.activity.sessions import pid_alive
-    from server.mcp import service
 
     holder = service.lock_holder(db_path)
     return holder is not None and pid_alive(holder[0])
@@ -276,7 +278,6 @@ STOP_WAIT_S = 10.0
 @service_app.command("stop")
 def stop_cmd() -> None:
     """Stop the background service (sessions end; journals, staged calls and limits stay in the database)."""
-    from server.mcp import service
 
     with cli_errors():
         state = current_state(default_db_path())
@@ -336,7 +337,6 @@ def status_cmd(json_out: JsonOpt = False) -> None:
 @service_app.command("logs")
 def logs_cmd(lines: Annotated[int, typer.Option("-n", help="How many of the last lines.")] = 50) -> None:
     """The last lines of the background service's log."""
-    from server.mcp import service
 
     path = service.log_path(default_db_path())
     text = path.read_text(errors="replace") if path.exists() else ""
@@ -357,11 +357,6 @@ def token_create_cmd(
     expires: Annotated[str | None, typer.Option("--expires", help="Lifetime: 30d, 12h, 2w.")] = None,
 ) -> None:
     """Create a token; it is printed once (only its hash is kept)."""
-    from server.activity import tokens
-    from server.config.allowlist import Allowlist
-    from server.config.scopes import ScopeError, Scopes
-    from server.config.settings import load_settings
-    from server.writes.undo.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
 
     with cli_errors():
         try:
@@ -388,7 +383,6 @@ def token_list_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Tokens with their label, scopes and last use (never a secret)."""
-    from server.activity import tokens
 
     with cli_errors():
         now = time.time()
@@ -411,7 +405,6 @@ def token_list_cmd(
 @token_app.command("secret")
 def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp-config HOST --http).")]) -> None:
     """Print the secret of a host's token (for the variable its entry reads)."""
-    from server.activity import tokens
 
     with cli_errors():
         name = known_host(host)
@@ -421,7 +414,6 @@ def token_secret_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
 def known_host(name: str) -> str:
     """A host ``kms mcp-config`` knows, by its own name: an unknown one was told to run
     ``kms mcp-config NAME --http``, a command that fails in turn."""
-    from kmscli.hosts import get_host
 
     return get_host(name).name
 
@@ -429,9 +421,6 @@ def known_host(name: str) -> str:
 @token_app.command("header")
 def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp-config HOST --http).")]) -> None:
     """Print a host's Authorization header as JSON (Claude Code's headersHelper runs this)."""
-    import json
-
-    from server.activity import tokens
 
     with cli_errors():
         name = known_host(host)
@@ -442,7 +431,6 @@ def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
 @token_app.command("revoke")
 def token_revoke_cmd(token: Annotated[str, typer.Argument(help="The token's id or label.")]) -> None:
     """Revoke a token or a remote grant (its id, or its token's): its next request is refused (401)."""
-    from server.activity import remote_grants, tokens
 
     with cli_errors():
         conn = open_db()

@@ -13,6 +13,10 @@ from kmscli.index_cmds import interrupted_index, run_index
 from kmscli.output import EXIT_INTERRUPTED, JsonOpt, Table, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
 from server.humanize import stamp
+from server.index.indexer import remove_vault
+from server.index.link_vaults import workspace_view
+from server.index.overview import overview
+from server.vault.registry import add_vault, get_vault, set_dialect, set_git_mode, vault_at
 
 if TYPE_CHECKING:
     pass
@@ -39,12 +43,6 @@ def vault_add(
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
-    from server.index import indexer, link_vaults  # noqa: F401 - imported before the vault is registered: a
-    from server.vault.registry import (  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
-        add_vault,
-        set_git_mode,
-        vault_at,
-    )
 
     with cli_errors():
         if git is not None:
@@ -99,8 +97,6 @@ def vault_add(
 def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
     """The Dendron workspace a new vault is (or is a vault of): its vaults and the kms vault each one's
     ``dendron://`` links resolve into."""
-    from server.index.link_vaults import workspace_view
-    from server.vault.registry import get_vault
 
     vault = get_vault(conn, vault_id)
     view = workspace_view(conn, vault)
@@ -135,7 +131,6 @@ def _say_workspace(conn: apsw.Connection, vault_id: int) -> None:
 @vault_app.command("list")
 def vault_list(json_out: JsonOpt = False) -> None:
     """List registered vaults."""
-    from server.index.overview import overview
 
     with cli_errors():
         vaults = overview(open_db()).vaults
@@ -159,7 +154,6 @@ def vault_set(
     ],
 ) -> None:
     """Change a vault's setting: its dialect (its notes are read again by the new rules), or its git mode."""
-    from server.vault.registry import get_vault, set_dialect, set_git_mode
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
@@ -206,7 +200,6 @@ def check_git_mode(folder: str, mode: str) -> None:
 def vault_remove(name: VaultNameArg) -> None:
     """Forget a vault: its index rows go, its files are never touched; kms hide stamps are kept for it
     (added again under the same name, its hidden notes stay hidden)."""
-    from server.index.indexer import remove_vault
 
     with cli_errors():
         vault = remove_vault(open_db(), name)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("server", "kmscli", "tui")
-CEILING = 3.0  # deferred imports per 1,000 lines, product-wide
+CEILING = 3.0  # deferred imports per 1,000 lines: the house's aim, product-wide (see the test for where it holds)
 MARK = "# deferred:"
 
 
@@ -37,15 +37,28 @@ def deferred_in(path: Path) -> list[Deferred]:
     def visit(node: ast.AST, nested: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import | ast.ImportFrom) and nested:
-                here = lines[child.lineno - 1]
-                above = lines[child.lineno - 2].strip() if child.lineno >= 2 else ""
-                named = MARK in here or above.startswith(MARK)
+                named = _named(lines, child.lineno)
                 found.append(Deferred(path.relative_to(REPO).as_posix(), child.lineno, named))
             inner = nested or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda)
             visit(child, inner)
 
     visit(ast.parse(text), False)
     return found
+
+
+def _named(lines: list[str], lineno: int) -> bool:
+    """Whether the import at ``lineno`` says why it is deferred: on its line, or in the comment above the
+    block of imports it is part of."""
+    if MARK in lines[lineno - 1]:
+        return True
+    at = lineno - 2
+    while at >= 0 and lines[at].strip().startswith(("from ", "import ")):
+        at -= 1
+    while at >= 0 and lines[at].strip().startswith("#"):  # the reason may take several comment lines
+        if lines[at].strip().startswith(MARK):
+            return True
+        at -= 1
+    return False
 
 
 def product_files() -> list[Path]:

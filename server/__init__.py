@@ -10,6 +10,7 @@ DISTRIBUTION = "kms-notes"  # the name on PyPI ("kms" there is another project; 
 
 def installed_version() -> str | None:
     """kms's version as installed, or None when run from a source tree that was never installed."""
+    # deferred: importlib.metadata only when the version is asked for, not at every import of server
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from server.activity import approvals, control, feed
+from server.activity.session_record import note_of
 from server.config.settings import default_config_path
 from server.errors import KmsError
 from server.store.db import thread_connection
@@ -207,7 +208,6 @@ class KmsDashboard(App[None]):
     @work(group="note", exit_on_error=False)
     async def open_session_note(self, session_id: str) -> None:
         """The session note kms wrote for ``session_id`` (docs/hooks.md), opened as any note is."""
-        from server.activity.session_record import note_of
 
         note_id = await self.db(note_of, session_id)
         if note_id is None:

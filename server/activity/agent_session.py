@@ -24,6 +24,8 @@ from server.config import tiers
 from server.config.allowlist import Allowlist
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
+from server.index.notes import index_is_empty
+from server.store.db import thread_connection
 
 
 @dataclass
@@ -66,8 +68,6 @@ class AgentSession:
         c = self.config
         message = tiers.disabled_message(c, tool, tier)
         # the agent tools default to on once a vault is registered: with none, that is the real fix
-        from server.index.notes import index_is_empty
-        from server.store.db import thread_connection
 
         try:
             problem = index_is_empty(thread_connection(c.db_path))

@@ -17,6 +17,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FILE_CREATED
+from server.activity.history import attribute_outside_change
 from server.activity.visits import SESSION_ACTORS
 
 _ROW = "t.id, t.at, t.actor, t.tool, t.session_id"
@@ -41,7 +42,6 @@ def _outside(at: float) -> dict[str, Any]:
 
 def _outside_change(conn: apsw.Connection, note_id: str, path: str, at: float, content_hash: str) -> dict[str, Any]:
     """A change no kms call made: the session whose hooks reported it, if one did (``history``'s one seam)."""
-    from server.activity.history import attribute_outside_change
 
     vault = conn.execute("SELECT vault_id FROM notes WHERE id = ?", (note_id,)).fetchone()
     reported = attribute_outside_change(conn, int(vault[0]), path, at, content_hash or None) if vault else None

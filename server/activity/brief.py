@@ -16,8 +16,10 @@ from typing import Any
 import apsw
 
 from server.activity.start import START_BUDGET_TOKENS, session_summary, start_answer
+from server.activity.visits import normalize_project
 from server.config.session import SessionConfig
 from server.index.records import estimate_tokens
+from server.vault.scope import resolve
 
 HEAD = (
     "kms gives this session the person's Markdown notes through its MCP tools (kms_search, kms_read, "
@@ -56,8 +58,6 @@ def brief(
     """The brief for ``config``'s session, or None when agents may not read (nothing to orient in)."""
     if not config.tier_enabled("read"):
         return None
-    from server.activity.visits import normalize_project
-    from server.vault.scope import resolve
 
     vault_id = resolve(conn, config.vault_names)
     project = normalize_project(config.project) if config.project else None

@@ -13,6 +13,7 @@ import time
 
 import apsw
 
+from server.activity.tokens import standing_for
 from server.errors import KmsError
 from server.store.db import write_tx
 
@@ -90,7 +91,6 @@ def set_state(
 def _after_revoke(conn: apsw.Connection, session_id: str) -> str:
     """What the person does about a revoked session: a host token stands for its one session for good, so
     only a new token writes again (and the old one is best revoked); any other session: start a new one."""
-    from server.activity.tokens import standing_for
 
     token = standing_for(conn, session_id)
     if token is None:

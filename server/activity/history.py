@@ -20,8 +20,10 @@ from typing import Any
 
 import apsw
 
+from server.activity.session_record import files_for_path
 from server.errors import KmsError
 from server.index.history import HOW_DELETED, HOW_MOVED
+from server.index.notes import find_note
 from server.store import history as blobs
 
 CALL_WINDOW_S = 60.0  # a call's row is written right after the version it made was indexed
@@ -49,7 +51,6 @@ def attribute_outside_change(
     ``REPORTED_WINDOW_S`` names the session. A report that recorded the bytes it left (``hash_after``) names
     it only for a version with those bytes (``content_hash``), so a person's save just before or after the
     agent's edit stays the person's."""
-    from server.activity.session_record import files_for_path
 
     reports = files_for_path(conn, vault_id, path, since=at - REPORTED_WINDOW_S)
     near = [
@@ -90,7 +91,6 @@ def line_by_hid(conn: apsw.Connection, hid: int) -> Line:
 def find_line(conn: apsw.Connection, ref: str, vault: str | None = None) -> Line:
     """A note's line by its id (any id it had), its path now or a path it had (a deleted note's too),
     else the note a name finds (``find_note``). ``not-found`` when kms keeps no version of it."""
-    from server.index.notes import find_note
 
     ref = ref.strip()
     found = (

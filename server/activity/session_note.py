@@ -36,6 +36,7 @@ from server.activity.tool_names import (
 from server.humanize import utc_iso
 from server.index.recall_memory import DECISIONS_HEADING, NEXT_STEPS_HEADING, SESSION_TYPE
 from server.store.db import rows
+from server.vault.paths import strip_note_suffix
 
 NOTE_TYPE = SESSION_TYPE  # kms_recall finds these notes by it (server.index.recall_memory)
 CAPTURE_TOOL = KMS_CAPTURE  # the agent's own capture call: it writes the session note, listed as captures
@@ -281,7 +282,6 @@ def _quote(text: str) -> list[str]:
 
 def _titled(item: dict[str, Any]) -> str:
     """`` (title)`` when the title says more than the file name does."""
-    from server.vault.paths import strip_note_suffix
 
     title, path = item.get("title"), item.get("path") or ""
     same = isinstance(title, str) and title.casefold() == strip_note_suffix(path.rsplit("/", 1)[-1]).casefold()

@@ -27,6 +27,7 @@ import apsw
 
 from server.store.db import rows, write_tx
 from server.vault.files import sha256_hex
+from server.vault.registry import list_vaults
 
 CAPTURE_KINDS = ("decision", "finding", "next", "link")
 MAX_HOST_TEXT = 4000  # characters kept of a compaction summary or a last message
@@ -202,7 +203,6 @@ def _file_hash(path: Path) -> str | None:
 
 def vault_path_of(conn: apsw.Connection, file: Path) -> tuple[int, str] | None:
     """(vault id, vault-relative path) of an absolute file inside a registered vault, else None."""
-    from server.vault.registry import list_vaults
 
     try:
         real = file.resolve()

@@ -18,6 +18,7 @@ from typing import Any
 
 import apsw
 
+from server.activity.ratelimit import RateLimiter
 from server.activity.tool_names import (
     KMS_GET_BACKLINKS,
     KMS_LIST_FOLDER,
@@ -73,7 +74,6 @@ def session_summary(
     conn: apsw.Connection, config: SessionConfig, project: str | None, semantic: dict[str, Any]
 ) -> dict[str, Any]:
     """What the session may do: its tiers, scope, allowed folders and writes left (``kms_start``'s first part)."""
-    from server.activity.ratelimit import RateLimiter
 
     c = config
     out: dict[str, Any] = {

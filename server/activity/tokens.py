@@ -31,8 +31,10 @@ from server.config.allowlist import Allowlist, describe
 from server.config.env_names import positive_seconds
 from server.config.scopes import Scopes
 from server.config.session import SessionConfig, new_session_id
+from server.config.tiers import TIERS, tier_enabled
 from server.errors import KmsError
 from server.store.db import rows, service_folder, write_tx
+from server.vault.registry import list_vaults
 
 KINDS = ("session", "host", "admin", "remote")
 PREFIX = "kms_"
@@ -109,7 +111,6 @@ def _token(row: dict[str, Any]) -> Token:
 def check_vaults(conn: apsw.Connection, scopes: Scopes) -> None:
     """``invalid-input`` for a ``vault:`` scope naming no registered vault (a token made for it would see nothing
     or, once a vault of that name is added, a vault the person never chose)."""
-    from server.vault.registry import list_vaults
 
     known = [v.name for v in list_vaults(conn)]
     unknown = [v for v in scopes.vaults if v not in known]
@@ -206,7 +207,6 @@ def for_session(
     """The token of one launcher session served by the service: it stands for ``config.session_id``, carries
     the session's own contract, and its scopes are the session's ceiling (tiers, vault, approval). It is a
     lease of ``lease_s`` its launcher keeps renewing (``renew_lease``)."""
-    from server.config.tiers import TIERS, tier_enabled
 
     enabled = [t for t in TIERS if tier_enabled(config, t)]
     scopes = Scopes(

@@ -21,6 +21,7 @@ from typing import Any
 
 import apsw
 
+from server.activity.sessions import touch_session
 from server.store.db import rows
 from server.vault.scope import Vaults, VaultScope
 
@@ -77,7 +78,6 @@ class SessionIdentity:
         now: float | None = None,
     ) -> str | None:
         """Take ``project`` (when given) as this session's identity and record it on the session row."""
-        from server.activity.sessions import touch_session
 
         with self._lock:
             if project is not None:

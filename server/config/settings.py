@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_config_dir
+
 from server.config.environment import env_value
 from server.config.schema import (
     AUTO,
@@ -42,6 +44,7 @@ from server.config.schema import (
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
 from server.config.settings_file import VERSION_KEY, prune_in_place, read_document, upgrade, write_text
 from server.config.values import parse_value, validate_value
+from server.store import db
 from server.store.locks import lock_file
 
 
@@ -154,14 +157,12 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("KMS_CONFIG"):
         return Path(env["KMS_CONFIG"]).expanduser()
-    from platformdirs import user_config_dir
 
     return Path(user_config_dir("kms", appauthor=False)) / "config.toml"
 
 
 def count_vaults(db_path: str | Path | None = None) -> int:
     """Registered vaults in the DB (0 when there is no DB yet); never creates the DB."""
-    from server.store import db
 
     path = Path(db_path) if db_path is not None else db.default_db_path()
     if not path.exists():

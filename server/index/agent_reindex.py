@@ -16,6 +16,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.indexer import index_vault
 from server.vault.registry import Vault, list_vaults
 from server.vault.scope import Vaults, VaultScope
 
@@ -29,7 +30,6 @@ def _key(vault: Vault) -> str:
 def refresh(conn: apsw.Connection, vault_id: Vaults, *, now: float | None = None) -> dict[str, Any]:
     """Index the vault ``vault_id`` (None: every vault) again; ``rate-limited`` when an agent did within
     ``INTERVAL_S``."""
-    from server.index.indexer import index_vault
 
     now = time.time() if now is None else now
     vaults = [v for v in list_vaults(conn) if VaultScope.of(vault_id).sees(v.id)]

@@ -12,6 +12,7 @@ import logging
 import threading
 from pathlib import Path
 
+from server.config.settings import default_config_path, load_settings
 from server.store.backup import DAY_S, backup_due, make_backup
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,6 @@ _lock = threading.Lock()
 
 
 def _settings() -> tuple[bool, int]:
-    from server.config.settings import default_config_path, load_settings
 
     settings = load_settings(default_config_path(), env={}, has_vault=True)
     return bool(settings.get("backup.enabled")), int(settings.get("backup.keep"))

@@ -22,6 +22,7 @@ from typing import Any
 
 import apsw
 
+from server.config.settings import default_config_path, load_settings
 from server.store import history as blobs
 from server.store.db import scalar
 
@@ -36,7 +37,6 @@ _INSERT_VERSION = "INSERT INTO history_versions(hid, at, path, bid, size, how, h
 def enabled() -> bool:
     """``history.enabled``, re-read only when the settings file changed (one stat)."""
     global _enabled
-    from server.config.settings import default_config_path, load_settings
 
     cfg = default_config_path()
     try:

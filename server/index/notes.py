@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.privacy import purge_embeddings, sync_symlinks
 from server.store.db import rows, write_tx
 from server.vault import dialects
 from server.vault.paths import NOTE_SUFFIX, name_key, note_suffix_spellings, strip_note_suffix
@@ -201,7 +202,6 @@ def set_hidden(conn: apsw.Connection, ref: str, hidden: bool) -> dict[str, Any]:
     flag agents' queries filter on, follows it unless a privacy rule hides the note anyway (then the
     returned note's ``hidden_rule`` says which). ``changed`` says whether the stamp was not so already
     (an already stamped note keeps the time it was hidden)."""
-    from server.index.privacy import purge_embeddings, sync_symlinks
 
     note = resolve_note(conn, ref, include_hidden=True)
     changed = (note["hidden_stamp"] is not None) != hidden

@@ -31,7 +31,8 @@ from typing import Any
 
 import apsw
 
-from server.store.db import write_tx
+from server.config.settings import default_config_path, load_settings
+from server.store.db import rows, write_tx
 from server.vault.scope import Vaults, VaultScope
 
 KMSIGNORE = ".kmsignore"
@@ -193,7 +194,6 @@ def _version(path: Path) -> tuple[int, int] | None:
 
 
 def settings_path() -> Path:
-    from server.config.settings import default_config_path
 
     return default_config_path()
 
@@ -218,7 +218,6 @@ def rules_for(root: Path) -> Rules:
     known = _cache.get(str(root))
     if known and known[0] == stamp:
         return known[1]
-    from server.config.settings import load_settings
 
     settings = load_settings(cfg, env={}, has_vault=True)
     lines, problem = read_kmsignore(root)
@@ -404,7 +403,6 @@ def hidden_counts(conn: apsw.Connection, vault_id: Vaults = None) -> dict[str, i
 
 def hidden_notes(conn: apsw.Connection, vault_id: Vaults = None) -> list[dict[str, Any]]:
     """Every hidden note (for the person: ``kms hidden``) with the reasons it is hidden."""
-    from server.store.db import rows
 
     scope, params = VaultScope.of(vault_id).sql()
     found = rows(

@@ -26,7 +26,9 @@ from typing import Any
 import apsw
 
 from server.humanize import utc_iso
+from server.index.search import RELAX_BELOW, build_match
 from server.store.db import rows
+from server.vault.markdown import atx_heading
 from server.vault.scope import Vaults, VaultScope
 
 SESSION_TYPE = "session"
@@ -83,7 +85,6 @@ RELAXED_WEIGHT = 0.7  # a note holding only some of the topic's words (as in the
 def _keyword(conn: apsw.Connection, topic: str, vault_id: Vaults) -> dict[int, float]:
     """rid -> the keyword score relative to the first hit's, among session and decision notes (the topic's
     words as ``kms_search`` takes them; any word when fewer than ``RELAX_BELOW`` notes hold them all)."""
-    from server.index.search import RELAX_BELOW, build_match
 
     def run(match: str) -> list[tuple[int, float]]:
         where = f"({match}) AND props : ({' OR '.join(MEMORY_TYPES)})"
@@ -202,7 +203,6 @@ def open_steps(body: str) -> list[str]:
     """The unchecked items (``- [ ] ...``) of a session note's Next steps section, as the note says them now
     (a step the person ticked or deleted is no longer open); without fenced code or another parser, so
     ``kms_start`` (the start brief's hook) stays light."""
-    from server.vault.markdown import atx_heading
 
     steps: list[str] = []
     level = 0  # inside the section: its heading's level

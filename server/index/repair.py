@@ -23,11 +23,14 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.index.indexer import index_vault
 from server.store.backup import newest_good_backup
 from server.store.db import check_database, connect
 from server.store.health import not_kms_database, was_kms_database
 from server.store.registrations import registrations_path
 from server.store.salvage import Key, salvage
+from server.vault.dialects import DIALECTS
+from server.vault.registry import add_vault, list_vaults
 
 # state only the database holds, put back as it was (the index itself is rebuilt from the files), parents first
 CARRIED = (
@@ -140,9 +143,6 @@ def _empty_kms_database(path: Path) -> Path:
 
 def repair_database(db_path: str | Path, *, force: bool = False) -> RepairReport:
     """Move a damaged database aside and rebuild it; ``force`` rebuilds a healthy one too."""
-    from server.index.indexer import index_vault
-    from server.vault.dialects import DIALECTS
-    from server.vault.registry import add_vault, list_vaults
 
     db = Path(db_path)
     report = RepairReport(db_path=str(db))

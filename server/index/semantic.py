@@ -28,6 +28,7 @@ import numpy as np
 
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
+from server.index.search import build_match, search
 from server.index.vectors import DEPTH, SemanticIndex
 from server.vault.scope import Vaults
 
@@ -62,7 +63,6 @@ def keyword_hits(
     A query that trips FTS5 syntax (``what's "x``) is retried as plain words instead of refused.
     ``where``: property filters every hit passes (``kms_recall`` leaves session and decision notes out).
     """
-    from server.index.search import build_match, search
 
     def run(q: str) -> dict[str, Any]:
         if strict:

@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from server.activity import tokens
 from server.activity.agent_session import AgentSession
 from server.activity.remote_grants import identity
 from server.config.scopes import ScopeError
@@ -33,6 +34,7 @@ from server.errors import KmsError
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import ToolSpec
 from server.mcp.tools.dispatch import ToolRunner
+from server.store.db import thread_connection
 
 if TYPE_CHECKING:
     from server.activity.tokens import Token
@@ -149,8 +151,6 @@ class SessionHub:
         """End the sessions whose token was revoked or expired (their next request would be refused anyway),
         and mark ended the launcher sessions whose lease lapsed (``tokens.end_lapsed_sessions``): the dashboard
         then shows them ended. Returns the ids of the sessions closed here."""
-        from server.activity import tokens
-        from server.store.db import thread_connection
 
         conn = thread_connection(self.services.db_path)
         tokens.end_lapsed_sessions(conn, now=now)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
+from server.activity.ratelimit import record_limits
+from server.activity.sessions import get_session, touch_session
 from server.config.session import SessionConfig
 from server.store.db import connect
 
@@ -139,8 +141,6 @@ class Heartbeat:
     def add(self, session: AgentSession) -> None:
         """Report ``session`` in now (with its write limits, so the dashboard shows them before its first
         write) and at every beat from now on."""
-        from server.activity.ratelimit import record_limits
-        from server.activity.sessions import get_session, touch_session
 
         conn = connect(self.db_path)
         try:
@@ -175,7 +175,6 @@ class Heartbeat:
                 conn.close()
 
     def _beat(self) -> None:
-        from server.activity.sessions import touch_session
 
         while not self._stop.wait(HEARTBEAT_SECONDS):
             with self._lock:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from server.activity import note_resources as notes
+from server.activity import prompts
 from server.errors import KmsError
 from server.humanize import utc_iso
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES
@@ -92,8 +94,6 @@ def _vault_in_context(runner: ToolRunner, params: types.CompleteRequestParams) -
 
 
 def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.Completion:
-    from server.activity import note_resources as notes
-    from server.activity import prompts
 
     ref, arg = params.ref, params.argument
     db = runner.config.db_path
@@ -117,7 +117,6 @@ def _complete(runner: ToolRunner, params: types.CompleteRequestParams) -> notes.
 
 
 def _get_prompt(runner: ToolRunner, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
-    from server.activity import prompts
 
     spec = next((p for p in prompts.listed(runner.config) if p.name == name), None)
     if spec is None:  # only this session's: no hint of tiers it lacks
@@ -147,7 +146,6 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
     """The ``Server`` keyword arguments for resources, the template, completions and prompts."""
 
     async def on_list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        from server.activity import note_resources as notes
 
         cursor = params.cursor if params is not None else None
         page, next_cursor = await _off_loop(
@@ -163,7 +161,6 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
         return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE], ttl_ms=0, cache_scope="private")
 
     async def on_read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        from server.activity import note_resources as notes
 
         uri = str(params.uri)
         note = await _off_loop(
@@ -188,7 +185,6 @@ def handlers(resolve: Resolve) -> dict[str, Any]:
         )
 
     async def on_list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        from server.activity import prompts
 
         try:
             listed = prompts.listed(resolve(ctx).config)

@@ -20,6 +20,7 @@ import anyio
 import mcp_types as types
 
 from server.errors import KmsError
+from server.mcp.stdio import kms_stdio_server
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -62,7 +63,6 @@ def unavailable_server(error: KmsError, tools: Sequence[types.Tool], name: str =
 
 def serve_unavailable(error: KmsError, tools: Sequence[types.Tool], version: str = "0") -> int:
     """Serve ``unavailable_server`` over stdio until the host closes it; one line on stderr says why."""
-    from server.mcp.stdio import kms_stdio_server
 
     sys.stderr.write(f"kms mcp: the database cannot be used ({error.message}); every tool answers so\n")
     server = unavailable_server(error, tools, version=version)

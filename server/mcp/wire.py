@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import mcp_types
+
 log = logging.getLogger("kms.mcp")
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one message per line; the largest tool input is ~100 KB
@@ -128,7 +130,6 @@ def oversized(head: bytes) -> Refusal:
 
 def screen(line: bytes) -> tuple[object, Refusal | None]:
     """``(parsed message, None)`` when the SDK can take the line; ``(None, refusal)`` otherwise."""
-    import mcp_types
     from pydantic import ValidationError
 
     reason: str | None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import apsw
+from platformdirs import user_data_dir
 
 from server.errors import KmsError
 from server.store.health import UNUSABLE, database_error
@@ -32,7 +33,6 @@ _local = threading.local()
 def data_dir() -> Path:
     """kms's platform data dir: the default database's folder, and the installed model's whatever
     ``KMS_DB_PATH`` says (a model belongs to the person, not to one database)."""
-    from platformdirs import user_data_dir
 
     return Path(user_data_dir("kms", appauthor=False))
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import apsw
+import zstandard
 
 from server.store.db import scalar
 
@@ -50,7 +51,6 @@ def make_seed(samples: Iterable[bytes]) -> bytes:
 
 def _zstd() -> Any:
     """zstandard, imported at the first version kept or read (not at a server's start)."""
-    import zstandard
 
     return zstandard
 

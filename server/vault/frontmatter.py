@@ -33,6 +33,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 from server.errors import KmsError
 from server.vault import yaml12
 from server.vault.files import convert_newlines
+from server.vault.frontmatter_read import parse_frontmatter
 from server.vault.markdown import Unclosed, frontmatter_span, split_lines
 
 ABSENT: dict[str, bool] = {"__absent__": True}
@@ -324,7 +325,6 @@ def _redump(
 
 def _indexer_problems(yaml_text: str, set_: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The keys the index would read otherwise than requested (``server.vault.parser``, YAML 1.2)."""
-    from server.vault.frontmatter_read import parse_frontmatter
 
     indexed, error = parse_frontmatter(yaml_text.replace("\r\n", "\n"))
     if indexed is None:

@@ -17,6 +17,7 @@ layer (a sync tool, Windows, a future normaliser) may fold fullwidth ``．．`` 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -102,7 +103,6 @@ def is_note_path(path: str | os.PathLike[str]) -> bool:
 def note_suffix_spellings() -> tuple[str, ...]:
     """Every case of ``NOTE_SUFFIX`` (``.md``, ``.MD``, ``.Md``, ``.mD``): for an indexed ``IN`` lookup of a
     note whose suffix a person may have typed in any case."""
-    import itertools
 
     return tuple("".join(c) for c in itertools.product(*({ch.lower(), ch.upper()} for ch in NOTE_SUFFIX)))
 

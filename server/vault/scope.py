@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import apsw
 
 from server.errors import KmsError
+from server.vault.registry import list_vaults
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,6 @@ EVERY = VaultScope()
 
 def scope_ids(conn: apsw.Connection, names: Iterable[str]) -> dict[str, int]:
     """The registered vaults among ``names``, by name (a vault removed since a session began is as if absent)."""
-    from server.vault.registry import list_vaults
 
     by_name = {v.name: v.id for v in list_vaults(conn)}
     return {n: by_name[n] for n in names if n in by_name}

@@ -21,6 +21,7 @@ from typing import cast
 
 import pytest
 from support.launcher import ROOT, kms, launcher_env, record
+from support.waiting import until
 
 from server.activity.sessions import end_session, get_session, list_sessions, start_session, touch_session
 from server.store.db import connect
@@ -215,6 +216,13 @@ def test_claude_killed_by_signal_is_mirrored(env: dict[str, str]) -> None:
     assert not Path(record(env)["config_path"]).exists()
 
 
+def _record_or_empty(env: dict[str, str]) -> dict:
+    try:
+        return record(env)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
 def _wait_ready(env: dict[str, str], proc: subprocess.Popen | None = None, timeout: float = 30) -> dict:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -240,7 +248,8 @@ def test_signals_sent_to_the_launcher_are_forwarded(env: dict[str, str]) -> None
         assert Path(rec["config_path"]).exists()
         proc.send_signal(signal.SIGWINCH)
         proc.send_signal(signal.SIGHUP)
-        time.sleep(0.3)
+        # both reached claude (forwarded) before the SIGTERM that ends it
+        until(lambda: {"SIGWINCH", "SIGHUP"} <= set(_record_or_empty(env).get("signals", [])), what="forwarded")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 42
     finally:
@@ -307,7 +316,8 @@ def test_terminal_ctrl_c_reaches_claude_once(env: dict[str, str]) -> None:
             os._exit(99)
     try:
         _wait_ready(env)
-        time.sleep(0.2)
+        # the launcher is in its forwarding loop now (the kernel's wait for a signal), as when a person types
+        until(lambda: "sigtimedwait" in Path(f"/proc/{pid}/wchan").read_text(), what="the launcher forwarding")
         os.write(master, b"\x03")  # the terminal's INTR character
         deadline = time.time() + 30
         status = None

@@ -96,7 +96,8 @@ def test_a_killed_launchers_token_lapses_within_its_lease_and_its_session_ends(e
         state = service.read_state(Path(env["KMS_DB_PATH"]))
         assert state is not None
         assert status(state.url, secret) == 200
-        time.sleep(LEASE_S * 2)  # two leases long: only the launcher's renewals keep the token alive
+        # the wait is the test: two leases long, only the launcher's renewals keep the token alive
+        time.sleep(LEASE_S * 2)
         assert status(state.url, secret) == 200, "the running launcher renews its token's lease"
         [session_id] = [s["id"] for s in sessions(env) if s["kind"] == "launcher"]
         assert session_state(env, session_id) == "live"

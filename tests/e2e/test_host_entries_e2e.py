@@ -109,7 +109,7 @@ async def as_transport(streams: Any) -> AsyncIterator[Any]:
 async def session(client: Any, out: Outcome, folder: str) -> None:
     listed = await client.list_tools()
     out.listed = [t.name for t in listed.tools]
-    await anyio.sleep(IDLE_S)  # the person reads what the agent said; see the module docstring
+    await anyio.sleep(IDLE_S)  # the wait is the test: the person reads what the agent said (module docstring)
     out.writes = await call_every_write_tool(client, folder)
 
 

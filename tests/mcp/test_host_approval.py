@@ -151,7 +151,7 @@ async def test_cancel_in_the_host_leaves_the_call_to_the_dashboard(
             with anyio.fail_after(10):
                 await cancelled.wait()
             item = await _waiting(db_path)
-            await anyio.sleep(0.3)  # the call goes on waiting after the host's cancel: still pending
+            await anyio.sleep(0.3)  # the wait is the test: after the host's cancel the call goes on, still pending
             assert _stored(indexed, item.id).status == "pending"
             _decide(db_path, item.id, True)
     assert not results["r"].is_error, results["r"].structured_content

@@ -20,6 +20,7 @@ import pytest
 from mcp.client import Client
 from support.sql import pairs, value
 from support.vaults import write
+from support.waiting import threads_waiting_in, until_async
 
 from server.config.session import SessionConfig
 from server.index.indexer import index_vault
@@ -161,7 +162,10 @@ async def test_a_held_write_holds_up_no_other_session_nor_its_own_reads(
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(held_append)
-                    await anyio.sleep(0.3)  # A's append is now waiting for the lock
+                    # A's append is now waiting for the lock: a thread of this process is inside lock_file
+                    await until_async(
+                        lambda: threads_waiting_in("lock_file", "server/store/locks.py"), what="A's append waiting"
+                    )
                     with anyio.fail_after(10):
                         assert (await call(ca, "kms_read", {"noteId": alpha}))["title"] == "Alpha"
                         assert (await call(cb, "kms_search", {"query": "lighthouse"}))["hits"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -15,6 +16,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.vaults import write
+from support.waiting import until
 from test_mcp_stdio import server_env, stdio_server
 
 from server.index.note_data import unfence
@@ -110,8 +112,20 @@ def test_stray_output_in_the_server_never_reaches_the_wire(
         proc.stdin.flush()
         reply = json.loads(proc.stdout.readline())
         assert reply["id"] == 10 + i and not reply["result"]["isError"]
-    time.sleep(1.5)  # the noise (0.5 s from the claim) is over before the session ends and fd 1 is restored
+    # the noise is over (all 50 of each on stderr) before the session ends and fd 1 is restored
+    assert proc.stderr is not None
+    seen = bytearray()
+    os.set_blocking(proc.stderr.fileno(), False)
+
+    def noise_over() -> bool:
+        with contextlib.suppress(BlockingIOError):
+            seen.extend(os.read(proc.stderr.fileno(), 1 << 16) or b"")  # type: ignore[union-attr]
+        return seen.count(b"STRAY-PRINT") == 50 and seen.count(b"STRAY-FD1") == 50
+
+    until(noise_over, what="the noise over")
+    os.set_blocking(proc.stderr.fileno(), True)
     rest, err = proc.communicate(timeout=30)  # closes stdin: the end of input
+    err = bytes(seen) + err
     assert b"STRAY" not in rest
     assert err.count(b"STRAY-PRINT") == 50 and err.count(b"STRAY-FD1") == 50
 

@@ -307,7 +307,7 @@ def test_a_watcher_that_saw_a_path_gone_keeps_the_note_a_move_brought_there_mean
 
     def busy(_tries: int) -> bool:
         waiting.set()  # the watcher has looked (B.md: none) and now waits for the lock
-        time.sleep(0.001)
+        time.sleep(0.001)  # the wait is the test: a busy handler's backoff while the mover holds the lock
         return True
 
     def watcher() -> None:

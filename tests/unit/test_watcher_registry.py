@@ -12,6 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 from support.vaults import index_notes, write
+from support.waiting import idles_in, until
 
 from server.index.indexer import index_vault, remove_vault
 from server.index.watcher import watch_vaults
@@ -43,7 +44,8 @@ def wait_indexed(conn: apsw.Connection, path: str, timeout: float = 15.0) -> flo
 def test_a_watcher_started_with_no_vault_watches_the_first_one_added(
     conn: apsw.Connection, tmp_path: Path, watching: threading.Thread
 ) -> None:
-    time.sleep(0.6)  # the watcher has looked at the empty registry at least once (it used to end there)
+    # the watcher has looked at the empty registry at least once (it used to end there): it idles in its loop
+    until(lambda: idles_in(watching, "watch_vaults", "server/index/watcher.py"), what="the watcher idling")
     assert watching.is_alive()
     root = tmp_path / "late"
     root.mkdir()

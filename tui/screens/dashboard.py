@@ -28,6 +28,7 @@ from tui.messages import (
     SessionsChanged,
     SettingsChanged,
 )
+from tui.screens.pending import PendingScreen
 from tui.state import DashboardState
 from tui.widgets.detail import DetailView
 from tui.widgets.feed import FeedTable
@@ -148,8 +149,6 @@ class DashboardScreen(Screen[None]):
         if due:
             self.state.bells += 1
             self.app.bell()
-        from tui.screens.pending import PendingScreen
-
         for screen in self.app.screen_stack:
             if isinstance(screen, PendingScreen):
                 screen.update_items()

@@ -42,6 +42,7 @@ def revoke_question(token: tokens.Token) -> ConfirmScreen:
 
 
 def _service_line(db_path: Path) -> Text:
+    # deferred: the MCP layer (and its SDK) loads only when the dashboard shows the service line
     from server.mcp import service
 
     state = service.read_state(db_path)
