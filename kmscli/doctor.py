@@ -40,6 +40,7 @@ from server.index.planted_notes import planted_notes
 from server.index.privacy import privacy_report
 from server.store import db
 from server.store.db import check_database
+from server.vault import git_state
 from server.writes.context import lock_dir_for
 from server.writes.unit_journal import kept
 
@@ -177,8 +178,6 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             active = [{**s.to_json(), "process_alive": pid_alive(s.pid)} for s in list_sessions(conn, active=True)]
             unfinished = kept(lock_dir_for(conn))
             history = stats(conn)
-            from server.vault import git_state
-
             git = git_state.summary(conn)
             planted = [p.to_json() for p in planted_notes(conn)]
         finally:

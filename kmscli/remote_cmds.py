@@ -9,17 +9,20 @@ of a second (``server.mcp.remote.listener``): ``off`` and ``disable`` close the 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from server.activity import remote_grants, remote_pairing
+from server.config.remote import RemoteSettings
+from server.config.schema import SettingsError
+from server.config.settings import load_settings, set_value
 from server.errors import KmsError
 from server.humanize import ago
+from server.mcp.remote.doctor import diagnose, state_for
+from server.mcp.service import read_state
 from server.store.db import default_db_path
-
-if TYPE_CHECKING:
-    from server.config.remote import RemoteSettings
 
 remote_app = typer.Typer(
     help="Remote mode: claude.ai, Claude on the phone and ChatGPT reach kms through OAuth (docs/remote.md).",
@@ -29,15 +32,10 @@ OFF_WAIT_S = 5.0
 
 
 def _settings() -> RemoteSettings:
-    from server.config.remote import RemoteSettings
-    from server.config.settings import load_settings
-
     return RemoteSettings.from_settings(load_settings())
 
 
 def _running_state() -> Any:
-    from server.mcp.service import read_state
-
     return read_state(default_db_path())
 
 
@@ -47,9 +45,6 @@ def enable_cmd(
     port: Annotated[int | None, typer.Option("--port", help="The loopback port your tunnel forwards to.")] = None,
 ) -> None:
     """Turn remote mode on at URL: the service opens its remote listener (only the port your tunnel forwards to)."""
-    from server.config.schema import SettingsError
-    from server.config.settings import set_value
-
     with cli_errors():
         try:
             set_value("remote.url", url.rstrip("/"))
@@ -82,8 +77,6 @@ def _wait_closed() -> bool:
 @remote_app.command("disable")
 def disable_cmd() -> None:
     """Turn remote mode off (grants stay, for when it is on again; `kms remote off --revoke` ends them too)."""
-    from server.config.settings import set_value
-
     with cli_errors():
         set_value("remote.enabled", "false")
         closed = _wait_closed()
@@ -95,9 +88,6 @@ def off_cmd(
     revoke: Annotated[bool, typer.Option("--revoke", help="Also end every remote grant.")] = False,
 ) -> None:
     """The panic switch: remote mode off, the running service's remote listener closed at once."""
-    from server.activity import remote_grants
-    from server.config.settings import set_value
-
     with cli_errors():
         set_value("remote.enabled", "false")
         ended = 0
@@ -122,8 +112,6 @@ def off_cmd(
 @remote_app.command("status")
 def status_cmd(json_out: JsonOpt = False) -> None:
     """Remote mode's settings, whether the running service listens for it, and the live grants."""
-    from server.activity import remote_grants
-
     with cli_errors():
         s = _settings()
         state = _running_state()
@@ -161,8 +149,6 @@ def status_cmd(json_out: JsonOpt = False) -> None:
 @remote_app.command("pair")
 def pair_cmd() -> None:
     """A single-use pairing code (10 minutes) to type on the consent page: proof you hold this machine."""
-    from server.activity import remote_pairing
-
     with cli_errors():
         code, until = remote_pairing.new_code(open_db(create=True))
         console.print(f"pairing code: {code}  (valid {round((until - time.time()) / 60)} min, once)", highlight=False)
@@ -171,8 +157,6 @@ def pair_cmd() -> None:
 @remote_app.command("doctor")
 def doctor_cmd(json_out: JsonOpt = False) -> None:
     """Check remote mode from inside: listener, metadata, the public address, the clock; name what to run."""
-    from server.mcp.remote.doctor import diagnose, state_for
-
     with cli_errors():
         findings = diagnose(_settings(), state_for(default_db_path()))
         if json_out:

@@ -12,12 +12,16 @@ import time
 import webbrowser
 from typing import Annotated
 
+import segno
 import typer
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
+from server.activity import review_access
 from server.errors import KmsError
 from server.humanize import ago
+from server.mcp.service import read_state
 from server.store.db import default_db_path
+from server.web import PREFIX
 
 review_app = typer.Typer(
     help="The review pages in a browser: approve, reject and undo agents' work (docs/review.md).",
@@ -29,9 +33,6 @@ PrintOpt = Annotated[bool, typer.Option("--print", help="Print the link instead 
 
 def _pages_url() -> str:
     """Where the running service serves the pages (``kms serve`` must run: the pages live in it)."""
-    from server.mcp.service import read_state
-    from server.web import PREFIX
-
     state = read_state(default_db_path())
     if state is None:
         raise KmsError("not-found", "the kms service is not running: start it with `kms service start`")
@@ -50,8 +51,6 @@ def review_cmd(ctx: typer.Context, print_only: PrintOpt = False) -> None:
     """Open the review pages in your browser with a one-time link (single use, valid for two minutes)."""
     if ctx.invoked_subcommand is not None:
         return
-    from server.activity import review_access
-
     with cli_errors():
         url = _pages_url()
         link = f"{url}/login?t={review_access.create_link(open_db(), 'login')}"
@@ -72,11 +71,6 @@ def pair_cmd(
 ) -> None:
     """Pair a phone or another device: a QR code and a link, single use for ten minutes, that give the device a
     named cookie for 30 days (listed by `kms review devices`, revocable)."""
-    import segno
-
-    from server.activity import review_access
-    from server.web import PREFIX
-
     with cli_errors():
         base = origin.rstrip("/") + PREFIX if origin else _pages_url()
         link = f"{base}/login?t={review_access.create_link(open_db(), 'pair', name=name)}"
@@ -94,8 +88,6 @@ def devices_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Paired devices: name, when paired, last use."""
-    from server.activity import review_access
-
     now = time.time()
     with cli_errors():
         found = review_access.devices(open_db(), include_ended=all_devices, now=now)
@@ -120,8 +112,6 @@ def revoke_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Revoke a paired device (or a browser session): its next request is refused."""
-    from server.activity import review_access
-
     with cli_errors():
         done = review_access.revoke(open_db(), device_id)
     if json_out:

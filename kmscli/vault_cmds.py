@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import apsw
@@ -16,7 +17,8 @@ from server.humanize import stamp
 from server.index.indexer import remove_vault
 from server.index.link_vaults import workspace_view
 from server.index.overview import overview
-from server.vault.registry import add_vault, get_vault, set_dialect, set_git_mode, vault_at
+from server.vault import git
+from server.vault.registry import GIT_MODES, add_vault, get_vault, set_dialect, set_git_mode, vault_at
 
 if TYPE_CHECKING:
     pass
@@ -179,11 +181,6 @@ def vault_set(
 def check_git_mode(folder: str, mode: str) -> None:
     """A git mode a folder can have: ``invalid-input`` for an unknown mode, a folder in no git work tree, or
     ``sync`` with a git older than ``merge-tree --write-tree`` (2.38)."""
-    from pathlib import Path
-
-    from server.vault import git
-    from server.vault.registry import GIT_MODES
-
     if mode not in GIT_MODES:
         raise KmsError("invalid-input", f"git mode must be one of {', '.join(GIT_MODES)}, not {mode!r}")
     if mode == "off":

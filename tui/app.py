@@ -365,6 +365,7 @@ def _decide(conn: Any, pending_id: int, approve: bool, reason: str | None) -> ap
     """The dashboard's decision (``review.decide_pending``, channel ``dashboard``), then the call as it is now.
     The MCP registry is imported here, at the first decision, not at the dashboard's start (it loads pydantic):
     a detached call is applied with its write tool in this process (``server.writes.appliers``)."""
+    # deferred: the MCP registry (pydantic) at the first decision, not at the dashboard's start
     import server.mcp.tools  # noqa: F401
 
     review.decide_pending(conn, pending_id, approve, channel="dashboard", reason=reason or "")

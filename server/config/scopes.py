@@ -18,10 +18,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from server.config.allowlist import folder_glob_problem, normalize_folder_glob
-from server.config.session import SessionConfig
-from server.config.tiers import SWITCH_FIELDS, TIERS, Tier
+from server.config.tier_names import SWITCH_FIELDS, TIERS, Tier
+
+if TYPE_CHECKING:
+    from server.config.session import SessionConfig
 
 _WORD = re.compile(r"[\s,]+")
 

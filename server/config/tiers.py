@@ -10,24 +10,16 @@ and the generated tool reference read it from here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from server.config.schema import SETTINGS
+from server.config.tier_names import SWITCH_FIELDS as SWITCH_FIELDS  # the chain's plain data, where callers look
+from server.config.tier_names import TIERS as TIERS
+from server.config.tier_names import Tier as Tier
+from server.config.tier_names import WriteTier as WriteTier
 
 if TYPE_CHECKING:
     from server.config.session import SessionConfig
-
-Tier = Literal["read", "write", "edit", "organize"]
-WriteTier = Literal["write", "edit", "organize"]  # the tiers whose tools go through the write guard
-
-# the switches a tier's chain can hold -> the SessionConfig field carrying each (effective: auto resolved)
-SWITCH_FIELDS: dict[str, str] = {
-    "kms.enabled": "enabled",
-    "agent.read": "read_enabled",
-    "agent.write": "write_enabled",
-    "agent.edit": "edit_enabled",
-    "agent.organize": "organize_enabled",
-}
 
 
 @dataclass(frozen=True)
@@ -54,13 +46,12 @@ class TierRule:
         return tuple(reversed(chain))
 
 
-CHAIN: tuple[TierRule, ...] = (
+CHAIN: tuple[TierRule, ...] = (  # in the order of TIERS (tier_names)
     TierRule("read", "agent.read", "search and read notes"),
     TierRule("write", "agent.write", "create notes and add to them"),
     TierRule("edit", "agent.edit", "replace and delete text in notes"),
     TierRule("organize", "agent.organize", "move, rename and trash notes"),
 )
-TIERS: tuple[Tier, ...] = tuple(t.name for t in CHAIN)
 RULES: dict[Tier, TierRule] = {t.name: t for t in CHAIN}
 
 

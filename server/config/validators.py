@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from server.config.allowlist import folder_glob_problem
+from server.config.scopes import ScopeError, Scopes
 
 
 def int_range(lo: int, hi: int) -> Callable[[Any], str | None]:
@@ -76,8 +78,6 @@ def check_key(value: Any) -> str | None:
 def check_public_url(value: Any) -> str | None:
     """remote.url: the https origin a TLS terminator (Funnel, Caddy, a tunnel) serves kms at; plain http only
     for a loopback name (tests, a local trial): an OAuth issuer must be https elsewhere (RFC 8414)."""
-    from urllib.parse import urlsplit
-
     if value is None:
         return None
     parts = urlsplit(value)
@@ -91,8 +91,6 @@ def check_public_url(value: Any) -> str | None:
 
 def check_scopes(value: Any) -> str | None:
     """remote.max_scopes: a scope string in kms's grammar (``server.config.scopes``), never ``admin``."""
-    from server.config.scopes import ScopeError, Scopes
-
     if value is None:
         return "a ceiling is needed, such as 'tier:write' or 'tier:read vault:notes'"
     try:
@@ -104,8 +102,6 @@ def check_scopes(value: Any) -> str | None:
 
 def check_redirect_uris(value: Any) -> str | None:
     """remote.redirect_uris: extra redirect URIs, space-separated, each https (or loopback http), exact."""
-    from urllib.parse import urlsplit
-
     for uri in (value or "").split():
         parts = urlsplit(uri)
         if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1")):

@@ -43,6 +43,7 @@ from server.store.db import scalar
 from server.store.locks import lock_file, own_writes
 from server.vault import git_state, git_units
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
+from server.vault.paths import is_note_path
 from server.vault.registry import Vault, list_vaults
 
 log = logging.getLogger("kms.git")
@@ -236,7 +237,7 @@ def _settle(
             decided = _decided(conn, vault, repo, path, sides[0], sides[2])
             if decided is not None:
                 settled[path] = decided[0]
-            elif path.startswith(folder) and path.endswith(".md") and sides[0] is not None and sides[2] is not None:
+            elif path.startswith(folder) and is_note_path(path) and sides[0] is not None and sides[2] is not None:
                 files = []
                 for i, data in enumerate(sides):
                     f = Path(tmp) / f"{i}"

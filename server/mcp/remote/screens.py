@@ -165,9 +165,8 @@ class IssOnRedirects:
         query = parse_qs(parts.query, keep_blank_values=True)
         if location.startswith(self.issuer + "/consent") or "iss" in query or "error" not in query:
             return location
-        return urlunsplit(
-            parts._replace(query=(parts.query + "&" if parts.query else "") + urlencode({"iss": self.issuer}))
-        )
+        query_with_iss = (parts.query + "&" if parts.query else "") + urlencode({"iss": self.issuer})
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, query_with_iss, parts.fragment))
 
 
 class ScopeCheck:
