@@ -94,7 +94,7 @@ class Touched:
 @dataclass(frozen=True)
 class Landed:
     """One file a call changed on disk: its vault, its vault-relative path where it really is, and its bytes
-    before and after (None: it did not exist). What a git-mode vault commits (``server.writes.git_units``)."""
+    before and after (None: it did not exist). What a git-mode vault commits (``server.writes.git_step``)."""
 
     vault: Vault
     path: str

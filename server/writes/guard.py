@@ -68,9 +68,8 @@ from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault import git_units
 from server.vault.planted import looks_like_instructions, strings_in
-from server.writes import reindex, unit_journal
+from server.writes import git_step, reindex, unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for
-from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 from server.writes.record import record_call, text_argument
@@ -555,35 +554,10 @@ class WriteService:
             )
             raise
         assert outcome is not None
-        if ctx.landed:  # a vault in git mode: the unit is one commit (``git_units``; nothing for other vaults)
-            self._commit(conn, tool, ctx, invocation_id, pending)
+        if ctx.landed:  # a vault in git mode: the unit is one commit (``git_step``; nothing for other vaults)
+            approver = "none" if pending is None else pending.decided_words()
+            author = git_units.agent_identity(self.session_id, self.session.identity.project or self.actor)
+            git_step.keep_unit(
+                conn, ctx.landed, git_units.Unit(invocation_id, self.session_id, tool.name, approver, author)
+            )
         return {**outcome.result, "invocationId": invocation_id}
-
-    def _commit(
-        self,
-        conn: apsw.Connection,
-        tool: WriteTool,
-        ctx: WriteContext,
-        invocation_id: int,
-        pending: approvals.Pending | None,
-    ) -> None:
-        """The unit's commit in each git-mode vault it changed, once its provenance row is committed: kept in
-        the answer, made after it (``server.vault.git_units``)."""
-        by_vault: dict[int, list[git_units.File]] = {}
-        vaults = {}
-        for f in ctx.landed:
-            if f.vault.git_mode != "off":
-                by_vault.setdefault(f.vault.id, []).append((f.path, f.before, f.after))
-                vaults[f.vault.id] = f.vault
-        if not by_vault:
-            return
-        unit = git_units.Unit(
-            invocation_id,
-            self.session_id,
-            tool.name,
-            "none" if pending is None else pending.decided_words(),
-            git_units.agent_identity(self.session_id, self.session.identity.project or self.actor),
-        )
-        for vault_id, files in by_vault.items():
-            git_units.enqueue(conn, vaults[vault_id], files, unit)
-        crash_point("git.kept")

@@ -125,6 +125,7 @@ def fetch_document(client_id: str) -> KmsClient | None:
     ``DOCUMENT_MAX_BYTES`` within ``DOCUMENT_TIMEOUT_S``; it must name itself and list only allowed redirects
     (checked by the caller). None: refused or unreachable. (A resolver that answers differently at connect
     time is not defended against beyond the check here.)"""
+    # deferred: httpx's package import loads its own command line (click, rich), kept out of the core
     import httpx
 
     parts = urlsplit(client_id)

@@ -21,14 +21,15 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from server.config.remote import RemoteSettings
 from server.mcp.remote.screens import seen_path
 from server.mcp.service import read_state
+
+if TYPE_CHECKING:
+    import httpx
 
 PUBLIC_TIMEOUT_S = 4.0
 LOCAL_TIMEOUT_S = 2.0
@@ -86,6 +87,9 @@ def diagnose(settings: RemoteSettings, state: Any, *, now: float | None = None) 
         fix = "free that port or `kms config set remote.port N`" if error else "kms service restart"
         out.append(Finding("listener", False, message, fix))
         return out
+    # deferred: httpx's package import loads its own command line (click, rich), kept out of the core
+    import httpx
+
     host = urlsplit(settings.issuer).netloc
     local = f"http://127.0.0.1:{port}"
     with httpx.Client(timeout=LOCAL_TIMEOUT_S) as http:
@@ -126,6 +130,9 @@ def _forwarding(db_path: Path, now: float) -> Finding:
 
 
 def _public(settings: RemoteSettings, now: float | None) -> list[Finding]:
+    # deferred: httpx's package import loads its own command line (click, rich), kept out of the core
+    import httpx
+
     terminator = "docs/remote.md: Tailscale Funnel, Caddy or a Cloudflare tunnel to 127.0.0.1:" + str(settings.port)
     try:
         with httpx.Client(timeout=PUBLIC_TIMEOUT_S) as http:
