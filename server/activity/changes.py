@@ -14,6 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from server.errors import KmsError
+from server.vault import frontmatter
+from server.vault.frontmatter import canon
+from server.vault.markdown import Unclosed, frontmatter_span
+
 TEXT_INSERTED = "text-inserted"
 TEXT_REMOVED = "text-removed"
 PROPERTIES_CHANGED = "properties-changed"
@@ -279,9 +284,6 @@ def props_now(text: str, keys: Any) -> dict[str, Any] | None:
     """The JSON values of ``keys`` in the note's frontmatter now (``frontmatter.ABSENT`` for a key it
     lacks); None when the frontmatter does not parse. (YAML is loaded only here: the dashboard imports
     this module.)"""
-    from server.errors import KmsError
-    from server.vault import frontmatter
-    from server.vault.markdown import Unclosed, frontmatter_span
 
     try:
         span = frontmatter_span(text)
@@ -309,8 +311,6 @@ def survives(change: Change | None, text: str) -> bool | None:
             return _has_lines(text, f.new)
         return None if not f.old else not _has_lines(text, f.old)
     if isinstance(change, PropertiesChanged) and change.after:
-        from server.vault.frontmatter import canon
-
         now = props_now(text, change.after)
         if now is None:
             return None

@@ -13,6 +13,7 @@ import time
 
 import apsw
 
+from server.activity.approvals import reject_session
 from server.activity.tokens import standing_for
 from server.errors import KmsError
 from server.store.db import write_tx
@@ -82,8 +83,6 @@ def set_state(
             (state, at, reason, session_id),
         )
     if state == "revoked":
-        from server.activity.approvals import reject_session
-
         reject_session(conn, session_id, "the person revoked this session", now=at, channel=channel)
     return str(before)
 

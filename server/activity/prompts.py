@@ -20,7 +20,8 @@ import apsw
 
 from server.config.allowlist import describe
 from server.config.session import SessionConfig
-from server.config.tiers import Tier
+from server.config.tiers import Tier, tier_enabled
+from server.humanize import ago
 from server.index.notes import VISIBLE
 from server.vault.scope import Vaults, VaultScope
 
@@ -103,7 +104,6 @@ PROMPTS = (START, RECALL, CAPTURE, REVIEW)
 
 
 def listed(config: SessionConfig) -> list[PromptSpec]:
-    from server.config.tiers import tier_enabled
 
     return [p for p in PROMPTS if tier_enabled(config, p.tier)]
 
@@ -161,7 +161,6 @@ def review_data(
     """The calls waiting for the person and the agents' recent successful changes, on visible notes of the
     session's vaults only (``scope_names``: theirs, empty for every vault; ``vault_id``: their ids)."""
     from server.activity import approvals  # only when a review is asked for, not at the server's start
-    from server.humanize import ago
 
     at = time.time() if now is None else now
     pending = []

@@ -34,9 +34,11 @@ from server.activity.tool_names import (
     KMS_TRASH,
 )
 from server.humanize import utc_iso
+from server.index.privacy import vault_rules
 from server.index.recall_memory import DECISIONS_HEADING, NEXT_STEPS_HEADING, SESSION_TYPE
 from server.store.db import rows
 from server.vault.paths import strip_note_suffix
+from server.vault.registry import list_vaults
 
 NOTE_TYPE = SESSION_TYPE  # kms_recall finds these notes by it (server.index.recall_memory)
 CAPTURE_TOOL = KMS_CAPTURE  # the agent's own capture call: it writes the session note, listed as captures
@@ -124,9 +126,6 @@ class _Privacy:
 
     def _rules_of(self, vault: str) -> Any:
         if vault not in self._rules:
-            from server.index.privacy import vault_rules
-            from server.vault.registry import list_vaults
-
             v = next((v for v in list_vaults(self.conn) if v.name == vault), None)
             self._rules[vault] = vault_rules(self.conn, v.id, v.root) if v is not None else None
         return self._rules[vault]

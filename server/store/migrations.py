@@ -9,6 +9,8 @@ goes from m013 to m018.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import unicodedata
 from collections.abc import Callable
@@ -195,8 +197,6 @@ def m026_allowlist_paths(conn: apsw.Connection) -> None:
     """Allowlist entries are globs over a note's path now (``server.config.allowlist``; the settings file
     is upgraded by ``server.config.settings_file.upgrade``): a standing token's ``folder:`` scopes and a
     launcher session's ``KMS_WRITE_ALLOWLIST`` are rewritten to allow exactly the notes they did."""
-    import json
-    import re
 
     for tid, scopes, config in list(conn.execute("SELECT id, scopes, config FROM tokens")):
         words = [

@@ -20,7 +20,7 @@ from typing import Any
 import apsw
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.activity import session_record
+from server.activity import approvals, session_record
 from server.activity.agent_session import AgentSession
 from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.activity.ratelimit import Unmetered
@@ -28,11 +28,16 @@ from server.activity.session_note import NOTE_TOOL, SessionFacts, gather, note_t
 from server.config.session import SessionConfig
 from server.config.tiers import Tier
 from server.errors import KmsError
-from server.store.db import rows
-from server.vault.files import encode, sha256_hex
+from server.store.db import rows, thread_connection
+from server.vault.files import decode, encode, sha256_hex
+from server.vault.paths import locate_note
 from server.vault.registry import Vault, get_vault
+from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
+from server.writes.guard import Staged, WriteService
+from server.writes.operations import check_note_folder, create
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
+from server.writes.staging import StagedFile
 
 TOOL = NOTE_TOOL  # the provenance rows of kms's own capture (actor ``capture``)
 
@@ -80,14 +85,10 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
     if existing is None:
         if facts.empty:
             return WriteOutcome(WriteResult(changed=False))
-        from server.writes.operations import create
 
         outcome = create(ctx, ctx.home_vault(), title=note_title(facts), content=text, folder=folder)
     else:
-        from server.writes.cas import write_note
-
         note, vault, written = existing
-        from server.writes.operations import check_note_folder
 
         check_note_folder(ctx, vault, note)  # moved out of the capture folder: left where it is
         seen: dict[str, str] = {}
@@ -161,7 +162,6 @@ def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | Non
     if existing is None:
         return "the session read, searched and wrote nothing" if facts.empty else None
     note, vault, written = existing
-    from server.vault.paths import locate_note
 
     try:
         real, _rel = locate_note(vault.root, note.path)
@@ -174,7 +174,6 @@ def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | Non
 
 
 def _format_of(raw: bytes) -> Any:
-    from server.vault.files import decode
 
     return decode(raw)[1]
 
@@ -189,7 +188,6 @@ def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
     """The guard for kms's own capture of ``config``'s session: write tier on (the note is kms's, not the
     agent's), no folder of the agent's allowlist, no write slot of the agent's; the session's scope,
     control state and ``write.approval`` as they are."""
-    from server.writes.guard import WriteService
 
     own = dataclasses.replace(
         config,
@@ -210,7 +208,6 @@ def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[st
     """Write ``config``'s session note now through the guard as the ``capture`` actor. When the person must
     approve it, the staged call's ``pendingId`` is answered (``settle_staged`` waits for the decision and
     applies it), unless ``wait``: then it is waited for here."""
-    from server.store.db import thread_connection
 
     folder = config.capture_folder if config.capture_enabled else None
     why = due(thread_connection(config.db_path), config.session_id, folder)
@@ -234,9 +231,6 @@ def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[st
 def settle_staged(config: SessionConfig, pending_id: int) -> dict[str, Any]:
     """Wait for the person's decision on a staged session note and apply it as approved (or record the
     refusal): what a service thread or a detached ``kms hook settle`` does after ``capture``."""
-    from server.activity import approvals
-    from server.writes.guard import Staged
-    from server.writes.staging import StagedFile
 
     service, session = _service(config)
     try:

@@ -25,7 +25,9 @@ from server.vault.registry import Vault, get_vault
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.limits import MAX_CATEGORY_CHARS, MAX_FACT_CHARS
+from server.writes.operations import check_note_folder, create
 from server.writes.outcome import Edit, WriteOutcome
+from server.writes.positions import after_section
 
 NEAR_DUPLICATE = 0.93  # cosine of all-MiniLM-L6-v2 embeddings above which two facts say the same thing
 NEAR_POOL = 200  # the most recent facts compared by meaning (exact text is compared with all)
@@ -160,7 +162,6 @@ def remember(
     indexed = _match(fact, parse_facts(existing["body"]), near)  # by meaning: outside the note's lock
     if indexed is not None:
         return _duplicate(existing, vault.name, about, indexed)
-    from server.writes.operations import check_note_folder
 
     note = NoteRef(
         existing["noteId"], vault.id, existing["path"], existing["title"], existing["folder"], existing["size_bytes"]
@@ -169,7 +170,6 @@ def remember(
     found: list[Fact] = []
 
     def compute(current: str, fmt: TextFormat) -> Edit:
-        from server.writes.positions import after_section
 
         facts = parse_facts(current)
         same = _match(fact, facts, None)  # the file as it is now (a person may have added it meanwhile)
@@ -200,7 +200,6 @@ def _added(outcome: WriteOutcome, about: About, category: str, line: str) -> Wri
 def _create(
     ctx: WriteContext, vault: Vault, folder: str, about: About, project: str | None, cat: str, item: str
 ) -> WriteOutcome:
-    from server.writes.operations import create
 
     content = _new_note_text(about, project, cat, item)
     titles = note_titles(about, project)

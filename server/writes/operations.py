@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import unicodedata
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from server.index.records import record_of_bytes
 from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import TextFormat, atomic_write, convert_newlines, encode, sha256_hex, write_failure
+from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import Unclosed, bare, frontmatter_span, line_count, split_lines
 from server.vault.paths import (
     NOTE_SUFFIX,
@@ -95,7 +97,6 @@ _H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
 
 def heading_title(content: str) -> str | None:
     """The text of the ``# H1`` the content starts with (after its frontmatter and blank lines), or None."""
-    from server.vault.frontmatter_read import split_frontmatter
 
     _raw, body, _offset = split_frontmatter(content.lstrip("\ufeff"))
     for line in body.splitlines():
@@ -271,7 +272,6 @@ def _refuse_existing(vault: Vault, folder_path: Path, name: str) -> None:
 
     The answer names only what the agent asked for, never the existing file: it is the same for a
     note the agent can see and for one hidden from it, so a collision never tells which (or what)."""
-    import unicodedata
 
     want = unicodedata.normalize("NFC", name).casefold()
     try:

@@ -24,6 +24,7 @@ from server.vault.markdown import (
     line_starts,
     split_lines,
 )
+from server.vault.parser import parse_note
 from server.writes.limits import MAX_HEADING_CHARS, MAX_QUERY_CHARS
 
 POSITION_KINDS = ("afterHeading", "beforeHeading", "afterBlockContaining", "atLine")
@@ -49,7 +50,6 @@ class HeadingPos:
 
 def headings(text: str, title: str) -> list[HeadingPos]:
     """Headings as the indexer sees them (CommonMark: none inside code), with line positions."""
-    from server.vault.parser import parse_note
 
     lines = split_lines(text)
     out: list[HeadingPos] = []

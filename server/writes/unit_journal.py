@@ -42,6 +42,7 @@ from typing import Any
 import apsw
 
 from server.errors import KmsError
+from server.store.db import write_tx
 from server.store.locks import file_lock
 from server.vault.files import atomic_write, fsync_dir
 
@@ -261,7 +262,6 @@ def _if_dead(path: Path) -> Iterator[int | None]:
 
 
 def _finish(conn: apsw.Connection, path: Path, fd: int, lock_dir: Path, held: frozenset[str]) -> int:
-    from server.store.db import write_tx
 
     with os.fdopen(os.dup(fd), "rb") as fh:
         parsed = _decode(fh.read())

@@ -9,12 +9,13 @@ last path, byte for byte, only while nothing is there (``expect`` ``""``).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import Line, find_line, pick, unified, version_bytes
+from server.activity.history import Line, find_line, pick, unified, version_bytes, versions
 from server.errors import KmsError
 from server.vault.files import sha256_hex
 from server.vault.registry import Vault, get_vault
@@ -23,6 +24,7 @@ from server.writes.multifile import FilePlan, apply_plans
 from server.writes.operations import create_exact
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import PersonCall, person_write
+from server.writes.undo.trash import parse_duration
 
 TOOL_RESTORE = "restore"
 
@@ -31,9 +33,6 @@ def parse_when(text: str, now: float) -> float:
     """A moment the person names: a time ago (``2h``, ``30m``, ``3d``: the one duration grammar), an ISO
     date or time (``2026-12-01``, ``2026-12-01T14:30``, local time unless it says otherwise) or epoch
     seconds. ``invalid-input`` otherwise."""
-    import datetime as dt
-
-    from server.writes.undo.trash import parse_duration
 
     text = (text or "").strip()
     try:
@@ -79,7 +78,6 @@ def current_bytes(conn: apsw.Connection, line: Line) -> bytes | None:
 
 def default_version(conn: apsw.Connection, line: Line, current: bytes | None) -> int | None:
     """The version ``kms diff`` shows when none is named: the newest whose bytes differ from the file now."""
-    from server.activity.history import versions
 
     digest = None if current is None else sha256_hex(current)
     for v in versions(conn, line):

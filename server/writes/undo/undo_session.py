@@ -31,13 +31,13 @@ from server.vault.paths import locate_note
 from server.vault.registry import get_vault
 from server.writes.undo import undo_outside
 from server.writes.undo.revert import plan_revert, revert
+from server.writes.undo.trash import parse_duration
 
 
 def parse_since(text: str | None, *, now: float | None = None) -> float | None:
     """``--since``: a duration back from now (``30m``, ``2h``) or a local date-time (``2026-12-01 10:30``)."""
     if text is None or not text.strip():
         return None
-    from server.writes.undo.trash import parse_duration
 
     if re.match(r"^\s*\d+\s*[smhdw]\s*$", text):
         return (time.time() if now is None else now) - parse_duration(text)
