@@ -66,24 +66,31 @@ def pair_cmd(
     name: Annotated[str, typer.Option("--name", help="What to call the device (listed with the tokens).")] = "phone",
     origin: Annotated[
         str | None,
-        typer.Option("--origin", help="The origin the device opens (remote mode's public one); default: this service."),
+        typer.Option(
+            "--origin",
+            help="The origin the device opens (default: remote mode's public one when on, else this service).",
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Pair a phone or another device: a QR code and a link, single use for ten minutes, that give the device a
-    named cookie for 30 days (listed by `kms review devices`, revocable)."""
-    import segno
-
+    named cookie for 30 days (listed by `kms review devices`, revocable). The link opens remote mode's public
+    origin when remote mode is on (a phone is never on this machine's loopback), else this service's."""
     from server.activity import review_access
-    from server.web import PREFIX
+    from server.config.settings import load_settings
+    from server.mcp.service import read_state
+    from server.web import pairing
 
     with cli_errors():
-        base = origin.rstrip("/") + PREFIX if origin else _pages_url()
-        link = f"{base}/login?t={review_access.create_link(open_db(), 'pair', name=name)}"
+        state = read_state(default_db_path())
+        base = pairing.pages_base(load_settings(), state.url if state is not None else None, origin)
+        if base is None:
+            raise KmsError("not-found", "the kms service is not running: start it with `kms service start`")
+        link = pairing.pair_link(open_db(), base, name)
     if json_out:
         print_json({"link": link, "name": review_access.clean_name(name), "expiresIn": review_access.PAIR_LINK_S})
         return
-    segno.make(link, error="m").terminal(compact=True)
+    console.print(pairing.qr_text(link), markup=False, highlight=False, end="")
     console.print(link, markup=False, highlight=False, soft_wrap=True)
     console.print("Scan it or open it on the device, once, within ten minutes.", style="dim")
 
