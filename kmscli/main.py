@@ -234,6 +234,7 @@ def build_app(only: str | None = None) -> typer.Typer:
 def _add_the_rest(app: typer.Typer) -> None:
     from kmscli import changes_cmds, control_cmds, history_cmds, notes_cmds, repair_cmd
     from kmscli.config_cmd import config_app
+    from kmscli.conflict_cmds import conflicts_app
     from kmscli.doctor import doctor_command
     from kmscli.hosts_cmd import mcp_config_command
     from kmscli.launcher import CLAUDE_CONTEXT_SETTINGS, claude_command
@@ -284,6 +285,7 @@ def _add_the_rest(app: typer.Typer) -> None:
     command(app, "restore", history_cmds.restore_cmd, REVIEW)
     app.add_typer(history_cmds.history_app, name="history", rich_help_panel=REVIEW)
     app.add_typer(changes_cmds.trash_app, name="trash", rich_help_panel=REVIEW)
+    app.add_typer(conflicts_app, name="conflicts", rich_help_panel=REVIEW)
 
     command(app, "serve", serve_cmd, SERVICE)
     app.add_typer(service_app, name="service", rich_help_panel=SERVICE)

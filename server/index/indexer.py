@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from server.index import history, manifest_index
+from server.index import conflicts, history, manifest_index
 from server.index.privacy import (
     Rules,
     apply_rules,
@@ -100,6 +100,7 @@ def index_vault(
     dialect = vault.rules
     attachments: list[str] = []
     files, unreadable, errors = scan(vault.root, attachments)
+    copies = conflicts.split_copies(conflicts.names_for(vault), files, attachments)  # never notes
     report.errors.extend(errors)
     report.scanned = len(files)
     manifest = manifest_index.read(conn, vault.id)
@@ -115,8 +116,8 @@ def index_vault(
         rid, _m, _s, chash = manifest[path]
         if any(u == "" or path == u or path.startswith(u + "/") for u in unreadable):
             continue
-        if os.path.lexists(os.path.join(vault.root, path)):
-            continue  # still there but not indexable now (e.g. permissions): keep it
+        if path not in copies and os.path.lexists(os.path.join(vault.root, path)):
+            continue  # still there but not indexable now (e.g. permissions): keep it (a copy indexed before goes)
         gone[path] = (rid, chash)  # (its hash is read under the write lock below)
     rules = vault_rules(conn, vault.id, vault.root)
     keeping = history.active(conn)
@@ -126,6 +127,7 @@ def index_vault(
             lacking = keeping and how == history.HOW_INDEX and history.missing(conn, vault.id)
             with write_tx(conn):
                 sync_attachments(conn, vault.id, attachments)
+                conflicts.settle_copies(conn, vault, copies)
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
                 if lacking:
                     history.backfill(conn, vault.id, vault.root)
@@ -179,6 +181,7 @@ def index_vault(
                 srcs.add(rid)
 
         sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
+        conflicts.settle_copies(conn, vault, copies)
         for rec in read_all(vault.root, todo, progress, dialect, keep):
             if rec.error or rec.values is None:
                 report.errors.append(rec.error or f"{rec.path}: unreadable")
@@ -350,6 +353,8 @@ def reindex_file(
     (kms's own write when ``written`` is given, else the watcher).
     """
     how = how or (history.HOW_KMS if written is not None else history.HOW_WATCH)
+    if written is None and conflicts.copy_changed(conn, vault, relpath):
+        return None  # a sync tool's conflict copy: recorded as a conflict, never a note
     work = batch or LinkWork()
     st = None
     if written is None:

@@ -26,6 +26,7 @@ class Vault:
     added_at: float
     last_indexed_at: float | None
     dialect: str | None = None  # None: not detected yet (a vault registered before dialects)
+    sync: str | None = None  # what keeps it in sync (``sync_tools``; '' none found, None not looked yet, m053)
 
     @property
     def rules(self) -> dialects.Dialect:
@@ -34,7 +35,15 @@ class Vault:
 
 
 def _vault(row: dict) -> Vault:
-    return Vault(row["id"], row["name"], Path(row["root"]), row["added_at"], row["last_indexed_at"], row.get("dialect"))
+    return Vault(
+        row["id"],
+        row["name"],
+        Path(row["root"]),
+        row["added_at"],
+        row["last_indexed_at"],
+        row.get("dialect"),
+        row.get("sync"),
+    )
 
 
 def list_vaults(conn: apsw.Connection) -> list[Vault]:
