@@ -27,6 +27,7 @@ from server.errors import KmsError
 from server.humanize import ago, clock_time, stamp
 from server.index import listing
 from server.store.db import default_db_path
+from server.vault.sync_tools import describe as describe_sync
 
 if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
     from rich.progress import Progress
@@ -246,7 +247,8 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
     for v in data["vaults"]:
         console.print(
             f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
-            f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}"
+            f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}, kept in sync by {describe_sync(v['sync'])}"
+            + (f" — [yellow]{v['conflicts']} open conflict(s): kms conflicts[/]" if v["conflicts"] else "")
         )
     if data["hiddenBy"]:
         console.print(

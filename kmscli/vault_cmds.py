@@ -13,6 +13,7 @@ from kmscli.index_cmds import interrupted_index, run_index
 from kmscli.output import EXIT_INTERRUPTED, JsonOpt, Table, cli_errors, console, err_console, open_db, print_json
 from server.errors import KmsError
 from server.humanize import stamp
+from server.vault.sync_tools import describe as describe_sync
 
 if TYPE_CHECKING:
     pass
@@ -73,6 +74,11 @@ def vault_add(
                     console.print(
                         f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True
                     )
+                    console.print(
+                        f"kept in sync by {describe_sync(vault.sync)} (if not: kms vault set {escape(vault.name)}"
+                        " sync=TOOL|none)",
+                        highlight=False,
+                    )
                     _say_workspace(conn, vault.id)
                 if not no_index:
                     run_index(conn, full=False, vault=vault.name, embed=False)
@@ -126,9 +132,18 @@ def vault_list(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json([v.to_json() for v in vaults])
         return
-    table = Table("name", "root", "dialect", "notes", "hidden", "last indexed")
+    table = Table("name", "root", "dialect", "sync", "notes", "hidden", "conflicts", "last indexed")
     for v in vaults:
-        table.add_row(v.name, v.root, v.dialect or "-", str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
+        table.add_row(
+            v.name,
+            v.root,
+            v.dialect or "-",
+            describe_sync(v.sync),
+            str(v.notes),
+            str(v.hidden),
+            str(v.conflicts or 0),
+            stamp(v.last_indexed_at),
+        )
     console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
 
 
@@ -138,16 +153,33 @@ VaultNameArg = Annotated[str, typer.Argument(help="The vault's name (kms vault l
 @vault_app.command("set")
 def vault_set(
     name: VaultNameArg,
-    assignment: Annotated[str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq", metavar="KEY=VALUE")],
+    assignment: Annotated[
+        str,
+        typer.Argument(
+            help="dialect=obsidian|dendron|foam|logseq, or sync=TOOL[,TOOL] (git, syncthing, obsidian-sync, "
+            "obsidian-git, nextcloud, dropbox, onedrive, icloud, google-drive) or sync=none",
+            metavar="KEY=VALUE",
+        ),
+    ],
 ) -> None:
-    """Change a vault's setting (its dialect); its notes are read again by the new rules."""
-    from server.vault.registry import set_dialect
+    """Change a vault's setting: its dialect (its notes are read again by the new rules) or what keeps it in
+    sync (which names are conflict copies follows it)."""
+    from server.vault.registry import set_dialect, set_sync
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
-        if not sep or key.strip() != "dialect":
-            raise KmsError("invalid-input", f"expected dialect=NAME, got {assignment!r}")
+        if not sep or key.strip() not in ("dialect", "sync"):
+            raise KmsError("invalid-input", f"expected dialect=NAME or sync=TOOL, got {assignment!r}")
         conn = open_db()
+        if key.strip() == "sync":
+            vault, changed = set_sync(conn, name, value)
+            said = describe_sync(vault.sync)
+            if not changed:
+                console.print(f"vault [bold]{escape(vault.name)}[/] is kept in sync by {said} already; nothing to do")
+                return
+            console.print(f"vault [bold]{escape(vault.name)}[/] is kept in sync by {said} now")
+            run_index(conn, full=False, vault=vault.name, embed=False)  # its conflict copies, read by the new names
+            return
         vault, changed = set_dialect(conn, name, value)
         if not changed:
             console.print(f"vault [bold]{escape(vault.name)}[/] is {vault.dialect} already; nothing to do")

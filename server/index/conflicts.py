@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from server.vault.registry import Vault
 from server.vault.scope import VaultScope
 
 COPY_GONE = "copy-gone"  # the resolution of a conflict whose copy someone removed by hand
+NOT_A_COPY = "not-a-copy"  # ... whose file is a note by the vault's sync tools now (``kms vault set NAME sync=``)
 _COLS = "id, vault_id, path, copy_path, source, opened_at, resolved_at, resolution"
 
 _patterns_cache: dict[str, tuple[tuple[int, int] | None, tuple[str, ...]]] = {}
@@ -176,9 +177,10 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def settle_copies(conn: apsw.Connection, vault: Vault, copies: dict[str, CopyOf]) -> None:
+def settle_copies(conn: apsw.Connection, vault: Vault, copies: dict[str, CopyOf], notes: Container[str] = ()) -> None:
     """After a scan (inside the index's transaction): a conflict for each copy found that has none open, and
-    the open copy conflicts whose copy is gone closed (``COPY_GONE``). (A database not migrated to m052 yet,
+    the open copy conflicts whose copy is gone closed (``COPY_GONE``), or whose file the scan found a note now
+    (``notes``: the vault's sync tool was corrected, ``NOT_A_COPY``). (A database not migrated to m052 yet,
     which only a test of an older schema indexes, has no conflicts to settle.)"""
     if not copies and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'conflicts'").fetchone() is None:
         return
@@ -197,8 +199,11 @@ def settle_copies(conn: apsw.Connection, vault: Vault, copies: dict[str, CopyOf]
                 (vault.id, copy.note, path, copy.source, now),
             )
     for path, cid in known.items():
-        if path not in copies and not os.path.lexists(vault.root / path):
-            conn.execute("UPDATE conflicts SET resolved_at = ?, resolution = ? WHERE id = ?", (now, COPY_GONE, cid))
+        if path in copies:
+            continue
+        why = NOT_A_COPY if path in notes else COPY_GONE if not os.path.lexists(vault.root / path) else None
+        if why is not None:
+            conn.execute("UPDATE conflicts SET resolved_at = ?, resolution = ? WHERE id = ?", (now, why, cid))
 
 
 def copy_changed(

@@ -49,7 +49,7 @@ from server.store import history as blobs
 from server.store import kept_counts
 from server.store.db import checkpoint_and_truncate, write_tx
 from server.store.registrations import save_registrations
-from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
+from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_sync, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
 _TOUCHED = (
@@ -93,6 +93,7 @@ def index_vault(
         report.errors.append(f"vault folder {vault.root} is missing or unreadable; index left as it was")
         return report
     vault, unset = settle_dialect(conn, vault)
+    vault = settle_sync(conn, vault)
     if settle_workspace(conn, vault):  # its dendron.yml names other vaults now (or was read the first time)
         with write_tx(conn):
             resolve_named(conn)
@@ -127,7 +128,7 @@ def index_vault(
             lacking = keeping and how == history.HOW_INDEX and history.missing(conn, vault.id)
             with write_tx(conn):
                 sync_attachments(conn, vault.id, attachments)
-                conflicts.settle_copies(conn, vault, copies)
+                conflicts.settle_copies(conn, vault, copies, files)
                 conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
                 if lacking:
                     history.backfill(conn, vault.id, vault.root)
@@ -181,7 +182,7 @@ def index_vault(
                 srcs.add(rid)
 
         sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
-        conflicts.settle_copies(conn, vault, copies)
+        conflicts.settle_copies(conn, vault, copies, files)
         for rec in read_all(vault.root, todo, progress, dialect, keep):
             if rec.error or rec.values is None:
                 report.errors.append(rec.error or f"{rec.path}: unreadable")

@@ -26,6 +26,8 @@ class VaultSummary:
     last_indexed_at: float | None
     flagged: int | None = None  # notes whose frontmatter was not parsed; None = not counted
     dialect: str | None = None  # the rules its notes are read by (None until first indexed)
+    sync: str | None = None  # what keeps it in sync (``server.vault.sync_tools``; None: not looked yet)
+    conflicts: int | None = None  # its open conflicts (``server.index.conflicts``)
 
     @property
     def root_exists(self) -> bool:
@@ -39,6 +41,8 @@ class VaultSummary:
             "hidden": self.hidden,
             "lastIndexedAt": self.last_indexed_at,
             "dialect": self.dialect,
+            "sync": self.sync,
+            "conflicts": self.conflicts,
         }
         if self.flagged is not None:
             out["flagged"] = self.flagged
@@ -78,7 +82,8 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """
     found = rows(
         conn,
-        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect,
+        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.sync,
+                   (SELECT count(*) FROM conflicts c WHERE c.vault_id = v.id AND c.resolved_at IS NULL) AS conflicts,
                    (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
                    (SELECT count(*) FROM notes n WHERE +n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden,
                    {_FLAGGED if flagged else "NULL"} AS flagged

@@ -142,10 +142,11 @@ def _registered(conn: apsw.Connection, vault: str | None) -> list[Vault]:
     return [v for v in list_vaults(conn) if vault is None or v.name == vault]
 
 
-def _shape(vaults: list[Vault]) -> list[tuple[int, str, Path, str | None]]:
-    """What a watcher depends on in the registry: which vaults, where, read by which rules (not the time each
+def _shape(vaults: list[Vault]) -> list[tuple[int, str, Path, str | None, str | None]]:
+    """What a watcher depends on in the registry: which vaults, where, read by which rules and which sync
+    tool's copy names (not the time each
     was last indexed, which every index changes)."""
-    return [(v.id, v.name, v.root, v.dialect) for v in vaults]
+    return [(v.id, v.name, v.root, v.dialect, v.sync) for v in vaults]
 
 
 def watch_vaults(

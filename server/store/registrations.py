@@ -2,7 +2,7 @@
 
 A lost or damaged database would otherwise take the list of vaults with it, and with it the way back to
 everything the vaults rebuild. The file is rewritten whenever a vault is added, removed or given another
-dialect (``save_registrations``, called by whoever changed the ``vaults`` table), and read back into a
+dialect or sync tool (``save_registrations``, called by whoever changed the ``vaults`` table), and read back into a
 database created anew (``connect`` calls ``restore_registrations`` when it creates the file) and by
 ``kms repair``. A vault keeps its id, so history and provenance salvaged from the old file or a backup
 still point at it. Derived columns (``last_indexed_at``, ``privacy_rules``) are not kept: the first index
@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-KEPT = ("id", "name", "root", "added_at", "dialect")
+KEPT = ("id", "name", "root", "added_at", "dialect", "sync")
 
 
 def registrations_path(db_path: str | Path) -> Path:
@@ -69,8 +69,8 @@ def restore_registrations(conn: apsw.Connection) -> int:
     with conn:
         for v in read_registrations(db):
             conn.execute(
-                "INSERT OR IGNORE INTO vaults(id, name, root, added_at, dialect) VALUES (?, ?, ?, ?, ?)",
-                (v.get("id"), v["name"], v["root"], v.get("added_at") or 0.0, v.get("dialect")),
+                "INSERT OR IGNORE INTO vaults(id, name, root, added_at, dialect, sync) VALUES (?, ?, ?, ?, ?, ?)",
+                (v.get("id"), v["name"], v["root"], v.get("added_at") or 0.0, v.get("dialect"), v.get("sync")),
             )
             added += conn.changes()
     return added

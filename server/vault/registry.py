@@ -14,7 +14,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.store.registrations import save_registrations
-from server.vault import dendron, dialects
+from server.vault import dendron, dialects, sync_tools
 from server.vault.paths import name_key
 
 
@@ -64,8 +64,15 @@ def vault_at(conn: apsw.Connection, path: str | Path) -> Vault | None:
     return next((v for v in list_vaults(conn) if v.root == root), None)
 
 
-def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, dialect: str | None = None) -> Vault:
-    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``).
+def add_vault(
+    conn: apsw.Connection,
+    path: str | Path,
+    name: str | None = None,
+    dialect: str | None = None,
+    sync_tool: str | None = None,
+) -> Vault:
+    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``); what
+    keeps it in sync is ``sync_tool`` (``sync_tools.parse``), else what the folder shows (``sync_tools.detect``).
 
     Refused: an empty path (never "the current folder" by accident), and a folder inside a registered
     vault or holding one (its notes would be indexed twice, each twice in every search)."""
@@ -77,6 +84,7 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
     if not root.is_dir():
         raise KmsError("invalid-input", f"{root} is a file, not a folder: give the folder that holds the notes")
     rules = dialects.get(dialect) if dialect is not None else dialects.detect(root)
+    sync = sync_tools.parse(sync_tool) if sync_tool is not None else ",".join(sync_tools.detect(root))
     if name is not None and not name.strip():
         raise KmsError("invalid-input", "an empty vault name; leave the name out to take the folder's")
     name = name or re.sub(r"[^\w.-]+", "-", root.name).strip("-") or "vault"
@@ -105,8 +113,8 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
                     nested="inside" if inside else "holds",
                 )
         conn.execute(
-            "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
-            (name, str(root), time.time(), rules.name),
+            "INSERT INTO vaults(name, root, added_at, dialect, sync) VALUES (?, ?, ?, ?, ?)",
+            (name, str(root), time.time(), rules.name, sync),
         )
         _write_workspace(conn, conn.last_insert_rowid(), _workspace_rows(dendron.find(root)))
     save_registrations(conn)
@@ -123,6 +131,30 @@ def set_dialect(conn: apsw.Connection, name: str, dialect: str) -> tuple[Vault, 
         conn.execute("UPDATE vaults SET dialect = ? WHERE id = ?", (rules.name, vault.id))
     save_registrations(conn)
     return get_vault(conn, name), True
+
+
+def set_sync(conn: apsw.Connection, name: str, value: str) -> tuple[Vault, bool]:
+    """Say what keeps a vault in sync (``kms vault set NAME sync=...``: ``sync_tools.parse``'s grammar); (the
+    vault, whether it changed: then its file names are read again, iCloud's and OneDrive's copies differ)."""
+    vault = get_vault(conn, name)
+    stored = sync_tools.parse(value)
+    if vault.sync == stored:
+        return vault, False
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET sync = ? WHERE id = ?", (stored, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, name), True
+
+
+def settle_sync(conn: apsw.Connection, vault: Vault) -> Vault:
+    """A vault registered before m053 gets the sync tools its folder shows (looked once, at its next index)."""
+    if vault.sync is not None:
+        return vault
+    found = ",".join(sync_tools.detect(vault.root))
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET sync = ? WHERE id = ? AND sync IS NULL", (found, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, vault.id)
 
 
 def settle_dialect(conn: apsw.Connection, vault: Vault) -> tuple[Vault, bool]:

@@ -46,10 +46,13 @@ class TopBar(Widget):
         now = self.state.clock()
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" kms ", style="bold reverse")
-        names = ", ".join(v.name for v in ov.vaults) or "no vault"
-        t.append(f" {names}", style="bold")
+        names = ", ".join(v.name + (f" ({v.sync.replace(',', '+')})" if v.sync else "") for v in ov.vaults)
+        t.append(f" {names or 'no vault'}", style="bold")
         indexed = "indexed " if indexed_word else ""
         t.append(f" · {ov.notes} notes · {indexed}{humanize.clock_time(ov.last_indexed_at, now)}")
+        conflicts = sum(v.conflicts or 0 for v in ov.vaults)
+        if conflicts:  # two versions of a note wait for the person (kms conflicts); agents may not write to it
+            t.append(f" · ⚠ {conflicts} conflict{'s' if conflicts > 1 else ''}", style="bold yellow")
         if st is None:
             return t
         if st.problems:  # early, so a narrow terminal never cuts it off
