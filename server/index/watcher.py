@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from server.index import conflicts
 from server.index.backups import start_backup_if_due
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
@@ -108,7 +109,12 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
                 reindex_file(conn, vault, rel)
                 n += 1
             files = [
-                rel for p, rel in mine if not is_note_path(rel) and not os.path.islink(p) and os.path.isfile(p)
+                rel
+                for p, rel in mine
+                if not is_note_path(rel)
+                and not os.path.islink(p)
+                and os.path.isfile(p)
+                and not (rel.endswith(".orig") and conflicts.copy_changed(conn, vault, rel))  # git's, no attachment
             ]  # a new attachment (a pasted image): links naming it resolve now
             if files:
                 with write_tx(conn):

@@ -48,3 +48,14 @@ def test_vault_set_sync_changes_which_names_are_copies(tmp_path: Path) -> None:
     assert json.loads(ok(kms("vault", "list", "--json")).stdout)[0]["conflicts"] == 1
     assert "Plan 2" in ok(kms("search", "another")).stdout
     assert "say one or more of" in said(refused(kms("vault", "set", "v", "sync=floppy")).stderr)
+
+
+def test_resolve_by_editing_the_note_and_doctor_names_the_sync_tool(tmp_path: Path) -> None:
+    root = _vault(tmp_path)
+    editor = 'sh -c \'printf "# Plan\\n\\nmerged by hand\\n" > "$0"\''  # the person's $EDITOR saves the note
+    out = said(ok(kms("conflicts", "resolve", "1", "--edit", EDITOR=editor, VISUAL="")).stdout)
+    assert "kept the note as it is" in out and "the copy is in .trash/" in out
+    assert (root / "Plan.md").read_text() == "# Plan\n\nmerged by hand\n"
+    ok(kms("vault", "set", "v", "sync=syncthing"))
+    doctor = said(kms("doctor").stdout)
+    assert "kept in sync by syncthing — kms's own writes run here (sync.own_writes_here)" in doctor

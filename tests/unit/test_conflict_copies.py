@@ -184,3 +184,15 @@ def test_a_git_merge_conflict_without_a_copy_resolves_from_its_sides(env: Env) -
     assert "+theirs" in conflict_resolve.view(env.conn, cid)["diff"]
     conflict_resolve.resolve_conflict(env.conn, cid, "theirs")
     assert env.read("Plan.md") == THEIRS and conflicts.open_for(env.conn, env.vault.id, "Plan.md") is None
+
+
+def test_the_watcher_quarantines_gits_orig_file_not_as_an_attachment(env: Env) -> None:
+    from server.index.watcher import apply_changes
+
+    env.note("Plan.md", MINE)
+    orig = env.root / "Plan.md.orig"
+    orig.write_text(THEIRS, encoding="utf-8")
+    apply_changes(env.conn, [env.vault], {str(orig)})  # what the watcher does with a batch of changed paths
+    [row] = conflicts.open_conflicts(env.conn)
+    assert (row["path"], row["copy_path"], row["source"]) == ("Plan.md", "Plan.md.orig", "git-sibling")
+    assert value(env.conn, "SELECT count(*) FROM attachments") == 0
