@@ -30,3 +30,29 @@ async def test_top_bar_shows_sync_and_open_conflicts(conn: apsw.Connection, db_p
         (root / "Plan.sync-conflict-20261201-101500-ABCDEFG.md").write_text("# Plan\ntheirs\n", encoding="utf-8")
         index_vault(conn, vault)
         await wait_for(pilot, lambda: "⚠ 1 conflict" in top(), what="the conflict in the top bar")
+
+
+async def test_conflicts_screen_shows_the_diff_and_keeps_theirs(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path
+) -> None:
+    from tui.screens.conflicts import ConfirmKeep, ConflictsScreen
+
+    root = tmp_path / "v"
+    root.mkdir()
+    (root / "Plan.md").write_text("# Plan\nmine\n", encoding="utf-8")
+    (root / "Plan (conflicted copy 2026-12-01).md").write_text("# Plan\ntheirs\n", encoding="utf-8")
+    index_vault(conn, add_vault(conn, root, "v"))
+    app = create_app(db_path, settings_path=tmp_path / "config.toml", poll_interval=0.05)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: settled(app), what="the dashboard to load")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConflictsScreen) and app.screen.loaded, what="the list")
+        screen = app.screen
+        assert isinstance(screen, ConflictsScreen) and [c["source"] for c in screen.items] == ["dropbox"]
+        assert "-mine\n+theirs\n" in screen.diff
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmKeep), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.last is not None and screen.items == [], what="the resolution")
+    assert (root / "Plan.md").read_text() == "# Plan\ntheirs\n"
+    assert not (root / "Plan (conflicted copy 2026-12-01).md").exists()

@@ -52,7 +52,7 @@ class TopBar(Widget):
         t.append(f" · {ov.notes} notes · {indexed}{humanize.clock_time(ov.last_indexed_at, now)}")
         conflicts = sum(v.conflicts or 0 for v in ov.vaults)
         if conflicts:  # two versions of a note wait for the person (kms conflicts); agents may not write to it
-            t.append(f" · ⚠ {conflicts} conflict{'s' if conflicts > 1 else ''}", style="bold yellow")
+            t.append(f" · ⚠ {conflicts} conflict{'s' if conflicts > 1 else ''} (c)", style="bold yellow")
         if st is None:
             return t
         if st.problems:  # early, so a narrow terminal never cuts it off
