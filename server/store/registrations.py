@@ -38,8 +38,11 @@ def save_registrations(conn: apsw.Connection) -> None:
     db = _db_file(conn)
     if db is None:
         return
-    cols = ", ".join(KEPT)
-    vaults = [dict(zip(KEPT, r, strict=True)) for r in conn.execute(f"SELECT {cols} FROM vaults ORDER BY id")]
+    have = {r[1] for r in conn.execute("PRAGMA table_info(vaults)")}
+    kept = [c for c in KEPT if c in have]  # (a database before m053 has no sync: a test of an older schema)
+    vaults = [
+        dict(zip(kept, r, strict=True)) for r in conn.execute(f"SELECT {', '.join(kept)} FROM vaults ORDER BY id")
+    ]
     target = registrations_path(db)
     text = json.dumps({"vaults": vaults}, indent=2) + "\n"
     partial = target.with_name(target.name + ".partial")

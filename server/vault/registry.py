@@ -113,10 +113,12 @@ def add_vault(
                     nested="inside" if inside else "holds",
                 )
         conn.execute(
-            "INSERT INTO vaults(name, root, added_at, dialect, sync) VALUES (?, ?, ?, ?, ?)",
-            (name, str(root), time.time(), rules.name, sync),
+            "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
+            (name, str(root), time.time(), rules.name),
         )
-        _write_workspace(conn, conn.last_insert_rowid(), _workspace_rows(dendron.find(root)))
+        if has_sync(conn):  # (a database before m053 has no sync: only a test of an older schema)
+            conn.execute("UPDATE vaults SET sync = ? WHERE id = ?", (sync, conn.last_insert_rowid()))
+        _write_workspace(conn, get_vault(conn, name).id, _workspace_rows(dendron.find(root)))
     save_registrations(conn)
     return get_vault(conn, name)
 
@@ -146,9 +148,14 @@ def set_sync(conn: apsw.Connection, name: str, value: str) -> tuple[Vault, bool]
     return get_vault(conn, name), True
 
 
+def has_sync(conn: apsw.Connection) -> bool:
+    """Whether the database records vaults' sync tools (m053); only a test of an older schema has none."""
+    return any(r[1] == "sync" for r in conn.execute("PRAGMA table_info(vaults)"))
+
+
 def settle_sync(conn: apsw.Connection, vault: Vault) -> Vault:
     """A vault registered before m053 gets the sync tools its folder shows (looked once, at its next index)."""
-    if vault.sync is not None:
+    if vault.sync is not None or not has_sync(conn):
         return vault
     found = ",".join(sync_tools.detect(vault.root))
     with write_tx(conn):
