@@ -92,3 +92,23 @@ def test_a_vault_from_before_m053_is_looked_at_its_next_index(conn: apsw.Connect
         conn.execute("UPDATE vaults SET sync = NULL")
     index_vault(conn, get_vault(conn, "v"))
     assert get_vault(conn, vault.id).sync == "git"
+
+
+def test_upgrade_from_m043_adds_the_conflicts_table_and_looks_at_the_sync_tool_once(tmp_path: Path) -> None:
+    """m052 and m053 on a database from before them: its vault's sync is unknown (NULL) until its next index
+    looks; the conflicts table is there and empty."""
+    from server.index.indexer import index_vault
+    from server.store.db import connect
+    from server.store.migrations import applied, migrate
+
+    root = _folder(tmp_path, "st/v", ".stfolder/")
+    old = apsw.Connection(str(tmp_path / "m043.db"))
+    migrate(old, upto="m043_composed_name_keys")
+    old.execute("INSERT INTO vaults(name, root, added_at, dialect) VALUES ('v', ?, 0, 'obsidian')", (str(root),))
+    old.close()
+    conn = connect(tmp_path / "m043.db")
+    assert {"m052_conflicts", "m053_vault_sync"} <= set(applied(conn))
+    assert get_vault(conn, "v").sync is None
+    assert conn.execute("SELECT count(*) FROM conflicts").fetchone() == (0,)
+    index_vault(conn, get_vault(conn, "v"))
+    assert get_vault(conn, "v").sync == "syncthing"
