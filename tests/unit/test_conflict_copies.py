@@ -196,3 +196,13 @@ def test_the_watcher_quarantines_gits_orig_file_not_as_an_attachment(env: Env) -
     [row] = conflicts.open_conflicts(env.conn)
     assert (row["path"], row["copy_path"], row["source"]) == ("Plan.md", "Plan.md.orig", "git-sibling")
     assert value(env.conn, "SELECT count(*) FROM attachments") == 0
+
+
+def test_a_copy_removed_while_kms_was_not_running_closes_at_the_next_scan(env: Env) -> None:
+    copy = "Plan (conflicted copy 2026-12-01 101500).md"
+    _vault_with_copy(env, "", copy)
+    [row] = conflicts.open_conflicts(env.conn)
+    (env.root / "notes" / copy).unlink()
+    index_vault(env.conn, env.vault)
+    assert conflicts.open_conflicts(env.conn) == []
+    assert value(env.conn, "SELECT resolution FROM conflicts WHERE id = ?", (row["id"],)) == conflicts.COPY_GONE
