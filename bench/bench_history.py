@@ -63,7 +63,7 @@ def growth_and_timings(run: int) -> dict[str, float]:
     from server.vault.registry import add_vault
     from server.writes.context import WriteContext
     from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.restore import preview_restore, restore
+    from server.writes.undo.restore import preview_restore, restore
 
     cfg = Path(os.environ["KMS_CONFIG"])
     settings(cfg, True)

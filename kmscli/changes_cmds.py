@@ -41,7 +41,7 @@ def revert_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Take back one agent write as one unit (every file it touched), after showing what changes."""
-    from server.writes import revert
+    from server.writes.undo import revert
 
     with cli_errors():
         conn = open_db()
@@ -68,7 +68,7 @@ def trash_list(json_out: JsonOpt = False) -> None:
     """What is in the trash, newest first."""
     import time
 
-    from server.writes.trash import listing
+    from server.writes.undo.trash import listing
 
     with cli_errors():
         items = listing(open_db())
@@ -106,7 +106,7 @@ def trash_restore(
     json_out: JsonOpt = False,
 ) -> None:
     """Put a trashed note back where it was (with its id, when kms trashed it)."""
-    from server.writes.trash import restore
+    from server.writes.undo.trash import restore
 
     with cli_errors():
         done = restore(open_db(), note)
@@ -132,7 +132,7 @@ def trash_empty(
     """Delete trashed notes for good (the only way kms deletes anything)."""
     import time
 
-    from server.writes.trash import empty, list_trash, parse_duration
+    from server.writes.undo.trash import empty, list_trash, parse_duration
 
     with cli_errors():
         conn = open_db()

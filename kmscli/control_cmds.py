@@ -1,7 +1,8 @@
 """The person's live controls: ``kms pending|approve|reject`` and ``kms session list|pause|resume|revoke|undo``.
 
-Thin adapters: the rules live in ``server.activity.approvals``, ``server.activity.control`` and
-``server.writes.undo_session``; a running ``kms mcp`` sees every decision through the database.
+Thin adapters: the rules live in ``server.writes.review`` (a decision), ``server.activity.approvals``,
+``server.activity.control`` and ``server.writes.undo.undo_session``; a running ``kms mcp`` sees every decision
+through the database.
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kmscli.output import JsonOpt, Table, cli_errors, console, open_db, print_json, print_verbatim
+from kmscli.output import (
+    EXIT_FOR_KIND,
+    JsonOpt,
+    Table,
+    cli_errors,
+    console,
+    open_db,
+    print_json,
+    print_verbatim,
+    say_error,
+)
 from server.humanize import ago
 
 session_app = typer.Typer(
@@ -25,9 +36,10 @@ ReasonOpt = Annotated[str | None, typer.Option("--reason", help="Why (the agent 
 
 def _show_pending(p: Any, now: float) -> None:
     left = max(0, int(p.expires_at - now))
+    nobody = " · nobody waits: applied when you approve" if p.detached else ""  # a remote grant's
     console.print(
         f"[bold]#{p.id}[/] {escape(p.tool)} · session {escape(p.session_id)} · {ago(p.created_at, now, '?')} · "
-        f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left",
+        f"{p.lines} line(s) in {len(p.files)} file(s) · {left} s left{nobody}",
         highlight=False,
     )
     console.print(f"  input: {p.input_summary}", markup=False, highlight=False)
@@ -41,8 +53,21 @@ def _show_pending(p: Any, now: float) -> None:
         print_verbatim(f["diff"])
 
 
-def pending_cmd(json_out: JsonOpt = False) -> None:
-    """Write calls waiting for your approval, oldest first, each with the exact diff it would apply."""
+def pending_cmd(
+    json_out: JsonOpt = False,
+    after: Annotated[
+        bool, typer.Option("--after", help="Writes that landed under review.mode = after, newest first.")
+    ] = False,
+    keep: Annotated[
+        list[int] | None,
+        typer.Option("--keep", help="Mark a landed write (its call id) reviewed: no longer listed. Repeatable."),
+    ] = None,
+) -> None:
+    """Write calls waiting for your approval, oldest first, each with the exact diff it would apply; with
+    `--after`, the writes that landed for review after (undo one with `kms revert ID`)."""
+    if after or keep:
+        _landed(keep or [], json_out)
+        return
     from server.activity.approvals import list_pending
 
     with cli_errors():
@@ -59,36 +84,73 @@ def pending_cmd(json_out: JsonOpt = False) -> None:
     console.print("[dim]approve with `kms approve ID`, reject with `kms reject ID --reason TEXT`[/]")
 
 
-def _decide(pending_id: int, approve: bool, reason: str | None, json_out: bool) -> None:
-    from server.activity.approvals import decide
+def _landed(keep: list[int], json_out: bool) -> None:
+    from server.activity import landed
 
     with cli_errors():
-        done = decide(open_db(), pending_id, approve=approve, reason=reason)
+        conn = open_db()
+        if keep:
+            kept = landed.keep(conn, keep)
+            if not json_out:
+                console.print(f"kept {kept} landed write(s): no longer listed", highlight=False)
+        items = landed.listed(conn)
     if json_out:
-        print_json(done.to_json())
+        print_json(items)
         return
-    verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
-    console.print(
-        f"{verb} #{done.id} ({done.tool}, session {done.session_id}); the waiting call now "
-        f"{'applies it' if approve else 'tells the agent'}",
-        highlight=False,
-    )
+    if not items:
+        console.print("No landed write waits for your look.")
+        return
+    now = time.time()
+    for i in items:
+        where = f"{i['vault']}:{i['path']}" if i["path"] else "(no note)"
+        console.print(
+            f"#{i['invocationId']} {i['tool']} · session {i['sessionId']} · {ago(i['at'], now, '?')} · {where}",
+            markup=False,
+            highlight=False,
+        )
+    console.print("[dim]undo one with `kms revert ID`, keep it with `kms pending --keep ID`[/]")
 
 
-def approve_cmd(
-    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")], json_out: JsonOpt = False
-) -> None:
-    """Approve a waiting write: the agent's call applies it (or answers conflict if the note changed since)."""
-    _decide(pending_id, True, None, json_out)
+def _decide(pending_ids: list[int], approve: bool, reason: str | None, json_out: bool) -> None:
+    """One decision per id through the one decider (``server.writes.review``); each id answered in turn, a
+    refused one on stderr, the exit code the first refusal's."""
+    import server.mcp.tools  # noqa: F401 - its write tools apply a detached call here (server.writes.appliers)
+    from server.writes.review import decide_all
+
+    with cli_errors():
+        results = decide_all(open_db(), pending_ids, approve, channel="cli", reason=reason or "")
+    if json_out:
+        print_json(results[0] if len(results) == 1 else results)
+    failed = next((r for r in results if "error" in r), None)
+    for done in [] if json_out else results:
+        if "error" in done:
+            say_error(done["error"], done["message"])
+            continue
+        verb = "[green]approved[/]" if approve else "[yellow]rejected[/]"
+        if done["detached"]:
+            then = "applied now" if approve else "the agent can see it (kms_pending)"
+        else:
+            then = f"the waiting call now {'applies it' if approve else 'tells the agent'}"
+        console.print(
+            f"{verb} #{done['id']} ({escape(done['tool'])}, session {escape(done['sessionId'])}); {then}",
+            highlight=False,
+        )
+    if failed is not None:
+        raise typer.Exit(EXIT_FOR_KIND.get(failed["error"], 1))
 
 
-def reject_cmd(
-    pending_id: Annotated[int, typer.Argument(help="The pending id (`kms pending`).")],
-    reason: ReasonOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Reject a waiting write: nothing is written, the agent is told (with your reason)."""
-    _decide(pending_id, False, reason, json_out)
+IdsArg = Annotated[list[int], typer.Argument(help="The pending id(s) (`kms pending`); each one is decided in turn.")]
+
+
+def approve_cmd(pending_ids: IdsArg, json_out: JsonOpt = False) -> None:
+    """Approve waiting writes: the agent's call applies each, or, staged by a session that does not wait
+    (remote), it is applied now (conflict if the note changed since: nothing written)."""
+    _decide(pending_ids, True, None, json_out)
+
+
+def reject_cmd(pending_ids: IdsArg, reason: ReasonOpt = None, json_out: JsonOpt = False) -> None:
+    """Reject waiting writes: nothing is written, the agent is told (with your reason)."""
+    _decide(pending_ids, False, reason, json_out)
 
 
 @session_app.command("list")
@@ -241,7 +303,7 @@ def session_undo(
 ) -> None:
     """Revert every change a session made, newest first, and restore the notes it changed outside kms (its
     agent's own Edit/Write, reported by its hooks), after showing what can and cannot be undone."""
-    from server.writes import undo_session
+    from server.writes.undo import undo_session
 
     now = time.time()
     with cli_errors():

@@ -14,9 +14,10 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from kmscli.compose import Session, compose
 from kmscli.launcher import find_claude, missing_claude_message
@@ -25,6 +26,9 @@ from server.config.settings import Settings, load_settings
 from server.config.tiers import CHAIN
 from server.humanize import NEVER, ago
 from server.store import db
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _claude_report(env: Mapping[str, str]) -> dict[str, Any]:
@@ -62,7 +66,7 @@ def _index_report(conn: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _print_sync(out: Any, v: dict[str, Any], *, own_writes_here: bool, ok: str, meh: str) -> None:
+def _print_sync(out: Any, v: dict[str, Any], *, own_writes_here: bool) -> None:
     """What keeps a vault in sync, what that asks of this machine, and its open conflicts."""
     from server.vault.sync_tools import describe
 
@@ -73,10 +77,10 @@ def _print_sync(out: Any, v: dict[str, Any], *, own_writes_here: bool, ok: str, 
             " — kms's own writes run here (sync.own_writes_here): on the vault's other machines turn them off,"
             " kms config set sync.own_writes_here off"
         )
-    out.print(f"{ok}   kept in sync by {said}{hint}", highlight=False)
+    out.print(f"{OK}   kept in sync by {said}{hint}", highlight=False)
     if v["conflicts"]:
         out.print(
-            f"{meh}   {v['conflicts']} open conflict(s): two versions of a note; agents may not write to it until "
+            f"{MEH}   {v['conflicts']} open conflict(s): two versions of a note; agents may not write to it until "
             "you choose (kms conflicts)",
             highlight=False,
         )
@@ -160,6 +164,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     planted: list[dict[str, Any]] = []
     unfinished: list[dict[str, Any]] = []
     history: dict[str, Any] = {}
+    git: list[dict[str, Any]] = []
     from server.errors import KmsError
     from server.store.db import check_database
     from server.writes.context import lock_dir_for
@@ -194,6 +199,9 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
             from server.index.history import stats
 
             history = stats(conn)
+            from server.vault import git_state
+
+            git = git_state.summary(conn)
             planted = [p.to_json() for p in planted_notes(conn)]
         finally:
             conn.close()
@@ -209,6 +217,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "room": room_report(db_path),
         "unfinishedUnits": unfinished,
     }
+    report["git"] = git  # vaults in git mode, each with its problems (a failed commit, fetch, merge or push)
     report["active_sessions"] = active
     report["pending"] = pending
     report["planted"] = planted  # notes an agent reads whose text looks like instructions to it
@@ -245,7 +254,8 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     session = Session("preview", db_path.resolve(), Path.cwd(), tuple(Path(v["root"]) for v in vaults))
     servers = compose(settings, session)
     report["session_servers"] = (servers if show_secrets else redact(servers))["mcpServers"]
-    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems)
+    git_ok = not any(g["problems"] for g in git)
+    report["ok"] = bool(report["claude"]["ok"] and db_error is None and not settings.problems and git_ok)
     return report
 
 
@@ -264,70 +274,111 @@ def doctor_command(
     from rich.console import Console
 
     out = Console(highlight=False)
-    ok, bad, meh = "[green]✓[/]", "[red]✗[/]", "[yellow]![/]"
+    _print_claude(out, report)
+    _print_database(out, report, now)
+    _print_git(out, report)
+    _print_privacy(out, report)
+    _print_model(out, report)
+    _print_agent(out, report, now)
+    _print_capture(out, report)
+    _print_planted(out, report)
+    _print_sessions(out, report, now)
+    raise typer.Exit(0 if report["ok"] else 1)
+
+
+OK, BAD, MEH = "[green]✓[/]", "[red]✗[/]", "[yellow]![/]"  # the marks of a line: fine, wrong, worth a look
+
+
+def _print_claude(out: Console, report: dict[str, Any]) -> None:
+    """Claude Code: found, and which version."""
     c = report["claude"]
     if c["ok"]:
-        out.print(f"{ok} claude: {c['path']} ({c['version']})")
+        out.print(f"{OK} claude: {c['path']} ({c['version']})")
     else:
-        out.print(f"{bad} claude: {c['message'] or c['path']}")
+        out.print(f"{BAD} claude: {c['message'] or c['path']}")
+
+
+def _print_database(out: Console, report: dict[str, Any], now: float) -> None:
+    """The database, a unit a crash interrupted, and each vault."""
     d = report["database"]
-    out.print(f"{ok if d['ok'] else bad} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
+    out.print(f"{OK if d['ok'] else BAD} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
     if d["room"]["warning"]:
-        out.print(f"{meh} {d['room']['warning']}")
+        out.print(f"{MEH} {d['room']['warning']}")
     for unit in d["unfinishedUnits"]:  # a crash in mid-unit, and a person saved one of its notes before it was undone
         if unit["notes"]:
             out.print(
-                f"{meh} a change of several notes a crash interrupted was undone except where a note was "
+                f"{MEH} a change of several notes a crash interrupted was undone except where a note was "
                 f"saved since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in "
                 f"{unit['journal']}"
             )
         else:
             out.print(
-                f"{meh} a damaged journal of a change of several notes was kept at {unit['journal']}: "
+                f"{MEH} a damaged journal of a change of several notes was kept at {unit['journal']}: "
                 "check the notes the last rename or move touched"
             )
     if d["ok"] and not d["vaults"]:
-        out.print(f"{meh} no vault registered: kms vault add PATH")
+        out.print(f"{MEH} no vault registered: kms vault add PATH")
     for v in d["vaults"]:
-        mark = ok if v["root_exists"] and v["last_indexed_at"] else meh
+        mark = OK if v["root_exists"] and v["last_indexed_at"] else MEH
         extra = "" if v["root_exists"] else " [red](folder missing)[/]"
         out.print(
             f"{mark} vault {v['name']}: {v['root']}{extra} — {v['notes']} notes, {v['hidden']} hidden, "
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
             + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
-        _print_sync(out, v, own_writes_here=report["ownWritesHere"], ok=ok, meh=meh)
+        _print_sync(out, v, own_writes_here=report["ownWritesHere"])
+
+
+def _print_git(out: Console, report: dict[str, Any]) -> None:
+    """Each vault in git mode: its unpushed commits and a failed commit, fetch, merge or push."""
+    for g in report["git"]:
+        waiting = f", {g['unpushed']} commit(s) not pushed" if g["unpushed"] else ""
+        out.print(f"{BAD if g['problems'] else OK} git {escape(g['vault'])} ({g['mode']}){waiting}")
+        for p in g["problems"]:
+            out.print(f"    git {p['what']} failed: {escape(' '.join(p['message'].split())[:300])}")
+
+
+def _print_privacy(out: Console, report: dict[str, Any]) -> None:
+    """What privacy rules hide, and the note history."""
     if report["privacy"]:
         hidden_by = report["privacy"]["hiddenBy"]
-        out.print(f"{ok} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
+        out.print(f"{OK} privacy: " + (", ".join(f"{w} hides {n}" for w, n in hidden_by.items()) or "no note hidden"))
         if report["privacy"]["warning"]:
-            out.print(f"{meh} {report['privacy']['warning']}")
+            out.print(f"{MEH} {report['privacy']['warning']}")
     if h := report["history"]:
         cap = f" of {h['capBytes'] / 1048576:.0f} MB" if h["capBytes"] else ""
         out.print(
-            f"{ok if h['enabled'] else meh} note history: {h['versions']} versions of {h['notes']} notes "
+            f"{OK if h['enabled'] else MEH} note history: {h['versions']} versions of {h['notes']} notes "
             f"({h['deletedNotes']} deleted), {h['storedBytes'] / 1048576:.1f} MB{cap}"
             + ("" if h["enabled"] else " — history.enabled is off: no new version is kept")
         )
         if h["missingBytes"]:
-            out.print(f"{meh} {h['missingBytes']} kept version(s) lost their text (a repaired database)")
+            out.print(f"{MEH} {h['missingBytes']} kept version(s) lost their text (a repaired database)")
+
+
+def _print_model(out: Console, report: dict[str, Any]) -> None:
+    """The embedding model and how much is embedded."""
     m = report["model"]
-    mark = ok if m.get("ok") else bad if m.get("error") else meh  # a missing model only costs semantic search
+    mark = OK if m.get("ok") else BAD if m.get("error") else MEH  # a missing model only costs semantic search
     state = m.get("state") or ", ".join(f"{k}={v}" for k, v in m.items() if k != "ok")
     out.print(f"{mark} embedding model: {state}")
     out.print(f"    download when missing (embed.download): {'on' if m['download'] else 'off'}")
     e = report["embeddings"]
     if e:
-        mark = ok if not e["pendingNotes"] else meh
+        mark = OK if not e["pendingNotes"] else MEH
         out.print(
             f"{mark} embeddings: {e['embeddedNotes']} of {e['notes']} notes embedded ({e['chunks']} chunks)"
             + (f", {e['pendingNotes']} pending: kms embed" if e["pendingNotes"] else "")
         )
+
+
+def _print_agent(out: Console, report: dict[str, Any], now: float) -> None:
+    """The agent's tiers, allowlist and limits, its writes so far, what waits for approval."""
     a = report["agent"]
     w = a["writes"]
     tiers = " ".join(f"{tier} {'on' if on else 'off'}" for tier, on in report["tiers"].items())
     out.print(
-        f"{ok} agent tiers: {tiers}; "
+        f"{OK} agent tiers: {tiers}; "
         f"allowlist {', '.join(a['allowlist']) or 'empty (every folder)'}; "
         f"limits {a['perMinute']}/min, {a['perSession']}/session"
     )
@@ -340,17 +391,21 @@ def doctor_command(
     if a["approval"] != "off":
         out.print(f"    writes wait for your approval: {a['approval']} (write.approval)")
     if report["pending"]:
-        out.print(f"{meh} {len(report['pending'])} write(s) wait for your approval (kms pending, or the dashboard):")
+        out.print(f"{MEH} {len(report['pending'])} write(s) wait for your approval (kms pending, or the dashboard):")
         for p in report["pending"]:
             out.print(
                 f"    #{p['id']} {p['tool']} session {p['sessionId']} · {', '.join(p['files'])} · "
                 f"{p['lines']} line(s), waiting {ago(p['createdAt'], now, NEVER).removesuffix(' ago')}"
             )
+
+
+def _print_capture(out: Console, report: dict[str, Any]) -> None:
+    """Session capture and its hooks."""
     c = report["capture"]
     if c["enabled"]:
         ask = f"asks the agent after {c['askAgent']} changed note(s)" if c["askAgent"] else "never asks the agent"
         out.print(
-            f"{ok} session capture: the start brief, and a session note in {c['folder'] or '(no folder)'}; "
+            f"{OK} session capture: the start brief, and a session note in {c['folder'] or '(no folder)'}; "
             f"{ask}; prompts {'kept' if c['prompts'] else 'never kept'} (capture.*)"
         )
         if c["installedHooks"]:
@@ -361,12 +416,16 @@ def doctor_command(
         else:
             out.print("    hooks: `kms claude` sessions run their own (plain claude: kms hooks install)")
         if c["hookLogLines"]:
-            out.print(f"    {meh} hooks that could not be taken: {c['hookLogLines']} line(s) in {c['hookLog']}")
+            out.print(f"    {MEH} hooks that could not be taken: {c['hookLogLines']} line(s) in {c['hookLog']}")
     else:
-        out.print(f"{meh} session capture is off (capture.enabled): no start brief, no session notes")
+        out.print(f"{MEH} session capture is off (capture.enabled): no start brief, no session notes")
+
+
+def _print_planted(out: Console, report: dict[str, Any]) -> None:
+    """Notes that look like they hold instructions for an agent, and the warnings."""
     if report["planted"]:
         out.print(
-            f"{meh} {len(report['planted'])} note(s) an agent can read look like they hold instructions for it "
+            f"{MEH} {len(report['planted'])} note(s) an agent can read look like they hold instructions for it "
             "(agents are told note text is data; check them, or hide them: kms hide):"
         )
         for p in report["planted"][:PLANTED_SHOWN]:
@@ -374,24 +433,27 @@ def doctor_command(
         if len(report["planted"]) > PLANTED_SHOWN:
             out.print(f"    … and {len(report['planted']) - PLANTED_SHOWN} more (kms doctor --json)")
     for warning in report["warnings"]:
-        out.print(f"{meh} {warning}")
+        out.print(f"{MEH} {warning}")
+
+
+def _print_sessions(out: Console, report: dict[str, Any], now: float) -> None:
+    """The settings file, the servers a session gets, and the sessions running now."""
     s = report["settings"]
-    out.print(f"{ok if not s['problems'] else bad} settings: {s['path']}" + ("" if s["exists"] else " (defaults)"))
+    out.print(f"{OK if not s['problems'] else BAD} settings: {s['path']}" + ("" if s["exists"] else " (defaults)"))
     for p in s["problems"]:
-        out.print(f"    {bad} {p}")
+        out.print(f"    {BAD} {p}")
     servers = report["session_servers"]
     if servers:
-        out.print(f"{ok} `kms claude` sessions get: {', '.join(servers)}")
+        out.print(f"{OK} `kms claude` sessions get: {', '.join(servers)}")
         for name, entry in servers.items():
             line = entry.get("url") or " ".join([entry.get("command", ""), *entry.get("args", [])])
             out.print(f"    {name}: {line}")
     else:
         out.print(
-            f"{meh} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
+            f"{MEH} `kms claude` sessions get no MCP servers (kms.enabled or agent.read is off and nothing else is on)"
         )
     for a in report["active_sessions"]:
         state = "running" if a["process_alive"] else "[yellow]stale (process gone)[/]"
         out.print(
             f"  session {a['id']} ({a['kind']}, pid {a['pid']}) {state}, started {ago(a['started_at'], now, NEVER)}"
         )
-    raise typer.Exit(0 if report["ok"] else 1)

@@ -63,11 +63,14 @@ def history_show(
 ) -> None:
     """A note's versions, newest first: when, who, how, size change (what `kms history NOTE` runs)."""
     from server.activity.history import find_line, versions
+    from server.vault.git import note_commits
+    from server.vault.registry import get_vault
 
     with cli_errors():
         conn = open_db()
         line = find_line(conn, note, vault)
         rows = versions(conn, line, limit=limit)
+        commits = note_commits(get_vault(conn, line.vault), line.path, limit)
     if json_out:
         print_json(
             {
@@ -76,6 +79,7 @@ def history_show(
                 "path": line.path,
                 "deleted": line.rid is None,
                 "versions": rows,
+                **({"commits": commits} if commits is not None else {}),
             }
         )
         return
@@ -89,6 +93,12 @@ def history_show(
             str(v["version"]), ago(v["at"], now, "?"), _who(v["who"]), v["how"], str(v["size"]), change, v["path"]
         )
     console.print(table)
+    if commits:  # git mode: the note's commits, this machine's and every other's
+        log = Table("commit", "when", "author", "session", "subject")
+        for c in commits:
+            log.add_row(str(c["commit"])[:10], ago(c["at"], now, "?"), c["author"], c["session"] or "", c["subject"])
+        console.print("git commits (every machine's):", highlight=False)
+        console.print(log)
 
 
 @history_app.command("prune")
@@ -158,7 +168,7 @@ def diff_cmd(
     """What changed between a version kms kept and the note now (or another version: --to); a deleted
     note shows its whole text removed and how to bring it back."""
     from server.activity.history import diff, find_line
-    from server.writes.restore import current_bytes, default_version, parse_when
+    from server.writes.undo.restore import current_bytes, default_version, parse_when
 
     with cli_errors():
         conn = open_db()
@@ -192,7 +202,7 @@ def restore_cmd(
 ) -> None:
     """Bring a note (also a deleted one) back to a version kms kept, after showing the change; recorded
     as yours and revertible (`kms revert`)."""
-    from server.writes.restore import parse_when, preview_restore, restore
+    from server.writes.undo.restore import parse_when, preview_restore, restore
 
     if at is None and version is None:
         raise report_error(KmsError("invalid-input", "give --at TIME or --version N (`kms history NOTE` lists them)"))

@@ -86,8 +86,16 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
     if vault is not None:
         vault_id(conn, vault)
     bar = _IndexBar()
+
+    def searchable(report: IndexReport) -> None:  # a new vault, between its two transactions
+        bar.stop()
+        console.print(
+            f"[bold]{escape(report.vault)}[/]: searchable after {report.searchable_seconds or 0:.2f}s "
+            f"({report.added} notes); building links, tags and history"
+        )
+
     try:
-        reports = index_all(conn, full=full, vault=vault, progress=bar)
+        reports = index_all(conn, full=full, vault=vault, progress=bar, on_searchable=searchable)
     except KeyboardInterrupt:
         bar.stop()
         interrupted_index(conn, vault)
@@ -97,7 +105,8 @@ def run_index(conn: apsw.Connection, *, full: bool, vault: str | None, embed: bo
             f"[bold]{r.vault}[/]: {r.scanned} files, +{r.added} new, ~{r.updated} changed, "
             f"{r.renamed} renamed, -{r.deleted} removed, {r.unchanged} unchanged"
             + (f", [yellow]{r.flagged} flagged[/]" if r.flagged else "")
-            + f" in {r.seconds:.2f}s"
+            + (" (finished an index stopped between its two phases)" if r.completed else "")
+            + (f", complete in {r.seconds:.2f}s" if r.searchable_seconds is not None else f" in {r.seconds:.2f}s")
         )
         for e in r.errors[:20]:
             console.print(f"  [yellow]warning[/]: {escape(str(e))}", highlight=False)
@@ -217,16 +226,31 @@ def index_cmd(
     backup_if_due(default_db_path())  # the daily copy of the database, if it is due (docs/recovery.md)
 
 
+def say_git(g: dict[str, Any], now: float) -> None:
+    """One vault's git mode and state, and each of its problems on a line of its own (``kms status``)."""
+    pushed = f", pushed {ago(g['pushedAt'], now)}" if g["mode"] == "sync" else ""
+    waiting = f", {g['unpushed']} commit(s) not pushed" if g["unpushed"] else ""
+    console.print(
+        f"[bold]git[/] {escape(g['vault'])} ({g['mode']}): committed {ago(g['committedAt'], now)}{pushed}{waiting}",
+        highlight=False,
+    )
+    for p in g["problems"]:
+        said = " ".join(p["message"].split())[:300]
+        console.print(f"  [red]git {p['what']} failed[/]: {escape(said)}", highlight=False)
+
+
 def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = False) -> None:
     """Database, vaults and index health at a glance, and the sessions connected now; hidden notes'
     names only with --include-hidden."""
     from server.activity.feed import session_overview
+    from server.vault import git_state
 
     with cli_errors():
         conn = open_db()
         data = HiddenView(conn, include_hidden).status(listing.status(conn, str(default_db_path())))
         now = time.time()
         sessions = [s for s in session_overview(conn, now) if s.state in ("live", "idle")]
+        data["git"] = git_state.summary(conn)  # a vault in git mode: its last commit, push and any failure
     data["sessions"] = [
         {
             "id": s.id,
@@ -248,8 +272,11 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
         console.print(
             f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
             f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}, kept in sync by {describe_sync(v['sync'])}"
+            + ("" if v["index"] == "complete" else f"; [yellow]{v['index']}[/] (kms index completes it)")
             + (f" — [yellow]{v['conflicts']} open conflict(s): kms conflicts[/]" if v["conflicts"] else "")
         )
+    for g in data["git"]:
+        say_git(g, now)
     if data["hiddenBy"]:
         console.print(
             "hidden from agents by "

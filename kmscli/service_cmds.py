@@ -27,7 +27,8 @@ service_app = typer.Typer(
     help="The kms service: one process serving every agent session over HTTP on loopback.", no_args_is_help=True
 )
 token_app = typer.Typer(
-    help="Bearer tokens for the kms service: create (shown once), list, revoke.", no_args_is_help=True
+    help="Bearer tokens for the kms service and remote grants: create (shown once), list, revoke.",
+    no_args_is_help=True,
 )
 
 PortOpt = Annotated[
@@ -360,7 +361,7 @@ def token_create_cmd(
     from server.config.allowlist import Allowlist
     from server.config.scopes import ScopeError, Scopes
     from server.config.settings import load_settings
-    from server.writes.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
+    from server.writes.undo.trash import parse_duration  # the one duration grammar (kms trash empty --older-than)
 
     with cli_errors():
         try:
@@ -440,9 +441,17 @@ def token_header_cmd(host: Annotated[str, typer.Argument(help="The host (kms mcp
 
 @token_app.command("revoke")
 def token_revoke_cmd(token: Annotated[str, typer.Argument(help="The token's id or label.")]) -> None:
-    """Revoke a token: its next request is refused (401)."""
-    from server.activity import tokens
+    """Revoke a token or a remote grant (its id, or its token's): its next request is refused (401)."""
+    from server.activity import remote_grants, tokens
 
     with cli_errors():
-        done = tokens.revoke(open_db(), token)
+        conn = open_db()
+        try:  # a remote grant ends with every token it was given
+            grant = remote_grants.revoke_grant(conn, token)
+            console.print(f"revoked {grant['id']} ({grant['client']} via remote)", markup=False, highlight=False)
+            return
+        except KmsError as e:
+            if e.kind != "not-found":
+                raise
+        done = tokens.revoke(conn, token)
         console.print(f"revoked {done.id} ({done.label})", markup=False, highlight=False)

@@ -30,13 +30,26 @@ def vault_add(
         str | None,
         typer.Option("--dialect", help="obsidian, dendron, foam or logseq (default: detected from the folder)."),
     ] = None,
+    git: Annotated[
+        str | None,
+        typer.Option(
+            "--git",
+            help="commit: every agent write unit is a git commit; sync: and fetch, merge and push (docs/git.md).",
+        ),
+    ] = None,
 ) -> None:
     """Register a vault (and index it). A folder registered before and never indexed (an interrupted
     ``kms vault add``) is indexed now."""
     from server.index import indexer, link_vaults  # noqa: F401 - imported before the vault is registered: a
-    from server.vault.registry import add_vault, vault_at  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
+    from server.vault.registry import (  # Ctrl-C in an import's cleanup is lost (handled_interrupt)
+        add_vault,
+        set_git_mode,
+        vault_at,
+    )
 
     with cli_errors():
+        if git is not None:
+            check_git_mode(path, git)  # before anything is registered
         conn = open_db(create=True)
         known = None
         try:
@@ -80,6 +93,9 @@ def vault_add(
                         highlight=False,
                     )
                     _say_workspace(conn, vault.id)
+                if git is not None:
+                    vault, _changed = set_git_mode(conn, vault.name, git)
+                    console.print(f"git mode: {vault.git_mode}", highlight=False)
                 if not no_index:
                     run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
@@ -156,22 +172,32 @@ def vault_set(
     assignment: Annotated[
         str,
         typer.Argument(
-            help="dialect=obsidian|dendron|foam|logseq, or sync=TOOL[,TOOL] (git, syncthing, obsidian-sync, "
-            "obsidian-git, nextcloud, dropbox, onedrive, icloud, google-drive) or sync=none",
+            help="dialect=obsidian|dendron|foam|logseq, git=off|commit|sync, or sync=TOOL[,TOOL] (git, syncthing, "
+            "obsidian-sync, obsidian-git, nextcloud, dropbox, onedrive, icloud, google-drive) or sync=none",
             metavar="KEY=VALUE",
         ),
     ],
 ) -> None:
-    """Change a vault's setting: its dialect (its notes are read again by the new rules) or what keeps it in
-    sync (which names are conflict copies follows it)."""
-    from server.vault.registry import set_dialect, set_sync
+    """Change a vault's setting: its dialect (its notes are read again by the new rules), its git mode, or what
+    keeps it in sync (which names are conflict copies follows it)."""
+    from server.vault.registry import get_vault, set_dialect, set_git_mode, set_sync
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
-        if not sep or key.strip() not in ("dialect", "sync"):
-            raise KmsError("invalid-input", f"expected dialect=NAME or sync=TOOL, got {assignment!r}")
+        key = key.strip()
+        if not sep or key not in ("dialect", "git", "sync"):
+            raise KmsError(
+                "invalid-input", f"expected dialect=NAME, git=off|commit|sync or sync=TOOL, got {assignment!r}"
+            )
         conn = open_db()
-        if key.strip() == "sync":
+        if key == "git":
+            if value != "off":
+                check_git_mode(str(get_vault(conn, name).root), value)
+            vault, changed = set_git_mode(conn, name, value)
+            said = "is" if not changed else "is now"
+            console.print(f"vault [bold]{escape(vault.name)}[/] {said} in git mode {vault.git_mode}")
+            return
+        if key == "sync":
             vault, changed = set_sync(conn, name, value)
             said = describe_sync(vault.sync)
             if not changed:
@@ -186,6 +212,26 @@ def vault_set(
             return
         console.print(f"vault [bold]{escape(vault.name)}[/] is now {vault.dialect}; reading its notes again")
         run_index(conn, full=True, vault=vault.name, embed=False)
+
+
+def check_git_mode(folder: str, mode: str) -> None:
+    """A git mode a folder can have: ``invalid-input`` for an unknown mode, a folder in no git work tree, or
+    ``sync`` with a git older than ``merge-tree --write-tree`` (2.38)."""
+    from pathlib import Path
+
+    from server.vault import git
+    from server.vault.registry import GIT_MODES
+
+    if mode not in GIT_MODES:
+        raise KmsError("invalid-input", f"git mode must be one of {', '.join(GIT_MODES)}, not {mode!r}")
+    if mode == "off":
+        return
+    try:
+        git.open_repo(Path(folder).expanduser().resolve())
+        if mode == "sync" and git.version() < git.MERGE_TREE_MIN:
+            raise git.GitTooOld(f"git mode sync needs git {'.'.join(map(str, git.MERGE_TREE_MIN))} or newer")
+    except git.GitError as e:
+        raise KmsError("invalid-input", f"{e}; git mode needs the folder in a git work tree (git init)") from None
 
 
 @vault_app.command("remove")

@@ -17,6 +17,11 @@ PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test]'
 bash scripts/fetch_claude.sh >/dev/null
 # Gemini CLI and Codex CLI, to list what `kms mcp-config HOST --install` wrote (e2e).
 bash scripts/fetch_hosts.sh >/dev/null
+# The system's Chromium for the review pages' browser test (tests/web/test_review_browser.py, driven by Playwright
+# with this executable: never `playwright install`), from Debian's registry; CI runs as root.
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .             # one formatter, applied to the whole tree

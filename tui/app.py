@@ -29,7 +29,8 @@ from server.activity import approvals, control, feed
 from server.config.settings import default_config_path
 from server.errors import KmsError
 from server.store.db import thread_connection
-from server.writes import revert, undo_session
+from server.writes import review
+from server.writes.undo import revert, undo_session
 from tui.poller import Poller
 from tui.screens.conflicts import ConflictsScreen
 from tui.screens.control import ConfirmScreen, UndoScreen
@@ -254,7 +255,7 @@ class KmsDashboard(App[None]):
 
     @work(group="revert", exclusive=True, exit_on_error=False)
     async def review_revert(self, invocation_id: int) -> None:
-        """Preview, confirm, revert. Every refusal comes from ``server.writes.revert`` with its reason."""
+        """Preview, confirm, revert. Every refusal comes from ``server.writes.undo.revert`` with its reason."""
         try:
             preview = await self.db(revert.preview_revert, invocation_id)
         except KmsError as e:
@@ -284,17 +285,18 @@ class KmsDashboard(App[None]):
     async def decide(self, pending_id: int, approve: bool, reason: str | None) -> None:
         """Approve or reject a waiting call; the server that staged it sees the decision in the database."""
         try:
-            done = await self.db(approvals.decide, pending_id, approve=approve, reason=reason, channel="dashboard")
+            done = await self.db(_decide, pending_id, approve, reason)
         except KmsError as e:
             self.last_control = e
             self.notify(e.message, title=f"#{pending_id}", severity="error", timeout=8)
             return
         self.last_control = done
         verb = "Approved" if approve else "Rejected"
-        self.notify(
-            f"{verb} #{pending_id} ({done.tool}); the agent's call now {'applies it' if approve else 'is told'}.",
-            title=verb,
-        )
+        if done.detached:  # nobody waited: applied (or refused) here, the agent sees it with kms_pending
+            then = "applied it" if done.outcome == "applied" else "the agent can see it"
+        else:
+            then = f"the agent's call now {'applies it' if approve else 'is told'}"
+        self.notify(f"{verb} #{pending_id} ({done.tool}); {then}.", title=verb)
 
     @work(group="control", exit_on_error=False)
     async def session_control(self, session_id: str, what: str) -> None:
@@ -367,6 +369,18 @@ class KmsDashboard(App[None]):
                     f"Filter the feed to {status} rows",
                     lambda s=status: screen.filters.set_status(s),
                 )
+
+
+def _decide(conn: Any, pending_id: int, approve: bool, reason: str | None) -> approvals.Pending:
+    """The dashboard's decision (``review.decide_pending``, channel ``dashboard``), then the call as it is now.
+    The MCP registry is imported here, at the first decision, not at the dashboard's start (it loads pydantic):
+    a detached call is applied with its write tool in this process (``server.writes.appliers``)."""
+    import server.mcp.tools  # noqa: F401
+
+    review.decide_pending(conn, pending_id, approve, channel="dashboard", reason=reason or "")
+    found = approvals.get(conn, pending_id)
+    assert found is not None
+    return found
 
 
 def create_app(

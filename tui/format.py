@@ -14,6 +14,21 @@ from rich.text import Text
 
 from server.activity.provenance import STATUS_MARKS
 from server.activity.ratelimit import Gauge
+from server.activity.tool_names import (
+    KMS_CREATE_MANY,
+    KMS_GET_BACKLINKS,
+    KMS_INSERT_AT,
+    KMS_INVENTORY,
+    KMS_LIST_FOLDER,
+    KMS_LIST_PROPERTIES,
+    KMS_LIST_RECENT,
+    KMS_LIST_TAGS,
+    KMS_MOVE_FOLDER,
+    KMS_REMEMBER,
+    KMS_RENAME_FOLDER,
+    KMS_SEMANTIC_SEARCH,
+    KMS_UPDATE_PROPERTIES,
+)
 from server.humanize import duration
 
 # status -> (symbol, word, style): the marks are the core's (``kms log`` shows the same), the colours ours
@@ -45,19 +60,19 @@ def status_text(status: str, reverted: bool = False, overwritten: bool = False) 
 
 TOOL_CELLS = 7  # the feed's tool column: every name whole (a cut one read `restor`)
 SHORT_TOOLS = {
-    "kms_update_properties": "props",
-    "kms_insert_at": "insert",
-    "kms_create_many": "many",
-    "kms_remember": "memory",
-    "kms_move_folder": "mv-dir",
-    "kms_rename_folder": "rn-dir",
-    "kms_semantic_search": "meaning",
-    "kms_list_properties": "props?",
-    "kms_list_recent": "recent",
-    "kms_list_tags": "tags",
-    "kms_list_folder": "folder",
-    "kms_get_backlinks": "links",
-    "kms_inventory": "invent",
+    KMS_UPDATE_PROPERTIES: "props",
+    KMS_INSERT_AT: "insert",
+    KMS_CREATE_MANY: "many",
+    KMS_REMEMBER: "memory",
+    KMS_MOVE_FOLDER: "mv-dir",
+    KMS_RENAME_FOLDER: "rn-dir",
+    KMS_SEMANTIC_SEARCH: "meaning",
+    KMS_LIST_PROPERTIES: "props?",
+    KMS_LIST_RECENT: "recent",
+    KMS_LIST_TAGS: "tags",
+    KMS_LIST_FOLDER: "folder",
+    KMS_GET_BACKLINKS: "links",
+    KMS_INVENTORY: "invent",
     "session-note": "session",  # kms's own capture of a session note
 }
 

@@ -25,6 +25,7 @@ import apsw
 from server.activity import changes, provenance
 from server.activity.ratelimit import Gauge, session_gauges
 from server.activity.sessions import SessionRow, list_sessions, pid_alive
+from server.activity.tool_names import KMS_APPEND, KMS_CREATE, KMS_INSERT_AT, KMS_UPDATE_PROPERTIES
 from server.errors import KmsError
 from server.store.db import rows, scalar
 from server.vault.files import decode
@@ -32,7 +33,7 @@ from server.vault.paths import resolve_note_file
 
 FEED_WINDOW = 500
 LIVE_AFTER_S = 45.0  # a server heartbeats every 15 s; three missed beats and it is no longer "live"
-TOOLS = ("kms_create", "kms_append", "kms_insert_at", "kms_update_properties", "revert")
+TOOLS = (KMS_CREATE, KMS_APPEND, KMS_INSERT_AT, KMS_UPDATE_PROPERTIES, "revert")
 STATUSES = ("success", "error", "conflict", "rate-limited", "folder-denied", "refused")
 
 _FEED_COLUMNS = (

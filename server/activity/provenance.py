@@ -1,6 +1,6 @@
 """Provenance of write-tool calls: one ``tool_invocations`` row per call, success or not.
 
-The row is what the dashboard shows and what ``server.writes.revert`` undoes, so for a
+The row is what the dashboard shows and what ``server.writes.undo.revert`` undoes, so for a
 success it records the typed change (``server.activity.changes``): its kind in
 ``change_kind`` and exactly what was inserted where (``inserted_text`` at character
 ``insert_offset`` of the new file text, BOM excluded) or the old and new values of exactly

@@ -23,12 +23,22 @@ import apsw
 
 from server.activity import session_record
 from server.activity.changes import FILE_CREATED, FILES_CHANGED, PROPERTIES_CHANGED, TEXT_INSERTED, TEXT_REMOVED
+from server.activity.tool_names import (
+    KMS_CAPTURE,
+    KMS_EDIT,
+    KMS_LINK,
+    KMS_MOVE,
+    KMS_MOVE_FOLDER,
+    KMS_RENAME,
+    KMS_RENAME_FOLDER,
+    KMS_TRASH,
+)
 from server.humanize import utc_iso
 from server.index.recall_memory import DECISIONS_HEADING, NEXT_STEPS_HEADING, SESSION_TYPE
 from server.store.db import rows
 
 NOTE_TYPE = SESSION_TYPE  # kms_recall finds these notes by it (server.index.recall_memory)
-CAPTURE_TOOL = "kms_capture"  # the agent's own capture call: it writes the session note, listed as captures
+CAPTURE_TOOL = KMS_CAPTURE  # the agent's own capture call: it writes the session note, listed as captures
 NOTE_TOOL = "session-note"  # kms's own capture (actor ``capture``): the note's own versions, never listed
 LIST_CAP = 100  # items per list section; the rest are counted
 SECTION_TITLES = {"decision": DECISIONS_HEADING, "finding": "Findings", "next": NEXT_STEPS_HEADING, "link": "Links"}
@@ -39,13 +49,13 @@ _VERBS = {
     PROPERTIES_CHANGED: "set properties of",
 }
 _TOOL_VERBS = {
-    "kms_edit": "edited",
-    "kms_rename": "renamed",
-    "kms_move": "moved",
-    "kms_trash": "trashed",
-    "kms_move_folder": "moved a folder with",
-    "kms_rename_folder": "renamed a folder with",
-    "kms_link": "linked",
+    KMS_EDIT: "edited",
+    KMS_RENAME: "renamed",
+    KMS_MOVE: "moved",
+    KMS_TRASH: "trashed",
+    KMS_MOVE_FOLDER: "moved a folder with",
+    KMS_RENAME_FOLDER: "renamed a folder with",
+    KMS_LINK: "linked",
 }
 
 

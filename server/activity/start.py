@@ -18,6 +18,16 @@ from typing import Any
 
 import apsw
 
+from server.activity.tool_names import (
+    KMS_GET_BACKLINKS,
+    KMS_LIST_FOLDER,
+    KMS_LIST_RECENT,
+    KMS_LIST_TAGS,
+    KMS_READ,
+    KMS_SEARCH,
+    KMS_START,
+    KMS_STATUS,
+)
 from server.activity.visits import changes_since, previous_visit
 from server.config.session import SessionConfig
 from server.config.tiers import TIERS, tier_enabled
@@ -44,18 +54,18 @@ CAPS = {
 }
 # (section path, the tool that lists it all), least useful first: what gives way when over budget
 SHRINK_ORDER: list[tuple[tuple[str, ...], str]] = [
-    (("map", "tags"), "kms_list_tags"),
-    (("lastSessions",), "kms_search"),
-    (("health", "unresolvedLinks", "top"), "kms_status"),
-    (("health", "flagged", "notes"), "kms_status"),
-    (("map", "mostLinked"), "kms_get_backlinks"),
-    (("map", "recent"), "kms_list_recent"),
-    (("session", "allowlist"), "kms_start"),
-    (("vaults", "*", "folders"), "kms_list_folder"),
-    (("memory", "project", "facts"), "kms_read"),
-    (("memory", "person", "facts"), "kms_read"),
-    (("sinceLastVisit", "notes"), "kms_list_recent"),
-    (("vaults",), "kms_list_folder"),
+    (("map", "tags"), KMS_LIST_TAGS),
+    (("lastSessions",), KMS_SEARCH),
+    (("health", "unresolvedLinks", "top"), KMS_STATUS),
+    (("health", "flagged", "notes"), KMS_STATUS),
+    (("map", "mostLinked"), KMS_GET_BACKLINKS),
+    (("map", "recent"), KMS_LIST_RECENT),
+    (("session", "allowlist"), KMS_START),
+    (("vaults", "*", "folders"), KMS_LIST_FOLDER),
+    (("memory", "project", "facts"), KMS_READ),
+    (("memory", "person", "facts"), KMS_READ),
+    (("sinceLastVisit", "notes"), KMS_LIST_RECENT),
+    (("vaults",), KMS_LIST_FOLDER),
 ]
 
 

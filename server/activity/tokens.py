@@ -5,7 +5,8 @@ the database never holds a usable token. Each token stands for one kms session (
 provenance, rate limits and read tracking of every call made with it key on that session. ``kind``
 says who it was made for: ``session`` (one ``kms claude`` session: a lease its launcher renews, revoked when
 it ends or the service serving it stops, lapsing soon after the launcher dies), ``host`` (an agent host's
-standing entry, ``kms mcp-config --http``) or ``admin`` (the person's own tools).
+standing entry, ``kms mcp-config --http``), ``admin`` (the person's own tools) or ``remote`` (a remote OAuth
+grant's session, ``server.activity.remote_grants``: its secret is never shown, the grant's own tokens reach it).
 
 ``verify`` is the one check: the token exists, its secret matches (constant-time), it is neither revoked
 nor expired. It runs on every request, so a revoked or expired token fails at its next request.
@@ -33,7 +34,7 @@ from server.config.session import SessionConfig, new_session_id
 from server.errors import KmsError
 from server.store.db import rows, service_folder, write_tx
 
-KINDS = ("session", "host", "admin")
+KINDS = ("session", "host", "admin", "remote")
 PREFIX = "kms_"
 LAST_USED_EVERY_S = 30.0  # how stale ``last_used_at`` may be (one write per token per half minute at most)
 

@@ -210,6 +210,38 @@ _SCHEMA: list[Setting] = [
         valid="a whole number of seconds from 1 to 86400",
     ),
     Setting(
+        "review.mode",
+        "text",
+        None,
+        "When you review agents' writes: `before` (each waits for your approval, as write.approval = always), "
+        "`after` (they land at once and are listed for one-click undo: `kms pending --after`) or `off`. Unset: "
+        "write.approval decides. A session forced to ask (`kms claude --approve`, a token's `approval` scope) "
+        "is `before` whatever this says. See docs/approvals.md.",
+        "KMS_REVIEW_MODE",
+        validator=lambda v: None if v is None else validators.one_of("before", "after", "off")(v),
+        valid="before, after or off (unset: write.approval decides)",
+    ),
+    Setting(
+        "review.max_lines",
+        "int",
+        0,
+        "A write touching more lines than this (added plus removed) waits for review whatever review.mode "
+        "says; 0: no such threshold (with write.approval = bulk: write.approval_lines).",
+        "KMS_REVIEW_MAX_LINES",
+        validator=validators.int_range(0, 1_000_000),
+        valid="a whole number from 0 to 1000000",
+    ),
+    Setting(
+        "review.max_files",
+        "int",
+        0,
+        "A write touching more files than this waits for review whatever review.mode says; 0: no such "
+        "threshold (with write.approval = bulk: 1).",
+        "KMS_REVIEW_MAX_FILES",
+        validator=validators.int_range(0, 100_000),
+        valid="a whole number from 0 to 100000",
+    ),
+    Setting(
         "embed.enabled",
         "bool",
         True,
@@ -420,6 +452,62 @@ _SCHEMA: list[Setting] = [
         "KMS_SERVICE_START_WAIT",
         validator=validators.int_range(1, 60),
         valid="a whole number of seconds from 1 to 60",
+    ),
+    Setting(
+        "remote.enabled",
+        "bool",
+        False,
+        "Remote mode (docs/remote.md): the service opens a second loopback listener for OAuth clients "
+        "(claude.ai, ChatGPT) reached through your TLS terminator at remote.url. `kms remote enable` sets it.",
+        "KMS_REMOTE_ENABLED",
+    ),
+    Setting(
+        "remote.url",
+        "text",
+        None,
+        "The public https origin your TLS terminator serves kms at (such as https://box.tail1234.ts.net): "
+        "the OAuth issuer and the only Host the remote listener answers.",
+        "KMS_REMOTE_URL",
+        validator=validators.check_public_url,
+        valid="an https:// origin (http:// only on loopback)",
+    ),
+    Setting(
+        "remote.port",
+        "int",
+        8766,
+        "The loopback TCP port of the remote listener: the one port the tunnel forwards to.",
+        "KMS_REMOTE_PORT",
+        validator=validators.int_range(1024, 65535),
+        valid="a whole number from 1024 to 65535",
+    ),
+    Setting(
+        "remote.max_scopes",
+        "text",
+        "tier:write",
+        "The most a remote grant may get, in the scope grammar (tier:, vault:, folder:); the consent page "
+        "clamps what the person picks to it. Every remote write is staged for review whatever the tier.",
+        "KMS_REMOTE_MAX_SCOPES",
+        validator=validators.check_scopes,
+        valid="scopes such as 'tier:write' or 'tier:read vault:notes'",
+    ),
+    Setting(
+        "remote.redirect_uris",
+        "text",
+        None,
+        "Redirect URIs a remote client may register besides claude.ai's, ChatGPT's and loopback ones "
+        "(space-separated, matched exactly).",
+        "KMS_REMOTE_REDIRECT_URIS",
+        validator=validators.check_redirect_uris,
+        valid="https:// URIs separated by spaces",
+    ),
+    Setting(
+        "remote.fetch_client_metadata",
+        "bool",
+        False,
+        "Fetch the metadata document of a client that names itself by an https URL kms does not know "
+        "(https only, no private address, 64 KiB, 5 s); off: only the known clients (Claude, Claude Code) are "
+        "accepted that way.",
+        "KMS_REMOTE_FETCH_CLIENT_METADATA",
     ),
     *[
         Setting(

@@ -75,6 +75,18 @@ class Scopes:
         words += ["admin"] if self.admin else []
         return " ".join(words)
 
+    def within(self, ceiling: Scopes) -> Scopes:
+        """These scopes clamped to ``ceiling`` (a remote grant's ``remote.max_scopes``): the lower tier, the vaults
+        both name (the ceiling's when these name none or none in common), the folders of these that lie in one of
+        the ceiling's (else the ceiling's), approval if either asks it; never admin. Never more than ``ceiling``."""
+        tier = TIERS[min(TIERS.index(self.tier), TIERS.index(ceiling.tier))]
+        vaults = tuple(v for v in self.vaults if v in ceiling.vaults) if ceiling.vaults else self.vaults
+        folders = self.folders
+        if ceiling.folders:
+            inside = tuple(f for f in self.folders if any(_folder_in(f, c) for c in ceiling.folders))
+            folders = inside or ceiling.folders
+        return Scopes(tier, vaults or ceiling.vaults, folders, self.approval or ceiling.approval, False)
+
     def narrow(self, config: SessionConfig) -> SessionConfig:
         """The session a client with these scopes gets, from the person's ``config``: tiers above the ceiling
         off, the vaults the two have in common, the allowlist narrowed, approval forced. Never more than
@@ -99,6 +111,12 @@ class Scopes:
         # what the token, not the settings, turned off: a refusal names the token's scope for these
         cut = tuple(k for k, f in SWITCH_FIELDS.items() if getattr(config, f) and not getattr(narrowed, f))
         return dataclasses.replace(narrowed, token_cut=config.token_cut + cut)
+
+
+def _folder_in(folder: str, ceiling: str) -> bool:
+    """Whether every note ``folder`` names also lies under ``ceiling`` (plain folders; a glob only when equal)."""
+    plain = ceiling.rstrip("/")
+    return folder == ceiling or (not any(c in ceiling for c in "*?[") and folder.startswith(plain + "/"))
 
 
 def _names(vaults: tuple[str, ...]) -> str:

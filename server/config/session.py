@@ -39,6 +39,9 @@ SETTING_FIELDS: dict[str, str] = {
     "approval_lines": "write.approval_lines",
     "approval_timeout": "write.approval_timeout",
     "approval_channel": "write.approval_channel",
+    "review_mode": "review.mode",
+    "review_max_lines": "review.max_lines",
+    "review_max_files": "review.max_files",
     "embed_model_dir": "embed.model_dir",
     "embed_enabled": "embed.enabled",
     "embed_download": "embed.download",
@@ -90,6 +93,9 @@ class SessionConfig:
     approval_lines: int = 20
     approval_timeout: int = 120
     approval_channel: str = "both"  # write.approval_channel: host, dashboard, both
+    review_mode: str | None = None  # review.mode: before, after, off; None: write.approval decides (config.review)
+    review_max_lines: int = 0  # review.max_lines: 0 = no threshold
+    review_max_files: int = 0  # review.max_files: 0 = no threshold
     allowlist: tuple[str, ...] = ()
     embed_model_dir: str | None = None
     embed_enabled: bool = True
@@ -108,6 +114,10 @@ class SessionConfig:
     token_id: str | None = None  # the token this session is reached through
     token_tier: str | None = None  # the token's tier ceiling (``tier:``)
     token_cut: tuple[str, ...] = ()  # tier switches on in the settings that the token's ceiling turned off
+    # a staged write is answered at once (``{"status": "staged", "pendingId": N}``) and applied later by the
+    # person's decision from any process (``server.writes.review``): remote grants, whose person is not at a
+    # terminal the call could wait on. In-process only, never in the environment
+    review_detached: bool = False
 
     @property
     def vault_names(self) -> tuple[str, ...]:
@@ -122,6 +132,31 @@ class SessionConfig:
     def tier_enabled(self, tier: Tier) -> bool:
         """A tier is on when it and every tier below it (and kms itself) are on (``server.config.tiers``)."""
         return tier_enabled(self, tier)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every field as JSON-ready values: what a detached staged call keeps of its session, so that another
+        process (the CLI, the dashboard, the service's review page) can rebuild it to apply the call."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_snapshot(cls, data: Mapping[str, Any], **overrides: Any) -> SessionConfig:
+        """The session ``snapshot`` kept (a field it lacks takes its default; one this version does not know is
+        left out), with ``overrides``."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in known:
+                continue
+            if name in ("db_path", "config_path"):
+                value = Path(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            values[name] = value
+        return cls(**{**values, **overrides})
 
     @classmethod
     def from_settings(
@@ -145,6 +180,9 @@ class SessionConfig:
             approval_lines=settings.get("write.approval_lines"),
             approval_timeout=settings.get("write.approval_timeout"),
             approval_channel=settings.get("write.approval_channel") or "both",
+            review_mode=settings.get("review.mode") or None,
+            review_max_lines=settings.get("review.max_lines"),
+            review_max_files=settings.get("review.max_files"),
             allowlist=tuple(settings.get("write.allowlist")),
             embed_model_dir=str(Path(model_dir).expanduser()) if model_dir else None,
             embed_enabled=settings.get("embed.enabled"),

@@ -71,3 +71,45 @@ def check_key(value: Any) -> str | None:
     if value is not None and (not value.strip() or any(c.isspace() or c in ":#" for c in value)):
         return f"{value!r}: one frontmatter key, without spaces, ':' or '#'"
     return None
+
+
+def check_public_url(value: Any) -> str | None:
+    """remote.url: the https origin a TLS terminator (Funnel, Caddy, a tunnel) serves kms at; plain http only
+    for a loopback name (tests, a local trial): an OAuth issuer must be https elsewhere (RFC 8414)."""
+    from urllib.parse import urlsplit
+
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        return f"{value!r}: an https:// address (http:// only on loopback)"
+    if not parts.hostname or parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        return f"{value!r}: only scheme, host and port (such as https://box.tail1234.ts.net)"
+    return None
+
+
+def check_scopes(value: Any) -> str | None:
+    """remote.max_scopes: a scope string in kms's grammar (``server.config.scopes``), never ``admin``."""
+    from server.config.scopes import ScopeError, Scopes
+
+    if value is None:
+        return "a ceiling is needed, such as 'tier:write' or 'tier:read vault:notes'"
+    try:
+        scopes = Scopes.parse(value)
+    except ScopeError as e:
+        return str(e)
+    return "admin is never given to a remote client" if scopes.admin else None
+
+
+def check_redirect_uris(value: Any) -> str | None:
+    """remote.redirect_uris: extra redirect URIs, space-separated, each https (or loopback http), exact."""
+    from urllib.parse import urlsplit
+
+    for uri in (value or "").split():
+        parts = urlsplit(uri)
+        if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1")):
+            return f"{uri!r}: an https:// redirect URI (or http:// on 127.0.0.1)"
+        if not parts.hostname or parts.fragment:
+            return f"{uri!r}: a whole URI with a host and no #fragment"
+    return None

@@ -17,11 +17,13 @@ import os
 import stat
 import time
 from collections import Counter
+from collections.abc import Collection, Container
 from dataclasses import dataclass, field
 
 import apsw
 
 from server.index import conflicts, history, manifest_index
+from server.index.cold import HistoryPlan, OnSearchable, history_plan, in_two_phases, incomplete, index_cold
 from server.index.privacy import (
     Rules,
     apply_rules,
@@ -32,6 +34,7 @@ from server.index.privacy import (
     vault_rules,
 )
 from server.index.records import FileRecord, Progress, gc_paused, read_all, read_record, scan
+from server.index.report import IndexReport
 from server.index.writer import (
     ChangedNotes,
     NewNotes,
@@ -49,6 +52,7 @@ from server.store import history as blobs
 from server.store import kept_counts
 from server.store.db import checkpoint_and_truncate, write_tx
 from server.store.registrations import save_registrations
+from server.vault.conflict_names import CopyOf
 from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_sync, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
@@ -56,24 +60,6 @@ _TOUCHED = (
     "UPDATE notes SET updated_at = CASE WHEN updated_at = mtime_ns / 1e9 THEN ? ELSE updated_at END, "
     "mtime_ns = ? WHERE rid = ?"
 )
-
-
-@dataclass
-class IndexReport:
-    vault: str
-    scanned: int = 0
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    renamed: int = 0
-    flagged: int = 0
-    errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> int:
-        return self.added + self.updated + self.deleted + self.renamed
 
 
 @gc_paused()  # a tuple a file from the scan and the manifest: no full collection (a pause all threads wait on)
@@ -84,184 +70,318 @@ def index_vault(
     full: bool = False,
     progress: Progress | None = None,
     how: str = history.HOW_INDEX,
+    on_searchable: OnSearchable | None = None,
 ) -> IndexReport:
     """Bring one vault's index up to date with its files (``full`` re-parses every file); every version
-    it sees goes to the note's history (``how``: who looked, ``kms index`` or the watcher)."""
+    it sees goes to the note's history (``how``: who looked, ``kms index`` or the watcher).
+
+    A vault with no note yet is indexed in two transactions (``server.index.cold``), ``on_searchable``
+    called between them; a vault a crash left between the two is completed here, as a full reindex."""
     started = time.perf_counter()
     report = IndexReport(vault=vault.name)
     if not vault.root.is_dir():
         report.errors.append(f"vault folder {vault.root} is missing or unreadable; index left as it was")
         return report
+    vault, full = _settle(conn, vault, full)
+    completing = _left_searchable(conn, vault.id)
+    attachments: list[str] = []
+    symlinks: set[str] = set()
+    files, unreadable, errors = scan(vault.root, attachments, symlinks)
+    copies = conflicts.split_copies(conflicts.names_for(vault), files, attachments)  # never notes
+    report.errors.extend(errors)
+    report.scanned = len(files)
+    manifest = manifest_index.read(conn, vault.id)
+    todo = _todo(files, manifest, full or completing)
+    report.unchanged = len(files) - len(todo)
+    gone = _gone(vault, files, manifest, unreadable, copies)
+    rules = vault_rules(conn, vault.id, vault.root)
+    if not todo and not gone and not completing:
+        _nothing_changed(conn, vault, attachments, copies, files, full, how)
+    elif (
+        manifest
+        or not in_two_phases(conn)
+        or not index_cold(
+            conn,
+            vault,
+            todo,
+            report,
+            attachments=attachments,
+            symlinks=symlinks,
+            rules=rules,
+            progress=progress,
+            how=how,
+            on_searchable=on_searchable,
+            started=started,
+        )
+    ):
+        _Pass(conn, vault, report, rules, how, full=full or completing, completing=completing).run(
+            todo, gone, manifest, attachments, symlinks, progress, copies, files
+        )
+        report.completed = completing
+    elif copies:  # indexed cold: the conflict copies it found open their conflicts
+        with write_tx(conn):
+            conflicts.settle_copies(conn, vault, copies, files)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _settle(conn: apsw.Connection, vault: Vault, full: bool) -> tuple[Vault, bool]:
+    """The vault's dialect and Dendron workspace as its files say now; ``full`` when the vault was indexed
+    before dialects (every note is read again by its dialect's rules)."""
     vault, unset = settle_dialect(conn, vault)
     vault = settle_sync(conn, vault)
     if settle_workspace(conn, vault):  # its dendron.yml names other vaults now (or was read the first time)
         with write_tx(conn):
             resolve_named(conn)
-    full = full or unset  # indexed before dialects: every note is read again by its dialect's rules
-    dialect = vault.rules
-    attachments: list[str] = []
-    files, unreadable, errors = scan(vault.root, attachments)
-    copies = conflicts.split_copies(conflicts.names_for(vault), files, attachments)  # never notes
-    report.errors.extend(errors)
-    report.scanned = len(files)
-    manifest = manifest_index.read(conn, vault.id)
-    todo = [
+    return vault, full or unset
+
+
+def _left_searchable(conn: apsw.Connection, vault_id: int) -> bool:
+    """Whether a crash left the vault between a cold index's two transactions (``server.index.cold``).
+    Asked again under the write lock when it says so: a cold index still running in another process holds
+    the lock until it completes."""
+    if not in_two_phases(conn) or vault_id not in incomplete(conn):
+        return False
+    with write_tx(conn):
+        return vault_id in incomplete(conn)
+
+
+def _todo(
+    files: dict[str, tuple[int, int]], manifest: dict[str, tuple[int, int, int, str]], full: bool
+) -> list[tuple[str, int, int]]:
+    """The files to read: every one (``full``), else those new or with another mtime or size."""
+    return [
         (path, mtime_ns, size)
         for path, (mtime_ns, size) in files.items()
         if full or (known := manifest.get(path)) is None or known[1] != mtime_ns or known[2] != size
     ]
-    report.unchanged = len(files) - len(todo)
 
-    gone: dict[str, tuple[int, str]] = {}  # path -> (rid, hash) of notes whose file is positively gone
+
+def _gone(
+    vault: Vault,
+    files: dict[str, tuple[int, int]],
+    manifest: dict[str, tuple[int, int, int, str]],
+    unreadable: list[str],
+    copies: Container[str] = (),
+) -> dict[str, tuple[int, str]]:
+    """path -> (rid, '') of the notes whose file is positively gone (its hash is read under the write lock),
+    or that is a conflict copy now (``copies``: one indexed as a note before goes)."""
+    gone: dict[str, tuple[int, str]] = {}
     for path in [p for p in manifest if p not in files]:
         rid, _m, _s, chash = manifest[path]
         if any(u == "" or path == u or path.startswith(u + "/") for u in unreadable):
             continue
         if path not in copies and os.path.lexists(os.path.join(vault.root, path)):
-            continue  # still there but not indexable now (e.g. permissions): keep it (a copy indexed before goes)
-        gone[path] = (rid, chash)  # (its hash is read under the write lock below)
-    rules = vault_rules(conn, vault.id, vault.root)
-    keeping = history.active(conn)
-    if not todo and not gone:
-        if not full:
-            # looked for before the write lock (a scan of every note): the calls that write wait on it
-            lacking = keeping and how == history.HOW_INDEX and history.missing(conn, vault.id)
-            with write_tx(conn):
-                sync_attachments(conn, vault.id, attachments)
-                conflicts.settle_copies(conn, vault, copies, files)
-                conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
-                if lacking:
-                    history.backfill(conn, vault.id, vault.root)
-        refresh(conn, vault.id, vault.root)
-        report.seconds = time.perf_counter() - started
-        return report
+            continue  # still there but not indexable now (e.g. permissions): keep it
+        gone[path] = (rid, chash)
+    return gone
 
-    keys: set[str] = set()
-    srcs: set[int] = set()
-    now = time.time()
-    cold = not manifest
-    seen: list[history.Seen] = []
-    seed_bid = blobs.seed_of(conn, vault.id) if keeping else None
-    new_seed = (
-        history.seed_samples(vault.root, [p for p, _m, _s in todo])
-        if keeping and cold and seed_bid is None and len(todo) >= blobs.SEED_MIN_NOTES
-        else None
-    )
-    keep: bytes | None | bool = False
-    if keeping:  # a worker compresses against the vault's seed (see server.store.history)
-        keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
-    with write_tx(conn), contextlib.ExitStack() as counting:
-        # re-read under the write lock: another process's watcher may have added, changed or
-        # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
-        current = manifest_index.read(conn, vault.id)
-        if current != manifest:
-            gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
-            manifest = current
-        if not current:  # every row of the vault is written now: the kept counts are recounted once at the end
-            counting.enter_context(kept_counts.suspended(conn))
-        manifest = manifest_index.with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
-        gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
-        by_hash: dict[str, list[str]] = {}
-        for path, (_rid, chash) in gone.items():
-            by_hash.setdefault(chash, []).append(path)
-        stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
-        hidden_rids: list[int] = []
-        new_notes = NewNotes(conn, vault.id)
-        changed = ChangedNotes(conn)
-        stored = StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if full else None
 
-        def inserted(done: list[tuple[int, FileRecord]]) -> None:
-            if keeping:
-                seen.extend(
-                    history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed) for rid, rec in done
-                )
-            if cold:
-                return  # every link is resolved at the end anyway
-            for rid, rec in done:
-                keys.update(k for k, _kind in rec.keys)
-                srcs.add(rid)
+def _nothing_changed(
+    conn: apsw.Connection,
+    vault: Vault,
+    attachments: list[str],
+    copies: dict[str, CopyOf],
+    notes: Container[str],
+    full: bool,
+    how: str,
+) -> None:
+    """No note to read or remove: the attachments, the conflict copies, the index date, the history's missing
+    first versions."""
+    if not full:
+        # looked for before the write lock (a scan of every note): the calls that write wait on it
+        lacking = history.active(conn) and how == history.HOW_INDEX and history.missing(conn, vault.id)
+        with write_tx(conn):
+            sync_attachments(conn, vault.id, attachments)
+            conflicts.settle_copies(conn, vault, copies, notes)
+            conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
+            if lacking:
+                history.backfill(conn, vault.id, vault.root)
+    refresh(conn, vault.id, vault.root)
 
-        sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
-        conflicts.settle_copies(conn, vault, copies, files)
-        for rec in read_all(vault.root, todo, progress, dialect, keep):
-            if rec.error or rec.values is None:
-                report.errors.append(rec.error or f"{rec.path}: unreadable")
-                continue
-            known = manifest.get(rec.path)
-            if known and known[3] == rec.content_hash and not full:
-                conn.execute(_TOUCHED, (rec.mtime_ns / 1e9, rec.mtime_ns, known[0]))
+
+class _Pass:
+    """One transaction bringing a vault's notes in line with the files read: new, changed, renamed and
+    gone notes, their children and links, history, privacy. ``completing``: the vault was left between a
+    cold index's two transactions; this full pass completes it (counts recounted, first versions kept)."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        vault: Vault,
+        report: IndexReport,
+        rules: Rules,
+        how: str,
+        *,
+        full: bool,
+        completing: bool,
+    ) -> None:
+        self.conn, self.vault, self.report, self.rules, self.how = conn, vault, report, rules, how
+        self.full, self.completing = full, completing
+        self.keys: set[str] = set()
+        self.srcs: set[int] = set()
+        self.seen: list[history.Seen] = []
+        self.hidden_rids: list[int] = []
+        self.now = time.time()
+        self.keeping = history.active(conn)
+        self.cold = False
+
+    def run(
+        self,
+        todo: list[tuple[str, int, int]],
+        gone: dict[str, tuple[int, str]],
+        manifest: dict[str, tuple[int, int, int, str]],
+        attachments: list[str],
+        symlinks: Collection[str],
+        progress: Progress | None,
+        copies: dict[str, CopyOf],
+        notes: Container[str],
+    ) -> None:
+        conn, vault = self.conn, self.vault
+        self.cold = not manifest  # (a cold index that found the vault indexed by another process meanwhile)
+        plan = history_plan(conn, vault, todo, new=self.cold)
+        with write_tx(conn), contextlib.ExitStack() as counting:
+            # re-read under the write lock: another process's watcher may have added, changed or
+            # removed rows since the scan (inserting a path twice would break UNIQUE(vault_id, path))
+            current = manifest_index.read(conn, vault.id)
+            if current != manifest:
+                gone = {p: g for p, g in gone.items() if p in current and current[p][0] == g[0]}
+                manifest = current
+            if not current or self.completing:  # the kept counts are recounted once at the end
+                counting.enter_context(kept_counts.suspended(conn))
+            manifest = manifest_index.with_hashes(conn, manifest, [*(p for p, _m, _s in todo), *gone])
+            gone = {p: (rid, manifest[p][3]) for p, (rid, _h) in gone.items()}
+            self.renames = _Renames(conn, gone)
+            self.new_notes = NewNotes(conn, vault.id)
+            self.changed = ChangedNotes(conn)
+            self.stored = (
+                StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if self.full else None
+            )
+            sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
+            conflicts.settle_copies(conn, vault, copies, notes)
+            for rec in read_all(vault.root, todo, progress, vault.rules, plan.keep, symlinks):
+                self.record(rec, manifest.get(rec.path))
+            self.changed.flush()
+            self._inserted(self.new_notes.flush())
+            if not current:  # written with triggers off: the stamps of notes gone from it, given back here
+                stamps_back(conn, vault.id)
+            self.finish(plan, self.renames.gone)
+
+    def record(self, rec: FileRecord, known: tuple[int, int, int, str] | None) -> None:
+        """One file read: its note touched, changed, renamed or new."""
+        report, conn = self.report, self.conn
+        if rec.error or rec.values is None:
+            report.errors.append(rec.error or f"{rec.path}: unreadable")
+            return
+        if known and known[3] == rec.content_hash and not self.full:
+            conn.execute(_TOUCHED, (rec.mtime_ns / 1e9, rec.mtime_ns, known[0]))
+            report.unchanged += 1
+            return
+        values = rec.values  # the record's own: filled in place
+        values["indexed_at"] = self.now
+        values["hidden_rule"] = self.rules.reason(
+            values["path"], values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw
+        )
+        if rec.flagged:
+            report.flagged += 1
+        if known:
+            rid = known[0]
+            self.changed.add(rid, values, self.stored.note(rid) if self.stored else None)
+            if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
                 report.unchanged += 1
-                continue
-            values = rec.values  # the record's own: filled in place
-            values["indexed_at"] = now
-            values["hidden_rule"] = rules.reason(
-                values["path"], values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw
-            )
-            if rec.flagged:
-                report.flagged += 1
-            if known:
-                rid = known[0]
-                changed.add(rid, values, stored.note(rid) if stored else None)
-                if known[3] == rec.content_hash:  # --full re-parses it, but the file did not change
-                    report.unchanged += 1
-                else:
-                    report.updated += 1
-                    if keeping:
-                        seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
-            elif old_path := (
-                by_hash[rec.content_hash].pop(0)
-                if by_hash.get(rec.content_hash)
-                else similar_note(stamped, values)
-                if stamped
-                else None
-            ):
-                stamped.pop(old_path, None)
-                rid = gone.pop(old_path)[0]
-                changed.add(rid, values)
-                report.renamed += 1
-                if keeping:
-                    seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
             else:
-                report.added += 1
-                inserted(new_notes.add(rec, values))
-                continue
-            if values["hidden_rule"]:
-                hidden_rids.append(rid)
-            changed_keys, links_changed = write_children(
-                conn, rid, vault.id, rec, stored.children_of(rid) if stored else None
+                report.updated += 1
+                self._seen(rid, rec)
+        elif (rid_renamed := self.renames.take(rec, values)) is not None:
+            rid = rid_renamed
+            self.changed.add(rid, values)
+            report.renamed += 1
+            self._seen(rid, rec)
+        else:
+            report.added += 1
+            self._inserted(self.new_notes.add(rec, values))
+            return
+        if values["hidden_rule"]:
+            self.hidden_rids.append(rid)
+        changed_keys, links_changed = write_children(
+            conn, rid, self.vault.id, rec, self.stored.children_of(rid) if self.stored else None
+        )
+        self.keys.update(changed_keys)
+        if links_changed:
+            self.srcs.add(rid)
+
+    def _seen(self, rid: int, rec: FileRecord) -> None:
+        if self.keeping:
+            self.seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
+
+    def _inserted(self, done: list[tuple[int, FileRecord]]) -> None:
+        for rid, rec in done:
+            self._seen(rid, rec)
+        if self.cold:
+            return  # every link is resolved at the end anyway
+        for rid, rec in done:
+            self.keys.update(k for k, _kind in rec.keys)
+            self.srcs.add(rid)
+
+    def finish(self, plan: HistoryPlan, gone: dict[str, tuple[int, str]]) -> None:
+        """After every record: history, notes gone, links, privacy, the vault's date (and state)."""
+        conn, vault, report = self.conn, self.vault, self.report
+        if self.keeping:
+            seed_bid = blobs.put_seed(conn, vault.id, plan.new_seed) if plan.new_seed is not None else plan.seed_bid
+            history.record_seen(
+                conn, vault.id, self.seen, self.how, self.now, packed_base=seed_bid if plan.keep is not None else None
             )
-            keys.update(changed_keys)
-            if links_changed:
-                srcs.add(rid)
-        changed.flush()
-        inserted(new_notes.flush())
-        if not current:  # written with triggers off: the stamps of notes gone from it, given back here
-            stamps_back(conn, vault.id)
-        if keeping:
-            if new_seed is not None:
-                seed_bid = blobs.put_seed(conn, vault.id, new_seed)
-            history.record_seen(conn, vault.id, seen, how, now, packed_base=seed_bid if keep is not None else None)
         for _path, (rid, _h) in gone.items():
-            keys.update(affected_keys(conn, rid))
+            self.keys.update(affected_keys(conn, rid))
             history.record_gone(conn, rid)
             delete_note_row(conn, rid)
             report.deleted += 1
-        if keeping and how == history.HOW_INDEX and not cold:
+        if self.keeping and (self.how == history.HOW_INDEX or self.completing) and not self.cold:
             history.backfill(conn, vault.id, vault.root)
-        if full and changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge FTS segments
+        if self.full and self.changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge segments
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
-        resolve_links(conn, None if cold or full else keys, None if cold or full else srcs)
-        purge_embeddings(conn, hidden_rids)
-        if cold:  # every note was judged as it was read: only the rules' fingerprint is left to record
+        every = self.cold or self.full
+        resolve_links(conn, None if every else self.keys, None if every else self.srcs)
+        purge_embeddings(conn, self.hidden_rids)
+        if self.cold:  # every note was judged as it was read: only the rules' fingerprint is left to record
             sync_symlinks(conn, vault.id)
-            conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (rules.fingerprint, vault.id))
-        elif next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0] != rules.fingerprint:
-            apply_rules(conn, vault.id, vault.root, rules)
+            conn.execute("UPDATE vaults SET privacy_rules = ? WHERE id = ?", (self.rules.fingerprint, vault.id))
+        elif (
+            next(conn.execute("SELECT privacy_rules FROM vaults WHERE id = ?", (vault.id,)))[0]
+            != self.rules.fingerprint
+        ):
+            apply_rules(conn, vault.id, vault.root, self.rules)
         else:
             sync_symlinks(conn, vault.id)
         conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
-    report.seconds = time.perf_counter() - started
-    return report
+        if self.completing:
+            conn.execute("UPDATE vaults SET index_state = NULL WHERE id = ?", (vault.id,))
+
+
+class _Renames:
+    """The notes whose file is gone, matched to new paths: the same bytes, or (a note hidden by hand) the
+    most similar words."""
+
+    def __init__(self, conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> None:
+        self.gone = gone
+        self.by_hash: dict[str, list[str]] = {}
+        for path, (_rid, chash) in gone.items():
+            self.by_hash.setdefault(chash, []).append(path)
+        self.stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
+
+    def take(self, rec: FileRecord, values: dict) -> int | None:
+        """The rid of the gone note ``rec`` is (then no longer gone), None for a new note."""
+        old_path = (
+            self.by_hash[rec.content_hash].pop(0)
+            if self.by_hash.get(rec.content_hash)
+            else similar_note(self.stamped, values)
+            if self.stamped
+            else None
+        )
+        if not old_path:
+            return None
+        self.stamped.pop(old_path, None)
+        return self.gone.pop(old_path)[0]
 
 
 SIMILAR = 0.6  # share of words a renamed-and-edited note must keep to carry its hidden stamp
@@ -308,10 +428,15 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
 
 
 def index_all(
-    conn: apsw.Connection, *, full: bool = False, vault: str | None = None, progress: Progress | None = None
+    conn: apsw.Connection,
+    *,
+    full: bool = False,
+    vault: str | None = None,
+    progress: Progress | None = None,
+    on_searchable: OnSearchable | None = None,
 ) -> list[IndexReport]:
     vaults = [v for v in list_vaults(conn) if vault is None or v.name == vault]
-    reports = [index_vault(conn, v, full=full, progress=progress) for v in vaults]
+    reports = [index_vault(conn, v, full=full, progress=progress, on_searchable=on_searchable) for v in vaults]
     if sum(r.added + r.updated + r.deleted for r in reports) >= BULK_NOTES:
         checkpoint_and_truncate(conn)
     return reports

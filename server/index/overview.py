@@ -28,6 +28,19 @@ class VaultSummary:
     dialect: str | None = None  # the rules its notes are read by (None until first indexed)
     sync: str | None = None  # what keeps it in sync (``server.vault.sync_tools``; None: not looked yet)
     conflicts: int | None = None  # its open conflicts (``server.index.conflicts``)
+    # 'searchable' between a new vault's two index transactions (``server.index.cold``), None once complete
+    index_state: str | None = None
+    git_mode: str | None = None  # NULL/'off', 'commit' or 'sync' (m054; ``server.vault.git_state``)
+
+    @property
+    def git_on(self) -> bool:
+        """Whether kms commits (and maybe syncs) this vault with git."""
+        return self.git_mode in ("commit", "sync")
+
+    @property
+    def complete(self) -> bool:
+        """False while its notes are searchable but their links, tags and counts are still being built."""
+        return self.index_state is None
 
     @property
     def root_exists(self) -> bool:
@@ -43,6 +56,7 @@ class VaultSummary:
             "dialect": self.dialect,
             "sync": self.sync,
             "conflicts": self.conflicts,
+            "index": "complete" if self.complete else "searchable; links and tags still being built",
         }
         if self.flagged is not None:
             out["flagged"] = self.flagged
@@ -66,6 +80,11 @@ class Overview:
         return max((v.last_indexed_at for v in self.vaults if v.last_indexed_at is not None), default=None)
 
     @property
+    def incomplete(self) -> tuple[str, ...]:
+        """The vaults searchable but not complete yet."""
+        return tuple(v.name for v in self.vaults if not v.complete)
+
+    @property
     def flagged(self) -> int | None:
         counted = [v.flagged for v in self.vaults if v.flagged is not None]
         return sum(counted) if len(counted) == len(self.vaults) else None
@@ -82,7 +101,7 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """
     found = rows(
         conn,
-        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.sync,
+        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.sync, v.index_state, v.git_mode,
                    (SELECT count(*) FROM conflicts c WHERE c.vault_id = v.id AND c.resolved_at IS NULL) AS conflicts,
                    (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
                    (SELECT count(*) FROM notes n WHERE +n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden,

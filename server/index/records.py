@@ -14,8 +14,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,12 +74,15 @@ def title_of(relpath: str) -> str:
     return strip_note_suffix(relpath.rsplit("/", 1)[-1])
 
 
-def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
+def scan(
+    root: Path, attachments: list[str] | None = None, symlinks: set[str] | None = None
+) -> tuple[dict[str, tuple[int, int]], list[str], list[str]]:
     """Walk a vault: ({relpath: (mtime_ns, size)}, unreadable folder prefixes, errors).
 
     Skips dot-folders and dot-files, non-Markdown files, symlinked folders, and symlinked
     files whose target leaves the vault. ``attachments``, when given, receives the paths of the
-    other files (what ``![[pic.png]]`` may name).
+    other files (what ``![[pic.png]]`` may name); ``symlinks`` the notes that are symlinks (the scan
+    knows it from its directory entries: ``read_record`` need not ask the file system again).
     """
     root_real = os.path.realpath(root)
     files: dict[str, tuple[int, int]] = {}
@@ -113,6 +115,8 @@ def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tu
                     target = os.path.realpath(entry.path)
                     if os.path.commonpath([root_real, target]) != root_real:
                         continue
+                    if symlinks is not None:
+                        symlinks.add(rel)
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(rel)
                 elif is_note_path(name) and entry.is_file():
@@ -127,10 +131,17 @@ def scan(root: Path, attachments: list[str] | None = None) -> tuple[dict[str, tu
 
 
 def read_record(
-    root: str, relpath: str, mtime_ns: int, size: int, known_hash: str | None = None, dialect: Dialect = OBSIDIAN
+    root: str,
+    relpath: str,
+    mtime_ns: int,
+    size: int,
+    known_hash: str | None = None,
+    dialect: Dialect = OBSIDIAN,
+    symlink: bool | None = None,
 ) -> FileRecord:
     """Read, hash and parse one file; never raises. A file whose hash is ``known_hash`` is not
-    parsed again: the record comes back with ``unchanged`` set and no rows."""
+    parsed again: the record comes back with ``unchanged`` set and no rows. ``symlink``: whether the
+    file is a symlink, when the caller's scan knows (None: asked here, one ``lstat``)."""
     full = os.path.join(root, relpath)
     try:
         with open(full, "rb") as fh:
@@ -141,7 +152,9 @@ def read_record(
     if rec.values is not None and rec.values.get("created") is None:  # a new note's createdAt (writer.insert)
         born = birth_time(full)
         rec.values["born"] = min(born, mtime_ns / 1e9) if born else mtime_ns / 1e9
-    if rec.values is not None and os.path.islink(full):  # privacy: a symlink follows its target
+    if rec.values is not None and (
+        os.path.islink(full) if symlink is None else symlink
+    ):  # privacy: it follows its target
         rec.values["link_to"] = os.path.relpath(os.path.realpath(full), os.path.realpath(root)).replace(os.sep, "/")
     return rec
 
@@ -228,12 +241,19 @@ Keep = bytes | None | bool
 
 
 def _read_batch(
-    root: str, items: list[tuple[str, int, int]], dialect: Dialect = OBSIDIAN, keep: Keep = False
+    root: str,
+    items: list[tuple[str, int, int]],
+    dialect: Dialect = OBSIDIAN,
+    keep: Keep = False,
+    symlinks: Collection[str] | None = None,
 ) -> list[FileRecord]:
     from server.store.history import compress
 
     with gc_paused():
-        out = [read_record(root, p, m, s, dialect=dialect) for p, m, s in items]
+        out = [
+            read_record(root, p, m, s, dialect=dialect, symlink=None if symlinks is None else p in symlinks)
+            for p, m, s in items
+        ]
         for rec in out:  # the bytes go back compressed (a third of them), and the workers compress in parallel
             if rec.data is not None and keep is not False:
                 rec.packed = compress(rec.data, keep if isinstance(keep, bytes) else None)
@@ -247,27 +267,31 @@ def read_all(
     progress: Progress | None,
     dialect: Dialect = OBSIDIAN,
     keep: Keep = False,
+    symlinks: Collection[str] | None = None,
 ) -> Iterable[FileRecord]:
     """Read and parse ``items``; ``keep``: what the worker processes do with the bytes for history
-    (``Keep``; read in this process, the records keep their bytes)."""
+    (``Keep``; read in this process, the records keep their bytes); ``symlinks``: which of them are
+    symlinks, as the scan found (None: each file is asked)."""
     total = len(items)
     done = 0
     workers = min(os.cpu_count() or 1, 4)  # the writer (this process) mostly waits on SQLite, not the GIL
     if total < PARALLEL_THRESHOLD or workers < 1:
         for p, m, s in items:
-            yield read_record(str(root), p, m, s, dialect=dialect)
+            yield read_record(str(root), p, m, s, dialect=dialect, symlink=None if symlinks is None else p in symlinks)
             done += 1
             if progress and done % 100 == 0:
                 progress(done, total)
     else:
-        import multiprocessing
+        import multiprocessing  # (a bulk index only: the write path and the dashboard import this module)
+        from concurrent.futures import ProcessPoolExecutor
 
         batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]
+        links = [None if symlinks is None else {p for p, _m, _s in b if p in symlinks} for b in batches]
         # fork is cheap but unsafe in a process with other threads (locks held by them)
         ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             n = len(batches)
-            for batch in pool.map(_read_batch, [str(root)] * n, batches, [dialect] * n, [keep] * n):
+            for batch in pool.map(_read_batch, [str(root)] * n, batches, [dialect] * n, [keep] * n, links):
                 yield from batch
                 done += len(batch)
                 if progress:

@@ -328,11 +328,12 @@ class SemanticService:
 
     def close(self, settle_s: float = 20.0) -> bool:
         """Stop the background work; returns whether the process may exit normally. A model still
-        loading is waited for (bounded): onnxruntime aborts the process (SIGABRT) when the
-        interpreter finalises under a session being built."""
+        loading, or still embedding, is waited for (bounded): onnxruntime aborts the process (SIGABRT)
+        when the interpreter finalises under a session being built or run."""
+        stopped = True
         if self.background is not None and self._started:
-            self.background.stop()
+            stopped = self.background.stop()  # (False: a model run outlived the wait; the process must not finalise)
         self.index.close()
         if self._started and self.embedder.state == LOADING:
             self.embedder.wait(settle_s)
-        return self.embedder.state != LOADING
+        return stopped and self.embedder.state != LOADING

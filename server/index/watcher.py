@@ -13,6 +13,7 @@ import apsw
 
 from server.index import conflicts
 from server.index.backups import start_backup_if_due
+from server.index.git_sync import start_sync_if_due
 from server.index.indexer import index_vault, reindex_file
 from server.index.privacy import KMSIGNORE, refresh
 from server.index.writer import add_attachments
@@ -27,6 +28,7 @@ BACKUP_CHECK_S = 60.0  # how often a watcher asks whether the daily copy of the 
 # writes (started with the first batch, a new service's first copy ran under the agent's first writes, which
 # then took up to 55 ms; bench_mcp's appends were slower while it ran)
 BACKUP_QUIET_S = 30.0
+GIT_SYNC_CHECK_S = 5.0  # how often an idle watcher asks whether a vault in git mode ``sync`` is due (``git_sync``)
 RULES_CHECK_MS = 2000  # how often a watcher looks for a privacy rule change made outside any vault file
 log = logging.getLogger("kms.watcher")
 # after re-indexing: (conn, vault, the vault's changed notes) -> rows changed; e.g. the check that a
@@ -202,6 +204,7 @@ def _watch_until_registry_changes(
         refresh(conn, v.id, v.root)
     checked = time.perf_counter()
     backup_checked = checked - BACKUP_CHECK_S  # (so a service that starts makes an overdue copy soon)
+    sync_checked = checked
     last_change = checked
     caught_up = False
     for changes in watch(
@@ -229,3 +232,6 @@ def _watch_until_registry_changes(
         elif started - last_change >= backup_quiet_s and started - backup_checked >= BACKUP_CHECK_S:
             backup_checked = started  # on a thread of its own, while the files are still: no call waits on it
             start_backup_if_due(db_path)
+        if not changes and started - sync_checked >= GIT_SYNC_CHECK_S:
+            sync_checked = started  # fetch, merge and push on a thread of its own, once writes are idle
+            start_sync_if_due(db_path)

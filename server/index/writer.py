@@ -90,6 +90,31 @@ def insert_children(
         conn.executemany("INSERT OR IGNORE INTO note_props(rid, key, ord, value, num) VALUES (?, ?, ?, ?, ?)", props)
 
 
+def insert_resolved_links(conn: apsw.Connection, rows: list[tuple]) -> None:
+    """Links whose targets are known already (``server.index.new_links``): each row is ``(src_rid, ...the
+    record's link columns..., dst_rid, dst_file)``."""
+    conn.executemany(
+        f"INSERT INTO links({_LINK_COLS}, dst_rid, dst_file) VALUES ({', '.join('?' * (_LINK_COLS.count(',') + 3))})",
+        rows,
+    )
+
+
+def new_children(done: list[tuple[int, FileRecord]], vault_id: int) -> tuple[list, list, list, list, list]:
+    """The tags, keys, links, headings and properties rows of new notes ``(rid, record)``."""
+    tags: list = []
+    keys: list = []
+    links: list = []
+    heads: list = []
+    props: list = []
+    for rid, rec in done:
+        tags += [(rid, t) for t in rec.tags]
+        keys += [(k, vault_id, rid, kind) for k, kind in rec.keys]
+        links += [(rid, *ln) for ln in rec.links]
+        heads += [(rid, *h) for h in rec.headings]
+        props += [(rid, *p) for p in rec.props]
+    return tags, keys, links, heads, props
+
+
 # Each child table: its note column and the columns ``children_rows`` fills, in order.
 _CHILD_TABLES = (
     ("note_tags", "rid", "rid, tag"),
@@ -185,16 +210,18 @@ def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) 
 
 class NewNotes:
     """New notes are inserted in batches: one ``executemany`` per table instead of a handful of
-    statements per note is what keeps a cold index close to a bare FTS5 load."""
+    statements per note is what keeps a cold index close to a bare FTS5 load. ``children`` False: only
+    the notes rows and their FTS rows (a new vault's first phase, ``server.index.cold``)."""
 
     SIZE = 256
     _COLS = ("rid", "id", "vault_id", "created_at", "hidden_at", *UPDATE_COLS)
     _SQL = f"INSERT INTO notes({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})"
 
-    def __init__(self, conn: apsw.Connection, vault_id: int) -> None:
+    def __init__(self, conn: apsw.Connection, vault_id: int, *, children: bool = True) -> None:
         self.conn = conn
         self.vault_id = vault_id
         self.vault = ""  # its name, looked up at the first flush (new ids are made from it)
+        self.children = children
         self.pending: list[tuple[FileRecord, dict]] = []
 
     def add(self, rec: FileRecord, values: dict) -> list[tuple[int, FileRecord]]:
@@ -225,20 +252,10 @@ class NewNotes:
             ],
         )
         conn.executemany(FTS_INSERT, [fts_entry(first + i, v) for i, (_rec, v) in enumerate(pending)])
-        tags: list = []
-        keys: list = []
-        links: list = []
-        heads: list = []
-        props: list = []
-        for i, (rec, _v) in enumerate(pending):
-            rid = first + i
-            tags += [(rid, t) for t in rec.tags]
-            keys += [(k, vid, rid, kind) for k, kind in rec.keys]
-            links += [(rid, *ln) for ln in rec.links]
-            heads += [(rid, *h) for h in rec.headings]
-            props += [(rid, *p) for p in rec.props]
-        insert_children(conn, tags, keys, links, heads, props)
-        return [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
+        done = [(first + i, rec) for i, (rec, _v) in enumerate(pending)]
+        if self.children:
+            insert_children(conn, *new_children(done, vid))
+        return done
 
 
 _COMPARED = tuple(c for c in UPDATE_COLS if c != "indexed_at")  # what a file decides in a notes row

@@ -18,6 +18,8 @@
   (400) over HTTP too and never reaches the SDK;
 - a response still open when its token stops being active (revoked, expired, a lapsed lease) ends within a
   second or two (``EndingResponses``): the bearer check alone runs only when a request arrives;
+- ``/review/``: the review pages (``server.web``): a person's browser with a cookie from a one-time link, never a
+  bearer token (docs/review.md);
 - ``/health``: unauthenticated, says only that kms answers, its version and pid (no secret, no count);
 - ``/hooks/{event}``: the HTTP hooks of a ``kms claude`` session (docs/hooks.md), each authenticated by the
   session's own bearer token (the same check as ``/mcp``), and only a ``session`` token's: a session-end
@@ -68,7 +70,7 @@ class KmsTokenVerifier:
         db = self.hub.services.db_path
         now = time.time()
         found = tokens.verify(thread_connection(db), token, now=now, touch=False)  # one indexed read: inline
-        if found is None or found.scopes.admin:
+        if found is None or found.scopes.admin or found.kind == "remote":  # a remote grant: its listener only
             return None
         if tokens.touch_due(found, now):  # a write (at most every 30 s a token): off the event loop
             await anyio.to_thread.run_sync(lambda: tokens.mark_used(thread_connection(db), found.id, now))
@@ -275,6 +277,7 @@ def service_app(
     from starlette.routing import Route
 
     from server.mcp.serve import build_server
+    from server.web import review_mount
 
     origins = Origins.for_bind(host, port)
 
@@ -299,6 +302,7 @@ def service_app(
         transport_security=exact_security(origins),
         custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
+    app.router.routes.append(review_mount(public=False, db_path=hub.services.db_path))  # the review pages
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             route.app = ScreenedBodies(EndingResponses(route.app, hub.services.db_path))

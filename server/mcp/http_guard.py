@@ -16,7 +16,8 @@ through ``HttpGuard`` before the app sees it, in this order, each step answered 
 3. **The body, as it streams**: a Content-Length over the route's limit is 413 ``too-large`` before anything
    is read; otherwise bytes are counted chunk by chunk from ``receive()`` and the request is refused (413)
    the moment the count passes the limit, so a 200 MB upload never sits in memory. Routes without a token
-   take at most ``MAX_OPEN_BODY_BYTES`` (``/health`` needs none). The body is then replayed to the app.
+   take at most ``MAX_OPEN_BODY_BYTES`` (``/health`` needs none), the review pages' forms
+   ``MAX_FORM_BODY_BYTES``. The body is then replayed to the app.
 4. **Slow requests**: each chunk of the body must come within ``read_timeout_s`` of the previous one and the
    whole body within ``BODY_DEADLINE_FACTOR`` times that, or 408 ``timeout``. The request head (request
    line and headers) is the HTTP protocol's, before any ASGI app runs: ``guarded_protocol`` gives uvicorn's
@@ -53,6 +54,8 @@ log = logging.getLogger("kms.service")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a request to /mcp or /hooks: as the stdio screen's line limit (server.mcp.wire)
 MAX_OPEN_BODY_BYTES = 4 * 1024  # a route that takes no token (/health, unknown paths) takes no real body
+MAX_FORM_BODY_BYTES = 64 * 1024  # a form of the review pages (/review/...: a reason, the ids of a session's calls)
+FORM_PATHS = ("/review/",)  # routes that take a person's forms (server.web: a cookie and a CSRF token, no bearer)
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers together
 READ_TIMEOUT_S = 10.0  # the head, and each chunk of a body; KMS_SERVICE_READ_TIMEOUT changes it
 BODY_DEADLINE_FACTOR = 6  # the whole body: within this many read timeouts
@@ -151,12 +154,16 @@ class HttpGuard:
         verify: Verify,
         read_timeout: float = READ_TIMEOUT_S,
         why: Why | None = None,
+        challenge: bytes = b'Bearer error="invalid_token"',
+        open_limit: int = MAX_OPEN_BODY_BYTES,
     ) -> None:
         self.app = app
         self.origins = origins
         self.verify = verify
         self.why = why  # why a refused token is refused (revoked, expired, unknown), for the 401's message
         self.read_timeout = read_timeout
+        self.challenge = challenge  # the 401's WWW-Authenticate (the remote listener's names its metadata)
+        self.open_limit = open_limit  # the body limit of routes that take no token (OAuth forms are bodies)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
@@ -182,10 +189,11 @@ class HttpGuard:
                     401,
                     "unauthorized",
                     why or "a live kms bearer token is required (kms token create; kms mcp-config HOST --http)",
-                    (b"www-authenticate", b'Bearer error="invalid_token"'),
+                    (b"www-authenticate", self.challenge),
                 )
                 return
-        limit = MAX_BODY_BYTES if takes_token else MAX_OPEN_BODY_BYTES
+        takes_form = any(path.startswith(p) for p in FORM_PATHS)
+        limit = MAX_BODY_BYTES if takes_token else MAX_FORM_BODY_BYTES if takes_form else self.open_limit
         declared = headers.get(b"content-length", ["0"])[0].strip()
         if declared.isdigit() and int(declared) > limit:
             await refuse(send, 413, "too-large", f"the request body is over {limit} bytes (the limit)")

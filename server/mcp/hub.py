@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
+from server.activity.remote_grants import identity
 from server.config.scopes import ScopeError
 from server.config.session import SessionConfig
 from server.errors import KmsError
@@ -134,6 +135,9 @@ class SessionHub:
             config = dataclasses.replace(token.scopes.narrow(base), token_id=token.id)
         except ScopeError as e:
             raise KmsError("not-found", f"this token's session cannot be served: {e}") from None
+        if token.kind == "remote":  # a remote grant (docs/remote.md): its client's name, every write staged for
+            # the person (``review_detached``: answered at once; ``approval``: never written unseen meanwhile)
+            config = dataclasses.replace(config, project=identity(token.label), review_detached=True, approval="always")
         try:
             return self.open(config)
         except KmsError as e:

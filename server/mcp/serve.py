@@ -5,7 +5,7 @@ an unknown or invalid ``KMS_*`` variable stops the server with one line on stder
 Read tools run on worker threads, each with its own APSW connection, so a slow one (a semantic
 search, an inventory walk) never holds up the others; a read that answers from an index in well under a
 millisecond (``ToolSpec.inline``: the folder listing) runs on the event loop. Write tools run on worker
-threads too, in order within their session (``ToolRunner.call_write``): while a write waits (another writer
+threads too, in order within their session (``ApprovalFlow.call_write``): while a write waits (another writer
 holds the note or the database, an editor is saving the note, the person has not decided), the session's
 reads and every other session go on. The handlers find the calling session through ``resolve`` (a
 ``SessionHub``'s, or the one session of ``kms mcp``). While serving, a watcher thread keeps the index in

@@ -19,6 +19,7 @@ tokens revoked, the state file removed, exit code 0.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -59,6 +60,9 @@ class ServiceState:
     db_path: str
     started_at: float
     proc_start: str | None = None  # the OS's start time of ``pid`` (``process_start``): None in older files
+    remote_url: str | None = None  # the remote listener's public address while it is open (docs/remote.md)
+    remote_port: int | None = None  # its loopback port
+    remote_error: str | None = None  # why it could not open (the port taken), for ``kms remote status|doctor``
 
     @property
     def url(self) -> str:
@@ -294,7 +298,9 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
     from server.mcp.http_guard import read_timeout_s, uvicorn_options
     from server.mcp.hub import SessionHub
     from server.mcp.process import ProcessServices
+    from server.mcp.remote.listener import RemoteListener
     from server.mcp.serve import start_background
+    from server.web import review_mount
 
     base = SessionConfig.from_env(session_id="service")
     services = ProcessServices.for_config(base)
@@ -321,6 +327,21 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
     )
     write_state(db_path, state)
 
+    def announce(settings: Any, error: str | None) -> None:  # the state file says whether remote mode listens
+        nonlocal state
+        url, port = (settings.issuer, settings.port) if settings is not None else (None, None)
+        state = dataclasses.replace(state, remote_url=url, remote_port=port, remote_error=error)
+        write_state(db_path, state)
+
+    remote = RemoteListener(
+        hub,
+        bind=lambda p: loopback_sockets(p, None),  # loopback only, whatever --host the local listener has
+        announce=announce,
+        uvicorn_options=limits,
+        # the review pages on the public origin too: for paired devices only (docs/review.md)
+        extra_public_routes=[review_mount(public=True, db_path=hub.services.db_path)],
+    )
+
     async def main() -> None:
         async with anyio.create_task_group() as tg:
 
@@ -341,6 +362,7 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
                 server.should_exit = True
 
             tg.start_soon(watch_stop)
+            tg.start_soon(remote.follow, lambda: stop_event.is_set() or server.should_exit)
             if on_ready is not None:
                 on_ready(state)
             await server.serve(sockets=sockets)

@@ -238,6 +238,19 @@ def suspended(conn: apsw.Connection) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def deferred(conn: apsw.Connection) -> Iterator[None]:
+    """The triggers off on this connection for one transaction, and the tables NOT recounted after: a new
+    vault's first index commits its notes before their tags and links (``server.index.cold``), and the
+    transaction that writes those recounts (``rebuild``). Until then the four tables hold nothing of that
+    vault, and the vault says it is not complete (``vaults.index_state``)."""
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    try:
+        yield
+    finally:
+        conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
+
+
+@contextlib.contextmanager
 def removing(conn: apsw.Connection, vault_id: int) -> Iterator[None]:
     """Every note of vault ``vault_id`` deleted inside (in the caller's transaction): a marker row stops
     each note's trigger from taking back its counts one by one, and the tables are recounted after.

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from server.config.conflict_patterns import pattern_regex
+from server.vault.paths import NOTE_SUFFIX
 
 SYNCTHING = "syncthing"
 DROPBOX = "dropbox"
@@ -128,7 +129,7 @@ class CopyNames:
         for rx in self._compiled:
             pm = rx.fullmatch(name)
             if pm is not None:
-                return CopyOf(PATTERN, f"{prefix}{pm.group('stem')}.md")
+                return CopyOf(PATTERN, f"{prefix}{pm.group('stem')}{NOTE_SUFFIX}")
         if ICLOUD in self.sync and name[-4:-3].isdigit() and (im := _ICLOUD.fullmatch(name)) is not None:
             note = prefix + im.group("stem") + im.group("ext")
             if exists(note):

@@ -286,6 +286,59 @@ def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(a <= start and end <= b for a, b in spans)
 
 
+# What only a Markdown parser can settle in a body (``body_structure``'s code, headings and Markdown links):
+# a code span or fence (`` ` ``, ``~~~``), HTML or an autolink (``<``), a tab or a line indented four spaces
+# (indented code), a CR (CRLF bodies are parsed), a Markdown link or definition (``](``, ``]:``, ``][``), a
+# setext underline (a line of ``=`` or ``-``), a quote (``>``), and a list item that is empty, indented as
+# code, or whose content opens a heading, a quote or another list (``- # x``, ``1. > x``, ``* - x``).
+# Conservative: a body with none of these has no code, no Markdown link, and no heading but its ATX lines
+# (``# Title``, also a list item's continuation line), which ``atx_headings`` finds as the parser does.
+# Checked on tricky notes, the test vaults' and random documents (tests/unit/test_parse_skip.py).
+_NEEDS_PARSE = re.compile(
+    r"[`<\t\r]|~~~|\][(:\[]|^ {4}|^ {0,3}(?:=+|-+) *$|^ {0,3}>"
+    r"|^ {0,3}(?:[-*+]|\d{1,9}[.)])(?: *$| {5}| {1,4}(?:#{1,6}(?: |$)|[>=*+\-]|\d{1,9}[.)]))",
+    re.MULTILINE,
+)
+_ATX_LINE = re.compile(r"^ {0,3}(#{1,6})(?=[ \n]|\Z)[^\n]*\n?", re.MULTILINE)
+
+
+def needs_parse(body: str) -> bool:
+    """Whether pyromark must read ``body`` (see ``_NEEDS_PARSE``): most notes' bodies of prose, headings,
+    wiki-links and tags skip it and the walk over its events."""
+    return _NEEDS_PARSE.search(body) is not None
+
+
+def atx_headings(body: str) -> list[tuple[int, int, int]]:
+    """The headings of a body ``needs_parse`` lets skip the parser, as ``body_structure`` gives them
+    (start at the first ``#``, end after the line's newline, level)."""
+    if "#" not in body:
+        return []
+    return [(m.start(1), m.end(), len(m.group(1))) for m in _ATX_LINE.finditer(body)]
+
+
+@dataclass
+class _Body:
+    """A body and what the parser found in it, for the steps that read links and tags from its text."""
+
+    text: str
+    line_of: markdown.LineCounter
+    code: list[tuple[int, int]]
+    notags: list[tuple[int, int]]
+    mdlinks: list[MdLink]
+    heads: list[tuple[int, int, int]]  # (start, end, level) of each heading
+    code_starts: list[int] = field(default_factory=list)
+    notag_starts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.code = merge_ranges(self.code)
+        self.notags = merge_ranges(self.notags)
+        self.code_starts = [s for s, _ in self.code]
+        self.notag_starts = [s for s, _ in self.notags]
+
+    def in_code(self, pos: int) -> bool:
+        return bool(self.code) and in_ranges(self.code, self.code_starts, pos)
+
+
 def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | None = None) -> ParsedNote:
     """Parse a note's full text (BOM and CRLF tolerated) as ``dialect`` reads it.
 
@@ -299,110 +352,185 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
     summary, body = summary_codec.decode(body)
     body_start_line = fm_lines + 1 + (text[offset:].count("\n") - body.count("\n") if summary else 0)
     folder = path.rsplit("/", 1)[0] if path and "/" in path else ""
-    alias_first = dialect.alias_first
 
     props = frontmatter
     if dialect.properties and "::" in body:
         found = _logseq_properties(body)
         if found:
             props = {**found, **(frontmatter or {})}
-    tags: list[str] = []
-    aliases: list[str] = []
-    links: list[Link] = []
-    if props:
-        for key in ("tags", "tag"):
-            tags.extend(normalize_tag(t) for t in string_list(props.get(key)))
-        for key in ("aliases", "alias"):
-            aliases.extend(alias_list(props.get(key)))
-        if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
-            for s in walk_strings(frontmatter):
-                for m in WIKILINK.finditer(s):
-                    link = _make_link(m, 1, True, title, alias_first)
-                    if link:
-                        links.append(link)
-
-    line_of = markdown.LineCounter(body, body_start_line)
-
+    tags, aliases, links = _property_parts(props, raw_fm, frontmatter, title, dialect)
     headings: list[Heading] = []
     unsorted = False  # Markdown links come after the wiki-links: put back in text order
     if "[" in body or "#" in body or "=" in body or "-" in body:
-        mdlinks: list[MdLink] | None = [] if _MD_LINK_HINT.search(body) else None
-        code, notags, heads = body_structure(body, mdlinks)
-        if "://" in body:  # a bare URL's fragment (https://host/page?q#part) is not a tag
-            notags += [m.span() for m in _URL.finditer(body)]
-        code = merge_ranges(code)
-        notags = merge_ranges(notags)
-        code_starts = [s for s, _ in code]
-        notag_starts = [s for s, _ in notags]
-        for start, end, level in heads:
-            headings.append(Heading(level=level, text=_heading_text(body[start:end]), line=line_of(start)))
-        wiki_spans: list[tuple[int, int]] = []
-        alias_spans: list[tuple[int, int]] = []  # [[Target|#alias]]: the alias part is never a tag
-        if "[[" in body:
-            refs = {}
-            if dialect.ref_definitions and mdlinks:  # [[note]] with a [note]: path.md definition
-                refs = {label.lower(): dest for _s, _e, dest, label, _img in mdlinks if label}
-            for m in WIKILINK.finditer(body):
-                if code and in_ranges(code, code_starts, m.start()):
-                    continue
-                wiki_spans.append((m.start(), m.end()))
-                if "|" in m.group(1):
-                    alias_spans.append((m.start(), m.end()))
-                link = _make_link(m, line_of(m.start()), False, title, alias_first)
-                if link:
-                    dest = refs.get(m.group(1).lower()) if refs else None
-                    found_ref = markdown_target(dest, folder) if dest else None
-                    if found_ref is not None:
-                        link.alt_key, link.target_key = link.target_key, link_key(found_ref[1])
-                    links.append(link)
-        alias_starts = [s for s, _ in alias_spans]
-        if mdlinks:
-            for start, end, dest, _label, image in mdlinks:
-                if wiki_spans and _inside_any(wiki_spans, start, end):
-                    continue  # [[note]] read by CommonMark as a reference to a [note]: definition
-                text_start = body.find("[", start, end) + 1
-                label = body[text_start : max(text_start, body.find("]", text_start, end))].strip()
-                link = _markdown_link(dest, folder, line_of(start), image, label)
-                if link:
-                    links.append(link)
-                    unsorted = True
-        if dialect.properties and "((" in body:  # Logseq block references: a link to the page holding the block
-            for m in _BLOCK_REF.finditer(body):
-                if not (code and in_ranges(code, code_starts, m.start())):
-                    ref = f"(({m.group(2).lower()}))"
-                    links.append(
-                        Link(
-                            target=ref,
-                            target_key=ref,
-                            heading=None,
-                            block=m.group(2).lower(),
-                            alias=None,
-                            embed=bool(m.group(1)),
-                            in_frontmatter=False,
-                            line=line_of(m.start()),
-                        )
-                    )
-                    unsorted = True
-        if dialect.bracket_tags and "#[[" in body:
-            for m in _BRACKET_TAG.finditer(body):
-                if not (code and in_ranges(code, code_starts, m.start())):
-                    tags.append(normalize_tag(m.group(1)))
-        if "#" in body:
-            for m in (_DOTTED_TAG if dialect.dotted_tags else _TAG).finditer(body):
-                pos = m.start()
-                if pos and (body[pos - 1].isalnum() or body[pos - 1] in _TAG_BLOCKERS or body[pos - 1] == "_"):
-                    continue
-                if (code and in_ranges(code, code_starts, pos)) or (notags and in_ranges(notags, notag_starts, pos)):
-                    continue
-                if alias_spans and in_ranges(alias_spans, alias_starts, pos):
-                    continue
-                tag = m.group(1).rstrip("/.")
-                if tag and not _DIGITS.match(tag):
-                    tags.append(normalize_tag(tag))
-
+        parts = _structure(body, body_start_line)
+        headings = [
+            Heading(level=level, text=_heading_text(body[start:end]), line=parts.line_of(start))
+            for start, end, level in parts.heads
+        ]
+        wiki_spans, alias_spans = _wiki_links(parts, title, dialect, folder, links)
+        unsorted = _markdown_links(parts, wiki_spans, folder, links)
+        unsorted = _block_refs(parts, dialect, links) or unsorted
+        tags += _body_tags(parts, dialect, alias_spans)
     if unsorted:
         links.sort(key=lambda ln: (not ln.in_frontmatter, ln.line))
-    unique_tags = list(dict.fromkeys(t for t in tags if t and not _DIGITS.match(t)))  # first-seen order
+    shown, names, desc, note_id = _names(props, raw_fm, title, dialect)
+    created, updated = dialects.note_dates(dialect, frontmatter)
+    return ParsedNote(
+        title=shown,
+        frontmatter=props,
+        fm_error=fm_error,
+        body=body,
+        tags=list(dict.fromkeys(t for t in tags if t and not _DIGITS.match(t))),  # first-seen order
+        aliases=aliases,
+        links=links,
+        headings=headings,
+        summary=summary,
+        body_offset=offset,
+        names=names,
+        desc=desc,
+        note_id=note_id,
+        created=created,
+        updated=updated,
+        block_ids=[m.lower() for m in _BLOCK_ID.findall(body)] if dialect.properties and "id::" in body else [],
+    )
+
+
+def _property_parts(
+    props: dict[str, Any] | None, raw_fm: str | None, frontmatter: dict[str, Any] | None, title: str, dialect: Dialect
+) -> tuple[list[str], list[str], list[Link]]:
+    """The tags, aliases and links the note's properties give (frontmatter, or Logseq's page properties)."""
+    tags: list[str] = []
+    aliases: list[str] = []
+    links: list[Link] = []
+    if not props:
+        return tags, aliases, links
+    for key in ("tags", "tag"):
+        tags.extend(normalize_tag(t) for t in string_list(props.get(key)))
+    for key in ("aliases", "alias"):
+        aliases.extend(alias_list(props.get(key)))
+    if raw_fm and "[[" in raw_fm:  # links written in properties: related: "[[Other]]"
+        for s in walk_strings(frontmatter):
+            for m in WIKILINK.finditer(s):
+                link = _make_link(m, 1, True, title, dialect.alias_first)
+                if link:
+                    links.append(link)
+    return tags, aliases, links
+
+
+def _structure(body: str, first_line: int) -> _Body:
+    """The body's code, no-tag ranges (links, bare URLs) and Markdown links; pyromark runs only when
+    ``needs_parse`` says it could find any."""
+    mdlinks: list[MdLink] = []
+    heads: list[tuple[int, int, int]] = []
+    code: list[tuple[int, int]] = []
+    notags: list[tuple[int, int]] = []
+    if needs_parse(body):
+        code, notags, heads = body_structure(body, mdlinks if _MD_LINK_HINT.search(body) else None)
+    else:
+        heads = atx_headings(body)
+    if "://" in body:  # a bare URL's fragment (https://host/page?q#part) is not a tag
+        notags += [m.span() for m in _URL.finditer(body)]
+    return _Body(body, markdown.LineCounter(body, first_line), code, notags, mdlinks, heads)
+
+
+def _wiki_links(
+    parts: _Body, title: str, dialect: Dialect, folder: str, links: list[Link]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The body's ``[[wiki-links]]`` outside code, into ``links``; returns their spans and those of the
+    ones with an alias (``[[Target|#alias]]``: the alias part is never a tag)."""
+    body = parts.text
+    wiki_spans: list[tuple[int, int]] = []
+    alias_spans: list[tuple[int, int]] = []
+    if "[[" not in body:
+        return wiki_spans, alias_spans
+    refs = {}
+    if dialect.ref_definitions and parts.mdlinks:  # [[note]] with a [note]: path.md definition
+        refs = {label.lower(): dest for _s, _e, dest, label, _img in parts.mdlinks if label}
+    for m in WIKILINK.finditer(body):
+        if parts.in_code(m.start()):
+            continue
+        wiki_spans.append((m.start(), m.end()))
+        if "|" in m.group(1):
+            alias_spans.append((m.start(), m.end()))
+        link = _make_link(m, parts.line_of(m.start()), False, title, dialect.alias_first)
+        if link:
+            dest = refs.get(m.group(1).lower()) if refs else None
+            found_ref = markdown_target(dest, folder) if dest else None
+            if found_ref is not None:
+                link.alt_key, link.target_key = link.target_key, link_key(found_ref[1])
+            links.append(link)
+    return wiki_spans, alias_spans
+
+
+def _markdown_links(parts: _Body, wiki_spans: list[tuple[int, int]], folder: str, links: list[Link]) -> bool:
+    """The body's Markdown links and images to files of the vault, into ``links``; True if any."""
+    body = parts.text
+    added = False
+    for start, end, dest, _label, image in parts.mdlinks:
+        if wiki_spans and _inside_any(wiki_spans, start, end):
+            continue  # [[note]] read by CommonMark as a reference to a [note]: definition
+        text_start = body.find("[", start, end) + 1
+        label = body[text_start : max(text_start, body.find("]", text_start, end))].strip()
+        link = _markdown_link(dest, folder, parts.line_of(start), image, label)
+        if link:
+            links.append(link)
+            added = True
+    return added
+
+
+def _block_refs(parts: _Body, dialect: Dialect, links: list[Link]) -> bool:
+    """Logseq block references outside code (a link to the page holding the block), into ``links``."""
+    body = parts.text
+    if not (dialect.properties and "((" in body):
+        return False
+    added = False
+    for m in _BLOCK_REF.finditer(body):
+        if not parts.in_code(m.start()):
+            ref = f"(({m.group(2).lower()}))"
+            links.append(
+                Link(
+                    target=ref,
+                    target_key=ref,
+                    heading=None,
+                    block=m.group(2).lower(),
+                    alias=None,
+                    embed=bool(m.group(1)),
+                    in_frontmatter=False,
+                    line=parts.line_of(m.start()),
+                )
+            )
+            added = True
+    return added
+
+
+def _body_tags(parts: _Body, dialect: Dialect, alias_spans: list[tuple[int, int]]) -> list[str]:
+    """The body's ``#tags`` (and Logseq's ``#[[multi word]]``) outside code, links and aliases."""
+    body = parts.text
+    tags: list[str] = []
+    if dialect.bracket_tags and "#[[" in body:
+        tags += [normalize_tag(m.group(1)) for m in _BRACKET_TAG.finditer(body) if not parts.in_code(m.start())]
+    if "#" not in body:
+        return tags
+    alias_starts = [s for s, _ in alias_spans]
+    for m in (_DOTTED_TAG if dialect.dotted_tags else _TAG).finditer(body):
+        pos = m.start()
+        if pos and (body[pos - 1].isalnum() or body[pos - 1] in _TAG_BLOCKERS or body[pos - 1] == "_"):
+            continue
+        if parts.in_code(pos) or (parts.notags and in_ranges(parts.notags, parts.notag_starts, pos)):
+            continue
+        if alias_spans and in_ranges(alias_spans, alias_starts, pos):
+            continue
+        tag = m.group(1).rstrip("/.")
+        if tag and not _DIGITS.match(tag):
+            tags.append(normalize_tag(tag))
+    return tags
+
+
+def _names(
+    props: dict[str, Any] | None, raw_fm: str | None, title: str, dialect: Dialect
+) -> tuple[str, list[str], str | None, str | None]:
+    """The title shown (a frontmatter title, else the file's), the other names the note answers to, its
+    description and the id its tool gave it."""
     shown, names = title, []
     fm_title = props.get("title") if props else None
     if isinstance(fm_title, int | float) and not isinstance(fm_title, bool):  # title: 0.119 (Dendron)
@@ -411,22 +539,9 @@ def parse_note(text: str, title: str, dialect: Dialect = OBSIDIAN, path: str | N
         shown, names = fm_title.strip(), [title]
     desc = props.get("desc") or props.get("description") if props else None
     note_id = props.get("id") if props and dialect.id_names else None
-    created, updated = dialects.note_dates(dialect, frontmatter)
-    return ParsedNote(
-        title=shown,
-        frontmatter=props,
-        fm_error=fm_error,
-        body=body,
-        tags=unique_tags,
-        aliases=aliases,
-        links=links,
-        headings=headings,
-        summary=summary,
-        body_offset=offset,
-        names=names,
-        desc=desc.strip() if isinstance(desc, str) and desc.strip() else None,
-        note_id=str(note_id).strip() if isinstance(note_id, str | int) and str(note_id).strip() else None,
-        created=created,
-        updated=updated,
-        block_ids=[m.lower() for m in _BLOCK_ID.findall(body)] if dialect.properties and "id::" in body else [],
+    return (
+        shown,
+        names,
+        desc.strip() if isinstance(desc, str) and desc.strip() else None,
+        str(note_id).strip() if isinstance(note_id, str | int) and str(note_id).strip() else None,
     )

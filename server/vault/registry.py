@@ -27,11 +27,15 @@ class Vault:
     last_indexed_at: float | None
     dialect: str | None = None  # None: not detected yet (a vault registered before dialects)
     sync: str | None = None  # what keeps it in sync (``sync_tools``; '' none found, None not looked yet, m053)
+    git_mode: str = "off"  # off, commit or sync (m054; ``server.writes.git_units``)
 
     @property
     def rules(self) -> dialects.Dialect:
         """The rules its notes are read by."""
         return dialects.get(self.dialect)
+
+
+GIT_MODES = ("off", "commit", "sync")
 
 
 def _vault(row: dict) -> Vault:
@@ -43,6 +47,7 @@ def _vault(row: dict) -> Vault:
         row["last_indexed_at"],
         row.get("dialect"),
         row.get("sync"),
+        row.get("git_mode") or "off",
     )
 
 
@@ -144,6 +149,20 @@ def set_sync(conn: apsw.Connection, name: str, value: str) -> tuple[Vault, bool]
         return vault, False
     with write_tx(conn):
         conn.execute("UPDATE vaults SET sync = ? WHERE id = ?", (stored, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, name), True
+
+
+def set_git_mode(conn: apsw.Connection, name: str, mode: str) -> tuple[Vault, bool]:
+    """Turn a vault's git mode to ``mode`` (``GIT_MODES``); (the vault, whether it changed). Checking that the
+    folder is in a git work tree is the caller's (``server.vault.git.open_repo``), before this."""
+    if mode not in GIT_MODES:
+        raise KmsError("invalid-input", f"git mode must be one of {', '.join(GIT_MODES)}, not {mode!r}")
+    vault = get_vault(conn, name)
+    if vault.git_mode == mode:
+        return vault, False
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET git_mode = ? WHERE id = ?", (None if mode == "off" else mode, vault.id))
     save_registrations(conn)
     return get_vault(conn, name), True
 

@@ -9,7 +9,8 @@ created, so a revert deletes them as one unit (only while each is still what was
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from server.activity.changes import FileChange, FileCreated, FilesChanged
@@ -57,7 +58,9 @@ def create_many(ctx: WriteContext, vault: Vault, notes: list[dict[str, Any]]) ->
         assert isinstance(made, FileCreated)
         files.append(FileChange(made.path, None, 0, "", made.text, "", made.hash))
         bytes_after += out.result.get("bytesAfter", 0)
-        results.append({"title": spec["title"], "ok": True, "noteId": out.result.get("noteId"), "path": made.path})
+        entry = {"title": spec["title"], "ok": True, "noteId": out.result.get("noteId"), "path": made.path}
+        ctx.when_indexed(partial(_note_id, entry, out.result))  # (the index gives the id: ``reindex``)
+        results.append(entry)
     created = [r for r in results if r.get("ok")]
     result = WriteResult(
         noteId=created[0]["noteId"] if created else None,
@@ -70,4 +73,11 @@ def create_many(ctx: WriteContext, vault: Vault, notes: list[dict[str, Any]]) ->
         changed=bool(files),
     )
     result["results"], result["created"], result["failed"] = results, len(created), len(results) - len(created)
+    if created:
+        ctx.when_indexed(partial(_note_id, result, created[0]))
     return WriteOutcome(result, FilesChanged(result["path"], tuple(files)) if files else None)
+
+
+def _note_id(into: Any, source: Mapping[str, Any]) -> None:
+    """A created note's id, once the index gave it (``WriteContext.when_indexed``)."""
+    into["noteId"] = source.get("noteId")

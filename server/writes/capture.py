@@ -108,15 +108,20 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
             change = file_change(note.path, seen["before"], text, outcome.hash_before, outcome.hash_after)
             outcome.change = FilesChanged(note.path, (whole_lines(change, seen["before"]),))
     result: Any = outcome.result
-    if ctx.capture is None and outcome.changed and outcome.hash_after and result.get("noteId"):
-        session_record.set_note(
-            conn,
-            session_id,
-            note_id=result["noteId"],
-            vault=result["vault"],
-            path=result["path"],
-            digest=outcome.hash_after,
-        )
+    if ctx.capture is None and outcome.changed and (digest := outcome.hash_after):
+
+        def remember_note() -> None:  # once the index gave the note its id (``reindex``)
+            if result.get("noteId"):
+                session_record.set_note(
+                    conn,
+                    session_id,
+                    note_id=result["noteId"],
+                    vault=result["vault"],
+                    path=result["path"],
+                    digest=digest,
+                )
+
+        ctx.when_indexed(remember_note)
     if ctx.capture is None and extra:
         session_record.add_captures(conn, session_id, extra)
     return outcome
@@ -196,6 +201,7 @@ def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
         token_folders=(),
         per_minute=0,
         approval_timeout=SESSION_NOTE_WAIT_S,
+        review_detached=False,  # kms's own note: waited for by ``settle_staged``, not applied by the decider
     )
     session = AgentSession.open(own, limits=Unmetered())
     return WriteService(session, actor="capture"), session

@@ -17,13 +17,11 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import apsw
 
 from server.errors import KmsError
-from server.store.health import UNUSABLE
+from server.index.records import record_of_bytes
 from server.store.locks import file_lock
 from server.vault.files import (
     PendingWrite,
@@ -37,14 +35,12 @@ from server.vault.markdown import line_count
 from server.vault.paths import is_note_path, open_folder
 from server.vault.registry import Vault
 from server.vault.saves import file_stamp, open_for_writing, read_stamp, write_stamp
-from server.writes import once
-from server.writes.context import NoteRef, WriteContext
+from server.writes import once, reindex
+from server.writes.context import Landed, NoteRef, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
+from server.writes.reindex import Wrote
 from server.writes.unit_journal import Entry, UnitJournal, recover
-
-if TYPE_CHECKING:
-    from server.index.records import FileRecord
 
 log = logging.getLogger("kms.writes")
 
@@ -84,23 +80,6 @@ def _read_bytes(path: Path) -> bytes:
     with contextlib.suppress(FileNotFoundError):
         return path.read_bytes()
     return b""
-
-
-def reindex_written(
-    conn: apsw.Connection, vault: Vault, relpath: str, result: WriteResult, written: FileRecord | None = None
-) -> str | None:
-    """Update the index for the file just written. The write already happened, so an index
-    failure is reported as a warning (the watcher or the next ``kms index`` heals it) rather
-    than as an error an agent would retry (and so write twice)."""
-    from server.index.indexer import reindex_file  # not at import: the dashboard imports this module
-
-    try:
-        return reindex_file(conn, vault, relpath, written)
-    except UNUSABLE:  # the database itself failed (its disk full): the note is put back (``undone_unless_recorded``)
-        raise
-    except Exception as e:  # noqa: BLE001 - see docstring
-        result["indexWarning"] = f"written, but the index update failed: {e}"
-        return None
 
 
 # ----- the write path ---------------------------------------------------------------------------
@@ -197,20 +176,19 @@ def write_note(
     *,
     version: str | None = None,
 ) -> WriteOutcome:
-    """Read -> compute -> re-check -> atomic replace -> re-index, with optimistic concurrency.
-    In a preview (``ctx.capture``) the new bytes are recorded and nothing is written."""
-    from server.index.records import record_of_bytes  # not at import: the dashboard imports this module
-
+    """Read -> compute -> re-check -> atomic replace, with optimistic concurrency; the index follows through
+    ``reindex.note`` (once the call's operation returns). In a preview (``ctx.capture``) the new bytes are
+    recorded and nothing is written."""
     if version is not None and (not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{64}", version)):
         raise KmsError("invalid-input", "version must be the 64-hex content hash returned by kms_read")
-    conn, lock_dir = ctx.conn, ctx.lock_dir
-    real, real_rel = ctx.locate(vault, note.path)
-    ctx.check_write(vault, note.path, real=real_rel)  # the session's reach, where the note really is
+    lock_dir = ctx.lock_dir
+    real, real_rel = ctx.place(vault, note.path)  # the session's reach, where the note really is
+    preview = False
     journal: UnitJournal | None = None  # a keyed call's (``once``): none for any other
     with contextlib.ExitStack() as locks:
         lock_fd = locks.enter_context(file_lock(real, lock_dir))
         dir_fd = locks.enter_context(_folder_of(vault, real_rel))
-        recover(conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
+        recover(ctx.conn, lock_dir, held=[str(real)])  # a dead unit over this note goes first
         for _attempt in range(2):
             raw = _stable_read(real, note, lock_fd)
             before = sha256_hex(raw)
@@ -225,10 +203,8 @@ def write_note(
             text, fmt = decode(raw)
             edit = compute(text, fmt)
             new_raw = raw if edit.new_text == text else encode(edit.new_text, fmt)
-            if (cap := ctx.capture) is not None:  # staged for approval: shown, not written
-                cap.add(vault.name, note.path, raw, new_raw)
+            if preview := ctx.shown(vault.name, note.path, raw, new_raw):  # staged for approval: not written
                 break
-            ctx.check_approved(vault.name, note.path, raw, new_raw)  # approved: exactly what was shown
             if new_raw == raw:
                 break
             intent = once.start(ctx, [Entry(str(real), raw, new_raw)])  # a keyed call's journal, flushed...
@@ -264,17 +240,16 @@ def write_note(
                 noteId=note.id,
                 currentVersion=sha256_hex(_read(real, note)),
             )
-        once.hold_until_recorded(ctx, locks)
+        if not preview and new_raw != raw:
+            intent.hold_until_recorded(locks)
     after = sha256_hex(new_raw)
-    if ctx.capture is not None:
+    if preview:
         return WriteOutcome(
             WriteResult(noteId=note.id, title=note.title, path=note.path, vault=vault.name, changed=new_raw != raw),
             edit.change,
             hash_before=before,
             hash_after=after,
         )
-    if new_raw != raw:
-        ctx.on_unrecorded(lambda: put_back(vault, real, real_rel, raw, after, lock_dir))
     result = WriteResult(
         title=note.title,
         path=note.path,
@@ -285,12 +260,14 @@ def write_note(
         version=after,
         changed=new_raw != raw,
     )
-    note_id = note.id
+    result["noteId"] = note.id
     if new_raw != raw:
-        note_id = reindex_written(conn, vault, note.path, result, written) or note.id
-        if real_rel != note.path and is_note_path(real_rel):
-            reindex_written(conn, vault, real_rel, result)  # the symlink's target is a note of its own
-        pending.wait_durable()  # the folder's fsync ran while the index was updated
-        once.recorded(ctx, journal)
-    result["noteId"] = note_id
+        ctx.landed.append(Landed(vault, real_rel, raw, new_raw))  # (a vault in git mode commits it)
+        undo = partial(put_back, vault, real, real_rel, raw, after, lock_dir)
+        durable = [pending.wait_durable, intent.recorded]  # (the folder's fsync runs while the rows are written)
+        if real_rel != note.path and is_note_path(real_rel):  # the symlink's target is a note of its own
+            reindex.note(ctx, Wrote(vault, note.path, written, result, keep_id=True), undo)
+            reindex.note(ctx, Wrote(vault, real_rel, None, result, sets_id=False, then=durable), lambda: None)
+        else:
+            reindex.note(ctx, Wrote(vault, note.path, written, result, keep_id=True, then=durable), undo)
     return WriteOutcome(result, edit.change if new_raw != raw else None, hash_before=before, hash_after=after)

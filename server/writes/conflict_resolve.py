@@ -5,7 +5,7 @@ One core function for every front end (``kms conflicts resolve``, the dashboard)
 - **mine**: the note stays as it is; a conflict copy goes to the vault's ``.trash/`` (never deleted: ``kms
   trash`` lists it).
 - **theirs**: the note becomes the other side (the copy's bytes, or a git merge's ``theirs``), written as the
-  person's change (``WriteContext.for_person``, one provenance row, tool ``conflict-resolve``), so ``kms
+  person's change (``person.person_write``, one provenance row, tool ``conflict-resolve``), so ``kms
   revert`` takes it back; the copy then goes to the trash.
 - **both**: the other side becomes a note of its own beside the note, named ``<note> (conflict <date>).md``
   (a name no sync tool's pattern takes for a copy), created as the person's change; the copy goes to the trash.
@@ -31,9 +31,9 @@ from server.index import conflicts
 from server.vault.files import fsync_dir, sha256_hex
 from server.vault.paths import NOTE_SUFFIX, TRASH, strip_note_suffix
 from server.vault.registry import Vault, get_vault
-from server.writes.context import Touched, WriteContext, undone_unless_recorded
+from server.writes.context import Touched
 from server.writes.outcome import WriteOutcome, WriteResult
-from server.writes.record import record_call
+from server.writes.person import person_write
 
 KEEP = ("mine", "theirs", "both")
 TOOL = "conflict-resolve"
@@ -101,49 +101,37 @@ def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | No
     from server.writes.operations import create_exact
 
     path = row["path"]
-    ctx = WriteContext.for_person(conn)
     touched = Touched(None, vault.name, path, strip_note_suffix(path.rsplit("/", 1)[-1]))
-    outcome: WriteOutcome | None = None
-    failure: BaseException | None = None
-    try:
-        with undone_unless_recorded(ctx):
-            if mine is None:
-                outcome = create_exact(ctx, vault, path, theirs)
-            else:
-                try:
-                    text = theirs.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise KmsError("invalid-input", "the other side is not UTF-8; kms will not write it") from e
-                plan = FilePlan(path, lambda _t: text, expect_hash=sha256_hex(mine))
-                files, _warning = apply_plans(ctx, vault, [plan])
-                result = WriteResult(
-                    title=touched.title or path,
-                    path=path,
-                    vault=vault.name,
-                    bytesBefore=len(mine),
-                    bytesAfter=len(theirs),
-                    changed=bool(files),
-                )
-                outcome = WriteOutcome(
-                    result, FilesChanged(path, tuple(files)) if files else None, sha256_hex(mine), sha256_hex(theirs)
-                )
+    summary = f"keep theirs for {path} ({row['source']} conflict {row['id']})"
+    with person_write(conn, tool=TOOL, summary=summary, touched=touched) as call:
+        if mine is None:
+            call.outcome = create_exact(call.ctx, vault, path, theirs)
+        else:
+            try:
+                text = theirs.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise KmsError("invalid-input", "the other side is not UTF-8; kms will not write it") from e
+            plan = FilePlan(path, lambda _t: text, expect_hash=sha256_hex(mine))
+            files, _warning = apply_plans(call.ctx, vault, [plan])
+            result = WriteResult(
+                title=touched.title or path,
+                path=path,
+                vault=vault.name,
+                bytesBefore=len(mine),
+                bytesAfter=len(theirs),
+                changed=bool(files),
+            )
+            call.outcome = WriteOutcome(
+                result, FilesChanged(path, tuple(files)) if files else None, sha256_hex(mine), sha256_hex(theirs)
+            )
+        outcome = call.outcome
+
+        def note_id() -> None:  # (a note created here has its id once indexed)
             found = conn.execute("SELECT id FROM notes WHERE vault_id = ? AND path = ?", (vault.id, path)).fetchone()
             touched.note_id = outcome.result.get("noteId") or (str(found[0]) if found else None)
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(
-            conn,
-            tool=TOOL,
-            session_id="person",
-            actor="person",
-            input_summary=f"keep theirs for {path} ({row['source']} conflict {row['id']})",
-            touched=touched,
-            outcome=outcome,
-            failure=failure,
-        )
-    return {"invocationId": rid}
+
+        call.ctx.when_indexed(note_id)
+    return {"invocationId": call.invocation_id}
 
 
 def _keep_both(conn: apsw.Connection, vault: Vault, row: dict, theirs: bytes) -> str:
@@ -156,26 +144,16 @@ def _keep_both(conn: apsw.Connection, vault: Vault, row: dict, theirs: bytes) ->
     n = 2
     while os.path.lexists(vault.root / path):
         path, n = f"{stem} (conflict {day} {n}){NOTE_SUFFIX}", n + 1
-    ctx = WriteContext.for_person(conn)
-    outcome: WriteOutcome | None = None
-    failure: BaseException | None = None
-    try:
-        with undone_unless_recorded(ctx):
-            outcome = create_exact(ctx, vault, path, theirs)
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        record_call(
-            conn,
-            tool=TOOL,
-            session_id="person",
-            actor="person",
-            input_summary=f"keep both for {row['path']} ({row['source']} conflict {row['id']}): {path}",
-            touched=Touched(outcome.result.get("noteId") if outcome else None, vault.name, path, None),
-            outcome=outcome,
-            failure=failure,
-        )
+    touched = Touched(None, vault.name, path, None)
+    summary = f"keep both for {row['path']} ({row['source']} conflict {row['id']}): {path}"
+    with person_write(conn, tool=TOOL, summary=summary, touched=touched) as call:
+        call.outcome = create_exact(call.ctx, vault, path, theirs)
+        outcome = call.outcome
+
+        def note_id() -> None:
+            touched.note_id = outcome.result.get("noteId")
+
+        call.ctx.when_indexed(note_id)
     return path
 
 

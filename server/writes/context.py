@@ -92,6 +92,17 @@ class Touched:
     title: str | None = None
 
 
+@dataclass(frozen=True)
+class Landed:
+    """One file a call changed on disk: its vault, its vault-relative path where it really is, and its bytes
+    before and after (None: it did not exist). What a git-mode vault commits (``server.writes.git_units``)."""
+
+    vault: Vault
+    path: str
+    before: bytes | None
+    after: bytes | None
+
+
 @dataclass
 class WriteContext:
     """One write call's reach: see the module docstring. Made per call, never shared between calls."""
@@ -112,6 +123,10 @@ class WriteContext:
     capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
     once_call: str | None = None  # a call with an idempotencyKey (``idempotency.call_id``): journaled (``once``)
     located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
+    landed: list[Landed] = field(default_factory=list)  # the files changed, in order (``Landed``)
+    # what the operation wrote, indexed once it returns (``reindex.flush``); None: indexed at once
+    index_after: list[Any] | None = None  # ``reindex.Wrote``s
+    indexed_hooks: list[Callable[[], None]] = field(default_factory=list)  # ``when_indexed``
 
     @classmethod
     def for_person(cls, conn: apsw.Connection, **fields: Any) -> WriteContext:
@@ -142,12 +157,49 @@ class WriteContext:
         if isinstance(self.staging, Expected):
             self.staging.check(vault, path, before, after, hidden=hidden)
 
+    def when_indexed(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once what the call wrote so far is indexed (it wants a new note's id): at once when the
+        index follows each write (``index_after`` None), else after the operation (``reindex.flush``)."""
+        if self.index_after is None:
+            fn()
+        else:
+            self.indexed_hooks.append(fn)
+
+    def shown(self, vault: str, path: str, before: bytes | None, after: bytes | None) -> bool:
+        """A file's change as the mode wants it: in a preview it is recorded for the person and True is
+        answered (write nothing); for an approved call it must be exactly what they were shown
+        (``check_approved``); else False: write it."""
+        if isinstance(self.staging, Capture):
+            self.staging.add(vault, path, before, after)
+            return True
+        self.check_approved(vault, path, before, after)
+        return False
+
     # ----- put-back ----------------------------------------------------------------------------
 
     def on_unrecorded(self, step: Callable[[], None]) -> None:
         """Register how to take back a file change if the database then cannot record the call."""
         if self.put_back is not None:
             self.put_back.append(step)
+
+    def take_back(self) -> None:
+        """The database could not record the call: every file it changed is put back as kms read it (each
+        step keeps a newer save of the person's), the last change first."""
+        for step in reversed(self.put_back or []):
+            try:
+                step()
+            except Exception:  # the vault's disk may be failing too: say so, go on with the others
+                log.exception("could not put a note back after the database failed")
+
+    def wrote(self, wrote: Any, undo: Callable[[], None]) -> bool:
+        """A write point's word for a file it changed (``reindex.Wrote``) and how to take that change back
+        (``on_unrecorded``). True: kept, to be indexed when the operation returns (``index_after``); False:
+        the caller indexes it now (``reindex.note``)."""
+        self.on_unrecorded(undo)
+        if self.index_after is None:
+            return False
+        self.index_after.append(wrote)
+        return True
 
     # ----- where a write may land: the one rule -------------------------------------------------
 
@@ -187,6 +239,13 @@ class WriteContext:
             if place != relpath:
                 self.allowlist.check(place, hidden=hidden)
         return place
+
+    def place(self, vault: Vault, relpath: str) -> tuple[Path, str]:
+        """Where the note at ``relpath`` really is (``locate``), refused unless the session may write it there
+        (``check_write``): the one question every write on an existing note asks, before anything is read."""
+        real, place = self.locate(vault, relpath)
+        self.check_write(vault, relpath, real=place)
+        return real, place
 
     def may_write(self, vault: Vault, relpath: str, *, real: str | None = None) -> bool:
         """``check_write`` as a question (a link rewrite counts the notes it may not change)."""
@@ -265,16 +324,11 @@ def undone_unless_recorded(ctx: WriteContext) -> Iterator[None]:
     full disk for it, damage), every file the call changed in it is put back as kms read it,
     unless a save replaced kms's version meanwhile (that newer save is the person's and stays)."""
     outer = ctx.put_back
-    steps: list[Callable[[], None]] = []
-    ctx.put_back = steps
+    ctx.put_back = []
     try:
         yield
     except apsw.Error:
-        for step in reversed(steps):
-            try:
-                step()
-            except Exception:  # the vault's disk may be failing too: say so, go on with the others
-                log.exception("could not put a note back after the database failed")
+        ctx.take_back()
         raise
     finally:
         ctx.put_back = outer

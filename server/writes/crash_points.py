@@ -11,7 +11,9 @@ The points, in the order a write reaches them:
 - ``write.journaled``: the write's journal is durable; no note has changed yet;
 - ``write.landed``: the note files hold the new bytes; nothing of the call is committed in the database;
 - ``write.recorded``: the database committed the call (index rows, provenance row, the journal's token);
-  its journal is not deleted yet and the agent has no answer.
+  its journal is not deleted yet and the agent has no answer;
+- ``git.kept``: a unit of a vault in git mode is kept to be committed (its blobs and ``git_pending`` row),
+  not committed yet (``server.vault.git_units``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("write.journaled", "write.landed", "write.recorded")
+POINTS = ("write.journaled", "write.landed", "write.recorded")  # (a keyed write's; ``git.kept`` is git mode's)
 CRASH_AT = os.environ.get("KMS_CRASH_AT") or None
 
 

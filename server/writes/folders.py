@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from server.activity.changes import FilesChanged
 from server.errors import KmsError
+from server.index.privacy import vault_rules
 from server.store.db import rows
 from server.vault.links import FolderMoves, rewrite_links
 from server.vault.paths import TRASH, folder_key
@@ -51,8 +52,6 @@ def _moving(ctx: WriteContext, vault: Vault, members: list[dict], old: str, new:
     a visible note never moves where a path rule would hide it (``refuse_private``, as kms_create). A
     folder with no note the agent can see answers as one that does not exist: a hidden one is not told
     apart, and nothing of it is counted, even in a dry run."""
-    from server.index.privacy import vault_rules
-
     if all(m["hidden"] for m in members):
         raise KmsError("not-found", f"no note in folder {old!r} of vault {vault.name!r}", folder=old)
     rules = vault_rules(ctx.conn, vault.id, vault.root)

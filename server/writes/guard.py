@@ -11,7 +11,8 @@
    allowlist, lock folder, the mode, put-back), built here from the session (``AgentSession``); every file
    the operation creates, changes, moves or removes passes ``WriteContext.check_write``, the one rule of
    where a write may land (the vault, the allowlist and the token's folders, judged where the file really
-   is, symlinks followed), before anything is made;
+   is, symlinks followed), before anything is made; what it wrote is indexed once, when it returns, in the
+   call's commit (``server.writes.reindex``);
 5. exactly one provenance row, written in a ``finally`` whatever happened above, with
    the operation's typed change record (``server.activity.changes``).
 
@@ -20,14 +21,23 @@ A slot is given back when the call did not change a file, so the limits count wr
 steps 1-2, and writes nothing (``server.activity.idempotency``); a keyed call's file changes are journaled so
 that no crash leaves one landed but unrecorded, to be written again by the retry (``server.writes.once``).
 
-Approval (``write.approval``: ``bulk`` or ``always``): after validation, ``stage`` runs the operation
-once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when the call needs the
-person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for the
-decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through
-steps 3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown:
-else ``conflict``), or refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call.
-Whatever the mode, a call whose text looks like instructions planted for an agent
-(``server.vault.planted``, ``planted_reasons``) is staged the same way, its reasons kept with it.
+Approval (``review.mode = before``, or a call above ``review.max_lines`` / ``review.max_files``; the older
+``write.approval`` is read into the same policy: ``server.config.review``): after validation, ``stage`` runs
+the operation once with a ``Capture`` as its context's mode (everything computed, nothing written) and, when
+the call needs the person, records it in ``pending_writes`` with the exact per-file diff; the caller waits for
+the decision (``wait``, or the MCP adapter's asynchronous loop) and ``settle`` then applies it through steps
+3-5 with an ``Expected`` (the usual compare-and-swap, and every file exactly as shown: else ``conflict``), or
+refuses it (``rejected``, ``approval-timeout``). Still one provenance row per call. Whatever the mode, a call
+whose text looks like instructions planted for an agent (``server.vault.planted``, ``planted_reasons``) is
+staged the same way, its reasons kept with it.
+
+Under ``review.mode = after`` an agent's call that changed a note is listed once it lands, in its own commit
+(``server.activity.landed``), for the person to keep or undo.
+
+A detached session (``SessionConfig.review_detached``: a remote grant's) never waits: its staged call keeps
+its session with it (``SessionConfig.snapshot``), takes the agent's write slot at staging, and is answered at
+once (``staged_answer``); the person's decision applies it later from whatever process decides
+(``server.writes.review.decide_pending``, through ``settle`` of a service rebuilt by ``for_detached``).
 
 Adding a write tool is its operation (in ``server.writes``, returning a ``WriteOutcome``), its spec beside
 its handler in its tier's registry module (``server.mcp.tools``), and its test; nothing here names a tool.
@@ -42,20 +52,25 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from server.activity import approvals, control, idempotency, provenance, unrecorded
+from server.activity import approvals, control, idempotency, landed, provenance, unrecorded
 from server.activity.agent_session import AgentSession
-from server.activity.ratelimit import Slot
-from server.config.session import Tier
+from server.activity.ratelimit import Slot, Unmetered
+from server.config.review import ReviewPolicy
+from server.config.review import policy as review_policy
+from server.config.session import SessionConfig, Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
+from server.vault import git_units
 from server.vault.planted import looks_like_instructions, strings_in
-from server.writes import unit_journal
-from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for, undone_unless_recorded
+from server.writes import reindex, unit_journal
+from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for
+from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 from server.writes.record import record_call, text_argument
@@ -103,6 +118,41 @@ class Staged:
     files: tuple[StagedFile, ...]
     expires_at: float
     why: tuple[str, ...] = ()  # staged because its text looks planted (``planted_reasons``)
+    detached: bool = False  # nobody waits on it: answered at once, applied by the person's decision
+
+    @classmethod
+    def of(cls, item: approvals.Pending) -> Staged:
+        """The ticket of a staged call as its row keeps it (a decider in another process applies it)."""
+        files = tuple(StagedFile.from_json(f) for f in item.files)
+        return cls(item.id, files, item.expires_at, tuple(item.why), item.detached)
+
+
+def staged_answer(staged: Staged) -> dict[str, Any]:
+    """A detached call's answer, given at once: staged, its pending id, how the person reviews it and what it
+    would change (a hidden note counted, never named). ``kms_pending`` tells the agent what became of it."""
+    shown = [
+        {
+            "vault": f.vault,
+            "path": f.path,
+            **({"newPath": f.new_path} if f.new_path else {}),
+            "added": f.added,
+            "removed": f.removed,
+        }
+        for f in staged.files
+        if not f.hidden
+    ]
+    hidden = sum(1 for f in staged.files if f.hidden)
+    return {
+        "status": "staged",
+        "pendingId": staged.id,
+        "review": approvals.review_hint(staged.id),
+        "message": f"staged for the person's review, nothing written yet; ask kms_pending with pendingId "
+        f"{staged.id} what became of it",
+        "files": shown,
+        **({"hiddenFiles": hidden} if hidden else {}),
+        "expiresAt": staged.expires_at,
+        **({"why": list(staged.why)} if staged.why else {}),
+    }
 
 
 class WriteService:
@@ -115,9 +165,32 @@ class WriteService:
         self.session, self.model, self.actor = session, model, actor  # actor: the agent, or kms's session capture
         self.lock_dir = lock_dir_for(self.conn())  # the database's own lock folder, once
 
+    @classmethod
+    def for_detached(
+        cls, item: approvals.Pending, db_path: str | Path, model: ModelSource | None = None
+    ) -> WriteService:
+        """The guard of the session a detached call was staged in, rebuilt from its row in any process (over
+        ``db_path``, this process's database): the same identity, vault, tiers, allowlist and token folders.
+        Its limiter counts nothing: the agent's slot was taken when the call was staged."""
+        if item.session is None:
+            raise KmsError("invalid-input", f"pending change #{item.id} was not staged detached")
+        config = SessionConfig.from_snapshot(item.session, db_path=Path(db_path), watch=False)
+        return cls(AgentSession.open(config, limits=Unmetered()), model)
+
     @property
     def session_id(self) -> str:
         return self.session.id
+
+    @property
+    def lists_landed(self) -> bool:
+        """Whether this session's writes are listed for review once landed (``review.mode = after``); kms's own
+        writes on its behalf (the session note) are not the agent's."""
+        return self.actor == "agent" and self.review.mode == "after"
+
+    @property
+    def detached(self) -> bool:
+        """Whether this session's staged calls are answered at once (``SessionConfig.review_detached``)."""
+        return self.session.config.review_detached
 
     @property
     def approval_timeout(self) -> float:
@@ -148,6 +221,8 @@ class WriteService:
             touched,
             (lambda: self._extra_slot(conn)) if slots else None,
             capture_folder=c.capture_folder if c.capture_enabled else None,
+            put_back=[],  # (taken back by ``run`` should the database fail)
+            index_after=[],  # what the operation writes is indexed once it returns (``reindex.flush``)
         )
 
     def recover_units(self) -> None:
@@ -214,6 +289,8 @@ class WriteService:
         staged = self.stage(tool, arguments)
         if staged is None:
             return self.run(tool, arguments)
+        if staged.detached:
+            return staged_answer(staged)
         return self.settle(tool, arguments, staged, self.wait(staged, time.sleep))
 
     def wait(self, staged: Staged, sleep: Callable[[float], object]) -> approvals.Pending:
@@ -227,9 +304,15 @@ class WriteService:
         item = approvals.poll(self.conn(), staged.id, now=self.session.clock())
         return None if item.status == approvals.OPEN else item
 
+    @property
+    def review(self) -> ReviewPolicy:
+        """This session's review mode and thresholds (``server.config.review``: ``review.*``, ``write.approval``)."""
+        return review_policy(self.session.config)
+
     def stage(self, tool: WriteTool, arguments: Mapping[str, Any], asking_host: bool = False) -> Staged | None:
         """Stage the call for the person's approval (``asking_host``: the host asks too), or None when it needs none
-        (approval off, or ``bulk`` and one file and at most ``approval_lines`` lines, or nothing would change).
+        (``review.mode`` is not ``before`` and the call is within ``review.max_lines`` / ``review.max_files``,
+        or nothing would change).
         A call whose text looks like instructions planted for an agent (``planted_reasons``) is staged
         whatever the approval mode, with its reasons: a note or a memory fact must not steer a later agent
         unless the person let it in.
@@ -237,11 +320,16 @@ class WriteService:
         is recorded and raised here: it never runs unapproved."""
         c = self.session.config
         why = planted_reasons(arguments)
-        if c.approval == "off" and not why:
-            return None
+        review = self.review
+        if not why and review.mode != "before" and not review.has_threshold:
+            return None  # nothing could make it wait: not even previewed
         conn = self.conn()
         if self._replayable(conn, tool, arguments):
             return None  # a retry of a call already applied: ``run`` answers it, nothing is staged
+        if c.review_detached and isinstance(arguments.get(idempotency.KEY_FIELD), str):
+            same = approvals.waiting_same(conn, self.session_id, tool.name, dict(arguments))
+            if same is not None:  # a retry of a keyed call still waiting: the same ticket, not a second one
+                return Staged.of(same)
         cap = Capture()
         ctx = self.context(
             conn, Touched(note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS)), staging=cap, slots=False
@@ -254,10 +342,18 @@ class WriteService:
             if not isinstance(e, apsw.Error):  # (a database failure is the dispatcher's to answer)
                 self._record(conn, tool, arguments, ctx.touched, None, e)
             raise
-        small = c.approval == "bulk" and len(cap.files) <= 1 and cap.lines <= c.approval_lines
-        if not cap.files or (not why and (c.approval == "off" or small)):
+        waits = bool(why) or review.mode == "before" or review.above(len(cap.files), cap.lines)
+        if not cap.files or not waits:
             return None
         now = self.session.clock()
+        detached = c.review_detached
+        timeout = approvals.DETACHED_WAIT_S if detached else self.approval_timeout
+        if detached:  # the agent's write slot, now: its call ends here (a refusal is recorded and raised)
+            try:
+                self.session.limits.acquire(conn, self.session_id)
+            except KmsError as e:
+                self._record(conn, tool, arguments, ctx.touched, None, e)
+                raise
         pending_id = approvals.stage(
             conn,
             session_id=self.session_id,
@@ -266,12 +362,13 @@ class WriteService:
             input_summary=provenance.summarize_input(dict(arguments)),
             files=[f.to_json() for f in cap.files],
             lines=cap.lines,
-            timeout_s=self.approval_timeout,
-            asking_host=asking_host,
+            timeout_s=timeout,
+            asking_host=asking_host and not detached,
             now=now,
             why=why,
+            session=c.snapshot() if detached else None,
         )
-        return Staged(pending_id, tuple(cap.files), now + self.approval_timeout, tuple(why))
+        return Staged(pending_id, tuple(cap.files), now + timeout, tuple(why), detached)
 
     def settle(
         self, tool: WriteTool, arguments: Mapping[str, Any], staged: Staged, decision: approvals.Pending
@@ -398,7 +495,7 @@ class WriteService:
         with contextlib.suppress(apsw.Error):  # calls a full database could not record, now there is room
             unrecorded.replay(conn)
         try:
-            with undone_unless_recorded(ctx), contextlib.ExitStack() as group:
+            with contextlib.ExitStack() as group:
                 try:
                     if pending is None:
                         self._gate(conn, tool)
@@ -409,9 +506,13 @@ class WriteService:
                     # the index update and the provenance record then share one commit; the file lock is
                     # released before the first of them takes the database lock (never the other order)
                     group.enter_context(shared_commit(conn))
-                    outcome = tool.handler(ctx, args)
+                    done = tool.handler(ctx, args)
+                    reindex.flush(ctx)  # what it wrote, indexed once, in this commit, before its row
+                    outcome = done
                 except BaseException as e:
                     failure = e
+                    if not isinstance(e, UNUSABLE):  # (a database failure: the files are put back, below)
+                        reindex.flush(ctx)  # what it wrote before it failed
                     raise
                 finally:
                     if slot is not None and (outcome is None or not outcome.changed):
@@ -426,6 +527,8 @@ class WriteService:
                             failure,
                             message=None if pending is None else pending.decided_words(),
                         )
+                        if pending is None and outcome is not None and outcome.changed and self.lists_landed:
+                            landed.note(conn, invocation_id, self.session_id)  # review.mode = after
                         if pending is not None:
                             approvals.finish(
                                 conn,
@@ -433,7 +536,8 @@ class WriteService:
                                 invocation_id=invocation_id,
                                 outcome="applied" if outcome is not None else getattr(failure, "kind", "internal"),
                             )
-        except apsw.Error as e:  # nothing was changed (the note was put back): the refusal is owed a row
+        except apsw.Error as e:  # nothing is changed (the notes go back): the refusal is owed a row
+            ctx.take_back()  # every file the call changed, as kms read it (``context.undone_unless_recorded``)
             err = database_error(e, conn.filename)
             t = ctx.touched
             unrecorded.keep(
@@ -451,4 +555,35 @@ class WriteService:
             )
             raise
         assert outcome is not None
+        if ctx.landed:  # a vault in git mode: the unit is one commit (``git_units``; nothing for other vaults)
+            self._commit(conn, tool, ctx, invocation_id, pending)
         return {**outcome.result, "invocationId": invocation_id}
+
+    def _commit(
+        self,
+        conn: apsw.Connection,
+        tool: WriteTool,
+        ctx: WriteContext,
+        invocation_id: int,
+        pending: approvals.Pending | None,
+    ) -> None:
+        """The unit's commit in each git-mode vault it changed, once its provenance row is committed: kept in
+        the answer, made after it (``server.vault.git_units``)."""
+        by_vault: dict[int, list[git_units.File]] = {}
+        vaults = {}
+        for f in ctx.landed:
+            if f.vault.git_mode != "off":
+                by_vault.setdefault(f.vault.id, []).append((f.path, f.before, f.after))
+                vaults[f.vault.id] = f.vault
+        if not by_vault:
+            return
+        unit = git_units.Unit(
+            invocation_id,
+            self.session_id,
+            tool.name,
+            "none" if pending is None else pending.decided_words(),
+            git_units.agent_identity(self.session_id, self.session.identity.project or self.actor),
+        )
+        for vault_id, files in by_vault.items():
+            git_units.enqueue(conn, vaults[vault_id], files, unit)
+        crash_point("git.kept")

@@ -29,13 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from server.index.records import FileRecord
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
+from server.index.records import FileRecord, record_of_bytes
+from server.store.db import after_commit, at_group_end, shared_commit, write_tx
 from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
 from server.vault.files import (
@@ -47,13 +45,12 @@ from server.vault.files import (
     sync_and_close_all,
     write_failure,
 )
-from server.vault.paths import is_within, locate_notes
+from server.vault.paths import is_within, locate_notes, relpath_in_vault
 from server.vault.registry import Vault
-from server.writes import once
-from server.writes.context import WriteContext
+from server.writes import once, reindex
+from server.writes.context import Landed, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.staging import Capture
-from server.writes.unit_index import reindex_moves
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
 from server.writes.unit_scope import check_moves, refuse_rewrites_outside
 
@@ -149,8 +146,6 @@ def _in_place(prep: _Prepared) -> bool:
 
 def _with_record(vault: Vault, prep: _Prepared) -> _Prepared:
     """The index record of the new bytes, parsed as the vault's dialect reads them."""
-    from server.index.records import record_of_bytes  # not at import: the dashboard imports this
-
     if _in_place(prep):
         prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw, dialect=vault.rules)  # (mtime: once written)
     return prep
@@ -228,9 +223,8 @@ def apply_plans(
     """Apply every plan or none, and update the index; return what changed in each file that changed (in
     ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
     locks, as every writer does) before the first write and held until the index is updated, so the
-    watcher never sees a moved file whose row has not moved with it (it would give the note a new id)."""
-    from server.store.db import after_commit, at_group_end, shared_commit, write_tx
-
+    watcher never sees a moved file whose row has not moved with it (it would give the note a new id):
+    so a unit indexes at once, inside itself (``reindex.unit``), not after the operation."""
     conn, lock_dir = ctx.conn, ctx.lock_dir
     located = locate_notes(vault.root, [p.path for p in plans])
     reals, places = [real for real, _rel in located], [rel for _real, rel in located]
@@ -272,11 +266,12 @@ def apply_plans(
                 try:
                     _commit(prepared, dests, done)
                     crash_point("write.landed")
+                    ctx.landed.extend(_landed(vault, prepared, dests))
                     written = {p.plan.path: p.record for p in prepared if p.record is not None}
                     # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
                     durable = _committer.submit(_make_durable, done)
                     try:
-                        warning = reindex_moves(
+                        warning = reindex.unit(
                             conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written, ready=durable.result
                         )
                     finally:
@@ -306,6 +301,21 @@ def apply_plans(
         # one sooner could write on a note of a unit whose writer then dies unrecorded, past undoing
         at_group_end(conn, stack.pop_all().close)
     return out, warning
+
+
+def _landed(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[Landed]:
+    """What the unit changed on disk, file by file (a move: the old path gone, the new one made)."""
+    out: list[Landed] = []
+    for i, p in enumerate(prepared):
+        old = relpath_in_vault(vault.root, p.real)
+        new = relpath_in_vault(vault.root, dests[i]) if i in dests else old
+        if new != old:
+            out += [Landed(vault, old, p.raw, None), Landed(vault, new, None, p.new_raw)]
+        elif p.plan.delete:
+            out.append(Landed(vault, old, p.raw, None))
+        elif p.new_raw != p.raw:
+            out.append(Landed(vault, old, p.raw, p.new_raw))
+    return out
 
 
 def _recorded(journal: UnitJournal) -> None:

@@ -48,10 +48,13 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import apsw
+
 from server.errors import KmsError
 from server.store.db import after_commit, at_group_end, write_tx
 from server.writes.context import WriteContext
 from server.writes.crash_points import crash_point
+from server.writes.staging import Capture
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, kept_calls
 
 _io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kms-once")  # journals written and removed
@@ -90,6 +93,14 @@ class Intent:
             crash_point("write.journaled")
         return self.journal
 
+    def hold_until_recorded(self, locks: contextlib.ExitStack) -> None:
+        """``hold_until_recorded`` for this intent's call."""
+        _hold(self.ctx.conn, self.ctx.once_call, locks)
+
+    def recorded(self) -> None:
+        """``recorded`` for this intent's journal (once the note changed: a ``reindex.Wrote`` step)."""
+        _recorded(self.ctx.conn, self.journal)
+
     def drop_unless_waited(self) -> None:
         """The call failed before ``wait``, so before the note changed: its journal goes (if it was made)."""
         if not self.waited:
@@ -102,7 +113,7 @@ class Intent:
 def start(ctx: WriteContext, entries: list[Entry]) -> Intent:
     """For a keyed call (``ctx.once_call``), start the journal of the files it is about to change (``Intent``);
     for any other call an intent with nothing to do."""
-    if ctx.once_call is None or ctx.capture is not None:
+    if ctx.once_call is None or isinstance(ctx.staging, Capture):  # (a preview writes nothing)
         return Intent(ctx, None)
     return Intent(ctx, _io.submit(UnitJournal.begin, journal_dir(ctx.lock_dir), entries, call_of(ctx)))
 
@@ -121,23 +132,31 @@ def forget(journal: UnitJournal | None) -> None:
 def hold_until_recorded(ctx: WriteContext, locks: contextlib.ExitStack) -> None:
     """A keyed call keeps its notes' locks until its commit: a writer that took one sooner could build on
     bytes a crash then takes back. Any other call lets them go now, as before."""
-    if ctx.once_call is not None:
-        at_group_end(ctx.conn, locks.pop_all().close)
+    _hold(ctx.conn, ctx.once_call, locks)
+
+
+def _hold(conn: apsw.Connection, once_call: str | None, locks: contextlib.ExitStack) -> None:
+    if once_call is not None:
+        at_group_end(conn, locks.pop_all().close)
 
 
 def recorded(ctx: WriteContext, journal: UnitJournal | None) -> None:
     """The journal's token goes into the call's commit (with its index rows and provenance row); the journal
     itself goes once that commit is done."""
+    _recorded(ctx.conn, journal)
+
+
+def _recorded(conn: apsw.Connection, journal: UnitJournal | None) -> None:
     if journal is None:
         return
-    with write_tx(ctx.conn):
-        journal.mark_applied(ctx.conn)
+    with write_tx(conn):
+        journal.mark_applied(conn)
 
     def done() -> None:
         crash_point("write.recorded")
         _io.submit(_remove, journal.path)  # off the answer's path (its descriptor is closed at the group's end)
 
-    after_commit(ctx.conn, done)
+    after_commit(conn, done)
 
 
 def _remove(path: Path) -> None:

@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import apsw
 
 from server.activity.changes import FileCreated, PropertiesChanged, TextInserted
 from server.errors import KmsError
+from server.index.privacy import Rules, vault_rules
+from server.index.records import record_of_bytes
 from server.store.locks import file_lock
 from server.vault import frontmatter
 from server.vault.files import TextFormat, atomic_write, convert_newlines, encode, sha256_hex, write_failure
@@ -39,9 +42,9 @@ from server.vault.paths import (
 )
 from server.vault.properties import RESERVED_KEYS, check_properties, normalize_tags
 from server.vault.registry import Vault
-from server.writes import once
-from server.writes.cas import reindex_written, remove_created, write_note
-from server.writes.context import NoteRef, WriteContext
+from server.writes import once, reindex
+from server.writes.cas import remove_created, write_note
+from server.writes.context import Landed, NoteRef, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.limits import MAX_CREATE_BYTES, MAX_INSERT_BYTES, MAX_SEPARATOR_CHARS, MAX_TAGS, kb
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
@@ -54,10 +57,8 @@ from server.writes.positions import (
     parse_position,
     writable_start,
 )
+from server.writes.reindex import Wrote
 from server.writes.unit_journal import Entry
-
-if TYPE_CHECKING:
-    from server.index.privacy import Rules
 
 
 def check_content(content: Any, limit: int, *, allow_empty: bool = False) -> str:
@@ -86,7 +87,7 @@ def check_note_folder(ctx: WriteContext, vault: Vault, note: NoteRef) -> None:
     """The session's reach (``WriteContext.check_write``) by the note's path and, for a symlinked note, by
     where it really lives: every operation on an existing note (here, ``edits``, ``memory``, ``link_ops``)
     checks it this one way, before computing anything."""
-    ctx.check_write(vault, note.path, real=ctx.locate(vault, note.path)[1])
+    ctx.place(vault, note.path)
 
 
 _H1 = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
@@ -173,8 +174,8 @@ def create(
             raise
         crash_point("write.landed")
         once.hold_until_recorded(ctx, locks)
-    ctx.on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, ctx.lock_dir))
     relpath = relpath_in_vault(vault.root, folder_path / name)
+    ctx.landed.append(Landed(vault, relpath, None, data))
     result = WriteResult(
         title=stem,
         path=relpath,
@@ -184,9 +185,10 @@ def create(
         linesAdded=line_count(text),
         version=sha256_hex(data),
         changed=True,
+        noteId=None,  # (the index gives it: ``reindex``)
     )
-    result["noteId"] = reindex_written(conn, vault, relpath, result)
-    once.recorded(ctx, journal)
+    undo = partial(remove_created, vault, folder_path, real_folder, name, data, ctx.lock_dir)
+    reindex.note(ctx, Wrote(vault, relpath, None, result, then=[partial(once.recorded, ctx, journal)]), undo)
     digest = sha256_hex(data)
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
@@ -200,8 +202,8 @@ def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> 
     with file_lock(folder_path / name.casefold(), ctx.lock_dir):
         _refuse_existing(vault, folder_path, name)
         _create_in_folder(vault, folder_path, real_folder, name, data)
-    ctx.on_unrecorded(lambda: remove_created(vault, folder_path, real_folder, name, data, ctx.lock_dir))
     relpath = relpath_in_vault(vault.root, folder_path / name)
+    ctx.landed.append(Landed(vault, relpath, None, data))
     text = data.decode("utf-8", "replace")
     digest = sha256_hex(data)
     result = WriteResult(
@@ -213,11 +215,11 @@ def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> 
         linesAdded=line_count(text),
         version=digest,
         changed=True,
+        noteId=None,  # (the index gives it: ``reindex``)
     )
-    from server.index.records import record_of_bytes
-
     written = record_of_bytes(relpath, (folder_path / name).stat().st_mtime_ns, data, dialect=vault.rules)
-    result["noteId"] = reindex_written(ctx.conn, vault, relpath, result, written)
+    undo = partial(remove_created, vault, folder_path, real_folder, name, data, ctx.lock_dir)
+    reindex.note(ctx, Wrote(vault, relpath, written, result), undo)
     return WriteOutcome(result, FileCreated(relpath, text, digest), hash_before=None, hash_after=digest)
 
 
@@ -225,8 +227,6 @@ def refuse_private(conn: apsw.Connection, vault: Vault, relpath: str, rules: Rul
     """No note is written to a path a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) hides:
     not by kms_create, nor moved or renamed there by an organize tool. The agent could not read it back,
     and names tried there would probe the hidden notes. ``rules`` saves reading them again per note."""
-    from server.index.privacy import vault_rules
-
     if (rules or vault_rules(conn, vault.id, vault.root)).path_reason(relpath):
         raise KmsError(
             "folder-denied",
@@ -421,9 +421,6 @@ def refuse_hiding(conn: apsw.Connection, vault: Vault, path: str, new_text: str)
     ``visibility: private``, ``privacy.hide_tags``) would hide it is refused. Hiding is the person's choice,
     and an agent could not undo it (a hidden note does not exist for it). The rule is not named: the
     person's privacy settings are not an agent's to probe."""
-    from server.index.privacy import vault_rules
-    from server.index.records import record_of_bytes
-
     rec = record_of_bytes(path, 0, new_text.encode("utf-8"), dialect=vault.rules)
     v = rec.values or {}  # (always set for bytes without a known hash)
     rules = vault_rules(conn, vault.id, vault.root)

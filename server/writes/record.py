@@ -1,5 +1,5 @@
 """The one provenance row of a write call: an agent's, through the write guard (``server.writes.guard``), or
-a person's revert or trash (``server.writes.revert``, ``server.writes.trash``)."""
+a person's revert or trash (``server.writes.undo.revert``, ``server.writes.undo.trash``)."""
 
 from __future__ import annotations
 

@@ -131,7 +131,7 @@ def test_a_revert_the_database_cannot_record_changes_no_file(
     runner: ToolRunner, vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
     """The person's revert (dashboard, ``kms revert``) of a rename: refused as a whole on a full disk."""
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     answer, is_error = runner.call("kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
     assert not is_error, answer

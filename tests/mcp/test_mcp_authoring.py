@@ -50,7 +50,7 @@ async def test_create_takes_its_title_from_a_leading_h1(vault: Path, conn: apsw.
 async def test_edit_replaces_the_whole_body_under_its_version_only(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     async with mcp_client(db_path, **EDIT) as client:
         read = await call(client, "kms_read", {"noteId": "drafts/Draft.md"})

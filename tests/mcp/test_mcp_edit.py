@@ -182,7 +182,7 @@ async def test_edit_respects_the_allowlist_and_hidden_notes(vault: Path, conn: a
 async def test_edit_keeps_crlf_and_bom_and_revert_gives_back_the_bytes(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import preview_revert, revert
+    from server.writes.undo.revert import preview_revert, revert
 
     raw = b"\xef\xbb\xbf# Win\r\n\r\nkeep this\r\nfix thsi\r\nend\r\n"
     (vault / "drafts/Win.md").write_bytes(raw)
@@ -216,7 +216,7 @@ async def test_edit_keeps_crlf_and_bom_and_revert_gives_back_the_bytes(
 async def test_link_adds_a_forward_link_once_and_reverts(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     nid = note_id(conn, "Draft")
     before = (vault / "drafts/Draft.md").read_bytes()
@@ -250,7 +250,7 @@ async def test_link_adds_a_forward_link_once_and_reverts(
 async def test_create_many_is_best_effort_counts_each_note_and_reverts_as_one(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import preview_revert, revert
+    from server.writes.undo.revert import preview_revert, revert
 
     before = vault_bytes(vault)
     notes = [

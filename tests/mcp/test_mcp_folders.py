@@ -98,7 +98,7 @@ async def test_move_folder_moves_every_note_and_rewrites_every_link_style(
 async def test_rename_folder_then_revert_gives_back_every_byte_and_the_index(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import preview_revert, revert
+    from server.writes.undo.revert import preview_revert, revert
 
     before, before_ids = vault_bytes(vault), ids(conn)
     async with mcp_client(db_path, **ON) as client:

@@ -8,35 +8,21 @@ from typing import Any
 
 import apsw
 import pytest
+from support.examples import UNTOUCHED, example, write_example_vault, writers
 from support.mcp_session import TierSwitches, mcp_client
-from support.organize import index, make_vault, vault_bytes
+from support.organize import index, vault_bytes
 from support.sql import tuples
 
 from server.mcp.tools import REGISTRY, tool_names
 
 ON: TierSwitches = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True}
-CASES: dict[str, dict[str, Any]] = {
-    "kms_create": {"title": "Fresh", "folder": "drafts", "content": "x"},
-    "kms_append": {"noteId": "drafts/Draft.md", "content": "appended"},
-    "kms_update_properties": {"noteId": "drafts/Draft.md", "set": {"status": "x"}},
-    "kms_insert_at": {"noteId": "drafts/Draft.md", "content": "ins", "position": {"beforeHeading": "Draft"}},
-    "kms_remember": {"about": "person", "text": "Likes tea in the morning"},
-    "kms_create_many": {"notes": [{"title": "M1", "folder": "drafts"}, {"title": "M2", "folder": "drafts"}]},
-    "kms_link": {"noteId": "drafts/Draft.md", "targets": ["Other", "Elsewhere"]},
-    "kms_capture": {"decisions": ["Keep the drafts folder"], "nextSteps": ["Tidy it"]},
-    "kms_edit": {"noteId": "drafts/Draft.md", "edits": [{"replace": {"old": "first line", "new": "1st line"}}]},
-    "kms_move": {"noteId": "drafts/Draft.md", "folder": "notes"},
-    "kms_rename": {"noteId": "notes/Target.md", "title": "Goal"},
-    "kms_trash": {"noteId": "Other.md"},
-    "kms_move_folder": {"folder": "drafts", "to": "archive"},
-    "kms_rename_folder": {"folder": "notes", "name": "goals"},
-}
+CASES: dict[str, dict[str, Any]] = {s.name: example(s) for s in writers()}  # each tool's own example
 WRITE_TOOLS = [*tool_names("write"), *tool_names("edit"), *tool_names("organize")]
 
 
 @pytest.fixture
 def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
-    root = make_vault(tmp_path / "v")
+    root = write_example_vault(tmp_path / "v")
     index(conn, root)
     return root
 
@@ -59,7 +45,7 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
 ) -> None:
     args = {**CASES[tool], "idempotencyKey": f"k-{tool}"}
     async with mcp_client(db_path, **ON) as client:
-        if tool == "kms_edit":
+        if "version" in args:  # the example's stands for the note's current version
             args["version"] = (await call(client, "kms_read", {"noteId": args["noteId"]}))["version"]
         first = await call(client, tool, args)
         assert not first["_error"], first
@@ -68,7 +54,7 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
         after_retry = vault_bytes(vault)
         other = await call(client, tool, {**args, "idempotencyKey": "k-other"}) if tool == "kms_append" else None
         reused = (
-            await call(client, "kms_append", {"noteId": "Linker.md", "content": "z", "idempotencyKey": f"k-{tool}"})
+            await call(client, "kms_append", {"noteId": UNTOUCHED, "content": "z", "idempotencyKey": f"k-{tool}"})
             if tool != "kms_append"
             else None
         )
@@ -80,7 +66,7 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
     assert rows[1][1] == "success" and f"a retry of #{first['invocationId']}" in rows[1][2]
     if other is not None:  # a new key is a new call
         assert not other["_error"] and other["invocationId"] != first["invocationId"]
-        assert (vault / "drafts/Draft.md").read_text().count("appended") == 2
+        assert (vault / args["noteId"]).read_text().count(args["content"]) == 2
     if reused is not None:  # the same key for another call is refused, nothing written
         assert reused["error"] == "invalid-input" and "used for another call" in reused["message"]
         assert vault_bytes(vault) == after
@@ -89,7 +75,7 @@ async def test_a_retry_with_the_same_key_answers_the_first_result_and_writes_not
 async def test_keys_are_per_session_and_a_failed_call_can_be_retried(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
-    args = {"noteId": "drafts/Draft.md", "content": "once", "idempotencyKey": "same"}
+    args = {"noteId": "drafts/append.md", "content": "once", "idempotencyKey": "same"}
     async with mcp_client(db_path, **ON) as client:
         failed = await call(client, "kms_append", {**args, "version": "0" * 64})
         first = await call(client, "kms_append", args)  # the failed call kept no answer: this one runs
@@ -97,4 +83,4 @@ async def test_keys_are_per_session_and_a_failed_call_can_be_retried(
         second = await call(client, "kms_append", args)
     assert failed["error"] == "conflict"
     assert not first["_error"] and not second["_error"] and "replayed" not in second
-    assert (vault / "drafts/Draft.md").read_text().count("once") == 2
+    assert (vault / "drafts/append.md").read_text().count("once") == 2

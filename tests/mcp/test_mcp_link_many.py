@@ -34,7 +34,7 @@ async def call(client: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
 async def test_several_targets_in_one_write_each_reported_and_reverted(
     two_vaults: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     before = (two_vaults / "Alpha.md").read_bytes()
     targets = [

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+from support.examples import example
 from support.mcp_session import mcp_client
 from support.sql import pairs
 
@@ -20,15 +21,11 @@ from server.writes.limits import MAX_NOTE_NAME_CHARS
 FOLDER = "projects/research on indexing markdown vaults for coding agents"
 ON: dict[str, Any] = {"write_enabled": True, "edit_enabled": True, "organize_enabled": True, "per_minute": 1000}
 NAMED = [s.name for s in REGISTRY if "noteId" in s.input_model.model_fields]
-# what each tool needs besides the note (tools not listed need nothing else)
+example_of = {s.name: s.example for s in REGISTRY}
+# what each tool needs besides the note: the rest of its own example (its spec); an example's version stands
+# for the note's current one
 EXTRA: dict[str, dict[str, Any]] = {
-    "kms_append": {"content": "more"},
-    "kms_insert_at": {"content": "top", "position": {"atLine": 1}},
-    "kms_update_properties": {"set": {"status": "ok"}},
-    "kms_link": {"target": "Elsewhere"},
-    "kms_edit": {"edits": [{"prepend": "x"}]},  # and the note's version
-    "kms_move": {"folder": "archive"},
-    "kms_rename": {"title": "Renamed for the record"},
+    s.name: {k: v for k, v in example(s).items() if k not in ("noteId", "version")} for s in REGISTRY
 }
 
 
@@ -58,9 +55,9 @@ async def test_every_tool_names_a_long_note_by_path_title_and_vault_path(
                 name = {"path": path, "title": title_of(tool, how), "vault-path": f"v:{path}"}[how]
                 assert len(name) > 64
                 args = {"noteId": name, **EXTRA.get(tool, {})}
-                if tool == "kms_edit":
+                if "version" in example_of[tool]:
                     args["version"] = versions[path]
-                if tool == "kms_rename":
+                if "title" in args:  # a new title for each of the three notes
                     args["title"] = f"Renamed by {how} for the record"
                 r = await client.call_tool(tool, args)
                 assert not r.is_error, (tool, how, r.structured_content)
@@ -76,7 +73,7 @@ async def test_a_name_past_the_limit_is_invalid_input_in_every_tool(
     async with mcp_client(db_path, **ON) as client:
         for tool in NAMED:
             args = {"noteId": too_long, **EXTRA.get(tool, {})}
-            if tool == "kms_edit":
+            if "version" in example_of[tool]:
                 args["version"] = "0" * 64
             r = await client.call_tool(tool, args)
             assert r.is_error and r.structured_content["error"] == "invalid-input", (tool, r.structured_content)

@@ -153,7 +153,7 @@ async def test_refusals_change_nothing(
 async def test_every_call_is_recorded_once_rate_limited_and_revertible(
     indexed: apsw.Connection, db_path: Path, vault_dir: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     async with mcp_client(db_path, write_enabled=True, project="/code/app", per_minute=3) as client:
         created = await ok(client, "kms_remember", remember("project", "First"))

@@ -61,7 +61,7 @@ async def test_rename_rewrites_every_link_form_in_its_style(
 async def test_rename_then_revert_gives_back_every_byte_and_the_index(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import preview_revert, revert
+    from server.writes.undo.revert import preview_revert, revert
 
     before = vault_bytes(vault)
     nid = note_id(conn, "Target")
@@ -89,7 +89,7 @@ async def test_revert_refuses_when_any_touched_file_changed_and_changes_nothing(
     vault: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
     from server.errors import KmsError
-    from server.writes.revert import preview_revert, revert
+    from server.writes.undo.revert import preview_revert, revert
 
     async with mcp_client(db_path, **ON) as client:
         out = await call(client, "kms_rename", {"noteId": note_id(conn, "Target"), "title": "Goal"})
@@ -158,7 +158,7 @@ async def test_too_broad_counts_every_file_and_changes_nothing(
 async def test_trash_moves_into_dot_trash_reports_links_and_restores(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     before = vault_bytes(vault)
     nid = note_id(conn, "Target")

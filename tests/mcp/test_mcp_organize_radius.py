@@ -71,7 +71,7 @@ async def test_trash_and_move_report_bytes_and_files(vault: Path, conn: apsw.Con
 async def test_a_case_only_rename_goes_through_a_temp_name_and_reverts(
     vault: Path, conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     before = vault_bytes(vault)
     nid = note_id(conn, "Target")

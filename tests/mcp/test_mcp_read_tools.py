@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import apsw
 import pytest
+from support.examples import example, specs
 from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
@@ -502,22 +503,7 @@ async def test_hidden_note_is_absent_from_every_tool(indexed: apsw.Connection, d
 
 # --- gates and empty states ------------------------------------------------------------------------------
 
-ARGS = {
-    "kms_search": {"query": "x"},
-    "kms_read": {"noteId": "n000000000000"},
-    "kms_list_tags": {},
-    "kms_list_properties": {},
-    "kms_list_recent": {},
-    "kms_get_backlinks": {"noteId": "n000000000000"},
-    "kms_history": {"noteId": "n000000000000"},
-    "kms_inventory": {},
-    "kms_start": {},
-    "kms_semantic_search": {"query": "x"},
-    "kms_recall": {"topic": "x"},
-    "kms_list_folder": {},
-    "kms_status": {},
-    "kms_reindex": {},
-}
+ARGS = {s.name: example(s) for s in specs("read")}  # each read tool's own example (its spec)
 
 
 @pytest.mark.parametrize("flags", [{"enabled": False}, {"read_enabled": False}])
@@ -597,5 +583,5 @@ async def test_results_name_their_vault_and_vault_scopes(
 
 
 async def test_registry_read_tools_are_the_ones_tested() -> None:
-    assert set(ARGS) == set(READ_TOOLS)  # a new read tool gets its arguments here, so every gate test calls it
+    assert set(ARGS) == set(READ_TOOLS)  # every read tool's example, so every gate test calls it
     assert encode_cursor({"t": "kms_inventory", "o": 0})  # the restart cursor the cap hands out

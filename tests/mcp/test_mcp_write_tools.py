@@ -235,13 +235,13 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
 
     from server.activity import feed
     from server.config.session import SessionConfig
-    from server.mcp.tools.base import ADD_ONLY, StrictInput, WriteSpec
+    from server.mcp.tools.base import ADD_ONLY, Denied, StrictInput, WriteSpec
     from server.mcp.tools.dispatch import ToolRunner
     from server.mcp.tools.write_tools import WriteOutput
     from server.writes import operations
     from server.writes.context import WriteContext
     from server.writes.outcome import WriteOutcome
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     class StampInput(StrictInput):
         noteId: str = Field(min_length=1)
@@ -260,6 +260,8 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
         output_model=WriteOutput,
         handler=kms_stamp,
         annotations=ADD_ONLY,
+        example={"noteId": "drafts/edit.md"},
+        denied=Denied({"noteId": "drafts/sub/edit.md"}, "drafts/sub/edit.md"),
     )
     nid = note_id(indexed, "Indexing notes for coding agents")
     path = vault_dir / value(indexed, "SELECT path FROM notes WHERE id = ?", (nid,))

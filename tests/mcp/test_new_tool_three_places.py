@@ -19,7 +19,16 @@ from support.vaults import note_id
 
 from server.config.tiers import RULES
 from server.mcp.tools import BY_TIER, build_registry
-from server.mcp.tools.base import DESTRUCTIVE, READ_ONLY, NoteIdField, ReadSpec, StrictInput, ToolContext, WriteSpec
+from server.mcp.tools.base import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    Denied,
+    NoteIdField,
+    ReadSpec,
+    StrictInput,
+    ToolContext,
+    WriteSpec,
+)
 from server.mcp.tools.docs import tools_markdown
 from server.mcp.tools.edit_tools import EDIT_TOOLS
 from server.mcp.tools.notes_tools import note_id_of
@@ -49,6 +58,8 @@ KMS_SHOUT = WriteSpec(
     output_model=WriteOutput,
     handler=kms_shout,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Shout"}),
+    example={"noteId": "drafts/append.md"},
+    denied=Denied({"noteId": "drafts/sub/append.md"}, "drafts/sub/append.md"),
 )
 
 
@@ -76,6 +87,7 @@ KMS_TITLE_LENGTH = ReadSpec(
     output_model=LengthOutput,
     handler=kms_title_length,
     annotations=READ_ONLY.model_copy(update={"title": "Title length"}),
+    example={"noteId": "drafts/edit.md"},
 )
 
 REGISTRY = build_registry({**BY_TIER, "read": (*READ_TOOLS, KMS_TITLE_LENGTH), "edit": (*EDIT_TOOLS, KMS_SHOUT)})
@@ -154,6 +166,8 @@ def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
             output_model=WriteOutput,
             handler=kms_shout,
             annotations=DESTRUCTIVE,
+            example={"noteId": "drafts/append.md"},
+            denied="a test",
         )
     with pytest.raises(ValueError, match="kms_shout: a WriteSpec is of tier write or edit or organize, not 'read'"):
         WriteSpec(
@@ -164,6 +178,8 @@ def test_a_new_tools_error_kinds_and_tier_are_checked() -> None:
             output_model=WriteOutput,
             handler=kms_shout,
             annotations=DESTRUCTIVE,
+            example={"noteId": "drafts/append.md"},
+            denied="a test",
         )
     with pytest.raises(ValueError, match="kms_shout filed under the write tier"):
         build_registry({**BY_TIER, "write": (*BY_TIER["write"], KMS_SHOUT)})

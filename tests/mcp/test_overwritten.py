@@ -47,7 +47,7 @@ def wait_flagged(conn: apsw.Connection, invocation_id: int) -> float | None:
 async def test_saves_that_drop_an_agent_write_are_flagged_and_others_are_not(
     tmp_path: Path, conn: apsw.Connection, db_path: Path
 ) -> None:
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     root = tmp_path / "vault"
     (root / "drafts").mkdir(parents=True)

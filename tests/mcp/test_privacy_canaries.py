@@ -1,6 +1,7 @@
 """Privacy by rule, through the real MCP server and client: for each rule kind, a note full of canary
-words is hidden, and no read or write tool's answer or error carries one of them; nothing hidden is
-embedded; a running server sees a rule change."""
+words is hidden, and no read or write tool's answer or error carries one of them (every read tool of the
+registry, a new one included, is aimed at it from its spec's example); nothing hidden is embedded; a running
+server sees a rule change."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import apsw
 import pytest
+from support.examples import aimed, specs
 from support.mcp_session import mcp_client
 from support.privacy import KINDS, VISIBLE, answer_text, build, canary_hits, hidden_rows
 from support.vaults import note_id, write
 
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
+from server.mcp.tools import tool_names
 from server.vault.registry import add_vault, get_vault
 
 QUERIES = [
@@ -120,6 +123,36 @@ async def test_no_tool_answer_or_error_names_a_hidden_note(
     assert outcomes["kms_update_properties"] == 0 and outcomes["kms_insert_at"] == 0
     # the hidden note's file is untouched and nothing was written next to it in a private folder
     assert "agent text" not in (tmp_path / "vault" / info["path"]).read_text()
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_every_read_tool_aimed_at_a_hidden_note_answers_nothing_of_it(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, kind: str
+) -> None:
+    """Each read tool of the registry, with nothing written for it here: its example as is, then each of its
+    string arguments set to each name of the hidden note (id, title, path, folder, tag, a canary word) and to
+    words it shares with the visible notes or has without a canary. A new read tool that leaks fails here
+    until it does not."""
+    info = _setup(conn, tmp_path, kind)
+    names = [info["id"], info["title"], info["path"], info["path"][:-3], info["folder"], f"zqxtag-{kind}"]
+    names += ["zqxbody", *([info["link"]] if info["link"] else [])]
+    # and words the hidden note shares with the visible ones, or alone with none of its canaries (its title's
+    # "title", its kind); the empty string, which many a filter reads as "everything"
+    names += ["garden", "beans peas", "plans", "title", kind, ""]
+    leaks: list[tuple[str, dict, list[str]]] = []
+    called: set[str] = set()
+    answered: list[str] = []
+    async with mcp_client(db_path) as client:
+        for spec in specs("read"):
+            for args in aimed(spec, names):
+                result = await client.call_tool(spec.name, args)
+                called.add(spec.name)
+                answered.append(answer_text(result))
+                if hits := canary_hits(answered[-1], args):
+                    leaks.append((spec.name, args, hits))
+    assert called == set(tool_names("read"))
+    assert leaks == []
+    assert any("Plans.md" in a for a in answered)  # the visible notes are answered: the filter, not luck
 
 
 async def test_create_on_a_hidden_note_answers_like_any_collision(

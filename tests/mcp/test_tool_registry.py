@@ -16,7 +16,7 @@ from server.errors import KINDS, RECOVERY
 from server.index.note_data import DATA_SENTENCE
 from server.mcp.serve import output_schema, to_mcp_tool
 from server.mcp.tools import BY_TIER, REGISTRY
-from server.mcp.tools.base import ReadSpec, StrictInput, ToolSpec, WriteSpec
+from server.mcp.tools.base import EXAMPLE_ALLOWLIST, ReadSpec, StrictInput, ToolSpec, WriteSpec
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
@@ -66,6 +66,7 @@ def test_every_error_kind_has_one_recovery_hint() -> None:
             output_model=BaseModel,
             handler=lambda ctx, args: {},
             annotations=ToolAnnotations(title="x"),
+            example={},
         )
 
 
@@ -95,6 +96,20 @@ def test_tool_spec_is_complete(spec: ToolSpec) -> None:
         assert spec.cursor_field in schema["properties"]
     tool = to_mcp_tool(spec)
     assert tool.name == spec.name and tool.input_schema == schema
+
+
+@pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)
+def test_each_tools_example_and_denied_call_are_valid_arguments(spec: ToolSpec) -> None:
+    """The tests that go through every tool call it with these (tests/support/examples.py): they must pass
+    its input model, and a write names a path outside ``EXAMPLE_ALLOWLIST`` or says why it cannot."""
+    spec.input_model.model_validate(spec.example)
+    if isinstance(spec, WriteSpec):
+        if isinstance(spec.denied, str):
+            assert len(spec.denied) > 10, spec.name  # a reason, not a placeholder
+        else:
+            spec.input_model.model_validate(spec.denied.args)
+            folder = spec.denied.path.rpartition("/")[0]
+            assert folder.startswith("drafts/") and folder not in EXAMPLE_ALLOWLIST, spec.name
 
 
 @pytest.mark.parametrize("spec", REGISTRY, ids=lambda s: s.name)

@@ -2,6 +2,7 @@
 
 Two vaults in one database share words, tags, titles and links, so an unscoped session sees both
 (checked first: the scoped answers could not fail otherwise), and a session scoped to ``a`` sees ``a`` only.
+Every read tool of the registry (a new one included) is also aimed at vault ``b`` from its spec's example.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from typing import Any
 
 import apsw
 import pytest
+from support.examples import aimed, example, specs
 from support.mcp_session import mcp_client
+from support.privacy import answer_text
 from support.vaults import write
 
 from server.index.indexer import index_vault
+from server.mcp.tools import tool_names
 from server.vault.registry import add_vault
 
 
@@ -104,13 +108,44 @@ async def test_scoped_session_sees_only_its_vault(two_vaults: apsw.Connection, d
             assert "Beta" not in data["message"], data
 
 
-@pytest.mark.parametrize(
-    "tool", ["kms_search", "kms_semantic_search", "kms_list_recent", "kms_list_tags", "kms_inventory", "kms_recall"]
-)
+# vault b's own words: its notes' ids are added per test (the titles, tags and paths only it has)
+B_ONLY = ("Beta", "Gamma", "only-b", "vault-b")
+
+
+async def test_every_read_tool_aimed_at_another_vault_answers_nothing_of_it(
+    two_vaults: apsw.Connection, db_path: Path
+) -> None:
+    """Each read tool of the registry, with nothing written for it here: its example as is, then each of its
+    string arguments set to each name of vault b's notes (ids, titles, paths, ``b:`` paths, its tag, its vault
+    name), in a session scoped to ``a``. A new read tool that crosses the scope fails here until it does not."""
+    note = ids(two_vaults)
+    b_ids = [nid for (vault, _title), nid in note.items() if vault == "b"]
+    names = [*b_ids, "Beta", "Gamma.md", "b:Beta.md", "b:Common.md", "only-b", "b", "lighthouse"]
+    crossed: list[tuple[str, dict[str, Any], list[str]]] = []
+    called: set[str] = set()
+    async with mcp_client(db_path, vault="a") as client:
+        for spec in specs("read"):
+            for args in aimed(spec, names):
+                result = await client.call_tool(spec.name, args)
+                called.add(spec.name)
+                text = answer_text(result)
+                for asked in sorted(_strings(args), key=len, reverse=True):  # the agent's own words, echoed
+                    text = text.replace(asked, "")
+                if seen := [w for w in (*B_ONLY, *b_ids, '"vault": "b"') if w in text]:
+                    crossed.append((spec.name, args, seen))
+    assert called == set(tool_names("read"))
+    assert crossed == []
+
+
+def _strings(args: dict[str, Any]) -> list[str]:
+    return [v for v in args.values() if isinstance(v, str) and v]
+
+
+@pytest.mark.parametrize("tool", [s.name for s in specs("read") if "vault" in s.input_model.model_fields])
 async def test_a_vault_argument_outside_the_scope_is_refused(
     two_vaults: apsw.Connection, db_path: Path, tool: str
 ) -> None:
-    args = {"query": "lighthouse"} if "search" in tool else {"topic": "lighthouse"} if tool == "kms_recall" else {}
+    args = example(next(s for s in specs("read") if s.name == tool))  # the tool's own example
     async with mcp_client(db_path, vault="a") as client:
         data, is_error = await call(client, tool, {**args, "vault": "a"})
         assert not is_error, data

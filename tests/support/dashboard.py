@@ -1,7 +1,7 @@
 """The dashboard's test world, shared by the dashboard tests, snapshots and ``scripts/screenshots.py``.
 
 ``seed_fixed`` builds a small, fully deterministic world through the real write path
-(``Writer``, ``server.writes.revert``): fixed session ids, note ids derived from paths,
+(``Writer``, ``server.writes.undo.revert``): fixed session ids, note ids derived from paths,
 fixed timestamps, limiter clocks near a frozen "now". Snapshots can then compare
 pixel-for-pixel across runs and machines.
 """
@@ -65,7 +65,7 @@ def seed_fixed(root: Path) -> Seeded:
     from server.index.indexer import index_vault
     from server.store.db import connect, write_tx
     from server.vault.registry import add_vault
-    from server.writes import revert
+    from server.writes.undo import revert
     from support.writes import Writer
 
     root.mkdir(parents=True, exist_ok=True)

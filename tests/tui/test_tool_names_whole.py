@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from server.mcp.tools import REGISTRY
-from server.writes.restore import TOOL_RESTORE
+from server.writes.undo.restore import TOOL_RESTORE
 from tui.format import TOOL_CELLS, short_tool
 
 

@@ -94,7 +94,7 @@ def test_search_reverted_and_context(indexed: apsw.Connection) -> None:
     assert feed.search_feed(indexed, "zebra", FeedFilter(session="nobody")) == []
     assert feed.search_feed(indexed, '"') == []  # user text is never FTS syntax
 
-    from server.writes import revert
+    from server.writes.undo import revert
 
     rid = revert.revert(indexed, first)["invocationId"]
     assert feed.reverted_ids(indexed) == {first: rid}

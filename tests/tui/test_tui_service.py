@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.dashboard import seed_fixed, settled, wait_for
 
-from server.activity import control, tokens
+from server.activity import control, remote_pairing, tokens
 from server.activity.sessions import touch_session
 from server.config.scopes import Scopes
 from server.store.db import connect
@@ -53,4 +53,9 @@ async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
         await pilot.press("y")
         await wait_for(pilot, lambda: tokens.get(conn, gemini.id).revoked_at is not None, what="the revoke")
         assert tokens.get(conn, cursor.id).revoked_at is None
+        await pilot.press("c")  # a pairing code for remote mode's consent page, usable once
+        status = screen.query_one("#service-status")
+        await wait_for(pilot, lambda: "pairing code" in str(status.render()), what="the pairing code")
+        code = str(status.render()).split("pairing code ")[1].split()[0]
+        remote_pairing.use_code(conn, code)
     conn.close()

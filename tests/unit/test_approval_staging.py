@@ -17,7 +17,7 @@ from server.errors import KmsError
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import WriteSpec
 from server.writes.guard import WriteService
-from server.writes.undo_session import preview, undo
+from server.writes.undo.undo_session import preview, undo
 
 SPECS: dict[str, WriteSpec[Any]] = {s.name: s for s in REGISTRY if isinstance(s, WriteSpec)}  # the guard takes these
 SID = "s00000000a11c"
@@ -199,7 +199,7 @@ def test_undo_two_edits_of_one_note_comes_back_byte_for_byte(root: Path, conn: a
 
 
 def test_undo_since_takes_back_only_the_later_changes(root: Path, conn: apsw.Connection, db_path: Path) -> None:
-    from server.writes.undo_session import parse_since
+    from server.writes.undo.undo_session import parse_since
 
     start_session(conn, kind="server", session_id=SID)
     writes = service(db_path)

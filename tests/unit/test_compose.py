@@ -71,6 +71,9 @@ def test_kms_builder_env_carries_the_effective_settings(cfg: Path, tmp_path: Pat
         "KMS_WRITE_APPROVAL_LINES": "20",
         "KMS_WRITE_APPROVAL_TIMEOUT": "120",
         "KMS_WRITE_APPROVAL_CHANNEL": "both",
+        "KMS_REVIEW_MODE": "",  # unset: write.approval decides (server/config/review.py)
+        "KMS_REVIEW_MAX_LINES": "0",
+        "KMS_REVIEW_MAX_FILES": "0",
         "KMS_EMBED_MODEL_DIR": str(tmp_path / "models"),
         "KMS_EMBED_ENABLED": "1",
         "KMS_EMBED_DOWNLOAD": "0",  # no network unless asked (issue 17)

@@ -364,11 +364,9 @@ def test_embedding_is_resumable_and_skips_hidden_notes(vault_conn, embedder: Emb
 
     conn, _vault = vault_conn
     set_hidden(conn, "Empty", True)
-    calls: list[int] = []
 
-    def should_stop() -> bool:
-        calls.append(1)
-        return len(calls) > 1
+    def should_stop() -> bool:  # once the first note is stored (it is asked inside a batch too)
+        return bool(conn.execute("SELECT count(*) FROM note_embed_state").fetchall()[0][0])
 
     part = embed_pending(conn, embedder, batch_notes=1, should_stop=should_stop)
     assert part.stopped and part.notes == 1 and part.pending == 1

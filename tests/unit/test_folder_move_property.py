@@ -63,7 +63,7 @@ def test_folder_move_then_revert_is_byte_identical_and_the_index_fresh(tmp_path:
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
     from server.store.db import connect
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     files, new_folder = case
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:

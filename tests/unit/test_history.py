@@ -19,8 +19,8 @@ from server.index.indexer import LinkWork, index_vault, reindex_file
 from server.index.watcher import apply_changes
 from server.store import history as blobs
 from server.store.db import write_tx
-from server.writes.restore import preview_restore, restore
-from server.writes.revert import revert
+from server.writes.undo.restore import preview_restore, restore
+from server.writes.undo.revert import revert
 
 V1 = b"# Plan\r\n\r\nfirst line\r\nsecond line\r\n"  # CRLF kept byte for byte
 V2 = V1 + b"third line\r\n"

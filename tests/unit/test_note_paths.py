@@ -16,7 +16,7 @@ from support.vaults import write
 from server.index.notes import get_note
 from server.store.db import rows
 from server.vault.paths import is_note_path, strip_note_suffix
-from server.writes import trash
+from server.writes.undo import trash
 
 NOTES = ["a.md", "A.MD", "x/y/Note.Md", "x/Note.mD", ".md", "İ.md", "naïve/Ünïcode.md", "a.md.md", "a b.md"]
 OTHERS = ["", "a", "md", "amd", "a.m", "a.markdown", "a.md.bak", "a.md/", "a.mdx", "photo.png", "x.mİ", "a.ｍｄ"]

@@ -65,7 +65,7 @@ def test_rename_or_move_then_revert_is_byte_identical(tmp_path: Path, case: tupl
     from server.config.session import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
     from server.store.db import connect
-    from server.writes.revert import revert
+    from server.writes.undo.revert import revert
 
     files, target, title, folder = case
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:

@@ -15,7 +15,7 @@ from server.activity import feed
 from server.activity.provenance import get_invocation, list_invocations, search_invocations
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
-from server.writes.revert import preview_revert, revert
+from server.writes.undo.revert import preview_revert, revert
 
 NOTE = "---\ntitle: T  # keep me\nstatus: draft\n---\n# T\n\npara one\n\n## Log\n- first\n"
 
@@ -142,7 +142,7 @@ def test_revert_create(env: Env, ws: Writer) -> None:
 
 def test_reverting_a_create_moves_the_note_to_the_trash_and_it_can_be_restored(env: Env, ws: Writer) -> None:
     """Nothing is deleted for good but by ``kms trash empty``: a revert of a create included."""
-    from server.writes.trash import list_trash, restore
+    from server.writes.undo.trash import list_trash, restore
 
     out = ws.create("Kept note", "hello from the agent", folder="projects/deep")
     path = env.root / out["path"]

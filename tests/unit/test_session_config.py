@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,9 @@ BAD_VALUES = [
     ("KMS_WRITE_APPROVAL_CHANNEL", "terminal", "host, dashboard or both"),
     ("KMS_WRITE_APPROVAL_LINES", "-1", "0 to 1000000"),
     ("KMS_WRITE_APPROVAL_TIMEOUT", "0", "1 to 86400"),
+    ("KMS_REVIEW_MODE", "later", "before, after or off"),
+    ("KMS_REVIEW_MAX_LINES", "-1", "0 to 1000000"),
+    ("KMS_REVIEW_MAX_FILES", "many", "0 to 100000"),
     ("KMS_WRITE_ALLOWLIST", "/etc", "folder globs"),
     ("KMS_WRITE_ALLOWLIST", "drafts/**", "folder globs"),
     ("KMS_WRITE_ALLOWLIST", "../up", "folder globs"),
@@ -124,6 +128,12 @@ BAD_VALUES = [
     ("KMS_CAPTURE_FOLDER", "../sessions", "vault-relative folder"),
     ("KMS_CAPTURE_ASK_AGENT", "-1", "0 (off) to 1000"),
     ("KMS_CAPTURE_PROMPTS", "all", "true/false"),
+    ("KMS_REMOTE_ENABLED", "maybe", "true/false"),
+    ("KMS_REMOTE_URL", "http://box.example.net", "https:// origin"),
+    ("KMS_REMOTE_PORT", "80", "1024 to 65535"),
+    ("KMS_REMOTE_MAX_SCOPES", "admin", "tier:write"),
+    ("KMS_REMOTE_REDIRECT_URIS", "http://evil.test/cb", "https:// URIs"),
+    ("KMS_REMOTE_FETCH_CLIENT_METADATA", "often", "true/false"),
 ]
 
 
@@ -193,3 +203,31 @@ def test_edit_and_organize_tiers_need_every_tier_below_and_are_frozen(tmp_path: 
     assert not file_only.tier_enabled("edit")
     st.set_value("agent.edit", "true", path=cfg_path, env={}, has_vault=True)
     assert SessionConfig.from_env({**base, "KMS_AGENT_WRITE_TOOLS_ENABLED": "1"}).tier_enabled("edit")
+
+
+def test_a_snapshot_gives_the_session_back_in_another_process(tmp_path: Path) -> None:
+    """What a detached staged call keeps of its session (``pending_writes.session_json``) rebuilds it exactly,
+    through JSON; a field a later version added is ignored, one an older row lacks takes its default."""
+    import json
+
+    cfg = SessionConfig(
+        tmp_path / "kms.db",
+        tmp_path / "config.toml",
+        True,
+        True,
+        True,
+        "s0123456789ab",
+        allowlist=("notes/*",),
+        token_folders=("drafts/*",),
+        token_vaults=("a", "b"),
+        token_id="t1",
+        token_tier="write",
+        review_detached=True,
+        review_mode="after",
+        project="/work/p",
+    )
+    data = json.loads(json.dumps(cfg.snapshot()))
+    assert SessionConfig.from_snapshot(data) == cfg
+    data["a_field_from_the_future"] = 1
+    del data["review_max_files"]
+    assert SessionConfig.from_snapshot(data, watch=False) == dataclasses.replace(cfg, watch=False)

@@ -18,7 +18,7 @@ from server.activity.session_note import gather, render
 from server.activity.sessions import start_session
 from server.config.session import SessionConfig
 from server.writes.capture import capture, settle_staged
-from server.writes.revert import revert
+from server.writes.undo.revert import revert
 
 
 @pytest.fixture

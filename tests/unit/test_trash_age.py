@@ -1,4 +1,4 @@
-"""When a file was trashed (``server.writes.trash``): a rename keeps the mtime, so the age comes from
+"""When a file was trashed (``server.writes.undo.trash``): a rename keeps the mtime, so the age comes from
 the move (ctime, kms's record), and ``empty(older_than)`` never deletes what was trashed more recently."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 from support.organize import index, make_vault
 
-from server.writes.trash import empty, list_trash
+from server.writes.undo.trash import empty, list_trash
 
 
 def test_a_note_last_edited_long_ago_and_trashed_now_is_kept_until_it_is_old_in_the_trash(

@@ -14,9 +14,9 @@ from support.sql import tuples
 from support.writes import Env, Writer, make_env
 
 from server.vault.files import sha256_hex
-from server.writes import undo_session
-from server.writes.revert import revert
-from server.writes.trash import list_trash
+from server.writes.undo import undo_session
+from server.writes.undo.revert import revert
+from server.writes.undo.trash import list_trash
 
 SID = "s-outside"
 V1 = b"# Plan\r\n\r\nfirst line\r\nsecond line\r\n"  # CRLF kept byte for byte

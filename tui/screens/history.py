@@ -1,7 +1,7 @@
 """A note's history (``h`` on a feed row or in the trash): every version kms kept, who made it and how, the
 diff of the highlighted one against the note now, and restoring it after a yes.
 
-The same core as ``kms history`` and ``kms restore`` (``server.activity.history``, ``server.writes.restore``):
+The same core as ``kms history`` and ``kms restore`` (``server.activity.history``, ``server.writes.undo.restore``):
 the restore is the person's write, recorded and revertible, refused (``conflict``) when the note changed
 since the diff was shown.
 """
@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Label, Static
 from server import humanize
 from server.activity import history
 from server.errors import KmsError
-from server.writes import restore
+from server.writes.undo import restore
 from tui.screens.modals import YesNoScreen
 
 if TYPE_CHECKING:

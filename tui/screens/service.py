@@ -1,5 +1,6 @@
 """The kms service and its tokens (``k``): whether the service runs, every token (label, kind, scopes, the
-session it stands for, last use); revoke one after a yes, pause or resume its session.
+session it stands for, last use; a remote grant is one of kind ``remote``); revoke one after a yes, pause or
+resume its session; ``c`` shows a pairing code for remote mode's consent page (as ``kms remote pair``).
 
 The same core as ``kms service status`` and ``kms token list|revoke`` (``server.mcp.service`` state file,
 ``server.activity.tokens``) and ``kms session pause`` (``server.activity.control``). A session served by the
@@ -19,14 +20,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from server import humanize
-from server.activity import control, tokens
+from server.activity import control, remote_pairing, tokens
 from server.errors import KmsError
 from tui.screens.control import ConfirmScreen
 
 if TYPE_CHECKING:
     from tui.app import KmsDashboard
 
-HINT = "v revokes a token · p pauses or resumes its session · g reloads"
+HINT = "v revokes a token · p pauses or resumes its session · c pairing code · g reloads"
 STATE_STYLE = {"active": "green", "revoked": "red", "expired": "yellow"}
 
 
@@ -57,6 +58,7 @@ class ServiceScreen(Screen[None]):
         Binding("v", "revoke", "Revoke"),
         Binding("p", "pause", "Pause/resume"),
         Binding("g", "reload", "Reload"),
+        Binding("c", "pair", "Pairing code"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
@@ -139,6 +141,19 @@ class ServiceScreen(Screen[None]):
         await self.kms.db(tokens.revoke, token.id)
         self.notify(f"{token.label} is revoked; its session ends.", title="Revoked")
         self.reload()
+
+    def action_pair(self) -> None:
+        self.pair()
+
+    @work(group="service-pair", exclusive=True, exit_on_error=False)
+    async def pair(self) -> None:
+        """A pairing code for remote mode's consent page (docs/remote.md), shown for its ten minutes' use."""
+        code, _until = await self.kms.db(remote_pairing.new_code)
+        minutes = int(remote_pairing.CODE_S // 60)
+        self.query_one("#service-status", Static).update(
+            Text.assemble(("pairing code ", "bold"), (code, "bold cyan"), f"  valid {minutes} min, once · {HINT}")
+        )
+        self.notify(f"pairing code {code} (valid {minutes} min, once)", title="Remote mode", timeout=30)
 
     def action_pause(self) -> None:
         token = self.selected()

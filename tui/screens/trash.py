@@ -1,6 +1,6 @@
 """The trash (``t``): what is in the vaults' ``.trash/`` folders, who put it there and when; restore one.
 
-The same core as ``kms trash list`` and ``kms trash restore`` (``server.writes.trash``): a note an
+The same core as ``kms trash list`` and ``kms trash restore`` (``server.writes.undo.trash``): a note an
 agent trashed comes back as the revert of that call (its id kept, the revert recorded as the
 person's); one moved there by hand is moved back. Emptying the trash, the only hard delete in kms,
 stays in the shell (``kms trash empty``), out of reach of a stray key.
@@ -20,8 +20,8 @@ from textual.widgets import Button, DataTable, Footer, Label, Static
 
 from server import humanize
 from server.errors import KmsError
-from server.writes import trash
-from server.writes.trash import Trashed, TrashedBy
+from server.writes.undo import trash
+from server.writes.undo.trash import Trashed, TrashedBy
 from tui.screens.modals import YesNoScreen
 
 if TYPE_CHECKING:

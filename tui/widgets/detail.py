@@ -18,7 +18,7 @@ from server import humanize
 from server.activity import changes
 from server.activity.feed import ContextLine, Detail
 from server.activity.outside_feed import OutsideDetail
-from server.writes.revert_files import diff_text
+from server.writes.undo.revert_files import diff_text
 from tui import format as fmt
 
 MAX_INSERTED_LINES = 30

@@ -92,6 +92,8 @@ def diff_text(p: Pending) -> Text:
     t.append(p.input_summary + "\n")
     if p.asking_host:
         t.append("the agent's host is asking you about it too: the first decision wins\n", style="italic")
+    if p.detached:  # a remote grant's: its agent was answered at once (server.writes.review)
+        t.append("nobody waits on it: approving applies it now, exactly as shown\n", style="italic")
     if p.why:  # held although write.approval did not ask (server.vault.planted)
         t.append("held: ", style="bold yellow")
         t.append("looks like instructions to an agent (" + "; ".join(p.why) + ")\n", style="yellow")

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,10 @@ READY = "ready"
 MISSING = "missing"
 FAILED = "failed"
 DISABLED = "disabled"
+
+
+class EmbeddingStopped(Exception):
+    """``embed_many`` was told to stop between two of its model runs: nothing of the batch is stored."""
 
 
 class ModelNotReady(Exception):
@@ -375,12 +379,17 @@ class Embedder:
         *,
         max_batch: int = 32,
         max_batch_tokens: int = 4096,
+        should_stop: Callable[[], bool] | None = None,
     ) -> np.ndarray:
         """Embed any number of texts, batched by similar length; rows in the input order.
 
         Sorting by token count means a batch pads to nearly its own length instead of the
         longest text in a random batch (far less padding on notes of mixed lengths), and a token budget
         per batch keeps attention buffers (batch x len^2) from ballooning RSS on long chunks.
+
+        ``should_stop`` is asked before each model run (``EmbeddingStopped``): a process being stopped must
+        not wait out a whole batch of long notes, which takes over 10 s on a busy 2-core machine, and a
+        model run still going when the interpreter finalises aborts the process (SIGABRT).
         """
         n = len(texts)
         out = np.zeros((n, DIM), dtype=np.float32)
@@ -394,11 +403,15 @@ class Embedder:
             length = min(counts[i], MAX_TOKENS - 2) + 2
             padded = max(longest, length) * (len(batch) + 1)
             if batch and (len(batch) >= max_batch or padded > max_batch_tokens):
+                if should_stop is not None and should_stop():
+                    raise EmbeddingStopped
                 out[batch] = self.embed([texts[j] for j in batch])
                 batch, longest = [], 0
             batch.append(i)
             longest = max(longest, length)
         if batch:
+            if should_stop is not None and should_stop():
+                raise EmbeddingStopped
             out[batch] = self.embed([texts[j] for j in batch])
         _release_free_memory()
         return out

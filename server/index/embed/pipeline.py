@@ -23,7 +23,7 @@ import apsw
 import numpy as np
 
 from server.index.embed.chunker import Chunk, chunk_note
-from server.index.embed.model import MODEL_NAME, Embedder, ModelNotReady
+from server.index.embed.model import MODEL_NAME, Embedder, EmbeddingStopped, ModelNotReady
 from server.index.embed_pending import pending_count
 from server.store.db import write_tx
 
@@ -67,8 +67,16 @@ def embed_stats(conn: apsw.Connection) -> dict[str, int]:
     }
 
 
-def _chunk_all(embedder: Embedder, notes: list[tuple]) -> list[list[Chunk]]:
-    return [chunk_note(title, body, embedder.count_tokens) for _rid, title, body, _h in notes]
+def _chunk_all(
+    embedder: Embedder, notes: list[tuple], should_stop: Callable[[], bool] | None = None
+) -> list[list[Chunk]]:
+    """Each note's chunks (a long note's tokenising takes a while: ``should_stop`` is asked between notes)."""
+    out = []
+    for _rid, title, body, _h in notes:
+        if should_stop is not None and should_stop():
+            raise EmbeddingStopped
+        out.append(chunk_note(title, body, embedder.count_tokens))
+    return out
 
 
 def _store(
@@ -114,9 +122,16 @@ def _store(
             report.chunks += len(chunks)
 
 
-def embed_batch(conn: apsw.Connection, embedder: Embedder, notes: list[tuple], report: EmbedReport) -> None:
-    """Chunk, embed what is new and store one batch of ``(rid, title, body, content_hash)`` rows."""
-    chunked = _chunk_all(embedder, notes)
+def embed_batch(
+    conn: apsw.Connection,
+    embedder: Embedder,
+    notes: list[tuple],
+    report: EmbedReport,
+    should_stop: Callable[[], bool] | None = None,
+) -> None:
+    """Chunk, embed what is new and store one batch of ``(rid, title, body, content_hash)`` rows
+    (``EmbeddingStopped``: told to stop in the middle, nothing of it stored)."""
+    chunked = _chunk_all(embedder, notes, should_stop)
     wanted: dict[str, Chunk] = {}
     for chunks in chunked:
         for c in chunks:
@@ -130,7 +145,7 @@ def embed_batch(conn: apsw.Connection, embedder: Embedder, notes: list[tuple], r
     todo = [c for h, c in wanted.items() if h not in known]
     vectors: dict[str, np.ndarray] = {}
     if todo:
-        mat = embedder.embed_many([c.text for c in todo], [c.tokens for c in todo])
+        mat = embedder.embed_many([c.text for c in todo], [c.tokens for c in todo], should_stop=should_stop)
         vectors = {c.hash: mat[i] for i, c in enumerate(todo)}
     report.embedded += len(todo)
     report.reused += sum(1 for cs in chunked for c in cs if c.hash not in vectors)
@@ -174,7 +189,11 @@ def embed_pending(
         if not notes:
             break
         last_rid = notes[-1][0]
-        embed_batch(conn, embedder, notes, report)
+        try:
+            embed_batch(conn, embedder, notes, report, should_stop)
+        except EmbeddingStopped:
+            report.stopped = True
+            break
         done += len(notes)
         report.seconds = time.perf_counter() - started
         if progress is not None:
@@ -254,11 +273,14 @@ class BackgroundEmbedder:
         self.idle.clear()
         self._wake.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop after the model run in progress (``embed_many`` asks between runs); whether the thread ended.
+        One still in a model run must not be finalised under (onnxruntime aborts the process)."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         from server.store.db import connect

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from server.config.tiers import TIERS, Tier
-from server.mcp.tools.base import ToolSpec
+from server.mcp.tools.base import ToolSpec, WriteSpec
 from server.mcp.tools.edit_tools import EDIT_TOOLS
 from server.mcp.tools.organize_tools import ORGANIZE_TOOLS
 from server.mcp.tools.read_tools import READ_TOOLS
 from server.mcp.tools.write_tools import WRITE_TOOLS
+from server.writes import appliers
 
 
 def build_registry(by_tier: Mapping[Tier, Sequence[ToolSpec]]) -> tuple[ToolSpec, ...]:
@@ -38,6 +39,8 @@ BY_TIER: dict[Tier, tuple[ToolSpec, ...]] = {
     "organize": ORGANIZE_TOOLS,
 }
 REGISTRY: tuple[ToolSpec, ...] = build_registry(BY_TIER)
+# a detached staged call is applied where the person decides it (server.writes.review): its tool, by name
+appliers.provide(s for s in REGISTRY if isinstance(s, WriteSpec))
 
 
 def tool_names(tier: Tier, registry: Sequence[ToolSpec] = REGISTRY) -> list[str]:

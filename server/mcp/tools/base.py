@@ -8,11 +8,16 @@ for anything they refuse, and each spec declares the kinds it can answer (checke
 spec types are generic in the input model, so the type checker matches each handler to its model.
 The MCP adapter, the docs and the completeness test all derive from the registry, so a tool
 cannot exist half-way.
+
+Each spec also carries an ``example`` call (and each write spec a ``denied`` one): the tests that go
+through every tool (the gates, idempotent retries, the allowlist, long names, the privacy canaries, the
+vault scope) take their arguments from there, so a new tool is its operation, its spec and its own test,
+and a new read tool is aimed at hidden notes and at other vaults without anyone listing it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -26,6 +31,7 @@ from server.activity.visits import SessionIdentity
 from server.config.session import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
+from server.index.cold import NOT_YET, incomplete
 from server.index.note_data import DATA_SENTENCE
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
@@ -54,6 +60,19 @@ if TYPE_CHECKING:  # the write path's types only: the handlers import the operat
     from server.writes.outcome import WriteOutcome
 
 PAYLOAD_CAP_BYTES = 100_000
+
+# what every example is written against: the example vault (tests/support/examples.py builds it, a few notes
+# in drafts/ and drafts/sub/, folders inbox/a and inbox/x) and this allowlist (``write.allowlist``'s own
+# example: the notes directly in drafts/, and inbox/ and below)
+EXAMPLE_ALLOWLIST = ("drafts/*", "inbox")
+
+
+@dataclass(frozen=True)
+class Denied:
+    """A write call the example allowlist refuses ``folder-denied``, and the path its refusal names."""
+
+    args: Mapping[str, Any]
+    path: str
 
 
 class StrictInput(BaseModel):
@@ -133,6 +152,13 @@ class ToolSpec:
     # a read that answers from an index in well under a millisecond runs on the server's event loop, as the
     # writes do: the two thread hand-offs it skips are most of its round trip (``kms_list_folder``)
     inline: bool = False
+    # valid arguments for one call in the example vault (each write's runs once in a fresh one); a ``version``
+    # in it stands for the note's current version, which the caller fills in (it cannot be known here)
+    example: Mapping[str, Any]
+    # answers from what a new vault's second index transaction writes (tags, links, properties, kept counts,
+    # ``server.index.cold``): while a vault the session sees has only its first, the answer says so in its
+    # ``index`` field instead of being silently shorter (``ToolContext.index_note``)
+    built_later: bool = False
 
     path_kinds: ClassVar[tuple[str, ...]] = ()  # what the path every such tool takes can answer
     tiers: ClassVar[tuple[Tier, ...]] = ()  # the tiers such a tool may be of
@@ -175,6 +201,9 @@ class WriteSpec(ToolSpec, Generic[M]):
     tier: WriteTier
     input_model: type[M]
     handler: Callable[[WriteContext, M], WriteOutcome]
+    # a call refused under ``EXAMPLE_ALLOWLIST``; or, for a tool that writes only in a folder of its own (the
+    # memory folder, the capture folder), the sentence that says why no call of it can be
+    denied: Denied | str
     path_kinds: ClassVar[tuple[str, ...]] = GUARD_KINDS
     tiers: ClassVar[tuple[Tier, ...]] = ("write", "edit", "organize")
 
@@ -241,6 +270,12 @@ class ToolContext:
     def watching(self) -> bool:
         """Whether this process keeps the index live (its watcher runs)."""
         return self.services.watcher is not None and self.services.watcher.running
+
+    def index_note(self) -> str | None:
+        """What an answer from links, tags and counts says while a vault in the session's scope is
+        searchable but not complete (None once every one is)."""
+        scope = self.vault_filter()
+        return NOT_YET if any(scope.sees(vid) for vid in incomplete(self.conn)) else None
 
     def require_index(self) -> None:
         from server.index.notes import index_is_empty

@@ -72,4 +72,6 @@ KMS_CAPTURE = WriteSpec(
     output_model=CaptureOutput,
     handler=kms_capture,
     annotations=ADD_ONLY.model_copy(update={"title": "Capture the session's decisions"}),
+    example={"decisions": ["Keep the drafts folder"], "nextSteps": ["Tidy it"]},
+    denied="the capture folder is its own entry (capture.folder), as the memory folder is kms_remember's",
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, Denied, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.writes.context import WriteContext
 from server.writes.limits import MAX_HEADING_CHARS, MAX_INSERT_BYTES, check_bytes, kb
 from server.writes.outcome import WriteOutcome
@@ -97,6 +97,10 @@ KMS_EDIT = WriteSpec(
     output_model=EditOutput,
     handler=kms_edit,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Edit a note"}),
+    example={"noteId": "drafts/edit.md", "version": "0" * 64, "edits": [{"prepend": "x"}]},
+    denied=Denied(
+        {"noteId": "drafts/sub/edit.md", "version": "0" * 64, "edits": [{"prepend": "x"}]}, "drafts/sub/edit.md"
+    ),
 )
 
 # the edit tier, in listing order

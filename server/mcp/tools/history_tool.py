@@ -118,4 +118,5 @@ KMS_HISTORY = ReadSpec(
     handler=kms_history,
     annotations=READ_ONLY.model_copy(update={"title": "Note history"}),
     cursor_field="cursor",
+    example={"noteId": "drafts/edit.md"},
 )

@@ -77,6 +77,7 @@ def kms_search(ctx: ToolContext, args: SearchInput) -> dict[str, Any]:
 
 
 KMS_SEARCH = ReadSpec(
+    built_later=True,
     name="kms_search",
     about=(
         "Full-text search (BM25) across the person's Markdown notes. Use it first to find notes about a "
@@ -92,6 +93,7 @@ KMS_SEARCH = ReadSpec(
     handler=kms_search,
     annotations=READ_ONLY.model_copy(update={"title": "Search notes"}),
     note_text=True,
+    example={"query": "body"},
 )
 
 
@@ -285,6 +287,7 @@ def kms_read(ctx: ToolContext, args: ReadInput) -> dict[str, Any]:
 
 
 KMS_READ = ReadSpec(
+    built_later=True,
     name="kms_read",
     about=(
         "Read one note by noteId (or its title or path): body (Markdown), tags, frontmatter, AI summary if "
@@ -301,6 +304,7 @@ KMS_READ = ReadSpec(
     records_reads=True,
     note_text=True,
     cursor_field="cursor",
+    example={"noteId": "drafts/edit.md"},
 )
 
 
@@ -330,6 +334,7 @@ def kms_list_tags(ctx: ToolContext, args: ListTagsInput) -> dict[str, Any]:
 
 
 KMS_LIST_TAGS = ReadSpec(
+    built_later=True,
     name="kms_list_tags",
     about="List every tag in the notes with how many notes carry it, most used first. Use it to "
     "learn how the person organises their notes before searching by tag; pass nextCursor to "
@@ -340,6 +345,7 @@ KMS_LIST_TAGS = ReadSpec(
     handler=kms_list_tags,
     annotations=READ_ONLY.model_copy(update={"title": "List tags"}),
     cursor_field="cursor",
+    example={},
 )
 
 
@@ -376,6 +382,7 @@ KMS_LIST_RECENT = ReadSpec(
     output_model=RecentOutput,
     handler=kms_list_recent,
     annotations=READ_ONLY.model_copy(update={"title": "Recent notes"}),
+    example={},
 )
 
 
@@ -421,6 +428,7 @@ def kms_get_backlinks(ctx: ToolContext, args: BacklinksInput) -> dict[str, Any]:
 
 
 KMS_GET_BACKLINKS = ReadSpec(
+    built_later=True,
     name="kms_get_backlinks",
     about="List the notes that link to a note (wiki-links by title, alias or path), each with a "
     "snippet around the link, and how many link to it in all (total); pass nextCursor to read on. "
@@ -432,6 +440,7 @@ KMS_GET_BACKLINKS = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "Backlinks"}),
     note_text=True,
     cursor_field="cursor",
+    example={"noteId": "drafts/edit.md"},
 )
 
 
@@ -462,6 +471,7 @@ def kms_inventory(ctx: ToolContext, args: InventoryInput) -> dict[str, Any]:
 
 
 KMS_INVENTORY = ReadSpec(
+    built_later=True,
     name="kms_inventory",
     about="Page through every note (newest first) with title, tags, size, token estimate and AI "
     "summary (clipped at 2,000 characters), without bodies. Use it to survey the whole vault "
@@ -474,4 +484,5 @@ KMS_INVENTORY = ReadSpec(
     note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Note inventory"}),
     cursor_field="cursor",
+    example={},
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from server.errors import KmsError
-from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.base import DESTRUCTIVE, REVERTIBLE, Denied, NoteIdField, StrictInput, ToolOutput, WriteSpec
 from server.writes.context import WriteContext
 from server.writes.limits import MAX_FOLDER_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
@@ -73,6 +73,9 @@ KMS_MOVE = WriteSpec(
     output_model=OrganizeOutput,
     handler=kms_move,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Move a note"}),
+    example={"noteId": "drafts/move.md", "folder": "inbox/later"},
+    # the note may be moved, but not to where it is sent
+    denied=Denied({"noteId": "drafts/move2.md", "folder": "drafts/sub"}, "drafts/sub/move2.md"),
 )
 
 
@@ -99,6 +102,8 @@ KMS_RENAME = WriteSpec(
     output_model=OrganizeOutput,
     handler=kms_rename,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Rename a note"}),
+    example={"noteId": "drafts/rename.md", "title": "Renamed"},
+    denied=Denied({"noteId": "drafts/sub/rename.md", "title": "Renamed"}, "drafts/sub/rename.md"),
 )
 
 
@@ -119,6 +124,8 @@ KMS_TRASH = WriteSpec(
     output_model=OrganizeOutput,
     handler=kms_trash,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Trash a note"}),
+    example={"noteId": "drafts/trash.md"},
+    denied=Denied({"noteId": "drafts/sub/trash.md"}, "drafts/sub/trash.md"),
 )
 
 
@@ -182,6 +189,8 @@ KMS_MOVE_FOLDER = WriteSpec(
     output_model=FolderOutput,
     handler=kms_move_folder,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Move a folder"}),
+    example={"folder": "inbox/a", "to": "inbox/c"},
+    denied=Denied({"folder": "inbox/x", "to": "drafts"}, "drafts/x/n.md"),  # drafts/x/ is below drafts/*
 )
 
 
@@ -200,6 +209,8 @@ KMS_RENAME_FOLDER = WriteSpec(
     output_model=FolderOutput,
     handler=kms_rename_folder,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Rename a folder"}),
+    example={"folder": "inbox/x", "name": "d"},
+    denied=Denied({"folder": "drafts/sub", "name": "other"}, "drafts/sub/append.md"),
 )
 
 

@@ -73,6 +73,7 @@ def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
 
 
 KMS_START = ReadSpec(
+    built_later=True,
     name="kms_start",
     about=(
         "Call this first, once per session (it is idempotent and never required): in one short answer, "
@@ -87,6 +88,7 @@ KMS_START = ReadSpec(
     handler=kms_start,
     note_text=True,
     annotations=READ_ONLY.model_copy(update={"title": "Start here: orient in the notes"}),
+    example={},
 )
 
 
@@ -132,6 +134,7 @@ def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
 
 
 KMS_LIST_FOLDER = ReadSpec(
+    built_later=True,
     name="kms_list_folder",
     about=(
         "List one folder of the notes: its notes (newest first, with title, tags, size, token estimate "
@@ -146,6 +149,7 @@ KMS_LIST_FOLDER = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "List a folder"}),
     cursor_field="cursor",
     inline=True,  # a page is its index entries (m018) and the folder counts: bounded, never a scan
+    example={},
 )
 
 
@@ -189,6 +193,7 @@ def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
 
 
 KMS_STATUS = ReadSpec(
+    built_later=True,
     name="kms_status",
     about=(
         "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
@@ -202,6 +207,7 @@ KMS_STATUS = ReadSpec(
     output_model=StatusOutput,
     handler=kms_status,
     annotations=READ_ONLY.model_copy(update={"title": "Index status"}),
+    example={},
 )
 
 
@@ -236,6 +242,7 @@ KMS_REINDEX = ReadSpec(
     output_model=ReindexOutput,
     handler=kms_reindex,
     annotations=READ_ONLY.model_copy(update={"title": "Refresh the index"}),  # (no note changes: only the index)
+    example={},
 )
 
 
@@ -261,6 +268,7 @@ def kms_list_properties(ctx: ToolContext, args: ListPropertiesInput) -> dict[str
 
 
 KMS_LIST_PROPERTIES = ReadSpec(
+    built_later=True,
     name="kms_list_properties",
     about=(
         "List the properties (frontmatter and Logseq key:: value) the notes carry, most used first, each "
@@ -272,4 +280,5 @@ KMS_LIST_PROPERTIES = ReadSpec(
     output_model=ListPropertiesOutput,
     handler=kms_list_properties,
     annotations=READ_ONLY.model_copy(update={"title": "List properties"}),
+    example={},
 )

@@ -18,6 +18,7 @@ from server.mcp.tools.notes_tools import (
     KMS_SEARCH,
 )
 from server.mcp.tools.orient_tools import KMS_LIST_FOLDER, KMS_LIST_PROPERTIES, KMS_REINDEX, KMS_START, KMS_STATUS
+from server.mcp.tools.pending_tool import KMS_PENDING
 from server.mcp.tools.recall_tools import KMS_RECALL
 from server.mcp.tools.semantic_tool import KMS_SEMANTIC_SEARCH
 
@@ -35,5 +36,6 @@ READ_TOOLS: tuple[ReadSpec, ...] = (
     KMS_INVENTORY,
     KMS_LIST_FOLDER,
     KMS_STATUS,
+    KMS_PENDING,
     KMS_REINDEX,
 )

@@ -89,6 +89,7 @@ def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
 
 
 KMS_RECALL = ReadSpec(
+    built_later=True,
     name="kms_recall",
     about=(
         "Gather context about a topic in one call, within a token budget (budgetTokens, default 4000): first "
@@ -107,4 +108,5 @@ KMS_RECALL = ReadSpec(
     annotations=READ_ONLY.model_copy(update={"title": "Recall context"}),
     records_reads=True,
     note_text=True,
+    example={"topic": "body"},
 )

@@ -67,4 +67,5 @@ KMS_SEMANTIC_SEARCH = ReadSpec(
     handler=kms_semantic_search,
     annotations=READ_ONLY.model_copy(update={"title": "Semantic search"}),
     note_text=True,
+    example={"query": "body"},
 )

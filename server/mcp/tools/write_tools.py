@@ -12,7 +12,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from server.mcp.tools.base import ADD_ONLY, DESTRUCTIVE, REVERTIBLE, NoteIdField, StrictInput, ToolOutput, WriteSpec
+from server.mcp.tools.base import (
+    ADD_ONLY,
+    DESTRUCTIVE,
+    REVERTIBLE,
+    Denied,
+    NoteIdField,
+    StrictInput,
+    ToolOutput,
+    WriteSpec,
+)
 from server.mcp.tools.capture_tool import KMS_CAPTURE
 from server.vault.properties import RESERVED_KEYS, TAG_RE
 from server.writes.context import WriteContext
@@ -185,6 +194,8 @@ KMS_CREATE = WriteSpec(
     output_model=CreateOutput,
     handler=kms_create,
     annotations=ADD_ONLY.model_copy(update={"title": "Create a note"}),
+    example={"title": "Made", "folder": "drafts"},
+    denied=Denied({"title": "Made", "folder": "drafts/sub"}, "drafts/sub/Made.md"),
 )
 
 
@@ -207,6 +218,8 @@ KMS_APPEND = WriteSpec(
     output_model=WriteOutput,
     handler=kms_append,
     annotations=ADD_ONLY.model_copy(update={"title": "Append to a note"}),
+    example={"noteId": "drafts/append.md", "content": "more"},
+    denied=Denied({"noteId": "drafts/sub/append.md", "content": "more"}, "drafts/sub/append.md"),
 )
 
 
@@ -230,6 +243,9 @@ KMS_UPDATE_PROPERTIES = WriteSpec(
     output_model=WriteOutput,
     handler=kms_update_properties,
     annotations=DESTRUCTIVE.model_copy(update={"title": "Update note properties", "idempotent_hint": True}),
+    example={"noteId": "drafts/edit.md", "set": {"s": "x"}},
+    # frontmatter holds the privacy key and aliases: no exemption
+    denied=Denied({"noteId": "drafts/sub/edit.md", "remove": ["aliases"]}, "drafts/sub/edit.md"),
 )
 
 
@@ -253,6 +269,10 @@ KMS_INSERT_AT = WriteSpec(
     output_model=WriteOutput,
     handler=kms_insert_at,
     annotations=ADD_ONLY.model_copy(update={"title": "Insert into a note"}),
+    example={"noteId": "drafts/insert.md", "content": "top", "position": {"atLine": 1}},
+    denied=Denied(
+        {"noteId": "drafts/sub/insert.md", "content": "top", "position": {"atLine": 1}}, "drafts/sub/insert.md"
+    ),
 )
 
 
@@ -305,6 +325,8 @@ KMS_REMEMBER = WriteSpec(
     output_model=RememberOutput,
     handler=kms_remember,
     annotations=ADD_ONLY.model_copy(update={"title": "Remember a fact"}),
+    example={"about": "person", "text": "Likes tea in the morning"},
+    denied="the memory folder is its own entry",
 )
 
 
@@ -396,6 +418,8 @@ KMS_CREATE_MANY = WriteSpec(
     output_model=CreateManyOutput,
     handler=kms_create_many,
     annotations=ADD_ONLY.model_copy(update={"title": "Create several notes"}),
+    example={"notes": [{"title": "Many", "folder": "drafts"}, {"title": "Deep", "folder": "inbox/a/b"}]},
+    denied=Denied({"notes": [{"title": "Many", "folder": "drafts/sub"}]}, "drafts/sub/Many.md"),
 )
 
 
@@ -422,6 +446,8 @@ KMS_LINK = WriteSpec(
     output_model=LinkOutput,
     handler=kms_link,
     annotations=ADD_ONLY.model_copy(update={"title": "Link two notes", "idempotent_hint": True}),
+    example={"noteId": "drafts/edit.md", "target": "Elsewhere"},
+    denied=Denied({"noteId": "drafts/sub/edit.md", "targets": ["Elsewhere", "Other"]}, "drafts/sub/edit.md"),
 )
 
 

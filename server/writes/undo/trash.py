@@ -23,11 +23,17 @@ from typing import Any
 
 import apsw
 
+from server.activity.changes import FilesChanged
 from server.errors import KmsError
 from server.store.db import rows
 from server.vault.files import fsync_dir
 from server.vault.paths import TRASH, strip_note_suffix
 from server.vault.registry import Vault, list_vaults
+from server.writes.context import Touched
+from server.writes.multifile import FilePlan, apply_plans
+from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.person import person_write
+from server.writes.undo import revert as revert_mod
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -135,8 +141,6 @@ def _find(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> tuple
 def restore(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> dict[str, Any]:
     """Put a trashed note back where it was; ``already-exists`` if another note took its place.
     ``in_vault``: look only in that vault's trash (the same path may be in two)."""
-    from server.writes import revert as revert_mod
-
     vault, item = _find(conn, ref, in_vault)
     trashed = f"{TRASH}/{item.path}"
     calls = rows(
@@ -156,46 +160,26 @@ def restore(conn: apsw.Connection, ref: str, in_vault: str | None = None) -> dic
 
 
 def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, Any]:
-    """A file trashed outside kms: moved back as is, and recorded as the person's."""
-    from server.activity.changes import FilesChanged
-    from server.writes.context import Touched, WriteContext, undone_unless_recorded
-    from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.outcome import WriteOutcome, WriteResult
-    from server.writes.record import record_call
-
-    outcome = failure = None
-    ctx = WriteContext.for_person(conn)
-    with undone_unless_recorded(ctx):  # a restore the database cannot record moves nothing
-        try:
-            plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
-            files, warning = apply_plans(ctx, vault, [plan])
-            result = WriteResult(
-                path=item.path,
-                vault=vault.name,
-                title=strip_note_suffix(item.path.rpartition("/")[2]),
-                bytesBefore=item.size,
-                bytesAfter=item.size,
-                linesAdded=0,
-                changed=True,
-            )
-            if warning:
-                result["indexWarning"] = warning
-            outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
-        except BaseException as e:
-            failure = e
-            raise
-        finally:
-            rid = record_call(
-                conn,
-                tool="trash-restore",
-                session_id="person",
-                actor="person",
-                input_summary=f"restore {item.path}",
-                touched=Touched(None, vault.name, item.path),
-                outcome=outcome,
-                failure=failure,
-            )
-    return {**outcome.result, "invocationId": rid}
+    """A file trashed outside kms: moved back as is, and recorded as the person's (a restore the database
+    cannot record moves nothing: ``person.person_write``)."""
+    with person_write(
+        conn, tool="trash-restore", summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path)
+    ) as call:
+        plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
+        files, warning = apply_plans(call.ctx, vault, [plan])
+        result = WriteResult(
+            path=item.path,
+            vault=vault.name,
+            title=strip_note_suffix(item.path.rpartition("/")[2]),
+            bytesBefore=item.size,
+            bytesAfter=item.size,
+            linesAdded=0,
+            changed=True,
+        )
+        if warning:
+            result["indexWarning"] = warning
+        call.outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
+    return {**call.result.result, "invocationId": call.invocation_id}
 
 
 def empty(

@@ -9,7 +9,7 @@ memory), so two edits of one note come back byte for byte and a note another ses
 is listed as skipped, not promised.
 
 The notes the session changed outside kms (its agent's own Edit/Write, reported by its hooks) are in the
-same preview and the same undo (``server.writes.undo_outside``): restored first, each only while it holds
+same preview and the same undo (``server.writes.undo.undo_outside``): restored first, each only while it holds
 what the preview saw (``undo``'s ``shown``), then the kms changes are reverted as above.
 """
 
@@ -29,15 +29,15 @@ from server.store.db import rows
 from server.vault.files import decode, encode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import get_vault
-from server.writes import undo_outside
-from server.writes.revert import plan_revert, revert
+from server.writes.undo import undo_outside
+from server.writes.undo.revert import plan_revert, revert
 
 
 def parse_since(text: str | None, *, now: float | None = None) -> float | None:
     """``--since``: a duration back from now (``30m``, ``2h``) or a local date-time (``2026-12-01 10:30``)."""
     if text is None or not text.strip():
         return None
-    from server.writes.trash import parse_duration
+    from server.writes.undo.trash import parse_duration
 
     if re.match(r"^\s*\d+\s*[smhdw]\s*$", text):
         return (time.time() if now is None else now) - parse_duration(text)

@@ -10,7 +10,7 @@ unambiguously the revert is refused with a reason; a revert never guesses.
 What a write did is its typed change record (``server.activity.changes``), and whether
 inserted text is still there is ``changes.locate``, the same answer the dashboard shows.
 ``preview_revert`` computes the same plan without writing, for the dashboard's
-confirmation dialog. A revert is itself recorded, by ``server.writes.record.record_call``
+confirmation dialog. A revert is itself recorded, by ``server.writes.person.person_write``
 (actor ``person``, ``reverts_id``), with the change it made.
 """
 
@@ -37,11 +37,12 @@ from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
 from server.vault.paths import TRASH, resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
-from server.writes import revert_files
 from server.writes.cas import write_note
-from server.writes.context import NoteRef, Touched, WriteContext, undone_unless_recorded
+from server.writes.context import NoteRef, Touched, WriteContext
+from server.writes.multifile import FilePlan, apply_plans
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
-from server.writes.record import record_call
+from server.writes.person import PersonCall, person_write
+from server.writes.undo import revert_files
 
 TOOL_REVERT = "revert"
 
@@ -190,84 +191,61 @@ def preview_revert(conn: apsw.Connection, invocation_id: int) -> dict[str, Any]:
 
 def revert(conn: apsw.Connection, invocation_id: int, session_id: str = "person") -> dict[str, Any]:
     """Undo one successful write; records one provenance row (actor ``person``) either way. A revert the
-    database cannot record (its disk full) changes no file: they are put back (``undone_unless_recorded``)."""
-    ctx = WriteContext.for_person(conn, session_id=session_id)
-    with undone_unless_recorded(ctx):
-        return _revert(ctx, invocation_id)
+    database cannot record (its disk full) changes no file: they are put back (``person.person_write``)."""
+    with person_write(
+        conn, tool=TOOL_REVERT, summary=f"revert #{invocation_id}", session_id=session_id, reverts_id=invocation_id
+    ) as call:
+        _revert(call, invocation_id)
+    return {**call.result.result, "invocationId": call.invocation_id, "reverted": invocation_id}
 
 
-def _revert(ctx: WriteContext, invocation_id: int) -> dict[str, Any]:
-    conn, session_id = ctx.conn, ctx.session_id
-    touched = Touched()
-    summary = f"revert #{invocation_id}"
-    outcome: WriteOutcome | None = None
-    failure: BaseException | None = None
-    message: str | None = None
-    try:
-        inv = _invocation(conn, invocation_id)
-        summary = f"revert #{invocation_id} ({inv['tool']})"
-        touched = Touched(inv["note_id"], inv["vault"], inv["path"], inv["title"])
-        change = changes.from_row(inv)
-        if isinstance(change, FilesChanged):
-            try:
-                outcome = revert_files.revert(ctx, get_vault(conn, inv["vault"]), change, inv["note_id"])
-            except KmsError as e:
-                raise KmsError("conflict", f"can't revert #{invocation_id}: {e.message}", **e.extra) from None
-            message = f"restored {len(change.files)} file(s)"
-        else:
-            vault, note = _target(conn, inv)
-            touched.note_id, touched.path = note.id or inv["note_id"], note.path
-            if isinstance(change, FileCreated):
-                outcome = _trash_created(ctx, vault, note, inv)
-            else:
-                holder: dict[str, Plan] = {}
+def _revert(call: PersonCall, invocation_id: int) -> None:
+    ctx = call.ctx
+    conn = ctx.conn
+    inv = _invocation(conn, invocation_id)
+    call.summary = f"revert #{invocation_id} ({inv['tool']})"
+    touched = call.touched = Touched(inv["note_id"], inv["vault"], inv["path"], inv["title"])
+    change = changes.from_row(inv)
+    if isinstance(change, FilesChanged):
+        try:
+            call.outcome = revert_files.revert(ctx, get_vault(conn, inv["vault"]), change, inv["note_id"])
+        except KmsError as e:
+            raise KmsError("conflict", f"can't revert #{invocation_id}: {e.message}", **e.extra) from None
+        call.message = f"restored {len(change.files)} file(s)"
+        return
+    vault, note = _target(conn, inv)
+    touched.note_id, touched.path = note.id or inv["note_id"], note.path
+    if isinstance(change, FileCreated):
+        call.outcome = _trash_created(ctx, vault, note, inv)
+        return
+    holder: dict[str, Plan] = {}
 
-                def compute(text: str, _fmt: Any) -> Edit:
-                    plan = plan_revert(inv, text, "")
-                    if not plan.ok or plan.new_text is None:
-                        raise KmsError("conflict", f"can't revert #{invocation_id}: {plan.reason}", reason=plan.reason)
-                    holder["plan"] = plan
-                    if plan.action == "remove-text":
-                        return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
-                    restored = PropertiesChanged(
-                        note.path,
-                        {k: v["from"] for k, v in plan.restore.items()},
-                        {k: v["to"] for k, v in plan.restore.items()},
-                    )
-                    return Edit(plan.new_text, restored)
-
-                outcome = write_note(ctx, vault, note, compute)
-                plan = holder["plan"]
-                message = (
-                    f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
-                    if plan.action == "remove-text"
-                    else "restored properties"
-                )
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(
-            conn,
-            tool=TOOL_REVERT,
-            session_id=session_id,
-            actor="person",
-            input_summary=summary,
-            touched=touched,
-            outcome=outcome,
-            failure=failure,
-            message=message,
-            reverts_id=invocation_id,
+    def compute(text: str, _fmt: Any) -> Edit:
+        plan = plan_revert(inv, text, "")
+        if not plan.ok or plan.new_text is None:
+            raise KmsError("conflict", f"can't revert #{invocation_id}: {plan.reason}", reason=plan.reason)
+        holder["plan"] = plan
+        if plan.action == "remove-text":
+            return Edit(plan.new_text, TextRemoved(note.path, plan.offset or 0, plan.remove_text or ""))
+        restored = PropertiesChanged(
+            note.path,
+            {k: v["from"] for k, v in plan.restore.items()},
+            {k: v["to"] for k, v in plan.restore.items()},
         )
-    assert outcome is not None
-    return {**outcome.result, "invocationId": rid, "reverted": invocation_id}
+        return Edit(plan.new_text, restored)
+
+    call.outcome = write_note(ctx, vault, note, compute)
+    plan = holder["plan"]
+    call.message = (
+        f"removed {len(plan.remove_text or '')} characters at offset {plan.offset}"
+        if plan.action == "remove-text"
+        else "restored properties"
+    )
 
 
 def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) -> WriteOutcome:
     """Move a note kms created into the vault's trash, only while it is byte-for-byte what the agent
     wrote: nothing is deleted for good but by ``kms trash empty``, so ``kms trash restore`` brings it back."""
-    from server.writes.multifile import FilePlan, apply_plans
-
     real = resolve_note_file(vault.root, note.path)
     try:
         raw = real.read_bytes()

@@ -18,9 +18,11 @@ from server.activity.history import Line, find_line, pick, unified, version_byte
 from server.errors import KmsError
 from server.vault.files import sha256_hex
 from server.vault.registry import Vault, get_vault
-from server.writes.context import Touched, WriteContext, undone_unless_recorded
-from server.writes.guard import record_call
+from server.writes.context import Touched
+from server.writes.multifile import FilePlan, apply_plans
+from server.writes.operations import create_exact
 from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.person import PersonCall, person_write
 
 TOOL_RESTORE = "restore"
 
@@ -31,7 +33,7 @@ def parse_when(text: str, now: float) -> float:
     seconds. ``invalid-input`` otherwise."""
     import datetime as dt
 
-    from server.writes.trash import parse_duration
+    from server.writes.undo.trash import parse_duration
 
     text = (text or "").strip()
     try:
@@ -128,82 +130,58 @@ def restore(
     """Write the version back as the person; ``expect``: the hash the preview saw (``""``: no file), a
     file that changed since is ``conflict``. None: no preview (the file as read now). ``why``: said in the
     provenance row (a session's undo)."""
-    ctx = WriteContext.for_person(conn)
-    with undone_unless_recorded(ctx):
-        return _restore(ctx, ref, number, at, expect, vault, why)
+    with person_write(conn, tool=TOOL_RESTORE, summary=f"restore {ref}") as call:
+        version = _restore(call, ref, number, at, expect, vault, why)
+        call.message = f"restored version {version}"
+    return {**call.result.result, "invocationId": call.invocation_id, "restoredVersion": version}
 
 
 def _restore(
-    ctx: WriteContext,
+    call: PersonCall,
     ref: str,
     number: int | None,
     at: float | None,
     expect: str | None,
     vault: str | None,
     why: str | None = None,
-) -> dict[str, Any]:
-    from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.operations import create_exact
-
+) -> int:
+    """Write the version back through the call's context; return its number."""
+    ctx = call.ctx
     conn = ctx.conn
-    touched = Touched()
-    summary = f"restore {ref}"
-    outcome: WriteOutcome | None = None
-    failure: BaseException | None = None
-    chosen: dict[str, Any] = {}
+    line = find_line(conn, ref, vault)
+    chosen = pick(conn, line, number=number, at=at)
+    data = version_bytes(conn, chosen)
+    vault_obj, path = restore_target(conn, line)
+    touched = call.touched = Touched(line.note_id, vault_obj.name, path, path.rsplit("/", 1)[-1])
+    call.summary = f"restore {path} to version {chosen['version']}" + (f" ({why})" if why else "")
+    now = _current(vault_obj, path)
+    if expect is not None and ("" if now is None else sha256_hex(now)) != expect:
+        raise KmsError("conflict", f"{path!r} changed since the preview; nothing was restored", path=path)
+    if now is None:
+        try:
+            call.outcome = create_exact(ctx, vault_obj, path, data)
+        except KmsError as e:
+            if e.kind != "already-exists":
+                raise
+            raise KmsError("conflict", f"{path!r} exists again; nothing was restored", path=path) from None
+        return int(chosen["version"])
     try:
-        line = find_line(conn, ref, vault)
-        chosen = pick(conn, line, number=number, at=at)
-        data = version_bytes(conn, chosen)
-        vault_obj, path = restore_target(conn, line)
-        touched = Touched(line.note_id, vault_obj.name, path, path.rsplit("/", 1)[-1])
-        summary = f"restore {path} to version {chosen['version']}" + (f" ({why})" if why else "")
-        now = _current(vault_obj, path)
-        if expect is not None and ("" if now is None else sha256_hex(now)) != expect:
-            raise KmsError("conflict", f"{path!r} changed since the preview; nothing was restored", path=path)
-        if now is None:
-            try:
-                outcome = create_exact(ctx, vault_obj, path, data)
-            except KmsError as e:
-                if e.kind != "already-exists":
-                    raise
-                raise KmsError("conflict", f"{path!r} exists again; nothing was restored", path=path) from None
-        else:
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise KmsError(
-                    "invalid-input", f"version {chosen['version']} is not UTF-8; kms will not write it"
-                ) from e
-            files, warning = apply_plans(ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))])
-            result = WriteResult(
-                title=touched.title or path,
-                path=path,
-                vault=vault_obj.name,
-                bytesBefore=len(now),
-                bytesAfter=len(data),
-                changed=bool(files),
-                noteId=line.note_id,
-            )
-            if warning:
-                result["indexWarning"] = warning
-            outcome = WriteOutcome(
-                result, FilesChanged(path, tuple(files)) if files else None, sha256_hex(now), sha256_hex(data)
-            )
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(
-            conn,
-            tool=TOOL_RESTORE,
-            session_id="person",
-            actor="person",
-            input_summary=summary,
-            touched=touched,
-            outcome=outcome,
-            failure=failure,
-            message=f"restored version {chosen['version']}" if outcome is not None and chosen else None,
-        )
-    assert outcome is not None
-    return {**outcome.result, "invocationId": rid, "restoredVersion": chosen["version"]}
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise KmsError("invalid-input", f"version {chosen['version']} is not UTF-8; kms will not write it") from e
+    files, warning = apply_plans(ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))])
+    result = WriteResult(
+        title=touched.title or path,
+        path=path,
+        vault=vault_obj.name,
+        bytesBefore=len(now),
+        bytesAfter=len(data),
+        changed=bool(files),
+        noteId=line.note_id,
+    )
+    if warning:
+        result["indexWarning"] = warning
+    call.outcome = WriteOutcome(
+        result, FilesChanged(path, tuple(files)) if files else None, sha256_hex(now), sha256_hex(data)
+    )
+    return int(chosen["version"])

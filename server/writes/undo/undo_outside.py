@@ -22,6 +22,7 @@ from typing import Any
 
 import apsw
 
+from server.activity.changes import FilesChanged
 from server.activity.history import REPORTED_WINDOW_S, Line, line_by_hid, pick, version_bytes, versions
 from server.activity.session_record import OutsideFile, files_for_session
 from server.errors import KmsError
@@ -29,8 +30,13 @@ from server.index.history import HOW_DELETED
 from server.vault.files import sha256_hex
 from server.vault.paths import TRASH, is_note_path
 from server.vault.registry import Vault, get_vault
-from server.writes.context import Touched, WriteContext, undone_unless_recorded
-from server.writes.restore import current_bytes, restore_target
+from server.writes import reindex
+from server.writes.context import Touched, WriteContext
+from server.writes.multifile import FilePlan, apply_plans
+from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.person import person_write
+from server.writes.undo.restore import TOOL_RESTORE, current_bytes, restore, restore_target
+from server.writes.undo.revert import free_trash_path
 
 KIND = "outside edit reported by the session"
 
@@ -48,13 +54,10 @@ def _reports(conn: apsw.Connection, session_id: str, since: float | None) -> lis
 def catch_up(conn: apsw.Connection, session_id: str, since: float | None = None) -> None:
     """Index the notes the session reported, as they are now: a save the watcher had not seen yet (the session
     ended before its watcher did) gets its version, so the undo judges what is on disk."""
-    from server.index.history import HOW_INDEX
-    from server.index.indexer import reindex_file
-
     for vault_id, path in sorted({(f.vault_id, f.path) for f in _reports(conn, session_id, since)}):
         assert vault_id is not None and path is not None
         try:
-            reindex_file(conn, get_vault(conn, vault_id), path, how=HOW_INDEX)
+            reindex.as_it_is(conn, get_vault(conn, vault_id), path)
         except KmsError:
             continue  # a vault removed since, a path no longer a plain one: nothing kms can restore
 
@@ -151,57 +154,30 @@ def public(item: Mapping[str, Any]) -> dict[str, Any]:
 def apply(conn: apsw.Connection, item: Mapping[str, Any], session_id: str, expect: str) -> dict[str, Any]:
     """Bring one note back as ``plan`` said, as the person, only while it holds ``expect`` (its hash at the
     preview, ``""``: no file); else ``conflict``, nothing written."""
-    from server.writes.restore import restore
-
     why = f"undo of session {session_id}: {KIND}"
     if item["action"] != "trash":
         return restore(conn, item["noteId"], number=item["version"], expect=expect, vault=item["vault"], why=why)
-    ctx = WriteContext.for_person(conn)
-    with undone_unless_recorded(ctx):
-        return _trash(ctx, get_vault(conn, item["vault"]), item, expect, why)
-
-
-def _trash(ctx: WriteContext, vault: Vault, item: Mapping[str, Any], expect: str, why: str) -> dict[str, Any]:
-    """Move a note the session created outside kms into kms's trash (``kms trash restore`` brings it back)."""
-    from server.activity.changes import FilesChanged
-    from server.writes.multifile import FilePlan, apply_plans
-    from server.writes.outcome import WriteOutcome, WriteResult
-    from server.writes.record import record_call
-    from server.writes.restore import TOOL_RESTORE
-    from server.writes.revert import free_trash_path
-
     path = item["path"]
+    vault = get_vault(conn, item["vault"])
     touched = Touched(item["noteId"], vault.name, path, path.rsplit("/", 1)[-1])
-    outcome: WriteOutcome | None = None
-    failure: BaseException | None = None
+    with person_write(conn, tool=TOOL_RESTORE, summary=f"move {path} to the trash ({why})", touched=touched) as call:
+        call.outcome = _trash(call.ctx, vault, path, expect, touched)
+        call.message = "moved to the trash"
+    return {**call.result.result, "invocationId": call.invocation_id}
+
+
+def _trash(ctx: WriteContext, vault: Vault, path: str, expect: str, touched: Touched) -> WriteOutcome:
+    """Move a note the session created outside kms into kms's trash (``kms trash restore`` brings it back)."""
+    if not expect:
+        raise KmsError("conflict", f"{path!r} is gone already; nothing was moved", path=path)
+    dest = free_trash_path(vault, f"{TRASH}/{path}")
     try:
-        if not expect:
-            raise KmsError("conflict", f"{path!r} is gone already; nothing was moved", path=path)
-        dest = free_trash_path(vault, f"{TRASH}/{path}")
-        try:
-            files, warning = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
-        except KmsError as e:
-            if e.kind != "conflict":
-                raise
-            raise KmsError("conflict", f"{path!r} changed since the preview; nothing was moved", path=path) from None
-        result = WriteResult(title=touched.title or path, path=dest, oldPath=path, vault=vault.name, changed=True)
-        if warning:
-            result["indexWarning"] = warning
-        outcome = WriteOutcome(result, FilesChanged(path, tuple(files)))
-    except BaseException as e:
-        failure = e
-        raise
-    finally:
-        rid = record_call(
-            ctx.conn,
-            tool=TOOL_RESTORE,
-            session_id="person",
-            actor="person",
-            input_summary=f"move {path} to the trash ({why})",
-            touched=touched,
-            outcome=outcome,
-            failure=failure,
-            message="moved to the trash" if outcome is not None else None,
-        )
-    assert outcome is not None
-    return {**outcome.result, "invocationId": rid}
+        files, warning = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
+    except KmsError as e:
+        if e.kind != "conflict":
+            raise
+        raise KmsError("conflict", f"{path!r} changed since the preview; nothing was moved", path=path) from None
+    result = WriteResult(title=touched.title or path, path=dest, oldPath=path, vault=vault.name, changed=True)
+    if warning:
+        result["indexWarning"] = warning
+    return WriteOutcome(result, FilesChanged(path, tuple(files)))
