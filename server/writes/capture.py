@@ -31,6 +31,7 @@ from server.errors import KmsError
 from server.store.db import rows
 from server.vault.files import encode, sha256_hex
 from server.vault.registry import Vault, get_vault
+from server.writes import own_writes
 from server.writes.context import NoteRef, WriteContext
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 
@@ -212,6 +213,8 @@ def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[st
     applies it), unless ``wait``: then it is waited for here."""
     from server.store.db import thread_connection
 
+    if not own_writes.allowed(config.config_path):  # one machine of a synced vault writes these
+        return {"written": False, "reason": own_writes.held_back()}
     folder = config.capture_folder if config.capture_enabled else None
     why = due(thread_connection(config.db_path), config.session_id, folder)
     if why is not None:
