@@ -84,10 +84,10 @@ def vault_add(
                     console.print(
                         f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True
                     )
+                    _say_workspace(conn, vault.id)
                 if git is not None:
                     vault, _changed = set_git_mode(conn, vault.name, git)
                     console.print(f"git mode: {vault.git_mode}", highlight=False)
-                    _say_workspace(conn, vault.id)
                 if not no_index:
                     run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
