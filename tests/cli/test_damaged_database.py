@@ -64,6 +64,7 @@ def truncated(db: Path) -> None:
         last_note_page = ro.execute("SELECT max(pageno) FROM dbstat WHERE name = 'notes'").fetchall()[0][0]
     finally:
         ro.close()
+    assert isinstance(page_size, int) and isinstance(last_note_page, int)
     data = db.read_bytes()
     db.write_bytes(data[: max(len(data) // 2, last_note_page * page_size)])
 
