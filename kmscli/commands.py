@@ -80,11 +80,11 @@ TABLE: tuple[Entry, ...] = (
     _c("tui", "kmscli.dashboard_cmds:tui_cmd", REVIEW,
        "Live dashboard: agent sessions, writes (with review and revert), reads and settings."),
     _c("pending", "kmscli.control_cmds:pending_cmd", REVIEW,
-       "Write calls waiting for your approval, oldest first, each with the exact diff it would apply; with `--after`,"
-       " the writes that landed for review after (undo one with `kms revert ID`)."),
+       "Write calls waiting for your approval, oldest first, each with the exact diff it would apply; with "
+       "`--after`, the writes that landed for review after (undo one with `kms revert ID`)."),
     _c("approve", "kmscli.control_cmds:approve_cmd", REVIEW,
-       "Approve waiting writes: the agent's call applies each, or, staged by a session that does not wait (remote),"
-       " it is applied now (conflict if the note changed since: nothing written)."),
+       "Approve waiting writes: the agent's call applies each, or, staged by a session that does not wait "
+       "(remote), it is applied now (conflict if the note changed since: nothing written)."),
     _c("reject", "kmscli.control_cmds:reject_cmd", REVIEW,
        "Reject waiting writes: nothing is written, the agent is told (with your reason)."),
     _c("log", "kmscli.notes_cmds:log_cmd", REVIEW,
@@ -122,6 +122,8 @@ TABLE: tuple[Entry, ...] = (
        "command: prune, forget, show), `kms history prune`, `kms history forget NOTE`."),
     _c("trash", "kmscli.changes_cmds:trash_app", REVIEW,
        "The vaults' .trash/ folders: what agents trashed, restore it, empty it."),
+    _c("conflicts", "kmscli.conflict_cmds:conflicts_app", REVIEW,
+       "Notes with two versions (a sync tool's conflict copy, a git merge): list them with their diff, resolve."),
     _c("review", "kmscli.review_cmds:review_app", REVIEW,
        "The review pages in a browser: approve, reject and undo agents' work (docs/review.md)."),
     _c("service", "kmscli.service_cmds:service_app", SERVICE,

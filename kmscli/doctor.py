@@ -41,6 +41,7 @@ from server.index.privacy import privacy_report
 from server.store import db
 from server.store.db import check_database
 from server.vault import git_state
+from server.vault.sync_tools import describe
 from server.writes.context import lock_dir_for
 from server.writes.unit_journal import kept
 
@@ -75,9 +76,30 @@ def _index_report(conn: Any) -> list[dict[str, Any]]:
             "notes": v.notes,
             "hidden": v.hidden,
             "frontmatter_errors": v.flagged,
+            "sync": v.sync,
+            "conflicts": v.conflicts or 0,
         }
         for v in overview(conn, flagged=True).vaults
     ]
+
+
+def _print_sync(out: Any, v: dict[str, Any], *, own_writes_here: bool) -> None:
+    """What keeps a vault in sync, what that asks of this machine, and its open conflicts."""
+
+    said = describe(v["sync"])
+    hint = ""
+    if v["sync"] and own_writes_here:
+        hint = (
+            " — kms's own writes run here (sync.own_writes_here): on the vault's other machines turn them off,"
+            " kms config set sync.own_writes_here off"
+        )
+    out.print(f"{OK}   kept in sync by {said}{hint}", highlight=False)
+    if v["conflicts"]:
+        out.print(
+            f"{MEH}   {v['conflicts']} open conflict(s): two versions of a note; agents may not write to it until "
+            "you choose (kms conflicts)",
+            highlight=False,
+        )
 
 
 def _model_report(settings: Settings) -> dict[str, Any]:
@@ -220,6 +242,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
     }
     report["capture"] = _capture_report(settings, env)
     report["privacy"] = _privacy_report(db_path, settings) if db_error is None else None
+    report["ownWritesHere"] = bool(settings.get("sync.own_writes_here"))
     report["history"] = history and {
         **history,
         "enabled": settings.get("history.enabled"),
@@ -300,6 +323,7 @@ def _print_database(out: Console, report: dict[str, Any], now: float) -> None:
             f"{v['frontmatter_errors']} frontmatter errors, indexed {ago(v['last_indexed_at'], now, NEVER)}"
             + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
+        _print_sync(out, v, own_writes_here=report["ownWritesHere"])
 
 
 def _print_git(out: Console, report: dict[str, Any]) -> None:

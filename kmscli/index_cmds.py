@@ -35,6 +35,7 @@ from server.index.watcher import watch_vaults
 from server.store.db import default_db_path
 from server.vault import git_state
 from server.vault.registry import list_vaults
+from server.vault.sync_tools import describe as describe_sync
 
 if TYPE_CHECKING:  # imported only by the commands that run them (start-up time)
     from rich.progress import Progress
@@ -268,8 +269,9 @@ def status_cmd(include_hidden: IncludeHiddenOpt = False, json_out: JsonOpt = Fal
     for v in data["vaults"]:
         console.print(
             f"[bold]vault[/] {v['name']} ({v['dialect'] or 'not indexed'}): {v['root']} — {v['notes']} notes"
-            f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}"
+            f" ({v['hidden']} hidden), indexed {stamp(v['lastIndexedAt'])}, kept in sync by {describe_sync(v['sync'])}"
             + ("" if v["index"] == "complete" else f"; [yellow]{v['index']}[/] (kms index completes it)")
+            + (f" — [yellow]{v['conflicts']} open conflict(s): kms conflicts[/]" if v["conflicts"] else "")
         )
     for g in data["git"]:
         say_git(g, now)

@@ -12,16 +12,16 @@ import time
 import webbrowser
 from typing import Annotated
 
-import segno
 import typer
 
 from kmscli.output import JsonOpt, cli_errors, console, open_db, print_json
 from server.activity import review_access
+from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago
 from server.mcp.service import read_state
 from server.store.db import default_db_path
-from server.web import PREFIX
+from server.web import PREFIX, pairing
 
 review_app = typer.Typer(
     help="The review pages in a browser: approve, reject and undo agents' work (docs/review.md).",
@@ -65,19 +65,26 @@ def pair_cmd(
     name: Annotated[str, typer.Option("--name", help="What to call the device (listed with the tokens).")] = "phone",
     origin: Annotated[
         str | None,
-        typer.Option("--origin", help="The origin the device opens (remote mode's public one); default: this service."),
+        typer.Option(
+            "--origin",
+            help="The origin the device opens (default: remote mode's public one when on, else this service).",
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Pair a phone or another device: a QR code and a link, single use for ten minutes, that give the device a
-    named cookie for 30 days (listed by `kms review devices`, revocable)."""
+    named cookie for 30 days (listed by `kms review devices`, revocable). The link opens remote mode's public
+    origin when remote mode is on (a phone is never on this machine's loopback), else this service's."""
     with cli_errors():
-        base = origin.rstrip("/") + PREFIX if origin else _pages_url()
-        link = f"{base}/login?t={review_access.create_link(open_db(), 'pair', name=name)}"
+        state = read_state(default_db_path())
+        base = pairing.pages_base(load_settings(), state.url if state is not None else None, origin)
+        if base is None:
+            raise KmsError("not-found", "the kms service is not running: start it with `kms service start`")
+        link = pairing.pair_link(open_db(), base, name)
     if json_out:
         print_json({"link": link, "name": review_access.clean_name(name), "expiresIn": review_access.PAIR_LINK_S})
         return
-    segno.make(link, error="m").terminal(compact=True)
+    console.print(pairing.qr_text(link), markup=False, highlight=False, end="")
     console.print(link, markup=False, highlight=False, soft_wrap=True)
     console.print("Scan it or open it on the device, once, within ten minutes.", style="dim")
 

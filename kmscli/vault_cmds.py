@@ -18,7 +18,8 @@ from server.index.indexer import remove_vault
 from server.index.link_vaults import workspace_view
 from server.index.overview import overview
 from server.vault import git
-from server.vault.registry import GIT_MODES, add_vault, get_vault, set_dialect, set_git_mode, vault_at
+from server.vault.registry import GIT_MODES, add_vault, get_vault, set_dialect, set_git_mode, set_sync, vault_at
+from server.vault.sync_tools import describe as describe_sync
 
 if TYPE_CHECKING:
     pass
@@ -86,10 +87,15 @@ def vault_add(
                     console.print(
                         f"Added vault [bold]{escape(vault.name)}[/] at {root} ({vault.dialect})", soft_wrap=True
                     )
+                    console.print(
+                        f"kept in sync by {describe_sync(vault.sync)} (if not: kms vault set {escape(vault.name)}"
+                        " sync=TOOL|none)",
+                        highlight=False,
+                    )
+                    _say_workspace(conn, vault.id)
                 if git is not None:
                     vault, _changed = set_git_mode(conn, vault.name, git)
                     console.print(f"git mode: {vault.git_mode}", highlight=False)
-                    _say_workspace(conn, vault.id)
                 if not no_index:
                     run_index(conn, full=False, vault=vault.name, embed=False)
         except KeyboardInterrupt:
@@ -139,9 +145,18 @@ def vault_list(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json([v.to_json() for v in vaults])
         return
-    table = Table("name", "root", "dialect", "notes", "hidden", "last indexed")
+    table = Table("name", "root", "dialect", "sync", "notes", "hidden", "conflicts", "last indexed")
     for v in vaults:
-        table.add_row(v.name, v.root, v.dialect or "-", str(v.notes), str(v.hidden), stamp(v.last_indexed_at))
+        table.add_row(
+            v.name,
+            v.root,
+            v.dialect or "-",
+            describe_sync(v.sync),
+            str(v.notes),
+            str(v.hidden),
+            str(v.conflicts or 0),
+            stamp(v.last_indexed_at),
+        )
     console.print(table if vaults else "No vaults yet: [bold]kms vault add PATH[/]")
 
 
@@ -152,16 +167,24 @@ VaultNameArg = Annotated[str, typer.Argument(help="The vault's name (kms vault l
 def vault_set(
     name: VaultNameArg,
     assignment: Annotated[
-        str, typer.Argument(help="dialect=obsidian|dendron|foam|logseq, or git=off|commit|sync", metavar="KEY=VALUE")
+        str,
+        typer.Argument(
+            help="dialect=obsidian|dendron|foam|logseq, git=off|commit|sync, or sync=TOOL[,TOOL] (git, syncthing, "
+            "obsidian-sync, obsidian-git, nextcloud, dropbox, onedrive, icloud, google-drive) or sync=none",
+            metavar="KEY=VALUE",
+        ),
     ],
 ) -> None:
-    """Change a vault's setting: its dialect (its notes are read again by the new rules), or its git mode."""
+    """Change a vault's setting: its dialect (its notes are read again by the new rules), its git mode, or what
+    keeps it in sync (which names are conflict copies follows it)."""
 
     with cli_errors():
         key, sep, value = assignment.partition("=")
         key = key.strip()
-        if not sep or key not in ("dialect", "git"):
-            raise KmsError("invalid-input", f"expected dialect=NAME or git=off|commit|sync, got {assignment!r}")
+        if not sep or key not in ("dialect", "git", "sync"):
+            raise KmsError(
+                "invalid-input", f"expected dialect=NAME, git=off|commit|sync or sync=TOOL, got {assignment!r}"
+            )
         conn = open_db()
         if key == "git":
             if value != "off":
@@ -169,6 +192,15 @@ def vault_set(
             vault, changed = set_git_mode(conn, name, value)
             said = "is" if not changed else "is now"
             console.print(f"vault [bold]{escape(vault.name)}[/] {said} in git mode {vault.git_mode}")
+            return
+        if key == "sync":
+            vault, changed = set_sync(conn, name, value)
+            said = describe_sync(vault.sync)
+            if not changed:
+                console.print(f"vault [bold]{escape(vault.name)}[/] is kept in sync by {said} already; nothing to do")
+                return
+            console.print(f"vault [bold]{escape(vault.name)}[/] is kept in sync by {said} now")
+            run_index(conn, full=False, vault=vault.name, embed=False)  # its conflict copies, read by the new names
             return
         vault, changed = set_dialect(conn, name, value)
         if not changed:

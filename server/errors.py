@@ -41,7 +41,7 @@ RECOVERY: dict[str, str] = {
     "invalid-input": "",
     "feature-disabled": "",
     "rate-limited": "wait retryAfterMs",
-    "conflict": "kms_read again and retry",
+    "conflict": "kms_read again and retry; an open sync conflict waits for the person",
     "folder-denied": "use an allowed folder",
     "already-exists": "",
     "too-broad": "touch fewer notes per call",

@@ -33,6 +33,7 @@ from server.store.db import thread_connection
 from server.writes import review
 from server.writes.undo import revert, undo_session
 from tui.poller import Poller
+from tui.screens.conflicts import ConflictsScreen
 from tui.screens.control import ConfirmScreen, UndoScreen
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
@@ -170,6 +171,10 @@ class KmsDashboard(App[None]):
     def action_trash(self) -> None:
         if not isinstance(self.screen, TrashScreen):
             self.push_screen(TrashScreen())
+
+    def action_conflicts(self) -> None:
+        if not isinstance(self.screen, ConflictsScreen):
+            self.push_screen(ConflictsScreen())
 
     def show_history(self, ref: str, vault: str | None = None) -> None:
         """A note's history: its versions, a diff, a restore after a yes (``tui.screens.history``)."""
@@ -343,6 +348,11 @@ class KmsDashboard(App[None]):
         yield SystemCommand("Settings", "Agent switches, write allowlist and limits", self.action_settings)
         yield SystemCommand("Help", "Keys, symbols and panels", self.action_help)
         yield SystemCommand("Trash", "What agents trashed, from which session; restore one", self.action_trash)
+        yield SystemCommand(
+            "Conflicts",
+            "Notes with two versions from two machines: the diff; keep mine, theirs or both",
+            self.action_conflicts,
+        )
         yield SystemCommand(
             "Service and tokens", "The kms service, its tokens; revoke one, pause its session", self.action_service
         )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from server.config import validators
 from server.config.allowlist import describe
+from server.config.conflict_patterns import check_patterns
 from server.config.setting_errors import SettingsError as SettingsError  # the schema's errors, where callers look
 from server.config.setting_errors import SettingsFileError as SettingsFileError
 from server.config.setting_errors import SettingValueError as SettingValueError
@@ -404,6 +405,26 @@ _SCHEMA: list[Setting] = [
         "Keep the person's prompts in the session note. Off: prompts are never stored.",
         "KMS_CAPTURE_PROMPTS",
         parent="capture.enabled",
+    ),
+    Setting(
+        "sync.conflict_patterns",
+        "globs",
+        [],
+        "More names of conflict copies, besides the ones kms knows (Syncthing, Dropbox, Nextcloud, OneDrive, "
+        "iCloud, git's siblings): globs over a file name where `{note}` is the note's name without `.md`, "
+        "such as `{note}.conflict-*.md`. A conflict copy is never indexed as a note; `kms conflicts` lists it.",
+        "",
+        validator=check_patterns,
+        valid="file-name globs naming the note once as {note}, such as '{note}.conflict-*.md'",
+    ),
+    Setting(
+        "sync.own_writes_here",
+        "bool",
+        True,
+        "Whether this machine makes the writes kms makes on its own, unasked (tidying agent memory, session "
+        "notes at a session's end): with one vault synced to several machines, turn it off on all but one, "
+        "or each machine's kms writes its own copy and the sync tool makes conflicts no person caused.",
+        "",
     ),
     Setting(
         "service.use",

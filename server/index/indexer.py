@@ -17,12 +17,12 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Container
 from dataclasses import dataclass, field
 
 import apsw
 
-from server.index import history, manifest_index
+from server.index import conflicts, history, manifest_index
 from server.index.cold import HistoryPlan, OnSearchable, history_plan, in_two_phases, incomplete, index_cold
 from server.index.privacy import (
     Rules,
@@ -52,7 +52,8 @@ from server.store import history as blobs
 from server.store import kept_counts
 from server.store.db import checkpoint_and_truncate, write_tx
 from server.store.registrations import save_registrations
-from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_workspace
+from server.vault.conflict_names import CopyOf
+from server.vault.registry import Vault, get_vault, list_vaults, settle_dialect, settle_sync, settle_workspace
 
 # A touched file with the same bytes: its date follows the mtime unless its frontmatter dates it
 _TOUCHED = (
@@ -86,15 +87,16 @@ def index_vault(
     attachments: list[str] = []
     symlinks: set[str] = set()
     files, unreadable, errors = scan(vault.root, attachments, symlinks)
+    copies = conflicts.split_copies(conflicts.names_for(vault), files, attachments)  # never notes
     report.errors.extend(errors)
     report.scanned = len(files)
     manifest = manifest_index.read(conn, vault.id)
     todo = _todo(files, manifest, full or completing)
     report.unchanged = len(files) - len(todo)
-    gone = _gone(vault, files, manifest, unreadable)
+    gone = _gone(vault, files, manifest, unreadable, copies)
     rules = vault_rules(conn, vault.id, vault.root)
     if not todo and not gone and not completing:
-        _nothing_changed(conn, vault, attachments, full, how)
+        _nothing_changed(conn, vault, attachments, copies, files, full, how)
     elif (
         manifest
         or not in_two_phases(conn)
@@ -113,9 +115,12 @@ def index_vault(
         )
     ):
         _Pass(conn, vault, report, rules, how, full=full or completing, completing=completing).run(
-            todo, gone, manifest, attachments, symlinks, progress
+            todo, gone, manifest, attachments, symlinks, progress, copies, files
         )
         report.completed = completing
+    elif copies:  # indexed cold: the conflict copies it found open their conflicts
+        with write_tx(conn):
+            conflicts.settle_copies(conn, vault, copies, files)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -124,6 +129,7 @@ def _settle(conn: apsw.Connection, vault: Vault, full: bool) -> tuple[Vault, boo
     """The vault's dialect and Dendron workspace as its files say now; ``full`` when the vault was indexed
     before dialects (every note is read again by its dialect's rules)."""
     vault, unset = settle_dialect(conn, vault)
+    vault = settle_sync(conn, vault)
     if settle_workspace(conn, vault):  # its dendron.yml names other vaults now (or was read the first time)
         with write_tx(conn):
             resolve_named(conn)
@@ -156,26 +162,38 @@ def _gone(
     files: dict[str, tuple[int, int]],
     manifest: dict[str, tuple[int, int, int, str]],
     unreadable: list[str],
+    copies: Container[str] = (),
 ) -> dict[str, tuple[int, str]]:
-    """path -> (rid, '') of the notes whose file is positively gone (its hash is read under the write lock)."""
+    """path -> (rid, '') of the notes whose file is positively gone (its hash is read under the write lock),
+    or that is a conflict copy now (``copies``: one indexed as a note before goes)."""
     gone: dict[str, tuple[int, str]] = {}
     for path in [p for p in manifest if p not in files]:
         rid, _m, _s, chash = manifest[path]
         if any(u == "" or path == u or path.startswith(u + "/") for u in unreadable):
             continue
-        if os.path.lexists(os.path.join(vault.root, path)):
+        if path not in copies and os.path.lexists(os.path.join(vault.root, path)):
             continue  # still there but not indexable now (e.g. permissions): keep it
         gone[path] = (rid, chash)
     return gone
 
 
-def _nothing_changed(conn: apsw.Connection, vault: Vault, attachments: list[str], full: bool, how: str) -> None:
-    """No note to read or remove: the attachments, the index date, the history's missing first versions."""
+def _nothing_changed(
+    conn: apsw.Connection,
+    vault: Vault,
+    attachments: list[str],
+    copies: dict[str, CopyOf],
+    notes: Container[str],
+    full: bool,
+    how: str,
+) -> None:
+    """No note to read or remove: the attachments, the conflict copies, the index date, the history's missing
+    first versions."""
     if not full:
         # looked for before the write lock (a scan of every note): the calls that write wait on it
         lacking = history.active(conn) and how == history.HOW_INDEX and history.missing(conn, vault.id)
         with write_tx(conn):
             sync_attachments(conn, vault.id, attachments)
+            conflicts.settle_copies(conn, vault, copies, notes)
             conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
             if lacking:
                 history.backfill(conn, vault.id, vault.root)
@@ -216,6 +234,8 @@ class _Pass:
         attachments: list[str],
         symlinks: Collection[str],
         progress: Progress | None,
+        copies: dict[str, CopyOf],
+        notes: Container[str],
     ) -> None:
         conn, vault = self.conn, self.vault
         self.cold = not manifest  # (a cold index that found the vault indexed by another process meanwhile)
@@ -238,6 +258,7 @@ class _Pass:
                 StoredRows(conn, [manifest[p][0] for p, _m, _s in todo if p in manifest]) if self.full else None
             )
             sync_attachments(conn, vault.id, attachments)  # before the links are resolved, which may name them
+            conflicts.settle_copies(conn, vault, copies, notes)
             for rec in read_all(vault.root, todo, progress, vault.rules, plan.keep, symlinks):
                 self.record(rec, manifest.get(rec.path))
             self.changed.flush()
@@ -458,6 +479,8 @@ def reindex_file(
     (kms's own write when ``written`` is given, else the watcher).
     """
     how = how or (history.HOW_KMS if written is not None else history.HOW_WATCH)
+    if written is None and conflicts.copy_changed(conn, vault, relpath):
+        return None  # a sync tool's conflict copy: recorded as a conflict, never a note
     work = batch or LinkWork()
     st = None
     if written is None:

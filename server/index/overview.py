@@ -26,8 +26,16 @@ class VaultSummary:
     last_indexed_at: float | None
     flagged: int | None = None  # notes whose frontmatter was not parsed; None = not counted
     dialect: str | None = None  # the rules its notes are read by (None until first indexed)
+    sync: str | None = None  # what keeps it in sync (``server.vault.sync_tools``; None: not looked yet)
+    conflicts: int | None = None  # its open conflicts (``server.index.conflicts``)
     # 'searchable' between a new vault's two index transactions (``server.index.cold``), None once complete
     index_state: str | None = None
+    git_mode: str | None = None  # NULL/'off', 'commit' or 'sync' (m054; ``server.vault.git_state``)
+
+    @property
+    def git_on(self) -> bool:
+        """Whether kms commits (and maybe syncs) this vault with git."""
+        return self.git_mode in ("commit", "sync")
 
     @property
     def complete(self) -> bool:
@@ -46,6 +54,8 @@ class VaultSummary:
             "hidden": self.hidden,
             "lastIndexedAt": self.last_indexed_at,
             "dialect": self.dialect,
+            "sync": self.sync,
+            "conflicts": self.conflicts,
             "index": "complete" if self.complete else "searchable; links and tags still being built",
         }
         if self.flagged is not None:
@@ -91,7 +101,8 @@ def overview(conn: apsw.Connection, *, flagged: bool = False) -> Overview:
     """
     found = rows(
         conn,
-        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.index_state,
+        f"""SELECT v.name, v.root, v.last_indexed_at, v.dialect, v.sync, v.index_state, v.git_mode,
+                   (SELECT count(*) FROM conflicts c WHERE c.vault_id = v.id AND c.resolved_at IS NULL) AS conflicts,
                    (SELECT count(*) FROM notes n WHERE n.vault_id = v.id) AS notes,
                    (SELECT count(*) FROM notes n WHERE +n.vault_id = v.id AND n.hidden_at IS NOT NULL) AS hidden,
                    {_FLAGGED if flagged else "NULL"} AS flagged

@@ -357,4 +357,16 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "created": p.created,  # the note's own creation date, when its frontmatter gives one
         "link_to": None,  # the target's path when the file is a symlink (read_record)
         "hidden_rule": None,  # set by the indexer from the privacy rules
+        "fm_id": travelling_id(p),  # what a new note's id is made from (``writer.new_note_id``), if it has one
     }
+
+
+def travelling_id(p: ParsedNote) -> str | None:
+    """The id a note carries in its own text, so on every machine: its dialect's (Dendron's ``id``), else a
+    frontmatter ``id`` (a string or a number, at most 200 characters)."""
+    if p.note_id:
+        return p.note_id
+    found = p.frontmatter.get("id") if p.frontmatter else None
+    if isinstance(found, str | int) and not isinstance(found, bool) and 0 < len(str(found).strip()) <= 200:
+        return str(found).strip()
+    return None

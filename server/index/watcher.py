@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from server.index import conflicts
 from server.index.backups import start_backup_if_due
 from server.index.git_sync import start_sync_if_due
 from server.index.indexer import index_vault, reindex_file
@@ -110,7 +111,12 @@ def apply_changes(conn, vaults: list[Vault], paths: set[str], after: AfterIndex 
                 reindex_file(conn, vault, rel)
                 n += 1
             files = [
-                rel for p, rel in mine if not is_note_path(rel) and not os.path.islink(p) and os.path.isfile(p)
+                rel
+                for p, rel in mine
+                if not is_note_path(rel)
+                and not os.path.islink(p)
+                and os.path.isfile(p)
+                and not (rel.endswith(".orig") and conflicts.copy_changed(conn, vault, rel))  # git's, no attachment
             ]  # a new attachment (a pasted image): links naming it resolve now
             if files:
                 with write_tx(conn):
@@ -144,10 +150,11 @@ def _registered(conn: apsw.Connection, vault: str | None) -> list[Vault]:
     return [v for v in list_vaults(conn) if vault is None or v.name == vault]
 
 
-def _shape(vaults: list[Vault]) -> list[tuple[int, str, Path, str | None]]:
-    """What a watcher depends on in the registry: which vaults, where, read by which rules (not the time each
+def _shape(vaults: list[Vault]) -> list[tuple[int, str, Path, str | None, str | None]]:
+    """What a watcher depends on in the registry: which vaults, where, read by which rules and which sync
+    tool's copy names (not the time each
     was last indexed, which every index changes)."""
-    return [(v.id, v.name, v.root, v.dialect) for v in vaults]
+    return [(v.id, v.name, v.root, v.dialect, v.sync) for v in vaults]
 
 
 def watch_vaults(

@@ -446,23 +446,36 @@ def m050_review_access(conn: apsw.Connection) -> None:
 
 
 def m052_conflicts(conn: apsw.Connection) -> None:
-    """Open conflicts between two versions of a note (``server.index.conflicts``).
-    # lead: h-sync owns this; stub until merge"""
+    """Conflicts between two versions of one note (``server.index.conflicts``): a sync tool's conflict copy
+    kept beside the note (``copy_path``; never indexed as a note), or a git merge that did not go clean
+    (``copy_path`` NULL, both sides in ``mine``/``theirs``/``base``). An open conflict (``resolved_at``
+    NULL) makes agents' writes to its note answer ``conflict``: the partial index keeps that check one
+    lookup."""
     conn.execute(
         """CREATE TABLE conflicts (
-             id INTEGER PRIMARY KEY,
-             vault_id INTEGER NOT NULL,
-             path TEXT NOT NULL,
-             copy_path TEXT,
-             source TEXT NOT NULL,
-             mine BLOB,
-             theirs BLOB,
-             base BLOB,
-             opened_at REAL NOT NULL,
-             resolved_at REAL,
-             resolution TEXT
-           )"""
+            id INTEGER PRIMARY KEY,
+            vault_id INTEGER NOT NULL,
+            path TEXT NOT NULL,
+            copy_path TEXT,
+            source TEXT NOT NULL,
+            mine BLOB,
+            theirs BLOB,
+            base BLOB,
+            opened_at REAL NOT NULL,
+            resolved_at REAL,
+            resolution TEXT
+        )"""
     )
+    conn.execute("CREATE INDEX conflicts_open ON conflicts(vault_id, path) WHERE resolved_at IS NULL")
+    conn.execute("CREATE INDEX conflicts_copy ON conflicts(vault_id, copy_path) WHERE resolved_at IS NULL")
+
+
+def m053_vault_sync(conn: apsw.Connection) -> None:
+    """What keeps a vault's folder in sync across machines (``server.vault.sync_tools``): a comma-separated
+    list (``git``, ``syncthing``, ``icloud``, ...), ``''`` for none found, NULL for not looked yet (a vault
+    registered before m053: looked at its next index). Which conflict-copy names are ambiguous enough to
+    need it (iCloud's ``Note 2.md``, OneDrive's ``Note-PC.md``) is read from it."""
+    conn.execute("ALTER TABLE vaults ADD COLUMN sync TEXT")
 
 
 def m054_vault_git_mode(conn: apsw.Connection) -> None:
@@ -556,7 +569,8 @@ MIGRATIONS: list[Migration] = [
     m048_oauth_tokens,
     m049_remote_pairing,
     m050_review_access,
-    m052_conflicts,  # lead: h-sync owns this; stub until merge
+    m052_conflicts,
+    m053_vault_sync,
     m054_vault_git_mode,
     m055_git_state,
     m056_index_state,

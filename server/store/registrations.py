@@ -2,9 +2,9 @@
 
 A lost or damaged database would otherwise take the list of vaults with it, and with it the way back to
 everything the vaults rebuild. The file is rewritten whenever a vault is added, removed or given another
-dialect or git mode (``save_registrations``, called by whoever changed the ``vaults`` table), and read back into a
-database created anew (``connect`` calls ``restore_registrations`` when it creates the file) and by
-``kms repair``. A vault keeps its id, so history and provenance salvaged from the old file or a backup
+dialect, sync tool or git mode (``save_registrations``, called by whoever changed the ``vaults`` table), and
+read back into a database created anew (``connect`` calls ``restore_registrations`` when it creates the file)
+and by ``kms repair``. A vault keeps its id, so history and provenance salvaged from the old file or a backup
 still point at it. Derived columns (``last_indexed_at``, ``privacy_rules``) are not kept: the first index
 fills them.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-KEPT = ("id", "name", "root", "added_at", "dialect", "git_mode")  # (git_mode: m054, none in an older file)
+KEPT = ("id", "name", "root", "added_at", "dialect", "sync", "git_mode")  # (sync: m053, git_mode: m054)
 
 
 def registrations_path(db_path: str | Path) -> Path:
@@ -71,8 +71,17 @@ def restore_registrations(conn: apsw.Connection) -> int:
     with conn:
         for v in read_registrations(db):
             conn.execute(
-                "INSERT OR IGNORE INTO vaults(id, name, root, added_at, dialect, git_mode) VALUES (?, ?, ?, ?, ?, ?)",
-                (v.get("id"), v["name"], v["root"], v.get("added_at") or 0.0, v.get("dialect"), v.get("git_mode")),
+                "INSERT OR IGNORE INTO vaults(id, name, root, added_at, dialect, sync, git_mode) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    v.get("id"),
+                    v["name"],
+                    v["root"],
+                    v.get("added_at") or 0.0,
+                    v.get("dialect"),
+                    v.get("sync"),
+                    v.get("git_mode"),
+                ),
             )
             added += conn.changes()
     return added

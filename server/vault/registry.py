@@ -14,7 +14,7 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 from server.store.registrations import save_registrations
-from server.vault import dendron, dialects
+from server.vault import dendron, dialects, sync_tools
 from server.vault.paths import name_key
 
 
@@ -26,6 +26,7 @@ class Vault:
     added_at: float
     last_indexed_at: float | None
     dialect: str | None = None  # None: not detected yet (a vault registered before dialects)
+    sync: str | None = None  # what keeps it in sync (``sync_tools``; '' none found, None not looked yet, m053)
     git_mode: str = "off"  # off, commit or sync (m054; ``server.writes.git_units``)
 
     @property
@@ -45,6 +46,7 @@ def _vault(row: dict) -> Vault:
         row["added_at"],
         row["last_indexed_at"],
         row.get("dialect"),
+        row.get("sync"),
         row.get("git_mode") or "off",
     )
 
@@ -67,8 +69,15 @@ def vault_at(conn: apsw.Connection, path: str | Path) -> Vault | None:
     return next((v for v in list_vaults(conn) if v.root == root), None)
 
 
-def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, dialect: str | None = None) -> Vault:
-    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``).
+def add_vault(
+    conn: apsw.Connection,
+    path: str | Path,
+    name: str | None = None,
+    dialect: str | None = None,
+    sync_tool: str | None = None,
+) -> Vault:
+    """Register a folder; its dialect is ``dialect``, else what its files declare (``dialects.detect``); what
+    keeps it in sync is ``sync_tool`` (``sync_tools.parse``), else what the folder shows (``sync_tools.detect``).
 
     Refused: an empty path (never "the current folder" by accident), and a folder inside a registered
     vault or holding one (its notes would be indexed twice, each twice in every search)."""
@@ -80,6 +89,7 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
     if not root.is_dir():
         raise KmsError("invalid-input", f"{root} is a file, not a folder: give the folder that holds the notes")
     rules = dialects.get(dialect) if dialect is not None else dialects.detect(root)
+    sync = sync_tools.parse(sync_tool) if sync_tool is not None else ",".join(sync_tools.detect(root))
     if name is not None and not name.strip():
         raise KmsError("invalid-input", "an empty vault name; leave the name out to take the folder's")
     name = name or re.sub(r"[^\w.-]+", "-", root.name).strip("-") or "vault"
@@ -111,7 +121,9 @@ def add_vault(conn: apsw.Connection, path: str | Path, name: str | None = None, 
             "INSERT INTO vaults(name, root, added_at, dialect) VALUES (?, ?, ?, ?)",
             (name, str(root), time.time(), rules.name),
         )
-        _write_workspace(conn, conn.last_insert_rowid(), _workspace_rows(dendron.find(root)))
+        if has_sync(conn):  # (a database before m053 has no sync: only a test of an older schema)
+            conn.execute("UPDATE vaults SET sync = ? WHERE id = ?", (sync, conn.last_insert_rowid()))
+        _write_workspace(conn, get_vault(conn, name).id, _workspace_rows(dendron.find(root)))
     save_registrations(conn)
     return get_vault(conn, name)
 
@@ -128,6 +140,19 @@ def set_dialect(conn: apsw.Connection, name: str, dialect: str) -> tuple[Vault, 
     return get_vault(conn, name), True
 
 
+def set_sync(conn: apsw.Connection, name: str, value: str) -> tuple[Vault, bool]:
+    """Say what keeps a vault in sync (``kms vault set NAME sync=...``: ``sync_tools.parse``'s grammar); (the
+    vault, whether it changed: then its file names are read again, iCloud's and OneDrive's copies differ)."""
+    vault = get_vault(conn, name)
+    stored = sync_tools.parse(value)
+    if vault.sync == stored:
+        return vault, False
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET sync = ? WHERE id = ?", (stored, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, name), True
+
+
 def set_git_mode(conn: apsw.Connection, name: str, mode: str) -> tuple[Vault, bool]:
     """Turn a vault's git mode to ``mode`` (``GIT_MODES``); (the vault, whether it changed). Checking that the
     folder is in a git work tree is the caller's (``server.vault.git.open_repo``), before this."""
@@ -140,6 +165,22 @@ def set_git_mode(conn: apsw.Connection, name: str, mode: str) -> tuple[Vault, bo
         conn.execute("UPDATE vaults SET git_mode = ? WHERE id = ?", (None if mode == "off" else mode, vault.id))
     save_registrations(conn)
     return get_vault(conn, name), True
+
+
+def has_sync(conn: apsw.Connection) -> bool:
+    """Whether the database records vaults' sync tools (m053); only a test of an older schema has none."""
+    return any(r[1] == "sync" for r in conn.execute("PRAGMA table_info(vaults)"))
+
+
+def settle_sync(conn: apsw.Connection, vault: Vault) -> Vault:
+    """A vault registered before m053 gets the sync tools its folder shows (looked once, at its next index)."""
+    if vault.sync is not None or not has_sync(conn):
+        return vault
+    found = ",".join(sync_tools.detect(vault.root))
+    with write_tx(conn):
+        conn.execute("UPDATE vaults SET sync = ? WHERE id = ? AND sync IS NULL", (found, vault.id))
+    save_registrations(conn)
+    return get_vault(conn, vault.id)
 
 
 def settle_dialect(conn: apsw.Connection, vault: Vault) -> tuple[Vault, bool]:

@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from server.activity import approvals, control, remote_grants, review_access, tokens
+from server.activity import approvals, control, landed, remote_grants, review_access, tokens
 from server.errors import KmsError
 from server.web.security import Visitor
 from server.web.site import Site, redirect
@@ -145,6 +145,13 @@ def revoke_token(site: Site, request: Request, visitor: Visitor, form: FormData)
     else:
         tokens.revoke(conn, token_id)
     return redirect(request, _next(form), "revoked")
+
+
+def keep_landed(site: Site, request: Request, visitor: Visitor, form: FormData) -> Response:
+    """A write landed under ``review.mode = after``: looked at and kept (``kms pending --keep``)."""
+    invocation_id = int(request.path_params["invocation_id"])
+    landed.keep(site.conn(), [invocation_id])
+    return redirect(request, _next(form), "kept", invocation_id)
 
 
 def revoke_device(site: Site, request: Request, visitor: Visitor, form: FormData) -> Response:

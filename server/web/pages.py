@@ -9,7 +9,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from server.activity import feed, outside_feed, review_access, tokens
+from server.activity import feed, landed, outside_feed, review_access, tokens
 from server.activity import history as note_history
 from server.errors import KmsError
 from server.web import queue
@@ -21,6 +21,7 @@ from server.writes.undo.restore import preview_restore
 
 CHANGES_SHOWN = 200
 READS_SHOWN = 200
+LANDED_SHOWN = 50  # landed writes listed for a look under review.mode = after (the CLI lists them all)
 
 
 def _int(text: str | None) -> int | None:
@@ -28,8 +29,10 @@ def _int(text: str | None) -> int | None:
 
 
 def queue_page(site: Site, request: Request, visitor: Visitor) -> Response:
-    q = queue.build(site.conn(), before_id=_int(request.query_params.get("before")))
-    return site.render(request, "queue.html", visitor, q=q)
+    conn = site.conn()
+    q = queue.build(conn, before_id=_int(request.query_params.get("before")))
+    # the writes that landed under ``review.mode = after``, for a look: undo (revert) or keep each
+    return site.render(request, "queue.html", visitor, q=q, landed=landed.listed(conn, limit=LANDED_SHOWN))
 
 
 def queue_poll(site: Site, request: Request, visitor: Visitor) -> Response:

@@ -61,6 +61,7 @@ def review_routes(*, public: bool, db_path: Path | None = None) -> list[Route | 
         Route("/sessions/{session_id}/control/{verb:str}", action(site, actions.set_control), methods=["POST"]),
         Route("/sessions/{session_id}/undo", action(site, actions.undo), methods=["POST"]),
         Route("/changes/{invocation_id:int}/undo", action(site, actions.revert_change), methods=["POST"]),
+        Route("/landed/{invocation_id:int}/keep", action(site, actions.keep_landed), methods=["POST"]),
         Route("/history", page(site, pages.history_page), methods=["GET"]),
         Route("/history/restore", action(site, actions.restore), methods=["POST"]),
         Route("/outside", page(site, pages.outside_page), methods=["GET"]),

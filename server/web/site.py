@@ -40,6 +40,7 @@ DONE = {
     "resumed": "Session resumed.",
     "undone": "Undone: {n} change(s) reverted or restored.",
     "reverted": "Change #{n} undone.",
+    "kept": "Change #{n} kept: no longer listed.",
     "restored": "Version {n} restored.",
     "revoked": "Revoked.",
 }

@@ -32,6 +32,7 @@ from server.store.db import rows, thread_connection
 from server.vault.files import decode, encode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import Vault, get_vault
+from server.writes import own_writes
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.guard import Staged, WriteService
@@ -209,6 +210,8 @@ def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[st
     approve it, the staged call's ``pendingId`` is answered (``settle_staged`` waits for the decision and
     applies it), unless ``wait``: then it is waited for here."""
 
+    if not own_writes.allowed(config.config_path):  # one machine of a synced vault writes these
+        return {"written": False, "reason": own_writes.held_back()}
     folder = config.capture_folder if config.capture_enabled else None
     why = due(thread_connection(config.db_path), config.session_id, folder)
     if why is not None:

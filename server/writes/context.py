@@ -36,6 +36,7 @@ import apsw
 from server.activity.visits import SessionIdentity
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
+from server.index import conflicts
 from server.vault.files import default_lock_dir
 from server.vault.paths import TRASH, locate_note, real_relpath
 from server.vault.registry import Vault, get_vault, list_vaults
@@ -132,6 +133,11 @@ class WriteContext:
         """A context with no session rules: the person's own changes (a revert, a restore, a CLI write)."""
         return cls(conn, lock_dir_for(conn), **fields)
 
+    @property
+    def by_agent(self) -> bool:
+        """A session's call (the person's own writes, ``for_person``, are ``session_id`` ``person``)."""
+        return self.session_id != "person"
+
     def but(self, **changes: Any) -> WriteContext:
         """The same call's context with some fields changed (``kms_remember``'s own allowlist)."""
         return dataclasses.replace(self, **changes)
@@ -214,11 +220,15 @@ class WriteContext:
         existing ancestor), so ``drafts/portal -> ../archive`` leads nowhere ``drafts`` does not: the place
         must be inside the vault (``invalid-input``), and both the path and its real place must be allowed
         by the allowlist and the token's folders (``folder-denied``; a ``hidden`` note named by its folder
-        only). The vault's trash (``.trash/``) is the vault's, not a folder of the allowlist: a path there
-        must really be in it. Every write point goes through here (``operations.create``,
-        ``cas``'s notes via ``operations.check_note_folder``, ``multifile.apply_plans``) and so does every
-        operation's early check. ``real``: the real place already resolved (``paths.locate_notes``)."""
+        only). An agent's write to a note with an open conflict is ``conflict``, to a conflict copy's name
+        ``invalid-input`` (``conflicts.check_target``). The vault's trash (``.trash/``) is the vault's, not a
+        folder of the allowlist: a path there must really be in it. Every write point goes through here
+        (``operations.create``, ``cas``'s notes via ``operations.check_note_folder``, ``multifile.apply_plans``)
+        and so does every operation's early check. ``real``: the real place already resolved
+        (``paths.locate_notes``)."""
         place = real if real is not None else real_relpath(vault.root, relpath, hidden=hidden)
+        if self.by_agent:  # an open conflict, a conflict copy's name: the person's call, never an agent's
+            conflicts.check_target(self.conn, vault, relpath)
         if relpath.split("/")[0] == TRASH:
             if place.split("/")[0] != TRASH:
                 raise KmsError(

@@ -44,7 +44,7 @@ def fixed_note_ids() -> Iterator[None]:
 
     counter = itertools.count(1)
     original = writer.new_note_id
-    writer.new_note_id = lambda: f"n{0xA00000000000 + next(counter):012x}"
+    writer.new_note_id = lambda *_made_from: f"n{0xA00000000000 + next(counter):012x}"
     try:
         yield
     finally:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from support.dashboard import seed_fixed, settled, wait_for
 
-from server.activity import control, remote_pairing, tokens
+from server.activity import control, remote_pairing, review_access, tokens
 from server.activity.sessions import touch_session
 from server.config.scopes import Scopes
 from server.store.db import connect
 from tui.app import create_app
 from tui.screens.control import ConfirmScreen
+from tui.screens.modals import PairScreen
 from tui.screens.service import ServiceScreen
 
 
@@ -59,3 +60,26 @@ async def test_revoke_a_token_and_pause_its_session(tmp_path: Path) -> None:
         code = str(status.render()).split("pairing code ")[1].split()[0]
         remote_pairing.use_code(conn, code)
     conn.close()
+
+
+async def test_pair_a_device_shows_the_review_pages_link_and_its_qr_code(tmp_path: Path) -> None:
+    """``d`` on the service screen: a pairing link on remote mode's public origin (a phone never reaches this
+    machine's loopback) and its QR code, the link usable once to get a device cookie."""
+    world = seed_fixed(tmp_path / "w")
+    settings = tmp_path / "config.toml"
+    settings.write_text('[remote]\nenabled = true\nurl = "https://box.example.net"\n', encoding="utf-8")
+    app = create_app(world.db_path, settings_path=settings, clock=lambda: world.now, poll_interval=0.05)
+    async with app.run_test(size=(120, 60)) as pilot:
+        await wait_for(pilot, lambda: settled(app), what="the dashboard")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: isinstance(app.screen, ServiceScreen) and app.screen.loaded, what="tokens")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, PairScreen), what="the pairing screen")
+        screen = app.screen
+        assert isinstance(screen, PairScreen)
+        assert screen.link.startswith("https://box.example.net/review/login?t=")
+        assert "▄" in str(screen.query_one("#pair-qr").render())  # the code, drawn in half blocks
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ServiceScreen), what="back to the service screen")
+    redeemed = review_access.redeem(connect(world.db_path), screen.link.split("t=")[1], purposes=("pair",))
+    assert redeemed is not None and redeemed[1].kind == "device" and redeemed[1].name == "phone"

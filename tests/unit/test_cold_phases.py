@@ -33,7 +33,9 @@ REFERENCE = REPO / "tests" / "data" / "index_identity.json"  # (test_index_ident
 
 
 def _count(conn: apsw.Connection, sql: str, params: tuple = ()) -> int:
-    return int(value(conn, sql, params))
+    n = value(conn, sql, params)
+    assert isinstance(n, int)
+    return n
 
 
 def _hits(conn: apsw.Connection, word: str) -> list[str]:

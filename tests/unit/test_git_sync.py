@@ -17,6 +17,7 @@ from server.index.indexer import index_vault
 from server.store.db import connect, scalar
 from server.vault import git_state
 from server.vault.registry import Vault, add_vault, get_vault, set_git_mode
+from server.writes.conflict_resolve import resolve_conflict
 
 SEED = {
     "a.md": "# A\n\nfirst line\n",
@@ -115,7 +116,7 @@ def test_diverged_conflicting_merge_leaves_head_and_files_and_opens_one_conflict
     assert snapshot(b.root, skip=(b.root / ".git",)) == files
     items = conflicts.open_conflicts(b.conn)
     assert len(items) == 1
-    item = items[0]
+    item = conflicts.get(b.conn, items[0]["id"])  # (the listing carries no blobs; one conflict has them)
     assert item["source"] == "git-merge" and item["path"] == "a.md" and item["copy_path"] is None
     assert b"B's ending" in item["mine"] and b"A's ending" in item["theirs"] and item["base"] == b"# A\n\nfirst line\n"
     problems = git_state.problems(b.conn)
@@ -265,3 +266,26 @@ def test_a_rename_on_a_conflicting_with_bs_edit_surfaces_a_conflict_and_no_dupli
     assert [p for p in b.paths() if p in ("Old.md", "New.md")] == ["Old.md"]
     items = conflicts.open_conflicts(b.conn)
     assert len(items) == 1 and items[0]["source"] == "git-merge"
+
+
+def test_a_git_merge_conflict_resolved_theirs_by_the_person_is_merged_by_the_next_sync(tmp_path: Path) -> None:
+    """The person's own answer (``resolve_conflict``, what ``kms conflicts resolve`` and the dashboard call) to a
+    git-merge conflict, which has no copy file: ``theirs`` writes the other side as their recorded change; the
+    next sync merges with it and the upstream takes it."""
+    _bare, a, b = two_machines(tmp_path)
+    a.writer.append("a.md", "A's ending")
+    a.sync()
+    b.writer.append("a.md", "B's ending")
+    assert b.sync().action == "conflicted"
+    (item,) = conflicts.open_conflicts(b.conn)
+    theirs = conflicts.get(b.conn, item["id"])["theirs"]
+
+    done = resolve_conflict(b.conn, item["id"], "theirs")
+
+    assert done["kept"] == "theirs" and done["invocationId"] and "trashed" not in done
+    assert (b.root / "a.md").read_bytes() == theirs and "B's ending" not in b.body("a.md")
+    report = b.sync()
+    assert report.action == "merged" and report.pushed is True, report
+    assert (b.root / "a.md").read_bytes() == theirs
+    assert a.sync().action in ("fast-forward", "none") and "B's ending" not in a.body("a.md")
+    assert conflicts.open_conflicts(b.conn) == [] and git_state.problems(b.conn) == []

@@ -1,7 +1,10 @@
 """The index a cold ``kms index`` leaves is the one it always left (issue 42): every table's rows, as sorted
 dumps with what legitimately differs between two runs taken out (``support.index_dump`` says what), are
 compared with the digests committed in ``tests/data/index_identity.json``, which the code of main at
-af0ff5c wrote (before the cold index was split into phases and given its savings).
+af0ff5c wrote (before the cold index was split into phases and given its savings), written again after
+the merges of the git mode and of the sync tools (m054's ``vaults.git_mode``, NULL after an index, and m053's
+``vaults.sync``, what keeps the folder in sync, are the only differences: every other table's digest is
+af0ff5c's; the new tables, empty after an index, are now listed too).
 
 A committed reference rather than the old code kept behind a switch: the old route would be a second copy
 of the indexer to maintain, and the product keeps no route the person never runs. A change that means to

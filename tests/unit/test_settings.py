@@ -279,6 +279,10 @@ def test_schema_is_well_formed() -> None:
         "history.max_mb",
         "backup.enabled",
         "backup.keep",
+        # which names are conflict copies is the shared index's too; which machine makes kms's own writes is
+        # the machine's (its settings file), never one session's
+        "sync.conflict_patterns",
+        "sync.own_writes_here",
     ]
     for s in schema.SETTINGS.values():
         assert s.description and s.valid_values()

@@ -109,6 +109,29 @@ def test_tokens_are_listed_and_revoked_from_their_page(tmp_path: Path) -> None:
     assert tokens.get(world.env.conn, token.id).state(1e12) == "revoked"
 
 
+def test_writes_landed_under_review_after_are_listed_on_the_queue_to_undo_or_keep(tmp_path: Path) -> None:
+    """``review.mode = after``: the write lands at once; the queue page lists it, with undo and keep."""
+    world = make_world(tmp_path)
+    plan = world.env.root / "inbox/Plan.md"
+    before = plan.read_bytes()
+    note = scalar(world.env.conn, "SELECT id FROM notes WHERE path = 'inbox/Plan.md'")
+    writer = Writer(world.env.db_path, SESSION, review_mode="after")
+    first = writer.call("kms_append", noteId=note, content="- landed one")["invocationId"]
+    second = writer.call("kms_append", noteId=note, content="- landed two")["invocationId"]
+    assert b"landed two" in plan.read_bytes()  # landed, nobody asked
+    c = signed_in(world.env.db_path)
+    page = c.get("/review/").text
+    assert "Landed, for a look after" in page
+    assert f"/review/changes/{first}/undo" in page and f"/review/landed/{second}/keep" in page
+    kept = post(c, f"/review/landed/{second}/keep", {"next": "/review/"})
+    assert kept.status_code == 303 and f"done=kept&n={second}" in kept.headers["location"]
+    assert f"/review/landed/{second}/keep" not in c.get("/review/").text
+    assert post(c, f"/review/changes/{second}/undo", {"next": "/review/"}).status_code == 303
+    assert post(c, f"/review/changes/{first}/undo", {"next": "/review/"}).status_code == 303
+    assert plan.read_bytes() == before
+    assert "Landed, for a look after" not in c.get("/review/").text  # one kept, one undone: nothing left
+
+
 def test_a_remote_grant_is_listed_with_the_tokens_and_revoked_whole(tmp_path: Path) -> None:
     """Revoking a remote grant's row ends the grant (its access and refresh tokens), as ``kms token revoke``."""
     world = make_world(tmp_path)

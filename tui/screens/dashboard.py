@@ -60,6 +60,7 @@ class DashboardScreen(Screen[None]):
         Binding("x", "clear_filters", "Clear"),
         Binding("s", "app.settings", "Settings"),
         Binding("t", "app.trash", "Trash", show=False),
+        Binding("c", "app.conflicts", "Conflicts", show=False),  # the top bar's ⚠ says when one is open
         Binding("h", "history", "History", show=False),
         Binding("k", "app.service", "Service", show=False),
         Binding("p", "app.pending", "Pending", show=False),  # the badge says so when something waits

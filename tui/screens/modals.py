@@ -159,6 +159,25 @@ def _location(text: str, offset: int) -> tuple[int, int]:
     return row, offset - (before.rfind("\n") + 1)
 
 
+class PairScreen(ModalScreen[None]):
+    """A device's pairing link for the review pages and its QR code (as ``kms review pair``): single use,
+    ten minutes."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, link: str, qr: str, minutes: int) -> None:
+        super().__init__()
+        self.link, self.qr, self.minutes = link, qr, minutes
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="wide") as box:
+            box.border_title = "Pair a device with the review pages"
+            box.border_subtitle = f"scan it or open the link, once, within {self.minutes} minutes"
+            yield Static(Text(self.qr), id="pair-qr")
+            yield Static(Text(self.link, style="cyan"), id="pair-link")
+        yield Footer()
+
+
 class ReadsScreen(ModalScreen[None]):
     """Which notes a session's agent read (from ``note_reads``); Enter opens one."""
 

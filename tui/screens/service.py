@@ -20,14 +20,16 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from server import humanize
-from server.activity import control, remote_pairing, tokens
+from server.activity import control, remote_pairing, review_access, tokens
+from server.config.settings import load_settings
 from server.errors import KmsError
 from tui.screens.control import ConfirmScreen
+from tui.screens.modals import PairScreen
 
 if TYPE_CHECKING:
     from tui.app import KmsDashboard
 
-HINT = "v revokes a token · p pauses or resumes its session · c pairing code · g reloads"
+HINT = "v revokes a token · p pauses or resumes its session · c pairing code · d pairs a device · g reloads"
 STATE_STYLE = {"active": "green", "revoked": "red", "expired": "yellow"}
 
 
@@ -39,6 +41,15 @@ def revoke_question(token: tokens.Token) -> ConfirmScreen:
         f"session {token.session_id} ends. A host using it needs a new token.",
         "Revoke",
     )
+
+
+def _service_url(db_path: Path) -> str | None:
+    """The running service's ``/mcp`` address, or None."""
+    # deferred: the MCP layer (and its SDK) loads only when the dashboard shows the service
+    from server.mcp import service
+
+    state = service.read_state(db_path)
+    return state.url if state is not None else None
 
 
 def _service_line(db_path: Path) -> Text:
@@ -60,6 +71,7 @@ class ServiceScreen(Screen[None]):
         Binding("p", "pause", "Pause/resume"),
         Binding("g", "reload", "Reload"),
         Binding("c", "pair", "Pairing code"),
+        Binding("d", "pair_device", "Pair a device"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
@@ -155,6 +167,23 @@ class ServiceScreen(Screen[None]):
             Text.assemble(("pairing code ", "bold"), (code, "bold cyan"), f"  valid {minutes} min, once · {HINT}")
         )
         self.notify(f"pairing code {code} (valid {minutes} min, once)", title="Remote mode", timeout=30)
+
+    def action_pair_device(self) -> None:
+        self.pair_device()
+
+    @work(group="service-pair-device", exclusive=True, exit_on_error=False)
+    async def pair_device(self) -> None:
+        """A phone's pairing link for the review pages and its QR code (``kms review pair``'s, from the same core)."""
+        # deferred: the review pages' package (Starlette, Jinja2) loads only when the person pairs a device
+        from server.web import pairing
+
+        base = pairing.pages_base(load_settings(self.kms.settings_path), _service_url(Path(self.kms.db_path)))
+        if base is None:
+            self.notify("the kms service is not running: start it with `kms service start`", severity="warning")
+            return
+        link = await self.kms.db(pairing.pair_link, base, "phone")
+        minutes = int(review_access.PAIR_LINK_S // 60)
+        self.app.push_screen(PairScreen(link, pairing.qr_text(link), minutes))
 
     def action_pause(self) -> None:
         token = self.selected()

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from server import humanize
-from server.index.overview import Overview
+from server.index.overview import Overview, VaultSummary
 from tui import format as fmt
 from tui.state import DashboardState
 
@@ -46,10 +46,13 @@ class TopBar(Widget):
         now = self.state.clock()
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" kms ", style="bold reverse")
-        names = ", ".join(v.name for v in ov.vaults) or "no vault"
-        t.append(f" {names}", style="bold")
+        names = ", ".join(v.name + _how_kept(v) for v in ov.vaults)
+        t.append(f" {names or 'no vault'}", style="bold")
         indexed = "indexed " if indexed_word else ""
         t.append(f" · {ov.notes} notes · {indexed}{humanize.clock_time(ov.last_indexed_at, now)}")
+        conflicts = sum(v.conflicts or 0 for v in ov.vaults)
+        if conflicts:  # two versions of a note wait for the person (kms conflicts); agents may not write to it
+            t.append(f" · ⚠ {conflicts} conflict{'s' if conflicts > 1 else ''} (c)", style="bold yellow")
         if ov.incomplete:  # a new vault between its two index transactions: searchable, links and tags to come
             t.append(f" · {', '.join(ov.incomplete)} searchable, building links and tags", style="bold yellow")
         if st is None:
@@ -73,3 +76,11 @@ class TopBar(Widget):
         t.append(" │ allow ", style="dim")
         t.append(" ".join(allow) if allow else "any folder", style="bold" if allow else "dim")
         return t
+
+
+def _how_kept(v: VaultSummary) -> str:
+    """What keeps a vault in sync and its git mode, after its name: `` (syncthing · git commit)``."""
+    said = [v.sync.replace(",", "+")] if v.sync else []
+    if v.git_on:
+        said.append(f"git {v.git_mode}")
+    return f" ({' · '.join(said)})" if said else ""

@@ -168,9 +168,11 @@ class StatusOutput(ToolOutput):
     unresolvedLinks: dict[str, Any]
     watcher: dict[str, Any]
     embeddings: dict[str, Any]
+    conflicts: dict[str, Any]
 
 
 def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
+    from server.index import conflicts
     from server.index import orientation as o
 
     ctx.require_index()
@@ -186,6 +188,7 @@ def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
         "unresolvedLinks": {"count": unresolved_count, "top": unresolved},
         "watcher": {"running": _watcher(ctx)},
         "embeddings": {**_semantic(ctx), **o.embedding_coverage(conn, vault_id)},
+        "conflicts": conflicts.for_agents(conn, vault_id),
     }
 
 
@@ -194,8 +197,10 @@ KMS_STATUS = ReadSpec(
     name="kms_status",
     about=(
         "Index health: when the notes were last indexed, counts, notes whose frontmatter could not be "
-        "read (with why), the most named unresolved links, whether the index is kept live and how much "
-        "of the vault semantic search covers. Use it when results look stale or incomplete."
+        "read (with why), the most named unresolved links, whether the index is kept live, how much "
+        "of the vault semantic search covers, and the notes with an open sync conflict (two versions from two "
+        "machines: writes to them are refused until the person resolves it). Use it when results look stale "
+        "or incomplete."
     ),
     errors=("not-found", "no-index"),
     input_model=StatusInput,
