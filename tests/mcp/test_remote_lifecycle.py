@@ -28,7 +28,7 @@ def test_revoking_a_grant_ends_its_open_stream(db_path: Path, tmp_path: Path, co
         access = exchange(http, remote.base, client_id, verifier, code).json()["access_token"]
         with httpx2.Client(timeout=httpx2.Timeout(10, read=60)) as client:
             stream = open_stream(client, SimpleNamespace(url=remote.resource), access)  # type: ignore[arg-type]
-            time.sleep(1.0)  # open across checks of its (still active) grant
+            time.sleep(1.0)  # the wait is the test: the stream stays open across checks of its (active) grant
             assert stream.ended_at is None, stream.error
             remote_grants.revoke_grant(conn, remote_grants.list_grants(conn)[0]["id"])
             revoked = time.monotonic()
