@@ -48,6 +48,7 @@ from server.mcp.http_guard import (
     Origins,
     bearer,
     exact_security,
+    replay,
     typed_errors,
 )
 from server.store.db import thread_connection
@@ -126,16 +127,7 @@ class ScreenedBodies:
                 )
                 await send({"type": "http.response.body", "body": reply})
                 return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
 
 STREAM_CHECK_S = 0.5  # how often a response still open re-checks its token (revoked or lapsed: it ends)

@@ -201,7 +201,7 @@ class HttpGuard:
         read = await self._read_body(receive, send, limit)
         if read is None:
             return
-        await self.app(scope, _replay(read, receive), send)
+        await self.app(scope, replay(read, receive), send)
 
     async def _read_body(self, receive: Receive, send: Send, limit: int) -> list[Message] | None:
         """The request's messages, the body joined into one (None: refused here, 413 or 408, already answered)."""
@@ -225,13 +225,15 @@ class HttpGuard:
             return None
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that gives ``messages`` (a body already read) first, then the connection's own: how a screen
+    that had to read the body hands the request on."""
     pending = list(messages)
 
-    async def replay() -> Message:
+    async def next_message() -> Message:
         return pending.pop(0) if pending else await receive()
 
-    return replay
+    return next_message
 
 
 def raw_refusal(status: int, reason: str, kind: str, message: str) -> bytes:

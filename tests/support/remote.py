@@ -24,6 +24,15 @@ from server.mcp import service
 from support.net import free_port
 
 CLAUDE = "https://claude.ai/api/mcp/auth_callback"
+# what an authorization request consented to carries, for tests that make a grant straight in the store
+GRANT_PARAMS = {
+    "scopes": "tier:write",
+    "client_name": "claude.ai",
+    "redirect_uri": CLAUDE,
+    "explicit": True,
+    "code_challenge": "x",
+    "resource": "https://box.example.net/mcp",
+}
 
 
 @dataclass(frozen=True)

@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import apsw
 import pytest
+from support.remote import GRANT_PARAMS
 
 from server.activity import remote_grants, remote_pairing
 from server.config.scopes import Scopes
 from server.errors import KmsError
 
-PARAMS = {
-    "scopes": "tier:write",
-    "client_name": "claude.ai",
-    "redirect_uri": "https://claude.ai/api/mcp/auth_callback",
-    "explicit": True,
-    "code_challenge": "x",
-    "resource": "https://box.example.net/mcp",
-}
-
 
 def test_tokens_never_outlive_the_grant(conn: apsw.Connection) -> None:
     t0 = 1_000_000.0
     remote_grants.save_client(conn, "c1", {"client_id": "c1"}, now=t0)
-    code = remote_grants.issue_code(conn, "c1", PARAMS, now=t0)
+    code = remote_grants.issue_code(conn, "c1", GRANT_PARAMS, now=t0)
     issued = remote_grants.exchange_code(conn, code, now=t0)
     assert issued.expires_in == 3600
     second = remote_grants.rotate_refresh(conn, issued.refresh_token, "tier:write", now=t0 + 7200)
@@ -41,7 +33,7 @@ def test_unused_registrations_are_swept(conn: apsw.Connection) -> None:
     t0 = 2_000_000.0
     remote_grants.save_client(conn, "unused", {"client_id": "unused"}, now=t0)
     remote_grants.save_client(conn, "granted", {"client_id": "granted"}, now=t0)
-    remote_grants.exchange_code(conn, remote_grants.issue_code(conn, "granted", PARAMS, now=t0), now=t0)
+    remote_grants.exchange_code(conn, remote_grants.issue_code(conn, "granted", GRANT_PARAMS, now=t0), now=t0)
     remote_grants.sweep_clients(conn, now=t0 + remote_grants.UNUSED_CLIENT_S + 1)
     assert remote_grants.load_client(conn, "unused") is None
     assert remote_grants.load_client(conn, "granted") is not None

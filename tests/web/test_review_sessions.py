@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from support.remote import GRANT_PARAMS
 from support.review import SESSION, make_world, post, signed_in
 from support.writes import Writer
 
@@ -136,16 +137,8 @@ def test_a_remote_grant_is_listed_with_the_tokens_and_revoked_whole(tmp_path: Pa
     """Revoking a remote grant's row ends the grant (its access and refresh tokens), as ``kms token revoke``."""
     world = make_world(tmp_path)
     conn = world.env.conn
-    params = {
-        "scopes": "tier:write",
-        "client_name": "claude.ai",
-        "redirect_uri": "https://claude.ai/api/mcp/auth_callback",
-        "explicit": True,
-        "code_challenge": "x",
-        "resource": "https://box.example.net/mcp",
-    }
     remote_grants.save_client(conn, "c1", {"client_id": "c1", "client_name": "claude.ai"})
-    issued = remote_grants.exchange_code(conn, remote_grants.issue_code(conn, "c1", params))
+    issued = remote_grants.exchange_code(conn, remote_grants.issue_code(conn, "c1", GRANT_PARAMS))
     (grant,) = remote_grants.list_grants(conn)
     c = signed_in(world.env.db_path)
     page = c.get("/review/tokens").text

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit, urlunsplit
 from server.activity import remote_grants
 from server.config.scopes import ScopeError, Scopes
 from server.config.tiers import TIERS
+from server.mcp.http_guard import replay
 from server.mcp.remote.provider import SECRET_HASH, same_resource
 from server.store.db import service_folder, thread_connection
 
@@ -59,16 +60,7 @@ async def _body(receive: Any) -> tuple[bytes, Any]:
         message = await receive()
         body += message.get("body", b"")
         more = message.get("more_body", False) and message.get("type") == "http.request"
-    sent = False
-
-    async def replay() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
+    return body, replay([{"type": "http.request", "body": body, "more_body": False}], receive)
 
 
 class TargetCheck:
