@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.errors import KmsError
-from server.vault import frontmatter
-from server.vault.frontmatter import canon
 from server.vault.markdown import Unclosed, frontmatter_span
 
 TEXT_INSERTED = "text-inserted"
@@ -284,6 +282,9 @@ def props_now(text: str, keys: Any) -> dict[str, Any] | None:
     """The JSON values of ``keys`` in the note's frontmatter now (``frontmatter.ABSENT`` for a key it
     lacks); None when the frontmatter does not parse. (YAML is loaded only here: the dashboard imports
     this module.)"""
+    # deferred: the YAML reader and the note editor load at the first property check, not on the way to
+    # tools/list (the MCP registry imports this module through the write outcomes)
+    from server.vault import frontmatter
 
     try:
         span = frontmatter_span(text)
@@ -311,6 +312,8 @@ def survives(change: Change | None, text: str) -> bool | None:
             return _has_lines(text, f.new)
         return None if not f.old else not _has_lines(text, f.old)
     if isinstance(change, PropertiesChanged) and change.after:
+        from server.vault.frontmatter import canon  # deferred: as in props_now (YAML off the tools/list path)
+
         now = props_now(text, change.after)
         if now is None:
             return None

@@ -31,8 +31,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import threading
 import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -216,9 +218,6 @@ class EndingResponses:
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
-    import json
-    import threading
-
     from server.writes.capture import settle_staged
     from server.writes.session_hooks import EVENTS, handle
 
