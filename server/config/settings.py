@@ -30,18 +30,16 @@ from platformdirs import user_config_dir
 
 from server.config.environment import env_value
 from server.config.schema import (
-    AUTO,
     BUILTIN_SERVERS,
     SETTINGS,
-    Setting,
     SettingsError,
     SettingsFileError,
     SettingValueError,
-    Source,
     setting,
     suggest_keys,
 )
 from server.config.servers import CUSTOM_PREFIX, CustomServer, UnknownServerError, custom_server_from_toml
+from server.config.setting_row import AUTO, Setting, Source
 from server.config.settings_file import VERSION_KEY, prune_in_place, read_document, upgrade, write_text
 from server.config.values import parse_value, validate_value
 from server.store import db

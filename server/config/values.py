@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.config.allowlist import normalize_folder_glob
-from server.config.schema import AUTO, SettingValueError, setting
+from server.config.schema import SettingValueError, setting
+from server.config.setting_row import AUTO
 
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}

@@ -19,7 +19,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
-from server.config.schema import AUTO, SettingsError, setting
+from server.config.schema import SettingsError, setting
+from server.config.setting_row import AUTO
 from server.config.settings import load_settings, set_value
 from server.config.values import format_value, parse_value
 
