@@ -58,7 +58,8 @@ def growth_and_timings(run: int) -> dict[str, float]:
     from genvault import generate
 
     from server.activity.history import find_line, versions
-    from server.index.indexer import index_vault, reindex_file
+    from server.index.incremental import reindex_file
+    from server.index.indexer import index_vault
     from server.store.db import connect
     from server.vault.registry import add_vault
     from server.writes.context import WriteContext

@@ -14,7 +14,8 @@ import apsw
 from server.index import conflicts
 from server.index.backups import start_backup_if_due
 from server.index.git_sync import start_sync_if_due
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.index.privacy import KMSIGNORE, refresh
 from server.index.writer import add_attachments
 from server.store.db import connect, write_tx

@@ -21,9 +21,9 @@ its write lock spans its file changes and its rows (the watcher never sees a mov
 not moved with it), its rows are written while its fsyncs run, and an fsync that fails takes every file
 of the unit back; those need the unit's own frame (its open descriptors, its roll-back).
 
-This module imports the indexer at its top: nothing in ``kms mcp``'s start-up path imports the write
-modules before the tool list is written (``server.mcp.serve`` ``Deferred``), and the dashboard imports
-them for the person's writes.
+This module imports the single-file indexer (``server.index.incremental``) at its top: nothing in
+``kms mcp``'s start-up path imports the write modules before the tool list is written
+(``server.mcp.serve`` ``Deferred``), and the dashboard imports them for the person's writes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import apsw
 
 from server.index.history import HOW_INDEX
-from server.index.indexer import LinkWork, reindex_file, reindex_written
+from server.index.incremental import LinkWork, reindex_file, reindex_written
 from server.index.records import FileRecord
 from server.store.db import shared_commit, write_tx
 from server.store.health import UNUSABLE

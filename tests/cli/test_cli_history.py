@@ -11,7 +11,8 @@ import apsw
 import pytest
 from support.cli import kms, ok, refused, said
 
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.vault.registry import add_vault, get_vault
 
 

@@ -12,7 +12,7 @@ from support.mcp_session import TierSwitches, mcp_client
 from support.organize import index
 from support.vaults import write
 
-from server.index.indexer import reindex_file
+from server.index.incremental import reindex_file
 from server.index.notes import set_hidden
 from server.vault.registry import get_vault
 

@@ -15,7 +15,8 @@ from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
 from server.activity.sessions import end_session, get_session
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.index.note_data import unfence
 from server.index.notes import set_hidden
 from server.vault.registry import add_vault, get_vault

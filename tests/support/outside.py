@@ -8,7 +8,7 @@ from pathlib import Path
 import apsw
 
 from server.activity import session_record
-from server.index.indexer import reindex_file
+from server.index.incremental import reindex_file
 from server.vault.registry import Vault
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import apsw
 
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.store.db import connect
 from server.vault.registry import Vault, add_vault
 

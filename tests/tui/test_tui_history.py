@@ -13,7 +13,7 @@ from support.dashboard import settled, wait_for
 from support.sql import value
 from test_tui_trash import app_for, trashed_world
 
-from server.index.indexer import reindex_file
+from server.index.incremental import reindex_file
 from server.store.db import connect
 from server.vault.registry import get_vault
 from tui.app import KmsDashboard

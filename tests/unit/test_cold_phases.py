@@ -23,7 +23,8 @@ from server.activity.ratelimit import RateLimiter
 from server.config.settings import set_value
 from server.index import history
 from server.index.cold import incomplete
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.index.report import IndexReport
 from server.store import kept_counts
 from server.store.db import connect

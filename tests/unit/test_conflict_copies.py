@@ -12,7 +12,8 @@ from support.writes import Env, Writer, make_env
 from server.activity.ratelimit import RateLimiter
 from server.errors import KmsError
 from server.index import conflicts
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.index.search import search
 from server.store.db import write_tx
 from server.vault.registry import get_vault

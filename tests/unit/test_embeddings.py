@@ -35,7 +35,8 @@ from server.index.embed import (
 )
 from server.index.embed.chunker import approx_tokens, chunk_note, sections
 from server.index.embed.model import MAX_TOKENS, REQUIRED_FILES
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.store.db import connect
 from server.vault.registry import add_vault
 

@@ -15,7 +15,8 @@ from support.writes import Env, Writer, make_env
 from server.activity.history import find_line, pick, version_bytes, versions
 from server.errors import KmsError
 from server.index import history
-from server.index.indexer import LinkWork, index_vault, reindex_file
+from server.index.incremental import LinkWork, reindex_file
+from server.index.indexer import index_vault
 from server.index.watcher import apply_changes
 from server.store import history as blobs
 from server.store.db import write_tx

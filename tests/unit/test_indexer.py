@@ -21,7 +21,8 @@ from support.vaults import note_id, write
 
 from server.errors import KmsError
 from server.index import records
-from server.index.indexer import index_all, index_vault, reindex_file, remove_vault
+from server.index.incremental import reindex_file
+from server.index.indexer import index_all, index_vault, remove_vault
 from server.index.notes import resolve_note, set_hidden
 from server.index.search import search
 from server.index.watcher import apply_changes

@@ -13,7 +13,8 @@ import apsw
 from support.vaults import write
 
 from server.index import listing, orientation
-from server.index.indexer import index_vault, reindex_file, remove_vault
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault, remove_vault
 from server.index.notes import set_hidden
 from server.store.db import rows, scalar, write_tx
 from server.vault.registry import add_vault, get_vault

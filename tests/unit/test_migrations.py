@@ -653,7 +653,8 @@ def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Pa
     """An m032 database (the one before) gains the index of versions by path and time: the versions kept
     before are found through it, and the feed joins an edit a session reported to the version kms kept."""
     from server.activity import outside_feed, session_record
-    from server.index.indexer import index_vault, reindex_file
+    from server.index.incremental import reindex_file
+    from server.index.indexer import index_vault
     from server.vault.registry import add_vault
 
     path = tmp_path / "m032.db"
@@ -795,7 +796,8 @@ def test_upgrade_to_m038_keeps_a_stamp_a_deleted_note_had_and_gives_it_back(tmp_
     stamp, and the kept counts stay what a recount says (the trigger's update is counted)."""
     from support.vaults import write
 
-    from server.index.indexer import index_vault, reindex_file
+    from server.index.incremental import reindex_file
+    from server.index.indexer import index_vault
     from server.index.notes import set_hidden
     from server.store.kept_counts import RECOUNT
     from server.vault.registry import add_vault, get_vault

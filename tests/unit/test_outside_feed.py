@@ -14,7 +14,7 @@ from support.writes import Env, Writer, make_env
 from server.activity import outside_feed
 from server.activity.feed import FeedFilter
 from server.activity.outside_feed import Mark, merged_page, row_key, since
-from server.index.indexer import reindex_file
+from server.index.incremental import reindex_file
 
 SID = "s-outside"
 V1 = b"# Plan\n\nfirst line\n"

@@ -9,7 +9,8 @@ import apsw
 from support.sql import value
 
 from server.activity import overwrites
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.vault.files import sha256_hex
 from server.vault.registry import Vault, add_vault
 

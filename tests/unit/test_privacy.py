@@ -133,7 +133,7 @@ def test_each_rule_at_index_time_and_a_rule_change(conn: apsw.Connection, tmp_pa
 def test_an_edit_that_adds_a_rule_hides_the_note_and_drops_its_chunks(conn: apsw.Connection, tmp_path: Path) -> None:
     vault_dir = tmp_path / "v"
     vault_dir.mkdir()
-    from server.index.indexer import reindex_file
+    from server.index.incremental import reindex_file
 
     write(vault_dir / "a.md", "# A\n\nplain\n")
     vault = add_vault(conn, vault_dir, "v")

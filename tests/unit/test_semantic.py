@@ -15,7 +15,8 @@ import pytest
 
 from server.errors import KmsError
 from server.index.embed import Embedder, embed_pending
-from server.index.indexer import index_vault, reindex_file
+from server.index.incremental import reindex_file
+from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.index.search import search
 from server.index.semantic import RELAXED_WEIGHT, RRF_K, SemanticIndex, semantic_search

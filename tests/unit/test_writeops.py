@@ -138,7 +138,7 @@ def test_index_after_a_write_is_what_reading_the_file_gives(env: Env) -> None:
     """The write path indexes the bytes it wrote (parsed while they were fsynced) instead of reading
     the file back: the row must be exactly what a fresh read of the file yields, so the watcher's
     echo of the write finds nothing to do."""
-    from server.index.indexer import reindex_file
+    from server.index.incremental import reindex_file
     from server.index.records import read_record
 
     nid = env.note("log.md", "---\ntags: [log]\n---\n# Log\n\n- first #day1 see [[Other]]\n")
