@@ -31,7 +31,7 @@ from server.mcp import host_approval
 from server.mcp.tools.base import WriteSpec
 from server.mcp.tools.dispatch import ToolRunner
 from server.writes import staging
-from server.writes.guard import POLL_S, Staged, staged_answer
+from server.writes.held_call import POLL_S, Staged, staged_answer
 
 log = logging.getLogger("kms.tools")
 Answer = tuple[dict[str, Any], bool]

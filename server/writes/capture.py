@@ -35,7 +35,8 @@ from server.vault.registry import Vault, get_vault
 from server.writes import own_writes
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
-from server.writes.guard import Staged, WriteService
+from server.writes.guard import WriteService
+from server.writes.held_call import Staged
 from server.writes.operations import check_note_folder, create
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.staging import StagedFile

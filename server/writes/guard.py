@@ -51,7 +51,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,13 +66,13 @@ from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error
 from server.vault import git_units
-from server.vault.planted import looks_like_instructions, strings_in
 from server.writes import git_step, reindex, unit_journal
 from server.writes.context import ModelSource, Touched, WriteContext, lock_dir_for
+from server.writes.held_call import POLL_S, Staged, planted_reasons, refusal, staged_answer
 from server.writes.limits import MAX_NOTE_NAME_CHARS, MAX_TITLE_CHARS
 from server.writes.outcome import WriteOutcome
 from server.writes.record import record_call, text_argument
-from server.writes.staging import Capture, Expected, StagedFile
+from server.writes.staging import Capture, Expected
 
 if TYPE_CHECKING:  # the dashboard imports this module (revert records through it): no pydantic for it
     from pydantic import BaseModel
@@ -96,62 +95,6 @@ class WriteTool(Protocol):
 
 
 APPROVAL_MODES = ("off", "bulk", "always")
-# arguments that are not text a write puts in a note (the rest, titles and paths included, are looked at)
-NOT_NOTE_TEXT = frozenset({idempotency.KEY_FIELD, "version", "vault", "noteId"})
-
-
-def planted_reasons(arguments: Mapping[str, Any]) -> list[str]:
-    """Why the text a write call would put in a note looks like instructions to an agent (empty: it does
-    not). Every write tool's arguments go through it, whatever their names: a new tool is covered too."""
-    return looks_like_instructions("\n".join(strings_in(dict(arguments), NOT_NOTE_TEXT)))
-
-
-POLL_S = 0.1  # how often a waiting call looks at the person's decision (the answer comes within 0.5 s)
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A call waiting for the person: its ``pending_writes`` id and the files it was shown to change."""
-
-    id: int
-    files: tuple[StagedFile, ...]
-    expires_at: float
-    why: tuple[str, ...] = ()  # staged because its text looks planted (``planted_reasons``)
-    detached: bool = False  # nobody waits on it: answered at once, applied by the person's decision
-
-    @classmethod
-    def of(cls, item: approvals.Pending) -> Staged:
-        """The ticket of a staged call as its row keeps it (a decider in another process applies it)."""
-        files = tuple(StagedFile.from_json(f) for f in item.files)
-        return cls(item.id, files, item.expires_at, tuple(item.why), item.detached)
-
-
-def staged_answer(staged: Staged) -> dict[str, Any]:
-    """A detached call's answer, given at once: staged, its pending id, how the person reviews it and what it
-    would change (a hidden note counted, never named). ``kms_pending`` tells the agent what became of it."""
-    shown = [
-        {
-            "vault": f.vault,
-            "path": f.path,
-            **({"newPath": f.new_path} if f.new_path else {}),
-            "added": f.added,
-            "removed": f.removed,
-        }
-        for f in staged.files
-        if not f.hidden
-    ]
-    hidden = sum(1 for f in staged.files if f.hidden)
-    return {
-        "status": "staged",
-        "pendingId": staged.id,
-        "review": approvals.review_hint(staged.id),
-        "message": f"staged for the person's review, nothing written yet; ask kms_pending with pendingId "
-        f"{staged.id} what became of it",
-        "files": shown,
-        **({"hiddenFiles": hidden} if hidden else {}),
-        "expiresAt": staged.expires_at,
-        **({"why": list(staged.why)} if staged.why else {}),
-    }
 
 
 class WriteService:
@@ -376,28 +319,7 @@ class WriteService:
         if decision.status == "approved":
             return self.run(tool, arguments, pending=decision, expected=Expected.of(staged.files))
         conn = self.conn()
-        if decision.status == "rejected":
-            why = f": {decision.reason}" if decision.reason else ""
-            err = KmsError(
-                "rejected",
-                f"the person rejected this change{why}; nothing was written",
-                pendingId=staged.id,
-                reason=decision.reason,
-            )
-        else:
-            err = KmsError(
-                "approval-timeout",
-                f"the person did not decide within {self.approval_timeout:g} s "
-                "(write.approval_timeout); nothing was written. Ask them to look at the dashboard's "
-                "pending pane, or retry later",
-                pendingId=staged.id,
-            )
-        if staged.why:  # the agent learns why the person was asked, not only that they said no
-            err.message += (
-                f" (it was held for the person because its text looks like instructions to an agent: "
-                f"{'; '.join(staged.why)})"
-            )
-            err.extra["why"] = list(staged.why)
+        err = refusal(staged, decision, self.approval_timeout)
         first = next((f for f in staged.files if not f.hidden), None)
         touched = Touched(
             note_id=text_argument(arguments.get("noteId"), MAX_NOTE_NAME_CHARS),

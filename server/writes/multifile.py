@@ -45,11 +45,12 @@ from server.vault.files import (
     sync_and_close_all,
     write_failure,
 )
-from server.vault.paths import is_within, locate_notes, relpath_in_vault
+from server.vault.paths import locate_notes, relpath_in_vault
 from server.vault.registry import Vault
 from server.writes import once, reindex
 from server.writes.context import Landed, WriteContext
 from server.writes.crash_points import crash_point
+from server.writes.destination import case_only, destination, same_file
 from server.writes.staging import Capture
 from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
 from server.writes.unit_scope import check_moves, refuse_rewrites_outside
@@ -165,42 +166,11 @@ def _recheck(ctx: WriteContext, vault: Vault, prepared: list[_Prepared]) -> None
                 )
 
 
-def _case_only(real: Path, dest: Path) -> bool:
-    """A rename that changes only the case of the name (``dest`` may be the same file on a
-    case-insensitive file system)."""
-    return real != dest and str(real).casefold() == str(dest).casefold()
-
-
-def _destination(vault: Vault, new_path: str, real: Path, *, make: bool = True) -> Path:
-    """Where a moving file goes: its folder made (inside the vault only; not with ``make`` False, which only
-    checks), the name still free (or the file itself under another case, on a case-insensitive file system).
-    ``new_path`` was built by kms (a checked folder and name, ``.trash/...``, or a recorded path)."""
-    folder, _, name = new_path.rpartition("/")
-    parent = vault.root.joinpath(*folder.split("/")) if folder else vault.root
-    if not is_within(parent, vault.root):
-        raise KmsError("invalid-input", f"{folder!r} leads outside the vault")
-    if make:
-        parent.mkdir(parents=True, exist_ok=True)
-        if not is_within(parent, vault.root) or not parent.is_dir():
-            raise KmsError("invalid-input", f"{folder!r} leads outside the vault or is not a folder")
-    dest = parent / name
-    if (dest.exists() or dest.is_symlink()) and not (_case_only(real, dest) and _same_file(real, dest)):
-        raise KmsError("already-exists", f"{new_path!r} already exists", path=new_path)
-    return dest
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def _move(real: Path, dest: Path, new_raw: bytes) -> None:
     """Put ``new_raw`` at ``dest`` (never over another file) and remove ``real``. A case-only rename
     goes through a temp name first: on a case-insensitive file system ``dest`` *is* ``real``, and
     creating it then removing ``real`` would remove the note."""
-    if _case_only(real, dest):
+    if case_only(real, dest):
         aside = real.with_name(f".kms-{secrets.token_hex(6)}.tmp")
         os.rename(real, aside)
         try:
@@ -240,7 +210,7 @@ def apply_plans(
         recover(conn, lock_dir, held=targets)  # a dead writer's unit over these notes is undone first
         for i, p in enumerate(plans):  # every name still free, before anything is read or made
             if p.new_path and p.new_path != p.path:
-                _destination(vault, p.new_path, reals[i], make=False)
+                destination(vault, p.new_path, reals[i], make=False)
         prepared = [
             _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
         ]
@@ -248,7 +218,7 @@ def apply_plans(
         refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if _in_place(p)])
         for i, p in enumerate(plans):  # (a folder is made only once nothing refuses the unit before its writes)
             if p.new_path and p.new_path != p.path:
-                dests[i] = _destination(vault, p.new_path, reals[i])
+                dests[i] = destination(vault, p.new_path, reals[i])
         out = _changes(prepared, dests)
         entries = [
             _entry(prep, dests.get(i))
@@ -491,7 +461,7 @@ def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:
             if dest is not None:
                 if not os.path.lexists(dest) or dest.read_bytes() != prep.new_raw:
                     continue  # never made, or a person's save after kms's move: theirs stays
-                if os.path.lexists(prep.real) and not _same_file(prep.real, dest):
+                if os.path.lexists(prep.real) and not same_file(prep.real, dest):
                     os.unlink(dest)  # made, but the old one was never removed
                 else:
                     _move(dest, prep.real, prep.raw)

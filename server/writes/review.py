@@ -34,7 +34,8 @@ import apsw
 from server.activity import approvals
 from server.errors import KmsError
 from server.writes import appliers
-from server.writes.guard import Staged, WriteService, WriteTool
+from server.writes.guard import WriteService, WriteTool
+from server.writes.held_call import Staged
 
 
 def _tool_for(item: approvals.Pending, tools: Mapping[str, WriteTool] | None) -> WriteTool:

@@ -19,7 +19,8 @@ from server.errors import KmsError
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import WriteSpec
 from server.vault.planted import looks_like_instructions
-from server.writes.guard import WriteService, planted_reasons
+from server.writes.guard import WriteService
+from server.writes.held_call import planted_reasons
 
 SPECS = {s.name: s for s in REGISTRY if isinstance(s, WriteSpec)}
 SID = "s0000000p1a7"
