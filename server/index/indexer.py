@@ -24,6 +24,7 @@ import apsw
 
 from server.index import conflicts, history, manifest_index
 from server.index.cold import HistoryPlan, OnSearchable, history_plan, in_two_phases, incomplete, index_cold
+from server.index.link_resolve import affected_keys, resolve_links, resolve_named, sync_attachments
 from server.index.privacy import (
     Rules,
     apply_rules,
@@ -39,12 +40,8 @@ from server.index.writer import (
     ChangedNotes,
     NewNotes,
     StoredRows,
-    affected_keys,
     delete_note_row,
     insert_note,
-    resolve_links,
-    resolve_named,
-    sync_attachments,
     update_note,
     write_children,
 )
