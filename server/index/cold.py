@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import apsw
 
 from server.index import history
+from server.index.link_resolve import resolve_links, resolve_named, sync_attachments
 from server.index.new_links import NewLinks
 from server.index.privacy import Rules, stamps_back, sync_symlinks
 from server.index.records import FileRecord, Keep, Progress, read_all
@@ -37,9 +38,6 @@ from server.index.writer import (
     insert_children,
     insert_resolved_links,
     new_children,
-    resolve_links,
-    resolve_named,
-    sync_attachments,
 )
 from server.store import history as blobs
 from server.store import kept_counts

@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 import apsw
 
 from server.index import conflicts, history
+from server.index.link_resolve import affected_keys, resolve_links
 from server.index.privacy import Rules, purge_embeddings, sync_symlinks, vault_rules
 from server.index.records import FileRecord, read_record
 from server.index.writer import (
     ChangedNotes,
     StoredRows,
-    affected_keys,
     delete_note_row,
     insert_note,
-    resolve_links,
     update_note,
     write_children,
 )

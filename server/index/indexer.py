@@ -23,6 +23,7 @@ import apsw
 from server.index import conflicts, history, manifest_index
 from server.index.cold import HistoryPlan, OnSearchable, history_plan, in_two_phases, incomplete, index_cold
 from server.index.incremental import TOUCHED
+from server.index.link_resolve import affected_keys, resolve_links, resolve_named, sync_attachments
 from server.index.privacy import (
     Rules,
     apply_rules,
@@ -38,11 +39,7 @@ from server.index.writer import (
     ChangedNotes,
     NewNotes,
     StoredRows,
-    affected_keys,
     delete_note_row,
-    resolve_links,
-    resolve_named,
-    sync_attachments,
     write_children,
 )
 from server.store import history as blobs

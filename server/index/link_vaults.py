@@ -2,7 +2,7 @@
 holds the Dendron vault ``name``, as its workspace's ``dendron.yml`` says (the ``dendron_vaults`` rows, m032,
 kept by ``server.vault.registry.settle_workspace``), whatever the kms vault is called.
 
-The one rule, as SQL over a link row ``links`` and its linking note ``s`` (``server.index.writer`` resolves
+The one rule, as SQL over a link row ``links`` and its linking note ``s`` (``server.index.link_resolve`` resolves
 every link with it; ``named_vault`` asks it for one name): a Dendron vault of the linking vault's own
 workspace, the linking kms vault itself first (a workspace added by its root holds all its vaults); else the
 kms vault of that name (a vault added without a ``dendron.yml``, or by its Dendron name); else nothing.

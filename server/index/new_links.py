@@ -1,7 +1,7 @@
 """The links of a vault indexed for the first time, resolved before they are inserted (issue 42).
 
 A cold index used to insert every link unresolved and then run the resolving ``UPDATE`` over all of them
-(``server.index.writer.resolve_links``): half the cost of the links. Here the same rule is applied in
+(``server.index.link_resolve.resolve_links``): half the cost of the links. Here the same rule is applied in
 memory to the keys the vault's own records give, and the links go in with their targets. The rule is the
 writer's SQL (``_note_of_link``, ``_file_of_link``), which stays the one rule for every other index: a
 link's written key before a Markdown link's second key, a path or title before an alias (kind 1-2 before

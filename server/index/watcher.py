@@ -16,8 +16,8 @@ from server.index.backups import start_backup_if_due
 from server.index.git_sync import start_sync_if_due
 from server.index.incremental import reindex_file
 from server.index.indexer import index_vault
+from server.index.link_resolve import add_attachments
 from server.index.privacy import KMSIGNORE, refresh
-from server.index.writer import add_attachments
 from server.store.db import connect, write_tx
 from server.store.locks import wait_own_writes
 from server.vault.paths import is_note_path

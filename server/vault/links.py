@@ -22,16 +22,10 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from server.vault import summary as summary_codec
+from server.vault.body_ranges import MdLink, body_structure, in_ranges, merge_ranges
 from server.vault.frontmatter_read import split_frontmatter
 from server.vault.markdown import SCHEME
-from server.vault.parser import (
-    WIKILINK,
-    MdLink,
-    body_structure,
-    in_ranges,
-    link_key,
-    merge_ranges,
-)
+from server.vault.parser import WIKILINK, link_key
 from server.vault.paths import NOTE_SUFFIX, is_note_path, strip_note_suffix
 
 _TARGET_END = re.compile(r"\\\||[|#^]")

@@ -3,21 +3,19 @@
 A real Markdown parser (pyromark, CommonMark via pulldown-cmark) finds code, headings,
 links and HTML, so ``#tags`` and ``[[links]]`` inside code are not tags or links. Parsing
 never fails: bad frontmatter is reported in ``fm_error`` and the body is still indexed
-(frontmatter is read by ``server.vault.frontmatter_read``).
+(frontmatter is read by ``server.vault.frontmatter_read``; where code, links and headings lie in the body, by
+``server.vault.body_ranges``).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyromark
-
 from server.vault import dialects, markdown
 from server.vault import summary as summary_codec
+from server.vault.body_ranges import MdLink, atx_headings, body_structure, in_ranges, merge_ranges, needs_parse
 from server.vault.dialects import OBSIDIAN, Dialect
 from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_frontmatter, string_list, walk_strings
 from server.vault.markdown import markdown_target
@@ -40,9 +38,6 @@ _PROPERTY = re.compile(r"([A-Za-z0-9_-]+)::[ \t]*(.*)")  # Logseq: key:: value
 _CROSS_VAULT = "dendron://"
 _DIGITS = re.compile(r"^[0-9/_-]+$")
 _MD_LINK_HINT = re.compile(r"\][(:]")  # "](" or "]:": one pass over the body instead of two ``in`` scans
-_CODE_STARTS = frozenset(("CodeBlock", "HtmlBlock", "MetadataBlock"))
-_CODE_EVENTS = frozenset(("Code", "InlineHtml", "Html", "InlineMath"))
-_OPTIONS = pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_STRIKETHROUGH | pyromark.Options.ENABLE_TASKLISTS
 
 
 @dataclass
@@ -159,84 +154,6 @@ def _markdown_link(dest: str, folder: str, line: int, embed: bool, text: str) ->
     )
 
 
-def _to_char_offsets(body: str, events: list) -> list:
-    """pyromark reports UTF-8 byte offsets; map them to str indexes in one pass."""
-    raw = body.encode("utf-8")
-    offsets = sorted({r["start"] for _, r in events} | {r["end"] for _, r in events})
-    mapping: dict[int, int] = {}
-    prev_b = prev_c = 0
-    for off in offsets:
-        prev_c += len(raw[prev_b:off].decode("utf-8", "replace"))
-        prev_b = off
-        mapping[off] = prev_c
-    return [(e, {"start": mapping[r["start"]], "end": mapping[r["end"]]}) for e, r in events]
-
-
-MdLink = tuple[int, int, str, str, bool]  # start, end, destination, reference label, image
-
-
-def body_structure(
-    body: str, mdlinks: list[MdLink] | None = None
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """Ranges of code (no tags/links), of links (no tags), and headings;
-    the Markdown links and images go into ``mdlinks`` when given (autolinks are URLs: left out).
-    Public so the link rewriter skips exactly the code the parser skips."""
-    code: list[tuple[int, int]] = []
-    notags: list[tuple[int, int]] = []
-    heads: list[tuple[int, int, int]] = []
-    # adjacent texts merged: fewer events to convert to Python, and texts are skipped anyway
-    # (the ranges of every other event are the same; checked on 10k notes and 20k random documents)
-    events: Iterable[Any] = pyromark.events_with_range(body, options=_OPTIONS, merge_text=True)
-    if not body.isascii():
-        events = _to_char_offsets(body, list(events))
-    # one event per text run, list item, emphasis...: a note of 200 list items has ~1000, so the
-    # common ones (text, ends) leave this loop after the fewest checks
-    for event, rng in events:
-        if event.__class__ is not dict:  # SoftBreak, HardBreak, Rule
-            continue
-        start = event.get("Start")
-        if start is None:
-            if not _CODE_EVENTS.isdisjoint(event):
-                code.append((rng["start"], rng["end"]))
-            continue
-        if start.__class__ is dict:
-            kind = next(iter(start))
-            if kind in _CODE_STARTS:
-                code.append((rng["start"], rng["end"]))
-            elif kind == "Heading":  # a #tag in a heading is a tag, as Obsidian reads it
-                level = int(start["Heading"]["level"][1:])
-                heads.append((rng["start"], rng["end"], level))
-            elif kind in ("Link", "Image"):
-                notags.append((rng["start"], rng["end"]))
-                if mdlinks is not None:
-                    info = start[kind]
-                    if info["link_type"] not in ("Autolink", "Email"):
-                        mdlinks.append((rng["start"], rng["end"], info["dest_url"], info["id"], kind == "Image"))
-        elif start in _CODE_STARTS:
-            code.append((rng["start"], rng["end"]))
-    return code, notags, heads
-
-
-def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint ranges covering the same positions (headings contain links, blocks contain lines),
-    ready for ``in_ranges``."""
-    merged: list[tuple[int, int]] = []
-    for s, e in sorted(ranges):
-        if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
-        else:
-            merged.append((s, e))
-    return merged
-
-
-def in_ranges(ranges: list[tuple[int, int]], starts: list[int], pos: int) -> bool:
-    """Whether ``pos`` falls in one of ``ranges`` (disjoint and sorted, see ``merge_ranges``; ``starts``
-    their start offsets), by bisection: a body with many code spans is checked per link in log time."""
-    i = bisect.bisect_right(starts, pos) - 1
-    return i >= 0 and ranges[i][0] <= pos < ranges[i][1]
-
-
 _ATX_CLOSING = re.compile(r"\s+#+\s*$")
 
 
@@ -284,36 +201,6 @@ def _scalar_text(raw_fm: str | None, key: str) -> str | None:
 
 def _inside_any(spans: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(a <= start and end <= b for a, b in spans)
-
-
-# What only a Markdown parser can settle in a body (``body_structure``'s code, headings and Markdown links):
-# a code span or fence (`` ` ``, ``~~~``), HTML or an autolink (``<``), a tab or a line indented four spaces
-# (indented code), a CR (CRLF bodies are parsed), a Markdown link or definition (``](``, ``]:``, ``][``), a
-# setext underline (a line of ``=`` or ``-``), a quote (``>``), and a list item that is empty, indented as
-# code, or whose content opens a heading, a quote or another list (``- # x``, ``1. > x``, ``* - x``).
-# Conservative: a body with none of these has no code, no Markdown link, and no heading but its ATX lines
-# (``# Title``, also a list item's continuation line), which ``atx_headings`` finds as the parser does.
-# Checked on tricky notes, the test vaults' and random documents (tests/unit/test_parse_skip.py).
-_PARSE_MARKS = ("`", "<", "\t", "\r", "~~~", "](", "]:", "][")  # anywhere (substring searches: fast)
-_PARSE_LINE = re.compile(  # at a line's start (a literal newline first, so the engine skips ahead to each)
-    r"\n(?: {4}| {0,3}(?:(?:=+|-+) *(?:\n|\Z)|>"
-    r"|(?:[-*+]|\d{1,9}[.)])(?: *(?:\n|\Z)| {5}| {1,4}(?:#{1,6}(?: |\n|\Z)|[>=*+\-]|\d{1,9}[.)]))))"
-)
-_ATX_LINE = re.compile(r"^ {0,3}(#{1,6})(?=[ \n]|\Z)[^\n]*\n?", re.MULTILINE)
-
-
-def needs_parse(body: str) -> bool:
-    """Whether pyromark must read ``body`` (see ``_PARSE_MARKS``, ``_PARSE_LINE``): most notes' bodies of
-    prose, headings, wiki-links and tags skip it and the walk over its events."""
-    return any(mark in body for mark in _PARSE_MARKS) or _PARSE_LINE.search("\n" + body) is not None
-
-
-def atx_headings(body: str) -> list[tuple[int, int, int]]:
-    """The headings of a body ``needs_parse`` lets skip the parser, as ``body_structure`` gives them
-    (start at the first ``#``, end after the line's newline, level)."""
-    if "#" not in body:
-        return []
-    return [(m.start(1), m.end(), len(m.group(1))) for m in _ATX_LINE.finditer(body)]
 
 
 @dataclass

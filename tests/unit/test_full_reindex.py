@@ -11,9 +11,10 @@ from support.sql import pairs, value
 from support.vaults import write
 
 from server.index.indexer import index_vault
+from server.index.link_resolve import resolve_links
 from server.index.notes import set_hidden
 from server.index.search import search
-from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes, NewNotes, resolve_links
+from server.index.writer import FTS_DELETE, UPDATE_COLS, ChangedNotes, NewNotes
 from server.store import kept_counts
 from server.store.db import connect, rows, write_tx
 from server.vault.registry import add_vault, get_vault

@@ -13,8 +13,8 @@ from support.gen_vault import generate
 from support.vaults import REPO, SAMPLE_VAULT
 
 from server.index.records import record_of_bytes
+from server.vault.body_ranges import atx_headings, body_structure, needs_parse
 from server.vault.frontmatter_read import split_frontmatter
-from server.vault.parser import atx_headings, body_structure, needs_parse
 
 TRICKY = [
     "plain words and a [[wiki link]] and a #tag",
