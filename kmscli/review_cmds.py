@@ -21,7 +21,7 @@ from server.errors import KmsError
 from server.humanize import ago
 from server.mcp.service import read_state
 from server.store.db import default_db_path
-from server.web import PREFIX, pairing
+from server.web import pairing
 
 review_app = typer.Typer(
     help="The review pages in a browser: approve, reject and undo agents' work (docs/review.md).",
@@ -36,7 +36,7 @@ def _pages_url() -> str:
     state = read_state(default_db_path())
     if state is None:
         raise KmsError("not-found", "the kms service is not running: start it with `kms service start`")
-    return state.url.removesuffix("/mcp") + PREFIX
+    return state.pages_url
 
 
 def _graphical() -> bool:

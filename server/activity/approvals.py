@@ -23,7 +23,7 @@ from typing import Any
 
 import apsw
 
-from server.activity import provenance
+from server.activity import provenance, review_access
 from server.errors import KmsError
 from server.store.db import rows, shared_commit, write_tx
 
@@ -46,13 +46,23 @@ DECIDER_MAX = 200
 DETACHED_WAIT_S = 7 * 86_400
 
 
-def review_hint(pending_id: int) -> str:
-    """How the person reviews a staged call, as a detached call's answer tells the agent (to pass on): the one
-    place that composes it, so the review page's address can be added when the service serves one."""
+def review_hint(pending_id: int, pages: str | None = None) -> str:
+    """How the person reviews a staged call, as a staged call's answer tells the agent (to pass on): the one
+    place that composes it. ``pages``: the review pages' address when a service serves them (its item's URL is
+    named first: the agent can tell the person where to look); None: how to open them."""
+    others = (
+        f"the kms dashboard's pending pane, or `kms pending` then `kms approve {pending_id}` / "
+        f"`kms reject {pending_id}`"
+    )
+    if pages:
+        return (
+            f"pending change #{pending_id} waits for the person at {review_access.item_url(pages, pending_id)} "
+            f"(the review page: signed in once with `kms review`, or a device paired with `kms review pair`), "
+            f"or {others}"
+        )
     return (
         f"pending change #{pending_id} waits for the person: the review page (`kms review` opens it; on a "
-        f"paired phone, the remote address's /review/), the kms dashboard's pending pane, or "
-        f"`kms pending` then `kms approve {pending_id}` / `kms reject {pending_id}`"
+        f"paired phone, the remote address's /review/), {others}"
     )
 
 

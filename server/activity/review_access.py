@@ -30,6 +30,21 @@ import apsw
 from server.errors import KmsError
 from server.store.db import rows, write_tx
 
+# Where the pages live under a listener's origin (``server.web`` mounts them there): one home for the path, so
+# the CLI, the service and a staged call's answer (``approvals.review_hint``) build the same addresses.
+PAGES_PATH = "/review"
+
+
+def pages_url(origin: str) -> str:
+    """The pages' address (the queue) under ``origin`` (``http://127.0.0.1:8765``, ``https://notes.example``)."""
+    return origin.rstrip("/") + PAGES_PATH
+
+
+def item_url(pages: str, pending_id: int) -> str:
+    """The page of one staged call (``server.web.routes``: ``/pending/{pending_id}``) under the pages' address."""
+    return f"{pages}/pending/{pending_id}"
+
+
 LOGIN_LINK_S = 120.0  # a `kms review` link: opened at once by the browser it launches
 PAIR_LINK_S = 600.0  # a pairing link: time to find the phone and scan the code
 SESSION_S = 12 * 3600.0  # a browser session on this machine

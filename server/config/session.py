@@ -118,6 +118,10 @@ class SessionConfig:
     # person's decision from any process (``server.writes.review``): remote grants, whose person is not at a
     # terminal the call could wait on. In-process only, never in the environment
     review_detached: bool = False
+    # the review pages' address for this session (``http://127.0.0.1:PORT/review``, or remote mode's public origin
+    # for a remote grant): set by the service that opens it, which knows where it serves them; None (a stdio
+    # session): the running service's, asked of its state file when a call is staged. In-process only
+    review_url: str | None = None
 
     @property
     def vault_names(self) -> tuple[str, ...]:

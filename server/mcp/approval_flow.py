@@ -24,10 +24,11 @@ import anyio
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from server.activity import approvals
+from server.activity import approvals, review_access
 from server.activity.approvals import Pending
 from server.errors import KmsError
 from server.mcp import host_approval
+from server.mcp.service import running_pages
 from server.mcp.tools.base import WriteSpec
 from server.mcp.tools.dispatch import ToolRunner
 from server.writes import staging
@@ -108,7 +109,8 @@ class ApprovalFlow:
         if ticket is None:
             return answer
         if ticket.detached:  # nobody waits: the person's decision applies it (``server.writes.review``)
-            return staged_answer(ticket), False
+            pages = await anyio.to_thread.run_sync(self.pages)
+            return staged_answer(ticket, pages), False
         return await self._conclude(spec, arguments, ticket, progress, ask=ask)
 
     async def stage_for_host(self, name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any], bool] | Parked:
@@ -130,7 +132,8 @@ class ApprovalFlow:
         state = self._states.mint(
             session_id=self.session.id, pending_id=ticket.id, tool=name, arguments=arguments, shown=shown
         )
-        parked = Parked(ticket, name, dict(arguments), state, self.described(name, ticket))
+        pages = await anyio.to_thread.run_sync(self.pages)
+        parked = Parked(ticket, name, dict(arguments), state, self.described(name, ticket, pages))
         self._parked[ticket.id] = parked
         return parked
 
@@ -178,12 +181,17 @@ class ApprovalFlow:
             except Exception:  # the database may be what failed
                 log.exception("could not record the abandoned call #%s", pending_id)
 
-    def described(self, name: str, ticket: Staged) -> str:
-        """The host's dialog text for a staged call (``staging.describe``) and where else it can be decided."""
-        return (
-            f"{staging.describe(name, ticket.files)}\n\npending change #{ticket.id}: the kms dashboard or "
-            f"`kms approve {ticket.id}` can decide it too; the first decision wins."
-        )
+    def pages(self) -> str | None:
+        """The review pages' address a staged call's answer names: the one the service that opened this session
+        gave it (``SessionConfig.review_url``: loopback, or the public origin for a remote grant), else the
+        running service's (a stdio session: its state file, asked now); None when no service serves them."""
+        return self.config.review_url or running_pages(self.config.db_path)
+
+    def described(self, name: str, ticket: Staged, pages: str | None = None) -> str:
+        """The host's dialog text for a staged call (``staging.describe``) and where else it can be decided
+        (``approvals.review_hint``: the review page's URL when a service serves it)."""
+        hint = approvals.review_hint(ticket.id, pages)
+        return f"{staging.describe(name, ticket.files)}\n\n{hint}; the first decision wins."
 
     async def _conclude(
         self,
@@ -200,7 +208,8 @@ class ApprovalFlow:
         try:
             if answer is not None:
                 await self._host_decides(ticket, answer)
-            decision = await self._decision(ticket, progress, ask, spec.name)
+            pages = await anyio.to_thread.run_sync(self.pages)
+            decision = await self._decision(ticket, progress, ask, spec.name, pages)
         except BaseException as exc:  # cancelled (the host gave up, the server stops), or the database failed
             try:
                 self.writes.abandon(spec, arguments, ticket)  # no approval can land any more
@@ -247,18 +256,24 @@ class ApprovalFlow:
             await anyio.to_thread.run_sync(lambda: approvals.set_asking(self.writes.conn(), staged.id, asking))
 
     async def _decision(
-        self, staged: Staged, progress: Progress | None, ask: Ask | None = None, tool: str = ""
+        self,
+        staged: Staged,
+        progress: Progress | None,
+        ask: Ask | None = None,
+        tool: str = "",
+        pages: str | None = None,
     ) -> Pending:
         """The decision on a staged call; with ``ask``, the host asks the person meanwhile, and whichever
-        decides first (the host's answer or the dashboard) wins; the host's question is withdrawn then."""
+        decides first (the host's answer or the dashboard) wins; the host's question is withdrawn then.
+        ``pages``: the review pages' address, named to the host and in progress messages."""
         if ask is None:
-            return await self._poll(staged, progress)
+            return await self._poll(staged, progress, pages)
         found: list[Pending] = []
         failed: list[Exception] = []
 
         async def host() -> None:
             try:
-                answer = await ask(self.described(tool, staged))
+                answer = await ask(self.described(tool, staged, pages))
             except Exception:  # the host could not ask (no back channel, an error): the dashboard decides
                 log.debug("the host could not ask about #%s", staged.id, exc_info=True)
                 answer = host_approval.HostAnswer("cancel")
@@ -266,7 +281,7 @@ class ApprovalFlow:
 
         async def poll(scope: anyio.CancelScope) -> None:
             try:
-                found.append(await self._poll(staged, progress))
+                found.append(await self._poll(staged, progress, pages))
             except Exception as e:  # kept out of the task group's exception group: answered typed
                 failed.append(e)
             scope.cancel()
@@ -278,9 +293,11 @@ class ApprovalFlow:
             raise failed[0]
         return found[0]
 
-    async def _poll(self, staged: Staged, progress: Progress | None) -> Pending:
+    async def _poll(self, staged: Staged, progress: Progress | None, pages: str | None = None) -> Pending:
         started = last = anyio.current_time()
         told = False
+        page = review_access.item_url(pages, staged.id) if pages else "the review page (`kms review` opens it)"
+        where = f"{page}, the kms dashboard"
         while (item := self.writes.decision(staged)) is None:
             now = anyio.current_time()
             if progress is not None and (not told or now - last >= PROGRESS_S):
@@ -289,8 +306,7 @@ class ApprovalFlow:
                     await progress(
                         now - started,
                         self.writes.approval_timeout,
-                        f"waiting for the person to approve pending change #{staged.id} "
-                        "(kms dashboard, or `kms approve`)",
+                        f"waiting for the person to approve pending change #{staged.id} ({where}, or `kms approve`)",
                     )
                 except Exception:  # the host went away: the decision (or the timeout) still ends the call
                     log.debug("progress notification failed", exc_info=True)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from server import installed_version
-from server.activity import tokens
+from server.activity import review_access, tokens
 from server.mcp.http_guard import (
     MAX_BODY_BYTES,
     READ_TIMEOUT_S,
@@ -294,6 +294,8 @@ def service_app(
         custom_starlette_routes=[Route("/health", health), Route("/hooks/{event}", hook, methods=["POST"])],
     )
     app.router.routes.append(review_mount(public=False, db_path=hub.services.db_path))  # the review pages
+    if port:  # the sessions opened here name them in a staged call's answer (``SessionConfig.review_url``)
+        hub.pages = review_access.pages_url(url)
     for route in app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             route.app = ScreenedBodies(EndingResponses(route.app, hub.services.db_path))

@@ -65,9 +65,16 @@ class SessionHub:
         self.settings = settings  # session id -> the person's settings as a session (token sessions start there)
         self._runners: dict[str, ToolRunner] = {}
         self._lock = threading.Lock()
+        # where the review pages are served (``SessionConfig.review_url`` of the token sessions opened here): the
+        # local listener's loopback address, and remote mode's public origin while its listener is open
+        self.pages: str | None = None
+        self.public_pages: str | None = None
 
     def open(self, config: SessionConfig | AgentSession) -> ToolRunner:
-        """Serve one more session (``config`` over this process's database); reported in at once."""
+        """Serve one more session (``config`` over this process's database); reported in at once. A config that
+        names no review pages gets this process's (``pages``), to name in its staged calls' answers."""
+        if isinstance(config, SessionConfig) and config.review_url is None and self.pages is not None:
+            config = dataclasses.replace(config, review_url=self.pages)
         session = config if isinstance(config, AgentSession) else AgentSession.open(config)
         if session.config.db_path != self.services.db_path:
             raise KmsError(
@@ -138,8 +145,15 @@ class SessionHub:
         except ScopeError as e:
             raise KmsError("not-found", f"this token's session cannot be served: {e}") from None
         if token.kind == "remote":  # a remote grant (docs/remote.md): its client's name, every write staged for
-            # the person (``review_detached``: answered at once; ``approval``: never written unseen meanwhile)
-            config = dataclasses.replace(config, project=identity(token.label), review_detached=True, approval="always")
+            # the person (``review_detached``: answered at once; ``approval``: never written unseen meanwhile);
+            # its person is on the public origin (a paired device), never on this machine's loopback
+            config = dataclasses.replace(
+                config,
+                project=identity(token.label),
+                review_detached=True,
+                approval="always",
+                review_url=self.public_pages,
+            )
         try:
             return self.open(config)
         except KmsError as e:

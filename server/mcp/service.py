@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server import installed_version
-from server.activity import tokens
+from server.activity import review_access, tokens
 from server.activity.sessions import pid_alive
 from server.errors import KmsError
 from server.store.db import connect, service_folder
@@ -65,9 +65,18 @@ class ServiceState:
     remote_error: str | None = None  # why it could not open (the port taken), for ``kms remote status|doctor``
 
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/mcp"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/mcp"
+
+    @property
+    def pages_url(self) -> str:
+        """Where this instance serves the review pages (``server.web``) on loopback."""
+        return review_access.pages_url(self.origin)
 
 
 def state_path(db_path: Path) -> Path:
@@ -196,6 +205,14 @@ def check_state(db_path: Path) -> StateCheck:
 def read_state(db_path: Path) -> ServiceState | None:
     """The instance the state file names, if that very process still runs (a stale file is removed)."""
     return check_state(db_path).state
+
+
+def running_pages(db_path: Path) -> str | None:
+    """The review pages' address of the service running for ``db_path`` (None: none runs). What a session the
+    service did not open (stdio) names in a staged call's answer: it asks when it stages, so a service started
+    after the session began counts."""
+    state = read_state(db_path)
+    return state.pages_url if state is not None else None
 
 
 def clear_state(db_path: Path, pid: int) -> None:
@@ -331,6 +348,7 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
         nonlocal state
         url, port = (settings.issuer, settings.port) if settings is not None else (None, None)
         state = dataclasses.replace(state, remote_url=url, remote_port=port, remote_error=error)
+        hub.public_pages = review_access.pages_url(url) if url else None  # what a remote grant's session names
         write_state(db_path, state)
 
     remote = RemoteListener(

@@ -16,18 +16,17 @@ import segno
 from server.activity import review_access
 from server.config.remote import RemoteSettings
 from server.config.settings import Settings
-from server.web.routes import PREFIX
 
 
 def pages_base(settings: Settings, service_url: str | None, origin: str | None = None) -> str | None:
     """The pages' address a device opens: ``origin`` when given, else remote mode's public origin when it is on,
     else the running service's (``service_url``: its ``/mcp`` address); None when there is none."""
     if origin:
-        return origin.rstrip("/") + PREFIX
+        return review_access.pages_url(origin)
     remote = RemoteSettings.from_settings(settings)
     if remote.active:
-        return remote.issuer + PREFIX
-    return service_url.removesuffix("/mcp") + PREFIX if service_url else None
+        return review_access.pages_url(remote.issuer)
+    return review_access.pages_url(service_url.removesuffix("/mcp")) if service_url else None
 
 
 def pair_link(conn: apsw.Connection, base: str, name: str) -> str:

@@ -14,11 +14,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
+from server.activity import review_access
 from server.web import actions, pages
 from server.web.login import login
 from server.web.site import Site, action, page, secured
 
-PREFIX = "/review"
+PREFIX = review_access.PAGES_PATH
 STATIC = {
     "htmx.min.js": "text/javascript; charset=utf-8",
     "review.js": "text/javascript; charset=utf-8",

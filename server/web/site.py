@@ -125,8 +125,10 @@ def redirect(request: Request, to: str, done: str | None = None, n: int | str | 
 
 
 def unauthorized(site: Site, request: Request) -> Response:
-    where = "a paired device (`kms review pair`)" if site.public else "a link from `kms review`"
-    return site.refusal(request, 401, "Sign in first", f"These pages open with {where}; no bearer token is taken.")
+    """A page asked for without a cookie (a staged call's answer names a page's address, so its first visit may
+    well be signed out): a page saying how to get in (``kms review``, or ``kms review pair`` on the public
+    origin) and to come back to this address; 401, nothing about the page asked for shown."""
+    return site.render(request, "sign_in.html", None, status=401, asked=request.url.path)
 
 
 Page = Callable[[Site, Request, Visitor], Response]

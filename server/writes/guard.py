@@ -232,7 +232,7 @@ class WriteService:
         if staged is None:
             return self.run(tool, arguments)
         if staged.detached:
-            return staged_answer(staged)
+            return staged_answer(staged, self.session.config.review_url)
         return self.settle(tool, arguments, staged, self.wait(staged, time.sleep))
 
     def wait(self, staged: Staged, sleep: Callable[[float], object]) -> approvals.Pending:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.activity import approvals, idempotency
+from server.activity import approvals, idempotency, review_access
 from server.errors import KmsError
 from server.vault.planted import looks_like_instructions, strings_in
 from server.writes.staging import StagedFile
@@ -47,9 +47,10 @@ class Staged:
         return cls(item.id, files, item.expires_at, tuple(item.why), item.detached)
 
 
-def staged_answer(staged: Staged) -> dict[str, Any]:
-    """A detached call's answer, given at once: staged, its pending id, how the person reviews it and what it
-    would change (a hidden note counted, never named). ``kms_pending`` tells the agent what became of it."""
+def staged_answer(staged: Staged, pages: str | None = None) -> dict[str, Any]:
+    """A detached call's answer, given at once: staged, its pending id, how the person reviews it (``pages``: the
+    review pages' address, when a service serves them: the item's own URL is in the answer, ``reviewUrl``) and
+    what it would change (a hidden note counted, never named). ``kms_pending`` tells the agent what became of it."""
     shown = [
         {
             "vault": f.vault,
@@ -65,7 +66,8 @@ def staged_answer(staged: Staged) -> dict[str, Any]:
     return {
         "status": "staged",
         "pendingId": staged.id,
-        "review": approvals.review_hint(staged.id),
+        "review": approvals.review_hint(staged.id, pages),
+        **({"reviewUrl": review_access.item_url(pages, staged.id)} if pages else {}),
         "message": f"staged for the person's review, nothing written yet; ask kms_pending with pendingId "
         f"{staged.id} what became of it",
         "files": shown,

@@ -93,3 +93,37 @@ async def test_a_detached_token_session_over_http_is_staged_then_applied_by_the_
         "SELECT session_id, message FROM tool_invocations WHERE id = ?", (item["result"]["invocationId"],)
     ).fetchall()
     assert row == [(token.session_id, f"approved by phone on the review page (pending #{answer['pendingId']})")]
+
+
+async def test_a_staged_answer_over_http_names_the_item_page_which_asks_a_signed_out_visitor_to_sign_in(
+    indexed: apsw.Connection, db_path: Path, vault_dir: Path, hub_served: tuple[SessionHub, str]
+) -> None:
+    """The agent can tell the person where to look: the service that opened the session knows its own address,
+    and the answer names the staged call's own page under it. A signed-out visit is told how to get in; once
+    signed in, the same address shows the call."""
+    import httpx
+
+    from server.activity import review_access
+
+    hub, url = hub_served
+    token, secret = tokens.create(indexed, label="agent", scopes=Scopes.parse("tier:write approval"))
+    narrowed = token.scopes.narrow(_config(db_path, token.session_id, write_enabled=True))
+    hub.open(dataclasses.replace(narrowed, token_id=token.id, review_detached=True))
+    origin = url.removesuffix("/mcp")
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {secret}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        staged = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "look here"})
+    answer: dict[str, Any] = staged.structured_content or {}
+    page = f"{origin}/review/pending/{answer['pendingId']}"
+    assert answer["status"] == "staged" and answer["reviewUrl"] == page, answer
+    assert page in answer["review"] and "kms review" in answer["review"]
+    with httpx.Client(timeout=10) as browser:
+        signed_out = browser.get(page)
+        assert signed_out.status_code == 401 and "Sign in to review" in signed_out.text
+        assert "kms review" in signed_out.text and "look here" not in signed_out.text
+        link = review_access.create_link(indexed, "login")
+        assert browser.get(f"{origin}/review/login?t={link}", follow_redirects=True).status_code == 200
+        signed_in = browser.get(page)
+    assert (
+        signed_in.status_code == 200 and f"#{answer['pendingId']}" in signed_in.text and "look here" in signed_in.text
+    )

@@ -129,3 +129,17 @@ async def test_a_remote_write_waits_for_the_person_and_names_the_grant(remote: R
     assert who == [(grant_row["sessionId"],)]
     project = conn.execute("SELECT project FROM sessions WHERE id = ?", (grant_row["sessionId"],)).fetchall()
     assert project == [("claude.ai via remote",)]
+
+
+async def test_a_remote_grant_s_staged_answer_names_the_page_on_the_public_origin(
+    remote: Remote, conn: apsw.Connection
+) -> None:
+    """The person of a remote grant is on a paired device: the answer names the public origin's page, never this
+    machine's loopback service."""
+    writer = grant(conn, remote, "write")
+    async with session(remote, writer) as c:
+        staged = await c.call_tool("kms_create", {"title": "Where to look", "content": "Ideas."})
+    answer: dict[str, Any] = staged.structured_content or {}
+    assert answer["status"] == "staged", answer
+    assert answer["reviewUrl"] == f"{remote.base}/review/pending/{answer['pendingId']}"
+    assert remote.state.pages_url not in answer["review"] and answer["reviewUrl"] in answer["review"]
