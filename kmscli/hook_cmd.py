@@ -80,22 +80,6 @@ def session_env(contract: Path | None, env: Mapping[str, str], event: Mapping[st
     return own
 
 
-def settle_detached(session: Mapping[str, str], pending_id: int) -> None:
-    """Wait for the person's decision on a staged session note in a process of its own, so the hook (and the
-    host) need not: ``kms hook settle ID`` with the session's variables."""
-    import subprocess  # deferred: (the fail-open guard, as in log_path)
-
-    child_env = {**{k: v for k, v in os.environ.items() if not k.startswith("KMS_")}, **session}
-    subprocess.Popen(
-        [sys.executable, "-E", "-P", "-m", "kmscli", "hook", "settle", str(pending_id)],
-        env=child_env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def _options(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """The words that are not ``--name=VALUE`` / ``--name VALUE`` options, and those options."""
     args, options, words = [], {}, list(argv)
@@ -120,11 +104,6 @@ def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, An
     contract = Path(options["--contract"]) if "--contract" in options else None
     pinned = {var: options[opt] for opt, var in (("--db", "KMS_DB_PATH"), ("--config", "KMS_CONFIG")) if opt in options}
     env = {**env, **pinned}
-    if len(args) == 2 and args[0] == "settle":  # a detached wait for the person's decision
-        from server.writes.capture import settle_staged  # deferred: only the detached settle process needs it
-
-        settle_staged(SessionConfig.from_env({k: v for k, v in env.items() if k.startswith("KMS_")}), int(args[1]))
-        return None
     if len(args) != 1 or args[0] not in EVENTS:
         raise ValueError(USAGE(", ".join(EVENTS)))
     raw = stdin.read(MAX_EVENT_BYTES + 1)
@@ -140,7 +119,7 @@ def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, An
     config = SessionConfig.from_env(session, watch=False)
     conn = connect(config.db_path)
     try:
-        return handle(conn, config, event, later=lambda pending: settle_detached(session, pending))
+        return handle(conn, config, event)
     finally:
         conn.close()
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -218,7 +217,6 @@ class EndingResponses:
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
-    from server.writes.capture import settle_staged
     from server.writes.session_hooks import EVENTS, handle
 
     conn = thread_connection(hub.services.db_path)
@@ -236,23 +234,10 @@ def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) ->
         event.setdefault("hook_event_name", EVENTS[event_arg])
         runner = hub.for_token(token)
         runner.session.reads.flush()  # what the session read until now is in the note it may write
-
-        def later(pending_id: int) -> None:  # the person decides on the session note: waited for here
-            threading.Thread(
-                target=lambda: _quietly(settle_staged, runner.config, pending_id), name="kms-capture", daemon=True
-            ).start()
-
-        return 200, handle(conn, runner.config, event, later=later)
+        return 200, handle(conn, runner.config, event)
     except Exception:
         log.exception("hook %s of session %s not taken", event_arg, token.session_id)
         return 200, None
-
-
-def _quietly(fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        log.exception("a staged session note could not be settled")
 
 
 def service_app(

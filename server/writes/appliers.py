@@ -16,13 +16,23 @@ if TYPE_CHECKING:
     from server.writes.guard import WriteTool
 
 _tools: dict[str, WriteTool] = {}
+_actors: dict[str, str] = {}
 
 
-def provide(tools: Iterable[WriteTool]) -> None:
-    """Make ``tools`` available to decisions in this process, by name (a later one of a name replaces it)."""
-    _tools.update({t.name: t for t in tools})
+def provide(tools: Iterable[WriteTool], *, actor: str = "agent") -> None:
+    """Make ``tools`` available to decisions in this process, by name (a later one of a name replaces it).
+    ``actor``: who its provenance row names as the writer (``capture``: kms's own session note, which
+    ``server.writes.capture`` provides)."""
+    for t in tools:
+        _tools[t.name] = t
+        _actors[t.name] = actor
 
 
 def named(name: str) -> WriteTool | None:
     """The write tool called ``name``, if one was provided."""
     return _tools.get(name)
+
+
+def actor_of(name: str) -> str:
+    """Who writes with the tool called ``name`` (``provide``): the agent unless it is kms's own."""
+    return _actors.get(name, "agent")

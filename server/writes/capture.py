@@ -12,7 +12,6 @@ is not written again (no provenance row either).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import apsw
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.activity import approvals, session_record
+from server.activity import session_record
 from server.activity.agent_session import AgentSession
 from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.activity.ratelimit import Unmetered
@@ -32,14 +31,12 @@ from server.store.db import rows, thread_connection
 from server.vault.files import decode, encode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import Vault, get_vault
-from server.writes import own_writes
+from server.writes import appliers, own_writes
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, WriteContext
 from server.writes.guard import WriteService
-from server.writes.held_call import Staged
 from server.writes.operations import check_note_folder, create
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
-from server.writes.staging import StagedFile
 
 TOOL = NOTE_TOOL  # the provenance rows of kms's own capture (actor ``capture``)
 
@@ -150,6 +147,7 @@ class SessionNoteTool:
 
 
 SESSION_NOTE = SessionNoteTool()
+appliers.provide([SESSION_NOTE], actor="capture")  # a decision in any process writes a staged note (``review``)
 
 
 def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | None:
@@ -189,7 +187,9 @@ SESSION_NOTE_WAIT_S = 30 * 86_400
 def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
     """The guard for kms's own capture of ``config``'s session: write tier on (the note is kms's, not the
     agent's), no folder of the agent's allowlist, no write slot of the agent's; the session's scope,
-    control state and ``write.approval`` as they are."""
+    control state and ``write.approval`` as they are. Detached: a note the person must approve is staged and
+    left to their decision, which writes it from whatever front end decides (``server.writes.review``): no
+    process waits for it (a hook's detached process once did, for up to 30 days)."""
 
     own = dataclasses.replace(
         config,
@@ -200,16 +200,16 @@ def _service(config: SessionConfig) -> tuple[Any, AgentSession]:
         token_folders=(),
         per_minute=0,
         approval_timeout=SESSION_NOTE_WAIT_S,
-        review_detached=False,  # kms's own note: waited for by ``settle_staged``, not applied by the decider
+        review_detached=True,
     )
     session = AgentSession.open(own, limits=Unmetered())
     return WriteService(session, actor="capture"), session
 
 
-def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[str, Any]:
+def capture(config: SessionConfig, event: str) -> dict[str, Any]:
     """Write ``config``'s session note now through the guard as the ``capture`` actor. When the person must
-    approve it, the staged call's ``pendingId`` is answered (``settle_staged`` waits for the decision and
-    applies it), unless ``wait``: then it is waited for here."""
+    approve it, the staged call's ``pendingId`` is answered: their decision writes it (or not), wherever they
+    make it (``kms approve``, the dashboard, the review page)."""
 
     if not own_writes.allowed(config.config_path):  # one machine of a synced vault writes these
         return {"written": False, "reason": own_writes.held_back()}
@@ -224,24 +224,6 @@ def capture(config: SessionConfig, event: str, *, wait: bool = False) -> dict[st
         if staged is None:
             result = service.run(SESSION_NOTE, args)
             return {"written": bool(result.get("changed", True)), **result}
-        if wait:
-            result = service.settle(SESSION_NOTE, args, staged, service.wait(staged, time.sleep))
-            return {"written": bool(result.get("changed", True)), **result}
         return {"written": False, "pendingId": staged.id, "reason": "waiting for the person's approval"}
-    finally:
-        session.close()
-
-
-def settle_staged(config: SessionConfig, pending_id: int) -> dict[str, Any]:
-    """Wait for the person's decision on a staged session note and apply it as approved (or record the
-    refusal): what a service thread or a detached ``kms hook settle`` does after ``capture``."""
-
-    service, session = _service(config)
-    try:
-        item = approvals.get(service.conn(), pending_id)
-        if item is None or item.tool != TOOL or item.session_id != config.session_id:
-            raise KmsError("not-found", f"no staged session note #{pending_id} for this session")
-        staged = Staged(item.id, tuple(StagedFile.from_json(f) for f in item.files), item.expires_at)
-        return service.settle(SESSION_NOTE, item.arguments, staged, service.wait(staged, time.sleep))
     finally:
         session.close()

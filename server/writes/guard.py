@@ -109,15 +109,16 @@ class WriteService:
 
     @classmethod
     def for_detached(
-        cls, item: approvals.Pending, db_path: str | Path, model: ModelSource | None = None
+        cls, item: approvals.Pending, db_path: str | Path, model: ModelSource | None = None, *, actor: str = "agent"
     ) -> WriteService:
         """The guard of the session a detached call was staged in, rebuilt from its row in any process (over
         ``db_path``, this process's database): the same identity, vault, tiers, allowlist and token folders.
-        Its limiter counts nothing: the agent's slot was taken when the call was staged."""
+        Its limiter counts nothing: the agent's slot was taken when the call was staged. ``actor``: the
+        writer its row names (``capture`` for kms's own session note)."""
         if item.session is None:
             raise KmsError("invalid-input", f"pending change #{item.id} was not staged detached")
         config = SessionConfig.from_snapshot(item.session, db_path=Path(db_path), watch=False)
-        return cls(AgentSession.open(config, limits=Unmetered()), model)
+        return cls(AgentSession.open(config, limits=Unmetered()), model, actor=actor)
 
     @property
     def session_id(self) -> str:
@@ -289,7 +290,9 @@ class WriteService:
             return None
         now = self.session.clock()
         detached = c.review_detached
-        timeout = approvals.DETACHED_WAIT_S if detached else self.approval_timeout
+        # a detached call waits days, not an agent's call's seconds (``DETACHED_WAIT_S``); kms's own session
+        # note, whose service sets a longer ``approval_timeout``, keeps that
+        timeout = max(approvals.DETACHED_WAIT_S, self.approval_timeout) if detached else self.approval_timeout
         if detached:  # the agent's write slot, now: its call ends here (a refusal is recorded and raised)
             try:
                 self.session.limits.acquire(conn, self.session_id)

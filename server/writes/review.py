@@ -16,6 +16,9 @@ What the decision then does depends on who waits for it:
   Its provenance row names the original session as the writer, and the message says who approved it and where
   (``Pending.decided_words``). A rejected detached call gets its own refused row the same way.
 
+kms's own session note (``server.writes.capture``), staged when the person approves writes, is a detached call
+too (no process waits for it): deciding it here writes it (or records its refusal), as the ``capture`` actor.
+
 A unit of several files is one staged call (one row, every file's diff in it), so deciding it decides the unit;
 ``decide_all`` decides several ids in one go.
 
@@ -33,13 +36,16 @@ import apsw
 
 from server.activity import approvals
 from server.errors import KmsError
-from server.writes import appliers
+from server.writes import (
+    appliers,
+    capture,  # noqa: F401 - provides kms's own session note (``appliers``) to decisions
+)
 from server.writes.guard import WriteService, WriteTool
 from server.writes.held_call import Staged
 
 
 def _tool_for(item: approvals.Pending, tools: Mapping[str, WriteTool] | None) -> WriteTool:
-    found = tools.get(item.tool) if tools is not None else appliers.named(item.tool)
+    found = (tools.get(item.tool) if tools is not None else None) or appliers.named(item.tool)
     if found is None:
         raise KmsError(
             "invalid-input",
@@ -84,7 +90,7 @@ def decide_pending(
     }
     if tool is None:  # the session that staged it waits for this decision and acts on it
         return answer
-    service = WriteService.for_detached(decided, conn.filename)
+    service = WriteService.for_detached(decided, conn.filename, actor=appliers.actor_of(decided.tool))
     try:
         result = service.settle(tool, decided.arguments, Staged.of(decided), decided)
     except KmsError as e:

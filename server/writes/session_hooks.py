@@ -16,7 +16,7 @@ the session from its bearer token) and a command hook (``kms hook EVENT``, the s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import apsw
@@ -48,11 +48,10 @@ def handle(
     config: SessionConfig,
     event: Mapping[str, Any],
     *,
-    later: Callable[[int], None] | None = None,
     now: float | None = None,
 ) -> dict[str, Any] | None:
-    """Do what ``event`` asks of kms for ``config``'s session; the host's answer, or None. ``later``: where
-    a session note staged for the person's approval is waited for (``capture.settle_staged``)."""
+    """Do what ``event`` asks of kms for ``config``'s session; the host's answer, or None. A session note
+    the person must approve is left staged: their decision writes it, and nothing waits for it here."""
     name = event.get("hook_event_name")
     if not config.capture_enabled:
         return None
@@ -68,9 +67,7 @@ def handle(
     if name in CAPTURE_AT:
         from server.writes.capture import capture
 
-        answer = capture(config, str(name))
-        if "pendingId" in answer and later is not None:  # the person decides: waited for elsewhere
-            later(int(answer["pendingId"]))
+        capture(config, str(name))
     if name == "Stop":
         return ask_to_capture(conn, config, event, now=now)
     return None

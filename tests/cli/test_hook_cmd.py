@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 import apsw
+from support.sql import value
 
+from server.activity import approvals
 from server.activity.brief import fence_for, wrap
+from server.activity.reads import ReadTracker
 from server.activity.start import START_BUDGET_TOKENS
 from server.config.session import SessionConfig
 from server.index.records import estimate_tokens
@@ -149,3 +152,55 @@ def test_a_host_running_kms_hooks_on_its_own_is_a_session_on_record_from_its_fir
     assert hook(["session-end"], end, env).returncode == 0
     [ended] = [r for r in indexed.execute("SELECT ended_at, project FROM sessions WHERE id = ?", (sid,))]
     assert ended[0] is not None and ended[1] == "/code/app"
+
+
+def _settle_processes(db_path: Path) -> list[int]:
+    """Processes of this test's database waiting on a staged session note (``kms hook settle``, as kms once
+    left one running for up to 30 days per staged note)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hook" in argv and b"settle" in argv and f"KMS_DB_PATH={db_path}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_staged_session_note_leaves_no_process_and_the_person_s_decision_writes_it(
+    indexed: apsw.Connection, db_path: Path, tmp_path: Path, vault_dir: Path
+) -> None:
+    """With approvals on, the note a hook stages is a pending item nobody waits on: ``kms approve`` writes it
+    (as kms's capture), ``kms reject`` leaves nothing, and no process is left behind by the hook."""
+    (tmp_path / "config.toml").write_text('[write]\napproval = "always"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KMS_")}
+    sessions = []
+    for sid in ("s0000000000aa", "s0000000000bb"):
+        tracker = ReadTracker(db_path, sid)
+        tracker.record([value(indexed, "SELECT id FROM notes ORDER BY path LIMIT 1")])
+        tracker.close()
+        path = contract(tmp_path, db_path, KMS_SESSION_ID=sid, KMS_WRITE_APPROVAL="always")
+        done = hook(["session-end", "--contract", str(path)], {"hook_event_name": "SessionEnd"}, env)
+        assert done.returncode == 0 and not done.stderr, done.stderr
+        assert _settle_processes(db_path) == []  # nothing waits: the item is the person's to decide
+        [waiting] = [p for p in approvals.list_pending(indexed) if p.session_id == sid]
+        sessions.append(waiting)
+    notes = vault_dir / "kms-sessions"
+    assert not notes.exists()
+    cli_env = {**env, "KMS_DB_PATH": str(db_path), "KMS_CONFIG": str(tmp_path / "config.toml")}
+    kms = [sys.executable, "-m", "kmscli"]
+    approved = subprocess.run([*kms, "approve", str(sessions[0].id)], env=cli_env, capture_output=True, text=True)
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    [written] = notes.glob("*.md")
+    assert written.read_text().startswith("---")
+    row = indexed.execute(
+        "SELECT actor, session_id FROM tool_invocations WHERE tool = 'session-note' AND status = 'success'"
+    ).fetchall()
+    assert row == [("capture", "s0000000000aa")]
+    rejected = subprocess.run([*kms, "reject", str(sessions[1].id)], env=cli_env, capture_output=True, text=True)
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+    assert list(notes.glob("*.md")) == [written]
+    after = approvals.get(indexed, sessions[1].id)
+    assert after is not None and after.status == "rejected"

@@ -17,7 +17,8 @@ from server.activity.reads import ReadTracker
 from server.activity.session_note import gather, render
 from server.activity.sessions import start_session
 from server.config.session import SessionConfig
-from server.writes.capture import capture, settle_staged
+from server.writes.capture import capture
+from server.writes.review import decide_pending
 from server.writes.undo.revert import revert
 
 
@@ -136,8 +137,7 @@ def test_write_approval_stages_the_note_for_the_person(env: Env) -> None:
     assert session_notes(env) == []
     [pending] = approvals.list_pending(env.conn)
     assert pending.tool == "session-note" and pending.session_id == "s1"
-    approvals.decide(env.conn, pending.id, approve=True)
-    settled = settle_staged(cfg, pending.id)
+    settled = decide_pending(env.conn, pending.id, True, channel="cli")["applied"]  # the decision writes it
     [note] = session_notes(env)
     assert settled["path"] == f"kms-sessions/{note.name}"
     row = provenance.get_invocation(env.conn, settled["invocationId"])
@@ -154,8 +154,7 @@ def test_a_staged_session_note_waits_for_the_person_past_the_agents_approval_tim
     pending_id = capture(cfg, "SessionEnd")["pendingId"]
     later = approvals.poll(env.conn, pending_id, now=time.time() + 3600)  # an hour on: still the person's to decide
     assert later.status == approvals.OPEN
-    approvals.decide(env.conn, pending_id, approve=True)
-    assert settle_staged(cfg, pending_id)["path"].startswith("kms-sessions/")
+    assert decide_pending(env.conn, pending_id, True, channel="cli")["applied"]["path"].startswith("kms-sessions/")
 
 
 def test_a_hidden_capture_folder_is_refused(env: Env) -> None:
