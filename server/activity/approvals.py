@@ -16,6 +16,7 @@ of it through ``of_session`` / ``agent_view`` (``kms_pending``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -211,6 +212,13 @@ def get(conn: apsw.Connection, pending_id: int) -> Pending | None:
     return _pending(found[0]) if found else None
 
 
+def head(conn: apsw.Connection, pending_id: int) -> tuple[str, str, bool] | None:
+    """(tool, status, detached) of a staged call, None for an unknown id: what a decider looks at before
+    deciding, without decoding the call's arguments and diffs (``get``)."""
+    found = conn.execute("SELECT tool, status, detached FROM pending_writes WHERE id = ?", (pending_id,)).fetchall()
+    return (str(found[0][0]), str(found[0][1]), bool(found[0][2])) if found else None
+
+
 LIST_LIMIT = 200  # the most waiting calls listed at once (the dashboard's pane, `kms pending`)
 
 
@@ -346,14 +354,14 @@ def decide(
             + (f": {reason}" if reason else ""),
             at=at,
         )
+        status = "approved" if approve else "rejected"
         conn.execute(
             "UPDATE pending_writes SET status = ?, decided_at = ?, reason = ?, decision_id = ?, channel = ?,"
             " decider = ? WHERE id = ?",
-            ("approved" if approve else "rejected", at, reason, decision, channel, decider, pending_id),
+            (status, at, reason, decision, channel, decider, pending_id),
         )
-    found = get(conn, pending_id)
-    assert found is not None
-    return found
+    # the row as the UPDATE left it, without reading (and decoding: a unit's diffs may be large) it again
+    return dataclasses.replace(item, status=status, decided_at=at, reason=reason, channel=channel, decider=decider)
 
 
 def poll(conn: apsw.Connection, pending_id: int, *, now: float | None = None) -> Pending:

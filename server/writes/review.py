@@ -44,14 +44,14 @@ from server.writes.guard import WriteService, WriteTool
 from server.writes.held_call import Staged
 
 
-def _tool_for(item: approvals.Pending, tools: Mapping[str, WriteTool] | None) -> WriteTool:
-    found = (tools.get(item.tool) if tools is not None else None) or appliers.named(item.tool)
+def _tool_for(pending_id: int, name: str, tools: Mapping[str, WriteTool] | None) -> WriteTool:
+    found = (tools.get(name) if tools is not None else None) or appliers.named(name)
     if found is None:
         raise KmsError(
             "invalid-input",
-            f"pending change #{item.id} calls {item.tool}, which this kms cannot apply (no such write tool); "
+            f"pending change #{pending_id} calls {name}, which this kms cannot apply (no such write tool); "
             "nothing was decided",
-            id=item.id,
+            id=pending_id,
         )
     return found
 
@@ -72,10 +72,11 @@ def decide_pending(
     decision came first or, approving a detached call, when a note changed since it was shown (nothing
     written; the row keeps ``outcome = conflict``). ``tools``: the write tools by name (default: the
     registry's, ``appliers``)."""
-    item = approvals.get(conn, pending_id)
-    if item is None:
+    found = approvals.head(conn, pending_id)  # (not the whole row: a unit's diffs are decoded once, deciding)
+    if found is None:
         raise KmsError("not-found", f"no pending change #{pending_id}; `kms pending` lists them", id=pending_id)
-    tool = _tool_for(item, tools) if item.detached and item.status == approvals.OPEN else None
+    name, status, detached = found
+    tool = _tool_for(pending_id, name, tools) if detached and status == approvals.OPEN else None
     decided = approvals.decide(conn, pending_id, approve=approve, reason=reason, channel=channel, decider=decider)
     answer: dict[str, Any] = {
         "id": decided.id,

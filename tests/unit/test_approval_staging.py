@@ -162,11 +162,13 @@ def test_decisions_refuse_twice_and_unknown(root: Path, conn: apsw.Connection, d
     with pytest.raises(KmsError) as e:  # past its time: no decision lands
         approvals.decide(conn, staged.id, approve=True, now=111.0)
     assert e.value.kind == "conflict"
-    approvals.decide(conn, staged.id, approve=False, reason="  no  ", now=101.0)
+    decided = approvals.decide(conn, staged.id, approve=False, reason="  no  ", now=101.0, channel="web")
     with pytest.raises(KmsError):
         approvals.decide(conn, staged.id, approve=True, now=102.0)
     row = approvals.get(conn, staged.id)
     assert row is not None and row.status == "rejected" and row.reason == "no"
+    assert decided == row  # the decision's answer is the row as stored (built without reading it again)
+    assert approvals.head(conn, staged.id) == ("kms_append", "rejected", False) and approvals.head(conn, 999) is None
 
 
 def test_revoke_rejects_waiting_calls(root: Path, conn: apsw.Connection, db_path: Path) -> None:
