@@ -23,7 +23,7 @@ async def _staged_then_approved(db_path: Path, tmp_path: Path, nid: str) -> tupl
     """A write through ``kms mcp`` that waits for the person: the pending id and the progress messages seen."""
     messages: list[str] = []
 
-    async def on_progress(_progress: float, _total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
     conn = connect(db_path)
