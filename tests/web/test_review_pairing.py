@@ -24,6 +24,8 @@ def test_the_public_origin_takes_a_pairing_link_only(tmp_path: Path) -> None:
     local = signed_in(world.env.db_path)  # this machine's browser session...
     public.cookies.set(COOKIE, local.cookies.get(COOKIE) or "", path="/review/")
     assert public.get("/review/").status_code == 401  # ...opens nothing on the public origin
+    asked = client(world.env.db_path, public=True).get("/review/pending/7")  # an address a staged answer named
+    assert asked.status_code == 401 and "kms review pair" in asked.text and "/review/pending/7" in asked.text
     pair = review_access.create_link(world.env.conn, "pair", name="Ann's <phone>")
     phone = client(world.env.db_path, public=True)
     got = phone.get(f"/review/login?t={pair}")
