@@ -437,10 +437,10 @@ def of_session(
     return [poll(conn, int(r["id"]), now=now) for r in found]
 
 
-def agent_view(conn: apsw.Connection, item: Pending) -> dict[str, Any]:
+def agent_view(conn: apsw.Connection, item: Pending, pages: str | None = None) -> dict[str, Any]:
     """What the agent that staged ``item`` may learn of it (``kms_pending``): its state, the person's reason,
     how it ended and, once applied, the call's own result row. A note hidden from agents is counted, never
-    named."""
+    named. ``pages``: the review pages' address; a waiting item names its page there (``reviewUrl``)."""
     shown = [f for f in item.files if not f.get("hidden")]
     out: dict[str, Any] = {
         "pendingId": item.id,
@@ -477,13 +477,15 @@ def agent_view(conn: apsw.Connection, item: Pending) -> dict[str, Any]:
                 **({"message": r["message"]} if r["message"] else {}),
                 **({"noteId": r["note_id"], "vault": r["vault"], "path": r["path"]} if visible and r["path"] else {}),
             }
-    out["message"] = _in_words(item)
+    out["message"] = _in_words(item, pages)
+    if item.status == OPEN and pages:
+        out["reviewUrl"] = review_access.item_url(pages, item.id)
     return out
 
 
-def _in_words(item: Pending) -> str:
+def _in_words(item: Pending, pages: str | None = None) -> str:
     if item.status == OPEN:
-        return f"waiting for the person's review ({review_hint(item.id)})"
+        return f"waiting for the person's review ({review_hint(item.id, pages)})"
     if item.status == "approved":
         if item.outcome == "applied":
             return "approved and applied"

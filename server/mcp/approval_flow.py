@@ -28,7 +28,7 @@ from server.activity import approvals, review_access
 from server.activity.approvals import Pending
 from server.errors import KmsError
 from server.mcp import host_approval
-from server.mcp.service import running_pages
+from server.mcp.service import session_pages
 from server.mcp.tools.base import WriteSpec
 from server.mcp.tools.dispatch import ToolRunner
 from server.writes import staging
@@ -182,10 +182,9 @@ class ApprovalFlow:
                 log.exception("could not record the abandoned call #%s", pending_id)
 
     def pages(self) -> str | None:
-        """The review pages' address a staged call's answer names: the one the service that opened this session
-        gave it (``SessionConfig.review_url``: loopback, or the public origin for a remote grant), else the
-        running service's (a stdio session: its state file, asked now); None when no service serves them."""
-        return self.config.review_url or running_pages(self.config.db_path)
+        """The review pages' address a staged call's answer names (``service.session_pages``: a stdio session
+        asks the running service's state file now)."""
+        return session_pages(self.config)
 
     def described(self, name: str, ticket: Staged, pages: str | None = None) -> str:
         """The host's dialog text for a staged call (``staging.describe``) and where else it can be decided

@@ -41,6 +41,7 @@ from server.errors import KmsError
 from server.store.db import connect, service_folder
 
 if TYPE_CHECKING:  # the hub (and the SDK behind it) is imported only when the service runs
+    from server.config.session import SessionConfig
     from server.mcp.hub import SessionHub
 
 log = logging.getLogger("kms.service")
@@ -213,6 +214,13 @@ def running_pages(db_path: Path) -> str | None:
     after the session began counts."""
     state = read_state(db_path)
     return state.pages_url if state is not None else None
+
+
+def session_pages(config: SessionConfig) -> str | None:
+    """The review pages' address a session names to its agent (a staged call's answer, ``kms_pending``): the one
+    the service that opened it gave it (``SessionConfig.review_url``: loopback, or the public origin for a remote
+    grant), else the running service's (``running_pages``); None when no service serves them."""
+    return config.review_url or running_pages(config.db_path)
 
 
 def clear_state(db_path: Path, pid: int) -> None:

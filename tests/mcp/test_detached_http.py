@@ -113,8 +113,10 @@ async def test_a_staged_answer_over_http_names_the_item_page_which_asks_a_signed
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {secret}"})
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         staged = await client.call_tool("kms_append", {"noteId": note_id(indexed, "Home"), "content": "look here"})
-    answer: dict[str, Any] = staged.structured_content or {}
+        answer: dict[str, Any] = staged.structured_content or {}
+        later = await client.call_tool("kms_pending", {"pendingId": answer["pendingId"]})
     page = f"{origin}/review/pending/{answer['pendingId']}"
+    assert (later.structured_content or {})["items"][0]["reviewUrl"] == page  # asked again later: the same page
     assert answer["status"] == "staged" and answer["reviewUrl"] == page, answer
     assert page in answer["review"] and "kms review" in answer["review"]
     with httpx.Client(timeout=10) as browser:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from server.activity import approvals
 from server.errors import KmsError
+from server.mcp.service import session_pages
 from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
 
 
@@ -34,7 +35,8 @@ def kms_pending(ctx: ToolContext, args: PendingInput) -> dict[str, Any]:
     items = approvals.of_session(conn, ctx.session_id, pending_id=args.pendingId, limit=args.limit)
     if args.pendingId is not None and not items:
         raise KmsError("not-found", f"this session staged no write #{args.pendingId}", pendingId=args.pendingId)
-    return {"items": [approvals.agent_view(conn, item) for item in items]}
+    pages = session_pages(ctx.config) if any(item.status == approvals.OPEN for item in items) else None
+    return {"items": [approvals.agent_view(conn, item, pages) for item in items]}
 
 
 KMS_PENDING = ReadSpec(
