@@ -34,18 +34,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from server import installed_version
 from server.activity import review_access, tokens
+from server.errors import KmsError
 from server.mcp.http_guard import (
     MAX_BODY_BYTES,
     READ_TIMEOUT_S,
     HttpGuard,
+    OncePerRequest,
     Origins,
     bearer,
     exact_security,
@@ -133,6 +138,29 @@ class ScreenedBodies:
 
 STREAM_CHECK_S = 0.5  # how often a response still open re-checks its token (revoked or lapsed: it ends)
 ENDING_GRACE_S = 1.0  # how long an ending response may take to wind down before it is cut
+CHECKER_IDLE_S = 30.0  # the checker thread ends after this long with no response open (started again on demand)
+
+
+class OpenResponse:
+    """One response of ``EndingResponses`` still being answered: its token, when it began, and the two ways it is
+    ended from the checker thread (told its client left, then cut)."""
+
+    def __init__(self, token_id: str) -> None:
+        self.token_id = token_id
+        self.began = time.monotonic()
+        self.ended = anyio.Event()  # set: its receive answers ``http.disconnect``
+        self.cut = anyio.CancelScope()  # cancelled: the app is stopped where it is
+        self.loop = anyio.lowlevel.current_token()
+        self.ended_at: float | None = None
+        self.receiving: set[anyio.CancelScope] = set()  # the app's waits for its client (a disconnect)
+
+    def end(self) -> None:  # on the event loop
+        self.ended.set()
+        for waiting in self.receiving:
+            waiting.cancel()
+
+    def stop(self) -> None:  # on the event loop
+        self.cut.cancel()
 
 
 class EndingResponses:
@@ -143,27 +171,72 @@ class EndingResponses:
 
     The response is told its client left (``http.disconnect``, the way the SDK and sse-starlette already end a
     stream), then cut if it has not ended after the grace; an event stream is closed cleanly (its last, empty
-    chunk). A request shorter than one check never reads the database here."""
+    chunk).
+
+    Why a thread: a request costs a dictionary entry here, no task. One checker thread per app, started when a
+    response is open and ended after ``CHECKER_IDLE_S`` with none, re-checks the tokens of the responses open
+    longer than one check (one indexed read each) and reaches into the event loop only to end one. A request
+    shorter than one check never reads the database here."""
 
     def __init__(self, app: Any, db_path: Any) -> None:
         self.app = app
         self.db_path = db_path
+        self.open: set[OpenResponse] = set()
+        self.lock = threading.Lock()
+        self.checker: threading.Thread | None = None
 
     def _active(self, token_id: str) -> bool:
-        from server.errors import KmsError
-
-        try:  # one indexed read on the loop, as the bearer check's
+        try:  # one indexed read, on the checker thread
             return tokens.get(thread_connection(self.db_path), token_id).state(time.time()) == "active"
         except KmsError:
             return False
+
+    def _check(self) -> None:
+        """The checker thread: every ``STREAM_CHECK_S``, end the open responses whose token is no longer active,
+        and cut those told more than ``ENDING_GRACE_S`` ago."""
+        idle_since = time.monotonic()
+        while True:
+            time.sleep(STREAM_CHECK_S)  # the wait is the checker's period
+            now = time.monotonic()
+            with self.lock:
+                due = [r for r in self.open if now - r.began >= STREAM_CHECK_S]
+                if not self.open and now - idle_since >= CHECKER_IDLE_S:
+                    self.checker = None
+                    return
+                if self.open:
+                    idle_since = now
+            states: dict[str, bool] = {}
+            for response in due:
+                if response.ended_at is None:
+                    if not states.setdefault(response.token_id, self._active(response.token_id)):
+                        log.info("token %s is no longer active: its open response ends", response.token_id)
+                        response.ended_at = now
+                        self._on_loop(response, response.end)
+                elif now - response.ended_at >= ENDING_GRACE_S:
+                    self._on_loop(response, response.stop)
+
+    @staticmethod
+    def _on_loop(response: OpenResponse, step: Any) -> None:
+        try:
+            anyio.from_thread.run_sync(step, token=response.loop)
+        except RuntimeError:  # its event loop has closed: nothing is left to end
+            pass
+
+    def _track(self, response: OpenResponse) -> None:
+        with self.lock:
+            self.open.add(response)
+            if self.checker is None:
+                self.checker = threading.Thread(target=self._check, name="kms-ending-responses", daemon=True)
+                self.checker.start()
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         token_id = getattr(getattr(scope.get("user"), "access_token", None), "client_id", None)
         if scope.get("type") != "http" or not isinstance(token_id, str):
             await self.app(scope, receive, send)
             return
-        ended = anyio.Event()
+        response = OpenResponse(token_id)
         started = done = False
+        first = True
 
         async def tracked_send(message: dict[str, Any]) -> None:
             nonlocal started, done
@@ -174,39 +247,27 @@ class EndingResponses:
             await send(message)
 
         async def ending_receive() -> dict[str, Any]:
-            got: dict[str, Any] | None = None
-            if not ended.is_set():
-                async with anyio.create_task_group() as race:
+            nonlocal first
+            if first:  # the body, read whole by HttpGuard and replayed: it never waits
+                first = False
+                return await receive()
+            if not response.ended.is_set():
+                with anyio.CancelScope() as waiting:  # cancelled by ``end``: the client "left"
+                    response.receiving.add(waiting)
+                    try:
+                        return await receive()
+                    finally:
+                        response.receiving.discard(waiting)
+            return {"type": "http.disconnect"}
 
-                    async def take() -> None:
-                        nonlocal got
-                        got = await receive()
-                        race.cancel_scope.cancel()
-
-                    async def end() -> None:
-                        await ended.wait()
-                        race.cancel_scope.cancel()
-
-                    race.start_soon(take)
-                    race.start_soon(end)
-            return got if got is not None else {"type": "http.disconnect"}
-
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                while True:
-                    await anyio.sleep(STREAM_CHECK_S)
-                    if not self._active(token_id):
-                        break
-                log.info("token %s is no longer active: its open response ends", token_id)
-                ended.set()
-                await anyio.sleep(ENDING_GRACE_S)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            await self.app(scope, ending_receive, tracked_send)
-            tg.cancel_scope.cancel()
-        if ended.is_set() and not done:
+        self._track(response)
+        try:
+            with response.cut:
+                await self.app(scope, ending_receive, tracked_send)
+        finally:
+            with self.lock:
+                self.open.discard(response)
+        if response.ended.is_set() and not done:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
@@ -269,7 +330,7 @@ def service_app(
     server = build_server(hub)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 1}"
     auth = AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None)  # kms issues its own tokens: no OAuth
-    verifier = KmsTokenVerifier(hub)
+    verifier = OncePerRequest(KmsTokenVerifier(hub))  # checked by HttpGuard, then by the SDK: read once
     app = server.streamable_http_app(
         host=host,
         token_verifier=verifier,

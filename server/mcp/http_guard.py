@@ -41,8 +41,9 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -72,6 +73,35 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Verify = Callable[[str], Awaitable[bool]]  # a presented token -> whether it is a live, non-admin kms token
 Why = Callable[[str], Awaitable[str]]  # a refused token -> the reason its 401 gives
+
+
+class TokenVerifier(Protocol):
+    """The SDK's ``TokenVerifier`` shape: a presented token -> its ``AccessToken`` (None: refused)."""
+
+    async def verify_token(self, token: str) -> Any: ...
+
+
+VERIFIED: ContextVar[tuple[str, Any] | None] = ContextVar("kms_verified_token", default=None)
+
+
+class OncePerRequest:
+    """A ``TokenVerifier`` that checks a token once per request. ``HttpGuard`` checks the token before any work
+    and the SDK's bearer middleware checks it again a few microseconds later, in the same request: the second
+    check takes the first's answer instead of reading the database again. The answer is kept in a context
+    variable that ``HttpGuard`` clears at the start and end of every request, keyed by the exact token, so it
+    never outlives the request or serves another token."""
+
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self.verifier = verifier
+
+    async def verify_token(self, token: str) -> Any:
+        known = VERIFIED.get()
+        if known is not None and known[0] == token:
+            return known[1]
+        found = await self.verifier.verify_token(token)
+        if found is not None:
+            VERIFIED.set((token, found))
+        return found
 
 
 def read_timeout_s(env: Mapping[str, str] | None = None) -> float:
@@ -169,6 +199,13 @@ class HttpGuard:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
+        fresh = VERIFIED.set(None)  # this request's token is checked anew (OncePerRequest)
+        try:
+            await self._screened(scope, receive, send)
+        finally:
+            VERIFIED.reset(fresh)
+
+    async def _screened(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         headers: dict[bytes, list[str]] = {}
         for name, value in scope.get("headers", []):
             headers.setdefault(name.lower(), []).append(value.decode("latin-1"))
@@ -206,23 +243,24 @@ class HttpGuard:
     async def _read_body(self, receive: Receive, send: Send, limit: int) -> list[Message] | None:
         """The request's messages, the body joined into one (None: refused here, 413 or 408, already answered)."""
         body = bytearray()
-        try:
-            with anyio.fail_after(self.read_timeout * BODY_DEADLINE_FACTOR):
-                while True:
-                    with anyio.fail_after(self.read_timeout):
-                        message = await receive()
-                    if message.get("type") != "http.request":  # the client left: the app sees it
-                        return [message]
-                    body += message.get("body", b"")
-                    if len(body) > limit:
-                        await refuse(send, 413, "too-large", f"the request body is over {limit} bytes (the limit)")
-                        return None
-                    if not message.get("more_body", False):
-                        return [{"type": "http.request", "body": bytes(body), "more_body": False}]
-        except TimeoutError:
+        whole = anyio.current_time() + self.read_timeout * BODY_DEADLINE_FACTOR
+        with anyio.CancelScope() as deadline:  # one scope, its deadline moved at each chunk
+            while True:
+                deadline.deadline = min(whole, anyio.current_time() + self.read_timeout)
+                message = await receive()
+                if message.get("type") != "http.request":  # the client left: the app sees it
+                    return [message]
+                body += message.get("body", b"")
+                if len(body) > limit:
+                    break
+                if not message.get("more_body", False):
+                    return [{"type": "http.request", "body": bytes(body), "more_body": False}]
+        if deadline.cancelled_caught:
             log.info("a request body came too slowly: 408")
             await refuse(send, 408, "timeout", "the request body came too slowly (KMS_SERVICE_READ_TIMEOUT)")
-            return None
+        else:
+            await refuse(send, 413, "too-large", f"the request body is over {limit} bytes (the limit)")
+        return None
 
 
 def replay(messages: list[Message], receive: Receive) -> Receive:

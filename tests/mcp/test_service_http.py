@@ -307,3 +307,44 @@ async def test_a_tier_refusal_names_the_token_scope_not_settings_that_are_on(
     assert "tier:write" in edit["message"] and "--scopes tier:edit" in edit["message"], edit
     for refused in (create, edit):
         assert "kms config set" not in refused["message"] and "is off" not in refused["message"], refused
+
+
+def test_each_request_on_a_kept_alive_connection_is_checked_as_its_own_token(
+    running: service.ServiceState, two_vaults: apsw.Connection
+) -> None:
+    """The token is read once per request (``OncePerRequest``: the guard's check serves the SDK's), and never
+    for the next request: on one kept-alive connection, a revoked token is refused at once, and a read token
+    after a write token sees only the read tools."""
+    writer, write_secret = token(two_vaults, "tier:write")
+    _reader, read_secret = token(two_vaults, "tier:read")
+
+    def tool_names(http: httpx2.Client, secret: str) -> tuple[int, set[str]]:
+        reply = http.post(
+            running.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}},
+            headers={
+                "Authorization": f"Bearer {secret}",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/list",
+            },
+        )
+        if reply.status_code != 200:
+            return reply.status_code, set()
+        return 200, {t["name"] for t in reply.json()["result"]["tools"]}
+
+    with httpx2.Client(timeout=10) as http:
+        status, seen = tool_names(http, write_secret)
+        assert status == 200 and "kms_create" in seen
+        status, seen = tool_names(http, read_secret)
+        assert status == 200 and seen and "kms_create" not in seen
+        tokens.revoke(two_vaults, writer.id)
+        assert tool_names(http, write_secret)[0] == 401
+        assert tool_names(http, read_secret)[0] == 200
+
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}

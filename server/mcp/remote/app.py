@@ -35,7 +35,15 @@ from starlette.routing import BaseRoute, Route
 from server.config.remote import RemoteSettings
 from server.config.tiers import TIERS
 from server.mcp.http import EndingResponses, ScreenedBodies
-from server.mcp.http_guard import MAX_BODY_BYTES, READ_TIMEOUT_S, HttpGuard, Origins, exact_security, typed_errors
+from server.mcp.http_guard import (
+    MAX_BODY_BYTES,
+    READ_TIMEOUT_S,
+    HttpGuard,
+    OncePerRequest,
+    Origins,
+    exact_security,
+    typed_errors,
+)
 from server.mcp.remote.consent import Consent
 from server.mcp.remote.provider import KmsOAuthProvider, RemoteTokenVerifier, same_resource
 from server.mcp.remote.screens import (
@@ -100,7 +108,7 @@ def remote_app(
 
     db_path = hub.services.db_path
     provider = KmsOAuthProvider(db_path, settings)
-    verifier = RemoteTokenVerifier(db_path)
+    verifier = OncePerRequest(RemoteTokenVerifier(db_path))  # checked by HttpGuard, then by the SDK: read once
     authorization, resource = metadata_documents(settings)
     origins = remote_origins(settings)
     auth_routes: list[BaseRoute] = []
