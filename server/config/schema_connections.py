@@ -15,8 +15,10 @@ CONNECTION_SETTINGS: list[Setting] = [
         "globs",
         [],
         "More names of conflict copies, besides the ones kms knows (Syncthing, Dropbox, Nextcloud, OneDrive, "
-        "iCloud, git's siblings): globs over a file name where `{note}` is the note's name without `.md`, "
-        "such as `{note}.conflict-*.md`. A conflict copy is never indexed as a note; `kms conflicts` lists it.",
+        "iCloud, Google Drive, git's siblings): globs over a file name where `{note}` is the note's name "
+        "without `.md`, such as `{note}.conflict-*.md`, or `{note}-JANES-PC.md` for OneDrive on a computer you "
+        "named (kms knows only Windows' own DESKTOP-/LAPTOP- names). A conflict copy is never indexed as a "
+        "note; `kms conflicts` lists it.",
         "",
         validator=check_patterns,
         valid="file-name globs naming the note once as {note}, such as '{note}.conflict-*.md'",
