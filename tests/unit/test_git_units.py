@@ -195,3 +195,36 @@ def test_a_new_note_the_person_ignores_is_not_committed(tmp_path: Path) -> None:
     w.append("a.md", "committed")
     assert len(log(root)) == before + 1 and log(root)[0]["paths"] == ["a.md"]
     assert (root / "scratch" / "Draft.md").exists() and status(root) == []
+
+
+def _crlf_note(tmp_path: Path, autocrlf: str):
+    """A repository with ``core.autocrlf`` set whose note is CRLF in the work tree and LF in HEAD (what
+    ``true`` checks out; under ``input``, what a person's editor saved and git normalised at ``git add``)."""
+    root = init(tmp_path / "vault", {"a.md": "# A\n\none\n"})
+    git(root, "config", "core.autocrlf", autocrlf)
+    (root / "a.md").write_bytes(b"# A\r\n\r\none\r\n")
+    git(root, "add", "a.md")  # the index learns the file's stat; its blob stays LF
+    assert status(root) == [] and show(root, "HEAD", "a.md") == b"# A\n\none\n"
+    db = tmp_path / "db" / "kms.db"
+    conn = connect(db)
+    vault = add_vault(conn, root, "v")
+    set_git_mode(conn, "v", "commit")
+    index_vault(conn, vault)
+    return root, GitWriter(db, "s-git-1")
+
+
+@pytest.mark.parametrize("autocrlf", ["true", "input"])
+def test_an_autocrlf_repository_sees_kms_commits_as_clean(tmp_path: Path, autocrlf: str) -> None:
+    """The commit holds what ``git add`` would (LF), so ``git status`` shows nothing changed, and the person's
+    CRLF file is no uncommitted edit to checkpoint."""
+    root, w = _crlf_note(tmp_path, autocrlf)
+    before = log(root)
+
+    w.append("a.md", "agent line")
+
+    assert b"agent line\r\n" in (root / "a.md").read_bytes()  # the work tree keeps its line endings
+    commits = log(root)
+    assert len(commits) == len(before) + 1 and " via kms" in str(commits[0]["author"])  # no checkpoint
+    assert b"\r" not in show(root, "HEAD", "a.md") and b"agent line\n" in show(root, "HEAD", "a.md")
+    assert status(root) == []
+    assert git(root, "diff", "HEAD", "--stat") == b""
