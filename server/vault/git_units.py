@@ -15,7 +15,9 @@ each write unit the guard records (one tool call; a rename with its link rewrite
   loses the person's text.
 - **Who.** The agent's commit is authored as the session's principal via kms (``agent_identity``) and
   committed as the person (who owns the repository), with trailers naming the unit (the provenance row),
-  session, tool and approver.
+  session, tool and approver. The person's own writes through kms (``kms revert``, ``kms restore``, a trash
+  restore, a conflict's resolution: ``server.writes.person``) are units too, authored as the person
+  (``PERSON``, session ``person``, approver ``person``).
 - **When: after the answer, never lost.** Inside the answer, ``enqueue`` only puts the unit's bytes into the
   repository's objects (``Repo.write_blob``: no process) and one ``git_pending`` row (m055) into the
   database: well under a millisecond. The commit itself (a few git processes: 15-150 ms on a loaded 2-core
@@ -70,7 +72,10 @@ class Unit:
     session_id: str
     tool: str
     approver: str  # "none" (no approval asked), or how the person approved it
-    author: Identity  # the session's principal, via kms
+    author: Identity  # the session's principal, via kms; ``PERSON``: the person (their git identity)
+
+
+PERSON = Identity("", "")  # a unit of the person's own (a revert, a restore): authored as their git identity
 
 
 def agent_identity(session_id: str, principal: str | None) -> Identity:
@@ -186,7 +191,7 @@ def _drain_vault(conn: apsw.Connection, vault: Vault) -> int:
                 row["session_id"],
                 row["tool"],
                 row["approver"],
-                Identity(row["author_name"], row["author_email"]),
+                Identity(row["author_name"], row["author_email"]) if row["author_name"] else repo.person(),
             )
             net: Net = {}
             cr: set[str] = set()

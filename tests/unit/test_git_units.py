@@ -228,3 +228,33 @@ def test_an_autocrlf_repository_sees_kms_commits_as_clean(tmp_path: Path, autocr
     assert b"\r" not in show(root, "HEAD", "a.md") and b"agent line\n" in show(root, "HEAD", "a.md")
     assert status(root) == []
     assert git(root, "diff", "HEAD", "--stat") == b""
+
+
+def test_the_persons_revert_and_trash_restore_are_their_own_commits(tmp_path: Path) -> None:
+    """``kms revert`` and a trash restore in git mode are committed by kms as the person's units (authored
+    as the person), not left in the work tree for the next agent unit's checkpoint."""
+    from server.vault.git_units import flush
+    from server.writes.undo import trash
+    from server.writes.undo.revert import revert
+
+    root, conn, w = _setup(tmp_path, {"a.md": "# A\n\none\n"})
+    appended = w.append("a.md", "agent line")
+    before = log(root)
+
+    done = revert(conn, appended["invocationId"])
+    assert flush(tmp_path / "db" / "kms.db", 30.0)
+    top = log(root)[0]
+    assert len(log(root)) == len(before) + 1
+    assert top["author"] == "Pat Person <pat@example.org>" and top["paths"] == ["a.md"]
+    for trailer in (f"Kms-Unit: {done['invocationId']}", "Kms-Session: person", "Kms-Tool: revert"):
+        assert trailer in str(top["body"])
+    assert show(root, "HEAD", "a.md") == b"# A\n\none\n" and status(root) == []
+
+    (root / ".trash").mkdir()
+    (root / ".trash" / "kept.md").write_text("# Kept\n\nput in the trash by hand\n", encoding="utf-8")
+    trash.restore(conn, "kept.md")
+    assert flush(tmp_path / "db" / "kms.db", 30.0)
+    top = log(root)[0]
+    assert top["author"] == "Pat Person <pat@example.org>" and top["paths"] == ["kept.md"]
+    assert "Kms-Tool: trash-restore" in str(top["body"])
+    assert not any(r.endswith("kept.md") for r in status(root))
