@@ -33,6 +33,37 @@ CONNECTION_SETTINGS: list[Setting] = [
         "",
     ),
     Setting(
+        "sync.git_every",
+        "int",
+        60,
+        "Seconds between two syncs of a vault in git mode `sync` by the service: fetch, fast-forward or merge, "
+        'then push (docs/git.md, "Sync"). A sync starts only once writes were quiet for sync.git_quiet.',
+        "",
+        validator=validators.int_range(5, 86400),
+        valid="a whole number of seconds from 5 to 86400",
+    ),
+    Setting(
+        "sync.git_quiet",
+        "int",
+        10,
+        "Seconds without an agent write before the service syncs and pushes a vault in git mode `sync`, so "
+        "a burst of writes is pushed once it is over, never in its middle.",
+        "",
+        validator=validators.int_range(0, 3600),
+        valid="a whole number of seconds from 0 to 3600",
+    ),
+    Setting(
+        "sync.watcher_step_aside",
+        "int",
+        10,
+        "Seconds, at most, the service's watcher waits while this process rewrites several files at once (a "
+        "git sync moving the tree, a multi-file write) before it reads the files anyway; it reads them as "
+        "soon as the change is done, so this only bounds a stuck one.",
+        "",
+        validator=validators.int_range(1, 600),
+        valid="a whole number of seconds from 1 to 600",
+    ),
+    Setting(
         "service.use",
         "bool",
         True,
