@@ -357,6 +357,7 @@ class _Renames:
             self.by_hash.setdefault(chash, []).append(path)
         self.stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
         self.edited = edited_gone(conn, gone)  # any other: its id followed through an edited rename
+        self.budget = EDITED_BUDGET
 
     def take(self, rec: FileRecord, values: dict) -> int | None:
         """The rid of the gone note ``rec`` is (then no longer gone), None for a new note."""
@@ -366,12 +367,20 @@ class _Renames:
             else similar_note(self.stamped, values)
             if self.stamped
             else None
-        ) or (similar_note(self.edited, values, EDITED_RENAME) if self.edited else None)
+        ) or self._edited(values)
         if not old_path or old_path not in self.gone:
             return None
         self.stamped.pop(old_path, None)
         self.edited.pop(old_path, None)
         return self.gone.pop(old_path)[0]
+
+    def _edited(self, values: dict) -> str | None:
+        """The vanished note a new file is, renamed and edited (``EDITED_RENAME``), within the run's budget of
+        comparisons (``EDITED_BUDGET``: a vault moved wholesale is not compared note by note)."""
+        if not self.edited or self.budget <= 0:
+            return None
+        self.budget -= len(self.edited)
+        return similar_note(self.edited, values, EDITED_RENAME)
 
 
 SIMILAR = 0.6  # share of words a renamed-and-edited note must keep to carry its hidden stamp
@@ -382,6 +391,7 @@ SIMILAR = 0.6  # share of words a renamed-and-edited note must keep to carry its
 EDITED_RENAME = 0.8
 EDITED_MIN_WORDS = 20
 EDITED_MAX_GONE = 200
+EDITED_BUDGET = 20_000  # (new file, vanished note) pairs compared in one run, at most
 
 
 def stamped_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dict[str, Counter[str]]:
