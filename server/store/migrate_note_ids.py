@@ -13,8 +13,9 @@ derives) and rewrites every table naming a note's public id, in the one transact
   quoted in a transcript or a recorded answer still finds the note's history (``kms history OLD_ID``).
 
 A deleted note's rows (provenance, its history line) keep the id it had: no machine derives one for it
-any more, and ``history_ids`` still finds its line by it. Not rewritten either: text that quotes an id (a recorded answer's JSON, a staged call's input, a note's own text):
-those are what was said at the time. Everything else names a note by ``rid``, which does not change.
+any more, and ``history_ids`` still finds its line by it. Not rewritten either: text that quotes an id (a
+recorded answer's JSON, a staged call's input, a note's own text): those are what was said at the time.
+Everything else names a note by ``rid``, which does not change.
 
 When two notes would derive one id (one frontmatter ``id`` copied into two notes), the older keeps it and the
 other takes the next attempt (``new_note_id``'s ``attempt``), as an index would in the order it met them."""

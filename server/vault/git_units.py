@@ -76,6 +76,7 @@ class Unit:
 
 
 PERSON = Identity("", "")  # a unit of the person's own (a revert, a restore): authored as their git identity
+PERSON_APPROVER = "person"  # the approver a unit of the person's own names (they need no approval)
 
 
 def agent_identity(session_id: str, principal: str | None) -> Identity:
@@ -336,7 +337,8 @@ def _fast_import(
     if checkpoint:
         mark += 1
         msg = _message(
-            "Checkpoint: the person's uncommitted edits, before an agent's change",
+            "Checkpoint: the person's uncommitted edits, before "
+            + ("their own write through kms" if unit.approver == PERSON_APPROVER else "an agent's change"),
             [("Kms-Checkpoint-For", str(unit.invocation_id))],
         )
         stream.append(_commit_block(branch, mark, me, me, msg, parent, checkpoint, have, when))

@@ -93,5 +93,5 @@ def person_write(
                 reverts_id=reverts_id,
             )
     if call.outcome is not None and ctx.landed:  # a vault in git mode: the person's write is a unit of theirs
-        unit = git_units.Unit(call.invocation_id, session_id, tool, "person", git_units.PERSON)
+        unit = git_units.Unit(call.invocation_id, session_id, tool, git_units.PERSON_APPROVER, git_units.PERSON)
         git_step.keep_unit(conn, ctx.landed, unit)
