@@ -37,6 +37,8 @@ from pathlib import Path
 
 import apsw
 
+from server.config.schema import SETTINGS
+from server.config.settings import default_config_path, load_settings
 from server.index import conflicts
 from server.index.indexer import index_vault
 from server.store.db import scalar
@@ -66,9 +68,6 @@ class SyncTimings:
 def sync_timings() -> SyncTimings:
     """This machine's ``SyncTimings``, read from its settings file each time (a change applies at the
     watcher's next look, within seconds); an unreadable file gives the defaults."""
-    from server.config.schema import SETTINGS
-    from server.config.settings import default_config_path, load_settings
-
     keys = ("sync.git_every", "sync.git_quiet", "sync.watcher_step_aside")
     try:
         found = load_settings(default_config_path(), env={}, has_vault=True)
@@ -93,8 +92,6 @@ class SyncReport:
 
 
 def _memory_folder() -> str:
-    from server.config.settings import default_config_path, load_settings
-
     try:
         folder = load_settings(default_config_path(), env={}, has_vault=True).get("memory.folder")
     except Exception:  # an unreadable settings file: the default
