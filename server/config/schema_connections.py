@@ -15,8 +15,10 @@ CONNECTION_SETTINGS: list[Setting] = [
         "globs",
         [],
         "More names of conflict copies, besides the ones kms knows (Syncthing, Dropbox, Nextcloud, OneDrive, "
-        "iCloud, git's siblings): globs over a file name where `{note}` is the note's name without `.md`, "
-        "such as `{note}.conflict-*.md`. A conflict copy is never indexed as a note; `kms conflicts` lists it.",
+        "iCloud, Google Drive, git's siblings): globs over a file name where `{note}` is the note's name "
+        "without `.md`, such as `{note}.conflict-*.md`, or `{note}-JANES-PC.md` for OneDrive on a computer you "
+        "named (kms knows only Windows' own DESKTOP-/LAPTOP- names). A conflict copy is never indexed as a "
+        "note; `kms conflicts` lists it.",
         "",
         validator=check_patterns,
         valid="file-name globs naming the note once as {note}, such as '{note}.conflict-*.md'",
@@ -29,6 +31,37 @@ CONNECTION_SETTINGS: list[Setting] = [
         "notes at a session's end): with one vault synced to several machines, turn it off on all but one, "
         "or each machine's kms writes its own copy and the sync tool makes conflicts no person caused.",
         "",
+    ),
+    Setting(
+        "sync.git_every",
+        "int",
+        60,
+        "Seconds between two syncs of a vault in git mode `sync` by the service: fetch, fast-forward or merge, "
+        'then push (docs/git.md, "Sync"). A sync starts only once writes were quiet for sync.git_quiet.',
+        "",
+        validator=validators.int_range(5, 86400),
+        valid="a whole number of seconds from 5 to 86400",
+    ),
+    Setting(
+        "sync.git_quiet",
+        "int",
+        10,
+        "Seconds without an agent write before the service syncs and pushes a vault in git mode `sync`, so "
+        "a burst of writes is pushed once it is over, never in its middle.",
+        "",
+        validator=validators.int_range(0, 3600),
+        valid="a whole number of seconds from 0 to 3600",
+    ),
+    Setting(
+        "sync.watcher_step_aside",
+        "int",
+        10,
+        "Seconds, at most, the service's watcher waits while this process rewrites several files at once (a "
+        "git sync moving the tree, a multi-file write) before it reads the files anyway; it reads them as "
+        "soon as the change is done, so this only bounds a stuck one.",
+        "",
+        validator=validators.int_range(1, 600),
+        valid="a whole number of seconds from 1 to 600",
     ),
     Setting(
         "service.use",

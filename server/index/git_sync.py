@@ -37,6 +37,8 @@ from pathlib import Path
 
 import apsw
 
+from server.config.schema import SETTINGS
+from server.config.settings import default_config_path, load_settings
 from server.index import conflicts
 from server.index.indexer import index_vault
 from server.store.db import scalar
@@ -48,9 +50,31 @@ from server.vault.registry import Vault, list_vaults
 
 log = logging.getLogger("kms.git")
 
-SYNC_EVERY_S = 60.0  # how often the service's idle job syncs a vault in git mode ``sync``
-IDLE_S = 10.0  # ...once no agent write has been made for this long (pushes wait for a quiet moment)
 DEFAULT_MEMORY_FOLDER = "kms-memory"
+
+
+@dataclass(frozen=True)
+class SyncTimings:
+    """The sync timings of this machine's settings (defined, with their defaults, in ``server.config``):
+    how often the service syncs a vault in git mode ``sync`` (``sync.git_every``), once no agent write was
+    made for how long (``sync.git_quiet``: pushes wait for a quiet moment), and how long, at most, the
+    watcher steps aside while this process rewrites the tree (``sync.watcher_step_aside``)."""
+
+    every_s: float
+    quiet_s: float
+    step_aside_s: float
+
+
+def sync_timings() -> SyncTimings:
+    """This machine's ``SyncTimings``, read from its settings file each time (a change applies at the
+    watcher's next look, within seconds); an unreadable file gives the defaults."""
+    keys = ("sync.git_every", "sync.git_quiet", "sync.watcher_step_aside")
+    try:
+        found = load_settings(default_config_path(), env={}, has_vault=True)
+        values = [found.get(k) for k in keys]
+    except Exception:  # an unreadable settings file: the defaults
+        values = [SETTINGS[k].default for k in keys]
+    return SyncTimings(*(float(v) for v in values))
 
 
 @dataclass
@@ -68,8 +92,6 @@ class SyncReport:
 
 
 def _memory_folder() -> str:
-    from server.config.settings import default_config_path, load_settings
-
     try:
         folder = load_settings(default_config_path(), env={}, has_vault=True).get("memory.folder")
     except Exception:  # an unreadable settings file: the default
@@ -347,7 +369,7 @@ _last: dict[str, float] = {}
 _guard = threading.Lock()
 
 
-def due(conn: apsw.Connection, key: str, now: float, every_s: float = SYNC_EVERY_S, idle_s: float = IDLE_S) -> bool:
+def due(conn: apsw.Connection, key: str, now: float, every_s: float, idle_s: float) -> bool:
     """Whether a sync should start now: not one in the last ``every_s``, and no agent write in the last ``idle_s``
     (a push waits for a quiet moment; a write's commit is never pushed in the middle of a burst)."""
     if now - _last.get(key, 0.0) < every_s:
@@ -359,12 +381,13 @@ def due(conn: apsw.Connection, key: str, now: float, every_s: float = SYNC_EVERY
 def start_sync_if_due(
     db_path: str | Path,
     *,
-    every_s: float = SYNC_EVERY_S,
-    idle_s: float = IDLE_S,
+    every_s: float | None = None,
+    idle_s: float | None = None,
     now: Callable[[], float] = time.monotonic,
 ) -> threading.Thread | None:
     """Sync (and push) every vault in git mode ``sync``, on a thread of its own, when ``due``, and commit the
-    units a process that died left (any vault in git mode) whenever there are some; the thread."""
+    units a process that died left (any vault in git mode) whenever there are some; the thread. ``every_s``
+    and ``idle_s``: the settings' (``sync_timings``) unless given."""
     from server.store.db import connect
 
     key = str(db_path)
@@ -377,7 +400,11 @@ def start_sync_if_due(
             try:
                 syncing = any(v.git_mode == "sync" for v in list_vaults(conn))
                 left = git_units.pending(conn) > 0  # units a process that died left uncommitted
-                syncing = syncing and due(conn, key, now(), every_s, idle_s)
+                if syncing and (every_s is None or idle_s is None):
+                    timings = sync_timings()
+                    every_s = timings.every_s if every_s is None else every_s
+                    idle_s = timings.quiet_s if idle_s is None else idle_s
+                syncing = syncing and due(conn, key, now(), every_s or 0.0, idle_s or 0.0)
                 if not (left or syncing):
                     return None
             finally:

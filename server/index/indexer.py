@@ -347,8 +347,8 @@ class _Pass:
 
 
 class _Renames:
-    """The notes whose file is gone, matched to new paths: the same bytes, or (a note hidden by hand) the
-    most similar words."""
+    """The notes whose file is gone, matched to new paths: the same bytes, or the most similar words (a note
+    hidden by hand; any note of some length, renamed and edited while no kms process ran)."""
 
     def __init__(self, conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> None:
         self.gone = gone
@@ -356,6 +356,8 @@ class _Renames:
         for path, (_rid, chash) in gone.items():
             self.by_hash.setdefault(chash, []).append(path)
         self.stamped = stamped_gone(conn, gone)  # hidden by hand: followed through an edited rename
+        self.edited = edited_gone(conn, gone)  # any other: its id followed through an edited rename
+        self.budget = EDITED_BUDGET
 
     def take(self, rec: FileRecord, values: dict) -> int | None:
         """The rid of the gone note ``rec`` is (then no longer gone), None for a new note."""
@@ -365,14 +367,31 @@ class _Renames:
             else similar_note(self.stamped, values)
             if self.stamped
             else None
-        )
-        if not old_path:
+        ) or self._edited(values)
+        if not old_path or old_path not in self.gone:
             return None
         self.stamped.pop(old_path, None)
+        self.edited.pop(old_path, None)
         return self.gone.pop(old_path)[0]
+
+    def _edited(self, values: dict) -> str | None:
+        """The vanished note a new file is, renamed and edited (``EDITED_RENAME``), within the run's budget of
+        comparisons (``EDITED_BUDGET``: a vault moved wholesale is not compared note by note)."""
+        if not self.edited or self.budget <= 0:
+            return None
+        self.budget -= len(self.edited)
+        return similar_note(self.edited, values, EDITED_RENAME)
 
 
 SIMILAR = 0.6  # share of words a renamed-and-edited note must keep to carry its hidden stamp
+# A note renamed and edited while no kms process ran keeps its id (so its history, provenance and the id
+# the machines that saw the rename kept: docs/sync.md, "Note ids") when it keeps this share of its words,
+# it had at least EDITED_MIN_WORDS (an empty daily note and the next day's are not one note), and no more
+# than EDITED_MAX_GONE notes vanished in the run (each new file is compared with each of them).
+EDITED_RENAME = 0.8
+EDITED_MIN_WORDS = 20
+EDITED_MAX_GONE = 200
+EDITED_BUDGET = 20_000  # (new file, vanished note) pairs compared in one run, at most
 
 
 def stamped_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dict[str, Counter[str]]:
@@ -387,12 +406,26 @@ def stamped_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dic
     return {path: Counter(body.lower().split()) for path, body in found}
 
 
-def similar_note(stamped: dict[str, Counter[str]], values: dict) -> str | None:
-    """The vanished stamped note a new file most likely is (a rename with edits while no kms process
-    ran): the one sharing the most words, if it keeps at least ``SIMILAR`` of them (Dice coefficient
-    over word counts). Only stamped notes are compared: rule-hidden notes are judged by their rule."""
+def edited_gone(conn: apsw.Connection, gone: dict[str, tuple[int, str]]) -> dict[str, Counter[str]]:
+    """The words of each vanished note not hidden by hand, by its old path, when it is long enough to be
+    recognised after an edit (``EDITED_MIN_WORDS``) and few enough vanished (``EDITED_MAX_GONE``)."""
+    if not gone or len(gone) > EDITED_MAX_GONE:
+        return {}
+    marks = ",".join("?" * len(gone))
+    found = conn.execute(
+        f"SELECT path, body FROM notes WHERE hidden_stamp IS NULL AND rid IN ({marks})",
+        tuple(rid for rid, _h in gone.values()),
+    )
+    words = {path: Counter(body.lower().split()) for path, body in found}
+    return {path: w for path, w in words.items() if sum(w.values()) >= EDITED_MIN_WORDS}
+
+
+def similar_note(stamped: dict[str, Counter[str]], values: dict, least: float = SIMILAR) -> str | None:
+    """The vanished note a new file most likely is (a rename with edits while no kms process ran): the one
+    sharing the most words, if it keeps at least ``least`` of them (Dice coefficient over word counts).
+    Hidden notes: only stamped ones are compared (rule-hidden notes are judged by their rule)."""
     words = Counter(values["body"].lower().split())
-    best, best_score = None, SIMILAR
+    best, best_score = None, least
     for path, old in stamped.items():
         total = sum(old.values()) + sum(words.values())
         score = 2 * sum((old & words).values()) / total if total else 1.0

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from server.index.properties import property_rows, search_text
 from server.index.scripts import has_run
 from server.index.scripts import index_tokens as cjk_tokens
+from server.store.note_ids import carried_id
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
@@ -357,7 +358,7 @@ def note_values(rec: FileRecord, p: ParsedNote) -> dict:
         "created": p.created,  # the note's own creation date, when its frontmatter gives one
         "link_to": None,  # the target's path when the file is a symlink (read_record)
         "hidden_rule": None,  # set by the indexer from the privacy rules
-        "fm_id": travelling_id(p),  # what a new note's id is made from (``writer.new_note_id``), if it has one
+        "fm_id": travelling_id(p),  # what a new note's id is made from (``note_ids.new_note_id``), if it has one
     }
 
 
@@ -366,7 +367,4 @@ def travelling_id(p: ParsedNote) -> str | None:
     frontmatter ``id`` (a string or a number, at most 200 characters)."""
     if p.note_id:
         return p.note_id
-    found = p.frontmatter.get("id") if p.frontmatter else None
-    if isinstance(found, str | int) and not isinstance(found, bool) and 0 < len(str(found).strip()) <= 200:
-        return str(found).strip()
-    return None
+    return carried_id(p.frontmatter.get("id")) if p.frontmatter else None

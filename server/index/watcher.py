@@ -13,7 +13,7 @@ import apsw
 
 from server.index import conflicts
 from server.index.backups import start_backup_if_due
-from server.index.git_sync import start_sync_if_due
+from server.index.git_sync import start_sync_if_due, sync_timings
 from server.index.incremental import reindex_file
 from server.index.indexer import index_vault
 from server.index.link_resolve import add_attachments
@@ -206,6 +206,7 @@ def _watch_until_registry_changes(
     checked = time.perf_counter()
     backup_checked = checked - BACKUP_CHECK_S  # (so a service that starts makes an overdue copy soon)
     sync_checked = checked
+    step_aside_s = sync_timings().step_aside_s  # (read again at each look for a due sync)
     last_change = checked
     caught_up = False
     for changes in watch(
@@ -213,7 +214,7 @@ def _watch_until_registry_changes(
     ):
         if _shape(_registered(conn, vault)) != _shape(vaults):  # before a batch is applied to a vault now gone
             return  # watched again over the vaults registered now (this batch's changes: caught up then)
-        wait_own_writes()  # a multi-file change of this process: taken in after it, at a stat and a hash a file
+        wait_own_writes(step_aside_s)  # this process rewriting several files (a git sync): taken in after it
         started = time.perf_counter()
         try:
             n = apply_changes(conn, vaults, {p for _change, p in changes}, after) if changes else 0
@@ -235,4 +236,6 @@ def _watch_until_registry_changes(
             start_backup_if_due(db_path)
         if not changes and started - sync_checked >= GIT_SYNC_CHECK_S:
             sync_checked = started  # fetch, merge and push on a thread of its own, once writes are idle
-            start_sync_if_due(db_path)
+            timings = sync_timings()
+            step_aside_s = timings.step_aside_s
+            start_sync_if_due(db_path, every_s=timings.every_s, idle_s=timings.quiet_s)

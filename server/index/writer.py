@@ -10,36 +10,19 @@ are searched at the title's weight (the table's rank is ``bm25(10, 1, 5)``: titl
 
 from __future__ import annotations
 
-import hashlib
 import operator
-import unicodedata
 
 import apsw
 
 from server.index.privacy import HIDDEN_AT_SQL
 from server.index.records import FileRecord
 from server.store.db import scalar
+from server.store.note_ids import id_scope, new_note_id
 
 
-def new_note_id(vault: str, path: str, carried: str | None = None, attempt: int = 0) -> str:
-    """A new note's public id, the same on every machine that indexes the same vault (its provenance, memory
-    and the ids agents pass around then agree): made from what travels with the note, never from a database.
-    That is the id the note carries in its text when it has one (``records.travelling_id``: Dendron's, a
-    frontmatter ``id``), else the vault's name and the path the note was first seen at (composed Unicode, as
-    macOS and Linux spell a name differently). ``attempt`` > 0 when that id is taken (a note renamed away
-    from this path keeps the id it was born with; two notes copied with one frontmatter id): the next one.
-
-    What cannot agree: a note renamed while one machine's kms was not running is a new note to it (so a new
-    id), unless it carries an id in its frontmatter; and two machines that name the vault differently."""
-    basis = f"id\0{vault}\0{carried}" if carried else f"path\0{vault}\0{unicodedata.normalize('NFC', path)}"
-    if attempt:
-        basis += f"\0{attempt}"
-    return "n" + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-def free_note_ids(conn: apsw.Connection, vault: str, wanted: list[tuple[str, str | None]]) -> list[str]:
+def free_note_ids(conn: apsw.Connection, scope: str, wanted: list[tuple[str, str | None]]) -> list[str]:
     """``new_note_id`` for each (path, carried id), none taken in the index nor twice in the list."""
-    ids = [new_note_id(vault, path, carried) for path, carried in wanted]
+    ids = [new_note_id(scope, path, carried) for path, carried in wanted]
     taken: set[str] = set()
     for at in range(0, len(ids), 500):
         chunk = ids[at : at + 500]
@@ -50,15 +33,16 @@ def free_note_ids(conn: apsw.Connection, vault: str, wanted: list[tuple[str, str
         attempt = 0
         while ids[i] in taken:  # rare: then each further try is looked up alone
             attempt += 1
-            ids[i] = new_note_id(vault, path, carried, attempt)
+            ids[i] = new_note_id(scope, path, carried, attempt)
             if conn.execute("SELECT 1 FROM notes WHERE id = ?", (ids[i],)).fetchone():
                 taken.add(ids[i])
         taken.add(ids[i])
     return ids
 
 
-def vault_name(conn: apsw.Connection, vault_id: int) -> str:
-    return str(scalar(conn, "SELECT name FROM vaults WHERE id = ?", (vault_id,)))
+def vault_id_scope(conn: apsw.Connection, vault_id: int) -> str:
+    """What a vault's new note ids are made from (``note_ids.id_scope``: its folder's name)."""
+    return id_scope(str(scalar(conn, "SELECT root FROM vaults WHERE id = ?", (vault_id,))))
 
 
 def children_rows(rec: FileRecord, rid: int, vault_id: int) -> tuple[list, list, list, list, list]:
@@ -194,7 +178,7 @@ def insert_note(conn: apsw.Connection, vault_id: int, values: dict, now: float) 
     """One new note (a new id, created ``now``); returns its rid."""
     values = {
         **values,
-        "id": free_note_ids(conn, vault_name(conn, vault_id), [(values["path"], values.get("fm_id"))])[0],
+        "id": free_note_ids(conn, vault_id_scope(conn, vault_id), [(values["path"], values.get("fm_id"))])[0],
         "vault_id": vault_id,
         "created_at": values.get("created") or values.get("born") or now,
         "hidden_at": now if values["hidden_rule"] else None,
@@ -217,7 +201,7 @@ class NewNotes:
     def __init__(self, conn: apsw.Connection, vault_id: int, *, children: bool = True) -> None:
         self.conn = conn
         self.vault_id = vault_id
-        self.vault = ""  # its name, looked up at the first flush (new ids are made from it)
+        self.scope = ""  # its id scope, looked up at the first flush (new ids are made from it)
         self.children = children
         self.pending: list[tuple[FileRecord, dict]] = []
 
@@ -232,8 +216,8 @@ class NewNotes:
         conn, vid = self.conn, self.vault_id
         first = (next(conn.execute("SELECT max(rid) FROM notes"))[0] or 0) + 1
         pending, self.pending = self.pending, []
-        self.vault = self.vault or vault_name(conn, vid)
-        ids = free_note_ids(conn, self.vault, [(v["path"], v.get("fm_id")) for _rec, v in pending])
+        self.scope = self.scope or vault_id_scope(conn, vid)
+        ids = free_note_ids(conn, self.scope, [(v["path"], v.get("fm_id")) for _rec, v in pending])
         conn.executemany(
             self._SQL,
             [

@@ -20,6 +20,7 @@ from typing import Any
 import apsw
 
 from server.store.kept_counts import m030_kept_counts, m042_attachments_not_unresolved
+from server.store.migrate_note_ids import m057_machine_independent_ids
 from server.store.migrations_first import (  # the first schema, applied by every database since
     m001_initial,
     m002_agent_activity,
@@ -419,6 +420,7 @@ MIGRATIONS: list[Migration] = [
     m054_vault_git_mode,
     m055_git_state,
     m056_index_state,
+    m057_machine_independent_ids,
 ]
 
 

@@ -13,12 +13,16 @@ this module only reads names. The names, as the tools write them:
   from Dropbox's) and the older clients' ``Note_conflict-20261201-101500.md``.
 - **git's conflict siblings**: ``Note.md.orig`` (a merge's backup) and ``git mergetool``'s
   ``Note_BACKUP_1234.md``, ``Note_BASE_1234.md``, ``Note_LOCAL_1234.md``, ``Note_REMOTE_1234.md``.
-- **OneDrive** keeps the other side as ``Note-COMPUTERNAME.md`` (the Windows computer name, upper case,
-  at most 15 characters: ``Note-DESKTOP-AB12CD3.md``, a ``-2`` may follow). A name like that is also a
-  plain note name (``Plan-V2.md``), so it is a copy only in a vault whose sync is OneDrive and only when
-  ``Note.md`` is beside it.
+- **OneDrive** keeps the other side as ``Note-COMPUTERNAME.md``, the computer's name appended with a
+  hyphen. Recognised: the names Windows gives a computer unless the person renames it, ``DESKTOP-`` + 7
+  and ``LAPTOP-`` + 8 upper-case letters and digits (``Note-DESKTOP-AB12CD3.md``, a ``-2`` may follow),
+  only in a vault whose sync is OneDrive and only when ``Note.md`` is beside it. Any other hyphenated
+  suffix is a note's own name (``Plan-V2.md``, ``Plan-FINAL.md``): a computer with a name of its own
+  (``JANES-PC``, a Linux client's host name) is given by a pattern (``{note}-JANES-PC.md``, below).
 - **iCloud Drive** numbers the other side: ``Note 2.md``. Also a plain note name, so a copy only in a
   vault whose sync is iCloud and only when ``Note.md`` is beside it.
+- **Google Drive** (Drive for desktop) keeps the other side as ``Note (1).md``. Also a plain note name,
+  so a copy only in a vault whose sync is Google Drive and only when ``Note.md`` is beside it.
 - **The person's own** (setting ``sync.conflict_patterns``): globs over a file name in which ``{note}``
   stands for the note's name without ``.md`` (``{note}.conflict-*.md``).
 
@@ -42,10 +46,11 @@ DROPBOX = "dropbox"
 NEXTCLOUD = "nextcloud"
 ONEDRIVE = "onedrive"
 ICLOUD = "icloud"
+GOOGLE_DRIVE = "google-drive"
 GIT_SIBLING = "git-sibling"
 GIT_MERGE = "git-merge"  # a merge that did not go clean (no copy file: both sides are in the conflict row)
 PATTERN = "pattern"
-SOURCES = (SYNCTHING, DROPBOX, NEXTCLOUD, ONEDRIVE, ICLOUD, GIT_SIBLING, GIT_MERGE, PATTERN)
+SOURCES = (SYNCTHING, DROPBOX, NEXTCLOUD, ONEDRIVE, ICLOUD, GOOGLE_DRIVE, GIT_SIBLING, GIT_MERGE, PATTERN)
 
 _MD = r"(?P<ext>\.[mM][dD])"
 # One alternation, each branch naming its tool: one match per file name (the cost of a cold index's check).
@@ -74,8 +79,9 @@ _BRANCHES = (
     ("orig", GIT_SIBLING, "g"),
 )
 _ICLOUD = re.compile(rf"(?P<stem>.+) (?:[2-9]|[1-9]\d+){_MD}")
-_ONEDRIVE = re.compile(rf"(?P<stem>.+){_MD}")
-_WINDOWS_NAME = re.compile(r"(?=[A-Z0-9-]*[A-Z])[A-Z0-9][A-Z0-9-]{1,14}(?:-\d+)?")
+_GOOGLE_DRIVE = re.compile(rf"(?P<stem>.+) \([1-9]\d*\){_MD}")
+# a Windows computer's own name, as Windows makes it up (the person may rename it: then a pattern says it)
+_ONEDRIVE = re.compile(rf"(?P<stem>.+)-(?:DESKTOP-[A-Z0-9]{{7}}|LAPTOP-[A-Z0-9]{{8}})(?:-\d+)?{_MD}")
 
 
 def _may_be_copy(name: str) -> bool:
@@ -95,7 +101,7 @@ class CopyOf:
 @dataclass(frozen=True)
 class CopyNames:
     """How one vault's file names are read: its sync tools (``server.vault.sync_tools``), the person's
-    patterns, the names OneDrive may append (any Windows-looking computer name)."""
+    patterns."""
 
     sync: frozenset[str] = frozenset()
     patterns: tuple[str, ...] = ()
@@ -117,7 +123,7 @@ class CopyNames:
     def copy_of(self, relpath: str, exists: Callable[[str], bool]) -> CopyOf | None:
         """The note ``relpath`` is a conflict copy of, or None for a note (or any other file).
         ``exists(path)``: whether a note is at that vault-relative path (asked only for the names that are a
-        copy only beside their note: iCloud's and OneDrive's)."""
+        copy only beside their note: iCloud's, Google Drive's and OneDrive's)."""
         folder, _sep, name = relpath.rpartition("/")
         prefix = f"{folder}/" if folder else ""
         m = _UNAMBIGUOUS.fullmatch(name) if _may_be_copy(name) else None
@@ -134,11 +140,12 @@ class CopyNames:
             note = prefix + im.group("stem") + im.group("ext")
             if exists(note):
                 return CopyOf(ICLOUD, note)
-        if ONEDRIVE in self.sync and "-" in name and (om := _ONEDRIVE.fullmatch(name)) is not None:
-            stem, ext = om.group("stem"), om.group("ext")
-            at = stem.find("-")
-            while at > 0:  # each hyphen may start the computer name (which may hold hyphens itself)
-                if _WINDOWS_NAME.fullmatch(stem[at + 1 :]) and exists(note := prefix + stem[:at] + ext):
-                    return CopyOf(ONEDRIVE, note)
-                at = stem.find("-", at + 1)
+        if GOOGLE_DRIVE in self.sync and name[-4:-3] == ")" and (gm := _GOOGLE_DRIVE.fullmatch(name)) is not None:
+            note = prefix + gm.group("stem") + gm.group("ext")
+            if exists(note):
+                return CopyOf(GOOGLE_DRIVE, note)
+        if ONEDRIVE in self.sync and "TOP-" in name and (om := _ONEDRIVE.fullmatch(name)) is not None:
+            note = prefix + om.group("stem") + om.group("ext")
+            if exists(note):
+                return CopyOf(ONEDRIVE, note)
         return None

@@ -270,6 +270,16 @@ class Repo:
         os.replace(tmp, target)
         return oid
 
+    def stored_blob(self, path: str, data: bytes) -> str:
+        """The blob git itself stores for a file of these bytes at the work-tree ``path``: its clean filters
+        applied (``core.autocrlf`` true or input, ``.gitattributes`` ``text``/``eol``: CRLF becomes LF), as
+        ``git add`` would. A repository that normalises line endings would otherwise see a CRLF file kms
+        committed as changed. Bytes without a carriage return are stored as they are (no process)."""
+        if b"\r" not in data:
+            return self.write_blob(data)
+        out = self.out("-c", "core.safecrlf=false", "hash-object", "-w", "--stdin", b"--path=" + fs(path), stdin=data)
+        return os.fsdecode(out).strip()
+
     def has_object(self, oid: str) -> bool:
         """Whether the object exists (loose: a stat; packed: asked of git)."""
         if (self.common_dir / "objects" / oid[:2] / oid[2:]).exists():

@@ -15,7 +15,9 @@ each write unit the guard records (one tool call; a rename with its link rewrite
   loses the person's text.
 - **Who.** The agent's commit is authored as the session's principal via kms (``agent_identity``) and
   committed as the person (who owns the repository), with trailers naming the unit (the provenance row),
-  session, tool and approver.
+  session, tool and approver. The person's own writes through kms (``kms revert``, ``kms restore``, a trash
+  restore, a conflict's resolution: ``server.writes.person``) are units too, authored as the person
+  (``PERSON``, session ``person``, approver ``person``).
 - **When: after the answer, never lost.** Inside the answer, ``enqueue`` only puts the unit's bytes into the
   repository's objects (``Repo.write_blob``: no process) and one ``git_pending`` row (m055) into the
   database: well under a millisecond. The commit itself (a few git processes: 15-150 ms on a loaded 2-core
@@ -41,6 +43,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +58,7 @@ from server.vault.registry import Vault, get_vault
 
 log = logging.getLogger("kms.git")
 
+CR = "cr"  # a git_pending file's flag: its bytes hold a carriage return (line endings git may convert)
 ATTEMPTS = 3  # the branch moved under a unit (the person committed): built again on the new HEAD
 File = tuple[str, bytes | None, bytes | None]  # vault-relative path, bytes before, bytes after (None: absent)
 Net = dict[str, tuple[str | None, str | None]]  # work-tree path -> (blob before, blob after); None: absent
@@ -68,7 +72,11 @@ class Unit:
     session_id: str
     tool: str
     approver: str  # "none" (no approval asked), or how the person approved it
-    author: Identity  # the session's principal, via kms
+    author: Identity  # the session's principal, via kms; ``PERSON``: the person (their git identity)
+
+
+PERSON = Identity("", "")  # a unit of the person's own (a revert, a restore): authored as their git identity
+PERSON_APPROVER = "person"  # the approver a unit of the person's own names (they need no approval)
 
 
 def agent_identity(session_id: str, principal: str | None) -> Identity:
@@ -108,6 +116,8 @@ def enqueue(conn: apsw.Connection, vault: Vault, files: list[File], unit: Unit) 
                 net[path][1] = a
             else:
                 net[path] = [b, a]
+            if (before is not None and b"\r" in before) or (after is not None and b"\r" in after):
+                net[path].append(CR)  # git may store it otherwise (line endings): asked at the commit
     except (GitError, OSError) as e:
         _repos.pop(str(vault.root), None)
         git_state.note(conn, vault.id, commit_error=f"unit #{unit.invocation_id}: {e}"[-1000:])
@@ -126,7 +136,7 @@ def enqueue(conn: apsw.Connection, vault: Vault, files: list[File], unit: Unit) 
                 unit.approver,
                 unit.author.name,
                 unit.author.email,
-                json.dumps([[p, b, a] for p, (b, a) in net.items()], ensure_ascii=False),
+                json.dumps([[p, *ba] for p, ba in net.items()], ensure_ascii=False),
                 time.time(),
             ),
         )
@@ -182,11 +192,16 @@ def _drain_vault(conn: apsw.Connection, vault: Vault) -> int:
                 row["session_id"],
                 row["tool"],
                 row["approver"],
-                Identity(row["author_name"], row["author_email"]),
+                Identity(row["author_name"], row["author_email"]) if row["author_name"] else repo.person(),
             )
-            net: Net = {repo.path_of(p): (b, a) for p, b, a in json.loads(row["files"])}
+            net: Net = {}
+            cr: set[str] = set()
+            for p, b, a, *flags in json.loads(row["files"]):
+                net[repo.path_of(p)] = (b, a)
+                if CR in flags:
+                    cr.add(repo.path_of(p))
             try:
-                commit_files(repo, net, unit)
+                commit_files(repo, net, unit, cr)
             except GitError as e:
                 _repos.pop(str(vault.root), None)
                 log.warning("git: could not commit unit #%s in vault %s: %s", unit.invocation_id, vault.name, e)
@@ -199,10 +214,14 @@ def _drain_vault(conn: apsw.Connection, vault: Vault) -> int:
     return done
 
 
-def commit_files(repo: Repo, net: Net, unit: Unit) -> str | None:
+def commit_files(repo: Repo, net: Net, unit: Unit, cr: Collection[str] = ()) -> str | None:
     """The person's checkpoint (when a file held uncommitted edits) and the unit's commit, on HEAD's branch;
-    the new HEAD (None: nothing to commit, e.g. a unit committed already by a process that died after)."""
+    the new HEAD (None: nothing to commit, e.g. a unit committed already by a process that died after).
+    ``cr``: the paths whose bytes hold a carriage return, stored as git stores them (``_as_git_stores``)."""
     net = {p: (b if b is None or repo.has_object(b) else "lost", _after(repo, p, a)) for p, (b, a) in net.items()}
+    for p in cr:
+        if p in net:
+            net[p] = (_as_git_stores(repo, p, net[p][0]), _as_git_stores(repo, p, net[p][1]))
     for _attempt in range(ATTEMPTS):
         branch, head = repo.head()
         if branch is None:
@@ -227,6 +246,15 @@ def commit_files(repo: Repo, net: Net, unit: Unit) -> str | None:
         _stage_committed(repo, have, {p: a for p, (_b, a) in net.items()})
         return new
     raise GitError(f"the branch kept moving while unit #{unit.invocation_id} was committed")
+
+
+def _as_git_stores(repo: Repo, path: str, oid: str | None) -> str | None:
+    """The blob git stores for these bytes at ``path`` (``Repo.stored_blob``: a ``core.autocrlf`` repository
+    keeps LF): kms's commit is then what ``git add`` would have made, so ``git status`` shows it clean, and
+    the person's bytes before the write, CRLF in their work tree, are no uncommitted edit to checkpoint."""
+    if oid is None or oid == "lost":
+        return oid
+    return repo.stored_blob(path, repo.blob(oid))
 
 
 def _ignored(repo: Repo, new: list[str]) -> set[str]:
@@ -309,7 +337,8 @@ def _fast_import(
     if checkpoint:
         mark += 1
         msg = _message(
-            "Checkpoint: the person's uncommitted edits, before an agent's change",
+            "Checkpoint: the person's uncommitted edits, before "
+            + ("their own write through kms" if unit.approver == PERSON_APPROVER else "an agent's change"),
             [("Kms-Checkpoint-For", str(unit.invocation_id))],
         )
         stream.append(_commit_block(branch, mark, me, me, msg, parent, checkpoint, have, when))

@@ -7,7 +7,9 @@ limit and no approval, but they keep the same three promises, kept here once for
   (``record.record_call``), so the person's write is itself revertible;
 - what it wrote is indexed once, when it is done, in the same commit as that row (``reindex.flush``);
 - a write the database cannot record (its disk full) changes no file: they are put back
-  (``context.undone_unless_recorded``), the commit included.
+  (``context.undone_unless_recorded``), the commit included;
+- in a vault in git mode, it is one commit of its own, authored by the person (``git_units.PERSON``), as an
+  agent's unit is (``git_step``): not left in the work tree for the next agent unit's checkpoint.
 
 Use::
 
@@ -28,7 +30,8 @@ import apsw
 
 from server.store.db import shared_commit
 from server.store.health import UNUSABLE
-from server.writes import reindex
+from server.vault import git_units
+from server.writes import git_step, reindex
 from server.writes.context import Touched, WriteContext, undone_unless_recorded
 from server.writes.outcome import WriteOutcome
 from server.writes.record import record_call
@@ -89,3 +92,6 @@ def person_write(
                 message=call.message,
                 reverts_id=reverts_id,
             )
+    if call.outcome is not None and ctx.landed:  # a vault in git mode: the person's write is a unit of theirs
+        unit = git_units.Unit(call.invocation_id, session_id, tool, git_units.PERSON_APPROVER, git_units.PERSON)
+        git_step.keep_unit(conn, ctx.landed, unit)

@@ -31,6 +31,8 @@ FIXTURES = [
     ("", "Plan (conflicted copy 2026-12-01 101500).md", "nextcloud"),
     ("", "Plan_conflict-20261201-101500.md", "nextcloud"),
     ("onedrive", "Plan-DESKTOP-AB12CD3.md", "onedrive"),
+    ("onedrive", "Plan-LAPTOP-Q7RT2MZ9-2.md", "onedrive"),
+    ("google-drive", "Plan (1).md", "google-drive"),
     ("icloud", "Plan 2.md", "icloud"),
     ("", "Plan_LOCAL_4242.md", "git-sibling"),
     ("", "Plan_REMOTE_4242.md", "git-sibling"),
@@ -78,18 +80,23 @@ def test_each_tools_copy_is_quarantined_and_listed(env: Env, sync: str, copy: st
 
 
 def test_ambiguous_names_are_notes_unless_the_vault_syncs_by_that_tool(env: Env) -> None:
-    """``Plan 2.md`` is iCloud's copy only in an iCloud vault (and only beside ``Plan.md``); ``Plan-V2.md`` is
-    OneDrive's only in a OneDrive vault."""
-    for name in ("Plan.md", "Plan 2.md", "Plan-V2.md", "Other 2.md"):
+    """``Plan 2.md`` is iCloud's copy only in an iCloud vault (and only beside ``Plan.md``), ``Plan (1).md``
+    Google Drive's only in a Google Drive vault, ``Plan-DESKTOP-AB12CD3.md`` OneDrive's only in a OneDrive
+    vault; ``Plan-V2.md`` and ``Plan-FINAL.md`` are notes even there (no computer name Windows makes up)."""
+    names = ("Plan.md", "Plan 2.md", "Plan-V2.md", "Plan-FINAL.md", "Plan-DESKTOP-AB12CD3.md", "Plan (1).md")
+    for name in (*names, "Other 2.md", "Other (1).md"):
         (env.root / name).write_text(f"# {name}\n", encoding="utf-8")
     index_vault(env.conn, env.vault)
-    assert value(env.conn, "SELECT count(*) FROM notes") == 4 and conflicts.open_conflicts(env.conn) == []
+    assert value(env.conn, "SELECT count(*) FROM notes") == 8 and conflicts.open_conflicts(env.conn) == []
     index_vault(env.conn, _with_sync(env, "icloud").vault)
     assert [(c["path"], c["copy_path"]) for c in conflicts.open_conflicts(env.conn)] == [("Plan.md", "Plan 2.md")]
     assert value(env.conn, "SELECT count(*) FROM notes WHERE path = 'Plan 2.md'") == 0  # the row indexed before went
     assert value(env.conn, "SELECT count(*) FROM notes WHERE path = 'Other 2.md'") == 1  # no Other.md beside it
-    index_vault(env.conn, _with_sync(env, "icloud,onedrive").vault)
-    assert sorted(c["copy_path"] for c in conflicts.open_conflicts(env.conn)) == ["Plan 2.md", "Plan-V2.md"]
+    index_vault(env.conn, _with_sync(env, "icloud,onedrive,google-drive").vault)
+    copies = ["Plan (1).md", "Plan 2.md", "Plan-DESKTOP-AB12CD3.md"]
+    assert sorted(c["copy_path"] for c in conflicts.open_conflicts(env.conn)) == copies
+    kept = {str(r[0]) for r in env.conn.execute("SELECT path FROM notes")}
+    assert kept == {"Plan.md", "Plan-V2.md", "Plan-FINAL.md", "Other 2.md", "Other (1).md"}
 
 
 def test_the_watcher_path_opens_and_closes_a_copy_conflict(env: Env) -> None:

@@ -289,3 +289,31 @@ def test_a_git_merge_conflict_resolved_theirs_by_the_person_is_merged_by_the_nex
     assert (b.root / "a.md").read_bytes() == theirs
     assert a.sync().action in ("fast-forward", "none") and "B's ending" not in a.body("a.md")
     assert conflicts.open_conflicts(b.conn) == [] and git_state.problems(b.conn) == []
+
+
+def test_the_sync_timings_are_settings(tmp_path: Path) -> None:
+    """How often the service syncs and how long writes must be quiet first come from the settings file
+    (``sync.git_every``, ``sync.git_quiet``), read at each look: no timing is fixed in code."""
+    from server.config.settings import default_config_path
+    from server.index.git_sync import start_sync_if_due, sync_timings
+
+    _bare, a, _b = two_machines(tmp_path)
+    db = tmp_path / "db-a" / "kms.db"
+    assert sync_timings() == sync_timings().__class__(60.0, 10.0, 10.0)  # the defaults
+    settings = default_config_path()
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text("[sync]\ngit_every = 3600\ngit_quiet = 0\nwatcher_step_aside = 3\n", encoding="utf-8")
+    assert sync_timings() == sync_timings().__class__(3600.0, 0.0, 3.0)
+
+    first = start_sync_if_due(db, now=lambda: 100_000.0)
+    assert first is not None
+    first.join(60)
+    assert (git_state.state(a.conn, a.vault.id) or {}).get("fetched_at") is not None
+    assert start_sync_if_due(db, now=lambda: 100_100.0) is None  # 100 s later: not due under git_every = 3600
+    settings.write_text("[sync]\ngit_every = 60\ngit_quiet = 3600\n", encoding="utf-8")
+    a.writer.append("a.md", "a write just now")
+    assert start_sync_if_due(db, now=lambda: 100_100.0) is None  # due by the clock, but writes are not quiet
+    settings.write_text("[sync]\ngit_every = 60\ngit_quiet = 0\n", encoding="utf-8")
+    again = start_sync_if_due(db, now=lambda: 100_100.0)
+    assert again is not None
+    again.join(60)

@@ -195,3 +195,66 @@ def test_a_new_note_the_person_ignores_is_not_committed(tmp_path: Path) -> None:
     w.append("a.md", "committed")
     assert len(log(root)) == before + 1 and log(root)[0]["paths"] == ["a.md"]
     assert (root / "scratch" / "Draft.md").exists() and status(root) == []
+
+
+def _crlf_note(tmp_path: Path, autocrlf: str):
+    """A repository with ``core.autocrlf`` set whose note is CRLF in the work tree and LF in HEAD (what
+    ``true`` checks out; under ``input``, what a person's editor saved and git normalised at ``git add``)."""
+    root = init(tmp_path / "vault", {"a.md": "# A\n\none\n"})
+    git(root, "config", "core.autocrlf", autocrlf)
+    (root / "a.md").write_bytes(b"# A\r\n\r\none\r\n")
+    git(root, "add", "a.md")  # the index learns the file's stat; its blob stays LF
+    assert status(root) == [] and show(root, "HEAD", "a.md") == b"# A\n\none\n"
+    db = tmp_path / "db" / "kms.db"
+    conn = connect(db)
+    vault = add_vault(conn, root, "v")
+    set_git_mode(conn, "v", "commit")
+    index_vault(conn, vault)
+    return root, GitWriter(db, "s-git-1")
+
+
+@pytest.mark.parametrize("autocrlf", ["true", "input"])
+def test_an_autocrlf_repository_sees_kms_commits_as_clean(tmp_path: Path, autocrlf: str) -> None:
+    """The commit holds what ``git add`` would (LF), so ``git status`` shows nothing changed, and the person's
+    CRLF file is no uncommitted edit to checkpoint."""
+    root, w = _crlf_note(tmp_path, autocrlf)
+    before = log(root)
+
+    w.append("a.md", "agent line")
+
+    assert b"agent line\r\n" in (root / "a.md").read_bytes()  # the work tree keeps its line endings
+    commits = log(root)
+    assert len(commits) == len(before) + 1 and " via kms" in str(commits[0]["author"])  # no checkpoint
+    assert b"\r" not in show(root, "HEAD", "a.md") and b"agent line\n" in show(root, "HEAD", "a.md")
+    assert status(root) == []
+    assert git(root, "diff", "HEAD", "--stat") == b""
+
+
+def test_the_persons_revert_and_trash_restore_are_their_own_commits(tmp_path: Path) -> None:
+    """``kms revert`` and a trash restore in git mode are committed by kms as the person's units (authored
+    as the person), not left in the work tree for the next agent unit's checkpoint."""
+    from server.vault.git_units import flush
+    from server.writes.undo import trash
+    from server.writes.undo.revert import revert
+
+    root, conn, w = _setup(tmp_path, {"a.md": "# A\n\none\n"})
+    appended = w.append("a.md", "agent line")
+    before = log(root)
+
+    done = revert(conn, appended["invocationId"])
+    assert flush(tmp_path / "db" / "kms.db", 30.0)
+    top = log(root)[0]
+    assert len(log(root)) == len(before) + 1
+    assert top["author"] == "Pat Person <pat@example.org>" and top["paths"] == ["a.md"]
+    for trailer in (f"Kms-Unit: {done['invocationId']}", "Kms-Session: person", "Kms-Tool: revert"):
+        assert trailer in str(top["body"])
+    assert show(root, "HEAD", "a.md") == b"# A\n\none\n" and status(root) == []
+
+    (root / ".trash").mkdir()
+    (root / ".trash" / "kept.md").write_text("# Kept\n\nput in the trash by hand\n", encoding="utf-8")
+    trash.restore(conn, "kept.md")
+    assert flush(tmp_path / "db" / "kms.db", 30.0)
+    top = log(root)[0]
+    assert top["author"] == "Pat Person <pat@example.org>" and top["paths"] == ["kept.md"]
+    assert "Kms-Tool: trash-restore" in str(top["body"])
+    assert not any(r.endswith("kept.md") for r in status(root))

@@ -11,6 +11,7 @@ import pytest
 from server.activity.changes import FilesChanged
 from server.store.db import connect, rows, scalar
 from server.store.migrations import MIGRATIONS, applied, migrate
+from server.store.note_ids import id_scope, new_note_id
 from server.writes.context import WriteContext
 
 NAMES = [m.__name__ for m in MIGRATIONS]
@@ -74,9 +75,10 @@ def test_upgrade_from_m001_keeps_data(tmp_path: Path) -> None:
     assert applied(conn) == NAMES
     assert {"note_reads", "tool_invocations", "sessions"} <= tables(conn)
     note = rows(conn, "SELECT id, path, title, hidden_at, body FROM notes")
+    derived = new_note_id(id_scope("/tmp/old"), "a/Old note.md")  # m057: the id every machine derives
     assert note == [
         {
-            "id": "nabcdefabcdef",
+            "id": derived,
             "path": "a/Old note.md",
             "title": "Old note",
             "hidden_at": 4.0,
@@ -86,7 +88,7 @@ def test_upgrade_from_m001_keeps_data(tmp_path: Path) -> None:
     assert scalar(conn, "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'body'") == 7
     assert scalar(conn, "SELECT tag FROM note_tags") == "legacy"
     # the new tables work against the old data
-    conn.execute("INSERT INTO note_reads VALUES ('nabcdefabcdef', 's1', 1, 1.0, 1.0)")
+    conn.execute("INSERT INTO note_reads VALUES (?, 's1', 1, 1.0, 1.0)", (derived,))
     assert scalar(conn, "SELECT count(*) FROM note_reads") == 1
     conn.close()
 

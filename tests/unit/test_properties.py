@@ -113,6 +113,7 @@ def test_m027_upgrades_an_index_and_reads_every_note_again(tmp_path: Path) -> No
     index, and then found by its property value and filter; the FTS index stays consistent."""
     from server.store.db import connect
     from server.store.migrations import applied, migrate
+    from server.store.note_ids import id_scope, new_note_id
 
     path = tmp_path / "m026.db"
     old = apsw.Connection(str(path))
@@ -136,7 +137,8 @@ def test_m027_upgrades_an_index_and_reads_every_note_again(tmp_path: Path) -> No
     from server.vault.registry import get_vault
 
     index_vault(conn, get_vault(conn, "v"))
-    assert conn.execute("SELECT id FROM notes").fetchall() == [("n000000000001",)]  # same note, same id
+    derived = new_note_id(id_scope(str(root)), "a.md")  # the id m057 made the old one into
+    assert conn.execute("SELECT id FROM notes").fetchall() == [(derived,)]  # same note, same id
     assert paths(conn, "status:evergreen") == ["a.md"]
     assert [h["path"] for h in search(conn, "evergreen")["hits"]] == ["a.md"]
     conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('integrity-check')")

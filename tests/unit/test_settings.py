@@ -283,6 +283,10 @@ def test_schema_is_well_formed() -> None:
         # the machine's (its settings file), never one session's
         "sync.conflict_patterns",
         "sync.own_writes_here",
+        # the service's sync timings are the machine's too (its watcher reads them), never one session's
+        "sync.git_every",
+        "sync.git_quiet",
+        "sync.watcher_step_aside",
     ]
     for s in schema.SETTINGS.values():
         assert s.description and s.valid_values()

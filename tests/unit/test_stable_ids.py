@@ -78,3 +78,34 @@ def test_a_new_note_at_a_renamed_notes_old_path_gets_another_id(tmp_path: Path) 
     index_vault(conn, vault)
     ids = {str(r[0]): str(r[1]) for r in conn.execute("SELECT path, id FROM notes")}
     assert ids["New.md"] == first and ids["Old.md"] != first
+
+
+LONG = "# Plan\n\n" + " ".join(f"word{i}" for i in range(40)) + "\n"
+
+
+def test_a_note_renamed_and_edited_while_kms_was_off_keeps_its_id_on_both_machines(tmp_path: Path) -> None:
+    ids = {}
+    for machine in ("a", "b"):
+        root = tmp_path / machine / "notes"
+        root.mkdir(parents=True)
+        (root / "Plan.md").write_text(LONG, encoding="utf-8")
+        (root / "Short.md").write_text("# Short\n\ntiny\n", encoding="utf-8")
+        conn = connect(tmp_path / machine / "kms.db")
+        vault = add_vault(conn, root, "notes")
+        index_vault(conn, vault)
+        born = value(conn, "SELECT id FROM notes WHERE path = 'Plan.md'")
+        short = value(conn, "SELECT id FROM notes WHERE path = 'Short.md'")
+        (root / "projects").mkdir()
+        (root / "Plan.md").rename(root / "projects" / "The plan.md")
+        if machine == "a":
+            index_vault(conn, vault)  # A's kms was running: it saw the rename, then the edit
+        with (root / "projects" / "The plan.md").open("a", encoding="utf-8") as f:
+            f.write("\nand a line added after the rename\n")
+        (root / "Short.md").rename(root / "Shorter.md")
+        (root / "Shorter.md").write_text("# Short\n\ntiny, and edited\n", encoding="utf-8")
+        index_vault(conn, vault)  # B's kms was off: both arrive at once
+        ids[machine] = value(conn, "SELECT id FROM notes WHERE path = 'projects/The plan.md'")
+        assert ids[machine] == born, machine
+        # a note too short to know after an edit is a new note (an empty daily note is not yesterday's)
+        assert value(conn, "SELECT id FROM notes WHERE path = 'Shorter.md'") != short
+    assert ids["a"] == ids["b"]
