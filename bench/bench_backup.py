@@ -101,7 +101,7 @@ def main() -> None:
         f"load {os.getloadavg()[0]:.1f}"
     )
     rows = [
-        ("", "no copy", "during a copy", "difference (target <= +1 ms)"),
+        ("", "no copy", "during a copy", "difference"),
         ("p50 (ms)", p50a, p50b, p50b - p50a),
         ("p95 (ms)", p95a, p95b, p95b - p95a),
         ("max (ms)", max(plain), max(during), max(during) - max(plain)),
@@ -111,7 +111,9 @@ def main() -> None:
             v if isinstance(v, str) else f"{v * 1000:+.2f}" if i == 2 else f"{v * 1000:.2f}"
             for i, v in enumerate(values)
         ]
-        print(f"{name:10}" + "".join(f"{c:>16}" for c in cells))
+        print(
+            f"{name:10}" + "".join(f"{c:>16}" for c in cells) + ("   (target: <= +1 ms)" if name == "p50 (ms)" else "")
+        )
 
 
 if __name__ == "__main__":
