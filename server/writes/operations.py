@@ -37,6 +37,7 @@ from server.vault.paths import (
     ensure_folder,
     folder_key,
     open_folder,
+    real_relpath,
     relpath_in_vault,
     resolve_folder,
     same_folder,
@@ -227,14 +228,27 @@ def create_exact(ctx: WriteContext, vault: Vault, relpath: str, data: bytes) -> 
 def refuse_private(conn: apsw.Connection, vault: Vault, relpath: str, rules: Rules | None = None) -> None:
     """No note is written to a path a privacy path rule (``privacy.hide_folders``, ``.kmsignore``) hides:
     not by kms_create, nor moved or renamed there by an organize tool. The agent could not read it back,
-    and names tried there would probe the hidden notes. ``rules`` saves reading them again per note."""
-    if (rules or vault_rules(conn, vault.id, vault.root)).path_reason(relpath):
+    and names tried there would probe the hidden notes. ``rules`` saves reading them again per note.
+
+    Judged by the name and by where the note would really be (``paths.real_relpath``): a symlinked folder into
+    a hidden one (``drafts/portal -> ../journal``) is that folder under another name."""
+    rules = rules or vault_rules(conn, vault.id, vault.root)
+    if rules.path_reason(relpath) or rules.path_reason(_real_place(vault, relpath)):
         raise KmsError(
             "folder-denied",
             "that place is private (a privacy rule hides notes there): agents cannot write there; "
             "pick another folder or title",
             folder=relpath.rpartition("/")[0],
         )
+
+
+def _real_place(vault: Vault, relpath: str) -> str:
+    """Where ``relpath`` really is in the vault; the name itself when it leads outside (``check_write`` refuses
+    that, with its own error)."""
+    try:
+        return real_relpath(vault.root, relpath)
+    except KmsError:
+        return relpath
 
 
 def _create_in_folder(vault: Vault, folder_path: Path, real_folder: str, name: str, data: bytes) -> None:

@@ -90,3 +90,30 @@ async def test_no_note_is_moved_or_renamed_where_a_rule_hides_it(
         assert answer["error"] == "folder-denied", (tool, args, answer)
         assert "Med" not in answer["message"]
     assert vault_bytes(root) == before
+
+
+@pytest.mark.parametrize("how", ["hide_folders", "kmsignore"])
+async def test_a_symlinked_folder_into_a_hidden_one_is_as_hidden_as_it(
+    conn: apsw.Connection, db_path: Path, tmp_path: Path, how: str
+) -> None:
+    """A privacy rule is judged where a note would really be: ``drafts/portal -> ../areas/health`` is the hidden
+    folder under another name, so no note is created, moved or renamed through it, and a name tried there
+    (the hidden note's own) is refused as the folder is, never answered ``exists`` (issue 37)."""
+    root = make_vault(tmp_path / "v", FILES)
+    (root / "drafts" / "portal").symlink_to(Path("..") / "areas" / "health", target_is_directory=True)
+    _rules(root, how)
+    index(conn, root)
+    before = vault_bytes(root)
+    async with mcp_client(db_path, **ON) as client:
+        calls: list[tuple[str, dict]] = [
+            ("kms_create", {"title": "New", "folder": "drafts/portal", "content": "x"}),
+            ("kms_create", {"title": "Med", "folder": "drafts/portal", "content": "x"}),
+            ("kms_create", {"title": "New", "folder": "drafts/portal/deeper", "content": "x"}),
+            ("kms_move", {"noteId": "drafts/Other.md", "folder": "drafts/portal"}),
+            ("kms_move_folder", {"folder": "drafts/deep", "to": "drafts/portal"}),
+        ]
+        answers = [await call(client, tool, args) for tool, args in calls]
+    for (tool, args), answer in zip(calls, answers, strict=True):
+        assert answer["error"] == "folder-denied", (tool, args, answer)
+        assert "Med" not in answer["message"]
+    assert vault_bytes(root) == before
