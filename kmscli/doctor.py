@@ -33,6 +33,7 @@ from server.config.settings import Settings, load_settings
 from server.config.tiers import CHAIN
 from server.errors import KmsError
 from server.humanize import NEVER, ago
+from server.index.backups import backup_report
 from server.index.embed.pipeline import embed_stats
 from server.index.history import stats
 from server.index.overview import overview
@@ -214,6 +215,7 @@ def doctor_report(env: Mapping[str, str] | None = None, *, show_secrets: bool = 
         "vaults": vaults,
         "room": room_report(db_path),
         "unfinishedUnits": unfinished,
+        "backups": backup_report(db_path, now=time.time()),
     }
     report["git"] = git  # vaults in git mode, each with its problems (a failed commit, fetch, merge or push)
     report["active_sessions"] = active
@@ -301,17 +303,18 @@ def _print_database(out: Console, report: dict[str, Any], now: float) -> None:
     out.print(f"{OK if d['ok'] else BAD} database: {d['path']}" + (f" — {d['error']}" if d["error"] else ""))
     if d["room"]["warning"]:
         out.print(f"{MEH} {d['room']['warning']}")
+    _print_backups(out, d["backups"], now)
     for unit in d["unfinishedUnits"]:  # a crash in mid-unit, and a person saved one of its notes before it was undone
         if unit["notes"]:
             out.print(
                 f"{MEH} a change of several notes a crash interrupted was undone except where a note was "
                 f"saved since ({', '.join(unit['notes'][:5])}); each note's earlier text is kept in "
-                f"{unit['journal']}"
+                f"{unit['journal']}; once you have checked those notes, delete that file"
             )
         else:
             out.print(
                 f"{MEH} a damaged journal of a change of several notes was kept at {unit['journal']}: "
-                "check the notes the last rename or move touched"
+                "check the notes the last rename or move touched, then delete that file"
             )
     if d["ok"] and not d["vaults"]:
         out.print(f"{MEH} no vault registered: kms vault add PATH")
@@ -324,6 +327,19 @@ def _print_database(out: Console, report: dict[str, Any], now: float) -> None:
             + ("" if v["last_indexed_at"] or not v["root_exists"] else f": kms index --vault {v['name']}")
         )
         _print_sync(out, v, own_writes_here=report["ownWritesHere"])
+
+
+def _print_backups(out: Console, b: dict[str, Any], now: float) -> None:
+    """The rolling copies of the database (docs/recovery.md): how many, how old, or why there are none."""
+    if not b["enabled"]:
+        out.print(f"{MEH} no copies of the database are made (backup.enabled is off)")
+        return
+    newest = f", the newest {ago(b['newestAt'], now)}" if b["newestAt"] is not None else ""
+    out.print(
+        f"{OK if not b['warning'] else MEH} backups: {b['copies']} of {b['keep']} in {escape(b['folder'])}{newest}"
+    )
+    if b["warning"]:
+        out.print(f"{MEH} {b['warning']}")
 
 
 def _print_git(out: Console, report: dict[str, Any]) -> None:

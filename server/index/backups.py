@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from server.config.settings import default_config_path, load_settings
-from server.store.backup import DAY_S, backup_due, make_backup
+from server.store.backup import DAY_S, backup_due, backup_folder, list_backups, make_backup
 
 log = logging.getLogger(__name__)
 _running: dict[str, threading.Thread] = {}
@@ -59,3 +59,30 @@ def start_backup_if_due(db_path: str | Path, *, every_s: float = DAY_S) -> threa
         _running[key] = thread
         thread.start()
         return thread
+
+
+STALE_S = 2 * DAY_S  # a newest copy older than this is named by ``kms doctor``
+
+
+def backup_report(db_path: str | Path, *, now: float) -> dict[str, object]:
+    """For ``kms doctor``: whether copies are made, where, how many there are and how old the newest is, with
+    a warning when none is recent (the service makes one a day while it runs, ``kms index`` one after its
+    work: a machine where neither ran for days has none)."""
+    enabled, keep = _settings()
+    copies = list_backups(db_path)
+    newest_at = copies[0].stat().st_mtime if copies else None
+    warning = None
+    if enabled and Path(db_path).is_file() and (newest_at is None or now - newest_at >= STALE_S):
+        said = "there is no copy of the database yet" if newest_at is None else "the newest copy of the database"
+        warning = (
+            f"{said}{' is more than two days old' if newest_at is not None else ''}: copies are made once a day "
+            "while the service runs, and by `kms index`"
+        )
+    return {
+        "enabled": enabled,
+        "keep": keep,
+        "folder": str(backup_folder(db_path)),
+        "copies": len(copies),
+        "newestAt": newest_at,
+        "warning": warning,
+    }
