@@ -26,6 +26,8 @@ KEYS: list[tuple[str, str]] = [
     ("t", "the trash: what agents trashed, from which session, when; r restores one, h its history"),
     ("h", "the selected row's note: every version kms kept, who made it, a diff; r restores one"),
     ("k", "the kms service and its tokens: v revokes one, p pauses or resumes its session"),
+    ("", "  c: a pairing code for remote mode · d: pair a phone with the review pages (link and QR code)"),
+    ("c", "conflict copies a sync tool made (⚠ in the top bar): a diff; m keeps mine, t theirs, b both"),
     ("p", "writes waiting for your approval: a approves, x rejects (with a reason)"),
     ("P V U", "sessions: pause/resume, revoke, undo the whole session (preview, then confirm)"),
     ("Ctrl+P", "command palette"),
