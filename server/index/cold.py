@@ -187,7 +187,7 @@ def _first_versions(ours: list[tuple[int, FileRecord]], keep: Keep) -> list[byte
     frames = blobs.compress_many([d or b"" for d in datas], keep if isinstance(keep, bytes) else None)
     for _rid, rec in ours:
         rec.data = None
-    return [f if d is not None else None for f, d in zip(frames, datas)]
+    return [f if d is not None else None for f, d in zip(frames, datas, strict=True)]
 
 
 def _complete(
@@ -225,7 +225,8 @@ def _complete(
             seed_bid = blobs.put_seed(conn, vault.id, plan.new_seed) if plan.new_seed is not None else plan.seed_bid
             packed = _first_versions(ours, plan.keep)
             seen = [
-                history.Seen(rid, rec.path, rec.content_hash, rec.size, None, p) for (rid, rec), p in zip(ours, packed)
+                history.Seen(rid, rec.path, rec.content_hash, rec.size, None, p)
+                for (rid, rec), p in zip(ours, packed, strict=True)
             ]
             history.record_seen(conn, vault.id, seen, how, now, packed_base=seed_bid if plan.keep is not None else None)
             if rewritten:  # the guarantee: every note has a first version once the vault is complete

@@ -13,8 +13,10 @@ from server.index.indexer import index_vault
 from server.index.records import PARALLEL_THRESHOLD
 from server.store import history as blobs
 
+SEED = b"a seed dictionary: the shared start of every note\n" * 40
 
-@pytest.mark.parametrize("base", [None, b"a seed dictionary: the shared start of every note\n" * 40], ids=["alone", "seed"])
+
+@pytest.mark.parametrize("base", [None, SEED], ids=["alone", "seed"])
 def test_compress_many_makes_the_frames_compress_makes(base: bytes | None) -> None:
     datas = [b"", b"x", *(b"# Note %d\n\nshared words of the vault\n" % i * (1 + i % 7) for i in range(50)), b""]
     frames = blobs.compress_many(datas, base)
