@@ -28,10 +28,15 @@ def test_every_first_version_of_a_cold_index_reads_back_as_its_file(tmp_path: Pa
     env: Env = make_env(tmp_path)
     count = PARALLEL_THRESHOLD + 50  # read by the worker processes, which send the bytes back as they are
     for i in range(count):
-        (env.root / f"n{i:03}.md").write_bytes(b"" if i == 7 else b"# Note %d\n\nsome words of a vault\n" * (i % 5 + 1))
+        text = (
+            b"" if i == 7 else b"the same note, copied\n" if i in (8, 9) else b"# Note %d\n\nwords\n" % i * (i % 5 + 1)
+        )
+        (env.root / f"n{i:03}.md").write_bytes(text)
     index_vault(env.conn, env.vault)
     assert blobs.seed_of(env.conn, env.vault.id) is not None  # compressed against the new vault's seed
     assert env.conn.execute("SELECT count(*) FROM history_versions").fetchone() == (count,)
-    for name in ("n007.md", "n000.md", "n123.md", f"n{count - 1:03}.md"):
+    copies = "SELECT count(DISTINCT v.bid) FROM history_versions v JOIN history_notes h ON h.hid = v.hid WHERE h.path IN (?, ?)"
+    assert env.conn.execute(copies, ("n008.md", "n009.md")).fetchone() == (1,)  # stored once, by its hash
+    for name in ("n007.md", "n008.md", "n009.md", "n000.md", "n123.md", f"n{count - 1:03}.md"):
         line = find_line(env.conn, name)
         assert version_bytes(env.conn, pick(env.conn, line)) == (env.root / name).read_bytes()
