@@ -35,7 +35,10 @@ def test_every_first_version_of_a_cold_index_reads_back_as_its_file(tmp_path: Pa
     index_vault(env.conn, env.vault)
     assert blobs.seed_of(env.conn, env.vault.id) is not None  # compressed against the new vault's seed
     assert env.conn.execute("SELECT count(*) FROM history_versions").fetchone() == (count,)
-    copies = "SELECT count(DISTINCT v.bid) FROM history_versions v JOIN history_notes h ON h.hid = v.hid WHERE h.path IN (?, ?)"
+    copies = (
+        "SELECT count(DISTINCT v.bid) FROM history_versions v JOIN history_notes h ON h.hid = v.hid"
+        " WHERE h.path IN (?, ?)"
+    )
     assert env.conn.execute(copies, ("n008.md", "n009.md")).fetchone() == (1,)  # stored once, by its hash
     for name in ("n007.md", "n008.md", "n009.md", "n000.md", "n123.md", f"n{count - 1:03}.md"):
         line = find_line(env.conn, name)
