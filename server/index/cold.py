@@ -45,6 +45,10 @@ from server.store.db import write_tx
 from server.vault.registry import Vault
 
 SEARCHABLE = "searchable"  # vaults.index_state between the two transactions (m056)
+# A new vault of at most this many bytes has them held from its first transaction to its second (its first
+# versions are compressed there, off the searchable path: 15 % less CPU until searchable on the bench's 10k
+# notes, for 35 MB more peak memory); a larger one has them compressed by the worker processes as they read.
+RAW_BYTES = 128 * 1024 * 1024
 NOT_YET = "links and tags still being built"  # what an agent's answer says of a vault in that state
 
 OnSearchable = Callable[[IndexReport], None]
@@ -118,8 +122,10 @@ def index_cold(
     nothing written) when the vault has notes by the time the first one holds the write lock (another
     process indexed it first): the caller indexes it the ordinary way."""
     plan = history_plan(conn, vault, todo, new=True)
-    # the bytes come back as they are: their first versions are compressed in the second transaction
-    first = _searchable(conn, vault, todo, report, symlinks, rules, progress, plan.keep is not False)
+    # the bytes come back as they are and their first versions are compressed in the second transaction,
+    # unless they are too many to hold until then: the worker processes compress them, as for any index
+    raw = plan.keep is not False and sum(size for _p, _m, size in todo) <= RAW_BYTES
+    first = _searchable(conn, vault, todo, report, symlinks, rules, progress, True if raw else plan.keep)
     if first is None:
         return False
     done, now = first
@@ -180,14 +186,16 @@ def _inserted(done: list[tuple[int, FileRecord]]) -> list[tuple[int, FileRecord]
 
 
 def _first_versions(ours: list[tuple[int, FileRecord]], keep: Keep) -> list[bytes | None]:
-    """The notes' bytes compressed as ``keep`` says (``HistoryPlan``), all in one call, and let go: off the
-    first transaction's path, where the worker processes used to compress them (a tenth of their CPU on the
-    bench vault, before the vault was searchable)."""
-    datas = [rec.data for _rid, rec in ours]
-    frames = blobs.compress_many([d or b"" for d in datas], keep if isinstance(keep, bytes) else None)
+    """Each note's first version compressed as ``keep`` says (``HistoryPlan``): the bytes held since the first
+    transaction compressed all in one call, and let go (off the first transaction's path, where the worker
+    processes used to compress them: a tenth of their CPU on the bench vault, before it was searchable);
+    or what a worker compressed (a vault past ``RAW_BYTES``)."""
+    held = [rec.data for _rid, rec in ours if rec.data is not None]
+    frames = iter(blobs.compress_many(held, keep if isinstance(keep, bytes) else None))
+    out = [next(frames) if rec.data is not None else rec.packed for _rid, rec in ours]
     for _rid, rec in ours:
-        rec.data = None
-    return [f if d is not None else None for f, d in zip(frames, datas, strict=True)]
+        rec.data = rec.packed = None
+    return out
 
 
 def _complete(

@@ -9,6 +9,7 @@ import pytest
 from support.writes import Env, make_env
 
 from server.activity.history import find_line, pick, version_bytes
+from server.index import cold
 from server.index.indexer import index_vault
 from server.index.records import PARALLEL_THRESHOLD
 from server.store import history as blobs
@@ -24,7 +25,14 @@ def test_compress_many_makes_the_frames_compress_makes(base: bytes | None) -> No
     assert [blobs.decompress(f, base, len(d)) for f, d in zip(frames, datas, strict=True)] == datas
 
 
-def test_every_first_version_of_a_cold_index_reads_back_as_its_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("held", [True, False], ids=["held-to-phase-two", "compressed-by-workers"])
+def test_every_first_version_of_a_cold_index_reads_back_as_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """Both routes: a vault's bytes held until the second transaction, and a vault past ``RAW_BYTES`` (set
+    to 1 byte here) whose bytes the worker processes compress."""
+    if not held:
+        monkeypatch.setattr(cold, "RAW_BYTES", 1)
     env: Env = make_env(tmp_path)
     count = PARALLEL_THRESHOLD + 50  # read by the worker processes, which send the bytes back as they are
     for i in range(count):
