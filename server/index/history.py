@@ -185,16 +185,14 @@ def _first_lines(
         }
         lines, ids, versions = [], [], []
         hid = int(scalar(conn, "SELECT coalesce(max(hid), 0) FROM history_notes"))
+        packed = blobs.put_packed(
+            conn, [(s.digest, s.packed, s.size) for s in chunk if s.rid in notes and s.packed is not None], packed_base
+        )
         for s in chunk:
             if s.rid not in notes:
                 continue
             note_id, hidden = notes[s.rid]
-            if s.data is not None:
-                bid = blobs.put_blob(conn, s.data, s.digest, seed=seed)
-            else:
-                bid = blobs.blob_id(conn, s.digest) or blobs.put_blob(
-                    conn, b"", s.digest, seed=packed_base, packed=s.packed, size=s.size
-                )
+            bid = packed[s.digest] if s.packed is not None else blobs.put_blob(conn, s.data or b"", s.digest, seed=seed)
             hid += 1
             lines.append((hid, vault_id, s.rid, note_id, s.path, bid))
             ids.append((note_id, hid))

@@ -39,6 +39,8 @@ class NewLinks:
             "SELECT key, kind, path, folder FROM attachments WHERE vault_id = ?", (vault_id,)
         ):
             self.files.setdefault(key, []).append((kind, folder, path))
+        # a key only one note holds (under one kind or more): its links go to that note without ranking
+        self.single = {key: found[0][1] for key, found in self.keys.items() if all(f[1] == found[0][1] for f in found)}
         # (key, alt key, linking note's folder) -> (dst_rid, dst_file): most links name a few popular notes
         self.known: dict[tuple[str, str | None, str], tuple[int | None, str | None]] = {}
 
@@ -46,10 +48,14 @@ class NewLinks:
         """The note's link rows for ``writer.insert_resolved_links``."""
         folder = folder_of(rec.path)
         out = []
-        known = self.known
+        known, single, keys = self.known, self.single, self.keys
         for ln in rec.links:
             if ln[10] is not None:  # names a vault: resolved by the SQL
                 out.append((rid, *ln, None, None))
+                continue
+            only = single.get(ln[2])
+            if only is not None and (ln[9] is None or ln[9] == ln[2] or ln[9] not in keys):
+                out.append((rid, *ln, only, None))  # (what ``_note`` answers when one note holds the names)
                 continue
             asked = (ln[2], ln[9], folder)
             found = known.get(asked)

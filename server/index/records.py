@@ -237,7 +237,8 @@ def gc_paused() -> Iterator[None]:
 
 
 # What a worker does with a file's bytes for its history: False drops them (history off), None sends
-# them back compressed on their own, bytes: compressed against that seed dictionary.
+# them back compressed on their own, bytes: compressed against that seed dictionary, True: sends them back
+# as they are (a new vault's first index compresses them after it is searchable, ``server.index.cold``).
 Keep = bytes | None | bool
 
 
@@ -255,6 +256,8 @@ def _read_batch(
             read_record(root, p, m, s, dialect=dialect, symlink=None if symlinks is None else p in symlinks)
             for p, m, s in items
         ]
+        if keep is True:
+            return out
         for rec in out:  # the bytes go back compressed (a third of them), and the workers compress in parallel
             if rec.data is not None and keep is not False:
                 rec.packed = compress(rec.data, keep if isinstance(keep, bytes) else None)

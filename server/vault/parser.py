@@ -316,8 +316,29 @@ def _structure(body: str, first_line: int) -> _Body:
     else:
         heads = atx_headings(body)
     if "://" in body:  # a bare URL's fragment (https://host/page?q#part) is not a tag
-        notags += [m.span() for m in _URL.finditer(body)]
+        notags += _url_spans(body)
     return _Body(body, markdown.LineCounter(body, first_line), code, notags, mdlinks, heads)
+
+
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _url_spans(body: str) -> list[tuple[int, int]]:
+    """The spans ``_URL.finditer`` gives, found from each ``://``: the search starts where the run of scheme
+    characters before it starts (no match can start earlier), where ``finditer`` tries its leading ``\b``
+    at every position of the body (20 times slower on the bench vault's notes with a URL)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (colon := body.find("://", pos)) >= 0:
+        start = colon
+        while start > pos and body[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        found = _URL.search(body, start)  # (its \b still sees the character before ``start``)
+        if found is None:
+            break
+        spans.append(found.span())
+        pos = found.end()
+    return spans
 
 
 def _wiki_links(

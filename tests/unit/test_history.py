@@ -259,7 +259,7 @@ def test_forget_leaves_no_byte_of_the_note_behind(env: Env) -> None:
 
 
 def test_a_cold_index_keeps_every_first_version_compressed(env: Env) -> None:
-    for i in range(500):  # past the worker threshold: compressed in the worker processes
+    for i in range(500):  # past the worker threshold: read by worker processes, compressed once searchable
         (env.root / f"n{i:03}.md").write_bytes(b"# Note %d\n\n" % i + b"some shared words of a vault\n" * 40)
     index_vault(env.conn, env.vault)
     assert env.conn.execute("SELECT count(*) FROM history_versions").fetchone() == (500,)

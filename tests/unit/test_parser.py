@@ -123,6 +123,17 @@ def test_tags_in_urls_and_words_are_not_tags() -> None:
     assert tags(text) == ["real"]
 
 
+def test_a_bare_url_hides_its_fragment_wherever_its_scheme_starts() -> None:
+    """Bare URLs found from each ``://`` (issue 42): a scheme after a dot or a word character, two URLs in a
+    row, a ``://`` with no scheme before it, and a tag right after a URL."""
+    text = (
+        "x.http://h/p#a then _ftp://h/#b, éhttp://h/#c; a+b-c.d://e/#d http://one/#e http://two/#f\n"
+        "://nothing#g and C3://h/#h then #real, at the end x://"
+    )
+    assert tags(text) == ["real"]
+    assert tags("a://b/#x #after http://c/#y#z, #last") == ["after", "last"]
+
+
 def test_tag_punctuation_ends_a_tag() -> None:
     assert tags("(#paren) #comma, #period. #colon: #semi;") == ["paren", "comma", "period", "colon", "semi"]
     assert tags("#with-dash #with_underscore #with/slash/") == ["with-dash", "with_underscore", "with/slash"]
