@@ -10,6 +10,7 @@ from pathlib import Path
 
 import apsw
 from support.writes import Writer
+from test_stable_ids import NOTES  # the same notes: carried ids, an accent, two carrying one id
 
 from server.activity import session_record
 from server.activity.ratelimit import RateLimiter
@@ -17,13 +18,6 @@ from server.index.indexer import index_vault
 from server.store.db import connect
 from server.vault.registry import add_vault
 
-NOTES = {
-    "Plan.md": "# Plan\n\nthe plan\n",
-    "projects/Café.md": "# Café\n\nwith an accent\n",
-    "zettel/20261201.md": "---\nid: 20261201-zebra\n---\nA zettel that carries its id\n",
-    "dup-a.md": "---\nid: same\n---\na\n",
-    "dup-b.md": "---\nid: same\n---\nb\n",
-}
 # every (table, column) naming a note's public id
 REFERENCES = (
     ("note_reads", "note_id"),
