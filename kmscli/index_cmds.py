@@ -223,7 +223,7 @@ def index_cmd(
             raise KmsError("no-index", "no vault is registered: run `kms vault add PATH`")
         run_index(conn, full=full, vault=vault, embed=embed)
 
-    backup_if_due(default_db_path())  # the daily copy of the database, if it is due (docs/recovery.md)
+    backup_if_due(default_db_path(), foreground=True)  # the daily copy of the database, if it is due (docs/recovery.md)
 
 
 def say_git(g: dict[str, Any], now: float) -> None:

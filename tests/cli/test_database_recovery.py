@@ -261,6 +261,7 @@ def test_kms_index_makes_the_backup_when_it_is_due(db_path: Path, vault_dir: Pat
     before = list_backups(db_path)
     ok(kms("index"))
     assert len(list_backups(db_path)) == len(before) + (0 if before else 1) >= 1
+    assert _counts(list_backups(db_path)[0]) == _counts(db_path)  # copied in one step (foreground), whole
 
 
 def test_a_lost_database_is_created_anew_with_its_vaults(db_path: Path, vault_dir: Path, tmp_path: Path) -> None:
