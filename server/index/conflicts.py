@@ -69,8 +69,9 @@ def split_copies(names: CopyNames, files: dict[str, Any], attachments: list[str]
     where git's ``Note.md.orig`` is), in place; return them by path. One name match a file."""
     copies: dict[str, CopyOf] = {}
     exists = files.__contains__
+    may_be_copy = names.may_be_copy
     for path in files:
-        found = names.copy_of(path, exists)
+        found = names.copy_of(path, exists) if may_be_copy(path) else None
         if found is not None:
             copies[path] = found
     for path in copies:

@@ -90,6 +90,13 @@ def _may_be_copy(name: str) -> bool:
     return "onflict" in name or "_B" in name or "_L" in name or "_R" in name or name.endswith(".orig")
 
 
+def _numbered(relpath: str) -> bool:
+    """``Name 2.md``: a space, then a number that does not start with 0 (iCloud's copies; ``Plan 01.md`` is not
+    one of them)."""
+    _head, space, number = relpath[:-3].rpartition(" ")
+    return bool(space) and number.isdigit() and number[0] != "0"
+
+
 @dataclass(frozen=True)
 class CopyOf:
     """A conflict copy: which tool made it and the vault-relative path of the note it is a copy of."""
@@ -106,6 +113,7 @@ class CopyNames:
     sync: frozenset[str] = frozenset()
     patterns: tuple[str, ...] = ()
     _compiled: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False, compare=False)
+    _beside: tuple[bool, bool, bool] = field(default=(False, False, False), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = []
@@ -115,6 +123,20 @@ class CopyNames:
             except ValueError:
                 continue  # refused when set (validators): a hand-edited bad entry is skipped, not fatal
         object.__setattr__(self, "_compiled", tuple(compiled))
+        object.__setattr__(self, "_beside", (ICLOUD in self.sync, GOOGLE_DRIVE in self.sync, ONEDRIVE in self.sync))
+
+    def may_be_copy(self, relpath: str) -> bool:
+        """Whether ``copy_of`` could find ``relpath`` a copy: a few substring tests of what the vault's rules
+        look for (a person's own pattern: every name is asked). A cold index asks it of every file: 50k names
+        in about 15 ms, where asking ``copy_of`` of each took 60."""
+        if self._compiled or _may_be_copy(relpath):
+            return True
+        icloud, google_drive, onedrive = self._beside
+        return (
+            (icloud and _numbered(relpath))
+            or (google_drive and relpath[-4:-3] == ")")
+            or (onedrive and "TOP-" in relpath)
+        )
 
     @classmethod
     def of(cls, sync: str | None, patterns: Iterable[str] = ()) -> CopyNames:
