@@ -37,9 +37,10 @@ from pathlib import Path
 
 import apsw
 
+from server.config.settings import default_config_path, load_settings
 from server.index import conflicts
 from server.index.indexer import index_vault
-from server.store.db import scalar
+from server.store.db import connect, scalar
 from server.store.locks import lock_file, own_writes
 from server.vault import git_state, git_units
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
@@ -68,7 +69,6 @@ class SyncReport:
 
 
 def _memory_folder() -> str:
-    from server.config.settings import default_config_path, load_settings
 
     try:
         folder = load_settings(default_config_path(), env={}, has_vault=True).get("memory.folder")
@@ -365,7 +365,6 @@ def start_sync_if_due(
 ) -> threading.Thread | None:
     """Sync (and push) every vault in git mode ``sync``, on a thread of its own, when ``due``, and commit the
     units a process that died left (any vault in git mode) whenever there are some; the thread."""
-    from server.store.db import connect
 
     key = str(db_path)
     with _guard:
@@ -394,7 +393,6 @@ def start_sync_if_due(
 
 
 def _sync_all(db_path: str | Path, syncing: bool) -> None:
-    from server.store.db import connect
 
     conn = connect(db_path)
     try:

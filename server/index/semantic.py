@@ -28,6 +28,7 @@ import numpy as np
 
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
+from server.index.properties import passing_ids
 from server.index.search import build_match, search
 from server.index.vectors import DEPTH, SemanticIndex
 from server.vault.scope import Vaults
@@ -199,8 +200,6 @@ def semantic_search(
 
     cards = _cards(conn, [rid for rid, _c, _s in sem])
     if where:
-        from server.index.properties import passing_ids
-
         passing = passing_ids(conn, [c["noteId"] for c in cards.values()], where)
         cards = {rid: c for rid, c in cards.items() if c["noteId"] in passing}
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here

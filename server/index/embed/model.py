@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from server.errors import KmsError
+
 # what can be known without numpy: the model's name, its files and where they are
 from server.index.embed_pending import (
     MODEL_DIRNAME,
@@ -158,7 +160,6 @@ def install_model(src: str | Path, dest: str | Path | None = None) -> Path:
     Verifies the required files first and copies into a temp dir renamed into place, so a failed
     copy never leaves a half model where the loader would pick it up.
     """
-    from server.errors import KmsError
 
     src_dir = Path(src).expanduser().resolve()
     if not src_dir.is_dir():
