@@ -176,9 +176,6 @@ class SessionHub:
             with self._lock:  # the token's session, named by the verifier (``AccessToken.subject``)
                 runner = self._runners.get(_access(ctx).subject or "")
             if runner is None:  # its first request: open it from the token's row
-                from server.activity import tokens
-                from server.store.db import thread_connection
-
                 runner = self.for_token(tokens.get(thread_connection(self.services.db_path), token_id))
         if runner is None or self._runners.get(runner.session.id) is not runner:
             raise KmsError("not-found", "this connection has no kms session (or it has ended)")

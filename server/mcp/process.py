@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import record_limits
-from server.activity.sessions import get_session, touch_session
+from server.activity.sessions import end_session, get_session, touch_session
 from server.config.session import SessionConfig
 from server.store.db import connect
 
@@ -166,8 +166,6 @@ class Heartbeat:
             created = session_id in self._created
             self._created.discard(session_id)
         if created:
-            from server.activity.sessions import end_session
-
             conn = connect(self.db_path)
             try:
                 end_session(conn, session_id, 0)
