@@ -40,9 +40,16 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from server import installed_version
 from server.activity import tokens
+from server.errors import KmsError
 from server.mcp.http_guard import (
     MAX_BODY_BYTES,
     READ_TIMEOUT_S,
@@ -53,7 +60,12 @@ from server.mcp.http_guard import (
     replay,
     typed_errors,
 )
+from server.mcp.serve import build_server
+from server.mcp.wire import screen
 from server.store.db import thread_connection
+from server.web import review_mount
+from server.writes.capture import settle_staged
+from server.writes.session_hooks import EVENTS, handle
 
 if TYPE_CHECKING:
     from server.mcp.hub import SessionHub
@@ -68,7 +80,6 @@ class KmsTokenVerifier:
         self.hub = hub
 
     async def verify_token(self, token: str) -> Any:
-        from mcp.server.auth.provider import AccessToken
 
         db = self.hub.services.db_path
         now = time.time()
@@ -111,8 +122,6 @@ class ScreenedBodies:
             if len(body) > MAX_BODY_BYTES:
                 break
         if len(body) <= MAX_BODY_BYTES:
-            from server.mcp.wire import screen
-
             _msg, refusal = screen(body)
             if refusal is not None:
                 log.info("refused an HTTP message: %s", refusal.reason)
@@ -151,7 +160,6 @@ class EndingResponses:
         self.db_path = db_path
 
     def _active(self, token_id: str) -> bool:
-        from server.errors import KmsError
 
         try:  # one indexed read on the loop, as the bearer check's
             return tokens.get(thread_connection(self.db_path), token_id).state(time.time()) == "active"
@@ -218,8 +226,6 @@ class EndingResponses:
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
-    from server.writes.capture import settle_staged
-    from server.writes.session_hooks import EVENTS, handle
 
     conn = thread_connection(hub.services.db_path)
     token = tokens.verify(conn, presented)
@@ -261,14 +267,6 @@ def service_app(
     """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens), ``/health`` and ``/hooks``, behind
     ``HttpGuard`` (Host, Origin, token, body limits and read timeouts: ``server.mcp.http_guard``). ``port``: the
     bound port, the only one a Host header may name."""
-    from mcp.server.auth.settings import AuthSettings
-    from pydantic import AnyHttpUrl
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    from server.mcp.serve import build_server
-    from server.web import review_mount
 
     origins = Origins.for_bind(host, port)
 
