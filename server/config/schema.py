@@ -380,6 +380,7 @@ def setting(key: str) -> Setting:
 
 def suggest_keys(key: str, limit: int = 3) -> list[str]:
     """Closest known keys (rapidfuzz), for 'did you mean'."""
+    # deferred: rapidfuzz only to suggest a key for an unknown one
     from rapidfuzz import fuzz, process, utils
 
     choices = list(SETTINGS)

@@ -282,7 +282,8 @@ def read_all(
             if progress and done % 100 == 0:
                 progress(done, total)
     else:
-        import multiprocessing  # (a bulk index only: the write path and the dashboard import this module)
+        # deferred: a process pool only for a bulk index; the write path and the dashboard import this module
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]

@@ -28,6 +28,7 @@ import numpy as np
 
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
+from server.index.embed.pipeline import BackgroundEmbedder
 from server.index.properties import passing_ids
 from server.index.search import build_match, search
 from server.index.vectors import DEPTH, SemanticIndex
@@ -278,7 +279,6 @@ class SemanticService:
         download: bool = False,
         first_call_wait_s: float = FIRST_CALL_WAIT_S,
     ) -> None:
-        from server.index.embed.pipeline import BackgroundEmbedder
 
         self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
         self.index = SemanticIndex(self.embedder)

@@ -56,6 +56,7 @@ class LazySemanticService:
     def get(self) -> SemanticService:
         with self._lock:
             if self._service is None:
+                # deferred: semantic search loads numpy: only when a session asks for it
                 from server.index.semantic import SemanticService
 
                 self._service = SemanticService(self.db_path, **self._options)  # type: ignore[arg-type]

@@ -134,6 +134,7 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     """One SDK server for one session (a ``ToolRunner``: ``kms mcp``) or for every session of a hub, each
     request answered by its own connection's session. ``background``: told when the tools are listed or
     called (it starts the server's background work)."""
+    # deferred: the SDK's server after import_sdk_lean (kms mcp) or whole (the service)
     from mcp.server.lowlevel import Server
 
     extra: dict[str, Any] = {}
@@ -226,6 +227,7 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
 
         def watch() -> None:
             try:  # imported on this thread, not on the way to tools/list (the indexer's modules)
+                # deferred: the indexer's modules on the watcher's thread, not on the way to tools/list
                 from server.activity.overwrites import Settled
                 from server.index.watcher import watch_vaults
 
@@ -363,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KmsError as e:  # the database is damaged or unreachable: every tool says so, none vanishes
         import_sdk_lean()
+        # deferred: the SDK's server after import_sdk_lean, only for a damaged database
         from server.mcp.unavailable import serve_unavailable
 
         return serve_unavailable(e, [to_mcp_tool(s) for s in REGISTRY], installed_version() or "0")
@@ -379,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     background.arm()
 
     async def serve() -> None:
+        # deferred: the SDK's stdio transport after import_sdk_lean
         from server.mcp.stdio import kms_stdio_server
 
         async with anyio.create_task_group() as tg:

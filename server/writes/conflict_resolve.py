@@ -97,6 +97,7 @@ def resolve_conflict(conn: apsw.Connection, conflict_id: int, keep: str) -> dict
 
 def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | None, theirs: bytes) -> dict[str, Any]:
     """The note becomes ``theirs``, as the person's recorded (revertible) change."""
+    # deferred: the YAML editors only to resolve; the dashboard and kms conflicts list import this module
     from server.writes.multifile import FilePlan, apply_plans
     from server.writes.operations import create_exact
 
@@ -136,6 +137,7 @@ def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | No
 
 def _keep_both(conn: apsw.Connection, vault: Vault, row: dict, theirs: bytes) -> str:
     """The other side as a note of its own beside the note; its path."""
+    # deferred: the YAML editors only to resolve; the dashboard and kms conflicts list import this module
     from server.writes.operations import create_exact
 
     stem = strip_note_suffix(row["path"])

@@ -58,6 +58,7 @@ def handle(
         return None
     seen(conn, config.session_id, event, now=now)
     if name == "SessionStart":
+        # deferred: the start brief's index modules only at SessionStart (kms hook runs once per event)
         from server.activity.brief import brief
 
         text = brief(conn, config, now=now)
@@ -66,6 +67,7 @@ def handle(
         return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     session_record.record_event(conn, config.session_id, event, keep_prompts=config.capture_prompts, now=now)
     if name in CAPTURE_AT:
+        # deferred: the YAML editors and pydantic only when a session note is captured (kms hook)
         from server.writes.capture import capture
 
         answer = capture(config, str(name))

@@ -92,6 +92,7 @@ def no_telemetry() -> None:
 def download_model() -> Path:
     """Let fastembed fetch the model into its own cache (progress on stderr); return the dir."""
     no_telemetry()
+    # deferred: fastembed (onnxruntime) only to download the model
     from fastembed import TextEmbedding
 
     TextEmbedding(MODEL_NAME)
@@ -324,7 +325,8 @@ class Embedder:
                 self._fail(MISSING, _missing_reason(loc))
                 return
             no_telemetry()
-            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and its session are slow to load
+            # deferred: onnxruntime and its session are slow to load: only when a vector is asked for
+            from server.index.embed.runtime import MiniLM
 
             model = MiniLM(loc["dir"], self.threads)
             tokenizer = model.tokenizer

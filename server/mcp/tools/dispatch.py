@@ -61,6 +61,7 @@ class ToolRunner:
         *,
         services: ProcessServices | None = None,
     ) -> None:
+        # deferred: the registry's package imports this module (a cycle at import time)
         from server.mcp.tools import REGISTRY
 
         self.session = config if isinstance(config, AgentSession) else AgentSession.open(config)
