@@ -113,7 +113,7 @@ def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | No
             except UnicodeDecodeError as e:
                 raise KmsError("invalid-input", "the other side is not UTF-8; kms will not write it") from e
             plan = FilePlan(path, lambda _t: text, expect_hash=sha256_hex(mine))
-            files, _warning = apply_plans(call.ctx, vault, [plan])
+            files, _unit = apply_plans(call.ctx, vault, [plan])
             result = WriteResult(
                 title=touched.title or path,
                 path=path,

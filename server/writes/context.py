@@ -125,7 +125,7 @@ class WriteContext:
     located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
     landed: list[Landed] = field(default_factory=list)  # the files changed, in order (``Landed``)
     # what the operation wrote, indexed once it returns (``reindex.flush``); None: indexed at once
-    index_after: list[Any] | None = None  # ``reindex.Wrote``s
+    index_after: list[Any] | None = None  # ``reindex.Wrote``s and ``reindex.Unit``s
     indexed_hooks: list[Callable[[], None]] = field(default_factory=list)  # ``when_indexed``
 
     @classmethod

@@ -172,12 +172,11 @@ def _trash(ctx: WriteContext, vault: Vault, path: str, expect: str, touched: Tou
         raise KmsError("conflict", f"{path!r} is gone already; nothing was moved", path=path)
     dest = free_trash_path(vault, f"{TRASH}/{path}")
     try:
-        files, warning = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
+        files, unit = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
     except KmsError as e:
         if e.kind != "conflict":
             raise
         raise KmsError("conflict", f"{path!r} changed since the preview; nothing was moved", path=path) from None
     result = WriteResult(title=touched.title or path, path=dest, oldPath=path, vault=vault.name, changed=True)
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(path, tuple(files)))
