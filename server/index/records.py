@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from server.index.properties import property_rows, search_text
 from server.index.scripts import has_run
 from server.index.scripts import index_tokens as cjk_tokens
-from server.store.history import compress
 from server.vault.birth import birth_time
 from server.vault.dialects import OBSIDIAN, Dialect, stem_title
 from server.vault.files import is_leftover
@@ -248,6 +247,8 @@ def _read_batch(
     keep: Keep = False,
     symlinks: Collection[str] | None = None,
 ) -> list[FileRecord]:
+    # deferred: zstandard only for a bulk index that keeps versions; kms hook session-start loads the records
+    from server.store.history import compress
 
     with gc_paused():
         out = [
