@@ -20,7 +20,7 @@ import apsw
 
 from server.activity import approvals
 from server.config.allowlist import describe
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier, tier_enabled
 from server.humanize import ago
 from server.index.notes import VISIBLE

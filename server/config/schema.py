@@ -1,7 +1,7 @@
 """The settings schema: every key once, with its type, default, environment variable and help.
 
 ``SETTINGS`` is the single source for ``kms config``, the session contract
-(``server/config/session.py``), the TUI settings screen and ``docs/settings.md``. One grammar
+(``server/config/session_contract.py``), the TUI settings screen and ``docs/settings.md``. One grammar
 turns text (the command line, an environment variable) into a typed value: ``values.parse_value``;
 ``values.validate_value`` checks typed values (as TOML reads them). ``ENV_VARS`` lists every ``KMS_*``
 variable kms knows, so an unknown or misspelt one can be refused by name.

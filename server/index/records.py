@@ -54,7 +54,7 @@ class FileRecord:
     props: list[tuple] = field(default_factory=list)  # note_props columns after (rid): key, ord, value, num
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
     fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
-    data: bytes | None = None  # the file's bytes, for its history (``server.index.history``)
+    data: bytes | None = None  # the file's bytes, for its history (``server.index.note_versions``)
     packed: bytes | None = None  # or those bytes compressed by a worker process (``read_all``'s ``history``)
 
     @property
@@ -248,7 +248,7 @@ def _read_batch(
     symlinks: Collection[str] | None = None,
 ) -> list[FileRecord]:
     # deferred: zstandard only for a bulk index that keeps versions; kms hook session-start loads the records
-    from server.store.history import compress
+    from server.store.version_blobs import compress
 
     with gc_paused():
         out = [

@@ -25,7 +25,7 @@
   session's own bearer token (the same check as ``/mcp``), and only a ``session`` token's: a session-end
   hook writes the session note into the vault, which a host's token (any tier, e.g. ``tier:read``) was
   never given (403). The session is the token's, never one the event names. The
-  rules are ``server.writes.session_hooks.handle``; an event kms cannot take is answered 200 with nothing
+  rules are ``server.writes.hook_events.handle``; an event kms cannot take is answered 200 with nothing
   (a hook never stops the host) and logged.
 """
 
@@ -65,7 +65,7 @@ from server.mcp.wire import screen
 from server.store.db import thread_connection
 from server.web import review_mount
 from server.writes.capture import settle_staged
-from server.writes.session_hooks import EVENTS, handle
+from server.writes.hook_events import EVENTS, handle
 
 if TYPE_CHECKING:
     from server.mcp.hub import SessionHub

@@ -29,7 +29,7 @@ from server.activity import tokens
 from server.activity.agent_session import AgentSession
 from server.activity.remote_grants import identity
 from server.config.scopes import ScopeError
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.errors import KmsError
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import ToolSpec

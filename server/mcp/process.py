@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import record_limits
-from server.activity.sessions import end_session, get_session, touch_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import end_session, get_session, touch_session
+from server.config.session_contract import SessionConfig
 from server.store.db import connect
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ import mcp_types as types
 
 from server import installed_version
 from server.activity.unrecorded import ensure_reserve
-from server.config.session import SessionConfig, SessionConfigError
+from server.config.session_contract import SessionConfig, SessionConfigError
 from server.config.unexpanded import find_unexpanded, refusal
 from server.errors import KmsError
 from server.index.note_data import DATA_SENTENCE

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from server import installed_version
 from server.activity import tokens
-from server.activity.sessions import pid_alive
+from server.activity.session_registry import pid_alive
 from server.errors import KmsError
 from server.store.db import connect, service_folder
 
@@ -296,7 +296,7 @@ def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, 
     import uvicorn
 
     # deferred: the service's own modules (the hub, the HTTP app, the tools) only in the service process
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.http import service_app
     from server.mcp.http_guard import read_timeout_s, uvicorn_options
     from server.mcp.hub import SessionHub

@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import unified
+from server.activity.note_history import unified
 from server.errors import KmsError
 from server.index import conflicts
 from server.vault.files import fsync_dir, sha256_hex

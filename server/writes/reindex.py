@@ -38,8 +38,8 @@ from typing import NoReturn
 
 import apsw
 
-from server.index.history import HOW_INDEX
 from server.index.incremental import LinkWork, reindex_file, reindex_written
+from server.index.note_versions import HOW_INDEX
 from server.index.records import FileRecord
 from server.store.db import shared_commit, write_tx
 from server.store.health import UNUSABLE

@@ -14,7 +14,7 @@ import apsw
 
 from server.activity.brief import fence_for, wrap
 from server.activity.start import START_BUDGET_TOKENS
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.index.records import estimate_tokens
 
 

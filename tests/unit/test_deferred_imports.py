@@ -80,7 +80,7 @@ SERVER_SEAMS = (
     ),
     ("server.mcp.tools", ("ruamel", "yaml", "pyromark", "server.writes.operations")),  # the write modules at first call
     ("server.writes.conflict_resolve", ("ruamel", "server.writes.operations")),  # the dashboard lists conflicts
-    ("server.writes.session_hooks", ("ruamel", "pydantic", "server.activity.brief")),  # kms hook, once per event
+    ("server.writes.hook_events", ("ruamel", "pydantic", "server.activity.brief")),  # kms hook, once per event
     ("server.vault.dendron", ("server.vault.yaml12",)),
 )
 

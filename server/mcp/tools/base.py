@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from server.activity.agent_session import AgentSession
 from server.activity.idempotency import KEY_FIELD, MAX_KEY_CHARS
 from server.activity.visits import SessionIdentity
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
 from server.index.cold import NOT_YET, incomplete

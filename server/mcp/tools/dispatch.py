@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from server.activity.agent_session import AgentSession
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index import note_data
 from server.index.listing import encode_cursor

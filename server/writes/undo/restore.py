@@ -15,7 +15,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import Line, find_line, pick, unified, version_bytes, versions
+from server.activity.note_history import Line, find_line, pick, unified, version_bytes, versions
 from server.errors import KmsError
 from server.vault.files import sha256_hex
 from server.vault.registry import Vault, get_vault
