@@ -49,7 +49,7 @@ def main() -> None:
         }
     )
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.index.indexer import index_vault
     from server.mcp.tools.dispatch import ToolRunner
     from server.store.backup import backup_folder, make_backup
@@ -122,19 +122,10 @@ def main() -> None:
         f"{len(plain)} + {len(during)} calls, {len(copies)} copies (median {statistics.median(copies or [0]):.2f} s), "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    rows = [
-        ("", "no copy", "during a copy", "difference"),
-        ("p50 (ms)", p50a, p50b, p50b - p50a),
-        ("p95 (ms)", p95a, p95b, p95b - p95a),
-        ("max (ms)", max(plain), max(during), max(during) - max(plain)),
-    ]
-    for name, *values in rows:
-        cells = [
-            v if isinstance(v, str) else f"{v * 1000:+.2f}" if i == 2 else f"{v * 1000:.2f}"
-            for i, v in enumerate(values)
-        ]
+    print(f"{'':10}{'no copy':>16}{'during a copy':>16}{'difference':>16}")
+    for name, a, b in (("p50 (ms)", p50a, p50b), ("p95 (ms)", p95a, p95b), ("max (ms)", max(plain), max(during))):
         target = "   (target: <= +1 ms)" if name == "p50 (ms)" else ""
-        print(f"{name:10}" + "".join(f"{c:>16}" for c in cells) + target)
+        print(f"{name:10}{a * 1000:>16.2f}{b * 1000:>16.2f}{(b - a) * 1000:>+16.2f}{target}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def main() -> None:
     os.environ.update(env)
 
     import server.mcp.tools  # noqa: F401 - the write tools a decision applies with
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.index.indexer import index_vault
     from server.mcp.tools.base import WriteSpec
     from server.mcp.tools.dispatch import ToolRunner

@@ -35,7 +35,7 @@ def writer_alone(root: Path, history: bool) -> float:
     import server.index.indexer as indexer
     from server.index.records import read_record, scan
     from server.store.db import connect
-    from server.store.history import compress
+    from server.store.version_blobs import compress
     from server.vault.registry import add_vault
 
     files, _unreadable, _errors = scan(root)

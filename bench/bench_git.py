@@ -107,7 +107,7 @@ def main() -> None:
 def _appender(db: Path):  # noqa: ANN202 - a closure
     """One session's real guard (rate limits lifted), calling ``kms_append`` through its registry entry."""
     from server.activity.agent_session import AgentSession
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.write_tools import KMS_APPEND
     from server.writes.guard import WriteService
 

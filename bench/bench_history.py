@@ -57,7 +57,7 @@ def same_text(text: str) -> Callable[[str], str]:
 def growth_and_timings(run: int) -> dict[str, float]:
     from genvault import generate
 
-    from server.activity.history import find_line, versions
+    from server.activity.note_history import find_line, versions
     from server.index.incremental import reindex_file
     from server.index.indexer import index_vault
     from server.store.db import connect

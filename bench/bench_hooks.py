@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> None:
     root = vault(args.notes)
     db = fresh_db("hooks.db")
     from server.activity.reads import ReadTracker
-    from server.activity.sessions import start_session
-    from server.config.session import SessionConfig
+    from server.activity.session_registry import start_session
+    from server.config.session_contract import SessionConfig
     from server.index.indexer import index_vault
     from server.store.db import connect
     from server.vault.registry import add_vault

@@ -116,7 +116,7 @@ def run(args) -> None:
     folder = (args.folder_notes, args.folder_linking) if args.folder_notes else (0, 0)
     root, db, files, (moving, linkers) = setup(args.notes, args.linking, folder)
     from kmscli.compose import kms_command
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.store.db import connect
 
     session = SessionConfig(

@@ -30,7 +30,7 @@ NOTES = 10_000
 
 
 def seed(db: Path, versions: int, reports: int, calls: int) -> None:
-    from server.store import history as blobs
+    from server.store import version_blobs as blobs
     from server.store.db import connect
 
     rng = random.Random(7)

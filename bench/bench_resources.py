@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> None:
     partials = SHARED_PARTIALS if args.vault else PARTIALS
     db = fresh_db("resources.db")
     from kmscli.compose import kms_command
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.index.indexer import index_vault
     from server.store.db import connect
     from server.vault.registry import add_vault

@@ -122,7 +122,7 @@ def catch_up_round_trips(cmd: list[str], env: dict[str, str], args_for: Any) -> 
 
 def round_trips(db: Path, calls: int) -> list[Row]:
     from kmscli.compose import kms_command
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
 
     session = SessionConfig(
         db_path=db,

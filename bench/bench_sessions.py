@@ -46,7 +46,7 @@ async def reads(client: Any, note_ids: list[str], calls: int) -> list[float]:
 async def measure(db: Path, calls: int) -> dict[str, list[float]]:
     from mcp.client import Client
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.hub import SessionHub
     from server.mcp.process import ProcessServices
     from server.mcp.serve import build_server

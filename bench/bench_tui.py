@@ -45,7 +45,7 @@ OPEN_TARGET_S = 1.0
 
 def seed(db_path: Path, rows: int) -> float:
     """``rows`` provenance rows over 100 sessions (FTS trigger included); returns seconds."""
-    from server.activity.sessions import start_session
+    from server.activity.session_registry import start_session
     from server.store.db import connect, write_tx
 
     rng = random.Random(7)

@@ -26,7 +26,7 @@ from platformdirs import user_runtime_dir
 
 from server.config.schema import BUILTIN_SERVERS
 from server.config.servers import CustomServer
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.settings import Settings
 
 Entry = dict[str, Any]
@@ -227,7 +227,7 @@ def sweep_session_configs(is_stale: Callable[[str, float], bool]) -> int:
 
 # ----------------------------------------------------------------------------- hooks
 
-# the host's hook events kms listens to -> the ``kms hook`` argument (``server.writes.session_hooks.EVENTS``)
+# the host's hook events kms listens to -> the ``kms hook`` argument (``server.writes.hook_events.EVENTS``)
 HOOK_EVENTS: dict[str, str] = {
     "SessionStart": "session-start",
     "UserPromptSubmit": "user-prompt-submit",

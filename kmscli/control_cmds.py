@@ -28,7 +28,7 @@ from server.activity import landed
 from server.activity.approvals import list_pending
 from server.activity.control import revoked_note, set_state
 from server.activity.feed import session_overview
-from server.activity.sessions import session_counts
+from server.activity.session_registry import session_counts
 from server.humanize import ago
 from server.writes.review import decide_all
 from server.writes.undo import undo_session

@@ -22,8 +22,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from kmscli.compose import kms_command
-from server.activity.sessions import end_session, start_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import end_session, start_session
+from server.config.session_contract import SessionConfig
 from server.config.settings import set_value
 from server.index.indexer import index_vault
 from server.store.db import connect

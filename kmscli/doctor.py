@@ -26,7 +26,7 @@ from kmscli.hook_files import installed
 from kmscli.launcher import find_claude, missing_claude_message
 from server.activity.approvals import list_pending
 from server.activity.provenance import write_totals
-from server.activity.sessions import list_sessions, pid_alive
+from server.activity.session_registry import list_sessions, pid_alive
 from server.activity.unrecorded import room_report
 from server.config.redact import redact, redact_settings
 from server.config.settings import Settings, load_settings
@@ -35,7 +35,7 @@ from server.errors import KmsError
 from server.humanize import NEVER, ago
 from server.index.backups import backup_report
 from server.index.embed.pipeline import embed_stats
-from server.index.history import stats
+from server.index.note_versions import stats
 from server.index.overview import overview
 from server.index.planted_notes import planted_notes
 from server.index.privacy import privacy_report

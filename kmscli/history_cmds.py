@@ -19,11 +19,11 @@ from kmscli.output import (
     print_verbatim,
     report_error,
 )
-from server.activity.history import diff, find_line, versions
+from server.activity.note_history import diff, find_line, versions
 from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago
-from server.index.history import forget, prune
+from server.index.note_versions import forget, prune
 from server.store.db import write_tx
 from server.vault.git import note_commits
 from server.vault.registry import get_vault

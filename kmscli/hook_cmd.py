@@ -14,7 +14,7 @@ The session: ``--contract FILE`` (the ``KMS_*`` variables ``kms claude`` wrote f
 its ``--mcp-config``), else the environment (``--db`` and ``--config`` pin the database and the settings file,
 as a plugin's MCP entry does; ``KMS_SESSION_ID``, else one derived from the host's own session id, so every
 event of one host session lands on one kms session). The rules are the core's
-(``server.writes.session_hooks``); this module only reads, calls and prints.
+(``server.writes.hook_events``); this module only reads, calls and prints.
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ def _options(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], dict
 def run(argv: Sequence[str], stdin: Any, env: Mapping[str, str]) -> dict[str, Any] | None:
     """One hook call; raises on anything wrong (``main`` turns that into a log line and exit 0)."""
     # deferred: inside the fail-open guard (as in log_path)
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.store.db import connect
-    from server.writes.session_hooks import EVENTS, handle
+    from server.writes.hook_events import EVENTS, handle
 
     args, options = _options(argv, ("--contract", "--db", "--config"))
     contract = Path(options["--contract"]) if "--contract" in options else None

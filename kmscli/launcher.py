@@ -51,9 +51,9 @@ from kmscli.lease import LeaseKeeper
 from kmscli.output import say_error
 from kmscli.service_cmds import start_service
 from server.activity import tokens
-from server.activity.sessions import end_session, get_session, pid_alive, start_session
+from server.activity.session_registry import end_session, get_session, pid_alive, start_session
 from server.config.redact import redact
-from server.config.session import SessionConfigError, check_env, new_session_id
+from server.config.session_contract import SessionConfigError, check_env, new_session_id
 from server.config.settings import Settings, load_settings
 from server.errors import KmsError
 from server.mcp.service import ServiceState, read_state

@@ -17,7 +17,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from typer.core import TyperGroup
 
-from server.config.session import SessionConfigError
+from server.config.session_contract import SessionConfigError
 from server.errors import KmsError
 from server.store.db import connect, default_db_path
 from server.store.health import BUSY, UNUSABLE, database_error

@@ -24,7 +24,7 @@ from kmscli.hosts import get_host
 from kmscli.output import JsonOpt, cli_errors, console, err_console, open_db, print_json
 from server import installed_version
 from server.activity import remote_grants, tokens
-from server.activity.sessions import pid_alive
+from server.activity.session_registry import pid_alive
 from server.config.allowlist import Allowlist
 from server.config.scopes import ScopeError, Scopes
 from server.config.settings import load_settings

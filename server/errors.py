@@ -104,6 +104,7 @@ docs/tools.md lists them."""
 def validate_input(model: type[M], arguments: Mapping[str, Any]) -> M:
     """A tool's arguments through its strict input model; ``invalid-input`` naming every problem and
     the valid fields otherwise (read and write tools answer bad input the same way)."""
+    # deferred: pydantic only to validate a call; kms --version and kms hook load this module
     from pydantic import ValidationError
 
     if not HOST_INJECTED_ARGS.isdisjoint(arguments):

@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from server.activity import approvals, control, feed
-from server.activity.session_record import note_of
+from server.activity.session_material import note_of
 from server.config.settings import default_config_path
 from server.errors import KmsError
 from server.store.db import thread_connection
@@ -37,9 +37,9 @@ from tui.screens.conflicts import ConflictsScreen
 from tui.screens.control import ConfirmScreen, UndoScreen
 from tui.screens.dashboard import DashboardScreen
 from tui.screens.help import HelpScreen
-from tui.screens.history import HistoryScreen
 from tui.screens.invocation import InvocationScreen
 from tui.screens.modals import NoteScreen, ReadsScreen, ReviewScreen
+from tui.screens.note_history import HistoryScreen
 from tui.screens.pending import PendingScreen
 from tui.screens.service import ServiceScreen
 from tui.screens.settings import SettingsScreen
@@ -177,7 +177,7 @@ class KmsDashboard(App[None]):
             self.push_screen(ConflictsScreen())
 
     def show_history(self, ref: str, vault: str | None = None) -> None:
-        """A note's history: its versions, a diff, a restore after a yes (``tui.screens.history``)."""
+        """A note's history: its versions, a diff, a restore after a yes (``tui.screens.note_history``)."""
         self.push_screen(HistoryScreen(ref, vault))
 
     def action_service(self) -> None:

@@ -22,7 +22,7 @@ from server.activity.reads import ReadTracker
 from server.activity.visits import SessionIdentity
 from server.config import tiers
 from server.config.allowlist import Allowlist
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier
 from server.index.notes import index_is_empty
 from server.store.db import thread_connection

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FILE_CREATED
-from server.activity.history import attribute_outside_change
+from server.activity.note_history import attribute_outside_change
 from server.activity.visits import SESSION_ACTORS
 
 _ROW = "t.id, t.at, t.actor, t.tool, t.session_id"

@@ -17,7 +17,7 @@ import apsw
 
 from server.activity.start import START_BUDGET_TOKENS, session_summary, start_answer
 from server.activity.visits import normalize_project
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.index.records import estimate_tokens
 from server.vault.scope import resolve
 

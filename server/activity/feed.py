@@ -24,7 +24,7 @@ import apsw
 
 from server.activity import changes, provenance
 from server.activity.ratelimit import Gauge, session_gauges
-from server.activity.sessions import SessionRow, list_sessions, pid_alive
+from server.activity.session_registry import SessionRow, list_sessions, pid_alive
 from server.activity.tool_names import KMS_APPEND, KMS_CREATE, KMS_INSERT_AT, KMS_UPDATE_PROPERTIES
 from server.errors import KmsError
 from server.store.db import rows, scalar

@@ -268,7 +268,8 @@ def complete_path(conn: apsw.Connection, db_path: Path, value: str, vault_id: Va
     ranked = sorted(held, key=lambda i: (not choices.texts[i].startswith(query), len(choices.texts[i]), i))
     total = len(held)
     if len(held) < FUZZY_BELOW:  # few notes hold the words as typed: a typo, or words out of order
-        from rapidfuzz import fuzz, process  # only such a completion pays for it, not the server's start
+        # deferred: rapidfuzz only for such a completion, not at the server's start
+        from rapidfuzz import fuzz, process
 
         hits = process.extract(
             query,

@@ -4,7 +4,7 @@ Edit/Write, reported by its hooks: ``session_files``) and kms saw (a version in 
 A row is one report joined to the version kms kept of it: a version of that vault path seen within
 ``REPORTED_WINDOW_S`` of the report, holding the bytes the report saw right after the edit (a report that
 could not read them, or a deletion, matches any; bytes that match win, then the nearest), the rule
-``history.attribute_outside_change`` applies. A report matching no version (history off, a file that is no
+``note_history.attribute_outside_change`` applies. A report matching no version (history off, a file that is no
 note) is no row; a change nobody reported is no session's.
 
 The feed merges these rows with the calls (``server.activity.feed``) by time, each source paged by its own
@@ -25,9 +25,9 @@ import apsw
 
 from server.activity import feed
 from server.activity.feed import FEED_WINDOW, FeedFilter
-from server.activity.history import REPORTED_WINDOW_S, unified
-from server.index.history import HOW_MOVED
-from server.store import history as blobs
+from server.activity.note_history import REPORTED_WINDOW_S, unified
+from server.index.note_versions import HOW_MOVED
+from server.store import version_blobs as blobs
 from server.store.db import rows, scalar
 
 SOURCE = "outside"

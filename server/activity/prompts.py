@@ -18,8 +18,9 @@ from typing import Any
 
 import apsw
 
+from server.activity import approvals
 from server.config.allowlist import describe
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier, tier_enabled
 from server.humanize import ago
 from server.index.notes import VISIBLE
@@ -160,7 +161,6 @@ def review_data(
 ) -> dict[str, Any]:
     """The calls waiting for the person and the agents' recent successful changes, on visible notes of the
     session's vaults only (``scope_names``: theirs, empty for every vault; ``vault_id``: their ids)."""
-    from server.activity import approvals  # only when a review is asked for, not at the server's start
 
     at = time.time() if now is None else now
     pending = []

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from server.activity.session_record import record_searches
+from server.activity.session_material import record_searches
 from server.store.db import thread_connection, write_tx
 
 _UPSERT = """

@@ -21,7 +21,7 @@ from typing import Any
 
 import apsw
 
-from server.activity import session_record
+from server.activity import session_material
 from server.activity.changes import FILE_CREATED, FILES_CHANGED, PROPERTIES_CHANGED, TEXT_INSERTED, TEXT_REMOVED
 from server.activity.tool_names import (
     KMS_CAPTURE,
@@ -139,7 +139,7 @@ def gather(conn: apsw.Connection, session_id: str, *, note_path: tuple[str, str]
     found = rows(conn, "SELECT started_at, project, cwd FROM sessions WHERE id = ?", (session_id,))
     if found:
         facts.started_at, facts.project = found[0]["started_at"], found[0]["project"] or found[0]["cwd"]
-    record = session_record.get(conn, session_id)
+    record = session_material.get(conn, session_id)
     if record is not None:
         facts.ended_at, facts.end_reason, facts.host_session = record.ended_at, record.end_reason, record.host_session
         facts.compact_summary, facts.last_message, facts.prompts = (
@@ -220,10 +220,10 @@ def gather(conn: apsw.Connection, session_id: str, *, note_path: tuple[str, str]
         )
 
     facts.searches = _dedup(
-        [{"tool": s["tool"], "query": s["query"]} for s in session_record.searches(conn, session_id)]
+        [{"tool": s["tool"], "query": s["query"]} for s in session_material.searches(conn, session_id)]
     )
     vault_by_id = {r["id"]: r["name"] for r in rows(conn, "SELECT id, name FROM vaults")}
-    for f in session_record.files_for_session(conn, session_id):
+    for f in session_material.files_for_session(conn, session_id):
         vault = vault_by_id.get(f.vault_id) if f.vault_id is not None else None
         if vault is not None and privacy.hidden(vault, f.path):
             facts.hidden += 1
@@ -231,7 +231,7 @@ def gather(conn: apsw.Connection, session_id: str, *, note_path: tuple[str, str]
         facts.outside.append({"tool": f.tool, "file": f.file, "vault": vault, "path": f.path})
     facts.outside = _dedup(facts.outside)
 
-    for c in session_record.captures(conn, session_id):
+    for c in session_material.captures(conn, session_id):
         facts.captures.setdefault(c["kind"], []).append(c["text"])
     facts.vaults = max(1, len(vault_names))
     return facts

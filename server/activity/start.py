@@ -30,7 +30,7 @@ from server.activity.tool_names import (
     KMS_STATUS,
 )
 from server.activity.visits import changes_since, previous_visit
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import TIERS, tier_enabled
 from server.index import memory, orientation
 from server.index.listing import list_recent

@@ -30,7 +30,7 @@ import apsw
 from server.config.allowlist import Allowlist, describe
 from server.config.env_names import positive_seconds
 from server.config.scopes import Scopes
-from server.config.session import SessionConfig, new_session_id
+from server.config.session_contract import SessionConfig, new_session_id
 from server.config.tiers import TIERS, tier_enabled
 from server.errors import KmsError
 from server.store.db import rows, service_folder, write_tx

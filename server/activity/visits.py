@@ -21,7 +21,7 @@ from typing import Any
 
 import apsw
 
-from server.activity.sessions import touch_session
+from server.activity.session_registry import touch_session
 from server.store.db import rows
 from server.vault.scope import Vaults, VaultScope
 

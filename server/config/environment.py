@@ -30,6 +30,7 @@ def env_vars() -> dict[str, str]:
 
 def suggest_env(name: str, limit: int = 3) -> list[str]:
     """Closest known variable names, for 'did you mean'."""
+    # deferred: rapidfuzz only to suggest a name for an unknown variable
     from rapidfuzz import fuzz, process
 
     found = process.extract(name.upper(), list(env_vars()), scorer=fuzz.ratio, limit=limit)

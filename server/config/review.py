@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
 
 MODES = ("before", "after", "off")
 

@@ -1,7 +1,7 @@
 """The settings schema: every key once, with its type, default, environment variable and help.
 
 ``SETTINGS`` is the single source for ``kms config``, the session contract
-(``server/config/session.py``), the TUI settings screen and ``docs/settings.md``. One grammar
+(``server/config/session_contract.py``), the TUI settings screen and ``docs/settings.md``. One grammar
 turns text (the command line, an environment variable) into a typed value: ``values.parse_value``;
 ``values.validate_value`` checks typed values (as TOML reads them). ``ENV_VARS`` lists every ``KMS_*``
 variable kms knows, so an unknown or misspelt one can be refused by name.
@@ -380,6 +380,7 @@ def setting(key: str) -> Setting:
 
 def suggest_keys(key: str, limit: int = 3) -> list[str]:
     """Closest known keys (rapidfuzz), for 'did you mean'."""
+    # deferred: rapidfuzz only to suggest a key for an unknown one
     from rapidfuzz import fuzz, process, utils
 
     choices = list(SETTINGS)

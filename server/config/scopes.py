@@ -24,7 +24,7 @@ from server.config.allowlist import folder_glob_problem, normalize_folder_glob
 from server.config.tier_names import SWITCH_FIELDS, TIERS, Tier
 
 if TYPE_CHECKING:
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
 
 _WORD = re.compile(r"[\s,]+")
 

@@ -91,6 +91,7 @@ class UnknownServerError(SettingsError):
     """No built-in or custom server has this name."""
 
     def __init__(self, name: str, known: list[str]):
+        # deferred: rapidfuzz only to suggest a name that was not found
         from rapidfuzz import process
 
         close = [m for m, score, _ in process.extract(name, known, limit=3) if score >= 60]

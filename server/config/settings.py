@@ -311,6 +311,7 @@ def settings_lock(path: Path) -> Iterator[None]:
 
 def _modify(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     """Read-modify-write the file under the settings lock, so the CLI and the TUI never lose a change."""
+    # deferred: tomlkit (round-trip TOML) only when the file is written, never to read it
     import tomlkit
 
     with settings_lock(path):

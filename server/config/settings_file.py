@@ -58,6 +58,7 @@ def upgrade(doc: Any) -> list[str]:
 
 def read_document(path: Path) -> Any:
     """The file as a round-trip ``tomlkit`` document (comments kept); SettingsFileError if unparsable."""
+    # deferred: tomlkit only when the file is edited, never to read it
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 

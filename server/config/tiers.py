@@ -19,7 +19,7 @@ from server.config.tier_names import Tier as Tier
 from server.config.tier_names import WriteTier as WriteTier
 
 if TYPE_CHECKING:
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from server.index import history
+from server.index import note_versions
 from server.index.link_resolve import resolve_links, resolve_named, sync_attachments
 from server.index.new_links import NewLinks
 from server.index.privacy import Rules, stamps_back, sync_symlinks
@@ -39,8 +39,8 @@ from server.index.writer import (
     insert_resolved_links,
     new_children,
 )
-from server.store import history as blobs
 from server.store import kept_counts
+from server.store import version_blobs as blobs
 from server.store.db import write_tx
 from server.vault.registry import Vault
 
@@ -91,15 +91,15 @@ class HistoryPlan:
 
 def history_plan(conn: apsw.Connection, vault: Vault, todo: list[tuple[str, int, int]], *, new: bool) -> HistoryPlan:
     """The plan for reading ``todo``; ``new``: the vault has no note yet (a seed is made for it)."""
-    if not history.active(conn):
+    if not note_versions.active(conn):
         return HistoryPlan(False, None, None)
     seed_bid = blobs.seed_of(conn, vault.id)
     new_seed = (
-        history.seed_samples(vault.root, [p for p, _m, _s in todo])
+        note_versions.seed_samples(vault.root, [p for p, _m, _s in todo])
         if new and seed_bid is None and len(todo) >= blobs.SEED_MIN_NOTES
         else None
     )
-    # a worker compresses against the vault's seed (see server.store.history)
+    # a worker compresses against the vault's seed (see server.store.version_blobs)
     keep = new_seed if new_seed is not None else blobs.blob_bytes(conn, seed_bid) if seed_bid else None
     return HistoryPlan(keep, new_seed, seed_bid)
 
@@ -233,11 +233,13 @@ def _complete(
             seed_bid = blobs.put_seed(conn, vault.id, plan.new_seed) if plan.new_seed is not None else plan.seed_bid
             packed = _first_versions(ours, plan.keep)
             seen = [
-                history.Seen(rid, rec.path, rec.content_hash, rec.size, None, p)
+                note_versions.Seen(rid, rec.path, rec.content_hash, rec.size, None, p)
                 for (rid, rec), p in zip(ours, packed, strict=True)
             ]
-            history.record_seen(conn, vault.id, seen, how, now, packed_base=seed_bid if plan.keep is not None else None)
+            note_versions.record_seen(
+                conn, vault.id, seen, how, now, packed_base=seed_bid if plan.keep is not None else None
+            )
             if rewritten:  # the guarantee: every note has a first version once the vault is complete
-                history.backfill(conn, vault.id, vault.root)
+                note_versions.backfill(conn, vault.id, vault.root)
         kept_counts.rebuild(conn)
         conn.execute("UPDATE vaults SET index_state = NULL, last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))

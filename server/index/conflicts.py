@@ -26,6 +26,7 @@ from typing import Any
 
 import apsw
 
+from server.config.settings import default_config_path, load_settings
 from server.errors import KmsError
 from server.store.db import rows, scalar, write_tx
 from server.vault.conflict_names import CopyNames, CopyOf
@@ -41,7 +42,6 @@ _patterns_cache: dict[str, tuple[tuple[int, int] | None, tuple[str, ...]]] = {}
 
 def _patterns() -> tuple[str, ...]:
     """``sync.conflict_patterns``, read again only when the settings file changed (one stat a call)."""
-    from server.config.settings import default_config_path
 
     cfg = default_config_path()
     try:
@@ -52,7 +52,6 @@ def _patterns() -> tuple[str, ...]:
     known = _patterns_cache.get(str(cfg))
     if known and known[0] == stamp:
         return known[1]
-    from server.config.settings import load_settings
 
     patterns = tuple(load_settings(cfg, env={}, has_vault=True).get("sync.conflict_patterns") or ())
     _patterns_cache[str(cfg)] = (stamp, patterns)

@@ -15,6 +15,8 @@ from typing import Any
 
 import apsw
 
+from server.store.db import data_dir, default_db_path
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIRNAME = "all-MiniLM-L6-v2"
 REQUIRED_FILES = (
@@ -48,7 +50,6 @@ def missing_files(model_dir: str | Path) -> list[str]:
 def models_root() -> Path:
     """``<kms data dir>/models``: the platform data dir, whichever database ``KMS_DB_PATH`` names, so a model
     installed once is found by every database (issue 32: it was beside the database, "not ready" for another)."""
-    from server.store.db import data_dir
 
     return data_dir() / "models"
 
@@ -60,7 +61,6 @@ def installed_model_dir() -> Path:
 
 def beside_database_dir() -> Path:
     """Where ``kms model install`` put the model before: beside the database (still looked at)."""
-    from server.store.db import default_db_path
 
     return default_db_path().parent / "models" / MODEL_DIRNAME
 

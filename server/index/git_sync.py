@@ -41,7 +41,7 @@ from server.config.schema import SETTINGS
 from server.config.settings import default_config_path, load_settings
 from server.index import conflicts
 from server.index.indexer import index_vault
-from server.store.db import scalar
+from server.store.db import connect, scalar
 from server.store.locks import lock_file, own_writes
 from server.vault import git_state, git_units
 from server.vault.git import GitError, GitFailed, Identity, NotARepo, Repo, open_repo, split_z
@@ -388,8 +388,6 @@ def start_sync_if_due(
     """Sync (and push) every vault in git mode ``sync``, on a thread of its own, when ``due``, and commit the
     units a process that died left (any vault in git mode) whenever there are some; the thread. ``every_s``
     and ``idle_s``: the settings' (``sync_timings``) unless given."""
-    from server.store.db import connect
-
     key = str(db_path)
     with _guard:
         running = _running.get(key)
@@ -421,7 +419,6 @@ def start_sync_if_due(
 
 
 def _sync_all(db_path: str | Path, syncing: bool) -> None:
-    from server.store.db import connect
 
     conn = connect(db_path)
     try:

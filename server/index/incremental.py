@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from server.index import conflicts, history
+from server.index import conflicts, note_versions
 from server.index.link_resolve import affected_keys, resolve_links
 from server.index.privacy import Rules, purge_embeddings, sync_symlinks, vault_rules
 from server.index.records import FileRecord, read_record
@@ -71,7 +71,7 @@ def reindex_file(
     over the whole batch and calls ``batch.finish``). ``how``: who saw the change, for its history
     (kms's own write when ``written`` is given, else the watcher).
     """
-    how = how or (history.HOW_KMS if written is not None else history.HOW_WATCH)
+    how = how or (note_versions.HOW_KMS if written is not None else note_versions.HOW_WATCH)
     if written is None and conflicts.copy_changed(conn, vault, relpath):
         return None  # a sync tool's conflict copy: recorded as a conflict, never a note
     work = batch or LinkWork()
@@ -122,7 +122,7 @@ def reindex_file(
         if written is None and st is None:
             if row:
                 work.keys.update(affected_keys(conn, row[0]))
-                history.record_gone(conn, row[0])
+                note_versions.record_gone(conn, row[0])
                 delete_note_row(conn, row[0])
                 if batch is None:
                     work.finish(conn, vault.id)
@@ -160,7 +160,9 @@ def reindex_file(
             work.srcs.add(rid)
         if values["hidden_rule"]:
             purge_embeddings(conn, [rid])
-        history.record_seen(conn, vault.id, [history.Seen(rid, relpath, rec.content_hash, rec.size, rec.data)], how)
+        note_versions.record_seen(
+            conn, vault.id, [note_versions.Seen(rid, relpath, rec.content_hash, rec.size, rec.data)], how
+        )
         if values["link_to"] or values["hidden_rule"] or row and row[4] is not None:
             work.symlinks = True  # symlinks to this note follow it
         if batch is None:
@@ -191,7 +193,7 @@ def reindex_written(
     changed = ChangedNotes(conn)
     rules = work.rules = work.rules or vault_rules(conn, vault.id, vault.root)
     now, ids, hidden = time.time(), {}, []
-    seen: list[history.Seen] = []
+    seen: list[note_versions.Seen] = []
     for path, rec in written.items():
         if path not in rows or rec.values is None:
             ids[path] = reindex_file(conn, vault, path, rec, batch=work)
@@ -204,7 +206,7 @@ def reindex_written(
         values = {**rec.values, "indexed_at": now}
         values["hidden_rule"] = rules.reason(path, values["frontmatter"], values["tags"], values["link_to"], rec.fm_raw)
         changed.queue(rid, values)
-        seen.append(history.Seen(rid, path, rec.content_hash, rec.size, rec.data))
+        seen.append(note_versions.Seen(rid, path, rec.content_hash, rec.size, rec.data))
         keys, links_changed = write_children(conn, rid, vault.id, rec, stored.children_of(rid))
         work.keys.update(keys)
         if links_changed:
@@ -214,6 +216,6 @@ def reindex_written(
         if values["link_to"] or values["hidden_rule"] or hidden_at is not None:
             work.symlinks = True  # symlinks to this note follow it
     changed.flush()
-    history.record_seen(conn, vault.id, seen, history.HOW_KMS, now)
+    note_versions.record_seen(conn, vault.id, seen, note_versions.HOW_KMS, now)
     purge_embeddings(conn, hidden)
     return ids

@@ -20,7 +20,7 @@ from collections.abc import Collection, Container
 
 import apsw
 
-from server.index import conflicts, history, manifest_index
+from server.index import conflicts, manifest_index, note_versions
 from server.index.cold import HistoryPlan, OnSearchable, history_plan, in_two_phases, incomplete, index_cold
 from server.index.incremental import TOUCHED
 from server.index.link_resolve import affected_keys, resolve_links, resolve_named, sync_attachments
@@ -42,8 +42,8 @@ from server.index.writer import (
     delete_note_row,
     write_children,
 )
-from server.store import history as blobs
 from server.store import kept_counts
+from server.store import version_blobs as blobs
 from server.store.db import checkpoint_and_truncate, write_tx
 from server.store.registrations import save_registrations
 from server.vault.conflict_names import CopyOf
@@ -57,7 +57,7 @@ def index_vault(
     *,
     full: bool = False,
     progress: Progress | None = None,
-    how: str = history.HOW_INDEX,
+    how: str = note_versions.HOW_INDEX,
     on_searchable: OnSearchable | None = None,
 ) -> IndexReport:
     """Bring one vault's index up to date with its files (``full`` re-parses every file); every version
@@ -178,13 +178,15 @@ def _nothing_changed(
     first versions."""
     if not full:
         # looked for before the write lock (a scan of every note): the calls that write wait on it
-        lacking = history.active(conn) and how == history.HOW_INDEX and history.missing(conn, vault.id)
+        lacking = (
+            note_versions.active(conn) and how == note_versions.HOW_INDEX and note_versions.missing(conn, vault.id)
+        )
         with write_tx(conn):
             sync_attachments(conn, vault.id, attachments)
             conflicts.settle_copies(conn, vault, copies, notes)
             conn.execute("UPDATE vaults SET last_indexed_at = ? WHERE id = ?", (time.time(), vault.id))
             if lacking:
-                history.backfill(conn, vault.id, vault.root)
+                note_versions.backfill(conn, vault.id, vault.root)
     refresh(conn, vault.id, vault.root)
 
 
@@ -208,10 +210,10 @@ class _Pass:
         self.full, self.completing = full, completing
         self.keys: set[str] = set()
         self.srcs: set[int] = set()
-        self.seen: list[history.Seen] = []
+        self.seen: list[note_versions.Seen] = []
         self.hidden_rids: list[int] = []
         self.now = time.time()
-        self.keeping = history.active(conn)
+        self.keeping = note_versions.active(conn)
         self.cold = False
 
     def run(
@@ -300,7 +302,7 @@ class _Pass:
 
     def _seen(self, rid: int, rec: FileRecord) -> None:
         if self.keeping:
-            self.seen.append(history.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
+            self.seen.append(note_versions.Seen(rid, rec.path, rec.content_hash, rec.size, rec.data, rec.packed))
 
     def _inserted(self, done: list[tuple[int, FileRecord]]) -> None:
         for rid, rec in done:
@@ -316,16 +318,16 @@ class _Pass:
         conn, vault, report = self.conn, self.vault, self.report
         if self.keeping:
             seed_bid = blobs.put_seed(conn, vault.id, plan.new_seed) if plan.new_seed is not None else plan.seed_bid
-            history.record_seen(
+            note_versions.record_seen(
                 conn, vault.id, self.seen, self.how, self.now, packed_base=seed_bid if plan.keep is not None else None
             )
         for _path, (rid, _h) in gone.items():
             self.keys.update(affected_keys(conn, rid))
-            history.record_gone(conn, rid)
+            note_versions.record_gone(conn, rid)
             delete_note_row(conn, rid)
             report.deleted += 1
-        if self.keeping and (self.how == history.HOW_INDEX or self.completing) and not self.cold:
-            history.backfill(conn, vault.id, vault.root)
+        if self.keeping and (self.how == note_versions.HOW_INDEX or self.completing) and not self.cold:
+            note_versions.backfill(conn, vault.id, vault.root)
         if self.full and self.changed.fts_rewritten * 4 >= max(1, report.scanned):  # much rewritten: merge segments
             conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
         every = self.cold or self.full
@@ -441,7 +443,7 @@ def remove_vault(conn: apsw.Connection, name: str) -> Vault:
     vault = get_vault(conn, name)
     with write_tx(conn), kept_counts.removing(conn, vault.id):
         for (rid,) in conn.execute("SELECT rid FROM notes WHERE vault_id = ?", (vault.id,)).fetchall():
-            history.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
+            note_versions.record_gone(conn, rid, "vault removed")  # type: ignore[arg-type]
             delete_note_row(conn, rid)  # type: ignore[arg-type]  # rid: INTEGER PRIMARY KEY
         conn.execute("DELETE FROM vaults WHERE id = ?", (vault.id,))
     save_registrations(conn)

@@ -96,7 +96,8 @@ def _lookup_in(conn: apsw.Connection, ref: str, vault_id: Vaults, include_hidden
 def suggestions(
     conn: apsw.Connection, ref: str, include_hidden: bool = False, limit: int = 5, vault_id: Vaults = None
 ) -> list[str]:
-    from rapidfuzz import process  # only a miss pays for it, not the server's start (tools/list)
+    # deferred: rapidfuzz only on a miss, not on the way to tools/list
+    from rapidfuzz import process
 
     scope, params = _scope(include_hidden, vault_id)
     paths: dict[str, list[str]] = {}  # each title once (several notes share "11"), with the notes' paths

@@ -164,6 +164,7 @@ def _holds_notes(conn: apsw.Connection, folder: str, vault_id: Vaults) -> bool:
 
 
 def _close_folders(conn: apsw.Connection, folder: str, vault_id: Vaults) -> str:
+    # deferred: rapidfuzz only to suggest a folder that was not found
     from rapidfuzz import process
 
     where, params = _scope(vault_id)

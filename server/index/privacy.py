@@ -45,6 +45,7 @@ def _gitignore(lines: list[str]) -> Any:
     (``kms mcp`` judges every vault's rules at start, and most vaults have none)."""
     if not lines:
         return None
+    # deferred: pathspec only for a vault with path rules (kms mcp judges every vault at start)
     import pathspec
 
     return pathspec.GitIgnoreSpec.from_lines(lines)

@@ -78,7 +78,8 @@ class _Note:
     def __init__(
         self, row: dict[str, Any], terms: re.Pattern[str] | None, n_terms: int, sims: dict[str | None, float]
     ) -> None:
-        from server.index.embed.chunker import sections  # the chunks' own sections; loads numpy, so not at import
+        # deferred: the chunker loads numpy: only when recall has a model
+        from server.index.embed.chunker import sections
 
         self.rid, self.id, self.title, self.path, self.vault = (
             row["rid"],
@@ -174,6 +175,7 @@ def _vector(conn: apsw.Connection, topic: str, index: Any) -> Any:
     index.refresh(conn)
     if not len(index):
         return None
+    # deferred: the model module loads numpy: only when there is an index to ask
     from server.index.embed.model import ModelNotReady
 
     try:
@@ -197,6 +199,7 @@ def _hits(
 ) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
     """The hybrid hits, the topic's vector (None without a ready model) and the search's mode/reason.
     ``others``: only notes that are neither session nor decision notes."""
+    # deferred: semantic search loads numpy: only when recall runs
     from server.index.semantic import keyword_hits, semantic_search
 
     where = (Filter("type", "in", recall_memory.MEMORY_TYPES, negated=True),) if others else ()

@@ -258,6 +258,7 @@ def line_similarities(index: Any, vec: Any, lines: list[str]) -> list[float]:
     out = [0.0] * len(lines)
     if index is None or vec is None or not lines:
         return out
+    # deferred: the model module loads numpy: only when there are vectors to compare
     from server.index.embed.model import ModelNotReady
 
     try:

@@ -55,7 +55,7 @@ class FileRecord:
     props: list[tuple] = field(default_factory=list)  # note_props columns after (rid): key, ord, value, num
     unchanged: bool = False  # same bytes as indexed (see read_record's known_hash): nothing parsed
     fm_raw: str | None = None  # the file's start when its frontmatter could not be parsed (privacy rules)
-    data: bytes | None = None  # the file's bytes, for its history (``server.index.history``)
+    data: bytes | None = None  # the file's bytes, for its history (``server.index.note_versions``)
     packed: bytes | None = None  # or those bytes compressed by a worker process (``read_all``'s ``history``)
 
     @property
@@ -249,7 +249,8 @@ def _read_batch(
     keep: Keep = False,
     symlinks: Collection[str] | None = None,
 ) -> list[FileRecord]:
-    from server.store.history import compress
+    # deferred: zstandard only for a bulk index that keeps versions; kms hook session-start loads the records
+    from server.store.version_blobs import compress
 
     with gc_paused():
         out = [
@@ -286,7 +287,8 @@ def read_all(
             if progress and done % 100 == 0:
                 progress(done, total)
     else:
-        import multiprocessing  # (a bulk index only: the write path and the dashboard import this module)
+        # deferred: a process pool only for a bulk index; the write path and the dashboard import this module
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         batches = [items[i : i + BATCH] for i in range(0, total, BATCH)]

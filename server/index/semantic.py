@@ -28,6 +28,8 @@ import numpy as np
 
 from server.errors import KmsError
 from server.index.embed.model import LOADING, Embedder, ModelNotReady
+from server.index.embed.pipeline import BackgroundEmbedder
+from server.index.properties import passing_ids
 from server.index.search import build_match, search
 from server.index.vectors import DEPTH, SemanticIndex
 from server.vault.scope import Vaults
@@ -199,8 +201,6 @@ def semantic_search(
 
     cards = _cards(conn, [rid for rid, _c, _s in sem])
     if where:
-        from server.index.properties import passing_ids
-
         passing = passing_ids(conn, [c["noteId"] for c in cards.values()], where)
         cards = {rid: c for rid, c in cards.items() if c["noteId"] in passing}
     sem = [s for s in sem if s[0] in cards]  # hidden (or just deleted) notes drop out here
@@ -279,7 +279,6 @@ class SemanticService:
         download: bool = False,
         first_call_wait_s: float = FIRST_CALL_WAIT_S,
     ) -> None:
-        from server.index.embed.pipeline import BackgroundEmbedder
 
         self.embedder = Embedder(model_dir, threads=threads, enabled=enabled, download=download)
         self.index = SemanticIndex(self.embedder)

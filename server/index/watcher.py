@@ -198,6 +198,7 @@ def _watch_until_registry_changes(
 ) -> None:
     """Watch ``vaults`` until ``stop`` is set or the registry no longer says ``vaults``; the daily copy of the
     database once the files have been still ``backup_quiet_s``."""
+    # deferred: watchfiles only while watching; the CLI's index commands import this module
     from watchfiles import watch
 
     roots = [str(v.root) for v in vaults if v.root.is_dir()]

@@ -25,7 +25,7 @@
   session's own bearer token (the same check as ``/mcp``), and only a ``session`` token's: a session-end
   hook writes the session note into the vault, which a host's token (any tier, e.g. ``tier:read``) was
   never given (403). The session is the token's, never one the event names. The
-  rules are ``server.writes.session_hooks.handle``; an event kms cannot take is answered 200 with nothing
+  rules are ``server.writes.hook_events.handle``; an event kms cannot take is answered 200 with nothing
   (a hook never stops the host) and logged.
 """
 
@@ -42,6 +42,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from server import installed_version
 from server.activity import review_access, tokens
@@ -57,7 +63,11 @@ from server.mcp.http_guard import (
     replay,
     typed_errors,
 )
+from server.mcp.serve import build_server
+from server.mcp.wire import screen
 from server.store.db import thread_connection
+from server.web import review_mount
+from server.writes.hook_events import EVENTS, handle
 
 if TYPE_CHECKING:
     from server.mcp.hub import SessionHub
@@ -72,7 +82,6 @@ class KmsTokenVerifier:
         self.hub = hub
 
     async def verify_token(self, token: str) -> Any:
-        from mcp.server.auth.provider import AccessToken
 
         db = self.hub.services.db_path
         now = time.time()
@@ -115,8 +124,6 @@ class ScreenedBodies:
             if len(body) > MAX_BODY_BYTES:
                 break
         if len(body) <= MAX_BODY_BYTES:
-            from server.mcp.wire import screen
-
             _msg, refusal = screen(body)
             if refusal is not None:
                 log.info("refused an HTTP message: %s", refusal.reason)
@@ -278,7 +285,6 @@ class EndingResponses:
 def hook_answer(hub: SessionHub, event_arg: str, presented: str, body: bytes) -> tuple[int, dict[str, Any] | None]:
     """(status, answer) of one hook request: 401 for a token that is not an active session token, 404 for an
     event kms does not take, else 200 and what the host should read (None: nothing). Runs off the loop."""
-    from server.writes.session_hooks import EVENTS, handle
 
     conn = thread_connection(hub.services.db_path)
     token = tokens.verify(conn, presented)
@@ -307,14 +313,6 @@ def service_app(
     """The ASGI app of the service: ``/mcp`` (Streamable HTTP, bearer tokens), ``/health`` and ``/hooks``, behind
     ``HttpGuard`` (Host, Origin, token, body limits and read timeouts: ``server.mcp.http_guard``). ``port``: the
     bound port, the only one a Host header may name."""
-    from mcp.server.auth.settings import AuthSettings
-    from pydantic import AnyHttpUrl
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    from server.mcp.serve import build_server
-    from server.web import review_mount
 
     origins = Origins.for_bind(host, port)
 

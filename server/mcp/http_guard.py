@@ -161,6 +161,7 @@ class Origins:
 def exact_security(origins: Origins | None) -> Any:
     """The SDK's ``TransportSecuritySettings`` with the same exact lists (its ``:*`` wildcards match by prefix):
     its own check on ``/mcp`` then agrees with ``HttpGuard``'s. None: the SDK's screen is off, as for a remote bind."""
+    # deferred: the SDK only in the service process; kms service commands import this module (LOOPBACK)
     from mcp.server.transport_security import TransportSecuritySettings
 
     if origins is None:
@@ -362,6 +363,7 @@ def uvicorn_options(read_timeout: float) -> dict[str, Any]:
 def typed_errors(app: Any) -> None:
     """Starlette's own answers (404, 405, an unexpected exception's 500) as typed JSON errors, not text. The
     500's traceback goes to the service log only (Starlette runs without ``debug``)."""
+    # deferred: starlette only in the service process; kms service commands import this module
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
     from starlette.responses import JSONResponse

@@ -29,7 +29,7 @@ from server.activity import tokens
 from server.activity.agent_session import AgentSession
 from server.activity.remote_grants import identity
 from server.config.scopes import ScopeError
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.errors import KmsError
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import ToolSpec
@@ -190,9 +190,6 @@ class SessionHub:
             with self._lock:  # the token's session, named by the verifier (``AccessToken.subject``)
                 runner = self._runners.get(_access(ctx).subject or "")
             if runner is None:  # its first request: open it from the token's row
-                from server.activity import tokens
-                from server.store.db import thread_connection
-
                 runner = self.for_token(tokens.get(thread_connection(self.services.db_path), token_id))
         if runner is None or self._runners.get(runner.session.id) is not runner:
             raise KmsError("not-found", "this connection has no kms session (or it has ended)")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import record_limits
-from server.activity.sessions import get_session, touch_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import end_session, get_session, touch_session
+from server.config.session_contract import SessionConfig
 from server.store.db import connect
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class LazySemanticService:
     def get(self) -> SemanticService:
         with self._lock:
             if self._service is None:
+                # deferred: semantic search loads numpy: only when a session asks for it
                 from server.index.semantic import SemanticService
 
                 self._service = SemanticService(self.db_path, **self._options)  # type: ignore[arg-type]
@@ -166,8 +167,6 @@ class Heartbeat:
             created = session_id in self._created
             self._created.discard(session_id)
         if created:
-            from server.activity.sessions import end_session
-
             conn = connect(self.db_path)
             try:
                 end_session(conn, session_id, 0)

@@ -15,6 +15,8 @@ step with edits made beside the agent.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import logging
 import os
@@ -27,13 +29,24 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from server.config.session import SessionConfig, SessionConfigError
+from server import installed_version
+from server.activity.unrecorded import ensure_reserve
+from server.config.session_contract import SessionConfig, SessionConfigError
 from server.config.unexpanded import find_unexpanded, refusal
 from server.errors import KmsError
 from server.index.note_data import DATA_SENTENCE
-from server.mcp.process import WatcherState
+from server.index.privacy import refresh_all
+from server.mcp.approval_flow import input_required, write_call
+from server.mcp.hub import SessionHub
+from server.mcp.process import ProcessServices, WatcherState
+from server.mcp.surfaces import handlers
+from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import ToolSpec, Truncated
 from server.mcp.tools.dispatch import ToolRunner
+from server.mcp.tools.write_tools import OPERATIONS
+from server.store.db import connect
+from server.store.health import wait_writable
+from server.vault.registry import get_vault, list_vaults
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -95,8 +108,6 @@ def import_sdk_lean() -> None:
     The packages are registered unexecuted (their submodules import as usual); no SDK module a stdio server
     loads takes a name from them. Only for ``kms mcp``'s own process, and only if nothing imported ``mcp``
     yet: a process that also uses the SDK's client (a test, ``kms demo``) imports it whole."""
-    import importlib.machinery
-    import importlib.util
 
     if "mcp" in sys.modules:
         return
@@ -123,6 +134,7 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
     """One SDK server for one session (a ``ToolRunner``: ``kms mcp``) or for every session of a hub, each
     request answered by its own connection's session. ``background``: told when the tools are listed or
     called (it starts the server's background work)."""
+    # deferred: the SDK's server after import_sdk_lean (kms mcp) or whole (the service)
     from mcp.server.lowlevel import Server
 
     extra: dict[str, Any] = {}
@@ -132,7 +144,6 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
         specs = runner_of_all.by_name
     else:
         resolve, extra["lifespan"] = sessions.resolve, sessions.lifespan
-        from server.mcp.tools import REGISTRY
 
         specs = {s.name: s for s in sessions.registry or REGISTRY}
     schemas: dict[str, Any] = {}
@@ -165,8 +176,6 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
                 content=[types.TextContent(type="text", text=e.message)], structured_content=e.to_dict(), is_error=True
             )
         if runner.is_write(params.name):
-            from server.mcp.approval_flow import input_required, write_call
-
             done = await write_call(runner, ctx, params)
             if isinstance(done, tuple):
                 result, is_error = done
@@ -182,9 +191,6 @@ def build_server(sessions: ToolRunner | SessionHub, background: Deferred | None 
             structured_content=json.loads(text),
             is_error=is_error,
         )
-
-    from server import installed_version
-    from server.mcp.surfaces import handlers
 
     return Server(
         "kms",
@@ -221,6 +227,7 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
 
         def watch() -> None:
             try:  # imported on this thread, not on the way to tools/list (the indexer's modules)
+                # deferred: the indexer's modules on the watcher's thread, not on the way to tools/list
                 from server.activity.overwrites import Settled
                 from server.index.watcher import watch_vaults
 
@@ -236,7 +243,6 @@ def start_background(hub: SessionHub, stop: threading.Event) -> Callable[[], Non
         later.append(services.semantic.start)
 
     def warm_writes() -> None:
-        from server.mcp.tools.write_tools import OPERATIONS
 
         for name in OPERATIONS:
             importlib.import_module(name)
@@ -316,9 +322,6 @@ async def _cancel_on_sigterm(scope: anyio.CancelScope) -> None:
 
 def check_session(config: SessionConfig) -> None:
     """What only the database can tell: it opens, and the vault a session is scoped to is registered."""
-    from server.store.db import connect
-    from server.store.health import wait_writable
-    from server.vault.registry import get_vault, list_vaults
 
     conn = connect(config.db_path)  # a KmsError: the database itself (``main`` serves the stubs)
     try:
@@ -331,7 +334,6 @@ def check_session(config: SessionConfig) -> None:
             except KmsError:
                 names = ", ".join(v.name for v in list_vaults(conn)) or "none registered (kms vault add PATH)"
                 raise SessionConfigError("KMS_VAULT", config.vault, "no vault has this name", names) from None
-        from server.index.privacy import refresh_all
 
         try:
             refresh_all(conn)  # a privacy rule changed since the notes were judged: applied before serving
@@ -363,19 +365,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KmsError as e:  # the database is damaged or unreachable: every tool says so, none vanishes
         import_sdk_lean()
-        from server import installed_version
-        from server.mcp.tools import REGISTRY
+        # deferred: the SDK's server after import_sdk_lean, only for a damaged database
         from server.mcp.unavailable import serve_unavailable
 
         return serve_unavailable(e, [to_mcp_tool(s) for s in REGISTRY], installed_version() or "0")
     if config.tier_enabled("write"):  # a disk that fills before the first write call still records its refusals
-        from server.activity.unrecorded import ensure_reserve
-
         ensure_reserve(config.db_path)
     import_sdk_lean()
     logging.basicConfig(level=os.environ.get("KMS_LOG_LEVEL", "").strip().upper() or "WARNING", stream=sys.stderr)
-    from server.mcp.hub import SessionHub
-    from server.mcp.process import ProcessServices
 
     hub = SessionHub(ProcessServices.for_config(config))
     runner = hub.open(config)
@@ -385,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     background.arm()
 
     async def serve() -> None:
+        # deferred: the SDK's stdio transport after import_sdk_lean
         from server.mcp.stdio import kms_stdio_server
 
         async with anyio.create_task_group() as tg:

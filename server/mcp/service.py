@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from server import installed_version
 from server.activity import review_access, tokens
-from server.activity.sessions import pid_alive
+from server.activity.session_registry import pid_alive
 from server.errors import KmsError
 from server.store.db import connect, service_folder
 
 if TYPE_CHECKING:  # the hub (and the SDK behind it) is imported only when the service runs
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.hub import SessionHub
 
 log = logging.getLogger("kms.service")
@@ -158,6 +158,7 @@ def process_start(pid: int) -> str | None:
 
 def health(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
     """What the service at ``url`` says on ``/health`` (None: nothing, or not a kms service, answers)."""
+    # deferred: urllib.request (http.client, email) only to ask a service; kms hook's launcher imports this module
     import urllib.request
 
     try:
@@ -315,10 +316,12 @@ def end_sessions(hub: SessionHub) -> bool:
 
 
 def _serve_locked(db_path: Path, *, port: int, host: str | None, on_ready: Any, stop_event: threading.Event) -> int:
+    # deferred: uvicorn, the SDK and the HTTP app only in the service process; kms hook's launcher imports this module
     import anyio
     import uvicorn
 
-    from server.config.session import SessionConfig
+    # deferred: the service's own modules (the hub, the HTTP app, the tools) only in the service process
+    from server.config.session_contract import SessionConfig
     from server.mcp.http import service_app
     from server.mcp.http_guard import read_timeout_s, uvicorn_options
     from server.mcp.hub import SessionHub

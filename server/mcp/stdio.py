@@ -255,6 +255,7 @@ async def kms_stdio_server(after_write: Callable[[], None] | None = None) -> Asy
     """Like ``mcp.server.stdio.stdio_server()``; see the module docstring for the differences.
     ``after_write`` is called after each message is handed to the client (the server's start-up hook; not on
     Windows, where the SDK's transport serves)."""
+    # deferred: the SDK's transport after import_sdk_lean (serve.main)
     from mcp.server.stdio import stdio_server
 
     if sys.platform == "win32":  # pragma: no cover

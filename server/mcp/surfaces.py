@@ -31,6 +31,7 @@ Resolve = Callable[[Any], ToolRunner]  # the request's context -> the session it
 
 
 def refused(error: KmsError) -> Exception:
+    # deferred: the SDK only when a refusal is raised, after import_sdk_lean
     from mcp.shared.exceptions import MCPError
 
     return MCPError(types.INVALID_PARAMS, error.message, error.to_dict())

@@ -43,6 +43,7 @@ def answer(error: KmsError) -> KmsError:
 
 def unavailable_server(error: KmsError, tools: Sequence[types.Tool], name: str = "kms", version: str = "0") -> Server:
     """An SDK server listing ``tools`` and answering every call with ``answer(error)``."""
+    # deferred: the SDK's server after import_sdk_lean (serve.main)
     from mcp.server.lowlevel import Server
 
     reply = answer(error)

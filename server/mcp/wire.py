@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
+from pydantic import ValidationError
 
 log = logging.getLogger("kms.mcp")
 
@@ -130,7 +131,6 @@ def oversized(head: bytes) -> Refusal:
 
 def screen(line: bytes) -> tuple[object, Refusal | None]:
     """``(parsed message, None)`` when the SDK can take the line; ``(None, refusal)`` otherwise."""
-    from pydantic import ValidationError
 
     reason: str | None
     try:

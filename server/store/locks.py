@@ -44,6 +44,7 @@ def lock_file(path: str | os.PathLike[str], *, wait: float | None = None) -> Ite
         elif fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         else:  # pragma: no cover - Windows
+            # deferred: Windows only
             import msvcrt
 
             while True:

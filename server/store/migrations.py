@@ -108,7 +108,7 @@ def m023_idempotency_keys(conn: apsw.Connection) -> None:
 
 
 def m024_session_records(conn: apsw.Connection) -> None:
-    """What the agent host told kms about a session through its hooks (``server.activity.session_record``):
+    """What the agent host told kms about a session through its hooks (``server.activity.session_material``):
     one row per session (the host's conversation id, the end and its reason, the compaction summary, the
     last assistant message, the session note once written), the agent's searches, the items it captured
     (``kms_capture``), and the files it changed outside kms with its own tools (PostToolUse), which the
@@ -163,7 +163,7 @@ def m024_session_records(conn: apsw.Connection) -> None:
 
 
 def m025_note_history(conn: apsw.Connection) -> None:
-    """Every version of every note kms has seen (``server.store.history``, docs/history.md): a note's
+    """Every version of every note kms has seen (``server.store.version_blobs``, docs/history.md): a note's
     line of versions (``history_notes``, one across moves, kept after a delete), the ids it had
     (``history_ids``), its versions (``history_versions``) and their bytes, once per content hash,
     zstd-compressed, a small edit as a delta against a neighbouring version (``history_blobs``)."""

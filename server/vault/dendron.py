@@ -83,7 +83,8 @@ def _vault(entry: Any, root: Path) -> DendronVault | str:
 
 def read_config(config: Path) -> Workspace:
     """The workspace a ``dendron.yml`` declares; never raises (an unreadable file is a ``problem``)."""
-    from server.vault import yaml12  # only where there is a dendron.yml: listing the MCP tools loads no YAML reader
+    # deferred: only where there is a dendron.yml: listing the MCP tools loads no YAML reader
+    from server.vault import yaml12
 
     root = config.parent
     try:

@@ -1,6 +1,6 @@
 """A unified diff as rows a page shows: unified (one column) or side by side (old | new).
 
-The diff text is the core's (``server.writes.staging`` for a staged call, ``server.activity.history.unified``
+The diff text is the core's (``server.writes.staging`` for a staged call, ``server.activity.note_history.unified``
 for versions): this module only lays it out, and never marks it up: every piece is plain text the templates
 escape (a note is untrusted input).
 """

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from server.activity import feed, landed, outside_feed, review_access, tokens
-from server.activity import history as note_history
+from server.activity import note_history as note_history
 from server.errors import KmsError
 from server.web import queue
 from server.web.diffview import view

@@ -19,12 +19,12 @@ from typing import Any
 import apsw
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.activity import session_record
+from server.activity import session_material
 from server.activity.agent_session import AgentSession
 from server.activity.changes import FilesChanged, file_change, whole_lines
 from server.activity.ratelimit import Unmetered
 from server.activity.session_note import NOTE_TOOL, SessionFacts, gather, note_title, render
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier
 from server.errors import KmsError
 from server.store.db import rows, thread_connection
@@ -44,7 +44,7 @@ TOOL = NOTE_TOOL  # the provenance rows of kms's own capture (actor ``capture``)
 def _existing(conn: apsw.Connection, session_id: str) -> tuple[NoteRef, Vault, str | None] | None:
     """The session's note if kms wrote one and it is still indexed and visible (by its id: a rename keeps
     it)."""
-    record = session_record.get(conn, session_id)
+    record = session_material.get(conn, session_id)
     if record is None or not record.note_id:
         return None
     found = rows(
@@ -111,7 +111,7 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
 
         def remember_note() -> None:  # once the index gave the note its id (``reindex``)
             if result.get("noteId"):
-                session_record.set_note(
+                session_material.set_note(
                     conn,
                     session_id,
                     note_id=result["noteId"],
@@ -122,7 +122,7 @@ def write_session_note(ctx: WriteContext, session_id: str, extra: Sequence[tuple
 
         ctx.when_indexed(remember_note)
     if ctx.capture is None and extra:
-        session_record.add_captures(conn, session_id, extra)
+        session_material.add_captures(conn, session_id, extra)
     return outcome
 
 
@@ -154,7 +154,7 @@ def due(conn: apsw.Connection, session_id: str, folder: str | None) -> str | Non
     """Why no capture is due now (None: write): capture off, an empty session, or the note already says it."""
     if not folder:
         return "capture is off"
-    record = session_record.get(conn, session_id)
+    record = session_material.get(conn, session_id)
     existing = _existing(conn, session_id)
     facts = gather(conn, session_id)
     if existing is None and record is not None and record.note_id:

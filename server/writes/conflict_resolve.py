@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import unified
+from server.activity.note_history import unified
 from server.errors import KmsError
 from server.index import conflicts
 from server.vault.files import fsync_dir, sha256_hex
@@ -97,6 +97,7 @@ def resolve_conflict(conn: apsw.Connection, conflict_id: int, keep: str) -> dict
 
 def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | None, theirs: bytes) -> dict[str, Any]:
     """The note becomes ``theirs``, as the person's recorded (revertible) change."""
+    # deferred: the YAML editors only to resolve; the dashboard and kms conflicts list import this module
     from server.writes.multifile import FilePlan, apply_plans
     from server.writes.operations import create_exact
 
@@ -112,7 +113,7 @@ def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | No
             except UnicodeDecodeError as e:
                 raise KmsError("invalid-input", "the other side is not UTF-8; kms will not write it") from e
             plan = FilePlan(path, lambda _t: text, expect_hash=sha256_hex(mine))
-            files, _warning = apply_plans(call.ctx, vault, [plan])
+            files, _unit = apply_plans(call.ctx, vault, [plan])
             result = WriteResult(
                 title=touched.title or path,
                 path=path,
@@ -136,6 +137,7 @@ def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | No
 
 def _keep_both(conn: apsw.Connection, vault: Vault, row: dict, theirs: bytes) -> str:
     """The other side as a note of its own beside the note; its path."""
+    # deferred: the YAML editors only to resolve; the dashboard and kms conflicts list import this module
     from server.writes.operations import create_exact
 
     stem = strip_note_suffix(row["path"])

@@ -37,6 +37,7 @@ from server.activity.visits import SessionIdentity
 from server.config.allowlist import Allowlist
 from server.errors import KmsError
 from server.index import conflicts
+from server.index.notes import find_note
 from server.vault.files import default_lock_dir
 from server.vault.paths import TRASH, locate_note, real_relpath
 from server.vault.registry import Vault, get_vault, list_vaults
@@ -73,7 +74,6 @@ class NoteRef:
 def load_note(conn: apsw.Connection, ref: str, vault_id: Vaults = None) -> tuple[NoteRef, Vault]:
     """The visible note ``ref`` names (id, title or path) and its vault; ``not-found`` otherwise.
     With ``vault_id`` (a session's scope), notes of other vaults are as if absent."""
-    from server.index.notes import find_note
 
     if not isinstance(ref, str) or not ref.strip():
         raise KmsError("invalid-input", "noteId is required")
@@ -125,7 +125,7 @@ class WriteContext:
     located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
     landed: list[Landed] = field(default_factory=list)  # the files changed, in order (``Landed``)
     # what the operation wrote, indexed once it returns (``reindex.flush``); None: indexed at once
-    index_after: list[Any] | None = None  # ``reindex.Wrote``s
+    index_after: list[Any] | None = None  # ``reindex.Wrote``s and ``reindex.Unit``s
     indexed_hooks: list[Callable[[], None]] = field(default_factory=list)  # ``when_indexed``
 
     @classmethod

@@ -27,6 +27,7 @@ from server.store.db import rows
 from server.vault.links import FolderMoves, rewrite_links
 from server.vault.paths import TRASH, folder_key
 from server.vault.registry import Vault
+from server.writes import reindex
 from server.writes.context import Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.operations import refuse_private
@@ -178,7 +179,7 @@ def relocate_folder(
         for m in members
     ]
     plans += [FilePlan(p, measure.measured(p, compute(p)), hidden=hidden[p]) for p in linkers]
-    files, warning = apply_plans(ctx, vault, plans)
+    files, unit = apply_plans(ctx, vault, plans)
     if ctx.capture is None:
         _prune(vault, old, moves)
     result = WriteResult(
@@ -202,8 +203,7 @@ def relocate_folder(
         "notes": [f.path for f in changed if not f.hidden],
         "hiddenNotes": sum(f.hidden for f in changed),
     }
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(old, tuple(files)))
 
 

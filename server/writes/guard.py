@@ -61,7 +61,7 @@ from server.activity.agent_session import AgentSession
 from server.activity.ratelimit import Slot, Unmetered
 from server.config.review import ReviewPolicy
 from server.config.review import policy as review_policy
-from server.config.session import SessionConfig, Tier
+from server.config.session_contract import SessionConfig, Tier
 from server.errors import KmsError, validate_input
 from server.store.db import shared_commit, thread_connection
 from server.store.health import UNUSABLE, database_error

@@ -25,10 +25,13 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
+
+import apsw
 
 from server.activity.changes import FileChange, file_change
 from server.errors import KmsError
@@ -189,12 +192,16 @@ _committer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kms-commit") 
 
 def apply_plans(
     ctx: WriteContext, vault: Vault, plans: list[FilePlan], *, keep_ids: dict[str, str] | None = None
-) -> tuple[list[FileChange], str | None]:
-    """Apply every plan or none, and update the index; return what changed in each file that changed (in
-    ``plans`` order) and an index warning, if any. The database's write lock is taken (after the file
-    locks, as every writer does) before the first write and held until the index is updated, so the
-    watcher never sees a moved file whose row has not moved with it (it would give the note a new id):
-    so a unit indexes at once, inside itself (``reindex.unit``), not after the operation."""
+) -> tuple[list[FileChange], reindex.Unit | None]:
+    """Apply every plan or none; return what changed in each file that changed (in ``plans`` order) and the
+    unit as handed to the index (None: a preview), whose warning ``reindex.warn_into`` puts in an answer.
+
+    The unit says what it wrote (``reindex.unit_landed``): in a call that indexes after its operation (the
+    guard's, a person's write) its rows are written by ``reindex.flush``, in the call's one commit. The
+    database's write lock is taken (after the file locks, as every writer does) before the first write and
+    held by the call's commit group until that commit, so the watcher never sees a moved file whose row has
+    not moved with it (it would give the note a new id); the file locks and the journal are let go when the
+    group ends. The fsyncs start here and run while the rows are written; the index waits for them."""
     conn, lock_dir = ctx.conn, ctx.lock_dir
     located = locate_notes(vault.root, [p.path for p in plans])
     reals, places = [real for real, _rel in located], [rel for _real, rel in located]
@@ -227,50 +234,88 @@ def apply_plans(
         ]
         journal = UnitJournal.begin(journal_dir(lock_dir), entries, once.call_of(ctx)) if entries else None
         if journal is not None:
+            stack.callback(journal.release)  # (a no-op once ended; else left on disk for ``unit_journal.recover``)
             crash_point("write.journaled")
-        done: list[tuple[_Prepared, Path | None]] = []
-        ends_at_commit = False
-        ctx.on_unrecorded(lambda: _take_back(vault, done, lock_dir, journal))  # should the database fail
+        landing = _Landing(conn, [], journal)
+        ctx.on_unrecorded(partial(_take_back, vault, landing, lock_dir))  # should the database fail
         try:
             with shared_commit(conn), write_tx(conn):  # the write lock first, then the files
                 try:
-                    _commit(prepared, dests, done)
+                    _commit(prepared, dests, landing.done)
                     crash_point("write.landed")
                     ctx.landed.extend(_landed(vault, prepared, dests))
-                    written = {p.plan.path: p.record for p in prepared if p.record is not None}
-                    # the fsyncs run on kms's I/O threads (the GIL free) while this one writes the rows
-                    durable = _committer.submit(_make_durable, done)
-                    try:
-                        warning = reindex.unit(
-                            conn, vault, [(f.path, f.new_path) for f in out], keep_ids, written, ready=durable.result
-                        )
-                    finally:
-                        with contextlib.suppress(BaseException):  # (its own error, if any, is raised above)
-                            durable.result()
-                    if journal is not None:
-                        journal.mark_applied(conn)
-                        after_commit(conn, partial(_recorded, journal))  # (its lock held until then)
-                        ends_at_commit = True
                 except UNUSABLE:
                     raise  # the database failed: ``_take_back`` (or ``unit_journal.recover``) puts them back
                 except BaseException as e:
-                    put_back = _roll_back(done)
-                    done.clear()
-                    if journal is not None and put_back:
-                        journal.end()
-                    if isinstance(e, OSError):  # (an fsync the disk refused)
+                    landing.put_back()
+                    if isinstance(e, OSError):
                         raise write_failure(e, "the notes of this change") from None
                     raise
+                # the fsyncs run on kms's I/O threads (the GIL free) while the rows are written
+                landing.durable = _committer.submit(_make_durable, landing.done)
+                written = {p.plan.path: p.record for p in prepared if p.record is not None}
+                unit = reindex.Unit(
+                    vault,
+                    [(f.path, f.new_path) for f in out],
+                    keep_ids,
+                    written,
+                    ready=landing.ready,
+                    recorded=landing.recorded,
+                    failed=landing.failed,
+                )
+                reindex.unit_landed(ctx, unit)  # (indexed now outside a call that indexes after its operation)
         finally:
-            if journal is not None and not ends_at_commit:
-                journal.release()  # (ended above; else left for ``_take_back`` or ``unit_journal.recover``)
-            for prep in prepared:
-                if prep.fd is not None:
-                    os.close(prep.fd)
-        # the locks stay until the caller's group has committed the unit (or failed to): a writer that took
-        # one sooner could write on a note of a unit whose writer then dies unrecorded, past undoing
+            if landing.durable is None:  # (else its descriptors are the fsyncs' to close)
+                for prep in prepared:
+                    if prep.fd is not None:
+                        os.close(prep.fd)
+        # the locks and the journal stay until the caller's group has committed the unit (or failed to): a
+        # writer that took one sooner could write on a note of a unit whose writer then dies unrecorded, past
+        # undoing
         at_group_end(conn, stack.pop_all().close)
-    return out, warning
+    return out, unit
+
+
+@dataclass
+class _Landing:
+    """A unit from its writes to its record: what it changed (``done``: each file and where it went), its
+    fsyncs once started, its journal. The index ends it (``reindex.Unit``): ``recorded``, or ``failed``."""
+
+    conn: apsw.Connection
+    done: list[tuple[_Prepared, Path | None]]
+    journal: UnitJournal | None
+    durable: Future[None] | None = None
+
+    def ready(self) -> None:
+        """Wait for the unit's fsyncs; raise what they raised."""
+        if self.durable is not None:
+            self.durable.result()
+
+    def settle(self) -> None:
+        """Wait for the fsyncs, whatever they did (before the files are touched again)."""
+        with contextlib.suppress(BaseException):
+            self.ready()
+
+    def recorded(self) -> None:
+        """The unit's rows are written: its journal's token goes in the same commit, the journal after it."""
+        if self.journal is not None:
+            self.journal.mark_applied(self.conn)
+            after_commit(self.conn, partial(_recorded, self.journal))
+
+    def put_back(self) -> None:
+        """The unit failed before it was recorded: every file goes back (the journal too, if all did)."""
+        self.settle()
+        put_back = _roll_back(self.done)
+        self.done.clear()
+        if self.journal is not None and put_back:
+            self.journal.end()
+
+    def failed(self, error: BaseException) -> NoReturn:
+        """The fsyncs (or the index) failed: the files go back; the error is raised, typed."""
+        self.put_back()
+        if isinstance(error, OSError):  # (an fsync the disk refused)
+            raise write_failure(error, "the notes of this change") from None
+        raise error
 
 
 def _landed(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[Landed]:
@@ -434,17 +479,17 @@ def _make_durable(done: list[tuple[_Prepared, Path | None]]) -> None:
     sync_and_close_all(fds)
 
 
-def _take_back(
-    vault: Vault, done: list[tuple[_Prepared, Path | None]], lock_dir: Path, journal: UnitJournal | None
-) -> None:
+def _take_back(vault: Vault, landing: _Landing, lock_dir: Path) -> None:
     """The database could not record the unit: every file goes back to what kms read, under the locks
     again (in path order), each only while it still holds what kms wrote."""
+    landing.settle()  # (its fsyncs hold descriptors of the files)
+    done = landing.done
     with contextlib.ExitStack() as stack:
         stack.enter_context(own_writes())
         for target in sorted({str(p) for prep, dest in done for p in (prep.real, dest) if p is not None}):
             stack.enter_context(file_lock(target, lock_dir))
-        if done and _roll_back(done) and journal is not None:
-            journal.end()
+        if done and _roll_back(done) and landing.journal is not None:
+            landing.journal.end()
 
 
 def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:

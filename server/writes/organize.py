@@ -25,6 +25,7 @@ from server.vault.frontmatter_read import alias_list, parse_frontmatter, split_f
 from server.vault.links import retarget, rewrite_links
 from server.vault.paths import NOTE_SUFFIX, TRASH, folder_key, sanitize_title
 from server.vault.registry import Vault
+from server.writes import reindex
 from server.writes.context import NoteRef, WriteContext
 from server.writes.edits import blast_radius
 from server.writes.multifile import FilePlan, apply_plans
@@ -157,7 +158,7 @@ def _relocate(
     plans += [
         FilePlan(r["path"], radius.measured(r["path"], linked(r["path"])), hidden=bool(r["hidden"])) for r in linking
     ]
-    files, warning = apply_plans(ctx, vault, plans)
+    files, unit = apply_plans(ctx, vault, plans)
     result = _result(vault, note, files, new_path, new_title)
     radius.fill(result, files)
     others = [f for f in files if f.path != note.path]
@@ -166,8 +167,7 @@ def _relocate(
         "hiddenNotes": sum(f.hidden for f in others),
     }
     result["oldPath"] = note.path
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(note.path, tuple(files)))
 
 
@@ -195,7 +195,7 @@ def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     ctx.check_write(vault, note.path)  # (``.trash/`` itself is checked by ``apply_plans``)
     linking = _linking(ctx.conn, note)
     radius = Radius()
-    files, warning = apply_plans(
+    files, unit = apply_plans(
         ctx, vault, [FilePlan(note.path, radius.measured(note.path, lambda t: t), new_path=f"{TRASH}/{note.path}")]
     )  # .trash is not indexed
     result = _result(vault, note, files, f"{TRASH}/{note.path}", note.title)
@@ -203,6 +203,5 @@ def trash(ctx: WriteContext, vault: Vault, note: NoteRef) -> WriteOutcome:
     visible = [r["path"] for r in linking if not r["hidden"]]
     result["linksLeft"] = {"count": len(linking), "notes": visible, "hiddenNotes": len(linking) - len(visible)}
     result["oldPath"] = note.path
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(note.path, tuple(files)))

@@ -16,10 +16,14 @@ benchmark calling an operation directly) at once. The guarantees stay where they
 - a database failure (``UNUSABLE``) is raised as it is, so the call's files are put back
   (``context.undone_unless_recorded``); no index is written for a call whose database failed.
 
-A unit of several files (``multifile.apply_plans``) indexes through ``unit`` at once, inside the unit:
-its write lock spans its file changes and its rows (the watcher never sees a moved file whose row has
-not moved with it), its rows are written while its fsyncs run, and an fsync that fails takes every file
-of the unit back; those need the unit's own frame (its open descriptors, its roll-back).
+A unit of several files (``multifile.apply_plans``) says what it wrote the same way (``unit_landed``, a
+``Unit``) and is indexed by the same ``flush``. Its guarantees hold across the seam because the call's
+commit group holds them until then: the database's write lock, taken by the unit before its first file
+change, is kept by the group's open transaction until its one COMMIT, so the unit's file changes and its
+rows are one locked span (the watcher never sees a moved file whose row has not moved with it); its file
+locks and its write-ahead journal are let go only when the group ends; its rows are written while its
+fsyncs (started by the unit) run, and an fsync that fails takes every file of the unit back (``Unit.failed``)
+before the call is answered; the journal's token goes into the same commit as the rows (``Unit.recorded``).
 
 This module imports the single-file indexer (``server.index.incremental``) at its top: nothing in
 ``kms mcp``'s start-up path imports the write modules before the tool list is written
@@ -30,11 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import apsw
 
-from server.index.history import HOW_INDEX
 from server.index.incremental import LinkWork, reindex_file, reindex_written
+from server.index.note_versions import HOW_INDEX
 from server.index.records import FileRecord
 from server.store.db import shared_commit, write_tx
 from server.store.health import UNUSABLE
@@ -54,6 +59,44 @@ class Wrote:
     sets_id: bool = True  # its note id is the answer's (not for a symlink's target, a note of its own)
     keep_id: bool = False  # the answer keeps the note id it has when the index gives none
     then: list[Callable[[], None]] = field(default_factory=list)  # after every row: durability, journal token
+
+
+@dataclass
+class Unit:
+    """The files of one unit (``multifile.apply_plans``) just changed, for the index: ``files`` are (path
+    before, path after or None); see ``unit`` for ``keep_ids`` and ``written``. The unit's own frame comes
+    with it: ``ready`` waits for its fsyncs (raising what they raised), ``recorded`` puts its journal's token
+    in the call's commit once its rows are written, ``failed`` puts its files back after a failed fsync and
+    raises the typed error."""
+
+    vault: Vault
+    files: list[tuple[str, str | None]]
+    keep_ids: dict[str, str] | None
+    written: dict[str, FileRecord]
+    ready: Callable[[], object]
+    recorded: Callable[[], None]
+    failed: Callable[[BaseException], NoReturn]
+    warning: str | None = None  # once indexed: the index could not follow (the files are written all the same)
+
+
+def unit_landed(ctx: WriteContext, item: Unit) -> None:
+    """A unit's word for the files it changed: indexed once the call's operation returns (``flush``), or now
+    outside a call that indexes after its operation. (How to take the files back should the database fail
+    the unit registered itself, ``WriteContext.on_unrecorded``.)"""
+    if ctx.index_after is None:
+        _index(ctx.conn, [item])
+    else:
+        ctx.index_after.append(item)
+
+
+def warn_into(ctx: WriteContext, item: Unit | None, result: WriteResult) -> None:
+    """The unit's index warning, if it has one once indexed, into the operation's answer (None: a preview)."""
+
+    def put() -> None:
+        if item is not None and item.warning:
+            result["indexWarning"] = item.warning
+
+    ctx.when_indexed(put)
 
 
 def note(ctx: WriteContext, wrote: Wrote, undo: Callable[[], None]) -> None:
@@ -79,16 +122,31 @@ def flush(ctx: WriteContext) -> None:
         fn()
 
 
-def _index(conn: apsw.Connection, items: list[Wrote]) -> None:
+def _index(conn: apsw.Connection, items: list[Wrote | Unit]) -> None:
     """Every row first (each its own savepoint, all in the call's one commit when it has a group), then every
-    ``then`` in order: the folders' fsyncs run while the rows are written."""
+    ``then`` in order: the folders' fsyncs run while the rows are written. A unit waits for its own fsyncs
+    amid its rows (``unit``)."""
     for item in items:
+        if isinstance(item, Unit):
+            _index_unit(conn, item)
+            continue
         note_id = _reindex(conn, item)
         if item.result is not None and item.sets_id and (note_id is not None or not item.keep_id):
             item.result["noteId"] = note_id
     for item in items:
-        for step in item.then:
-            step()
+        if isinstance(item, Wrote):
+            for step in item.then:
+                step()
+
+
+def _index_unit(conn: apsw.Connection, item: Unit) -> None:
+    try:
+        item.warning = unit(conn, item.vault, item.files, item.keep_ids, item.written, ready=item.ready)
+    except UNUSABLE:  # the database failed: the unit's files are put back (``WriteContext.take_back``)
+        raise
+    except BaseException as e:  # its fsyncs failed (its rows are rolled back with them): its files go back
+        item.failed(e)
+    item.recorded()
 
 
 def _reindex(conn: apsw.Connection, item: Wrote) -> str | None:

@@ -15,6 +15,7 @@ The write points ask ``WriteContext.capture`` and ``WriteContext.check_approved`
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,6 @@ def staged_file(
     hidden: bool = False,
 ) -> StagedFile:
     """The ``StagedFile`` for ``before`` -> ``after`` (None: absent), with a unified diff of the text."""
-    import difflib  # only when a call is staged
 
     old = decode(before)[0] if before else ""
     new = decode(after)[0] if after else ""

@@ -21,7 +21,7 @@ def vault(tmp_path: Path, conn: apsw.Connection) -> Path:
 
 def agent(db_path: Path, tool: str, args: dict) -> dict:
     """One call through the real dispatcher and write guard of an agent session with every tier on."""
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     cfg = SessionConfig.from_env(

@@ -15,14 +15,14 @@ from support.mcp_stdio import stdio_server
 from support.vaults import note_id
 
 from server.activity import approvals
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
 
 def _runner(db_path: Path, **config: object):  # -> ToolRunner
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     cfg = SessionConfig.from_env(

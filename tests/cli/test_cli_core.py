@@ -194,7 +194,7 @@ def test_hide_and_unhide(tmp_path: Path, cli_vault: Path) -> None:
 
 def test_status_shows_connected_sessions_with_their_write_limits(tmp_path: Path, cli_vault: Path) -> None:
     from server.activity.ratelimit import RateLimiter, record_limits
-    from server.activity.sessions import end_session, start_session
+    from server.activity.session_registry import end_session, start_session
     from server.store.db import connect
 
     conn = connect(tmp_path / "kms.db")

@@ -13,8 +13,8 @@ from support.cli import kms, ok, refused, said
 from support.outside import agent_tool, someone_else
 from support.writes import Writer
 
-from server.activity import session_record
-from server.activity.sessions import start_session
+from server.activity import session_material
+from server.activity.session_registry import start_session
 from server.vault.registry import get_vault
 
 SID = "s-cli-outside"
@@ -60,7 +60,7 @@ def test_a_note_saved_after_the_sessions_edit_is_named_and_left_alone(
     start_session(indexed, kind="launcher", session_id=SID)
     vault = get_vault(indexed, "sample")
     agent_tool(indexed, vault, SID, "Home.md", home.read_bytes() + b"outside line\n")
-    session_record.record_event(  # the report came long ago: the person's save below is not the session's
+    session_material.record_event(  # the report came long ago: the person's save below is not the session's
         indexed,
         SID,
         {"hook_event_name": "Stop"},

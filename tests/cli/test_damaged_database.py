@@ -18,7 +18,7 @@ from support.cli import kms, said
 from support.sql import pairs
 
 from server.activity.provenance import record
-from server.activity.sessions import touch_session
+from server.activity.session_registry import touch_session
 from server.index.indexer import index_vault
 from server.index.notes import set_hidden
 from server.store.db import check_database, connect

@@ -19,7 +19,7 @@ from support.cli import kms, ok
 from server.activity import tokens
 from server.activity.changes import FileChange, FilesChanged
 from server.activity.provenance import record
-from server.activity.sessions import touch_session
+from server.activity.session_registry import touch_session
 from server.config.scopes import Scopes
 from server.index.backups import backup_if_due, start_backup_if_due
 from server.index.indexer import index_vault, remove_vault

@@ -216,7 +216,7 @@ def test_log_shows_every_refusal_in_one_voice_with_its_kind(indexed: apsw.Connec
     saying no, now `⊘ refused (KIND)`, through the real tool runner."""
     from support.vaults import note_id
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     nid = note_id(indexed, "Home")

@@ -17,7 +17,7 @@ from server.activity import approvals
 from server.activity.brief import fence_for, wrap
 from server.activity.reads import ReadTracker
 from server.activity.start import START_BUDGET_TOKENS
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.index.records import estimate_tokens
 
 

@@ -23,7 +23,7 @@ import pytest
 from support.launcher import ROOT, kms, launcher_env, record
 from support.waiting import until
 
-from server.activity.sessions import end_session, get_session, list_sessions, start_session, touch_session
+from server.activity.session_registry import end_session, get_session, list_sessions, start_session, touch_session
 from server.store.db import connect
 
 

@@ -18,7 +18,7 @@ from support.vaults import write
 from support.writes import Writer
 
 from kmscli import hosts
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 from server.config.settings import set_value
 from server.errors import KmsError
 from server.index.embed_pending import REQUIRED_FILES

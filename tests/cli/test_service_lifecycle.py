@@ -18,8 +18,8 @@ from support.net import free_port
 from support.service import Served, kms_args, kms_env, run_kms, search, wait_for
 
 from server.activity import tokens
-from server.activity.sessions import get_session
-from server.config.session import SessionConfig, new_session_id
+from server.activity.session_registry import get_session
+from server.config.session_contract import SessionConfig, new_session_id
 from server.mcp import service
 from server.vault.registry import get_vault
 

@@ -19,10 +19,10 @@ from support.claude_cli import claude_bin, claude_env, run_headless, stream_even
 from support.fake_anthropic import ScriptedAnthropic
 from support.sql import tuples
 
-from server.activity import session_record
+from server.activity import session_material
 from server.activity.start import START_BUDGET_TOKENS
 from server.index.records import estimate_tokens
-from server.writes.session_hooks import ASK_REASON
+from server.writes.hook_events import ASK_REASON
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,7 @@ def test_a_session_gets_its_brief_and_leaves_one_revertible_note(
     assert len(asked) == 1 and main.index(asked[0]) == len(script) + 1, debug
 
     [(sid,)] = tuples(indexed, "SELECT id FROM sessions WHERE kind = 'launcher'")
-    record = session_record.get(indexed, sid)
+    record = session_material.get(indexed, sid)
     assert record is not None, debug
     result = next(e for e in stream_events(proc.stdout) if e.get("type") == "result")
     assert record.host_session == result["session_id"]  # the host's events reached the launcher's session
@@ -227,6 +227,6 @@ def test_a_bare_session_runs_no_hook_and_leaves_no_note(
     assert brief_in(runs["plain"][1][0].body) is not None
     assert all(BRIEF_HEAD not in json.dumps(r.body) for r in runs["bare"][1])
     plain, bare = [r[0] for r in indexed.execute("SELECT id FROM sessions WHERE kind = 'launcher' ORDER BY started_at")]
-    assert session_record.get(indexed, plain) is not None and session_record.get(indexed, bare) is None
+    assert session_material.get(indexed, plain) is not None and session_material.get(indexed, bare) is None
     [note] = (vault_dir / "kms-sessions").glob("*.md")  # the plain session's note only
     assert f"session: {plain}\n" in note.read_text()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 LINKERS = 80
 WORKER = """
 import os, sys
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import connect
 

@@ -21,7 +21,7 @@ from server.mcp.tools.dispatch import ToolRunner
 
 DIE = """
 import os, signal, sys
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from server.writes import multifile, unit_journal
 

@@ -22,7 +22,7 @@ from support.vaults import note_id
 
 from server.activity import tokens
 from server.config.scopes import Scopes
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.http import service_app
 from server.mcp.hub import SessionHub
 from server.mcp.process import ProcessServices

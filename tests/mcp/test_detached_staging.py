@@ -158,7 +158,7 @@ async def test_a_blocking_sessions_item_is_only_recorded_by_the_decider(
     """The decider of a waiting session's call records the decision; the waiting server applies it."""
     import os
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.base import WriteSpec
     from server.mcp.tools.dispatch import ToolRunner
 

@@ -17,7 +17,7 @@ from support.sql import tuples, value
 from support.vaults import note_id
 
 from server.activity import unrecorded
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from server.store.db import thread_connection
 

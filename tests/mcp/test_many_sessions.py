@@ -22,7 +22,7 @@ from support.sql import pairs, value
 from support.vaults import write
 from support.waiting import threads_waiting_in, until_async
 
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.index.indexer import index_vault
 from server.mcp.hub import SessionHub
 from server.mcp.process import ProcessServices

@@ -13,7 +13,7 @@ from support.sql import tuples
 from support.vaults import note_id
 
 from server.activity import approvals, control
-from server.activity.sessions import touch_session
+from server.activity.session_registry import touch_session
 from server.store.db import connect
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import apsw
 from support.mcp_session import mcp_client
 
 from server.activity import provenance
-from server.config.session import SessionConfig
-from server.writes.session_hooks import ask_to_capture
+from server.config.session_contract import SessionConfig
+from server.writes.hook_events import ask_to_capture
 
 
 async def call(client: Any, name: str, args: dict) -> tuple[dict, bool]:

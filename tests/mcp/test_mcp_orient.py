@@ -14,7 +14,7 @@ import pytest
 from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
-from server.activity.sessions import end_session, get_session
+from server.activity.session_registry import end_session, get_session
 from server.index.incremental import reindex_file
 from server.index.indexer import index_vault
 from server.index.note_data import unfence
@@ -153,7 +153,7 @@ async def test_an_agents_own_write_since_the_last_visit_is_not_the_persons(
     indexed: apsw.Connection, db_path: Path
 ) -> None:
     end = time.time()  # after the sample vault was indexed
-    from server.activity.sessions import start_session
+    from server.activity.session_registry import start_session
 
     start_session(indexed, kind="launcher", session_id="s-old", project="/p", now=end - 100)
     end_session(indexed, "s-old", 0, now=end)
@@ -192,7 +192,7 @@ async def test_start_stays_within_its_budget_whatever_the_vault(
     write(root / "kms-memory" / "person.md", f"---\nmemory: person\n---\n# Memory\n\n## General\n\n{facts}\n")
     for n in range(12):
         index_vault(conn, add_vault(conn, root if n == 0 else _copy(root, tmp_path / f"v{n}"), f"vault-{n:02d}"))
-    from server.activity.sessions import start_session
+    from server.activity.session_registry import start_session
 
     start_session(conn, kind="launcher", session_id="s-old", project="/big", now=1.0)
     end_session(conn, "s-old", 0, now=2.0)  # everything changed since

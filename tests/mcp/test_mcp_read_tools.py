@@ -14,7 +14,7 @@ from support.examples import example, specs
 from support.mcp_session import mcp_client
 from support.vaults import note_id, write
 
-from server.activity import session_record
+from server.activity import session_material
 from server.index.indexer import index_vault
 from server.index.listing import encode_cursor
 from server.index.note_data import fence, unfence
@@ -557,7 +557,7 @@ async def test_reads_are_tracked_per_session(indexed: apsw.Connection, db_path: 
         await ok(client, "kms_inventory", {"limit": 5})
         client.runner.session.reads.flush()
         reads = {r["note_id"]: r for r in rows(indexed, "SELECT * FROM note_reads WHERE session_id = ?", (session,))}
-        searches = [(s["tool"], s["query"]) for s in session_record.searches(indexed, session)]
+        searches = [(s["tool"], s["query"]) for s in session_material.searches(indexed, session)]
     assert reads[nid]["count"] == 2 and reads[nid]["last_at"] >= reads[nid]["first_at"] > 0
     assert hits and set(reads) == {nid}, "search hits, backlinks, tags and the inventory are not reads (issue 32)"
     assert searches == [("kms_search", "kubernetes")]

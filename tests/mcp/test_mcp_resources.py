@@ -19,7 +19,7 @@ from support.mcp_session import mcp_client
 from support.vaults import write
 
 from server.activity import note_resources
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.index.indexer import index_vault
 from server.index.note_data import unfence
 from server.index.notes import set_hidden

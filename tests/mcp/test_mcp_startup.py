@@ -155,7 +155,7 @@ def test_only_bounded_index_reads_run_on_the_event_loop(db_path: Path) -> None:
     """Only the folder listing runs inline (no thread hand-offs); every other read keeps its worker thread, so a
     slow one (a semantic search, an inventory walk) never holds up the session's other calls, and the writes go
     through ``call_write`` (worker threads, in the session's order): a write can wait on a lock or the person."""
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     runner = ToolRunner(

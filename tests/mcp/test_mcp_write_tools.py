@@ -234,7 +234,7 @@ def test_a_new_write_tool_is_a_registry_entry_plus_an_operation(
     from pydantic import Field
 
     from server.activity import feed
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.base import ADD_ONLY, Denied, StrictInput, WriteSpec
     from server.mcp.tools.dispatch import ToolRunner
     from server.mcp.tools.write_tools import WriteOutput

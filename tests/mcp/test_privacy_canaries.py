@@ -300,7 +300,7 @@ def test_a_new_server_applies_a_changed_rule_before_serving(
     conn: apsw.Connection, db_path: Path, tmp_path: Path
 ) -> None:
     """``kms mcp`` re-judges the notes at start when the rules changed while no watcher ran."""
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.config.settings import set_value
     from server.mcp.serve import check_session
 

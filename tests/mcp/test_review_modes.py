@@ -14,7 +14,7 @@ from support.mcp_session import mcp_client
 from support.vaults import note_id
 
 from server.config.review import ReviewPolicy, policy
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 
 
 def _listed() -> list[dict[str, Any]]:

@@ -271,7 +271,7 @@ def test_hooks_take_only_a_session_token_and_every_route_screens_host_and_origin
     """A host token of any tier (tier:read here) is refused at /hooks (403): the session-end hook would have
     kms write a session note into the vault. /hooks and /health refuse a foreign Host (421) or Origin (403)
     as /mcp does, and /health says only kms, version and pid."""
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
 
     _r, reader = token(two_vaults, "tier:read")
     _w, writer = token(two_vaults, "tier:organize")

@@ -24,7 +24,7 @@ from support.service import Served
 
 from server.activity import tokens
 from server.config.scopes import Scopes
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.http_guard import BODY_DEADLINE_FACTOR, MAX_BODY_BYTES, MAX_HEAD_BYTES
 
 READ_TIMEOUT_S = 1.0

@@ -60,7 +60,7 @@ def _stable_ids(conn: Any) -> None:
 def seed_fixed(root: Path) -> Seeded:
     """A vault, three sessions and a dozen invocations (every status, a revert, reads)."""
     from server.activity.ratelimit import RateLimiter
-    from server.activity.sessions import end_session, start_session
+    from server.activity.session_registry import end_session, start_session
     from server.errors import KmsError
     from server.index.indexer import index_vault
     from server.store.db import connect, write_tx

@@ -47,7 +47,7 @@ def start() -> None:
     import anyio  # noqa: F401  (first use here)
     from mcp.client import Client  # noqa: F401
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.process import ProcessServices
     from server.mcp.serve import build_server  # noqa: F401
 

@@ -40,7 +40,7 @@ async def mcp_client(
     ``Client`` (``mode="legacy"`` for a 2025-era connection, an ``elicitation_callback``)."""
     from mcp.client import Client
 
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.serve import build_server
     from server.mcp.tools.dispatch import ToolRunner
 

@@ -106,7 +106,7 @@ def vault_bytes(root: Path) -> dict[str, bytes]:
 @contextlib.contextmanager
 def organize_runner(db_path: Path) -> Iterator[Any]:
     """A ``ToolRunner`` with every tier on and no watcher: tool calls in process, through the real guard."""
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     config = SessionConfig.from_env(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import apsw
 
-from server.activity import session_record
+from server.activity import session_material
 from server.index.incremental import reindex_file
 from server.vault.registry import Vault
 
@@ -17,7 +17,7 @@ def report_tool(
 ) -> None:
     """The session's PostToolUse hook reports its agent's ``tool`` changing ``path`` (``at``: when, now if None)."""
     event = {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": {"file_path": str(path)}}
-    session_record.record_event(conn, session, event, now=at)
+    session_material.record_event(conn, session, event, now=at)
 
 
 def agent_tool(

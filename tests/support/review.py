@@ -49,7 +49,7 @@ class World:
 
 def make_world(tmp_path: Path) -> World:
     """A vault with one note, and the session ``SESSION`` recorded as a launcher's would be."""
-    from server.activity.sessions import start_session
+    from server.activity.session_registry import start_session
 
     env = make_env(tmp_path)
     env.note("inbox/Plan.md", "# Plan\n\nfirst line\n")

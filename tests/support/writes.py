@@ -93,7 +93,7 @@ def write_service(
     import time
 
     from server.activity.agent_session import AgentSession
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.writes.guard import WriteService
 
     config = SessionConfig(

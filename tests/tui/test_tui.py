@@ -22,7 +22,7 @@ from textual.widgets import Input, Select, TextArea
 from server.activity import feed, provenance
 from server.activity.feed import FeedFilter
 from server.activity.ratelimit import RateLimiter, session_gauges
-from server.activity.sessions import end_session, start_session
+from server.activity.session_registry import end_session, start_session
 from tui.app import KmsDashboard, create_app
 from tui.messages import InvocationsArrived, SessionsChanged
 from tui.poller import Poller
@@ -198,7 +198,7 @@ from server.activity.ratelimit import RateLimiter, session_gauges
 from server.mcp.tools.write_tools import WRITE_TOOLS
 from pathlib import Path
 from server.activity.agent_session import AgentSession
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.writes.guard import WriteService
 config = SessionConfig(db_path=Path(sys.argv[1]), config_path=Path(sys.argv[1] + ".toml"), enabled=True,
                        read_enabled=True, write_enabled=True, session_id="sother0000001", allowlist=("inbox",))
@@ -402,7 +402,7 @@ async def test_a_session_that_only_searched_read_no_note(
     the dashboard's Reads and in ``kms session list``; its queries are its searches."""
     from support.cli import kms, ok
 
-    from server.activity import session_record
+    from server.activity import session_material
 
     sid = start_session(indexed, session_id="s000000000077", kind="launcher")  # as `kms claude` records it
     async with mcp_client(db_path, session_id=sid) as client:
@@ -417,7 +417,7 @@ async def test_a_session_that_only_searched_read_no_note(
                 r.structured_content,
             )
         client.runner.session.reads.flush()
-    assert [s["tool"] for s in session_record.searches(indexed, sid)] == ["kms_search", "kms_semantic_search"]
+    assert [s["tool"] for s in session_material.searches(indexed, sid)] == ["kms_search", "kms_semantic_search"]
     listed = {s["id"]: s for s in json.loads(ok(kms("session", "list", "--json")).stdout)}
     assert listed[sid]["reads"] == 0
     app = make_app(db_path, tmp_path)

@@ -17,7 +17,7 @@ from server.index.incremental import reindex_file
 from server.store.db import connect
 from server.vault.registry import get_vault
 from tui.app import KmsDashboard
-from tui.screens.history import ConfirmVersionRestore, HistoryScreen
+from tui.screens.note_history import ConfirmVersionRestore, HistoryScreen
 from tui.screens.trash import TrashScreen
 
 

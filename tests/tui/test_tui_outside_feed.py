@@ -10,11 +10,11 @@ import apsw
 from support.dashboard import settled, wait_for
 from support.outside import agent_tool
 
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 from server.vault.registry import get_vault
 from tui.app import create_app
 from tui.screens.control import UndoScreen
-from tui.screens.history import HistoryScreen
+from tui.screens.note_history import HistoryScreen
 from tui.widgets.detail import DetailView
 
 SID = "s0utside0feed"

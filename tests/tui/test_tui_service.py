@@ -8,7 +8,7 @@ from pathlib import Path
 from support.dashboard import seed_fixed, settled, wait_for
 
 from server.activity import control, remote_pairing, review_access, tokens
-from server.activity.sessions import touch_session
+from server.activity.session_registry import touch_session
 from server.config.scopes import Scopes
 from server.store.db import connect
 from tui.app import create_app

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.dashboard import Seeded, seed_fixed, settled, wait_for
 
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 from tui.app import KmsDashboard, create_app
 from tui.screens.trash import ConfirmRestore, TrashScreen

@@ -11,7 +11,7 @@ from support.dashboard import settled, wait_for
 from support.outside import agent_tool
 from textual.widgets import Static
 
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 from server.vault.registry import get_vault
 from tui.app import create_app
 from tui.screens.control import UndoScreen

@@ -12,7 +12,7 @@ from support.organize import index, make_vault, vault_bytes
 from support.writes import write_service
 
 from server.activity import approvals, control
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 from server.errors import KmsError
 from server.mcp.tools import REGISTRY
 from server.mcp.tools.base import WriteSpec

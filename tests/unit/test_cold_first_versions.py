@@ -1,5 +1,5 @@
 """Issue 42: a new vault's first versions are compressed after it is searchable, in one call on zstd's own
-threads (``server.store.history.compress_many``), into the frames the worker processes used to make."""
+threads (``server.store.version_blobs.compress_many``), into the frames the worker processes used to make."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from support.writes import Env, make_env
 
-from server.activity.history import find_line, pick, version_bytes
+from server.activity.note_history import find_line, pick, version_bytes
 from server.index import cold
 from server.index.indexer import index_vault
 from server.index.records import PARALLEL_THRESHOLD
-from server.store import history as blobs
+from server.store import version_blobs as blobs
 
 SEED = b"a seed dictionary: the shared start of every note\n" * 40
 

@@ -21,7 +21,7 @@ from support.writes import Writer
 
 from server.activity.ratelimit import RateLimiter
 from server.config.settings import set_value
-from server.index import history
+from server.index import note_versions
 from server.index.cold import incomplete
 from server.index.incremental import reindex_file
 from server.index.indexer import index_vault
@@ -124,7 +124,7 @@ def test_saves_during_the_second_phase_are_kept_and_the_phase_completes(tmp_path
     assert _count(conn, "SELECT count(*) FROM notes WHERE path = ?", (removed,)) == 0
     for table, select in kept_counts.RECOUNT.items():
         assert sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) == sorted(conn.execute(select).fetchall())
-    assert history.missing(conn, vault.id) == []  # every note has a first version once complete
+    assert note_versions.missing(conn, vault.id) == []  # every note has a first version once complete
 
     # the index is the one a cold index of the files as they are now gives (history aside: the saved
     # notes' first versions are their writers', not the index's)

@@ -18,7 +18,7 @@ from server.config import schema
 from server.config import servers as cs
 from server.config import settings as st
 from server.config.redact import REDACTED, redact
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.errors import KmsError
 
 

@@ -60,7 +60,7 @@ def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str]:
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 def test_folder_move_then_revert_is_byte_identical_and_the_index_fresh(tmp_path: Path, case: tuple) -> None:
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
     from server.store.db import connect
     from server.writes.undo.revert import revert

@@ -7,7 +7,7 @@ import pytest
 
 from server.activity.feed import session_overview
 from server.activity.ratelimit import RateLimiter, record_limits, session_gauges
-from server.activity.sessions import start_session
+from server.activity.session_registry import start_session
 from server.errors import KmsError
 
 NOW = 1_800_000_000.0

@@ -12,13 +12,13 @@ from support.outside import agent_tool, someone_else
 from support.sql import tuples, value
 from support.writes import Env, Writer, make_env
 
-from server.activity.history import find_line, pick, version_bytes, versions
+from server.activity.note_history import find_line, pick, version_bytes, versions
 from server.errors import KmsError
-from server.index import history
+from server.index import note_versions
 from server.index.incremental import LinkWork, reindex_file
 from server.index.indexer import index_vault
 from server.index.watcher import apply_changes
-from server.store import history as blobs
+from server.store import version_blobs as blobs
 from server.store.db import write_tx
 from server.writes.undo.restore import preview_restore, restore
 from server.writes.undo.revert import revert
@@ -209,7 +209,7 @@ def test_retention_keeps_everything_recent_then_one_a_day_then_none(env: Env) ->
     day = 86400
     _age(env.conn, [400, 399.9, 100 + 3600 / day, 100 + 60 / day, 40, 0.01, 0], now)
     with write_tx(env.conn):
-        report = history.prune(env.conn, keep_all_days=30, keep_daily_days=365, max_bytes=0, now=now)
+        report = note_versions.prune(env.conn, keep_all_days=30, keep_daily_days=365, max_bytes=0, now=now)
     kept = [
         version_bytes(env.conn, pick(env.conn, find_line(env.conn, "r.md"), number=r["version"]))
         for r in reversed(_history(env, "r.md"))
@@ -228,7 +228,7 @@ def test_prune_never_drops_what_a_deleted_note_is_restored_to_and_honours_the_ca
         (env.root / "y.md").write_bytes(os.urandom(4000).hex().encode())
         reindex_file(env.conn, env.vault, "y.md")
     with write_tx(env.conn):
-        history.prune(env.conn, keep_all_days=0, keep_daily_days=0, max_bytes=1, now=9e9)
+        note_versions.prune(env.conn, keep_all_days=0, keep_daily_days=0, max_bytes=1, now=9e9)
     assert [r["how"] for r in _history(env, "x.md")] == ["deleted", "watch"]
     assert len(_history(env, "y.md")) == 1  # only the newest is left under an impossible cap
     _restore_bytes(env, "x.md", 1)
@@ -247,7 +247,7 @@ def test_forget_leaves_no_byte_of_the_note_behind(env: Env) -> None:
     reindex_file(env.conn, env.vault, "bulk/n00.md")
     line = find_line(env.conn, "bulk/n00.md")
     with write_tx(env.conn):
-        assert history.forget(env.conn, line.hid) == 2
+        assert note_versions.forget(env.conn, line.hid) == 2
     with pytest.raises(KmsError):
         find_line(env.conn, "bulk/n00.md")
     blobs.forget_cached()

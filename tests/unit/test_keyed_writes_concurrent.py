@@ -14,7 +14,7 @@ from support.organize import index, make_vault
 
 WORKER = """
 import json, sys, threading
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.mcp.tools.dispatch import ToolRunner
 
 db, proc = sys.argv[1], sys.argv[2]

@@ -298,7 +298,7 @@ def test_upgrade_to_m010_leaves_old_rows_unflagged_and_lists_only_flagged_ones(t
 def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_path: Path) -> None:
     """An m010 database gains ``sessions.project`` (NULL on old rows, so no old session is anyone's previous
     visit) and the index of visible notes by folder that the folder listings read."""
-    from server.activity.sessions import get_session, touch_session
+    from server.activity.session_registry import get_session, touch_session
     from server.activity.visits import previous_visit
 
     path = tmp_path / "m010.db"
@@ -328,7 +328,7 @@ def test_upgrade_to_m012_gives_old_sessions_no_project_and_folders_an_index(tmp_
 def test_a_database_with_m013_but_not_m012_gains_m012(tmp_path: Path) -> None:
     """Branches merge in any order: a database that already has m013 (and sessions with a control state)
     still gets m012 when it next opens, and both columns live side by side."""
-    from server.activity.sessions import get_session
+    from server.activity.session_registry import get_session
     from server.store.migrations import m013_control
 
     path = tmp_path / "m013.db"
@@ -351,7 +351,7 @@ def test_upgrade_to_m013_keeps_sessions_active_and_adds_pending_writes(tmp_path:
     """An m010 database: its sessions become ``active`` (the guard reads the column on every write), and the
     pending table appears empty."""
     from server.activity import control
-    from server.activity.sessions import get_session
+    from server.activity.session_registry import get_session
 
     path = tmp_path / "m010.db"
     old = apsw.Connection(str(path))
@@ -540,7 +540,7 @@ def test_upgrade_to_m023_keeps_old_rows_unkeyed_and_answers_a_keyed_retry(tmp_pa
 def test_upgrade_to_m024_keeps_old_sessions_and_records_outside_edits_by_path(tmp_path: Path) -> None:
     """An m023 database gains the session record tables: an old session has no record (its note is built
     from its provenance alone), and an outside edit is found again by its vault path."""
-    from server.activity import session_record
+    from server.activity import session_material
     from server.activity.session_note import gather
 
     path = tmp_path / "m023.db"
@@ -550,14 +550,14 @@ def test_upgrade_to_m024_keeps_old_sessions_and_records_outside_edits_by_path(tm
     old.close()
     conn = connect(path)
     assert "m024_session_records" in applied(conn)
-    assert session_record.get(conn, "s1") is None and gather(conn, "s1").empty
+    assert session_material.get(conn, "s1") is None and gather(conn, "s1").empty
     root = tmp_path / "vault"
     (root / "a").mkdir(parents=True)
     (root / "a" / "n.md").write_text("x\n")
     conn.execute("INSERT INTO vaults (name, root, added_at) VALUES ('v', ?, 1)", (str(root),))
     event = {"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_input": {"file_path": str(root / "a/n.md")}}
-    session_record.record_event(conn, "s1", event, now=5.0)
-    [found] = session_record.files_for_path(conn, 1, "a/n.md")
+    session_material.record_event(conn, "s1", event, now=5.0)
+    [found] = session_material.files_for_path(conn, 1, "a/n.md")
     assert (found.session_id, found.at, found.tool) == ("s1", 5.0, "Write")
     plan = " ".join(
         str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM session_files WHERE vault_id = 1 AND path = 'x'")
@@ -570,7 +570,7 @@ def test_upgrade_to_m025_keeps_the_notes_current_version_at_the_next_index(tmp_p
     """An m023 database gains the history tables; notes the index held before there was a history (here: an
     index whose history rows are gone) get their version kept at the next index (the file as it is, when it
     still holds the indexed bytes)."""
-    from server.activity.history import find_line, versions
+    from server.activity.note_history import find_line, versions
     from server.index.indexer import index_vault
     from server.vault.registry import add_vault, get_vault
 
@@ -654,7 +654,7 @@ def test_upgrade_to_m029_keeps_a_pending_call_and_says_why_a_new_one_is_held(tmp
 def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Path) -> None:
     """An m032 database (the one before) gains the index of versions by path and time: the versions kept
     before are found through it, and the feed joins an edit a session reported to the version kms kept."""
-    from server.activity import outside_feed, session_record
+    from server.activity import outside_feed, session_material
     from server.index.incremental import reindex_file
     from server.index.indexer import index_vault
     from server.vault.registry import add_vault
@@ -680,7 +680,7 @@ def test_upgrade_to_m037_finds_a_reported_edits_version_by_its_path(tmp_path: Pa
     assert "history_versions_path" in plan
     (root / "a.md").write_text("# A\n\nby the agent's Edit\n")
     event = {"hook_event_name": "PostToolUse", "tool_name": "Edit", "tool_input": {"file_path": str(root / "a.md")}}
-    session_record.record_event(conn, "s1", event)
+    session_material.record_event(conn, "s1", event)
     reindex_file(conn, vault, "a.md")
     [row] = outside_feed.page(conn)[0]
     assert (row["session_id"], row["path"], row["size_change"]) == ("s1", "a.md", len("\nby the agent's Edit\n"))

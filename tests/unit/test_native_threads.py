@@ -48,7 +48,8 @@ CASES = {
     ),
     # zstandard (C): note history, compressed against a neighbour version
     "history": (
-        "from server.store import history\nstate['h'] = history\nstate['frame'] = history.compress(b'a note' * 50)",
+        "from server.store import version_blobs\nstate['h'] = version_blobs\n"
+        "state['frame'] = version_blobs.compress(b'a note' * 50)",
         "h = state['h']\nbase = b'the neighbour version ' * 40\n"
         "assert h.decompress(h.compress(b'the next version ' * 40, base), base, 680) == b'the next version ' * 40\n"
         "assert h.decompress(state['frame'], None, 300) == b'a note' * 50",

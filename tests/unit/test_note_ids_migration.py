@@ -12,7 +12,7 @@ import apsw
 from support.writes import Writer
 from test_stable_ids import NOTES  # the same notes: carried ids, an accent, two carrying one id
 
-from server.activity import session_record
+from server.activity import session_material
 from server.activity.ratelimit import RateLimiter
 from server.index.indexer import index_vault
 from server.store.db import connect
@@ -63,7 +63,7 @@ def test_old_random_ids_are_derived_again_and_nothing_dangles(tmp_path: Path) ->
     plan_id = next(conn.execute("SELECT id FROM notes WHERE path = 'Plan.md'"))[0]
     with conn:
         conn.execute("INSERT INTO note_reads VALUES (?, 'agent-a', 1, 1.0, 1.0)", (plan_id,))
-    session_record.set_note(conn, "agent-a", note_id=made["noteId"], vault="work", path=made["path"], digest="x")
+    session_material.set_note(conn, "agent-a", note_id=made["noteId"], vault="work", path=made["path"], digest="x")
     old = _made_the_old_way(conn)
     conn.close()
 
@@ -88,7 +88,7 @@ def test_old_random_ids_are_derived_again_and_nothing_dangles(tmp_path: Path) ->
         assert named, table  # the test wrote a reference in each
         assert named <= live, f"{table}.{column} names an id no note has: {named - live}"
     assert next(conn.execute("SELECT note_id FROM note_reads"))[0] == ids["Plan.md"]
-    assert session_record.note_of(conn, "agent-a") == ids[made["path"]]
+    assert session_material.note_of(conn, "agent-a") == ids[made["path"]]
     stale = list(conn.execute("SELECT h.note_id, n.id FROM history_notes h JOIN notes n ON n.rid = h.rid"))
     assert stale and all(h == n for h, n in stale)
     for rnd, path in old.items():  # an old id quoted somewhere still finds the note's history

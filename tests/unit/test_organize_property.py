@@ -62,7 +62,7 @@ def vaults(draw: hs.DrawFn) -> tuple[dict[str, str], str, str, str | None]:
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 def test_rename_or_move_then_revert_is_byte_identical(tmp_path: Path, case: tuple) -> None:
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
     from server.store.db import connect
     from server.writes.undo.revert import revert

@@ -12,8 +12,8 @@ from support.writes import Env, Writer, make_env
 
 from server.activity.ratelimit import RateLimiter
 from server.activity.reads import ReadTracker
-from server.activity.sessions import start_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import start_session
+from server.config.session_contract import SessionConfig
 from server.index import conflicts
 from server.index.indexer import index_vault
 from server.mcp.tools import REGISTRY

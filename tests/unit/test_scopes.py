@@ -9,7 +9,7 @@ import pytest
 
 from server.config.allowlist import Allowlist
 from server.config.scopes import ScopeError, Scopes
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 
 
 def test_a_tokens_scopes_only_take_away(tmp_path: Path) -> None:

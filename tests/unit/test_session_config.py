@@ -1,4 +1,4 @@
-"""The session contract (server/config/session.py): one writer, one reader, one grammar."""
+"""The session contract (server/config/session_contract.py): one writer, one reader, one grammar."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as hs
 
 from server.config import settings as st
 from server.config.environment import env_vars
-from server.config.session import SessionConfig, SessionConfigError
+from server.config.session_contract import SessionConfig, SessionConfigError
 
 NAME = hs.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
 SEGMENT = hs.from_regex(r"[A-Za-z0-9_][A-Za-z0-9 _.-]{0,10}[A-Za-z0-9_]|[*?A-Za-z0-9_]", fullmatch=True)

@@ -12,11 +12,11 @@ import pytest
 from support.sql import value
 from support.writes import Env, Writer, make_env
 
-from server.activity import approvals, provenance, session_record
+from server.activity import approvals, provenance, session_material
 from server.activity.reads import ReadTracker
 from server.activity.session_note import gather, render
-from server.activity.sessions import start_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import start_session
+from server.config.session_contract import SessionConfig
 from server.writes.capture import capture
 from server.writes.review import decide_pending
 from server.writes.undo.revert import revert
@@ -101,8 +101,8 @@ def test_capture_writes_one_note_updates_it_in_place_and_revert_takes_each_versi
     again = capture(config(env, "s1"), "PreCompact")  # nothing new: not written, no row
     assert again == {"written": False, "reason": "the session note is up to date"}
 
-    session_record.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"})
-    session_record.record_event(
+    session_material.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "prompt_input_exit"})
+    session_material.record_event(
         env.conn, "s1", {"hook_event_name": "Stop", "last_assistant_message": "Done: Beta is there."}
     )
     second = capture(config(env, "s1"), "SessionEnd")
@@ -122,7 +122,7 @@ def test_a_note_the_person_edited_is_left_alone(env: Env) -> None:
     assert capture(config(env, "s1"), "PreCompact")["written"] is True
     [note] = session_notes(env)
     note.write_text(note.read_text() + "\nMy own words.\n")
-    session_record.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "other"})
+    session_material.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "other"})
     answer = capture(config(env, "s1"), "SessionEnd")
     assert answer == {"written": False, "reason": "the person changed the session note since kms wrote it"}
     assert note.read_text().endswith("My own words.\n")
@@ -176,9 +176,9 @@ def test_files_changed_outside_kms_are_listed_and_queryable_by_path(env: Env, tm
     outside.write_text("print(1)\n")
     for tool, path in (("Edit", target), ("Write", outside), ("Edit", env.root / "diary" / "secret.md")):
         event = {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": {"file_path": str(path)}}
-        session_record.record_event(env.conn, "s1", event)
-    session_record.record_event(env.conn, "s1", {"hook_event_name": "PostToolUse", "tool_name": "Bash"})
-    [found] = session_record.files_for_path(env.conn, env.vault.id, "projects/alpha.md")
+        session_material.record_event(env.conn, "s1", event)
+    session_material.record_event(env.conn, "s1", {"hook_event_name": "PostToolUse", "tool_name": "Bash"})
+    [found] = session_material.files_for_path(env.conn, env.vault.id, "projects/alpha.md")
     assert (found.session_id, found.tool) == ("s1", "Edit") and found.hash_after is not None
     text = render(gather(env.conn, "s1"))
     section = text.split("## Files changed outside kms")[1]
@@ -189,10 +189,10 @@ def test_files_changed_outside_kms_are_listed_and_queryable_by_path(env: Env, tm
 def test_prompts_are_kept_only_when_the_setting_says_so(env: Env) -> None:
     start_session(env.conn, session_id="s1", kind="launcher", now=1_700_000_000)
     event = {"hook_event_name": "UserPromptSubmit", "prompt": "look at alpha"}
-    session_record.record_event(env.conn, "s1", event)
-    record = session_record.get(env.conn, "s1")
+    session_material.record_event(env.conn, "s1", event)
+    record = session_material.get(env.conn, "s1")
     assert record is not None and record.prompts == []
-    session_record.record_event(env.conn, "s1", event, keep_prompts=True)
+    session_material.record_event(env.conn, "s1", event, keep_prompts=True)
     read(env, "s1", "projects/alpha.md")
     assert "```text\nlook at alpha\n```" in render(gather(env.conn, "s1"))
     assert json.loads(value(env.conn, "SELECT prompts FROM session_records")) == ["look at alpha"]
@@ -206,7 +206,7 @@ def test_a_session_note_the_person_hid_or_took_back_is_never_written_again(env: 
     first = capture(config(env, "s1"), "PreCompact")
     [note] = session_notes(env)
     set_hidden(env.conn, first["noteId"], True)  # `kms hide`: agents may not see it any more
-    session_record.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "other"})
+    session_material.record_event(env.conn, "s1", {"hook_event_name": "SessionEnd", "reason": "other"})
     answer = capture(config(env, "s1"), "SessionEnd")
     assert answer["written"] is False and "no longer where agents may see it" in answer["reason"]
     assert session_notes(env) == [note] and "reason:" not in note.read_text()  # neither rewritten nor a second

@@ -11,7 +11,7 @@ import pytest
 
 from server.config import tiers
 from server.config.schema import SETTINGS
-from server.config.session import SETTING_FIELDS, SessionConfig
+from server.config.session_contract import SETTING_FIELDS, SessionConfig
 
 SWITCHES = ("enabled", "read_enabled", "write_enabled", "edit_enabled", "organize_enabled")
 

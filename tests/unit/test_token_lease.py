@@ -8,7 +8,7 @@ from __future__ import annotations
 import apsw
 
 from server.activity import tokens
-from server.activity.sessions import end_session, get_session, start_session
+from server.activity.session_registry import end_session, get_session, start_session
 from server.config.scopes import Scopes
 
 T0 = 1_800_000_000.0

@@ -11,7 +11,7 @@ from support.organize import assert_index_is_fresh, index, make_vault
 
 
 def _runner(db: Path, tmp: Path):
-    from server.config.session import SessionConfig
+    from server.config.session_contract import SessionConfig
     from server.mcp.tools.dispatch import ToolRunner
 
     cfg = SessionConfig.from_env(

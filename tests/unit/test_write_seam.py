@@ -3,8 +3,9 @@
 A write point says what it wrote (``reindex.note``); the guard and the person's writes index it once, when the
 operation returns, in the call's one commit, before its provenance row (``reindex.flush``). These tests hold
 the house to that: the context's walk for ``kms_append`` stays short, nothing in ``server/writes`` but the
-seam reaches the indexer, the person's writes record through ``person.person_write`` only, and a person's
-revert puts its index rows and its provenance row in one commit.
+seam reaches the indexer, the person's writes record through ``person.person_write`` only, a person's
+revert puts its index rows and its provenance row in one commit, and a unit of several files
+(``multifile.apply_plans``) is indexed the same way: after its operation, under the lock it took.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import ast
 from functools import partial
 from pathlib import Path
 
+import apsw
 import pytest
 from support.context_walk import walk
 from support.sql import value
@@ -20,7 +22,9 @@ from support.writes import Env, Writer, make_env, write_service
 
 from server.activity.ratelimit import RateLimiter
 from server.mcp.tools.write_tools import WRITE_TOOLS
-from server.writes.context import WriteContext
+from server.store.db import connect, shared_commit
+from server.writes import organize, reindex
+from server.writes.context import WriteContext, load_note
 from server.writes.guard import WriteService
 from server.writes.undo.restore import restore
 from server.writes.undo.revert import revert
@@ -125,3 +129,33 @@ def test_a_persons_restore_of_a_deleted_note_gives_its_id_back_in_one_commit(env
     assert res["noteId"] and value(env.conn, "SELECT path FROM notes WHERE id = ?", (res["noteId"],)) == "gone.md"
     assert value(env.conn, "SELECT note_id FROM tool_invocations WHERE id = ?", (res["invocationId"],)) == res["noteId"]
     assert len(commits) == 1, commits
+
+
+def test_a_unit_is_indexed_after_its_operation_under_the_lock_it_took(env: Env) -> None:
+    """A rename (a unit: the note moves, a linking note is rewritten) says what it wrote; its rows are written by
+    ``reindex.flush`` once the operation returned, not inside it. Meanwhile the database's write lock taken
+    before its first file change is still held, so no other writer (the watcher) indexes the moved file
+    before its row has moved with it; after the flush the note keeps its id at its new path, and the linking
+    note's row is the rewritten one."""
+    nid = env.note("old.md", "# Old\n\nbody\n")
+    env.note("linker.md", "see [[old]]\n")
+    ctx = WriteContext.for_person(env.conn, index_after=[])
+    other = connect(env.db_path)
+    other.set_busy_timeout(0)
+    try:
+        with shared_commit(env.conn):
+            note, vault = load_note(env.conn, nid)
+            done = organize.rename(ctx, vault, note, title="New", keep_alias=False)
+            assert (env.root / "New.md").exists() and env.read("linker.md") == "see [[New]]\n"
+            assert value(env.conn, "SELECT path FROM notes WHERE id = ?", (nid,)) == "old.md"  # not indexed yet
+            assert [type(item) for item in ctx.index_after or []] == [reindex.Unit]
+            with pytest.raises(apsw.BusyError):  # the unit's write lock, held until the call's commit
+                other.execute("BEGIN IMMEDIATE")
+            reindex.flush(ctx)
+        assert value(env.conn, "SELECT path FROM notes WHERE id = ?", (nid,)) == "New.md"
+        linker_hash = value(env.conn, "SELECT content_hash FROM notes WHERE path = 'linker.md'")
+        assert linker_hash == next(f.hash_after for f in done.change.files if f.path == "linker.md")  # type: ignore[union-attr]
+        other.execute("BEGIN IMMEDIATE")  # (the commit let it go)
+        other.execute("ROLLBACK")
+    finally:
+        other.close()

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from server.errors import KmsError
+
 # what can be known without numpy: the model's name, its files and where they are
 from server.index.embed_pending import (
     MODEL_DIRNAME,
@@ -90,6 +92,7 @@ def no_telemetry() -> None:
 def download_model() -> Path:
     """Let fastembed fetch the model into its own cache (progress on stderr); return the dir."""
     no_telemetry()
+    # deferred: fastembed (onnxruntime) only to download the model
     from fastembed import TextEmbedding
 
     TextEmbedding(MODEL_NAME)
@@ -158,7 +161,6 @@ def install_model(src: str | Path, dest: str | Path | None = None) -> Path:
     Verifies the required files first and copies into a temp dir renamed into place, so a failed
     copy never leaves a half model where the loader would pick it up.
     """
-    from server.errors import KmsError
 
     src_dir = Path(src).expanduser().resolve()
     if not src_dir.is_dir():
@@ -323,7 +325,8 @@ class Embedder:
                 self._fail(MISSING, _missing_reason(loc))
                 return
             no_telemetry()
-            from server.index.embed.runtime import MiniLM  # lazy: onnxruntime and its session are slow to load
+            # deferred: onnxruntime and its session are slow to load: only when a vector is asked for
+            from server.index.embed.runtime import MiniLM
 
             model = MiniLM(loc["dir"], self.threads)
             tokenizer = model.tokenizer

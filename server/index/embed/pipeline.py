@@ -25,7 +25,7 @@ import numpy as np
 from server.index.embed.chunker import Chunk, chunk_note
 from server.index.embed.model import MODEL_NAME, Embedder, EmbeddingStopped, ModelNotReady
 from server.index.embed_pending import pending_count
-from server.store.db import write_tx
+from server.store.db import connect, write_tx
 
 log = logging.getLogger(__name__)
 Progress = Callable[["EmbedReport"], None]
@@ -283,7 +283,6 @@ class BackgroundEmbedder:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        from server.store.db import connect
 
         conn = connect(self.db_path)
         try:

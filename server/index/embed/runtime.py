@@ -39,6 +39,7 @@ class MiniLM:
     """The ONNX session and the tokenizer of one model dir; thread-safe for inference."""
 
     def __init__(self, model_dir: str | Path, threads: int) -> None:
+        # deferred: onnxruntime and tokenizers only when the model is loaded
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

@@ -54,6 +54,7 @@ from server.mcp.remote.screens import (
     SecretCheck,
     TargetCheck,
 )
+from server.mcp.serve import build_server
 
 CLIENT_ORIGINS = ("https://claude.ai", "https://chatgpt.com")  # their servers call /token and /register
 OPEN_BODY_BYTES = 64 * 1024  # a registration, a token or consent form: small bodies, no token to check first
@@ -104,7 +105,6 @@ def remote_app(
     read_timeout: float = READ_TIMEOUT_S,
 ) -> HttpGuard:
     """The remote listener's app (module docstring) for the service's ``hub``."""
-    from server.mcp.serve import build_server
 
     db_path = hub.services.db_path
     provider = KmsOAuthProvider(db_path, settings)

@@ -18,9 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import uvicorn
 
 from server.config.remote import RemoteSettings
 from server.config.settings import default_config_path, load_settings
+from server.mcp.remote.app import remote_app
 
 log = logging.getLogger("kms.service")
 POLL_S = 0.25
@@ -85,9 +87,6 @@ class RemoteListener:
             await self._close()
 
     def _open(self, tg: Any, settings: RemoteSettings) -> None:
-        import uvicorn
-
-        from server.mcp.remote.app import remote_app
 
         try:
             sockets = self.bind(settings.port)

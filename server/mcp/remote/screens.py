@@ -168,6 +168,7 @@ class ScopeCheck:
     out; a tool the person's own settings turned off stays a tool error, ``feature-disabled``.)"""
 
     def __init__(self, app: Any, metadata_url: str) -> None:
+        # deferred: the tool registry only in the service; kms remote doctor imports this module
         from server.mcp.tools import REGISTRY
 
         self.app, self.metadata_url = app, metadata_url

@@ -28,14 +28,16 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from server.activity.agent_session import AgentSession
 from server.activity.idempotency import KEY_FIELD, MAX_KEY_CHARS
 from server.activity.visits import SessionIdentity
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.config.tiers import Tier, WriteTier
 from server.errors import KINDS, KmsError, check_kinds, errors_sentence
 from server.index.cold import NOT_YET, incomplete
 from server.index.note_data import DATA_SENTENCE
+from server.index.notes import index_is_empty
 from server.index.properties import MAX_FILTERS
 from server.mcp.process import LazySemanticService, ProcessServices
 from server.store.db import thread_connection
+from server.vault.registry import get_vault
 from server.vault.scope import EVERY, VaultScope, resolve, scope_ids
 from server.writes.limits import MAX_NOTE_NAME_CHARS
 
@@ -278,7 +280,6 @@ class ToolContext:
         return NOT_YET if any(scope.sees(vid) for vid in incomplete(self.conn)) else None
 
     def require_index(self) -> None:
-        from server.index.notes import index_is_empty
 
         problem = index_is_empty(self.conn)
         if problem:
@@ -291,7 +292,6 @@ class ToolContext:
         without ``vault``; a scoped session answers for its vaults only (one or several), and a ``vault``
         argument naming another one is refused (without saying whether it exists).
         """
-        from server.vault.registry import get_vault
 
         names = self.config.vault_names
         if not names:

@@ -41,6 +41,7 @@ class CaptureOutput(ToolOutput):
 
 
 def kms_capture(ctx: WriteContext, args: CaptureInput) -> WriteOutcome:
+    # deferred: the YAML editors at the first call, not on the way to tools/list (write_tools.OPERATIONS)
     from server.writes.capture import write_session_note
 
     items = [

@@ -13,14 +13,17 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from server.activity.agent_session import AgentSession
-from server.config.session import SessionConfig
+from server.config.session_contract import SessionConfig
 from server.errors import KmsError, validate_input
 from server.index import note_data
 from server.index.listing import encode_cursor
 from server.mcp.process import ProcessServices
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, ReadSpec, ToolContext, ToolSpec, WriteSpec
 from server.store.health import UNUSABLE, database_error
+from server.writes.guard import WriteService
 
 if TYPE_CHECKING:
     import anyio
@@ -58,8 +61,8 @@ class ToolRunner:
         *,
         services: ProcessServices | None = None,
     ) -> None:
+        # deferred: the registry's package imports this module (a cycle at import time)
         from server.mcp.tools import REGISTRY
-        from server.writes.guard import WriteService
 
         self.session = config if isinstance(config, AgentSession) else AgentSession.open(config)
         self.config = self.session.config
@@ -104,7 +107,6 @@ class ToolRunner:
     async def in_order(self, work: Callable[[], tuple[dict[str, Any], bool]]) -> tuple[dict[str, Any], bool]:
         """Run one step of a write on a worker thread, after the session's earlier write steps: the event
         loop (and so every other call, of this session or another) goes on while it runs or waits."""
-        import anyio
 
         if self._write_order is None:
             self._write_order = anyio.Lock()

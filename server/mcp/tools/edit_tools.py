@@ -74,7 +74,8 @@ class EditOutput(ToolOutput):
 
 
 def kms_edit(ctx: WriteContext, args: EditInput) -> WriteOutcome:
-    from server.writes import edits  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call, not on the way to tools/list (write_tools.OPERATIONS)
+    from server.writes import edits
 
     note, vault = ctx.note(args.noteId)
     steps = [s.model_dump(exclude_none=True) for s in args.edits]

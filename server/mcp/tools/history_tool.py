@@ -1,6 +1,6 @@
 """``kms_history``: the versions kms kept of a visible note, who made each and how, and a diff between two.
 
-The rules are ``server.activity.history``'s; this is the read tier's adapter. A hidden or out-of-scope note
+The rules are ``server.activity.note_history``'s; this is the read tier's adapter. A hidden or out-of-scope note
 is as if absent (``note_id_of``), and no version seen while the note was hidden is told or diffed.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from server.activity import history
+from server.activity import note_history
 from server.errors import KmsError
 from server.index import listing
 from server.mcp.tools.base import PAYLOAD_CAP_BYTES, READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
@@ -63,12 +63,12 @@ def kms_history(ctx: ToolContext, args: HistoryInput) -> dict[str, Any]:
             raise KmsError("invalid-input", "cursor does not belong to this note; omit it to start from the newest")
         before = data["b"]
     try:
-        line = history.find_line(conn, note_id)
+        line = note_history.find_line(conn, note_id)
     except KmsError as e:
         if e.kind != "not-found":
             raise
         return {"noteId": note_id, "versions": [], "nextCursor": None}
-    rows = history.versions(conn, line, limit=args.limit + 1, before=before, agent=True)
+    rows = note_history.versions(conn, line, limit=args.limit + 1, before=before, agent=True)
     page = rows[: args.limit]
     out: dict[str, Any] = {
         "noteId": note_id,
@@ -86,15 +86,15 @@ def kms_history(ctx: ToolContext, args: HistoryInput) -> dict[str, Any]:
     return out
 
 
-def _diff(conn: Any, line: history.Line, a: int, b: int | None) -> dict[str, Any]:
+def _diff(conn: Any, line: note_history.Line, a: int, b: int | None) -> dict[str, Any]:
     """The diff of two versions an agent may see (never one seen while the note was hidden)."""
-    left = history.pick(conn, line, number=a)
-    right = history.pick(conn, line, number=b) if b is not None else history.pick(conn, line)
+    left = note_history.pick(conn, line, number=a)
+    right = note_history.pick(conn, line, number=b) if b is not None else note_history.pick(conn, line)
     if left["hidden"] or right["hidden"]:
         raise KmsError("not-found", "no such version of this note")
-    text = history.unified(
-        history.version_bytes(conn, left),
-        history.version_bytes(conn, right),
+    text = note_history.unified(
+        note_history.version_bytes(conn, left),
+        note_history.version_bytes(conn, right),
         (left["path"], f"version {left['version']}"),
         (right["path"], f"version {right['version']}"),
     )

@@ -196,6 +196,7 @@ def _outline(note: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
 def _section(note: dict[str, Any], query: str) -> tuple[str, str]:
     """(``## Heading``, the text of that heading's section, heading line included): the write tools'
     heading rules (``server.writes.positions``), so a section read is where an append would go."""
+    # deferred: the Markdown parser (pyromark) only when a section is read, not on the way to tools/list
     from server.writes import positions
 
     body = note["body"]

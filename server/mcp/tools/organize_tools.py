@@ -44,7 +44,8 @@ class OrganizeOutput(ToolOutput):
 
 
 def kms_move(ctx: WriteContext, args: MoveInput) -> WriteOutcome:
-    from server.writes import folders, organize  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call (write_tools.OPERATIONS)
+    from server.writes import folders, organize
 
     try:
         note, vault = ctx.note(args.noteId)
@@ -80,7 +81,8 @@ KMS_MOVE = WriteSpec(
 
 
 def kms_rename(ctx: WriteContext, args: RenameInput) -> WriteOutcome:
-    from server.writes import organize  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call (write_tools.OPERATIONS)
+    from server.writes import organize
 
     note, vault = ctx.note(args.noteId)
     return organize.rename(ctx, vault, note, title=args.title, keep_alias=args.keepAlias)
@@ -108,7 +110,8 @@ KMS_RENAME = WriteSpec(
 
 
 def kms_trash(ctx: WriteContext, args: TrashInput) -> WriteOutcome:
-    from server.writes import organize  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call (write_tools.OPERATIONS)
+    from server.writes import organize
 
     note, vault = ctx.note(args.noteId)
     return organize.trash(ctx, vault, note)
@@ -175,7 +178,8 @@ FOLDER_ANSWER = (
 
 
 def kms_move_folder(ctx: WriteContext, args: MoveFolderInput) -> WriteOutcome:
-    from server.writes import folders  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call (write_tools.OPERATIONS)
+    from server.writes import folders
 
     return folders.move_folder(ctx, ctx.vault(args.vault), args.folder, to=args.to, dry_run=args.dryRun)
 
@@ -195,7 +199,8 @@ KMS_MOVE_FOLDER = WriteSpec(
 
 
 def kms_rename_folder(ctx: WriteContext, args: RenameFolderInput) -> WriteOutcome:
-    from server.writes import folders  # at first call: write_tools.OPERATIONS
+    # deferred: the YAML editors at the first call (write_tools.OPERATIONS)
+    from server.writes import folders
 
     return folders.rename_folder(ctx, ctx.vault(args.vault), args.folder, name=args.name, dry_run=args.dryRun)
 

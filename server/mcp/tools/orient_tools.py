@@ -9,8 +9,13 @@ from typing import Any
 
 from pydantic import Field
 
+from server.activity.start import session_summary, start_answer
 from server.activity.visits import MAX_PROJECT_CHARS
-from server.index.properties import parse_filters
+from server.index import conflicts
+from server.index import orientation as o
+from server.index.agent_reindex import refresh
+from server.index.orientation import list_folder
+from server.index.properties import parse_filters, properties_in_use
 from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput, WhereField
 from server.mcp.tools.notes_tools import VaultField, is_restart_cursor
 from server.writes.limits import MAX_FOLDER_CHARS
@@ -50,13 +55,11 @@ def _watcher(ctx: ToolContext) -> bool:
 
 
 def _session(ctx: ToolContext, project: str | None) -> dict[str, Any]:
-    from server.activity.start import session_summary
 
     return session_summary(ctx.conn, ctx.config, project, _semantic(ctx))
 
 
 def kms_start(ctx: ToolContext, args: StartInput) -> dict[str, Any]:
-    from server.activity.start import start_answer
 
     ctx.require_index()
     vault_id = ctx.vault_filter()
@@ -118,7 +121,6 @@ class ListFolderOutput(ToolOutput):
 
 
 def kms_list_folder(ctx: ToolContext, args: ListFolderInput) -> dict[str, Any]:
-    from server.index.orientation import list_folder
 
     ctx.require_index()
     cursor = None if is_restart_cursor(args.cursor, "kms_list_folder") else args.cursor
@@ -172,8 +174,6 @@ class StatusOutput(ToolOutput):
 
 
 def kms_status(ctx: ToolContext, args: StatusInput) -> dict[str, Any]:
-    from server.index import conflicts
-    from server.index import orientation as o
 
     ctx.require_index()
     conn, vault_id = ctx.conn, ctx.vault_filter()
@@ -225,7 +225,6 @@ class ReindexOutput(ToolOutput):
 
 
 def kms_reindex(ctx: ToolContext, args: ReindexInput) -> dict[str, Any]:
-    from server.index.agent_reindex import refresh
 
     return refresh(ctx.conn, ctx.vault_filter(args.vault))
 
@@ -260,7 +259,6 @@ class ListPropertiesOutput(ToolOutput):
 
 
 def kms_list_properties(ctx: ToolContext, args: ListPropertiesInput) -> dict[str, Any]:
-    from server.index.properties import properties_in_use
 
     ctx.require_index()
     found = properties_in_use(ctx.conn, ctx.vault_filter(args.vault), limit=args.limit, values=args.values)

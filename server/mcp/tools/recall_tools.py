@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from server.index.recall import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from server.index.recall import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, recall
 from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
 from server.mcp.tools.notes_tools import VaultField
 
@@ -65,7 +65,6 @@ class RecallOutput(ToolOutput):
 
 
 def kms_recall(ctx: ToolContext, args: RecallInput) -> dict[str, Any]:
-    from server.index.recall import recall
 
     ctx.require_index()
     vault_id = ctx.vault_filter(args.vault)

@@ -177,7 +177,8 @@ OPERATIONS = (
 
 
 def kms_create(ctx: WriteContext, args: CreateInput) -> WriteOutcome:
-    from server.writes import operations  # see OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import operations
 
     return operations.create(
         ctx, ctx.vault(args.vault), title=args.title, content=args.content, tags=args.tags or None, folder=args.folder
@@ -200,7 +201,8 @@ KMS_CREATE = WriteSpec(
 
 
 def kms_append(ctx: WriteContext, args: AppendInput) -> WriteOutcome:
-    from server.writes import operations  # see OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import operations
 
     note, vault = ctx.note(args.noteId)
     return operations.append(
@@ -224,7 +226,8 @@ KMS_APPEND = WriteSpec(
 
 
 def kms_update_properties(ctx: WriteContext, args: UpdatePropertiesInput) -> WriteOutcome:
-    from server.writes import operations  # see OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import operations
 
     note, vault = ctx.note(args.noteId)
     return operations.update_properties(
@@ -250,7 +253,8 @@ KMS_UPDATE_PROPERTIES = WriteSpec(
 
 
 def kms_insert_at(ctx: WriteContext, args: InsertAtInput) -> WriteOutcome:
-    from server.writes import operations  # see OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import operations
 
     note, vault = ctx.note(args.noteId)
     position = {k: v for k, v in args.position.model_dump().items() if v is not None}
@@ -305,6 +309,7 @@ class RememberOutput(ToolOutput):
 
 
 def kms_remember(ctx: WriteContext, args: RememberInput) -> WriteOutcome:
+    # deferred: the YAML editors at the first call (OPERATIONS)
     from server.writes.memory import remember
 
     return remember(ctx, about=args.about, text=args.text, category=args.category)
@@ -400,7 +405,8 @@ class LinkOutput(ToolOutput):
 
 
 def kms_create_many(ctx: WriteContext, args: CreateManyInput) -> WriteOutcome:
-    from server.writes import batch  # at first call: OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import batch
 
     notes = [n.model_dump() for n in args.notes]
     return batch.create_many(ctx, ctx.vault(args.vault), notes)
@@ -424,7 +430,8 @@ KMS_CREATE_MANY = WriteSpec(
 
 
 def kms_link(ctx: WriteContext, args: LinkInput) -> WriteOutcome:
-    from server.writes import link_ops  # at first call: OPERATIONS
+    # deferred: the YAML editors at the first call (OPERATIONS)
+    from server.writes import link_ops
 
     note, vault = ctx.note(args.noteId)
     if args.targets is not None:

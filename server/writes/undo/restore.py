@@ -15,10 +15,11 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import Line, find_line, pick, unified, version_bytes, versions
+from server.activity.note_history import Line, find_line, pick, unified, version_bytes, versions
 from server.errors import KmsError
 from server.vault.files import sha256_hex
 from server.vault.registry import Vault, get_vault
+from server.writes import reindex
 from server.writes.context import Touched
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.operations import create_exact
@@ -167,7 +168,7 @@ def _restore(
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise KmsError("invalid-input", f"version {chosen['version']} is not UTF-8; kms will not write it") from e
-    files, warning = apply_plans(ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))])
+    files, unit = apply_plans(ctx, vault_obj, [FilePlan(path, lambda _t: text, expect_hash=sha256_hex(now))])
     result = WriteResult(
         title=touched.title or path,
         path=path,
@@ -177,8 +178,7 @@ def _restore(
         changed=bool(files),
         noteId=line.note_id,
     )
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     call.outcome = WriteOutcome(
         result, FilesChanged(path, tuple(files)) if files else None, sha256_hex(now), sha256_hex(data)
     )

@@ -37,6 +37,7 @@ from server.vault.files import decode, detect_newline, sha256_hex
 from server.vault.markdown import line_count
 from server.vault.paths import TRASH, resolve_note_file, strip_note_suffix
 from server.vault.registry import Vault, get_vault
+from server.writes import reindex
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, Touched, WriteContext
 from server.writes.multifile import FilePlan, apply_plans
@@ -259,7 +260,7 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
     change = changes.from_row(inv)
     assert isinstance(change, FileCreated)
     try:  # the same check again under the unit's locks: a save that landed since is a conflict
-        files, warning = apply_plans(
+        files, unit = apply_plans(
             ctx, vault, [FilePlan(note.path, lambda t: t, new_path=dest, expect_hash=change.hash)]
         )
     except KmsError as e:
@@ -277,8 +278,7 @@ def _trash_created(ctx: WriteContext, vault: Vault, note: NoteRef, inv: dict) ->
         changed=True,
         noteId=None,
     )
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(note.path, tuple(files)))
 
 

@@ -16,6 +16,7 @@ from server.activity.changes import FileChange, FilesChanged
 from server.vault.files import decode, sha256_hex
 from server.vault.paths import locate_note
 from server.vault.registry import Vault
+from server.writes import reindex
 from server.writes.context import WriteContext
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
@@ -92,7 +93,7 @@ def revert(ctx: WriteContext, vault: Vault, change: FilesChanged, note_id: str |
         for f in change.files
     ]
     home = change.files[0].path if change.files else change.path  # the note the call was about comes first
-    done, warning = apply_plans(ctx, vault, plans, keep_ids={home: note_id} if note_id else None)
+    done, unit = apply_plans(ctx, vault, plans, keep_ids={home: note_id} if note_id else None)
     result = WriteResult(
         noteId=note_id,
         title=Path(home).stem,
@@ -103,6 +104,5 @@ def revert(ctx: WriteContext, vault: Vault, change: FilesChanged, note_id: str |
         linesAdded=0,
         changed=bool(done),
     )
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(change.path, tuple(done)))

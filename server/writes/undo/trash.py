@@ -29,6 +29,7 @@ from server.store.db import rows
 from server.vault.files import fsync_dir
 from server.vault.paths import TRASH, strip_note_suffix
 from server.vault.registry import Vault, list_vaults
+from server.writes import reindex
 from server.writes.context import Touched
 from server.writes.multifile import FilePlan, apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
@@ -166,7 +167,7 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
         conn, tool="trash-restore", summary=f"restore {item.path}", touched=Touched(None, vault.name, item.path)
     ) as call:
         plan = FilePlan(f"{TRASH}/{item.path}", lambda t: t, new_path=item.path)
-        files, warning = apply_plans(call.ctx, vault, [plan])
+        files, unit = apply_plans(call.ctx, vault, [plan])
         result = WriteResult(
             path=item.path,
             vault=vault.name,
@@ -176,8 +177,7 @@ def _move_back(conn: apsw.Connection, vault: Vault, item: Trashed) -> dict[str, 
             linesAdded=0,
             changed=True,
         )
-        if warning:
-            result["indexWarning"] = warning
+        reindex.warn_into(call.ctx, unit, result)
         call.outcome = WriteOutcome(result, FilesChanged(item.path, tuple(files)))
     return {**call.result.result, "invocationId": call.invocation_id}
 

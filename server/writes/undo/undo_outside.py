@@ -1,7 +1,7 @@
 """The notes a session changed outside kms, in its undo: its agent's own Edit/Write (or any change its
-hooks reported, ``session_record.files_for_session``) that the note history attributes to it.
+hooks reported, ``session_material.files_for_session``) that the note history attributes to it.
 
-``plan`` finds, for each note the session reported, its versions (``activity.history.versions``): those whose
+``plan`` finds, for each note the session reported, its versions (``activity.note_history.versions``): those whose
 bytes are those the session's report saw right after its edit (a deletion: that the history attributes
 to this session, ``attribute_outside_change``; a save the watcher missed is indexed first: ``catch_up``). The note
 goes back to the version it had before the session's first such change: rewritten (``restore.restore``), or
@@ -23,10 +23,10 @@ from typing import Any
 import apsw
 
 from server.activity.changes import FilesChanged
-from server.activity.history import REPORTED_WINDOW_S, Line, line_by_hid, pick, version_bytes, versions
-from server.activity.session_record import OutsideFile, files_for_session
+from server.activity.note_history import REPORTED_WINDOW_S, Line, line_by_hid, pick, version_bytes, versions
+from server.activity.session_material import OutsideFile, files_for_session
 from server.errors import KmsError
-from server.index.history import HOW_DELETED
+from server.index.note_versions import HOW_DELETED
 from server.vault.files import sha256_hex
 from server.vault.paths import TRASH, is_note_path
 from server.vault.registry import Vault, get_vault
@@ -172,12 +172,11 @@ def _trash(ctx: WriteContext, vault: Vault, path: str, expect: str, touched: Tou
         raise KmsError("conflict", f"{path!r} is gone already; nothing was moved", path=path)
     dest = free_trash_path(vault, f"{TRASH}/{path}")
     try:
-        files, warning = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
+        files, unit = apply_plans(ctx, vault, [FilePlan(path, lambda t: t, new_path=dest, expect_hash=expect)])
     except KmsError as e:
         if e.kind != "conflict":
             raise
         raise KmsError("conflict", f"{path!r} changed since the preview; nothing was moved", path=path) from None
     result = WriteResult(title=touched.title or path, path=dest, oldPath=path, vault=vault.name, changed=True)
-    if warning:
-        result["indexWarning"] = warning
+    reindex.warn_into(ctx, unit, result)
     return WriteOutcome(result, FilesChanged(path, tuple(files)))

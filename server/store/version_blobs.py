@@ -8,7 +8,7 @@ chain would pass ``MAX_DEPTH`` is compressed against the seed again. A blob anot
 never deleted while that one lives: ``drop_blobs`` re-encodes the dependents first (``forget`` must
 leave no byte of a purged note behind, even inside another note's delta).
 
-Nothing here knows notes or settings: ``server.index.history`` decides what is kept.
+Nothing here knows notes or settings: ``server.index.note_versions`` decides what is kept.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A note's history told to the person and to agents (docs/history.md): its versions, who made each, diffs.
 
-The index keeps the versions (``server.index.history``); who made one is told here from what kms
+The index keeps the versions (``server.index.note_versions``); who made one is told here from what kms
 recorded: the call whose bytes a version holds (``tool_invocations.hash_after``, or a unit's
 ``tool_file_changes``) made within ``CALL_WINDOW_S`` of when the version was seen, a kms call (an
 agent's, with its session and call id) or the person's (a revert, a restore, an approval); else the change
@@ -20,11 +20,11 @@ from typing import Any
 
 import apsw
 
-from server.activity.session_record import files_for_path
+from server.activity.session_material import files_for_path
 from server.errors import KmsError
-from server.index.history import HOW_DELETED, HOW_MOVED
+from server.index.note_versions import HOW_DELETED, HOW_MOVED
 from server.index.notes import find_note
-from server.store import history as blobs
+from server.store import version_blobs as blobs
 
 CALL_WINDOW_S = 60.0  # a call's row is written right after the version it made was indexed
 OUTSIDE = "outside kms"
@@ -46,7 +46,7 @@ def attribute_outside_change(
     ``vault_id``) at about ``at`` through its Claude Code hooks. None: nobody did (an editor, a sync,
     a script), told as "outside kms". Every history answer asks only this for such a change.
 
-    The session's report (PostToolUse, ``session_record``) and kms seeing the file change (the watcher, or
+    The session's report (PostToolUse, ``session_material``) and kms seeing the file change (the watcher, or
     the next index) come within moments of each other, in either order: the report nearest to ``at`` within
     ``REPORTED_WINDOW_S`` names the session. A report that recorded the bytes it left (``hash_after``) names
     it only for a version with those bytes (``content_hash``), so a person's save just before or after the

@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from server.config.session import new_session_id
+from server.config.session_contract import new_session_id
 from server.store.db import rows, write_tx
 
 # host: a session of an agent host that runs kms's hooks on its own (`kms hooks install`, a plugin), not one

@@ -8,8 +8,8 @@ of versions (``history_notes``) follows its row (a rename keeps the row, so its 
 leaves a deletion marker and keeps its line, which a new note at the same path, or with the same bytes
 soon after, joins again (a move the watcher saw as a delete and a create).
 
-Who made a version is not decided here (the index sees bytes, not callers): ``server.activity.history``
-tells it from the provenance rows. The bytes are ``server.store.history``'s.
+Who made a version is not decided here (the index sees bytes, not callers): ``server.activity.note_history``
+tells it from the provenance rows. The bytes are ``server.store.version_blobs``'s.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import apsw
 
 from server.config.settings import default_config_path, load_settings
-from server.store import history as blobs
+from server.store import version_blobs as blobs
 from server.store.db import scalar
 
 REJOIN_S = 3600.0  # a new note with a deleted note's last bytes within this long continues its history

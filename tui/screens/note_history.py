@@ -1,7 +1,7 @@
 """A note's history (``h`` on a feed row or in the trash): every version kms kept, who made it and how, the
 diff of the highlighted one against the note now, and restoring it after a yes.
 
-The same core as ``kms history`` and ``kms restore`` (``server.activity.history``, ``server.writes.undo.restore``):
+The same core as ``kms history`` and ``kms restore`` (``server.activity.note_history``, ``server.writes.undo.restore``):
 the restore is the person's write, recorded and revertible, refused (``conflict``) when the note changed
 since the diff was shown.
 """
@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Label, Static
 
 from server import humanize
-from server.activity import history
+from server.activity import note_history
 from server.errors import KmsError
 from server.writes.undo import restore
 from tui.screens.modals import YesNoScreen
@@ -58,9 +58,9 @@ def diff_text(diff: str) -> Text:
     return out
 
 
-def load(conn: Any, ref: str, vault: str | None) -> tuple[history.Line, list[dict[str, Any]]]:
-    line = history.find_line(conn, ref, vault)
-    return line, history.versions(conn, line)
+def load(conn: Any, ref: str, vault: str | None) -> tuple[note_history.Line, list[dict[str, Any]]]:
+    line = note_history.find_line(conn, ref, vault)
+    return line, note_history.versions(conn, line)
 
 
 class ConfirmVersionRestore(YesNoScreen):

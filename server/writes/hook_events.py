@@ -5,7 +5,7 @@ the session from its bearer token) and a command hook (``kms hook EVENT``, the s
 ``kms claude`` wrote, else from the environment). It answers the JSON object the host reads back, or None.
 
 - SessionStart: the start brief (``server.activity.brief``) as ``additionalContext``.
-- every other event: what it carries for the session note (``session_record.record_event``); the prompt
+- every other event: what it carries for the session note (``session_material.record_event``); the prompt
   only when ``capture.prompts`` is on; a host file tool's call (PostToolUse) as a file changed outside kms.
 - PreCompact and SessionEnd: the session note is written or updated (``capture.capture``).
 - Stop: the ``capture.ask_agent`` rule: a session that changed at least that many notes and called no
@@ -21,10 +21,10 @@ from typing import Any
 
 import apsw
 
-from server.activity import session_record
+from server.activity import session_material
 from server.activity.session_note import CAPTURE_TOOL
-from server.activity.sessions import end_session, touch_session
-from server.config.session import SessionConfig
+from server.activity.session_registry import end_session, touch_session
+from server.config.session_contract import SessionConfig
 
 EVENTS: dict[str, str] = {  # the command's argument -> the host's event name
     "session-start": "SessionStart",
@@ -57,14 +57,16 @@ def handle(
         return None
     seen(conn, config.session_id, event, now=now)
     if name == "SessionStart":
+        # deferred: the start brief's index modules only at SessionStart (kms hook runs once per event)
         from server.activity.brief import brief
 
         text = brief(conn, config, now=now)
         if not text:
             return None
         return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    session_record.record_event(conn, config.session_id, event, keep_prompts=config.capture_prompts, now=now)
+    session_material.record_event(conn, config.session_id, event, keep_prompts=config.capture_prompts, now=now)
     if name in CAPTURE_AT:
+        # deferred: the YAML editors and pydantic only when a session note is captured (kms hook)
         from server.writes.capture import capture
 
         capture(config, str(name))
@@ -101,11 +103,11 @@ def ask_to_capture(
     least = config.capture_ask
     if least <= 0 or event.get("stop_hook_active") or not config.tier_enabled("write"):
         return None
-    record = session_record.get(conn, config.session_id)
+    record = session_material.get(conn, config.session_id)
     if record is not None and record.asked_at is not None:
         return None
     changed, captured = changed_notes(conn, config.session_id)
     if captured or changed < least:
         return None
-    session_record.mark_asked(conn, config.session_id, time.time() if now is None else now)
+    session_material.mark_asked(conn, config.session_id, time.time() if now is None else now)
     return {"decision": "block", "reason": ASK_REASON.format(n=changed)}
