@@ -56,7 +56,7 @@ from server.config.redact import redact
 from server.config.session_contract import SessionConfigError, check_env, new_session_id
 from server.config.settings import Settings, load_settings
 from server.errors import KmsError
-from server.mcp.service import ServiceState, read_state
+from server.mcp.service_state import ServiceState, read_state
 from server.store import db
 from server.vault.registry import get_vault, list_vaults
 

@@ -21,7 +21,7 @@ from server.config.settings import load_settings, set_value
 from server.errors import KmsError
 from server.humanize import ago
 from server.mcp.remote.doctor import diagnose, state_for
-from server.mcp.service import read_state
+from server.mcp.service_state import read_state
 from server.store.db import default_db_path
 
 remote_app = typer.Typer(

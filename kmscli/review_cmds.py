@@ -19,7 +19,7 @@ from server.activity import review_access
 from server.config.settings import load_settings
 from server.errors import KmsError
 from server.humanize import ago
-from server.mcp.service import read_state
+from server.mcp.service_state import read_state
 from server.store.db import default_db_path
 from server.web import pairing
 

@@ -28,7 +28,7 @@ from server.activity import approvals, review_access
 from server.activity.approvals import Pending
 from server.errors import KmsError
 from server.mcp import host_approval
-from server.mcp.service import session_pages
+from server.mcp.service_state import session_pages
 from server.mcp.tools.base import WriteSpec
 from server.mcp.tools.dispatch import ToolRunner
 from server.writes import staging
@@ -182,7 +182,7 @@ class ApprovalFlow:
                 log.exception("could not record the abandoned call #%s", pending_id)
 
     def pages(self) -> str | None:
-        """The review pages' address a staged call's answer names (``service.session_pages``: a stdio session
+        """The review pages' address a staged call's answer names (``service_state.session_pages``: a stdio session
         asks the running service's state file now)."""
         return session_pages(self.config)
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from server.config.remote import RemoteSettings
 from server.mcp.remote.screens import seen_path
-from server.mcp.service import read_state
+from server.mcp.service_state import read_state
 
 if TYPE_CHECKING:
     import httpx

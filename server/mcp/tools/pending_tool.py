@@ -14,7 +14,7 @@ from pydantic import Field
 
 from server.activity import approvals
 from server.errors import KmsError
-from server.mcp.service import session_pages
+from server.mcp.service_state import session_pages
 from server.mcp.tools.base import READ_ONLY, ReadSpec, StrictInput, ToolContext, ToolOutput
 
 
