@@ -140,8 +140,12 @@ def state_checks(db: Path, calls: int = 5000) -> tuple[list[float], list[float]]
     """The per-call session-state check every write makes (``control.refusal``: one indexed lookup) on the
     bench database, against a bare ``SELECT 1`` on the same connection (the floor of any query)."""
     from server.activity import control
-    from server.activity.session_registry import touch_session
     from server.store.db import connect
+
+    try:
+        from server.activity.session_registry import touch_session
+    except ImportError:  # the code of a same-script comparison from before the module's name (issue 43)
+        from server.activity.sessions import touch_session  # type: ignore[import-not-found, no-redef]
 
     conn = connect(db)
     touch_session(conn, "bench")
@@ -199,7 +203,11 @@ def run(args) -> None:
     raw_fts = baseline_index(str(root), str(fresh_db("mcp-baseline.db")))
     raw_sql = "SELECT rowid, snippet(f, 1, '**', '**', '…', 32) FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10"
     from kmscli.compose import kms_command
-    from server.config.session_contract import SessionConfig
+
+    try:
+        from server.config.session_contract import SessionConfig
+    except ImportError:  # the code of a same-script comparison from before the module's name (issue 43)
+        from server.config.session import SessionConfig  # type: ignore[import-not-found, no-redef]
 
     session = SessionConfig(
         db_path=db,
