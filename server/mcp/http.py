@@ -180,7 +180,7 @@ class EndingResponses:
     stream), then cut if it has not ended after the grace; an event stream is closed cleanly (its last, empty
     chunk).
 
-    Why a thread: a request costs a dictionary entry here, no task. One checker thread per app, started when a
+    Why a thread: a request costs an entry in a set here, no task. One checker thread per app, started when a
     response is open and ended after ``CHECKER_IDLE_S`` with none, re-checks the tokens of the responses open
     longer than one check (one indexed read each) and reaches into the event loop only to end one. A request
     shorter than one check never reads the database here."""
