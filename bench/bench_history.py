@@ -63,8 +63,9 @@ def growth_and_timings(run: int) -> dict[str, float]:
     from server.store.db import connect
     from server.vault.registry import add_vault
     from server.writes.context import WriteContext
-    from server.writes.multifile import FilePlan, apply_plans
+    from server.writes.multifile import apply_plans
     from server.writes.undo.restore import preview_restore, restore
+    from server.writes.unit_files import FilePlan
 
     cfg = Path(os.environ["KMS_CONFIG"])
     settings(cfg, True)

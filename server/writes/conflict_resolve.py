@@ -34,6 +34,7 @@ from server.vault.registry import Vault, get_vault
 from server.writes.context import Touched
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import person_write
+from server.writes.unit_files import FilePlan
 
 KEEP = ("mine", "theirs", "both")
 TOOL = "conflict-resolve"
@@ -98,7 +99,7 @@ def resolve_conflict(conn: apsw.Connection, conflict_id: int, keep: str) -> dict
 def _write_note(conn: apsw.Connection, vault: Vault, row: dict, mine: bytes | None, theirs: bytes) -> dict[str, Any]:
     """The note becomes ``theirs``, as the person's recorded (revertible) change."""
     # deferred: the YAML editors only to resolve; the dashboard and kms conflicts list import this module
-    from server.writes.multifile import FilePlan, apply_plans
+    from server.writes.multifile import apply_plans
     from server.writes.operations import create_exact
 
     path = row["path"]

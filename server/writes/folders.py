@@ -29,10 +29,11 @@ from server.vault.paths import TRASH, folder_key
 from server.vault.registry import Vault
 from server.writes import reindex
 from server.writes.context import Touched, WriteContext
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.operations import refuse_private
 from server.writes.organize import Radius
 from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.unit_files import FilePlan
 
 
 def _members(ctx: WriteContext, vault: Vault, folder: str) -> list[dict]:

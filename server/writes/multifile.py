@@ -24,7 +24,6 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -33,9 +32,9 @@ from typing import NoReturn
 
 import apsw
 
-from server.activity.changes import FileChange, file_change
+from server.activity.changes import FileChange
 from server.errors import KmsError
-from server.index.records import FileRecord, record_of_bytes
+from server.index.records import record_of_bytes
 from server.store.db import after_commit, at_group_end, shared_commit, write_tx
 from server.store.health import UNUSABLE
 from server.store.locks import file_lock, own_writes
@@ -55,116 +54,61 @@ from server.writes.context import Landed, WriteContext
 from server.writes.crash_points import crash_point
 from server.writes.destination import case_only, destination, same_file
 from server.writes.staging import Capture
-from server.writes.unit_journal import Entry, UnitJournal, journal_dir, read_all, recover, undo, write_all
+from server.writes.unit_files import (
+    FilePlan,
+    Prepared,
+    change_of,
+    entry,
+    in_place,
+    name_of,
+    read_file,
+    saved_meanwhile,
+    seen_now,
+    signature,
+)
+from server.writes.unit_journal import UnitJournal, journal_dir, read_all, recover, undo, write_all
 from server.writes.unit_scope import check_moves, refuse_rewrites_outside
 
 log = logging.getLogger("kms.writes")
 
 
-@dataclass
-class FilePlan:
-    """One file of a unit: where it is, how its new text follows from its current one, where it goes."""
-
-    path: str
-    compute: Callable[[str], str]
-    new_path: str | None = None
-    hidden: bool = False  # agents never see its name
-    expect_hash: str | None = None  # it must be exactly these bytes (a revert): else ``conflict``
-    delete: bool = False  # the file goes (the revert of a note kms created)
-
-
-@dataclass
-class _Prepared:
-    plan: FilePlan
-    real: Path
-    raw: bytes
-    text: str
-    new_text: str
-    new_raw: bytes
-    seen: tuple[int, int, int] | None  # (inode, mtime, size) as read: the re-check compares it
-    linked: bool  # other hard links lead to it (maybe from outside the vault): replaced, never written in place
-    fd: int | None = None  # open from its write in place until its fsync
-    record: FileRecord | None = None  # the index record of ``new_raw`` (its mtime set once written)
-
-
-def _name(plan: FilePlan) -> str:
-    return "a note you cannot see" if plan.hidden else repr(plan.path)
-
-
-def _gone(plan: FilePlan) -> KmsError:
-    return KmsError("conflict", f"{_name(plan)} is gone; nothing was changed", path=None if plan.hidden else plan.path)
-
-
-def _signature(st: os.stat_result) -> tuple[int, int, int]:
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def _seen(real: Path) -> tuple[int, int, int] | None:
-    try:
-        return _signature(os.stat(real))
-    except FileNotFoundError:
-        return None
-
-
-def _read(real: Path, plan: FilePlan) -> tuple[bytes, os.stat_result]:
-    try:
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise _gone(plan) from None
-    try:
-        st = os.fstat(fd)
-        return read_all(fd), st
-    finally:
-        os.close(fd)
-
-
-def _prepare(ctx: WriteContext, vault: Vault, plan: FilePlan, real: Path) -> _Prepared:
-    raw, st = _read(real, plan)
+def _prepare(ctx: WriteContext, vault: Vault, plan: FilePlan, real: Path) -> Prepared:
+    raw, st = read_file(real, plan)
     if plan.expect_hash is not None and sha256_hex(raw) != plan.expect_hash:
         raise KmsError(
-            "conflict", f"{_name(plan)} changed since; nothing was changed", path=None if plan.hidden else plan.path
+            "conflict", f"{name_of(plan)} changed since; nothing was changed", path=None if plan.hidden else plan.path
         )
     text, fmt = decode(raw)
     new_text = "" if plan.delete else plan.compute(text)
     new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
     ctx.check_approved(vault.name, plan.path, raw, None if plan.delete else new_raw, hidden=plan.hidden)
-    prep = _Prepared(plan, real, raw, text, new_text, new_raw, _signature(st), st.st_nlink > 1)
-    if _in_place(prep) and not os.access(real, os.W_OK):
+    prep = Prepared(plan, real, raw, text, new_text, new_raw, signature(st), st.st_nlink > 1)
+    if in_place(prep) and not os.access(real, os.W_OK):
         raise KmsError(
             "conflict",
-            f"{_name(plan)} is read-only (its file permissions); nothing was changed",
+            f"{name_of(plan)} is read-only (its file permissions); nothing was changed",
             path=None if plan.hidden else plan.path,
         )
     return prep
 
 
-def _entry(prep: _Prepared, dest: Path | None) -> Entry:
-    """The file's part of the unit's journal."""
-    return Entry(str(prep.real), prep.raw, prep.new_raw, None if dest is None else str(dest), prep.plan.delete)
-
-
-def _in_place(prep: _Prepared) -> bool:
-    """Is this file rewritten where it is, not moved, deleted or left alone?"""
-    return prep.new_raw != prep.raw and prep.plan.new_path is None and not prep.plan.delete
-
-
-def _with_record(vault: Vault, prep: _Prepared) -> _Prepared:
+def _with_record(vault: Vault, prep: Prepared) -> Prepared:
     """The index record of the new bytes, parsed as the vault's dialect reads them."""
-    if _in_place(prep):
+    if in_place(prep):
         prep.record = record_of_bytes(prep.plan.path, 0, prep.new_raw, dialect=vault.rules)  # (mtime: once written)
     return prep
 
 
-def _recheck(ctx: WriteContext, vault: Vault, prepared: list[_Prepared]) -> None:
+def _recheck(ctx: WriteContext, vault: Vault, prepared: list[Prepared]) -> None:
     """Right before the writes: a file a person saved since it was read is read and computed once more;
     one saved again meanwhile is a ``conflict``."""
     for k, prep in enumerate(prepared):
-        if _seen(prep.real) != prep.seen:
+        if seen_now(prep.real) != prep.seen:
             prepared[k] = prep = _with_record(vault, _prepare(ctx, vault, prep.plan, prep.real))
-            if _seen(prep.real) != prep.seen:
+            if seen_now(prep.real) != prep.seen:
                 raise KmsError(
                     "conflict",
-                    f"{_name(prep.plan)} kept changing while kms was rewriting it; nothing was changed: try again",
+                    f"{name_of(prep.plan)} kept changing while kms was rewriting it; nothing was changed: try again",
                     path=None if prep.plan.hidden else prep.plan.path,
                 )
 
@@ -222,15 +166,15 @@ def apply_plans(
             _with_record(vault, _prepare(ctx, vault, plan, real)) for plan, real in zip(plans, reals, strict=True)
         ]
         _recheck(ctx, vault, prepared)
-        refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if _in_place(p)])
+        refuse_rewrites_outside(ctx, vault, [(p.plan, places[i]) for i, p in enumerate(prepared) if in_place(p)])
         for i, p in enumerate(plans):  # (a folder is made only once nothing refuses the unit before its writes)
             if p.new_path and p.new_path != p.path:
                 dests[i] = destination(vault, p.new_path, reals[i])
         out = _changes(prepared, dests)
         entries = [
-            _entry(prep, dests.get(i))
+            entry(prep, dests.get(i))
             for i, prep in enumerate(prepared)
-            if _in_place(prep) or prep.plan.delete or i in dests
+            if in_place(prep) or prep.plan.delete or i in dests
         ]
         journal = UnitJournal.begin(journal_dir(lock_dir), entries, once.call_of(ctx)) if entries else None
         if journal is not None:
@@ -282,7 +226,7 @@ class _Landing:
     fsyncs once started, its journal. The index ends it (``reindex.Unit``): ``recorded``, or ``failed``."""
 
     conn: apsw.Connection
-    done: list[tuple[_Prepared, Path | None]]
+    done: list[tuple[Prepared, Path | None]]
     journal: UnitJournal | None
     durable: Future[None] | None = None
 
@@ -318,7 +262,7 @@ class _Landing:
         raise error
 
 
-def _landed(vault: Vault, prepared: list[_Prepared], dests: dict[int, Path]) -> list[Landed]:
+def _landed(vault: Vault, prepared: list[Prepared], dests: dict[int, Path]) -> list[Landed]:
     """What the unit changed on disk, file by file (a move: the old path gone, the new one made)."""
     out: list[Landed] = []
     for i, p in enumerate(prepared):
@@ -343,11 +287,11 @@ def _preview(
     ctx: WriteContext, cap: Capture, vault: Vault, plans: list[FilePlan], reals: list[Path], places: list[str]
 ) -> list[FileChange]:
     """What the unit would change, for a call staged for approval: computed, captured, nothing written (and
-    refused as the unit itself would be, ``_refuse_rewrites_outside``)."""
+    refused as the unit itself would be, ``unit_scope.refuse_rewrites_outside``)."""
     out: list[FileChange] = []
     seen: list[tuple[FilePlan, bytes, str, bytes, str, str | None]] = []
     for plan, real in zip(plans, reals, strict=True):
-        raw, _st = _read(real, plan)
+        raw, _st = read_file(real, plan)
         text, fmt = decode(raw)
         new_text = "" if plan.delete else plan.compute(text)
         new_raw = b"" if plan.delete else raw if new_text == text else encode(new_text, fmt)
@@ -365,40 +309,20 @@ def _preview(
     for plan, raw, text, new_raw, new_text, moved in seen:
         if new_raw != raw or moved or plan.delete:
             cap.add(vault.name, plan.path, raw, None if plan.delete else new_raw, new_path=moved, hidden=plan.hidden)
-            out.append(
-                file_change(
-                    plan.path,
-                    text,
-                    new_text,
-                    sha256_hex(raw),
-                    "" if plan.delete else sha256_hex(new_raw),
-                    new_path=moved,
-                    hidden=plan.hidden,
-                )
-            )
+            out.append(change_of(plan, raw, text, new_text, new_raw, moved))
     return out
 
 
-def _changes(prepared: list[_Prepared], dests: dict[int, Path]) -> list[FileChange]:
+def _changes(prepared: list[Prepared], dests: dict[int, Path]) -> list[FileChange]:
     out: list[FileChange] = []
     for i, prep in enumerate(prepared):
         moved = prep.plan.new_path if i in dests else None
         if prep.new_raw != prep.raw or moved or prep.plan.delete:
-            out.append(
-                file_change(
-                    prep.plan.path,
-                    prep.text,
-                    prep.new_text,
-                    sha256_hex(prep.raw),
-                    "" if prep.plan.delete else sha256_hex(prep.new_raw),
-                    new_path=moved,
-                    hidden=prep.plan.hidden,
-                )
-            )
+            out.append(change_of(prep.plan, prep.raw, prep.text, prep.new_text, prep.new_raw, moved))
     return out
 
 
-def _commit(prepared: list[_Prepared], dests: dict[int, Path], done: list[tuple[_Prepared, Path | None]]) -> None:
+def _commit(prepared: list[Prepared], dests: dict[int, Path], done: list[tuple[Prepared, Path | None]]) -> None:
     """Write, move or delete every file, each only if it is still what was read (checked right before),
     adding to ``done`` what was done (each file and where it went) as it goes. The writes in place are
     not flushed yet (``_make_durable``)."""
@@ -409,14 +333,14 @@ def _commit(prepared: list[_Prepared], dests: dict[int, Path], done: list[tuple[
             raise write_failure(e, "a note you cannot see" if prep.plan.hidden else prep.plan.path) from None
 
 
-def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, Path | None]]) -> None:
-    if _in_place(prep):
+def _commit_one(prep: Prepared, dest: Path | None, done: list[tuple[Prepared, Path | None]]) -> None:
+    if in_place(prep):
         (_replace if prep.linked else _write_in_place)(prep, done)
         return
     if not (prep.plan.delete or dest is not None):
         return
-    if _read(prep.real, prep.plan)[0] != prep.raw:
-        raise _saved_meanwhile(prep.plan)
+    if read_file(prep.real, prep.plan)[0] != prep.raw:
+        raise saved_meanwhile(prep.plan)
     done.append((prep, dest))  # (before the move: one that fails half way is taken back too)
     if prep.plan.delete:
         os.unlink(prep.real)
@@ -427,29 +351,21 @@ def _commit_one(prep: _Prepared, dest: Path | None, done: list[tuple[_Prepared, 
         fsync_dir(prep.real.parent)
 
 
-def _saved_meanwhile(plan: FilePlan) -> KmsError:
-    return KmsError(
-        "conflict",
-        f"{_name(plan)} was saved by someone else just now; nothing was changed: try again",
-        path=None if plan.hidden else plan.path,
-    )
-
-
-def _write_in_place(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) -> None:
+def _write_in_place(prep: Prepared, done: list[tuple[Prepared, Path | None]]) -> None:
     """Rewrite the file where it is, through one descriptor: compared with what was read, written, and
     checked to be still the file at its name (a save by rename meanwhile took the name: conflict). It is
     in ``done`` from its first byte written, so a write that fails half way is put back with the rest."""
     fd = os.open(prep.real, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if read_all(fd) != prep.raw:
-            raise _saved_meanwhile(prep.plan)
+            raise saved_meanwhile(prep.plan)
         done.append((prep, None))
         write_all(fd, prep.new_raw)
         st = os.fstat(fd)
-        if (_seen(prep.real) or (-1,))[0] != st.st_ino:  # a save by rename took the name: kms wrote into
+        if (seen_now(prep.real) or (-1,))[0] != st.st_ino:  # a save by rename took the name: kms wrote into
             write_all(fd, prep.raw)  # the file that was the note (gone once closed, or another hard link)
             done.pop()
-            raise _saved_meanwhile(prep.plan)
+            raise saved_meanwhile(prep.plan)
     except BaseException:
         os.close(fd)
         raise
@@ -458,18 +374,18 @@ def _write_in_place(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) 
         prep.record.set_mtime(st.st_mtime_ns)
 
 
-def _replace(prep: _Prepared, done: list[tuple[_Prepared, Path | None]]) -> None:
+def _replace(prep: Prepared, done: list[tuple[Prepared, Path | None]]) -> None:
     """A note with other hard links is given a file of its own (a temp file renamed over it, flushed), so
     the other names keep their bytes: kms writes nothing that shows outside the vault."""
-    if _read(prep.real, prep.plan)[0] != prep.raw:
-        raise _saved_meanwhile(prep.plan)
+    if read_file(prep.real, prep.plan)[0] != prep.raw:
+        raise saved_meanwhile(prep.plan)
     done.append((prep, None))
     atomic_write(prep.real, prep.new_raw)
     if prep.record is not None:
         prep.record.set_mtime(os.stat(prep.real).st_mtime_ns)
 
 
-def _make_durable(done: list[tuple[_Prepared, Path | None]]) -> None:
+def _make_durable(done: list[tuple[Prepared, Path | None]]) -> None:
     """Flush every file written in place, all at once."""
     fds = []
     for prep, _dest in done:
@@ -492,7 +408,7 @@ def _take_back(vault: Vault, landing: _Landing, lock_dir: Path) -> None:
             landing.journal.end()
 
 
-def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:
+def _roll_back(done: list[tuple[Prepared, Path | None]]) -> bool:
     """Put back the old bytes of files already changed, unless someone changed them since: a file
     written in place only while it holds kms's bytes (or a part of them), a moved one likewise, a
     deleted one never over a file that took its name meanwhile. Goes on past a file it cannot put back;
@@ -511,7 +427,7 @@ def _roll_back(done: list[tuple[_Prepared, Path | None]]) -> bool:
                 else:
                     _move(dest, prep.real, prep.raw)
             else:  # written in place, or deleted
-                undo(_entry(prep, None))
+                undo(entry(prep, None))
         except (OSError, KmsError):  # the vault's disk may be failing too: the others still go back
             ok = False
             log.exception("could not put %s back", "a hidden note" if prep.plan.hidden else prep.plan.path)

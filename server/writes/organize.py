@@ -28,9 +28,10 @@ from server.vault.registry import Vault
 from server.writes import reindex
 from server.writes.context import NoteRef, WriteContext
 from server.writes.edits import blast_radius
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.operations import refuse_private
 from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.unit_files import FilePlan
 
 
 def _linking(conn: apsw.Connection, note: NoteRef) -> list[dict[str, Any]]:

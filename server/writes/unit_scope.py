@@ -4,14 +4,10 @@ is read or made (issue 37: scope by real path)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from server.errors import KmsError
 from server.vault.registry import Vault
 from server.writes.context import WriteContext
-
-if TYPE_CHECKING:  # (multifile imports this module: its plan type only for the annotations)
-    from server.writes.multifile import FilePlan
+from server.writes.unit_files import FilePlan
 
 
 def check_moves(ctx: WriteContext, vault: Vault, plans: list[FilePlan], places: list[str]) -> None:

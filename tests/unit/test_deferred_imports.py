@@ -21,7 +21,7 @@ _spec.loader.exec_module(script)
 CEILING, count, deferred_in, lines_of = script.CEILING, script.count, script.deferred_in, script.lines_of
 
 DONE = ("kmscli", "tui", "server")  # the packages at the ceiling, each seam named
-PRODUCT_MOST = 100  # product-wide today (438 before issue 43, 161 before server/ was done): never raise it
+PRODUCT_MOST = 98  # product-wide today (438 before issue 43, 161 before server/ was done): never raise it
 
 
 @pytest.mark.parametrize("package", DONE)

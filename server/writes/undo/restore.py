@@ -21,11 +21,12 @@ from server.vault.files import sha256_hex
 from server.vault.registry import Vault, get_vault
 from server.writes import reindex
 from server.writes.context import Touched
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.operations import create_exact
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import PersonCall, person_write
 from server.writes.undo.trash import parse_duration
+from server.writes.unit_files import FilePlan
 
 TOOL_RESTORE = "restore"
 

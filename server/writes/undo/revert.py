@@ -40,10 +40,11 @@ from server.vault.registry import Vault, get_vault
 from server.writes import reindex
 from server.writes.cas import write_note
 from server.writes.context import NoteRef, Touched, WriteContext
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.outcome import Edit, WriteOutcome, WriteResult
 from server.writes.person import PersonCall, person_write
 from server.writes.undo import revert_files
+from server.writes.unit_files import FilePlan
 
 TOOL_REVERT = "revert"
 

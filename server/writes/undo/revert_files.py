@@ -18,8 +18,9 @@ from server.vault.paths import locate_note
 from server.vault.registry import Vault
 from server.writes import reindex
 from server.writes.context import WriteContext
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
+from server.writes.unit_files import FilePlan
 
 
 def _state(vault: Vault, f: FileChange) -> tuple[str | None, str | None]:

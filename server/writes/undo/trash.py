@@ -31,10 +31,11 @@ from server.vault.paths import TRASH, strip_note_suffix
 from server.vault.registry import Vault, list_vaults
 from server.writes import reindex
 from server.writes.context import Touched
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import person_write
 from server.writes.undo import revert as revert_mod
+from server.writes.unit_files import FilePlan
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -32,11 +32,12 @@ from server.vault.paths import TRASH, is_note_path
 from server.vault.registry import Vault, get_vault
 from server.writes import reindex
 from server.writes.context import Touched, WriteContext
-from server.writes.multifile import FilePlan, apply_plans
+from server.writes.multifile import apply_plans
 from server.writes.outcome import WriteOutcome, WriteResult
 from server.writes.person import person_write
 from server.writes.undo.restore import TOOL_RESTORE, current_bytes, restore, restore_target
 from server.writes.undo.revert import free_trash_path
+from server.writes.unit_files import FilePlan
 
 KIND = "outside edit reported by the session"
 
