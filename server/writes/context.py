@@ -123,6 +123,7 @@ class WriteContext:
     capture_folder: str | None = None  # capture.folder: where the session note goes (None: capture is off)
     once_call: str | None = None  # a call with an idempotencyKey (``idempotency.call_id``): journaled (``once``)
     located: dict[tuple[int, str], tuple[Path, str]] = field(default_factory=dict)  # ``locate``'s answers
+    unconflicted: set[tuple[int, str]] = field(default_factory=set)  # notes ``check_write`` found in no conflict
     landed: list[Landed] = field(default_factory=list)  # the files changed, in order (``Landed``)
     # what the operation wrote, indexed once it returns (``reindex.flush``); None: indexed at once
     index_after: list[Any] | None = None  # ``reindex.Wrote``s and ``reindex.Unit``s
@@ -227,8 +228,9 @@ class WriteContext:
         and so does every operation's early check. ``real``: the real place already resolved
         (``paths.locate_notes``)."""
         place = real if real is not None else real_relpath(vault.root, relpath, hidden=hidden)
-        if self.by_agent:  # an open conflict, a conflict copy's name: the person's call, never an agent's
-            conflicts.check_target(self.conn, vault, relpath)
+        if self.by_agent and (vault.id, relpath) not in self.unconflicted:  # once a call: its early check and
+            conflicts.check_target(self.conn, vault, relpath)  # its write ask of the same note
+            self.unconflicted.add((vault.id, relpath))
         if relpath.split("/")[0] == TRASH:
             if place.split("/")[0] != TRASH:
                 raise KmsError(

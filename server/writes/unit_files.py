@@ -1,8 +1,8 @@
 """One file of a unit (``server.writes.multifile``): its plan, what kms read of it, how it is read, what it
 changes (as the answer and the record say it) and its part of the unit's journal.
 
-Kept apart from ``multifile`` (which orders the unit: its locks, its journal, its commit, its index) so that a
-module that only makes plans (``organize``, ``folders``, the undo tools, ``unit_scope``) imports only this.
+Kept apart from ``multifile``, which orders the unit (its locks, its journal, its commit, its index):
+``unit_scope``, which ``multifile`` imports, names the plan from here without a cycle.
 """
 
 from __future__ import annotations
