@@ -233,7 +233,8 @@ def refuse_private(conn: apsw.Connection, vault: Vault, relpath: str, rules: Rul
     Judged by the name and by where the note would really be (``paths.real_relpath``): a symlinked folder into
     a hidden one (``drafts/portal -> ../journal``) is that folder under another name."""
     rules = rules or vault_rules(conn, vault.id, vault.root)
-    if rules.path_reason(relpath) or rules.path_reason(_real_place(vault, relpath)):
+    has_path_rules = bool(rules.hide_folders or rules.kmsignore)  # (else no walk of the real path)
+    if has_path_rules and (rules.path_reason(relpath) or rules.path_reason(_real_place(vault, relpath))):
         raise KmsError(
             "folder-denied",
             "that place is private (a privacy rule hides notes there): agents cannot write there; "
